@@ -1,0 +1,51 @@
+"""gpumsg: a GPU as a message service.
+
+Each device is owned by one thread that drains a queue of typed messages; every call returns a
+:class:`concurrent.futures.Future`. ``open_device()`` picks the GPU when one is present and the
+NumPy simulator otherwise::
+
+    import numpy as np, gpumsg
+    with gpumsg.open_device(0) as dev:
+        a = dev.to_device(np.random.rand(512, 256).astype(np.float32, order="F"))
+        b = dev.to_device(np.random.rand(256, 128).astype(np.float32, order="F"))
+        c = dev.alloc((512, 128), np.float32)
+        dev.sgemm(a, b, c, m=512, n=128, k=256)
+        out = dev.copy_to_host(c).result()
+"""
+
+from . import messages
+from .dtypes import as_dtype, bfloat16, dtype_name
+from .errors import (
+    ContextPoisoned,
+    CudaError,
+    DependencyFailed,
+    DeviceClosed,
+    FaultInjectionDisabled,
+    GpuError,
+    GpuRefStale,
+    InvalidMessage,
+    LibraryError,
+    OperationTimeout,
+    OutOfBudget,
+    OutOfMemory,
+    Unrecoverable,
+    WorkerDied,
+)
+from .memory import MemoryConfig
+from .service.buffers import BufferFuture, GpuBuffer, GpuFuture, PinnedHostBuffer
+from .service.client import Device, devices, open_device
+from .service.stats import DeviceLoad
+from .service.trace import KernelTrace, NvtxTrace, OpRecord, RecordingTrace
+
+GpuRef = GpuBuffer  # the name the design seeds use
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "open_device", "devices", "Device", "GpuBuffer", "GpuRef", "BufferFuture", "GpuFuture",
+    "PinnedHostBuffer", "DeviceLoad", "MemoryConfig", "KernelTrace", "RecordingTrace",
+    "NvtxTrace", "OpRecord", "messages", "as_dtype", "dtype_name", "bfloat16",
+    "GpuError", "InvalidMessage", "GpuRefStale", "DeviceClosed", "ContextPoisoned",
+    "WorkerDied", "OperationTimeout", "Unrecoverable", "OutOfMemory", "OutOfBudget",
+    "LibraryError", "CudaError", "DependencyFailed", "FaultInjectionDisabled",
+]

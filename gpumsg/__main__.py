@@ -1,0 +1,114 @@
+"""``python -m gpumsg info|demo|bench``."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import numpy as np
+
+
+def _backend_line() -> str:
+    from .backends import cuda_available
+
+    ok, why = cuda_available()
+    return "cuda" if ok else f"sim (no GPU: {why})"
+
+
+def info(args: argparse.Namespace) -> int:
+    """Print the backend, the devices, the driver and every CUDA library gpumsg binds."""
+    from . import __version__, devices
+    from .libs.loader import library_info
+
+    print(f"gpumsg {__version__}, Python {sys.version.split()[0]}, NumPy {np.__version__}")
+    print(f"backend (auto): {_backend_line()}")
+    try:
+        import cuda.bindings
+
+        print(f"cuda-bindings {cuda.bindings.__version__}")
+    except ImportError:
+        print("cuda-bindings: not installed")
+    for d in devices():
+        line = f"device {d['ordinal']}: {d['name']} [{d['backend']}]"
+        if d["backend"] == "cuda":
+            from cuda.bindings import driver as cu
+
+            v = cu.cuDriverGetVersion()[1]
+            line += f", driver API {v // 1000}.{v % 1000 // 10}"
+        print(line)
+    for lib in library_info():
+        if lib["error"]:
+            print(f"  {lib['name']:<10} not found: {lib['error']}")
+        else:
+            print(f"  {lib['name']:<10} {lib['version']:<12} {lib['path']}")
+    return 0
+
+
+def demo(args: argparse.Namespace) -> int:
+    """The main job: SGEMM through the service, checked against NumPy in float64."""
+    import gpumsg
+
+    rng = np.random.default_rng()
+    m, n, k = 512, 128, 256
+    with gpumsg.open_device(args.device, backend=args.backend) as dev:
+        print(f"{dev}")
+        a_host = rng.standard_normal((m, k)).astype(np.float32, order="F")
+        b_host = rng.standard_normal((k, n)).astype(np.float32, order="F")
+        t0 = time.perf_counter()
+        a = dev.to_device(a_host)  # Future[GpuBuffer]; nothing waits here
+        b = dev.to_device(b_host)
+        c = dev.alloc((m, n), np.float32)
+        dev.sgemm(a, b, c, m=m, n=n, k=k)
+        out = dev.copy_to_host(c).result()  # the only wait
+        dt = time.perf_counter() - t0
+        ref = a_host.astype(np.float64) @ b_host.astype(np.float64)
+        err = np.linalg.norm(out - ref) / np.linalg.norm(ref)
+        print(f"sgemm {m}x{n}x{k}: relative error vs float64 NumPy {err:.2e} "
+              f"({'ok' if err < 1e-5 else 'WRONG'}), pipeline {dt * 1e3:.2f} ms")
+        print(dev.stats().result())
+        return 0 if err < 1e-5 else 1
+
+
+def bench(args: argparse.Namespace) -> int:
+    """A quick look at per-message costs (the full suite is in benchmarks/)."""
+    import gpumsg
+
+    with gpumsg.open_device(args.device, backend=args.backend) as dev:
+        print(dev)
+        for _ in range(200):
+            dev.stats().result()
+        rt = []
+        for _ in range(2000):
+            t0 = time.perf_counter_ns()
+            dev.stats().result()
+            rt.append(time.perf_counter_ns() - t0)
+        print(f"Stats round trip: median {statistics.median(rt) / 1e3:.1f} us")
+        a = dev.to_device(np.random.rand(64, 64).astype(np.float32, order="F"))
+        b = dev.to_device(np.random.rand(64, 64).astype(np.float32, order="F"))
+        c = dev.alloc((64, 64), np.float32)
+        for _ in range(200):
+            dev.sgemm(a, b, c, 64, 64, 64)
+        dev.synchronize().result()
+        n = 5000
+        t0 = time.perf_counter()
+        for _ in range(n):
+            f = dev.sgemm(a, b, c, 64, 64, 64)
+        f.result()
+        dt = time.perf_counter() - t0
+        print(f"64^3 sgemm pipelined: {dt / n * 1e6:.1f} us/op")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gpumsg")
+    parser.add_argument("command", choices=("info", "demo", "bench"))
+    parser.add_argument("--device", type=int, default=0)
+    parser.add_argument("--backend", default="auto", choices=("auto", "cuda", "sim"))
+    args = parser.parse_args(argv)
+    return {"info": info, "demo": demo, "bench": bench}[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""The gpumsg error tree.
+
+Every error the package raises on purpose is a :class:`GpuError`. Errors that describe bad input
+are raised at the call site, before anything reaches the device; errors that happen on the device
+arrive through the operation's future.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "GpuError",
+    "InvalidMessage",
+    "GpuRefStale",
+    "DeviceClosed",
+    "ContextPoisoned",
+    "WorkerDied",
+    "OperationTimeout",
+    "Unrecoverable",
+    "OutOfMemory",
+    "OutOfBudget",
+    "LibraryError",
+    "CudaError",
+    "DependencyFailed",
+    "FaultInjectionDisabled",
+    "STICKY_CUDA_ERRORS",
+]
+
+#: Driver errors after which the CUDA context is unusable for the rest of the process
+#: ("sticky" errors). 701 (launch out of resources), 704/705 (peer access), 708, 709, 711-713
+#: sit in the same numeric range but leave the context usable, so they fail only their request.
+STICKY_CUDA_ERRORS = frozenset({700, 702, 710, 714, 715, 716, 717, 718, 719})
+
+
+class GpuError(Exception):
+    """Base class of every error gpumsg raises on purpose."""
+
+
+class InvalidMessage(GpuError, ValueError):
+    """A message or call argument is invalid. ``field`` names the offending field."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class GpuRefStale(GpuError):
+    """A buffer handle was used after ``free()``, after its device was rebuilt or closed."""
+
+
+class DeviceClosed(GpuError):
+    """The device was closed; it accepts no more work."""
+
+
+class ContextPoisoned(GpuError):
+    """A sticky CUDA error destroyed the device's context.
+
+    Every operation that was pending when it happened fails with this error, and the device
+    refuses new work. ``code`` and ``name`` give the driver error (e.g. 700,
+    ``CUDA_ERROR_ILLEGAL_ADDRESS``).
+    """
+
+    def __init__(self, message: str, code: int | None = None, name: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.name = name
+
+
+class WorkerDied(ContextPoisoned):
+    """The worker process of a process-isolated device died while this operation was pending."""
+
+
+class OperationTimeout(ContextPoisoned):
+    """An operation of a process-isolated device ran past the watchdog limit; the worker was
+    replaced and this operation failed."""
+
+
+class Unrecoverable(DeviceClosed):
+    """The supervisor gave up: the device restarted too often and is now closed for good."""
+
+
+class OutOfMemory(GpuError, MemoryError):
+    """The driver could not satisfy an allocation (after one trim-and-retry).
+
+    Only the request that asked for the memory fails; the device keeps serving.
+    """
+
+    def __init__(self, message: str, requested: int = 0, free: int | None = None,
+                 total: int | None = None) -> None:
+        super().__init__(message)
+        self.requested = requested
+        self.free = free
+        self.total = total
+
+
+class OutOfBudget(GpuError, MemoryError):
+    """An allocation would take the device past its configured byte budget."""
+
+    def __init__(self, requested: int, current: int, limit: int) -> None:
+        super().__init__(
+            f"allocation of {requested} bytes refused: {current} bytes in use, budget is "
+            f"{limit} bytes (free buffers or raise the budget)"
+        )
+        self.requested = requested
+        self.current = current
+        self.limit = limit
+
+
+class LibraryError(GpuError):
+    """A CUDA library call returned an error status.
+
+    ``lib`` is the library (``"cublas"``), ``function`` the C function, ``status`` the numeric
+    status and ``name`` its symbolic name (``"CUBLAS_STATUS_INVALID_VALUE"``).
+    """
+
+    def __init__(self, lib: str, status: int, name: str, function: str = "") -> None:
+        where = f" in {function}" if function else ""
+        super().__init__(f"{lib} error {name} ({status}){where}")
+        self.lib = lib
+        self.status = status
+        self.name = name
+        self.function = function
+
+
+class CudaError(GpuError):
+    """A CUDA driver call failed with a non-sticky error."""
+
+    def __init__(self, code: int, name: str, function: str = "") -> None:
+        where = f" in {function}" if function else ""
+        super().__init__(f"CUDA driver error {name} ({code}){where}")
+        self.code = code
+        self.name = name
+        self.function = function
+
+    @property
+    def sticky(self) -> bool:
+        return self.code in STICKY_CUDA_ERRORS
+
+
+class DependencyFailed(GpuError):
+    """An operation read a buffer whose producer failed; ``__cause__`` is the producer's error."""
+
+
+class FaultInjectionDisabled(GpuError):
+    """``InjectFault`` was sent to a device opened without ``allow_fault_injection=True``."""

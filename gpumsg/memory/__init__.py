@@ -1,0 +1,20 @@
+"""Device memory resources and adaptors, and the pinned host pool."""
+
+from .adaptors import (
+    BudgetAdaptor,
+    CsvSink,
+    LoggingAdaptor,
+    MemoryEvent,
+    MemoryStatistics,
+    ResourceAdaptor,
+    StatisticsAdaptor,
+)
+from .config import MemoryConfig, build_resource
+from .pinned import PinnedBlock, PinnedPool
+from .resource import AsyncPoolResource, DirectResource, MemoryResource, MemoryUsage
+
+__all__ = [
+    "MemoryResource", "MemoryUsage", "AsyncPoolResource", "DirectResource", "ResourceAdaptor",
+    "BudgetAdaptor", "StatisticsAdaptor", "MemoryStatistics", "LoggingAdaptor", "MemoryEvent",
+    "CsvSink", "MemoryConfig", "build_resource", "PinnedPool", "PinnedBlock",
+]

@@ -1,0 +1,191 @@
+"""Page-locked host memory: the pool of blocks behind staging copies and pinned host buffers.
+
+Blocks are allocated (``cuMemHostAlloc``) and finally freed only on the device thread, but any
+thread may take a cached block or give one back: client threads take staging blocks without a
+round trip to the device, and completion threads return them when a copy has finished.
+"""
+
+from __future__ import annotations
+
+import bisect
+import ctypes
+import threading
+from typing import Any
+
+import numpy as np
+
+__all__ = ["PinnedBlock", "PinnedPool", "host_view", "size_class"]
+
+_MIN_BLOCK = 64 << 10
+_POW2_LIMIT = 64 << 20
+_LARGE_GRAIN = 2 << 20
+
+
+def host_view(ptr: int, nbytes: int, owner: Any = None) -> np.ndarray:
+    """A writable uint8 NumPy view of ``nbytes`` of host memory at ``ptr``. If ``owner`` is
+    given, every array derived from the view keeps it alive."""
+    if nbytes == 0:
+        return np.empty(0, np.uint8)
+    raw = (ctypes.c_uint8 * nbytes).from_address(ptr)
+    if owner is not None:
+        raw._gpumsg_owner = owner  # views -> ctypes object -> owner: no cycle, no early free
+    return np.ctypeslib.as_array(raw)
+
+
+def size_class(nbytes: int) -> int:
+    """Block size used for a request: powers of two from 64 KiB up to 64 MiB, then multiples of
+    2 MiB, so that blocks are reused across nearby sizes."""
+    if nbytes <= _MIN_BLOCK:
+        return _MIN_BLOCK
+    if nbytes <= _POW2_LIMIT:
+        return 1 << (nbytes - 1).bit_length()
+    return -(-nbytes // _LARGE_GRAIN) * _LARGE_GRAIN
+
+
+class PinnedBlock:
+    """One page-locked block. ``staging``: taken by a staging copy (counted against the staging
+    limit) rather than by a pinned host buffer."""
+
+    __slots__ = ("id", "ptr", "nbytes", "bytes", "in_use", "staging")
+
+    def __init__(self, block_id: int, ptr: int, nbytes: int) -> None:
+        self.id = block_id
+        self.ptr = ptr
+        self.nbytes = nbytes
+        self.bytes = host_view(ptr, nbytes)  # internal view: staging copies go through it
+        self.in_use = True
+        self.staging = False
+
+
+class PinnedPool:
+    """Blocks of page-locked host memory, cached by size class.
+
+    ``cache_limit`` bounds the bytes kept cached (not in use); ``staging_limit`` bounds the bytes
+    staging copies may hold at once before they wait for blocks to come back (pinned host
+    buffers do not count against it, so holding them can never starve staging).
+    """
+
+    def __init__(self, backend: Any, cache_limit: int = 512 << 20,
+                 staging_limit: int = 256 << 20) -> None:
+        self.backend = backend
+        self.cache_limit = cache_limit
+        self.staging_limit = staging_limit
+        self._cond = threading.Condition()
+        self._blocks: dict[int, PinnedBlock] = {}
+        self._free: dict[int, list[PinnedBlock]] = {}
+        self._addrs: list[int] = []
+        self._by_addr: dict[int, PinnedBlock] = {}
+        self._next_id = 1
+        self.reserved = 0
+        self.in_use = 0
+        self.staging_in_use = 0
+        self._closed = False
+
+    # -- any thread --------------------------------------------------------------------------------
+    def take_cached(self, nbytes: int, staging: bool = False) -> PinnedBlock | None:
+        """A cached block of at least ``nbytes``, now in use; None if there is none."""
+        cls = size_class(nbytes)
+        with self._cond:
+            free = self._free.get(cls)
+            if not free:
+                return None
+            block = free.pop()
+            self._take(block, staging)
+            return block
+
+    def _take(self, block: PinnedBlock, staging: bool) -> None:
+        block.in_use = True
+        block.staging = staging
+        self.in_use += block.nbytes
+        if staging:
+            self.staging_in_use += block.nbytes
+
+    def release(self, block: PinnedBlock) -> None:
+        """Return a block to the cache (any thread)."""
+        with self._cond:
+            if not block.in_use or block.id not in self._blocks:
+                return
+            block.in_use = False
+            self.in_use -= block.nbytes
+            if block.staging:
+                self.staging_in_use -= block.nbytes
+                block.staging = False
+            self._free.setdefault(block.nbytes, []).append(block)
+            self._cond.notify_all()
+
+    def wait_for_release(self, timeout: float) -> None:
+        with self._cond:
+            self._cond.wait(timeout)
+
+    def can_grow(self, nbytes: int) -> bool:
+        """Whether staging may take another block of this size."""
+        return self.staging_in_use + size_class(nbytes) <= self.staging_limit
+
+    def get(self, block_id: int) -> PinnedBlock | None:
+        return self._blocks.get(block_id)
+
+    def find(self, ptr: int, nbytes: int) -> tuple[PinnedBlock, int] | None:
+        """The in-use block containing [ptr, ptr+nbytes) and the offset in it, or None."""
+        with self._cond:
+            i = bisect.bisect_right(self._addrs, ptr) - 1
+            if i < 0:
+                return None
+            block = self._by_addr[self._addrs[i]]
+            if ptr + nbytes <= block.ptr + block.nbytes and block.in_use:
+                return block, ptr - block.ptr
+        return None
+
+    # -- device thread -----------------------------------------------------------------------------
+    def allocate(self, nbytes: int, staging: bool = False) -> PinnedBlock:
+        """A block of at least ``nbytes``, in use: from the cache, else newly page-locked."""
+        block = self.take_cached(nbytes, staging)
+        if block is not None:
+            return block
+        size = size_class(nbytes)
+        ptr = self.backend.host_alloc(size)
+        with self._cond:
+            block = PinnedBlock(self._next_id, ptr, size)
+            self._next_id += 1
+            self._blocks[block.id] = block
+            bisect.insort(self._addrs, ptr)
+            self._by_addr[ptr] = block
+            self.reserved += size
+            block.in_use = False
+            self._take(block, staging)
+        return block
+
+    def trim(self, keep: int = 0) -> None:
+        """Free cached blocks until at most ``keep`` cached bytes remain."""
+        with self._cond:
+            cached = self.reserved - self.in_use
+            doomed = []
+            for size in sorted(self._free, reverse=True):
+                blocks = self._free[size]
+                while blocks and cached > keep:
+                    b = blocks.pop()
+                    cached -= b.nbytes
+                    doomed.append(b)
+            for b in doomed:
+                del self._blocks[b.id]
+                self._addrs.remove(b.ptr)
+                del self._by_addr[b.ptr]
+                self.reserved -= b.nbytes
+        for b in doomed:
+            self.backend.host_free(b.ptr)
+
+    def enforce_cache_limit(self) -> None:
+        if self.reserved - self.in_use > self.cache_limit:
+            self.trim(self.cache_limit)
+
+    def close(self) -> None:
+        with self._cond:
+            blocks = list(self._blocks.values())
+            self._blocks.clear()
+            self._free.clear()
+            self._addrs.clear()
+            self._by_addr.clear()
+            self.reserved = self.in_use = 0
+            self._closed = True
+            self._cond.notify_all()
+        for b in blocks:
+            self.backend.host_free(b.ptr)

@@ -1,0 +1,211 @@
+"""Building blocks of messages: the message base class, buffer and host-memory references,
+and the field validators every message uses in ``__post_init__``.
+
+A message is a frozen, slotted dataclass: pure data, picklable, comparable. It never holds a
+future, a lock or a client object; buffers appear in it as :class:`BufRef` values. Constructing a
+message validates it, and a bad field raises :class:`~gpumsg.errors.InvalidMessage` naming
+``Message.field``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ..dtypes import dtype_name, dtype_of
+from ..errors import InvalidMessage
+
+__all__ = ["Message", "BufRef", "HostRef", "message", "MAX_NBYTES"]
+
+#: Upper bound for any single byte count in a message (2**48: far above any device, far below
+#: overflow of the 64-bit sizes the driver takes).
+MAX_NBYTES = 1 << 48
+
+T = TypeVar("T")
+
+
+class Message:
+    """Base class of every message. ``__buffers__`` names the fields that hold a :class:`BufRef`
+    (so the client can check ownership before sending); ``__writes__`` those the message
+    writes (if it fails, their contents are marked invalid and readers fail naming why)."""
+
+    __slots__ = ()
+    __buffers__: tuple[str, ...] = ()
+    __writes__: tuple[str, ...] = ()
+
+
+def message(*, buffers: tuple[str, ...] = (), writes: tuple[str, ...] = ()
+            ) -> Callable[[type[T]], type[T]]:
+    """Class decorator: a frozen, slotted dataclass subclass of :class:`Message`."""
+
+    def wrap(cls: type[T]) -> type[T]:
+        out = dataclasses.dataclass(frozen=True, slots=True)(cls)
+        out.__buffers__ = buffers  # type: ignore[attr-defined]
+        out.__writes__ = writes  # type: ignore[attr-defined]
+        return out
+
+    return wrap
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BufRef:
+    """A device buffer as messages see it: plain data naming one allocation of one device.
+
+    ``owner`` is the token of the device client that minted it, ``id`` its number there,
+    ``generation`` the device generation it belongs to. ``shape`` and ``order`` ('C' or 'F')
+    describe the logical array; ``nbytes`` the allocation.
+    """
+
+    owner: int
+    id: int
+    generation: int
+    dtype: str
+    shape: tuple[int, ...]
+    order: str
+    nbytes: int
+    #: number of elements (derived from ``shape``; kept because every validation needs it)
+    size: int = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "size", math.prod(self.shape))
+
+    @property
+    def itemsize(self) -> int:
+        return dtype_of(self.dtype).itemsize
+
+    def describe(self) -> str:
+        return f"buffer #{self.id} ({self.dtype}{list(self.shape)})"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HostRef:
+    """Host memory the device can copy to or from by DMA: ``nbytes`` at ``offset`` inside block
+    ``block`` of a host pool (``"pinned"``: the device's page-locked pool; ``"shm"``: a shared
+    segment a worker process has registered). With ``release=True`` the device returns the block
+    to its pool once the copy has completed (staging blocks handed over by the client)."""
+
+    pool: str
+    block: int
+    offset: int
+    nbytes: int
+    release: bool = False
+
+    def __post_init__(self) -> None:
+        _choice(self, "pool", self.pool, ("pinned", "shm"))
+        _int(self, "block", self.block)
+        _int(self, "offset", self.offset)
+        _int(self, "nbytes", self.nbytes, hi=MAX_NBYTES)
+
+
+# ---------------------------------------------------------------------------------------------
+# validators: each takes the message, the field name and the value, and raises InvalidMessage.
+
+
+def _where(msg: object, field: str) -> str:
+    return f"{type(msg).__name__}.{field}"
+
+
+def _fail(msg: object, field: str, text: str) -> InvalidMessage:
+    return InvalidMessage(f"{_where(msg, field)}: {text}", field=field)
+
+
+def _int(msg: object, field: str, value: Any, lo: int = 0, hi: int | None = None) -> int:
+    if type(value) is int and value >= lo and (hi is None or value <= hi):
+        return value  # the common case, without the ABC checks below
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise _fail(msg, field, f"expected an integer, got {type(value).__name__}")
+    value = int(value)
+    if value < lo:
+        raise _fail(msg, field, f"must be >= {lo}, got {value}")
+    if hi is not None and value > hi:
+        raise _fail(msg, field, f"must be <= {hi}, got {value}")
+    return value
+
+
+def _opt_int(msg: object, field: str, value: Any, lo: int = 0, hi: int | None = None) -> int | None:
+    return None if value is None else _int(msg, field, value, lo, hi)
+
+
+def _real(msg: object, field: str, value: Any) -> float:
+    if type(value) is float and value == value:
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise _fail(msg, field, f"expected a real number, got {type(value).__name__}")
+    value = float(value)
+    if math.isnan(value):
+        raise _fail(msg, field, "must not be NaN")
+    return value
+
+
+def _scalar(msg: object, field: str, value: Any) -> complex | float:
+    """A real or complex scalar (alpha/beta of complex routines)."""
+    if isinstance(value, numbers.Complex) and not isinstance(value, (numbers.Real, bool)):
+        value = complex(value)
+        if math.isnan(value.real) or math.isnan(value.imag):
+            raise _fail(msg, field, "must not be NaN")
+        return value
+    return _real(msg, field, value)
+
+
+def _choice(msg: object, field: str, value: Any, choices: tuple) -> Any:
+    if value not in choices:
+        raise _fail(msg, field, f"must be one of {', '.join(map(repr, choices))}; got {value!r}")
+    return value
+
+
+def _bool(msg: object, field: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _fail(msg, field, f"expected True or False, got {value!r}")
+    return value
+
+
+def _ref(msg: object, field: str, value: Any) -> BufRef:
+    """Coerce a GpuBuffer / its future / a BufRef into a BufRef (the client objects check, in
+    their ``ref`` property, that they are not freed or stale)."""
+    if type(value) is BufRef:
+        return value
+    try:
+        ref = value.ref
+    except AttributeError:
+        raise _fail(msg, field, f"expected a GpuBuffer, its future or a BufRef, got "
+                    f"{type(value).__name__}") from None
+    if type(ref) is not BufRef:
+        raise _fail(msg, field, f"expected a GpuBuffer, got {type(value).__name__}")
+    return ref
+
+
+def _opt_ref(msg: object, field: str, value: Any) -> BufRef | None:
+    return None if value is None else _ref(msg, field, value)
+
+
+def _set(msg: object, field: str, value: Any) -> None:
+    """Store a normalized value into a frozen message during ``__post_init__``."""
+    object.__setattr__(msg, field, value)
+
+
+def _dtype(msg: object, field: str, value: Any) -> str:
+    return dtype_name(value, _where(msg, field))
+
+
+def _shape(msg: object, field: str, value: Any) -> tuple[int, ...]:
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        value = (value,)
+    if not isinstance(value, (tuple, list)):
+        raise _fail(msg, field, f"expected a tuple of non-negative ints, got {value!r}")
+    out = tuple(_int(msg, field, v) for v in value)
+    return out
+
+
+def _require_dtype(msg: object, field: str, ref: BufRef, allowed: tuple[str, ...]) -> None:
+    if ref.dtype not in allowed:
+        raise _fail(msg, field, f"{ref.describe()} has dtype {ref.dtype}; this operation needs "
+                    + " or ".join(allowed))
+
+
+def _span(msg: object, field: str, ref: BufRef, offset: int, nbytes: int) -> None:
+    if offset + nbytes > ref.nbytes:
+        raise _fail(msg, field, f"{nbytes} bytes at offset {offset} exceed {ref.describe()} of "
+                    f"{ref.nbytes} bytes")

@@ -1,0 +1,269 @@
+"""Client-side handles: futures, device buffers and pinned host buffers."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..dtypes import dtype_of
+from ..errors import GpuRefStale, InvalidMessage
+from ..memory.pinned import host_view
+from ..messages.base import BufRef, HostRef
+
+if TYPE_CHECKING:
+    from .client import Device
+
+__all__ = ["GpuFuture", "BufferFuture", "GpuBuffer", "PinnedHostBuffer", "gather"]
+
+
+class GpuFuture(Future):
+    """A :class:`concurrent.futures.Future` for device work. Work sent to a device cannot be
+    called back, so :meth:`cancel` always returns False."""
+
+    def cancel(self) -> bool:
+        return False
+
+
+class BufferFuture(GpuFuture):
+    """The future of a new buffer. It can be passed to later calls before it resolves (the
+    device runs messages in order), and resolves to its :class:`GpuBuffer`."""
+
+    def __init__(self, buffer: GpuBuffer) -> None:
+        super().__init__()
+        self.buffer = buffer
+
+    @property
+    def ref(self) -> BufRef:
+        return self.buffer.ref
+
+    def set_result(self, result: Any) -> None:
+        # The device answers an allocation with the device pointer; callers get the buffer.
+        if type(result) is int:
+            self.buffer._ptr = result
+            result = self.buffer
+        super().set_result(result)
+
+
+class PointerSink:
+    """A reply that only records an allocation's pointer (its errors reach dependants)."""
+
+    __slots__ = ("buffer",)
+
+    def __init__(self, buffer: GpuBuffer) -> None:
+        self.buffer = buffer
+
+    def set_result(self, ptr: int) -> None:
+        self.buffer._ptr = ptr
+
+    def set_exception(self, exc: BaseException) -> None:
+        pass
+
+
+class GpuBuffer:
+    """A device allocation, checked on every use.
+
+    It records the device and the generation it was made in; using it after :meth:`free`, after
+    its device closed or was rebuilt raises :class:`~gpumsg.errors.GpuRefStale` before anything
+    is sent. When the last reference goes, a ``Free`` message is posted (no CUDA call is ever
+    made from the finalizer). Buffers are column-major ('F') unless allocated with order='C'.
+    """
+
+    __slots__ = ("_device", "_ref", "_ptr", "_freed", "__weakref__")
+
+    def __init__(self, device: Device, ref: BufRef) -> None:
+        self._device = device
+        self._ref = ref
+        self._ptr: int | None = None
+        self._freed = False
+
+    @property
+    def ref(self) -> BufRef:
+        """The message-level reference. Raises GpuRefStale if the buffer cannot be used."""
+        if self._freed:
+            raise GpuRefStale(f"{self._ref.describe()} was freed")
+        state = self._device._state
+        if self._ref.generation != state.generation or not state.accepting:
+            raise GpuRefStale(f"{self._ref.describe()} is stale: {self._stale_reason()}")
+        return self._ref
+
+    def _stale_reason(self) -> str:
+        state = self._device._state
+        if self._ref.generation != state.generation:
+            return (f"it belongs to generation {self._ref.generation} and the device was rebuilt "
+                    f"(generation {state.generation})")
+        return str(state.refusal)
+
+    def is_stale(self) -> bool:
+        state = self._device._state
+        return self._freed or self._ref.generation != state.generation or not state.accepting
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._ref.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return dtype_of(self._ref.dtype)
+
+    @property
+    def order(self) -> str:
+        return self._ref.order
+
+    @property
+    def nbytes(self) -> int:
+        return self._ref.nbytes
+
+    @property
+    def size(self) -> int:
+        return self._ref.size
+
+    @property
+    def ndim(self) -> int:
+        return len(self._ref.shape)
+
+    @property
+    def id(self) -> int:
+        return self._ref.id
+
+    @property
+    def generation(self) -> int:
+        return self._ref.generation
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    @property
+    def device_id(self) -> int:
+        """The CUDA ordinal of the device that holds the buffer."""
+        return self._device.ordinal
+
+    def raw_device_ptr(self) -> int:
+        """The device address (valid in the order of the device's compute stream: share the
+        timeline through ``snapshot_stream()``). Raises if the allocation has not been made
+        yet (wait for the future of ``alloc``) or the buffer is stale."""
+        self.ref  # noqa: B018 - raises if stale
+        if self._ptr is None:
+            raise InvalidMessage(f"{self._ref.describe()} is not allocated yet: wait for the "
+                                 "future that alloc()/to_device() returned")
+        return self._ptr
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """CUDA Array Interface (v3) for CuPy, PyTorch, Numba: zero-copy views on the
+        device's compute stream."""
+        ptr = self.raw_device_ptr()
+        item = self.dtype.itemsize
+        strides = None
+        if self._ref.order == "F" and self.ndim > 1:
+            acc, st = item, []
+            for dim in self.shape:
+                st.append(acc)
+                acc *= dim
+            strides = tuple(st)
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (ptr, False),
+                "strides": strides, "version": 3,
+                "stream": self._device._compute_stream_handle()}
+
+    def free(self) -> Future:
+        """Release the buffer (stream-ordered behind its uses). Later uses raise GpuRefStale."""
+        ref = self.ref
+        self._freed = True
+        return self._device._free(ref)
+
+    def __del__(self) -> None:
+        if not self._freed:
+            self._freed = True
+            try:
+                self._device._post_free(self._ref)
+            except Exception:  # noqa: BLE001 - interpreter shutdown, closed device
+                pass
+
+    def __repr__(self) -> str:
+        state = "freed" if self._freed else ("stale" if self.is_stale() else "live")
+        return (f"<GpuBuffer #{self._ref.id} {self._ref.dtype}{list(self.shape)} "
+                f"order={self.order} device={self._device.ordinal} gen={self.generation} "
+                f"{state}>")
+
+
+class PinnedHostBuffer:
+    """Page-locked host memory from the device's pinned pool, seen as a NumPy array.
+
+    Copies to and from it run at full DMA bandwidth without staging. It stays valid while this
+    object or any array taken from :attr:`array` lives; it must not be modified while a copy
+    that reads it is pending.
+    """
+
+    __slots__ = ("_device", "_block", "shape", "dtype", "order", "nbytes", "_freed",
+                 "__weakref__")
+
+    def __init__(self, device: Device, block: Any, shape: tuple[int, ...], dtype: np.dtype,
+                 order: str) -> None:
+        self._device = device
+        self._block = block
+        self.shape = shape
+        self.dtype = dtype
+        self.order = order
+        self.nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        self._freed = False
+
+    @property
+    def array(self) -> np.ndarray:
+        """A NumPy view of the buffer (it keeps the buffer alive)."""
+        if self._freed:
+            raise GpuRefStale("pinned host buffer was freed")
+        raw = host_view(self._block.ptr, self.nbytes, owner=self)
+        return raw.view(self.dtype).reshape(self.shape, order=self.order)
+
+    @property
+    def ref(self) -> HostRef:
+        if self._freed:
+            raise GpuRefStale("pinned host buffer was freed")
+        return HostRef("pinned", self._block.id, 0, self.nbytes)
+
+    def free(self) -> Future:
+        self.ref  # noqa: B018 - raises if already freed
+        self._freed = True
+        return self._device._free_pinned(self._block)
+
+    def __del__(self) -> None:
+        if not self._freed:
+            self._freed = True
+            try:
+                self._device._post_free_pinned(self._block)
+            except Exception:  # noqa: BLE001 - interpreter shutdown, closed device
+                pass
+
+    def __repr__(self) -> str:
+        return f"<PinnedHostBuffer {self.dtype}{list(self.shape)} {self.nbytes} bytes>"
+
+
+def gather(futures: Iterable[Future], value: Any = None) -> GpuFuture:
+    """A future answered with ``value`` once all ``futures`` succeeded, or with the first
+    failure."""
+    futures = list(futures)
+    out = GpuFuture()
+    if not futures:
+        out.set_result(value)
+        return out
+    lock = threading.Lock()
+    remaining = [len(futures)]
+
+    def done(f: Future) -> None:
+        exc = f.exception()
+        with lock:
+            remaining[0] -= 1
+            if out.done():
+                return
+            if exc is not None:
+                out.set_exception(exc)
+            elif remaining[0] == 0:
+                out.set_result(value)
+
+    for f in futures:
+        f.add_done_callback(done)
+    return out

@@ -1,0 +1,455 @@
+"""The client: :func:`open_device` and :class:`Device`, the synchronous API that returns futures.
+
+Every method checks its arguments and raises a typed error at the call site before anything is
+sent; it then posts one message (or a few, for staged copies) and returns a
+:class:`concurrent.futures.Future`. Futures of buffers may be passed to later calls before they
+resolve. Many threads may share one Device.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import math
+import threading
+import weakref
+from concurrent.futures import Future
+from typing import Any
+
+import numpy as np
+
+from ..backends import Backend, make_backend
+from ..dtypes import as_dtype, dtype_name
+from ..errors import DeviceClosed, GpuRefStale, InvalidMessage, OutOfMemory
+from ..memory.config import MemorySpec
+from ..messages.base import MAX_NBYTES, BufRef, Message
+from ..messages.blas import Sgemm
+from ..messages.device import (
+    Alloc,
+    AllocPinned,
+    CopyDevice,
+    CopyFromHost,
+    CopyToHost,
+    Free,
+    FreePinned,
+    InjectFault,
+    Memset,
+    SnapshotChildren,
+    SnapshotContext,
+    SnapshotStream,
+    Stats,
+    Synchronize,
+    TrimMemory,
+    WatchGeneration,
+)
+from .buffers import BufferFuture, GpuBuffer, GpuFuture, PinnedHostBuffer, PointerSink
+from .staging import PinnedStaging
+from .state import DeviceState
+from .trace import KernelTrace
+from .worker import DeviceWorker
+
+__all__ = ["Device", "open_device", "devices"]
+
+_tokens = itertools.count(1)
+_open_devices: weakref.WeakSet[Device] = weakref.WeakSet()
+
+
+def _flat_bytes(arr: np.ndarray, order: str) -> np.ndarray:
+    """The array's elements in ``order`` as contiguous bytes (a view when already laid out so)."""
+    flat = np.ravel(arr, order=order)  # type: ignore[call-overload]
+    if not flat.flags.c_contiguous:
+        flat = np.ascontiguousarray(flat)
+    return flat.view(np.uint8)
+
+
+class _PinnedFuture(GpuFuture):
+    """Resolves an ``AllocPinned`` block id into a :class:`PinnedHostBuffer`."""
+
+    def __init__(self, device: Device, shape: tuple[int, ...], dtype: np.dtype,
+                 order: str) -> None:
+        super().__init__()
+        self._args = (device, shape, dtype, order)
+
+    def set_result(self, result: Any) -> None:
+        device, shape, dtype, order = self._args
+        block = device._staging.pool.get(result)
+        super().set_result(PinnedHostBuffer(device, block, shape, dtype, order))
+
+
+class Device:
+    """A client of one device service. Create it with :func:`open_device`."""
+
+    def __init__(self, ordinal: int = 0, backend: str | Backend = "auto",
+                 isolation: str = "thread", memory: MemorySpec = "pool",
+                 trace: KernelTrace | None = None, allow_fault_injection: bool = False,
+                 pinned_staging_limit: int = 256 << 20,
+                 shutdown_timeout: float | None = 60.0) -> None:
+        if isinstance(ordinal, bool) or not isinstance(ordinal, int) or ordinal < 0:
+            raise InvalidMessage(f"ordinal must be a non-negative int, got {ordinal!r}",
+                                 field="ordinal")
+        if isolation not in ("thread", "process"):
+            raise InvalidMessage(f"isolation must be 'thread' or 'process', got {isolation!r}",
+                                 field="isolation")
+        if trace is not None and not isinstance(trace, KernelTrace):
+            raise InvalidMessage("trace must be a KernelTrace", field="trace")
+        self._state = DeviceState(ordinal, next(_tokens))
+        self._lock = threading.Lock()
+        self._closed = False
+        self.isolation = isolation
+        be = make_backend(backend, ordinal)
+        if isolation == "thread":
+            self._worker: Any = DeviceWorker(be, self._state, memory, trace,
+                                             allow_fault_injection, shutdown_timeout,
+                                             pinned_staging_limit)
+        else:
+            from ..supervision.client import ProcessWorker
+
+            self._worker = ProcessWorker(be, self._state, memory, trace, allow_fault_injection,
+                                         shutdown_timeout, pinned_staging_limit)
+        self.props = self._worker.props
+        self.backend = be.kind
+        self._staging = PinnedStaging(self, self._worker.pinned)
+        self._next_id = itertools.count(1).__next__
+        self._submit = self._worker.submit
+        self._stream_handle: int | None = None
+        _open_devices.add(self)
+
+    # -- identity ----------------------------------------------------------------------------------
+    @property
+    def ordinal(self) -> int:
+        return self._state.ordinal
+
+    @property
+    def name(self) -> str:
+        return self.props.name
+
+    @property
+    def generation(self) -> int:
+        return self._state.generation
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __repr__(self) -> str:
+        return (f"<gpumsg.Device {self.ordinal} {self.name!r} backend={self.backend} "
+                f"isolation={self.isolation} gen={self.generation}"
+                f"{' closed' if self._closed else ''}>")
+
+    # -- sending -----------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        state = self._state
+        if not state.accepting:
+            raise state.refusal
+
+    def _post(self, msg: Any, reply: Any) -> None:
+        with self._lock:
+            state = self._state
+            if not state.accepting:
+                raise state.refusal
+            self._submit(msg, reply)
+
+    def _request(self, msg: Any, timeout: float | None = None) -> Any:
+        fut = GpuFuture()
+        self._post(msg, fut)
+        return fut.result(timeout)
+
+    def _check_refs(self, msg: Message) -> None:
+        token, gen = self._state.token, self._state.generation
+        for name in type(msg).__buffers__:
+            ref = getattr(msg, name)
+            if ref is None:
+                continue
+            if ref.owner != token:
+                raise InvalidMessage(f"{type(msg).__name__}.{name}: {ref.describe()} belongs to "
+                                     "another device", field=name)
+            if ref.generation != gen:
+                raise GpuRefStale(f"{type(msg).__name__}.{name}: {ref.describe()} is from "
+                                  f"generation {ref.generation}; the device is at {gen}")
+
+    def send(self, msg: Message) -> Future:
+        """Send any message; returns the future of its reply. Host arrays in ``CopyFromHost``
+        are staged here, and ``CopyToHost`` without a host destination answers a NumPy array."""
+        if not isinstance(msg, Message):
+            raise InvalidMessage(f"send() takes a gpumsg message, got {type(msg).__name__}")
+        self._check_open()
+        self._check_refs(msg)
+        t = type(msg)
+        if t is CopyFromHost and isinstance(msg.src, np.ndarray):
+            return self._staging.upload(msg.dst, _flat_bytes(msg.src, msg.dst.order),
+                                        msg.dst_offset)
+        if t is CopyToHost and msg.dst is None:
+            return self._download(msg.src, msg.src_offset, msg.nbytes, None)
+        fut = GpuFuture()
+        self._post(msg, fut)
+        return fut
+
+    # -- buffers -----------------------------------------------------------------------------------
+    def _mint(self, shape: Any, dtype: Any, order: str) -> BufRef:
+        if order not in ("C", "F"):
+            raise InvalidMessage(f"order must be 'C' or 'F', got {order!r}", field="order")
+        name = dtype_name(dtype)
+        if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+            shape = (int(shape),)
+        if not isinstance(shape, (tuple, list)) or not all(
+                isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in shape):
+            raise InvalidMessage(f"shape must be a tuple of ints, got {shape!r}", field="shape")
+        shape = tuple(int(d) for d in shape)
+        if any(d < 0 for d in shape):
+            raise InvalidMessage(f"shape must not have negative sizes, got {shape}",
+                                 field="shape")
+        nbytes = math.prod(shape) * as_dtype(name).itemsize
+        if nbytes > min(self.props.total_bytes, MAX_NBYTES):
+            raise OutOfMemory(f"{nbytes} bytes requested but device {self.ordinal} has "
+                              f"{self.props.total_bytes} bytes in all", nbytes, None,
+                              self.props.total_bytes)
+        return BufRef(self._state.token, self._next_id(), self._state.generation, name, shape,
+                      order, nbytes)
+
+    def alloc(self, shape: Any, dtype: Any = np.float32, order: str = "F") -> BufferFuture:
+        """Allocate an uninitialized buffer (column-major by default, like cuBLAS)."""
+        self._check_open()
+        ref = self._mint(shape, dtype, order)
+        fut = BufferFuture(GpuBuffer(self, ref))
+        self._post(Alloc(ref), fut)
+        return fut
+
+    def to_device(self, array: Any, order: str | None = None) -> BufferFuture:
+        """A new buffer holding ``array``: its shape, dtype and (unless ``order`` is given) its
+        memory order ('F' for Fortran-ordered arrays, else 'C'). Resolves once the data is on
+        the device."""
+        self._check_open()
+        arr = np.asarray(array)
+        if order is None:
+            order = "F" if arr.flags.f_contiguous and not arr.flags.c_contiguous else "C"
+        ref = self._mint(arr.shape, arr.dtype, order)
+        buf = GpuBuffer(self, ref)
+        self._post(Alloc(ref), PointerSink(buf))
+        copied = self._staging.upload(ref, _flat_bytes(arr, order), 0)
+        out = BufferFuture(buf)
+
+        def done(f: Future) -> None:
+            exc = f.exception()
+            if exc is not None:
+                out.set_exception(exc)
+            else:
+                out.set_result(buf)
+
+        copied.add_done_callback(done)
+        return out
+
+    def free(self, buffer: Any) -> Future:
+        """Free a buffer (the same as ``buffer.free()``)."""
+        if isinstance(buffer, BufferFuture):
+            buffer = buffer.buffer
+        if not isinstance(buffer, GpuBuffer):
+            raise InvalidMessage(f"free() takes a GpuBuffer, got {type(buffer).__name__}")
+        return buffer.free()
+
+    def _free(self, ref: BufRef) -> Future:
+        fut = GpuFuture()
+        self._post(Free(ref), fut)
+        return fut
+
+    def _post_free(self, ref: BufRef) -> None:
+        """From a finalizer: no lock (the finalizer may run inside ``_post``), no reply."""
+        state = self._state
+        if state.accepting and ref.generation == state.generation:
+            self._submit(Free(ref), None)
+
+    def copy_from_host(self, dst: Any, array: Any, offset: int = 0) -> Future:
+        """Copy ``array`` into ``dst``. An array of ``dst``'s shape is copied whole (any memory
+        order); a 1-D array is copied flat to element ``offset``. Resolves to None."""
+        self._check_open()
+        arr = np.asarray(array)
+        msg = CopyFromHost(dst, arr, self._byte_offset(dst, offset))
+        return self.send(msg)
+
+    def copy_to_host(self, src: Any, out: np.ndarray | None = None) -> Future:
+        """Copy a whole buffer to host memory; resolves to ``out`` or to a new array of the
+        buffer's shape, dtype and order. ``out`` must match them and be contiguous."""
+        self._check_open()
+        msg = CopyToHost(src)
+        self._check_refs(msg)
+        ref = msg.src
+        if out is None:
+            return self._download(ref, 0, ref.nbytes, None)
+        if not isinstance(out, np.ndarray):
+            raise InvalidMessage("out must be a NumPy array", field="out")
+        if dtype_name(out.dtype, "out") != ref.dtype or out.shape != ref.shape:
+            raise InvalidMessage(f"out is {out.dtype}{list(out.shape)} but {ref.describe()} "
+                                 "needs the same dtype and shape", field="out")
+        contiguous = out.flags.f_contiguous if ref.order == "F" else out.flags.c_contiguous
+        if not contiguous or not out.flags.writeable:
+            raise InvalidMessage(f"out must be a writable {ref.order}-contiguous array",
+                                 field="out")
+        return self._staging.download(ref, 0, _flat_bytes(out, ref.order), out)
+
+    def _download(self, ref: BufRef, offset: int, nbytes: int, out: np.ndarray | None) -> Future:
+        dtype = as_dtype(ref.dtype)
+        if offset == 0 and nbytes == ref.nbytes:
+            result = np.empty(ref.shape, dtype, order=ref.order)  # type: ignore[call-overload]
+        elif nbytes % dtype.itemsize == 0 and offset % dtype.itemsize == 0:
+            result = np.empty(nbytes // dtype.itemsize, dtype)
+        else:
+            result = np.empty(nbytes, np.uint8)
+        return self._staging.download(ref, offset, _flat_bytes(result, ref.order), result)
+
+    @staticmethod
+    def _byte_offset(buf: Any, offset: int) -> int:
+        if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
+            raise InvalidMessage(f"offset must be a non-negative element count, got {offset!r}",
+                                 field="offset")
+        ref = buf.ref if not isinstance(buf, BufRef) else buf
+        return int(offset) * as_dtype(ref.dtype).itemsize
+
+    def copy(self, dst: Any, src: Any, nbytes: int | None = None, dst_offset: int = 0,
+             src_offset: int = 0) -> Future:
+        """Device-to-device copy of ``nbytes`` bytes (default: all of ``src``), byte offsets."""
+        self._check_open()
+        return self.send(CopyDevice(dst, src, dst_offset, src_offset, nbytes))
+
+    def memset(self, dst: Any, value: int, offset: int = 0, nbytes: int | None = None,
+               width: int = 1) -> Future:
+        """Fill bytes of ``dst`` with a 1-, 2- or 4-byte pattern (byte offset and count)."""
+        self._check_open()
+        return self.send(Memset(dst, value, offset, nbytes, width))
+
+    # -- BLAS -------------------------------------------------------------------------------------
+    def sgemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, alpha: float = 1.0,
+              beta: float = 0.0, transa: Any = "N", transb: Any = "N", lda: int | None = None,
+              ldb: int | None = None, ldc: int | None = None) -> Future:
+        """C = alpha op(A) op(B) + beta C in float32, with cuBLAS semantics (column-major,
+        leading dimensions in elements). Resolves to None."""
+        state = self._state
+        if not state.accepting:
+            raise state.refusal
+        msg = Sgemm(a, b, c, m, n, k, alpha, beta, transa, transb, lda, ldb, ldc)
+        token = state.token
+        if msg.a.owner != token or msg.b.owner != token or msg.c.owner != token:
+            self._check_refs(msg)
+        fut = GpuFuture()
+        self._post(msg, fut)
+        return fut
+
+    # -- introspection ----------------------------------------------------------------------------
+    def stats(self) -> Future:
+        """Resolves to a :class:`~gpumsg.service.stats.DeviceLoad`."""
+        return self.send(Stats())
+
+    def synchronize(self) -> Future:
+        """Resolves once everything sent before has completed."""
+        return self.send(Synchronize())
+
+    def snapshot_context(self) -> Future:
+        return self.send(SnapshotContext())
+
+    def snapshot_stream(self, stream: str = "compute") -> Future:
+        return self.send(SnapshotStream(stream))
+
+    def snapshot_children(self) -> Future:
+        return self.send(SnapshotChildren())
+
+    def _compute_stream_handle(self) -> int:
+        if self._stream_handle is None:
+            self._stream_handle = self._request(SnapshotStream("compute"))
+        return self._stream_handle
+
+    def watch_generation(self, after: int | None = None) -> Future:
+        """Resolves with the generation once it is greater than ``after`` (default: now)."""
+        if after is None:
+            after = self._state.generation
+        return self.send(WatchGeneration(after))
+
+    def trim(self) -> Future:
+        """Release cached device and pinned memory; resolves to the bytes still reserved."""
+        return self.send(TrimMemory())
+
+    def inject_fault(self, kind: str, stream: str = "compute", seconds: float | None = None,
+                     count: int = 1) -> Future:
+        """See :class:`~gpumsg.messages.device.InjectFault` (needs allow_fault_injection)."""
+        return self.send(InjectFault(kind, stream, seconds, count))
+
+    # -- pinned host memory -----------------------------------------------------------------------
+    def alloc_pinned(self, shape: Any, dtype: Any = np.float32, order: str = "C") -> Future:
+        """Page-locked host memory as a :class:`PinnedHostBuffer` (resolves to it)."""
+        self._check_open()
+        ref = self._mint(shape, dtype, order)
+        fut = _PinnedFuture(self, ref.shape, as_dtype(ref.dtype), order)
+        self._post(AllocPinned(max(ref.nbytes, 1)), fut)
+        return fut
+
+    def _free_pinned(self, block: Any) -> Future:
+        fut = GpuFuture()
+        self._post(FreePinned(block.id), fut)
+        return fut
+
+    def _post_free_pinned(self, block: Any) -> None:
+        if self._state.accepting:
+            self._submit(FreePinned(block.id), None)
+
+    # -- shutdown ---------------------------------------------------------------------------------
+    def close(self, timeout: float | None = None) -> None:
+        """Finish the work already sent, free everything and stop the device thread. Idempotent.
+        Later calls raise :class:`~gpumsg.errors.DeviceClosed`."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._state.refuse(DeviceClosed(f"device {self.ordinal} is closed"))
+            self._worker.stop()
+        self._worker.join(timeout)
+        _open_devices.discard(self)
+
+    def __enter__(self) -> Device:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def open_device(ordinal: int = 0, backend: str | Backend = "auto", isolation: str = "thread",
+                memory: MemorySpec = "pool", trace: KernelTrace | None = None,
+                allow_fault_injection: bool = False, **options: Any) -> Device:
+    """Open a device service.
+
+    ``backend``: ``"auto"`` (the GPU when a CUDA driver and device are present, else the NumPy
+    simulator), ``"cuda"``, ``"sim"``, or a Backend instance. ``isolation``: ``"thread"`` (the
+    device thread runs in this process) or ``"process"`` (in a supervised worker process that is
+    replaced after a fatal error). ``memory``: ``"pool"``, ``"direct"``, a
+    :class:`~gpumsg.memory.config.MemoryConfig` or a factory. ``trace``: a KernelTrace.
+    """
+    return Device(ordinal, backend, isolation, memory, trace, allow_fault_injection, **options)
+
+
+def devices(backend: str = "auto") -> list[dict[str, Any]]:
+    """The devices a backend offers: ``[{"ordinal", "name", "backend"}]``, without opening
+    a service."""
+    from ..backends import cuda_available
+
+    if backend in ("auto", "cuda"):
+        ok, why = cuda_available()
+        if ok:
+            from cuda.bindings import driver as cu
+
+            count = cu.cuDeviceGetCount()[1]
+            out = []
+            for i in range(count):
+                dev = cu.cuDeviceGet(i)[1]
+                name = cu.cuDeviceGetName(256, dev)[1].split(b"\0", 1)[0].decode()
+                out.append({"ordinal": i, "name": name, "backend": "cuda"})
+            return out
+        if backend == "cuda":
+            return []
+    return [{"ordinal": 0, "name": "gpumsg simulator", "backend": "sim"}]
+
+
+def _close_all() -> None:
+    for dev in list(_open_devices):
+        try:
+            dev.close(timeout=10)
+        except Exception:  # noqa: BLE001 - best effort at interpreter exit
+            pass
+
+
+atexit.register(_close_all)

@@ -1,0 +1,417 @@
+"""DeviceContext: everything the device thread owns, and the envelope every kernel goes through.
+
+The envelope (:meth:`DeviceContext.run`) is the one path for work that touches device memory:
+
+1. the handler has resolved its buffers (:meth:`resolve`: live, this device, this generation, and
+   not the output of a failed operation);
+2. the target stream waits on exactly the other streams it must: for each buffer read, the
+   stream that last wrote it; for each buffer written, the last writer and every stream that read
+   it since (read-after-write, write-after-read, write-after-write). Same-stream uses need nothing;
+3. the library or driver call enqueues the work (trace hooks around it);
+4. the buffers record the use: (stream, sequence number);
+5. a completion entry joins the stream's pending list; at the end of the batch one event per
+   stream marks them all, and the stream's completion thread answers them and drops their
+   keep-alives once that event has completed.
+
+Cross-stream waits use *fences*: an event recorded on the producing stream, lazily, the first time
+another stream needs it, and reused while it still covers the sequence number needed. Events are
+only ever re-recorded on the stream they belong to, so a reused event can only make a wait more
+conservative, never wrong.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import (
+    ContextPoisoned,
+    CudaError,
+    DependencyFailed,
+    GpuError,
+    GpuRefStale,
+    InvalidMessage,
+)
+from ..memory.adaptors import BudgetAdaptor, StatisticsAdaptor
+from ..memory.config import build_resource
+from ..memory.pinned import PinnedPool
+from ..messages.base import BufRef, HostRef
+from .completion import CompletionWatcher, Entry, fail_entries
+from .dispatch import COMPUTE, STREAM_INDEX
+from .stats import DeviceLoad
+from .trace import OpRecord
+
+__all__ = ["DeviceContext", "DeviceAllocation", "StreamSlot"]
+
+_log = logging.getLogger("gpumsg")
+_NSTREAMS = len(STREAM_INDEX)
+_ZEROS = (0,) * _NSTREAMS
+
+
+class DeviceAllocation:
+    """A live (or failed) allocation as the device thread tracks it.
+
+    ``write_stream``/``write_seq``: the stream and sequence number of the last write;
+    ``reads[s]``: sequence number of the last read on stream ``s`` since that write.
+    ``failed``: the error of the last operation that should have written it (its readers fail
+    with :class:`~gpumsg.errors.DependencyFailed`); ``alloc_failed``: the allocation itself failed.
+    """
+
+    __slots__ = ("ref", "ptr", "write_stream", "write_seq", "reads", "failed", "alloc_failed")
+
+    def __init__(self, ref: BufRef, ptr: int) -> None:
+        self.ref = ref
+        self.ptr = ptr
+        self.write_stream = -1
+        self.write_seq = 0
+        self.reads = list(_ZEROS)
+        self.failed: BaseException | None = None
+        self.alloc_failed = False
+
+
+class StreamSlot:
+    """One of the device's streams with its ordering state and completion thread."""
+
+    __slots__ = ("index", "name", "obj", "raw", "seq", "fence_event", "fence_seq", "fence_owned",
+                 "waited", "spare_events", "pending", "watcher")
+
+    def __init__(self, index: int, name: str, obj: Any, raw: int) -> None:
+        self.index = index
+        self.name = name
+        self.obj = obj
+        self.raw = raw
+        self.seq = 0  # operations enqueued so far
+        self.fence_event: Any = None  # newest event recorded on this stream
+        self.fence_seq = 0  # the sequence number it covers
+        self.fence_owned = False  # handed to the completion thread (which gives it back)
+        self.waited = [0] * _NSTREAMS  # per other stream: sequence number already waited for
+        self.spare_events: list[Any] = []
+        self.pending: list[Entry] = []
+        self.watcher: CompletionWatcher | None = None
+
+
+class DeviceContext:
+    """The device thread's world: backend, streams, buffers, memory, libraries, completion."""
+
+    def __init__(self, backend: Any, state: Any, memory: Any, trace: Any = None,
+                 allow_fault_injection: bool = False, queue_depth: Callable[[], int] = lambda: 0,
+                 in_worker_process: bool = False, pinned_staging_limit: int = 256 << 20) -> None:
+        self.backend = backend
+        self.state = state
+        self.token = state.token
+        self.trace = trace
+        self.allow_fault_injection = allow_fault_injection
+        self.in_worker_process = in_worker_process
+        self.queue_depth = queue_depth
+        self.current: Any = None  # the message being handled (names traced operations)
+        self.props = backend.open()
+        self.streams: list[StreamSlot] = []
+        self.buffers: dict[int, DeviceAllocation] = {}
+        self.libraries: dict[str, Any] = {}
+        self.issued = 0
+        self.traced = 0
+        self.host_registry: dict[int, Any] = {}  # shm segments (process isolation)
+        try:
+            for name, index in sorted(STREAM_INDEX.items(), key=lambda kv: kv[1]):
+                obj = backend.stream_create()
+                self.streams.append(StreamSlot(index, name, obj, backend.stream_handle(obj)))
+            self.compute = self.streams[COMPUTE]
+            self.memory = build_resource(memory, backend)
+            self.pinned = PinnedPool(backend, staging_limit=pinned_staging_limit)
+            for slot in self.streams:
+                slot.watcher = CompletionWatcher(self, slot)
+        except BaseException:
+            self._release_streams()
+            backend.close()
+            raise
+
+    # -- buffers -----------------------------------------------------------------------------------
+    def _lookup(self, ref: BufRef, field: str) -> DeviceAllocation:
+        if ref.owner != self.token:
+            raise InvalidMessage(f"{field}: {ref.describe()} belongs to another device",
+                                 field=field)
+        if ref.generation != self.state.generation:
+            raise GpuRefStale(f"{field}: {ref.describe()} is from generation {ref.generation}; "
+                              f"the device is at generation {self.state.generation}")
+        alloc = self.buffers.get(ref.id)
+        if alloc is None:
+            raise GpuRefStale(f"{field}: {ref.describe()} was freed")
+        return alloc
+
+    def resolve(self, ref: BufRef, field: str) -> DeviceAllocation:
+        """The allocation behind ``ref`` for an operation that reads it."""
+        alloc = self._lookup(ref, field)
+        if alloc.failed is not None:
+            raise DependencyFailed(
+                f"{field}: {ref.describe()} has no valid contents: the operation that should have "
+                f"produced it failed with {type(alloc.failed).__name__}: {alloc.failed}"
+            ) from alloc.failed
+        return alloc
+
+    def resolve_out(self, ref: BufRef, field: str) -> DeviceAllocation:
+        """The allocation behind ``ref`` for an operation that only writes it."""
+        alloc = self._lookup(ref, field)
+        if alloc.alloc_failed:
+            raise DependencyFailed(f"{field}: {ref.describe()} was never allocated: "
+                                   f"{alloc.failed}") from alloc.failed
+        return alloc
+
+    def host_ptr(self, host: HostRef, nbytes: int, field: str) -> int:
+        """The address of ``nbytes`` of DMA-able host memory named by ``host``."""
+        if host.pool == "pinned":
+            block = self.pinned.get(host.block)
+            if block is None or not block.in_use:
+                raise InvalidMessage(f"{field}: pinned block {host.block} is not allocated",
+                                     field=field)
+            size = block.nbytes
+            base = block.ptr
+        else:
+            seg = self.host_registry.get(host.block)
+            if seg is None:
+                raise InvalidMessage(f"{field}: shared-memory segment {host.block} is not "
+                                     "registered with this worker", field=field)
+            size = seg.nbytes
+            base = seg.ptr
+        if host.offset + nbytes > size:
+            raise InvalidMessage(f"{field}: {nbytes} bytes at offset {host.offset} exceed the "
+                                 f"host block of {size} bytes", field=field)
+        return base + host.offset
+
+    def library(self, name: str) -> Any:
+        """This device's handle for a CUDA library, created on first use."""
+        lib = self.libraries.get(name)
+        if lib is None:
+            lib = self.backend.library(name)
+            self.libraries[name] = lib
+        return lib
+
+    # -- the envelope ------------------------------------------------------------------------------
+    def run(self, reply: Any, stream: int, reads: tuple, writes: tuple,
+            fn: Callable[..., Any], *args: Any, value: Any = None,
+            finish: Callable[[Any, BaseException | None], Any] | None = None) -> None:
+        """Issue ``fn(stream_obj, *args)`` on ``stream`` after the waits ``reads`` and
+        ``writes`` (DeviceAllocations) need; answer ``reply`` with ``value`` at completion."""
+        slot = self.streams[stream]
+        for a in reads:
+            ws = a.write_stream
+            if ws != stream and ws >= 0 and slot.waited[ws] < a.write_seq:
+                self._wait(slot, ws, a.write_seq)
+        for a in writes:
+            self._order_write(slot, a)
+        op = None
+        if self.trace is not None:
+            self.traced += 1
+            op = OpRecord(self.traced, type(self.current).__name__, slot.name)
+            self.trace.before_enqueue(op)
+        try:
+            fn(slot.obj, *args)
+        except BaseException as exc:
+            if op is not None:
+                op.error = exc
+                self.trace.after_enqueue(op)
+            if finish is not None:
+                finish(None, exc)
+            raise
+        if op is not None:
+            self.trace.after_enqueue(op)
+        seq = slot.seq = slot.seq + 1
+        for a in reads:
+            a.reads[stream] = seq
+        for a in writes:
+            a.write_stream = stream
+            a.write_seq = seq
+            a.reads[:] = _ZEROS
+            a.failed = None
+        slot.pending.append((reply, value, finish, op))
+
+    def _order_write(self, slot: StreamSlot, a: DeviceAllocation) -> None:
+        """Make ``slot`` wait for every earlier use of ``a`` on other streams."""
+        stream = slot.index
+        ws = a.write_stream
+        if ws != stream and ws >= 0 and slot.waited[ws] < a.write_seq:
+            self._wait(slot, ws, a.write_seq)
+        reads = a.reads
+        for t in range(_NSTREAMS):
+            if t != stream and reads[t] > slot.waited[t]:
+                self._wait(slot, t, reads[t])
+
+    def _wait(self, slot: StreamSlot, other: int, seq: int) -> None:
+        src = self.streams[other]
+        if src.fence_seq < seq or src.fence_event is None:
+            self._record_fence(src, owned=False)
+        self.backend.stream_wait_event(slot.obj, src.fence_event)
+        slot.waited[other] = src.fence_seq
+
+    def _record_fence(self, slot: StreamSlot, owned: bool) -> Any:
+        event = slot.spare_events.pop() if slot.spare_events else self.backend.event_create()
+        self.backend.event_record(event, slot.obj)
+        old = slot.fence_event
+        if old is not None and not slot.fence_owned and old is not event:
+            slot.spare_events.append(old)
+        slot.fence_event = event
+        slot.fence_seq = slot.seq
+        slot.fence_owned = owned
+        return event
+
+    def complete(self, reply: Any, stream: int, value: Any = None,
+                 finish: Callable[[Any, BaseException | None], Any] | None = None) -> None:
+        """Answer ``reply`` once the work already on ``stream`` has completed."""
+        self.streams[stream].pending.append((reply, value, finish, None))
+
+    @staticmethod
+    def reply_now(reply: Any, value: Any = None) -> None:
+        if reply is not None:
+            reply.set_result(value)
+
+    def order_after_uses(self, stream: int, a: DeviceAllocation) -> None:
+        """Make ``stream`` wait for every use of ``a`` on other streams (before freeing it)."""
+        self._order_write(self.streams[stream], a)
+
+    def next_seq(self, stream: int) -> int:
+        """Count a stream-ordered operation issued outside :meth:`run` (an allocation)."""
+        slot = self.streams[stream]
+        slot.seq += 1
+        return slot.seq
+
+    # -- batches -----------------------------------------------------------------------------------
+    def flush(self) -> None:
+        """End of a batch: one event per stream with pending entries, handed to its watcher."""
+        for slot in self.streams:
+            if slot.pending:
+                entries, slot.pending = slot.pending, []
+                try:
+                    event = self._record_fence(slot, owned=True)
+                except CudaError as exc:
+                    self.on_async_error(exc, entries)
+                    fail_entries(entries, self.state.poisoned or exc)
+                    continue
+                self.issued += len(entries)
+                slot.watcher.submit(event, entries)
+
+    def poll(self) -> None:
+        """Between batches: finish deferred frees, keep the pinned cache bounded."""
+        self.memory.poll()
+        self.pinned.enforce_cache_limit()
+
+    def in_flight(self) -> int:
+        done = sum(s.watcher.completed for s in self.streams)
+        pending = sum(len(s.pending) for s in self.streams)
+        return self.issued + pending - done
+
+    def completed(self) -> int:
+        return sum(s.watcher.completed for s in self.streams)
+
+    # -- failure -----------------------------------------------------------------------------------
+    def on_async_error(self, exc: CudaError, entries: list[Entry]) -> GpuError:
+        """An error observed at completion (or at any later call): sticky errors poison the
+        device. Returns the error to fail the affected operations with."""
+        if not exc.sticky:
+            return exc
+        names = sorted({op.name for *_, op in entries if op is not None})
+        where = f" (pending: {', '.join(names)})" if names else ""
+        return self.poison(exc, f"observed at completion{where}")
+
+    def poison(self, exc: CudaError, where: str) -> ContextPoisoned:
+        """Fail closed after a sticky error: refuse new work, bump the generation, fail every
+        pending answer. Idempotent; callable from any of the device's threads."""
+        state = self.state
+        with state.lock:
+            first = state.poisoned is None
+            if first:
+                hint = ("the worker process is replaced automatically" if self.in_worker_process
+                        else "a CUDA context cannot be repaired inside the process that hit this; "
+                             "open the device with isolation='process' to recover automatically")
+                state.poisoned = ContextPoisoned(
+                    f"device {state.ordinal} context poisoned by {exc.name} ({exc.code}) "
+                    f"{where}: {hint}", exc.code, exc.name)
+        if first:
+            state.refuse(state.poisoned)
+            state.bump()
+        return state.poisoned  # type: ignore[return-value]
+
+    def mark_outputs_failed(self, msg: Any, error: BaseException) -> None:
+        """A message failed: the buffers it should have written hold no valid contents."""
+        for field in type(msg).__writes__:
+            ref = getattr(msg, field)
+            if ref.owner != self.token or ref.generation != self.state.generation:
+                continue
+            alloc = self.buffers.get(ref.id)
+            if alloc is not None and not alloc.alloc_failed:
+                alloc.failed = error
+
+    def fail_pending(self, error: BaseException) -> None:
+        for slot in self.streams:
+            entries, slot.pending = slot.pending, []
+            fail_entries(entries, error)
+
+    # -- stats ------------------------------------------------------------------------------------
+    def load(self) -> DeviceLoad:
+        free, total = self.backend.mem_info()
+        usage = self.memory.usage()
+        budget = stats = None
+        for r in self.memory.stack():
+            if isinstance(r, BudgetAdaptor):
+                budget = r.limit
+            elif isinstance(r, StatisticsAdaptor) and stats is None:
+                stats = r.statistics()
+        p = self.props
+        return DeviceLoad(
+            name=p.name, ordinal=p.ordinal, backend=self.backend.kind,
+            compute_capability=p.compute_capability, generation=self.state.generation,
+            free_bytes=free, total_bytes=total, pool_reserved_bytes=usage.reserved,
+            pool_used_bytes=usage.used, budget_bytes=budget,
+            pinned_reserved_bytes=self.pinned.reserved, queue_depth=self.queue_depth(),
+            ops_in_flight=self.in_flight(), ops_completed=self.completed(), memory=stats)
+
+    # -- shutdown ---------------------------------------------------------------------------------
+    def shutdown(self, timeout: float | None) -> None:
+        """Wait for the work in flight, free everything, release the context. With a poisoned
+        context only host-side resources are released."""
+        self.flush()
+        for slot in self.streams:
+            slot.watcher.stop()
+        drained = all(slot.watcher.join(timeout) for slot in self.streams)
+        if not drained or self.state.poisoned is not None:
+            self._release_host_side()
+            return
+        try:
+            for a in list(self.buffers.values()):
+                if a.ptr:
+                    self.order_after_uses(COMPUTE, a)
+                    self.memory.deallocate(a.ptr, a.ref.nbytes, self.compute.obj)
+            self.buffers.clear()
+            for slot in self.streams:
+                self.backend.stream_synchronize(slot.obj)
+            for lib in self.libraries.values():
+                lib.close()
+            self.libraries.clear()
+            self.memory.close()
+            self.pinned.close()
+            for slot in self.streams:
+                for ev in slot.spare_events:
+                    self.backend.event_destroy(ev)
+                if slot.fence_event is not None and not slot.fence_owned:
+                    self.backend.event_destroy(slot.fence_event)
+                slot.spare_events.clear()
+            self._release_streams()
+        except GpuError:
+            self._release_host_side()
+            return
+        self.backend.close()
+
+    def _release_streams(self) -> None:
+        for slot in self.streams:
+            try:
+                self.backend.stream_destroy(slot.obj)
+            except GpuError:
+                pass
+        self.streams.clear()
+
+    def _release_host_side(self) -> None:
+        """After a poisoned context or a hang: nothing more can be asked of the GPU. Pinned host
+        memory stays mapped until the process exits (freeing it needs the context)."""
+        self.buffers.clear()
+        self.libraries.clear()
+        _log.warning("device %d closed without releasing its GPU resources (poisoned context or "
+                     "work that did not finish)", self.props.ordinal)

@@ -1,0 +1,166 @@
+"""Host copies through page-locked staging blocks, done by the caller's thread.
+
+DMA needs page-locked host memory. A NumPy array that already lies in pinned memory (a
+:class:`~gpumsg.service.buffers.PinnedHostBuffer`) is copied directly. Any other array is staged
+in chunks: the caller's thread copies chunk *i* into a pinned block (in parallel over a few
+threads for large chunks) while the copy engine moves chunk *i-1*; the device hands each block
+back to the pool when its DMA has completed. Device-to-host goes the other way: the DMA fills a
+block and the completion thread copies it out. The device thread never waits on any of this.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..memory.pinned import PinnedBlock, PinnedPool
+from ..messages.base import BufRef, HostRef
+from ..messages.device import AllocPinned, CopyFromHost, CopyToHost
+from .buffers import GpuFuture, gather
+
+if TYPE_CHECKING:
+    from .client import Device
+
+__all__ = ["PinnedStaging", "copy_bytes", "CHUNK"]
+
+#: staging chunk: large enough to amortize a message per chunk, small enough to overlap
+CHUNK = 16 << 20
+#: below this a single thread copies; above, the copy is split over the memcpy threads
+_PARALLEL_MIN = 4 << 20
+_MEMCPY_THREADS = max(1, min(8, os.cpu_count() or 1))
+_executor: ThreadPoolExecutor | None = None
+
+
+def _memcpy_pool() -> ThreadPoolExecutor:
+    global _executor
+    if _executor is None:
+        _executor = ThreadPoolExecutor(_MEMCPY_THREADS, thread_name_prefix="gpumsg-memcpy")
+    return _executor
+
+
+def copy_bytes(dst: np.ndarray, src: np.ndarray) -> None:
+    """``dst[:] = src`` for uint8 arrays, split over several threads when large (NumPy releases
+    the GIL while it copies)."""
+    n = dst.nbytes
+    parts = min(_MEMCPY_THREADS, n // (1 << 20))
+    if n < _PARALLEL_MIN or parts < 2:
+        np.copyto(dst, src)
+        return
+    step = ((n + parts - 1) // parts + 4095) & ~4095  # page-aligned pieces
+    pool = _memcpy_pool()
+    futures = [pool.submit(np.copyto, dst[i:i + step], src[i:i + step])
+               for i in range(step, n, step)]
+    np.copyto(dst[:step], src[:step])
+    for f in futures:
+        f.result()
+
+
+class _ChunkDownload(GpuFuture):
+    """One device-to-host chunk: when the DMA into the staging block is done, copy the block
+    out to the destination and give the block back."""
+
+    def __init__(self, staging: PinnedStaging, block: PinnedBlock, dest: np.ndarray) -> None:
+        super().__init__()
+        self._staging = staging
+        self._block = block
+        self._dest = dest
+
+    def set_result(self, result: Any) -> None:
+        try:
+            copy_bytes(self._dest, self._block.bytes[:self._dest.nbytes])
+        finally:
+            self._staging.release(self._block)
+        super().set_result(None)
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        self._staging.release(self._block)
+        super().set_exception(exception)
+
+
+class PinnedStaging:
+    """A device client's access to the device's pinned pool, for staging copies."""
+
+    def __init__(self, device: Device, pool: PinnedPool) -> None:
+        self._device = device
+        self.pool = pool
+
+    def acquire(self, nbytes: int) -> PinnedBlock:
+        """A staging block of at least ``nbytes``: cached, newly allocated by the device, or
+        (when staging already holds its limit) the next one given back."""
+        pool = self.pool
+        while True:
+            block = pool.take_cached(nbytes, staging=True)
+            if block is not None:
+                return block
+            if pool.can_grow(nbytes):
+                block_id = self._device._request(AllocPinned(nbytes, staging=True))
+                return pool.get(block_id)  # type: ignore[return-value]
+            pool.wait_for_release(0.05)
+            self._device._check_open()
+
+    def release(self, block: PinnedBlock) -> None:
+        self.pool.release(block)
+
+    def find(self, raw: np.ndarray) -> HostRef | None:
+        """A HostRef for a contiguous array that lies inside a pinned block, else None."""
+        if raw.nbytes == 0:
+            return None
+        hit = self.pool.find(raw.ctypes.data, raw.nbytes)
+        if hit is None:
+            return None
+        block, offset = hit
+        return HostRef("pinned", block.id, offset, raw.nbytes)
+
+    def upload(self, dst: BufRef, raw: np.ndarray, dst_offset: int) -> Future:
+        """Copy the bytes ``raw`` (contiguous uint8) into ``dst`` at byte ``dst_offset``."""
+        device = self._device
+        n = raw.nbytes
+        direct = self.find(raw)
+        if direct is not None or n == 0:
+            fut = GpuFuture()
+            if n == 0:
+                fut.set_result(None)
+            else:
+                device._post(CopyFromHost(dst, direct, dst_offset), fut)
+            return fut
+        futures = []
+        for off in range(0, n, CHUNK):
+            m = min(CHUNK, n - off)
+            block = self.acquire(m)
+            try:
+                copy_bytes(block.bytes[:m], raw[off:off + m])
+                fut = GpuFuture()
+                device._post(CopyFromHost(dst, HostRef("pinned", block.id, 0, m, release=True),
+                                          dst_offset + off), fut)
+            except BaseException:
+                self.release(block)
+                raise
+            futures.append(fut)
+        return futures[0] if len(futures) == 1 else gather(futures)
+
+    def download(self, src: BufRef, src_offset: int, raw: np.ndarray, result: Any) -> Future:
+        """Copy ``raw.nbytes`` bytes of ``src`` from ``src_offset`` into ``raw`` (contiguous
+        uint8); the future answers ``result``."""
+        device = self._device
+        n = raw.nbytes
+        direct = self.find(raw)
+        if direct is not None:
+            fut = GpuFuture()
+            device._post(CopyToHost(src, direct, src_offset, n), fut)
+            return gather([fut], result)
+        futures = []
+        for off in range(0, n, CHUNK):
+            m = min(CHUNK, n - off)
+            block = self.acquire(m)
+            fut = _ChunkDownload(self, block, raw[off:off + m])
+            try:
+                device._post(CopyToHost(src, HostRef("pinned", block.id, 0, m), src_offset + off,
+                                        m), fut)
+            except BaseException:
+                self.release(block)
+                raise
+            futures.append(fut)
+        return gather(futures, result)

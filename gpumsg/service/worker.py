@@ -1,0 +1,139 @@
+"""The device thread: one OS thread per device drains its mailbox and dispatches each message.
+
+The mailbox holds ``(message, reply)`` pairs; it is FIFO and the device thread is its only
+consumer, so a message may use a buffer that an earlier message creates without waiting for it.
+Messages are taken in batches (everything waiting, up to ``MAX_BATCH``); at the end of a batch
+each stream gets one completion event for all the batch's work on it.
+"""
+
+from __future__ import annotations
+
+import threading
+from queue import SimpleQueue
+from typing import Any
+
+from ..errors import CudaError, GpuError, InvalidMessage
+from .context import DeviceContext
+from .dispatch import dispatch_table
+
+__all__ = ["DeviceWorker", "serve", "STOP", "MAX_BATCH"]
+
+MAX_BATCH = 64
+STOP = object()  # the message that ends the loop (queued by close)
+
+
+def _fail(reply: Any, error: BaseException) -> None:
+    if reply is not None:
+        reply.set_exception(error)
+
+
+def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | None) -> None:
+    """Run the device loop until :data:`STOP` arrives, then shut the context down."""
+    dispatch = dispatch_table()
+    get, get_nowait, qsize = mailbox.get, mailbox.get_nowait, mailbox.qsize
+    state = ctx.state
+    stop = False
+    while not stop:
+        batch = [get()]
+        n = qsize()
+        if n:
+            for _ in range(min(n, MAX_BATCH - 1)):
+                batch.append(get_nowait())
+        for msg, reply in batch:
+            if msg is STOP:
+                stop = True
+                continue
+            if state.poisoned is not None:
+                _fail(reply, state.poisoned)
+                continue
+            handler = dispatch.get(type(msg))
+            if handler is None:
+                _fail(reply, InvalidMessage(f"the device has no handler for "
+                                            f"{type(msg).__name__}"))
+                continue
+            ctx.current = msg
+            try:
+                handler(ctx, msg, reply)
+            except CudaError as exc:
+                if exc.sticky:
+                    error = ctx.poison(exc, f"raised by {type(msg).__name__}")
+                    ctx.fail_pending(error)
+                    _fail(reply, error)
+                else:
+                    if msg.__writes__:
+                        ctx.mark_outputs_failed(msg, exc)
+                    _fail(reply, exc)
+            except Exception as exc:  # GpuError, or a bug in a handler: fail only this message
+                if msg.__writes__:
+                    ctx.mark_outputs_failed(msg, exc)
+                _fail(reply, exc)
+        # drop this batch's references before blocking again: a reply that stayed referenced
+        # here would keep its buffer alive (and its Free unsent) until the next message came
+        batch = msg = reply = None  # type: ignore[assignment]
+        ctx.current = None
+        if state.poisoned is not None:
+            ctx.fail_pending(state.poisoned)
+            continue
+        try:
+            ctx.flush()
+            ctx.poll()
+        except CudaError as exc:
+            if exc.sticky:
+                ctx.fail_pending(ctx.poison(exc, "observed between batches"))
+    ctx.shutdown(shutdown_timeout)
+
+
+class DeviceWorker:
+    """Thread isolation: the device loop on a daemon thread of the calling process."""
+
+    def __init__(self, backend: Any, state: Any, memory: Any, trace: Any = None,
+                 allow_fault_injection: bool = False, shutdown_timeout: float | None = 60.0,
+                 pinned_staging_limit: int = 256 << 20) -> None:
+        self.mailbox: SimpleQueue = SimpleQueue()
+        self.state = state
+        self.ctx: DeviceContext | None = None
+        self._startup_error: BaseException | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name=f"gpumsg-device-{backend.ordinal}", daemon=True,
+            args=(backend, memory, trace, allow_fault_injection, shutdown_timeout,
+                  pinned_staging_limit))
+        self._thread.start()
+        self._ready.wait()
+        if self._startup_error is not None:
+            raise self._startup_error
+
+    def _run(self, backend: Any, memory: Any, trace: Any, allow_fault_injection: bool,
+             shutdown_timeout: float | None, pinned_staging_limit: int) -> None:
+        try:
+            self.ctx = DeviceContext(backend, self.state, memory, trace, allow_fault_injection,
+                                     queue_depth=self.mailbox.qsize,
+                                     pinned_staging_limit=pinned_staging_limit)
+        except BaseException as exc:  # noqa: BLE001 - reported to the opener
+            self._startup_error = exc if isinstance(exc, (GpuError, Exception)) else \
+                RuntimeError(repr(exc))
+            self._ready.set()
+            return
+        self._ready.set()
+        serve(self.ctx, self.mailbox, shutdown_timeout)
+
+    @property
+    def props(self) -> Any:
+        return self.ctx.props  # type: ignore[union-attr]
+
+    @property
+    def pinned(self) -> Any:
+        return self.ctx.pinned  # type: ignore[union-attr]
+
+    def submit(self, msg: Any, reply: Any) -> None:
+        self.mailbox.put((msg, reply))
+
+    def stop(self) -> None:
+        self.mailbox.put((STOP, None))
+
+    def join(self, timeout: float | None) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()

@@ -1,0 +1,43 @@
+"""The poisoning scenario, shared by the in-process (simulator) test and the subprocess (GPU)
+test: a sticky fault fails pending work, bumps the generation, and refuses new work."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import gpumsg
+
+
+def check(backend) -> None:
+    dev = gpumsg.open_device(0, backend=backend, allow_fault_injection=True)
+    watch = dev.watch_generation()
+    x = np.arange(1000.0)
+    buf = dev.to_device(x).result()
+    before = dev.copy_to_host(buf).result()
+    assert np.array_equal(before, x)
+    dev.inject_fault("hang", seconds=0.3)  # keep compute busy: what follows stays pending
+    fault = dev.inject_fault("illegal_address")
+    pending = [dev.memset(buf, 1) for _ in range(5)] + [dev.copy_to_host(buf)]
+    for f in [fault, *pending]:
+        try:
+            f.result(timeout=60)
+        except gpumsg.ContextPoisoned as exc:
+            assert exc.code == 700, exc.code
+        else:
+            raise AssertionError("pending work after the fault must fail")
+    assert watch.result(timeout=10) == 1
+    assert dev.generation == 1
+    try:
+        dev.stats()
+    except gpumsg.ContextPoisoned as exc:
+        assert "isolation='process'" in str(exc), str(exc)
+    else:
+        raise AssertionError("a poisoned device must refuse new work")
+    assert buf.is_stale()
+    try:
+        _ = buf.ref
+    except gpumsg.GpuRefStale:
+        pass
+    else:
+        raise AssertionError("buffers of a poisoned device are stale")
+    dev.close(timeout=30)

@@ -1,0 +1,113 @@
+"""Host<->device copies for every dtype and order, pinned buffers, staged large copies,
+partial copies, device-to-device copies and memset."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import random_array
+
+import gpumsg
+from gpumsg.dtypes import ALLOC_DTYPES
+from gpumsg.service.staging import CHUNK
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("dtype", ALLOC_DTYPES)
+def test_round_trip_every_dtype(dev, rng, dtype: str, order: str) -> None:
+    host = random_array(rng, (37, 19), dtype, order)
+    buf = dev.to_device(host).result()
+    assert buf.dtype == gpumsg.as_dtype(dtype)
+    assert buf.shape == (37, 19) and buf.order == order
+    back = dev.copy_to_host(buf).result()
+    assert back.dtype == host.dtype and back.shape == host.shape
+    assert back.flags.f_contiguous if order == "F" else back.flags.c_contiguous
+    np.testing.assert_array_equal(back, host)
+
+
+@pytest.mark.parametrize("dtype", ALLOC_DTYPES)
+def test_alloc_then_copy_in_other_order(dev, rng, dtype: str) -> None:
+    # a C-ordered array copied into an F-ordered buffer keeps its logical values
+    host = random_array(rng, (5, 7, 3), dtype, "C")
+    buf = dev.alloc((5, 7, 3), dtype, order="F")
+    dev.copy_from_host(buf, host).result()
+    np.testing.assert_array_equal(dev.copy_to_host(buf).result(), host)
+
+
+def test_flat_partial_copies(dev, rng) -> None:
+    full = random_array(rng, (100,), "f64")
+    buf = dev.to_device(full)
+    part = random_array(rng, (30,), "f64")
+    dev.copy_from_host(buf, part, offset=50).result()
+    expect = full.copy()
+    expect[50:80] = part
+    np.testing.assert_array_equal(dev.copy_to_host(buf).result(), expect)
+    tail = dev.send(gpumsg.messages.CopyToHost(buf, src_offset=8 * 90)).result()
+    np.testing.assert_array_equal(tail, expect[90:])
+
+
+def test_zero_size_buffers(dev) -> None:
+    buf = dev.alloc((0, 4), np.float32).result()
+    assert buf.nbytes == 0
+    dev.copy_from_host(buf, np.empty((0, 4), np.float32)).result()
+    assert dev.copy_to_host(buf).result().shape == (0, 4)
+
+
+def test_large_staged_copy_crosses_chunks(dev, rng) -> None:
+    n = (2 * CHUNK + 12345) // 4  # three staging chunks, the last one short
+    host = rng.standard_normal(n).astype(np.float32)
+    buf = dev.to_device(host)
+    back = dev.copy_to_host(buf).result()
+    np.testing.assert_array_equal(back, host)
+
+
+def test_pinned_host_buffers_copy_directly(dev, rng) -> None:
+    pinned = dev.alloc_pinned((64, 32), np.float32, order="F").result()
+    arr = pinned.array
+    arr[...] = random_array(rng, (64, 32), "f32")
+    buf = dev.alloc((64, 32), np.float32)
+    dev.copy_from_host(buf, arr).result()
+    out_pinned = dev.alloc_pinned((64, 32), np.float32, order="F").result()
+    out = out_pinned.array
+    out[...] = 0
+    got = dev.copy_to_host(buf, out=out).result()
+    assert got is out
+    np.testing.assert_array_equal(out, arr)
+    # the copies did not go through staging: only the two pinned buffers are in use
+    pool = dev._staging.pool
+    assert pool.staging_in_use == 0
+    pinned.free().result()
+    with pytest.raises(gpumsg.GpuRefStale):
+        pinned.array  # noqa: B018
+
+
+def test_copy_to_host_into_pageable_out(dev, rng) -> None:
+    host = random_array(rng, (16, 9), "i32", "C")
+    buf = dev.to_device(host)
+    out = np.empty((16, 9), np.int32)
+    assert dev.copy_to_host(buf, out=out).result() is out
+    np.testing.assert_array_equal(out, host)
+
+
+def test_device_to_device_copy(dev, rng) -> None:
+    host = random_array(rng, (64,), "u64")
+    src = dev.to_device(host)
+    dst = dev.alloc((64,), np.uint64)
+    dev.copy(dst, src).result()
+    np.testing.assert_array_equal(dev.copy_to_host(dst).result(), host)
+    # a range within one buffer
+    dev.copy(dst, dst, nbytes=8 * 16, dst_offset=0, src_offset=8 * 32).result()
+    expect = host.copy()
+    expect[:16] = host[32:48]
+    np.testing.assert_array_equal(dev.copy_to_host(dst).result(), expect)
+
+
+@pytest.mark.parametrize("width,dtype", [(1, np.uint8), (2, np.uint16), (4, np.uint32)])
+def test_memset_patterns(dev, rng, width: int, dtype) -> None:
+    host = random_array(rng, (256,), np.dtype(dtype).name)
+    buf = dev.to_device(host)
+    value = int(rng.integers(1, 1 << (8 * width)))
+    dev.memset(buf, value, offset=16 * width, nbytes=100 * width, width=width).result()
+    expect = host.copy()
+    expect[16:116] = value
+    np.testing.assert_array_equal(dev.copy_to_host(buf).result(), expect)

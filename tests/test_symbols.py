@@ -1,0 +1,34 @@
+"""Every C function gpumsg binds resolves in the libraries found here: on CI those are the
+``nvidia-*-cu12`` wheels (GPUMSG_REQUIRE_CU12=1 insists on CUDA 12), on the GPU machine the
+CUDA 13 toolkit's."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+import pytest
+
+from gpumsg.libs.loader import load, specs
+
+SPECS = specs()
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_every_bound_symbol_resolves(name: str) -> None:
+    lib = load(name)  # raises LibraryNotFound with the reason if it is missing
+    cdll = ctypes.CDLL(lib.path)
+    missing = [fn.name for fn in SPECS[name].functions
+               if not fn.optional and not hasattr(cdll, fn.name)]
+    assert not missing, f"{lib.path} lacks {missing}"
+    version = lib.version()
+    assert version and version[0].isdigit()
+    if os.environ.get("GPUMSG_REQUIRE_CU12"):
+        assert "cu12" in lib.path or ".so.12" in lib.path or version.startswith("12"), lib.path
+
+
+def test_declared_libraries() -> None:
+    assert "cublas" in SPECS
+    for spec in SPECS.values():
+        names = [fn.name for fn in spec.functions]
+        assert len(names) == len(set(names)), f"{spec.name} declares a function twice"
