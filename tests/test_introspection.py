@@ -45,7 +45,7 @@ def test_snapshots(dev) -> None:
     children = dev.snapshot_children().result()
     assert children["context"] == ctx
     assert children["stream.compute"] == streams["compute"]
-    assert children["cublas"] and children["mempool"]
+    assert children["cublaslt"] and children["mempool"]
 
 
 def test_cuda_array_interface(dev) -> None:

@@ -128,9 +128,10 @@ class Backend(abc.ABC):
 
     # -- libraries ---------------------------------------------------------------------------------
     @abc.abstractmethod
-    def library(self, name: str) -> Any:
+    def library(self, name: str, ctx: Any) -> Any:
         """Create this device's handle object for a CUDA library (``"cublas"``, ...), bound to
-        the device thread. The service caches it; it is closed with :meth:`close_library`."""
+        the device thread (``ctx`` is its DeviceContext: memory for workspaces). The service
+        caches it and calls its ``close()`` at shutdown."""
         ...
 
     # -- fault injection (tests) -------------------------------------------------------------------

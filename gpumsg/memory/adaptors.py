@@ -1,6 +1,6 @@
 """Adaptors that wrap a memory resource and stack (RMM's model):
 
-* :class:`BudgetAdaptor`: bounds the device memory the stack holds (buffers plus cache);
+* :class:`BudgetAdaptor`: bounds the bytes held for callers (buffers, and frees not yet done);
 * :class:`StatisticsAdaptor`: counts bytes and allocations, current and peak;
 * :class:`LoggingAdaptor`: one record per allocation, free and failure, to any sink (a CSV file
   with :class:`CsvSink`).
@@ -13,7 +13,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 from ..errors import GpuError, OutOfBudget
 from .resource import MemoryResource, MemoryUsage
@@ -40,6 +40,9 @@ class ResourceAdaptor(MemoryResource):
     def trim(self) -> None:
         self.upstream.trim()
 
+    def pending_bytes(self) -> int:
+        return self.upstream.pending_bytes()
+
     def poll(self) -> None:
         self.upstream.poll()
 
@@ -52,29 +55,40 @@ class ResourceAdaptor(MemoryResource):
 
 
 class BudgetAdaptor(ResourceAdaptor):
-    """Refuse allocations that would take the memory held below it (buffers plus any pool
-    cache) past ``limit`` bytes. Before refusing it trims the upstream once (releasing cache and
-    finished deferred frees) and checks again. Refusal raises
-    :class:`~gpumsg.errors.OutOfBudget` with requested/current/limit."""
+    """Refuse allocations that would take the bytes held for callers past ``limit``.
+
+    Held bytes are those allocated through this adaptor and not yet freed, plus freed bytes the
+    resource below still holds until the work before the free has run (the direct resource
+    defers its frees). Before refusing, the adaptor trims the resource below once (finishing the
+    deferred frees that can be, releasing cached memory) and checks again. Refusal raises
+    :class:`~gpumsg.errors.OutOfBudget` with requested/current/limit.
+    """
 
     def __init__(self, upstream: MemoryResource, limit: int) -> None:
         super().__init__(upstream)
         if limit < 0:
             raise ValueError("budget must be >= 0 bytes")
         self.limit = limit
+        self.current = 0
 
     def allocate(self, nbytes: int, stream: Any) -> int:
-        held = self.upstream.usage().reserved
-        if held + nbytes > self.limit:
+        if self.current + self.upstream.pending_bytes() + nbytes > self.limit:
             self.upstream.trim()
-            held = self.upstream.usage().reserved
+            held = self.current + self.upstream.pending_bytes()
             if held + nbytes > self.limit:
                 raise OutOfBudget(nbytes, held, self.limit)
-        return self.upstream.allocate(nbytes, stream)
+        ptr = self.upstream.allocate(nbytes, stream)
+        self.current += nbytes
+        return ptr
+
+    def deallocate(self, ptr: int, nbytes: int, stream: Any) -> None:
+        self.upstream.deallocate(ptr, nbytes, stream)
+        self.current -= nbytes
 
 
-@dataclasses.dataclass(frozen=True)
-class MemoryStatistics:
+class MemoryStatistics(NamedTuple):
+    """What a :class:`StatisticsAdaptor` counted (bytes and buffers, current and peak)."""
+
     current_bytes: int
     peak_bytes: int
     current_count: int

@@ -19,7 +19,7 @@ class MemoryConfig:
     statistics (if ``statistics``), then the base resource.
 
     ``resource``: ``"pool"`` (stream-ordered pool, the default) or ``"direct"``.
-    ``budget``: bytes the stack may hold (buffers plus pool cache), or None.
+    ``budget``: bytes the buffers may hold (see :class:`BudgetAdaptor`), or None.
     ``log``: a CSV file path, or a callable receiving each ``MemoryEvent``.
     ``release_threshold``: bytes the pool keeps cached across synchronizations.
     """

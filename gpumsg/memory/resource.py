@@ -58,7 +58,11 @@ class MemoryResource(abc.ABC):
         ...
 
     def trim(self) -> None:
-        """Release cached memory that no buffer uses."""
+        """Release cached memory that no buffer uses, and finish deferred frees that can be."""
+
+    def pending_bytes(self) -> int:
+        """Bytes freed by callers but still allocated until the work before the free has run."""
+        return 0
 
     def poll(self) -> None:
         """Finish deferred work that has become possible (cheap; called between batches)."""
@@ -175,6 +179,9 @@ class DirectResource(MemoryResource):
 
     def trim(self) -> None:
         self.poll()
+
+    def pending_bytes(self) -> int:
+        return self._deferred_bytes
 
     def usage(self) -> MemoryUsage:
         return MemoryUsage(self._live + self._deferred_bytes, self._live)

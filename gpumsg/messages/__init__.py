@@ -1,7 +1,32 @@
 """Every message gpumsg understands. ``dev.send(msg)`` accepts any of them."""
 
 from .base import BufRef, HostRef, Message, message
-from .blas import Sgemm
+from .blas import (
+    Asum,
+    Axpy,
+    Copy,
+    Dot,
+    Geam,
+    Gemm,
+    GemmBatched,
+    GemmStridedBatched,
+    Gemv,
+    Ger,
+    Iamax,
+    Iamin,
+    Nrm2,
+    Rot,
+    Scal,
+    Sgemm,
+    Swap,
+    Symm,
+    Symv,
+    Syrk,
+    Trmm,
+    Trsm,
+    Trsv,
+)
+from .blaslt import BlasLtCacheInfo, Matmul
 from .device import (
     FAULT_KINDS,
     STREAMS,
@@ -27,5 +52,8 @@ __all__ = [
     "Message", "message", "BufRef", "HostRef", "STREAMS", "FAULT_KINDS",
     "Alloc", "Free", "CopyFromHost", "CopyToHost", "CopyDevice", "Memset", "Synchronize",
     "Stats", "SnapshotContext", "SnapshotStream", "SnapshotChildren", "WatchGeneration",
-    "AllocPinned", "FreePinned", "TrimMemory", "InjectFault", "Sgemm",
+    "AllocPinned", "FreePinned", "TrimMemory", "InjectFault", "Sgemm", "Gemm",
+    "GemmStridedBatched", "GemmBatched", "Axpy", "Scal", "Dot", "Nrm2", "Asum", "Iamax", "Iamin",
+    "Copy", "Swap", "Rot", "Gemv", "Ger", "Symv", "Trsv", "Geam", "Syrk", "Symm", "Trmm", "Trsm",
+    "Matmul", "BlasLtCacheInfo",
 ]

@@ -36,6 +36,25 @@ class Message:
     __buffers__: tuple[str, ...] = ()
     __writes__: tuple[str, ...] = ()
 
+    def refs(self) -> list[BufRef]:
+        """Every buffer the message names."""
+        return _collect(self, type(self).__buffers__)
+
+    def written(self) -> list[BufRef]:
+        """The buffers the message writes (their contents are invalid if it fails)."""
+        return _collect(self, type(self).__writes__)
+
+
+def _collect(msg: Message, fields: tuple[str, ...]) -> list[BufRef]:
+    out: list[BufRef] = []
+    for name in fields:
+        value = getattr(msg, name)
+        if type(value) is BufRef:
+            out.append(value)
+        elif isinstance(value, tuple):
+            out.extend(value)
+    return out
+
 
 def message(*, buffers: tuple[str, ...] = (), writes: tuple[str, ...] = ()
             ) -> Callable[[type[T]], type[T]]:

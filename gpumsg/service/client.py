@@ -42,6 +42,7 @@ from ..messages.device import (
     TrimMemory,
     WatchGeneration,
 )
+from .blas_client import Blas
 from .buffers import BufferFuture, GpuBuffer, GpuFuture, PinnedHostBuffer, PointerSink
 from .staging import PinnedStaging
 from .state import DeviceState
@@ -51,6 +52,9 @@ from .worker import DeviceWorker
 __all__ = ["Device", "open_device", "devices"]
 
 _tokens = itertools.count(1)
+#: buffer ids are unique across the process's devices, so a device recognizes a foreign or
+#: stale reference by a single lookup
+_buffer_ids = itertools.count(1)
 _open_devices: weakref.WeakSet[Device] = weakref.WeakSet()
 
 
@@ -109,9 +113,11 @@ class Device:
         self.props = self._worker.props
         self.backend = be.kind
         self._staging = PinnedStaging(self, self._worker.pinned)
-        self._next_id = itertools.count(1).__next__
+        self._next_id = _buffer_ids.__next__
         self._submit = self._worker.submit
         self._stream_handle: int | None = None
+        #: the BLAS surface: ``dev.blas.gemm(...)``, ``dev.blas.dot(...)``, ...
+        self.blas = Blas(self)
         _open_devices.add(self)
 
     # -- identity ----------------------------------------------------------------------------------
@@ -156,16 +162,13 @@ class Device:
 
     def _check_refs(self, msg: Message) -> None:
         token, gen = self._state.token, self._state.generation
-        for name in type(msg).__buffers__:
-            ref = getattr(msg, name)
-            if ref is None:
-                continue
+        for ref in msg.refs():
             if ref.owner != token:
-                raise InvalidMessage(f"{type(msg).__name__}.{name}: {ref.describe()} belongs to "
-                                     "another device", field=name)
+                raise InvalidMessage(f"{type(msg).__name__}: {ref.describe()} belongs to "
+                                     "another device")
             if ref.generation != gen:
-                raise GpuRefStale(f"{type(msg).__name__}.{name}: {ref.describe()} is from "
-                                  f"generation {ref.generation}; the device is at {gen}")
+                raise GpuRefStale(f"{type(msg).__name__}: {ref.describe()} is from generation "
+                                  f"{ref.generation}; the device is at {gen}")
 
     def send(self, msg: Message) -> Future:
         """Send any message; returns the future of its reply. Host arrays in ``CopyFromHost``
@@ -324,7 +327,9 @@ class Device:
         state = self._state
         if not state.accepting:
             raise state.refusal
-        msg = Sgemm(a, b, c, m, n, k, alpha, beta, transa, transb, lda, ldb, ldc)
+        # the buffers' ``ref`` raises if one is freed or stale; the message checks the rest
+        msg = Sgemm(getattr(a, "ref", a), getattr(b, "ref", b), getattr(c, "ref", c), m, n, k,
+                    alpha, beta, transa, transb, lda, ldb, ldc)
         token = state.token
         if msg.a.owner != token or msg.b.owner != token or msg.c.owner != token:
             self._check_refs(msg)

@@ -22,6 +22,7 @@ conservative, never wrong.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -112,12 +113,21 @@ class DeviceContext:
         self.issued = 0
         self.traced = 0
         self.host_registry: dict[int, Any] = {}  # shm segments (process isolation)
+        self._scratch: Any = None
         try:
             for name, index in sorted(STREAM_INDEX.items(), key=lambda kv: kv[1]):
                 obj = backend.stream_create()
                 self.streams.append(StreamSlot(index, name, obj, backend.stream_handle(obj)))
             self.compute = self.streams[COMPUTE]
             self.memory = build_resource(memory, backend)
+            self._budget_limit: int | None = None
+            self._statistics: StatisticsAdaptor | None = None
+            for r in self.memory.stack():
+                if isinstance(r, BudgetAdaptor):
+                    self._budget_limit = r.limit
+                elif isinstance(r, StatisticsAdaptor) and self._statistics is None:
+                    self._statistics = r
+            self._mem_info: tuple[int, int, int, float] | None = None
             self.pinned = PinnedPool(backend, staging_limit=pinned_staging_limit)
             for slot in self.streams:
                 slot.watcher = CompletionWatcher(self, slot)
@@ -128,16 +138,18 @@ class DeviceContext:
 
     # -- buffers -----------------------------------------------------------------------------------
     def _lookup(self, ref: BufRef, field: str) -> DeviceAllocation:
+        # Buffer ids are unique in the client process, so one dict lookup finds the buffer
+        # only if it is ours and alive; the reason is worked out when it is not found.
+        alloc = self.buffers.get(ref.id)
+        if alloc is not None:
+            return alloc
         if ref.owner != self.token:
             raise InvalidMessage(f"{field}: {ref.describe()} belongs to another device",
                                  field=field)
         if ref.generation != self.state.generation:
             raise GpuRefStale(f"{field}: {ref.describe()} is from generation {ref.generation}; "
                               f"the device is at generation {self.state.generation}")
-        alloc = self.buffers.get(ref.id)
-        if alloc is None:
-            raise GpuRefStale(f"{field}: {ref.describe()} was freed")
-        return alloc
+        raise GpuRefStale(f"{field}: {ref.describe()} was freed")
 
     def resolve(self, ref: BufRef, field: str) -> DeviceAllocation:
         """The allocation behind ``ref`` for an operation that reads it."""
@@ -182,9 +194,18 @@ class DeviceContext:
         """This device's handle for a CUDA library, created on first use."""
         lib = self.libraries.get(name)
         if lib is None:
-            lib = self.backend.library(name)
+            lib = self.backend.library(name, self)
             self.libraries[name] = lib
         return lib
+
+    @property
+    def scratch(self) -> Any:
+        """Result slots for reductions (created on first use)."""
+        if self._scratch is None:
+            from .scratch import ScalarScratch
+
+            self._scratch = ScalarScratch(self)
+        return self._scratch
 
     # -- the envelope ------------------------------------------------------------------------------
     def run(self, reply: Any, stream: int, reads: tuple, writes: tuple,
@@ -324,7 +345,7 @@ class DeviceContext:
                              "open the device with isolation='process' to recover automatically")
                 state.poisoned = ContextPoisoned(
                     f"device {state.ordinal} context poisoned by {exc.name} ({exc.code}) "
-                    f"{where}: {hint}", exc.code, exc.name)
+                    f"{where}: {hint} [{exc}]", exc.code, exc.name)
         if first:
             state.refuse(state.poisoned)
             state.bump()
@@ -332,8 +353,7 @@ class DeviceContext:
 
     def mark_outputs_failed(self, msg: Any, error: BaseException) -> None:
         """A message failed: the buffers it should have written hold no valid contents."""
-        for field in type(msg).__writes__:
-            ref = getattr(msg, field)
+        for ref in msg.written():
             if ref.owner != self.token or ref.generation != self.state.generation:
                 continue
             alloc = self.buffers.get(ref.id)
@@ -347,22 +367,19 @@ class DeviceContext:
 
     # -- stats ------------------------------------------------------------------------------------
     def load(self) -> DeviceLoad:
-        free, total = self.backend.mem_info()
         usage = self.memory.usage()
-        budget = stats = None
-        for r in self.memory.stack():
-            if isinstance(r, BudgetAdaptor):
-                budget = r.limit
-            elif isinstance(r, StatisticsAdaptor) and stats is None:
-                stats = r.statistics()
+        now = time.monotonic()
+        cached = self._mem_info
+        if cached is None or cached[2] != usage.reserved or now - cached[3] > 1e-3:
+            free, total = self.backend.mem_info()
+            cached = self._mem_info = (free, total, usage.reserved, now)
         p = self.props
+        stats = self._statistics
         return DeviceLoad(
-            name=p.name, ordinal=p.ordinal, backend=self.backend.kind,
-            compute_capability=p.compute_capability, generation=self.state.generation,
-            free_bytes=free, total_bytes=total, pool_reserved_bytes=usage.reserved,
-            pool_used_bytes=usage.used, budget_bytes=budget,
-            pinned_reserved_bytes=self.pinned.reserved, queue_depth=self.queue_depth(),
-            ops_in_flight=self.in_flight(), ops_completed=self.completed(), memory=stats)
+            p.name, p.ordinal, self.backend.kind, p.compute_capability, self.state.generation,
+            cached[0], cached[1], usage.reserved, usage.used, self._budget_limit,
+            self.pinned.reserved, self.queue_depth(), self.in_flight(), self.completed(),
+            stats.statistics() if stats is not None else None)
 
     # -- shutdown ---------------------------------------------------------------------------------
     def shutdown(self, timeout: float | None) -> None:
@@ -383,6 +400,8 @@ class DeviceContext:
             self.buffers.clear()
             for slot in self.streams:
                 self.backend.stream_synchronize(slot.obj)
+            if self._scratch is not None:
+                self._scratch.close()
             for lib in self.libraries.values():
                 lib.close()
             self.libraries.clear()

@@ -8,6 +8,7 @@ each stream gets one completion event for all the batch's work on it.
 
 from __future__ import annotations
 
+import os
 import threading
 from queue import SimpleQueue
 from typing import Any
@@ -60,12 +61,10 @@ def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | No
                     ctx.fail_pending(error)
                     _fail(reply, error)
                 else:
-                    if msg.__writes__:
-                        ctx.mark_outputs_failed(msg, exc)
+                    ctx.mark_outputs_failed(msg, exc)
                     _fail(reply, exc)
             except Exception as exc:  # GpuError, or a bug in a handler: fail only this message
-                if msg.__writes__:
-                    ctx.mark_outputs_failed(msg, exc)
+                ctx.mark_outputs_failed(msg, exc)
                 _fail(reply, exc)
         # drop this batch's references before blocking again: a reply that stayed referenced
         # here would keep its buffer alive (and its Free unsent) until the next message came
@@ -115,7 +114,15 @@ class DeviceWorker:
             self._ready.set()
             return
         self._ready.set()
-        serve(self.ctx, self.mailbox, shutdown_timeout)
+        profile_to = os.environ.get("GPUMSG_PROFILE")
+        if profile_to:  # a cProfile of the device thread, for performance work
+            import cProfile
+
+            prof = cProfile.Profile()
+            prof.runcall(serve, self.ctx, self.mailbox, shutdown_timeout)
+            prof.dump_stats(f"{profile_to}.device{backend.ordinal}")
+        else:
+            serve(self.ctx, self.mailbox, shutdown_timeout)
 
     @property
     def props(self) -> Any:

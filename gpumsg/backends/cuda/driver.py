@@ -333,10 +333,10 @@ class CudaBackend(Backend):
             raise _fail(err, fn)
 
     # -- libraries ---------------------------------------------------------------------------------
-    def library(self, name: str) -> Any:
+    def library(self, name: str, ctx: Any) -> Any:
         from ...libs import CUDA_HANDLES
 
-        return CUDA_HANDLES[name]()
+        return CUDA_HANDLES[name](ctx)
 
     # -- fault injection ---------------------------------------------------------------------------
     def _fault_kernel(self, name: bytes) -> Any:

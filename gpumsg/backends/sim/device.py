@@ -157,7 +157,7 @@ class SimBackend(Backend):
     def _check_sticky(self, function: str) -> None:
         if self.sticky:
             raise CudaError(self.sticky, _ERROR_NAMES.get(self.sticky, "CUDA_ERROR_UNKNOWN"),
-                            function)
+                            f"{function}; simulator: {self.sticky_detail}")
 
     def inject_illegal_address(self, stream: _Stream) -> None:
         def kernel() -> None:
@@ -348,7 +348,7 @@ class SimBackend(Backend):
             stream.put(lambda: self.view(dst, count * width).view(dtype).fill(value))
 
     # -- libraries ---------------------------------------------------------------------------------
-    def library(self, name: str) -> Any:
+    def library(self, name: str, ctx: Any) -> Any:
         from .libs import SIM_LIBRARIES
 
         try:

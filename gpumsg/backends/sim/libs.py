@@ -1,17 +1,34 @@
 """NumPy implementations of the CUDA library calls, with the same signatures and the same
-semantics as the CUDA handles in :mod:`gpumsg.libs` (column-major, leading dimensions, alpha and
-beta, C unread when beta is 0). Each call enqueues its work on the simulated stream."""
+semantics as the CUDA handles in :mod:`gpumsg.libs` (column-major, leading dimensions, strides,
+alpha and beta, outputs unread when beta is 0, 1-based iamax/iamin written to device memory,
+TF32 input rounding). Each call enqueues its work on the simulated stream."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from ...dtypes import dtype_of
 from .device import SimBackend
 
-__all__ = ["SimCublas", "SIM_LIBRARIES", "matrix"]
+__all__ = ["SimCublas", "SimLt", "SIM_LIBRARIES", "matrix", "vector"]
+
+
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _strided(sim: SimBackend, ptr: int, span: int, dtype: np.dtype, shape: tuple,
+             strides: tuple) -> np.ndarray:
+    # as_strided goes through the array interface, which the ml_dtypes types (bf16, fp8) do not
+    # survive: stride a same-size unsigned view instead and view the result back
+    carrier = dtype if dtype.isbuiltin == 1 else np.dtype(_UINT[dtype.itemsize])
+    flat = sim.view(ptr, span).view(carrier)
+    out = as_strided(flat, shape=shape, strides=strides)
+    return out if carrier is dtype else out.view(dtype)
 
 
 def matrix(sim: SimBackend, ptr: int, rows: int, cols: int, ld: int, dtype: Any) -> np.ndarray:
@@ -21,8 +38,16 @@ def matrix(sim: SimBackend, ptr: int, rows: int, cols: int, ld: int, dtype: Any)
     if rows == 0 or cols == 0:
         return np.empty((rows, cols), dtype)
     span = (ld * (cols - 1) + rows) * dtype.itemsize
-    flat = sim.view(ptr, span).view(dtype)
-    return as_strided(flat, shape=(rows, cols), strides=(dtype.itemsize, ld * dtype.itemsize))
+    return _strided(sim, ptr, span, dtype, (rows, cols), (dtype.itemsize, ld * dtype.itemsize))
+
+
+def vector(sim: SimBackend, ptr: int, n: int, inc: int, dtype: Any) -> np.ndarray:
+    """A writable view of ``n`` elements at stride ``inc`` starting at ``ptr``."""
+    dtype = np.dtype(dtype)
+    if n == 0:
+        return np.empty(0, dtype)
+    return _strided(sim, ptr, ((n - 1) * inc + 1) * dtype.itemsize, dtype, (n,),
+                    (inc * dtype.itemsize,))
 
 
 def op(mat: np.ndarray, trans: str) -> np.ndarray:
@@ -31,39 +56,425 @@ def op(mat: np.ndarray, trans: str) -> np.ndarray:
     return mat.T.conj() if trans == "C" else mat.T
 
 
-def gemm(sim: SimBackend, dtype: Any, transa: str, transb: str, m: int, n: int, k: int,
-         alpha: Any, a: int, lda: int, b: int, ldb: int, beta: Any, c: int, ldc: int) -> None:
-    """C = alpha op(A) op(B) + beta C, computed in ``dtype`` like the library does."""
-    cm = matrix(sim, c, m, n, ldc, dtype)
+def triangle(mat: np.ndarray, uplo: str, diag: str = "N") -> np.ndarray:
+    out = np.tril(mat) if uplo == "L" else np.triu(mat)
+    if diag == "U":
+        np.fill_diagonal(out, 1)
+    return out
+
+
+def symmetric(mat: np.ndarray, uplo: str) -> np.ndarray:
+    low = np.tril(mat) if uplo == "L" else np.triu(mat).T
+    return low + np.tril(low, -1).T
+
+
+def tf32(x: np.ndarray) -> np.ndarray:
+    """Round float32 values to TF32 (10 mantissa bits), as the tensor cores do."""
+    bits = np.ascontiguousarray(x, np.float32).view(np.uint32)
+    return ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+def _work_dtype(dtype: str) -> np.dtype:
+    """The type arithmetic happens in: fp32 for the 16-bit and 8-bit floats."""
+    return np.dtype(np.float32) if dtype in ("f16", "bf16", "e4m3", "e5m2") else dtype_of(dtype)
+
+
+def gemm(sim: SimBackend, dtype: str, compute: str, transa: str, transb: str, m: int, n: int,
+         k: int, alpha: Any, a: int, lda: int, b: int, ldb: int, beta: Any, c: int,
+         ldc: int) -> None:
+    """C = alpha op(A) op(B) + beta C in ``dtype``'s arithmetic."""
+    store = dtype_of(dtype)
+    work = _work_dtype(dtype)
+    cm = matrix(sim, c, m, n, ldc, store)
     if m == 0 or n == 0:
         return
-    a_shape = (m, k) if transa == "N" else (k, m)
-    b_shape = (k, n) if transb == "N" else (n, k)
     if k == 0:
-        prod = np.zeros((m, n), dtype)
+        prod = np.zeros((m, n), work)
     else:
-        am = op(matrix(sim, a, *a_shape, lda, dtype), transa)
-        bm = op(matrix(sim, b, *b_shape, ldb, dtype), transb)
+        a_shape = (m, k) if transa == "N" else (k, m)
+        b_shape = (k, n) if transb == "N" else (n, k)
+        am = op(matrix(sim, a, *a_shape, lda, store).astype(work), transa)
+        bm = op(matrix(sim, b, *b_shape, ldb, store).astype(work), transb)
+        if compute == "tf32":
+            if work.kind == "c":
+                am = tf32(am.real) + 1j * tf32(am.imag)
+                bm = tf32(bm.real) + 1j * tf32(bm.imag)
+            else:
+                am, bm = tf32(am), tf32(bm)
         prod = am @ bm
-    if beta == 0:
-        cm[...] = alpha * prod
-    else:
-        cm[...] = alpha * prod + beta * cm
+    out = alpha * prod if beta == 0 else alpha * prod + beta * cm.astype(work)
+    cm[...] = out.astype(store)
 
 
 class SimCublas:
-    """The simulator's cuBLAS handle."""
+    """The simulator's cuBLAS handle: every method enqueues the NumPy equivalent."""
 
     def __init__(self, sim: SimBackend) -> None:
         self.sim = sim
         self.raw_handle = id(self)
 
-    def sgemm(self, stream: Any, transa: str, transb: str, m: int, n: int, k: int,
-              alpha: float, a: int, lda: int, b: int, ldb: int, beta: float, c: int,
-              ldc: int) -> None:
-        alpha32, beta32 = np.float32(alpha), np.float32(beta)
-        stream.put(lambda: gemm(self.sim, np.float32, transa, transb, m, n, k, alpha32, a, lda,
-                                b, ldb, beta32, c, ldc))
+    # each public method: (stream, dtype, ...) like the CUDA handle
+    def gemm(self, stream: Any, *args: Any) -> None:
+        stream.put(lambda: gemm(self.sim, *args))
+
+    def gemm_strided(self, stream: Any, dtype: str, compute: str, transa: str, transb: str,
+                     m: int, n: int, k: int, alpha: Any, a: int, lda: int, sa: int, b: int,
+                     ldb: int, sb: int, beta: Any, c: int, ldc: int, sc: int, batch: int) -> None:
+        item = dtype_of(dtype).itemsize
+
+        def run() -> None:
+            for i in range(batch):
+                gemm(self.sim, dtype, compute, transa, transb, m, n, k, alpha, a + i * sa * item,
+                     lda, b + i * sb * item, ldb, beta, c + i * sc * item, ldc)
+
+        stream.put(run)
+
+    def gemm_batched(self, stream: Any, dtype: str, compute: str, transa: str, transb: str,
+                     m: int, n: int, k: int, alpha: Any, a_ptrs: int, lda: int, b_ptrs: int,
+                     ldb: int, beta: Any, c_ptrs: int, ldc: int, batch: int) -> None:
+        sim = self.sim
+
+        def run() -> None:
+            pa, pb, pc = (sim.view(p, 8 * batch).view(np.uint64).tolist()
+                          for p in (a_ptrs, b_ptrs, c_ptrs))
+            for i in range(batch):
+                gemm(sim, dtype, compute, transa, transb, m, n, k, alpha, pa[i], lda, pb[i], ldb,
+                     beta, pc[i], ldc)
+
+        stream.put(run)
+
+    # -- level 1
+    def axpy(self, stream: Any, dtype: str, n: int, alpha: Any, x: int, incx: int, y: int,
+             incy: int) -> None:
+        sim, t = self.sim, dtype_of(dtype)
+        stream.put(lambda: vector(sim, y, n, incy, t).__iadd__(
+            (alpha * vector(sim, x, n, incx, t)).astype(t)))
+
+    def scal(self, stream: Any, dtype: str, n: int, alpha: Any, x: int, incx: int) -> None:
+        sim, t = self.sim, dtype_of(dtype)
+
+        def run() -> None:
+            v = vector(sim, x, n, incx, t)
+            v[...] = (alpha * v).astype(t)
+
+        stream.put(run)
+
+    def _result(self, stream: Any, ptr: int, dtype: str, compute: Any) -> None:
+        sim = self.sim
+
+        def run() -> None:
+            value = np.asarray(compute(), dtype=dtype)
+            sim.view(ptr, value.itemsize)[...] = value.reshape(1).view(np.uint8)
+
+        stream.put(run)
+
+    def dot(self, stream: Any, dtype: str, n: int, x: int, incx: int, y: int, incy: int,
+            conjugate: bool, result: int) -> None:
+        sim, t = self.sim, dtype_of(dtype)
+
+        def compute() -> Any:
+            xv = vector(sim, x, n, incx, t)
+            return np.sum((xv.conj() if conjugate else xv) * vector(sim, y, n, incy, t))
+
+        self._result(stream, result, t.str, compute)
+
+    def nrm2(self, stream: Any, dtype: str, n: int, x: int, incx: int, result: int) -> None:
+        sim, t = self.sim, dtype_of(dtype)
+        real = np.float32 if dtype in ("f32", "c64") else np.float64
+        self._result(stream, result, np.dtype(real).str,
+                     lambda: np.sqrt(np.sum(np.abs(vector(sim, x, n, incx, t)) ** 2)))
+
+    def asum(self, stream: Any, dtype: str, n: int, x: int, incx: int, result: int) -> None:
+        sim, t = self.sim, dtype_of(dtype)
+        real = np.float32 if dtype in ("f32", "c64") else np.float64
+
+        def compute() -> Any:
+            v = vector(sim, x, n, incx, t)
+            return np.sum(np.abs(v.real) + np.abs(v.imag))
+
+        self._result(stream, result, np.dtype(real).str, compute)
+
+    def _iam(self, stream: Any, dtype: str, n: int, x: int, incx: int, result: int,
+             pick: Any) -> None:
+        sim, t = self.sim, dtype_of(dtype)
+
+        def compute() -> Any:
+            v = vector(sim, x, n, incx, t)
+            return int(pick(np.abs(v.real) + np.abs(v.imag))) + 1 if n else 0
+
+        self._result(stream, result, "<i4", compute)
+
+    def iamax(self, stream: Any, dtype: str, n: int, x: int, incx: int, result: int) -> None:
+        self._iam(stream, dtype, n, x, incx, result, np.argmax)
+
+    def iamin(self, stream: Any, dtype: str, n: int, x: int, incx: int, result: int) -> None:
+        self._iam(stream, dtype, n, x, incx, result, np.argmin)
+
+    def copy(self, stream: Any, dtype: str, n: int, x: int, incx: int, y: int,
+             incy: int) -> None:
+        sim, t = self.sim, dtype_of(dtype)
+        stream.put(lambda: np.copyto(vector(sim, y, n, incy, t), vector(sim, x, n, incx, t)))
+
+    def swap(self, stream: Any, dtype: str, n: int, x: int, incx: int, y: int,
+             incy: int) -> None:
+        sim, t = self.sim, dtype_of(dtype)
+
+        def run() -> None:
+            xv, yv = vector(sim, x, n, incx, t), vector(sim, y, n, incy, t)
+            tmp = xv.copy()
+            xv[...] = yv
+            yv[...] = tmp
+
+        stream.put(run)
+
+    def rot(self, stream: Any, dtype: str, n: int, x: int, incx: int, y: int, incy: int,
+            c: float, s: Any) -> None:
+        sim, t = self.sim, dtype_of(dtype)
+
+        def run() -> None:
+            xv, yv = vector(sim, x, n, incx, t), vector(sim, y, n, incy, t)
+            x0, y0 = xv.copy(), yv.copy()
+            xv[...] = (c * x0 + s * y0).astype(t)
+            yv[...] = (c * y0 - np.conj(s) * x0).astype(t)
+
+        stream.put(run)
+
+    # -- level 2
+    def gemv(self, stream: Any, dtype: str, trans: str, m: int, n: int, alpha: Any, a: int,
+             lda: int, x: int, incx: int, beta: Any, y: int, incy: int) -> None:
+        sim, t = self.sim, dtype_of(dtype)
+        xn, yn = (n, m) if trans == "N" else (m, n)
+
+        def run() -> None:
+            yv = vector(sim, y, yn, incy, t)
+            prod = op(matrix(sim, a, m, n, lda, t), trans) @ vector(sim, x, xn, incx, t)
+            yv[...] = (alpha * prod if beta == 0 else alpha * prod + beta * yv).astype(t)
+
+        stream.put(run)
+
+    def ger(self, stream: Any, dtype: str, m: int, n: int, alpha: Any, x: int, incx: int,
+            y: int, incy: int, a: int, lda: int, conjugate: bool) -> None:
+        sim, t = self.sim, dtype_of(dtype)
+
+        def run() -> None:
+            yv = vector(sim, y, n, incy, t)
+            am = matrix(sim, a, m, n, lda, t)
+            am += (alpha * np.outer(vector(sim, x, m, incx, t),
+                                    yv.conj() if conjugate else yv)).astype(t)
+
+        stream.put(run)
+
+    def symv(self, stream: Any, dtype: str, uplo: str, n: int, alpha: Any, a: int, lda: int,
+             x: int, incx: int, beta: Any, y: int, incy: int) -> None:
+        sim, t = self.sim, dtype_of(dtype)
+
+        def run() -> None:
+            yv = vector(sim, y, n, incy, t)
+            prod = symmetric(matrix(sim, a, n, n, lda, t), uplo) @ vector(sim, x, n, incx, t)
+            yv[...] = (alpha * prod if beta == 0 else alpha * prod + beta * yv).astype(t)
+
+        stream.put(run)
+
+    def trsv(self, stream: Any, dtype: str, uplo: str, trans: str, diag: str, n: int, a: int,
+             lda: int, x: int, incx: int) -> None:
+        sim, t = self.sim, dtype_of(dtype)
+
+        def run() -> None:
+            if n == 0:
+                return
+            xv = vector(sim, x, n, incx, t)
+            tri = op(triangle(matrix(sim, a, n, n, lda, t), uplo, diag), trans)
+            xv[...] = np.linalg.solve(tri, xv).astype(t)
+
+        stream.put(run)
+
+    # -- level 3
+    def geam(self, stream: Any, dtype: str, transa: str, transb: str, m: int, n: int,
+             alpha: Any, a: int, lda: int, beta: Any, b: int, ldb: int, c: int,
+             ldc: int) -> None:
+        sim, t = self.sim, dtype_of(dtype)
+        ar, ac = (m, n) if transa == "N" else (n, m)
+        br, bc = (m, n) if transb == "N" else (n, m)
+
+        def run() -> None:
+            out = alpha * op(matrix(sim, a, ar, ac, lda, t), transa)
+            if beta != 0:
+                out = out + beta * op(matrix(sim, b, br, bc, ldb, t), transb)
+            matrix(sim, c, m, n, ldc, t)[...] = out.astype(t)
+
+        stream.put(run)
+
+    def syrk(self, stream: Any, dtype: str, uplo: str, trans: str, n: int, k: int, alpha: Any,
+             a: int, lda: int, beta: Any, c: int, ldc: int) -> None:
+        sim, t = self.sim, dtype_of(dtype)
+        ar, ac = (n, k) if trans == "N" else (k, n)
+
+        def run() -> None:
+            am = op(matrix(sim, a, ar, ac, lda, t), trans)
+            cm = matrix(sim, c, n, n, ldc, t)
+            full = alpha * am @ am.T if beta == 0 else alpha * am @ am.T + beta * cm
+            mask = np.tri(n, dtype=bool) if uplo == "L" else np.tri(n, dtype=bool).T
+            cm[mask] = full.astype(t)[mask]
+
+        stream.put(run)
+
+    def symm(self, stream: Any, dtype: str, side: str, uplo: str, m: int, n: int, alpha: Any,
+             a: int, lda: int, b: int, ldb: int, beta: Any, c: int, ldc: int) -> None:
+        sim, t = self.sim, dtype_of(dtype)
+        ka = m if side == "L" else n
+
+        def run() -> None:
+            sa = symmetric(matrix(sim, a, ka, ka, lda, t), uplo)
+            bm = matrix(sim, b, m, n, ldb, t)
+            cm = matrix(sim, c, m, n, ldc, t)
+            prod = sa @ bm if side == "L" else bm @ sa
+            cm[...] = (alpha * prod if beta == 0 else alpha * prod + beta * cm).astype(t)
+
+        stream.put(run)
+
+    def trmm(self, stream: Any, dtype: str, side: str, uplo: str, trans: str, diag: str, m: int,
+             n: int, alpha: Any, a: int, lda: int, b: int, ldb: int, c: int, ldc: int) -> None:
+        sim, t = self.sim, dtype_of(dtype)
+        ka = m if side == "L" else n
+
+        def run() -> None:
+            ta = op(triangle(matrix(sim, a, ka, ka, lda, t), uplo, diag), trans)
+            bm = matrix(sim, b, m, n, ldb, t)
+            prod = ta @ bm if side == "L" else bm @ ta
+            matrix(sim, c, m, n, ldc, t)[...] = (alpha * prod).astype(t)
+
+        stream.put(run)
+
+    def trsm(self, stream: Any, dtype: str, side: str, uplo: str, trans: str, diag: str, m: int,
+             n: int, alpha: Any, a: int, lda: int, b: int, ldb: int) -> None:
+        sim, t = self.sim, dtype_of(dtype)
+        ka = m if side == "L" else n
+
+        def run() -> None:
+            if m == 0 or n == 0:
+                return
+            ta = op(triangle(matrix(sim, a, ka, ka, lda, t), uplo, diag), trans)
+            bm = matrix(sim, b, m, n, ldb, t)
+            rhs = alpha * bm
+            x = np.linalg.solve(ta, rhs) if side == "L" else np.linalg.solve(ta.T, rhs.T).T
+            bm[...] = x.astype(t)
+
+        stream.put(run)
+
+    def close(self) -> None:
+        pass
+
+
+_SQRT_2_PI = math.sqrt(2.0 / math.pi)
+
+
+def gelu(x: np.ndarray) -> np.ndarray:
+    """GELU, tanh approximation (what cuBLASLt computes)."""
+    return 0.5 * x * (1.0 + np.tanh(_SQRT_2_PI * (x + 0.044715 * x ** 3)))
+
+
+def gelu_grad(x: np.ndarray) -> np.ndarray:
+    u = _SQRT_2_PI * (x + 0.044715 * x ** 3)
+    th = np.tanh(u)
+    return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * _SQRT_2_PI * (1.0 + 3 * 0.044715 * x * x)
+
+
+def to_storage(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Convert fp32 results to a storage type (fp8 saturates to its largest finite value)."""
+    t = dtype_of(dtype)
+    if dtype in ("e4m3", "e5m2"):
+        big = float(ml_dtypes.finfo(t).max)
+        values = np.clip(values, -big, big)
+    return values.astype(t)
+
+
+def lt_matmul(sim: SimBackend, call: Any) -> None:
+    """cuBLASLt matmul with epilogues and fp8 scales (see :mod:`gpumsg.messages.blaslt`)."""
+    f32 = np.float32
+    m, n, k, ep = call.m, call.n, call.k, call.epilogue
+
+    def scalar(ptr: int) -> float:
+        return float(sim.view(ptr, 4).view(f32)[0]) if ptr else 1.0
+
+    sa, sb, sc, sd = (scalar(p) for p in call.scales)
+    a_shape = (m, k) if call.transa == "N" else (k, m)
+    b_shape = (k, n) if call.transb == "N" else (n, k)
+    am = op(matrix(sim, call.a, *a_shape, call.lda, dtype_of(call.a_type)).astype(f32),
+            call.transa)
+    bm = op(matrix(sim, call.b, *b_shape, call.ldb, dtype_of(call.b_type)).astype(f32),
+            call.transb)
+    if call.compute == "tf32":
+        am, bm = tf32(am), tf32(bm)
+    x = (call.alpha * sa * sb) * (am @ bm) if k else np.zeros((m, n), f32)
+    if call.c and call.beta != 0:
+        x = x + (call.beta * sc) * matrix(sim, call.c, m, n, call.ldc,
+                                          dtype_of(call.c_type)).astype(f32)
+    if ep in ("bias", "relu_bias", "gelu_bias", "relu_aux_bias", "gelu_aux_bias"):
+        x = x + vector(sim, call.bias, m, 1, dtype_of(call.bias_type)).astype(f32)[:, None]
+    d = x
+    if ep in ("relu", "relu_bias", "relu_aux", "relu_aux_bias"):
+        d = np.maximum(x, 0)
+    elif ep in ("gelu", "gelu_bias", "gelu_aux", "gelu_aux_bias"):
+        d = gelu(x)
+    if ep in ("relu_aux", "relu_aux_bias"):
+        bits = np.zeros((call.aux_ld, n), bool)
+        bits[:m] = x > 0
+        packed = np.packbits(bits.T.reshape(-1), bitorder="little")
+        sim.view(call.aux, packed.nbytes)[...] = packed
+    elif ep in ("gelu_aux", "gelu_aux_bias"):
+        matrix(sim, call.aux, m, n, call.aux_ld, dtype_of(call.d_type))[...] = \
+            to_storage(x, call.d_type)
+    elif ep in ("drelu", "drelu_bgrad"):
+        raw = sim.view(call.aux, call.aux_ld // 8 * n)
+        bits = np.unpackbits(raw, bitorder="little").reshape(n, call.aux_ld).T[:m]
+        d = x * bits
+    elif ep in ("dgelu", "dgelu_bgrad"):
+        pre = matrix(sim, call.aux, m, n, call.aux_ld, dtype_of(call.d_type)).astype(f32)
+        d = x * gelu_grad(pre)
+    if ep in ("drelu_bgrad", "dgelu_bgrad"):
+        grad = d.sum(axis=1)
+    elif ep == "bgrada":
+        grad = am.sum(axis=1)
+    elif ep == "bgradb":
+        grad = bm.sum(axis=0)
+    else:
+        grad = None
+    if grad is not None:
+        vector(sim, call.bias, grad.size, 1, dtype_of(call.bias_type))[...] = \
+            to_storage(grad, call.bias_type)
+    if call.d_type in ("e4m3", "e5m2"):
+        d = d * sd
+    matrix(sim, call.d, m, n, call.ldd, dtype_of(call.d_type))[...] = to_storage(d, call.d_type)
+
+
+class SimLt:
+    """The simulator's cuBLASLt handle, with the same plan cache bookkeeping as on a GPU."""
+
+    def __init__(self, sim: SimBackend) -> None:
+        from ...libs.cublaslt import PlanCache
+
+        self.sim = sim
+        self.raw_handle = id(self)
+        self.cache = PlanCache(256)
+
+    def _plan(self, key: Any) -> None:
+        if self.cache.get(key) is None:
+            self.cache.put(key, True)
+
+    def matmul(self, stream: Any, call: Any) -> None:
+        self._plan(call.plan_key())
+        stream.put(lambda: lt_matmul(self.sim, call))
+
+    def gemm(self, stream: Any, dtype: str, compute: str, transa: str, transb: str, m: int,
+             n: int, k: int, alpha: Any, a: int, lda: int, b: int, ldb: int, beta: Any, c: int,
+             ldc: int) -> None:
+        if m and n:
+            self._plan((dtype, compute, transa, transb, m, n, k, lda, ldb, ldc))
+        stream.put(lambda: gemm(self.sim, dtype, compute, transa, transb, m, n, k, alpha, a, lda,
+                                b, ldb, beta, c, ldc))
+
+    def cache_info(self) -> dict[str, int]:
+        return self.cache.info()
 
     def close(self) -> None:
         pass
@@ -71,4 +482,5 @@ class SimCublas:
 
 SIM_LIBRARIES = {
     "cublas": SimCublas,
+    "cublaslt": SimLt,
 }

@@ -1,0 +1,122 @@
+"""Shared helpers for the benchmark scripts: timing, environment, and result files.
+
+Every script measures gpumsg beside its peer (torch, CuPy, the raw library call) in the same
+process and run, reports medians (after warm-up) and the ratio, and writes
+``<name>.json`` plus ``<name>.md`` to ``benchmarks/results/`` (or to ``$OUT`` when set, as on the
+lent GPU machine), stamped with the device, driver and date.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # run from the tree without installing
+
+
+def median_us(fn: Callable[[], Any], n: int, warmup: int = 50) -> float:
+    """Median wall time of one ``fn()`` call, in microseconds."""
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(n):
+        t0 = time.perf_counter_ns()
+        fn()
+        samples.append(time.perf_counter_ns() - t0)
+    return statistics.median(samples) / 1e3
+
+
+def rate_us(issue: Callable[[], Any], finish: Callable[[], Any], n: int, repeats: int = 5,
+            warmup: int = 200) -> float:
+    """Median over ``repeats`` of (time to issue ``n`` operations and finish them) / n, in µs:
+    the per-operation cost of a pipelined stream of operations."""
+    for _ in range(warmup):
+        issue()
+    finish()
+    runs = []
+    for _ in range(repeats):
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            issue()
+        finish()
+        runs.append((time.perf_counter_ns() - t0) / n)
+    return statistics.median(runs) / 1e3
+
+
+def environment() -> dict[str, Any]:
+    env: dict[str, Any] = {
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "python": platform.python_version(),
+        "host": platform.node(),
+        "cpu_count": os.cpu_count(),
+    }
+    try:
+        from cuda.bindings import driver as cu
+
+        cu.cuInit(0)
+        dev = cu.cuDeviceGet(0)[1]
+        env["device"] = cu.cuDeviceGetName(256, dev)[1].split(b"\0", 1)[0].decode()
+        v = cu.cuDriverGetVersion()[1]
+        env["cuda_driver_api"] = f"{v // 1000}.{v % 1000 // 10}"
+    except Exception as exc:  # noqa: BLE001
+        env["device"] = f"none ({exc})"
+    try:
+        import subprocess
+
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10).stdout.strip()
+        env["driver"] = out
+    except Exception:  # noqa: BLE001
+        env["driver"] = "unknown"
+    for mod in ("numpy", "torch", "cupy", "cuda.bindings"):
+        try:
+            m = __import__(mod, fromlist=["__version__"])
+            env[mod] = m.__version__
+        except Exception:  # noqa: BLE001
+            pass
+    return env
+
+
+def results_dir() -> str:
+    out = os.environ.get("OUT")
+    path = out if out else os.path.join(HERE, "results")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def write_results(name: str, rows: list[dict[str, Any]], notes: list[str],
+                  columns: list[str], extra: dict[str, Any] | None = None) -> None:
+    """Write ``name.json`` (everything) and ``name.md`` (a table of ``columns``)."""
+    env = environment()
+    doc = {"benchmark": name, "environment": env, "rows": rows, "notes": notes}
+    if extra:
+        doc.update(extra)
+    path = results_dir()
+    with open(os.path.join(path, f"{name}.json"), "w") as f:
+        json.dump(doc, f, indent=1, default=str)
+    lines = [f"# {name}", "",
+             f"{env.get('device')} · driver {env.get('driver')} · {env.get('date')} · "
+             f"Python {env.get('python')} · torch {env.get('torch', '-')} · "
+             f"CuPy {env.get('cupy', '-')}", "",
+             "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for r in rows:
+        lines.append("| " + " | ".join(_fmt(r.get(c, "")) for c in columns) + " |")
+    if notes:
+        lines += [""] + [f"- {n}" for n in notes]
+    with open(os.path.join(path, f"{name}.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.3g}" if abs(v) < 100 else f"{v:.1f}"
+    return str(v)

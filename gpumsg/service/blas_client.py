@@ -1,0 +1,234 @@
+"""``dev.blas``: the BLAS messages as methods that return futures.
+
+Matrices are column-major with explicit leading dimensions (cuBLAS semantics), except
+:meth:`Blas.matmul`, which takes C-ordered buffers with NumPy's ``@`` semantics. Reductions
+answer Python scalars; ``iamax``/``iamin`` are 0-based.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import InvalidMessage
+from ..messages import blas as msgs
+from ..messages.blaslt import BlasLtCacheInfo, Matmul
+from .buffers import BufferFuture, GpuBuffer
+
+if TYPE_CHECKING:
+    from .client import Device
+
+__all__ = ["Blas"]
+
+
+def _ref(x: Any) -> Any:
+    return getattr(x, "ref", x)
+
+
+class Blas:
+    """The BLAS surface of one device (``dev.blas``)."""
+
+    def __init__(self, device: Device) -> None:
+        self._dev = device
+
+    def _send(self, msg: Any) -> Future:
+        return self._dev.send(msg)
+
+    # -- GEMM family
+    def gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, alpha: Any = 1.0,
+             beta: Any = 0.0, transa: Any = "N", transb: Any = "N", lda: int | None = None,
+             ldb: int | None = None, ldc: int | None = None, compute: str = "default") -> Future:
+        """C = alpha op(A) op(B) + beta C (f32, f64, f16, bf16, c64, c128)."""
+        self._dev._check_open()
+        return self._send(msgs.Gemm(a, b, c, m, n, k, alpha, beta, transa, transb, lda, ldb, ldc,
+                                 compute))
+
+    def gemm_strided_batched(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, batch: int,
+                             stride_a: int, stride_b: int, stride_c: int, alpha: Any = 1.0,
+                             beta: Any = 0.0, transa: Any = "N", transb: Any = "N",
+                             lda: int | None = None, ldb: int | None = None,
+                             ldc: int | None = None, compute: str = "default") -> Future:
+        self._dev._check_open()
+        return self._send(msgs.GemmStridedBatched(a, b, c, m, n, k, batch, stride_a, stride_b,
+                                               stride_c, alpha, beta, transa, transb, lda, ldb,
+                                               ldc, compute))
+
+    def gemm_batched(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, alpha: Any = 1.0,
+                     beta: Any = 0.0, transa: Any = "N", transb: Any = "N",
+                     lda: int | None = None, ldb: int | None = None, ldc: int | None = None,
+                     compute: str = "default") -> Future:
+        """One GEMM per (a[i], b[i], c[i]); the sequences hold buffers or their futures."""
+        self._dev._check_open()
+        return self._send(msgs.GemmBatched(tuple(map(_ref, a)), tuple(map(_ref, b)),
+                                        tuple(map(_ref, c)), m, n, k, alpha, beta, transa,
+                                        transb, lda, ldb, ldc, compute))
+
+    def matmul(self, a: Any, b: Any, out: Any = None, compute: str = "default") -> BufferFuture:
+        """``a @ b`` for C-ordered 2-D or 3-D buffers with NumPy semantics: (M,K)@(K,N),
+        (B,M,K)@(B,K,N), and a 2-D operand broadcast against a 3-D one. Resolves to ``out``
+        (allocated C-ordered when None)."""
+        dev = self._dev
+        dev._check_open()
+        ra, rb = _ref(a), _ref(b)
+        for name, r in (("a", ra), ("b", rb)):
+            if not hasattr(r, "shape"):
+                raise InvalidMessage(f"{name}: expected a GpuBuffer or its future", field=name)
+            if r.order != "C" and len(r.shape) > 1:
+                raise InvalidMessage(f"{name}: matmul takes C-ordered buffers ({r.describe()} "
+                                     "is F-ordered; use gemm for column-major data)", field=name)
+            if len(r.shape) not in (2, 3):
+                raise InvalidMessage(f"{name}: matmul takes 2-D or 3-D buffers, got "
+                                     f"{r.shape}", field=name)
+        if ra.dtype != rb.dtype:
+            raise InvalidMessage(f"b: dtype {rb.dtype} does not match a's {ra.dtype}", field="b")
+        M, K = ra.shape[-2:]
+        K2, N = rb.shape[-2:]
+        if K != K2:
+            raise InvalidMessage(f"b: shapes {ra.shape} and {rb.shape} do not align for matmul "
+                                 f"({K} != {K2})", field="b")
+        batch_a = ra.shape[0] if len(ra.shape) == 3 else None
+        batch_b = rb.shape[0] if len(rb.shape) == 3 else None
+        if batch_a is not None and batch_b is not None and batch_a != batch_b:
+            raise InvalidMessage(f"b: batch sizes {batch_a} and {batch_b} differ", field="b")
+        batch = batch_a or batch_b
+        shape = (M, N) if batch is None else (batch, M, N)
+        if out is None:
+            out = dev.alloc(shape, ra.dtype, order="C")
+        else:
+            ro = _ref(out)
+            if ro.shape != shape or ro.dtype != ra.dtype or (ro.order != "C" and len(shape) > 1):
+                raise InvalidMessage(f"out must be a C-ordered {ra.dtype}{list(shape)} buffer, "
+                                     f"got {ro.describe()}", field="out")
+        # row-major C = A B is column-major C^T = B^T A^T: swap the operands
+        if batch is None:
+            done = self.gemm(b, a, out, N, M, K, lda=N, ldb=K, ldc=N, compute=compute)
+        else:
+            done = self.gemm_strided_batched(
+                b, a, out, N, M, K, batch, K * N if batch_b else 0, M * K if batch_a else 0,
+                M * N, lda=N, ldb=K, ldc=N, compute=compute)
+        return _after(done, out.buffer if isinstance(out, BufferFuture) else out)
+
+    # -- level 1
+    def axpy(self, x: Any, y: Any, alpha: Any = 1.0, n: int | None = None, incx: int = 1,
+             incy: int = 1) -> Future:
+        return self._send(msgs.Axpy(x, y, alpha, n, incx, incy))
+
+    def scal(self, x: Any, alpha: Any, n: int | None = None, incx: int = 1) -> Future:
+        return self._send(msgs.Scal(x, alpha, n, incx))
+
+    def dot(self, x: Any, y: Any, n: int | None = None, incx: int = 1, incy: int = 1,
+            conjugate: bool = False) -> Future:
+        """Resolves to a Python float/complex; complex vectors: dotu, or dotc with
+        ``conjugate=True``."""
+        return self._send(msgs.Dot(x, y, n, incx, incy, conjugate))
+
+    def dotc(self, x: Any, y: Any, n: int | None = None, incx: int = 1, incy: int = 1) -> Future:
+        return self.dot(x, y, n, incx, incy, conjugate=True)
+
+    def nrm2(self, x: Any, n: int | None = None, incx: int = 1) -> Future:
+        return self._send(msgs.Nrm2(x, n, incx))
+
+    def asum(self, x: Any, n: int | None = None, incx: int = 1) -> Future:
+        return self._send(msgs.Asum(x, n, incx))
+
+    def iamax(self, x: Any, n: int | None = None, incx: int = 1) -> Future:
+        """Resolves to the 0-based index of the element of largest |re| + |im|."""
+        return self._send(msgs.Iamax(x, n, incx))
+
+    def iamin(self, x: Any, n: int | None = None, incx: int = 1) -> Future:
+        """Resolves to the 0-based index of the element of smallest |re| + |im|."""
+        return self._send(msgs.Iamin(x, n, incx))
+
+    def copy(self, x: Any, y: Any, n: int | None = None, incx: int = 1, incy: int = 1) -> Future:
+        return self._send(msgs.Copy(x, y, n, incx, incy))
+
+    def swap(self, x: Any, y: Any, n: int | None = None, incx: int = 1, incy: int = 1) -> Future:
+        return self._send(msgs.Swap(x, y, n, incx, incy))
+
+    def rot(self, x: Any, y: Any, c: float, s: Any, n: int | None = None, incx: int = 1,
+            incy: int = 1) -> Future:
+        return self._send(msgs.Rot(x, y, c, s, n, incx, incy))
+
+    # -- level 2
+    def gemv(self, a: Any, x: Any, y: Any, m: int, n: int, alpha: Any = 1.0, beta: Any = 0.0,
+             trans: Any = "N", lda: int | None = None, incx: int = 1, incy: int = 1) -> Future:
+        return self._send(msgs.Gemv(a, x, y, m, n, alpha, beta, trans, lda, incx, incy))
+
+    def ger(self, x: Any, y: Any, a: Any, m: int, n: int, alpha: Any = 1.0, incx: int = 1,
+            incy: int = 1, lda: int | None = None, conjugate: bool = False) -> Future:
+        return self._send(msgs.Ger(x, y, a, m, n, alpha, incx, incy, lda, conjugate))
+
+    def symv(self, a: Any, x: Any, y: Any, n: int, alpha: Any = 1.0, beta: Any = 0.0,
+             uplo: str = "L", lda: int | None = None, incx: int = 1, incy: int = 1) -> Future:
+        return self._send(msgs.Symv(a, x, y, n, alpha, beta, uplo, lda, incx, incy))
+
+    def trsv(self, a: Any, x: Any, n: int, uplo: str = "L", trans: Any = "N", diag: str = "N",
+             lda: int | None = None, incx: int = 1) -> Future:
+        return self._send(msgs.Trsv(a, x, n, uplo, trans, diag, lda, incx))
+
+    # -- level 3
+    def geam(self, a: Any, b: Any, c: Any, m: int, n: int, alpha: Any = 1.0, beta: Any = 0.0,
+             transa: Any = "N", transb: Any = "N", lda: int | None = None,
+             ldb: int | None = None, ldc: int | None = None) -> Future:
+        return self._send(msgs.Geam(a, b, c, m, n, alpha, beta, transa, transb, lda, ldb, ldc))
+
+    def syrk(self, a: Any, c: Any, n: int, k: int, alpha: Any = 1.0, beta: Any = 0.0,
+             uplo: str = "L", trans: Any = "N", lda: int | None = None,
+             ldc: int | None = None) -> Future:
+        return self._send(msgs.Syrk(a, c, n, k, alpha, beta, uplo, trans, lda, ldc))
+
+    def symm(self, a: Any, b: Any, c: Any, m: int, n: int, alpha: Any = 1.0, beta: Any = 0.0,
+             side: str = "L", uplo: str = "L", lda: int | None = None, ldb: int | None = None,
+             ldc: int | None = None) -> Future:
+        return self._send(msgs.Symm(a, b, c, m, n, alpha, beta, side, uplo, lda, ldb, ldc))
+
+    def trmm(self, a: Any, b: Any, c: Any, m: int, n: int, alpha: Any = 1.0, side: str = "L",
+             uplo: str = "L", trans: Any = "N", diag: str = "N", lda: int | None = None,
+             ldb: int | None = None, ldc: int | None = None) -> Future:
+        return self._send(msgs.Trmm(a, b, c, m, n, alpha, side, uplo, trans, diag, lda, ldb, ldc))
+
+    def trsm(self, a: Any, b: Any, m: int, n: int, alpha: Any = 1.0, side: str = "L",
+             uplo: str = "L", trans: Any = "N", diag: str = "N", lda: int | None = None,
+             ldb: int | None = None) -> Future:
+        return self._send(msgs.Trsm(a, b, m, n, alpha, side, uplo, trans, diag, lda, ldb))
+
+    # -- cuBLASLt
+    def lt_matmul(self, a: Any, b: Any, d: Any, m: int, n: int, k: int, c: Any = None,
+                  alpha: float = 1.0, beta: float = 0.0, transa: Any = "N", transb: Any = "N",
+                  lda: int | None = None, ldb: int | None = None, ldc: int | None = None,
+                  ldd: int | None = None, epilogue: str = "none", bias: Any = None,
+                  aux: Any = None, aux_ld: int | None = None, compute: str = "default",
+                  scale_a: Any = None, scale_b: Any = None, scale_c: Any = None,
+                  scale_d: Any = None) -> Future:
+        """One cuBLASLt matmul (see :class:`~gpumsg.messages.blaslt.Matmul`). fp8 scales may be
+        Python floats: they are uploaded as f32 device scalars first."""
+        dev = self._dev
+        dev._check_open()
+        scales = []
+        for s in (scale_a, scale_b, scale_c, scale_d):
+            if isinstance(s, (int, float)) and not isinstance(s, bool):
+                s = dev.to_device(np.array([s], np.float32))
+            scales.append(s)
+        return self._send(Matmul(a, b, d, m, n, k, c, alpha, beta, transa, transb, lda, ldb,
+                                 ldc, ldd, epilogue, bias, aux, aux_ld, compute, *scales))
+
+    def lt_cache_info(self) -> Future:
+        """Resolves to the cuBLASLt plan cache's counters: hits, misses, size, capacity."""
+        return self._send(BlasLtCacheInfo())
+
+
+def _after(done: Future, buffer: GpuBuffer) -> BufferFuture:
+    """A future of ``buffer`` that resolves once ``done`` (the operation writing it) has."""
+    out = BufferFuture(buffer)
+
+    def finish(f: Future) -> None:
+        exc = f.exception()
+        if exc is not None:
+            out.set_exception(exc)
+        else:
+            out.set_result(buffer)
+
+    done.add_done_callback(finish)
+    return out

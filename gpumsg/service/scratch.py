@@ -1,0 +1,79 @@
+"""Result slots for reductions that must not block the device thread.
+
+A BLAS reduction (dot, nrm2, asum, iamax, iamin) runs in device pointer mode: it writes its
+result into a 16-byte device slot, a copy on the same stream brings the slot into pinned host
+memory, and the completion thread reads the value from there when the stream's event has fired.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ScalarScratch", "Slot"]
+
+SLOT_BYTES = 16
+CHUNK_SLOTS = 1024
+
+
+class Slot:
+    __slots__ = ("dev", "host", "view")
+
+    def __init__(self, dev: int, host: int, view: np.ndarray) -> None:
+        self.dev = dev
+        self.host = host
+        self.view = view
+
+
+class ScalarScratch:
+    """A pool of result slots, grown a chunk (1024 slots) at a time on the device thread;
+    slots are given back by the completion threads."""
+
+    def __init__(self, ctx: Any) -> None:
+        self._ctx = ctx
+        self._free: list[Slot] = []
+        self._chunks: list[tuple[int, Any]] = []
+
+    def acquire(self) -> Slot:
+        if not self._free:
+            self._grow()
+        return self._free.pop()
+
+    def release(self, slot: Slot) -> None:
+        self._free.append(slot)
+
+    def reader(self, slot: Slot, dtype: Any, convert: Callable[[Any], Any] = lambda v: v
+               ) -> Callable[[Any, BaseException | None], Any]:
+        """A completion ``finish`` that reads the slot as one ``dtype`` value, gives the slot
+        back, and answers ``convert(value)`` as a Python scalar."""
+        dtype = np.dtype(dtype)
+
+        def finish(_value: Any, error: BaseException | None) -> Any:
+            try:
+                if error is None:
+                    return convert(slot.view[:dtype.itemsize].view(dtype)[0].item())
+                return None
+            finally:
+                self.release(slot)
+
+        return finish
+
+    def _grow(self) -> None:
+        ctx = self._ctx
+        nbytes = SLOT_BYTES * CHUNK_SLOTS
+        dev = ctx.memory.allocate(nbytes, ctx.compute.obj)
+        block = ctx.pinned.allocate(nbytes)
+        self._chunks.append((dev, block))
+        for i in range(CHUNK_SLOTS):
+            off = i * SLOT_BYTES
+            self._free.append(Slot(dev + off, block.ptr + off, block.bytes[off:off + SLOT_BYTES]))
+
+    def close(self) -> None:
+        ctx = self._ctx
+        for dev, block in self._chunks:
+            ctx.memory.deallocate(dev, SLOT_BYTES * CHUNK_SLOTS, ctx.compute.obj)
+            ctx.pinned.release(block)
+        self._chunks.clear()
+        self._free.clear()

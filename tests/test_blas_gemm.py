@@ -1,0 +1,192 @@
+"""The GEMM family (Gemm, GemmStridedBatched, GemmBatched) and the row-major ``matmul``, against
+NumPy in float64/complex128 on random data: every dtype, transposes, padded leading dimensions,
+alpha/beta."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import rel_err
+
+import gpumsg
+
+# relative Frobenius error a correct product lands under, by operand precision
+TOL = {"f64": 1e-12, "c128": 1e-12, "f32": 2e-5, "c64": 2e-5, "f16": 5e-3, "bf16": 3e-2}
+TF32_TOL = 5e-3
+REF = {"f64": np.float64, "f32": np.float64, "f16": np.float64, "bf16": np.float64,
+       "c64": np.complex128, "c128": np.complex128}
+
+
+def rand(rng, shape, dtype: str) -> np.ndarray:
+    """Random data of ``dtype`` in column-major order."""
+    if dtype in ("c64", "c128"):
+        x = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+    else:
+        x = rng.standard_normal(shape)
+    return np.asfortranarray(x.astype(gpumsg.as_dtype(dtype)))
+
+
+def scalars(rng, dtype: str) -> tuple:
+    if dtype in ("c64", "c128"):
+        return complex(rng.uniform(0.5, 1.5), rng.uniform(-1, 1)), complex(-0.5, 0.25)
+    return float(rng.uniform(0.5, 1.5)), float(rng.uniform(-1.0, -0.25))
+
+
+def opnd(x: np.ndarray, trans: str) -> np.ndarray:
+    x = x.astype(np.complex128 if np.iscomplexobj(x) else np.float64)
+    return x if trans == "N" else (x.T.conj() if trans == "C" else x.T)
+
+
+CASES = [(d, ta, tb) for d in ("f32", "f64", "f16", "bf16", "c64", "c128")
+         for ta, tb in (("N", "N"), ("T", "N"), ("N", "T"), ("C", "T"))]
+
+
+@pytest.mark.parametrize("dtype,transa,transb", CASES)
+def test_gemm(dev, rng, dtype: str, transa: str, transb: str) -> None:
+    m, n, k, pad = 37, 29, 53, 5
+    a_rows, a_cols = (m, k) if transa == "N" else (k, m)
+    b_rows, b_cols = (k, n) if transb == "N" else (n, k)
+    a = rand(rng, (a_rows + pad, a_cols), dtype)
+    b = rand(rng, (b_rows + pad, b_cols), dtype)
+    c = rand(rng, (m + pad, n), dtype)
+    alpha, beta = scalars(rng, dtype)
+    dc = dev.to_device(c)
+    dev.blas.gemm(dev.to_device(a), dev.to_device(b), dc, m, n, k, alpha, beta, transa, transb,
+                  lda=a_rows + pad, ldb=b_rows + pad, ldc=m + pad)
+    out = dev.copy_to_host(dc).result()
+    ref = alpha * opnd(a[:a_rows], transa) @ opnd(b[:b_rows], transb) + beta * opnd(c[:m], "N")
+    assert rel_err(out[:m], ref) < TOL[dtype]
+    np.testing.assert_array_equal(out[m:], c[m:])  # padding rows untouched
+
+
+@pytest.mark.parametrize("dtype", ["f32", "c64"])
+def test_gemm_tf32_is_opt_in(dev, rng, dtype: str) -> None:
+    m = n = k = 64
+    a, b = rand(rng, (m, k), dtype), rand(rng, (k, n), dtype)
+    c = dev.alloc((m, n), dtype)
+    dev.blas.gemm(dev.to_device(a), dev.to_device(b), c, m, n, k, compute="tf32")
+    assert rel_err(dev.copy_to_host(c).result(), opnd(a, "N") @ opnd(b, "N")) < TF32_TOL
+    wide = {"f32": "f64", "c64": "c128"}[dtype]
+    with pytest.raises(gpumsg.InvalidMessage, match="tf32"):
+        dev.blas.gemm(dev.to_device(rand(rng, (m, k), wide)),
+                      dev.to_device(rand(rng, (k, n), wide)), dev.alloc((m, n), wide), m, n, k,
+                      compute="tf32")
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64", "bf16", "c64"])
+def test_gemm_strided_batched(dev, rng, dtype: str) -> None:
+    batch, m, n, k = 4, 17, 13, 11
+    sa, sb, sc = 17 * 11 + 3, 11 * 13 + 7, 17 * 13 + 2  # padded batch strides
+    a = rand(rng, (sa * batch,), dtype)
+    b = rand(rng, (sb * batch,), dtype)
+    c = rand(rng, (sc * batch,), dtype)
+    alpha, beta = scalars(rng, dtype)
+    dc = dev.to_device(c)
+    dev.blas.gemm_strided_batched(dev.to_device(a), dev.to_device(b), dc, m, n, k, batch, sa,
+                                  sb, sc, alpha, beta)
+    out = dev.copy_to_host(dc).result()
+    for i in range(batch):
+        am = a[i * sa:i * sa + m * k].reshape((m, k), order="F")
+        bm = b[i * sb:i * sb + k * n].reshape((k, n), order="F")
+        cm = c[i * sc:i * sc + m * n].reshape((m, n), order="F")
+        ref = alpha * opnd(am, "N") @ opnd(bm, "N") + beta * opnd(cm, "N")
+        got = out[i * sc:i * sc + m * n].reshape((m, n), order="F")
+        assert rel_err(got, ref) < TOL[dtype], i
+        gap = slice(i * sc + m * n, (i + 1) * sc)  # between the batch's matrices: untouched
+        np.testing.assert_array_equal(out[gap], c[gap])
+
+
+def test_gemm_strided_batched_broadcast_b(dev, rng) -> None:
+    batch, m, n, k = 3, 8, 6, 5
+    a = rand(rng, (m * k * batch,), "f64")
+    b = rand(rng, (k, n), "f64")
+    c = dev.alloc((m * n * batch,), np.float64)
+    dev.blas.gemm_strided_batched(dev.to_device(a), dev.to_device(b), c, m, n, k, batch, m * k,
+                                  0, m * n)
+    out = dev.copy_to_host(c).result()
+    for i in range(batch):
+        ref = a[i * m * k:(i + 1) * m * k].reshape((m, k), order="F") @ b
+        assert rel_err(out[i * m * n:(i + 1) * m * n].reshape((m, n), order="F"), ref) < 1e-12
+
+
+@pytest.mark.parametrize("dtype", ["f32", "c128"])
+def test_gemm_batched_pointer_arrays(dev, rng, dtype: str) -> None:
+    m, n, k, batch = 19, 7, 12, 5
+    hosts = [(rand(rng, (k, m), dtype), rand(rng, (k, n), dtype), rand(rng, (m, n), dtype))
+             for _ in range(batch)]
+    alpha, beta = scalars(rng, dtype)
+    A = [dev.to_device(h[0]) for h in hosts]
+    B = [dev.to_device(h[1]) for h in hosts]
+    C = [dev.to_device(h[2]) for h in hosts]
+    dev.blas.gemm_batched(A, B, C, m, n, k, alpha, beta, transa="T").result()
+    for (a, b, c), dc in zip(hosts, C):
+        ref = alpha * opnd(a, "T") @ opnd(b, "N") + beta * opnd(c, "N")
+        assert rel_err(dev.copy_to_host(dc).result(), ref) < TOL[dtype]
+
+
+@pytest.mark.parametrize("shapes", [((33, 20), (20, 15)), ((4, 9, 7), (4, 7, 5)),
+                                    ((3, 6, 8), (8, 4)), ((6, 8), (3, 8, 4))])
+@pytest.mark.parametrize("dtype", ["f32", "f64", "f16"])
+def test_matmul_row_major(dev, rng, shapes, dtype: str) -> None:
+    sa, sb = shapes
+    a = rand(rng, sa, dtype).copy(order="C")
+    b = rand(rng, sb, dtype).copy(order="C")
+    da, db = dev.to_device(a), dev.to_device(b)
+    assert da.result().order == "C"
+    out = dev.blas.matmul(da, db)
+    res = dev.copy_to_host(out).result()
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert res.shape == ref.shape and res.flags.c_contiguous
+    assert rel_err(res, ref) < TOL[dtype]
+    # into an existing buffer
+    target = dev.alloc(ref.shape, dtype, order="C")
+    assert dev.blas.matmul(da, db, out=target).result() is target.result()
+    assert rel_err(dev.copy_to_host(target).result(), ref) < TOL[dtype]
+
+
+def test_matmul_refuses_bad_shapes(dev) -> None:
+    a = dev.alloc((4, 5), np.float32, order="C")
+    with pytest.raises(gpumsg.InvalidMessage, match="align"):
+        dev.blas.matmul(a, dev.alloc((4, 5), np.float32, order="C"))
+    with pytest.raises(gpumsg.InvalidMessage, match="F-ordered"):
+        dev.blas.matmul(a, dev.alloc((5, 2), np.float32))
+    with pytest.raises(gpumsg.InvalidMessage, match="batch"):
+        dev.blas.matmul(dev.alloc((2, 4, 5), np.float32, order="C"),
+                        dev.alloc((3, 5, 2), np.float32, order="C"))
+    with pytest.raises(gpumsg.InvalidMessage, match="dtype"):
+        dev.blas.matmul(a, dev.alloc((5, 2), np.float64, order="C"))
+
+
+def test_gemm_argument_checks(dev) -> None:
+    a = dev.alloc((8, 8), np.float32)
+    with pytest.raises(gpumsg.InvalidMessage, match="share one dtype"):
+        dev.blas.gemm(a, dev.alloc((8, 8), np.float64), dev.alloc((8, 8), np.float32), 8, 8, 8)
+    with pytest.raises(gpumsg.InvalidMessage, match="alias"):
+        dev.blas.gemm(a, dev.alloc((8, 8)), a, 8, 8, 8)
+    with pytest.raises(gpumsg.InvalidMessage) as info:
+        dev.blas.gemm(a, dev.alloc((8, 8)), dev.alloc((8, 8)), 8, 8, 8, lda=4)
+    assert info.value.field == "lda"
+    with pytest.raises(gpumsg.InvalidMessage, match="complex|real"):
+        dev.blas.gemm(a, dev.alloc((8, 8)), dev.alloc((8, 8)), 8, 8, 8, alpha=1j)
+    with pytest.raises(gpumsg.InvalidMessage, match="overlap"):
+        dev.blas.gemm_strided_batched(dev.alloc((100,)), dev.alloc((100,)), dev.alloc((100,)),
+                                      4, 4, 4, 3, 16, 16, 8)
+    with pytest.raises(gpumsg.InvalidMessage, match="same length"):
+        dev.blas.gemm_batched([a], [dev.alloc((8, 8))], [dev.alloc((8, 8)), dev.alloc((8, 8))],
+                              8, 8, 8)
+    x = np.arange(5.0)
+    assert np.array_equal(dev.copy_to_host(dev.to_device(x)).result(), x)
+
+
+def test_heuristic_cache_fills_and_hits(dev, rng) -> None:
+    a = dev.to_device(rand(rng, (24, 24), "f32"))
+    c = dev.alloc((24, 24), np.float32)
+    before = dev.blas.lt_cache_info().result()
+    for _ in range(5):
+        dev.blas.gemm(a, a, c, 24, 24, 24)
+    after = dev.blas.lt_cache_info().result()
+    assert after["misses"] == before["misses"] + 1
+    assert after["hits"] >= before["hits"] + 4
+    assert after["size"] == before["size"] + 1
+    dev.blas.gemm(a, a, c, 24, 24, 23).result()  # another shape: another plan
+    assert dev.blas.lt_cache_info().result()["misses"] == after["misses"] + 1
