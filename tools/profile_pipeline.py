@@ -1,32 +1,31 @@
 """Where the per-operation time goes (performance work on the GPU machine).
 
-Times the pieces a message is made of (driver calls, ctypes cuBLAS, futures, queues), the round
-trips of trivial and Stats messages, and profiles the pipelined 64^3 SGEMM on the client and on
-the device thread. Prints a report; writes it to $OUT/profile.txt when OUT is set.
+Times the pieces a message is made of (driver calls, raw library calls, futures), the round
+trips of trivial and Stats messages, and the pipelined 64^3 SGEMM under the variants being
+weighed: GEMM engine (cuBLASLt cached plan or cublasGemmEx) x client yielding the GIL after a
+post; then large GEMMs per engine beside torch. Writes $OUT/profile.txt when OUT is set.
 """
 
 from __future__ import annotations
 
-import cProfile
 import ctypes
-import io
 import os
-import pstats
 import sys
-import threading
 import time
 from concurrent.futures import Future
-from queue import SimpleQueue
+from types import SimpleNamespace
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                "benchmarks"))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "benchmarks"))
 
 import numpy as np  # noqa: E402
 from _common import median_us, rate_us  # noqa: E402
 
 import gpumsg  # noqa: E402
+from gpumsg.libs import cublas as cublas_mod  # noqa: E402
 from gpumsg.messages import SnapshotContext  # noqa: E402
+from gpumsg.service import client as client_mod  # noqa: E402
 
 lines: list[str] = []
 
@@ -36,47 +35,43 @@ def say(text: str) -> None:
     lines.append(text)
 
 
-def pieces(dev: gpumsg.Device) -> None:
+def raw_calls(dev: gpumsg.Device) -> None:
     from cuda.bindings import driver as cu
 
+    from gpumsg.libs.cublaslt import LtHandle
     from gpumsg.libs.loader import load
 
-    ctx = dev._worker.ctx
     cu.cuCtxSetCurrent(cu.cuDevicePrimaryCtxRetain(cu.cuDeviceGet(0)[1])[1])
-    pool = [r for r in ctx.memory.stack() if hasattr(r, "pool")][0].pool
-    attr = cu.CUmemPool_attribute.CU_MEMPOOL_ATTR_USED_MEM_CURRENT
     s = cu.cuStreamCreate(1)[1]
-    ev = cu.cuEventCreate(2)[1]
-    say(f"cuMemGetInfo                 {median_us(cu.cuMemGetInfo, 2000):7.2f} us")
-    say(f"cuMemPoolGetAttribute        {median_us(lambda: cu.cuMemPoolGetAttribute(pool, attr), 2000):7.2f} us")
-    say(f"cuEventRecord                {median_us(lambda: cu.cuEventRecord(ev, s), 2000):7.2f} us")
-    say(f"cuEventQuery                 {median_us(lambda: cu.cuEventQuery(ev), 2000):7.2f} us")
-    say(f"cuStreamWaitEvent            {median_us(lambda: cu.cuStreamWaitEvent(s, ev, 0), 2000):7.2f} us")
-    say(f"Future()                     {median_us(Future, 5000):7.2f} us")
-    say(f"Future().set_result          {median_us(lambda: Future().set_result(1), 5000):7.2f} us")
-    q: SimpleQueue = SimpleQueue()
-    say(f"SimpleQueue put+get          {median_us(lambda: (q.put(1), q.get()), 5000):7.2f} us")
-    a = dev.alloc((64, 64)).result()
-    b = dev.alloc((64, 64)).result()
-    c = dev.alloc((64, 64)).result()
-    say(f"Sgemm message construction   {median_us(lambda: gpumsg.messages.Sgemm(a.ref, b.ref, c.ref, 64, 64, 64), 5000):7.2f} us")
+    say(f"cuMemGetInfo                  {median_us(cu.cuMemGetInfo, 2000):7.2f} us")
+    say(f"Future() + set_result         {median_us(lambda: Future().set_result(1), 5000):7.2f} us")
+    a, b, c = (dev.alloc((64, 64)).result() for _ in range(3))
+    A, B, C = a.raw_device_ptr(), b.raw_device_ptr(), c.raw_device_ptr()
     lib = load("cublas")
     h = ctypes.c_void_p()
     lib.cublasCreate_v2(ctypes.byref(h))
     lib.cublasSetStream_v2(h, int(s))
     one, zero = ctypes.c_float(1), ctypes.c_float(0)
-    A, B, C = a.raw_device_ptr(), b.raw_device_ptr(), c.raw_device_ptr()
-    fn, hv = lib.cublasSgemm_v2, h.value
     pa, pb = ctypes.byref(one), ctypes.byref(zero)
-    rate = rate_us(lambda: fn(hv, 0, 0, 64, 64, 64, pa, A, 64, B, 64, pb, C, 64),
-                   lambda: cu.cuStreamSynchronize(s), 5000)
-    say(f"ctypes cublasSgemm issue rate {rate:7.2f} us/op (own stream)")
-    t0 = time.perf_counter_ns()
-    for _ in range(2000):
-        fn(hv, 0, 0, 64, 64, 64, pa, A, 64, B, 64, pb, C, 64)
-    t1 = time.perf_counter_ns()
-    cu.cuStreamSynchronize(s)
-    say(f"ctypes cublasSgemm call (host) {(t1 - t0) / 2000 / 1e3:6.2f} us/op before sync")
+    fn, hv = lib.cublasSgemm_v2, h.value
+    sync = lambda: cu.cuStreamSynchronize(s)  # noqa: E731
+    say(f"raw cublasSgemm_v2 issue rate {rate_us(lambda: fn(hv, 0, 0, 64, 64, 64, pa, A, 64, B, 64, pb, C, 64), sync, 5000):7.2f} us/op")
+    gex = lib.cublasGemmEx
+    say(f"raw cublasGemmEx issue rate   {rate_us(lambda: gex(hv, 0, 0, 64, 64, 64, pa, A, 0, 64, B, 0, 64, pb, C, 0, 64, 68, -1), sync, 5000):7.2f} us/op")
+    mem = SimpleNamespace(allocate=lambda n, st: int(cu.cuMemAlloc(n)[1]),
+                          deallocate=lambda p, n, st: cu.cuMemFree(p))
+    fake = SimpleNamespace(memory=mem, compute=SimpleNamespace(obj=s), library=lambda n: None)
+    lt = LtHandle(fake)
+    lt.gemm(s, "f32", "default", "N", "N", 64, 64, 64, 1.0, A, 64, B, 64, 0.0, C, 64)
+    say(f"LtHandle.gemm issue rate      {rate_us(lambda: lt.gemm(s, 'f32', 'default', 'N', 'N', 64, 64, 64, 1.0, A, 64, B, 64, 0.0, C, 64), sync, 5000):7.2f} us/op")
+    plan = lt.cache.get(("f32", "default", "N", "N", 64, 64, 64, 64, 64, 64))
+    alpha, beta = lt._scalars.get("f32", 1.0), lt._scalars.get("f32", 0.0)
+    L = plan.layouts
+    mm, lh, ws = lt.lib.cublasLtMatmul, lt.raw_handle, lt._ws
+    algo = ctypes.byref(plan.algo)
+    si = int(s)
+    say(f"raw cublasLtMatmul issue rate {rate_us(lambda: mm(lh, plan.desc, alpha, A, L[0], B, L[1], beta, C, L[2], C, L[3], algo, ws, plan.workspace, si), sync, 5000):7.2f} us/op")
+    lt.close()
     lib.cublasDestroy_v2(hv)
 
 
@@ -84,9 +79,9 @@ def round_trips(dev: gpumsg.Device) -> None:
     import bench_overhead
 
     rt, pipe = bench_overhead.bare_echo()
-    say(f"bare echo round trip         {rt:7.2f} us   pipelined {pipe:6.2f} us")
-    say(f"SnapshotContext round trip   {median_us(lambda: dev.send(SnapshotContext()).result(), 3000):7.2f} us")
-    say(f"Stats round trip             {median_us(lambda: dev.stats().result(), 3000):7.2f} us")
+    say(f"bare echo round trip          {rt:7.2f} us   pipelined {pipe:6.2f} us")
+    say(f"SnapshotContext round trip    {median_us(lambda: dev.send(SnapshotContext()).result(), 3000):7.2f} us")
+    say(f"Stats round trip              {median_us(lambda: dev.stats().result(), 3000):7.2f} us")
 
 
 def pipelined(dev: gpumsg.Device, label: str) -> None:
@@ -99,48 +94,50 @@ def pipelined(dev: gpumsg.Device, label: str) -> None:
 
     r = rate_us(issue, lambda: last[0].result(), 5000)
     rt = median_us(lambda: dev.sgemm(a, a, c, 64, 64, 64).result(), 2000)
-    say(f"[{label}] 64^3 sgemm pipelined {r:6.2f} us/op, round trip {rt:6.2f} us")
+    x = dev.to_device(np.random.rand(4096).astype(np.float32)).result()
+    lastd = [dev.synchronize()]
+
+    def dot() -> None:
+        lastd[0] = dev.blas.dot(x, x)
+
+    d = rate_us(dot, lambda: lastd[0].result(), 3000)
+    stats_rt = median_us(lambda: dev.stats().result(), 2000)
+    say(f"[{label}] sgemm64 pipelined {r:6.2f} us/op, round trip {rt:6.2f} us; dot pipelined "
+        f"{d:6.2f} us/op; Stats rt {stats_rt:6.2f} us")
 
 
-def profile_client(dev: gpumsg.Device) -> None:
-    a = dev.to_device(np.random.rand(64, 64).astype(np.float32, order="F")).result()
-    c = dev.alloc((64, 64)).result()
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(5000):
-        f = dev.sgemm(a, a, c, 64, 64, 64)
-    f.result()
-    prof.disable()
-    out = io.StringIO()
-    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(12)
-    say("client profile (pipelined sgemm):\n" + out.getvalue())
+def big(dev: gpumsg.Device, torch: object) -> None:
+    import bench_blas
+
+    for name in ("tf32", "fp16", "bf16"):
+        for engine in ("lt", "gemmex"):
+            cublas_mod.GEMM_ENGINE = engine
+            row = bench_blas.gemm_case(dev, torch, name, 4096, 20)
+            say(f"GEMM 4096 {name} engine={engine}: {row['gpumsg']:.1f} vs torch "
+                f"{row['torch']:.1f} TFLOP/s (ratio {row['ratio']:.3f})")
+    cublas_mod.GEMM_ENGINE = "auto"
 
 
 def main() -> None:
+    import torch
+
     dev = gpumsg.open_device(0)
     say(repr(dev))
-    pieces(dev)
+    raw_calls(dev)
     round_trips(dev)
-    pipelined(dev, "switchinterval 5ms")
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(20e-6)
-    pipelined(dev, "switchinterval 20us")
-    sys.setswitchinterval(old)
-    profile_client(dev)
+    for engine in ("lt", "gemmex"):
+        for yielding in (False, True):
+            cublas_mod.GEMM_ENGINE = engine
+            client_mod.YIELD_AFTER_POST = yielding
+            pipelined(dev, f"engine={engine} yield={yielding}")
+    client_mod.YIELD_AFTER_POST = False
+    cublas_mod.GEMM_ENGINE = "auto"
+    big(dev, torch)
     dev.close()
-    # the device thread under cProfile
-    os.environ["GPUMSG_PROFILE"] = "/tmp/gpumsg-prof"
-    dev = gpumsg.open_device(0)
-    pipelined(dev, "device thread profiled")
-    dev.close()
-    out = io.StringIO()
-    pstats.Stats("/tmp/gpumsg-prof.device0", stream=out).sort_stats("tottime").print_stats(15)
-    say("device thread profile:\n" + out.getvalue())
-    threads = [t.name for t in threading.enumerate()]
-    say(f"threads alive at the end: {threads}")
     if os.environ.get("OUT"):
         with open(os.path.join(os.environ["OUT"], "profile.txt"), "w") as f:
             f.write("\n".join(lines))
+    time.sleep(0)
 
 
 if __name__ == "__main__":

@@ -141,6 +141,7 @@ SPEC = register(LibrarySpec(
         Fn("cublasSetMathMode", c_int, (_H, c_int)),
         Fn("cublasSetPointerMode_v2", c_int, (_H, c_int)),
         Fn("cublasSetWorkspace_v2", c_int, (_H, c_void_p, c_size_t)),
+        Fn("cublasSgemm_v2", c_int, (_H, _i, _i, _i, _i, _i, _p, _p, _i, _p, _i, _p, _p, _i)),
         Fn("cublasGemmEx", c_int, (_H, _i, _i, _i, _i, _i, _p, _p, _i, _i, _p, _i, _i, _p, _p,
                                    _i, _i, _i, _i)),
         Fn("cublasGemmStridedBatchedEx", c_int, (_H, _i, _i, _i, _i, _i, _p, _p, _i, _i, c_int64,
@@ -362,16 +363,25 @@ class CublasHandle:
 # handlers
 
 
+#: which library runs Gemm/Sgemm: "lt" (cuBLASLt, cached plan), "gemmex" (cublasGemmEx) or
+#: "auto" (Lt below AUTO_LT_FLOPS multiply-adds, GemmEx above)
+GEMM_ENGINE = "auto"
+AUTO_LT_FLOPS = 1 << 24
+
+
 def _gemm(ctx: Any, msg: Any, reply: Any, dtype: str, compute: str) -> None:
-    """Sgemm and Gemm: through cuBLASLt with a cached plan; cublasGemmEx if Lt has no algorithm
-    for the shape."""
+    """Sgemm and Gemm."""
     a = ctx.resolve(msg.a, "a")
     b = ctx.resolve(msg.b, "b")
     c = ctx.resolve(msg.c, "c") if msg.beta != 0 else ctx.resolve_out(msg.c, "c")
     reads = (a, b) if msg.beta == 0 else (a, b, c)
-    ctx.run(reply, COMPUTE, reads, (c,), ctx.library("cublaslt").gemm, dtype, compute,
-            msg.transa, msg.transb, msg.m, msg.n, msg.k, msg.alpha, a.ptr, msg.lda, b.ptr,
-            msg.ldb, msg.beta, c.ptr, msg.ldc)
+    engine = GEMM_ENGINE
+    if engine == "auto":
+        engine = "lt" if msg.m * msg.n * msg.k < AUTO_LT_FLOPS else "gemmex"
+    lib = ctx.library("cublaslt" if engine == "lt" else "cublas")
+    ctx.run(reply, COMPUTE, reads, (c,), lib.gemm, dtype, compute, msg.transa, msg.transb,
+            msg.m, msg.n, msg.k, msg.alpha, a.ptr, msg.lda, b.ptr, msg.ldb, msg.beta, c.ptr,
+            msg.ldc)
 
 
 @handles(Sgemm)

@@ -12,6 +12,7 @@ import atexit
 import itertools
 import math
 import threading
+import time
 import weakref
 from concurrent.futures import Future
 from typing import Any
@@ -52,6 +53,14 @@ from .worker import DeviceWorker
 __all__ = ["Device", "open_device", "devices"]
 
 _tokens = itertools.count(1)
+#: give the GIL away after posting, so a device thread waiting for it runs while this thread
+#: prepares its next message (performance experiment; see docs/performance.md)
+YIELD_AFTER_POST = False
+
+
+def _yield_gil() -> None:
+    time.sleep(0)
+
 #: buffer ids are unique across the process's devices, so a device recognizes a foreign or
 #: stale reference by a single lookup
 _buffer_ids = itertools.count(1)
@@ -154,6 +163,8 @@ class Device:
             if not state.accepting:
                 raise state.refusal
             self._submit(msg, reply)
+        if YIELD_AFTER_POST:
+            _yield_gil()
 
     def _request(self, msg: Any, timeout: float | None = None) -> Any:
         fut = GpuFuture()
