@@ -51,6 +51,28 @@ def rate_us(issue: Callable[[], Any], finish: Callable[[], Any], n: int, repeats
     return statistics.median(runs) / 1e3
 
 
+def compare(ours: tuple[Callable[[], Any], Callable[[], Any]],
+            theirs: tuple[Callable[[], Any], Callable[[], Any]], n: int, repeats: int = 5,
+            warmup_s: float = 0.3) -> tuple[float, float]:
+    """Seconds per operation of two (issue, finish) pairs, each run ``n`` pipelined operations
+    at a time. Both are warmed up for ``warmup_s`` first (clocks ramp up under load), then their
+    runs alternate, so neither gets the cooler or the hotter GPU; medians of ``repeats``."""
+    for issue, finish in (ours, theirs):
+        t_end = time.perf_counter() + warmup_s
+        while time.perf_counter() < t_end:
+            issue()
+        finish()
+    runs: tuple[list[float], list[float]] = ([], [])
+    for _ in range(repeats):
+        for (issue, finish), out in zip((ours, theirs), runs):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                issue()
+            finish()
+            out.append((time.perf_counter() - t0) / n)
+    return statistics.median(runs[0]), statistics.median(runs[1])
+
+
 def environment() -> dict[str, Any]:
     env: dict[str, Any] = {
         "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

@@ -5,29 +5,13 @@ beside ``torch.addmm`` followed by GELU; ``dot`` round trip and pipelined beside
 
 from __future__ import annotations
 
-import statistics
-import time
-
 import numpy as np
-from _common import median_us, write_results
+from _common import compare, median_us, write_results
 
 import gpumsg
 
 DT = {"fp32": ("f32", "default"), "tf32": ("f32", "tf32"), "fp16": ("f16", "default"),
       "bf16": ("bf16", "default")}
-
-
-def timed(issue, finish, n: int, repeats: int = 3) -> float:
-    issue()
-    finish()
-    runs = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            issue()
-        finish()
-        runs.append((time.perf_counter() - t0) / n)
-    return statistics.median(runs)
 
 
 def gemm_case(dev, torch, name: str, size: int, n: int) -> dict:
@@ -44,21 +28,22 @@ def gemm_case(dev, torch, name: str, size: int, n: int) -> dict:
     def issue() -> None:
         last[0] = dev.blas.gemm(a, b, c, size, size, size, compute=compute)
 
-    ours = timed(issue, lambda: last[0].result(), n)
-    out = np.asarray(dev.copy_to_host(c).result(), np.float64)
-    ref = a_h[:48].astype(np.float64) @ b_h[:, :48].astype(np.float64)
-    err = np.linalg.norm(out[:48, :48] - ref) / np.linalg.norm(ref)
     ta = torch.from_numpy(a_h.astype(np.float32)).to(tdt).cuda()
     tb = torch.from_numpy(b_h.astype(np.float32)).to(tdt).cuda()
     tc = torch.empty(size, size, device="cuda", dtype=tdt)
-    theirs = timed(lambda: torch.mm(ta, tb, out=tc), torch.cuda.synchronize, n)
+    ours, theirs = compare((issue, lambda: last[0].result()),
+                           (lambda: torch.mm(ta, tb, out=tc), torch.cuda.synchronize), n)
+    out = np.asarray(dev.copy_to_host(c).result(), np.float64)
+    ref = a_h[:48].astype(np.float64) @ b_h[:, :48].astype(np.float64)
+    err = np.linalg.norm(out[:48, :48] - ref) / np.linalg.norm(ref)
     flop = 2.0 * size ** 3
     return {"case": f"GEMM {size}^3 {name}", "gpumsg": flop / ours / 1e12,
             "torch": flop / theirs / 1e12, "unit": "TFLOP/s", "ratio": theirs / ours,
             "rel_err": err, "target": ">= 0.97"}
 
 
-def bmm_case(dev, torch, name: str) -> dict:
+def bmm_case(dev, torch, name: str, convenience: bool = False) -> dict:
+    """torch.bmm beside GemmStridedBatched (or the row-major ``matmul`` built on it)."""
     dtype, compute = DT[name]
     torch.backends.cuda.matmul.allow_tf32 = False
     batch, s = 512, 128
@@ -66,23 +51,27 @@ def bmm_case(dev, torch, name: str) -> dict:
     rng = np.random.default_rng()
     a_h = rng.standard_normal((batch, s, s), dtype=np.float32).astype(gpumsg.as_dtype(dtype))
     b_h = rng.standard_normal((batch, s, s), dtype=np.float32).astype(gpumsg.as_dtype(dtype))
-    a, b = dev.to_device(a_h), dev.to_device(b_h)  # C-ordered: use the row-major matmul
-    out = dev.blas.matmul(a, b).result()
+    a, b = dev.to_device(a_h), dev.to_device(b_h)  # C-ordered (batch, row, col)
+    out = dev.alloc((batch, s, s), dtype, order="C").result()
     last = [dev.synchronize()]
-
-    def issue() -> None:
-        last[0] = dev.blas.matmul(a, b, out=out)
-
-    ours = timed(issue, lambda: last[0].result(), 50)
-    got = np.asarray(dev.copy_to_host(out).result()[:4], np.float64)
-    ref = a_h[:4].astype(np.float64) @ b_h[:4].astype(np.float64)
-    err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+    if convenience:
+        def issue() -> None:
+            last[0] = dev.blas.matmul(a, b, out=out)
+    else:
+        def issue() -> None:  # row-major C = A B is column-major C^T = B^T A^T
+            last[0] = dev.blas.gemm_strided_batched(b, a, out, s, s, s, batch, s * s, s * s,
+                                                    s * s)
     ta = torch.from_numpy(a_h.astype(np.float32)).to(tdt).cuda()
     tb = torch.from_numpy(b_h.astype(np.float32)).to(tdt).cuda()
     tc = torch.empty(batch, s, s, device="cuda", dtype=tdt)
-    theirs = timed(lambda: torch.bmm(ta, tb, out=tc), torch.cuda.synchronize, 50)
+    ours, theirs = compare((issue, lambda: last[0].result()),
+                           (lambda: torch.bmm(ta, tb, out=tc), torch.cuda.synchronize), 50)
+    got = np.asarray(dev.copy_to_host(out).result()[:4], np.float64)
+    ref = a_h[:4].astype(np.float64) @ b_h[:4].astype(np.float64)
+    err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
     flop = 2.0 * batch * s ** 3
-    return {"case": f"strided batched {batch} x {s}^3 {name}", "gpumsg": flop / ours / 1e12,
+    label = "matmul 3-D" if convenience else "GemmStridedBatched"
+    return {"case": f"{label} {batch} x {s}^3 {name}", "gpumsg": flop / ours / 1e12,
             "torch": flop / theirs / 1e12, "unit": "TFLOP/s", "ratio": theirs / ours,
             "rel_err": err, "target": ">= 0.95"}
 
@@ -102,7 +91,6 @@ def gelu_case(dev, torch, size: int) -> dict:
         last[0] = dev.blas.lt_matmul(x, w, d, m, n, k, transa="T", epilogue="gelu_bias",
                                      bias=bias)
 
-    ours = timed(issue, lambda: last[0].result(), 20)
     # the same math in torch: D^T (n x m, row-major) = gelu(W^T X + b) ...
     tx = torch.from_numpy(x_h.astype(np.float32)).to(torch.bfloat16).cuda()  # k x m
     tw = torch.from_numpy(w_h.astype(np.float32)).to(torch.bfloat16).cuda()  # k x n
@@ -112,7 +100,8 @@ def gelu_case(dev, torch, size: int) -> dict:
     def torch_issue() -> None:
         gelu(torch.addmm(tb, tw.t(), tx), approximate="tanh")
 
-    theirs = timed(torch_issue, torch.cuda.synchronize, 20)
+    ours, theirs = compare((issue, lambda: last[0].result()),
+                           (torch_issue, torch.cuda.synchronize), 20)
     ref = gelu(torch.addmm(tb, tw.t(), tx).float(), approximate="tanh").t().cpu().numpy()
     got = np.asarray(dev.copy_to_host(d).result(), np.float32)
     err = np.linalg.norm(got - ref) / np.linalg.norm(ref)
@@ -161,12 +150,14 @@ def main() -> None:
                 rows.append(gemm_case(dev, torch, name, size, n))
         rows.append(bmm_case(dev, torch, "fp32"))
         rows.append(bmm_case(dev, torch, "bf16"))
+        rows.append(bmm_case(dev, torch, "bf16", convenience=True))
         rows.append(gelu_case(dev, torch, 4096))
         rows.append(gelu_case(dev, torch, 1024))
         rows.extend(dot_cases(dev, torch))
         cache = dev.blas.lt_cache_info().result()
     notes = ["ratio = gpumsg speed / torch speed (> 1: gpumsg faster); TFLOP/s from wall time of "
-             "n pipelined calls then one wait, median of 3 runs",
+             "n pipelined calls then one wait; both sides warmed up 0.3 s, then 5 alternating "
+             "runs each, medians",
              f"cuBLASLt plan cache at the end: {cache}",
              "torch's allow_tf32 follows the case (off for fp32, on for tf32)"]
     write_results("blas", rows, notes,

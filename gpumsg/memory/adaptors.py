@@ -128,6 +128,10 @@ class StatisticsAdaptor(ResourceAdaptor):
         self._bytes -= nbytes
         self._count -= 1
 
+    def changes(self) -> tuple[int, int]:
+        """(allocations, frees) so far: changes whenever the memory held through it changes."""
+        return self._allocs, self._frees
+
     def statistics(self) -> MemoryStatistics:
         return MemoryStatistics(self._bytes, self._peak_bytes, self._count, self._peak_count,
                                 self._allocs, self._frees, self._failures)

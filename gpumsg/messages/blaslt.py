@@ -17,14 +17,18 @@ drelu                D = X * (aux mask)          (aux from relu_aux*)
 drelu_bgrad          D = X * (aux mask); bias = row sums of D (m)
 dgelu                D = X * gelu'(aux)           (aux from gelu_aux*)
 dgelu_bgrad          D = X * gelu'(aux); bias = row sums of D (m)
-bgrada               D = X; bias = sum over k of op(A) (m)
-bgradb               D = X; bias = sum over k of op(B) (n)
+bgrada               D = X; bias = sum over k of op(A) (m); A not transposed
+bgradb               D = X; bias = sum over k of op(B) (n); B transposed
 ===================  ==========================================================================
+
+The layout rules of bgrada/bgradb are cuBLASLt's (the other layouts have no kernel, seen on an
+H100 with cuBLAS 13.1); the message refuses them up front.
 
 fp8 (e4m3/e5m2 A and B, not both e5m2): A must be transposed and B not ("TN"), m, n, k and
 the leading dimensions multiples of 16, compute capability 8.9 or newer; optional per-tensor
 scales are f32 device scalars: D = scale_a scale_b alpha op(A) op(B) + beta scale_c C, and an fp8
-D is stored times scale_d.
+D is stored times scale_d. An fp8 D needs a bf16 or f16 ``c`` (unread when beta is 0): cuBLASLt
+cannot use D itself as C when their types differ.
 """
 
 from __future__ import annotations
@@ -132,6 +136,9 @@ class Matmul(Message):
             allowed = ("bf16", "f16") if d.dtype in FP8 else (d.dtype,)
             _require_dtype(self, "c", c, allowed)
             c_type = c.dtype
+        elif d.dtype in FP8:
+            raise _fail(self, "c", "an fp8 D needs a bf16 or f16 C (it is not read when beta is "
+                        "0); cuBLASLt cannot use D as C when their types differ")
         for i, name in enumerate(("scale_a", "scale_b", "scale_c", "scale_d")):
             if scales[i] is not None:
                 _require_dtype(self, name, scales[i], ("f32",))
@@ -159,6 +166,12 @@ class Matmul(Message):
             if ref is not None and ref.id == d.id and ref.owner == d.owner:
                 raise _fail(self, "d", f"D must not alias {name}")
         # -- epilogue operands
+        if ep == "bgrada" and self.transa != "N":
+            raise _fail(self, "transa", "bgrada needs A not transposed (cuBLASLt has no kernel "
+                        "for the other layout)")
+        if ep == "bgradb" and self.transb == "N":
+            raise _fail(self, "transb", "bgradb needs B transposed (cuBLASLt has no kernel for "
+                        "the other layout)")
         if ep in _BIAS_IN or ep in _BIAS_OUT:
             if bias is None:
                 raise _fail(self, "bias", f"epilogue {ep!r} needs a bias vector")

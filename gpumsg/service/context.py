@@ -127,7 +127,7 @@ class DeviceContext:
                     self._budget_limit = r.limit
                 elif isinstance(r, StatisticsAdaptor) and self._statistics is None:
                     self._statistics = r
-            self._mem_info: tuple[int, int, int, float] | None = None
+            self._driver_view: tuple | None = None
             self.pinned = PinnedPool(backend, staging_limit=pinned_staging_limit)
             for slot in self.streams:
                 slot.watcher = CompletionWatcher(self, slot)
@@ -367,19 +367,26 @@ class DeviceContext:
 
     # -- stats ------------------------------------------------------------------------------------
     def load(self) -> DeviceLoad:
-        usage = self.memory.usage()
-        now = time.monotonic()
-        cached = self._mem_info
-        if cached is None or cached[2] != usage.reserved or now - cached[3] > 1e-3:
-            free, total = self.backend.mem_info()
-            cached = self._mem_info = (free, total, usage.reserved, now)
-        p = self.props
+        # The driver's numbers (free memory, pool usage) cost microseconds to ask for: they are
+        # re-read whenever this device allocated or freed since, and at most 1 ms later anyway.
         stats = self._statistics
+        marker = stats.changes() if stats is not None else None
+        now = time.monotonic()
+        view = self._driver_view
+        if view is None or view[4] != marker or now - view[5] > 1e-3:
+            usage = self.memory.usage()
+            free, total = self.backend.mem_info()
+            view = self._driver_view = (free, total, usage.reserved, usage.used, marker, now)
+        p = self.props
         return DeviceLoad(
             p.name, p.ordinal, self.backend.kind, p.compute_capability, self.state.generation,
-            cached[0], cached[1], usage.reserved, usage.used, self._budget_limit,
-            self.pinned.reserved, self.queue_depth(), self.in_flight(), self.completed(),
+            view[0], view[1], view[2], view[3], self._budget_limit, self.pinned.reserved,
+            self.queue_depth(), self.in_flight(), self.completed(),
             stats.statistics() if stats is not None else None)
+
+    def forget_driver_view(self) -> None:
+        """Make the next Stats ask the driver (after trimming, say)."""
+        self._driver_view = None
 
     # -- shutdown ---------------------------------------------------------------------------------
     def shutdown(self, timeout: float | None) -> None:

@@ -230,6 +230,7 @@ def _free_pinned(ctx: DeviceContext, msg: FreePinned, reply: Any) -> None:
 def _trim(ctx: DeviceContext, msg: TrimMemory, reply: Any) -> None:
     ctx.memory.trim()
     ctx.pinned.trim()
+    ctx.forget_driver_view()
     ctx.reply_now(reply, ctx.memory.usage().reserved)
 
 

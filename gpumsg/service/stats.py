@@ -12,11 +12,11 @@ __all__ = ["DeviceLoad"]
 class DeviceLoad(NamedTuple):
     """A device's load and memory at one moment (all byte counts in bytes).
 
-    ``free_bytes``/``total_bytes`` come from the driver; ``free_bytes`` is re-read whenever this
-    device's pool changed its reservation, and otherwise at most every millisecond (so other
-    processes' use shows within 1 ms, this device's own at once). ``pool_reserved_bytes``/
-    ``pool_used_bytes`` describe the memory resource (for the pool: what it holds from the
-    driver and what buffers use); ``budget_bytes`` is the budget limit or None;
+    ``free_bytes``/``total_bytes`` and the pool figures come from the driver; they are re-read
+    whenever this device allocated or freed since the last Stats, and otherwise at most every
+    millisecond (this device's own changes show at once, other processes' within 1 ms).
+    ``pool_reserved_bytes``/``pool_used_bytes`` describe the memory resource (for the pool: what
+    it holds from the driver and what buffers use); ``budget_bytes`` is the budget limit or None;
     ``queue_depth`` counts messages waiting in the mailbox; ``ops_in_flight`` operations issued
     and not yet observed complete; ``ops_completed`` operations completed since the device opened.
     An immutable named tuple: plain data, cheap to build on the device thread.
