@@ -9,7 +9,8 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-SUITE = ["bench_overhead", "bench_sgemm", "bench_copies", "bench_alloc", "bench_blas"]
+SUITE = ["bench_overhead", "bench_sgemm", "bench_copies", "bench_alloc", "bench_blas",
+         "bench_supervision"]
 
 
 def main(names: list[str]) -> int:

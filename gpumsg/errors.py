@@ -32,7 +32,24 @@ STICKY_CUDA_ERRORS = frozenset({700, 702, 710, 714, 715, 716, 717, 718, 719})
 
 
 class GpuError(Exception):
-    """Base class of every error gpumsg raises on purpose."""
+    """Base class of every error gpumsg raises on purpose. Errors pickle with their attributes
+    (they cross from a worker process to its client)."""
+
+    def __new__(cls, *args: object, **kwargs: object) -> GpuError:
+        self = Exception.__new__(cls, *args)
+        self._ctor = (args, kwargs)  # to rebuild it through its own constructor when unpickled
+        return self
+
+    def __reduce__(self) -> tuple:
+        args, kwargs = self._ctor
+        state = {k: v for k, v in self.__dict__.items() if k != "_ctor"}
+        return (_rebuild, (type(self), args, kwargs, state))
+
+
+def _rebuild(cls: type, args: tuple, kwargs: dict, state: dict) -> GpuError:
+    err = cls(*args, **kwargs)
+    err.__dict__.update(state)
+    return err
 
 
 class InvalidMessage(GpuError, ValueError):

@@ -7,6 +7,7 @@ round trip to the device, and completion threads return them when a copy has fin
 
 from __future__ import annotations
 
+import abc
 import bisect
 import ctypes
 import threading
@@ -14,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PinnedBlock", "PinnedPool", "host_view", "size_class"]
+__all__ = ["PinnedBlock", "BlockPool", "PinnedPool", "host_view", "size_class"]
 
 _MIN_BLOCK = 64 << 10
 _POW2_LIMIT = 64 << 20
@@ -43,31 +44,33 @@ def size_class(nbytes: int) -> int:
 
 
 class PinnedBlock:
-    """One page-locked block. ``staging``: taken by a staging copy (counted against the staging
-    limit) rather than by a pinned host buffer."""
+    """One host block. ``staging``: taken by a staging copy (counted against the staging
+    limit) rather than by a pinned host buffer. ``handle``: what the pool made it from."""
 
-    __slots__ = ("id", "ptr", "nbytes", "bytes", "in_use", "staging")
+    __slots__ = ("id", "ptr", "nbytes", "bytes", "in_use", "staging", "handle")
 
-    def __init__(self, block_id: int, ptr: int, nbytes: int) -> None:
+    def __init__(self, block_id: int, ptr: int, nbytes: int, view: np.ndarray | None = None,
+                 handle: Any = None) -> None:
         self.id = block_id
         self.ptr = ptr
         self.nbytes = nbytes
-        self.bytes = host_view(ptr, nbytes)  # internal view: staging copies go through it
+        # internal view: staging copies go through it
+        self.bytes = host_view(ptr, nbytes) if view is None else view
         self.in_use = True
         self.staging = False
+        self.handle = handle
 
 
-class PinnedPool:
-    """Blocks of page-locked host memory, cached by size class.
+class BlockPool(abc.ABC):
+    """Blocks of DMA-able host memory, cached by size class. Subclasses say where blocks come
+    from (:meth:`_create`) and how they go (:meth:`_destroy`).
 
     ``cache_limit`` bounds the bytes kept cached (not in use); ``staging_limit`` bounds the bytes
     staging copies may hold at once before they wait for blocks to come back (pinned host
     buffers do not count against it, so holding them can never starve staging).
     """
 
-    def __init__(self, backend: Any, cache_limit: int = 512 << 20,
-                 staging_limit: int = 256 << 20) -> None:
-        self.backend = backend
+    def __init__(self, cache_limit: int = 512 << 20, staging_limit: int = 256 << 20) -> None:
         self.cache_limit = cache_limit
         self.staging_limit = staging_limit
         self._cond = threading.Condition()
@@ -135,16 +138,29 @@ class PinnedPool:
                 return block, ptr - block.ptr
         return None
 
-    # -- device thread -----------------------------------------------------------------------------
+    def blocks(self) -> list[PinnedBlock]:
+        """Every block the pool holds (in use or cached)."""
+        with self._cond:
+            return list(self._blocks.values())
+
+    # -- where blocks come from ---------------------------------------------------------------
+    @abc.abstractmethod
+    def _create(self, size: int) -> tuple[int, np.ndarray | None, Any]:
+        """Make a block of ``size`` bytes: (address, a uint8 view or None, handle)."""
+
+    @abc.abstractmethod
+    def _destroy(self, block: PinnedBlock) -> None:
+        """Release a block that is no longer in the pool."""
+
     def allocate(self, nbytes: int, staging: bool = False) -> PinnedBlock:
-        """A block of at least ``nbytes``, in use: from the cache, else newly page-locked."""
+        """A block of at least ``nbytes``, in use: from the cache, else newly made."""
         block = self.take_cached(nbytes, staging)
         if block is not None:
             return block
         size = size_class(nbytes)
-        ptr = self.backend.host_alloc(size)
+        ptr, view, handle = self._create(size)
         with self._cond:
-            block = PinnedBlock(self._next_id, ptr, size)
+            block = PinnedBlock(self._next_id, ptr, size, view, handle)
             self._next_id += 1
             self._blocks[block.id] = block
             bisect.insort(self._addrs, ptr)
@@ -171,7 +187,7 @@ class PinnedPool:
                 del self._by_addr[b.ptr]
                 self.reserved -= b.nbytes
         for b in doomed:
-            self.backend.host_free(b.ptr)
+            self._destroy(b)
 
     def enforce_cache_limit(self) -> None:
         if self.reserved - self.in_use > self.cache_limit:
@@ -188,4 +204,20 @@ class PinnedPool:
             self._closed = True
             self._cond.notify_all()
         for b in blocks:
-            self.backend.host_free(b.ptr)
+            self._destroy(b)
+
+
+class PinnedPool(BlockPool):
+    """Page-locked host memory (``cuMemHostAlloc``): allocated and freed on the device thread,
+    taken and given back by any thread."""
+
+    def __init__(self, backend: Any, cache_limit: int = 512 << 20,
+                 staging_limit: int = 256 << 20) -> None:
+        super().__init__(cache_limit, staging_limit)
+        self.backend = backend
+
+    def _create(self, size: int) -> tuple[int, np.ndarray | None, Any]:
+        return self.backend.host_alloc(size), None, None
+
+    def _destroy(self, block: PinnedBlock) -> None:
+        self.backend.host_free(block.ptr)

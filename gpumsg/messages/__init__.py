@@ -39,12 +39,14 @@ from .device import (
     FreePinned,
     InjectFault,
     Memset,
+    RegisterHostMemory,
     SnapshotChildren,
     SnapshotContext,
     SnapshotStream,
     Stats,
     Synchronize,
     TrimMemory,
+    UnregisterHostMemory,
     WatchGeneration,
 )
 
@@ -55,5 +57,5 @@ __all__ = [
     "AllocPinned", "FreePinned", "TrimMemory", "InjectFault", "Sgemm", "Gemm",
     "GemmStridedBatched", "GemmBatched", "Axpy", "Scal", "Dot", "Nrm2", "Asum", "Iamax", "Iamin",
     "Copy", "Swap", "Rot", "Gemv", "Ger", "Symv", "Trsv", "Geam", "Syrk", "Symm", "Trmm", "Trsm",
-    "Matmul", "BlasLtCacheInfo",
+    "Matmul", "BlasLtCacheInfo", "RegisterHostMemory", "UnregisterHostMemory",
 ]

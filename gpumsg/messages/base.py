@@ -103,14 +103,13 @@ class BufRef:
 class HostRef:
     """Host memory the device can copy to or from by DMA: ``nbytes`` at ``offset`` inside block
     ``block`` of a host pool (``"pinned"``: the device's page-locked pool; ``"shm"``: a shared
-    segment a worker process has registered). With ``release=True`` the device returns the block
-    to its pool once the copy has completed (staging blocks handed over by the client)."""
+    segment the worker process has registered). The block belongs to the client until the copy's
+    reply has arrived."""
 
     pool: str
     block: int
     offset: int
     nbytes: int
-    release: bool = False
 
     def __post_init__(self) -> None:
         _choice(self, "pool", self.pool, ("pinned", "shm"))

@@ -54,6 +54,8 @@ __all__ = [
     "AllocPinned",
     "FreePinned",
     "TrimMemory",
+    "RegisterHostMemory",
+    "UnregisterHostMemory",
     "InjectFault",
     "STREAMS",
     "FAULT_KINDS",
@@ -63,7 +65,7 @@ __all__ = [
 STREAMS = ("compute", "h2d", "d2h")
 
 #: What InjectFault can do (see its docstring).
-FAULT_KINDS = ("illegal_address", "oom", "hang", "exit")
+FAULT_KINDS = ("illegal_address", "oom", "hang", "stall", "exit")
 
 
 def _check_ref_consistent(msg: object, field: str, ref: BufRef) -> None:
@@ -296,7 +298,34 @@ class AllocPinned(Message):
 
 @message()
 class FreePinned(Message):
-    """Return a pinned host block to the pool once the copies already sent have completed."""
+    """Reply once the copies already sent (which may use pinned block ``block``) have completed;
+    the client then returns the block to its pool."""
+
+    block: int
+
+    def __post_init__(self) -> None:
+        _int(self, "block", self.block)
+
+
+@message()
+class RegisterHostMemory(Message):
+    """Process isolation: map the client's shared-memory segment ``name`` (``nbytes``) into the
+    worker and page-lock it, as host block ``block`` of the ``"shm"`` pool."""
+
+    block: int
+    name: str
+    nbytes: int
+
+    def __post_init__(self) -> None:
+        _int(self, "block", self.block)
+        _int(self, "nbytes", self.nbytes, lo=1, hi=MAX_NBYTES)
+        if not isinstance(self.name, str) or not self.name:
+            raise _fail(self, "name", "expected the shared-memory segment's name")
+
+
+@message()
+class UnregisterHostMemory(Message):
+    """Process isolation: unlock and unmap shared-memory block ``block`` (no copy uses it)."""
 
     block: int
 
@@ -321,6 +350,8 @@ class InjectFault(Message):
       request makes up to two attempts (the resource trims and retries once), so ``count=1`` is
       absorbed by the retry and ``count=2`` fails one request with ``OutOfMemory``.
     * ``hang``: a kernel spins on ``stream`` for ``seconds`` (``None``: until the device goes).
+    * ``stall``: the device thread itself blocks for ``seconds`` (a driver call that does not
+      return); messages sent meanwhile wait, unstarted, in the mailbox.
     * ``exit``: the worker process exits at once (process isolation only).
     """
 
@@ -337,3 +368,5 @@ class InjectFault(Message):
                     or not self.seconds >= 0:
                 raise _fail(self, "seconds", f"must be a non-negative number, got {self.seconds!r}")
         _int(self, "count", self.count, lo=1)
+        if self.kind == "stall" and self.seconds is None:
+            raise _fail(self, "seconds", "a stall needs a duration")

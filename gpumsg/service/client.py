@@ -27,7 +27,6 @@ from ..messages.base import MAX_NBYTES, BufRef, Message
 from ..messages.blas import Sgemm
 from ..messages.device import (
     Alloc,
-    AllocPinned,
     CopyDevice,
     CopyFromHost,
     CopyToHost,
@@ -45,7 +44,7 @@ from ..messages.device import (
 )
 from .blas_client import Blas
 from .buffers import BufferFuture, GpuBuffer, GpuFuture, PinnedHostBuffer, PointerSink
-from .staging import PinnedStaging
+from .staging import HostStaging, ReleaseOnReply
 from .state import DeviceState
 from .trace import KernelTrace
 from .worker import DeviceWorker
@@ -75,20 +74,6 @@ def _flat_bytes(arr: np.ndarray, order: str) -> np.ndarray:
     return flat.view(np.uint8)
 
 
-class _PinnedFuture(GpuFuture):
-    """Resolves an ``AllocPinned`` block id into a :class:`PinnedHostBuffer`."""
-
-    def __init__(self, device: Device, shape: tuple[int, ...], dtype: np.dtype,
-                 order: str) -> None:
-        super().__init__()
-        self._args = (device, shape, dtype, order)
-
-    def set_result(self, result: Any) -> None:
-        device, shape, dtype, order = self._args
-        block = device._staging.pool.get(result)
-        super().set_result(PinnedHostBuffer(device, block, shape, dtype, order))
-
-
 class Device:
     """A client of one device service. Create it with :func:`open_device`."""
 
@@ -96,7 +81,8 @@ class Device:
                  isolation: str = "thread", memory: MemorySpec = "pool",
                  trace: KernelTrace | None = None, allow_fault_injection: bool = False,
                  pinned_staging_limit: int = 256 << 20,
-                 shutdown_timeout: float | None = 60.0) -> None:
+                 shutdown_timeout: float | None = 60.0, watchdog: float | None = None,
+                 max_restarts: int = 3, restart_window: float = 60.0) -> None:
         if isinstance(ordinal, bool) or not isinstance(ordinal, int) or ordinal < 0:
             raise InvalidMessage(f"ordinal must be a non-negative int, got {ordinal!r}",
                                  field="ordinal")
@@ -109,25 +95,49 @@ class Device:
         self._lock = threading.Lock()
         self._closed = False
         self.isolation = isolation
-        be = make_backend(backend, ordinal)
+        #: live buffers by id (process isolation: a restart may move them to a new generation)
+        self._live: weakref.WeakValueDictionary[int, GpuBuffer] | None = None
         if isolation == "thread":
+            be = make_backend(backend, ordinal)
             self._worker: Any = DeviceWorker(be, self._state, memory, trace,
                                              allow_fault_injection, shutdown_timeout,
                                              pinned_staging_limit)
+            self.backend = be.kind
         else:
+            if isinstance(memory, str):
+                from ..memory.config import MemoryConfig
+
+                MemoryConfig(resource=memory)  # validate here, not in the worker
             from ..supervision.client import ProcessWorker
 
-            self._worker = ProcessWorker(be, self._state, memory, trace, allow_fault_injection,
-                                         shutdown_timeout, pinned_staging_limit)
+            self._worker = ProcessWorker(backend, self._state, memory, trace,
+                                         allow_fault_injection, shutdown_timeout,
+                                         pinned_staging_limit, watchdog, max_restarts,
+                                         restart_window)
+            self.backend = self._worker.kind
+            self._live = weakref.WeakValueDictionary()
+            self._worker.rebase = self._rebase_buffer
         self.props = self._worker.props
-        self.backend = be.kind
-        self._staging = PinnedStaging(self, self._worker.pinned)
+        self._staging = HostStaging(self, self._worker.host_pool(self))
         self._next_id = _buffer_ids.__next__
         self._submit = self._worker.submit
         self._stream_handle: int | None = None
         #: the BLAS surface: ``dev.blas.gemm(...)``, ``dev.blas.dot(...)``, ...
         self.blas = Blas(self)
         _open_devices.add(self)
+
+    def _rebase_buffer(self, ref: BufRef) -> None:
+        """A buffer whose allocation had not started when the worker was replaced now belongs
+        to the new generation."""
+        buf = self._live.get(ref.id) if self._live is not None else None
+        if buf is not None:
+            buf._ref = ref
+
+    def _new_buffer(self, ref: BufRef) -> GpuBuffer:
+        buf = GpuBuffer(self, ref)
+        if self._live is not None:
+            self._live[ref.id] = buf
+        return buf
 
     # -- identity ----------------------------------------------------------------------------------
     @property
@@ -224,7 +234,7 @@ class Device:
         """Allocate an uninitialized buffer (column-major by default, like cuBLAS)."""
         self._check_open()
         ref = self._mint(shape, dtype, order)
-        fut = BufferFuture(GpuBuffer(self, ref))
+        fut = BufferFuture(self._new_buffer(ref))
         self._post(Alloc(ref), fut)
         return fut
 
@@ -237,7 +247,7 @@ class Device:
         if order is None:
             order = "F" if arr.flags.f_contiguous and not arr.flags.c_contiguous else "C"
         ref = self._mint(arr.shape, arr.dtype, order)
-        buf = GpuBuffer(self, ref)
+        buf = self._new_buffer(ref)
         self._post(Alloc(ref), PointerSink(buf))
         copied = self._staging.upload(ref, _flat_bytes(arr, order), 0)
         out = BufferFuture(buf)
@@ -388,21 +398,28 @@ class Device:
 
     # -- pinned host memory -----------------------------------------------------------------------
     def alloc_pinned(self, shape: Any, dtype: Any = np.float32, order: str = "C") -> Future:
-        """Page-locked host memory as a :class:`PinnedHostBuffer` (resolves to it)."""
+        """Page-locked host memory as a :class:`PinnedHostBuffer` (resolves to it). Copies from
+        and to it need no staging."""
         self._check_open()
         ref = self._mint(shape, dtype, order)
-        fut = _PinnedFuture(self, ref.shape, as_dtype(ref.dtype), order)
-        self._post(AllocPinned(max(ref.nbytes, 1)), fut)
+        pool = self._staging.pool
+        nbytes = max(ref.nbytes, 1)
+        block = pool.take_cached(nbytes) or pool.grow(nbytes, staging=False)
+        fut = GpuFuture()
+        fut.set_result(PinnedHostBuffer(self, block, ref.shape, as_dtype(ref.dtype), order))
         return fut
 
     def _free_pinned(self, block: Any) -> Future:
         fut = GpuFuture()
+        pool = self._staging.pool
         self._post(FreePinned(block.id), fut)
+        fut.add_done_callback(lambda f: pool.release(block))
         return fut
 
     def _post_free_pinned(self, block: Any) -> None:
+        """From a finalizer: no lock, the block goes back when the device has answered."""
         if self._state.accepting:
-            self._submit(FreePinned(block.id), None)
+            self._submit(FreePinned(block.id), ReleaseOnReply(self._staging.pool, block))
 
     # -- shutdown ---------------------------------------------------------------------------------
     def close(self, timeout: float | None = None) -> None:
@@ -430,10 +447,12 @@ def open_device(ordinal: int = 0, backend: str | Backend = "auto", isolation: st
     """Open a device service.
 
     ``backend``: ``"auto"`` (the GPU when a CUDA driver and device are present, else the NumPy
-    simulator), ``"cuda"``, ``"sim"``, or a Backend instance. ``isolation``: ``"thread"`` (the
-    device thread runs in this process) or ``"process"`` (in a supervised worker process that is
-    replaced after a fatal error). ``memory``: ``"pool"``, ``"direct"``, a
-    :class:`~gpumsg.memory.config.MemoryConfig` or a factory. ``trace``: a KernelTrace.
+    simulator), ``"cuda"``, ``"sim"``, or a Backend instance (thread isolation). ``isolation``:
+    ``"thread"`` (the device thread runs in this process) or ``"process"`` (in a supervised
+    worker process that is replaced after a fatal error: a poisoned context, a dead worker, an
+    operation past ``watchdog`` seconds; at most ``max_restarts`` within ``restart_window``
+    seconds). ``memory``: ``"pool"``, ``"direct"``, a :class:`~gpumsg.memory.config.MemoryConfig`
+    or (thread isolation) a factory. ``trace``: a KernelTrace (thread isolation).
     """
     return Device(ordinal, backend, isolation, memory, trace, allow_fault_injection, **options)
 

@@ -106,6 +106,8 @@ class DeviceContext:
         self.in_worker_process = in_worker_process
         self.queue_depth = queue_depth
         self.current: Any = None  # the message being handled (names traced operations)
+        #: called once with the ContextPoisoned error (a worker process tells its supervisor)
+        self.on_poison: Callable[[BaseException], None] | None = None
         self.props = backend.open()
         self.streams: list[StreamSlot] = []
         self.buffers: dict[int, DeviceAllocation] = {}
@@ -349,6 +351,8 @@ class DeviceContext:
         if first:
             state.refuse(state.poisoned)
             state.bump()
+            if self.on_poison is not None:
+                self.on_poison(state.poisoned)
         return state.poisoned  # type: ignore[return-value]
 
     def mark_outputs_failed(self, msg: Any, error: BaseException) -> None:
@@ -407,6 +411,9 @@ class DeviceContext:
             self.buffers.clear()
             for slot in self.streams:
                 self.backend.stream_synchronize(slot.obj)
+            for seg in self.host_registry.values():
+                seg.close(self.backend)
+            self.host_registry.clear()
             if self._scratch is not None:
                 self._scratch.close()
             for lib in self.libraries.values():
@@ -439,5 +446,8 @@ class DeviceContext:
         memory stays mapped until the process exits (freeing it needs the context)."""
         self.buffers.clear()
         self.libraries.clear()
+        for seg in self.host_registry.values():
+            seg.close()
+        self.host_registry.clear()
         _log.warning("device %d closed without releasing its GPU resources (poisoned context or "
                      "work that did not finish)", self.props.ordinal)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -20,12 +21,14 @@ from ..messages.device import (
     FreePinned,
     InjectFault,
     Memset,
+    RegisterHostMemory,
     SnapshotChildren,
     SnapshotContext,
     SnapshotStream,
     Stats,
     Synchronize,
     TrimMemory,
+    UnregisterHostMemory,
     WatchGeneration,
 )
 from .context import DeviceAllocation, DeviceContext
@@ -120,20 +123,6 @@ def _free(ctx: DeviceContext, msg: Free, reply: Any) -> None:
     ctx.reply_now(reply, None)
 
 
-def _host_release(ctx: DeviceContext, host: HostRef) -> Callable[[Any, Any], Any] | None:
-    """A completion ``finish`` that returns a handed-over staging block to its pool."""
-    if not host.release or host.pool != "pinned":
-        return None
-    block = ctx.pinned.get(host.block)
-    pinned = ctx.pinned
-
-    def release(value: Any, _error: BaseException | None) -> Any:
-        pinned.release(block)
-        return value
-
-    return release
-
-
 @handles(CopyFromHost)
 def _copy_from_host(ctx: DeviceContext, msg: CopyFromHost, reply: Any) -> None:
     src = msg.src
@@ -143,7 +132,7 @@ def _copy_from_host(ctx: DeviceContext, msg: CopyFromHost, reply: Any) -> None:
     dst = ctx.resolve_out(msg.dst, "dst")
     host = ctx.host_ptr(src, src.nbytes, "src")
     ctx.run(reply, H2D, (), (dst,), ctx.backend.copy_htod, dst.ptr + msg.dst_offset, host,
-            src.nbytes, finish=_host_release(ctx, src))
+            src.nbytes)
 
 
 @handles(CopyToHost)
@@ -154,7 +143,7 @@ def _copy_to_host(ctx: DeviceContext, msg: CopyToHost, reply: Any) -> None:
     src = ctx.resolve(msg.src, "src")
     host = ctx.host_ptr(msg.dst, msg.nbytes, "dst")
     ctx.run(reply, D2H, (src,), (), ctx.backend.copy_dtoh, host, src.ptr + msg.src_offset,
-            msg.nbytes, finish=_host_release(ctx, msg.dst))
+            msg.nbytes)
 
 
 @handles(CopyDevice)
@@ -218,12 +207,26 @@ def _alloc_pinned(ctx: DeviceContext, msg: AllocPinned, reply: Any) -> None:
 
 @handles(FreePinned)
 def _free_pinned(ctx: DeviceContext, msg: FreePinned, reply: Any) -> None:
-    block = ctx.pinned.get(msg.block)
-    if block is None or not block.in_use:
-        ctx.reply_now(reply, None)
-        return
-    # copies already sent may still read or write the block: give it back behind them
-    _after_streams(ctx, reply, (H2D, D2H), lambda: ctx.pinned.release(block))
+    # copies already sent may still read or write the block: answer behind them
+    _after_streams(ctx, reply, (H2D, D2H))
+
+
+@handles(RegisterHostMemory)
+def _register_host(ctx: DeviceContext, msg: RegisterHostMemory, reply: Any) -> None:
+    if not ctx.in_worker_process:
+        raise InvalidMessage("RegisterHostMemory is for worker processes (isolation='process')")
+    from ..supervision.shm import attach
+
+    ctx.host_registry[msg.block] = attach(ctx.backend, msg.name, msg.nbytes)
+    ctx.reply_now(reply, None)
+
+
+@handles(UnregisterHostMemory)
+def _unregister_host(ctx: DeviceContext, msg: UnregisterHostMemory, reply: Any) -> None:
+    seg = ctx.host_registry.pop(msg.block, None)
+    if seg is not None:
+        seg.close(ctx.backend)
+    ctx.reply_now(reply, None)
 
 
 @handles(TrimMemory)
@@ -247,6 +250,9 @@ def _inject_fault(ctx: DeviceContext, msg: InjectFault, reply: Any) -> None:
         ctx.run(reply, stream, (), (), ctx.backend.inject_illegal_address)
     elif msg.kind == "hang":
         ctx.run(reply, stream, (), (), ctx.backend.inject_hang, msg.seconds)
+    elif msg.kind == "stall":
+        time.sleep(msg.seconds)  # on purpose: the device thread is stuck
+        ctx.reply_now(reply, None)
     else:  # exit
         if not ctx.in_worker_process:
             raise InvalidMessage("kind: 'exit' ends the worker process and needs "

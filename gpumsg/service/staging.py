@@ -1,11 +1,16 @@
-"""Host copies through page-locked staging blocks, done by the caller's thread.
+"""Host copies through page-locked host blocks, done by the caller's thread.
 
-DMA needs page-locked host memory. A NumPy array that already lies in pinned memory (a
+DMA needs page-locked host memory. A NumPy array that already lies in a host block (a
 :class:`~gpumsg.service.buffers.PinnedHostBuffer`) is copied directly. Any other array is staged
-in chunks: the caller's thread copies chunk *i* into a pinned block (in parallel over a few
-threads for large chunks) while the copy engine moves chunk *i-1*; the device hands each block
-back to the pool when its DMA has completed. Device-to-host goes the other way: the DMA fills a
-block and the completion thread copies it out. The device thread never waits on any of this.
+in chunks: the caller's thread copies chunk *i* into a block (in parallel over a few threads for
+large chunks) while the copy engine moves chunk *i-1*. Device-to-host goes the other way: the
+DMA fills a block and the completion thread copies it out. The device thread never waits on any
+of this. Blocks go back to their pool when the copy's reply arrives.
+
+Where the blocks come from is the host pool's business: in thread isolation the device's
+page-locked pool (:class:`DevicePinnedPool`), in process isolation shared-memory segments the
+worker has registered (:class:`~gpumsg.supervision.shm.SharedHostPool`). Both offer ``kind``,
+``take_cached``, ``can_grow``, ``grow``, ``release``, ``wait_for_release``, ``find`` and ``get``.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from .buffers import GpuFuture, gather
 if TYPE_CHECKING:
     from .client import Device
 
-__all__ = ["PinnedStaging", "copy_bytes", "CHUNK"]
+__all__ = ["HostStaging", "DevicePinnedPool", "ReleaseOnReply", "copy_bytes", "CHUNK"]
 
 #: staging chunk: large enough to amortize a message per chunk, small enough to overlap
 CHUNK = 16 << 20
@@ -58,13 +63,67 @@ def copy_bytes(dst: np.ndarray, src: np.ndarray) -> None:
         f.result()
 
 
+class DevicePinnedPool:
+    """Thread isolation's host pool: the device's page-locked pool, grown by the device thread
+    (``AllocPinned``) and shared with client threads for everything else."""
+
+    kind = "pinned"
+
+    def __init__(self, device: Device, pool: PinnedPool) -> None:
+        self._device = device
+        self._pool = pool
+
+    def grow(self, nbytes: int, staging: bool) -> PinnedBlock:
+        block_id = self._device._request(AllocPinned(nbytes, staging))
+        return self._pool.get(block_id)  # type: ignore[return-value]
+
+    def take_cached(self, nbytes: int, staging: bool = False) -> PinnedBlock | None:
+        return self._pool.take_cached(nbytes, staging)
+
+    def can_grow(self, nbytes: int) -> bool:
+        return self._pool.can_grow(nbytes)
+
+    def release(self, block: PinnedBlock) -> None:
+        self._pool.release(block)
+
+    def wait_for_release(self, timeout: float) -> None:
+        self._pool.wait_for_release(timeout)
+
+    def find(self, ptr: int, nbytes: int) -> tuple[PinnedBlock, int] | None:
+        return self._pool.find(ptr, nbytes)
+
+    def get(self, block_id: int) -> PinnedBlock | None:
+        return self._pool.get(block_id)
+
+    @property
+    def staging_in_use(self) -> int:
+        return self._pool.staging_in_use
+
+
+class ReleaseOnReply:
+    """A reply that gives a host block back to its pool when the device has answered (success
+    or failure): the device is done with the block by then."""
+
+    __slots__ = ("pool", "block")
+
+    def __init__(self, pool: Any, block: Any) -> None:
+        self.pool = pool
+        self.block = block
+
+    def set_result(self, _value: Any) -> None:
+        self.pool.release(self.block)
+
+    def set_exception(self, _exc: BaseException) -> None:
+        self.pool.release(self.block)
+
+
 class _ChunkDownload(GpuFuture):
     """One device-to-host chunk: when the DMA into the staging block is done, copy the block
     out to the destination and give the block back."""
 
-    def __init__(self, staging: PinnedStaging, block: PinnedBlock, dest: np.ndarray) -> None:
+    def __init__(self, pool: Any, block: Any, dest: np.ndarray) -> None:
         super().__init__()
-        self._staging = staging
+        self._pool = pool
         self._block = block
         self._dest = dest
 
@@ -72,47 +131,60 @@ class _ChunkDownload(GpuFuture):
         try:
             copy_bytes(self._dest, self._block.bytes[:self._dest.nbytes])
         finally:
-            self._staging.release(self._block)
+            self._pool.release(self._block)
         super().set_result(None)
 
     def set_exception(self, exception: BaseException | None) -> None:
-        self._staging.release(self._block)
+        self._pool.release(self._block)
         super().set_exception(exception)
 
 
-class PinnedStaging:
-    """A device client's access to the device's pinned pool, for staging copies."""
+class _ChunkUpload(GpuFuture):
+    """One host-to-device chunk: the staging block goes back when the DMA is done."""
 
-    def __init__(self, device: Device, pool: PinnedPool) -> None:
+    def __init__(self, pool: Any, block: Any) -> None:
+        super().__init__()
+        self._pool = pool
+        self._block = block
+
+    def set_result(self, result: Any) -> None:
+        self._pool.release(self._block)
+        super().set_result(result)
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        self._pool.release(self._block)
+        super().set_exception(exception)
+
+
+class HostStaging:
+    """A device client's staging copies through its host pool."""
+
+    def __init__(self, device: Device, pool: Any) -> None:
         self._device = device
         self.pool = pool
 
-    def acquire(self, nbytes: int) -> PinnedBlock:
-        """A staging block of at least ``nbytes``: cached, newly allocated by the device, or
-        (when staging already holds its limit) the next one given back."""
+    def acquire(self, nbytes: int) -> Any:
+        """A staging block of at least ``nbytes``: cached, newly made, or (when staging already
+        holds its limit) the next one given back."""
         pool = self.pool
         while True:
             block = pool.take_cached(nbytes, staging=True)
             if block is not None:
                 return block
             if pool.can_grow(nbytes):
-                block_id = self._device._request(AllocPinned(nbytes, staging=True))
-                return pool.get(block_id)  # type: ignore[return-value]
+                return pool.grow(nbytes, staging=True)
             pool.wait_for_release(0.05)
             self._device._check_open()
 
-    def release(self, block: PinnedBlock) -> None:
-        self.pool.release(block)
-
     def find(self, raw: np.ndarray) -> HostRef | None:
-        """A HostRef for a contiguous array that lies inside a pinned block, else None."""
+        """A HostRef for a contiguous array that lies inside a host block, else None."""
         if raw.nbytes == 0:
             return None
         hit = self.pool.find(raw.ctypes.data, raw.nbytes)
         if hit is None:
             return None
         block, offset = hit
-        return HostRef("pinned", block.id, offset, raw.nbytes)
+        return HostRef(self.pool.kind, block.id, offset, raw.nbytes)
 
     def upload(self, dst: BufRef, raw: np.ndarray, dst_offset: int) -> Future:
         """Copy the bytes ``raw`` (contiguous uint8) into ``dst`` at byte ``dst_offset``."""
@@ -126,17 +198,18 @@ class PinnedStaging:
             else:
                 device._post(CopyFromHost(dst, direct, dst_offset), fut)
             return fut
+        kind = self.pool.kind
         futures = []
         for off in range(0, n, CHUNK):
             m = min(CHUNK, n - off)
             block = self.acquire(m)
+            fut = _ChunkUpload(self.pool, block)
             try:
                 copy_bytes(block.bytes[:m], raw[off:off + m])
-                fut = GpuFuture()
-                device._post(CopyFromHost(dst, HostRef("pinned", block.id, 0, m, release=True),
-                                          dst_offset + off), fut)
+                device._post(CopyFromHost(dst, HostRef(kind, block.id, 0, m), dst_offset + off),
+                             fut)
             except BaseException:
-                self.release(block)
+                self.pool.release(block)
                 raise
             futures.append(fut)
         return futures[0] if len(futures) == 1 else gather(futures)
@@ -151,16 +224,17 @@ class PinnedStaging:
             fut = GpuFuture()
             device._post(CopyToHost(src, direct, src_offset, n), fut)
             return gather([fut], result)
+        kind = self.pool.kind
         futures = []
         for off in range(0, n, CHUNK):
             m = min(CHUNK, n - off)
             block = self.acquire(m)
-            fut = _ChunkDownload(self, block, raw[off:off + m])
+            fut = _ChunkDownload(self.pool, block, raw[off:off + m])
             try:
-                device._post(CopyToHost(src, HostRef("pinned", block.id, 0, m), src_offset + off,
-                                        m), fut)
+                device._post(CopyToHost(src, HostRef(kind, block.id, 0, m), src_offset + off, m),
+                             fut)
             except BaseException:
-                self.release(block)
+                self.pool.release(block)
                 raise
             futures.append(fut)
         return gather(futures, result)

@@ -28,8 +28,13 @@ def _fail(reply: Any, error: BaseException) -> None:
         reply.set_exception(error)
 
 
-def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | None) -> None:
-    """Run the device loop until :data:`STOP` arrives, then shut the context down."""
+def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | None,
+          on_dispatch: Any = None) -> None:
+    """Run the device loop until :data:`STOP` arrives, then shut the context down.
+
+    ``on_dispatch(reply)`` is called as each message starts (a worker process counts them for
+    its supervisor). In a worker process the loop ends as soon as the context is poisoned: the
+    supervisor replays, on a new worker, what was not started."""
     dispatch = dispatch_table()
     get, get_nowait, qsize = mailbox.get, mailbox.get_nowait, mailbox.qsize
     state = ctx.state
@@ -45,8 +50,12 @@ def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | No
                 stop = True
                 continue
             if state.poisoned is not None:
+                if ctx.in_worker_process:
+                    return
                 _fail(reply, state.poisoned)
                 continue
+            if on_dispatch is not None:
+                on_dispatch(reply)
             handler = dispatch.get(type(msg))
             if handler is None:
                 _fail(reply, InvalidMessage(f"the device has no handler for "
@@ -72,6 +81,8 @@ def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | No
         ctx.current = None
         if state.poisoned is not None:
             ctx.fail_pending(state.poisoned)
+            if ctx.in_worker_process:
+                return
             continue
         try:
             ctx.flush()
@@ -128,9 +139,11 @@ class DeviceWorker:
     def props(self) -> Any:
         return self.ctx.props  # type: ignore[union-attr]
 
-    @property
-    def pinned(self) -> Any:
-        return self.ctx.pinned  # type: ignore[union-attr]
+    def host_pool(self, device: Any) -> Any:
+        """The client's host pool: the device's own page-locked pool."""
+        from .staging import DevicePinnedPool
+
+        return DevicePinnedPool(device, self.ctx.pinned)  # type: ignore[union-attr]
 
     def submit(self, msg: Any, reply: Any) -> None:
         self.mailbox.put((msg, reply))

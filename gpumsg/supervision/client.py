@@ -1,0 +1,381 @@
+"""Process isolation: the supervisor of a worker process (``open_device(isolation="process")``).
+
+The client side of a process-isolated device. It keeps every message it sent until its reply
+arrives, in order. A worker is replaced when
+
+* its context is poisoned (the worker says so: the 700-719 family), or
+* it dies (the pipe reaches end of file: killed, crashed, ``InjectFault("exit")``), or
+* an operation runs past the watchdog limit (``watchdog=`` seconds; the worker is killed).
+
+Then the messages the worker had started fail (``ContextPoisoned``, ``WorkerDied`` or
+``OperationTimeout``), the generation moves on (old buffers raise ``GpuRefStale``;
+``WatchGeneration`` subscribers hear of it), a new worker is spawned, the client's shared-memory
+segments are registered with it, and every message that was queued but never started is sent
+again in order. A buffer whose ``Alloc`` had not started yet belongs to the new generation: its
+allocation is among the replayed messages. More than ``max_restarts`` restarts within
+``restart_window`` seconds close the device for good (``Unrecoverable``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import multiprocessing
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from multiprocessing import shared_memory
+from typing import Any
+
+import numpy as np
+
+from ..errors import (
+    DeviceClosed,
+    GpuError,
+    InvalidMessage,
+    OperationTimeout,
+    Unrecoverable,
+    WorkerDied,
+)
+from ..messages.base import BufRef
+from ..messages.device import Alloc, RegisterHostMemory, UnregisterHostMemory, WatchGeneration
+from .shm import SharedHostPool
+from .worker import STOP_SEQ, worker_main
+
+__all__ = ["ProcessWorker"]
+
+_START_TIMEOUT = 120.0
+
+
+class _Worker:
+    """One worker process, its pipe, and what was sent to it."""
+
+    def __init__(self, process: Any, conn: Any, counter: shared_memory.SharedMemory,
+                 generation: int) -> None:
+        self.process = process
+        self.conn = conn
+        self.generation = generation
+        self._counter_shm = counter
+        self._counter = np.frombuffer(counter.buf, np.int64, 1)
+        self.sent: list[int] = []  # sequence numbers, in the order they went down the pipe
+        self.first_open = 0  # index into sent: everything before it has been answered
+        self.props: Any = None
+        self.kind = ""
+        self.said_bye = False
+        self.reader: threading.Thread | None = None
+
+    def started(self) -> int:
+        """How many of the sent messages the worker has started."""
+        return int(self._counter[0]) if self._counter is not None else 0
+
+    def kill(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(10)
+        try:
+            self.conn.close()
+        except OSError:
+            pass
+
+    def release(self) -> None:
+        self._counter = None  # type: ignore[assignment]
+        try:
+            self._counter_shm.close()
+            self._counter_shm.unlink()
+        except (BufferError, FileNotFoundError, OSError):
+            pass
+
+
+class ProcessWorker:
+    """The transport and supervisor behind a process-isolated :class:`~gpumsg.Device`."""
+
+    def __init__(self, backend: Any, state: Any, memory: Any, trace: Any,
+                 allow_fault_injection: bool, shutdown_timeout: float | None,
+                 pinned_staging_limit: int, watchdog: float | None = None,
+                 max_restarts: int = 3, restart_window: float = 60.0) -> None:
+        if trace is not None:
+            raise InvalidMessage("trace hooks run on the device's own threads, which with "
+                                 "isolation='process' live in another process; trace with "
+                                 "isolation='thread'", field="trace")
+        if not isinstance(backend, str):
+            raise InvalidMessage("isolation='process' takes a backend name ('auto', 'cuda' or "
+                                 "'sim'): the worker process builds its own", field="backend")
+        if watchdog is not None and not watchdog > 0:
+            raise InvalidMessage("watchdog must be a positive number of seconds",
+                                 field="watchdog")
+        self._state = state
+        self._config = {"ordinal": state.ordinal, "token": state.token, "backend": backend,
+                        "memory": memory, "allow_fault_injection": allow_fault_injection,
+                        "shutdown_timeout": shutdown_timeout,
+                        "pinned_staging_limit": pinned_staging_limit}
+        self._lock = threading.RLock()
+        self._pending: dict[int, list] = {}  # seq -> [message, reply], in seq order
+        self._seq = itertools.count(1)
+        self._closing = False
+        self._gave_up = False
+        self._restarts: deque[float] = deque()
+        self.max_restarts = max_restarts
+        self.restart_window = restart_window
+        self.watchdog = watchdog
+        self.restart_times: list[float] = []  # seconds from each fault to the new worker
+        #: called with each BufRef moved to a new generation (the Device updates its handle)
+        self.rebase: Callable[[BufRef], None] | None = None
+        self._pool = SharedHostPool(self._register_block, self._unregister_block,
+                                    staging_limit=pinned_staging_limit)
+        self._recovery: threading.Thread | None = None
+        self._worker: _Worker | None = self._spawn(state.generation)
+        self.props = self._worker.props
+        self.kind = self._worker.kind
+        if watchdog is not None:
+            threading.Thread(target=self._watch, name=f"gpumsg-watchdog-{state.ordinal}",
+                             daemon=True).start()
+
+    # -- the transport interface of Device ------------------------------------------------------
+    def host_pool(self, device: Any) -> SharedHostPool:
+        return self._pool
+
+    def submit(self, msg: Any, reply: Any) -> None:
+        if type(msg) is WatchGeneration:  # generations are the supervisor's business
+            if reply is not None:
+                self._state.watch(msg.after, reply)
+            return
+        with self._lock:
+            seq = next(self._seq)
+            self._pending[seq] = [msg, reply]
+            worker = self._worker
+            if worker is not None:
+                self._send(worker, [(seq, msg)])
+
+    def stop(self) -> None:
+        with self._lock:
+            self._closing = True
+            worker = self._worker
+            if worker is not None:
+                try:
+                    worker.conn.send([(STOP_SEQ, None)])
+                except OSError:
+                    pass
+
+    def join(self, timeout: float | None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if self._recovery is not None:
+            self._recovery.join(timeout)
+        worker = self._worker
+        clean = True
+        if worker is not None:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            worker.process.join(left)
+            if worker.process.is_alive():
+                clean = False
+            worker.kill()
+            if worker.reader is not None:
+                worker.reader.join(5)
+            worker.release()
+        with self._lock:
+            leftovers, self._pending = list(self._pending.values()), {}
+        err = self._state.refusal if not self._state.accepting else DeviceClosed("device closed")
+        for _msg, reply in leftovers:
+            if reply is not None:
+                reply.set_exception(err)
+        self._pool.close()
+        return clean
+
+    # -- workers -----------------------------------------------------------------------------------
+    def _spawn(self, generation: int) -> _Worker:
+        mp = multiprocessing.get_context("spawn")  # never fork a process that may hold CUDA
+        parent, child = mp.Pipe()
+        counter = shared_memory.SharedMemory(create=True, size=8)
+        np.frombuffer(counter.buf, np.int64, 1)[0] = 0
+        config = dict(self._config, generation=generation, counter=counter.name)
+        process = mp.Process(target=worker_main, args=(child, config), daemon=True,
+                             name=f"gpumsg-worker-{self._state.ordinal}")
+        process.start()
+        child.close()
+        worker = _Worker(process, parent, counter, generation)
+        if not parent.poll(_START_TIMEOUT):
+            worker.kill()
+            worker.release()
+            raise WorkerDied(f"device {self._state.ordinal}: the worker process did not start "
+                             f"within {_START_TIMEOUT:.0f} s")
+        try:
+            first = parent.recv()[0]
+        except (EOFError, OSError) as exc:
+            worker.kill()
+            worker.release()
+            raise WorkerDied(f"device {self._state.ordinal}: the worker process exited while "
+                             f"starting (exit code {process.exitcode})") from exc
+        if first[0] == "failed":
+            worker.kill()
+            worker.release()
+            raise first[1]
+        worker.props, worker.kind = first[1], first[2]
+        worker.reader = threading.Thread(target=self._read, args=(worker,), daemon=True,
+                                         name=f"gpumsg-reader-{self._state.ordinal}")
+        worker.reader.start()
+        return worker
+
+    def _send(self, worker: _Worker, items: list) -> None:
+        """Send ``(seq, message)`` items (the caller holds the lock)."""
+        try:
+            worker.conn.send(items)
+        except (OSError, ValueError):
+            return  # the worker is gone: its reader notices; these are replayed
+        worker.sent.extend(seq for seq, _ in items)
+
+    def _read(self, worker: _Worker) -> None:
+        conn = worker.conn
+        while True:
+            try:
+                batch = conn.recv()
+            except (EOFError, OSError):
+                break
+            for item in batch:
+                tag = item[0]
+                if tag == "r":
+                    with self._lock:
+                        entry = self._pending.pop(item[1], None)
+                    if entry is not None and entry[1] is not None:
+                        if item[2]:
+                            entry[1].set_result(item[3])
+                        else:
+                            entry[1].set_exception(item[3])
+                elif tag == "poisoned":
+                    self._fault(worker, "poisoned", item[1])
+                elif tag == "bye":
+                    worker.said_bye = True
+        if not worker.said_bye:
+            self._fault(worker, "died", None)
+
+    def _watch(self) -> None:
+        """The watchdog: the oldest started, unanswered message may not stay so for longer
+        than the limit."""
+        limit = self.watchdog
+        assert limit is not None
+        watched, since = None, 0.0
+        while not self._closing and not self._gave_up:
+            time.sleep(min(limit / 4, 0.25))
+            with self._lock:
+                worker = self._worker
+                if worker is None:
+                    watched = None
+                    continue
+                started = worker.started()
+                oldest = None
+                while worker.first_open < min(started, len(worker.sent)):
+                    seq = worker.sent[worker.first_open]
+                    if seq in self._pending:
+                        oldest = seq
+                        break
+                    worker.first_open += 1
+            now = time.monotonic()
+            if oldest != watched:
+                watched, since = oldest, now
+            elif oldest is not None and now - since > limit:
+                self._fault(worker, "timeout", None)
+                watched = None
+
+    # -- recovery ----------------------------------------------------------------------------------
+    def _fault(self, worker: _Worker, kind: str, error: BaseException | None) -> None:
+        with self._lock:
+            if worker is not self._worker or self._closing:
+                return
+            self._worker = None  # from now on messages wait for the next worker
+            t0 = time.monotonic()
+        self._recovery = threading.Thread(target=self._recover, args=(worker, kind, error, t0),
+                                          daemon=True, name="gpumsg-recovery")
+        self._recovery.start()
+
+    def _recover(self, worker: _Worker, kind: str, error: BaseException | None,
+                 t0: float) -> None:
+        worker.kill()
+        started = worker.started()
+        worker.release()
+        ordinal = self._state.ordinal
+        if kind == "poisoned":
+            err: GpuError = error  # type: ignore[assignment]
+        elif kind == "died":
+            err = WorkerDied(f"device {ordinal}: the worker process died (exit code "
+                             f"{worker.process.exitcode}) while this operation was in flight; "
+                             "a new worker replaces it")
+        else:
+            err = OperationTimeout(f"device {ordinal}: an operation ran past the watchdog limit "
+                                   f"of {self.watchdog} s; the worker was replaced")
+        in_flight = set(worker.sent[:started])
+        with self._lock:
+            failed = [self._pending.pop(seq) for seq in list(self._pending) if seq in in_flight]
+        for _msg, reply in failed:
+            if reply is not None:
+                reply.set_exception(err)
+        now = time.monotonic()
+        while self._restarts and now - self._restarts[0] > self.restart_window:
+            self._restarts.popleft()
+        if len(self._restarts) >= self.max_restarts:
+            self._give_up(f"its worker failed {len(self._restarts) + 1} times within "
+                          f"{self.restart_window:.0f} s (last: {err})")
+            return
+        self._restarts.append(now)
+        generation = self._state.bump()
+        try:
+            new = self._spawn(generation)
+        except BaseException as exc:  # noqa: BLE001
+            self._give_up(f"a new worker could not start: {exc}")
+            return
+        with self._lock:
+            if self._closing:
+                new.kill()
+                new.release()
+                return
+            items = [(next(self._seq), RegisterHostMemory(b.id, b.handle.name, b.nbytes))
+                     for b in self._pool.blocks()]
+            moved: dict[int, BufRef] = {}
+            for seq, entry in self._pending.items():
+                entry[0] = self._rebase_message(entry[0], generation, moved)
+                items.append((seq, entry[0]))
+            self._send(new, items)
+            self._worker = new
+            self.restart_times.append(time.monotonic() - t0)
+
+    def _rebase_message(self, msg: Any, generation: int, moved: dict[int, BufRef]) -> Any:
+        """A message that never started, for the new generation: an allocation that had not
+        happened happens there; later messages name the moved buffer."""
+        if type(msg) is Alloc:
+            ref = msg.out
+            if ref.generation == generation:
+                return msg
+            new = dataclasses.replace(ref, generation=generation)
+            moved[ref.id] = new
+            if self.rebase is not None:
+                self.rebase(new)
+            return Alloc(new)
+        if not moved:
+            return msg
+        changes = {}
+        for name in type(msg).__buffers__:
+            value = getattr(msg, name)
+            if type(value) is BufRef and value.id in moved:
+                changes[name] = moved[value.id]
+            elif isinstance(value, tuple) and any(
+                    type(v) is BufRef and v.id in moved for v in value):
+                changes[name] = tuple(moved.get(v.id, v) for v in value)
+        return dataclasses.replace(msg, **changes) if changes else msg
+
+    def _give_up(self, reason: str) -> None:
+        err = Unrecoverable(f"device {self._state.ordinal} is closed for good: {reason}")
+        self._gave_up = True
+        self._state.refuse(err)
+        with self._lock:
+            leftovers, self._pending = list(self._pending.values()), {}
+            self._worker = None
+        for _msg, reply in leftovers:
+            if reply is not None:
+                reply.set_exception(err)
+        self._state.drop_watchers(err)
+
+    # -- shared memory ---------------------------------------------------------------------------
+    def _register_block(self, block: Any) -> None:
+        self.submit(RegisterHostMemory(block.id, block.handle.name, block.nbytes), None)
+
+    def _unregister_block(self, block: Any) -> None:
+        if not self._closing and not self._gave_up:
+            self.submit(UnregisterHostMemory(block.id), None)

@@ -1,0 +1,100 @@
+"""Host memory shared between a client and its worker process.
+
+The client creates shared-memory segments (:class:`SharedHostPool`) and tells the worker about
+each one (``RegisterHostMemory``); the worker maps the segment and page-locks it
+(``cuMemHostRegister``), so copies between the client's segments and the device run at pinned
+bandwidth and the data is never pickled. After a worker is replaced, the client registers every
+live segment with the new one before anything else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from multiprocessing import shared_memory
+from typing import Any
+
+import numpy as np
+
+from ..memory.pinned import BlockPool, PinnedBlock
+
+__all__ = ["SharedHostPool", "Segment", "attach", "open_existing"]
+
+
+class SharedHostPool(BlockPool):
+    """Process isolation's host pool: blocks are shared-memory segments made by the client and
+    page-locked by the worker. ``register``/``unregister`` tell the worker (they post the
+    messages; FIFO order makes the worker see a block before any copy that uses it)."""
+
+    kind = "shm"
+
+    def __init__(self, register: Callable[[PinnedBlock], None],
+                 unregister: Callable[[PinnedBlock], None], cache_limit: int = 512 << 20,
+                 staging_limit: int = 256 << 20) -> None:
+        super().__init__(cache_limit, staging_limit)
+        self._register = register
+        self._unregister = unregister
+
+    def _create(self, size: int) -> tuple[int, np.ndarray | None, Any]:
+        seg = shared_memory.SharedMemory(create=True, size=size)
+        view = np.frombuffer(seg.buf, np.uint8, size)
+        return view.ctypes.data, view, seg
+
+    def _destroy(self, block: PinnedBlock) -> None:
+        try:
+            self._unregister(block)
+        except Exception:  # noqa: BLE001 - the device is closed: nothing to tell
+            pass
+        seg = block.handle
+        block.bytes = None  # drop our view before closing the mapping
+        try:
+            seg.close()
+            seg.unlink()
+        except (BufferError, FileNotFoundError, OSError):
+            pass  # a view still exists (a dropped user array); the OS unmaps at exit
+
+    def grow(self, nbytes: int, staging: bool) -> PinnedBlock:
+        """A new segment of at least ``nbytes``, registered with the worker."""
+        block = self.allocate(nbytes, staging)
+        self._register(block)
+        return block
+
+
+class Segment:
+    """A client segment as the worker maps it."""
+
+    __slots__ = ("shm", "ptr", "nbytes", "_view")
+
+    def __init__(self, shm: shared_memory.SharedMemory, nbytes: int) -> None:
+        self.shm = shm
+        self._view = np.frombuffer(shm.buf, np.uint8, nbytes)
+        self.ptr = self._view.ctypes.data
+        self.nbytes = nbytes
+
+    def close(self, backend: Any = None) -> None:
+        """Unlock (when ``backend`` is given: the context still works) and unmap."""
+        try:
+            if backend is not None:
+                backend.host_unregister(self.ptr)
+        finally:
+            self._view = None
+            try:
+                self.shm.close()
+            except BufferError:
+                pass
+
+
+def open_existing(name: str) -> shared_memory.SharedMemory:
+    """Map a segment the client made; the client unlinks it. (A spawned worker shares its
+    client's resource tracker, where the segment is already registered, so attaching adds
+    nothing there; Python 3.13+ is told not to track it at all.)"""
+    try:
+        return shared_memory.SharedMemory(name=name, track=False)  # Python 3.13+
+    except TypeError:
+        return shared_memory.SharedMemory(name=name)
+
+
+def attach(backend: Any, name: str, nbytes: int) -> Segment:
+    """Map a client segment into this worker and page-lock it (on the device thread)."""
+    seg = Segment(open_existing(name), nbytes)
+    backend.host_register(seg.ptr, nbytes)
+    return seg

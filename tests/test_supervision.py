@@ -1,0 +1,185 @@
+"""Process isolation: a worker that is poisoned, dies or hangs is replaced; what was in flight
+fails with a typed error, what was queued is replayed, old buffers are stale, restarts are
+bounded, and many client threads never see a wrong value."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import gpumsg
+
+
+@pytest.fixture
+def pdev(backend: str):
+    d = gpumsg.open_device(0, backend=backend, isolation="process", allow_fault_injection=True,
+                           watchdog=2.0, max_restarts=5)
+    yield d
+    d.close(timeout=60)
+
+
+def round_trip(dev, rng, n: int = 500) -> bool:
+    x = rng.standard_normal(n)
+    return bool(np.array_equal(dev.copy_to_host(dev.to_device(x)).result(timeout=60), x))
+
+
+def test_process_device_works_like_a_thread_device(pdev, rng) -> None:
+    assert pdev.isolation == "process"
+    a_h = rng.standard_normal((48, 32)).astype(np.float32, order="F")
+    b_h = rng.standard_normal((32, 16)).astype(np.float32, order="F")
+    c = pdev.alloc((48, 16), np.float32)
+    pdev.sgemm(pdev.to_device(a_h), pdev.to_device(b_h), c, 48, 16, 32)
+    out = pdev.copy_to_host(c).result(timeout=60)
+    assert np.linalg.norm(out - a_h.astype(np.float64) @ b_h) / np.linalg.norm(out) < 1e-5
+    assert pdev.blas.dot(pdev.to_device(np.arange(4.0)), pdev.to_device(np.ones(4))).result(
+        timeout=60) == 6.0
+    load = pdev.stats().result(timeout=60)
+    assert load.generation == 0 and load.total_bytes > 0
+    # large copies go through shared-memory blocks the worker page-locked
+    big = rng.standard_normal(5_000_000)
+    assert np.array_equal(pdev.copy_to_host(pdev.to_device(big)).result(timeout=60), big)
+    pinned = pdev.alloc_pinned((1000,), np.float64).result()
+    pinned.array[:] = rng.standard_normal(1000)
+    buf = pdev.alloc((1000,), np.float64)
+    pdev.copy_from_host(buf, pinned.array).result(timeout=60)
+    assert np.array_equal(pdev.copy_to_host(buf).result(timeout=60), pinned.array)
+    with pytest.raises(gpumsg.InvalidMessage):
+        pdev.copy_from_host(buf, np.ones(3, np.float32))
+
+
+def test_illegal_address_is_survived(pdev, rng) -> None:
+    old = pdev.to_device(rng.standard_normal(100)).result(timeout=60)
+    watch = pdev.watch_generation()
+    fault = pdev.inject_fault("illegal_address")
+    with pytest.raises(gpumsg.ContextPoisoned) as info:
+        fault.result(timeout=60)
+    assert info.value.code == 700 and "replaced automatically" in str(info.value)
+    assert watch.result(timeout=60) == 1
+    assert pdev.generation == 1
+    assert old.is_stale()
+    with pytest.raises(gpumsg.GpuRefStale):
+        pdev.copy_to_host(old)
+    assert round_trip(pdev, rng)  # a fresh worker serves
+    assert pdev.stats().result(timeout=60).generation == 1
+
+
+def test_queued_messages_are_replayed_after_a_stall(pdev, rng) -> None:
+    stall = pdev.inject_fault("stall", seconds=30)  # the device thread is stuck
+    xs = [rng.standard_normal(200) for _ in range(5)]
+    bufs = [pdev.to_device(x) for x in xs]  # queued behind the stall, never started
+    outs = [pdev.copy_to_host(b) for b in bufs]
+    t0 = time.perf_counter()
+    with pytest.raises(gpumsg.OperationTimeout):
+        stall.result(timeout=60)
+    assert time.perf_counter() - t0 < 10  # the watchdog (2 s) caught it
+    for x, b, out in zip(xs, bufs, outs):
+        np.testing.assert_array_equal(out.result(timeout=60), x)
+        assert not b.result().is_stale()  # allocated by the new worker: current generation
+    assert pdev.generation == 1
+
+
+def test_hung_kernel_is_detected(pdev, rng) -> None:
+    hang = pdev.inject_fault("hang")  # spins for ever
+    behind = pdev.stats()  # started (answered at once) or queued: either way it completes
+    t0 = time.perf_counter()
+    with pytest.raises(gpumsg.OperationTimeout):
+        hang.result(timeout=60)
+    assert time.perf_counter() - t0 < 10
+    assert behind.result(timeout=60).total_bytes > 0
+    assert round_trip(pdev, rng)
+
+
+def test_dead_worker_is_replaced(pdev, rng) -> None:
+    gone = pdev.inject_fault("exit")
+    with pytest.raises(gpumsg.WorkerDied):
+        gone.result(timeout=60)
+    assert round_trip(pdev, rng)
+    pid = pdev._worker._worker.process.pid
+    import os
+    import signal
+
+    os.kill(pid, signal.SIGKILL)  # killed from outside
+    deadline = time.monotonic() + 60
+    while pdev.generation < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pdev.generation == 2
+    assert round_trip(pdev, rng)
+
+
+def test_restart_bound_closes_the_device(backend, rng) -> None:
+    dev = gpumsg.open_device(0, backend=backend, isolation="process", allow_fault_injection=True,
+                             max_restarts=2, restart_window=300)
+    try:
+        for _ in range(2):
+            with pytest.raises(gpumsg.WorkerDied):
+                dev.inject_fault("exit").result(timeout=60)
+            assert round_trip(dev, rng)
+        with pytest.raises((gpumsg.WorkerDied, gpumsg.Unrecoverable)):
+            dev.inject_fault("exit").result(timeout=60)
+        deadline = time.monotonic() + 60
+        while dev._state.accepting and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with pytest.raises(gpumsg.Unrecoverable, match="closed for good"):
+            dev.stats()
+    finally:
+        dev.close(timeout=30)
+
+
+def test_eight_threads_across_a_restart(pdev) -> None:
+    bad: list[str] = []
+    ok = [0]
+    stop = threading.Event()
+
+    def client() -> None:
+        rng = np.random.default_rng()
+        while not stop.is_set():
+            x = rng.standard_normal(int(rng.integers(10, 2000)))
+            try:
+                got = pdev.copy_to_host(pdev.to_device(x)).result(timeout=60)
+            except (gpumsg.ContextPoisoned, gpumsg.GpuRefStale, gpumsg.DependencyFailed):
+                continue  # a typed error: allowed across the restart
+            if not np.array_equal(got, x):
+                bad.append("wrong value")
+            else:
+                ok[0] += 1
+
+    threads = [threading.Thread(target=client) for _ in range(8)]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)
+    with pytest.raises(gpumsg.WorkerDied):
+        pdev.inject_fault("exit").result(timeout=60)
+    time.sleep(1.5)
+    stop.set()
+    for t in threads:
+        t.join(timeout=120)
+    assert not bad
+    assert ok[0] > 50
+    assert pdev.generation == 1
+
+
+def test_close_during_a_restart_does_not_hang(backend) -> None:
+    dev = gpumsg.open_device(0, backend=backend, isolation="process", allow_fault_injection=True)
+    f = dev.inject_fault("exit")
+    t0 = time.perf_counter()
+    dev.close(timeout=30)
+    assert time.perf_counter() - t0 < 45
+    assert f.done()
+    with pytest.raises(gpumsg.DeviceClosed):
+        dev.stats()
+
+
+def test_process_mode_refuses_what_it_cannot_do(backend) -> None:
+    with pytest.raises(gpumsg.InvalidMessage, match="trace"):
+        gpumsg.open_device(0, backend=backend, isolation="process",
+                           trace=gpumsg.RecordingTrace())
+    from gpumsg.backends.sim import SimBackend
+
+    with pytest.raises(gpumsg.InvalidMessage, match="backend name"):
+        gpumsg.open_device(0, backend=SimBackend(), isolation="process")
+    with gpumsg.open_device(0, backend=backend, isolation="process") as dev:
+        with pytest.raises(gpumsg.FaultInjectionDisabled):
+            dev.inject_fault("exit").result(timeout=60)
