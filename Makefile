@@ -26,7 +26,7 @@ bench: install
 	$(PY) benchmarks/run_all.py
 
 lint: install
-	$(PY) -m ruff check gpumsg tests benchmarks
+	$(PY) -m ruff check gpumsg tests benchmarks tools
 
 test-here:
 	PYTHONPATH=$(CURDIR) $(PYTHON) -m pytest -q

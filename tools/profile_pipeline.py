@@ -55,22 +55,29 @@ def raw_calls(dev: gpumsg.Device) -> None:
     pa, pb = ctypes.byref(one), ctypes.byref(zero)
     fn, hv = lib.cublasSgemm_v2, h.value
     sync = lambda: cu.cuStreamSynchronize(s)  # noqa: E731
-    say(f"raw cublasSgemm_v2 issue rate {rate_us(lambda: fn(hv, 0, 0, 64, 64, 64, pa, A, 64, B, 64, pb, C, 64), sync, 5000):7.2f} us/op")
+    r = rate_us(lambda: fn(hv, 0, 0, 64, 64, 64, pa, A, 64, B, 64, pb, C, 64), sync, 5000)
+    say(f"raw cublasSgemm_v2 issue rate {r:7.2f} us/op")
     gex = lib.cublasGemmEx
-    say(f"raw cublasGemmEx issue rate   {rate_us(lambda: gex(hv, 0, 0, 64, 64, 64, pa, A, 0, 64, B, 0, 64, pb, C, 0, 64, 68, -1), sync, 5000):7.2f} us/op")
+    r = rate_us(lambda: gex(hv, 0, 0, 64, 64, 64, pa, A, 0, 64, B, 0, 64, pb, C, 0, 64, 68, -1),
+                sync, 5000)
+    say(f"raw cublasGemmEx issue rate   {r:7.2f} us/op")
     mem = SimpleNamespace(allocate=lambda n, st: int(cu.cuMemAlloc(n)[1]),
                           deallocate=lambda p, n, st: cu.cuMemFree(p))
     fake = SimpleNamespace(memory=mem, compute=SimpleNamespace(obj=s), library=lambda n: None)
     lt = LtHandle(fake)
     lt.gemm(s, "f32", "default", "N", "N", 64, 64, 64, 1.0, A, 64, B, 64, 0.0, C, 64)
-    say(f"LtHandle.gemm issue rate      {rate_us(lambda: lt.gemm(s, 'f32', 'default', 'N', 'N', 64, 64, 64, 1.0, A, 64, B, 64, 0.0, C, 64), sync, 5000):7.2f} us/op")
+    r = rate_us(lambda: lt.gemm(s, "f32", "default", "N", "N", 64, 64, 64, 1.0, A, 64, B, 64,
+                                0.0, C, 64), sync, 5000)
+    say(f"LtHandle.gemm issue rate      {r:7.2f} us/op")
     plan = lt.cache.get(("f32", "default", "N", "N", 64, 64, 64, 64, 64, 64))
     alpha, beta = lt._scalars.get("f32", 1.0), lt._scalars.get("f32", 0.0)
     L = plan.layouts
     mm, lh, ws = lt.lib.cublasLtMatmul, lt.raw_handle, lt._ws
     algo = ctypes.byref(plan.algo)
     si = int(s)
-    say(f"raw cublasLtMatmul issue rate {rate_us(lambda: mm(lh, plan.desc, alpha, A, L[0], B, L[1], beta, C, L[2], C, L[3], algo, ws, plan.workspace, si), sync, 5000):7.2f} us/op")
+    r = rate_us(lambda: mm(lh, plan.desc, alpha, A, L[0], B, L[1], beta, C, L[2], C, L[3], algo,
+                           ws, plan.workspace, si), sync, 5000)
+    say(f"raw cublasLtMatmul issue rate {r:7.2f} us/op")
     lt.close()
     lib.cublasDestroy_v2(hv)
 
@@ -80,7 +87,8 @@ def round_trips(dev: gpumsg.Device) -> None:
 
     rt, pipe = bench_overhead.bare_echo()
     say(f"bare echo round trip          {rt:7.2f} us   pipelined {pipe:6.2f} us")
-    say(f"SnapshotContext round trip    {median_us(lambda: dev.send(SnapshotContext()).result(), 3000):7.2f} us")
+    snap = median_us(lambda: dev.send(SnapshotContext()).result(), 3000)
+    say(f"SnapshotContext round trip    {snap:7.2f} us")
     say(f"Stats round trip              {median_us(lambda: dev.stats().result(), 3000):7.2f} us")
 
 
