@@ -59,9 +59,9 @@ def compare(ours: tuple[Callable[[], Any], Callable[[], Any]],
     runs alternate, so neither gets the cooler or the hotter GPU; medians of ``repeats``."""
     for issue, finish in (ours, theirs):
         t_end = time.perf_counter() + warmup_s
-        while time.perf_counter() < t_end:
+        while time.perf_counter() < t_end:  # waiting each time: never queue more than one
             issue()
-        finish()
+            finish()
     runs: tuple[list[float], list[float]] = ([], [])
     for _ in range(repeats):
         for (issue, finish), out in zip((ours, theirs), runs):

@@ -51,6 +51,7 @@ from .worker import DeviceWorker
 
 __all__ = ["Device", "open_device", "devices"]
 
+_STATS = Stats()
 _tokens = itertools.count(1)
 #: give the GIL away after posting, so a device thread waiting for it runs while this thread
 #: prepares its next message (performance experiment; see docs/performance.md)
@@ -361,7 +362,9 @@ class Device:
     # -- introspection ----------------------------------------------------------------------------
     def stats(self) -> Future:
         """Resolves to a :class:`~gpumsg.service.stats.DeviceLoad`."""
-        return self.send(Stats())
+        fut = GpuFuture()
+        self._post(_STATS, fut)  # messages are immutable: one Stats serves every call
+        return fut
 
     def synchronize(self) -> Future:
         """Resolves once everything sent before has completed."""

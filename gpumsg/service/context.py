@@ -318,12 +318,13 @@ class DeviceContext:
         self.pinned.enforce_cache_limit()
 
     def in_flight(self) -> int:
-        done = sum(s.watcher.completed for s in self.streams)
-        pending = sum(len(s.pending) for s in self.streams)
-        return self.issued + pending - done
+        s0, s1, s2 = self.streams
+        return (self.issued + len(s0.pending) + len(s1.pending) + len(s2.pending)
+                - self.completed())
 
     def completed(self) -> int:
-        return sum(s.watcher.completed for s in self.streams)
+        s0, s1, s2 = self.streams
+        return s0.watcher.completed + s1.watcher.completed + s2.watcher.completed
 
     # -- failure -----------------------------------------------------------------------------------
     def on_async_error(self, exc: CudaError, entries: list[Entry]) -> GpuError:
