@@ -59,6 +59,7 @@ __all__ = ["CublasHandle", "ScalarCache", "SPEC", "OP", "FILL", "SIDE", "DIAG", 
            "SCALE_CTYPE", "scale_type", "status_error"]
 
 OP = {"N": 0, "T": 1, "C": 2}  # cublasOperation_t
+WORKSPACE_BYTES = 32 << 20
 FILL = {"L": 0, "U": 1}  # cublasFillMode_t
 SIDE = {"L": 0, "R": 1}  # cublasSideMode_t
 DIAG = {"N": 0, "U": 1}  # cublasDiagType_t
@@ -204,6 +205,15 @@ class CublasHandle:
         self.raw_handle: int = h.value or 0
         self._bound_stream: Any = None
         self.scalar = ScalarCache().get
+        self._ctx = ctx
+        self._ws = 0
+        if ctx is not None:
+            # an explicit workspace from the device's pool, as torch gives cuBLAS: some kernel
+            # choices (split-K) depend on having one
+            self._ws = ctx.memory.allocate(WORKSPACE_BYTES, ctx.compute.obj)
+            self._check(self.lib.cublasSetWorkspace_v2(self.raw_handle, self._ws,
+                                                        WORKSPACE_BYTES),
+                        "cublasSetWorkspace_v2")
 
     # -- plumbing ----------------------------------------------------------------------------------
     def _check(self, status: int, function: str) -> None:
@@ -357,6 +367,9 @@ class CublasHandle:
         if self.raw_handle:
             self.lib.cublasDestroy_v2(self.raw_handle)
             self.raw_handle = 0
+        if self._ws:
+            self._ctx.memory.deallocate(self._ws, WORKSPACE_BYTES, self._ctx.compute.obj)
+            self._ws = 0
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from ..dtypes import CUDA_DATA_TYPE
 from ..errors import LibraryError
 from ..messages.blaslt import EPILOGUES, BlasLtCacheInfo, Matmul
 from ..service.dispatch import COMPUTE, handles
-from .cublas import COMPUTE_TYPE, OP, ScalarCache, scale_type, status_error
+from .cublas import COMPUTE_TYPE, OP, WORKSPACE_BYTES, ScalarCache, scale_type, status_error
 from .loader import (
     Fn,
     LibrarySpec,
@@ -45,7 +45,6 @@ _AUX_POINTER, _AUX_LD = 11, 12
 _SCALE_POINTERS = (17, 18, 19, 20)  # A, B, C, D
 _BIAS_DATA_TYPE = 26
 _PREF_MAX_WORKSPACE = 1
-WORKSPACE_BYTES = 32 << 20
 
 
 class _HeuristicResult(ctypes.Structure):

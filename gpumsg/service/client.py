@@ -83,7 +83,8 @@ class Device:
                  trace: KernelTrace | None = None, allow_fault_injection: bool = False,
                  pinned_staging_limit: int = 256 << 20,
                  shutdown_timeout: float | None = 60.0, watchdog: float | None = None,
-                 max_restarts: int = 3, restart_window: float = 60.0) -> None:
+                 max_restarts: int = 3, restart_window: float = 60.0,
+                 standby: bool = True) -> None:
         if isinstance(ordinal, bool) or not isinstance(ordinal, int) or ordinal < 0:
             raise InvalidMessage(f"ordinal must be a non-negative int, got {ordinal!r}",
                                  field="ordinal")
@@ -114,7 +115,7 @@ class Device:
             self._worker = ProcessWorker(backend, self._state, memory, trace,
                                          allow_fault_injection, shutdown_timeout,
                                          pinned_staging_limit, watchdog, max_restarts,
-                                         restart_window)
+                                         restart_window, standby)
             self.backend = self._worker.kind
             self._live = weakref.WeakValueDictionary()
             self._worker.rebase = self._rebase_buffer
@@ -454,7 +455,8 @@ def open_device(ordinal: int = 0, backend: str | Backend = "auto", isolation: st
     ``"thread"`` (the device thread runs in this process) or ``"process"`` (in a supervised
     worker process that is replaced after a fatal error: a poisoned context, a dead worker, an
     operation past ``watchdog`` seconds; at most ``max_restarts`` within ``restart_window``
-    seconds). ``memory``: ``"pool"``, ``"direct"``, a :class:`~gpumsg.memory.config.MemoryConfig`
+    seconds; with ``standby`` a spare worker is kept ready so that recovery is immediate).
+    ``memory``: ``"pool"``, ``"direct"``, a :class:`~gpumsg.memory.config.MemoryConfig`
     or (thread isolation) a factory. ``trace``: a KernelTrace (thread isolation).
     """
     return Device(ordinal, backend, isolation, memory, trace, allow_fault_injection, **options)

@@ -14,6 +14,10 @@ segments are registered with it, and every message that was queued but never sta
 again in order. A buffer whose ``Alloc`` had not started yet belongs to the new generation: its
 allocation is among the replayed messages. More than ``max_restarts`` restarts within
 ``restart_window`` seconds close the device for good (``Unrecoverable``).
+
+With ``standby=True`` (the default) a spare worker, started and initialized for the next
+generation ahead of time, takes over at once: recovery does not wait for a new Python process
+and CUDA context (about a second). The spare holds a CUDA context of its own meanwhile.
 """
 
 from __future__ import annotations
@@ -93,7 +97,8 @@ class ProcessWorker:
     def __init__(self, backend: Any, state: Any, memory: Any, trace: Any,
                  allow_fault_injection: bool, shutdown_timeout: float | None,
                  pinned_staging_limit: int, watchdog: float | None = None,
-                 max_restarts: int = 3, restart_window: float = 60.0) -> None:
+                 max_restarts: int = 3, restart_window: float = 60.0,
+                 standby: bool = True) -> None:
         if trace is not None:
             raise InvalidMessage("trace hooks run on the device's own threads, which with "
                                  "isolation='process' live in another process; trace with "
@@ -127,6 +132,11 @@ class ProcessWorker:
         self._worker: _Worker | None = self._spawn(state.generation)
         self.props = self._worker.props
         self.kind = self._worker.kind
+        self.standby = standby
+        self._spare: _Worker | None = None
+        self._spare_thread: threading.Thread | None = None
+        if standby:
+            self._start_spare(state.generation + 1)
         if watchdog is not None:
             threading.Thread(target=self._watch, name=f"gpumsg-watchdog-{state.ordinal}",
                              daemon=True).start()
@@ -161,6 +171,7 @@ class ProcessWorker:
         deadline = None if timeout is None else time.monotonic() + timeout
         if self._recovery is not None:
             self._recovery.join(timeout)
+        self._drop_spare()
         worker = self._worker
         clean = True
         if worker is not None:
@@ -214,6 +225,47 @@ class ProcessWorker:
                                          name=f"gpumsg-reader-{self._state.ordinal}")
         worker.reader.start()
         return worker
+
+    def _start_spare(self, generation: int) -> None:
+        """Start a standby worker for ``generation`` in the background."""
+        def run() -> None:
+            try:
+                spare = self._spawn(generation)
+            except BaseException:  # noqa: BLE001 - recovery spawns one itself then
+                return
+            with self._lock:
+                if self._closing or self._gave_up:
+                    stale = spare
+                else:
+                    self._spare, stale = spare, None
+            if stale is not None:
+                stale.kill()
+                stale.release()
+
+        self._spare_thread = threading.Thread(target=run, daemon=True, name="gpumsg-standby")
+        self._spare_thread.start()
+
+    def _take_spare(self, generation: int) -> _Worker | None:
+        """The standby worker, if it was made for ``generation`` (waits for one starting)."""
+        if self._spare_thread is not None:
+            self._spare_thread.join(_START_TIMEOUT)
+        with self._lock:
+            spare, self._spare = self._spare, None
+        if spare is not None and (spare.generation != generation or
+                                  not spare.process.is_alive()):
+            spare.kill()
+            spare.release()
+            spare = None
+        return spare
+
+    def _drop_spare(self) -> None:
+        if self._spare_thread is not None:
+            self._spare_thread.join(_START_TIMEOUT)
+        with self._lock:
+            spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.kill()
+            spare.release()
 
     def _send(self, worker: _Worker, items: list) -> None:
         """Send ``(seq, message)`` items (the caller holds the lock)."""
@@ -315,12 +367,15 @@ class ProcessWorker:
                           f"{self.restart_window:.0f} s (last: {err})")
             return
         self._restarts.append(now)
-        generation = self._state.bump()
-        try:
-            new = self._spawn(generation)
-        except BaseException as exc:  # noqa: BLE001
-            self._give_up(f"a new worker could not start: {exc}")
-            return
+        generation = self._state.generation + 1
+        new = self._take_spare(generation) if self.standby else None
+        self._state.bump(generation)
+        if new is None:
+            try:
+                new = self._spawn(generation)
+            except BaseException as exc:  # noqa: BLE001
+                self._give_up(f"a new worker could not start: {exc}")
+                return
         with self._lock:
             if self._closing:
                 new.kill()
@@ -335,6 +390,8 @@ class ProcessWorker:
             self._send(new, items)
             self._worker = new
             self.restart_times.append(time.monotonic() - t0)
+        if self.standby:
+            self._start_spare(generation + 1)
 
     def _rebase_message(self, msg: Any, generation: int, moved: dict[int, BufRef]) -> Any:
         """A message that never started, for the new generation: an allocation that had not
@@ -363,6 +420,7 @@ class ProcessWorker:
     def _give_up(self, reason: str) -> None:
         err = Unrecoverable(f"device {self._state.ordinal} is closed for good: {reason}")
         self._gave_up = True
+        self._drop_spare()
         self._state.refuse(err)
         with self._lock:
             leftovers, self._pending = list(self._pending.values()), {}
