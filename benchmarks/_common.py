@@ -52,16 +52,31 @@ def rate_us(issue: Callable[[], Any], finish: Callable[[], Any], n: int, repeats
 
 
 def compare(ours: tuple[Callable[[], Any], Callable[[], Any]],
-            theirs: tuple[Callable[[], Any], Callable[[], Any]], n: int, repeats: int = 5,
-            warmup_s: float = 0.3) -> tuple[float, float]:
-    """Seconds per operation of two (issue, finish) pairs, each run ``n`` pipelined operations
-    at a time. Both are warmed up for ``warmup_s`` first (clocks ramp up under load), then their
-    runs alternate, so neither gets the cooler or the hotter GPU; medians of ``repeats``."""
+            theirs: tuple[Callable[[], Any], Callable[[], Any]], n: int | None = None,
+            repeats: int = 5, warmup_s: float = 0.3, min_run_s: float = 0.03
+            ) -> tuple[float, float]:
+    """Seconds per operation of two (issue, finish) pairs in steady state, each run ``n``
+    pipelined operations at a time.
+
+    Both are warmed up for ``warmup_s`` first (clocks ramp up under load), then their runs
+    alternate, so neither gets the cooler or the hotter GPU; medians of ``repeats``. With
+    ``n=None`` a run is made long enough (``min_run_s`` of the peer's work) that the fixed cost of
+    filling and draining the pipeline (gpumsg: about half a millisecond, measured by the round
+    trip rows) does not pass for a lower throughput.
+    """
     for issue, finish in (ours, theirs):
         t_end = time.perf_counter() + warmup_s
         while time.perf_counter() < t_end:  # waiting each time: never queue more than one
             issue()
             finish()
+    if n is None:
+        issue, finish = theirs
+        t0 = time.perf_counter()
+        for _ in range(5):
+            issue()
+        finish()
+        per_op = (time.perf_counter() - t0) / 5
+        n = max(10, min(2000, int(min_run_s / per_op) + 1))
     runs: tuple[list[float], list[float]] = ([], [])
     for _ in range(repeats):
         for (issue, finish), out in zip((ours, theirs), runs):

@@ -120,7 +120,7 @@ def big(dev: gpumsg.Device, torch: object) -> None:
     for name in ("tf32", "fp16", "bf16"):
         for engine in ("lt", "gemmex"):
             cublas_mod.GEMM_ENGINE = engine
-            row = bench_blas.gemm_case(dev, torch, name, 4096, 20)
+            row = bench_blas.gemm_case(dev, torch, name, 4096)
             say(f"GEMM 4096 {name} engine={engine}: {row['gpumsg']:.1f} vs torch "
                 f"{row['torch']:.1f} TFLOP/s (ratio {row['ratio']:.3f})")
     cublas_mod.GEMM_ENGINE = "auto"
