@@ -462,57 +462,43 @@ class Dot(Message):
 
 
 @message(buffers=("x",))
-class Nrm2(Message):
+class _VectorReduction(Message):
+    """A level-1 reduction of one strided vector: the fields and checks Nrm2, Asum, Iamax
+    and Iamin share."""
+
+    x: BufRef
+    n: int | None = None
+    incx: int = 1
+
+    def __post_init__(self) -> None:
+        _level1(self, ("x",))
+
+
+@message(buffers=("x",))
+class Nrm2(_VectorReduction):
     """Replies with the Euclidean norm of x (a float)."""
 
-    x: BufRef
-    n: int | None = None
-    incx: int = 1
-
-    def __post_init__(self) -> None:
-        _level1(self, ("x",))
-
 
 @message(buffers=("x",))
-class Asum(Message):
+class Asum(_VectorReduction):
     """Replies with sum(|re x| + |im x|) (a float)."""
 
-    x: BufRef
-    n: int | None = None
-    incx: int = 1
-
-    def __post_init__(self) -> None:
-        _level1(self, ("x",))
-
 
 @message(buffers=("x",))
-class Iamax(Message):
+class Iamax(_VectorReduction):
     """Replies with the **0-based** index (of the n strided elements) of the first element of
     largest |re| + |im| (cuBLAS itself counts from 1)."""
 
-    x: BufRef
-    n: int | None = None
-    incx: int = 1
-
-    def __post_init__(self) -> None:
-        _level1(self, ("x",))
-
 
 @message(buffers=("x",))
-class Iamin(Message):
+class Iamin(_VectorReduction):
     """Replies with the **0-based** index of the first element of smallest |re| + |im|."""
-
-    x: BufRef
-    n: int | None = None
-    incx: int = 1
-
-    def __post_init__(self) -> None:
-        _level1(self, ("x",))
 
 
 @message(buffers=("x", "y"), writes=("y",))
-class Copy(Message):
-    """y = x (strided)."""
+class _VectorPair(Message):
+    """Two strided vectors of one length that must not overlap: the fields and checks Copy and
+    Swap share."""
 
     x: BufRef
     y: BufRef
@@ -523,21 +509,16 @@ class Copy(Message):
     def __post_init__(self) -> None:
         _level1(self, ("x", "y"))
         _no_alias(self, "y", "x")
+
+
+@message(buffers=("x", "y"), writes=("y",))
+class Copy(_VectorPair):
+    """y = x (strided)."""
 
 
 @message(buffers=("x", "y"), writes=("x", "y"))
-class Swap(Message):
+class Swap(_VectorPair):
     """Exchange x and y."""
-
-    x: BufRef
-    y: BufRef
-    n: int | None = None
-    incx: int = 1
-    incy: int = 1
-
-    def __post_init__(self) -> None:
-        _level1(self, ("x", "y"))
-        _no_alias(self, "y", "x")
 
 
 @message(buffers=("x", "y"), writes=("x", "y"))

@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import InvalidMessage
 from ..messages import blas as msgs
 from ..messages.blaslt import BlasLtCacheInfo, Matmul
-from .buffers import BufferFuture, GpuBuffer
+from .buffers import BufferFuture, buffer_after
 
 if TYPE_CHECKING:
     from .client import Device
@@ -108,7 +108,7 @@ class Blas:
             done = self.gemm_strided_batched(
                 b, a, out, N, M, K, batch, K * N if batch_b else 0, M * K if batch_a else 0,
                 M * N, lda=N, ldb=K, ldc=N, compute=compute)
-        return _after(done, out.buffer if isinstance(out, BufferFuture) else out)
+        return buffer_after(done, out.buffer if isinstance(out, BufferFuture) else out)
 
     # -- level 1
     def axpy(self, x: Any, y: Any, alpha: Any = 1.0, n: int | None = None, incx: int = 1,
@@ -218,17 +218,3 @@ class Blas:
         """Resolves to the cuBLASLt plan cache's counters: hits, misses, size, capacity."""
         return self._send(BlasLtCacheInfo())
 
-
-def _after(done: Future, buffer: GpuBuffer) -> BufferFuture:
-    """A future of ``buffer`` that resolves once ``done`` (the operation writing it) has."""
-    out = BufferFuture(buffer)
-
-    def finish(f: Future) -> None:
-        exc = f.exception()
-        if exc is not None:
-            out.set_exception(exc)
-        else:
-            out.set_result(buffer)
-
-    done.add_done_callback(finish)
-    return out

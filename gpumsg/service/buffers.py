@@ -17,7 +17,7 @@ from ..messages.base import BufRef, HostRef
 if TYPE_CHECKING:
     from .client import Device
 
-__all__ = ["GpuFuture", "BufferFuture", "GpuBuffer", "PinnedHostBuffer", "gather"]
+__all__ = ["GpuFuture", "BufferFuture", "GpuBuffer", "PinnedHostBuffer", "buffer_after", "gather"]
 
 
 class GpuFuture(Future):
@@ -46,6 +46,22 @@ class BufferFuture(GpuFuture):
             self.buffer._ptr = result
             result = self.buffer
         super().set_result(result)
+
+
+def buffer_after(done: Future, buffer: GpuBuffer) -> BufferFuture:
+    """A future of ``buffer`` that resolves once ``done`` (the operation writing it) has, or
+    fails with its exception."""
+    out = BufferFuture(buffer)
+
+    def finish(f: Future) -> None:
+        exc = f.exception()
+        if exc is not None:
+            out.set_exception(exc)
+        else:
+            out.set_result(buffer)
+
+    done.add_done_callback(finish)
+    return out
 
 
 class PointerSink:

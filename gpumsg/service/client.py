@@ -43,7 +43,14 @@ from ..messages.device import (
     WatchGeneration,
 )
 from .blas_client import Blas
-from .buffers import BufferFuture, GpuBuffer, GpuFuture, PinnedHostBuffer, PointerSink
+from .buffers import (
+    BufferFuture,
+    GpuBuffer,
+    GpuFuture,
+    PinnedHostBuffer,
+    PointerSink,
+    buffer_after,
+)
 from .staging import HostStaging, ReleaseOnReply
 from .state import DeviceState
 from .trace import KernelTrace
@@ -252,17 +259,7 @@ class Device:
         buf = self._new_buffer(ref)
         self._post(Alloc(ref), PointerSink(buf))
         copied = self._staging.upload(ref, _flat_bytes(arr, order), 0)
-        out = BufferFuture(buf)
-
-        def done(f: Future) -> None:
-            exc = f.exception()
-            if exc is not None:
-                out.set_exception(exc)
-            else:
-                out.set_result(buf)
-
-        copied.add_done_callback(done)
-        return out
+        return buffer_after(copied, buf)
 
     def free(self, buffer: Any) -> Future:
         """Free a buffer (the same as ``buffer.free()``)."""

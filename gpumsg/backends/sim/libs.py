@@ -74,6 +74,12 @@ def tf32(x: np.ndarray) -> np.ndarray:
     return ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
 
 
+def blend(alpha: Any, prod: np.ndarray, beta: Any, old: np.ndarray) -> np.ndarray:
+    """alpha * prod + beta * old. With beta == 0 ``old`` is not read at all, as in cuBLAS: NaN
+    or garbage in an output that is only written must not leak into it."""
+    return alpha * prod if beta == 0 else alpha * prod + beta * old
+
+
 def _work_dtype(dtype: str) -> np.dtype:
     """The type arithmetic happens in: fp32 for the 16-bit and 8-bit floats."""
     return np.dtype(np.float32) if dtype in ("f16", "bf16", "e4m3", "e5m2") else dtype_of(dtype)
@@ -102,7 +108,7 @@ def gemm(sim: SimBackend, dtype: str, compute: str, transa: str, transb: str, m:
             else:
                 am, bm = tf32(am), tf32(bm)
         prod = am @ bm
-    out = alpha * prod if beta == 0 else alpha * prod + beta * cm.astype(work)
+    out = blend(alpha, prod, beta, cm.astype(work))
     cm[...] = out.astype(store)
 
 
@@ -248,7 +254,7 @@ class SimCublas:
         def run() -> None:
             yv = vector(sim, y, yn, incy, t)
             prod = op(matrix(sim, a, m, n, lda, t), trans) @ vector(sim, x, xn, incx, t)
-            yv[...] = (alpha * prod if beta == 0 else alpha * prod + beta * yv).astype(t)
+            yv[...] = blend(alpha, prod, beta, yv).astype(t)
 
         stream.put(run)
 
@@ -271,7 +277,7 @@ class SimCublas:
         def run() -> None:
             yv = vector(sim, y, n, incy, t)
             prod = symmetric(matrix(sim, a, n, n, lda, t), uplo) @ vector(sim, x, n, incx, t)
-            yv[...] = (alpha * prod if beta == 0 else alpha * prod + beta * yv).astype(t)
+            yv[...] = blend(alpha, prod, beta, yv).astype(t)
 
         stream.put(run)
 
@@ -312,7 +318,7 @@ class SimCublas:
         def run() -> None:
             am = op(matrix(sim, a, ar, ac, lda, t), trans)
             cm = matrix(sim, c, n, n, ldc, t)
-            full = alpha * am @ am.T if beta == 0 else alpha * am @ am.T + beta * cm
+            full = blend(alpha, am @ am.T, beta, cm)
             mask = np.tri(n, dtype=bool) if uplo == "L" else np.tri(n, dtype=bool).T
             cm[mask] = full.astype(t)[mask]
 
@@ -328,7 +334,7 @@ class SimCublas:
             bm = matrix(sim, b, m, n, ldb, t)
             cm = matrix(sim, c, m, n, ldc, t)
             prod = sa @ bm if side == "L" else bm @ sa
-            cm[...] = (alpha * prod if beta == 0 else alpha * prod + beta * cm).astype(t)
+            cm[...] = blend(alpha, prod, beta, cm).astype(t)
 
         stream.put(run)
 
