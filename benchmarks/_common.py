@@ -34,6 +34,12 @@ def median_us(fn: Callable[[], Any], n: int, warmup: int = 50) -> float:
     return statistics.median(samples) / 1e3
 
 
+def gbps(fn: Callable[[], Any], nbytes: int, reps: int, warmup: int = 2) -> float:
+    """Bandwidth in GB/s: ``nbytes`` over the median wall time of one ``fn()`` call (``fn``
+    returns when its copy is complete)."""
+    return nbytes / (median_us(fn, reps, warmup) * 1e-6) / 1e9
+
+
 def rate_us(issue: Callable[[], Any], finish: Callable[[], Any], n: int, repeats: int = 5,
             warmup: int = 200) -> float:
     """Median over ``repeats`` of (time to issue ``n`` operations and finish them) / n, in µs:

@@ -2,27 +2,13 @@
 
 from __future__ import annotations
 
-import statistics
-import time
-
 import numpy as np
-from _common import write_results
+from _common import gbps, write_results
 
 import gpumsg
 
 MiB = 1 << 20
 SIZES = (1, 4, 16, 64, 256, 512)
-
-
-def gbps(fn, nbytes: int, reps: int) -> float:
-    fn()
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return nbytes / statistics.median(times) / 1e9
 
 
 def measure(dev: gpumsg.Device, mib: int) -> list[dict]:

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 
 import numpy as np
-from _common import median_us, rate_us, write_results
+from _common import gbps, median_us, rate_us, write_results
 
 import gpumsg
 
@@ -78,20 +79,14 @@ def copies(isolation: str, mib: int) -> dict[str, float]:
         pin[:] = host
         out = np.empty(n, np.float32)
 
-        def gbps(fn) -> float:
-            fn()
-            times = []
-            for _ in range(7):
-                t0 = time.perf_counter()
-                fn()
-                times.append(time.perf_counter() - t0)
-            return nbytes / statistics.median(times) / 1e9
+        def rate(fn: Callable[[], object]) -> float:
+            return gbps(fn, nbytes, 7, warmup=1)
 
         res = {
-            "H2D pinned": gbps(lambda: dev.copy_from_host(buf, pin).result()),
-            "D2H pinned": gbps(lambda: dev.copy_to_host(buf, out=pin).result()),
-            "H2D pageable": gbps(lambda: dev.copy_from_host(buf, host).result()),
-            "D2H pageable": gbps(lambda: dev.copy_to_host(buf, out=out).result()),
+            "H2D pinned": rate(lambda: dev.copy_from_host(buf, pin).result()),
+            "D2H pinned": rate(lambda: dev.copy_to_host(buf, out=pin).result()),
+            "H2D pageable": rate(lambda: dev.copy_from_host(buf, host).result()),
+            "D2H pageable": rate(lambda: dev.copy_to_host(buf, out=out).result()),
         }
         assert np.array_equal(out, host) and np.array_equal(pin, host)
     finally:
