@@ -13,7 +13,16 @@ NumPy simulator otherwise::
         out = dev.copy_to_host(c).result()
 """
 
-from . import messages
+from . import libs, messages, supervision  # noqa: F401  (libraries and isolations register)
+from .client import (
+    BufferFuture,
+    Device,
+    GpuBuffer,
+    GpuFuture,
+    PinnedHostBuffer,
+    devices,
+    open_device,
+)
 from .dtypes import as_dtype, bfloat16, dtype_name
 from .errors import (
     ContextPoisoned,
@@ -32,8 +41,6 @@ from .errors import (
     WorkerDied,
 )
 from .memory import MemoryConfig
-from .service.buffers import BufferFuture, GpuBuffer, GpuFuture, PinnedHostBuffer
-from .service.client import Device, devices, open_device
 from .service.stats import DeviceLoad
 from .service.trace import KernelTrace, NvtxTrace, OpRecord, RecordingTrace
 

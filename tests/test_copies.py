@@ -8,8 +8,8 @@ import pytest
 from conftest import random_array
 
 import gpumsg
+from gpumsg.client.staging import CHUNK
 from gpumsg.dtypes import ALLOC_DTYPES
-from gpumsg.service.staging import CHUNK
 
 
 @pytest.mark.parametrize("order", ["C", "F"])

@@ -23,9 +23,9 @@ import numpy as np  # noqa: E402
 from _common import median_us, rate_us  # noqa: E402
 
 import gpumsg  # noqa: E402
-from gpumsg.libs import cublas as cublas_mod  # noqa: E402
+from gpumsg.client import device as client_mod  # noqa: E402
+from gpumsg.libs.cublas import handlers as cublas_mod  # noqa: E402
 from gpumsg.messages import SnapshotContext  # noqa: E402
-from gpumsg.service import client as client_mod  # noqa: E402
 
 lines: list[str] = []
 
@@ -38,7 +38,7 @@ def say(text: str) -> None:
 def raw_calls(dev: gpumsg.Device) -> None:
     from cuda.bindings import driver as cu
 
-    from gpumsg.libs.cublaslt import LtHandle
+    from gpumsg.libs.cublaslt.handle import LtHandle
     from gpumsg.libs.loader import load
 
     cu.cuCtxSetCurrent(cu.cuDevicePrimaryCtxRetain(cu.cuDeviceGet(0)[1])[1])

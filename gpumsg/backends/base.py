@@ -126,14 +126,6 @@ class Backend(abc.ABC):
     def memset(self, stream: Any, dst: int, value: int, count: int, width: int) -> None:
         """Set ``count`` elements of ``width`` bytes (1, 2 or 4) to ``value``."""
 
-    # -- libraries ---------------------------------------------------------------------------------
-    @abc.abstractmethod
-    def library(self, name: str, ctx: Any) -> Any:
-        """Create this device's handle object for a CUDA library (``"cublas"``, ...), bound to
-        the device thread (``ctx`` is its DeviceContext: memory for workspaces). The service
-        caches it and calls its ``close()`` at shutdown."""
-        ...
-
     # -- fault injection (tests) -------------------------------------------------------------------
     @abc.abstractmethod
     def inject_illegal_address(self, stream: Any) -> None: ...

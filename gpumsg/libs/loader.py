@@ -1,7 +1,8 @@
 """Finding and binding CUDA libraries.
 
-Each library module declares a :class:`LibrarySpec`: its cuda-pathfinder name, every C function
-it calls with ``argtypes``/``restype``, and how to read the library's version. :func:`load` finds
+Each library folder declares a :class:`LibrarySpec` in its ``bindings.py``: its cuda-pathfinder
+name, every C function it calls with ``argtypes``/``restype``, and how to read the library's
+version; the folder's ``__init__`` registers it with the library. :func:`load` finds
 the library with ``cuda.pathfinder.load_nvidia_dynamic_lib`` (NVIDIA wheels, conda, then the
 system loader: CUDA 12 and CUDA 13 installs alike), opens it with ``ctypes.CDLL`` (which releases
 the GIL during calls) and binds every function once per process. Nothing is loaded at import time.
@@ -17,7 +18,7 @@ from typing import Any
 
 from ..errors import GpuError
 
-__all__ = ["Fn", "LibrarySpec", "LoadedLibrary", "register", "load", "specs", "library_info",
+__all__ = ["Fn", "LibrarySpec", "LoadedLibrary", "load", "specs", "library_info",
            "LibraryNotFound"]
 
 
@@ -41,7 +42,6 @@ class LibrarySpec:
     name: str  # the cuda-pathfinder library name
     functions: tuple[Fn, ...]
     version: Callable[[LoadedLibrary], str]
-    module: str = ""  # the gpumsg module that binds it (for messages)
 
 
 class LoadedLibrary:
@@ -74,21 +74,17 @@ class LoadedLibrary:
         raise AttributeError(f"{self.spec.name} binding declares no function {name!r}")
 
 
-_SPECS: dict[str, LibrarySpec] = {}
 _LOADED: dict[str, LoadedLibrary] = {}
 _LOCK = threading.Lock()
 
 
-def register(spec: LibrarySpec) -> LibrarySpec:
-    _SPECS[spec.name] = spec
-    return spec
-
-
 def specs() -> dict[str, LibrarySpec]:
-    """Every library spec gpumsg declares (importing the library modules registers them)."""
-    from . import ALL_MODULES  # noqa: F401  (imports register the specs)
+    """Every binding table gpumsg declares, by library name (importing :mod:`gpumsg.libs`
+    registers the library folders)."""
+    from .. import libs  # noqa: F401
+    from ..service.registry import LIBRARIES
 
-    return dict(_SPECS)
+    return {spec.name: spec for lib in LIBRARIES.values() for spec in lib.specs}
 
 
 def find_path(name: str) -> str:

@@ -39,7 +39,7 @@ from ..memory.config import build_resource
 from ..memory.pinned import PinnedPool
 from ..messages.base import BufRef, HostRef
 from .completion import CompletionWatcher, Entry, fail_entries
-from .dispatch import COMPUTE, STREAM_INDEX
+from .registry import COMPUTE, STREAM_INDEX, library_handle
 from .stats import DeviceLoad
 from .trace import OpRecord
 
@@ -196,7 +196,7 @@ class DeviceContext:
         """This device's handle for a CUDA library, created on first use."""
         lib = self.libraries.get(name)
         if lib is None:
-            lib = self.backend.library(name, self)
+            lib = library_handle(name, self.backend.kind, self)
             self.libraries[name] = lib
         return lib
 

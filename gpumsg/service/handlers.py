@@ -21,18 +21,16 @@ from ..messages.device import (
     FreePinned,
     InjectFault,
     Memset,
-    RegisterHostMemory,
     SnapshotChildren,
     SnapshotContext,
     SnapshotStream,
     Stats,
     Synchronize,
     TrimMemory,
-    UnregisterHostMemory,
     WatchGeneration,
 )
 from .context import DeviceAllocation, DeviceContext
-from .dispatch import COMPUTE, D2H, H2D, STREAM_INDEX, handles
+from .registry import COMPUTE, D2H, H2D, STREAM_INDEX, handles
 
 __all__: list[str] = []
 
@@ -209,24 +207,6 @@ def _alloc_pinned(ctx: DeviceContext, msg: AllocPinned, reply: Any) -> None:
 def _free_pinned(ctx: DeviceContext, msg: FreePinned, reply: Any) -> None:
     # copies already sent may still read or write the block: answer behind them
     _after_streams(ctx, reply, (H2D, D2H))
-
-
-@handles(RegisterHostMemory)
-def _register_host(ctx: DeviceContext, msg: RegisterHostMemory, reply: Any) -> None:
-    if not ctx.in_worker_process:
-        raise InvalidMessage("RegisterHostMemory is for worker processes (isolation='process')")
-    from ..supervision.shm import attach
-
-    ctx.host_registry[msg.block] = attach(ctx.backend, msg.name, msg.nbytes)
-    ctx.reply_now(reply, None)
-
-
-@handles(UnregisterHostMemory)
-def _unregister_host(ctx: DeviceContext, msg: UnregisterHostMemory, reply: Any) -> None:
-    seg = ctx.host_registry.pop(msg.block, None)
-    if seg is not None:
-        seg.close(ctx.backend)
-    ctx.reply_now(reply, None)
 
 
 @handles(TrimMemory)

@@ -14,8 +14,9 @@ from queue import SimpleQueue
 from typing import Any
 
 from ..errors import CudaError, GpuError, InvalidMessage
+from . import handlers as _device_handlers  # noqa: F401  (registers the device messages)
 from .context import DeviceContext
-from .dispatch import dispatch_table
+from .registry import HANDLERS
 
 __all__ = ["DeviceWorker", "serve", "STOP", "MAX_BATCH"]
 
@@ -35,7 +36,7 @@ def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | No
     ``on_dispatch(reply)`` is called as each message starts (a worker process counts them for
     its supervisor). In a worker process the loop ends as soon as the context is poisoned: the
     supervisor replays, on a new worker, what was not started."""
-    dispatch = dispatch_table()
+    dispatch = HANDLERS  # filled at import time: the device messages and every library
     get, get_nowait, qsize = mailbox.get, mailbox.get_nowait, mailbox.qsize
     state = ctx.state
     stop = False
@@ -139,11 +140,10 @@ class DeviceWorker:
     def props(self) -> Any:
         return self.ctx.props  # type: ignore[union-attr]
 
-    def host_pool(self, device: Any) -> Any:
-        """The client's host pool: the device's own page-locked pool."""
-        from .staging import DevicePinnedPool
-
-        return DevicePinnedPool(device, self.ctx.pinned)  # type: ignore[union-attr]
+    @property
+    def pinned(self) -> Any:
+        """The device's page-locked host pool (the client stages copies through it)."""
+        return self.ctx.pinned  # type: ignore[union-attr]
 
     def submit(self, msg: Any, reply: Any) -> None:
         self.mailbox.put((msg, reply))

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import libs  # noqa: F401  (registers every library's handlers in this process)
 from ..backends import make_backend
 from ..service.context import DeviceContext
 from ..service.state import DeviceState

@@ -333,11 +333,6 @@ class CudaBackend(Backend):
             raise _fail(err, fn)
 
     # -- libraries ---------------------------------------------------------------------------------
-    def library(self, name: str, ctx: Any) -> Any:
-        from ...libs import CUDA_HANDLES
-
-        return CUDA_HANDLES[name](ctx)
-
     # -- fault injection ---------------------------------------------------------------------------
     def _fault_kernel(self, name: bytes) -> Any:
         if self._fault_module is None:

@@ -346,13 +346,3 @@ class SimBackend(Backend):
         dtype = {1: np.uint8, 2: np.uint16, 4: np.uint32}[width]
         if count:
             stream.put(lambda: self.view(dst, count * width).view(dtype).fill(value))
-
-    # -- libraries ---------------------------------------------------------------------------------
-    def library(self, name: str, ctx: Any) -> Any:
-        from .libs import SIM_LIBRARIES
-
-        try:
-            factory = SIM_LIBRARIES[name]
-        except KeyError:
-            raise CudaError(1, "CUDA_ERROR_INVALID_VALUE", f"simulated library {name!r}") from None
-        return factory(self)

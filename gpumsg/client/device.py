@@ -1,4 +1,5 @@
 """The client: :func:`open_device` and :class:`Device`, the synchronous API that returns futures.
+Everything here runs on the caller's threads.
 
 Every method checks its arguments and raises a typed error at the call site before anything is
 sent; it then posts one message (or a few, for staged copies) and returns a
@@ -22,6 +23,7 @@ import numpy as np
 from ..backends import Backend, make_backend
 from ..dtypes import as_dtype, dtype_name
 from ..errors import DeviceClosed, GpuRefStale, InvalidMessage, OutOfMemory
+from ..libs import namespaces
 from ..memory.config import MemorySpec
 from ..messages.base import MAX_NBYTES, BufRef, Message
 from ..messages.blas import Sgemm
@@ -42,7 +44,9 @@ from ..messages.device import (
     TrimMemory,
     WatchGeneration,
 )
-from .blas_client import Blas
+from ..service.state import DeviceState
+from ..service.trace import KernelTrace
+from ..service.worker import DeviceWorker
 from .buffers import (
     BufferFuture,
     GpuBuffer,
@@ -51,12 +55,9 @@ from .buffers import (
     PointerSink,
     buffer_after,
 )
-from .staging import HostStaging, ReleaseOnReply
-from .state import DeviceState
-from .trace import KernelTrace
-from .worker import DeviceWorker
+from .staging import DevicePinnedPool, HostStaging, ReleaseOnReply
 
-__all__ = ["Device", "open_device", "devices"]
+__all__ = ["Device", "open_device", "devices", "register_isolation"]
 
 _STATS = Stats()
 _tokens = itertools.count(1)
@@ -72,6 +73,19 @@ def _yield_gil() -> None:
 #: stale reference by a single lookup
 _buffer_ids = itertools.count(1)
 _open_devices: weakref.WeakSet[Device] = weakref.WeakSet()
+#: client namespace name -> class (``dev.blas``, ...), from the registered libraries
+_NAMESPACES = namespaces()
+#: isolation name -> factory of the worker a Device talks to (besides "thread"); the
+#: supervision package registers "process"
+_ISOLATIONS: dict[str, Any] = {}
+
+
+def register_isolation(name: str, factory: Any) -> None:
+    """Offer ``isolation=name``: ``factory(backend, state, memory, trace, allow_fault_injection,
+    shutdown_timeout, pinned_staging_limit, watchdog, max_restarts, restart_window, standby)``
+    returns a worker with ``submit``, ``stop``, ``join``, ``props``, ``kind`` and
+    ``host_pool(device)``."""
+    _ISOLATIONS[name] = factory
 
 
 def _flat_bytes(arr: np.ndarray, order: str) -> np.ndarray:
@@ -83,7 +97,11 @@ def _flat_bytes(arr: np.ndarray, order: str) -> np.ndarray:
 
 
 class Device:
-    """A client of one device service. Create it with :func:`open_device`."""
+    """A client of one device service. Create it with :func:`open_device`.
+
+    Besides the methods below, each registered library adds a namespace (``dev.blas``, ...)."""
+
+    blas: Any  # cuBLAS and cuBLASLt (gpumsg/libs/cublas, gpumsg/libs/cublaslt)
 
     def __init__(self, ordinal: int = 0, backend: str | Backend = "auto",
                  isolation: str = "thread", memory: MemorySpec = "pool",
@@ -95,9 +113,9 @@ class Device:
         if isinstance(ordinal, bool) or not isinstance(ordinal, int) or ordinal < 0:
             raise InvalidMessage(f"ordinal must be a non-negative int, got {ordinal!r}",
                                  field="ordinal")
-        if isolation not in ("thread", "process"):
-            raise InvalidMessage(f"isolation must be 'thread' or 'process', got {isolation!r}",
-                                 field="isolation")
+        if isolation != "thread" and isolation not in _ISOLATIONS:
+            raise InvalidMessage(f"isolation must be one of {['thread', *_ISOLATIONS]}, got "
+                                 f"{isolation!r}", field="isolation")
         if trace is not None and not isinstance(trace, KernelTrace):
             raise InvalidMessage("trace must be a KernelTrace", field="trace")
         self._state = DeviceState(ordinal, next(_tokens))
@@ -112,27 +130,27 @@ class Device:
                                              allow_fault_injection, shutdown_timeout,
                                              pinned_staging_limit)
             self.backend = be.kind
+            host_pool = DevicePinnedPool(self, self._worker.pinned)
         else:
             if isinstance(memory, str):
                 from ..memory.config import MemoryConfig
 
                 MemoryConfig(resource=memory)  # validate here, not in the worker
-            from ..supervision.client import ProcessWorker
-
-            self._worker = ProcessWorker(backend, self._state, memory, trace,
-                                         allow_fault_injection, shutdown_timeout,
-                                         pinned_staging_limit, watchdog, max_restarts,
-                                         restart_window, standby)
+            self._worker = _ISOLATIONS[isolation](
+                backend, self._state, memory, trace, allow_fault_injection, shutdown_timeout,
+                pinned_staging_limit, watchdog, max_restarts, restart_window, standby)
             self.backend = self._worker.kind
             self._live = weakref.WeakValueDictionary()
             self._worker.rebase = self._rebase_buffer
+            host_pool = self._worker.host_pool(self)
         self.props = self._worker.props
-        self._staging = HostStaging(self, self._worker.host_pool(self))
+        self._staging = HostStaging(self, host_pool)
         self._next_id = _buffer_ids.__next__
         self._submit = self._worker.submit
         self._stream_handle: int | None = None
-        #: the BLAS surface: ``dev.blas.gemm(...)``, ``dev.blas.dot(...)``, ...
-        self.blas = Blas(self)
+        # the library namespaces: ``dev.blas.gemm(...)``, ``dev.blas.dot(...)``, ...
+        for name, cls in _NAMESPACES.items():
+            setattr(self, name, cls(self))
         _open_devices.add(self)
 
     def _rebase_buffer(self, ref: BufRef) -> None:
@@ -218,6 +236,12 @@ class Device:
         return fut
 
     # -- buffers -----------------------------------------------------------------------------------
+    @staticmethod
+    def buffer_after(done: Future, buffer: Any) -> BufferFuture:
+        """A future of ``buffer`` (a GpuBuffer or its BufferFuture) that resolves to it once
+        ``done``, the operation writing it, has; or fails with ``done``'s error."""
+        return buffer_after(done, buffer.buffer if isinstance(buffer, BufferFuture) else buffer)
+
     def _mint(self, shape: Any, dtype: Any, order: str) -> BufRef:
         if order not in ("C", "F"):
             raise InvalidMessage(f"order must be 'C' or 'F', got {order!r}", field="order")

@@ -27,7 +27,7 @@ from ..messages.device import AllocPinned, CopyFromHost, CopyToHost
 from .buffers import GpuFuture, gather
 
 if TYPE_CHECKING:
-    from .client import Device
+    from .device import Device
 
 __all__ = ["HostStaging", "DevicePinnedPool", "ReleaseOnReply", "copy_bytes", "CHUNK"]
 

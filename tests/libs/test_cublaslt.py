@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import rel_err
+from harness import rel_err
 
 import gpumsg
 

@@ -8,17 +8,13 @@ import time
 
 import numpy as np
 import pytest
-from conftest import rel_err
-from test_blas_gemm import opnd, rand, scalars
+from harness import rel_err, tolerance, wide
+from test_cublas_gemm import opnd, rand, scalars
 
 import gpumsg
 
 DTYPES = ["f32", "f64", "c64", "c128"]
-TOL = {"f32": 2e-5, "c64": 2e-5, "f64": 1e-12, "c128": 1e-12}
-
-
-def wide(x: np.ndarray) -> np.ndarray:
-    return x.astype(np.complex128 if np.iscomplexobj(x) else np.float64)
+TOL = {d: tolerance(d) for d in DTYPES}
 
 
 # -- level 1 ------------------------------------------------------------------------------------

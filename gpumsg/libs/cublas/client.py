@@ -1,4 +1,4 @@
-"""``dev.blas``: the BLAS messages as methods that return futures.
+"""``dev.blas``: the cuBLAS messages as methods that return futures (caller's thread).
 
 Matrices are column-major with explicit leading dimensions (cuBLAS semantics), except
 :meth:`Blas.matmul`, which takes C-ordered buffers with NumPy's ``@`` semantics. Reductions
@@ -10,15 +10,11 @@ from __future__ import annotations
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from ..errors import InvalidMessage
-from ..messages import blas as msgs
-from ..messages.blaslt import BlasLtCacheInfo, Matmul
-from .buffers import BufferFuture, buffer_after
+from ...errors import InvalidMessage
+from ...messages import blas as msgs
 
 if TYPE_CHECKING:
-    from .client import Device
+    from ...client.device import Device
 
 __all__ = ["Blas"]
 
@@ -65,7 +61,7 @@ class Blas:
                                         tuple(map(_ref, c)), m, n, k, alpha, beta, transa,
                                         transb, lda, ldb, ldc, compute))
 
-    def matmul(self, a: Any, b: Any, out: Any = None, compute: str = "default") -> BufferFuture:
+    def matmul(self, a: Any, b: Any, out: Any = None, compute: str = "default") -> Future:
         """``a @ b`` for C-ordered 2-D or 3-D buffers with NumPy semantics: (M,K)@(K,N),
         (B,M,K)@(B,K,N), and a 2-D operand broadcast against a 3-D one. Resolves to ``out``
         (allocated C-ordered when None)."""
@@ -108,7 +104,7 @@ class Blas:
             done = self.gemm_strided_batched(
                 b, a, out, N, M, K, batch, K * N if batch_b else 0, M * K if batch_a else 0,
                 M * N, lda=N, ldb=K, ldc=N, compute=compute)
-        return buffer_after(done, out.buffer if isinstance(out, BufferFuture) else out)
+        return dev.buffer_after(done, out)
 
     # -- level 1
     def axpy(self, x: Any, y: Any, alpha: Any = 1.0, n: int | None = None, incx: int = 1,
@@ -193,28 +189,3 @@ class Blas:
              uplo: str = "L", trans: Any = "N", diag: str = "N", lda: int | None = None,
              ldb: int | None = None) -> Future:
         return self._send(msgs.Trsm(a, b, m, n, alpha, side, uplo, trans, diag, lda, ldb))
-
-    # -- cuBLASLt
-    def lt_matmul(self, a: Any, b: Any, d: Any, m: int, n: int, k: int, c: Any = None,
-                  alpha: float = 1.0, beta: float = 0.0, transa: Any = "N", transb: Any = "N",
-                  lda: int | None = None, ldb: int | None = None, ldc: int | None = None,
-                  ldd: int | None = None, epilogue: str = "none", bias: Any = None,
-                  aux: Any = None, aux_ld: int | None = None, compute: str = "default",
-                  scale_a: Any = None, scale_b: Any = None, scale_c: Any = None,
-                  scale_d: Any = None) -> Future:
-        """One cuBLASLt matmul (see :class:`~gpumsg.messages.blaslt.Matmul`). fp8 scales may be
-        Python floats: they are uploaded as f32 device scalars first."""
-        dev = self._dev
-        dev._check_open()
-        scales = []
-        for s in (scale_a, scale_b, scale_c, scale_d):
-            if isinstance(s, (int, float)) and not isinstance(s, bool):
-                s = dev.to_device(np.array([s], np.float32))
-            scales.append(s)
-        return self._send(Matmul(a, b, d, m, n, k, c, alpha, beta, transa, transb, lda, ldb,
-                                 ldc, ldd, epilogue, bias, aux, aux_ld, compute, *scales))
-
-    def lt_cache_info(self) -> Future:
-        """Resolves to the cuBLASLt plan cache's counters: hits, misses, size, capacity."""
-        return self._send(BlasLtCacheInfo())
-

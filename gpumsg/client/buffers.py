@@ -15,7 +15,7 @@ from ..memory.pinned import host_view
 from ..messages.base import BufRef, HostRef
 
 if TYPE_CHECKING:
-    from .client import Device
+    from .device import Device
 
 __all__ = ["GpuFuture", "BufferFuture", "GpuBuffer", "PinnedHostBuffer", "buffer_after", "gather"]
 

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import rel_err
+from harness import BadArg, check_bad_args, random_scalars, rel_err, tolerance
 
 import gpumsg
 
-# relative Frobenius error a correct product lands under, by operand precision
-TOL = {"f64": 1e-12, "c128": 1e-12, "f32": 2e-5, "c64": 2e-5, "f16": 5e-3, "bf16": 3e-2}
-TF32_TOL = 5e-3
+TOL = {d: tolerance(d) for d in ("f64", "c128", "f32", "c64", "f16", "bf16")}
+TF32_TOL = tolerance("tf32")
 REF = {"f64": np.float64, "f32": np.float64, "f16": np.float64, "bf16": np.float64,
        "c64": np.complex128, "c128": np.complex128}
+scalars = random_scalars
 
 
 def rand(rng, shape, dtype: str) -> np.ndarray:
@@ -24,12 +24,6 @@ def rand(rng, shape, dtype: str) -> np.ndarray:
     else:
         x = rng.standard_normal(shape)
     return np.asfortranarray(x.astype(gpumsg.as_dtype(dtype)))
-
-
-def scalars(rng, dtype: str) -> tuple:
-    if dtype in ("c64", "c128"):
-        return complex(rng.uniform(0.5, 1.5), rng.uniform(-1, 1)), complex(-0.5, 0.25)
-    return float(rng.uniform(0.5, 1.5)), float(rng.uniform(-1.0, -0.25))
 
 
 def opnd(x: np.ndarray, trans: str) -> np.ndarray:
@@ -157,25 +151,33 @@ def test_matmul_refuses_bad_shapes(dev) -> None:
         dev.blas.matmul(a, dev.alloc((5, 2), np.float64, order="C"))
 
 
-def test_gemm_argument_checks(dev) -> None:
-    a = dev.alloc((8, 8), np.float32)
-    with pytest.raises(gpumsg.InvalidMessage, match="share one dtype"):
-        dev.blas.gemm(a, dev.alloc((8, 8), np.float64), dev.alloc((8, 8), np.float32), 8, 8, 8)
-    with pytest.raises(gpumsg.InvalidMessage, match="alias"):
-        dev.blas.gemm(a, dev.alloc((8, 8)), a, 8, 8, 8)
-    with pytest.raises(gpumsg.InvalidMessage) as info:
-        dev.blas.gemm(a, dev.alloc((8, 8)), dev.alloc((8, 8)), 8, 8, 8, lda=4)
-    assert info.value.field == "lda"
-    with pytest.raises(gpumsg.InvalidMessage, match="complex|real"):
-        dev.blas.gemm(a, dev.alloc((8, 8)), dev.alloc((8, 8)), 8, 8, 8, alpha=1j)
-    with pytest.raises(gpumsg.InvalidMessage, match="overlap"):
-        dev.blas.gemm_strided_batched(dev.alloc((100,)), dev.alloc((100,)), dev.alloc((100,)),
-                                      4, 4, 4, 3, 16, 16, 8)
-    with pytest.raises(gpumsg.InvalidMessage, match="same length"):
-        dev.blas.gemm_batched([a], [dev.alloc((8, 8))], [dev.alloc((8, 8)), dev.alloc((8, 8))],
-                              8, 8, 8)
-    x = np.arange(5.0)
-    assert np.array_equal(dev.copy_to_host(dev.to_device(x)).result(), x)
+def _f32(dev, shape=(8, 8)):
+    return dev.alloc(shape, np.float32)
+
+
+BAD = [
+    BadArg("dtype mix", lambda d: d.blas.gemm(_f32(d), d.alloc((8, 8), np.float64), _f32(d),
+                                              8, 8, 8), match="share one dtype"),
+    BadArg("output aliases input", lambda d: (lambda a: d.blas.gemm(a, _f32(d), a, 8, 8, 8))(
+        _f32(d)), match="alias"),
+    BadArg("lda below m", lambda d: d.blas.gemm(_f32(d), _f32(d), _f32(d), 8, 8, 8, lda=4),
+           field="lda"),
+    BadArg("complex alpha on reals", lambda d: d.blas.gemm(_f32(d), _f32(d), _f32(d), 8, 8, 8,
+                                                           alpha=1j), match="complex|real"),
+    BadArg("strided batches overlap", lambda d: d.blas.gemm_strided_batched(
+        _f32(d, (100,)), _f32(d, (100,)), _f32(d, (100,)), 4, 4, 4, 3, 16, 16, 8),
+        match="overlap"),
+    BadArg("batched lists differ", lambda d: d.blas.gemm_batched(
+        [_f32(d)], [_f32(d)], [_f32(d), _f32(d)], 8, 8, 8), match="same length"),
+    BadArg("freed operand", lambda d: (lambda a: (a.free(), d.blas.gemm(a, _f32(d), _f32(d),
+                                                                         8, 8, 8)))(
+        _f32(d).result()), error=gpumsg.GpuRefStale),
+]
+
+
+@pytest.mark.parametrize("case", BAD, ids=str)
+def test_gemm_bad_arguments(dev, case: BadArg) -> None:
+    check_bad_args(dev, case)
 
 
 def test_heuristic_cache_fills_and_hits(dev, rng) -> None:

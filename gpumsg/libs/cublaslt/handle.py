@@ -1,88 +1,40 @@
-"""cuBLASLt: ctypes bindings, the plan cache, the per-device handle, and the message handlers.
+"""The cuBLASLt handle of one device (device thread), with its plan cache and workspace.
 
 Every matmul shape is planned once: descriptors, layouts and the heuristic's algorithm are kept
-in an LRU :class:`PlanCache` keyed by everything that changes the plan (dtypes, compute type,
-transposes, sizes, leading dimensions, epilogue, bias/aux types, which scales are set). Later
-calls with that key only set their pointers and call ``cublasLtMatmul``, which is also why
-``Gemm``/``Sgemm`` go through here: a cached plan costs far less host time per call than
-``cublasSgemm``'s own heuristics. The workspace comes from the device's memory pool.
+in an LRU :class:`~gpumsg.service.plans.PlanCache` keyed by everything that changes the plan
+(dtypes, compute type, transposes, sizes, leading dimensions, epilogue, bias/aux types, which
+scales are set). Later calls with that key only set their pointers and call ``cublasLtMatmul``,
+which is also why ``Gemm``/``Sgemm`` go through here: a cached plan costs far less host time per
+call than ``cublasSgemm``'s own heuristics. The workspace comes from the device's memory pool.
 """
 
 from __future__ import annotations
 
 import ctypes
 import dataclasses
-from collections import OrderedDict
-from collections.abc import Callable
 from typing import Any
 
-from ..dtypes import CUDA_DATA_TYPE
-from ..errors import LibraryError
-from ..messages.blaslt import EPILOGUES, BlasLtCacheInfo, Matmul
-from ..service.dispatch import COMPUTE, handles
-from .cublas import COMPUTE_TYPE, OP, WORKSPACE_BYTES, ScalarCache, scale_type, status_error
-from .loader import (
-    Fn,
-    LibrarySpec,
-    LoadedLibrary,
-    P,
-    c_int,
-    c_size_t,
-    c_void_p,
-    load,
-    register,
+from ...dtypes import CUDA_DATA_TYPE
+from ...errors import LibraryError
+from ...messages.blaslt import EPILOGUES
+from ...service.plans import PlanCache
+from ..cublas.bindings import COMPUTE_TYPE, OP, WORKSPACE_BYTES, scale_type
+from ..cublas.handle import ScalarCache, status_error
+from ..loader import c_int, c_void_p, load
+from .bindings import (
+    AUX_LD,
+    AUX_POINTER,
+    BIAS_DATA_TYPE,
+    BIAS_POINTER,
+    EPILOGUE,
+    PREF_MAX_WORKSPACE,
+    SCALE_POINTERS,
+    TRANSA,
+    TRANSB,
+    HeuristicResult,
 )
 
-__all__ = ["LtHandle", "PlanCache", "LtCall", "SPEC", "NoAlgorithm"]
-
-_H = c_void_p
-_u64 = ctypes.c_uint64
-_i64 = ctypes.c_int64
-
-# cublasLtMatmulDescAttributes_t
-_TRANSA, _TRANSB, _EPILOGUE, _BIAS_POINTER = 3, 4, 7, 8
-_AUX_POINTER, _AUX_LD = 11, 12
-_SCALE_POINTERS = (17, 18, 19, 20)  # A, B, C, D
-_BIAS_DATA_TYPE = 26
-_PREF_MAX_WORKSPACE = 1
-
-
-class _HeuristicResult(ctypes.Structure):
-    _fields_ = [("algo", ctypes.c_uint64 * 8), ("workspaceSize", ctypes.c_size_t),
-                ("state", ctypes.c_int), ("wavesCount", ctypes.c_float),
-                ("reserved", ctypes.c_int * 4)]
-
-
-SPEC = register(LibrarySpec(
-    name="cublasLt",
-    module=__name__,
-    functions=(
-        Fn("cublasLtCreate", c_int, (P(_H),)),
-        Fn("cublasLtDestroy", c_int, (_H,)),
-        Fn("cublasLtGetVersion", c_size_t, ()),
-        Fn("cublasLtMatmulDescCreate", c_int, (P(c_void_p), c_int, c_int)),
-        Fn("cublasLtMatmulDescDestroy", c_int, (c_void_p,)),
-        Fn("cublasLtMatmulDescSetAttribute", c_int, (c_void_p, c_int, c_void_p, c_size_t)),
-        Fn("cublasLtMatrixLayoutCreate", c_int, (P(c_void_p), c_int, _u64, _u64, _i64)),
-        Fn("cublasLtMatrixLayoutDestroy", c_int, (c_void_p,)),
-        Fn("cublasLtMatmulPreferenceCreate", c_int, (P(c_void_p),)),
-        Fn("cublasLtMatmulPreferenceDestroy", c_int, (c_void_p,)),
-        Fn("cublasLtMatmulPreferenceSetAttribute", c_int, (c_void_p, c_int, c_void_p,
-                                                           c_size_t)),
-        Fn("cublasLtMatmulAlgoGetHeuristic", c_int, (_H, c_void_p, c_void_p, c_void_p, c_void_p,
-                                                     c_void_p, c_void_p, c_int,
-                                                     P(_HeuristicResult), P(c_int))),
-        Fn("cublasLtMatmul", c_int, (_H, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p,
-                                     c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p,
-                                     P(_HeuristicResult), c_void_p, c_size_t, c_void_p)),
-    ),
-    version=lambda lib: _version(lib),
-))
-
-
-def _version(lib: LoadedLibrary) -> str:
-    v = lib.cublasLtGetVersion()
-    return f"{v // 10000}.{v // 100 % 100}.{v % 100}"
+__all__ = ["LtHandle", "LtCall", "NoAlgorithm"]
 
 
 class NoAlgorithm(LibraryError):
@@ -91,42 +43,6 @@ class NoAlgorithm(LibraryError):
     def __init__(self, detail: str) -> None:
         super().__init__("cublasLt", 15, "CUBLAS_STATUS_NOT_SUPPORTED",
                          f"cublasLtMatmulAlgoGetHeuristic ({detail})")
-
-
-class PlanCache:
-    """An LRU map from plan keys to plans that counts hits and misses; ``release`` is called
-    on every plan that leaves it."""
-
-    def __init__(self, capacity: int = 256, release: Callable[[Any], None] = lambda p: None
-                 ) -> None:
-        self.capacity = capacity
-        self._plans: OrderedDict[Any, Any] = OrderedDict()
-        self._release = release
-        self.hits = self.misses = self.evictions = 0
-
-    def get(self, key: Any) -> Any:
-        plan = self._plans.get(key)
-        if plan is None:
-            self.misses += 1
-            return None
-        self.hits += 1
-        self._plans.move_to_end(key)
-        return plan
-
-    def put(self, key: Any, plan: Any) -> None:
-        self._plans[key] = plan
-        while len(self._plans) > self.capacity:
-            _, old = self._plans.popitem(last=False)
-            self.evictions += 1
-            self._release(old)
-
-    def info(self) -> dict[str, int]:
-        return {"hits": self.hits, "misses": self.misses, "size": len(self._plans),
-                "capacity": self.capacity, "evictions": self.evictions}
-
-    def clear(self) -> None:
-        while self._plans:
-            self._release(self._plans.popitem()[1])
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -217,14 +133,14 @@ class LtHandle:
         d = desc.value
         layouts: list[int] = []
         try:
-            self._attr(d, _TRANSA, ctypes.c_int32(OP[call.transa]))
-            self._attr(d, _TRANSB, ctypes.c_int32(OP[call.transb]))
+            self._attr(d, TRANSA, ctypes.c_int32(OP[call.transa]))
+            self._attr(d, TRANSB, ctypes.c_int32(OP[call.transb]))
             if call.epilogue != "none":
-                self._attr(d, _EPILOGUE, ctypes.c_uint32(EPILOGUES[call.epilogue]))
+                self._attr(d, EPILOGUE, ctypes.c_uint32(EPILOGUES[call.epilogue]))
             if call.bias_type is not None:
-                self._attr(d, _BIAS_DATA_TYPE, ctypes.c_int32(CUDA_DATA_TYPE[call.bias_type]))
+                self._attr(d, BIAS_DATA_TYPE, ctypes.c_int32(CUDA_DATA_TYPE[call.bias_type]))
             if call.aux_ld is not None:
-                self._attr(d, _AUX_LD, ctypes.c_int64(call.aux_ld))
+                self._attr(d, AUX_LD, ctypes.c_int64(call.aux_ld))
             self._set_pointers(d, call)  # the heuristic looks at their alignment
             a_rows, a_cols = (call.m, call.k) if call.transa == "N" else (call.k, call.m)
             b_rows, b_cols = (call.k, call.n) if call.transb == "N" else (call.n, call.k)
@@ -238,9 +154,9 @@ class LtHandle:
             try:
                 ws = ctypes.c_uint64(WORKSPACE_BYTES)
                 self._check(lib.cublasLtMatmulPreferenceSetAttribute(
-                    pref, _PREF_MAX_WORKSPACE, ctypes.byref(ws), 8),
+                    pref, PREF_MAX_WORKSPACE, ctypes.byref(ws), 8),
                     "cublasLtMatmulPreferenceSetAttribute")
-                result = _HeuristicResult()
+                result = HeuristicResult()
                 count = c_int(0)
                 status = lib.cublasLtMatmulAlgoGetHeuristic(
                     self.raw_handle, d, *layouts, pref, 1, ctypes.byref(result),
@@ -260,10 +176,10 @@ class LtHandle:
 
     def _set_pointers(self, desc: int, call: LtCall) -> None:
         if call.bias:
-            self._attr(desc, _BIAS_POINTER, c_void_p(call.bias))
+            self._attr(desc, BIAS_POINTER, c_void_p(call.bias))
         if call.aux:
-            self._attr(desc, _AUX_POINTER, c_void_p(call.aux))
-        for attr, ptr in zip(_SCALE_POINTERS, call.scales):
+            self._attr(desc, AUX_POINTER, c_void_p(call.aux))
+        for attr, ptr in zip(SCALE_POINTERS, call.scales):
             if ptr:
                 self._attr(desc, attr, c_void_p(ptr))
 
@@ -330,49 +246,3 @@ class LtHandle:
         if self._ws:
             self._ctx.memory.deallocate(self._ws, WORKSPACE_BYTES, self._ctx.compute.obj)
             self._ws = 0
-
-
-# ---------------------------------------------------------------------------------------------
-# handlers
-
-
-@handles(Matmul)
-def _matmul(ctx: Any, msg: Matmul, reply: Any) -> None:
-    ep = msg.epilogue
-    bias_out = ep in ("drelu_bgrad", "dgelu_bgrad", "bgrada", "bgradb")
-    aux_out = ep in ("relu_aux", "relu_aux_bias", "gelu_aux", "gelu_aux_bias")
-    reads = [ctx.resolve(msg.a, "a"), ctx.resolve(msg.b, "b")]
-    writes = [ctx.resolve_out(msg.d, "d")]
-    c = ctx.resolve(msg.c, "c") if msg.c is not None and msg.beta != 0 else None
-    if c is not None:
-        reads.append(c)
-    bias = aux = None
-    if msg.bias is not None:
-        bias = ctx.resolve_out(msg.bias, "bias") if bias_out else ctx.resolve(msg.bias, "bias")
-        (writes if bias_out else reads).append(bias)
-    if msg.aux is not None:
-        aux = ctx.resolve_out(msg.aux, "aux") if aux_out else ctx.resolve(msg.aux, "aux")
-        (writes if aux_out else reads).append(aux)
-    scales = []
-    for name in ("scale_a", "scale_b", "scale_c", "scale_d"):
-        ref = getattr(msg, name)
-        if ref is None:
-            scales.append(0)
-        else:
-            alloc = ctx.resolve(ref, name)
-            reads.append(alloc)
-            scales.append(alloc.ptr)
-    d = writes[0]
-    call = LtCall(msg.a.dtype, msg.b.dtype, msg.c_dtype, msg.d.dtype, msg.compute, msg.transa,
-                  msg.transb, msg.m, msg.n, msg.k, msg.lda, msg.ldb, msg.ldc, msg.ldd, ep,
-                  msg.bias.dtype if msg.bias is not None else None,
-                  msg.aux_ld if msg.aux is not None else None, msg.alpha, msg.beta,
-                  reads[0].ptr, reads[1].ptr, c.ptr if c is not None else 0, d.ptr,
-                  bias.ptr if bias is not None else 0, aux.ptr if aux is not None else 0,
-                  tuple(scales))  # type: ignore[arg-type]
-    ctx.run(reply, COMPUTE, tuple(reads), tuple(writes), ctx.library("cublaslt").matmul, call)
-
-
-@handles(BlasLtCacheInfo)
-def _cache_info(ctx: Any, msg: BlasLtCacheInfo, reply: Any) -> None:
-    ctx.reply_now(reply, ctx.library("cublaslt").cache_info())

@@ -1,0 +1,19 @@
+"""cuBLAS: level 1, 2 and 3 BLAS and the GEMM family as messages.
+
+The folder holds everything of one library: ``bindings.py`` (the C functions as data),
+``handle.py`` (the per-device handle, device thread), ``handlers.py`` (message -> handle call,
+device thread), ``sim.py`` (the NumPy semantics of the simulator) and ``client.py`` (the
+``dev.blas`` methods, caller's thread). The messages live in :mod:`gpumsg.messages.blas`.
+"""
+
+from ...service.registry import register_library
+from . import handlers  # noqa: F401  (registers the message handlers)
+from .bindings import SPEC
+from .client import Blas
+from .handle import CublasHandle
+from .sim import SimCublas
+
+LIBRARY = register_library("cublas", cuda=CublasHandle, sim=SimCublas, namespace="blas",
+                           client=Blas, specs=(SPEC,))
+
+__all__ = ["LIBRARY", "SPEC", "Blas", "CublasHandle", "SimCublas"]

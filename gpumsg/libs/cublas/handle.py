@@ -1,0 +1,241 @@
+"""The cuBLAS handle of one device (device thread).
+
+Created on first use, destroyed when the device closes, bound to whichever device stream the
+current operation runs on. Host pointer mode for alpha/beta; reductions switch to device pointer
+mode so their result lands in device memory and is read back without blocking the device thread
+(see :mod:`gpumsg.service.scratch`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+from ...dtypes import CUDA_DATA_TYPE
+from ...errors import LibraryError
+from ..loader import LoadedLibrary, c_void_p, load
+from .bindings import (
+    C32,
+    C64,
+    COMPUTE_TYPE,
+    DIAG,
+    FILL,
+    GEMM_DEFAULT_ALGO,
+    LETTER,
+    OP,
+    POINTER_DEVICE,
+    POINTER_HOST,
+    SCALE_CTYPE,
+    SIDE,
+    WORKSPACE_BYTES,
+    scale_type,
+)
+
+__all__ = ["CublasHandle", "ScalarCache", "status_error"]
+
+
+class ScalarCache:
+    """Host scalars for alpha/beta, one ctypes object per distinct (type, value): in host pointer
+    mode the library reads them during the call, so they can be reused by every call."""
+
+    def __init__(self, limit: int = 256) -> None:
+        self._ptrs: dict[Any, Any] = {}
+        self._limit = limit
+
+    def get(self, dtype: str, value: Any) -> Any:
+        """A pointer to ``value`` in the scale type of ``dtype`` operands."""
+        key = (dtype, value)
+        ptr = self._ptrs.get(key)
+        if ptr is None:
+            if len(self._ptrs) > self._limit:
+                self._ptrs.clear()
+            ctype = SCALE_CTYPE[scale_type(dtype)]
+            if ctype in (C32, C64):
+                v = complex(value)
+                obj = ctype(v.real, v.imag)
+            else:
+                obj = ctype(value)
+            ptr = self._ptrs[key] = ctypes.pointer(obj)
+        return ptr
+
+
+def status_error(lib: LoadedLibrary, library: str, status: int, function: str) -> LibraryError:
+    name = lib.cublasGetStatusName(status)
+    return LibraryError(library, status, name.decode() if name else str(status), function)
+
+
+class CublasHandle:
+    """One cuBLAS handle of one device, used only from that device's thread."""
+
+    def __init__(self, ctx: Any = None, lib: LoadedLibrary | None = None) -> None:
+        self.lib = lib or load("cublas")
+        h = c_void_p()
+        self._check(self.lib.cublasCreate_v2(ctypes.byref(h)), "cublasCreate_v2")
+        self.raw_handle: int = h.value or 0
+        self._bound_stream: Any = None
+        self.scalar = ScalarCache().get
+        self._ctx = ctx
+        self._ws = 0
+        if ctx is not None:
+            # an explicit workspace from the device's pool, as torch gives cuBLAS: some kernel
+            # choices (split-K) depend on having one
+            self._ws = ctx.memory.allocate(WORKSPACE_BYTES, ctx.compute.obj)
+            self._check(self.lib.cublasSetWorkspace_v2(self.raw_handle, self._ws,
+                                                        WORKSPACE_BYTES),
+                        "cublasSetWorkspace_v2")
+
+    # -- plumbing ----------------------------------------------------------------------------------
+    def _check(self, status: int, function: str) -> None:
+        if status:
+            raise status_error(self.lib, "cublas", status, function)
+
+    def bind(self, stream: Any) -> None:
+        """Make the handle issue on ``stream`` (a backend stream object)."""
+        if stream is not self._bound_stream:
+            self._check(self.lib.cublasSetStream_v2(self.raw_handle, int(stream)),
+                        "cublasSetStream_v2")
+            self._bound_stream = stream
+
+    def _call(self, stream: Any, name: str, *args: Any) -> None:
+        if stream is not self._bound_stream:
+            self.bind(stream)
+        status = getattr(self.lib, name)(self.raw_handle, *args)
+        if status:
+            raise status_error(self.lib, "cublas", status, name)
+
+    def _reduce(self, stream: Any, name: str, *args: Any) -> None:
+        """A reduction in device pointer mode (its last argument is a device pointer)."""
+        lib, h = self.lib, self.raw_handle
+        self._check(lib.cublasSetPointerMode_v2(h, POINTER_DEVICE), "cublasSetPointerMode_v2")
+        try:
+            self._call(stream, name, *args)
+        finally:
+            lib.cublasSetPointerMode_v2(h, POINTER_HOST)
+
+    # -- GEMM family (the Ex forms cover every dtype) ------------------------------------------
+    def gemm(self, stream: Any, dtype: str, compute: str, transa: str, transb: str, m: int,
+             n: int, k: int, alpha: Any, a: int, lda: int, b: int, ldb: int, beta: Any, c: int,
+             ldc: int) -> None:
+        t = CUDA_DATA_TYPE[dtype]
+        self._call(stream, "cublasGemmEx", OP[transa], OP[transb], m, n, k,
+                   self.scalar(dtype, alpha), a, t, lda, b, t, ldb, self.scalar(dtype, beta), c,
+                   t, ldc, COMPUTE_TYPE[dtype, compute], GEMM_DEFAULT_ALGO)
+
+    def gemm_strided(self, stream: Any, dtype: str, compute: str, transa: str, transb: str,
+                     m: int, n: int, k: int, alpha: Any, a: int, lda: int, sa: int, b: int,
+                     ldb: int, sb: int, beta: Any, c: int, ldc: int, sc: int, batch: int) -> None:
+        t = CUDA_DATA_TYPE[dtype]
+        self._call(stream, "cublasGemmStridedBatchedEx", OP[transa], OP[transb], m, n, k,
+                   self.scalar(dtype, alpha), a, t, lda, sa, b, t, ldb, sb,
+                   self.scalar(dtype, beta), c, t, ldc, sc, batch, COMPUTE_TYPE[dtype, compute],
+                   GEMM_DEFAULT_ALGO)
+
+    def gemm_batched(self, stream: Any, dtype: str, compute: str, transa: str, transb: str,
+                     m: int, n: int, k: int, alpha: Any, a_ptrs: int, lda: int, b_ptrs: int,
+                     ldb: int, beta: Any, c_ptrs: int, ldc: int, batch: int) -> None:
+        t = CUDA_DATA_TYPE[dtype]
+        self._call(stream, "cublasGemmBatchedEx", OP[transa], OP[transb], m, n, k,
+                   self.scalar(dtype, alpha), a_ptrs, t, lda, b_ptrs, t, ldb,
+                   self.scalar(dtype, beta), c_ptrs, t, ldc, batch,
+                   COMPUTE_TYPE[dtype, compute], GEMM_DEFAULT_ALGO)
+
+    # -- level 1 -----------------------------------------------------------------------------------
+    def axpy(self, stream: Any, dtype: str, n: int, alpha: Any, x: int, incx: int, y: int,
+             incy: int) -> None:
+        self._call(stream, f"cublas{LETTER[dtype]}axpy_v2", n, self.scalar(dtype, alpha), x,
+                   incx, y, incy)
+
+    def scal(self, stream: Any, dtype: str, n: int, alpha: Any, x: int, incx: int) -> None:
+        self._call(stream, f"cublas{LETTER[dtype]}scal_v2", n, self.scalar(dtype, alpha), x,
+                   incx)
+
+    def dot(self, stream: Any, dtype: str, n: int, x: int, incx: int, y: int, incy: int,
+            conjugate: bool, result: int) -> None:
+        x_ = LETTER[dtype]
+        name = f"cublas{x_}dot_v2" if x_ in "SD" else f"cublas{x_}dot{'c' if conjugate else 'u'}_v2"
+        self._reduce(stream, name, n, x, incx, y, incy, result)
+
+    def nrm2(self, stream: Any, dtype: str, n: int, x: int, incx: int, result: int) -> None:
+        name = {"f32": "Snrm2", "f64": "Dnrm2", "c64": "Scnrm2", "c128": "Dznrm2"}[dtype]
+        self._reduce(stream, f"cublas{name}_v2", n, x, incx, result)
+
+    def asum(self, stream: Any, dtype: str, n: int, x: int, incx: int, result: int) -> None:
+        name = {"f32": "Sasum", "f64": "Dasum", "c64": "Scasum", "c128": "Dzasum"}[dtype]
+        self._reduce(stream, f"cublas{name}_v2", n, x, incx, result)
+
+    def iamax(self, stream: Any, dtype: str, n: int, x: int, incx: int, result: int) -> None:
+        self._reduce(stream, f"cublasI{LETTER[dtype].lower()}amax_v2", n, x, incx, result)
+
+    def iamin(self, stream: Any, dtype: str, n: int, x: int, incx: int, result: int) -> None:
+        self._reduce(stream, f"cublasI{LETTER[dtype].lower()}amin_v2", n, x, incx, result)
+
+    def copy(self, stream: Any, dtype: str, n: int, x: int, incx: int, y: int,
+             incy: int) -> None:
+        self._call(stream, f"cublas{LETTER[dtype]}copy_v2", n, x, incx, y, incy)
+
+    def swap(self, stream: Any, dtype: str, n: int, x: int, incx: int, y: int,
+             incy: int) -> None:
+        self._call(stream, f"cublas{LETTER[dtype]}swap_v2", n, x, incx, y, incy)
+
+    def rot(self, stream: Any, dtype: str, n: int, x: int, incx: int, y: int, incy: int,
+            c: float, s: Any) -> None:
+        real = {"f32": "f32", "c64": "f32", "f64": "f64", "c128": "f64"}[dtype]
+        self._call(stream, f"cublas{LETTER[dtype]}rot_v2", n, x, incx, y, incy,
+                   self.scalar(real, c), self.scalar(dtype, s))
+
+    # -- level 2 -----------------------------------------------------------------------------------
+    def gemv(self, stream: Any, dtype: str, trans: str, m: int, n: int, alpha: Any, a: int,
+             lda: int, x: int, incx: int, beta: Any, y: int, incy: int) -> None:
+        self._call(stream, f"cublas{LETTER[dtype]}gemv_v2", OP[trans], m, n,
+                   self.scalar(dtype, alpha), a, lda, x, incx, self.scalar(dtype, beta), y, incy)
+
+    def ger(self, stream: Any, dtype: str, m: int, n: int, alpha: Any, x: int, incx: int,
+            y: int, incy: int, a: int, lda: int, conjugate: bool) -> None:
+        x_ = LETTER[dtype]
+        name = f"cublas{x_}ger_v2" if x_ in "SD" else f"cublas{x_}ger{'c' if conjugate else 'u'}_v2"
+        self._call(stream, name, m, n, self.scalar(dtype, alpha), x, incx, y, incy, a, lda)
+
+    def symv(self, stream: Any, dtype: str, uplo: str, n: int, alpha: Any, a: int, lda: int,
+             x: int, incx: int, beta: Any, y: int, incy: int) -> None:
+        self._call(stream, f"cublas{LETTER[dtype]}symv_v2", FILL[uplo], n,
+                   self.scalar(dtype, alpha), a, lda, x, incx, self.scalar(dtype, beta), y, incy)
+
+    def trsv(self, stream: Any, dtype: str, uplo: str, trans: str, diag: str, n: int, a: int,
+             lda: int, x: int, incx: int) -> None:
+        self._call(stream, f"cublas{LETTER[dtype]}trsv_v2", FILL[uplo], OP[trans], DIAG[diag],
+                   n, a, lda, x, incx)
+
+    # -- level 3 -----------------------------------------------------------------------------------
+    def geam(self, stream: Any, dtype: str, transa: str, transb: str, m: int, n: int,
+             alpha: Any, a: int, lda: int, beta: Any, b: int, ldb: int, c: int,
+             ldc: int) -> None:
+        self._call(stream, f"cublas{LETTER[dtype]}geam", OP[transa], OP[transb], m, n,
+                   self.scalar(dtype, alpha), a, lda, self.scalar(dtype, beta), b, ldb, c, ldc)
+
+    def syrk(self, stream: Any, dtype: str, uplo: str, trans: str, n: int, k: int, alpha: Any,
+             a: int, lda: int, beta: Any, c: int, ldc: int) -> None:
+        self._call(stream, f"cublas{LETTER[dtype]}syrk_v2", FILL[uplo], OP[trans], n, k,
+                   self.scalar(dtype, alpha), a, lda, self.scalar(dtype, beta), c, ldc)
+
+    def symm(self, stream: Any, dtype: str, side: str, uplo: str, m: int, n: int, alpha: Any,
+             a: int, lda: int, b: int, ldb: int, beta: Any, c: int, ldc: int) -> None:
+        self._call(stream, f"cublas{LETTER[dtype]}symm_v2", SIDE[side], FILL[uplo], m, n,
+                   self.scalar(dtype, alpha), a, lda, b, ldb, self.scalar(dtype, beta), c, ldc)
+
+    def trmm(self, stream: Any, dtype: str, side: str, uplo: str, trans: str, diag: str, m: int,
+             n: int, alpha: Any, a: int, lda: int, b: int, ldb: int, c: int, ldc: int) -> None:
+        self._call(stream, f"cublas{LETTER[dtype]}trmm_v2", SIDE[side], FILL[uplo], OP[trans],
+                   DIAG[diag], m, n, self.scalar(dtype, alpha), a, lda, b, ldb, c, ldc)
+
+    def trsm(self, stream: Any, dtype: str, side: str, uplo: str, trans: str, diag: str, m: int,
+             n: int, alpha: Any, a: int, lda: int, b: int, ldb: int) -> None:
+        self._call(stream, f"cublas{LETTER[dtype]}trsm_v2", SIDE[side], FILL[uplo], OP[trans],
+                   DIAG[diag], m, n, self.scalar(dtype, alpha), a, lda, b, ldb)
+
+    def close(self) -> None:
+        if self.raw_handle:
+            self.lib.cublasDestroy_v2(self.raw_handle)
+            self.raw_handle = 0
+        if self._ws:
+            self._ctx.memory.deallocate(self._ws, WORKSPACE_BYTES, self._ctx.compute.obj)
+            self._ws = 0

@@ -1,0 +1,304 @@
+"""Handlers of the cuBLAS messages (device thread): resolve the buffers, then issue through the
+envelope (:meth:`~gpumsg.service.context.DeviceContext.run`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...messages.blas import (
+    Asum,
+    Axpy,
+    Copy,
+    Dot,
+    Geam,
+    Gemm,
+    GemmBatched,
+    GemmStridedBatched,
+    Gemv,
+    Ger,
+    Iamax,
+    Iamin,
+    Nrm2,
+    Rot,
+    Scal,
+    Sgemm,
+    Swap,
+    Symm,
+    Symv,
+    Syrk,
+    Trmm,
+    Trsm,
+    Trsv,
+)
+from ...service.registry import COMPUTE, handles
+
+__all__ = ["GEMM_ENGINE", "AUTO_LT_FLOPS"]
+
+
+#: which library runs Gemm/Sgemm: "lt" (cuBLASLt, cached plan), "gemmex" (cublasGemmEx) or
+#: "auto" (Lt below AUTO_LT_FLOPS multiply-adds, GemmEx above)
+GEMM_ENGINE = "auto"
+AUTO_LT_FLOPS = 1 << 24
+
+
+def _gemm(ctx: Any, msg: Any, reply: Any, dtype: str, compute: str) -> None:
+    """Sgemm and Gemm."""
+    a = ctx.resolve(msg.a, "a")
+    b = ctx.resolve(msg.b, "b")
+    c = ctx.resolve(msg.c, "c") if msg.beta != 0 else ctx.resolve_out(msg.c, "c")
+    reads = (a, b) if msg.beta == 0 else (a, b, c)
+    engine = GEMM_ENGINE
+    if engine == "auto":
+        engine = "lt" if msg.m * msg.n * msg.k < AUTO_LT_FLOPS else "gemmex"
+    lib = ctx.library("cublaslt" if engine == "lt" else "cublas")
+    ctx.run(reply, COMPUTE, reads, (c,), lib.gemm, dtype, compute, msg.transa, msg.transb,
+            msg.m, msg.n, msg.k, msg.alpha, a.ptr, msg.lda, b.ptr, msg.ldb, msg.beta, c.ptr,
+            msg.ldc)
+
+
+@handles(Sgemm)
+def _sgemm(ctx: Any, msg: Sgemm, reply: Any) -> None:
+    _gemm(ctx, msg, reply, "f32", "default")
+
+
+@handles(Gemm)
+def _gemm_handler(ctx: Any, msg: Gemm, reply: Any) -> None:
+    _gemm(ctx, msg, reply, msg.a.dtype, msg.compute)
+
+
+@handles(GemmStridedBatched)
+def _gemm_strided(ctx: Any, msg: GemmStridedBatched, reply: Any) -> None:
+    a = ctx.resolve(msg.a, "a")
+    b = ctx.resolve(msg.b, "b")
+    c = ctx.resolve(msg.c, "c") if msg.beta != 0 else ctx.resolve_out(msg.c, "c")
+    blas = ctx.library("cublas")
+    ctx.run(reply, COMPUTE, (a, b) if msg.beta == 0 else (a, b, c), (c,), blas.gemm_strided,
+            msg.a.dtype, msg.compute, msg.transa, msg.transb, msg.m, msg.n, msg.k, msg.alpha,
+            a.ptr, msg.lda, msg.stride_a, b.ptr, msg.ldb, msg.stride_b, msg.beta, c.ptr, msg.ldc,
+            msg.stride_c, msg.batch)
+
+
+@handles(GemmBatched)
+def _gemm_batched(ctx: Any, msg: GemmBatched, reply: Any) -> None:
+    a = [ctx.resolve(r, "a") for r in msg.a]
+    b = [ctx.resolve(r, "b") for r in msg.b]
+    c = [ctx.resolve(r, "c") if msg.beta != 0 else ctx.resolve_out(r, "c") for r in msg.c]
+    batch = len(a)
+    # the pointer arrays: packed here, copied to device memory on the compute stream just before
+    # the GEMM, freed (stream-ordered) right after it
+    ptrs = np.array([x.ptr for x in a + b + c], dtype=np.uint64)
+    nbytes = ptrs.nbytes
+    block = ctx.pinned.allocate(nbytes, staging=True)
+    block.bytes[:nbytes] = ptrs.view(np.uint8)
+    dev = ctx.memory.allocate(nbytes, ctx.compute.obj)
+    blas = ctx.library("cublas")
+    backend = ctx.backend
+
+    def launch(stream: Any) -> None:
+        backend.copy_htod(stream, dev, block.ptr, nbytes)
+        blas.gemm_batched(stream, msg.a[0].dtype, msg.compute, msg.transa, msg.transb, msg.m,
+                          msg.n, msg.k, msg.alpha, dev, msg.lda, dev + 8 * batch, msg.ldb,
+                          msg.beta, dev + 16 * batch, msg.ldc, batch)
+
+    def release(value: Any, error: BaseException | None) -> Any:
+        ctx.pinned.release(block)
+        return value
+
+    try:
+        ctx.run(reply, COMPUTE, tuple(a + b + (c if msg.beta != 0 else [])), tuple(c), launch,
+                finish=release)
+    finally:
+        ctx.memory.deallocate(dev, nbytes, ctx.compute.obj)
+
+
+# -- level 1, 2 and 3
+
+
+def _operands(ctx: Any, msg: Any, reads: tuple[str, ...], writes: tuple[str, ...]
+              ) -> tuple[dict[str, Any], tuple, tuple]:
+    """Resolve the message's buffers: ``reads`` must hold valid contents, pure outputs need
+    only be allocated. Returns (allocations by field, reads, writes) for :meth:`ctx.run`."""
+    allocs = {name: ctx.resolve(getattr(msg, name), name) for name in reads}
+    for name in writes:
+        if name not in allocs:
+            allocs[name] = ctx.resolve_out(getattr(msg, name), name)
+    return allocs, tuple(allocs[n] for n in reads), tuple(allocs[n] for n in writes)
+
+
+def _reads_with(msg: Any, out: str, inputs: tuple[str, ...]) -> tuple[str, ...]:
+    """With beta 0 the output is not read."""
+    return inputs if msg.beta == 0 else inputs + (out,)
+
+
+@handles(Axpy)
+def _axpy(ctx: Any, msg: Axpy, reply: Any) -> None:
+    p, r, w = _operands(ctx, msg, ("x", "y"), ("y",))
+    ctx.run(reply, COMPUTE, r, w, ctx.library("cublas").axpy, msg.x.dtype, msg.n, msg.alpha,
+            p["x"].ptr, msg.incx, p["y"].ptr, msg.incy)
+
+
+@handles(Scal)
+def _scal(ctx: Any, msg: Scal, reply: Any) -> None:
+    p, r, w = _operands(ctx, msg, ("x",), ("x",))
+    ctx.run(reply, COMPUTE, r, w, ctx.library("cublas").scal, msg.x.dtype, msg.n, msg.alpha,
+            p["x"].ptr, msg.incx)
+
+
+@handles(Copy)
+def _copy(ctx: Any, msg: Copy, reply: Any) -> None:
+    p, r, w = _operands(ctx, msg, ("x",), ("y",))
+    ctx.run(reply, COMPUTE, r, w, ctx.library("cublas").copy, msg.x.dtype, msg.n, p["x"].ptr,
+            msg.incx, p["y"].ptr, msg.incy)
+
+
+@handles(Swap)
+def _swap(ctx: Any, msg: Swap, reply: Any) -> None:
+    p, r, w = _operands(ctx, msg, ("x", "y"), ("x", "y"))
+    ctx.run(reply, COMPUTE, r, w, ctx.library("cublas").swap, msg.x.dtype, msg.n, p["x"].ptr,
+            msg.incx, p["y"].ptr, msg.incy)
+
+
+@handles(Rot)
+def _rot(ctx: Any, msg: Rot, reply: Any) -> None:
+    p, r, w = _operands(ctx, msg, ("x", "y"), ("x", "y"))
+    ctx.run(reply, COMPUTE, r, w, ctx.library("cublas").rot, msg.x.dtype, msg.n, p["x"].ptr,
+            msg.incx, p["y"].ptr, msg.incy, msg.c, msg.s)
+
+
+#: result dtype of the reductions, by operand dtype
+_DOT_RESULT = {"f32": "f4", "f64": "f8", "c64": "c8", "c128": "c16"}
+_NORM_RESULT = {"f32": "f4", "f64": "f8", "c64": "f4", "c128": "f8"}
+
+
+def _reduction(ctx: Any, msg: Any, reply: Any, method: str, result_dtype: str,
+               convert: Any = float, extra: tuple = ()) -> None:
+    """Run a reduction into a device slot, copy the slot back on the same stream, and answer
+    with the value when the stream gets there: the device thread never waits for it."""
+    fields = ("x", "y") if hasattr(msg, "y") else ("x",)
+    p, r, _ = _operands(ctx, msg, fields, ())
+    args: list[Any] = [msg.n, p["x"].ptr, msg.incx]
+    if "y" in p:
+        args += [p["y"].ptr, msg.incy]
+    args += extra
+    scratch = ctx.scratch
+    slot = scratch.acquire()
+    fn = getattr(ctx.library("cublas"), method)
+    copy_back = ctx.backend.copy_dtoh
+    dtype = msg.x.dtype
+
+    def launch(stream: Any) -> None:
+        fn(stream, dtype, *args, slot.dev)
+        copy_back(stream, slot.host, slot.dev, 16)
+
+    try:
+        ctx.run(reply, COMPUTE, r, (), launch, finish=scratch.reader(slot, result_dtype, convert))
+    except BaseException:
+        scratch.release(slot)
+        raise
+
+
+def _scalar_of(value: Any) -> Any:
+    return value  # a Python float or complex already (numpy .item())
+
+
+def _zero_based(value: int) -> int:
+    return int(value) - 1
+
+
+@handles(Dot)
+def _dot(ctx: Any, msg: Dot, reply: Any) -> None:
+    _reduction(ctx, msg, reply, "dot", _DOT_RESULT[msg.x.dtype], _scalar_of, (msg.conjugate,))
+
+
+@handles(Nrm2)
+def _nrm2(ctx: Any, msg: Nrm2, reply: Any) -> None:
+    _reduction(ctx, msg, reply, "nrm2", _NORM_RESULT[msg.x.dtype])
+
+
+@handles(Asum)
+def _asum(ctx: Any, msg: Asum, reply: Any) -> None:
+    _reduction(ctx, msg, reply, "asum", _NORM_RESULT[msg.x.dtype])
+
+
+@handles(Iamax)
+def _iamax(ctx: Any, msg: Iamax, reply: Any) -> None:
+    _reduction(ctx, msg, reply, "iamax", "i4", _zero_based)
+
+
+@handles(Iamin)
+def _iamin(ctx: Any, msg: Iamin, reply: Any) -> None:
+    _reduction(ctx, msg, reply, "iamin", "i4", _zero_based)
+
+
+@handles(Gemv)
+def _gemv(ctx: Any, msg: Gemv, reply: Any) -> None:
+    p, r, w = _operands(ctx, msg, _reads_with(msg, "y", ("a", "x")), ("y",))
+    ctx.run(reply, COMPUTE, r, w, ctx.library("cublas").gemv, msg.a.dtype, msg.trans, msg.m,
+            msg.n, msg.alpha, p["a"].ptr, msg.lda, p["x"].ptr, msg.incx, msg.beta, p["y"].ptr,
+            msg.incy)
+
+
+@handles(Ger)
+def _ger(ctx: Any, msg: Ger, reply: Any) -> None:
+    p, r, w = _operands(ctx, msg, ("x", "y", "a"), ("a",))
+    ctx.run(reply, COMPUTE, r, w, ctx.library("cublas").ger, msg.a.dtype, msg.m, msg.n,
+            msg.alpha, p["x"].ptr, msg.incx, p["y"].ptr, msg.incy, p["a"].ptr, msg.lda,
+            msg.conjugate)
+
+
+@handles(Symv)
+def _symv(ctx: Any, msg: Symv, reply: Any) -> None:
+    p, r, w = _operands(ctx, msg, _reads_with(msg, "y", ("a", "x")), ("y",))
+    ctx.run(reply, COMPUTE, r, w, ctx.library("cublas").symv, msg.a.dtype, msg.uplo, msg.n,
+            msg.alpha, p["a"].ptr, msg.lda, p["x"].ptr, msg.incx, msg.beta, p["y"].ptr,
+            msg.incy)
+
+
+@handles(Trsv)
+def _trsv(ctx: Any, msg: Trsv, reply: Any) -> None:
+    p, r, w = _operands(ctx, msg, ("a", "x"), ("x",))
+    ctx.run(reply, COMPUTE, r, w, ctx.library("cublas").trsv, msg.a.dtype, msg.uplo, msg.trans,
+            msg.diag, msg.n, p["a"].ptr, msg.lda, p["x"].ptr, msg.incx)
+
+
+@handles(Geam)
+def _geam(ctx: Any, msg: Geam, reply: Any) -> None:
+    # B is read only when beta is not 0 (cuBLAS still takes its pointer)
+    p, r, w = _operands(ctx, msg, ("a", "b") if msg.beta != 0 else ("a",), ("c",))
+    b = p["b"] if "b" in p else ctx.resolve_out(msg.b, "b")
+    ctx.run(reply, COMPUTE, r, w, ctx.library("cublas").geam, msg.a.dtype, msg.transa,
+            msg.transb, msg.m, msg.n, msg.alpha, p["a"].ptr, msg.lda, msg.beta, b.ptr, msg.ldb,
+            p["c"].ptr, msg.ldc)
+
+
+@handles(Syrk)
+def _syrk(ctx: Any, msg: Syrk, reply: Any) -> None:
+    p, r, w = _operands(ctx, msg, _reads_with(msg, "c", ("a",)), ("c",))
+    ctx.run(reply, COMPUTE, r, w, ctx.library("cublas").syrk, msg.a.dtype, msg.uplo, msg.trans,
+            msg.n, msg.k, msg.alpha, p["a"].ptr, msg.lda, msg.beta, p["c"].ptr, msg.ldc)
+
+
+@handles(Symm)
+def _symm(ctx: Any, msg: Symm, reply: Any) -> None:
+    p, r, w = _operands(ctx, msg, _reads_with(msg, "c", ("a", "b")), ("c",))
+    ctx.run(reply, COMPUTE, r, w, ctx.library("cublas").symm, msg.a.dtype, msg.side, msg.uplo,
+            msg.m, msg.n, msg.alpha, p["a"].ptr, msg.lda, p["b"].ptr, msg.ldb, msg.beta,
+            p["c"].ptr, msg.ldc)
+
+
+@handles(Trmm)
+def _trmm(ctx: Any, msg: Trmm, reply: Any) -> None:
+    p, r, w = _operands(ctx, msg, ("a", "b"), ("c",))
+    ctx.run(reply, COMPUTE, r, w, ctx.library("cublas").trmm, msg.a.dtype, msg.side, msg.uplo,
+            msg.trans, msg.diag, msg.m, msg.n, msg.alpha, p["a"].ptr, msg.lda, p["b"].ptr,
+            msg.ldb, p["c"].ptr, msg.ldc)
+
+
+@handles(Trsm)
+def _trsm(ctx: Any, msg: Trsm, reply: Any) -> None:
+    p, r, w = _operands(ctx, msg, ("a", "b"), ("b",))
+    ctx.run(reply, COMPUTE, r, w, ctx.library("cublas").trsm, msg.a.dtype, msg.side, msg.uplo,
+            msg.trans, msg.diag, msg.m, msg.n, msg.alpha, p["a"].ptr, msg.lda, p["b"].ptr,
+            msg.ldb)

@@ -1,0 +1,49 @@
+"""``dev.blas.lt_*``: the cuBLASLt messages as methods that return futures (caller's thread).
+They join the cuBLAS methods in the ``dev.blas`` namespace."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...messages.blaslt import BlasLtCacheInfo, Matmul
+
+if TYPE_CHECKING:
+    from ...client.device import Device
+
+__all__ = ["BlasLt"]
+
+
+class BlasLt:
+    """The cuBLASLt methods of ``dev.blas``."""
+
+    _dev: Device
+
+    def __init__(self, device: Device) -> None:
+        self._dev = device
+
+    def lt_matmul(self, a: Any, b: Any, d: Any, m: int, n: int, k: int, c: Any = None,
+                  alpha: float = 1.0, beta: float = 0.0, transa: Any = "N", transb: Any = "N",
+                  lda: int | None = None, ldb: int | None = None, ldc: int | None = None,
+                  ldd: int | None = None, epilogue: str = "none", bias: Any = None,
+                  aux: Any = None, aux_ld: int | None = None, compute: str = "default",
+                  scale_a: Any = None, scale_b: Any = None, scale_c: Any = None,
+                  scale_d: Any = None) -> Future:
+        """One cuBLASLt matmul (see :class:`~gpumsg.messages.blaslt.Matmul`). fp8 scales may be
+        Python floats: they are uploaded as f32 device scalars first."""
+        dev = self._dev
+        dev._check_open()
+        scales = []
+        for s in (scale_a, scale_b, scale_c, scale_d):
+            if isinstance(s, (int, float)) and not isinstance(s, bool):
+                s = dev.to_device(np.array([s], np.float32))
+            scales.append(s)
+        return self._dev.send(Matmul(a, b, d, m, n, k, c, alpha, beta, transa, transb, lda, ldb,
+                                 ldc, ldd, epilogue, bias, aux, aux_ld, compute, *scales))
+
+    def lt_cache_info(self) -> Future:
+        """Resolves to the cuBLASLt plan cache's counters: hits, misses, size, capacity."""
+        return self._dev.send(BlasLtCacheInfo())
+

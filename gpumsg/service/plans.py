@@ -1,0 +1,47 @@
+"""Plan caches: bounded LRU maps that library handles keep on the device thread (cuBLASLt
+plans, cuFFT plans, cuDNN algorithm choices). Keyed by everything that changes the plan; each
+plan that leaves the cache is released through the owner's callback."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["PlanCache"]
+
+
+class PlanCache:
+    """An LRU map from plan keys to plans that counts hits, misses and evictions; ``release``
+    is called on every plan that leaves it (evicted, or at :meth:`clear`). Device thread only."""
+
+    def __init__(self, capacity: int = 256, release: Callable[[Any], None] = lambda p: None
+                 ) -> None:
+        self.capacity = capacity
+        self._plans: OrderedDict[Any, Any] = OrderedDict()
+        self._release = release
+        self.hits = self.misses = self.evictions = 0
+
+    def get(self, key: Any) -> Any:
+        plan = self._plans.get(key)
+        if plan is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._plans.move_to_end(key)
+        return plan
+
+    def put(self, key: Any, plan: Any) -> None:
+        self._plans[key] = plan
+        while len(self._plans) > self.capacity:
+            _, old = self._plans.popitem(last=False)
+            self.evictions += 1
+            self._release(old)
+
+    def info(self) -> dict[str, int]:
+        return {"hits": self.hits, "misses": self.misses, "size": len(self._plans),
+                "capacity": self.capacity, "evictions": self.evictions}
+
+    def clear(self) -> None:
+        while self._plans:
+            self._release(self._plans.popitem()[1])

@@ -1,0 +1,29 @@
+"""Handlers of the messages only a worker process answers: mapping and page-locking the
+client's shared-memory segments (device thread of the worker process)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import InvalidMessage
+from ..messages.device import RegisterHostMemory, UnregisterHostMemory
+from ..service.registry import handles
+from .shm import attach
+
+__all__: list[str] = []
+
+
+@handles(RegisterHostMemory)
+def _register_host(ctx: Any, msg: RegisterHostMemory, reply: Any) -> None:
+    if not ctx.in_worker_process:
+        raise InvalidMessage("RegisterHostMemory is for worker processes (isolation='process')")
+    ctx.host_registry[msg.block] = attach(ctx.backend, msg.name, msg.nbytes)
+    ctx.reply_now(reply, None)
+
+
+@handles(UnregisterHostMemory)
+def _unregister_host(ctx: Any, msg: UnregisterHostMemory, reply: Any) -> None:
+    seg = ctx.host_registry.pop(msg.block, None)
+    if seg is not None:
+        seg.close(ctx.backend)
+    ctx.reply_now(reply, None)
