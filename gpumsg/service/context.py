@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -38,14 +39,19 @@ from ..memory.adaptors import BudgetAdaptor, StatisticsAdaptor
 from ..memory.config import build_resource
 from ..memory.pinned import PinnedPool
 from ..messages.base import BufRef, HostRef
-from .completion import CompletionWatcher, Entry, fail_entries
+from .completion import CompletionWatcher, Entry, answer_entries, fail_entries
 from .registry import COMPUTE, STREAM_INDEX, library_handle
 from .stats import DeviceLoad
 from .trace import OpRecord
 
-__all__ = ["DeviceContext", "DeviceAllocation", "StreamSlot"]
+__all__ = ["DeviceContext", "DeviceAllocation", "StreamSlot", "SETTLE_SECONDS"]
 
 _log = logging.getLogger("gpumsg")
+#: how long the device thread, about to block on an empty mailbox, keeps asking whether its
+#: batches have completed before handing them to the watcher threads (it leaves as soon as a
+#: message arrives). Small work completes well within it and is answered with no thread hop.
+SETTLE_SECONDS = 150e-6
+_perf_counter = time.perf_counter
 _NSTREAMS = len(STREAM_INDEX)
 _ZEROS = (0,) * _NSTREAMS
 
@@ -75,7 +81,7 @@ class StreamSlot:
     """One of the device's streams with its ordering state and completion thread."""
 
     __slots__ = ("index", "name", "obj", "raw", "seq", "fence_event", "fence_seq", "fence_owned",
-                 "waited", "spare_events", "pending", "watcher")
+                 "waited", "spare_events", "pending", "watcher", "local", "handed", "answered")
 
     def __init__(self, index: int, name: str, obj: Any, raw: int) -> None:
         self.index = index
@@ -90,6 +96,10 @@ class StreamSlot:
         self.spare_events: list[Any] = []
         self.pending: list[Entry] = []
         self.watcher: CompletionWatcher | None = None
+        #: batches (event, entries) issued and kept by the device thread, oldest first
+        self.local: deque[tuple[Any, list[Entry]]] = deque()
+        self.handed = 0  # batches handed to the watcher (it counts those it answered)
+        self.answered = 0  # entries the device thread answered itself
 
 
 class DeviceContext:
@@ -299,7 +309,9 @@ class DeviceContext:
 
     # -- batches -----------------------------------------------------------------------------------
     def flush(self) -> None:
-        """End of a batch: one event per stream with pending entries, handed to its watcher."""
+        """End of a batch: one event per stream with pending entries. The device thread keeps
+        the batch (:meth:`reap` answers it) unless the stream's watcher still has earlier
+        batches, which it must answer first."""
         for slot in self.streams:
             if slot.pending:
                 entries, slot.pending = slot.pending, []
@@ -310,7 +322,63 @@ class DeviceContext:
                     fail_entries(entries, self.state.poisoned or exc)
                     continue
                 self.issued += len(entries)
-                slot.watcher.submit(event, entries)
+                if slot.handed != slot.watcher.batches:  # type: ignore[union-attr]
+                    slot.handed += 1
+                    slot.watcher.submit(event, entries)  # type: ignore[union-attr]
+                else:
+                    slot.local.append((event, entries))
+
+    def reap(self) -> Any:
+        """Answer the device thread's batches whose events have completed, oldest first per
+        stream. Returns the oldest event still running (of the last stream that has one), or
+        None when every kept batch is answered."""
+        running = None
+        query = self.backend.event_query
+        trace = self.trace
+        for slot in self.streams:
+            local = slot.local
+            while local:
+                event, entries = local[0]
+                try:
+                    if not query(event):
+                        running = event
+                        break
+                except CudaError as exc:
+                    local.popleft()
+                    fail_entries(entries, self.on_async_error(exc, entries))
+                else:
+                    local.popleft()
+                    answer_entries(entries, trace)
+                slot.spare_events.append(event)
+                slot.answered += len(entries)
+        return running
+
+    def settle(self, waiting: Callable[[], int]) -> None:
+        """Before the device thread blocks on an empty mailbox: answer the batches that complete
+        within :data:`SETTLE_SECONDS`, leave at once when ``waiting()`` (messages arrived), and
+        hand what is still running to the watcher threads."""
+        running = self.reap()
+        if running is None:
+            return
+        deadline = _perf_counter() + SETTLE_SECONDS
+        pause = self.backend.event_pause
+        while not waiting():
+            if _perf_counter() > deadline:
+                self.hand_over()
+                return
+            pause(running, 20e-6)
+            running = self.reap()
+            if running is None:
+                return
+
+    def hand_over(self) -> None:
+        """Give every batch the device thread keeps to its stream's watcher (in order)."""
+        for slot in self.streams:
+            local = slot.local
+            while local:
+                event, entries = local.popleft()
+                slot.handed += 1
+                slot.watcher.submit(event, entries)  # type: ignore[union-attr]
 
     def poll(self) -> None:
         """Between batches: finish deferred frees, keep the pinned cache bounded."""
@@ -324,7 +392,8 @@ class DeviceContext:
 
     def completed(self) -> int:
         s0, s1, s2 = self.streams
-        return s0.watcher.completed + s1.watcher.completed + s2.watcher.completed
+        return (s0.watcher.completed + s1.watcher.completed + s2.watcher.completed  # type: ignore
+                + s0.answered + s1.answered + s2.answered)
 
     # -- failure -----------------------------------------------------------------------------------
     def on_async_error(self, exc: CudaError, entries: list[Entry]) -> GpuError:
@@ -366,9 +435,15 @@ class DeviceContext:
                 alloc.failed = error
 
     def fail_pending(self, error: BaseException) -> None:
+        """Fail the work not yet answered: this batch's entries and the batches the device
+        thread keeps (batches at a watcher fail there, at their event)."""
         for slot in self.streams:
             entries, slot.pending = slot.pending, []
             fail_entries(entries, error)
+            while slot.local:
+                event, kept = slot.local.popleft()
+                fail_entries(kept, error)
+                slot.answered += len(kept)
 
     # -- stats ------------------------------------------------------------------------------------
     def load(self) -> DeviceLoad:
@@ -398,6 +473,7 @@ class DeviceContext:
         """Wait for the work in flight, free everything, release the context. With a poisoned
         context only host-side resources are released."""
         self.flush()
+        self.hand_over()
         for slot in self.streams:
             slot.watcher.stop()
         drained = all(slot.watcher.join(timeout) for slot in self.streams)

@@ -3,7 +3,10 @@
 The mailbox holds ``(message, reply)`` pairs; it is FIFO and the device thread is its only
 consumer, so a message may use a buffer that an earlier message creates without waiting for it.
 Messages are taken in batches (everything waiting, up to ``MAX_BATCH``); at the end of a batch
-each stream gets one completion event for all the batch's work on it.
+each stream gets one completion event for all the batch's work on it. Between batches the device
+thread answers the batches whose events have completed; before it blocks on an empty mailbox it
+waits a little for the last ones (:meth:`DeviceContext.settle`), and hands what still runs to the
+completion threads (see :mod:`gpumsg.service.completion`).
 """
 
 from __future__ import annotations
@@ -88,6 +91,10 @@ def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | No
         try:
             ctx.flush()
             ctx.poll()
+            if qsize():
+                ctx.reap()  # answer what has completed, then on to the next batch
+            else:
+                ctx.settle(qsize)  # about to block: answer what completes soon, hand the rest
         except CudaError as exc:
             if exc.sticky:
                 ctx.fail_pending(ctx.poison(exc, "observed between batches"))
