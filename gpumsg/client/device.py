@@ -146,7 +146,10 @@ class Device:
         self.props = self._worker.props
         self._staging = HostStaging(self, host_pool)
         self._next_id = _buffer_ids.__next__
-        self._submit = self._worker.submit
+        self._submit = submit = self._worker.submit
+        # thread isolation: put (message, reply) in the mailbox with no call in between
+        mailbox = self._worker.mailbox if isolation == "thread" else None
+        self._put = mailbox.put if mailbox is not None else lambda item: submit(*item)
         self._stream_handle: int | None = None
         # the library namespaces: ``dev.blas.gemm(...)``, ``dev.blas.dot(...)``, ...
         for name, cls in _NAMESPACES.items():
@@ -195,11 +198,12 @@ class Device:
             raise state.refusal
 
     def _post(self, msg: Any, reply: Any) -> None:
+        # the lock orders posts against close(): nothing is put behind the STOP message
         with self._lock:
             state = self._state
             if not state.accepting:
                 raise state.refusal
-            self._submit(msg, reply)
+            self._put((msg, reply))
         if YIELD_AFTER_POST:
             _yield_gil()
 

@@ -54,6 +54,7 @@ SETTLE_SECONDS = 150e-6
 _perf_counter = time.perf_counter
 _NSTREAMS = len(STREAM_INDEX)
 _ZEROS = (0,) * _NSTREAMS
+_OTHERS = tuple(tuple(t for t in range(_NSTREAMS) if t != s) for s in range(_NSTREAMS))
 
 
 class DeviceAllocation:
@@ -226,12 +227,19 @@ class DeviceContext:
         """Issue ``fn(stream_obj, *args)`` on ``stream`` after the waits ``reads`` and
         ``writes`` (DeviceAllocations) need; answer ``reply`` with ``value`` at completion."""
         slot = self.streams[stream]
-        for a in reads:
+        waited = slot.waited
+        for a in reads:  # read after write on another stream
             ws = a.write_stream
-            if ws != stream and ws >= 0 and slot.waited[ws] < a.write_seq:
+            if ws != stream and ws >= 0 and waited[ws] < a.write_seq:
                 self._wait(slot, ws, a.write_seq)
-        for a in writes:
-            self._order_write(slot, a)
+        for a in writes:  # write after write or read on another stream (_order_write, inlined)
+            ws = a.write_stream
+            if ws != stream and ws >= 0 and waited[ws] < a.write_seq:
+                self._wait(slot, ws, a.write_seq)
+            r = a.reads
+            for t in _OTHERS[stream]:
+                if r[t] > waited[t]:
+                    self._wait(slot, t, r[t])
         op = None
         if self.trace is not None:
             self.traced += 1
@@ -458,10 +466,14 @@ class DeviceContext:
             free, total = self.backend.mem_info()
             view = self._driver_view = (free, total, usage.reserved, usage.used, marker, now)
         p = self.props
+        s0, s1, s2 = self.streams
+        completed = self.completed()
+        in_flight = (self.issued + len(s0.pending) + len(s1.pending) + len(s2.pending)
+                     - completed)
         return DeviceLoad(
             p.name, p.ordinal, self.backend.kind, p.compute_capability, self.state.generation,
             view[0], view[1], view[2], view[3], self._budget_limit, self.pinned.reserved,
-            self.queue_depth(), self.in_flight(), self.completed(),
+            self.queue_depth(), in_flight, completed,
             stats.statistics() if stats is not None else None)
 
     def forget_driver_view(self) -> None:

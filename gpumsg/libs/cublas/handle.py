@@ -72,6 +72,7 @@ class CublasHandle:
         h = c_void_p()
         self._check(self.lib.cublasCreate_v2(ctypes.byref(h)), "cublasCreate_v2")
         self.raw_handle: int = h.value or 0
+        self._sgemm = self.lib.cublasSgemm_v2
         self._bound_stream: Any = None
         self.scalar = ScalarCache().get
         self._ctx = ctx
@@ -113,6 +114,19 @@ class CublasHandle:
             lib.cublasSetPointerMode_v2(h, POINTER_HOST)
 
     # -- GEMM family (the Ex forms cover every dtype) ------------------------------------------
+    def sgemm(self, stream: Any, transa: str, transb: str, m: int, n: int, k: int, alpha: float,
+              a: int, lda: int, b: int, ldb: int, beta: float, c: int, ldc: int) -> None:
+        """``cublasSgemm_v2``: fp32 storage and math (the handle keeps the default math mode,
+        so no TF32). The path of every ``Sgemm`` message, written to cost the least Python per
+        call: the call is bound once, the scalars are cached."""
+        if stream is not self._bound_stream:
+            self.bind(stream)
+        scalar = self.scalar
+        status = self._sgemm(self.raw_handle, OP[transa], OP[transb], m, n, k,
+                             scalar("f32", alpha), a, lda, b, ldb, scalar("f32", beta), c, ldc)
+        if status:
+            raise status_error(self.lib, "cublas", status, "cublasSgemm_v2")
+
     def gemm(self, stream: Any, dtype: str, compute: str, transa: str, transb: str, m: int,
              n: int, k: int, alpha: Any, a: int, lda: int, b: int, ldb: int, beta: Any, c: int,
              ldc: int) -> None:

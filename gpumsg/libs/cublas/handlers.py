@@ -38,7 +38,7 @@ __all__ = ["GEMM_ENGINE", "AUTO_LT_FLOPS"]
 
 
 #: which library runs Gemm/Sgemm: "lt" (cuBLASLt, cached plan), "gemmex" (cublasGemmEx) or
-#: "auto" (Lt below AUTO_LT_FLOPS multiply-adds, GemmEx above)
+#: "auto" (Gemm: Lt below AUTO_LT_FLOPS multiply-adds, GemmEx above; Sgemm: cublasSgemm_v2)
 GEMM_ENGINE = "auto"
 AUTO_LT_FLOPS = 1 << 24
 
@@ -60,7 +60,23 @@ def _gemm(ctx: Any, msg: Any, reply: Any, dtype: str, compute: str) -> None:
 
 @handles(Sgemm)
 def _sgemm(ctx: Any, msg: Sgemm, reply: Any) -> None:
-    _gemm(ctx, msg, reply, "f32", "default")
+    if GEMM_ENGINE != "auto":
+        _gemm(ctx, msg, reply, "f32", "default")
+        return
+    # cublasSgemm_v2 at every size: the call torch makes for an fp32 mm, and the one with the
+    # least to set up per call (this handler is the hot path of small GEMMs)
+    resolve = ctx.resolve
+    a = resolve(msg.a, "a")
+    b = resolve(msg.b, "b")
+    beta = msg.beta
+    if beta == 0:
+        c = ctx.resolve_out(msg.c, "c")
+        reads: tuple = (a, b)
+    else:
+        c = resolve(msg.c, "c")
+        reads = (a, b, c)
+    ctx.run(reply, COMPUTE, reads, (c,), ctx.library("cublas").sgemm, msg.transa, msg.transb,
+            msg.m, msg.n, msg.k, msg.alpha, a.ptr, msg.lda, b.ptr, msg.ldb, beta, c.ptr, msg.ldc)
 
 
 @handles(Gemm)
