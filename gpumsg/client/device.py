@@ -344,7 +344,8 @@ class Device:
             result = np.empty(nbytes // dtype.itemsize, dtype)
         else:
             result = np.empty(nbytes, np.uint8)
-        return self._staging.download(ref, offset, _flat_bytes(result, ref.order), result)
+        return self._staging.download(ref, offset, _flat_bytes(result, ref.order), result,
+                                      fresh=True)
 
     @staticmethod
     def _byte_offset(buf: Any, offset: int) -> int:
@@ -432,6 +433,7 @@ class Device:
         self._check_open()
         ref = self._mint(shape, dtype, order)
         pool = self._staging.pool
+        self._staging.user_blocks = True
         nbytes = max(ref.nbytes, 1)
         block = pool.take_cached(nbytes) or pool.grow(nbytes, staging=False)
         fut = GpuFuture()
