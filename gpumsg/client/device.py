@@ -227,9 +227,20 @@ class Device:
         are staged here, and ``CopyToHost`` without a host destination answers a NumPy array."""
         if not isinstance(msg, Message):
             raise InvalidMessage(f"send() takes a gpumsg message, got {type(msg).__name__}")
-        self._check_open()
-        self._check_refs(msg)
+        state = self._state
+        if not state.accepting:
+            raise state.refusal
         t = type(msg)
+        token, gen = state.token, state.generation
+        for name in t.__buffers__:  # the common case inline; _check_refs says what is wrong
+            ref = getattr(msg, name)
+            if type(ref) is BufRef:
+                if ref.owner == token and ref.generation == gen:
+                    continue
+            elif ref is None:
+                continue
+            self._check_refs(msg)
+            break
         if t is CopyFromHost and isinstance(msg.src, np.ndarray):
             return self._staging.upload(msg.dst, _flat_bytes(msg.src, msg.dst.order),
                                         msg.dst_offset)

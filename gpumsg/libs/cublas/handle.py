@@ -24,7 +24,6 @@ from .bindings import (
     LETTER,
     OP,
     POINTER_DEVICE,
-    POINTER_HOST,
     SCALE_CTYPE,
     SIDE,
     WORKSPACE_BYTES,
@@ -73,6 +72,8 @@ class CublasHandle:
         self._check(self.lib.cublasCreate_v2(ctypes.byref(h)), "cublasCreate_v2")
         self.raw_handle: int = h.value or 0
         self._sgemm = self.lib.cublasSgemm_v2
+        self._reduction_handle = 0  # made on the first reduction (see _reduce)
+        self._reduction_stream: Any = None
         self._bound_stream: Any = None
         self.scalar = ScalarCache().get
         self._ctx = ctx
@@ -105,13 +106,22 @@ class CublasHandle:
             raise status_error(self.lib, "cublas", status, name)
 
     def _reduce(self, stream: Any, name: str, *args: Any) -> None:
-        """A reduction in device pointer mode (its last argument is a device pointer)."""
-        lib, h = self.lib, self.raw_handle
-        self._check(lib.cublasSetPointerMode_v2(h, POINTER_DEVICE), "cublasSetPointerMode_v2")
-        try:
-            self._call(stream, name, *args)
-        finally:
-            lib.cublasSetPointerMode_v2(h, POINTER_HOST)
+        """A reduction in device pointer mode (its last argument is a device pointer), on a
+        second handle kept in that mode: no pointer-mode switch per call (two library calls),
+        and the main handle, which FFI users may share, stays in host pointer mode."""
+        h = self._reduction_handle
+        if h == 0:
+            out = c_void_p()
+            self._check(self.lib.cublasCreate_v2(ctypes.byref(out)), "cublasCreate_v2")
+            h = self._reduction_handle = out.value or 0
+            self._check(self.lib.cublasSetPointerMode_v2(h, POINTER_DEVICE),
+                        "cublasSetPointerMode_v2")
+        if stream is not self._reduction_stream:
+            self._check(self.lib.cublasSetStream_v2(h, int(stream)), "cublasSetStream_v2")
+            self._reduction_stream = stream
+        status = getattr(self.lib, name)(h, *args)
+        if status:
+            raise status_error(self.lib, "cublas", status, name)
 
     # -- GEMM family (the Ex forms cover every dtype) ------------------------------------------
     def sgemm(self, stream: Any, transa: str, transb: str, m: int, n: int, k: int, alpha: float,
@@ -247,6 +257,9 @@ class CublasHandle:
                    DIAG[diag], m, n, self.scalar(dtype, alpha), a, lda, b, ldb)
 
     def close(self) -> None:
+        if self._reduction_handle:
+            self.lib.cublasDestroy_v2(self._reduction_handle)
+            self._reduction_handle = 0
         if self.raw_handle:
             self.lib.cublasDestroy_v2(self.raw_handle)
             self.raw_handle = 0
