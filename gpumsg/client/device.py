@@ -60,6 +60,8 @@ from .staging import DevicePinnedPool, HostStaging, ReleaseOnReply
 __all__ = ["Device", "open_device", "devices", "register_isolation"]
 
 _STATS = Stats()
+#: dtype as callers pass it (np.float32, "f32", np.dtype(...)) -> (short name, itemsize)
+_DTYPE_CACHE: dict[Any, tuple[str, int]] = {}
 _tokens = itertools.count(1)
 #: give the GIL away after posting, so a device thread waiting for it runs while this thread
 #: prepares its next message (performance experiment; see docs/performance.md)
@@ -144,6 +146,7 @@ class Device:
             self._worker.rebase = self._rebase_buffer
             host_pool = self._worker.host_pool(self)
         self.props = self._worker.props
+        self._max_bytes = min(self.props.total_bytes, MAX_NBYTES)
         self._staging = HostStaging(self, host_pool)
         self._next_id = _buffer_ids.__next__
         self._submit = submit = self._worker.submit
@@ -258,6 +261,48 @@ class Device:
         return buffer_after(done, buffer.buffer if isinstance(buffer, BufferFuture) else buffer)
 
     def _mint(self, shape: Any, dtype: Any, order: str) -> BufRef:
+        # the common case first: an int or a tuple of ints, a dtype seen before
+        try:
+            name, itemsize = _DTYPE_CACHE[dtype]
+        except (KeyError, TypeError):
+            name, itemsize = self._dtype_entry(dtype)
+        if order == "F" or order == "C":
+            if type(shape) is int and shape >= 0:
+                shape, size = (shape,), shape
+            elif type(shape) is tuple:
+                size = 1
+                for d in shape:
+                    if type(d) is not int or d < 0:
+                        break
+                    size *= d
+                else:
+                    shape = shape
+                    nbytes = size * itemsize
+                    if nbytes <= self._max_bytes:
+                        return BufRef(self._state.token, self._next_id(),
+                                      self._state.generation, name, shape, order, nbytes)
+                    return self._mint_checked(shape, name, order)
+            else:
+                return self._mint_checked(shape, name, order)
+            nbytes = size * itemsize
+            if nbytes <= self._max_bytes:
+                return BufRef(self._state.token, self._next_id(), self._state.generation, name,
+                              shape, order, nbytes)
+        return self._mint_checked(shape, name, order)
+
+    @staticmethod
+    def _dtype_entry(dtype: Any) -> tuple[str, int]:
+        name = dtype_name(dtype)
+        entry = (name, as_dtype(name).itemsize)
+        try:
+            if len(_DTYPE_CACHE) < 256:
+                _DTYPE_CACHE[dtype] = entry
+        except TypeError:  # unhashable: not cached
+            pass
+        return entry
+
+    def _mint_checked(self, shape: Any, dtype: Any, order: str) -> BufRef:
+        """:meth:`_mint` with every check spelled out (and its errors)."""
         if order not in ("C", "F"):
             raise InvalidMessage(f"order must be 'C' or 'F', got {order!r}", field="order")
         name = dtype_name(dtype)
