@@ -60,6 +60,8 @@ from .staging import DevicePinnedPool, HostStaging, ReleaseOnReply
 __all__ = ["Device", "open_device", "devices", "register_isolation"]
 
 _STATS = Stats()
+_new_alloc = object.__new__
+_set_alloc_out = Alloc.__dict__["out"].__set__
 #: messages memoized per Device for repeated identical calls (see Device.sgemm)
 _MEMO_SIZE = 256
 #: dtype as callers pass it (np.float32, "f32", np.dtype(...)) -> (short name, itemsize)
@@ -94,6 +96,8 @@ def register_isolation(name: str, factory: Any) -> None:
 
 def _flat_bytes(arr: np.ndarray, order: str) -> np.ndarray:
     """The array's elements in ``order`` as contiguous bytes (a view when already laid out so)."""
+    if arr.ndim == 1 and arr.flags.c_contiguous:  # any order: the common case, one view
+        return arr.view(np.uint8)
     flat = np.ravel(arr, order=order)  # type: ignore[call-overload]
     if not flat.flags.c_contiguous:
         flat = np.ascontiguousarray(flat)
@@ -270,27 +274,23 @@ class Device:
         except (KeyError, TypeError):
             name, itemsize = self._dtype_entry(dtype)
         if order == "F" or order == "C":
-            if type(shape) is int and shape >= 0:
-                shape, size = (shape,), shape
+            size = -1
+            if type(shape) is int:
+                if shape >= 0:
+                    shape, size = (shape,), shape
             elif type(shape) is tuple:
                 size = 1
                 for d in shape:
                     if type(d) is not int or d < 0:
+                        size = -1
                         break
                     size *= d
-                else:
-                    shape = shape
-                    nbytes = size * itemsize
-                    if nbytes <= self._max_bytes:
-                        return BufRef(self._state.token, self._next_id(),
-                                      self._state.generation, name, shape, order, nbytes)
-                    return self._mint_checked(shape, name, order)
-            else:
-                return self._mint_checked(shape, name, order)
-            nbytes = size * itemsize
-            if nbytes <= self._max_bytes:
-                return BufRef(self._state.token, self._next_id(), self._state.generation, name,
-                              shape, order, nbytes)
+            if size >= 0:
+                nbytes = size * itemsize
+                if nbytes <= self._max_bytes:
+                    state = self._state
+                    return BufRef(state.token, self._next_id(), state.generation, name, shape,
+                                  order, nbytes)
         return self._mint_checked(shape, name, order)
 
     @staticmethod
@@ -331,7 +331,11 @@ class Device:
         self._check_open()
         ref = self._mint(shape, dtype, order)
         fut = BufferFuture(self._new_buffer(ref))
-        self._post(Alloc(ref), fut)
+        # the reference was minted (and so checked) just now: the message is built without
+        # validating it again
+        msg = _new_alloc(Alloc)
+        _set_alloc_out(msg, ref)
+        self._post(msg, fut)
         return fut
 
     def to_device(self, array: Any, order: str | None = None) -> BufferFuture:

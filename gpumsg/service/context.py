@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from ..backends.base import Backend as _Backend
 from ..errors import (
     ContextPoisoned,
     CudaError,
@@ -127,6 +128,10 @@ class DeviceContext:
         self.traced = 0
         self.host_registry: dict[int, Any] = {}  # shm segments (process isolation)
         self._scratch: Any = None
+        # backends whose event query does not give other threads a turn pause while settling
+        pause = getattr(type(backend), "event_pause", None)
+        self._pause = backend.event_pause if pause is not None and \
+            pause is not getattr(_Backend, "event_pause", None) else None
         try:
             for name, index in sorted(STREAM_INDEX.items(), key=lambda kv: kv[1]):
                 obj = backend.stream_create()
@@ -369,15 +374,22 @@ class DeviceContext:
         if running is None:
             return
         deadline = _perf_counter() + SETTLE_SECONDS
-        pause = self.backend.event_pause
+        pause = self._pause
+        query = self.backend.event_query
         while not waiting():
-            if _perf_counter() > deadline:
+            try:
+                done = query(running)
+            except CudaError:
+                done = True  # reap reports it
+            if done:
+                running = self.reap()
+                if running is None:
+                    return
+            elif _perf_counter() > deadline:
                 self.hand_over()
                 return
-            pause(running, 20e-6)
-            running = self.reap()
-            if running is None:
-                return
+            elif pause is not None:
+                pause(running, 20e-6)
 
     def hand_over(self) -> None:
         """Give every batch the device thread keeps to its stream's watcher (in order)."""
