@@ -148,3 +148,42 @@ def test_empty_and_small_downloads(dev, rng) -> None:
     for _ in range(3):
         got = dev.copy_to_host(buf).result()
         assert np.array_equal(got, x)
+
+
+def test_posts_racing_close_are_answered_or_refused() -> None:
+    for _ in range(5):
+        dev = gpumsg.open_device(0, backend="sim")
+        put = dev._put
+
+        def slow_put(item: tuple, put=put) -> None:  # widens the window between check and put
+            time.sleep(0.002)
+            put(item)
+
+        dev._put = slow_put
+        futures: list = []
+        refused = [0]
+        go = threading.Event()
+
+        def client(futures: list = futures, refused: list = refused, go=go, dev=dev) -> None:
+            go.wait()
+            while True:
+                try:
+                    futures.append(dev.stats())
+                except gpumsg.DeviceClosed:
+                    refused[0] += 1
+                    return
+
+        threads = [threading.Thread(target=client) for _ in range(4)]
+        for t in threads:
+            t.start()
+        go.set()
+        time.sleep(0.02)
+        dev.close()
+        for t in threads:
+            t.join(timeout=30)
+        assert refused[0] == 4
+        for f in futures:  # none is left unanswered behind the STOP message
+            try:
+                assert f.result(timeout=10).total_bytes > 0
+            except gpumsg.DeviceClosed:
+                pass

@@ -160,6 +160,8 @@ class Device:
         # thread isolation: put (message, reply) in the mailbox with no call in between
         mailbox = self._worker.mailbox if isolation == "thread" else None
         self._put = mailbox.put if mailbox is not None else lambda item: submit(*item)
+        if mailbox is not None:
+            self._post = self._post_thread  # type: ignore[method-assign]
         self._stream_handle: int | None = None
         # the library namespaces: ``dev.blas.gemm(...)``, ``dev.blas.dot(...)``, ...
         for name, cls in _NAMESPACES.items():
@@ -206,6 +208,18 @@ class Device:
         state = self._state
         if not state.accepting:
             raise state.refusal
+
+    def _post_thread(self, msg: Any, reply: Any) -> None:
+        """Thread isolation's post, without a lock: a post that races close() sees the refusal
+        after its put, and the worker makes sure that a message left behind STOP is failed."""
+        state = self._state
+        if not state.accepting:
+            raise state.refusal
+        self._put((msg, reply))
+        if not state.accepting:
+            self._worker.late_post()
+        if YIELD_AFTER_POST:
+            _yield_gil()
 
     def _post(self, msg: Any, reply: Any) -> None:
         # the lock orders posts against close(): nothing is put behind the STOP message

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
-from queue import SimpleQueue
+from queue import Empty, SimpleQueue
 from typing import Any
 
 from ..errors import CudaError, GpuError, InvalidMessage
@@ -112,6 +112,8 @@ class DeviceWorker:
         self.ctx: DeviceContext | None = None
         self._startup_error: BaseException | None = None
         self._ready = threading.Event()
+        self._late_lock = threading.Lock()
+        self._finished = False  # the loop ended and drained the mailbox
         self._thread = threading.Thread(
             target=self._run, name=f"gpumsg-device-{backend.ordinal}", daemon=True,
             args=(backend, memory, trace, allow_fault_injection, shutdown_timeout,
@@ -133,15 +135,39 @@ class DeviceWorker:
             self._ready.set()
             return
         self._ready.set()
-        profile_to = os.environ.get("GPUMSG_PROFILE")
-        if profile_to:  # a cProfile of the device thread, for performance work
-            import cProfile
+        try:
+            profile_to = os.environ.get("GPUMSG_PROFILE")
+            if profile_to:  # a cProfile of the device thread, for performance work
+                import cProfile
 
-            prof = cProfile.Profile()
-            prof.runcall(serve, self.ctx, self.mailbox, shutdown_timeout)
-            prof.dump_stats(f"{profile_to}.device{backend.ordinal}")
-        else:
-            serve(self.ctx, self.mailbox, shutdown_timeout)
+                prof = cProfile.Profile()
+                prof.runcall(serve, self.ctx, self.mailbox, shutdown_timeout)
+                prof.dump_stats(f"{profile_to}.device{backend.ordinal}")
+            else:
+                serve(self.ctx, self.mailbox, shutdown_timeout)
+        finally:
+            with self._late_lock:
+                self._drain()
+                self._finished = True
+
+    def _drain(self) -> None:
+        """Fail what is left in the mailbox after the loop ended (posts that raced close)."""
+        get = self.mailbox.get_nowait
+        while True:
+            try:
+                msg, reply = get()
+            except Empty:
+                return
+            if reply is not None and msg is not STOP:
+                _fail(reply, self.state.refusal)
+
+    def late_post(self) -> None:
+        """A post found the device refusing work just after putting its message: it may lie
+        behind STOP. If the loop has already drained the mailbox, drain it here; otherwise the
+        loop's own drain, when it ends, answers it."""
+        with self._late_lock:
+            if self._finished:
+                self._drain()
 
     @property
     def props(self) -> Any:
