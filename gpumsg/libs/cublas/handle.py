@@ -72,6 +72,7 @@ class CublasHandle:
         self._check(self.lib.cublasCreate_v2(ctypes.byref(h)), "cublasCreate_v2")
         self.raw_handle: int = h.value or 0
         self._sgemm = self.lib.cublasSgemm_v2
+        self._f32_scalars: dict[float, Any] = {}
         self._reduction_handle = 0  # made on the first reduction (see _reduce)
         self._reduction_stream: Any = None
         self._bound_stream: Any = None
@@ -131,9 +132,17 @@ class CublasHandle:
         call: the call is bound once, the scalars are cached."""
         if stream is not self._bound_stream:
             self.bind(stream)
-        scalar = self.scalar
-        status = self._sgemm(self.raw_handle, OP[transa], OP[transb], m, n, k,
-                             scalar("f32", alpha), a, lda, b, ldb, scalar("f32", beta), c, ldc)
+        f32 = self._f32_scalars  # pointers by value, without building a key per call
+        pa = f32.get(alpha)
+        if pa is None:
+            pa = f32[alpha] = self.scalar("f32", alpha)
+        pb = f32.get(beta)
+        if pb is None:
+            pb = f32[beta] = self.scalar("f32", beta)
+        if len(f32) > 64:
+            f32.clear()
+        status = self._sgemm(self.raw_handle, OP[transa], OP[transb], m, n, k, pa, a, lda, b,
+                             ldb, pb, c, ldc)
         if status:
             raise status_error(self.lib, "cublas", status, "cublasSgemm_v2")
 
