@@ -60,8 +60,7 @@ from .staging import DevicePinnedPool, HostStaging, ReleaseOnReply
 __all__ = ["Device", "open_device", "devices", "register_isolation"]
 
 _STATS = Stats()
-_new_alloc = object.__new__
-_set_alloc_out = Alloc.__dict__["out"].__set__
+_ALLOC = Alloc.unchecked  # type: ignore[attr-defined]
 #: messages memoized per Device for repeated identical calls (see Device.sgemm)
 _MEMO_SIZE = 256
 #: dtype as callers pass it (np.float32, "f32", np.dtype(...)) -> (short name, itemsize)
@@ -347,9 +346,7 @@ class Device:
         fut = BufferFuture(self._new_buffer(ref))
         # the reference was minted (and so checked) just now: the message is built without
         # validating it again
-        msg = _new_alloc(Alloc)
-        _set_alloc_out(msg, ref)
-        self._post(msg, fut)
+        self._post(_ALLOC(ref), fut)
         return fut
 
     def to_device(self, array: Any, order: str | None = None) -> BufferFuture:
@@ -396,10 +393,15 @@ class Device:
     def copy_to_host(self, src: Any, out: np.ndarray | None = None) -> Future:
         """Copy a whole buffer to host memory; resolves to ``out`` or to a new array of the
         buffer's shape, dtype and order. ``out`` must match them and be contiguous."""
-        self._check_open()
-        msg = CopyToHost(src)
-        self._check_refs(msg)
-        ref = msg.src
+        state = self._state
+        if not state.accepting:
+            raise state.refusal
+        ref = getattr(src, "ref", None)  # a live buffer's reference (raises if stale or freed)
+        if type(ref) is not BufRef or ref.owner != state.token or \
+                ref.generation != state.generation:
+            msg = CopyToHost(src)  # says what is wrong with ``src``
+            self._check_refs(msg)
+            ref = msg.src
         if out is None:
             return self._download(ref, 0, ref.nbytes, None)
         if not isinstance(out, np.ndarray):
@@ -426,6 +428,8 @@ class Device:
 
     @staticmethod
     def _byte_offset(buf: Any, offset: int) -> int:
+        if offset == 0 and type(offset) is int:
+            return 0
         if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
             raise InvalidMessage(f"offset must be a non-negative element count, got {offset!r}",
                                  field="offset")

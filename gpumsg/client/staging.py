@@ -31,6 +31,11 @@ if TYPE_CHECKING:
 
 __all__ = ["HostStaging", "DevicePinnedPool", "ReleaseOnReply", "copy_bytes", "CHUNK"]
 
+#: the chunk messages of a copy already validated as a whole (see Message.unchecked)
+_UPLOAD = CopyFromHost.unchecked  # type: ignore[attr-defined]
+_DOWNLOAD = CopyToHost.unchecked  # type: ignore[attr-defined]
+_HOSTREF = HostRef.unchecked  # type: ignore[attr-defined]
+
 #: staging chunk: large enough to amortize a message per chunk, small enough to overlap
 CHUNK = 16 << 20
 #: below this a single thread copies; above, the copy is split over the memcpy threads
@@ -211,8 +216,8 @@ class HostStaging:
             fut = _ChunkUpload(self.pool, block)
             try:
                 copy_bytes(block.bytes[:m], raw[off:off + m])
-                device._post(CopyFromHost(dst, HostRef(kind, block.id, 0, m), dst_offset + off),
-                             fut)
+                # dst and the span were checked by the caller's message; the block is ours
+                device._post(_UPLOAD(dst, _HOSTREF(kind, block.id, 0, m), dst_offset + off), fut)
             except BaseException:
                 self.pool.release(block)
                 raise
@@ -243,7 +248,7 @@ class HostStaging:
             block = self.acquire(m)
             fut = _ChunkDownload(self.pool, block, raw[off:off + m], result if single else None)
             try:
-                device._post(CopyToHost(src, HostRef(kind, block.id, 0, m), src_offset + off, m),
+                device._post(_DOWNLOAD(src, _HOSTREF(kind, block.id, 0, m), src_offset + off, m),
                              fut)
             except BaseException:
                 self.pool.release(block)

@@ -101,10 +101,21 @@ def fast_init(cls: type[T]) -> type[T]:
         elif f.default is not dataclasses.MISSING:
             env[f"_default{i}"] = f.default
             body.append(f"    _set{i}(self, _default{i})")
+    stores = list(body)
     if hasattr(cls, "__post_init__"):
         body.append("    self.__post_init__()")
     src = f"def __init__(self, {', '.join(args)}):\n" + "\n".join(body or ["    pass"]) + "\n"
+    # ``unchecked(...)``: the same fields stored without __post_init__, for values the client
+    # derived from a message it has validated (the staging chunks of a checked copy)
+    names = [a.split("=")[0] for a in args]
+    if all(f.init for f in fields.values()):
+        src += (f"def unchecked({', '.join(names)}):\n    self = _new(_cls)\n"
+                + "".join(line + "\n" for line in stores) + "    return self\n")
+    env["_new"] = object.__new__
+    env["_cls"] = cls
     exec(src, env)  # noqa: S102 - generated from the class's own field names, as dataclasses does
+    if "unchecked" in env:
+        cls.unchecked = staticmethod(env["unchecked"])  # type: ignore[attr-defined]
     init = env["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__module__ = cls.__module__
