@@ -261,7 +261,7 @@ def main() -> None:
                 note: str = "") -> dict[str, Any]:
             r = {"case": case, "gpumsg_us": ours, "bare_us": bare, "ratio": ours / bare,
                  "target": f"<= {target}x" if target else "", "met": "",
-                 "torch_us": None, "cupy_us": None, "note": note}
+                 "torch_us": "", "cupy_us": "", "note": note}
             if target:
                 r["met"] = "yes" if ours / bare <= target else "no"
             rows.append(r)
@@ -360,7 +360,7 @@ def main() -> None:
             o1, o8 = threads[f"gpumsg {label}"]
             b1, b8 = threads[f"bare {label}"]
             rows.append({"case": f"{THREADS} threads, 64^3 SGEMM {label}: aggregate / 1 thread",
-                         "gpumsg_us": o8 / o1, "bare_us": b8 / b1, "ratio": None,
+                         "gpumsg_us": o8 / o1, "bare_us": b8 / b1, "ratio": "",
                          "target": ">= 1 (gpumsg)", "met": "yes" if o8 >= o1 else "no",
                          "note": f"ops/s gpumsg {o1:.0f} -> {o8:.0f}, bare {b1:.0f} -> {b8:.0f} "
                                  "(columns hold the ratio, not us)"})
