@@ -20,7 +20,7 @@ from gpumsg.messages.base import BufRef, HostRef
 
 def test_device_thread_serves_while_long_work_runs(dev) -> None:
     buf = dev.alloc(64, np.uint8).result()
-    hang = dev.inject_fault("hang", seconds=1.0)  # a kernel spins on the compute stream
+    hang = dev.inject_fault("hang", seconds=2.0)  # a kernel spins on the compute stream
     behind = dev.memset(buf, 7)  # queued on the compute stream behind the spinning kernel
     t0 = time.perf_counter()
     for _ in range(20):  # the device thread answers these at once: it is not waiting
