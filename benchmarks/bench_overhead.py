@@ -1,97 +1,386 @@
-"""Per-message overhead: Stats round trip beside a bare thread+queue+Future echo; 64^3 SGEMM
-round trip and pipelined beside torch ``mm``, CuPy ``matmul`` and a raw ctypes
-``cublasSgemm_v2`` call (issue rate, and issue + synchronize)."""
+"""Per-message overhead: gpumsg beside a bare service making the same calls, in one run.
+
+The bare service (``BareService`` below) is the floor of this architecture under the GIL: one
+client thread posts ``(fn, args, Future)`` on a ``SimpleQueue``; one device thread calls
+``fn(stream, *args)`` for each (the same ctypes ``cublasSgemm_v2``, ``cuMemAllocFromPoolAsync``,
+``cublasSdot_v2``, ``cuMemcpy*Async`` that gpumsg makes), records one event per batch, waits for
+it and resolves the batch's futures itself. gpumsg adds validated messages, buffer tracking,
+cross-stream ordering, typed errors and completion that never blocks the device thread; the
+ratio gpumsg / bare is what that costs per message.
+
+Cases: 64^3 SGEMM pipelined and round trip, ``Stats``, alloc+free round trip, alloc pipelined,
+1M ``dot`` round trip, 1 KiB host-to-device and device-to-host round trips, and 8 client threads
+sharing one device (aggregate ops/s beside one thread). torch and CuPy are measured beside them.
+Each gpumsg/bare pair is measured ``ROUNDS`` times alternately; medians.
+"""
 
 from __future__ import annotations
 
+import ctypes
+import statistics
 import threading
+import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from queue import SimpleQueue
+from typing import Any
 
 import numpy as np
 from _common import median_us, rate_us, write_results
 
 import gpumsg
 
-N_RT = 3000
-N_PIPE = 5000
+N_RT = 1500
+N_PIPE = 2000
+ROUNDS = 3
+THREADS = 8
+THREAD_OPS = 4000  # operations in all, split among the threads
 
 
-def bare_echo() -> tuple[float, float]:
-    q: SimpleQueue = SimpleQueue()
+class BareService:
+    """One device thread draining a SimpleQueue of ``(fn, args, future)``; one event per batch,
+    waited for on that thread, which then answers the batch (a callable result is called first:
+    a host read after the copy that fed it)."""
 
-    def worker() -> None:
-        while True:
-            fut = q.get()
-            if fut is None:
-                return
-            fut.set_result(None)
+    def __init__(self, cu: Any, ctx: Any) -> None:
+        self.q: SimpleQueue = SimpleQueue()
+        self.stream: Any = None
+        ready = threading.Event()
 
-    t = threading.Thread(target=worker, daemon=True)
-    t.start()
+        def run() -> None:
+            cu.cuCtxSetCurrent(ctx)
+            stream = self.stream = cu.cuStreamCreate(1)[1]
+            event = cu.cuEventCreate(2)[1]
+            get, get_nowait, qsize = self.q.get, self.q.get_nowait, self.q.qsize
+            ready.set()
+            while True:
+                batch = [get()]
+                for _ in range(min(qsize(), 63)):
+                    batch.append(get_nowait())
+                values = []
+                for fn, args, _fut in batch:
+                    if fn is None:
+                        return
+                    values.append(fn(stream, *args))
+                cu.cuEventRecord(event, stream)
+                cu.cuEventSynchronize(event)
+                for (_fn, _args, fut), value in zip(batch, values):
+                    fut.set_result(value() if callable(value) else value)
 
-    def round_trip() -> None:
-        f: Future = Future()
-        q.put(f)
-        f.result()
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+        ready.wait()
 
-    last: list[Future] = [Future()]
+    def post(self, fn: Callable[..., Any], *args: Any) -> Future:
+        fut: Future = Future()
+        self.q.put((fn, args, fut))
+        return fut
 
-    def issue() -> None:
-        f: Future = Future()
-        q.put(f)
-        last[0] = f
+    def close(self) -> None:
+        self.q.put((None, (), None))
+        self.thread.join()
 
-    rt = median_us(round_trip, N_RT)
-    pipe = rate_us(issue, lambda: last[0].result(), N_PIPE)
-    q.put(None)
-    return rt, pipe
+
+def _ok(status: int) -> None:
+    if status:
+        raise RuntimeError(f"status {status}")
+
+
+class BareOps:
+    """The device-thread side of each case for the bare service, and its buffers."""
+
+    def __init__(self, cu: Any, service: BareService, host: list[np.ndarray], x: np.ndarray,
+                 y: np.ndarray) -> None:
+        from gpumsg.libs.loader import load
+
+        self.cu = cu
+        self.svc = service
+        lib = load("cublas")
+        s = service.stream
+        self.handles = []
+        for mode in (0, 1):  # host pointer mode (GEMM), device pointer mode (dot)
+            h = ctypes.c_void_p()
+            _ok(lib.cublasCreate_v2(ctypes.byref(h)))
+            _ok(lib.cublasSetStream_v2(h.value, int(s)))
+            _ok(lib.cublasSetPointerMode_v2(h.value, mode))
+            self.handles.append(h.value)
+        self.lib = lib
+        self.one, self.zero = ctypes.c_float(1.0), ctypes.c_float(0.0)
+        self.a, self.b = (self._upload(h) for h in host)
+        self.c = int(cu.cuMemAlloc(64 * 64 * 4)[1])
+        self.x, self.y = self._upload(x), self._upload(y)
+        self.n = x.size
+        self.slot = int(cu.cuMemAlloc(16)[1])
+        self.pinned = int(cu.cuMemHostAlloc(1 << 12, 1)[1])
+        self.pinned_view = np.ctypeslib.as_array(
+            ctypes.cast(self.pinned, ctypes.POINTER(ctypes.c_uint8)), shape=(1 << 12,))
+        self.kib = int(cu.cuMemAlloc(1024)[1])
+        props = cu.CUmemPoolProps()
+        props.allocType = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+        props.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        props.location.id = 0
+        self.pool = cu.cuMemPoolCreate(props)[1]
+        cu.cuMemPoolSetAttribute(self.pool,
+                                 cu.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                                 cu.cuuint64_t((1 << 64) - 1))
+        self.batches = 0
+
+    def _upload(self, arr: np.ndarray) -> int:
+        ptr = int(self.cu.cuMemAlloc(arr.nbytes)[1])
+        self.cu.cuMemcpyHtoD(ptr, arr.ctypes.data, arr.nbytes)
+        return ptr
+
+    # each runs on the bare device thread: fn(stream, *args)
+    def sgemm(self, stream: Any) -> None:
+        _ok(self.lib.cublasSgemm_v2(self.handles[0], 0, 0, 64, 64, 64, ctypes.byref(self.one),
+                                    self.a, 64, self.b, 64, ctypes.byref(self.zero), self.c, 64))
+
+    def stats(self, stream: Any) -> tuple:
+        return (self.svc.q.qsize(), self.batches)
+
+    def alloc(self, stream: Any, nbytes: int) -> int:
+        err, ptr = self.cu.cuMemAllocFromPoolAsync(nbytes, self.pool, stream)
+        _ok(int(err))
+        return int(ptr)
+
+    def free(self, stream: Any, ptr: int) -> None:
+        _ok(int(self.cu.cuMemFreeAsync(ptr, stream)[0]))
+
+    def dot(self, stream: Any) -> Callable[[], float]:
+        _ok(self.lib.cublasSdot_v2(self.handles[1], self.n, self.x, 1, self.y, 1, self.slot))
+        _ok(int(self.cu.cuMemcpyDtoHAsync(self.pinned, self.slot, 4, stream)[0]))
+        view = self.pinned_view
+        return lambda: float(view[:4].view(np.float32)[0])
+
+    def h2d(self, stream: Any, nbytes: int) -> None:
+        _ok(int(self.cu.cuMemcpyHtoDAsync(self.kib, self.pinned, nbytes, stream)[0]))
+
+    def d2h(self, stream: Any, nbytes: int) -> Callable[[], np.ndarray]:
+        _ok(int(self.cu.cuMemcpyDtoHAsync(self.pinned, self.kib, nbytes, stream)[0]))
+        view = self.pinned_view
+        return lambda: view[:nbytes].view(np.float32).copy()
+
+    def close(self) -> None:
+        for h in self.handles:
+            self.lib.cublasDestroy_v2(h)
+
+
+def paired(ours: Callable[[], float], bare: Callable[[], float]) -> tuple[float, float]:
+    """Median of ROUNDS alternating measurements of each."""
+    a, b = [], []
+    for _ in range(ROUNDS):
+        b.append(bare())
+        a.append(ours())
+    return statistics.median(a), statistics.median(b)
+
+
+def pipelined(issue: Callable[[], Future], n: int = N_PIPE) -> float:
+    """µs per operation: n issued back to back, then the last awaited."""
+    last: list[Future] = [issue()]
+
+    def one() -> None:
+        last[0] = issue()
+
+    return rate_us(one, lambda: last[0].result(), n, repeats=3)
+
+
+def alloc_pipelined(alloc: Callable[[], Future], release: Callable[[list], None],
+                    n: int = N_PIPE) -> float:
+    """µs per allocation issued back to back (the last awaited); freed after the clock."""
+    runs = []
+    for _ in range(4):
+        keep = []
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            keep.append(alloc())
+        keep[-1].result()
+        runs.append((time.perf_counter_ns() - t0) / n / 1e3)
+        release(keep)
+    return statistics.median(runs[1:])
+
+
+def aggregate(make_op: Callable[[], Callable[[], Future]], threads: int, total: int,
+              wait_each: bool) -> float:
+    """Operations per second of ``threads`` client threads issuing ``total`` in all (each
+    awaits every operation with ``wait_each``, else only its last)."""
+    per_thread = total // threads
+    start = threading.Barrier(threads + 1)
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            op = make_op()
+            start.wait()
+            last = None
+            for _ in range(per_thread):
+                last = op()
+                if wait_each:
+                    last.result()
+            last.result()  # type: ignore[union-attr]
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    ts = [threading.Thread(target=work) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for t in ts:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    if errors:
+        raise errors[0]
+    return per_thread * threads / elapsed
 
 
 def main() -> None:
-    rows, notes = [], []
-    echo_rt, echo_pipe = bare_echo()
+    from cuda.bindings import driver as cu
+
+    rows: list[dict[str, Any]] = []
+    notes: list[str] = []
+    rng = np.random.default_rng()
+    host = [rng.standard_normal((64, 64)).astype(np.float32, order="F") for _ in range(2)]
+    xh, yh = (rng.standard_normal(1 << 20).astype(np.float32) for _ in range(2))
+    kib = rng.standard_normal(256).astype(np.float32)  # 1 KiB
     dev = gpumsg.open_device(0)
     try:
-        stats_rt = median_us(lambda: dev.stats().result(), N_RT)
-        last = [dev.stats()]
+        ctx = cu.cuCtxGetCurrent()[1]
+        if not int(ctx):
+            ctx = cu.cuDevicePrimaryCtxRetain(cu.cuDeviceGet(0)[1])[1]
+        cu.cuCtxSetCurrent(ctx)
+        svc = BareService(cu, ctx)
+        ops = BareOps(cu, svc, host, xh, yh)
+        post = svc.post
 
-        def stats_issue() -> None:
-            last[0] = dev.stats()
-
-        stats_pipe = rate_us(stats_issue, lambda: last[0].result(), N_PIPE)
-        rows.append({"case": "Stats round trip", "gpumsg_us": stats_rt,
-                     "peer": "thread+SimpleQueue+Future echo", "peer_us": echo_rt,
-                     "ratio": stats_rt / echo_rt, "target": "<= 1.3x echo"})
-        rows.append({"case": "Stats pipelined", "gpumsg_us": stats_pipe,
-                     "peer": "thread+SimpleQueue+Future echo", "peer_us": echo_pipe,
-                     "ratio": stats_pipe / echo_pipe, "target": ""})
-
-        rng = np.random.default_rng()
-        host = [rng.standard_normal((64, 64)).astype(np.float32, order="F") for _ in range(2)]
         a, b = (dev.to_device(h).result() for h in host)
         c = dev.alloc((64, 64), np.float32).result()
-        sg_rt = median_us(lambda: dev.sgemm(a, b, c, 64, 64, 64).result(), N_RT)
-        lastg = [dev.sgemm(a, b, c, 64, 64, 64)]
+        x, y = dev.to_device(xh).result(), dev.to_device(yh).result()
+        buf = dev.alloc(256, np.float32).result()
 
-        def sg_issue() -> None:
-            lastg[0] = dev.sgemm(a, b, c, 64, 64, 64)
+        def row(case: str, ours: float, bare: float, target: float | None,
+                note: str = "") -> dict[str, Any]:
+            r = {"case": case, "gpumsg_us": ours, "bare_us": bare, "ratio": ours / bare,
+                 "target": f"<= {target}x" if target else "", "met": "",
+                 "torch_us": "", "cupy_us": "", "note": note}
+            if target:
+                r["met"] = "yes" if ours / bare <= target else "no"
+            rows.append(r)
+            return r
 
-        sg_pipe = rate_us(sg_issue, lambda: lastg[0].result(), N_PIPE)
-        out = dev.copy_to_host(c).result()
-        err = np.abs(out - host[0].astype(np.float64) @ host[1]).max()
-        notes.append(f"64^3 SGEMM result checked against NumPy float64: max abs error {err:.2e}")
+        # -- 64^3 SGEMM ------------------------------------------------------------------------
+        sg_pipe = row("64^3 SGEMM pipelined (per op)", *paired(
+            lambda: pipelined(lambda: dev.sgemm(a, b, c, 64, 64, 64)),
+            lambda: pipelined(lambda: post(ops.sgemm))), 1.15)
+        sg_rt = row("64^3 SGEMM round trip", *paired(
+            lambda: median_us(lambda: dev.sgemm(a, b, c, 64, 64, 64).result(), N_RT),
+            lambda: median_us(lambda: post(ops.sgemm).result(), N_RT)), 1.15)
+        ref = host[0].astype(np.float64) @ host[1]
+        err_ours = np.abs(dev.copy_to_host(c).result() - ref).max()
+        out = np.empty((64, 64), np.float32, order="F")
+        cu.cuMemcpyDtoH(out.ctypes.data, ops.c, out.nbytes)
+        err_bare = np.abs(out - ref).max()
+        notes.append(f"64^3 SGEMM checked against NumPy float64: max abs error gpumsg "
+                     f"{err_ours:.2e}, bare {err_bare:.2e}")
+        assert err_ours < 1e-3 and err_bare < 1e-3
 
-        peers: dict[str, tuple[float, float]] = {}
+        # -- Stats ------------------------------------------------------------------------------
+        row("Stats round trip", *paired(
+            lambda: median_us(lambda: dev.stats().result(), N_RT),
+            lambda: median_us(lambda: post(ops.stats).result(), N_RT)), 1.15,
+            "bare: answers a tuple of its counters")
+        row("Stats pipelined (per op)", *paired(
+            lambda: pipelined(dev.stats), lambda: pipelined(lambda: post(ops.stats))), None)
+
+        # -- alloc and free ---------------------------------------------------------------------
+        def ours_af() -> None:
+            dev.alloc(256, np.float32).result().free().result()
+
+        def bare_af() -> None:
+            post(ops.free, post(ops.alloc, 1024).result()).result()
+
+        af = row("alloc+free round trip (1 KiB; two round trips)", *paired(
+            lambda: median_us(ours_af, N_RT), lambda: median_us(bare_af, N_RT)), 1.15)
+
+        def release_ours(keep: list) -> None:
+            keep.clear()  # the finalizers post the frees
+            dev.synchronize().result()
+
+        def release_bare(keep: list) -> None:
+            for f in keep:
+                post(ops.free, f.result())
+            post(ops.stats).result()
+
+        ap = row("alloc pipelined (per alloc)", *paired(
+            lambda: alloc_pipelined(lambda: dev.alloc(256, np.float32), release_ours),
+            lambda: alloc_pipelined(lambda: post(ops.alloc, 1024), release_bare)), None,
+            "target: <= 10 us per alloc")
+        ap["target"] = "<= 10 us"
+        ap["met"] = "yes" if ap["gpumsg_us"] <= 10 else "no"
+
+        # -- dot --------------------------------------------------------------------------------
+        dt = row("dot 1M f32 round trip", *paired(
+            lambda: median_us(lambda: dev.blas.dot(x, y).result(), N_RT),
+            lambda: median_us(lambda: post(ops.dot).result(), N_RT)), 1.3)
+        ref_dot = float(np.dot(xh.astype(np.float64), yh))
+        got = (dev.blas.dot(x, y).result(), post(ops.dot).result())
+        notes.append(f"dot checked against NumPy float64 ({ref_dot:.4f}): gpumsg {got[0]:.4f}, "
+                     f"bare {got[1]:.4f}")
+        assert all(abs(g - ref_dot) < 1e-3 * np.sqrt(xh.size) for g in got)
+
+        # -- 1 KiB copies -----------------------------------------------------------------------
+        def bare_h2d() -> None:
+            np.copyto(ops.pinned_view[:1024], kib.view(np.uint8))  # the caller's array, staged
+            post(ops.h2d, 1024).result()
+
+        h2d = row("1 KiB H2D round trip", *paired(
+            lambda: median_us(lambda: dev.copy_from_host(buf, kib).result(), N_RT),
+            lambda: median_us(bare_h2d, N_RT)), 1.3)
+        d2h = row("1 KiB D2H round trip", *paired(
+            lambda: median_us(lambda: dev.copy_to_host(buf).result(), N_RT),
+            lambda: median_us(lambda: post(ops.d2h, 1024).result(), N_RT)), 1.3)
+        assert np.array_equal(dev.copy_to_host(buf).result(), kib)
+        assert np.array_equal(post(ops.d2h, 1024).result(), kib)
+
+        # -- 8 client threads -------------------------------------------------------------------
+        def ours_gemm_op() -> Callable[[], Future]:
+            mine = dev.alloc((64, 64), np.float32).result()
+            return lambda: dev.sgemm(a, b, mine, 64, 64, 64)
+
+        def bare_gemm_op() -> Callable[[], Future]:
+            return lambda: post(ops.sgemm)
+
+        threads: dict[str, Any] = {}
+        for wait_each, label in ((False, "pipelined"), (True, "round trips")):
+            for name, make in (("gpumsg", ours_gemm_op), ("bare", bare_gemm_op)):
+                one = statistics.median(
+                    aggregate(make, 1, THREAD_OPS // 2, wait_each) for _ in range(ROUNDS))
+                many = statistics.median(
+                    aggregate(make, THREADS, THREAD_OPS // 2, wait_each) for _ in range(ROUNDS))
+                threads[f"{name} {label}"] = (one, many)
+            o1, o8 = threads[f"gpumsg {label}"]
+            b1, b8 = threads[f"bare {label}"]
+            rows.append({"case": f"{THREADS} threads, 64^3 SGEMM {label}: aggregate / 1 thread",
+                         "gpumsg_us": o8 / o1, "bare_us": b8 / b1, "ratio": "",
+                         "target": ">= 1 (gpumsg)", "met": "yes" if o8 >= o1 else "no",
+                         "note": f"ops/s gpumsg {o1:.0f} -> {o8:.0f}, bare {b1:.0f} -> {b8:.0f} "
+                                 "(columns hold the ratio, not us)"})
+
+        # -- peers ------------------------------------------------------------------------------
         try:
             import torch
 
             torch.backends.cuda.matmul.allow_tf32 = False
             ta, tb = (torch.from_numpy(np.ascontiguousarray(h)).cuda() for h in host)
             tc = torch.empty(64, 64, device="cuda")
-            peers["torch mm"] = (
-                rate_us(lambda: torch.mm(ta, tb, out=tc), torch.cuda.synchronize, N_PIPE),
-                median_us(lambda: (torch.mm(ta, tb, out=tc), torch.cuda.synchronize()), N_RT))
+            tx, ty = torch.from_numpy(xh).cuda(), torch.from_numpy(yh).cuda()
+            tk, tkh = torch.empty(256, device="cuda"), torch.from_numpy(kib)
+            sync = torch.cuda.synchronize
+            sg_pipe["torch_us"] = rate_us(lambda: torch.mm(ta, tb, out=tc), sync, N_PIPE, 3)
+            sg_rt["torch_us"] = median_us(lambda: (torch.mm(ta, tb, out=tc), sync()), N_RT)
+            af["torch_us"] = median_us(lambda: torch.empty(256, device="cuda"), N_RT)
+            dt["torch_us"] = median_us(lambda: torch.dot(tx, ty).item(), N_RT)
+            h2d["torch_us"] = median_us(lambda: (tk.copy_(tkh), sync()), N_RT)
+            d2h["torch_us"] = median_us(lambda: tk.cpu(), N_RT)
         except Exception as exc:  # noqa: BLE001
             notes.append(f"torch unavailable: {exc!r}")
         try:
@@ -99,63 +388,53 @@ def main() -> None:
 
             ca, cb = (cupy.asarray(h) for h in host)
             cc = cupy.empty((64, 64), cupy.float32)
-            sync = cupy.cuda.Device().synchronize
-            peers["CuPy matmul"] = (
-                rate_us(lambda: cupy.matmul(ca, cb, out=cc), sync, N_PIPE),
-                median_us(lambda: (cupy.matmul(ca, cb, out=cc), sync()), N_RT))
+            cx, cy = cupy.asarray(xh), cupy.asarray(yh)
+            ck = cupy.empty(256, cupy.float32)
+            csync = cupy.cuda.Device().synchronize
+            sg_pipe["cupy_us"] = rate_us(lambda: cupy.matmul(ca, cb, out=cc), csync, N_PIPE, 3)
+            sg_rt["cupy_us"] = median_us(lambda: (cupy.matmul(ca, cb, out=cc), csync()), N_RT)
+            af["cupy_us"] = median_us(lambda: cupy.empty(256, cupy.float32), N_RT)
+            dt["cupy_us"] = median_us(lambda: float(cupy.dot(cx, cy)), N_RT)
+            h2d["cupy_us"] = median_us(lambda: (ck.set(kib), csync()), N_RT)
+            d2h["cupy_us"] = median_us(lambda: ck.get(), N_RT)
         except Exception as exc:  # noqa: BLE001
             notes.append(f"CuPy unavailable: {exc!r}")
         try:
-            peers["ctypes cublasSgemm_v2"] = raw_cublas(a, b, c)
+            raw_pipe, raw_rt = raw_cublas(cu, ops)
+            notes.append(f"the library call alone (ctypes cublasSgemm_v2 64^3 on a stream of its "
+                         f"own): {raw_pipe:.1f} us/op issue rate, {raw_rt:.1f} us issue + sync")
         except Exception as exc:  # noqa: BLE001
             notes.append(f"raw cuBLAS unavailable: {exc!r}")
-        for name, (issue_rate, issue_sync) in peers.items():
-            rows.append({"case": "64^3 SGEMM pipelined (per op)", "gpumsg_us": sg_pipe,
-                         "peer": f"{name} issue rate", "peer_us": issue_rate,
-                         "ratio": sg_pipe / issue_rate, "target": "<= 15 us"})
-            rows.append({"case": "64^3 SGEMM round trip", "gpumsg_us": sg_rt,
-                         "peer": f"{name} issue+sync", "peer_us": issue_sync,
-                         "ratio": sg_rt / issue_sync, "target": ""})
-        if not peers:
-            rows.append({"case": "64^3 SGEMM pipelined (per op)", "gpumsg_us": sg_pipe})
-            rows.append({"case": "64^3 SGEMM round trip", "gpumsg_us": sg_rt})
+        ops.close()
+        svc.close()
     finally:
         dev.close()
-    notes.append(f"medians; round trips over {N_RT} calls, pipelined = {N_PIPE} calls issued "
-                 "then the last awaited, median of 5 runs")
+    notes.append(f"medians; gpumsg and bare measured alternately {ROUNDS} times each; round "
+                 f"trips over {N_RT} calls, pipelined = {N_PIPE} issued then the last awaited "
+                 f"(median of 3); torch/CuPy alloc+free: their caching allocators (no round "
+                 f"trip); threads: {THREAD_OPS // 2} ops in all over 1 or {THREADS} threads")
     write_results("overhead", rows, notes,
-                  ["case", "gpumsg_us", "peer", "peer_us", "ratio", "target"])
+                  ["case", "gpumsg_us", "bare_us", "ratio", "target", "met", "torch_us",
+                   "cupy_us"], extra={"threads_ops_per_s": threads})
 
 
-def raw_cublas(a: gpumsg.GpuBuffer, b: gpumsg.GpuBuffer, c: gpumsg.GpuBuffer
-               ) -> tuple[float, float]:
-    """The bare library call through ctypes on a stream of its own: the floor for any Python
-    front end that calls cuBLAS per operation."""
-    import ctypes
-
-    from cuda.bindings import driver as cu
-
-    from gpumsg.libs.loader import load
-
-    lib = load("cublas")
-    h = ctypes.c_void_p()
-    lib.cublasCreate_v2(ctypes.byref(h))
+def raw_cublas(cu: Any, ops: BareOps) -> tuple[float, float]:
+    """The bare library call through ctypes, no queue: the floor for any Python front end."""
     stream = cu.cuStreamCreate(1)[1]
-    lib.cublasSetStream_v2(h, int(stream))
+    lib, h = ops.lib, ops.handles[0]
+    _ok(lib.cublasSetStream_v2(h, int(stream)))
     fn = lib.cublasSgemm_v2
-    one, zero = ctypes.c_float(1.0), ctypes.c_float(0.0)
-    pa, pb = ctypes.byref(one), ctypes.byref(zero)
-    A, B, C = a.raw_device_ptr(), b.raw_device_ptr(), c.raw_device_ptr()
-    hv = h.value
+    pa, pb = ctypes.byref(ops.one), ctypes.byref(ops.zero)
+    A, B, C = ops.a, ops.b, ops.c
 
     def issue() -> None:
-        fn(hv, 0, 0, 64, 64, 64, pa, A, 64, B, 64, pb, C, 64)
+        fn(h, 0, 0, 64, 64, 64, pa, A, 64, B, 64, pb, C, 64)
 
     def sync() -> None:
         cu.cuStreamSynchronize(stream)
 
-    out = (rate_us(issue, sync, N_PIPE), median_us(lambda: (issue(), sync()), N_RT))
-    lib.cublasDestroy_v2(hv)
+    out = (rate_us(issue, sync, N_PIPE, 3), median_us(lambda: (issue(), sync()), N_RT))
+    _ok(lib.cublasSetStream_v2(h, int(ops.svc.stream)))
     cu.cuStreamDestroy(stream)
     return out
 

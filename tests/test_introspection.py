@@ -45,7 +45,7 @@ def test_snapshots(dev) -> None:
     children = dev.snapshot_children().result()
     assert children["context"] == ctx
     assert children["stream.compute"] == streams["compute"]
-    assert children["cublaslt"] and children["mempool"]
+    assert children["cublas"] and children["mempool"]  # Sgemm runs cublasSgemm_v2
 
 
 def test_cuda_array_interface(dev) -> None:

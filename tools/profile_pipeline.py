@@ -4,6 +4,8 @@ Times the pieces a message is made of (driver calls, raw library calls, futures)
 trips of trivial and Stats messages, and the pipelined 64^3 SGEMM under the variants being
 weighed: GEMM engine (cuBLASLt cached plan or cublasGemmEx) x client yielding the GIL after a
 post; then large GEMMs per engine beside torch. Writes $OUT/profile.txt when OUT is set.
+``--hot``: only cProfiles of the client and device threads over 64^3 SGEMMs
+($OUT/profile_hot.txt).
 """
 
 from __future__ import annotations
@@ -126,7 +128,57 @@ def big(dev: gpumsg.Device, torch: object) -> None:
     cublas_mod.GEMM_ENGINE = "auto"
 
 
+def hot(out_dir: str) -> None:
+    """cProfile of the client thread and of the device thread over pipelined 64^3 SGEMMs, then
+    round trips (``--hot``): where the Python time per message goes, per function."""
+    import cProfile
+    import io
+    import pstats
+
+    base = os.path.join(out_dir, "hot")
+    # Python 3.12's cProfile (on sys.monitoring) sees every thread and allows one profiler at a
+    # time: there the client's profile covers the device thread too. Before 3.12 each thread
+    # needs its own (GPUMSG_PROFILE, read when the device thread starts).
+    per_thread = sys.version_info < (3, 12)
+    if per_thread:
+        os.environ["GPUMSG_PROFILE"] = base
+    dev = gpumsg.open_device(0)
+    os.environ.pop("GPUMSG_PROFILE", None)
+    a = dev.to_device(np.random.rand(64, 64).astype(np.float32, order="F")).result()
+    c = dev.alloc((64, 64)).result()
+    for _ in range(500):
+        dev.sgemm(a, a, c, 64, 64, 64)
+    dev.synchronize().result()
+    prof = cProfile.Profile()
+    prof.enable()
+    last = None
+    for _ in range(10000):
+        last = dev.sgemm(a, a, c, 64, 64, 64)
+    last.result()  # type: ignore[union-attr]
+    for _ in range(2000):
+        dev.sgemm(a, a, c, 64, 64, 64).result()
+    prof.disable()
+    dev.close()
+    profiles = [("client thread", pstats.Stats(prof))]
+    if per_thread:
+        profiles.append(("device thread", pstats.Stats(f"{base}.device0")))
+    else:
+        profiles[0] = ("all threads", profiles[0][1])
+    for label, stats in profiles:
+        buf = io.StringIO()
+        stats.stream = buf  # type: ignore[attr-defined]
+        stats.sort_stats("tottime").print_stats(22)
+        say(f"== {label}: 10000 pipelined + 2000 round-trip 64^3 SGEMMs (cProfile) ==")
+        say(buf.getvalue())
+
+
 def main() -> None:
+    if "--hot" in sys.argv:
+        hot(os.environ.get("OUT", "."))
+        if os.environ.get("OUT"):
+            with open(os.path.join(os.environ["OUT"], "profile_hot.txt"), "w") as f:
+                f.write("\n".join(lines))
+        return
     import torch
 
     dev = gpumsg.open_device(0)

@@ -69,6 +69,12 @@ class Backend(abc.ABC):
     def event_record(self, event: Any, stream: Any) -> None: ...
     @abc.abstractmethod
     def event_query(self, event: Any) -> bool: ...
+
+    def event_pause(self, event: Any, timeout: float) -> None:
+        """Give other threads a moment while ``event`` may complete: at most ``timeout``
+        seconds, possibly none. A driver's event query already releases the GIL, so the
+        default returns at once."""
+
     @abc.abstractmethod
     def event_synchronize(self, event: Any) -> None: ...
     @abc.abstractmethod

@@ -31,6 +31,11 @@ if TYPE_CHECKING:
 
 __all__ = ["HostStaging", "DevicePinnedPool", "ReleaseOnReply", "copy_bytes", "CHUNK"]
 
+#: the chunk messages of a copy already validated as a whole (see Message.unchecked)
+_UPLOAD = CopyFromHost.unchecked  # type: ignore[attr-defined]
+_DOWNLOAD = CopyToHost.unchecked  # type: ignore[attr-defined]
+_HOSTREF = HostRef.unchecked  # type: ignore[attr-defined]
+
 #: staging chunk: large enough to amortize a message per chunk, small enough to overlap
 CHUNK = 16 << 20
 #: below this a single thread copies; above, the copy is split over the memcpy threads
@@ -121,18 +126,19 @@ class _ChunkDownload(GpuFuture):
     """One device-to-host chunk: when the DMA into the staging block is done, copy the block
     out to the destination and give the block back."""
 
-    def __init__(self, pool: Any, block: Any, dest: np.ndarray) -> None:
+    def __init__(self, pool: Any, block: Any, dest: np.ndarray, answer: Any = None) -> None:
         super().__init__()
         self._pool = pool
         self._block = block
         self._dest = dest
+        self._answer = answer  # what the future resolves to (the whole copy's result)
 
     def set_result(self, result: Any) -> None:
         try:
             copy_bytes(self._dest, self._block.bytes[:self._dest.nbytes])
         finally:
             self._pool.release(self._block)
-        super().set_result(None)
+        super().set_result(self._answer)
 
     def set_exception(self, exception: BaseException | None) -> None:
         self._pool.release(self._block)
@@ -162,6 +168,8 @@ class HostStaging:
     def __init__(self, device: Device, pool: Any) -> None:
         self._device = device
         self.pool = pool
+        #: set for good once a block was handed to a caller (``alloc_pinned``)
+        self.user_blocks = False
 
     def acquire(self, nbytes: int) -> Any:
         """A staging block of at least ``nbytes``: cached, newly made, or (when staging already
@@ -180,7 +188,9 @@ class HostStaging:
         """A HostRef for a contiguous array that lies inside a host block, else None."""
         if raw.nbytes == 0:
             return None
-        hit = self.pool.find(raw.ctypes.data, raw.nbytes)
+        if not self.user_blocks:  # only a block handed to a caller can hold a caller's array
+            return None
+        hit = self.pool.find(raw.__array_interface__["data"][0], raw.nbytes)
         if hit is None:
             return None
         block, offset = hit
@@ -206,35 +216,42 @@ class HostStaging:
             fut = _ChunkUpload(self.pool, block)
             try:
                 copy_bytes(block.bytes[:m], raw[off:off + m])
-                device._post(CopyFromHost(dst, HostRef(kind, block.id, 0, m), dst_offset + off),
-                             fut)
+                # dst and the span were checked by the caller's message; the block is ours
+                device._post(_UPLOAD(dst, _HOSTREF(kind, block.id, 0, m), dst_offset + off), fut)
             except BaseException:
                 self.pool.release(block)
                 raise
             futures.append(fut)
         return futures[0] if len(futures) == 1 else gather(futures)
 
-    def download(self, src: BufRef, src_offset: int, raw: np.ndarray, result: Any) -> Future:
+    def download(self, src: BufRef, src_offset: int, raw: np.ndarray, result: Any,
+                 fresh: bool = False) -> Future:
         """Copy ``raw.nbytes`` bytes of ``src`` from ``src_offset`` into ``raw`` (contiguous
-        uint8); the future answers ``result``."""
+        uint8); the future answers ``result``. ``fresh``: ``raw`` was just made here, so it
+        lies in no host block."""
         device = self._device
         n = raw.nbytes
-        direct = self.find(raw)
+        if n == 0:
+            done = GpuFuture()
+            done.set_result(result)
+            return done
+        direct = None if fresh else self.find(raw)
         if direct is not None:
             fut = GpuFuture()
             device._post(CopyToHost(src, direct, src_offset, n), fut)
             return gather([fut], result)
         kind = self.pool.kind
+        single = n <= CHUNK  # one chunk answers ``result`` itself: no gathering future
         futures = []
         for off in range(0, n, CHUNK):
             m = min(CHUNK, n - off)
             block = self.acquire(m)
-            fut = _ChunkDownload(self.pool, block, raw[off:off + m])
+            fut = _ChunkDownload(self.pool, block, raw[off:off + m], result if single else None)
             try:
-                device._post(CopyToHost(src, HostRef(kind, block.id, 0, m), src_offset + off, m),
+                device._post(_DOWNLOAD(src, _HOSTREF(kind, block.id, 0, m), src_offset + off, m),
                              fut)
             except BaseException:
                 self.pool.release(block)
                 raise
             futures.append(fut)
-        return gather(futures, result)
+        return futures[0] if single else gather(futures, result)

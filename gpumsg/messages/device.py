@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..dtypes import dtype_name
 from .base import (
     MAX_NBYTES,
     BufRef,
@@ -102,6 +103,10 @@ class Free(Message):
         _set(self, "buffer", _ref(self, "buffer", self.buffer))
 
 
+#: array dtype -> gpumsg dtype name, for the dtypes CopyFromHost has accepted
+_ARRAY_DTYPE_NAMES: dict[np.dtype, str] = {}
+
+
 @message(buffers=("dst",), writes=("dst",))
 class CopyFromHost(Message):
     """Copy host data into ``dst`` at byte offset ``dst_offset``.
@@ -123,11 +128,14 @@ class CopyFromHost(Message):
         if isinstance(src, HostRef):
             nbytes = src.nbytes
         elif isinstance(src, np.ndarray):
-            if src.dtype.hasobject:
-                raise _fail(self, "src", "object arrays cannot be copied to a device")
-            from ..dtypes import dtype_name
-
-            if dtype_name(src.dtype, "CopyFromHost.src") != self.dst.dtype:
+            dt = src.dtype
+            name = _ARRAY_DTYPE_NAMES.get(dt)
+            if name is None:
+                if dt.hasobject:
+                    raise _fail(self, "src", "object arrays cannot be copied to a device")
+                name = dtype_name(dt, "CopyFromHost.src")
+                _ARRAY_DTYPE_NAMES[dt] = name
+            if name != self.dst.dtype:
                 raise _fail(self, "src", f"array dtype {src.dtype} does not match "
                             f"{self.dst.describe()}")
             nbytes = src.nbytes

@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from ..backends.base import Backend as _Backend
 from ..errors import (
     ContextPoisoned,
     CudaError,
@@ -38,16 +40,22 @@ from ..memory.adaptors import BudgetAdaptor, StatisticsAdaptor
 from ..memory.config import build_resource
 from ..memory.pinned import PinnedPool
 from ..messages.base import BufRef, HostRef
-from .completion import CompletionWatcher, Entry, fail_entries
+from .completion import CompletionWatcher, Entry, answer_entries, fail_entries
 from .registry import COMPUTE, STREAM_INDEX, library_handle
 from .stats import DeviceLoad
 from .trace import OpRecord
 
-__all__ = ["DeviceContext", "DeviceAllocation", "StreamSlot"]
+__all__ = ["DeviceContext", "DeviceAllocation", "StreamSlot", "SETTLE_SECONDS"]
 
 _log = logging.getLogger("gpumsg")
+#: how long the device thread, about to block on an empty mailbox, keeps asking whether its
+#: batches have completed before handing them to the watcher threads (it leaves as soon as a
+#: message arrives). Small work completes well within it and is answered with no thread hop.
+SETTLE_SECONDS = 150e-6
+_perf_counter = time.perf_counter
 _NSTREAMS = len(STREAM_INDEX)
 _ZEROS = (0,) * _NSTREAMS
+_OTHERS = tuple(tuple(t for t in range(_NSTREAMS) if t != s) for s in range(_NSTREAMS))
 
 
 class DeviceAllocation:
@@ -75,7 +83,7 @@ class StreamSlot:
     """One of the device's streams with its ordering state and completion thread."""
 
     __slots__ = ("index", "name", "obj", "raw", "seq", "fence_event", "fence_seq", "fence_owned",
-                 "waited", "spare_events", "pending", "watcher")
+                 "waited", "spare_events", "pending", "watcher", "local", "handed", "answered")
 
     def __init__(self, index: int, name: str, obj: Any, raw: int) -> None:
         self.index = index
@@ -90,6 +98,10 @@ class StreamSlot:
         self.spare_events: list[Any] = []
         self.pending: list[Entry] = []
         self.watcher: CompletionWatcher | None = None
+        #: batches (event, entries) issued and kept by the device thread, oldest first
+        self.local: deque[tuple[Any, list[Entry]]] = deque()
+        self.handed = 0  # batches handed to the watcher (it counts those it answered)
+        self.answered = 0  # entries the device thread answered itself
 
 
 class DeviceContext:
@@ -116,6 +128,10 @@ class DeviceContext:
         self.traced = 0
         self.host_registry: dict[int, Any] = {}  # shm segments (process isolation)
         self._scratch: Any = None
+        # backends whose event query does not give other threads a turn pause while settling
+        pause = getattr(type(backend), "event_pause", None)
+        self._pause = backend.event_pause if pause is not None and \
+            pause is not getattr(_Backend, "event_pause", None) else None
         try:
             for name, index in sorted(STREAM_INDEX.items(), key=lambda kv: kv[1]):
                 obj = backend.stream_create()
@@ -216,12 +232,19 @@ class DeviceContext:
         """Issue ``fn(stream_obj, *args)`` on ``stream`` after the waits ``reads`` and
         ``writes`` (DeviceAllocations) need; answer ``reply`` with ``value`` at completion."""
         slot = self.streams[stream]
-        for a in reads:
+        waited = slot.waited
+        for a in reads:  # read after write on another stream
             ws = a.write_stream
-            if ws != stream and ws >= 0 and slot.waited[ws] < a.write_seq:
+            if ws != stream and ws >= 0 and waited[ws] < a.write_seq:
                 self._wait(slot, ws, a.write_seq)
-        for a in writes:
-            self._order_write(slot, a)
+        for a in writes:  # write after write or read on another stream (_order_write, inlined)
+            ws = a.write_stream
+            if ws != stream and ws >= 0 and waited[ws] < a.write_seq:
+                self._wait(slot, ws, a.write_seq)
+            r = a.reads
+            for t in _OTHERS[stream]:
+                if r[t] > waited[t]:
+                    self._wait(slot, t, r[t])
         op = None
         if self.trace is not None:
             self.traced += 1
@@ -299,7 +322,9 @@ class DeviceContext:
 
     # -- batches -----------------------------------------------------------------------------------
     def flush(self) -> None:
-        """End of a batch: one event per stream with pending entries, handed to its watcher."""
+        """End of a batch: one event per stream with pending entries. The device thread keeps
+        the batch (:meth:`reap` answers it) unless the stream's watcher still has earlier
+        batches, which it must answer first."""
         for slot in self.streams:
             if slot.pending:
                 entries, slot.pending = slot.pending, []
@@ -310,7 +335,70 @@ class DeviceContext:
                     fail_entries(entries, self.state.poisoned or exc)
                     continue
                 self.issued += len(entries)
-                slot.watcher.submit(event, entries)
+                if slot.handed != slot.watcher.batches:  # type: ignore[union-attr]
+                    slot.handed += 1
+                    slot.watcher.submit(event, entries)  # type: ignore[union-attr]
+                else:
+                    slot.local.append((event, entries))
+
+    def reap(self) -> Any:
+        """Answer the device thread's batches whose events have completed, oldest first per
+        stream. Returns the oldest event still running (of the last stream that has one), or
+        None when every kept batch is answered."""
+        running = None
+        query = self.backend.event_query
+        trace = self.trace
+        for slot in self.streams:
+            local = slot.local
+            while local:
+                event, entries = local[0]
+                try:
+                    if not query(event):
+                        running = event
+                        break
+                except CudaError as exc:
+                    local.popleft()
+                    fail_entries(entries, self.on_async_error(exc, entries))
+                else:
+                    local.popleft()
+                    answer_entries(entries, trace)
+                slot.spare_events.append(event)
+                slot.answered += len(entries)
+        return running
+
+    def settle(self, waiting: Callable[[], int]) -> None:
+        """Before the device thread blocks on an empty mailbox: answer the batches that complete
+        within :data:`SETTLE_SECONDS`, leave at once when ``waiting()`` (messages arrived), and
+        hand what is still running to the watcher threads."""
+        running = self.reap()
+        if running is None:
+            return
+        deadline = _perf_counter() + SETTLE_SECONDS
+        pause = self._pause
+        query = self.backend.event_query
+        while not waiting():
+            try:
+                done = query(running)
+            except CudaError:
+                done = True  # reap reports it
+            if done:
+                running = self.reap()
+                if running is None:
+                    return
+            elif _perf_counter() > deadline:
+                self.hand_over()
+                return
+            elif pause is not None:
+                pause(running, 20e-6)
+
+    def hand_over(self) -> None:
+        """Give every batch the device thread keeps to its stream's watcher (in order)."""
+        for slot in self.streams:
+            local = slot.local
+            while local:
+                event, entries = local.popleft()
+                slot.handed += 1
+                slot.watcher.submit(event, entries)  # type: ignore[union-attr]
 
     def poll(self) -> None:
         """Between batches: finish deferred frees, keep the pinned cache bounded."""
@@ -324,7 +412,8 @@ class DeviceContext:
 
     def completed(self) -> int:
         s0, s1, s2 = self.streams
-        return s0.watcher.completed + s1.watcher.completed + s2.watcher.completed
+        return (s0.watcher.completed + s1.watcher.completed + s2.watcher.completed  # type: ignore
+                + s0.answered + s1.answered + s2.answered)
 
     # -- failure -----------------------------------------------------------------------------------
     def on_async_error(self, exc: CudaError, entries: list[Entry]) -> GpuError:
@@ -366,9 +455,15 @@ class DeviceContext:
                 alloc.failed = error
 
     def fail_pending(self, error: BaseException) -> None:
+        """Fail the work not yet answered: this batch's entries and the batches the device
+        thread keeps (batches at a watcher fail there, at their event)."""
         for slot in self.streams:
             entries, slot.pending = slot.pending, []
             fail_entries(entries, error)
+            while slot.local:
+                event, kept = slot.local.popleft()
+                fail_entries(kept, error)
+                slot.answered += len(kept)
 
     # -- stats ------------------------------------------------------------------------------------
     def load(self) -> DeviceLoad:
@@ -383,10 +478,14 @@ class DeviceContext:
             free, total = self.backend.mem_info()
             view = self._driver_view = (free, total, usage.reserved, usage.used, marker, now)
         p = self.props
+        s0, s1, s2 = self.streams
+        completed = self.completed()
+        in_flight = (self.issued + len(s0.pending) + len(s1.pending) + len(s2.pending)
+                     - completed)
         return DeviceLoad(
             p.name, p.ordinal, self.backend.kind, p.compute_capability, self.state.generation,
             view[0], view[1], view[2], view[3], self._budget_limit, self.pinned.reserved,
-            self.queue_depth(), self.in_flight(), self.completed(),
+            self.queue_depth(), in_flight, completed,
             stats.statistics() if stats is not None else None)
 
     def forget_driver_view(self) -> None:
@@ -398,6 +497,7 @@ class DeviceContext:
         """Wait for the work in flight, free everything, release the context. With a poisoned
         context only host-side resources are released."""
         self.flush()
+        self.hand_over()
         for slot in self.streams:
             slot.watcher.stop()
         drained = all(slot.watcher.join(timeout) for slot in self.streams)

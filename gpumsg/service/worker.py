@@ -3,14 +3,17 @@
 The mailbox holds ``(message, reply)`` pairs; it is FIFO and the device thread is its only
 consumer, so a message may use a buffer that an earlier message creates without waiting for it.
 Messages are taken in batches (everything waiting, up to ``MAX_BATCH``); at the end of a batch
-each stream gets one completion event for all the batch's work on it.
+each stream gets one completion event for all the batch's work on it. Between batches the device
+thread answers the batches whose events have completed; before it blocks on an empty mailbox it
+waits a little for the last ones (:meth:`DeviceContext.settle`), and hands what still runs to the
+completion threads (see :mod:`gpumsg.service.completion`).
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from queue import SimpleQueue
+from queue import Empty, SimpleQueue
 from typing import Any
 
 from ..errors import CudaError, GpuError, InvalidMessage
@@ -88,6 +91,10 @@ def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | No
         try:
             ctx.flush()
             ctx.poll()
+            if qsize():
+                ctx.reap()  # answer what has completed, then on to the next batch
+            else:
+                ctx.settle(qsize)  # about to block: answer what completes soon, hand the rest
         except CudaError as exc:
             if exc.sticky:
                 ctx.fail_pending(ctx.poison(exc, "observed between batches"))
@@ -105,6 +112,8 @@ class DeviceWorker:
         self.ctx: DeviceContext | None = None
         self._startup_error: BaseException | None = None
         self._ready = threading.Event()
+        self._late_lock = threading.Lock()
+        self._finished = False  # the loop ended and drained the mailbox
         self._thread = threading.Thread(
             target=self._run, name=f"gpumsg-device-{backend.ordinal}", daemon=True,
             args=(backend, memory, trace, allow_fault_injection, shutdown_timeout,
@@ -126,15 +135,39 @@ class DeviceWorker:
             self._ready.set()
             return
         self._ready.set()
-        profile_to = os.environ.get("GPUMSG_PROFILE")
-        if profile_to:  # a cProfile of the device thread, for performance work
-            import cProfile
+        try:
+            profile_to = os.environ.get("GPUMSG_PROFILE")
+            if profile_to:  # a cProfile of the device thread, for performance work
+                import cProfile
 
-            prof = cProfile.Profile()
-            prof.runcall(serve, self.ctx, self.mailbox, shutdown_timeout)
-            prof.dump_stats(f"{profile_to}.device{backend.ordinal}")
-        else:
-            serve(self.ctx, self.mailbox, shutdown_timeout)
+                prof = cProfile.Profile()
+                prof.runcall(serve, self.ctx, self.mailbox, shutdown_timeout)
+                prof.dump_stats(f"{profile_to}.device{backend.ordinal}")
+            else:
+                serve(self.ctx, self.mailbox, shutdown_timeout)
+        finally:
+            with self._late_lock:
+                self._drain()
+                self._finished = True
+
+    def _drain(self) -> None:
+        """Fail what is left in the mailbox after the loop ended (posts that raced close)."""
+        get = self.mailbox.get_nowait
+        while True:
+            try:
+                msg, reply = get()
+            except Empty:
+                return
+            if reply is not None and msg is not STOP:
+                _fail(reply, self.state.refusal)
+
+    def late_post(self) -> None:
+        """A post found the device refusing work just after putting its message: it may lie
+        behind STOP. If the loop has already drained the mailbox, drain it here; otherwise the
+        loop's own drain, when it ends, answers it."""
+        with self._late_lock:
+            if self._finished:
+                self._drain()
 
     @property
     def props(self) -> Any:

@@ -206,6 +206,10 @@ class SimBackend(Backend):
         self._check_sticky("cuEventQuery")
         return event.marker.is_set()
 
+    def event_pause(self, event: _Event, timeout: float) -> None:
+        # the simulated streams are Python threads: they need the GIL to make progress
+        event.marker.wait(timeout)
+
     def event_synchronize(self, event: _Event) -> None:
         event.marker.wait()
         self._check_sticky("cuEventSynchronize")

@@ -24,7 +24,6 @@ from .bindings import (
     LETTER,
     OP,
     POINTER_DEVICE,
-    POINTER_HOST,
     SCALE_CTYPE,
     SIDE,
     WORKSPACE_BYTES,
@@ -72,6 +71,10 @@ class CublasHandle:
         h = c_void_p()
         self._check(self.lib.cublasCreate_v2(ctypes.byref(h)), "cublasCreate_v2")
         self.raw_handle: int = h.value or 0
+        self._sgemm = self.lib.cublasSgemm_v2
+        self._f32_scalars: dict[float, Any] = {}
+        self._reduction_handle = 0  # made on the first reduction (see _reduce)
+        self._reduction_stream: Any = None
         self._bound_stream: Any = None
         self.scalar = ScalarCache().get
         self._ctx = ctx
@@ -104,15 +107,45 @@ class CublasHandle:
             raise status_error(self.lib, "cublas", status, name)
 
     def _reduce(self, stream: Any, name: str, *args: Any) -> None:
-        """A reduction in device pointer mode (its last argument is a device pointer)."""
-        lib, h = self.lib, self.raw_handle
-        self._check(lib.cublasSetPointerMode_v2(h, POINTER_DEVICE), "cublasSetPointerMode_v2")
-        try:
-            self._call(stream, name, *args)
-        finally:
-            lib.cublasSetPointerMode_v2(h, POINTER_HOST)
+        """A reduction in device pointer mode (its last argument is a device pointer), on a
+        second handle kept in that mode: no pointer-mode switch per call (two library calls),
+        and the main handle, which FFI users may share, stays in host pointer mode."""
+        h = self._reduction_handle
+        if h == 0:
+            out = c_void_p()
+            self._check(self.lib.cublasCreate_v2(ctypes.byref(out)), "cublasCreate_v2")
+            h = self._reduction_handle = out.value or 0
+            self._check(self.lib.cublasSetPointerMode_v2(h, POINTER_DEVICE),
+                        "cublasSetPointerMode_v2")
+        if stream is not self._reduction_stream:
+            self._check(self.lib.cublasSetStream_v2(h, int(stream)), "cublasSetStream_v2")
+            self._reduction_stream = stream
+        status = getattr(self.lib, name)(h, *args)
+        if status:
+            raise status_error(self.lib, "cublas", status, name)
 
     # -- GEMM family (the Ex forms cover every dtype) ------------------------------------------
+    def sgemm(self, stream: Any, transa: str, transb: str, m: int, n: int, k: int, alpha: float,
+              a: int, lda: int, b: int, ldb: int, beta: float, c: int, ldc: int) -> None:
+        """``cublasSgemm_v2``: fp32 storage and math (the handle keeps the default math mode,
+        so no TF32). The path of every ``Sgemm`` message, written to cost the least Python per
+        call: the call is bound once, the scalars are cached."""
+        if stream is not self._bound_stream:
+            self.bind(stream)
+        f32 = self._f32_scalars  # pointers by value, without building a key per call
+        pa = f32.get(alpha)
+        if pa is None:
+            pa = f32[alpha] = self.scalar("f32", alpha)
+        pb = f32.get(beta)
+        if pb is None:
+            pb = f32[beta] = self.scalar("f32", beta)
+        if len(f32) > 64:
+            f32.clear()
+        status = self._sgemm(self.raw_handle, OP[transa], OP[transb], m, n, k, pa, a, lda, b,
+                             ldb, pb, c, ldc)
+        if status:
+            raise status_error(self.lib, "cublas", status, "cublasSgemm_v2")
+
     def gemm(self, stream: Any, dtype: str, compute: str, transa: str, transb: str, m: int,
              n: int, k: int, alpha: Any, a: int, lda: int, b: int, ldb: int, beta: Any, c: int,
              ldc: int) -> None:
@@ -233,6 +266,9 @@ class CublasHandle:
                    DIAG[diag], m, n, self.scalar(dtype, alpha), a, lda, b, ldb)
 
     def close(self) -> None:
+        if self._reduction_handle:
+            self.lib.cublasDestroy_v2(self._reduction_handle)
+            self._reduction_handle = 0
         if self.raw_handle:
             self.lib.cublasDestroy_v2(self.raw_handle)
             self.raw_handle = 0

@@ -38,7 +38,7 @@ __all__ = ["GEMM_ENGINE", "AUTO_LT_FLOPS"]
 
 
 #: which library runs Gemm/Sgemm: "lt" (cuBLASLt, cached plan), "gemmex" (cublasGemmEx) or
-#: "auto" (Lt below AUTO_LT_FLOPS multiply-adds, GemmEx above)
+#: "auto" (Gemm: Lt below AUTO_LT_FLOPS multiply-adds, GemmEx above; Sgemm: cublasSgemm_v2)
 GEMM_ENGINE = "auto"
 AUTO_LT_FLOPS = 1 << 24
 
@@ -60,7 +60,23 @@ def _gemm(ctx: Any, msg: Any, reply: Any, dtype: str, compute: str) -> None:
 
 @handles(Sgemm)
 def _sgemm(ctx: Any, msg: Sgemm, reply: Any) -> None:
-    _gemm(ctx, msg, reply, "f32", "default")
+    if GEMM_ENGINE != "auto":
+        _gemm(ctx, msg, reply, "f32", "default")
+        return
+    # cublasSgemm_v2 at every size: the call torch makes for an fp32 mm, and the one with the
+    # least to set up per call (this handler is the hot path of small GEMMs)
+    resolve = ctx.resolve
+    a = resolve(msg.a, "a")
+    b = resolve(msg.b, "b")
+    beta = msg.beta
+    if beta == 0:
+        c = ctx.resolve_out(msg.c, "c")
+        reads: tuple = (a, b)
+    else:
+        c = resolve(msg.c, "c")
+        reads = (a, b, c)
+    ctx.run(reply, COMPUTE, reads, (c,), ctx.library("cublas").sgemm, msg.transa, msg.transb,
+            msg.m, msg.n, msg.k, msg.alpha, a.ptr, msg.lda, b.ptr, msg.ldb, beta, c.ptr, msg.ldc)
 
 
 @handles(Gemm)
@@ -176,26 +192,31 @@ def _reduction(ctx: Any, msg: Any, reply: Any, method: str, result_dtype: str,
                convert: Any = float, extra: tuple = ()) -> None:
     """Run a reduction into a device slot, copy the slot back on the same stream, and answer
     with the value when the stream gets there: the device thread never waits for it."""
-    fields = ("x", "y") if hasattr(msg, "y") else ("x",)
-    p, r, _ = _operands(ctx, msg, fields, ())
-    args: list[Any] = [msg.n, p["x"].ptr, msg.incx]
-    if "y" in p:
-        args += [p["y"].ptr, msg.incy]
-    args += extra
+    x = ctx.resolve(msg.x, "x")
+    y_ref = getattr(msg, "y", None)
+    if y_ref is None:
+        reads: tuple = (x,)
+        args: tuple = (msg.n, x.ptr, msg.incx, *extra)
+    else:
+        y = ctx.resolve(y_ref, "y")
+        reads = (x, y)
+        args = (msg.n, x.ptr, msg.incx, y.ptr, msg.incy, *extra)
     scratch = ctx.scratch
     slot = scratch.acquire()
     fn = getattr(ctx.library("cublas"), method)
     copy_back = ctx.backend.copy_dtoh
     dtype = msg.x.dtype
+    dev, host = slot.dev, slot.host
 
     def launch(stream: Any) -> None:
-        fn(stream, dtype, *args, slot.dev)
-        copy_back(stream, slot.host, slot.dev, 16)
+        fn(stream, dtype, *args, dev)
+        copy_back(stream, host, dev, 16)
 
+    finish = scratch.reader(slot, result_dtype, convert)
     try:
-        ctx.run(reply, COMPUTE, r, (), launch, finish=scratch.reader(slot, result_dtype, convert))
-    except BaseException:
-        scratch.release(slot)
+        ctx.run(reply, COMPUTE, reads, (), launch, finish=finish)
+    except BaseException as exc:
+        finish(None, exc)  # gives the slot back (once, whether or not the envelope did)
         raise
 
 

@@ -89,6 +89,12 @@ class SimCublas:
     def gemm(self, stream: Any, *args: Any) -> None:
         stream.put(lambda: gemm(self.sim, *args))
 
+    def sgemm(self, stream: Any, transa: str, transb: str, m: int, n: int, k: int,
+              alpha: float, a: int, lda: int, b: int, ldb: int, beta: float, c: int,
+              ldc: int) -> None:
+        self.gemm(stream, "f32", "default", transa, transb, m, n, k, alpha, a, lda, b, ldb, beta,
+                  c, ldc)
+
     def gemm_strided(self, stream: Any, dtype: str, compute: str, transa: str, transb: str,
                      m: int, n: int, k: int, alpha: Any, a: int, lda: int, sa: int, b: int,
                      ldb: int, sb: int, beta: Any, c: int, ldc: int, sc: int, batch: int) -> None:

@@ -1,0 +1,189 @@
+"""The per-message fast paths keep every guarantee: completion answered on the device thread or
+by a watcher, in issue order, without holding the device thread behind running work; memoized
+messages still check every argument; generated message constructors behave as dataclasses'."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import pickle
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import gpumsg
+from gpumsg import messages
+from gpumsg.messages.base import BufRef, HostRef
+
+
+def test_device_thread_serves_while_long_work_runs(dev) -> None:
+    buf = dev.alloc(64, np.uint8).result()
+    hang = dev.inject_fault("hang", seconds=2.0)  # a kernel spins on the compute stream
+    behind = dev.memset(buf, 7)  # queued on the compute stream behind the spinning kernel
+    t0 = time.perf_counter()
+    for _ in range(20):  # the device thread answers these at once: it is not waiting
+        dev.stats().result(timeout=5)
+    assert time.perf_counter() - t0 < 0.5
+    assert not behind.done()
+    behind.result(timeout=30)
+    assert hang.done()
+    assert np.array_equal(dev.copy_to_host(buf).result(), np.full(64, 7, np.uint8))
+    assert dev.synchronize().result() is None
+    assert dev.stats().result().ops_in_flight == 0
+
+
+def test_completions_answer_in_issue_order(dev, rng) -> None:
+    buf = dev.alloc(256, np.uint8).result()
+    for _ in range(3):
+        order: list[int] = []
+        futures = []
+        stop = threading.Event()
+
+        def busy(stop: threading.Event = stop) -> None:
+            while not stop.is_set():  # keeps the device thread between batches, reaping
+                dev.stats().result()
+
+        # a slow batch, handed to the watcher once the device thread idles: the batches after it
+        # must follow it there, though the device thread could answer them itself
+        f = dev.inject_fault("hang", seconds=0.05)
+        f.add_done_callback(lambda _f, order=order: order.append(0))
+        futures.append(f)
+        time.sleep(0.01)
+        spinner = threading.Thread(target=busy)
+        spinner.start()
+        try:
+            for i in range(1, 200):
+                f = dev.memset(buf, int(rng.integers(1, 255)))
+                f.add_done_callback(lambda _f, i=i, order=order: order.append(i))
+                futures.append(f)
+            for f in futures:
+                f.result(timeout=60)
+        finally:
+            stop.set()
+            spinner.join()
+        assert order == sorted(order) and len(order) == 200
+    load = dev.stats().result()
+    assert load.ops_in_flight == 0 and load.ops_completed >= 600
+
+
+def test_repeated_sgemm_keeps_every_check(dev, rng) -> None:
+    host = [rng.standard_normal((16, 16)).astype(np.float32, order="F") for _ in range(2)]
+    a, b = (dev.to_device(h) for h in host)
+    c = dev.alloc((16, 16), np.float32)
+    d = dev.alloc((16, 16), np.float32)
+    ref = host[0].astype(np.float64) @ host[1]
+    for _ in range(3):  # the same call again: the memoized message
+        dev.sgemm(a, b, c, 16, 16, 16).result()
+    with pytest.raises(gpumsg.InvalidMessage, match="m"):
+        dev.sgemm(a, b, c, True, 16, 16)  # equal to 1 as a key, still refused
+    with pytest.raises(gpumsg.InvalidMessage, match="alpha"):
+        dev.sgemm(a, b, c, 16, 16, 16, alpha=float("nan"))
+    with pytest.raises(gpumsg.InvalidMessage, match="alias"):
+        dev.sgemm(a, b, a, 16, 16, 16)
+    dev.sgemm(a, b, d, 16, 16, 16, alpha=2.0).result()  # another output, another scale
+    np.testing.assert_allclose(dev.copy_to_host(c).result(), ref, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dev.copy_to_host(d).result(), 2 * ref, rtol=1e-4, atol=1e-4)
+    c.result().free().result()
+    with pytest.raises(gpumsg.GpuRefStale):
+        dev.sgemm(a, b, c, 16, 16, 16)
+    assert dev.stats().result().generation == dev.generation  # the device still serves
+
+
+def _message_classes() -> list[type]:
+    out = [BufRef, HostRef]
+    for name in dir(messages):
+        cls = getattr(messages, name)
+        if isinstance(cls, type) and dataclasses.is_dataclass(cls):
+            out.append(cls)
+    return out
+
+
+@pytest.mark.parametrize("cls", _message_classes(), ids=lambda c: c.__name__)
+def test_generated_constructor_has_the_dataclass_signature(cls: type) -> None:
+    fields = [f for f in dataclasses.fields(cls) if f.init]
+    params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    assert [p.name for p in params] == [f.name for f in fields]
+    for p, f in zip(params, fields):
+        expected = inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default
+        assert p.default == expected or (p.default is expected)
+
+
+def test_generated_constructor_validates_and_pickles() -> None:
+    ref = BufRef(1, 2, 0, "f32", (3, 4), "F", 48)
+    assert ref.size == 12 and BufRef(owner=1, id=2, generation=0, dtype="f32", shape=(3, 4),
+                                     order="F", nbytes=48) == ref
+    assert pickle.loads(pickle.dumps(ref)) == ref
+    with pytest.raises(gpumsg.InvalidMessage, match="pool"):
+        HostRef("elsewhere", 1, 0, 8)
+    msg = messages.Sgemm(ref, BufRef(1, 3, 0, "f32", (4, 5), "F", 80),
+                         BufRef(1, 4, 0, "f32", (3, 5), "F", 60), 3, 5, 4, beta=1)
+    assert msg.lda == 3 and msg.beta == 1.0 and type(msg.beta) is float
+    assert pickle.loads(pickle.dumps(msg)) == msg
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        msg.m = 7  # type: ignore[misc]
+
+
+def test_reduction_slots_are_given_back_once() -> None:
+    with gpumsg.open_device(0, backend="sim") as dev:
+        x = dev.to_device(np.arange(1.0, 65.0, dtype=np.float32)).result()
+        for _ in range(5):
+            assert dev.blas.dot(x, x).result() == float(np.sum(np.arange(1.0, 65.0) ** 2))
+        scratch = dev._worker.ctx.scratch
+        free = list(scratch._free)
+        assert len({id(s) for s in free}) == len(free)
+        n = len(free)
+        assert dev.blas.nrm2(x).result() == pytest.approx(np.linalg.norm(np.arange(1.0, 65.0)))
+        dev.synchronize().result()
+        assert len(scratch._free) == n
+
+
+def test_empty_and_small_downloads(dev, rng) -> None:
+    empty = dev.alloc(0, np.float32).result()
+    out = dev.copy_to_host(empty).result()
+    assert out.shape == (0,) and out.dtype == np.float32
+    x = rng.standard_normal(256).astype(np.float32)
+    buf = dev.to_device(x).result()
+    for _ in range(3):
+        got = dev.copy_to_host(buf).result()
+        assert np.array_equal(got, x)
+
+
+def test_posts_racing_close_are_answered_or_refused() -> None:
+    for _ in range(5):
+        dev = gpumsg.open_device(0, backend="sim")
+        put = dev._put
+
+        def slow_put(item: tuple, put=put) -> None:  # widens the window between check and put
+            time.sleep(0.002)
+            put(item)
+
+        dev._put = slow_put
+        futures: list = []
+        refused = [0]
+        go = threading.Event()
+
+        def client(futures: list = futures, refused: list = refused, go=go, dev=dev) -> None:
+            go.wait()
+            while True:
+                try:
+                    futures.append(dev.stats())
+                except gpumsg.DeviceClosed:
+                    refused[0] += 1
+                    return
+
+        threads = [threading.Thread(target=client) for _ in range(4)]
+        for t in threads:
+            t.start()
+        go.set()
+        time.sleep(0.02)
+        dev.close()
+        for t in threads:
+            t.join(timeout=30)
+        assert refused[0] == 4
+        for f in futures:  # none is left unanswered behind the STOP message
+            try:
+                assert f.result(timeout=10).total_bytes > 0
+            except gpumsg.DeviceClosed:
+                pass
