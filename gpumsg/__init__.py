@@ -25,12 +25,14 @@ from .client import (
 )
 from .dtypes import as_dtype, bfloat16, dtype_name
 from .errors import (
+    CompileError,
     ContextPoisoned,
     CudaError,
     DependencyFailed,
     DeviceClosed,
     FaultInjectionDisabled,
     GpuError,
+    GraphCaptureError,
     GpuRefStale,
     InvalidMessage,
     LibraryError,
@@ -55,4 +57,5 @@ __all__ = [
     "GpuError", "InvalidMessage", "GpuRefStale", "DeviceClosed", "ContextPoisoned",
     "WorkerDied", "OperationTimeout", "Unrecoverable", "OutOfMemory", "OutOfBudget",
     "LibraryError", "CudaError", "DependencyFailed", "FaultInjectionDisabled",
+    "CompileError", "GraphCaptureError",
 ]
