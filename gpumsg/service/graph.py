@@ -27,9 +27,6 @@ from .registry import COMPUTE, HANDLERS, handles
 
 __all__ = ["Capture", "GraphTable", "keeps_alive"]
 
-_CAPTURE_THREAD_LOCAL = 1  # CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
-
-
 def _cu() -> Any:
     from ..backends.cuda.driver import _driver
 
@@ -146,7 +143,8 @@ def _record(ctx: Any, messages: tuple) -> GraphState:
     cu = None
     if not simulate:
         cu = _cu()
-        _check(cu.cuStreamBeginCapture(stream, _CAPTURE_THREAD_LOCAL)[0], "cuStreamBeginCapture")
+        mode = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+        _check(cu.cuStreamBeginCapture(stream, mode)[0], "cuStreamBeginCapture")
     error: BaseException | None = None
     current = ctx.current
     ctx.capture = cap

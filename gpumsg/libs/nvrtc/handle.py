@@ -26,7 +26,6 @@ CTYPE_OF_KIND: dict[str, Any] = {
     "f16": ctypes.c_uint16, "f32": ctypes.c_float, "f64": ctypes.c_double,
 }
 _DEFAULT_SHARED_LIMIT = 48 << 10
-_MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 
 
 def pack(kinds: tuple[str, ...], values: list[Any]) -> tuple[Any, list[Any]]:
@@ -85,7 +84,8 @@ class NvrtcHandle:
                kinds: tuple[str, ...], values: list[Any], refs: list[Any]) -> None:
         cu = self._cu
         if shared > _DEFAULT_SHARED_LIMIT and self._shared_set.get(fn, 0) < shared:
-            err = cu.cuFuncSetAttribute(fn, _MAX_DYNAMIC_SHARED, shared)[0]
+            attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            err = cu.cuFuncSetAttribute(fn, attr, shared)[0]
             if err:
                 raise _fail(err, "cuFuncSetAttribute")
             self._shared_set[fn] = shared
