@@ -143,8 +143,16 @@ def launch_cases(dev) -> list[dict]:
 def main() -> None:
     import torch
 
+    rows: list[dict] = []
     with gpumsg.open_device(0, backend="cuda") as dev:
-        rows = graph_cases(dev, torch) + launch_cases(dev)
+        for part in (graph_cases, launch_cases):
+            try:  # one failing part still leaves the other's figures
+                rows += part(dev, torch) if part is graph_cases else part(dev)
+            except Exception as exc:  # noqa: BLE001 - reported in the results
+                import traceback
+
+                traceback.print_exc()
+                rows.append({"case": part.__name__, "peer": f"failed: {exc!r}"})
     write_results("graphs", rows, [
         "per-op times: many operations issued back to back, then one wait; medians of 5 runs "
         "after warm-up, runs alternating with the peer's",

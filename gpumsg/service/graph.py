@@ -195,10 +195,10 @@ def _capture_graph(ctx: Any, msg: CaptureGraph, reply: Any) -> None:
         raise InvalidMessage(f"graph: graph {msg.graph} already exists", field="graph")
     state = _record(ctx, msg.messages)
     if state.graph is not None:
-        err, state.exec = _cu().cuGraphInstantiateWithFlags(state.graph, 0)
+        err, state.exec = _cu().cuGraphInstantiate(state.graph, 0)
         if err:
             _destroy_exec(state)
-            _check(err, "cuGraphInstantiateWithFlags")
+            _check(err, "cuGraphInstantiate")
     t.graphs[msg.graph] = state
     _pin(t, state.allocs)
     ctx.reply_now(reply, len(msg.messages))
@@ -259,10 +259,10 @@ def _update_graph(ctx: Any, msg: UpdateGraph, reply: Any) -> None:
         cu = _cu()
         err = cu.cuGraphExecUpdate(state.exec, new_state.graph)[0]
         if err:  # topology changed (another algorithm, say): instantiate afresh
-            err, exec_ = cu.cuGraphInstantiateWithFlags(new_state.graph, 0)
+            err, exec_ = cu.cuGraphInstantiate(new_state.graph, 0)
             if err:
                 _destroy_exec(new_state)
-                _check(err, "cuGraphInstantiateWithFlags")
+                _check(err, "cuGraphInstantiate")
             cu.cuGraphExecDestroy(state.exec)
             new_state.exec = exec_
         else:
