@@ -162,7 +162,9 @@ def _record(ctx: Any, messages: tuple) -> GraphState:
     if cu is not None:
         err, graph = cu.cuStreamEndCapture(stream)
         if err and error is None:
-            error = CudaError(int(err), "capture", "cuStreamEndCapture")
+            from ..backends.cuda.driver import _fail
+
+            error = _fail(int(err), "cuStreamEndCapture")
         if error is not None and graph is not None and not err:
             cu.cuGraphDestroy(graph)
     if error is not None:
