@@ -76,12 +76,19 @@ class LoadModule(Message):
 
 
 def _dims(msg: object, field: str, value: Any) -> tuple[int, int, int]:
+    if type(value) is int and 0 < value < (1 << 31):  # the common case, without ABC checks
+        return (value, 1, 1)
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         value = (value,)
     if not isinstance(value, (tuple, list)) or not 1 <= len(value) <= 3:
         raise _fail(msg, field, f"expected 1 to 3 positive ints, got {value!r}")
     dims = tuple(_int(msg, field, v, lo=1, hi=(1 << 31) - 1) for v in value)
     return dims + (1,) * (3 - len(dims))  # type: ignore[return-value]
+
+
+#: integer kinds -> (lowest, highest)
+_RANGE = {k: ((-(1 << (b - 1)), (1 << (b - 1)) - 1) if s else (0, (1 << b) - 1))
+          for k, (i, b, s) in SCALAR_KINDS.items() if i and k != "bool"}
 
 
 def _scalar_arg(msg: object, field: str, kind: str, value: Any) -> int | float | bool:
@@ -147,18 +154,28 @@ class Launch(Message):
             raise _fail(self, "args", f"{k.name} takes {len(k.params)} arguments "
                         f"({', '.join(k.params)}), got {len(args)}")
         out: list[Any] = []
+        buffers: list[BufRef] = []
+        ids: set[int] = set()
         for i, (kind, value) in enumerate(zip(k.params, args)):
+            t = type(value)
             if kind == "ptr":
-                out.append(_ref(self, f"args[{i}]", value))
+                ref = _ref(self, f"args[{i}]", value)
+                out.append(ref)
+                if ref.id not in ids:
+                    ids.add(ref.id)
+                    buffers.append(ref)
+            elif t is float and kind[0] == "f" and value == value:  # fast paths
+                out.append(value)
+            elif t is int and kind in _RANGE and _RANGE[kind][0] <= value <= _RANGE[kind][1]:
+                out.append(value)
             else:
                 out.append(_scalar_arg(self, f"args[{i}]", kind, value))
         _set(self, "args", tuple(out))
-        buffers = [a for a in out if type(a) is BufRef]
-        ids = {b.id for b in buffers}
+        everything = tuple(buffers)
         for field in ("reads", "writes"):
             value = getattr(self, field)
             if value is None:
-                chosen = tuple(dict.fromkeys(buffers))
+                chosen = everything
             else:
                 if not isinstance(value, (tuple, list)):
                     value = (value,)
