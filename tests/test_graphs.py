@@ -181,3 +181,18 @@ def test_other_threads_are_not_recorded(dev) -> None:
     assert np.array_equal(seen[0], np.arange(8, dtype=np.float32))  # ran eagerly, before memset
     g.launch().result(timeout=30)
     assert not dev.copy_to_host(x).result().any()
+
+
+def test_graph_in_a_worker_process(rng) -> None:
+    """Graph messages are plain data: they cross to a worker process and replay there."""
+    a0, b0 = _rand(rng, (N, N)), _rand(rng, (N, N))
+    with gpumsg.open_device(0, backend="sim", isolation="process", standby=False) as dev:
+        a, b = dev.to_device(a0), dev.to_device(b0)
+        c, d = dev.alloc((N, N), np.float32), dev.alloc((N, N), np.float32)
+        with dev.graph() as g:
+            dev.memset(d, 0)
+            dev.blas.gemm(a, b, c, N, N, N)
+            dev.copy(d, c)
+        for _ in range(5):
+            g.launch()
+        assert_close(dev.copy_to_host(d).result(timeout=60), wide(a0) @ wide(b0), "f32")
