@@ -25,6 +25,7 @@ from .client import (
 )
 from .dtypes import as_dtype, bfloat16, dtype_name
 from .errors import (
+    CompileError,
     ContextPoisoned,
     CudaError,
     DependencyFailed,
@@ -32,6 +33,7 @@ from .errors import (
     FaultInjectionDisabled,
     GpuError,
     GpuRefStale,
+    GraphCaptureError,
     InvalidMessage,
     LibraryError,
     OperationTimeout,
@@ -55,4 +57,5 @@ __all__ = [
     "GpuError", "InvalidMessage", "GpuRefStale", "DeviceClosed", "ContextPoisoned",
     "WorkerDied", "OperationTimeout", "Unrecoverable", "OutOfMemory", "OutOfBudget",
     "LibraryError", "CudaError", "DependencyFailed", "FaultInjectionDisabled",
+    "CompileError", "GraphCaptureError",
 ]

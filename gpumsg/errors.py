@@ -22,6 +22,8 @@ __all__ = [
     "CudaError",
     "DependencyFailed",
     "FaultInjectionDisabled",
+    "CompileError",
+    "GraphCaptureError",
     "STICKY_CUDA_ERRORS",
 ]
 
@@ -159,3 +161,20 @@ class DependencyFailed(GpuError):
 
 class FaultInjectionDisabled(GpuError):
     """``InjectFault`` was sent to a device opened without ``allow_fault_injection=True``."""
+
+
+class CompileError(GpuError):
+    """NVRTC refused a program. ``log`` is the compiler's log; ``name`` the program's name."""
+
+    def __init__(self, message: str, log: str = "", name: str = "") -> None:
+        super().__init__(f"{message}\n{log}" if log else message)
+        self.log = log
+        self.name = name
+
+
+class GraphCaptureError(InvalidMessage):
+    """A message cannot be recorded in (or replayed from) a graph; ``message`` names it."""
+
+    def __init__(self, text: str, message: str = "") -> None:
+        super().__init__(text, field=None)
+        self.message = message

@@ -55,6 +55,7 @@ from .buffers import (
     PointerSink,
     buffer_after,
 )
+from .graph import Graph
 from .staging import DevicePinnedPool, HostStaging, ReleaseOnReply
 
 __all__ = ["Device", "open_device", "devices", "register_isolation"]
@@ -109,6 +110,7 @@ class Device:
     Besides the methods below, each registered library adds a namespace (``dev.blas``, ...)."""
 
     blas: Any  # cuBLAS and cuBLASLt (gpumsg/libs/cublas, gpumsg/libs/cublaslt)
+    kernels: Any  # NVRTC (gpumsg/libs/nvrtc)
 
     def __init__(self, ordinal: int = 0, backend: str | Backend = "auto",
                  isolation: str = "thread", memory: MemorySpec = "pool",
@@ -162,6 +164,9 @@ class Device:
         if mailbox is not None:
             self._post = self._post_thread  # type: ignore[method-assign]
         self._stream_handle: int | None = None
+        #: the Graph being recorded (client/graph.py), or None; see _set_recorder
+        self._recorder: Any = None
+        self._post_direct = self._post
         # the library namespaces: ``dev.blas.gemm(...)``, ``dev.blas.dot(...)``, ...
         for name, cls in _NAMESPACES.items():
             setattr(self, name, cls(self))
@@ -230,6 +235,19 @@ class Device:
         if YIELD_AFTER_POST:
             _yield_gil()
 
+    def _post_recording(self, msg: Any, reply: Any) -> None:
+        """``_post`` while a ``dev.graph()`` block records: the recording thread's messages go
+        into the graph (client/graph.py), every other thread's are sent as usual."""
+        recorder = self._recorder
+        if recorder is not None and recorder.take(msg, reply):
+            return
+        self._post_direct(msg, reply)
+
+    def _set_recorder(self, recorder: Any) -> None:
+        """Start (a Graph) or stop (None) recording; outside a recording ``_post`` pays nothing."""
+        self._recorder = recorder
+        self._post = self._post_direct if recorder is None else self._post_recording  # type: ignore[method-assign]
+
     def _request(self, msg: Any, timeout: float | None = None) -> Any:
         fut = GpuFuture()
         self._post(msg, fut)
@@ -264,6 +282,8 @@ class Device:
                 continue
             self._check_refs(msg)
             break
+        if self._recorder is not None:
+            self._recorder.screen(msg)  # refuse before staging host data
         if t is CopyFromHost and isinstance(msg.src, np.ndarray):
             return self._staging.upload(msg.dst, _flat_bytes(msg.src, msg.dst.order),
                                         msg.dst_offset)
@@ -447,6 +467,27 @@ class Device:
         """Fill bytes of ``dst`` with a 1-, 2- or 4-byte pattern (byte offset and count)."""
         self._check_open()
         return self.send(Memset(dst, value, offset, nbytes, width))
+
+    # -- user kernels and graphs (libs/nvrtc, client/graph.py) -------------------------------------
+    def compile(self, source: str, name: str, options: Any = (), headers: Any = None,
+                name_expressions: Any = (), signature: Any = None, cache: bool = True) -> Future:
+        """Compile a CUDA C++ kernel for this device: ``dev.kernels.compile``."""
+        return self.kernels.compile(source, name, options, headers, name_expressions, signature,
+                                    cache)
+
+    def load_module(self, image: bytes, kernels: dict[str, Any]) -> Future:
+        """Load a precompiled CUBIN/PTX image: ``dev.kernels.load_module``."""
+        return self.kernels.load_module(image, kernels)
+
+    def launch(self, kernel: Any, grid: Any, block: Any, args: Any = (), shared: int = 0,
+               reads: Any = None, writes: Any = None) -> Future:
+        """Launch a compiled kernel on the compute stream: ``dev.kernels.launch``."""
+        return self.kernels.launch(kernel, grid, block, args, shared, reads, writes)
+
+    def graph(self, **named: Any) -> Graph:
+        """``with dev.graph() as g:`` records the messages sent inside; ``g.launch()`` replays
+        them as one CUDA graph. Buffers passed by name can be re-pointed: ``g.update(a=a2)``."""
+        return Graph(self, named)
 
     # -- BLAS -------------------------------------------------------------------------------------
     def sgemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, alpha: float = 1.0,

@@ -49,6 +49,8 @@ from .device import (
     UnregisterHostMemory,
     WatchGeneration,
 )
+from .graph import CaptureGraph, DestroyGraph, LaunchGraph, UpdateGraph
+from .nvrtc import Kernel, Launch, LoadModule
 
 __all__ = [
     "Message", "message", "BufRef", "HostRef", "STREAMS", "FAULT_KINDS",
@@ -58,4 +60,5 @@ __all__ = [
     "GemmStridedBatched", "GemmBatched", "Axpy", "Scal", "Dot", "Nrm2", "Asum", "Iamax", "Iamin",
     "Copy", "Swap", "Rot", "Gemv", "Ger", "Symv", "Trsv", "Geam", "Syrk", "Symm", "Trmm", "Trsm",
     "Matmul", "BlasLtCacheInfo", "RegisterHostMemory", "UnregisterHostMemory",
+    "Kernel", "LoadModule", "Launch", "CaptureGraph", "LaunchGraph", "UpdateGraph", "DestroyGraph",
 ]

@@ -118,6 +118,8 @@ class DeviceContext:
         self.in_worker_process = in_worker_process
         self.queue_depth = queue_depth
         self.current: Any = None  # the message being handled (names traced operations)
+        #: while a graph is recorded: the service.graph.Capture that takes the envelope's calls
+        self.capture: Any = None
         #: called once with the ContextPoisoned error (a worker process tells its supervisor)
         self.on_poison: Callable[[BaseException], None] | None = None
         self.props = backend.open()
@@ -231,6 +233,8 @@ class DeviceContext:
             finish: Callable[[Any, BaseException | None], Any] | None = None) -> None:
         """Issue ``fn(stream_obj, *args)`` on ``stream`` after the waits ``reads`` and
         ``writes`` (DeviceAllocations) need; answer ``reply`` with ``value`` at completion."""
+        if self.capture is not None:  # recording a graph (service/graph.py)
+            return self.capture.issue(self, stream, reads, writes, fn, args, finish)
         slot = self.streams[stream]
         waited = slot.waited
         for a in reads:  # read after write on another stream

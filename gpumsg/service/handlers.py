@@ -30,6 +30,7 @@ from ..messages.device import (
     WatchGeneration,
 )
 from .context import DeviceAllocation, DeviceContext
+from .graph import keeps_alive  # also registers the graph messages
 from .registry import COMPUTE, D2H, H2D, STREAM_INDEX, handles
 
 __all__: list[str] = []
@@ -115,7 +116,7 @@ def _free(ctx: DeviceContext, msg: Free, reply: Any) -> None:
     alloc = ctx.buffers.get(ref.id)
     if alloc is not None and ref.generation == ctx.state.generation:
         del ctx.buffers[ref.id]
-        if alloc.ptr:
+        if alloc.ptr and not keeps_alive(ctx, alloc):  # a graph may still replay it
             ctx.order_after_uses(COMPUTE, alloc)
             ctx.memory.deallocate(alloc.ptr, ref.nbytes, ctx.compute.obj)
     ctx.reply_now(reply, None)

@@ -1,0 +1,21 @@
+"""NVRTC: users' own CUDA C++ kernels, compiled at run time, loaded per device and launched as
+messages.
+
+``bindings.py`` (NVRTC's C functions as data), ``compiler.py`` (compile on the caller's side, the
+on-disk image cache), ``signature.py`` (parameter types from the source), ``handle.py`` (modules
+and launches on CUDA, device thread), ``sim.py`` (the simulator's registry of NumPy kernels),
+``handlers.py`` and ``client.py`` (``dev.kernels``). The messages live in
+:mod:`gpumsg.messages.nvrtc`.
+"""
+
+from ...service.registry import register_library
+from . import handlers  # noqa: F401  (registers the message handlers)
+from .bindings import SPEC
+from .client import Kernels
+from .handle import NvrtcHandle
+from .sim import SIM_KERNELS, SimNvrtc, sim_kernel
+
+LIBRARY = register_library("nvrtc", cuda=NvrtcHandle, sim=SimNvrtc, namespace="kernels",
+                           client=Kernels, specs=(SPEC,))
+
+__all__ = ["LIBRARY", "SPEC", "Kernels", "NvrtcHandle", "SimNvrtc", "SIM_KERNELS", "sim_kernel"]

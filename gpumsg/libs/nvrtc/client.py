@@ -1,0 +1,155 @@
+"""``dev.kernels`` (also ``dev.compile``, ``dev.launch``, ``dev.load_module``): compile CUDA C++
+with NVRTC on a helper thread of the caller's process, load it on the device, launch it as a
+message (caller's threads)."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from ...errors import InvalidMessage
+from ...messages.nvrtc import Kernel, Launch, LoadModule
+from ..loader import LibraryNotFound
+from .compiler import compile_program
+from .signature import explicit_params, kernel_params
+
+if TYPE_CHECKING:
+    from ...client.device import Device
+
+__all__ = ["Kernels"]
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        with _POOL_LOCK:
+            if _POOL is None:
+                _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gpumsg-nvrtc")
+    return _POOL
+
+
+def _strs(value: Any, field: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = (value,)
+    if not isinstance(value, (tuple, list)) or not all(isinstance(v, str) for v in value):
+        raise InvalidMessage(f"{field}: expected a sequence of strings, got {value!r}",
+                             field=field)
+    return tuple(value)
+
+
+class Kernels:
+    """User kernels on one device (``dev.kernels``)."""
+
+    def __init__(self, device: Device) -> None:
+        self._dev = device
+
+    def _arch(self) -> str:
+        major, minor = self._dev.props.compute_capability
+        return f"sm_{major}{minor}"
+
+    def compile(self, source: str, name: str, options: Any = (), headers: Any = None,
+                name_expressions: Any = (), signature: Any = None,
+                cache: bool = True) -> Future:
+        """Compile ``source`` with NVRTC for this device (``-arch=sm_XX`` from its compute
+        capability unless ``options`` name one) and load it here; the future resolves to the
+        :class:`Kernel` ``name``: an ``extern "C"`` function, a C++ function or a template
+        instance such as ``"scale<float>"`` (added as a name expression with
+        ``name_expressions``). ``headers`` maps include names to their text. Parameter types come
+        from the declaration in ``source`` unless ``signature`` (ctypes types or kind names)
+        is given. Fails with :class:`~gpumsg.errors.CompileError` carrying NVRTC's log. The image
+        is cached on disk (see ``compiler.py``) and the module once per device. On the simulator
+        the kernel runs its registered NumPy version (``sim.sim_kernel``); the source is still
+        compiled when NVRTC is installed, so compile errors surface there too."""
+        dev = self._dev
+        dev._check_open()
+        if not isinstance(source, str) or not source.strip():
+            raise InvalidMessage("source: expected CUDA C++ source text", field="source")
+        if not isinstance(name, str) or not name.strip():
+            raise InvalidMessage("name: expected the kernel's name", field="name")
+        opts = _strs(options, "options")
+        exprs = tuple(dict.fromkeys((name,) + _strs(name_expressions, "name_expressions")))
+        if headers is None:
+            headers = {}
+        if not isinstance(headers, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
+            raise InvalidMessage("headers: expected a dict of include name -> text",
+                                 field="headers")
+        params = (explicit_params(signature, name) if signature is not None
+                  else kernel_params(source, name))  # typed at the call site
+        arch = self._arch()
+        for o in opts:
+            if o.startswith(("-arch=", "--gpu-architecture=")):
+                arch = o.split("=", 1)[1]
+        simulated = dev.backend != "cuda"
+        token = dev._state.token
+        out: Future = Future()
+
+        def work() -> None:
+            try:
+                try:
+                    program = compile_program(source, name, arch, opts, headers, exprs, cache)
+                except LibraryNotFound:
+                    if not simulated:
+                        raise
+                    program = None  # the simulator without NVRTC: the registry alone
+                if simulated:
+                    key = program.key if program is not None else f"sim:{name}"
+                    msg = LoadModule(key, b"", "sim", (name,))
+                    symbol = name
+                else:
+                    assert program is not None
+                    symbol = program.lowered[name]
+                    msg = LoadModule(program.key, program.image, program.kind, (symbol,))
+                dev.send(msg).result()
+                out.set_result(Kernel(token, msg.key, name, symbol, params,
+                                      program is not None and program.from_cache))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's future
+                out.set_exception(exc)
+
+        _pool().submit(work)
+        return out
+
+    def load_module(self, image: bytes, kernels: dict[str, Any]) -> Future:
+        """Load a precompiled CUBIN or PTX ``image``; ``kernels`` maps each kernel's symbol to
+        its signature (ctypes types or kind names). Resolves to ``{symbol: Kernel}``. On the
+        simulator the symbols name registered NumPy kernels."""
+        import hashlib
+
+        dev = self._dev
+        dev._check_open()
+        if not isinstance(image, (bytes, bytearray)) or not image:
+            raise InvalidMessage("image: expected the bytes of a CUBIN or PTX image",
+                                 field="image")
+        if not isinstance(kernels, dict) or not kernels:
+            raise InvalidMessage("kernels: expected {symbol: signature}", field="kernels")
+        image = bytes(image)
+        params = {s: explicit_params(sig, s) for s, sig in kernels.items()}
+        kind = "sim" if dev.backend != "cuda" else (
+            "cubin" if image[:4] == b"\x7fELF" else "ptx")
+        key = hashlib.sha256(image).hexdigest()
+        done = dev.send(LoadModule(key, image, kind, tuple(kernels)))
+        token = dev._state.token
+        out: Future = Future()
+
+        def resolve(f: Future) -> None:
+            exc = f.exception()
+            if exc is not None:
+                out.set_exception(exc)
+            else:
+                out.set_result({s: Kernel(token, key, s, s, p) for s, p in params.items()})
+
+        done.add_done_callback(resolve)
+        return out
+
+    def launch(self, kernel: Kernel, grid: Any, block: Any, args: Any = (), shared: int = 0,
+               reads: Any = None, writes: Any = None) -> Future:
+        """Launch ``kernel`` on the compute stream (see :class:`~gpumsg.messages.nvrtc.Launch`);
+        a future of None."""
+        if isinstance(kernel, Future):
+            kernel = kernel.result()
+        return self._dev.send(Launch(kernel, grid, block, tuple(args) if isinstance(
+            args, list) else args, shared, reads, writes))

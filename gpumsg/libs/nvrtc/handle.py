@@ -1,0 +1,102 @@
+"""The per-device module cache and kernel launches on CUDA (device thread).
+
+Modules are loaded once per device and image (``cuModuleLoadData``); kernel functions are looked
+up once per symbol. A launch packs its arguments into ctypes values typed by the kernel's
+parameter kinds and enqueues ``cuLaunchKernel`` on the given stream (the driver copies the
+argument values at the call, so nothing needs to outlive it; under stream capture the values are
+copied into the graph node).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import numpy as np
+
+from ...backends.cuda.driver import _driver, _fail
+from ...errors import InvalidMessage
+
+__all__ = ["NvrtcHandle", "CTYPE_OF_KIND"]
+
+CTYPE_OF_KIND: dict[str, Any] = {
+    "ptr": ctypes.c_uint64, "bool": ctypes.c_bool, "i8": ctypes.c_int8, "u8": ctypes.c_uint8,
+    "i16": ctypes.c_int16, "u16": ctypes.c_uint16, "i32": ctypes.c_int32,
+    "u32": ctypes.c_uint32, "i64": ctypes.c_int64, "u64": ctypes.c_uint64,
+    "f16": ctypes.c_uint16, "f32": ctypes.c_float, "f64": ctypes.c_double,
+}
+_DEFAULT_SHARED_LIMIT = 48 << 10
+
+
+def pack(kinds: tuple[str, ...], values: list[Any]) -> tuple[Any, list[Any]]:
+    """The ``void*[]`` of kernel parameters and the ctypes values it points into."""
+    holders = []
+    for kind, v in zip(kinds, values):
+        if kind == "f16":
+            v = int(np.float16(v).view(np.uint16))
+        holders.append(CTYPE_OF_KIND[kind](v))
+    params = (ctypes.c_void_p * max(len(holders), 1))(*[ctypes.addressof(h) for h in holders])
+    return params, holders
+
+
+class NvrtcHandle:
+    """Modules and functions loaded on one device (CUDA)."""
+
+    raw_handle = 0  # nothing library-wide: modules belong to the device's context
+
+    def __init__(self, ctx: Any) -> None:
+        self._ctx = ctx
+        self._cu = _driver()
+        self.modules: dict[str, Any] = {}
+        self.functions: dict[tuple[str, str], Any] = {}
+        self._shared_set: dict[Any, int] = {}
+
+    def load(self, key: str, image: bytes, kind: str, symbols: tuple[str, ...]) -> None:
+        """Load ``image`` under ``key`` unless loaded, and look up ``symbols`` in it."""
+        if kind == "sim":
+            raise InvalidMessage("kind: a simulator module cannot be loaded on a GPU",
+                                 field="kind")
+        cu = self._cu
+        module = self.modules.get(key)
+        if module is None:
+            data = image if kind == "cubin" or image.endswith(b"\0") else image + b"\0"
+            err, module = cu.cuModuleLoadData(data)
+            if err:
+                raise _fail(err, "cuModuleLoadData")
+            self.modules[key] = module
+        for sym in symbols:
+            if (key, sym) not in self.functions:
+                err, fn = cu.cuModuleGetFunction(module, sym.encode())
+                if err:
+                    raise InvalidMessage(f"symbols: the module has no kernel {sym!r} "
+                                         f"({_fail(err, 'cuModuleGetFunction')})",
+                                         field="symbols")
+                self.functions[(key, sym)] = fn
+
+    def function(self, module: str, symbol: str) -> Any:
+        fn = self.functions.get((module, symbol))
+        if fn is None:
+            raise InvalidMessage(f"kernel: {symbol!r} is not loaded on this device "
+                                 "(compile or load it with this device)", field="kernel")
+        return fn
+
+    def launch(self, stream: Any, fn: Any, grid: tuple, block: tuple, shared: int,
+               kinds: tuple[str, ...], values: list[Any], refs: list[Any]) -> None:
+        cu = self._cu
+        if shared > _DEFAULT_SHARED_LIMIT and self._shared_set.get(fn, 0) < shared:
+            attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            err = cu.cuFuncSetAttribute(fn, attr, shared)[0]
+            if err:
+                raise _fail(err, "cuFuncSetAttribute")
+            self._shared_set[fn] = shared
+        params, _holders = pack(kinds, values)
+        err = cu.cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                                shared, stream, ctypes.addressof(params), 0)[0]
+        if err:
+            raise _fail(err, "cuLaunchKernel")
+
+    def close(self) -> None:
+        for module in self.modules.values():
+            self._cu.cuModuleUnload(module)
+        self.modules.clear()
+        self.functions.clear()
