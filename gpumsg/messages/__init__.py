@@ -27,6 +27,7 @@ from .blas import (
     Trsv,
 )
 from .blaslt import BlasLtCacheInfo, Matmul
+from .cudnn import ConvBackwardData, ConvBackwardFilter, ConvForward, DnnCacheInfo
 from .device import (
     FAULT_KINDS,
     STREAMS,
@@ -57,5 +58,6 @@ __all__ = [
     "AllocPinned", "FreePinned", "TrimMemory", "InjectFault", "Sgemm", "Gemm",
     "GemmStridedBatched", "GemmBatched", "Axpy", "Scal", "Dot", "Nrm2", "Asum", "Iamax", "Iamin",
     "Copy", "Swap", "Rot", "Gemv", "Ger", "Symv", "Trsv", "Geam", "Syrk", "Symm", "Trmm", "Trsm",
-    "Matmul", "BlasLtCacheInfo", "RegisterHostMemory", "UnregisterHostMemory",
+    "Matmul", "BlasLtCacheInfo", "ConvForward", "ConvBackwardData", "ConvBackwardFilter",
+    "DnnCacheInfo", "RegisterHostMemory", "UnregisterHostMemory",
 ]
