@@ -27,7 +27,18 @@ from .blas import (
     Trsv,
 )
 from .blaslt import BlasLtCacheInfo, Matmul
-from .cudnn import ConvBackwardData, ConvBackwardFilter, ConvForward, DnnCacheInfo
+from .cudnn import (
+    Activation,
+    ActivationBackward,
+    ConvBackwardData,
+    ConvBackwardFilter,
+    ConvForward,
+    DnnCacheInfo,
+    Pool,
+    PoolBackward,
+    Softmax,
+    SoftmaxBackward,
+)
 from .device import (
     FAULT_KINDS,
     STREAMS,
@@ -59,5 +70,6 @@ __all__ = [
     "GemmStridedBatched", "GemmBatched", "Axpy", "Scal", "Dot", "Nrm2", "Asum", "Iamax", "Iamin",
     "Copy", "Swap", "Rot", "Gemv", "Ger", "Symv", "Trsv", "Geam", "Syrk", "Symm", "Trmm", "Trsm",
     "Matmul", "BlasLtCacheInfo", "ConvForward", "ConvBackwardData", "ConvBackwardFilter",
-    "DnnCacheInfo", "RegisterHostMemory", "UnregisterHostMemory",
+    "DnnCacheInfo", "Activation", "ActivationBackward", "Softmax", "SoftmaxBackward", "Pool",
+    "PoolBackward", "RegisterHostMemory", "UnregisterHostMemory",
 ]

@@ -30,7 +30,9 @@ from typing import Any
 from .base import BufRef, Message, _choice, _fail, _int, _real, _ref, _require_dtype, _set, message
 
 __all__ = ["ConvForward", "ConvBackwardData", "ConvBackwardFilter", "DnnCacheInfo",
-           "ACTIVATIONS", "LAYOUTS", "CONV_DTYPES", "conv_output_shape", "filter_shape"]
+           "Activation", "ActivationBackward", "Softmax", "SoftmaxBackward", "Pool",
+           "PoolBackward", "pool_output_shape", "POOL_MODES", "ACTIVATIONS",
+           "LAYOUTS", "CONV_DTYPES", "conv_output_shape", "filter_shape"]
 
 LAYOUTS = ("NCHW", "NHWC")
 CONV_DTYPES = ("f32", "f16", "bf16")
@@ -261,3 +263,210 @@ class ConvBackwardFilter(_Conv):
 @message()
 class DnnCacheInfo(Message):
     """Reply with the cuDNN algorithm cache's ``{"hits", "misses", "size", "capacity", ...}``."""
+
+
+# -- activations, softmax, pooling ----------------------------------------------------------------
+#: pooling mode -> cudnnPoolingMode_t ("avg": padding excluded from the average;
+#: "avg_include_pad": padding counts as zeros; "max": the deterministic max)
+POOL_MODES = {"max": 3, "avg_include_pad": 1, "avg": 2}
+_POINTWISE_DTYPES = ("f32", "f16", "bf16")
+
+
+def _same(msg: object, field: str, ref: BufRef, like: BufRef, like_field: str) -> None:
+    if ref.dtype != like.dtype or tuple(ref.shape) != tuple(like.shape):
+        raise _fail(msg, field, f"{ref.describe()} must have {like_field}'s dtype and shape "
+                    f"({like.describe()})")
+
+
+def _elementwise(msg: object, field: str, ref: BufRef) -> None:
+    _require_dtype(msg, field, ref, _POINTWISE_DTYPES)
+    if ref.size == 0 or ref.size > _INT32_MAX:
+        raise _fail(msg, field, f"{ref.describe()} must hold 1 to 2**31 - 1 elements")
+
+
+def _activation_fields(msg: Any) -> None:
+    _choice(msg, "activation", msg.activation, tuple(a for a in ACTIVATIONS if a != "none"))
+    if msg.act_coef is None:
+        _set(msg, "act_coef", ACT_COEF.get(msg.activation, 0.0))
+    else:
+        if msg.activation not in ACT_COEF:
+            raise _fail(msg, "act_coef", f"activation {msg.activation!r} takes no coefficient")
+        coef = _real(msg, "act_coef", msg.act_coef)
+        if not math.isfinite(coef):
+            raise _fail(msg, "act_coef", "must be finite")
+        _set(msg, "act_coef", coef)
+
+
+@message(buffers=("x", "y"), writes=("y",))
+class Activation(Message):
+    """y = act(x) elementwise (``cudnnActivationForward``); y may be x (in place). Any shape."""
+
+    x: BufRef
+    y: BufRef
+    activation: str = "relu"
+    act_coef: float | None = None
+
+    def __post_init__(self) -> None:
+        x, y = _ref(self, "x", self.x), _ref(self, "y", self.y)
+        _set(self, "x", x)
+        _set(self, "y", y)
+        _elementwise(self, "x", x)
+        _same(self, "y", y, x, "x")
+        _activation_fields(self)
+
+
+@message(buffers=("x", "y", "dy", "dx"), writes=("dx",))
+class ActivationBackward(Message):
+    """dx = act'(x) * dy (``cudnnActivationBackward``), given x and y = act(x)."""
+
+    x: BufRef
+    y: BufRef
+    dy: BufRef
+    dx: BufRef
+    activation: str = "relu"
+    act_coef: float | None = None
+
+    def __post_init__(self) -> None:
+        refs = {n: _ref(self, n, getattr(self, n)) for n in ("x", "y", "dy", "dx")}
+        for n, r in refs.items():
+            _set(self, n, r)
+        _elementwise(self, "x", refs["x"])
+        for n in ("y", "dy", "dx"):
+            _same(self, n, refs[n], refs["x"], "x")
+        _activation_fields(self)
+
+
+def _nc_tensor(msg: object, field: str, ref: BufRef, lo: int = 2) -> None:
+    _require_dtype(msg, field, ref, _POINTWISE_DTYPES)
+    if not lo <= len(ref.shape) <= 5:
+        raise _fail(msg, field, f"{ref.describe()} must have {lo} to 5 dimensions (batch, "
+                    "channels, spatial)")
+    if ref.order != "C" and sum(s > 1 for s in ref.shape) > 1:
+        raise _fail(msg, field, f"{ref.describe()} must be row-major (order 'C')")
+    if ref.size == 0 or ref.size > _INT32_MAX:
+        raise _fail(msg, field, f"{ref.describe()} must hold 1 to 2**31 - 1 elements")
+
+
+def _softmax_fields(msg: Any) -> None:
+    _choice(msg, "mode", msg.mode, ("channel", "instance"))
+    _choice(msg, "layout", msg.layout, LAYOUTS)
+    if not isinstance(msg.log, bool):
+        raise _fail(msg, "log", f"expected True or False, got {msg.log!r}")
+
+
+@message(buffers=("x", "y"), writes=("y",))
+class Softmax(Message):
+    """y = softmax(x) (or log-softmax with ``log=True``), ``cudnnSoftmaxForward`` with the
+    accurate (max-subtracting) algorithm. x is (N, C, *spatial) in ``layout`` (2 to 5
+    dimensions); ``mode="channel"`` normalizes over C at every (n, spatial) position,
+    ``"instance"`` over all of C and spatial for each n. y may be x."""
+
+    x: BufRef
+    y: BufRef
+    mode: str = "channel"
+    log: bool = False
+    layout: str = "NCHW"
+
+    def __post_init__(self) -> None:
+        x, y = _ref(self, "x", self.x), _ref(self, "y", self.y)
+        _set(self, "x", x)
+        _set(self, "y", y)
+        _nc_tensor(self, "x", x)
+        _same(self, "y", y, x, "x")
+        _softmax_fields(self)
+
+
+@message(buffers=("y", "dy", "dx"), writes=("dx",))
+class SoftmaxBackward(Message):
+    """dx, the gradient of :class:`Softmax` given its output y and dy
+    (``cudnnSoftmaxBackward``; with ``log=True`` y is the log-softmax output)."""
+
+    y: BufRef
+    dy: BufRef
+    dx: BufRef
+    mode: str = "channel"
+    log: bool = False
+    layout: str = "NCHW"
+
+    def __post_init__(self) -> None:
+        refs = {n: _ref(self, n, getattr(self, n)) for n in ("y", "dy", "dx")}
+        for n, r in refs.items():
+            _set(self, n, r)
+        _nc_tensor(self, "y", refs["y"])
+        _same(self, "dy", refs["dy"], refs["y"], "y")
+        _same(self, "dx", refs["dx"], refs["y"], "y")
+        _softmax_fields(self)
+
+
+def pool_output_shape(x_shape: tuple[int, ...], layout: str, window: tuple[int, ...],
+                      stride: tuple[int, ...], padding: tuple[int, ...]) -> tuple[int, ...]:
+    """The output shape of pooling ``x_shape`` (sizes may come out <= 0; callers check)."""
+    n, c, sp = _split(layout, x_shape)
+    out = tuple((i + 2 * p - r) // s + 1 for i, r, s, p in zip(sp, window, stride, padding))
+    return _join(layout, n, c, out)
+
+
+def _pool_fields(msg: Any, x_field: str, x: BufRef, y_field: str, y: BufRef) -> None:
+    _choice(msg, "mode", msg.mode, tuple(POOL_MODES))
+    _choice(msg, "layout", msg.layout, LAYOUTS)
+    _nc_tensor(msg, x_field, x, 4)
+    nd = len(x.shape) - 2
+    window = _spatial_tuple(msg, "window", msg.window, nd, 1)
+    stride = _spatial_tuple(msg, "stride", window if msg.stride is None else msg.stride, nd, 1)
+    padding = _spatial_tuple(msg, "padding", msg.padding, nd, 0)
+    _set(msg, "window", window)
+    _set(msg, "stride", stride)
+    _set(msg, "padding", padding)
+    for p, r in zip(padding, window):
+        if p >= r:
+            raise _fail(msg, "padding", f"padding {list(padding)} must be smaller than the "
+                        f"window {list(window)}")
+    out = pool_output_shape(x.shape, msg.layout, window, stride, padding)
+    if any(s <= 0 for s in out):
+        raise _fail(msg, y_field, f"the output size comes out as {list(out)} (<= 0)")
+    if y.dtype != x.dtype or tuple(y.shape) != out:
+        raise _fail(msg, y_field, f"{y.describe()} must be {x.dtype}{list(out)} ({msg.layout})")
+
+
+@message(buffers=("x", "y"), writes=("y",))
+class Pool(Message):
+    """Pooling (``cudnnPoolingForward``): x (N, C, *spatial) in ``layout``, 2-D or 3-D;
+    ``window``, ``stride`` (default: the window) and ``padding`` per spatial dimension."""
+
+    x: BufRef
+    y: BufRef
+    window: Any = 2
+    stride: Any = None
+    padding: Any = 0
+    mode: str = "max"
+    layout: str = "NCHW"
+
+    def __post_init__(self) -> None:
+        x, y = _ref(self, "x", self.x), _ref(self, "y", self.y)
+        _set(self, "x", x)
+        _set(self, "y", y)
+        _pool_fields(self, "x", x, "y", y)
+
+
+@message(buffers=("x", "y", "dy", "dx"), writes=("dx",))
+class PoolBackward(Message):
+    """dx, the gradient of :class:`Pool` given x, its output y and dy
+    (``cudnnPoolingBackward``; max pooling sends each gradient to its window's maximum)."""
+
+    x: BufRef
+    y: BufRef
+    dy: BufRef
+    dx: BufRef
+    window: Any = 2
+    stride: Any = None
+    padding: Any = 0
+    mode: str = "max"
+    layout: str = "NCHW"
+
+    def __post_init__(self) -> None:
+        refs = {n: _ref(self, n, getattr(self, n)) for n in ("x", "y", "dy", "dx")}
+        for n, r in refs.items():
+            _set(self, n, r)
+        _pool_fields(self, "x", refs["x"], "y", refs["y"])
+        _same(self, "dy", refs["dy"], refs["y"], "y")
+        _same(self, "dx", refs["dx"], refs["x"], "x")

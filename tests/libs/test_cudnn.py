@@ -178,6 +178,131 @@ def test_algorithm_cache_and_workspace_limit(dev, rng) -> None:
         assert_close(dev.copy_to_host(y).result(), y_ref, "f32")
 
 
+# -- activations, softmax, pooling ----------------------------------------------------------------
+ACTS = [("relu", None), ("sigmoid", None), ("tanh", None), ("elu", 0.8), ("clipped_relu", 1.2),
+        ("swish", 1.5)]
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("activation,coef", ACTS)
+def test_activation_forward_backward(dev, rng, dtype: str, activation: str, coef) -> None:
+    x = random_array(rng, (3, 5, 7), dtype)
+    dy = random_array(rng, (3, 5, 7), dtype)
+    c = coef if coef is not None else 0.0
+    y_ref = act_ref(wide(x), activation, c)
+    h = 1e-6  # the derivative by central differences of the float64 reference
+    grad = (act_ref(wide(x) + h, activation, c) - act_ref(wide(x) - h, activation, c)) / (2 * h)
+    dx_dev = dev.to_device(x)
+    y = dev.dnn.activation(dx_dev, activation, act_coef=coef)
+    y_h = dev.copy_to_host(y).result()
+    assert_close(y_h, y_ref, dtype)
+    # the backward takes the forward's own output y
+    dx = dev.dnn.activation_backward(dx_dev, y, dev.to_device(dy), activation, act_coef=coef)
+    assert_close(dev.copy_to_host(dx).result(), wide(dy) * grad, dtype, 2.0)
+
+
+def test_activation_in_place(dev, rng) -> None:
+    x = random_array(rng, (4, 9), "f32")
+    d = dev.to_device(x)
+    dev.dnn.activation(d, "tanh", out=d).result()
+    assert_close(dev.copy_to_host(d).result(), np.tanh(wide(x)), "f32")
+
+
+def softmax_ref(x, axes, log):
+    z = x - x.max(axis=axes, keepdims=True)
+    lse = np.log(np.exp(z).sum(axis=axes, keepdims=True))
+    return z - lse if log else np.exp(z - lse)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("mode", ["channel", "instance"])
+@pytest.mark.parametrize("log", [False, True])
+def test_softmax_forward_backward(dev, rng, dtype: str, layout: str, mode: str,
+                                  log: bool) -> None:
+    x = random_array(rng, (2, 5, 3, 4), dtype)  # channels first
+    dy = random_array(rng, x.shape, dtype)
+    axes = (1,) if mode == "channel" else (1, 2, 3)
+    xw = wide(x)
+    y_ref = softmax_ref(xw, axes, log)
+    # gradient of <softmax(x), dy> by central differences, one element at a time
+    h = 1e-6
+    dx_ref = np.zeros_like(xw)
+    for idx in np.ndindex(*x.shape):
+        plus, minus = xw.copy(), xw.copy()
+        plus[idx] += h
+        minus[idx] -= h
+        dx_ref[idx] = np.sum((softmax_ref(plus, axes, log) - softmax_ref(minus, axes, log))
+                             * wide(dy)) / (2 * h)
+    dxd = dev.to_device(last(x, layout))
+    y = dev.dnn.softmax(dxd, mode, log, layout)
+    assert_close(first(dev.copy_to_host(y).result(), layout), y_ref, dtype)
+    dx = dev.dnn.softmax_backward(y, dev.to_device(last(dy, layout)), mode, log, layout)
+    assert_close(first(dev.copy_to_host(dx).result(), layout), dx_ref, dtype, 4.0)
+
+
+def pool_ref(x, mode, window, stride, padding):
+    """Pooling by a loop over output positions (channels first, float64)."""
+    n, c = x.shape[:2]
+    sp = x.shape[2:]
+    out = [(i + 2 * p - r) // s + 1 for i, r, s, p in zip(sp, window, stride, padding)]
+    y = np.zeros((n, c, *out))
+    for o in itertools.product(*(range(m) for m in out)):
+        lo = [oi * s - p for oi, s, p in zip(o, stride, padding)]
+        sl = tuple(slice(max(a, 0), min(a + r, i)) for a, r, i in zip(lo, window, sp))
+        patch = x[(slice(None), slice(None)) + sl].reshape(n, c, -1)
+        if mode == "max":
+            y[(slice(None), slice(None)) + o] = patch.max(axis=2)
+        elif mode == "avg":
+            y[(slice(None), slice(None)) + o] = patch.mean(axis=2)
+        else:
+            y[(slice(None), slice(None)) + o] = patch.sum(axis=2) / np.prod(window)
+    return y
+
+
+POOLS = {  # x shape (channels first), window, stride, padding
+    "2x2": ((2, 3, 6, 8), (2, 2), (2, 2), (0, 0)),
+    "3x3_s2_p1": ((2, 3, 7, 6), (3, 3), (2, 2), (1, 1)),
+    "3x2_s1_p1": ((1, 2, 5, 5), (3, 2), (1, 2), (1, 1)),
+    "3d": ((1, 2, 4, 5, 4), (2, 3, 2), (2, 1, 2), (0, 1, 0)),
+}
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("mode", ["max", "avg", "avg_include_pad"])
+@pytest.mark.parametrize("case", list(POOLS))
+def test_pool_forward_backward(dev, rng, case: str, mode: str, layout: str) -> None:
+    shape, window, stride, padding = POOLS[case]
+    x = random_array(rng, shape, "f32")
+    xw = wide(x)
+    y_ref = pool_ref(xw, mode, window, stride, padding)
+    dy = random_array(rng, y_ref.shape, "f32")
+    # gradient of <pool(x), dy> by central differences (max: no ties in random f32 data)
+    h = 1e-4
+    dx_ref = np.zeros_like(xw)
+    for idx in np.ndindex(*shape):
+        plus, minus = xw.copy(), xw.copy()
+        plus[idx] += h
+        minus[idx] -= h
+        diff = (pool_ref(plus, mode, window, stride, padding)
+                - pool_ref(minus, mode, window, stride, padding))
+        dx_ref[idx] = np.sum(diff * wide(dy)) / (2 * h)
+    kw = dict(window=window, stride=stride, padding=padding, mode=mode, layout=layout)
+    xd = dev.to_device(last(x, layout))
+    y = dev.dnn.pool(xd, **kw)
+    assert_close(first(dev.copy_to_host(y).result(), layout), y_ref, "f32")
+    dx = dev.dnn.pool_backward(xd, y, dev.to_device(last(dy, layout)), **kw)
+    assert_close(first(dev.copy_to_host(dx).result(), layout), dx_ref, "f32", 10.0)
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_pool_half(dev, rng, dtype: str) -> None:
+    x = random_array(rng, (2, 4, 6, 6), dtype)
+    y = dev.dnn.pool(dev.to_device(last(x, "NHWC")), 3, 2, 1, "avg", "NHWC")
+    assert_close(first(dev.copy_to_host(y).result(), "NHWC"),
+                 pool_ref(wide(x), "avg", (3, 3), (2, 2), (1, 1)), dtype)
+
+
 def _x(dev, shape=(2, 4, 6, 6), dtype="f32"):
     return dev.to_device(np.ones(shape, gpumsg.as_dtype(dtype)) + 0.5)
 
@@ -230,6 +355,30 @@ BAD = [
 
 @pytest.mark.parametrize("case", BAD, ids=str)
 def test_bad_arguments(dev, case) -> None:
+    check_bad_args(dev, case)
+
+
+POINTWISE_BAD = [
+    BadArg("activation shape", lambda d: d.dnn.activation_backward(
+        _x(d), _x(d), _x(d, (2, 4, 6, 5))), field="dy"),
+    BadArg("activation none", lambda d: d.dnn.activation(_x(d), "none"), field="activation"),
+    BadArg("softmax mode", lambda d: d.dnn.softmax(_x(d), "spatial"), field="mode"),
+    BadArg("softmax log", lambda d: d.dnn.softmax(_x(d), log=1), field="log"),
+    BadArg("softmax 1-D", lambda d: d.dnn.softmax(_x(d, (5,))), field="x"),
+    BadArg("softmax f64", lambda d: d.dnn.softmax(_x(d, dtype="f64")), field="x"),
+    BadArg("pool window too big", lambda d: d.dnn.pool(_x(d), 7), field="y"),
+    BadArg("pool padding >= window", lambda d: d.dnn.pool(_x(d), 2, padding=2), field="padding"),
+    BadArg("pool 1-D", lambda d: d.dnn.pool(_x(d, (2, 4, 6)), 2), field="x"),
+    BadArg("pool mode", lambda d: d.dnn.pool(_x(d), 2, mode="min"), field="mode"),
+    BadArg("pool out shape", lambda d: d.dnn.pool(_x(d), 2, out=_x(d, (2, 4, 2, 2))),
+           field="y"),
+    BadArg("pool backward dy", lambda d: d.dnn.pool_backward(
+        _x(d), _x(d, (2, 4, 3, 3)), _x(d, (2, 4, 3, 2)), 2), field="dy"),
+]
+
+
+@pytest.mark.parametrize("case", POINTWISE_BAD, ids=str)
+def test_pointwise_bad_arguments(dev, case) -> None:
     check_bad_args(dev, case)
 
 

@@ -15,7 +15,8 @@ import ctypes
 from ..loader import Fn, LibrarySpec, LoadedLibrary, P, c_int, c_size_t, c_void_p
 
 __all__ = ["SPEC", "AlgoPerf", "DATA_TYPE", "CROSS_CORRELATION", "MATH_DEFAULT",
-           "MATH_TENSOR_OP", "MATH_FMA", "NOT_PROPAGATE_NAN", "FILTER_FORMAT"]
+           "MATH_TENSOR_OP", "MATH_FMA", "NOT_PROPAGATE_NAN", "FILTER_FORMAT", "SOFTMAX_ACCURATE",
+           "SOFTMAX_LOG", "SOFTMAX_MODE"]
 
 _H = c_void_p
 _D = c_void_p  # any descriptor
@@ -29,6 +30,8 @@ FILTER_FORMAT = {"NCHW": 0, "NHWC": 1}
 CROSS_CORRELATION = 1  # cudnnConvolutionMode_t
 MATH_DEFAULT, MATH_TENSOR_OP, MATH_FMA = 0, 1, 3  # cudnnMathType_t
 NOT_PROPAGATE_NAN = 0
+SOFTMAX_ACCURATE, SOFTMAX_LOG = 1, 2  # cudnnSoftmaxAlgorithm_t
+SOFTMAX_MODE = {"instance": 0, "channel": 1}  # cudnnSoftmaxMode_t
 
 
 class AlgoPerf(ctypes.Structure):
@@ -88,6 +91,23 @@ SPEC = LibrarySpec(
         # (handle, actDesc, alpha, xDesc, x, beta, yDesc, y)
         Fn("cudnnActivationForward", c_int,
            (_H, _D, _F, _D, c_void_p, _F, _D, c_void_p)),
+        # (handle, actDesc, alpha, yDesc, y, dyDesc, dy, xDesc, x, beta, dxDesc, dx)
+        Fn("cudnnActivationBackward", c_int,
+           (_H, _D, _F, _D, c_void_p, _D, c_void_p, _D, c_void_p, _F, _D, c_void_p)),
+        # (handle, algo, mode, alpha, xDesc, x, beta, yDesc, y)
+        Fn("cudnnSoftmaxForward", c_int, (_H, c_int, c_int, _F, _D, c_void_p, _F, _D, c_void_p)),
+        # (handle, algo, mode, alpha, yDesc, y, dyDesc, dy, beta, dxDesc, dx)
+        Fn("cudnnSoftmaxBackward", c_int,
+           (_H, c_int, c_int, _F, _D, c_void_p, _D, c_void_p, _F, _D, c_void_p)),
+        Fn("cudnnCreatePoolingDescriptor", c_int, (P(_D),)),
+        # (desc, mode, nanOpt, nbDims, window[], padding[], stride[])
+        Fn("cudnnSetPoolingNdDescriptor", c_int, (_D, c_int, c_int, c_int, _IA, _IA, _IA)),
+        Fn("cudnnDestroyPoolingDescriptor", c_int, (_D,)),
+        # (handle, poolDesc, alpha, xDesc, x, beta, yDesc, y)
+        Fn("cudnnPoolingForward", c_int, (_H, _D, _F, _D, c_void_p, _F, _D, c_void_p)),
+        # (handle, poolDesc, alpha, yDesc, y, dyDesc, dy, xDesc, x, beta, dxDesc, dx)
+        Fn("cudnnPoolingBackward", c_int,
+           (_H, _D, _F, _D, c_void_p, _D, c_void_p, _D, c_void_p, _F, _D, c_void_p)),
     ),
     version=lambda lib: _version(lib),
 )

@@ -7,11 +7,18 @@ from typing import TYPE_CHECKING, Any
 
 from ...messages.base import BufRef
 from ...messages.cudnn import (
+    Activation,
+    ActivationBackward,
     ConvBackwardData,
     ConvBackwardFilter,
     ConvForward,
     DnnCacheInfo,
+    Pool,
+    PoolBackward,
+    Softmax,
+    SoftmaxBackward,
     conv_output_shape,
+    pool_output_shape,
 )
 
 if TYPE_CHECKING:
@@ -91,6 +98,77 @@ class Dnn:
 
     conv2d_backward_data = conv_backward_data
     conv2d_backward_filter = conv_backward_filter
+
+    def _like(self, ref_of: Any, out: Any, shape: Any = None) -> Any:
+        if out is not None:
+            return out
+        r = _ref_of(ref_of)
+        return self._dev.alloc(tuple(r.shape) if shape is None else shape, r.dtype, order="C")
+
+    def _send(self, msg_type: type, out: Any, given: Any, *args: Any) -> Future:
+        dev = self._dev
+        done = dev.send(msg_type(*args))
+        return done if given is not None else dev.buffer_after(done, out)
+
+    def activation(self, x: Any, activation: str = "relu", act_coef: float | None = None,
+                   out: Any = None) -> Future:
+        """act(x) elementwise (``out`` may be x: in place)."""
+        self._dev._check_open()
+        y = self._like(x, out)
+        return self._send(Activation, y, out, x, y, activation, act_coef)
+
+    def activation_backward(self, x: Any, y: Any, dy: Any, activation: str = "relu",
+                            act_coef: float | None = None, out: Any = None) -> Future:
+        """dx = act'(x) * dy, given x and y = act(x)."""
+        self._dev._check_open()
+        dx = self._like(x, out)
+        return self._send(ActivationBackward, dx, out, x, y, dy, dx, activation, act_coef)
+
+    def softmax(self, x: Any, mode: str = "channel", log: bool = False, layout: str = "NCHW",
+                out: Any = None) -> Future:
+        """softmax (or log-softmax) of x over channels ("channel") or over everything but the
+        batch ("instance"); x is (N, C, ...) in ``layout``."""
+        self._dev._check_open()
+        y = self._like(x, out)
+        return self._send(Softmax, y, out, x, y, mode, log, layout)
+
+    def softmax_backward(self, y: Any, dy: Any, mode: str = "channel", log: bool = False,
+                         layout: str = "NCHW", out: Any = None) -> Future:
+        """The gradient of :meth:`softmax` given its output y and dy."""
+        self._dev._check_open()
+        dx = self._like(y, out)
+        return self._send(SoftmaxBackward, dx, out, y, dy, dx, mode, log, layout)
+
+    def pool(self, x: Any, window: Any = 2, stride: Any = None, padding: Any = 0,
+             mode: str = "max", layout: str = "NCHW", out: Any = None) -> Future:
+        """2-D or 3-D pooling: "max", "avg" (padding not counted) or "avg_include_pad"."""
+        self._dev._check_open()
+        y = out
+        if y is None:
+            xr = _ref_of(x)
+            nd = len(xr.shape) - 2
+            shape: tuple = tuple(xr.shape)
+            try:
+                if nd >= 1 and layout in ("NCHW", "NHWC"):
+                    win = _tuple(window, nd)
+                    cand = pool_output_shape(xr.shape, layout, win,
+                                             win if stride is None else _tuple(stride, nd),
+                                             _tuple(padding, nd))
+                    if all(s > 0 for s in cand):
+                        shape = cand
+            except (TypeError, ValueError, ArithmeticError, IndexError):
+                pass
+            y = self._like(x, None, shape)
+        return self._send(Pool, y, out, x, y, window, stride, padding, mode, layout)
+
+    def pool_backward(self, x: Any, y: Any, dy: Any, window: Any = 2, stride: Any = None,
+                      padding: Any = 0, mode: str = "max", layout: str = "NCHW",
+                      out: Any = None) -> Future:
+        """The gradient of :meth:`pool` given x, its output y and dy."""
+        self._dev._check_open()
+        dx = self._like(x, out)
+        return self._send(PoolBackward, dx, out, x, y, dy, dx, window, stride, padding, mode,
+                          layout)
 
     def cache_info(self) -> Future:
         """Resolves to the algorithm cache's counters: hits, misses, size, capacity."""

@@ -16,7 +16,7 @@ import dataclasses
 from typing import Any
 
 from ...errors import LibraryError
-from ...messages.cudnn import ACTIVATIONS
+from ...messages.cudnn import ACTIVATIONS, POOL_MODES
 from ...service.plans import PlanCache
 from ..loader import LoadedLibrary, c_int, c_void_p, load
 from .bindings import (
@@ -27,6 +27,9 @@ from .bindings import (
     MATH_FMA,
     MATH_TENSOR_OP,
     NOT_PROPAGATE_NAN,
+    SOFTMAX_ACCURATE,
+    SOFTMAX_LOG,
+    SOFTMAX_MODE,
     AlgoPerf,
 )
 
@@ -294,6 +297,114 @@ class DnnHandle:
                                                            call.y, d["conv"], algo, ws, nbytes,
                                                            zero, d["w"], call.w),
                         "cudnnConvolutionBackwardFilter")
+
+    # -- activations, softmax, pooling (descriptors live for one call) -----------------------------
+    def _flat(self, descs: list, dtype: str, size: int) -> int:
+        d = self._new("Tensor")
+        descs.append(("Tensor", d))
+        self._check(self.lib.cudnnSetTensorNdDescriptor(d, DATA_TYPE[dtype], 4,
+                                                        _arr([1, 1, 1, size]),
+                                                        _arr([size, size, size, 1])),
+                    "cudnnSetTensorNdDescriptor")
+        return d
+
+    def _nc(self, descs: list, dtype: str, layout: str, shape: tuple[int, ...]) -> int:
+        dims, strides = cudnn_dims(layout, shape)
+        while len(dims) < 4:  # (N, C) and (N, C, L): trailing unit dimensions
+            dims.append(1)
+            strides.append(1)
+        d = self._new("Tensor")
+        descs.append(("Tensor", d))
+        self._check(self.lib.cudnnSetTensorNdDescriptor(d, DATA_TYPE[dtype], len(dims),
+                                                        _arr(dims), _arr(strides)),
+                    "cudnnSetTensorNdDescriptor")
+        return d
+
+    def _act(self, descs: list, activation: str, coef: float) -> int:
+        d = self._new("Activation")
+        descs.append(("Activation", d))
+        self._check(self.lib.cudnnSetActivationDescriptor(d, ACTIVATIONS[activation],
+                                                          NOT_PROPAGATE_NAN, coef),
+                    "cudnnSetActivationDescriptor")
+        if activation == "swish":
+            self._check(self.lib.cudnnSetActivationDescriptorSwishBeta(d, coef),
+                        "cudnnSetActivationDescriptorSwishBeta")
+        return d
+
+    def _pool(self, descs: list, mode: str, window: tuple[int, ...], stride: tuple[int, ...],
+              padding: tuple[int, ...]) -> int:
+        d = self._new("Pooling")
+        descs.append(("Pooling", d))
+        self._check(self.lib.cudnnSetPoolingNdDescriptor(d, POOL_MODES[mode], NOT_PROPAGATE_NAN,
+                                                         len(window), _arr(window),
+                                                         _arr(padding), _arr(stride)),
+                    "cudnnSetPoolingNdDescriptor")
+        return d
+
+    def _release(self, descs: list) -> None:
+        for kind, d in descs:
+            getattr(self.lib, f"cudnnDestroy{kind}Descriptor")(d)
+
+    def activation(self, stream: Any, dtype: str, size: int, activation: str, coef: float,
+                   x: int, y: int, dy: int = 0, dx: int = 0) -> None:
+        """y = act(x) (``dy == 0``) or dx = act'(x) dy, over ``size`` packed elements."""
+        self._bind(stream)
+        descs: list = []
+        one, zero = ctypes.byref(_ONE), ctypes.byref(_ZERO)
+        try:
+            t = self._flat(descs, dtype, size)
+            a = self._act(descs, activation, coef)
+            if not dy:
+                self._check(self.lib.cudnnActivationForward(self.raw_handle, a, one, t, x, zero,
+                                                            t, y), "cudnnActivationForward")
+            else:
+                self._check(self.lib.cudnnActivationBackward(self.raw_handle, a, one, t, y, t,
+                                                             dy, t, x, zero, t, dx),
+                            "cudnnActivationBackward")
+        finally:
+            self._release(descs)
+
+    def softmax(self, stream: Any, dtype: str, layout: str, shape: tuple[int, ...], mode: str,
+                log: bool, x: int, y: int, dy: int = 0, dx: int = 0) -> None:
+        """y = softmax(x) (``dy == 0``) or dx from y and dy."""
+        self._bind(stream)
+        descs: list = []
+        one, zero = ctypes.byref(_ONE), ctypes.byref(_ZERO)
+        algo = SOFTMAX_LOG if log else SOFTMAX_ACCURATE
+        try:
+            t = self._nc(descs, dtype, layout, shape)
+            if not dy:
+                self._check(self.lib.cudnnSoftmaxForward(self.raw_handle, algo,
+                                                         SOFTMAX_MODE[mode], one, t, x, zero, t,
+                                                         y), "cudnnSoftmaxForward")
+            else:
+                self._check(self.lib.cudnnSoftmaxBackward(self.raw_handle, algo,
+                                                          SOFTMAX_MODE[mode], one, t, y, t, dy,
+                                                          zero, t, dx), "cudnnSoftmaxBackward")
+        finally:
+            self._release(descs)
+
+    def pool(self, stream: Any, dtype: str, layout: str, x_shape: tuple[int, ...],
+             y_shape: tuple[int, ...], mode: str, window: tuple[int, ...],
+             stride: tuple[int, ...], padding: tuple[int, ...], x: int, y: int, dy: int = 0,
+             dx: int = 0) -> None:
+        """y = pool(x) (``dy == 0``) or dx from x, y and dy."""
+        self._bind(stream)
+        descs: list = []
+        one, zero = ctypes.byref(_ONE), ctypes.byref(_ZERO)
+        try:
+            tx = self._nc(descs, dtype, layout, x_shape)
+            ty = self._nc(descs, dtype, layout, y_shape)
+            p = self._pool(descs, mode, window, stride, padding)
+            if not dy:
+                self._check(self.lib.cudnnPoolingForward(self.raw_handle, p, one, tx, x, zero,
+                                                         ty, y), "cudnnPoolingForward")
+            else:
+                self._check(self.lib.cudnnPoolingBackward(self.raw_handle, p, one, ty, y, ty, dy,
+                                                          tx, x, zero, tx, dx),
+                            "cudnnPoolingBackward")
+        finally:
+            self._release(descs)
 
     def cache_info(self) -> dict[str, int]:
         return self.cache.info()

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...messages.cudnn import ConvBackwardData, ConvBackwardFilter, ConvForward, DnnCacheInfo
+from ...messages.cudnn import (
+    Activation,
+    ActivationBackward,
+    ConvBackwardData,
+    ConvBackwardFilter,
+    ConvForward,
+    DnnCacheInfo,
+    Pool,
+    PoolBackward,
+    Softmax,
+    SoftmaxBackward,
+)
 from ...service.registry import COMPUTE, handles
 from .handle import ConvCall
 
@@ -51,3 +62,53 @@ def _conv_backward_filter(ctx: Any, msg: ConvBackwardFilter, reply: Any) -> None
 @handles(DnnCacheInfo)
 def _cache_info(ctx: Any, msg: DnnCacheInfo, reply: Any) -> None:
     ctx.reply_now(reply, ctx.library("cudnn").cache_info())
+
+
+@handles(Activation)
+def _activation(ctx: Any, msg: Activation, reply: Any) -> None:
+    x = ctx.resolve(msg.x, "x")
+    y = x if msg.y == msg.x else ctx.resolve_out(msg.y, "y")
+    ctx.run(reply, COMPUTE, (x,), (y,), ctx.library("cudnn").activation, msg.x.dtype,
+            msg.x.size, msg.activation, msg.act_coef, x.ptr, y.ptr)
+
+
+@handles(ActivationBackward)
+def _activation_backward(ctx: Any, msg: ActivationBackward, reply: Any) -> None:
+    x, y, dy = (ctx.resolve(getattr(msg, n), n) for n in ("x", "y", "dy"))
+    dx = ctx.resolve_out(msg.dx, "dx")
+    ctx.run(reply, COMPUTE, (x, y, dy), (dx,), ctx.library("cudnn").activation, msg.x.dtype,
+            msg.x.size, msg.activation, msg.act_coef, x.ptr, y.ptr, dy.ptr, dx.ptr)
+
+
+@handles(Softmax)
+def _softmax(ctx: Any, msg: Softmax, reply: Any) -> None:
+    x = ctx.resolve(msg.x, "x")
+    y = x if msg.y == msg.x else ctx.resolve_out(msg.y, "y")
+    ctx.run(reply, COMPUTE, (x,), (y,), ctx.library("cudnn").softmax, msg.x.dtype, msg.layout,
+            tuple(msg.x.shape), msg.mode, msg.log, x.ptr, y.ptr)
+
+
+@handles(SoftmaxBackward)
+def _softmax_backward(ctx: Any, msg: SoftmaxBackward, reply: Any) -> None:
+    y, dy = ctx.resolve(msg.y, "y"), ctx.resolve(msg.dy, "dy")
+    dx = ctx.resolve_out(msg.dx, "dx")
+    ctx.run(reply, COMPUTE, (y, dy), (dx,), ctx.library("cudnn").softmax, msg.y.dtype,
+            msg.layout, tuple(msg.y.shape), msg.mode, msg.log, 0, y.ptr, dy.ptr, dx.ptr)
+
+
+@handles(Pool)
+def _pool(ctx: Any, msg: Pool, reply: Any) -> None:
+    x = ctx.resolve(msg.x, "x")
+    y = ctx.resolve_out(msg.y, "y")
+    ctx.run(reply, COMPUTE, (x,), (y,), ctx.library("cudnn").pool, msg.x.dtype, msg.layout,
+            tuple(msg.x.shape), tuple(msg.y.shape), msg.mode, msg.window, msg.stride,
+            msg.padding, x.ptr, y.ptr)
+
+
+@handles(PoolBackward)
+def _pool_backward(ctx: Any, msg: PoolBackward, reply: Any) -> None:
+    x, y, dy = (ctx.resolve(getattr(msg, n), n) for n in ("x", "y", "dy"))
+    dx = ctx.resolve_out(msg.dx, "dx")
+    ctx.run(reply, COMPUTE, (x, y, dy), (dx,), ctx.library("cudnn").pool, msg.x.dtype,
+            msg.layout, tuple(msg.x.shape), tuple(msg.y.shape), msg.mode, msg.window,
+            msg.stride, msg.padding, x.ptr, y.ptr, dy.ptr, dx.ptr)

@@ -142,6 +142,97 @@ def run_conv(sim: SimBackend, call: ConvCall) -> None:
         store(call.w, conv_backward_filter(x, dy, w_shape, *geometry))
 
 
+def activation_grad(x: np.ndarray, y: np.ndarray, activation: str, coef: float) -> np.ndarray:
+    """d act / dx at x (y = act(x))."""
+    if activation == "relu":
+        return (x > 0).astype(x.dtype)
+    if activation == "sigmoid":
+        return y * (1 - y)
+    if activation == "tanh":
+        return 1 - y * y
+    if activation == "clipped_relu":
+        return ((x > 0) & (x < coef)).astype(x.dtype)
+    if activation == "elu":
+        return np.where(x > 0, 1.0, y + coef)
+    sig = 1 / (1 + np.exp(-coef * x))  # swish
+    return sig + coef * x * sig * (1 - sig)
+
+
+def softmax(x: np.ndarray, axes: tuple[int, ...], log: bool) -> np.ndarray:
+    z = x - x.max(axis=axes, keepdims=True)
+    if log:
+        return z - np.log(np.exp(z).sum(axis=axes, keepdims=True))
+    e = np.exp(z)
+    return e / e.sum(axis=axes, keepdims=True)
+
+
+def softmax_grad(y: np.ndarray, dy: np.ndarray, axes: tuple[int, ...], log: bool) -> np.ndarray:
+    if log:
+        return dy - np.exp(y) * dy.sum(axis=axes, keepdims=True)
+    return y * (dy - (y * dy).sum(axis=axes, keepdims=True))
+
+
+def _pool_windows(x_shape: tuple[int, ...], window: tuple[int, ...], stride: tuple[int, ...],
+                  padding: tuple[int, ...]) -> Any:
+    """(output index, input slices, count of in-bounds elements) of every pooling window."""
+    sp = x_shape[2:]
+    out = [(i + 2 * p - r) // s + 1 for i, r, s, p in zip(sp, window, stride, padding)]
+    for o in itertools.product(*(range(n) for n in out)):
+        lo = [oi * s - p for oi, s, p in zip(o, stride, padding)]
+        sl = tuple(slice(max(a, 0), min(a + r, i)) for a, r, i in zip(lo, window, sp))
+        yield o, sl
+
+
+def pool_forward(x: np.ndarray, mode: str, window: tuple[int, ...], stride: tuple[int, ...],
+                 padding: tuple[int, ...], y_shape: tuple[int, ...]) -> np.ndarray:
+    y = np.zeros(y_shape, x.dtype)
+    full = float(np.prod(window))
+    for o, sl in _pool_windows(x.shape, window, stride, padding):
+        patch = x[(slice(None), slice(None)) + sl].reshape(x.shape[0], x.shape[1], -1)
+        if mode == "max":
+            y[(slice(None), slice(None)) + o] = patch.max(axis=2)
+        else:
+            y[(slice(None), slice(None)) + o] = patch.sum(axis=2) / (
+                full if mode == "avg_include_pad" else patch.shape[2])
+    return y
+
+
+def pool_backward(x: np.ndarray, dy: np.ndarray, mode: str, window: tuple[int, ...],
+                  stride: tuple[int, ...], padding: tuple[int, ...]) -> np.ndarray:
+    dx = np.zeros_like(x)
+    n, c = x.shape[:2]
+    full = float(np.prod(window))
+    for o, sl in _pool_windows(x.shape, window, stride, padding):
+        idx = (slice(None), slice(None)) + sl
+        g = dy[(slice(None), slice(None)) + o]  # (n, c)
+        if mode == "max":
+            patch = x[idx].reshape(n, c, -1)
+            hit = np.zeros_like(patch)
+            np.put_along_axis(hit, patch.argmax(axis=2)[..., None], 1.0, axis=2)
+            dx[idx] += (hit * g[..., None]).reshape(x[idx].shape)
+        else:
+            count = full if mode == "avg_include_pad" else float(np.prod(x[idx].shape[2:]))
+            dx[idx] += (g / count).reshape(n, c, *([1] * len(sl)))
+    return dx
+
+
+class _Memory:
+    """Typed views of simulated memory for the pointwise operations."""
+
+    def __init__(self, sim: SimBackend, dtype: str, layout: str = "NCHW") -> None:
+        self.sim, self.t, self.layout = sim, dtype_of(dtype), layout
+        self.wide = np.float64 if dtype == "f32" else np.float32
+
+    def load(self, ptr: int, shape: tuple[int, ...]) -> np.ndarray:
+        a = self.sim.view(ptr, int(np.prod(shape)) * self.t.itemsize).view(self.t)
+        return _channels_first(a.reshape(shape).astype(self.wide), self.layout)
+
+    def store(self, ptr: int, value: np.ndarray) -> None:
+        value = np.ascontiguousarray(_channels_last(value, self.layout))
+        self.sim.view(ptr, value.size * self.t.itemsize).view(self.t).reshape(value.shape)[...] \
+            = value.astype(self.t)
+
+
 class SimDnn:
     """The simulator's cuDNN handle, with the same algorithm-cache bookkeeping as on a GPU."""
 
@@ -155,6 +246,45 @@ class SimDnn:
         if self.cache.get(key) is None:
             self.cache.put(key, True)
         stream.put(lambda: run_conv(self.sim, call))
+
+    def activation(self, stream: Any, dtype: str, size: int, activation: str, coef: float,
+                   x: int, y: int, dy: int = 0, dx: int = 0) -> None:
+        def work() -> None:
+            m = _Memory(self.sim, dtype)
+            xv = m.load(x, (size,))
+            if not dy:
+                m.store(y, activate(xv, activation, coef))
+            else:
+                yv, dyv = m.load(y, (size,)), m.load(dy, (size,))
+                m.store(dx, dyv * activation_grad(xv, yv, activation, coef))
+        stream.put(work)
+
+    def softmax(self, stream: Any, dtype: str, layout: str, shape: tuple[int, ...], mode: str,
+                log: bool, x: int, y: int, dy: int = 0, dx: int = 0) -> None:
+        axes = (1,) if mode == "channel" else tuple(range(1, len(shape)))
+
+        def work() -> None:
+            m = _Memory(self.sim, dtype, layout)
+            if not dy:
+                m.store(y, softmax(m.load(x, shape), axes, log))
+            else:
+                m.store(dx, softmax_grad(m.load(y, shape), m.load(dy, shape), axes, log))
+        stream.put(work)
+
+    def pool(self, stream: Any, dtype: str, layout: str, x_shape: tuple[int, ...],
+             y_shape: tuple[int, ...], mode: str, window: tuple[int, ...],
+             stride: tuple[int, ...], padding: tuple[int, ...], x: int, y: int, dy: int = 0,
+             dx: int = 0) -> None:
+        def work() -> None:
+            m = _Memory(self.sim, dtype, layout)
+            xv = m.load(x, x_shape)
+            if not dy:
+                ys = _channels_first(np.empty(y_shape, np.uint8), layout).shape
+                m.store(y, pool_forward(xv, mode, window, stride, padding, ys))
+            else:
+                m.store(dx, pool_backward(xv, m.load(dy, y_shape), mode, window, stride,
+                                          padding))
+        stream.put(work)
 
     def cache_info(self) -> dict[str, int]:
         return self.cache.info()
