@@ -80,6 +80,29 @@ def conv_cases(dev, torch, name: str, c: int, k: int, r: int, s: int, p: int, hw
     return rows
 
 
+def softmax_case(dev, torch, rows_n: int = 8192, cols: int = 8192) -> dict:
+    """Row softmax of a (rows, cols) bf16 matrix: cuDNN channel mode on (N=rows, C=cols)."""
+    rng = np.random.default_rng()
+    x_h = rng.standard_normal((rows_n, cols), dtype=np.float32).astype(gpumsg.as_dtype("bf16"))
+    x = dev.to_device(x_h)
+    y = dev.alloc(x_h.shape, "bf16", order="C").result()
+    tx = torch.from_numpy(x_h.astype(np.float32)).cuda().to(torch.bfloat16)
+    last = [dev.synchronize()]
+
+    def ours() -> None:
+        last[0] = dev.dnn.softmax(x, "channel", out=y)
+
+    ours_s, theirs_s = compare((ours, lambda: last[0].result()),
+                               (lambda: torch.softmax(tx, dim=-1), torch.cuda.synchronize))
+    ref = torch.softmax(tx.float(), dim=-1).cpu().numpy().astype(np.float64)
+    mine = np.asarray(dev.copy_to_host(y).result(), np.float64)
+    err = np.linalg.norm(mine - ref) / np.linalg.norm(ref)
+    nbytes = 2 * 2 * rows_n * cols  # read x, write y
+    return {"case": f"softmax rows {rows_n}x{cols} bf16", "gpumsg": nbytes / ours_s / 1e9,
+            "torch": nbytes / theirs_s / 1e9, "unit": "GB/s", "ratio": theirs_s / ours_s,
+            "rel_err_vs_torch": err}
+
+
 def main() -> None:
     import torch
 
@@ -88,6 +111,7 @@ def main() -> None:
     with gpumsg.open_device(0) as dev:
         for case in RESNET50:
             rows.extend(conv_cases(dev, torch, *case))
+        rows.append(softmax_case(dev, torch))
         cache = dev.dnn.cache_info().result()
     notes = [f"batch {BATCH}, NHWC (torch: channels_last), bf16 with f32 accumulation",
              "ratio = gpumsg speed / torch speed (> 1: gpumsg faster); TFLOP/s from wall time of "

@@ -277,20 +277,36 @@ def test_pool_forward_backward(dev, rng, case: str, mode: str, layout: str) -> N
     xw = wide(x)
     y_ref = pool_ref(xw, mode, window, stride, padding)
     dy = random_array(rng, y_ref.shape, "f32")
-    # gradient of <pool(x), dy> by central differences (max: no ties in random f32 data)
+    # gradient of <pool(x), dy>: max pooling routes each dy to its window's maximum (random f32
+    # data has no ties); the averages by central differences
     h = 1e-4
     dx_ref = np.zeros_like(xw)
-    for idx in np.ndindex(*shape):
+    for idx in np.ndindex(*shape) if mode != "max" else ():
         plus, minus = xw.copy(), xw.copy()
         plus[idx] += h
         minus[idx] -= h
         diff = (pool_ref(plus, mode, window, stride, padding)
                 - pool_ref(minus, mode, window, stride, padding))
         dx_ref[idx] = np.sum(diff * wide(dy)) / (2 * h)
+    if mode == "max":
+        out = y_ref.shape[2:]
+        for o in itertools.product(*(range(m) for m in out)):
+            lo = [oi * s - p for oi, s, p in zip(o, stride, padding)]
+            sl = tuple(slice(max(a, 0), min(a + r, i))
+                       for a, r, i in zip(lo, window, shape[2:]))
+            for b, ch in np.ndindex(*shape[:2]):
+                patch = xw[(b, ch) + sl]
+                at = np.unravel_index(np.argmax(patch), patch.shape)
+                pos = tuple(sl[i].start + at[i] for i in range(len(sl)))
+                dx_ref[(b, ch) + pos] += dy[(b, ch) + o]
     kw = dict(window=window, stride=stride, padding=padding, mode=mode, layout=layout)
     xd = dev.to_device(last(x, layout))
     y = dev.dnn.pool(xd, **kw)
     assert_close(first(dev.copy_to_host(y).result(), layout), y_ref, "f32")
+    if mode == "max" and layout == "NHWC":  # refused: see PoolBackward
+        with pytest.raises(InvalidMessage, match="NCHW only"):
+            dev.dnn.pool_backward(xd, y, dev.to_device(last(dy, layout)), **kw)
+        return
     dx = dev.dnn.pool_backward(xd, y, dev.to_device(last(dy, layout)), **kw)
     assert_close(first(dev.copy_to_host(dx).result(), layout), dx_ref, "f32", 10.0)
 
