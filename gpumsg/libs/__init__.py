@@ -15,6 +15,7 @@ FOLDERS = (
     "cublas",
     "cublaslt",
     "nvrtc",
+    "cudnn",
 )
 
 for _folder in FOLDERS:

@@ -27,6 +27,18 @@ from .blas import (
     Trsv,
 )
 from .blaslt import BlasLtCacheInfo, Matmul
+from .cudnn import (
+    Activation,
+    ActivationBackward,
+    ConvBackwardData,
+    ConvBackwardFilter,
+    ConvForward,
+    DnnCacheInfo,
+    Pool,
+    PoolBackward,
+    Softmax,
+    SoftmaxBackward,
+)
 from .device import (
     FAULT_KINDS,
     STREAMS,
@@ -60,5 +72,10 @@ __all__ = [
     "GemmStridedBatched", "GemmBatched", "Axpy", "Scal", "Dot", "Nrm2", "Asum", "Iamax", "Iamin",
     "Copy", "Swap", "Rot", "Gemv", "Ger", "Symv", "Trsv", "Geam", "Syrk", "Symm", "Trmm", "Trsm",
     "Matmul", "BlasLtCacheInfo", "RegisterHostMemory", "UnregisterHostMemory",
+    # nvrtc, graphs
     "Kernel", "LoadModule", "Launch", "CaptureGraph", "LaunchGraph", "UpdateGraph", "DestroyGraph",
+    # cudnn
+    "ConvForward", "ConvBackwardData", "ConvBackwardFilter",
+    "DnnCacheInfo", "Activation", "ActivationBackward", "Softmax", "SoftmaxBackward", "Pool",
+    "PoolBackward",
 ]

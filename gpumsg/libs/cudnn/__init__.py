@@ -1,0 +1,19 @@
+"""cuDNN: convolutions (1-D/2-D/3-D forward, backward data, backward filter; NCHW and NHWC;
+stride, padding, dilation, groups; f32, TF32, f16, bf16) with bias and activation, through
+cuDNN 9's legacy descriptor API, the algorithm chosen once per problem by cuDNN's heuristics.
+
+Same layout as every library folder (see :mod:`gpumsg.libs.cublas`). Client namespace:
+``dev.dnn``. Messages: :mod:`gpumsg.messages.cudnn`.
+"""
+
+from ...service.registry import register_library
+from . import handlers  # noqa: F401  (registers the message handlers)
+from .bindings import SPEC
+from .client import Dnn
+from .handle import DnnHandle
+from .sim import SimDnn
+
+LIBRARY = register_library("cudnn", cuda=DnnHandle, sim=SimDnn, namespace="dnn", client=Dnn,
+                           specs=(SPEC,))
+
+__all__ = ["LIBRARY", "SPEC", "Dnn", "DnnHandle", "SimDnn"]

@@ -1,0 +1,416 @@
+"""The cuDNN handle of one device (device thread): convolution descriptors, the algorithm each
+problem uses, and workspaces from the device's memory pool.
+
+Each convolution problem (direction, dtype, layout, shapes, stride, padding, dilation, groups,
+math mode, workspace limit) is planned once: its descriptors and cuDNN's heuristic ranking of
+algorithms (``cudnnGet*Algorithm_v7``) are kept in an LRU :class:`~gpumsg.service.plans.PlanCache`.
+The plan uses the first ranked algorithm whose workspace fits the limit; when the pool cannot
+give that workspace, the plan moves down the ranking to an algorithm that needs less (the
+cache keeps the new choice), so a full pool degrades speed rather than failing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+from typing import Any
+
+from ...errors import LibraryError
+from ...messages.cudnn import ACTIVATIONS, POOL_MODES
+from ...service.plans import PlanCache
+from ..loader import LoadedLibrary, c_int, c_void_p, load
+from .bindings import (
+    CROSS_CORRELATION,
+    DATA_TYPE,
+    FILTER_FORMAT,
+    MATH_DEFAULT,
+    MATH_FMA,
+    MATH_TENSOR_OP,
+    NOT_PROPAGATE_NAN,
+    SOFTMAX_ACCURATE,
+    SOFTMAX_LOG,
+    SOFTMAX_MODE,
+    AlgoPerf,
+)
+
+__all__ = ["DnnHandle", "ConvCall", "NoAlgorithm", "status_error", "cudnn_dims"]
+
+_ALGO_COUNT = 16  # more than any direction has (fwd 8, bwd data 6, bwd filter 7)
+_ONE = ctypes.c_float(1.0)
+_ZERO = ctypes.c_float(0.0)
+
+
+def status_error(lib: LoadedLibrary, status: int, function: str) -> LibraryError:
+    """A cuDNN status as a LibraryError carrying cuDNN's own error string."""
+    text = lib.cudnnGetErrorString(status)
+    return LibraryError("cudnn", status, text.decode() if text else str(status), function)
+
+
+class NoAlgorithm(LibraryError):
+    """No convolution algorithm fits this problem within the workspace that can be had."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__("cudnn", 9, "CUDNN_STATUS_NOT_SUPPORTED", detail)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConvCall:
+    """One convolution as the handles see it. ``direction`` is "fwd", "bwd_data" or
+    "bwd_filter"; shapes are the buffers' (in ``layout``); ``x``, ``w``, ``y`` are the device
+    pointers of the activations, filters and outputs of the forward problem (for bwd_data x is
+    dx and y is dy; for bwd_filter w is dw)."""
+
+    direction: str
+    dtype: str
+    layout: str
+    x_shape: tuple[int, ...]
+    w_shape: tuple[int, ...]
+    y_shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    padding: tuple[int, ...]
+    dilation: tuple[int, ...]
+    groups: int
+    math: str
+    workspace_limit: int | None
+    x: int
+    w: int
+    y: int
+    bias: int = 0
+    activation: str = "none"
+    act_coef: float = 0.0
+
+    def plan_key(self) -> tuple:
+        return (self.direction, self.dtype, self.layout, self.x_shape, self.w_shape,
+                self.y_shape, self.stride, self.padding, self.dilation, self.groups, self.math,
+                self.workspace_limit, self.bias != 0, self.activation, self.act_coef)
+
+
+def cudnn_dims(layout: str, shape: tuple[int, ...]) -> tuple[list[int], list[int]]:
+    """(dims in N, C, spatial order; element strides) of a row-major buffer in ``layout``.
+    1-D problems get a unit height (cuDNN's convolutions take 2-D and 3-D problems)."""
+    if layout == "NCHW":
+        n, c, sp = shape[0], shape[1], list(shape[2:])
+    else:
+        n, c, sp = shape[0], shape[-1], list(shape[1:-1])
+    if len(sp) == 1:
+        sp = [1, sp[0]]
+    dims = [n, c, *sp]
+    # memory order of the logical dims: NCHW -> n, c, sp...; NHWC -> n, sp..., c
+    order = [0, 1, *range(2, len(dims))] if layout == "NCHW" else [0, *range(2, len(dims)), 1]
+    strides = [0] * len(dims)
+    step = 1
+    for axis in reversed(order):
+        strides[axis] = step
+        step *= dims[axis]
+    return dims, strides
+
+
+def _arr(values: list[int] | tuple[int, ...]) -> Any:
+    return (c_int * len(values))(*values)
+
+
+class _Plan:
+    __slots__ = ("descs", "perfs", "choice", "bias_desc", "act_desc")
+
+    def __init__(self) -> None:
+        self.descs: dict[str, int] = {}
+        self.perfs: list[AlgoPerf] = []
+        self.choice = 0
+        self.bias_desc = 0
+        self.act_desc = 0
+
+
+class DnnHandle:
+    """One cuDNN handle of one device with its algorithm cache (device thread)."""
+
+    def __init__(self, ctx: Any) -> None:
+        self.lib = load("cudnn")
+        self._ctx = ctx
+        h = c_void_p()
+        self._check(self.lib.cudnnCreate(ctypes.byref(h)), "cudnnCreate")
+        self.raw_handle: int = h.value or 0
+        self._stream: Any = None
+        self.cache = PlanCache(256, self._destroy)
+
+    # -- plumbing ----------------------------------------------------------------------------------
+    def _check(self, status: int, function: str) -> None:
+        if status:
+            raise status_error(self.lib, status, function)
+
+    def _bind(self, stream: Any) -> None:
+        if stream is not self._stream:
+            self._check(self.lib.cudnnSetStream(self.raw_handle, int(stream)), "cudnnSetStream")
+            self._stream = stream
+
+    def _new(self, kind: str) -> int:
+        out = c_void_p()
+        self._check(getattr(self.lib, f"cudnnCreate{kind}Descriptor")(ctypes.byref(out)),
+                    f"cudnnCreate{kind}Descriptor")
+        return out.value  # type: ignore[return-value]
+
+    def _tensor(self, plan: _Plan, name: str, dtype: str, dims: list[int],
+                strides: list[int]) -> int:
+        d = plan.descs[name] = self._new("Tensor")
+        self._check(self.lib.cudnnSetTensorNdDescriptor(d, DATA_TYPE[dtype], len(dims),
+                                                        _arr(dims), _arr(strides)),
+                    "cudnnSetTensorNdDescriptor")
+        return d
+
+    def _destroy(self, plan: _Plan) -> None:
+        lib = self.lib
+        for name, d in plan.descs.items():
+            if name == "w":
+                lib.cudnnDestroyFilterDescriptor(d)
+            elif name == "conv":
+                lib.cudnnDestroyConvolutionDescriptor(d)
+            elif name == "act":
+                lib.cudnnDestroyActivationDescriptor(d)
+            else:
+                lib.cudnnDestroyTensorDescriptor(d)
+        plan.descs.clear()
+
+    # -- planning ----------------------------------------------------------------------------------
+    def _plan(self, call: ConvCall) -> _Plan:
+        lib = self.lib
+        plan = _Plan()
+        try:
+            self._describe(plan, call)
+            perfs = (AlgoPerf * _ALGO_COUNT)()
+            count = c_int(0)
+            d = plan.descs
+            if call.direction == "fwd":
+                fn, name = (lib.cudnnGetConvolutionForwardAlgorithm_v7,
+                            "cudnnGetConvolutionForwardAlgorithm_v7")
+                args = (d["x"], d["w"], d["conv"], d["y"])
+            elif call.direction == "bwd_data":
+                fn, name = (lib.cudnnGetConvolutionBackwardDataAlgorithm_v7,
+                            "cudnnGetConvolutionBackwardDataAlgorithm_v7")
+                args = (d["w"], d["y"], d["conv"], d["x"])
+            else:
+                fn, name = (lib.cudnnGetConvolutionBackwardFilterAlgorithm_v7,
+                            "cudnnGetConvolutionBackwardFilterAlgorithm_v7")
+                args = (d["x"], d["y"], d["conv"], d["w"])
+            self._check(fn(self.raw_handle, *args, _ALGO_COUNT, ctypes.byref(count), perfs), name)
+            limit = call.workspace_limit
+            plan.perfs = [p for p in perfs[:count.value]  # in cuDNN's ranking, fastest first
+                          if p.status == 0 and (limit is None or p.memory <= limit)]
+            if not plan.perfs:
+                raise NoAlgorithm(f"{name}: no algorithm for {call.direction} {call.dtype} "
+                                  f"{call.layout} x{list(call.x_shape)} w{list(call.w_shape)} "
+                                  f"within a workspace of {limit} bytes")
+            return plan
+        except BaseException:
+            self._destroy(plan)
+            raise
+
+    def _describe(self, plan: _Plan, call: ConvCall) -> None:
+        lib = self.lib
+        dtype, layout = call.dtype, call.layout
+        self._tensor(plan, "x", dtype, *cudnn_dims(layout, call.x_shape))
+        self._tensor(plan, "y", dtype, *cudnn_dims(layout, call.y_shape))
+        w_dims, _ = cudnn_dims(layout, call.w_shape)
+        w = plan.descs["w"] = self._new("Filter")
+        self._check(lib.cudnnSetFilterNdDescriptor(w, DATA_TYPE[dtype], FILTER_FORMAT[layout],
+                                                   len(w_dims), _arr(w_dims)),
+                    "cudnnSetFilterNdDescriptor")
+        stride, padding, dilation = call.stride, call.padding, call.dilation
+        if len(stride) == 1:  # the unit height of 1-D problems
+            stride, padding, dilation = (1, *stride), (0, *padding), (1, *dilation)
+        conv = plan.descs["conv"] = self._new("Convolution")
+        # f16/bf16 accumulate in f32 (cuDNN's "pseudo-half" configuration)
+        self._check(lib.cudnnSetConvolutionNdDescriptor(conv, len(stride), _arr(padding),
+                                                        _arr(stride), _arr(dilation),
+                                                        CROSS_CORRELATION, DATA_TYPE["f32"]),
+                    "cudnnSetConvolutionNdDescriptor")
+        self._check(lib.cudnnSetConvolutionGroupCount(conv, call.groups),
+                    "cudnnSetConvolutionGroupCount")
+        if dtype == "f32":
+            math = MATH_TENSOR_OP if call.math == "tf32" else MATH_FMA
+        else:
+            math = MATH_TENSOR_OP if dtype in ("f16", "bf16") else MATH_DEFAULT
+        self._check(lib.cudnnSetConvolutionMathType(conv, math), "cudnnSetConvolutionMathType")
+        if call.bias:
+            k = w_dims[0]
+            ones = [1] * (len(w_dims) - 2)
+            dims = [1, k, *ones]
+            self._tensor(plan, "bias", dtype, dims, [k, 1, *ones])
+        mode = ACTIVATIONS[call.activation]
+        if mode is not None:
+            act = plan.descs["act"] = self._new("Activation")
+            self._check(lib.cudnnSetActivationDescriptor(act, mode, NOT_PROPAGATE_NAN,
+                                                         call.act_coef),
+                        "cudnnSetActivationDescriptor")
+            if call.activation == "swish":
+                self._check(lib.cudnnSetActivationDescriptorSwishBeta(act, call.act_coef),
+                            "cudnnSetActivationDescriptorSwishBeta")
+
+    # -- the convolution -------------------------------------------------------------------------
+    def conv(self, stream: Any, call: ConvCall) -> None:
+        """Issue one convolution (and its bias and activation) on ``stream``."""
+        self._bind(stream)
+        key = call.plan_key()
+        plan = self.cache.get(key)
+        if plan is None:
+            plan = self._plan(call)
+            self.cache.put(key, plan)
+        memory = self._ctx.memory
+        while True:
+            perf = plan.perfs[plan.choice]
+            nbytes = perf.memory
+            try:
+                ws = memory.allocate(nbytes, stream) if nbytes else 0
+                break
+            except MemoryError:
+                # the pool cannot give this workspace: take the next algorithm that needs less
+                smaller = [i for i in range(plan.choice + 1, len(plan.perfs))
+                           if plan.perfs[i].memory < nbytes]
+                if not smaller:
+                    raise
+                plan.choice = smaller[0]
+        try:
+            self._issue(plan, call, perf.algo, ws, nbytes)
+        finally:
+            if nbytes:
+                memory.deallocate(ws, nbytes, stream)  # stream-ordered: reused after the work
+
+    def _issue(self, plan: _Plan, call: ConvCall, algo: int, ws: int, nbytes: int) -> None:
+        lib, h, d = self.lib, self.raw_handle, plan.descs
+        one, zero = ctypes.byref(_ONE), ctypes.byref(_ZERO)
+        if call.direction == "fwd":
+            self._check(lib.cudnnConvolutionForward(h, one, d["x"], call.x, d["w"], call.w,
+                                                    d["conv"], algo, ws, nbytes, zero, d["y"],
+                                                    call.y), "cudnnConvolutionForward")
+            if call.bias:
+                self._check(lib.cudnnAddTensor(h, one, d["bias"], call.bias, one, d["y"],
+                                               call.y), "cudnnAddTensor")
+            if "act" in d:
+                self._check(lib.cudnnActivationForward(h, d["act"], one, d["y"], call.y, zero,
+                                                       d["y"], call.y),
+                            "cudnnActivationForward")
+        elif call.direction == "bwd_data":
+            self._check(lib.cudnnConvolutionBackwardData(h, one, d["w"], call.w, d["y"], call.y,
+                                                         d["conv"], algo, ws, nbytes, zero,
+                                                         d["x"], call.x),
+                        "cudnnConvolutionBackwardData")
+        else:
+            self._check(lib.cudnnConvolutionBackwardFilter(h, one, d["x"], call.x, d["y"],
+                                                           call.y, d["conv"], algo, ws, nbytes,
+                                                           zero, d["w"], call.w),
+                        "cudnnConvolutionBackwardFilter")
+
+    # -- activations, softmax, pooling (descriptors live for one call) -----------------------------
+    def _flat(self, descs: list, dtype: str, size: int) -> int:
+        d = self._new("Tensor")
+        descs.append(("Tensor", d))
+        self._check(self.lib.cudnnSetTensorNdDescriptor(d, DATA_TYPE[dtype], 4,
+                                                        _arr([1, 1, 1, size]),
+                                                        _arr([size, size, size, 1])),
+                    "cudnnSetTensorNdDescriptor")
+        return d
+
+    def _nc(self, descs: list, dtype: str, layout: str, shape: tuple[int, ...]) -> int:
+        dims, strides = cudnn_dims(layout, shape)
+        while len(dims) < 4:  # (N, C) and (N, C, L): trailing unit dimensions
+            dims.append(1)
+            strides.append(1)
+        d = self._new("Tensor")
+        descs.append(("Tensor", d))
+        self._check(self.lib.cudnnSetTensorNdDescriptor(d, DATA_TYPE[dtype], len(dims),
+                                                        _arr(dims), _arr(strides)),
+                    "cudnnSetTensorNdDescriptor")
+        return d
+
+    def _act(self, descs: list, activation: str, coef: float) -> int:
+        d = self._new("Activation")
+        descs.append(("Activation", d))
+        self._check(self.lib.cudnnSetActivationDescriptor(d, ACTIVATIONS[activation],
+                                                          NOT_PROPAGATE_NAN, coef),
+                    "cudnnSetActivationDescriptor")
+        if activation == "swish":
+            self._check(self.lib.cudnnSetActivationDescriptorSwishBeta(d, coef),
+                        "cudnnSetActivationDescriptorSwishBeta")
+        return d
+
+    def _pool(self, descs: list, mode: str, window: tuple[int, ...], stride: tuple[int, ...],
+              padding: tuple[int, ...]) -> int:
+        d = self._new("Pooling")
+        descs.append(("Pooling", d))
+        self._check(self.lib.cudnnSetPoolingNdDescriptor(d, POOL_MODES[mode], NOT_PROPAGATE_NAN,
+                                                         len(window), _arr(window),
+                                                         _arr(padding), _arr(stride)),
+                    "cudnnSetPoolingNdDescriptor")
+        return d
+
+    def _release(self, descs: list) -> None:
+        for kind, d in descs:
+            getattr(self.lib, f"cudnnDestroy{kind}Descriptor")(d)
+
+    def activation(self, stream: Any, dtype: str, size: int, activation: str, coef: float,
+                   x: int, y: int, dy: int = 0, dx: int = 0) -> None:
+        """y = act(x) (``dy == 0``) or dx = act'(x) dy, over ``size`` packed elements."""
+        self._bind(stream)
+        descs: list = []
+        one, zero = ctypes.byref(_ONE), ctypes.byref(_ZERO)
+        try:
+            t = self._flat(descs, dtype, size)
+            a = self._act(descs, activation, coef)
+            if not dy:
+                self._check(self.lib.cudnnActivationForward(self.raw_handle, a, one, t, x, zero,
+                                                            t, y), "cudnnActivationForward")
+            else:
+                self._check(self.lib.cudnnActivationBackward(self.raw_handle, a, one, t, y, t,
+                                                             dy, t, x, zero, t, dx),
+                            "cudnnActivationBackward")
+        finally:
+            self._release(descs)
+
+    def softmax(self, stream: Any, dtype: str, layout: str, shape: tuple[int, ...], mode: str,
+                log: bool, x: int, y: int, dy: int = 0, dx: int = 0) -> None:
+        """y = softmax(x) (``dy == 0``) or dx from y and dy."""
+        self._bind(stream)
+        descs: list = []
+        one, zero = ctypes.byref(_ONE), ctypes.byref(_ZERO)
+        algo = SOFTMAX_LOG if log else SOFTMAX_ACCURATE
+        try:
+            t = self._nc(descs, dtype, layout, shape)
+            if not dy:
+                self._check(self.lib.cudnnSoftmaxForward(self.raw_handle, algo,
+                                                         SOFTMAX_MODE[mode], one, t, x, zero, t,
+                                                         y), "cudnnSoftmaxForward")
+            else:
+                self._check(self.lib.cudnnSoftmaxBackward(self.raw_handle, algo,
+                                                          SOFTMAX_MODE[mode], one, t, y, t, dy,
+                                                          zero, t, dx), "cudnnSoftmaxBackward")
+        finally:
+            self._release(descs)
+
+    def pool(self, stream: Any, dtype: str, layout: str, x_shape: tuple[int, ...],
+             y_shape: tuple[int, ...], mode: str, window: tuple[int, ...],
+             stride: tuple[int, ...], padding: tuple[int, ...], x: int, y: int, dy: int = 0,
+             dx: int = 0) -> None:
+        """y = pool(x) (``dy == 0``) or dx from x, y and dy."""
+        self._bind(stream)
+        descs: list = []
+        one, zero = ctypes.byref(_ONE), ctypes.byref(_ZERO)
+        try:
+            tx = self._nc(descs, dtype, layout, x_shape)
+            ty = self._nc(descs, dtype, layout, y_shape)
+            p = self._pool(descs, mode, window, stride, padding)
+            if not dy:
+                self._check(self.lib.cudnnPoolingForward(self.raw_handle, p, one, tx, x, zero,
+                                                         ty, y), "cudnnPoolingForward")
+            else:
+                self._check(self.lib.cudnnPoolingBackward(self.raw_handle, p, one, ty, y, ty, dy,
+                                                          tx, x, zero, tx, dx),
+                            "cudnnPoolingBackward")
+        finally:
+            self._release(descs)
+
+    def cache_info(self) -> dict[str, int]:
+        return self.cache.info()
+
+    def close(self) -> None:
+        self.cache.clear()
+        if self.raw_handle:
+            self.lib.cudnnDestroy(self.raw_handle)
+            self.raw_handle = 0

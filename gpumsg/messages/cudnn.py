@@ -1,0 +1,476 @@
+"""cuDNN: convolutions (1-D, 2-D, 3-D; forward, backward data, backward filter) as messages.
+
+Tensors are row-major (``order="C"``) device buffers:
+
+==========  =======================================  =======================================
+layout      activations (x, y, dx, dy)               filters (w, dw)
+==========  =======================================  =======================================
+``NCHW``    (N, C, *spatial)  channels first         (K, C/groups, *kernel)
+``NHWC``    (N, *spatial, C)  channels last          (K, *kernel, C/groups)
+==========  =======================================  =======================================
+
+``spatial`` has 1, 2 or 3 dimensions (the layout names stand for their 1-D and 3-D kin: NCW,
+NWC, NCDHW, NDHWC). ``stride``, ``padding`` and ``dilation`` are an int or one int per spatial
+dimension; the output size of each is ``(in + 2 pad - dilation (kernel - 1) - 1) // stride + 1``.
+All convolutions are cross-correlations (what deep-learning frameworks call convolution).
+
+Precisions: f32 (``math="default"``: strict FP32 FMA arithmetic; ``math="tf32"``: TF32 tensor
+cores), f16 and bf16 (tensor cores, f32 accumulation).
+
+``ConvForward`` optionally adds a per-output-channel ``bias`` (K elements, x's dtype) and applies
+an ``activation`` (relu, sigmoid, tanh, elu, clipped_relu, swish; ``act_coef`` is ELU's alpha,
+the clipped ReLU's ceiling or swish's beta).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .base import BufRef, Message, _choice, _fail, _int, _real, _ref, _require_dtype, _set, message
+
+__all__ = ["ConvForward", "ConvBackwardData", "ConvBackwardFilter", "DnnCacheInfo",
+           "Activation", "ActivationBackward", "Softmax", "SoftmaxBackward", "Pool",
+           "PoolBackward", "pool_output_shape", "POOL_MODES", "ACTIVATIONS",
+           "LAYOUTS", "CONV_DTYPES", "conv_output_shape", "filter_shape"]
+
+LAYOUTS = ("NCHW", "NHWC")
+CONV_DTYPES = ("f32", "f16", "bf16")
+#: activation name -> cudnnActivationMode_t
+ACTIVATIONS = {"none": None, "sigmoid": 0, "relu": 1, "tanh": 2, "clipped_relu": 3, "elu": 4,
+               "swish": 6}
+#: the default ``act_coef`` of each activation that takes one
+ACT_COEF = {"clipped_relu": 6.0, "elu": 1.0, "swish": 1.0}
+_INT32_MAX = 2**31 - 1
+
+
+def _spatial_tuple(msg: object, field: str, value: Any, nd: int, lo: int) -> tuple[int, ...]:
+    if isinstance(value, (tuple, list)):
+        if len(value) != nd:
+            raise _fail(msg, field, f"needs {nd} values (one per spatial dimension), got "
+                        f"{len(value)}")
+        return tuple(_int(msg, field, v, lo, _INT32_MAX) for v in value)
+    v = _int(msg, field, value, lo, _INT32_MAX)
+    return (v,) * nd
+
+
+def _split(layout: str, shape: tuple[int, ...]) -> tuple[int, int, tuple[int, ...]]:
+    """(batch or K, channels, spatial) of an activation or filter shape in ``layout``."""
+    if layout == "NCHW":
+        return shape[0], shape[1], tuple(shape[2:])
+    return shape[0], shape[-1], tuple(shape[1:-1])
+
+
+def _join(layout: str, n: int, c: int, spatial: tuple[int, ...]) -> tuple[int, ...]:
+    return (n, c, *spatial) if layout == "NCHW" else (n, *spatial, c)
+
+
+def conv_output_shape(x_shape: tuple[int, ...], w_shape: tuple[int, ...], layout: str,
+                      stride: tuple[int, ...], padding: tuple[int, ...],
+                      dilation: tuple[int, ...]) -> tuple[int, ...]:
+    """The output shape (in ``layout``) of convolving ``x_shape`` with ``w_shape``; sizes may
+    come out <= 0 (callers check)."""
+    n, _, sp = _split(layout, x_shape)
+    k, _, ks = _split(layout, w_shape)
+    out = tuple((i + 2 * p - d * (r - 1) - 1) // s + 1
+                for i, r, s, p, d in zip(sp, ks, stride, padding, dilation))
+    return _join(layout, n, k, out)
+
+
+def filter_shape(layout: str, k: int, c_per_group: int, kernel: tuple[int, ...]
+                 ) -> tuple[int, ...]:
+    """The filter shape of ``k`` output channels in ``layout``."""
+    return _join(layout, k, c_per_group, kernel)
+
+
+def _tensor(msg: object, field: str, ref: BufRef, dtype: str | None = None) -> None:
+    _require_dtype(msg, field, ref, (dtype,) if dtype else CONV_DTYPES)
+    if len(ref.shape) not in (3, 4, 5):
+        raise _fail(msg, field, f"{ref.describe()} must have 3, 4 or 5 dimensions (batch, "
+                    "channels and 1 to 3 spatial ones)")
+    if ref.order != "C" and sum(s > 1 for s in ref.shape) > 1:
+        raise _fail(msg, field, f"{ref.describe()} must be row-major (order 'C')")
+    if any(s == 0 for s in ref.shape):
+        raise _fail(msg, field, f"{ref.describe()} is empty")
+    if ref.size > _INT32_MAX:
+        raise _fail(msg, field, f"{ref.describe()} has more than 2**31 - 1 elements")
+
+
+class _Conv(Message):
+    """Fields and checks shared by the three convolution messages (not a message itself)."""
+
+    __slots__ = ()
+
+    def _geometry(self, x_field: str, x: BufRef, w_field: str, w: BufRef, y_field: str,
+                  y: BufRef) -> None:
+        """Check x, w and y (given as the message's fields) against each other and normalize
+        stride/padding/dilation to tuples."""
+        msg: Any = self
+        _choice(self, "layout", msg.layout, LAYOUTS)
+        _choice(self, "math", msg.math, ("default", "tf32"))
+        _choice(self, "algo", msg.algo, ("heuristic",))
+        if msg.workspace_limit is not None:
+            _int(self, "workspace_limit", msg.workspace_limit, 0)
+        _tensor(self, x_field, x)
+        _tensor(self, w_field, w, x.dtype)
+        _tensor(self, y_field, y, x.dtype)
+        if msg.math == "tf32" and x.dtype != "f32":
+            raise _fail(self, "math", "'tf32' applies to f32 tensors")
+        nd = len(x.shape) - 2
+        if len(w.shape) != nd + 2:
+            raise _fail(self, w_field, f"{w.describe()} must have {nd + 2} dimensions like "
+                        f"{x_field}")
+        if len(y.shape) != nd + 2:
+            raise _fail(self, y_field, f"{y.describe()} must have {nd + 2} dimensions like "
+                        f"{x_field}")
+        stride = _spatial_tuple(self, "stride", msg.stride, nd, 1)
+        padding = _spatial_tuple(self, "padding", msg.padding, nd, 0)
+        dilation = _spatial_tuple(self, "dilation", msg.dilation, nd, 1)
+        _set(self, "stride", stride)
+        _set(self, "padding", padding)
+        _set(self, "dilation", dilation)
+        groups = _int(self, "groups", msg.groups, 1, _INT32_MAX)
+        layout = msg.layout
+        _, c, _ = _split(layout, x.shape)
+        k, cg, _ = _split(layout, w.shape)
+        if c % groups:
+            raise _fail(self, "groups", f"{x_field} has {c} channels, not divisible into "
+                        f"{groups} groups")
+        if k % groups:
+            raise _fail(self, "groups", f"{w_field} has {k} output channels, not divisible into "
+                        f"{groups} groups")
+        if cg * groups != c:
+            raise _fail(self, w_field, f"channel mismatch: {w.describe()} takes {cg} channels "
+                        f"per group x {groups} groups, {x_field} has {c} ({layout})")
+        out = conv_output_shape(x.shape, w.shape, layout, stride, padding, dilation)
+        if any(s <= 0 for s in out):
+            raise _fail(self, y_field, f"the output size comes out as {list(out)} (<= 0): the "
+                        f"dilated kernel is larger than the padded input")
+        if tuple(y.shape) != out:
+            raise _fail(self, y_field, f"{y.describe()} must have shape {list(out)} "
+                        f"({layout}, from {x_field} {list(x.shape)} and {w_field} "
+                        f"{list(w.shape)})")
+        for a, b in ((x, y), (w, y), (x, w)):
+            if a.id == b.id and a.owner == b.owner:
+                raise _fail(self, y_field, "the operands must not alias each other")
+
+
+_CONV_FIELDS = ("stride", "padding", "dilation", "groups", "layout", "math", "algo",
+                "workspace_limit")
+
+
+@message(buffers=("x", "w", "y", "bias"), writes=("y",))
+class ConvForward(_Conv):
+    """y = act(conv(x, w) + bias): ``cudnnConvolutionForward``, then ``cudnnAddTensor`` and
+    ``cudnnActivationForward`` in place on y when asked (see the module docstring for layouts).
+    The algorithm comes from cuDNN's heuristics once per problem (cached, ``dev.dnn.cache_info``),
+    the fastest one whose workspace fits ``workspace_limit`` bytes (None: any) and the pool."""
+
+    x: BufRef
+    w: BufRef
+    y: BufRef
+    stride: Any = 1
+    padding: Any = 0
+    dilation: Any = 1
+    groups: int = 1
+    layout: str = "NCHW"
+    math: str = "default"
+    algo: str = "heuristic"
+    workspace_limit: int | None = None
+    bias: BufRef | None = None
+    activation: str = "none"
+    act_coef: float | None = None
+
+    def __post_init__(self) -> None:
+        x, w, y = (_ref(self, n, getattr(self, n)) for n in ("x", "w", "y"))
+        _set(self, "x", x)
+        _set(self, "w", w)
+        _set(self, "y", y)
+        self._geometry("x", x, "w", w, "y", y)
+        _choice(self, "activation", self.activation, tuple(ACTIVATIONS))
+        if self.act_coef is None:
+            _set(self, "act_coef", ACT_COEF.get(self.activation, 0.0))
+        else:
+            if self.activation not in ACT_COEF:
+                raise _fail(self, "act_coef", f"activation {self.activation!r} takes no "
+                            "coefficient")
+            coef = _real(self, "act_coef", self.act_coef)
+            if not math.isfinite(coef):
+                raise _fail(self, "act_coef", "must be finite")
+            _set(self, "act_coef", coef)
+        if self.bias is not None:
+            bias = _ref(self, "bias", self.bias)
+            _set(self, "bias", bias)
+            _require_dtype(self, "bias", bias, (x.dtype,))
+            k = _split(self.layout, w.shape)[0]
+            if bias.size != k:
+                raise _fail(self, "bias", f"{bias.describe()} must hold {k} elements (one per "
+                            "output channel)")
+            if bias.id == y.id and bias.owner == y.owner:
+                raise _fail(self, "y", "y must not alias bias")
+
+
+@message(buffers=("dy", "w", "dx"), writes=("dx",))
+class ConvBackwardData(_Conv):
+    """dx = the gradient of conv(x, w) with respect to x, given dy
+    (``cudnnConvolutionBackwardData``). dx's shape is x's; dy must have conv's output shape."""
+
+    dy: BufRef
+    w: BufRef
+    dx: BufRef
+    stride: Any = 1
+    padding: Any = 0
+    dilation: Any = 1
+    groups: int = 1
+    layout: str = "NCHW"
+    math: str = "default"
+    algo: str = "heuristic"
+    workspace_limit: int | None = None
+
+    def __post_init__(self) -> None:
+        dy, w, dx = (_ref(self, n, getattr(self, n)) for n in ("dy", "w", "dx"))
+        _set(self, "dy", dy)
+        _set(self, "w", w)
+        _set(self, "dx", dx)
+        self._geometry("dx", dx, "w", w, "dy", dy)
+
+
+@message(buffers=("x", "dy", "dw"), writes=("dw",))
+class ConvBackwardFilter(_Conv):
+    """dw = the gradient of conv(x, w) with respect to w, given dy
+    (``cudnnConvolutionBackwardFilter``). dw's shape is w's."""
+
+    x: BufRef
+    dy: BufRef
+    dw: BufRef
+    stride: Any = 1
+    padding: Any = 0
+    dilation: Any = 1
+    groups: int = 1
+    layout: str = "NCHW"
+    math: str = "default"
+    algo: str = "heuristic"
+    workspace_limit: int | None = None
+
+    def __post_init__(self) -> None:
+        x, dy, dw = (_ref(self, n, getattr(self, n)) for n in ("x", "dy", "dw"))
+        _set(self, "x", x)
+        _set(self, "dy", dy)
+        _set(self, "dw", dw)
+        self._geometry("x", x, "dw", dw, "dy", dy)
+
+
+@message()
+class DnnCacheInfo(Message):
+    """Reply with the cuDNN algorithm cache's ``{"hits", "misses", "size", "capacity", ...}``."""
+
+
+# -- activations, softmax, pooling ----------------------------------------------------------------
+#: pooling mode -> cudnnPoolingMode_t ("avg": padding excluded from the average;
+#: "avg_include_pad": padding counts as zeros; "max": the deterministic max)
+POOL_MODES = {"max": 3, "avg_include_pad": 1, "avg": 2}
+_POINTWISE_DTYPES = ("f32", "f16", "bf16")
+
+
+def _same(msg: object, field: str, ref: BufRef, like: BufRef, like_field: str) -> None:
+    if ref.dtype != like.dtype or tuple(ref.shape) != tuple(like.shape):
+        raise _fail(msg, field, f"{ref.describe()} must have {like_field}'s dtype and shape "
+                    f"({like.describe()})")
+
+
+def _elementwise(msg: object, field: str, ref: BufRef) -> None:
+    _require_dtype(msg, field, ref, _POINTWISE_DTYPES)
+    if ref.size == 0 or ref.size > _INT32_MAX:
+        raise _fail(msg, field, f"{ref.describe()} must hold 1 to 2**31 - 1 elements")
+
+
+def _activation_fields(msg: Any) -> None:
+    _choice(msg, "activation", msg.activation, tuple(a for a in ACTIVATIONS if a != "none"))
+    if msg.act_coef is None:
+        _set(msg, "act_coef", ACT_COEF.get(msg.activation, 0.0))
+    else:
+        if msg.activation not in ACT_COEF:
+            raise _fail(msg, "act_coef", f"activation {msg.activation!r} takes no coefficient")
+        coef = _real(msg, "act_coef", msg.act_coef)
+        if not math.isfinite(coef):
+            raise _fail(msg, "act_coef", "must be finite")
+        _set(msg, "act_coef", coef)
+
+
+@message(buffers=("x", "y"), writes=("y",))
+class Activation(Message):
+    """y = act(x) elementwise (``cudnnActivationForward``); y may be x (in place). Any shape."""
+
+    x: BufRef
+    y: BufRef
+    activation: str = "relu"
+    act_coef: float | None = None
+
+    def __post_init__(self) -> None:
+        x, y = _ref(self, "x", self.x), _ref(self, "y", self.y)
+        _set(self, "x", x)
+        _set(self, "y", y)
+        _elementwise(self, "x", x)
+        _same(self, "y", y, x, "x")
+        _activation_fields(self)
+
+
+@message(buffers=("x", "y", "dy", "dx"), writes=("dx",))
+class ActivationBackward(Message):
+    """dx = act'(x) * dy (``cudnnActivationBackward``), given x and y = act(x)."""
+
+    x: BufRef
+    y: BufRef
+    dy: BufRef
+    dx: BufRef
+    activation: str = "relu"
+    act_coef: float | None = None
+
+    def __post_init__(self) -> None:
+        refs = {n: _ref(self, n, getattr(self, n)) for n in ("x", "y", "dy", "dx")}
+        for n, r in refs.items():
+            _set(self, n, r)
+        _elementwise(self, "x", refs["x"])
+        for n in ("y", "dy", "dx"):
+            _same(self, n, refs[n], refs["x"], "x")
+        _activation_fields(self)
+
+
+def _nc_tensor(msg: object, field: str, ref: BufRef, lo: int = 2) -> None:
+    _require_dtype(msg, field, ref, _POINTWISE_DTYPES)
+    if not lo <= len(ref.shape) <= 5:
+        raise _fail(msg, field, f"{ref.describe()} must have {lo} to 5 dimensions (batch, "
+                    "channels, spatial)")
+    if ref.order != "C" and sum(s > 1 for s in ref.shape) > 1:
+        raise _fail(msg, field, f"{ref.describe()} must be row-major (order 'C')")
+    if ref.size == 0 or ref.size > _INT32_MAX:
+        raise _fail(msg, field, f"{ref.describe()} must hold 1 to 2**31 - 1 elements")
+
+
+def _softmax_fields(msg: Any) -> None:
+    _choice(msg, "mode", msg.mode, ("channel", "instance"))
+    _choice(msg, "layout", msg.layout, LAYOUTS)
+    if not isinstance(msg.log, bool):
+        raise _fail(msg, "log", f"expected True or False, got {msg.log!r}")
+
+
+@message(buffers=("x", "y"), writes=("y",))
+class Softmax(Message):
+    """y = softmax(x) (or log-softmax with ``log=True``), ``cudnnSoftmaxForward`` with the
+    accurate (max-subtracting) algorithm. x is (N, C, *spatial) in ``layout`` (2 to 5
+    dimensions); ``mode="channel"`` normalizes over C at every (n, spatial) position,
+    ``"instance"`` over all of C and spatial for each n. y may be x."""
+
+    x: BufRef
+    y: BufRef
+    mode: str = "channel"
+    log: bool = False
+    layout: str = "NCHW"
+
+    def __post_init__(self) -> None:
+        x, y = _ref(self, "x", self.x), _ref(self, "y", self.y)
+        _set(self, "x", x)
+        _set(self, "y", y)
+        _nc_tensor(self, "x", x)
+        _same(self, "y", y, x, "x")
+        _softmax_fields(self)
+
+
+@message(buffers=("y", "dy", "dx"), writes=("dx",))
+class SoftmaxBackward(Message):
+    """dx, the gradient of :class:`Softmax` given its output y and dy
+    (``cudnnSoftmaxBackward``; with ``log=True`` y is the log-softmax output)."""
+
+    y: BufRef
+    dy: BufRef
+    dx: BufRef
+    mode: str = "channel"
+    log: bool = False
+    layout: str = "NCHW"
+
+    def __post_init__(self) -> None:
+        refs = {n: _ref(self, n, getattr(self, n)) for n in ("y", "dy", "dx")}
+        for n, r in refs.items():
+            _set(self, n, r)
+        _nc_tensor(self, "y", refs["y"])
+        _same(self, "dy", refs["dy"], refs["y"], "y")
+        _same(self, "dx", refs["dx"], refs["y"], "y")
+        _softmax_fields(self)
+
+
+def pool_output_shape(x_shape: tuple[int, ...], layout: str, window: tuple[int, ...],
+                      stride: tuple[int, ...], padding: tuple[int, ...]) -> tuple[int, ...]:
+    """The output shape of pooling ``x_shape`` (sizes may come out <= 0; callers check)."""
+    n, c, sp = _split(layout, x_shape)
+    out = tuple((i + 2 * p - r) // s + 1 for i, r, s, p in zip(sp, window, stride, padding))
+    return _join(layout, n, c, out)
+
+
+def _pool_fields(msg: Any, x_field: str, x: BufRef, y_field: str, y: BufRef) -> None:
+    _choice(msg, "mode", msg.mode, tuple(POOL_MODES))
+    _choice(msg, "layout", msg.layout, LAYOUTS)
+    _nc_tensor(msg, x_field, x, 4)
+    nd = len(x.shape) - 2
+    window = _spatial_tuple(msg, "window", msg.window, nd, 1)
+    stride = _spatial_tuple(msg, "stride", window if msg.stride is None else msg.stride, nd, 1)
+    padding = _spatial_tuple(msg, "padding", msg.padding, nd, 0)
+    _set(msg, "window", window)
+    _set(msg, "stride", stride)
+    _set(msg, "padding", padding)
+    for p, r in zip(padding, window):
+        if p >= r:
+            raise _fail(msg, "padding", f"padding {list(padding)} must be smaller than the "
+                        f"window {list(window)}")
+    out = pool_output_shape(x.shape, msg.layout, window, stride, padding)
+    if any(s <= 0 for s in out):
+        raise _fail(msg, y_field, f"the output size comes out as {list(out)} (<= 0)")
+    if y.dtype != x.dtype or tuple(y.shape) != out:
+        raise _fail(msg, y_field, f"{y.describe()} must be {x.dtype}{list(out)} ({msg.layout})")
+
+
+@message(buffers=("x", "y"), writes=("y",))
+class Pool(Message):
+    """Pooling (``cudnnPoolingForward``): x (N, C, *spatial) in ``layout``, 2-D or 3-D;
+    ``window``, ``stride`` (default: the window) and ``padding`` per spatial dimension."""
+
+    x: BufRef
+    y: BufRef
+    window: Any = 2
+    stride: Any = None
+    padding: Any = 0
+    mode: str = "max"
+    layout: str = "NCHW"
+
+    def __post_init__(self) -> None:
+        x, y = _ref(self, "x", self.x), _ref(self, "y", self.y)
+        _set(self, "x", x)
+        _set(self, "y", y)
+        _pool_fields(self, "x", x, "y", y)
+
+
+@message(buffers=("x", "y", "dy", "dx"), writes=("dx",))
+class PoolBackward(Message):
+    """dx, the gradient of :class:`Pool` given x, its output y and dy
+    (``cudnnPoolingBackward``; max pooling sends each gradient to its window's maximum)."""
+
+    x: BufRef
+    y: BufRef
+    dy: BufRef
+    dx: BufRef
+    window: Any = 2
+    stride: Any = None
+    padding: Any = 0
+    mode: str = "max"
+    layout: str = "NCHW"
+
+    def __post_init__(self) -> None:
+        refs = {n: _ref(self, n, getattr(self, n)) for n in ("x", "y", "dy", "dx")}
+        for n, r in refs.items():
+            _set(self, n, r)
+        _pool_fields(self, "x", refs["x"], "y", refs["y"])
+        if self.mode == "max" and self.layout == "NHWC":
+            # an H100 with cuDNN 9 (CUDA 13) disagreed with the reference on one NHWC case
+            # (window 3, stride 2, padding 1) that NCHW passes; not verified since, so refused
+            raise _fail(self, "layout", "max pooling backward is offered in NCHW only")
+        _same(self, "dy", refs["dy"], refs["y"], "y")
+        _same(self, "dx", refs["dx"], refs["x"], "x")

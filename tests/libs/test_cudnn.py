@@ -1,0 +1,403 @@
+"""cuDNN convolutions: forward, backward data and backward filter of 1-D, 2-D and 3-D problems
+in both layouts, with stride, padding, dilation and groups (depthwise included), in f32, TF32,
+f16 and bf16, against a direct-sum float64 reference whose gradients are checked by finite
+differences; bias and activations; the algorithm cache; bad arguments."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from harness import BadArg, assert_close, check_bad_args, random_array, wide
+
+import gpumsg
+from gpumsg.errors import InvalidMessage
+
+
+# -- the float64 reference: a direct sum over every output position -------------------------------
+def ref_conv(x, w, stride, padding, dilation, groups):
+    """y[n, k, o] = sum over c in k's group and r of x[n, c, o*s + r*d - p] w[k, c, r]
+    (channels first, float64), and the two gradients of <y, dy> as closures."""
+    x, w = wide(x), wide(w)
+    n, c = x.shape[:2]
+    k, cg = w.shape[:2]
+    kernel = w.shape[2:]
+    nd = len(kernel)
+    out = tuple((x.shape[2 + i] + 2 * padding[i] - dilation[i] * (kernel[i] - 1) - 1)
+                // stride[i] + 1 for i in range(nd))
+    kg = k // groups
+
+    def taps(o):
+        """(kernel offset, input position) pairs of output position o that land inside x."""
+        for r in itertools.product(*(range(s) for s in kernel)):
+            pos = tuple(o[i] * stride[i] + r[i] * dilation[i] - padding[i] for i in range(nd))
+            if all(0 <= pos[i] < x.shape[2 + i] for i in range(nd)):
+                yield r, pos
+
+    y = np.zeros((n, k, *out))
+    for o in itertools.product(*(range(s) for s in out)):
+        for r, pos in taps(o):
+            for g in range(groups):
+                xs = x[(slice(None), slice(g * cg, (g + 1) * cg)) + pos]  # (n, cg)
+                ws = w[(slice(g * kg, (g + 1) * kg), slice(None)) + r]  # (kg, cg)
+                y[(slice(None), slice(g * kg, (g + 1) * kg)) + o] += xs @ ws.T
+
+    def grads(dy):
+        dy = wide(dy)
+        dx, dw = np.zeros_like(x), np.zeros_like(w)
+        for o in itertools.product(*(range(s) for s in out)):
+            for r, pos in taps(o):
+                for g in range(groups):
+                    gy = dy[(slice(None), slice(g * kg, (g + 1) * kg)) + o]  # (n, kg)
+                    ks, cs = slice(g * kg, (g + 1) * kg), slice(g * cg, (g + 1) * cg)
+                    dx[(slice(None), cs) + pos] += gy @ w[(ks, slice(None)) + r]
+                    dw[(ks, slice(None)) + r] += gy.T @ x[(slice(None), cs) + pos]
+        return dx, dw
+
+    return y, grads
+
+
+def first(a, layout):
+    return a if layout == "NCHW" else np.moveaxis(a, -1, 1)
+
+
+def last(a, layout):
+    return a if layout == "NCHW" else np.ascontiguousarray(np.moveaxis(a, 1, -1))
+
+
+def test_reference_gradients_by_finite_differences(rng) -> None:
+    """The reference's gradients are those of its forward (central differences, float64)."""
+    x, w = rng.standard_normal((2, 4, 5, 6)), rng.standard_normal((6, 2, 3, 2))
+    geo = ((2, 1), (1, 1), (1, 2), 2)
+    y, grads = ref_conv(x, w, *geo)
+    dy = rng.standard_normal(y.shape)
+    dx, dw = grads(dy)
+    eps = 1e-6
+    for arr, grad in ((x, dx), (w, dw)):
+        for idx in [tuple(rng.integers(0, s) for s in arr.shape) for _ in range(6)]:
+            plus, minus = arr.copy(), arr.copy()
+            plus[idx] += eps
+            minus[idx] -= eps
+            on_x = arr is x
+            pair = [(p, w) if on_x else (x, p) for p in (plus, minus)]
+            fd = (np.sum(ref_conv(*pair[0], *geo)[0] * dy)
+                  - np.sum(ref_conv(*pair[1], *geo)[0] * dy)) / (2 * eps)
+            assert abs(fd - grad[idx]) < 1e-6 * max(1.0, abs(fd))
+
+
+# name: (x shape channels first, K, kernel, stride, padding, dilation, groups)
+CASES = {
+    "plain": ((2, 3, 6, 7), 4, (3, 3), 1, 0, 1, 1),
+    "stride_pad_groups": ((2, 4, 7, 6), 6, (3, 3), 2, 1, 1, 2),
+    "dilated": ((1, 3, 9, 8), 4, (3, 2), 1, (2, 1), (2, 3), 1),
+    "depthwise": ((2, 4, 6, 6), 4, (3, 3), 1, 1, 1, 4),
+    "1x1_stride2": ((2, 8, 6, 6), 4, (1, 1), 2, 0, 1, 1),
+    "1d": ((2, 4, 11), 6, (3,), 2, 1, 2, 2),
+    "3d": ((1, 2, 4, 5, 4), 4, (2, 3, 2), (1, 2, 1), 1, 1, 1),
+}
+PREC = {"f32": "f32", "f16": "f16", "bf16": "bf16"}
+
+
+def problem(rng, case, dtype, layout):
+    shape, k, kernel, stride, padding, dilation, groups = CASES[case]
+    nd = len(kernel)
+    tup = lambda v: tuple(v) if isinstance(v, tuple) else (v,) * nd  # noqa: E731
+    geo = (tup(stride), tup(padding), tup(dilation), groups)
+    x = random_array(rng, shape, dtype)
+    w = random_array(rng, (k, shape[1] // groups, *kernel), dtype)
+    return x, w, geo
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_conv_three_directions(dev, rng, case: str, dtype: str, layout: str) -> None:
+    x, w, geo = problem(rng, case, dtype, layout)
+    stride, padding, dilation, groups = geo
+    kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups, layout=layout)
+    y_ref, grads = ref_conv(x, w, *geo)
+    dy = random_array(rng, y_ref.shape, dtype)
+    dx_ref, dw_ref = grads(dy)
+    dx_dev, dw_dev = dev.to_device(last(x, layout)), dev.to_device(last(w, layout))
+    ddy = dev.to_device(last(dy, layout))
+    y = dev.dnn.conv(dx_dev, dw_dev, **kw)
+    dx = dev.dnn.conv_backward_data(ddy, dw_dev, last(x, layout).shape, **kw)
+    dw = dev.dnn.conv_backward_filter(dx_dev, ddy, last(w, layout).shape, **kw)
+    # half precisions: a long reduction (backward filter sums over batch and space) rounds more
+    assert_close(first(dev.copy_to_host(y).result(), layout), y_ref, PREC[dtype])
+    assert_close(first(dev.copy_to_host(dx).result(), layout), dx_ref, PREC[dtype])
+    assert_close(first(dev.copy_to_host(dw).result(), layout), dw_ref, PREC[dtype], 2.0)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_conv_tf32(dev, rng, layout: str) -> None:
+    x, w, geo = problem(rng, "stride_pad_groups", "f32", layout)
+    y_ref, _ = ref_conv(x, w, *geo)
+    y = dev.dnn.conv2d(dev.to_device(last(x, layout)), dev.to_device(last(w, layout)),
+                       stride=geo[0], padding=geo[1], groups=geo[3], layout=layout, math="tf32")
+    assert_close(first(dev.copy_to_host(y).result(), layout), y_ref, "tf32")
+
+
+def act_ref(y, name, coef):
+    return {"relu": lambda: np.maximum(y, 0), "sigmoid": lambda: 1 / (1 + np.exp(-y)),
+            "tanh": lambda: np.tanh(y), "clipped_relu": lambda: np.clip(y, 0, coef),
+            "elu": lambda: np.where(y > 0, y, coef * (np.exp(np.minimum(y, 0)) - 1)),
+            "swish": lambda: y / (1 + np.exp(-coef * y)), "none": lambda: y}[name]()
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("activation,coef", [("none", None), ("relu", None), ("sigmoid", None),
+                                             ("tanh", None), ("elu", 0.7),
+                                             ("clipped_relu", 1.5), ("swish", 1.3)])
+def test_conv_bias_activation(dev, rng, dtype: str, activation: str, coef) -> None:
+    layout = "NHWC"
+    x, w, geo = problem(rng, "stride_pad_groups", dtype, layout)
+    b = random_array(rng, (w.shape[0],), dtype)
+    y_ref, _ = ref_conv(x, w, *geo)
+    y_ref = act_ref(y_ref + wide(b)[None, :, None, None], activation,
+                    coef if coef is not None else 0.0)
+    y = dev.dnn.conv2d(dev.to_device(last(x, layout)), dev.to_device(last(w, layout)),
+                       bias=dev.to_device(b), stride=geo[0], padding=geo[1], groups=geo[3],
+                       layout=layout, activation=activation, act_coef=coef)
+    assert_close(first(dev.copy_to_host(y).result(), layout), y_ref, PREC[dtype], 2.0)
+
+
+def test_algorithm_cache_and_workspace_limit(dev, rng) -> None:
+    x, w, geo = problem(rng, "plain", "f32", "NCHW")
+    dx, dw = dev.to_device(x), dev.to_device(w)
+    before = dev.dnn.cache_info().result()
+    y1 = dev.dnn.conv2d(dx, dw, workspace_limit=0)
+    y2 = dev.dnn.conv2d(dx, dw, workspace_limit=0)
+    y3 = dev.dnn.conv2d(dx, dw)  # another limit: another plan
+    after = dev.dnn.cache_info().result()
+    assert after["misses"] - before["misses"] == 2
+    assert after["hits"] - before["hits"] == 1
+    y_ref, _ = ref_conv(x, w, *geo)
+    for y in (y1, y2, y3):
+        assert_close(dev.copy_to_host(y).result(), y_ref, "f32")
+
+
+# -- activations, softmax, pooling ----------------------------------------------------------------
+ACTS = [("relu", None), ("sigmoid", None), ("tanh", None), ("elu", 0.8), ("clipped_relu", 1.2),
+        ("swish", 1.5)]
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("activation,coef", ACTS)
+def test_activation_forward_backward(dev, rng, dtype: str, activation: str, coef) -> None:
+    x = random_array(rng, (3, 5, 7), dtype)
+    dy = random_array(rng, (3, 5, 7), dtype)
+    c = coef if coef is not None else 0.0
+    y_ref = act_ref(wide(x), activation, c)
+    h = 1e-6  # the derivative by central differences of the float64 reference
+    grad = (act_ref(wide(x) + h, activation, c) - act_ref(wide(x) - h, activation, c)) / (2 * h)
+    dx_dev = dev.to_device(x)
+    y = dev.dnn.activation(dx_dev, activation, act_coef=coef)
+    y_h = dev.copy_to_host(y).result()
+    assert_close(y_h, y_ref, dtype)
+    # the backward takes the forward's own output y
+    dx = dev.dnn.activation_backward(dx_dev, y, dev.to_device(dy), activation, act_coef=coef)
+    assert_close(dev.copy_to_host(dx).result(), wide(dy) * grad, dtype, 2.0)
+
+
+def test_activation_in_place(dev, rng) -> None:
+    x = random_array(rng, (4, 9), "f32")
+    d = dev.to_device(x)
+    dev.dnn.activation(d, "tanh", out=d).result()
+    assert_close(dev.copy_to_host(d).result(), np.tanh(wide(x)), "f32")
+
+
+def softmax_ref(x, axes, log):
+    z = x - x.max(axis=axes, keepdims=True)
+    lse = np.log(np.exp(z).sum(axis=axes, keepdims=True))
+    return z - lse if log else np.exp(z - lse)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("mode", ["channel", "instance"])
+@pytest.mark.parametrize("log", [False, True])
+def test_softmax_forward_backward(dev, rng, dtype: str, layout: str, mode: str,
+                                  log: bool) -> None:
+    x = random_array(rng, (2, 5, 3, 4), dtype)  # channels first
+    dy = random_array(rng, x.shape, dtype)
+    axes = (1,) if mode == "channel" else (1, 2, 3)
+    xw = wide(x)
+    y_ref = softmax_ref(xw, axes, log)
+    # gradient of <softmax(x), dy> by central differences, one element at a time
+    h = 1e-6
+    dx_ref = np.zeros_like(xw)
+    for idx in np.ndindex(*x.shape):
+        plus, minus = xw.copy(), xw.copy()
+        plus[idx] += h
+        minus[idx] -= h
+        dx_ref[idx] = np.sum((softmax_ref(plus, axes, log) - softmax_ref(minus, axes, log))
+                             * wide(dy)) / (2 * h)
+    dxd = dev.to_device(last(x, layout))
+    y = dev.dnn.softmax(dxd, mode, log, layout)
+    assert_close(first(dev.copy_to_host(y).result(), layout), y_ref, dtype)
+    dx = dev.dnn.softmax_backward(y, dev.to_device(last(dy, layout)), mode, log, layout)
+    assert_close(first(dev.copy_to_host(dx).result(), layout), dx_ref, dtype, 4.0)
+
+
+def pool_ref(x, mode, window, stride, padding):
+    """Pooling by a loop over output positions (channels first, float64)."""
+    n, c = x.shape[:2]
+    sp = x.shape[2:]
+    out = [(i + 2 * p - r) // s + 1 for i, r, s, p in zip(sp, window, stride, padding)]
+    y = np.zeros((n, c, *out))
+    for o in itertools.product(*(range(m) for m in out)):
+        lo = [oi * s - p for oi, s, p in zip(o, stride, padding)]
+        sl = tuple(slice(max(a, 0), min(a + r, i)) for a, r, i in zip(lo, window, sp))
+        patch = x[(slice(None), slice(None)) + sl].reshape(n, c, -1)
+        if mode == "max":
+            y[(slice(None), slice(None)) + o] = patch.max(axis=2)
+        elif mode == "avg":
+            y[(slice(None), slice(None)) + o] = patch.mean(axis=2)
+        else:
+            y[(slice(None), slice(None)) + o] = patch.sum(axis=2) / np.prod(window)
+    return y
+
+
+POOLS = {  # x shape (channels first), window, stride, padding
+    "2x2": ((2, 3, 6, 8), (2, 2), (2, 2), (0, 0)),
+    "3x3_s2_p1": ((2, 3, 7, 6), (3, 3), (2, 2), (1, 1)),
+    "3x2_s1_p1": ((1, 2, 5, 5), (3, 2), (1, 2), (1, 1)),
+    "3d": ((1, 2, 4, 5, 4), (2, 3, 2), (2, 1, 2), (0, 1, 0)),
+}
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("mode", ["max", "avg", "avg_include_pad"])
+@pytest.mark.parametrize("case", list(POOLS))
+def test_pool_forward_backward(dev, rng, case: str, mode: str, layout: str) -> None:
+    shape, window, stride, padding = POOLS[case]
+    x = random_array(rng, shape, "f32")
+    xw = wide(x)
+    y_ref = pool_ref(xw, mode, window, stride, padding)
+    dy = random_array(rng, y_ref.shape, "f32")
+    # gradient of <pool(x), dy>: max pooling routes each dy to its window's maximum (random f32
+    # data has no ties); the averages by central differences
+    h = 1e-4
+    dx_ref = np.zeros_like(xw)
+    for idx in np.ndindex(*shape) if mode != "max" else ():
+        plus, minus = xw.copy(), xw.copy()
+        plus[idx] += h
+        minus[idx] -= h
+        diff = (pool_ref(plus, mode, window, stride, padding)
+                - pool_ref(minus, mode, window, stride, padding))
+        dx_ref[idx] = np.sum(diff * wide(dy)) / (2 * h)
+    if mode == "max":
+        out = y_ref.shape[2:]
+        for o in itertools.product(*(range(m) for m in out)):
+            lo = [oi * s - p for oi, s, p in zip(o, stride, padding)]
+            sl = tuple(slice(max(a, 0), min(a + r, i))
+                       for a, r, i in zip(lo, window, shape[2:]))
+            for b, ch in np.ndindex(*shape[:2]):
+                patch = xw[(b, ch) + sl]
+                at = np.unravel_index(np.argmax(patch), patch.shape)
+                pos = tuple(sl[i].start + at[i] for i in range(len(sl)))
+                dx_ref[(b, ch) + pos] += dy[(b, ch) + o]
+    kw = dict(window=window, stride=stride, padding=padding, mode=mode, layout=layout)
+    xd = dev.to_device(last(x, layout))
+    y = dev.dnn.pool(xd, **kw)
+    assert_close(first(dev.copy_to_host(y).result(), layout), y_ref, "f32")
+    if mode == "max" and layout == "NHWC":  # refused: see PoolBackward
+        with pytest.raises(InvalidMessage, match="NCHW only"):
+            dev.dnn.pool_backward(xd, y, dev.to_device(last(dy, layout)), **kw)
+        return
+    dx = dev.dnn.pool_backward(xd, y, dev.to_device(last(dy, layout)), **kw)
+    assert_close(first(dev.copy_to_host(dx).result(), layout), dx_ref, "f32", 10.0)
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_pool_half(dev, rng, dtype: str) -> None:
+    x = random_array(rng, (2, 4, 6, 6), dtype)
+    y = dev.dnn.pool(dev.to_device(last(x, "NHWC")), 3, 2, 1, "avg", "NHWC")
+    assert_close(first(dev.copy_to_host(y).result(), "NHWC"),
+                 pool_ref(wide(x), "avg", (3, 3), (2, 2), (1, 1)), dtype)
+
+
+def _x(dev, shape=(2, 4, 6, 6), dtype="f32"):
+    return dev.to_device(np.ones(shape, gpumsg.as_dtype(dtype)) + 0.5)
+
+
+BAD = [
+    BadArg("channel mismatch", lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 3, 3, 3))), field="w",
+           match="channel mismatch"),
+    BadArg("groups do not divide channels",
+           lambda d: d.dnn.conv2d(_x(d), _x(d, (6, 1, 3, 3)), groups=3), field="groups"),
+    BadArg("groups do not divide K",
+           lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 2, 3, 3)), groups=2), field="groups"),
+    BadArg("output size <= 0", lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 4, 7, 7))), field="y",
+           match="<= 0"),
+    BadArg("dilated kernel too large",
+           lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), dilation=3), field="y"),
+    BadArg("dtype mix", lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 4, 3, 3), "f16")), field="w"),
+    BadArg("f64 refused", lambda d: d.dnn.conv2d(_x(d, dtype="f64"), _x(d, (3, 4, 3, 3), "f64")),
+           field="x"),
+    BadArg("rank mismatch", lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 4, 3))), field="w"),
+    BadArg("2-D input", lambda d: d.dnn.conv(_x(d, (4, 6)), _x(d, (3, 4))), field="x"),
+    BadArg("stride 0", lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), stride=0),
+           field="stride"),
+    BadArg("negative padding", lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), padding=-1),
+           field="padding"),
+    BadArg("wrong tuple length",
+           lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), stride=(1, 1, 1)), field="stride"),
+    BadArg("layout", lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), layout="CHWN"),
+           field="layout"),
+    BadArg("tf32 on f16", lambda d: d.dnn.conv2d(_x(d, dtype="f16"),
+                                                 _x(d, (3, 4, 3, 3), "f16"), math="tf32"),
+           field="math"),
+    BadArg("bias length", lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)),
+                                                 bias=_x(d, (4,))), field="bias"),
+    BadArg("activation", lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), activation="gelu"),
+           field="activation"),
+    BadArg("coef on relu", lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), activation="relu",
+                                                  act_coef=2.0), field="act_coef"),
+    BadArg("wrong output shape", lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)),
+                                                        out=_x(d, (2, 3, 5, 5))), field="y"),
+    BadArg("backward data: dy shape",
+           lambda d: d.dnn.conv_backward_data(_x(d, (2, 3, 5, 5)), _x(d, (3, 4, 3, 3)),
+                                              (2, 4, 6, 6)), field="dy"),
+    BadArg("backward filter: dw channels",
+           lambda d: d.dnn.conv_backward_filter(_x(d), _x(d, (2, 3, 4, 4)), (3, 2, 3, 3)),
+           field="dw"),
+    BadArg("column-major buffer", lambda d: d.dnn.conv2d(d.alloc((2, 4, 6, 6), "f32"),
+                                                         _x(d, (3, 4, 3, 3))), field="x"),
+]
+
+
+@pytest.mark.parametrize("case", BAD, ids=str)
+def test_bad_arguments(dev, case) -> None:
+    check_bad_args(dev, case)
+
+
+POINTWISE_BAD = [
+    BadArg("activation shape", lambda d: d.dnn.activation_backward(
+        _x(d), _x(d), _x(d, (2, 4, 6, 5))), field="dy"),
+    BadArg("activation none", lambda d: d.dnn.activation(_x(d), "none"), field="activation"),
+    BadArg("softmax mode", lambda d: d.dnn.softmax(_x(d), "spatial"), field="mode"),
+    BadArg("softmax log", lambda d: d.dnn.softmax(_x(d), log=1), field="log"),
+    BadArg("softmax 1-D", lambda d: d.dnn.softmax(_x(d, (5,))), field="x"),
+    BadArg("softmax f64", lambda d: d.dnn.softmax(_x(d, dtype="f64")), field="x"),
+    BadArg("pool window too big", lambda d: d.dnn.pool(_x(d), 7), field="y"),
+    BadArg("pool padding >= window", lambda d: d.dnn.pool(_x(d), 2, padding=2), field="padding"),
+    BadArg("pool 1-D", lambda d: d.dnn.pool(_x(d, (2, 4, 6)), 2), field="x"),
+    BadArg("pool mode", lambda d: d.dnn.pool(_x(d), 2, mode="min"), field="mode"),
+    BadArg("pool out shape", lambda d: d.dnn.pool(_x(d), 2, out=_x(d, (2, 4, 2, 2))),
+           field="y"),
+    BadArg("pool backward dy", lambda d: d.dnn.pool_backward(
+        _x(d), _x(d, (2, 4, 3, 3)), _x(d, (2, 4, 3, 2)), 2), field="dy"),
+]
+
+
+@pytest.mark.parametrize("case", POINTWISE_BAD, ids=str)
+def test_pointwise_bad_arguments(dev, case) -> None:
+    check_bad_args(dev, case)
+
+
+def test_invalid_message_direct() -> None:
+    with pytest.raises(InvalidMessage):
+        gpumsg.messages.ConvForward(1, 2, 3)
