@@ -22,6 +22,10 @@ __all__ = [
     "CudaError",
     "DependencyFailed",
     "FaultInjectionDisabled",
+    "LinAlgError",
+    "SingularMatrix",
+    "NotPositiveDefinite",
+    "DidNotConverge",
     "STICKY_CUDA_ERRORS",
 ]
 
@@ -159,3 +163,29 @@ class DependencyFailed(GpuError):
 
 class FaultInjectionDisabled(GpuError):
     """``InjectFault`` was sent to a device opened without ``allow_fault_injection=True``."""
+
+
+class LinAlgError(GpuError):
+    """A factorization or solver reported a numerical failure through its ``info`` word, read
+    back at completion. ``index`` is the 1-based position the library reported (LAPACK's
+    ``info``); ``batch_item`` the 0-based matrix of a batched call (None for a single matrix);
+    ``function`` the library function."""
+
+    def __init__(self, message: str, index: int = 0, batch_item: int | None = None,
+                 function: str = "") -> None:
+        super().__init__(message)
+        self.index = index
+        self.batch_item = batch_item
+        self.function = function
+
+
+class SingularMatrix(LinAlgError):
+    """LU found an exactly zero pivot: ``U[index-1, index-1] == 0`` (1-based ``index``)."""
+
+
+class NotPositiveDefinite(LinAlgError):
+    """Cholesky failed: the leading minor of order ``index`` is not positive definite."""
+
+
+class DidNotConverge(LinAlgError):
+    """An iterative eigen/SVD solver did not converge (``index`` as the library reports it)."""
