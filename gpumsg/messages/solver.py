@@ -15,7 +15,7 @@ from typing import Any
 from .base import BufRef, Message, _bool, _fail, _ref, _require_dtype, _set, message
 from .blas import BLAS_DTYPES, _buffers, _dims, _ld, _trans, _uplo, check_matrix
 
-__all__ = ["Potrf", "Potrs", "Getrf", "Getrs", "SOLVER_DTYPES"]
+__all__ = ["Potrf", "Potrs", "Getrf", "Getrs", "SolverCacheInfo", "SOLVER_DTYPES"]
 
 #: the four LAPACK precisions
 SOLVER_DTYPES = BLAS_DTYPES
@@ -125,3 +125,9 @@ class Getrs(Message):
         check_matrix(self, "b", self.b, self.n, self.nrhs, _ld(self, "ldb", self.n), "ldb")
         _ipiv(self, self.n)
         _distinct(self, "b", "a")
+
+
+@message()
+class SolverCacheInfo(Message):
+    """The cuSOLVER workspace-size cache of the device: hits, misses, size, capacity,
+    evictions (one size query per function, dtype and shape)."""

@@ -20,6 +20,7 @@ import numpy as np
 
 from ...errors import InvalidMessage
 from ...messages import solver as msgs
+from ...messages.base import BufRef
 
 if TYPE_CHECKING:
     from ...client.device import Device
@@ -77,10 +78,14 @@ class Linalg:
               lda: int | None = None, ldb: int | None = None) -> Future:
         return self._dev.send(msgs.Getrs(a, b, n, nrhs, ipiv, trans, lda, ldb))
 
+    def cache_info(self) -> Future:
+        """Resolves to the workspace-size cache counters (hits, misses, size, ...)."""
+        return self._dev.send(msgs.SolverCacheInfo())
+
     # -- NumPy-shaped (C-ordered) --------------------------------------------------------------
     def _square(self, a: Any, field: str = "a") -> Any:
         r = _ref(a)
-        if not hasattr(r, "shape"):
+        if not isinstance(r, BufRef):
             raise InvalidMessage(f"{field}: expected a GpuBuffer or its future", field=field)
         if len(r.shape) != 2 or r.shape[0] != r.shape[1]:
             raise InvalidMessage(f"{field}: expected a square 2-D matrix, got shape {r.shape}",
@@ -117,7 +122,7 @@ class Linalg:
         ra = self._square(a)
         rb = _ref(b)
         n = ra.shape[0]
-        if not hasattr(rb, "shape"):
+        if not isinstance(rb, BufRef):
             raise InvalidMessage("b: expected a GpuBuffer or its future", field="b")
         if rb.dtype != ra.dtype:
             raise InvalidMessage(f"b: dtype {rb.dtype} does not match a's {ra.dtype}", field="b")

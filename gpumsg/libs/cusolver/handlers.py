@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import LibraryError, LinAlgError, NotPositiveDefinite, SingularMatrix
-from ...messages.solver import Getrf, Getrs, Potrf, Potrs
+from ...messages.solver import Getrf, Getrs, Potrf, Potrs, SolverCacheInfo
 from ...service.registry import COMPUTE, handles
 
 __all__ = ["issue_with_info"]
@@ -101,3 +101,8 @@ def _getrs(ctx: Any, msg: Getrs, reply: Any) -> None:
     issue_with_info(ctx, reply, reads, (b,), lambda s, info: lib.getrs(
         s, msg.a.dtype, msg.trans, msg.n, msg.nrhs, a.ptr, msg.lda,
         ipiv.ptr if ipiv is not None else 0, b.ptr, msg.ldb, info), "cusolverDnXgetrs", None)
+
+
+@handles(SolverCacheInfo)
+def _cache_info(ctx: Any, msg: SolverCacheInfo, reply: Any) -> None:
+    ctx.reply_now(reply, ctx.library("cusolver").workspaces.info())
