@@ -49,7 +49,7 @@ from .device import (
     UnregisterHostMemory,
     WatchGeneration,
 )
-from .solver import Getrf, Getrs, Potrf, Potrs, SolverCacheInfo
+from .solver import Getrf, Getrs, Potrf, PotrfBatched, Potrs, SolverCacheInfo
 
 __all__ = [
     "Message", "message", "BufRef", "HostRef", "STREAMS", "FAULT_KINDS",
@@ -59,5 +59,5 @@ __all__ = [
     "GemmStridedBatched", "GemmBatched", "Axpy", "Scal", "Dot", "Nrm2", "Asum", "Iamax", "Iamin",
     "Copy", "Swap", "Rot", "Gemv", "Ger", "Symv", "Trsv", "Geam", "Syrk", "Symm", "Trmm", "Trsm",
     "Matmul", "BlasLtCacheInfo", "RegisterHostMemory", "UnregisterHostMemory",
-    "Potrf", "Potrs", "Getrf", "Getrs", "SolverCacheInfo",
+    "Potrf", "Potrs", "Getrf", "Getrs", "PotrfBatched", "SolverCacheInfo",
 ]

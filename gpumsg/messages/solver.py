@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import BufRef, Message, _bool, _fail, _ref, _require_dtype, _set, message
+from .base import BufRef, Message, _bool, _fail, _int, _ref, _require_dtype, _set, message
 from .blas import BLAS_DTYPES, _buffers, _dims, _ld, _trans, _uplo, check_matrix
 
-__all__ = ["Potrf", "Potrs", "Getrf", "Getrs", "SolverCacheInfo", "SOLVER_DTYPES"]
+__all__ = ["Potrf", "Potrs", "Getrf", "Getrs", "PotrfBatched", "SolverCacheInfo",
+           "SOLVER_DTYPES"]
 
 #: the four LAPACK precisions
 SOLVER_DTYPES = BLAS_DTYPES
@@ -125,6 +126,38 @@ class Getrs(Message):
         check_matrix(self, "b", self.b, self.n, self.nrhs, _ld(self, "ldb", self.n), "ldb")
         _ipiv(self, self.n)
         _distinct(self, "b", "a")
+
+
+@message(buffers=("a",), writes=("a",))
+class PotrfBatched(Message):
+    """Cholesky of ``batch`` Hermitian positive definite n x n matrices in place
+    (``cusolverDn<t>potrfBatched``): matrix i is column-major at element ``i * stride`` of A
+    (``stride`` defaults to lda * n). ``clean=True`` zeroes the other triangle of each. Every
+    item's info is copied back and scanned at completion: the first failing item fails the
+    future with NotPositiveDefinite(index, batch_item) and the whole stack is marked invalid."""
+
+    a: BufRef
+    n: int
+    batch: int
+    uplo: str = "L"
+    lda: int | None = None
+    stride: int | None = None
+    clean: bool = False
+
+    def __post_init__(self) -> None:
+        _buffers(self, ("a",), SOLVER_DTYPES)
+        _dims(self, "n", "batch")
+        _uplo(self)
+        _set(self, "clean", _bool(self, "clean", self.clean))
+        lda = _ld(self, "lda", self.n)
+        if self.stride is None:
+            _set(self, "stride", lda * self.n)
+        _int(self, "stride", self.stride)
+        if self.stride < lda * self.n:
+            raise _fail(self, "stride", f"must be >= lda * n = {lda * self.n} (matrices must "
+                        f"not overlap), got {self.stride}")
+        offset = (self.batch - 1) * self.stride if self.batch else 0
+        check_matrix(self, "a", self.a, self.n, self.n, lda, "lda", offset)
 
 
 @message()

@@ -191,6 +191,50 @@ def test_workspace_size_cached(dev, rng) -> None:
     assert after["hits"] == before["hits"] + 2
 
 
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_cholesky_batched(dev, rng, dtype: str) -> None:
+    batch, n = 37, 9
+    stack = np.stack([spd(rng, n, dtype) for _ in range(batch)])
+    L = host(dev, dev.linalg.cholesky_batched(dev.to_device(stack)))
+    assert L.shape == stack.shape
+    for i in range(batch):  # item by item
+        assert_close(L[i], np.linalg.cholesky(wide(stack[i])), dtype, 10)
+    assert np.all(np.triu(L, 1) == 0)
+
+
+def test_cholesky_batched_failing_items(dev, rng) -> None:
+    batch, n = 20, 6
+    stack = np.stack([spd(rng, n, "f64") for _ in range(batch)])
+    bad_items, k = sorted(rng.choice(batch, 3, replace=False).tolist()), 4
+    for i in bad_items:
+        stack[i, k, k] = -10.0
+    fut = dev.linalg.cholesky_batched(dev.to_device(stack))
+    with pytest.raises(gpumsg.NotPositiveDefinite) as info:
+        fut.result(timeout=60)
+    assert info.value.batch_item == bad_items[0] and info.value.index == k + 1
+    assert info.value.failed_items == bad_items
+    with pytest.raises(gpumsg.DependencyFailed):
+        dev.copy_to_host(fut.buffer).result(timeout=60)
+
+
+def test_potrf_batched_raw_stride(dev, rng) -> None:
+    batch, n, lda, stride = 5, 7, 9, 70  # padding inside and between matrices survives
+    data = rand(rng, (stride * batch,), "c128")
+    mats = [spd(rng, n, "c128") for _ in range(batch)]
+    for i, m in enumerate(mats):
+        view = data[i * stride:i * stride + lda * n].reshape(n, lda).T  # column-major, ld 9
+        view[:n] = m
+    da = dev.to_device(data)
+    dev.linalg.potrf_batched(da, n, batch, "L", lda=lda, stride=stride).result(timeout=60)
+    out = host(dev, da)
+    for i, m in enumerate(mats):
+        got = out[i * stride:i * stride + lda * n].reshape(n, lda).T
+        assert_close(np.tril(got[:n]), np.linalg.cholesky(wide(m)), "c128", 10)
+        assert np.array_equal(got[n:], data[i * stride:i * stride + lda * n].reshape(n, lda).T[n:])
+        tail = slice(i * stride + lda * n, (i + 1) * stride)
+        assert np.array_equal(out[tail], data[tail])
+
+
 # -- bad arguments
 
 
@@ -224,6 +268,13 @@ BAD = [
     BadArg("solve shape mismatch", lambda d: d.linalg.solve(_f64(d), _f64(d, (7,))), field="b"),
     BadArg("solve dtype mismatch", lambda d: d.linalg.solve(_f64(d), d.alloc((8,), np.float32)),
            field="b"),
+    BadArg("batched stride overlaps", lambda d: d.linalg.potrf_batched(_f64(d, (4, 8, 8)), 8,
+                                                                       4, stride=32),
+           field="stride"),
+    BadArg("batched too many", lambda d: d.linalg.potrf_batched(_f64(d, (4, 8, 8)), 8, 5),
+           field="a"),
+    BadArg("cholesky_batched 2-D", lambda d: d.linalg.cholesky_batched(_f64(d)),
+           field="stack"),
     BadArg("solve not a buffer", lambda d: d.linalg.solve(np.eye(3), np.ones(3)), field="a"),
 ]
 

@@ -7,10 +7,11 @@ import ctypes
 
 from ..loader import Fn, LibrarySpec, LoadedLibrary, P, c_int, c_int64, c_size_t, c_void_p
 
-__all__ = ["SPEC", "FILL", "OP", "STATUS_NAMES"]
+__all__ = ["SPEC", "FILL", "OP", "STATUS_NAMES", "LETTER"]
 
 FILL = {"L": 0, "U": 1}  # cublasFillMode_t
 OP = {"N": 0, "T": 1, "C": 2}  # cublasOperation_t
+LETTER = {"f32": "S", "f64": "D", "c64": "C", "c128": "Z"}
 
 #: cusolverStatus_t -> name (the library has no name function in every CUDA 12 release)
 STATUS_NAMES = {
@@ -54,6 +55,9 @@ SPEC = LibrarySpec(
            (_H, _Pa, _l, _l, _i, _p, _l, _p, _i, _p, c_size_t, _p, c_size_t, _p)),
         # (handle, params, trans, n, nrhs, dataTypeA, A, lda, ipiv, dataTypeB, B, ldb, info)
         Fn("cusolverDnXgetrs", c_int, (_H, _Pa, _i, _l, _l, _i, _p, _l, _p, _i, _p, _l, _p)),
+        # (handle, uplo, n, Aarray (device array of pointers), lda, infoArray, batchSize)
+        *(Fn(f"cusolverDn{x}potrfBatched", c_int, (_H, _i, _i, _p, _i, _p, _i))
+          for x in "SDCZ"),
     ),
     version=lambda lib: _version(lib),
 )

@@ -78,6 +78,13 @@ class Linalg:
               lda: int | None = None, ldb: int | None = None) -> Future:
         return self._dev.send(msgs.Getrs(a, b, n, nrhs, ipiv, trans, lda, ldb))
 
+    def potrf_batched(self, a: Any, n: int, batch: int, uplo: str = "L",
+                      lda: int | None = None, stride: int | None = None,
+                      clean: bool = False) -> Future:
+        """Cholesky of ``batch`` matrices ``stride`` elements apart, in place (see
+        :class:`~gpumsg.messages.solver.PotrfBatched`)."""
+        return self._dev.send(msgs.PotrfBatched(a, n, batch, uplo, lda, stride, clean))
+
     def cache_info(self) -> Future:
         """Resolves to the workspace-size cache counters (hits, misses, size, ...)."""
         return self._dev.send(msgs.SolverCacheInfo())
@@ -111,6 +118,26 @@ class Linalg:
         dev.copy(out, a)
         # row-major lower triangle = column-major upper triangle of the transpose
         done = self.potrf(out, n, uplo="U", clean=True)
+        return dev.buffer_after(done, out)
+
+    def cholesky_batched(self, stack: Any) -> Any:
+        """``numpy.linalg.cholesky`` of a C-ordered (batch, n, n) stack of Hermitian positive
+        definite matrices (cuSOLVER potrfBatched): a new C-ordered stack of lower factors with
+        zeros above the diagonal. The first failing item fails the future with
+        NotPositiveDefinite (``batch_item``; ``failed_items`` lists them all)."""
+        dev = self._dev
+        dev._check_open()
+        r = _ref(stack)
+        if not isinstance(r, BufRef) or len(r.shape) != 3 or r.shape[1] != r.shape[2]:
+            raise InvalidMessage("stack: expected a (batch, n, n) GpuBuffer, got "
+                                 f"{getattr(r, 'shape', type(r).__name__)}", field="stack")
+        if r.order != "C" or r.dtype not in msgs.SOLVER_DTYPES:
+            raise InvalidMessage(f"stack: expected a C-ordered buffer of {msgs.SOLVER_DTYPES}, "
+                                 f"got {r.describe()}", field="stack")
+        batch, n = r.shape[0], r.shape[1]
+        out = dev.alloc(r.shape, r.dtype, order="C")
+        dev.copy(out, stack)
+        done = self.potrf_batched(out, n, batch, "U", stride=n * n, clean=True)
         return dev.buffer_after(done, out)
 
     def solve(self, a: Any, b: Any) -> Any:

@@ -17,7 +17,7 @@ from ...dtypes import CUDA_DATA_TYPE, dtype_of
 from ...errors import LibraryError
 from ...service.plans import PlanCache
 from ..loader import LoadedLibrary, c_size_t, c_void_p, load
-from .bindings import FILL, OP, STATUS_NAMES
+from .bindings import FILL, LETTER, OP, STATUS_NAMES
 
 __all__ = ["CusolverHandle", "status_error", "triangle_spans"]
 
@@ -97,6 +97,19 @@ class CusolverHandle:
         for start, count in triangle_spans(uplo, n, lda):
             memset(stream, a + start * item, 0, count * item // 4, 4)
 
+    def zero_outside_strided(self, stream: Any, dtype: str, uplo: str, n: int, a: int,
+                             lda: int, stride: int, batch: int) -> None:
+        """:meth:`zero_outside` on ``batch`` matrices ``stride`` elements apart: one 2-D memset
+        per column covers that column in every matrix (n calls, whatever the batch)."""
+        from cuda.bindings import driver
+
+        item = dtype_of(dtype).itemsize
+        for start, count in triangle_spans(uplo, n, lda):
+            err = driver.cuMemsetD2D32Async(a + start * item, stride * item, 0,
+                                            count * item // 4, batch, stream)[0]
+            if err:
+                raise LibraryError("cuda", int(err), str(err), "cuMemsetD2D32Async")
+
     # -- Cholesky ------------------------------------------------------------------------------
     def potrf(self, stream: Any, dtype: str, uplo: str, n: int, a: int, lda: int, clean: bool,
               info: int) -> None:
@@ -115,6 +128,15 @@ class CusolverHandle:
               b: int, ldb: int, info: int) -> None:
         t = CUDA_DATA_TYPE[dtype]
         self._call(stream, "cusolverDnXpotrs", FILL[uplo], n, nrhs, t, a, lda, t, b, ldb, info)
+
+    def potrf_batched(self, stream: Any, dtype: str, uplo: str, n: int, ptrs: int, lda: int,
+                      infos: int, batch: int) -> None:
+        """``batch`` factorizations; ``ptrs``: device array of matrix pointers, ``infos``:
+        device int32[batch]."""
+        name = f"cusolverDn{LETTER[dtype]}potrfBatched"
+        self._bind(stream)
+        self._check(getattr(self.lib, name)(self.raw_handle, FILL[uplo], n, ptrs, lda, infos,
+                                            batch), name)
 
     # -- LU ------------------------------------------------------------------------------------
     def getrf(self, stream: Any, dtype: str, m: int, n: int, a: int, lda: int, ipiv: int,

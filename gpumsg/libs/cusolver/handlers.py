@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from ...dtypes import dtype_of
 from ...errors import LibraryError, LinAlgError, NotPositiveDefinite, SingularMatrix
-from ...messages.solver import Getrf, Getrs, Potrf, Potrs, SolverCacheInfo
+from ...messages.solver import Getrf, Getrs, Potrf, PotrfBatched, Potrs, SolverCacheInfo
 from ...service.registry import COMPUTE, handles
 
 __all__ = ["issue_with_info"]
@@ -106,3 +107,66 @@ def _getrs(ctx: Any, msg: Getrs, reply: Any) -> None:
 @handles(SolverCacheInfo)
 def _cache_info(ctx: Any, msg: SolverCacheInfo, reply: Any) -> None:
     ctx.reply_now(reply, ctx.library("cusolver").workspaces.info())
+
+
+@handles(PotrfBatched)
+def _potrf_batched(ctx: Any, msg: PotrfBatched, reply: Any) -> None:
+    a = ctx.resolve(msg.a, "a")
+    batch, dtype = msg.batch, msg.a.dtype
+    if batch == 0:
+        ctx.complete(reply, COMPUTE)
+        return
+    lib = ctx.library("cusolver")
+    backend, memory, pinned = ctx.backend, ctx.memory, ctx.pinned
+    # the pointer array: packed here, copied to device memory on the compute stream just before
+    # the call; the info array: one int32 per item, copied back whole and scanned at completion
+    item = dtype_of(dtype).itemsize
+    ptrs = (a.ptr + item * msg.stride * np.arange(batch, dtype=np.uint64)).astype(np.uint64)
+    ptr_block = pinned.allocate(ptrs.nbytes, staging=True)
+    ptr_block.bytes[:ptrs.nbytes] = ptrs.view(np.uint8)
+    info_block = pinned.allocate(4 * batch)
+    ptr_dev = memory.allocate(ptrs.nbytes, ctx.compute.obj)
+    info_dev = memory.allocate(4 * batch, ctx.compute.obj)
+    written: list[tuple[Any, int, int]] = []
+    function = f"cusolverDn{'SDCZ'['f32 f64 c64 c128'.split().index(dtype)]}potrfBatched"
+
+    def launch(stream: Any) -> None:
+        backend.copy_htod(stream, ptr_dev, ptr_block.ptr, ptrs.nbytes)
+        if msg.clean:
+            lib.zero_outside_strided(stream, dtype, msg.uplo, msg.n, a.ptr, msg.lda, msg.stride,
+                                     batch)
+        lib.potrf_batched(stream, dtype, msg.uplo, msg.n, ptr_dev, msg.lda, info_dev, batch)
+        backend.copy_dtoh(stream, info_block.ptr, info_dev, 4 * batch)
+
+    def finish(value: Any, failure: BaseException | None) -> Any:
+        try:
+            if failure is not None:
+                return None
+            infos = np.frombuffer(info_block.bytes[:4 * batch], np.int32)
+            bad = np.flatnonzero(infos)
+            first = int(bad[0]) if bad.size else -1
+            info = int(infos[first]) if bad.size else 0
+        finally:
+            pinned.release(ptr_block)
+            pinned.release(info_block)
+        if first < 0:
+            return value
+        if info < 0:
+            raise LibraryError("cusolver", info, f"parameter {-info} rejected (info={info})",
+                               function)
+        exc = NotPositiveDefinite(
+            f"{function}: matrix {first} of {batch}: the leading minor of order {info} is not "
+            f"positive definite ({bad.size} item(s) failed)", index=info, batch_item=first,
+            function=function)
+        exc.failed_items = bad.tolist()
+        for alloc, stream, seq in written:
+            if alloc.write_stream == stream and alloc.write_seq == seq:
+                alloc.failed = exc
+        raise exc
+
+    try:
+        ctx.run(reply, COMPUTE, (a,), (a,), launch, finish=finish)
+        written.append((a, a.write_stream, a.write_seq))
+    finally:
+        memory.deallocate(ptr_dev, ptrs.nbytes, ctx.compute.obj)
+        memory.deallocate(info_dev, 4 * batch, ctx.compute.obj)

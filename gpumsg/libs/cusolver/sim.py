@@ -42,6 +42,19 @@ def lu_nopivot(a: np.ndarray) -> tuple[np.ndarray, int]:
     return lu, info
 
 
+def potrf_one(sim: SimBackend, t: np.dtype, uplo: str, n: int, a: int, lda: int) -> int:
+    """Cholesky of one column-major matrix in simulated memory; returns LAPACK's info."""
+    am = matrix(sim, a, n, n, lda, t)
+    if n == 0:
+        return 0
+    work = np.array(am, order="F")
+    c, status = _lapack("potrf", work)(work, lower=uplo == "L", clean=0, overwrite_a=0)
+    # only the ``uplo`` triangle is written (LAPACK leaves a failing column partly updated)
+    mask = np.tril(np.ones((n, n), bool)) if uplo == "L" else np.triu(np.ones((n, n), bool))
+    am[mask] = c[mask]
+    return int(status)
+
+
 class SimCusolver:
     """The simulator's cuSOLVER handle: every method enqueues the NumPy/SciPy equivalent."""
 
@@ -77,20 +90,27 @@ class SimCusolver:
             self.zero_outside(stream, dtype, uplo, n, a, lda)
 
         def run() -> None:
-            am = matrix(sim, a, n, n, lda, t)
-            if n == 0:
-                self._info(info, 0)
-                return
-            work = np.array(am, order="F")
-            potrf = _lapack("potrf", work)
-            c, status = potrf(work, lower=uplo == "L", clean=0, overwrite_a=0)
-            # LAPACK leaves the failing column partly updated; cuSOLVER too: copy the triangle
-            mask = np.tril(np.ones((n, n), bool)) if uplo == "L" else np.triu(np.ones((n, n),
-                                                                                        bool))
-            am[mask] = c[mask]
-            self._info(info, int(status))
+            self._info(info, potrf_one(sim, t, uplo, n, a, lda))
 
         stream.put(run)
+
+    def zero_outside_strided(self, stream: Any, dtype: str, uplo: str, n: int, a: int,
+                             lda: int, stride: int, batch: int) -> None:
+        item = dtype_of(dtype).itemsize
+        for i in range(batch):
+            self.zero_outside(stream, dtype, uplo, n, a + i * stride * item, lda)
+
+    def potrf_batched(self, stream: Any, dtype: str, uplo: str, n: int, ptrs: int, lda: int,
+                      infos: int, batch: int) -> None:
+        sim, t = self.sim, dtype_of(dtype)
+
+        def run() -> None:
+            addrs = sim.view(ptrs, 8 * batch).view(np.uint64).tolist()
+            out = np.array([potrf_one(sim, t, uplo, n, p, lda) for p in addrs], np.int32)
+            sim.view(infos, 4 * batch)[...] = out.view(np.uint8)
+
+        if batch:
+            stream.put(run)
 
     def potrs(self, stream: Any, dtype: str, uplo: str, n: int, nrhs: int, a: int, lda: int,
               b: int, ldb: int, info: int) -> None:
