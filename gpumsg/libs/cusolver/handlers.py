@@ -132,10 +132,12 @@ def _potrf_batched(ctx: Any, msg: PotrfBatched, reply: Any) -> None:
 
     def launch(stream: Any) -> None:
         backend.copy_htod(stream, ptr_dev, ptr_block.ptr, ptrs.nbytes)
+        lib.potrf_batched(stream, dtype, msg.uplo, msg.n, ptr_dev, msg.lda, info_dev, batch)
         if msg.clean:
+            # after the factorization: on the H100 run, zeroing before it left the other
+            # triangle non-zero (the batched kernel for small n appears to write it)
             lib.zero_outside_strided(stream, dtype, msg.uplo, msg.n, a.ptr, msg.lda, msg.stride,
                                      batch)
-        lib.potrf_batched(stream, dtype, msg.uplo, msg.n, ptr_dev, msg.lda, info_dev, batch)
         backend.copy_dtoh(stream, info_block.ptr, info_dev, 4 * batch)
 
     def finish(value: Any, failure: BaseException | None) -> Any:
