@@ -24,6 +24,10 @@ __all__ = [
     "FaultInjectionDisabled",
     "CompileError",
     "GraphCaptureError",
+    "LinAlgError",
+    "SingularMatrix",
+    "NotPositiveDefinite",
+    "DidNotConverge",
     "STICKY_CUDA_ERRORS",
 ]
 
@@ -178,3 +182,29 @@ class GraphCaptureError(InvalidMessage):
     def __init__(self, text: str, message: str = "") -> None:
         super().__init__(text, field=None)
         self.message = message
+
+
+class LinAlgError(GpuError):
+    """A factorization or solver reported a numerical failure through its ``info`` word, read
+    back at completion. ``index`` is the 1-based position the library reported (LAPACK's
+    ``info``); ``batch_item`` the 0-based matrix of a batched call (None for a single matrix);
+    ``function`` the library function."""
+
+    def __init__(self, message: str, index: int = 0, batch_item: int | None = None,
+                 function: str = "") -> None:
+        super().__init__(message)
+        self.index = index
+        self.batch_item = batch_item
+        self.function = function
+
+
+class SingularMatrix(LinAlgError):
+    """LU found an exactly zero pivot: ``U[index-1, index-1] == 0`` (1-based ``index``)."""
+
+
+class NotPositiveDefinite(LinAlgError):
+    """Cholesky failed: the leading minor of order ``index`` is not positive definite."""
+
+
+class DidNotConverge(LinAlgError):
+    """An iterative eigen/SVD solver did not converge (``index`` as the library reports it)."""

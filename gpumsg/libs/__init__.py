@@ -16,6 +16,7 @@ FOLDERS = (
     "cublaslt",
     "nvrtc",
     "cudnn",
+    "cusolver",
 )
 
 for _folder in FOLDERS:

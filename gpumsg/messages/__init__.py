@@ -63,6 +63,7 @@ from .device import (
 )
 from .graph import CaptureGraph, DestroyGraph, LaunchGraph, UpdateGraph
 from .nvrtc import Kernel, Launch, LoadModule
+from .solver import Getrf, Getrs, Potrf, PotrfBatched, Potrs, SolverCacheInfo
 
 __all__ = [
     "Message", "message", "BufRef", "HostRef", "STREAMS", "FAULT_KINDS",
@@ -78,4 +79,6 @@ __all__ = [
     "ConvForward", "ConvBackwardData", "ConvBackwardFilter",
     "DnnCacheInfo", "Activation", "ActivationBackward", "Softmax", "SoftmaxBackward", "Pool",
     "PoolBackward",
+    # cusolver
+    "Potrf", "Potrs", "Getrf", "Getrs", "PotrfBatched", "SolverCacheInfo",
 ]

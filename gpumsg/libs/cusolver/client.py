@@ -1,0 +1,194 @@
+"""``dev.linalg``: the cuSOLVER messages as methods returning futures, and NumPy-shaped
+``cholesky``, ``solve`` and ``inv`` (caller's thread).
+
+The raw methods (``potrf``, ``potrs``, ``getrf``, ``getrs``) take column-major matrices with
+explicit leading dimensions, as cuSOLVER does. The NumPy-shaped methods take C-ordered buffers
+like NumPy and return new C-ordered buffers; they never modify their inputs. Layout: a C-ordered
+matrix read column-major is its transpose, so ``cholesky`` factors the transpose with
+``uplo='U'`` (whose transposed upper factor is NumPy's lower ``L``), and ``solve`` factors
+A^T and solves with ``trans='T'``; a 2-D right-hand side is transposed into column-major with
+cuBLAS ``geam`` and back. Numerical failure (SingularMatrix, NotPositiveDefinite) arrives on the
+returned future.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ...errors import InvalidMessage
+from ...messages import solver as msgs
+from ...messages.base import BufRef
+
+if TYPE_CHECKING:
+    from ...client.device import Device
+
+__all__ = ["Linalg"]
+
+
+def _ref(x: Any) -> Any:
+    return getattr(x, "ref", x)
+
+
+def _after_all(*futures: Future) -> Future:
+    """A future that fails with the first failure among ``futures`` (in order), else answers
+    the last one's result, once all are done."""
+    out: Future = Future()
+    left = [len(futures)]
+
+    def one_done(_f: Future) -> None:
+        left[0] -= 1
+        if left[0]:
+            return
+        for f in futures:
+            exc = f.exception()
+            if exc is not None:
+                out.set_exception(exc)
+                return
+        out.set_result(futures[-1].result())
+
+    for f in futures:
+        f.add_done_callback(one_done)
+    return out
+
+
+class Linalg:
+    """The dense linear algebra surface of one device (``dev.linalg``)."""
+
+    def __init__(self, device: Device) -> None:
+        self._dev = device
+
+    # -- raw cuSOLVER (column-major) -----------------------------------------------------------
+    def potrf(self, a: Any, n: int, uplo: str = "L", lda: int | None = None,
+              clean: bool = False) -> Future:
+        """Cholesky in place (see :class:`~gpumsg.messages.solver.Potrf`)."""
+        return self._dev.send(msgs.Potrf(a, n, uplo, lda, clean))
+
+    def potrs(self, a: Any, b: Any, n: int, nrhs: int, uplo: str = "L", lda: int | None = None,
+              ldb: int | None = None) -> Future:
+        return self._dev.send(msgs.Potrs(a, b, n, nrhs, uplo, lda, ldb))
+
+    def getrf(self, a: Any, m: int, n: int, ipiv: Any = None, lda: int | None = None) -> Future:
+        """LU in place; ``ipiv`` (i64) receives 1-based pivots, None factors without pivoting."""
+        return self._dev.send(msgs.Getrf(a, m, n, ipiv, lda))
+
+    def getrs(self, a: Any, b: Any, n: int, nrhs: int, ipiv: Any = None, trans: str = "N",
+              lda: int | None = None, ldb: int | None = None) -> Future:
+        return self._dev.send(msgs.Getrs(a, b, n, nrhs, ipiv, trans, lda, ldb))
+
+    def potrf_batched(self, a: Any, n: int, batch: int, uplo: str = "L",
+                      lda: int | None = None, stride: int | None = None,
+                      clean: bool = False) -> Future:
+        """Cholesky of ``batch`` matrices ``stride`` elements apart, in place (see
+        :class:`~gpumsg.messages.solver.PotrfBatched`)."""
+        return self._dev.send(msgs.PotrfBatched(a, n, batch, uplo, lda, stride, clean))
+
+    def cache_info(self) -> Future:
+        """Resolves to the workspace-size cache counters (hits, misses, size, ...)."""
+        return self._dev.send(msgs.SolverCacheInfo())
+
+    # -- NumPy-shaped (C-ordered) --------------------------------------------------------------
+    def _square(self, a: Any, field: str = "a") -> Any:
+        r = _ref(a)
+        if not isinstance(r, BufRef):
+            raise InvalidMessage(f"{field}: expected a GpuBuffer or its future", field=field)
+        if len(r.shape) != 2 or r.shape[0] != r.shape[1]:
+            raise InvalidMessage(f"{field}: expected a square 2-D matrix, got shape {r.shape}",
+                                 field=field)
+        if r.order != "C":
+            raise InvalidMessage(f"{field}: takes C-ordered buffers like NumPy ({r.describe()} "
+                                 "is F-ordered; use the raw methods for column-major data)",
+                                 field=field)
+        if r.dtype not in msgs.SOLVER_DTYPES:
+            raise InvalidMessage(f"{field}: dtype {r.dtype} is not one of "
+                                 f"{msgs.SOLVER_DTYPES}", field=field)
+        return r
+
+    def cholesky(self, a: Any) -> Any:
+        """NumPy's ``linalg.cholesky``: the lower factor L (A = L L^H) of the Hermitian positive
+        definite C-ordered matrix ``a`` (only its lower triangle is read), as a new C-ordered
+        buffer with zeros above the diagonal. Fails with NotPositiveDefinite."""
+        dev = self._dev
+        dev._check_open()
+        r = self._square(a)
+        n = r.shape[0]
+        out = dev.alloc((n, n), r.dtype, order="C")
+        dev.copy(out, a)
+        # row-major lower triangle = column-major upper triangle of the transpose
+        done = self.potrf(out, n, uplo="U", clean=True)
+        return dev.buffer_after(done, out)
+
+    def cholesky_batched(self, stack: Any) -> Any:
+        """``numpy.linalg.cholesky`` of a C-ordered (batch, n, n) stack of Hermitian positive
+        definite matrices (cuSOLVER potrfBatched): a new C-ordered stack of lower factors with
+        zeros above the diagonal. The first failing item fails the future with
+        NotPositiveDefinite (``batch_item``; ``failed_items`` lists them all)."""
+        dev = self._dev
+        dev._check_open()
+        r = _ref(stack)
+        if not isinstance(r, BufRef) or len(r.shape) != 3 or r.shape[1] != r.shape[2]:
+            raise InvalidMessage("stack: expected a (batch, n, n) GpuBuffer, got "
+                                 f"{getattr(r, 'shape', type(r).__name__)}", field="stack")
+        if r.order != "C" or r.dtype not in msgs.SOLVER_DTYPES:
+            raise InvalidMessage(f"stack: expected a C-ordered buffer of {msgs.SOLVER_DTYPES}, "
+                                 f"got {r.describe()}", field="stack")
+        batch, n = r.shape[0], r.shape[1]
+        out = dev.alloc(r.shape, r.dtype, order="C")
+        dev.copy(out, stack)
+        done = self.potrf_batched(out, n, batch, "U", stride=n * n, clean=True)
+        return dev.buffer_after(done, out)
+
+    def solve(self, a: Any, b: Any) -> Any:
+        """NumPy's ``linalg.solve`` for one system: x with A x = b, ``b`` of shape (n,) or
+        (n, k), C-ordered like ``a``; LU with partial pivoting (getrf + getrs). Returns a new
+        C-ordered buffer of b's shape; fails with SingularMatrix."""
+        dev = self._dev
+        dev._check_open()
+        ra = self._square(a)
+        rb = _ref(b)
+        n = ra.shape[0]
+        if not isinstance(rb, BufRef):
+            raise InvalidMessage("b: expected a GpuBuffer or its future", field="b")
+        if rb.dtype != ra.dtype:
+            raise InvalidMessage(f"b: dtype {rb.dtype} does not match a's {ra.dtype}", field="b")
+        if len(rb.shape) not in (1, 2) or rb.shape[0] != n:
+            raise InvalidMessage(f"b: expected shape ({n},) or ({n}, k), got {rb.shape}",
+                                 field="b")
+        if len(rb.shape) == 2 and rb.order != "C":
+            raise InvalidMessage(f"b: takes C-ordered buffers like NumPy ({rb.describe()})",
+                                 field="b")
+        lu = dev.alloc((n, n), ra.dtype, order="C")
+        ipiv = dev.alloc((max(n, 1),), np.int64)
+        dev.copy(lu, a)
+        factored = self.getrf(lu, n, n, ipiv)  # LU of A^T (the column-major view)
+        if len(rb.shape) == 1:
+            x = dev.alloc((n,), ra.dtype)
+            dev.copy(x, b)
+            solved = self.getrs(lu, x, n, 1, ipiv, trans="T")
+            out = x
+        else:
+            k = rb.shape[1]
+            cols = dev.alloc((n, k), ra.dtype, order="F")
+            # b's memory is the column-major k x n matrix B^T: transpose it into n x k
+            dev.blas.geam(b, b, cols, n, k, transa="T", lda=max(k, 1), ldb=max(n, 1))
+            self.getrs(lu, cols, n, k, ipiv, trans="T")
+            out = dev.alloc((n, k), ra.dtype, order="C")
+            solved = dev.blas.geam(cols, cols, out, k, n, transa="T", lda=max(n, 1),
+                                   ldb=max(k, 1))
+            cols.buffer.free()
+        lu.buffer.free()
+        ipiv.buffer.free()
+        return dev.buffer_after(_after_all(factored, solved), out)
+
+    def inv(self, a: Any) -> Any:
+        """NumPy's ``linalg.inv``: solve(a, I) (the identity is uploaded); SingularMatrix."""
+        r = self._square(a)
+        eye = self._dev.to_device(np.eye(r.shape[0], dtype=np.dtype(_NP[r.dtype])))
+        out = self.solve(a, eye)
+        eye.buffer.free()
+        return out
+
+
+_NP = {"f32": np.float32, "f64": np.float64, "c64": np.complex64, "c128": np.complex128}

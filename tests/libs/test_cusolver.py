@@ -1,0 +1,284 @@
+"""cuSOLVER dense (``dev.linalg``): LU and Cholesky against NumPy/SciPy in float64/complex128 on
+fresh random well-conditioned matrices, residual checks, deliberately singular and indefinite
+matrices for the typed errors (raised on the future, outputs marked invalid), the raw
+column-major messages with padded leading dimensions, and a bad-argument table."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from harness import FLOAT_DTYPES, BadArg, assert_close, check_bad_args, rel_err, tolerance, wide
+
+import gpumsg
+
+
+def rand(rng, shape, dtype: str) -> np.ndarray:
+    x = rng.standard_normal(shape)
+    if dtype in ("c64", "c128"):
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(gpumsg.as_dtype(dtype))
+
+
+def spd(rng, n: int, dtype: str) -> np.ndarray:
+    """A random Hermitian positive definite matrix with condition number O(10)."""
+    m = wide(rand(rng, (n, n), dtype))
+    return (m @ m.conj().T / n + np.eye(n)).astype(gpumsg.as_dtype(dtype))
+
+
+def general(rng, n: int, dtype: str) -> np.ndarray:
+    """A random well-conditioned general matrix (diagonally shifted so LU without pivoting is
+    stable too)."""
+    return (wide(rand(rng, (n, n), dtype)) + 2 * np.sqrt(n) * np.eye(n)).astype(
+        gpumsg.as_dtype(dtype))
+
+
+def host(dev, buf) -> np.ndarray:
+    return dev.copy_to_host(buf).result(timeout=60)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_cholesky(dev, rng, dtype: str) -> None:
+    n = 40
+    a = spd(rng, n, dtype)
+    L = host(dev, dev.linalg.cholesky(dev.to_device(a)))
+    assert_close(L, np.linalg.cholesky(wide(a)), dtype, 10)
+    assert np.all(np.triu(L, 1) == 0), "NumPy's cholesky has zeros above the diagonal"
+    assert rel_err(wide(L) @ wide(L).conj().T, wide(a)) < tolerance(dtype, 10)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("rhs", [(), (3,)], ids=["vector", "matrix"])
+def test_solve(dev, rng, dtype: str, rhs: tuple) -> None:
+    n = 33
+    a = general(rng, n, dtype)
+    b = rand(rng, (n, *rhs), dtype)
+    da, db = dev.to_device(a), dev.to_device(b)
+    x = host(dev, dev.linalg.solve(da, db))
+    assert x.shape == b.shape
+    assert_close(x, np.linalg.solve(wide(a), wide(b)), dtype, 50)
+    assert rel_err(wide(a) @ wide(x), wide(b)) < tolerance(dtype, 50)
+    # the inputs are untouched
+    assert np.array_equal(host(dev, da), a) and np.array_equal(host(dev, db), b)
+
+
+@pytest.mark.parametrize("dtype", ["f64", "c64"])
+def test_inv(dev, rng, dtype: str) -> None:
+    a = general(rng, 24, dtype)
+    inv = host(dev, dev.linalg.inv(dev.to_device(a)))
+    assert_close(inv, np.linalg.inv(wide(a)), dtype, 50)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_potrf_potrs_raw(dev, rng, dtype: str, uplo: str) -> None:
+    n, nrhs, pad = 21, 4, 3
+    lda = ldb = n + pad
+    a = spd(rng, n, dtype)
+    storage = rand(rng, (lda, n), dtype)  # random padding must survive
+    storage[:n] = a
+    fa = np.asfortranarray(storage)
+    da = dev.to_device(fa)
+    dev.linalg.potrf(da, n, uplo, lda=lda).result(timeout=60)
+    out = host(dev, da)
+    assert np.array_equal(out[n:], fa[n:]), "padding rows were written"
+    ref = np.linalg.cholesky(wide(a))
+    if uplo == "L":
+        assert_close(np.tril(out[:n]), ref, dtype, 10)
+        assert np.array_equal(np.triu(out[:n], 1), np.triu(fa[:n], 1)), "other triangle"
+    else:
+        assert_close(np.triu(out[:n]), ref.conj().T, dtype, 10)
+        assert np.array_equal(np.tril(out[:n], -1), np.tril(fa[:n], -1)), "other triangle"
+    b = np.asfortranarray(rand(rng, (ldb, nrhs), dtype))
+    db = dev.to_device(b)
+    dev.linalg.potrs(da, db, n, nrhs, uplo, lda=lda, ldb=ldb).result(timeout=60)
+    x = host(dev, db)
+    assert_close(x[:n], np.linalg.solve(wide(a), wide(b[:n])), dtype, 50)
+    assert np.array_equal(x[n:], b[n:])
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("pivot", [True, False], ids=["pivot", "nopivot"])
+@pytest.mark.parametrize("trans", ["N", "T", "C"])
+def test_getrf_getrs_raw(dev, rng, dtype: str, pivot: bool, trans: str) -> None:
+    n, nrhs = 26, 3
+    a = np.asfortranarray(general(rng, n, dtype))
+    da = dev.to_device(a)
+    ipiv = dev.alloc((n,), np.int64) if pivot else None
+    dev.linalg.getrf(da, n, n, ipiv).result(timeout=60)
+    lu = wide(host(dev, da))
+    L, U = np.tril(lu, -1) + np.eye(n), np.triu(lu)
+    perm = np.arange(n)
+    if pivot:
+        piv = host(dev, ipiv)
+        assert piv.min() >= 1 and piv.max() <= n
+        for i, p in enumerate(piv):  # LAPACK's 1-based row interchanges, in order
+            perm[[i, p - 1]] = perm[[p - 1, i]]
+    assert rel_err(L @ U, wide(a)[perm]) < tolerance(dtype, 20)
+    b = np.asfortranarray(rand(rng, (n, nrhs), dtype))
+    db = dev.to_device(b)
+    dev.linalg.getrs(da, db, n, nrhs, ipiv, trans).result(timeout=60)
+    op = {"N": wide(a), "T": wide(a).T, "C": wide(a).conj().T}[trans]
+    assert_close(host(dev, db), np.linalg.solve(op, wide(b)), dtype, 50)
+
+
+def test_getrf_rectangular(dev, rng) -> None:
+    m, n = 30, 18
+    a = np.asfortranarray(rand(rng, (m, n), "f64"))
+    da, ipiv = dev.to_device(a), dev.alloc((n,), np.int64)
+    dev.linalg.getrf(da, m, n, ipiv).result(timeout=60)
+    from scipy.linalg import lu_factor
+    lu, piv = lu_factor(a)
+    assert_close(host(dev, da), lu, "f64", 10)
+    assert np.array_equal(host(dev, ipiv), piv + 1)
+
+
+# -- numerical failure: typed errors on the future, outputs invalid
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_singular_lu(dev, rng, dtype: str) -> None:
+    n, k = 12, 5
+    a = general(rng, n, dtype)
+    a[k, :] = 0  # solve factors A^T: its column k is zero, so U[k, k] is exactly zero
+    fut = dev.linalg.solve(dev.to_device(a), dev.to_device(rand(rng, (n,), dtype)))
+    with pytest.raises(gpumsg.SingularMatrix) as info:
+        fut.result(timeout=60)
+    assert info.value.index == k + 1 and info.value.batch_item is None
+    assert isinstance(info.value, gpumsg.LinAlgError)
+
+
+def test_singular_raw_marks_outputs_failed(dev, rng) -> None:
+    n, k = 10, 3
+    a = np.asfortranarray(general(rng, n, "f64"))
+    a[k, :] = 0  # row k of A is column k of A^T; no pivoting: zero pivot at k
+    da = dev.to_device(a)
+    with pytest.raises(gpumsg.SingularMatrix) as info:
+        dev.linalg.getrf(da, n, n).result(timeout=60)
+    assert info.value.index == k + 1
+    with pytest.raises(gpumsg.DependencyFailed) as dep:
+        dev.copy_to_host(da).result(timeout=60)
+    assert isinstance(dep.value.__cause__, gpumsg.SingularMatrix)
+    # a fresh write makes the buffer valid again, and the device serves
+    dev.copy(da, dev.to_device(a)).result(timeout=60)
+    assert np.array_equal(host(dev, da), a)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_not_positive_definite(dev, rng, dtype: str) -> None:
+    n, k = 16, 9
+    a = wide(spd(rng, n, dtype))
+    # make the leading minor of order k+1 indefinite, the first k stay definite
+    a[k, k] = -abs(a[k, k]) - n
+    a = a.astype(gpumsg.as_dtype(dtype))
+    fut = dev.linalg.cholesky(dev.to_device(a))
+    with pytest.raises(gpumsg.NotPositiveDefinite) as info:
+        fut.result(timeout=60)
+    assert info.value.index == k + 1
+    with pytest.raises(gpumsg.DependencyFailed):
+        dev.copy_to_host(fut.buffer).result(timeout=60)
+    # an unrelated operation still works afterwards
+    L = host(dev, dev.linalg.cholesky(dev.to_device(spd(rng, n, dtype))))
+    assert np.isfinite(wide(L)).all()
+
+
+def test_workspace_size_cached(dev, rng) -> None:
+    n = 20 + int(rng.integers(0, 1000))  # a shape no other test used
+    before = dev.linalg.cache_info().result(timeout=60)
+    for _ in range(3):
+        dev.linalg.cholesky(dev.to_device(spd(rng, n, "f64"))).result(timeout=60)
+    after = dev.linalg.cache_info().result(timeout=60)
+    assert after["misses"] == before["misses"] + 1
+    assert after["hits"] == before["hits"] + 2
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_cholesky_batched(dev, rng, dtype: str) -> None:
+    batch, n = 37, 9
+    stack = np.stack([spd(rng, n, dtype) for _ in range(batch)])
+    L = host(dev, dev.linalg.cholesky_batched(dev.to_device(stack)))
+    assert L.shape == stack.shape
+    for i in range(batch):  # item by item
+        assert_close(L[i], np.linalg.cholesky(wide(stack[i])), dtype, 10)
+    assert np.all(np.triu(L, 1) == 0)
+
+
+def test_cholesky_batched_failing_items(dev, rng) -> None:
+    batch, n = 20, 6
+    stack = np.stack([spd(rng, n, "f64") for _ in range(batch)])
+    bad_items, k = sorted(rng.choice(batch, 3, replace=False).tolist()), 4
+    for i in bad_items:
+        stack[i, k, k] = -10.0
+    fut = dev.linalg.cholesky_batched(dev.to_device(stack))
+    with pytest.raises(gpumsg.NotPositiveDefinite) as info:
+        fut.result(timeout=60)
+    assert info.value.batch_item == bad_items[0] and info.value.index == k + 1
+    assert info.value.failed_items == bad_items
+    with pytest.raises(gpumsg.DependencyFailed):
+        dev.copy_to_host(fut.buffer).result(timeout=60)
+
+
+def test_potrf_batched_raw_stride(dev, rng) -> None:
+    batch, n, lda, stride = 5, 7, 9, 70  # padding inside and between matrices survives
+    data = rand(rng, (stride * batch,), "c128")
+    mats = [spd(rng, n, "c128") for _ in range(batch)]
+    for i, m in enumerate(mats):
+        view = data[i * stride:i * stride + lda * n].reshape(n, lda).T  # column-major, ld 9
+        view[:n] = m
+    da = dev.to_device(data)
+    dev.linalg.potrf_batched(da, n, batch, "L", lda=lda, stride=stride).result(timeout=60)
+    out = host(dev, da)
+    for i, m in enumerate(mats):
+        got = out[i * stride:i * stride + lda * n].reshape(n, lda).T
+        assert_close(np.tril(got[:n]), np.linalg.cholesky(wide(m)), "c128", 10)
+        assert np.array_equal(got[n:], data[i * stride:i * stride + lda * n].reshape(n, lda).T[n:])
+        tail = slice(i * stride + lda * n, (i + 1) * stride)
+        assert np.array_equal(out[tail], data[tail])
+
+
+# -- bad arguments
+
+
+def _f64(dev, shape=(8, 8), order="C"):
+    return dev.alloc(shape, np.float64, order=order)
+
+
+BAD = [
+    BadArg("potrf n too big", lambda d: d.linalg.potrf(_f64(d), 9), field="a"),
+    BadArg("potrf uplo", lambda d: d.linalg.potrf(_f64(d), 8, uplo="X"), field="uplo"),
+    BadArg("potrf lda < n", lambda d: d.linalg.potrf(_f64(d), 8, lda=4), field="lda"),
+    BadArg("potrf int dtype", lambda d: d.linalg.potrf(d.alloc((8, 8), np.int32), 8),
+           field="a"),
+    BadArg("potrf clean not bool", lambda d: d.linalg.potrf(_f64(d), 8, clean=1),
+           field="clean"),
+    BadArg("potrs dtype mix", lambda d: d.linalg.potrs(_f64(d), d.alloc((8,), np.float32), 8,
+                                                       1), field="b"),
+    BadArg("potrs b too small", lambda d: d.linalg.potrs(_f64(d), _f64(d, (8,)), 8, 2),
+           field="b"),
+    BadArg("getrf ipiv dtype", lambda d: d.linalg.getrf(_f64(d), 8, 8,
+                                                        d.alloc((8,), np.int32)), field="ipiv"),
+    BadArg("getrf ipiv short", lambda d: d.linalg.getrf(_f64(d), 8, 8,
+                                                        d.alloc((4,), np.int64)), field="ipiv"),
+    BadArg("getrf negative m", lambda d: d.linalg.getrf(_f64(d), -1, 8), field="m"),
+    BadArg("getrs trans", lambda d: d.linalg.getrs(_f64(d), _f64(d), 8, 8, trans="X"),
+           field="trans"),
+    BadArg("getrs b aliases a", lambda d: (lambda x: d.linalg.getrs(x, x, 8, 8))(_f64(d)),
+           field="b"),
+    BadArg("cholesky not square", lambda d: d.linalg.cholesky(_f64(d, (8, 4))), field="a"),
+    BadArg("cholesky F-ordered", lambda d: d.linalg.cholesky(_f64(d, order="F")), field="a"),
+    BadArg("solve shape mismatch", lambda d: d.linalg.solve(_f64(d), _f64(d, (7,))), field="b"),
+    BadArg("solve dtype mismatch", lambda d: d.linalg.solve(_f64(d), d.alloc((8,), np.float32)),
+           field="b"),
+    BadArg("batched stride overlaps", lambda d: d.linalg.potrf_batched(_f64(d, (4, 8, 8)), 8,
+                                                                       4, stride=32),
+           field="stride"),
+    BadArg("batched too many", lambda d: d.linalg.potrf_batched(_f64(d, (4, 8, 8)), 8, 5),
+           field="a"),
+    BadArg("cholesky_batched 2-D", lambda d: d.linalg.cholesky_batched(_f64(d)),
+           field="stack"),
+    BadArg("solve not a buffer", lambda d: d.linalg.solve(np.eye(3), np.ones(3)), field="a"),
+]
+
+
+@pytest.mark.parametrize("case", BAD, ids=str)
+def test_bad_arguments(dev, case: BadArg) -> None:
+    check_bad_args(dev, case)
