@@ -41,6 +41,7 @@ from .errors import (
     WorkerDied,
 )
 from .memory import MemoryConfig
+from .multi import CollectiveError, Communicator, DeviceGroup, open_devices
 from .service.stats import DeviceLoad
 from .service.trace import KernelTrace, NvtxTrace, OpRecord, RecordingTrace
 
@@ -55,4 +56,5 @@ __all__ = [
     "GpuError", "InvalidMessage", "GpuRefStale", "DeviceClosed", "ContextPoisoned",
     "WorkerDied", "OperationTimeout", "Unrecoverable", "OutOfMemory", "OutOfBudget",
     "LibraryError", "CudaError", "DependencyFailed", "FaultInjectionDisabled",
+    "open_devices", "DeviceGroup", "Communicator", "CollectiveError",
 ]

@@ -14,6 +14,7 @@ from ..service.registry import LIBRARIES, Library
 FOLDERS = (
     "cublas",
     "cublaslt",
+    "nccl",
 )
 
 for _folder in FOLDERS:

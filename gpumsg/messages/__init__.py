@@ -50,6 +50,8 @@ from .device import (
     WatchGeneration,
 )
 
+from .collective import CollOp, Collective, CommAbort, CommInit, CommPoll
+
 __all__ = [
     "Message", "message", "BufRef", "HostRef", "STREAMS", "FAULT_KINDS",
     "Alloc", "Free", "CopyFromHost", "CopyToHost", "CopyDevice", "Memset", "Synchronize",
@@ -58,4 +60,5 @@ __all__ = [
     "GemmStridedBatched", "GemmBatched", "Axpy", "Scal", "Dot", "Nrm2", "Asum", "Iamax", "Iamin",
     "Copy", "Swap", "Rot", "Gemv", "Ger", "Symv", "Trsv", "Geam", "Syrk", "Symm", "Trmm", "Trsm",
     "Matmul", "BlasLtCacheInfo", "RegisterHostMemory", "UnregisterHostMemory",
+    "CollOp", "Collective", "CommInit", "CommAbort", "CommPoll",
 ]
