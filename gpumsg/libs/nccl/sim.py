@@ -91,8 +91,9 @@ def _reduce(parts: list[np.ndarray], o: Any) -> np.ndarray:
         for x in xs[1:]:
             out = out + x
         if o.op == "avg":
-            out = out / len(xs) if w.kind == "f" else np.array([v // len(xs) for v in out],
-                                                               dtype=object)
+            n = len(xs)  # integers: truncated towards zero, as C division
+            out = out / n if w.kind == "f" else np.array(
+                [abs(v) // n * (1 if v >= 0 else -1) for v in out], dtype=object)
         return out
     if o.op == "prod":
         out = xs[0]
