@@ -27,6 +27,7 @@ from .blas import (
     Trsv,
 )
 from .blaslt import BlasLtCacheInfo, Matmul
+from .collective import Collective, CollOp, CommAbort, CommInit, CommPoll
 from .device import (
     FAULT_KINDS,
     STREAMS,
@@ -49,8 +50,6 @@ from .device import (
     UnregisterHostMemory,
     WatchGeneration,
 )
-
-from .collective import CollOp, Collective, CommAbort, CommInit, CommPoll
 
 __all__ = [
     "Message", "message", "BufRef", "HostRef", "STREAMS", "FAULT_KINDS",

@@ -30,7 +30,7 @@ from typing import Any
 
 from ..client import Device, devices, open_device
 from ..errors import CollectiveError, GpuError, InvalidMessage
-from ..messages.collective import CollOp, Collective, CommAbort, CommInit, CommPoll, coll_op
+from ..messages.collective import Collective, CollOp, CommAbort, CommInit, CommPoll, coll_op
 
 __all__ = ["DeviceGroup", "Communicator", "CollectiveFuture", "open_devices"]
 
