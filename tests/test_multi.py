@@ -90,3 +90,26 @@ def test_communicator_build_times_out(group3):
     assert comm.comm_id > 0
     comm.close()
     assert comm.comm_id == 0
+
+
+def test_poisoned_member_fails_every_rank(group3, rng):
+    bufs = [d.to_device(rng.standard_normal(4).astype(np.float32)) for d in group3]
+    comm = group3.nccl(timeout=5.0)
+    refs = [b.result().ref for b in bufs]
+    group3[1].inject_fault("illegal_address")
+    group3[1].watch_generation(0).result(10)  # poisoned: generation 1, refusing work
+    fut = comm.all_reduce(refs)  # the rebuild cannot include the poisoned member
+    for f in fut.ranks:
+        with pytest.raises(CollectiveError):
+            f.result(timeout=10)
+
+
+def test_restarted_member_rebuilds_the_communicator():
+    with gpumsg.open_devices([0, 1], backend="sim", isolation="process",
+                             allow_fault_injection=True, standby=False) as g:
+        comm = g.nccl(timeout=30.0)
+        first = comm.comm_id
+        assert not comm.refresh()  # nothing changed
+        g[1].inject_fault("exit")
+        g[1].watch_generation(0).result(60)
+        assert comm.refresh() and comm.comm_id != first and comm.rebuilds == 2

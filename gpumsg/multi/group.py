@@ -82,7 +82,14 @@ class Communicator:
         else:
             uid = os.urandom(128)
         gens = [d.generation for d in self.devices]
-        futs = [d.send(CommInit(comm, r, self.nranks, uid)) for r, d in enumerate(self.devices)]
+        futs = []
+        for r, d in enumerate(self.devices):
+            try:
+                futs.append(d.send(CommInit(comm, r, self.nranks, uid)))
+            except GpuError as exc:  # a closed or poisoned member cannot join
+                f: Future = Future()
+                f.set_exception(exc)
+                futs.append(f)
         done, not_done = wait_futures(futs, timeout=self.timeout)
         errors = [f.exception() for f in done if f.exception() is not None]
         if not_done or errors:
@@ -99,12 +106,21 @@ class Communicator:
             with contextlib.suppress(GpuError):
                 d.send(CommAbort(comm))
 
-    def _ensure(self) -> None:
+    def _ensure(self) -> bool:
         if self.comm_id == 0 or [d.generation for d in self.devices] != self._generations:
             if self.comm_id:
                 self._abort(self.comm_id)
             self.comm_id = 0
             self._build()
+            return True
+        return False
+
+    def refresh(self) -> bool:
+        """Rebuild the communicator if it was aborted or a member's generation changed (a
+        process-isolated member was restarted); every collective does this first. True if it
+        was rebuilt; raises CollectiveError if a member cannot join."""
+        with self._lock:
+            return self._ensure()
 
     def close(self) -> None:
         """Destroy the communicator on every member (after the work already queued)."""
