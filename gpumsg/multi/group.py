@@ -70,6 +70,8 @@ class Communicator:
         self._pending: list[list[CollOp]] | None = None
         self._pending_future: CollectiveFuture | None = None
         self.rebuilds = 0
+        self._batches: set[_Batch] = set()
+        self._monitor: threading.Thread | None = None
         self._build()
 
     # -- lifetime
@@ -174,41 +176,70 @@ class Communicator:
                     f: Future = Future()
                     f.set_exception(exc)
                     inner.append((m.rank, f))
-        threading.Thread(target=self._watch, args=(comm, inner, out), daemon=True,
-                         name=f"gpumsg-collective-{comm}").start()
+        self._watch(comm, inner, out)
         return out
 
     def _watch(self, comm: int, inner: list[tuple[int, Future]], out: CollectiveFuture) -> None:
-        deadline = time.monotonic() + self.timeout
-        futs = [f for _, f in inner]
-        error: str | None = None
-        while True:
-            left = deadline - time.monotonic()
-            done, not_done = wait_futures(futs, timeout=max(0.0, min(left, self.poll_interval)))
-            failed = [f for f in done if f.exception() is not None]
-            if failed:
-                error = f"a member failed: {failed[0].exception()!r}"
-                break
-            if not not_done:
-                break
-            if time.monotonic() >= deadline:
-                error = f"peers did not complete within {self.timeout} s"
-                break
-            codes = self._poll(comm)
-            if codes:
-                error = f"asynchronous NCCL error {codes[0]}"
-                break
-        if error is None:
-            for r, _ in inner:
-                out.ranks[r].set_result(None)
-            out.set_result(None)
+        """Finish ``out`` from the members' futures (done callbacks, no thread per batch); the
+        monitor thread handles deadlines and asynchronous errors."""
+        batch = _Batch(comm, inner, out, time.monotonic() + self.timeout)
+        with self._lock:
+            self._batches.add(batch)
+            if self._monitor is None:
+                self._monitor = threading.Thread(target=self._monitor_loop, daemon=True,
+                                                 name="gpumsg-collective-monitor")
+                self._monitor.start()
+        for _, f in inner:
+            f.add_done_callback(lambda f, b=batch: self._member_done(b, f))
+
+    def _member_done(self, batch: _Batch, f: Future) -> None:
+        exc = f.exception()
+        if exc is not None:
+            self._fail_batch(batch, f"a member failed: {exc!r}")
             return
         with self._lock:
-            if self.comm_id == comm:
+            batch.remaining -= 1
+            if batch.remaining or batch.finished:
+                return
+            batch.finished = True
+            self._batches.discard(batch)
+        for r, _ in batch.inner:
+            batch.out.ranks[r].set_result(None)
+        batch.out.set_result(None)
+
+    def _fail_batch(self, batch: _Batch, error: str) -> None:
+        with self._lock:
+            if batch.finished:
+                return
+            batch.finished = True
+            self._batches.discard(batch)
+            if self.comm_id == batch.comm:
                 self.comm_id = 0
-        self._abort(comm)
-        _fail_all(out, CollectiveError(f"collective on communicator {comm} failed: {error}; "
-                                       "the communicator was aborted", comm))
+        self._abort(batch.comm)
+        _fail_all(batch.out, CollectiveError(
+            f"collective on communicator {batch.comm} failed: {error}; the communicator was "
+            "aborted", batch.comm))
+
+    def _monitor_loop(self) -> None:
+        """Every ``poll_interval`` while batches are outstanding: fail those past their
+        deadline, and poll each outstanding communicator's asynchronous error."""
+        while True:
+            time.sleep(self.poll_interval)
+            with self._lock:
+                batches = list(self._batches)
+                if not batches:
+                    self._monitor = None
+                    return
+            now = time.monotonic()
+            for b in batches:
+                if now >= b.deadline:
+                    self._fail_batch(b, f"peers did not complete within {self.timeout} s")
+            for comm in {b.comm for b in batches if not b.finished}:
+                codes = self._poll(comm)
+                if codes:
+                    for b in batches:
+                        if b.comm == comm:
+                            self._fail_batch(b, f"asynchronous NCCL error {codes[0]}")
 
     def _poll(self, comm: int) -> list[int]:
         codes = []
@@ -317,6 +348,19 @@ class Communicator:
                         self.send(sends[i][j], peer=j)
                         self.recv(recvs[j][i], peer=i)
         return fut
+
+
+class _Batch:
+    """One issued batch: its members' futures, the future the caller holds, its deadline."""
+
+    def __init__(self, comm: int, inner: list[tuple[int, Future]], out: CollectiveFuture,
+                 deadline: float) -> None:
+        self.comm = comm
+        self.inner = inner
+        self.out = out
+        self.deadline = deadline
+        self.remaining = len(inner)
+        self.finished = False
 
 
 def _fail_all(out: CollectiveFuture, exc: CollectiveError) -> None:
