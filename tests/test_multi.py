@@ -115,3 +115,20 @@ def test_restarted_member_rebuilds_the_communicator():
         g[1].inject_fault("exit")
         g[1].watch_generation(0).result(60)
         assert comm.refresh() and comm.comm_id != first and comm.rebuilds == 2
+
+
+def test_async_error_fails_every_rank_fast(group3, rng):
+    from gpumsg.libs.nccl.sim import COMMS
+
+    bufs = [d.to_device(rng.standard_normal(4).astype(np.float32)) for d in group3]
+    comm = group3.nccl(timeout=30.0)
+    for b in bufs:
+        b.result()
+    group3[1].inject_fault("hang", seconds=1.0)  # keeps the batch outstanding
+    COMMS[comm.comm_id].async_error = 6  # what ncclCommGetAsyncError would report
+    t0 = time.monotonic()
+    fut = comm.all_reduce(bufs)
+    for f in fut.ranks:
+        with pytest.raises(CollectiveError, match="asynchronous"):
+            f.result(timeout=10)
+    assert time.monotonic() - t0 < 1.0
