@@ -47,6 +47,7 @@ from .errors import (
     WorkerDied,
 )
 from .memory import MemoryConfig
+from .multi import CollectiveError, Communicator, DeviceGroup, open_devices
 from .service.stats import DeviceLoad
 from .service.trace import KernelTrace, NvtxTrace, OpRecord, RecordingTrace
 
@@ -63,4 +64,5 @@ __all__ = [
     "LibraryError", "CudaError", "DependencyFailed", "FaultInjectionDisabled",
     "CompileError", "GraphCaptureError",
     "LinAlgError", "SingularMatrix", "NotPositiveDefinite", "DidNotConverge",
+    "open_devices", "DeviceGroup", "Communicator", "CollectiveError",
 ]

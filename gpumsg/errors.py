@@ -208,3 +208,15 @@ class NotPositiveDefinite(LinAlgError):
 
 class DidNotConverge(LinAlgError):
     """An iterative eigen/SVD solver did not converge (``index`` as the library reports it)."""
+
+
+class CollectiveError(GpuError):
+    """A collective (NCCL or simulated) failed on a group of devices: a peer did not join within
+    the timeout, a member died or was poisoned, or the library reported an asynchronous error.
+    Every rank's future fails with it and the communicator is aborted (the next collective builds
+    a new one). ``comm`` is the communicator's id, ``rank`` the rank this error is for (or -1)."""
+
+    def __init__(self, message: str, comm: int = -1, rank: int = -1) -> None:
+        super().__init__(message)
+        self.comm = comm
+        self.rank = rank

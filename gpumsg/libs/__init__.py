@@ -17,6 +17,7 @@ FOLDERS = (
     "nvrtc",
     "cudnn",
     "cusolver",
+    "nccl",
 )
 
 for _folder in FOLDERS:

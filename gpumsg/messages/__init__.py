@@ -27,6 +27,7 @@ from .blas import (
     Trsv,
 )
 from .blaslt import BlasLtCacheInfo, Matmul
+from .collective import Collective, CollOp, CommAbort, CommInit, CommPoll
 from .cudnn import (
     Activation,
     ActivationBackward,
@@ -81,4 +82,6 @@ __all__ = [
     "PoolBackward",
     # cusolver
     "Potrf", "Potrs", "Getrf", "Getrs", "PotrfBatched", "SolverCacheInfo",
+    # nccl
+    "CollOp", "Collective", "CommInit", "CommAbort", "CommPoll",
 ]

@@ -1,0 +1,452 @@
+"""Groups of devices: :func:`open_devices`, :class:`DeviceGroup`, placement by load and
+:class:`Communicator` (NCCL collectives that fail instead of hang).
+
+Communicator construction: one ``ncclCommInitRank`` per member, each on its own device thread
+(the group posts a :class:`~gpumsg.messages.collective.CommInit` to every member at once; each
+device thread blocks only in its own call until all ranks joined). The handles never leave their
+device threads. The same messages work for process-isolated members (the 128-byte unique id is
+plain data). A collective is one :class:`~gpumsg.messages.collective.Collective` message per
+member, ordered with that device's other work by the usual stream waits.
+
+Never hang: every batch is watched by a daemon thread that waits for the members' futures up to
+``timeout`` seconds, polling ``ncclCommGetAsyncError`` (``CommPoll``) every ``poll_interval``
+while it waits. A timeout, a failed member (dead, poisoned, closed) or an asynchronous error
+aborts the communicator on every member (``CommAbort`` -> ``ncclCommAbort``) and fails every
+rank's future with :class:`~gpumsg.errors.CollectiveError`; the next collective builds a new
+communicator. So does a member whose generation changed (process isolation restarted it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_futures
+from typing import Any
+
+from ..client import Device, devices, open_device
+from ..errors import CollectiveError, GpuError, InvalidMessage
+from ..messages.collective import Collective, CollOp, CommAbort, CommInit, CommPoll, coll_op
+
+__all__ = ["DeviceGroup", "Communicator", "CollectiveFuture", "open_devices"]
+
+os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+
+_comm_ids = itertools.count(1)
+
+
+class CollectiveFuture(Future):
+    """Resolves (to None) when every rank's part of a collective is done; ``ranks`` holds one
+    Future per rank. On failure every one of them raises :class:`CollectiveError`."""
+
+    def __init__(self, nranks: int) -> None:
+        super().__init__()
+        self.ranks: list[Future] = [Future() for _ in range(nranks)]
+
+
+class Communicator:
+    """A communicator over the devices of a group (rank i = ``devices[i]``).
+
+    Collective calls take one buffer per rank (a GpuBuffer, its future or a BufRef, on that
+    rank's device) and return a :class:`CollectiveFuture`. ``count`` is the number of elements
+    of the input (all_gather: of each rank's part; reduce_scatter: of each rank's output).
+    """
+
+    def __init__(self, devices: Sequence[Device], timeout: float = 60.0,
+                 poll_interval: float = 0.05) -> None:
+        if len(devices) < 1:
+            raise InvalidMessage("a communicator needs at least one device", field="devices")
+        self.devices = list(devices)
+        self.nranks = len(self.devices)
+        self.timeout = float(timeout)
+        self.poll_interval = poll_interval
+        self.comm_id = 0
+        self._generations: list[int] = []
+        self._lock = threading.Lock()
+        self._pending: list[list[CollOp]] | None = None
+        self._pending_future: CollectiveFuture | None = None
+        self.rebuilds = 0
+        self._batches: set[_Batch] = set()
+        self._monitor: threading.Thread | None = None
+        self._build()
+
+    # -- lifetime
+    def _build(self) -> None:
+        comm = next(_comm_ids)
+        if any(d.backend == "cuda" for d in self.devices):
+            from ..libs.nccl.handle import unique_id
+
+            uid = unique_id()
+        else:
+            uid = os.urandom(128)
+        gens = [d.generation for d in self.devices]
+        futs = []
+        for r, d in enumerate(self.devices):
+            try:
+                futs.append(d.send(CommInit(comm, r, self.nranks, uid)))
+            except GpuError as exc:  # a closed or poisoned member cannot join
+                f: Future = Future()
+                f.set_exception(exc)
+                futs.append(f)
+        done, not_done = wait_futures(futs, timeout=self.timeout)
+        errors = [f.exception() for f in done if f.exception() is not None]
+        if not_done or errors:
+            self._abort(comm)
+            why = f"{len(not_done)} member(s) did not join within {self.timeout} s" if not_done \
+                else f"a member failed to join: {errors[0]!r}"
+            raise CollectiveError(f"building communicator {comm}: {why}", comm)
+        self.comm_id = comm
+        self._generations = gens
+        self.rebuilds += 1
+
+    def _abort(self, comm: int) -> None:
+        for d in self.devices:
+            with contextlib.suppress(GpuError):
+                d.send(CommAbort(comm))
+
+    def _ensure(self) -> bool:
+        if self.comm_id == 0 or [d.generation for d in self.devices] != self._generations:
+            if self.comm_id:
+                self._abort(self.comm_id)
+            self.comm_id = 0
+            self._build()
+            return True
+        return False
+
+    def refresh(self) -> bool:
+        """Rebuild the communicator if it was aborted or a member's generation changed (a
+        process-isolated member was restarted); every collective does this first. True if it
+        was rebuilt; raises CollectiveError if a member cannot join."""
+        with self._lock:
+            return self._ensure()
+
+    def close(self) -> None:
+        """Destroy the communicator on every member (after the work already queued)."""
+        if self.comm_id:
+            for d in self.devices:
+                with contextlib.suppress(GpuError):
+                    d.send(CommAbort(self.comm_id, destroy=True))
+            self.comm_id = 0
+
+    # -- issuing
+    def _rank_of(self, buf: Any, field: str) -> int:
+        ref = buf if hasattr(buf, "owner") else getattr(buf, "ref", None)
+        for r, d in enumerate(self.devices):
+            if ref is not None and ref.owner == d._state.token:
+                return r
+        raise InvalidMessage(f"{field}: the buffer belongs to no device of this communicator",
+                             field=field)
+
+    def _per_rank(self, bufs: Sequence[Any], field: str) -> list[Any]:
+        if bufs is None or len(bufs) != self.nranks:
+            raise InvalidMessage(f"{field} needs one buffer per rank ({self.nranks})",
+                                 field=field)
+        for r, b in enumerate(bufs):
+            if b is not None and self._rank_of(b, f"{field}[{r}]") != r:
+                raise InvalidMessage(f"{field}[{r}] is not on rank {r}'s device", field=field)
+        return list(bufs)
+
+    def _submit(self, ops: list[list[CollOp]]) -> CollectiveFuture:
+        if self._pending is not None:
+            for r in range(self.nranks):
+                self._pending[r] += ops[r]
+            return self._pending_future
+        return self._issue(ops)
+
+    def _issue(self, ops: list[list[CollOp]], out: CollectiveFuture | None = None
+               ) -> CollectiveFuture:
+        out = out or CollectiveFuture(self.nranks)
+        with self._lock:
+            try:
+                self._ensure()
+            except CollectiveError as exc:
+                _fail_all(out, exc)
+                return out
+            comm = self.comm_id
+            msgs = [Collective(comm, r, self.nranks, tuple(ops[r])) for r in range(self.nranks)]
+            inner: list[tuple[int, Future]] = []
+            for m in msgs:
+                try:
+                    inner.append((m.rank, self.devices[m.rank].send(m)))
+                except GpuError as exc:  # a closed or refusing member
+                    f: Future = Future()
+                    f.set_exception(exc)
+                    inner.append((m.rank, f))
+        self._watch(comm, inner, out)
+        return out
+
+    def _watch(self, comm: int, inner: list[tuple[int, Future]], out: CollectiveFuture) -> None:
+        """Finish ``out`` from the members' futures (done callbacks, no thread per batch); the
+        monitor thread handles deadlines and asynchronous errors."""
+        batch = _Batch(comm, inner, out, time.monotonic() + self.timeout)
+        with self._lock:
+            self._batches.add(batch)
+            if self._monitor is None:
+                self._monitor = threading.Thread(target=self._monitor_loop, daemon=True,
+                                                 name="gpumsg-collective-monitor")
+                self._monitor.start()
+        for _, f in inner:
+            f.add_done_callback(lambda f, b=batch: self._member_done(b, f))
+
+    def _member_done(self, batch: _Batch, f: Future) -> None:
+        exc = f.exception()
+        if exc is not None:
+            self._fail_batch(batch, f"a member failed: {exc!r}")
+            return
+        with self._lock:
+            batch.remaining -= 1
+            if batch.remaining or batch.finished:
+                return
+            batch.finished = True
+            self._batches.discard(batch)
+        for r, _ in batch.inner:
+            batch.out.ranks[r].set_result(None)
+        batch.out.set_result(None)
+
+    def _fail_batch(self, batch: _Batch, error: str) -> None:
+        with self._lock:
+            if batch.finished:
+                return
+            batch.finished = True
+            self._batches.discard(batch)
+            if self.comm_id == batch.comm:
+                self.comm_id = 0
+        self._abort(batch.comm)
+        _fail_all(batch.out, CollectiveError(
+            f"collective on communicator {batch.comm} failed: {error}; the communicator was "
+            "aborted", batch.comm))
+
+    def _monitor_loop(self) -> None:
+        """Every ``poll_interval`` while batches are outstanding: fail those past their
+        deadline, and poll each outstanding communicator's asynchronous error."""
+        while True:
+            time.sleep(self.poll_interval)
+            with self._lock:
+                batches = list(self._batches)
+                if not batches:
+                    self._monitor = None
+                    return
+            now = time.monotonic()
+            for b in batches:
+                if now >= b.deadline:
+                    self._fail_batch(b, f"peers did not complete within {self.timeout} s")
+            for comm in {b.comm for b in batches if not b.finished}:
+                codes = self._poll(comm)
+                if codes:
+                    for b in batches:
+                        if b.comm == comm:
+                            self._fail_batch(b, f"asynchronous NCCL error {codes[0]}")
+
+    def _poll(self, comm: int) -> list[int]:
+        codes = []
+        for d in self.devices:
+            try:
+                f = d.send(CommPoll(comm))
+                code = f.result(timeout=self.poll_interval)
+            except Exception:  # a busy member answers later; a dead one fails the batch
+                continue
+            if code:
+                codes.append(code)
+        return codes
+
+    @contextlib.contextmanager
+    def group(self) -> Iterator[CollectiveFuture]:
+        """Batch every call inside into one NCCL group call per device (send/recv pairs,
+        several collectives); the calls return the group's future, issued on exit."""
+        if self._pending is not None:
+            yield self._pending_future
+            return
+        self._pending = [[] for _ in range(self.nranks)]
+        self._pending_future = fut = CollectiveFuture(self.nranks)
+        try:
+            yield fut
+        except BaseException:
+            self._pending = None
+            raise
+        ops, self._pending = self._pending, None
+        self._issue(ops, fut)
+
+    # -- the collectives
+    def _coll(self, kind: str, sends: Any, recvs: Any, counts: list[int], **kw: Any
+              ) -> CollectiveFuture:
+        ops: list[list[CollOp]] = [[] for _ in range(self.nranks)]
+        for r in range(self.nranks):
+            s, v = sends[r], recvs[r]
+            ref = (s if s is not None else v)
+            ref = ref if hasattr(ref, "dtype") and hasattr(ref, "owner") else ref.ref
+            ops[r].append(coll_op(kind, s, v, counts[r], ref.dtype, **kw))
+        return self._submit(ops)
+
+    @staticmethod
+    def _size(b: Any) -> int:
+        ref = b if hasattr(b, "owner") else b.ref
+        return ref.size
+
+    def all_reduce(self, bufs: Sequence[Any], out: Sequence[Any] | None = None,
+                   op: str = "sum", scale: float = 1.0) -> CollectiveFuture:
+        """out[r] = op over ranks of bufs (in place when ``out`` is None). ``op``: sum, prod,
+        max, min, avg or premul_sum (each input times ``scale``, then summed)."""
+        bufs = self._per_rank(bufs, "bufs")
+        out = bufs if out is None else self._per_rank(out, "out")
+        return self._coll("all_reduce", bufs, out, [self._size(b) for b in bufs], op=op,
+                          scale=scale)
+
+    def broadcast(self, bufs: Sequence[Any], root: int = 0) -> CollectiveFuture:
+        """bufs[r] = bufs[root] on every rank (in place)."""
+        bufs = self._per_rank(bufs, "bufs")
+        return self._coll("broadcast", bufs, bufs, [self._size(bufs[0])] * self.nranks,
+                          root=root)
+
+    def reduce(self, bufs: Sequence[Any], out: Any, root: int = 0, op: str = "sum",
+               scale: float = 1.0) -> CollectiveFuture:
+        """out (on ``root``) = op over ranks of bufs."""
+        bufs = self._per_rank(bufs, "bufs")
+        recvs = [out if r == root else None for r in range(self.nranks)]
+        return self._coll("reduce", bufs, recvs, [self._size(b) for b in bufs], op=op,
+                          root=root, scale=scale)
+
+    def all_gather(self, bufs: Sequence[Any], out: Sequence[Any]) -> CollectiveFuture:
+        """out[r] = concatenation of bufs over ranks (each ``count`` = bufs[r].size)."""
+        bufs, out = self._per_rank(bufs, "bufs"), self._per_rank(out, "out")
+        return self._coll("all_gather", bufs, out, [self._size(b) for b in bufs])
+
+    def reduce_scatter(self, bufs: Sequence[Any], out: Sequence[Any], op: str = "sum",
+                       scale: float = 1.0) -> CollectiveFuture:
+        """out[r] = part r of (op over ranks of bufs); each out[r] holds bufs[r].size / nranks."""
+        bufs, out = self._per_rank(bufs, "bufs"), self._per_rank(out, "out")
+        return self._coll("reduce_scatter", bufs, out, [self._size(o) for o in out], op=op,
+                          scale=scale)
+
+    def send(self, buf: Any, peer: int, count: int | None = None) -> CollectiveFuture:
+        """Send ``buf`` (its rank is the device it lives on) to rank ``peer``. Pair it with the
+        peer's :meth:`recv` inside one :meth:`group`."""
+        r = self._rank_of(buf, "buf")
+        ops: list[list[CollOp]] = [[] for _ in range(self.nranks)]
+        ref = buf if hasattr(buf, "owner") else buf.ref
+        ops[r].append(coll_op("send", buf, None, count or ref.size, ref.dtype, peer=peer))
+        return self._submit(ops)
+
+    def recv(self, buf: Any, peer: int, count: int | None = None) -> CollectiveFuture:
+        """Receive into ``buf`` from rank ``peer`` (see :meth:`send`)."""
+        r = self._rank_of(buf, "buf")
+        ops: list[list[CollOp]] = [[] for _ in range(self.nranks)]
+        ref = buf if hasattr(buf, "owner") else buf.ref
+        ops[r].append(coll_op("recv", None, buf, count or ref.size, ref.dtype, peer=peer))
+        return self._submit(ops)
+
+    def all_to_all(self, sends: Sequence[Sequence[Any]], recvs: Sequence[Sequence[Any]]
+                   ) -> CollectiveFuture:
+        """sends[i][j] (on rank i) goes to recvs[j][i] (on rank j), as grouped send/recv."""
+        with self.group() as fut:
+            for i in range(self.nranks):
+                for j in range(self.nranks):
+                    if i != j:
+                        self.send(sends[i][j], peer=j)
+                        self.recv(recvs[j][i], peer=i)
+        return fut
+
+
+class _Batch:
+    """One issued batch: its members' futures, the future the caller holds, its deadline."""
+
+    def __init__(self, comm: int, inner: list[tuple[int, Future]], out: CollectiveFuture,
+                 deadline: float) -> None:
+        self.comm = comm
+        self.inner = inner
+        self.out = out
+        self.deadline = deadline
+        self.remaining = len(inner)
+        self.finished = False
+
+
+def _fail_all(out: CollectiveFuture, exc: CollectiveError) -> None:
+    for r, f in enumerate(out.ranks):
+        if not f.done():
+            f.set_exception(CollectiveError(str(exc), exc.comm, r))
+    if not out.done():
+        out.set_exception(exc)
+
+
+class DeviceGroup:
+    """Devices opened together (rank i = ``group[i]``), closed together."""
+
+    def __init__(self, devices: Sequence[Device]) -> None:
+        self.devices = list(devices)
+        self._comms: list[Communicator] = []
+
+    def __len__(self) -> int:
+        return len(self.devices)
+
+    def __getitem__(self, i: int) -> Device:
+        return self.devices[i]
+
+    def __iter__(self) -> Iterator[Device]:
+        return iter(self.devices)
+
+    def stats(self) -> list[Any]:
+        """Every member's :class:`~gpumsg.service.stats.DeviceLoad`, in rank order."""
+        return [f.result() for f in [d.stats() for d in self.devices]]
+
+    def nccl(self, timeout: float = 60.0) -> Communicator:
+        """A communicator over the whole group (see :class:`Communicator`)."""
+        comm = Communicator(self.devices, timeout=timeout)
+        self._comms.append(comm)
+        return comm
+
+    def least_loaded(self) -> Device:
+        """The open member with the fewest queued plus in-flight operations, then the most free
+        memory (from each member's ``Stats``)."""
+        best, key = None, None
+        for d, f in [(d, d.stats()) for d in self.devices if not d.closed]:
+            try:
+                s = f.result(timeout=10)
+            except Exception:
+                continue
+            k = (s.queue_depth + s.ops_in_flight, -s.free_bytes)
+            if key is None or k < key:
+                best, key = d, k
+        if best is None:
+            raise GpuError("no member of the group is serving")
+        return best
+
+    def submit(self, fn: Callable[[Device], Any]) -> Any:
+        """Call ``fn(device)`` on the least loaded member and return what it returns."""
+        return fn(self.least_loaded())
+
+    def close(self, timeout: float | None = None) -> None:
+        for c in self._comms:
+            with contextlib.suppress(Exception):
+                c.close()
+        for d in self.devices:
+            d.close(timeout)
+
+    def __enter__(self) -> DeviceGroup:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def open_devices(ordinals: Sequence[int] | None = None, backend: str = "auto",
+                 sim_count: int = 2, **open_device_kwargs: Any) -> DeviceGroup:
+    """Open a :class:`DeviceGroup`: ``ordinals`` (default: every device the backend offers;
+    on the simulator ``sim_count`` devices), each with ``open_device(ordinal, backend, ...)``."""
+    if ordinals is None:
+        found = devices(backend)
+        if found and found[0]["backend"] == "sim":
+            ordinals = list(range(sim_count))
+        else:
+            ordinals = [d["ordinal"] for d in found]
+    opened: list[Device] = []
+    try:
+        for o in ordinals:
+            opened.append(open_device(o, backend, **open_device_kwargs))
+    except BaseException:
+        for d in opened:
+            d.close()
+        raise
+    return DeviceGroup(opened)
