@@ -16,6 +16,7 @@ import numpy as np
 
 from ...backends.cuda.driver import _driver, _fail
 from ...errors import InvalidMessage
+from .functions import LoadedFunctions
 
 __all__ = ["NvrtcHandle", "CTYPE_OF_KIND"]
 
@@ -48,7 +49,7 @@ class NvrtcHandle:
         self._ctx = ctx
         self._cu = _driver()
         self.modules: dict[str, Any] = {}
-        self.functions: dict[tuple[str, str], Any] = {}
+        self.functions = LoadedFunctions()
         self._shared_set: dict[Any, int] = {}
 
     def load(self, key: str, image: bytes, kind: str, symbols: tuple[str, ...]) -> None:
@@ -74,11 +75,7 @@ class NvrtcHandle:
                 self.functions[(key, sym)] = fn
 
     def function(self, module: str, symbol: str) -> Any:
-        fn = self.functions.get((module, symbol))
-        if fn is None:
-            raise InvalidMessage(f"kernel: {symbol!r} is not loaded on this device "
-                                 "(compile or load it with this device)", field="kernel")
-        return fn
+        return self.functions.lookup(module, symbol)
 
     def launch(self, stream: Any, fn: Any, grid: tuple, block: tuple, shared: int,
                kinds: tuple[str, ...], values: list[Any], refs: list[Any]) -> None:

@@ -19,6 +19,7 @@ import numpy as np
 from ...backends.sim.views import vector
 from ...dtypes import dtype_of
 from ...errors import InvalidMessage
+from .functions import LoadedFunctions
 
 __all__ = ["SIM_KERNELS", "sim_kernel", "SimNvrtc", "SimLaunch"]
 
@@ -50,7 +51,7 @@ class SimNvrtc:
 
     def __init__(self, ctx: Any) -> None:
         self.sim = ctx.backend
-        self.functions: dict[tuple[str, str], Callable[..., None]] = {}
+        self.functions = LoadedFunctions()
 
     def load(self, key: str, image: bytes, kind: str, symbols: tuple[str, ...]) -> None:
         for sym in symbols:
@@ -62,11 +63,7 @@ class SimNvrtc:
             self.functions[(key, sym)] = fn
 
     def function(self, module: str, symbol: str) -> Any:
-        fn = self.functions.get((module, symbol))
-        if fn is None:
-            raise InvalidMessage(f"kernel: {symbol!r} is not loaded on this device "
-                                 "(compile or load it with this device)", field="kernel")
-        return fn
+        return self.functions.lookup(module, symbol)
 
     def launch(self, stream: Any, fn: Any, grid: tuple, block: tuple, shared: int,
                kinds: tuple[str, ...], values: list[Any], refs: list[Any]) -> None:
