@@ -15,28 +15,7 @@ whose messages can be captured adds them with :func:`capturable`.
 from __future__ import annotations
 
 from .base import BufRef, Message, _fail, _int, _ref, message
-from .blas import (
-    Axpy,
-    Copy,
-    Geam,
-    Gemm,
-    GemmStridedBatched,
-    Gemv,
-    Ger,
-    Rot,
-    Scal,
-    Sgemm,
-    Swap,
-    Symm,
-    Symv,
-    Syrk,
-    Trmm,
-    Trsm,
-    Trsv,
-)
-from .blaslt import Matmul
 from .device import CopyDevice, Memset
-from .nvrtc import Launch
 
 __all__ = ["CAPTURABLE", "capturable", "refusal", "CaptureGraph", "LaunchGraph", "UpdateGraph",
            "DestroyGraph"]
@@ -76,11 +55,7 @@ def refusal(msg: object) -> str | None:
     return f"{name} cannot be recorded in a graph: {why}"
 
 
-capturable(CopyDevice, Memset, Launch)
-capturable(Sgemm, Gemm, GemmStridedBatched, libraries=("cublas", "cublaslt"))
-capturable(Axpy, Scal, Copy, Swap, Rot, Gemv, Ger, Symv, Trsv, Geam, Syrk, Symm, Trmm, Trsm,
-           libraries=("cublas",))
-capturable(Matmul, libraries=("cublaslt",))
+capturable(CopyDevice, Memset)  # each library folder adds its own (libs/<lib>/__init__.py)
 
 
 def _inner_refs(messages: tuple) -> list[BufRef]:

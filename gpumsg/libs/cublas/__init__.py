@@ -6,6 +6,8 @@ device thread), ``sim.py`` (the NumPy semantics of the simulator) and ``client.p
 ``dev.blas`` methods, caller's thread). The messages live in :mod:`gpumsg.messages.blas`.
 """
 
+from ...messages import blas
+from ...messages.graph import capturable
 from ...service.registry import register_library
 from . import handlers  # noqa: F401  (registers the message handlers)
 from .bindings import SPEC
@@ -15,5 +17,10 @@ from .sim import SimCublas
 
 LIBRARY = register_library("cublas", cuda=CublasHandle, sim=SimCublas, namespace="blas",
                            client=Blas, specs=(SPEC,))
+
+# what dev.graph() may record; small GEMMs go through cuBLASLt's cached plans
+capturable(blas.Sgemm, blas.Gemm, blas.GemmStridedBatched, libraries=("cublas", "cublaslt"))
+capturable(blas.Axpy, blas.Scal, blas.Copy, blas.Swap, blas.Rot, blas.Gemv, blas.Ger, blas.Symv,
+           blas.Trsv, blas.Geam, blas.Syrk, blas.Symm, blas.Trmm, blas.Trsm, libraries=("cublas",))
 
 __all__ = ["LIBRARY", "SPEC", "Blas", "CublasHandle", "SimCublas"]

@@ -8,6 +8,8 @@ and launches on CUDA, device thread), ``sim.py`` (the simulator's registry of Nu
 :mod:`gpumsg.messages.nvrtc`.
 """
 
+from ...messages.graph import capturable
+from ...messages.nvrtc import Launch
 from ...service.registry import register_library
 from . import handlers  # noqa: F401  (registers the message handlers)
 from .bindings import SPEC
@@ -17,5 +19,7 @@ from .sim import SIM_KERNELS, SimNvrtc, sim_kernel
 
 LIBRARY = register_library("nvrtc", cuda=NvrtcHandle, sim=SimNvrtc, namespace="kernels",
                            client=Kernels, specs=(SPEC,))
+
+capturable(Launch)  # dev.graph() may record kernel launches
 
 __all__ = ["LIBRARY", "SPEC", "Kernels", "NvrtcHandle", "SimNvrtc", "SIM_KERNELS", "sim_kernel"]
