@@ -121,8 +121,8 @@ class CommInit(Message):
         _int(self, "comm", self.comm)
         _int(self, "nranks", self.nranks, lo=1)
         _int(self, "rank", self.rank, hi=self.nranks - 1)
-        if not isinstance(self.unique_id, bytes):
-            raise _fail(self, "unique_id", "must be bytes")
+        if not isinstance(self.unique_id, bytes) or len(self.unique_id) != 128:
+            raise _fail(self, "unique_id", "must be the 128 bytes of an ncclUniqueId")
 
 
 @message()

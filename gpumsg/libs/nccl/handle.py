@@ -34,7 +34,8 @@ def unique_id() -> bytes:
     st = lib.ncclGetUniqueId(ctypes.byref(uid))
     if st != 0:
         raise _error(lib, st, "ncclGetUniqueId")
-    return bytes(uid.internal)
+    # all 128 bytes: ``uid.internal`` (a c_char array) would stop at the first NUL byte
+    return ctypes.string_at(ctypes.addressof(uid), ctypes.sizeof(uid))
 
 
 class NcclHandle:
@@ -54,7 +55,7 @@ class NcclHandle:
         self.abort(comm)
         h = c_void_p()
         st = UniqueId()
-        ctypes.memmove(ctypes.addressof(st), uid, min(len(uid), ctypes.sizeof(st)))
+        ctypes.memmove(ctypes.addressof(st), uid, ctypes.sizeof(st))
         self._check(self.lib.ncclCommInitRank(ctypes.byref(h), nranks, st, rank),
                     "ncclCommInitRank")
         self.comms[comm] = h
