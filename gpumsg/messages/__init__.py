@@ -31,6 +31,9 @@ from .collective import Collective, CollOp, CommAbort, CommInit, CommPoll
 from .cudnn import (
     Activation,
     ActivationBackward,
+    BatchNormBackward,
+    BatchNormInference,
+    BatchNormTrain,
     ConvBackwardData,
     ConvBackwardFilter,
     ConvForward,
@@ -79,7 +82,7 @@ __all__ = [
     # cudnn
     "ConvForward", "ConvBackwardData", "ConvBackwardFilter",
     "DnnCacheInfo", "Activation", "ActivationBackward", "Softmax", "SoftmaxBackward", "Pool",
-    "PoolBackward",
+    "PoolBackward", "BatchNormTrain", "BatchNormInference", "BatchNormBackward",
     # cusolver
     "Potrf", "Potrs", "Getrf", "Getrs", "PotrfBatched", "SolverCacheInfo",
     # nccl

@@ -32,7 +32,8 @@ from .base import BufRef, Message, _choice, _fail, _int, _real, _ref, _require_d
 __all__ = ["ConvForward", "ConvBackwardData", "ConvBackwardFilter", "DnnCacheInfo",
            "Activation", "ActivationBackward", "Softmax", "SoftmaxBackward", "Pool",
            "PoolBackward", "pool_output_shape", "POOL_MODES", "ACTIVATIONS",
-           "LAYOUTS", "CONV_DTYPES", "conv_output_shape", "filter_shape"]
+           "LAYOUTS", "CONV_DTYPES", "conv_output_shape", "filter_shape", "BatchNormTrain",
+           "BatchNormInference", "BatchNormBackward"]
 
 LAYOUTS = ("NCHW", "NHWC")
 CONV_DTYPES = ("f32", "f16", "bf16")
@@ -474,3 +475,165 @@ class PoolBackward(Message):
             raise _fail(self, "layout", "max pooling backward is offered in NCHW only")
         _same(self, "dy", refs["dy"], refs["y"], "y")
         _same(self, "dx", refs["dx"], refs["x"], "x")
+
+
+# -- batch normalization --------------------------------------------------------------------------
+def _channels(layout: str, shape: tuple[int, ...]) -> int:
+    return shape[1] if layout == "NCHW" else shape[-1]
+
+
+def _stat(msg: object, field: str, ref: BufRef, c: int, what: str = "channel") -> None:
+    """A per-channel f32 vector of ``c`` elements (statistics, scale, shift)."""
+    if ref.dtype != "f32":
+        raise _fail(msg, field, f"{ref.describe()} must be f32 (statistics and parameters are "
+                    "f32 for every input precision)")
+    if ref.size != c:
+        raise _fail(msg, field, f"{ref.describe()} must hold {c} elements (one per {what})")
+
+
+def _distinct(msg: object, refs: dict[str, BufRef | None]) -> None:
+    """The buffers a message writes must not alias each other or its inputs: the first field
+    (in ``refs``'s order) that repeats an earlier one is named."""
+    seen: dict[tuple[int, Any], str] = {}
+    for name, ref in refs.items():
+        if ref is None:
+            continue
+        key = (ref.id, ref.owner)
+        if key in seen:
+            raise _fail(msg, name, f"must not alias {seen[key]}")
+        seen[key] = name
+
+
+def _eps(msg: Any) -> None:
+    eps = _real(msg, "eps", msg.eps)
+    if not (math.isfinite(eps) and eps >= 0):
+        raise _fail(msg, "eps", f"must be finite and >= 0, got {eps}")
+    _set(msg, "eps", eps)
+
+
+def _refs(msg: Any, names: tuple[str, ...]) -> dict[str, BufRef | None]:
+    out: dict[str, BufRef | None] = {}
+    for n in names:
+        value = getattr(msg, n)
+        out[n] = None if value is None else _ref(msg, n, value)
+        _set(msg, n, out[n])
+    return out
+
+
+@message(buffers=("x", "gamma", "beta", "y", "save_mean", "save_invstd", "running_mean",
+                  "running_var"),
+         writes=("y", "save_mean", "save_invstd", "running_mean", "running_var"))
+class BatchNormTrain(Message):
+    """Batch normalization in training mode, spatial (per-channel) statistics
+    (``cudnnBatchNormalizationForwardTraining``; NHWC through the ``Ex`` variant in cuDNN's
+    persistent mode, as torch does for channels-last tensors).
+
+    x (N, C, *spatial) in ``layout`` (2 to 5 dimensions), f32/f16/bf16; y like x. Per channel c,
+    over the M = N * prod(spatial) values: mean, biased variance var, ``save_mean`` = mean,
+    ``save_invstd`` = 1 / sqrt(var + eps), y = gamma (x - mean) save_invstd + beta. ``gamma``,
+    ``beta``, the saved and running statistics are f32 vectors of C. When given (both or
+    neither), running_mean <- (1 - factor) running_mean + factor mean and running_var <-
+    (1 - factor) running_var + factor var M / (M - 1) (the unbiased variance), in place.
+    M must be at least 2."""
+
+    x: BufRef
+    gamma: BufRef
+    beta: BufRef
+    y: BufRef
+    save_mean: BufRef
+    save_invstd: BufRef
+    running_mean: BufRef | None = None
+    running_var: BufRef | None = None
+    factor: float = 0.1
+    eps: float = 1e-5
+    layout: str = "NCHW"
+
+    def __post_init__(self) -> None:
+        r = _refs(self, ("x", "gamma", "beta", "y", "save_mean", "save_invstd", "running_mean",
+                         "running_var"))
+        x = r["x"]
+        assert x is not None
+        _choice(self, "layout", self.layout, LAYOUTS)
+        _nc_tensor(self, "x", x)
+        c = _channels(self.layout, x.shape)
+        if x.size // c < 2:
+            raise _fail(self, "x", f"{x.describe()} has one value per channel; training "
+                        "statistics need at least 2")
+        _same(self, "y", r["y"], x, "x")  # type: ignore[arg-type]
+        for n in ("gamma", "beta", "save_mean", "save_invstd", "running_mean", "running_var"):
+            if r[n] is not None:
+                _stat(self, n, r[n], c)  # type: ignore[arg-type]
+        if (r["running_mean"] is None) != (r["running_var"] is None):
+            raise _fail(self, "running_var" if r["running_var"] is None else "running_mean",
+                        "running_mean and running_var go together (both or neither)")
+        factor = _real(self, "factor", self.factor)
+        if not 0.0 <= factor <= 1.0:
+            raise _fail(self, "factor", f"must be in [0, 1], got {factor}")
+        _set(self, "factor", factor)
+        _eps(self)
+        _distinct(self, r)
+
+
+@message(buffers=("x", "gamma", "beta", "mean", "var", "y"), writes=("y",))
+class BatchNormInference(Message):
+    """Batch normalization with given statistics (``cudnnBatchNormalizationForwardInference``):
+    y = gamma (x - mean) / sqrt(var + eps) + beta per channel; x and y as in
+    :class:`BatchNormTrain`, the four vectors f32 of C."""
+
+    x: BufRef
+    gamma: BufRef
+    beta: BufRef
+    mean: BufRef
+    var: BufRef
+    y: BufRef
+    eps: float = 1e-5
+    layout: str = "NCHW"
+
+    def __post_init__(self) -> None:
+        r = _refs(self, ("x", "gamma", "beta", "mean", "var", "y"))
+        x = r["x"]
+        assert x is not None
+        _choice(self, "layout", self.layout, LAYOUTS)
+        _nc_tensor(self, "x", x)
+        c = _channels(self.layout, x.shape)
+        _same(self, "y", r["y"], x, "x")  # type: ignore[arg-type]
+        for n in ("gamma", "beta", "mean", "var"):
+            _stat(self, n, r[n], c)  # type: ignore[arg-type]
+        _eps(self)
+        _distinct(self, {"x": x, "y": r["y"]})
+
+
+@message(buffers=("x", "dy", "gamma", "save_mean", "save_invstd", "dx", "dgamma", "dbeta"),
+         writes=("dx", "dgamma", "dbeta"))
+class BatchNormBackward(Message):
+    """The gradients of :class:`BatchNormTrain` (``cudnnBatchNormalizationBackward``): given x,
+    dy, gamma and the forward's saved statistics, dx (like x), dgamma and dbeta (f32 of C):
+    dbeta = sum dy, dgamma = sum dy x_hat, dx = gamma invstd (dy - (dbeta + x_hat dgamma) / M)
+    with x_hat = (x - mean) invstd, sums over each channel's M values. ``eps`` must be the
+    forward's."""
+
+    x: BufRef
+    dy: BufRef
+    gamma: BufRef
+    save_mean: BufRef
+    save_invstd: BufRef
+    dx: BufRef
+    dgamma: BufRef
+    dbeta: BufRef
+    eps: float = 1e-5
+    layout: str = "NCHW"
+
+    def __post_init__(self) -> None:
+        r = _refs(self, ("x", "dy", "gamma", "save_mean", "save_invstd", "dx", "dgamma",
+                         "dbeta"))
+        x = r["x"]
+        assert x is not None
+        _choice(self, "layout", self.layout, LAYOUTS)
+        _nc_tensor(self, "x", x)
+        c = _channels(self.layout, x.shape)
+        _same(self, "dy", r["dy"], x, "x")  # type: ignore[arg-type]
+        _same(self, "dx", r["dx"], x, "x")  # type: ignore[arg-type]
+        for n in ("gamma", "save_mean", "save_invstd", "dgamma", "dbeta"):
+            _stat(self, n, r[n], c)  # type: ignore[arg-type]
+        _eps(self)
+        _distinct(self, r)

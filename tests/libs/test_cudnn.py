@@ -401,3 +401,157 @@ def test_pointwise_bad_arguments(dev, case) -> None:
 def test_invalid_message_direct() -> None:
     with pytest.raises(InvalidMessage):
         gpumsg.messages.ConvForward(1, 2, 3)
+
+
+# -- batch normalization ----------------------------------------------------------------------
+def bn_ref(x, gamma, beta, eps):
+    """Training-mode batch norm of channels-first float64 x: y, mean, biased var, invstd."""
+    axes = (0,) + tuple(range(2, x.ndim))
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    mean = x.mean(axis=axes)
+    var = x.var(axis=axes)
+    invstd = 1 / np.sqrt(var + eps)
+    y = (x - mean.reshape(shape)) * (gamma * invstd).reshape(shape) + beta.reshape(shape)
+    return y, mean, var, invstd
+
+
+def fd_grads(f, args, dy, h=1e-6):
+    """Central-difference gradients of <f(*args), dy> with respect to every element of every
+    argument (float64, small shapes)."""
+    out = []
+    for i, a in enumerate(args):
+        g = np.zeros_like(a)
+        for idx in np.ndindex(*a.shape):
+            plus = [b.copy() for b in args]
+            minus = [b.copy() for b in args]
+            plus[i][idx] += h
+            minus[i][idx] -= h
+            g[idx] = np.sum((f(*plus) - f(*minus)) * dy) / (2 * h)
+        out.append(g)
+    return out
+
+
+STAT_TOL = {"f32": ("f32", 10.0), "f16": ("f32", 50.0), "bf16": ("f32", 50.0)}
+BN_SHAPES = {"4d": (3, 4, 5, 3), "2d": (6, 5), "3d": (2, 3, 7), "5d": (2, 3, 2, 3, 2)}
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("shape", list(BN_SHAPES))
+def test_batch_norm_train_inference_backward(dev, rng, shape: str, dtype: str,
+                                             layout: str) -> None:
+    cf = BN_SHAPES[shape]  # channels first
+    c = cf[1]
+    x = random_array(rng, cf, dtype)
+    dy = random_array(rng, cf, dtype)
+    gamma, beta = random_array(rng, (c,), "f32"), random_array(rng, (c,), "f32")
+    rmean, rvar = random_array(rng, (c,), "f32"), random_array(rng, (c,), "f32", low=0.5)
+    eps, factor = float(rng.uniform(1e-5, 1e-2)), float(rng.uniform(0.05, 0.9))
+    xw = wide(x)
+    y_ref, mean, var, invstd = bn_ref(xw, wide(gamma), wide(beta), eps)
+    m = x.size // c
+    d_rm, d_rv = dev.to_device(rmean), dev.to_device(rvar)
+    xd = dev.to_device(last(x, layout))
+    gd, bd = dev.to_device(gamma), dev.to_device(beta)
+    y, sm, si = dev.dnn.batch_norm_train(xd, gd, bd, d_rm, d_rv, factor=factor, eps=eps,
+                                         layout=layout)
+    assert_close(first(dev.copy_to_host(y).result(), layout), y_ref, dtype)
+    tol = STAT_TOL[dtype]
+    assert_close(dev.copy_to_host(sm).result(), mean, *tol)
+    assert_close(dev.copy_to_host(si).result(), invstd, *tol)
+    assert_close(dev.copy_to_host(d_rm).result(), (1 - factor) * wide(rmean) + factor * mean,
+                 *tol)
+    assert_close(dev.copy_to_host(d_rv).result(),
+                 (1 - factor) * wide(rvar) + factor * var * m / (m - 1), *tol)
+    # inference with the running statistics just computed
+    rm_h, rv_h = dev.copy_to_host(d_rm).result(), dev.copy_to_host(d_rv).result()
+    shp = (1, -1) + (1,) * (x.ndim - 2)
+    yi_ref = ((xw - wide(rm_h).reshape(shp)) / np.sqrt(wide(rv_h).reshape(shp) + eps)
+              * wide(gamma).reshape(shp) + wide(beta).reshape(shp))
+    yi = dev.dnn.batch_norm_inference(xd, gd, bd, d_rm, d_rv, eps=eps, layout=layout)
+    assert_close(first(dev.copy_to_host(yi).result(), layout), yi_ref, dtype)
+    # backward: the reference's analytic gradients, themselves checked by finite differences
+    # in test_batch_norm_reference_gradients
+    xhat = (xw - mean.reshape(shp)) * invstd.reshape(shp)
+    axes = (0,) + tuple(range(2, x.ndim))
+    dyw = wide(dy)
+    dbeta = dyw.sum(axis=axes)
+    dgamma = (dyw * xhat).sum(axis=axes)
+    dx_ref = (wide(gamma) * invstd).reshape(shp) * (
+        dyw - (dbeta.reshape(shp) + xhat * dgamma.reshape(shp)) / m)
+    dx, dg, db = dev.dnn.batch_norm_backward(xd, dev.to_device(last(dy, layout)), gd, sm, si,
+                                             eps=eps, layout=layout)
+    assert_close(first(dev.copy_to_host(dx).result(), layout), dx_ref, dtype, 4.0)
+    gtol = ("f32", 50.0) if dtype == "f32" else (dtype, 1.0)
+    assert_close(dev.copy_to_host(dg).result(), dgamma, *gtol)
+    assert_close(dev.copy_to_host(db).result(), dbeta, *gtol)
+
+
+def test_batch_norm_reference_gradients(rng) -> None:
+    """The analytic batch-norm gradients the GPU test uses are those of the forward."""
+    x, gamma, beta = rng.standard_normal((3, 2, 2, 2)), rng.standard_normal(2), \
+        rng.standard_normal(2)
+    eps = 1e-3
+    dy = rng.standard_normal(x.shape)
+    fx, fg, fb = fd_grads(lambda a, g, b: bn_ref(a, g, b, eps)[0], [x, gamma, beta], dy)
+    _, mean, _, invstd = bn_ref(x, gamma, beta, eps)
+    from gpumsg.libs.cudnn.sim import bn_backward
+
+    dx, dg, db = bn_backward(x, dy, gamma, mean, invstd)
+    for got, ref in ((dx, fx), (dg, fg), (db, fb)):
+        assert_close(got, ref, "f64", 1e5)  # central differences: about 1e-8 relative
+
+
+def test_batch_norm_without_running_statistics(dev, rng) -> None:
+    x = random_array(rng, (4, 3, 2, 2), "f32")
+    g, b = random_array(rng, (3,), "f32"), random_array(rng, (3,), "f32")
+    y, sm, si = dev.dnn.batch_norm_train(dev.to_device(x), dev.to_device(g), dev.to_device(b))
+    y_ref, mean, _, invstd = bn_ref(wide(x), wide(g), wide(b), 1e-5)
+    assert_close(dev.copy_to_host(y).result(), y_ref, "f32")
+    assert_close(dev.copy_to_host(si).result(), invstd, "f32", 10.0)
+
+
+def _v(d, n=4, dtype="f32"):
+    return dev_vec(d, n, dtype)
+
+
+def dev_vec(d, n, dtype="f32"):
+    return d.to_device(np.ones((n,), gpumsg.as_dtype(dtype)))
+
+
+NORM_BAD = [
+    BadArg("bn gamma length", lambda d: d.dnn.batch_norm_train(_x(d), _v(d, 3), _v(d)),
+           field="gamma", match="4 elements"),
+    BadArg("bn gamma dtype", lambda d: d.dnn.batch_norm_train(_x(d), _v(d, 4, "f16"), _v(d)),
+           field="gamma", match="f32"),
+    BadArg("bn running_mean alone", lambda d: d.dnn.batch_norm_train(_x(d), _v(d), _v(d),
+                                                                      running_mean=_v(d)),
+           field="running_var"),
+    BadArg("bn factor", lambda d: d.dnn.batch_norm_train(_x(d), _v(d), _v(d), factor=1.5),
+           field="factor"),
+    BadArg("bn eps", lambda d: d.dnn.batch_norm_train(_x(d), _v(d), _v(d), eps=-1.0),
+           field="eps"),
+    BadArg("bn one value per channel",
+           lambda d: d.dnn.batch_norm_train(_x(d, (1, 4)), _v(d), _v(d)), field="x"),
+    BadArg("bn f64", lambda d: d.dnn.batch_norm_train(_x(d, dtype="f64"), _v(d), _v(d)),
+           field="x"),
+    BadArg("bn NHWC channels", lambda d: d.dnn.batch_norm_train(_x(d), _v(d), _v(d),
+                                                                 layout="NHWC"),
+           field="gamma", match="6 elements"),
+    BadArg("bn layout", lambda d: d.dnn.batch_norm_train(_x(d), _v(d), _v(d), layout="CN"),
+           field="layout"),
+    BadArg("bn out alias", lambda d: (lambda x: d.dnn.batch_norm_train(x, _v(d), _v(d),
+                                                                       out=x))(_x(d)),
+           field="y", match="alias"),
+    BadArg("bn inference var length",
+           lambda d: d.dnn.batch_norm_inference(_x(d), _v(d), _v(d), _v(d), _v(d, 5)),
+           field="var"),
+    BadArg("bn backward dy shape",
+           lambda d: d.dnn.batch_norm_backward(_x(d), _x(d, (2, 4, 6, 5)), _v(d), _v(d), _v(d)),
+           field="dy"),
+]
+
+
+@pytest.mark.parametrize("case", NORM_BAD, ids=str)
+def test_norm_bad_arguments(dev, case) -> None:
+    check_bad_args(dev, case)

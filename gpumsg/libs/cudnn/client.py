@@ -9,6 +9,9 @@ from ...messages.base import BufRef
 from ...messages.cudnn import (
     Activation,
     ActivationBackward,
+    BatchNormBackward,
+    BatchNormInference,
+    BatchNormTrain,
     ConvBackwardData,
     ConvBackwardFilter,
     ConvForward,
@@ -169,6 +172,50 @@ class Dnn:
         dx = self._like(x, out)
         return self._send(PoolBackward, dx, out, x, y, dy, dx, window, stride, padding, mode,
                           layout)
+
+    # -- batch normalization ----------------------------------------------------------------
+    def _stat_vector(self, x: Any, layout: str) -> Any:
+        """A new f32 vector of x's channel count (x's shape checked by the message)."""
+        shape = _ref_of(x).shape
+        c = (shape[1] if layout == "NCHW" else shape[-1]) if len(shape) >= 2 else 1
+        return self._dev.alloc((c,), "f32", order="C")
+
+    def batch_norm_train(self, x: Any, gamma: Any, beta: Any, running_mean: Any = None,
+                         running_var: Any = None, factor: float = 0.1, eps: float = 1e-5,
+                         layout: str = "NCHW", out: Any = None) -> tuple[Future, Future, Future]:
+        """Training-mode batch normalization (see
+        :class:`~gpumsg.messages.cudnn.BatchNormTrain`): futures of (y, save_mean,
+        save_invstd); the running statistics (f32 vectors, optional) are updated in place with
+        the exponential average ``factor`` (torch's ``momentum``)."""
+        dev = self._dev
+        dev._check_open()
+        y = self._like(x, out)
+        mean, invstd = self._stat_vector(x, layout), self._stat_vector(x, layout)
+        done = dev.send(BatchNormTrain(x, gamma, beta, y, mean, invstd, running_mean,
+                                       running_var, factor, eps, layout))
+        return (done if out is not None else dev.buffer_after(done, y),
+                dev.buffer_after(done, mean), dev.buffer_after(done, invstd))
+
+    def batch_norm_inference(self, x: Any, gamma: Any, beta: Any, mean: Any, var: Any,
+                             eps: float = 1e-5, layout: str = "NCHW", out: Any = None) -> Future:
+        """y = gamma (x - mean) / sqrt(var + eps) + beta per channel (f32 vectors of C)."""
+        self._dev._check_open()
+        y = self._like(x, out)
+        return self._send(BatchNormInference, y, out, x, gamma, beta, mean, var, y, eps, layout)
+
+    def batch_norm_backward(self, x: Any, dy: Any, gamma: Any, save_mean: Any, save_invstd: Any,
+                            eps: float = 1e-5, layout: str = "NCHW"
+                            ) -> tuple[Future, Future, Future]:
+        """Futures of (dx, dgamma, dbeta), the gradients of :meth:`batch_norm_train` given its
+        saved statistics."""
+        dev = self._dev
+        dev._check_open()
+        dx = self._like(x, None)
+        dgamma, dbeta = self._stat_vector(x, layout), self._stat_vector(x, layout)
+        done = dev.send(BatchNormBackward(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
+                                          eps, layout))
+        return (dev.buffer_after(done, dx), dev.buffer_after(done, dgamma),
+                dev.buffer_after(done, dbeta))
 
     def cache_info(self) -> Future:
         """Resolves to the algorithm cache's counters: hits, misses, size, capacity."""

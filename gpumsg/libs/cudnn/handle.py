@@ -18,8 +18,11 @@ from typing import Any
 from ...errors import LibraryError
 from ...messages.cudnn import ACTIVATIONS, POOL_MODES
 from ...service.plans import PlanCache
-from ..loader import LoadedLibrary, c_int, c_void_p, load
+from ..loader import LoadedLibrary, c_int, c_size_t, c_void_p, load
 from .bindings import (
+    BN_OPS_BN,
+    BN_SPATIAL,
+    BN_SPATIAL_PERSISTENT,
     CROSS_CORRELATION,
     DATA_TYPE,
     FILTER_FORMAT,
@@ -118,6 +121,19 @@ class _Plan:
         self.choice = 0
         self.bias_desc = 0
         self.act_desc = 0
+
+
+class _BnPlan:
+    """Descriptors of one normalization problem: x's and the derived per-channel one; the
+    workspace bytes of the persistent ``Ex`` calls (-1: not asked yet; None: not used)."""
+
+    __slots__ = ("descs", "persistent", "fwd_ws", "bwd_ws")
+
+    def __init__(self, persistent: bool) -> None:
+        self.descs: dict[str, int] = {}
+        self.persistent = persistent
+        self.fwd_ws: int | None = -1
+        self.bwd_ws: int | None = -1
 
 
 class DnnHandle:
@@ -405,6 +421,123 @@ class DnnHandle:
                             "cudnnPoolingBackward")
         finally:
             self._release(descs)
+
+    # -- batch normalization ------------------------------------------------------------------
+    def _bn_plan(self, dtype: str, layout: str, shape: tuple[int, ...]) -> _BnPlan:
+        key = ("bn", dtype, layout, shape)
+        plan = self.cache.get(key)
+        if plan is None:
+            plan = _BnPlan(layout == "NHWC" and len(shape) >= 3)
+            try:
+                descs: list = []
+                plan.descs["x"] = self._nc(descs, dtype, layout, shape)
+                d = plan.descs["bn"] = self._new("Tensor")
+                self._check(self.lib.cudnnDeriveBNTensorDescriptor(d, plan.descs["x"],
+                                                                   BN_SPATIAL),
+                            "cudnnDeriveBNTensorDescriptor")
+            except BaseException:
+                self._destroy(plan)
+                raise
+            self.cache.put(key, plan)
+        return plan
+
+    def _ex_bytes(self, plan: _BnPlan, backward: bool) -> int | None:
+        """Workspace bytes of the persistent ``Ex`` call, or None where it does not apply (no
+        NHWC, a reserve space would have to outlive the call, or cuDNN refuses)."""
+        cached = plan.bwd_ws if backward else plan.fwd_ws
+        if cached != -1:
+            return cached
+        lib, h, x = self.lib, self.raw_handle, plan.descs["x"]
+        out: int | None = None
+        if plan.persistent:
+            size = c_size_t(0)
+            status = lib.cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
+                h, BN_SPATIAL_PERSISTENT, BN_OPS_BN, None, x, ctypes.byref(size))
+            if status == 0 and size.value == 0:
+                if backward:
+                    status = lib.cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+                        h, BN_SPATIAL_PERSISTENT, BN_OPS_BN, x, x, x, None, x, plan.descs["bn"],
+                        None, ctypes.byref(size))
+                else:
+                    status = lib.cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+                        h, BN_SPATIAL_PERSISTENT, BN_OPS_BN, x, None, x, plan.descs["bn"], None,
+                        ctypes.byref(size))
+                out = size.value if status == 0 else None
+        if backward:
+            plan.bwd_ws = out
+        else:
+            plan.fwd_ws = out
+        return out
+
+    def _with_workspace(self, stream: Any, nbytes: int, fn: Any) -> int:
+        """``fn(ws)`` with ``nbytes`` of workspace from the pool (stream-ordered); its status."""
+        memory = self._ctx.memory
+        ws = memory.allocate(nbytes, stream) if nbytes else 0
+        try:
+            return fn(ws)
+        finally:
+            if nbytes:
+                memory.deallocate(ws, nbytes, stream)
+
+    def batch_norm_train(self, stream: Any, dtype: str, layout: str, shape: tuple[int, ...],
+                         factor: float, eps: float, x: int, gamma: int, beta: int, y: int,
+                         save_mean: int, save_invstd: int, running_mean: int = 0,
+                         running_var: int = 0) -> None:
+        """Training-mode batch normalization of ``shape`` (in ``layout``); see
+        :class:`~gpumsg.messages.cudnn.BatchNormTrain`. Zero running pointers: no update."""
+        self._bind(stream)
+        plan = self._bn_plan(dtype, layout, shape)
+        lib, h, dx, db = self.lib, self.raw_handle, plan.descs["x"], plan.descs["bn"]
+        one, zero = ctypes.byref(_ONE), ctypes.byref(_ZERO)
+        rm, rv = running_mean or None, running_var or None
+        nbytes = self._ex_bytes(plan, False)
+        if nbytes is not None:
+            status = self._with_workspace(stream, nbytes, lambda ws: (
+                lib.cudnnBatchNormalizationForwardTrainingEx(
+                    h, BN_SPATIAL_PERSISTENT, BN_OPS_BN, one, zero, dx, x, None, None, dx, y, db,
+                    gamma, beta, factor, rm, rv, eps, save_mean, save_invstd, None, ws or None,
+                    nbytes, None, 0)))
+            if status == 0:
+                return
+            plan.fwd_ws = None  # refused for this problem: the plain call from now on
+        self._check(lib.cudnnBatchNormalizationForwardTraining(
+            h, BN_SPATIAL, one, zero, dx, x, dx, y, db, gamma, beta, factor, rm, rv, eps,
+            save_mean, save_invstd), "cudnnBatchNormalizationForwardTraining")
+
+    def batch_norm_inference(self, stream: Any, dtype: str, layout: str,
+                             shape: tuple[int, ...], eps: float, x: int, gamma: int, beta: int,
+                             mean: int, var: int, y: int) -> None:
+        """y = gamma (x - mean) / sqrt(var + eps) + beta per channel."""
+        self._bind(stream)
+        plan = self._bn_plan(dtype, layout, shape)
+        d = plan.descs
+        self._check(self.lib.cudnnBatchNormalizationForwardInference(
+            self.raw_handle, BN_SPATIAL, ctypes.byref(_ONE), ctypes.byref(_ZERO), d["x"], x,
+            d["x"], y, d["bn"], gamma, beta, mean, var, eps),
+            "cudnnBatchNormalizationForwardInference")
+
+    def batch_norm_backward(self, stream: Any, dtype: str, layout: str,
+                            shape: tuple[int, ...], eps: float, x: int, dy: int, gamma: int,
+                            save_mean: int, save_invstd: int, dx: int, dgamma: int,
+                            dbeta: int) -> None:
+        """dx, dgamma, dbeta of training-mode batch normalization."""
+        self._bind(stream)
+        plan = self._bn_plan(dtype, layout, shape)
+        lib, h, t, db = self.lib, self.raw_handle, plan.descs["x"], plan.descs["bn"]
+        one, zero = ctypes.byref(_ONE), ctypes.byref(_ZERO)
+        nbytes = self._ex_bytes(plan, True)
+        if nbytes is not None:
+            status = self._with_workspace(stream, nbytes, lambda ws: (
+                lib.cudnnBatchNormalizationBackwardEx(
+                    h, BN_SPATIAL_PERSISTENT, BN_OPS_BN, one, zero, one, zero, t, x, None, None,
+                    t, dy, None, None, t, dx, db, gamma, None, dgamma, dbeta, eps, save_mean,
+                    save_invstd, None, ws or None, nbytes, None, 0)))
+            if status == 0:
+                return
+            plan.bwd_ws = None
+        self._check(lib.cudnnBatchNormalizationBackward(
+            h, BN_SPATIAL, one, zero, one, zero, t, x, t, dy, t, dx, db, gamma, dgamma, dbeta,
+            eps, save_mean, save_invstd), "cudnnBatchNormalizationBackward")
 
     def cache_info(self) -> dict[str, int]:
         return self.cache.info()

@@ -7,6 +7,9 @@ from typing import Any
 from ...messages.cudnn import (
     Activation,
     ActivationBackward,
+    BatchNormBackward,
+    BatchNormInference,
+    BatchNormTrain,
     ConvBackwardData,
     ConvBackwardFilter,
     ConvForward,
@@ -112,3 +115,41 @@ def _pool_backward(ctx: Any, msg: PoolBackward, reply: Any) -> None:
     ctx.run(reply, COMPUTE, (x, y, dy), (dx,), ctx.library("cudnn").pool, msg.x.dtype,
             msg.layout, tuple(msg.x.shape), tuple(msg.y.shape), msg.mode, msg.window,
             msg.stride, msg.padding, x.ptr, y.ptr, dy.ptr, dx.ptr)
+
+
+def _ptr(ctx: Any, ref: Any, field: str, out: bool = False) -> Any:
+    return None if ref is None else (ctx.resolve_out(ref, field) if out
+                                     else ctx.resolve(ref, field))
+
+
+@handles(BatchNormTrain)
+def _batch_norm_train(ctx: Any, msg: BatchNormTrain, reply: Any) -> None:
+    x, g, b = (ctx.resolve(getattr(msg, n), n) for n in ("x", "gamma", "beta"))
+    y, sm, si = (ctx.resolve_out(getattr(msg, n), n) for n in ("y", "save_mean", "save_invstd"))
+    rm, rv = _ptr(ctx, msg.running_mean, "running_mean"), _ptr(ctx, msg.running_var,
+                                                               "running_var")
+    running = (rm, rv) if rm is not None else ()
+    ctx.run(reply, COMPUTE, (x, g, b, *running), (y, sm, si, *running),
+            ctx.library("cudnn").batch_norm_train, msg.x.dtype, msg.layout, tuple(msg.x.shape),
+            msg.factor, msg.eps, x.ptr, g.ptr, b.ptr, y.ptr, sm.ptr, si.ptr,
+            rm.ptr if rm is not None else 0, rv.ptr if rv is not None else 0)
+
+
+@handles(BatchNormInference)
+def _batch_norm_inference(ctx: Any, msg: BatchNormInference, reply: Any) -> None:
+    x, g, b, m, v = (ctx.resolve(getattr(msg, n), n) for n in ("x", "gamma", "beta", "mean",
+                                                                 "var"))
+    y = ctx.resolve_out(msg.y, "y")
+    ctx.run(reply, COMPUTE, (x, g, b, m, v), (y,), ctx.library("cudnn").batch_norm_inference,
+            msg.x.dtype, msg.layout, tuple(msg.x.shape), msg.eps, x.ptr, g.ptr, b.ptr, m.ptr,
+            v.ptr, y.ptr)
+
+
+@handles(BatchNormBackward)
+def _batch_norm_backward(ctx: Any, msg: BatchNormBackward, reply: Any) -> None:
+    reads = [ctx.resolve(getattr(msg, n), n) for n in ("x", "dy", "gamma", "save_mean",
+                                                       "save_invstd")]
+    writes = [ctx.resolve_out(getattr(msg, n), n) for n in ("dx", "dgamma", "dbeta")]
+    ctx.run(reply, COMPUTE, tuple(reads), tuple(writes),
+            ctx.library("cudnn").batch_norm_backward, msg.x.dtype, msg.layout,
+            tuple(msg.x.shape), msg.eps, *(a.ptr for a in reads), *(a.ptr for a in writes))

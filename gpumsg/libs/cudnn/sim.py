@@ -233,6 +233,36 @@ class _Memory:
             = value.astype(self.t)
 
 
+def _f32(sim: SimBackend, ptr: int, n: int) -> np.ndarray:
+    """A writable view of ``n`` f32 values of simulated memory."""
+    return sim.view(ptr, 4 * n).view(np.float32)
+
+
+def _per_channel(v: np.ndarray, ndim: int) -> np.ndarray:
+    return v.astype(np.float64).reshape((1, -1) + (1,) * (ndim - 2))
+
+
+def bn_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel mean and biased variance of channels-first ``x`` (float64)."""
+    axes = (0,) + tuple(range(2, x.ndim))
+    mean = x.mean(axis=axes)
+    var = ((x - _per_channel(mean, x.ndim)) ** 2).mean(axis=axes)
+    return mean, var
+
+
+def bn_backward(x: np.ndarray, dy: np.ndarray, gamma: np.ndarray, mean: np.ndarray,
+                invstd: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """dx, dgamma, dbeta of training-mode batch normalization (channels first, float64)."""
+    axes = (0,) + tuple(range(2, x.ndim))
+    m = x.size // x.shape[1]
+    xhat = (x - _per_channel(mean, x.ndim)) * _per_channel(invstd, x.ndim)
+    dbeta = dy.sum(axis=axes)
+    dgamma = (dy * xhat).sum(axis=axes)
+    dx = _per_channel(gamma * invstd, x.ndim) * (
+        dy - (_per_channel(dbeta, x.ndim) + xhat * _per_channel(dgamma, x.ndim)) / m)
+    return dx, dgamma, dbeta
+
+
 class SimDnn:
     """The simulator's cuDNN handle, with the same algorithm-cache bookkeeping as on a GPU."""
 
@@ -284,6 +314,71 @@ class SimDnn:
             else:
                 m.store(dx, pool_backward(xv, m.load(dy, y_shape), mode, window, stride,
                                           padding))
+        stream.put(work)
+
+    def _bn_plan(self, dtype: str, layout: str, shape: tuple[int, ...]) -> None:
+        key = ("bn", dtype, layout, shape)
+        if self.cache.get(key) is None:
+            self.cache.put(key, True)
+
+    def batch_norm_train(self, stream: Any, dtype: str, layout: str, shape: tuple[int, ...],
+                         factor: float, eps: float, x: int, gamma: int, beta: int, y: int,
+                         save_mean: int, save_invstd: int, running_mean: int = 0,
+                         running_var: int = 0) -> None:
+        self._bn_plan(dtype, layout, shape)
+        c = shape[1] if layout == "NCHW" else shape[-1]
+
+        def work() -> None:
+            m = _Memory(self.sim, dtype, layout)
+            xv = m.load(x, shape).astype(np.float64)
+            mean, var = bn_stats(xv)
+            invstd = 1.0 / np.sqrt(var + eps)
+            g, b = _f32(self.sim, gamma, c), _f32(self.sim, beta, c)
+            nd = xv.ndim
+            m.store(y, (xv - _per_channel(mean, nd)) * _per_channel(invstd * g, nd)
+                    + _per_channel(b, nd))
+            _f32(self.sim, save_mean, c)[:] = mean
+            _f32(self.sim, save_invstd, c)[:] = invstd
+            if running_mean:
+                count = xv.size // c
+                rm, rv = _f32(self.sim, running_mean, c), _f32(self.sim, running_var, c)
+                rm[:] = (1 - factor) * rm.astype(np.float64) + factor * mean
+                rv[:] = (1 - factor) * rv.astype(np.float64) + factor * var * count / (count - 1)
+        stream.put(work)
+
+    def batch_norm_inference(self, stream: Any, dtype: str, layout: str,
+                             shape: tuple[int, ...], eps: float, x: int, gamma: int, beta: int,
+                             mean: int, var: int, y: int) -> None:
+        self._bn_plan(dtype, layout, shape)
+        c = shape[1] if layout == "NCHW" else shape[-1]
+
+        def work() -> None:
+            m = _Memory(self.sim, dtype, layout)
+            xv = m.load(x, shape).astype(np.float64)
+            nd = xv.ndim
+            mu, va = _f32(self.sim, mean, c), _f32(self.sim, var, c).astype(np.float64)
+            scale = _f32(self.sim, gamma, c) / np.sqrt(va + eps)
+            m.store(y, (xv - _per_channel(mu, nd)) * _per_channel(scale, nd)
+                    + _per_channel(_f32(self.sim, beta, c), nd))
+        stream.put(work)
+
+    def batch_norm_backward(self, stream: Any, dtype: str, layout: str,
+                            shape: tuple[int, ...], eps: float, x: int, dy: int, gamma: int,
+                            save_mean: int, save_invstd: int, dx: int, dgamma: int,
+                            dbeta: int) -> None:
+        self._bn_plan(dtype, layout, shape)
+        c = shape[1] if layout == "NCHW" else shape[-1]
+
+        def work() -> None:
+            m = _Memory(self.sim, dtype, layout)
+            xv, dyv = m.load(x, shape).astype(np.float64), m.load(dy, shape).astype(np.float64)
+            sim = self.sim
+            g, dg, db = bn_backward(xv, dyv, _f32(sim, gamma, c).astype(np.float64),
+                                    _f32(sim, save_mean, c).astype(np.float64),
+                                    _f32(sim, save_invstd, c).astype(np.float64))
+            m.store(dx, g)
+            _f32(sim, dgamma, c)[:] = dg
+            _f32(sim, dbeta, c)[:] = db
         stream.put(work)
 
     def cache_info(self) -> dict[str, int]:
