@@ -38,6 +38,9 @@ from .cudnn import (
     ConvBackwardFilter,
     ConvForward,
     DnnCacheInfo,
+    Dropout,
+    DropoutBackward,
+    DropoutReserveSize,
     Pool,
     PoolBackward,
     Softmax,
@@ -83,6 +86,7 @@ __all__ = [
     "ConvForward", "ConvBackwardData", "ConvBackwardFilter",
     "DnnCacheInfo", "Activation", "ActivationBackward", "Softmax", "SoftmaxBackward", "Pool",
     "PoolBackward", "BatchNormTrain", "BatchNormInference", "BatchNormBackward",
+    "Dropout", "DropoutBackward", "DropoutReserveSize",
     # cusolver
     "Potrf", "Potrs", "Getrf", "Getrs", "PotrfBatched", "SolverCacheInfo",
     # nccl

@@ -33,7 +33,8 @@ __all__ = ["ConvForward", "ConvBackwardData", "ConvBackwardFilter", "DnnCacheInf
            "Activation", "ActivationBackward", "Softmax", "SoftmaxBackward", "Pool",
            "PoolBackward", "pool_output_shape", "POOL_MODES", "ACTIVATIONS",
            "LAYOUTS", "CONV_DTYPES", "conv_output_shape", "filter_shape", "BatchNormTrain",
-           "BatchNormInference", "BatchNormBackward"]
+           "BatchNormInference", "BatchNormBackward", "Dropout", "DropoutBackward",
+           "DropoutReserveSize"]
 
 LAYOUTS = ("NCHW", "NHWC")
 CONV_DTYPES = ("f32", "f16", "bf16")
@@ -637,3 +638,84 @@ class BatchNormBackward(Message):
             _stat(self, n, r[n], c)  # type: ignore[arg-type]
         _eps(self)
         _distinct(self, r)
+
+
+# -- dropout --------------------------------------------------------------------------------------
+_SEED_MAX = 2**64 - 1
+
+
+def _dropout_fields(msg: Any) -> None:
+    p = _real(msg, "p", msg.p)
+    if not 0.0 <= p < 1.0:
+        raise _fail(msg, "p", f"must be in [0, 1), got {p}")
+    _set(msg, "p", p)
+    _set(msg, "seed", _int(msg, "seed", msg.seed, 0, _SEED_MAX))
+
+
+def _reserve(msg: object, field: str, ref: BufRef) -> None:
+    if ref.dtype != "u8" or len(ref.shape) != 1:
+        raise _fail(msg, field, f"{ref.describe()} must be a 1-D u8 buffer (from "
+                    "dev.dnn.dropout)")
+
+
+@message(buffers=("x",))
+class DropoutReserveSize(Message):
+    """Reply with the bytes of reserve space a dropout of x (its dtype and element count)
+    needs (``cudnnDropoutGetReserveSpaceSize``)."""
+
+    x: BufRef
+
+    def __post_init__(self) -> None:
+        x = _ref(self, "x", self.x)
+        _set(self, "x", x)
+        _elementwise(self, "x", x)
+
+
+@message(buffers=("x", "y", "reserve"), writes=("y", "reserve"))
+class Dropout(Message):
+    """y = x * mask / (1 - p), each element kept with probability 1 - p
+    (``cudnnDropoutForward``); ``reserve`` (u8, the bytes :class:`DropoutReserveSize` gives)
+    receives the mask for :class:`DropoutBackward`. The mask is a function of (``seed``, ``p``,
+    x's element count) only: the same call gives the same mask, on every call and every device
+    of the same kind. The random-number states of each (seed, p) live on the device, set up
+    once (a kernel) and restored from a pristine copy before each call. Any shape; y may be x."""
+
+    x: BufRef
+    y: BufRef
+    reserve: BufRef
+    p: float = 0.5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        x, y, r = (_ref(self, n, getattr(self, n)) for n in ("x", "y", "reserve"))
+        for n, v in (("x", x), ("y", y), ("reserve", r)):
+            _set(self, n, v)
+        _elementwise(self, "x", x)
+        _same(self, "y", y, x, "x")
+        _reserve(self, "reserve", r)
+        _dropout_fields(self)
+        _distinct(self, {"x": x, "reserve": r})
+        _distinct(self, {"y": y, "reserve": r})
+
+
+@message(buffers=("dy", "reserve", "dx"), writes=("dx",))
+class DropoutBackward(Message):
+    """dx = dy * mask / (1 - p) with the mask :class:`Dropout` left in ``reserve``
+    (``cudnnDropoutBackward``); ``p`` and ``seed`` are the forward's. dx may be dy."""
+
+    dy: BufRef
+    reserve: BufRef
+    dx: BufRef
+    p: float = 0.5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        dy, r, dx = (_ref(self, n, getattr(self, n)) for n in ("dy", "reserve", "dx"))
+        for n, v in (("dy", dy), ("reserve", r), ("dx", dx)):
+            _set(self, n, v)
+        _elementwise(self, "dy", dy)
+        _same(self, "dx", dx, dy, "dy")
+        _reserve(self, "reserve", r)
+        _dropout_fields(self)
+        _distinct(self, {"dy": dy, "reserve": r})
+        _distinct(self, {"dx": dx, "reserve": r})

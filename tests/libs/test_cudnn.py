@@ -555,3 +555,66 @@ NORM_BAD = [
 @pytest.mark.parametrize("case", NORM_BAD, ids=str)
 def test_norm_bad_arguments(dev, case) -> None:
     check_bad_args(dev, case)
+
+
+# -- dropout ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.8])
+def test_dropout_forward_backward(dev, rng, dtype: str, p: float) -> None:
+    n = 20000
+    x = random_array(rng, (40, n // 40), dtype)
+    dy = random_array(rng, x.shape, dtype)
+    seed = int(rng.integers(0, 2**63))
+    xd = dev.to_device(x)
+    y, reserve = dev.dnn.dropout(xd, p, seed)
+    y_h = wide(dev.copy_to_host(y).result())
+    kept = y_h != 0  # x is never zero
+    # the fraction dropped is p within 5 standard deviations of a binomial count
+    frac = 1 - kept.mean()
+    assert abs(frac - p) < 5 * np.sqrt(p * (1 - p) / n), frac
+    # kept elements are scaled by 1 / (1 - p), dropped ones are zero
+    assert_close(y_h, np.where(kept, wide(x) / (1 - p), 0.0), dtype)
+    # backward applies the same mask and scale
+    dx = dev.dnn.dropout_backward(dev.to_device(dy), reserve, p, seed)
+    assert_close(wide(dev.copy_to_host(dx).result()), np.where(kept, wide(dy) / (1 - p), 0.0),
+                 dtype)
+    # reproducible: the same seed gives the same mask, another seed another one
+    y2, _ = dev.dnn.dropout(xd, p, seed)
+    assert np.array_equal(wide(dev.copy_to_host(y2).result()) != 0, kept)
+    y3, _ = dev.dnn.dropout(xd, p, seed + 1)
+    assert not np.array_equal(wide(dev.copy_to_host(y3).result()) != 0, kept)
+
+
+def test_dropout_in_place_and_p_zero(dev, rng) -> None:
+    x = random_array(rng, (1000,), "f32")
+    xd = dev.to_device(x)
+    y, _ = dev.dnn.dropout(xd, 0.0, 7, out=xd)
+    y.result()
+    assert_close(dev.copy_to_host(xd).result(), wide(x), "f32")
+    y, r = dev.dnn.dropout(xd, 0.3, 7, out=xd)
+    y.result()
+    got = wide(dev.copy_to_host(xd).result())
+    kept = got != 0
+    assert_close(got, np.where(kept, wide(x) / 0.7, 0.0), "f32")
+    assert 0.2 < 1 - kept.mean() < 0.4
+
+
+DROPOUT_BAD = [
+    BadArg("dropout p = 1", lambda d: d.dnn.dropout(_x(d), 1.0), field="p"),
+    BadArg("dropout p < 0", lambda d: d.dnn.dropout(_x(d), -0.1), field="p"),
+    BadArg("dropout seed", lambda d: d.dnn.dropout(_x(d), 0.5, -3), field="seed"),
+    BadArg("dropout f64", lambda d: d.dnn.dropout(_x(d, dtype="f64"), 0.5), field="x"),
+    BadArg("dropout reserve dtype", lambda d: d.dnn.dropout_backward(_x(d), _x(d), 0.5),
+           field="reserve"),
+    BadArg("dropout reserve too small",
+           lambda d: d.dnn.dropout_backward(_x(d), d.to_device(np.ones(1, np.uint8)), 0.5),
+           field="reserve", match="needs"),
+    BadArg("dropout dx shape",
+           lambda d: d.dnn.dropout_backward(_x(d), d.to_device(np.ones(300, np.uint8)), 0.5,
+                                            out=_x(d, (2, 4, 6, 5))), field="dx"),
+]
+
+
+@pytest.mark.parametrize("case", DROPOUT_BAD, ids=str)
+def test_dropout_bad_arguments(dev, case) -> None:
+    check_bad_args(dev, case)

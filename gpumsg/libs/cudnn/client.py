@@ -5,6 +5,7 @@ from __future__ import annotations
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
+from ...errors import InvalidMessage
 from ...messages.base import BufRef
 from ...messages.cudnn import (
     Activation,
@@ -16,6 +17,9 @@ from ...messages.cudnn import (
     ConvBackwardFilter,
     ConvForward,
     DnnCacheInfo,
+    Dropout,
+    DropoutBackward,
+    DropoutReserveSize,
     Pool,
     PoolBackward,
     Softmax,
@@ -47,6 +51,7 @@ class Dnn:
 
     def __init__(self, device: Device) -> None:
         self._dev = device
+        self._reserve: dict[tuple[str, int], int] = {}
 
     def conv(self, x: Any, w: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
              dilation: Any = 1, groups: int = 1, layout: str = "NCHW", activation: str = "none",
@@ -216,6 +221,45 @@ class Dnn:
                                           eps, layout))
         return (dev.buffer_after(done, dx), dev.buffer_after(done, dgamma),
                 dev.buffer_after(done, dbeta))
+
+    # -- dropout ------------------------------------------------------------------------------
+    def dropout_reserve_bytes(self, x: Any) -> int:
+        """Bytes of the reserve buffer a dropout of x needs (asked of the device once per dtype
+        and element count, then remembered; the first ask waits for the answer)."""
+        r = _ref_of(x)
+        key = (r.dtype, r.size)
+        n = self._reserve.get(key)
+        if n is None:
+            n = self._reserve[key] = int(self._dev.send(DropoutReserveSize(x)).result())
+        return n
+
+    def dropout(self, x: Any, p: float = 0.5, seed: int = 0, out: Any = None
+                ) -> tuple[Future, Future]:
+        """Futures of (y, reserve): y = x * mask / (1 - p), the mask a function of (seed, p,
+        x's size) only (see :class:`~gpumsg.messages.cudnn.Dropout`); ``reserve`` (u8) holds
+        it for :meth:`dropout_backward`. ``out`` may be x (in place)."""
+        dev = self._dev
+        dev._check_open()
+        nbytes = max(self.dropout_reserve_bytes(x), 1)
+        y = self._like(x, out)
+        reserve = dev.alloc((nbytes,), "u8", order="C")
+        done = dev.send(Dropout(x, y, reserve, p, seed))
+        return (done if out is not None else dev.buffer_after(done, y),
+                dev.buffer_after(done, reserve))
+
+    def dropout_backward(self, dy: Any, reserve: Any, p: float = 0.5, seed: int = 0,
+                         out: Any = None) -> Future:
+        """dx = dy * mask / (1 - p) with the forward's mask (its ``reserve``, p and seed)."""
+        self._dev._check_open()
+        dx = self._like(dy, out)
+        msg = DropoutBackward(dy, reserve, dx, p, seed)  # checks the fields first
+        need = self.dropout_reserve_bytes(dy)
+        if msg.reserve.nbytes < need:
+            raise InvalidMessage(f"DropoutBackward.reserve: {msg.reserve.describe()} holds "
+                                 f"{msg.reserve.nbytes} bytes; this dropout needs {need}",
+                                 field="reserve")
+        done = self._dev.send(msg)
+        return done if out is not None else self._dev.buffer_after(done, dx)
 
     def cache_info(self) -> Future:
         """Resolves to the algorithm cache's counters: hits, misses, size, capacity."""

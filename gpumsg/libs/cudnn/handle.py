@@ -136,6 +136,19 @@ class _BnPlan:
         self.bwd_ws: int | None = -1
 
 
+class _DropoutState:
+    """A dropout descriptor with its device-held random-number states and their pristine
+    copy (two buffers of ``nbytes`` from the pool)."""
+
+    __slots__ = ("nbytes", "desc", "states", "pristine")
+
+    def __init__(self, nbytes: int) -> None:
+        self.nbytes = nbytes
+        self.desc = 0
+        self.states = 0
+        self.pristine = 0
+
+
 class DnnHandle:
     """One cuDNN handle of one device with its algorithm cache (device thread)."""
 
@@ -147,6 +160,8 @@ class DnnHandle:
         self.raw_handle: int = h.value or 0
         self._stream: Any = None
         self.cache = PlanCache(256, self._destroy)
+        #: (seed, p) -> _DropoutState; each holds two copies of cuDNN's states (a few MB)
+        self.dropouts = PlanCache(8, self._free_dropout)
 
     # -- plumbing ----------------------------------------------------------------------------------
     def _check(self, status: int, function: str) -> None:
@@ -539,11 +554,84 @@ class DnnHandle:
             h, BN_SPATIAL, one, zero, one, zero, t, x, t, dy, t, dx, db, gamma, dgamma, dbeta,
             eps, save_mean, save_invstd), "cudnnBatchNormalizationBackward")
 
+    # -- dropout ------------------------------------------------------------------------------
+    def dropout_reserve_size(self, dtype: str, size: int) -> int:
+        """Bytes of reserve space a dropout of ``size`` elements of ``dtype`` needs."""
+        descs: list = []
+        try:
+            t = self._flat(descs, dtype, size)
+            out = c_size_t(0)
+            self._check(self.lib.cudnnDropoutGetReserveSpaceSize(t, ctypes.byref(out)),
+                        "cudnnDropoutGetReserveSpaceSize")
+            return out.value
+        finally:
+            self._release(descs)
+
+    def _dropout_state(self, stream: Any, seed: int, p: float) -> _DropoutState:
+        """The descriptor and random-number states of (seed, p), set up on first use: the
+        states are initialized by cuDNN's kernel on ``stream``, then copied aside (pristine)."""
+        key = (seed, p)
+        state = self.dropouts.get(key)
+        if state is not None:
+            return state
+        lib, memory = self.lib, self._ctx.memory
+        size = c_size_t(0)
+        self._check(lib.cudnnDropoutGetStatesSize(self.raw_handle, ctypes.byref(size)),
+                    "cudnnDropoutGetStatesSize")
+        state = _DropoutState(size.value)
+        try:
+            state.desc = self._new("Dropout")
+            state.states = memory.allocate(state.nbytes, stream)
+            state.pristine = memory.allocate(state.nbytes, stream)
+            self._check(lib.cudnnSetDropoutDescriptor(state.desc, self.raw_handle, p,
+                                                      state.states, state.nbytes, seed),
+                        "cudnnSetDropoutDescriptor")
+            self._ctx.backend.copy_dtod(stream, state.pristine, state.states, state.nbytes)
+        except BaseException:
+            self._free_dropout(state, stream)
+            raise
+        self.dropouts.put(key, state)
+        return state
+
+    def _free_dropout(self, state: _DropoutState, stream: Any = None) -> None:
+        stream = stream if stream is not None else self._ctx.compute.obj
+        if state.desc:
+            self.lib.cudnnDestroyDropoutDescriptor(state.desc)
+            state.desc = 0
+        for name in ("states", "pristine"):
+            ptr = getattr(state, name)
+            if ptr:
+                self._ctx.memory.deallocate(ptr, state.nbytes, stream)  # stream-ordered
+                setattr(state, name, 0)
+
+    def dropout(self, stream: Any, dtype: str, size: int, p: float, seed: int, x: int, y: int,
+                reserve: int, reserve_bytes: int, backward: bool = False) -> None:
+        """y = dropout(x) writing the mask to ``reserve`` or, with ``backward``, dx (y) from dy
+        (x) and the mask. The forward restores (seed, p)'s states from their pristine copy
+        first, so the mask depends on (seed, p, size) alone."""
+        self._bind(stream)
+        state = self._dropout_state(stream, seed, p)
+        descs: list = []
+        try:
+            t = self._flat(descs, dtype, size)
+            if not backward:
+                self._ctx.backend.copy_dtod(stream, state.states, state.pristine, state.nbytes)
+                self._check(self.lib.cudnnDropoutForward(self.raw_handle, state.desc, t, x, t, y,
+                                                         reserve, reserve_bytes),
+                            "cudnnDropoutForward")
+            else:
+                self._check(self.lib.cudnnDropoutBackward(self.raw_handle, state.desc, t, x, t,
+                                                          y, reserve, reserve_bytes),
+                            "cudnnDropoutBackward")
+        finally:
+            self._release(descs)
+
     def cache_info(self) -> dict[str, int]:
         return self.cache.info()
 
     def close(self) -> None:
         self.cache.clear()
+        self.dropouts.clear()
         if self.raw_handle:
             self.lib.cudnnDestroy(self.raw_handle)
             self.raw_handle = 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...errors import InvalidMessage
 from ...messages.cudnn import (
     Activation,
     ActivationBackward,
@@ -14,6 +15,9 @@ from ...messages.cudnn import (
     ConvBackwardFilter,
     ConvForward,
     DnnCacheInfo,
+    Dropout,
+    DropoutBackward,
+    DropoutReserveSize,
     Pool,
     PoolBackward,
     Softmax,
@@ -153,3 +157,38 @@ def _batch_norm_backward(ctx: Any, msg: BatchNormBackward, reply: Any) -> None:
     ctx.run(reply, COMPUTE, tuple(reads), tuple(writes),
             ctx.library("cudnn").batch_norm_backward, msg.x.dtype, msg.layout,
             tuple(msg.x.shape), msg.eps, *(a.ptr for a in reads), *(a.ptr for a in writes))
+
+
+@handles(DropoutReserveSize)
+def _dropout_reserve_size(ctx: Any, msg: DropoutReserveSize, reply: Any) -> None:
+    ctx.reply_now(reply, ctx.library("cudnn").dropout_reserve_size(msg.x.dtype, msg.x.size))
+
+
+def _reserve_bytes(lib: Any, msg: Any, dtype: str, size: int) -> int:
+    need = lib.dropout_reserve_size(dtype, size)
+    if msg.reserve.nbytes < need:
+        raise InvalidMessage(f"{type(msg).__name__}.reserve: {msg.reserve.describe()} holds "
+                             f"{msg.reserve.nbytes} bytes; this dropout needs {need}",
+                             field="reserve")
+    return need
+
+
+@handles(Dropout)
+def _dropout(ctx: Any, msg: Dropout, reply: Any) -> None:
+    lib = ctx.library("cudnn")
+    nbytes = _reserve_bytes(lib, msg, msg.x.dtype, msg.x.size)
+    x = ctx.resolve(msg.x, "x")
+    y = x if msg.y == msg.x else ctx.resolve_out(msg.y, "y")
+    r = ctx.resolve_out(msg.reserve, "reserve")
+    ctx.run(reply, COMPUTE, (x,), (y, r), lib.dropout, msg.x.dtype, msg.x.size, msg.p, msg.seed,
+            x.ptr, y.ptr, r.ptr, nbytes)
+
+
+@handles(DropoutBackward)
+def _dropout_backward(ctx: Any, msg: DropoutBackward, reply: Any) -> None:
+    lib = ctx.library("cudnn")
+    nbytes = _reserve_bytes(lib, msg, msg.dy.dtype, msg.dy.size)
+    dy, r = ctx.resolve(msg.dy, "dy"), ctx.resolve(msg.reserve, "reserve")
+    dx = dy if msg.dx == msg.dy else ctx.resolve_out(msg.dx, "dx")
+    ctx.run(reply, COMPUTE, (dy, r), (dx,), lib.dropout, msg.dy.dtype, msg.dy.size, msg.p,
+            msg.seed, dy.ptr, dx.ptr, r.ptr, nbytes, True)

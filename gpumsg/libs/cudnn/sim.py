@@ -263,6 +263,11 @@ def bn_backward(x: np.ndarray, dy: np.ndarray, gamma: np.ndarray, mean: np.ndarr
     return dx, dgamma, dbeta
 
 
+def dropout_mask(seed: int, p: float, size: int) -> np.ndarray:
+    """The simulator's dropout mask (u8, 1 = kept): a function of (seed, p, size) alone."""
+    return (np.random.default_rng(seed).random(size) >= p).astype(np.uint8)
+
+
 class SimDnn:
     """The simulator's cuDNN handle, with the same algorithm-cache bookkeeping as on a GPU."""
 
@@ -270,6 +275,7 @@ class SimDnn:
         self.sim: SimBackend = ctx.backend
         self.raw_handle = id(self)
         self.cache = PlanCache(256)
+        self.dropouts = PlanCache(8)
 
     def conv(self, stream: Any, call: ConvCall) -> None:
         key = call.plan_key()
@@ -379,6 +385,22 @@ class SimDnn:
             m.store(dx, g)
             _f32(sim, dgamma, c)[:] = dg
             _f32(sim, dbeta, c)[:] = db
+        stream.put(work)
+
+    def dropout_reserve_size(self, dtype: str, size: int) -> int:
+        return size  # the simulator keeps the mask as one byte per element
+
+    def dropout(self, stream: Any, dtype: str, size: int, p: float, seed: int, x: int, y: int,
+                reserve: int, reserve_bytes: int, backward: bool = False) -> None:
+        if self.dropouts.get((seed, p)) is None:
+            self.dropouts.put((seed, p), True)
+
+        def work() -> None:
+            m = _Memory(self.sim, dtype)
+            mask = self.sim.view(reserve, size)
+            if not backward:
+                mask[:] = dropout_mask(seed, p, size)
+            m.store(y, m.load(x, (size,)) * mask / (1.0 - p))
         stream.put(work)
 
     def cache_info(self) -> dict[str, int]:
