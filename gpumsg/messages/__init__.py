@@ -41,6 +41,10 @@ from .cudnn import (
     Dropout,
     DropoutBackward,
     DropoutReserveSize,
+    GroupNorm,
+    GroupNormBackward,
+    LayerNorm,
+    LayerNormBackward,
     Pool,
     PoolBackward,
     Softmax,
@@ -86,7 +90,8 @@ __all__ = [
     "ConvForward", "ConvBackwardData", "ConvBackwardFilter",
     "DnnCacheInfo", "Activation", "ActivationBackward", "Softmax", "SoftmaxBackward", "Pool",
     "PoolBackward", "BatchNormTrain", "BatchNormInference", "BatchNormBackward",
-    "Dropout", "DropoutBackward", "DropoutReserveSize",
+    "Dropout", "DropoutBackward", "DropoutReserveSize", "LayerNorm", "LayerNormBackward",
+    "GroupNorm", "GroupNormBackward",
     # cusolver
     "Potrf", "Potrs", "Getrf", "Getrs", "PotrfBatched", "SolverCacheInfo",
     # nccl

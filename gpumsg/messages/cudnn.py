@@ -34,7 +34,8 @@ __all__ = ["ConvForward", "ConvBackwardData", "ConvBackwardFilter", "DnnCacheInf
            "PoolBackward", "pool_output_shape", "POOL_MODES", "ACTIVATIONS",
            "LAYOUTS", "CONV_DTYPES", "conv_output_shape", "filter_shape", "BatchNormTrain",
            "BatchNormInference", "BatchNormBackward", "Dropout", "DropoutBackward",
-           "DropoutReserveSize"]
+           "DropoutReserveSize", "LayerNorm", "LayerNormBackward", "GroupNorm",
+           "GroupNormBackward", "layer_norm_dims", "group_norm_dims"]
 
 LAYOUTS = ("NCHW", "NHWC")
 CONV_DTYPES = ("f32", "f16", "bf16")
@@ -719,3 +720,177 @@ class DropoutBackward(Message):
         _dropout_fields(self)
         _distinct(self, {"dy": dy, "reserve": r})
         _distinct(self, {"dx": dx, "reserve": r})
+
+
+# -- layer, group and instance normalization -------------------------------------------------------
+def _row_norm(msg: Any, rows: int, per_row: int, k: int, what: str, forward: bool) -> None:
+    """Checks shared by the layer and group norms: per-row statistics (f32 of ``rows``), the
+    optional affine vectors (f32 of ``k``, gamma and beta together), the buffers distinct."""
+    x = msg.x
+    if per_row < 2:
+        raise _fail(msg, "x", f"{x.describe()} normalizes groups of {per_row} value; "
+                    "statistics need at least 2")
+    for n in ("mean", "invstd"):
+        _stat(msg, n, getattr(msg, n), rows, what)
+    pair = ("gamma", "beta") if forward else ("gamma", "dgamma", "dbeta")
+    given = [getattr(msg, n) is not None for n in pair]
+    if any(given) and not all(given):
+        missing = pair[given.index(False)]
+        raise _fail(msg, missing, f"{', '.join(pair)} go together (all or none)")
+    for n in pair:
+        if getattr(msg, n) is not None:
+            _stat(msg, n, getattr(msg, n), k, "normalized feature" if what == "row"
+                  else "channel")
+    _eps(msg)
+
+
+_LN_FWD = ("x", "y", "mean", "invstd", "gamma", "beta")
+_LN_BWD = ("x", "dy", "mean", "invstd", "dx", "gamma", "dgamma", "dbeta")
+
+
+def layer_norm_dims(shape: tuple[int, ...], normalized_ndim: int) -> tuple[int, int]:
+    """(rows M, features D) of a layer norm over the last ``normalized_ndim`` dimensions."""
+    return (math.prod(shape[:len(shape) - normalized_ndim]),
+            math.prod(shape[len(shape) - normalized_ndim:]))
+
+
+def _layer_norm_fields(msg: Any, names: tuple[str, ...], forward: bool) -> None:
+    r = _refs(msg, names)
+    x = r["x"]
+    assert x is not None
+    _elementwise(msg, "x", x)
+    k = _int(msg, "normalized_ndim", msg.normalized_ndim, 1, 8)
+    if k > len(x.shape):
+        raise _fail(msg, "normalized_ndim", f"{x.describe()} has {len(x.shape)} dimensions; "
+                    f"cannot normalize over the last {k}")
+    if x.order != "C" and sum(s > 1 for s in x.shape) > 1:
+        raise _fail(msg, "x", f"{x.describe()} must be row-major (order 'C')")
+    for n in ("y", "dy", "dx"):
+        if n in r:
+            _same(msg, n, r[n], x, "x")  # type: ignore[arg-type]
+    rows, d = layer_norm_dims(tuple(x.shape), k)
+    _row_norm(msg, rows, d, d, "row", forward)
+    _distinct(msg, r)
+
+
+@message(buffers=_LN_FWD, writes=("y", "mean", "invstd"))
+class LayerNorm(Message):
+    """Layer normalization of x over its last ``normalized_ndim`` dimensions: with M rows of
+    D values each, ``mean`` and ``invstd`` = 1 / sqrt(biased var + eps) per row (f32 of M),
+    y = (x - mean) invstd gamma + beta (gamma, beta: f32 of D, optional, together). x: f32,
+    f16 or bf16, row-major; y like x.
+
+    cuDNN's legacy API has no layer norm (``cudnnNormalizationForward*`` offers per-channel and
+    per-activation modes, both batch statistics), so it runs as two batch normalizations: the
+    statistics by ``cudnnBatchNormalizationForwardTraining`` on x viewed as (1, M, D) (M
+    channels of D values: per-row statistics; unit scale, zero shift), writing x_hat to a
+    temporary; then gamma and beta by ``cudnnBatchNormalizationForwardInference`` on x_hat
+    viewed as (M, D) (D channels) with mean 0, variance 1 and eps 0."""
+
+    x: BufRef
+    y: BufRef
+    mean: BufRef
+    invstd: BufRef
+    gamma: BufRef | None = None
+    beta: BufRef | None = None
+    normalized_ndim: int = 1
+    eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        _layer_norm_fields(self, _LN_FWD, True)
+
+
+@message(buffers=_LN_BWD, writes=("dx", "dgamma", "dbeta"))
+class LayerNormBackward(Message):
+    """The gradients of :class:`LayerNorm` given x, dy and its saved ``mean``/``invstd``: dx,
+    and with gamma also dgamma = sum over rows of dy x_hat and dbeta = sum over rows of dy.
+    Runs as batch normalizations on the views :class:`LayerNorm` names (x_hat recomputed,
+    dgamma/dbeta by a backward pass on the (M, D) view, dx by one on the (1, M, D) view of
+    dy gamma)."""
+
+    x: BufRef
+    dy: BufRef
+    mean: BufRef
+    invstd: BufRef
+    dx: BufRef
+    gamma: BufRef | None = None
+    dgamma: BufRef | None = None
+    dbeta: BufRef | None = None
+    normalized_ndim: int = 1
+    eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        _layer_norm_fields(self, _LN_BWD, False)
+
+
+def group_norm_dims(shape: tuple[int, ...], groups: int) -> tuple[int, int, tuple[int, ...]]:
+    """(rows N*groups, values per row, the affine view (N, C, prod(spatial))) of a group
+    norm of x (N, C, *spatial)."""
+    n, c = shape[0], shape[1]
+    s = math.prod(shape[2:])
+    return n * groups, c // groups * s, (n, c, s)
+
+
+def _group_norm_fields(msg: Any, names: tuple[str, ...], forward: bool) -> None:
+    r = _refs(msg, names)
+    x = r["x"]
+    assert x is not None
+    _nc_tensor(msg, "x", x)
+    for n in ("y", "dy", "dx"):
+        if n in r:
+            _same(msg, n, r[n], x, "x")  # type: ignore[arg-type]
+    c = x.shape[1]
+    groups = _int(msg, "groups", msg.groups, 1, _INT32_MAX)
+    if c % groups:
+        raise _fail(msg, "groups", f"{x.describe()} has {c} channels, not divisible into "
+                    f"{groups} groups")
+    rows, per_row, _ = group_norm_dims(tuple(x.shape), groups)
+    _row_norm(msg, rows, per_row, c, "group of each sample", forward)
+    _distinct(msg, r)
+
+
+_GN_FWD = ("x", "y", "mean", "invstd", "gamma", "beta")
+_GN_BWD = ("x", "dy", "mean", "invstd", "dx", "gamma", "dgamma", "dbeta")
+
+
+@message(buffers=_GN_FWD, writes=("y", "mean", "invstd"))
+class GroupNorm(Message):
+    """Group normalization of x (N, C, *spatial), channels first (NCHW): the C channels in
+    ``groups`` consecutive groups; per sample and group, ``mean`` and ``invstd`` (f32 of
+    N * groups, sample-major) over its C/groups * prod(spatial) values; y = (x - mean) invstd
+    gamma[c] + beta[c] (f32 of C, optional, together). ``groups = C`` is instance norm,
+    ``groups = 1`` a layer norm over (C, *spatial) with per-channel affine. Runs as
+    :class:`LayerNorm` does: statistics on x viewed as (1, N*groups, rest), the affine part on
+    the (N, C, prod(spatial)) view."""
+
+    x: BufRef
+    y: BufRef
+    mean: BufRef
+    invstd: BufRef
+    groups: int = 1
+    gamma: BufRef | None = None
+    beta: BufRef | None = None
+    eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        _group_norm_fields(self, _GN_FWD, True)
+
+
+@message(buffers=_GN_BWD, writes=("dx", "dgamma", "dbeta"))
+class GroupNormBackward(Message):
+    """The gradients of :class:`GroupNorm` (dx; with gamma also dgamma and dbeta, f32 of C:
+    sums over samples and spatial positions of dy x_hat and dy)."""
+
+    x: BufRef
+    dy: BufRef
+    mean: BufRef
+    invstd: BufRef
+    dx: BufRef
+    groups: int = 1
+    gamma: BufRef | None = None
+    dgamma: BufRef | None = None
+    dbeta: BufRef | None = None
+    eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        _group_norm_fields(self, _GN_BWD, False)

@@ -618,3 +618,148 @@ DROPOUT_BAD = [
 @pytest.mark.parametrize("case", DROPOUT_BAD, ids=str)
 def test_dropout_bad_arguments(dev, case) -> None:
     check_bad_args(dev, case)
+
+
+# -- layer, group and instance norms ---------------------------------------------------------------
+def row_norm_ref(x2, affine, gamma, beta, eps):
+    """Per-row normalization of float64 x2 (rows, per_row), then gamma/beta per channel of
+    the (A, K, B) view; returns y (affine view), mean, invstd."""
+    mean = x2.mean(axis=1)
+    invstd = 1 / np.sqrt(x2.var(axis=1) + eps)
+    y = ((x2 - mean[:, None]) * invstd[:, None]).reshape(affine)
+    if gamma is not None:
+        y = y * gamma.reshape(1, -1, 1) + beta.reshape(1, -1, 1)
+    return y, mean, invstd
+
+
+LN_CASES = {  # shape, normalized_ndim
+    "rows": ((6, 10), 1),
+    "3d_last": ((2, 3, 8), 1),
+    "last_two": ((3, 4, 5), 2),
+    "all": ((4, 6), 2),
+}
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("case", list(LN_CASES))
+def test_layer_norm_forward_backward(dev, rng, case: str, affine: bool, dtype: str) -> None:
+    shape, k = LN_CASES[case]
+    d = int(np.prod(shape[len(shape) - k:]))
+    rows = int(np.prod(shape)) // d
+    x = random_array(rng, shape, dtype)
+    dy = random_array(rng, shape, dtype)
+    gamma = random_array(rng, (d,), "f32") if affine else None
+    beta = random_array(rng, (d,), "f32") if affine else None
+    eps = float(rng.uniform(1e-5, 1e-2))
+    xw, dyw = wide(x).reshape(rows, d), wide(dy)
+
+    def f(xx, gg, bb):
+        return row_norm_ref(xx, (rows, d, 1), gg if affine else None, bb, eps)[0]
+
+    y_ref, mean, invstd = row_norm_ref(xw, (rows, d, 1), None if gamma is None else wide(gamma),
+                                       None if beta is None else wide(beta), eps)
+    g0 = wide(gamma) if affine else np.ones(d)
+    b0 = wide(beta) if affine else np.zeros(d)
+    fx, fg, fb = fd_grads(f, [xw, g0, b0], dyw.reshape(rows, d, 1))
+    xd = dev.to_device(x)
+    gd = dev.to_device(gamma) if affine else None
+    bd = dev.to_device(beta) if affine else None
+    y, mu, inv = dev.dnn.layer_norm(xd, gd, bd, normalized_ndim=k, eps=eps)
+    assert_close(dev.copy_to_host(y).result(), y_ref.reshape(shape), dtype)
+    tol = STAT_TOL[dtype]
+    assert_close(dev.copy_to_host(mu).result(), mean, *tol)
+    assert_close(dev.copy_to_host(inv).result(), invstd, *tol)
+    dx, dg, db = dev.dnn.layer_norm_backward(xd, dev.to_device(dy), mu, inv, gd,
+                                             normalized_ndim=k, eps=eps)
+    assert_close(dev.copy_to_host(dx).result(), fx.reshape(shape), dtype, 4.0)
+    if affine:
+        gtol = ("f32", 50.0) if dtype == "f32" else (dtype, 1.0)
+        assert_close(dev.copy_to_host(dg).result(), fg, *gtol)
+        assert_close(dev.copy_to_host(db).result(), fb, *gtol)
+    else:
+        assert dg is None and db is None
+
+
+GN_CASES = {  # shape (channels first), groups
+    "groups2": ((2, 4, 3, 3), 2),
+    "instance": ((2, 3, 4, 2), 3),
+    "one_group": ((3, 4, 5), 1),
+    "3d": ((2, 6, 2, 2, 3), 3),
+}
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("case", list(GN_CASES))
+def test_group_norm_forward_backward(dev, rng, case: str, affine: bool, dtype: str) -> None:
+    shape, groups = GN_CASES[case]
+    n, c = shape[:2]
+    s = int(np.prod(shape[2:]))
+    rows, per_row = n * groups, c // groups * s
+    x = random_array(rng, shape, dtype)
+    dy = random_array(rng, shape, dtype)
+    gamma = random_array(rng, (c,), "f32") if affine else None
+    beta = random_array(rng, (c,), "f32") if affine else None
+    eps = float(rng.uniform(1e-5, 1e-2))
+    view = (n, c, s)
+
+    def f(xx, gg, bb):
+        return row_norm_ref(xx, view, gg if affine else None, bb, eps)[0]
+
+    xw = wide(x).reshape(rows, per_row)
+    y_ref, mean, invstd = row_norm_ref(xw, view, None if gamma is None else wide(gamma),
+                                       None if beta is None else wide(beta), eps)
+    g0 = wide(gamma) if affine else np.ones(c)
+    b0 = wide(beta) if affine else np.zeros(c)
+    fx, fg, fb = fd_grads(f, [xw, g0, b0], wide(dy).reshape(view))
+    xd = dev.to_device(x)
+    gd = dev.to_device(gamma) if affine else None
+    bd = dev.to_device(beta) if affine else None
+    if groups == c:
+        y, mu, inv = dev.dnn.instance_norm(xd, gd, bd, eps=eps)
+    else:
+        y, mu, inv = dev.dnn.group_norm(xd, groups, gd, bd, eps=eps)
+    assert_close(dev.copy_to_host(y).result(), y_ref.reshape(shape), dtype)
+    tol = STAT_TOL[dtype]
+    assert_close(dev.copy_to_host(mu).result(), mean, *tol)
+    assert_close(dev.copy_to_host(inv).result(), invstd, *tol)
+    dx, dg, db = dev.dnn.group_norm_backward(xd, dev.to_device(dy), mu, inv, groups, gd, eps=eps)
+    assert_close(dev.copy_to_host(dx).result(), fx.reshape(shape), dtype, 4.0)
+    if affine:
+        gtol = ("f32", 50.0) if dtype == "f32" else (dtype, 1.0)
+        assert_close(dev.copy_to_host(dg).result(), fg, *gtol)
+        assert_close(dev.copy_to_host(db).result(), fb, *gtol)
+
+
+ROWNORM_BAD = [
+    BadArg("ln gamma length", lambda d: d.dnn.layer_norm(_x(d), _v(d, 5), _v(d, 6)),
+           field="gamma", match="6 elements"),
+    BadArg("ln beta missing", lambda d: d.dnn.layer_norm(_x(d), _v(d, 6)), field="beta"),
+    BadArg("ln normalized_ndim", lambda d: d.dnn.layer_norm(_x(d), normalized_ndim=5),
+           field="normalized_ndim"),
+    BadArg("ln one feature", lambda d: d.dnn.layer_norm(_x(d, (4, 1))), field="x"),
+    BadArg("ln f64", lambda d: d.dnn.layer_norm(_x(d, dtype="f64")), field="x"),
+    BadArg("ln gamma f16", lambda d: d.dnn.layer_norm(_x(d), _v(d, 6, "f16"), _v(d, 6)),
+           field="gamma", match="f32"),
+    BadArg("ln backward mean length",
+           lambda d: d.dnn.layer_norm_backward(_x(d), _x(d), _v(d, 47), _v(d, 48)),
+           field="mean"),
+    BadArg("ln backward dy shape",
+           lambda d: d.dnn.layer_norm_backward(_x(d), _x(d, (2, 4, 6, 5)), _v(d, 48),
+                                               _v(d, 48)), field="dy"),
+    BadArg("gn groups", lambda d: d.dnn.group_norm(_x(d), 3), field="groups"),
+    BadArg("gn gamma length", lambda d: d.dnn.group_norm(_x(d), 2, _v(d, 2), _v(d, 2)),
+           field="gamma", match="4 elements"),
+    BadArg("gn 1-D", lambda d: d.dnn.group_norm(_x(d, (8,)), 1), field="x"),
+    BadArg("gn backward invstd length",
+           lambda d: d.dnn.group_norm_backward(_x(d), _x(d), _v(d, 4), _v(d, 3), 2),
+           field="invstd"),
+    BadArg("gn out alias", lambda d: (lambda x: d.dnn.group_norm(x, 2, out=x))(_x(d)),
+           field="y", match="alias"),
+]
+
+
+@pytest.mark.parametrize("case", ROWNORM_BAD, ids=str)
+def test_row_norm_bad_arguments(dev, case) -> None:
+    check_bad_args(dev, case)

@@ -20,11 +20,17 @@ from ...messages.cudnn import (
     Dropout,
     DropoutBackward,
     DropoutReserveSize,
+    GroupNorm,
+    GroupNormBackward,
+    LayerNorm,
+    LayerNormBackward,
     Pool,
     PoolBackward,
     Softmax,
     SoftmaxBackward,
     conv_output_shape,
+    group_norm_dims,
+    layer_norm_dims,
     pool_output_shape,
 )
 
@@ -221,6 +227,88 @@ class Dnn:
                                           eps, layout))
         return (dev.buffer_after(done, dx), dev.buffer_after(done, dgamma),
                 dev.buffer_after(done, dbeta))
+
+    # -- layer, group and instance norms --------------------------------------------------------
+    def _vec(self, n: int) -> Any:
+        return self._dev.alloc((max(n, 1),), "f32", order="C")
+
+    def _rows(self, x: Any, normalized_ndim: Any = None, groups: Any = None) -> int:
+        """Rows of statistics (a best guess for bad arguments: the message names the field)."""
+        shape = tuple(_ref_of(x).shape)
+        try:
+            if groups is not None:
+                return group_norm_dims(shape, int(groups))[0] if len(shape) >= 2 else 1
+            return layer_norm_dims(shape, min(int(normalized_ndim), len(shape)))[0]
+        except (TypeError, ValueError, ZeroDivisionError):
+            return 1
+
+    def _affine_grads(self, gamma: Any) -> tuple[Any, Any]:
+        if gamma is None:
+            return None, None
+        return self._vec(_ref_of(gamma).size), self._vec(_ref_of(gamma).size)
+
+    def layer_norm(self, x: Any, gamma: Any = None, beta: Any = None, normalized_ndim: int = 1,
+                   eps: float = 1e-5, out: Any = None) -> tuple[Future, Future, Future]:
+        """Futures of (y, mean, invstd): x normalized over its last ``normalized_ndim``
+        dimensions, then y = x_hat gamma + beta (f32 vectors of the normalized size, optional;
+        see :class:`~gpumsg.messages.cudnn.LayerNorm` for how cuDNN runs it)."""
+        dev = self._dev
+        dev._check_open()
+        y = self._like(x, out)
+        rows = self._rows(x, normalized_ndim)
+        mean, inv = self._vec(rows), self._vec(rows)
+        done = dev.send(LayerNorm(x, y, mean, inv, gamma, beta, normalized_ndim, eps))
+        return (done if out is not None else dev.buffer_after(done, y),
+                dev.buffer_after(done, mean), dev.buffer_after(done, inv))
+
+    def layer_norm_backward(self, x: Any, dy: Any, mean: Any, invstd: Any, gamma: Any = None,
+                            normalized_ndim: int = 1, eps: float = 1e-5
+                            ) -> tuple[Future, Future | None, Future | None]:
+        """Futures of (dx, dgamma, dbeta) of :meth:`layer_norm` (the last two None without
+        gamma)."""
+        dev = self._dev
+        dev._check_open()
+        dx = self._like(x, None)
+        dg, db = self._affine_grads(gamma)
+        done = dev.send(LayerNormBackward(x, dy, mean, invstd, dx, gamma, dg, db,
+                                          normalized_ndim, eps))
+        return (dev.buffer_after(done, dx), None if dg is None else dev.buffer_after(done, dg),
+                None if db is None else dev.buffer_after(done, db))
+
+    def group_norm(self, x: Any, groups: int, gamma: Any = None, beta: Any = None,
+                   eps: float = 1e-5, out: Any = None) -> tuple[Future, Future, Future]:
+        """Futures of (y, mean, invstd) of a group norm of x (N, C, *spatial), NCHW; mean and
+        invstd are (N * groups) f32 (see :class:`~gpumsg.messages.cudnn.GroupNorm`)."""
+        dev = self._dev
+        dev._check_open()
+        y = self._like(x, out)
+        rows = self._rows(x, groups=groups)
+        mean, inv = self._vec(rows), self._vec(rows)
+        done = dev.send(GroupNorm(x, y, mean, inv, groups, gamma, beta, eps))
+        return (done if out is not None else dev.buffer_after(done, y),
+                dev.buffer_after(done, mean), dev.buffer_after(done, inv))
+
+    def group_norm_backward(self, x: Any, dy: Any, mean: Any, invstd: Any, groups: int,
+                            gamma: Any = None, eps: float = 1e-5
+                            ) -> tuple[Future, Future | None, Future | None]:
+        """Futures of (dx, dgamma, dbeta) of :meth:`group_norm` (None, None without gamma)."""
+        dev = self._dev
+        dev._check_open()
+        dx = self._like(x, None)
+        dg, db = self._affine_grads(gamma)
+        done = dev.send(GroupNormBackward(x, dy, mean, invstd, dx, groups, gamma, dg, db, eps))
+        return (dev.buffer_after(done, dx), None if dg is None else dev.buffer_after(done, dg),
+                None if db is None else dev.buffer_after(done, db))
+
+    def instance_norm(self, x: Any, gamma: Any = None, beta: Any = None, eps: float = 1e-5,
+                      out: Any = None) -> tuple[Future, Future, Future]:
+        """:meth:`group_norm` with one group per channel."""
+        return self.group_norm(x, _ref_of(x).shape[1], gamma, beta, eps, out)
+
+    def instance_norm_backward(self, x: Any, dy: Any, mean: Any, invstd: Any, gamma: Any = None,
+                               eps: float = 1e-5) -> tuple[Future, Future | None, Future | None]:
+        """:meth:`group_norm_backward` with one group per channel."""
+        return self.group_norm_backward(x, dy, mean, invstd, _ref_of(x).shape[1], gamma, eps)
 
     # -- dropout ------------------------------------------------------------------------------
     def dropout_reserve_bytes(self, x: Any) -> int:

@@ -15,6 +15,7 @@ import ctypes
 import dataclasses
 from typing import Any
 
+from ...dtypes import dtype_of
 from ...errors import LibraryError
 from ...messages.cudnn import ACTIVATIONS, POOL_MODES
 from ...service.plans import PlanCache
@@ -162,6 +163,8 @@ class DnnHandle:
         self.cache = PlanCache(256, self._destroy)
         #: (seed, p) -> _DropoutState; each holds two copies of cuDNN's states (a few MB)
         self.dropouts = PlanCache(8, self._free_dropout)
+        self._const_n = 0
+        self._zeros = self._ones = 0
 
     # -- plumbing ----------------------------------------------------------------------------------
     def _check(self, status: int, function: str) -> None:
@@ -554,6 +557,84 @@ class DnnHandle:
             h, BN_SPATIAL, one, zero, one, zero, t, x, t, dy, t, dx, db, gamma, dgamma, dbeta,
             eps, save_mean, save_invstd), "cudnnBatchNormalizationBackward")
 
+    # -- layer, group and instance norms (batch norms on reshaped views) ----------------------
+    def _consts(self, stream: Any, n: int) -> tuple[int, int]:
+        """(zeros, ones): f32 vectors of at least ``n`` elements the handle keeps."""
+        if n > self._const_n:
+            memory, backend = self._ctx.memory, self._ctx.backend
+            self._free_consts(stream)
+            cap = max(n, 1024)
+            self._zeros = memory.allocate(4 * cap, stream)
+            self._ones = memory.allocate(4 * cap, stream)
+            self._const_n = cap
+            backend.memset(stream, self._zeros, 0, cap, 4)
+            backend.memset(stream, self._ones, 0x3F800000, cap, 4)  # 1.0f
+        return self._zeros, self._ones
+
+    def _free_consts(self, stream: Any) -> None:
+        if self._const_n:
+            for ptr in (self._zeros, self._ones):
+                self._ctx.memory.deallocate(ptr, 4 * self._const_n, stream)
+            self._const_n = 0
+
+    def norm_forward(self, stream: Any, dtype: str, rows: int, per_row: int,
+                     affine: tuple[int, int, int], eps: float, x: int, gamma: int, beta: int,
+                     y: int, mean: int, invstd: int) -> None:
+        """Per-row normalization of x viewed as ``rows`` x ``per_row`` (statistics to ``mean``
+        and ``invstd``), then ``gamma``/``beta`` (0: none) per channel of the ``affine`` view
+        (A, K, B): see :class:`~gpumsg.messages.cudnn.LayerNorm`."""
+        self._bind(stream)
+        zeros, ones = self._consts(stream, max(rows, affine[1]))
+        stats = (1, rows, per_row)
+        if not gamma:
+            self.batch_norm_train(stream, dtype, "NCHW", stats, 0.0, eps, x, ones, zeros, y,
+                                  mean, invstd)
+            return
+        memory = self._ctx.memory
+        nbytes = rows * per_row * dtype_of(dtype).itemsize
+        tmp = memory.allocate(nbytes, stream)
+        try:
+            self.batch_norm_train(stream, dtype, "NCHW", stats, 0.0, eps, x, ones, zeros, tmp,
+                                  mean, invstd)
+            self.batch_norm_inference(stream, dtype, "NCHW", affine, 0.0, tmp, gamma, beta,
+                                      zeros, ones, y)
+        finally:
+            memory.deallocate(tmp, nbytes, stream)
+
+    def norm_backward(self, stream: Any, dtype: str, rows: int, per_row: int,
+                      affine: tuple[int, int, int], eps: float, x: int, dy: int, gamma: int,
+                      mean: int, invstd: int, dx: int, dgamma: int, dbeta: int) -> None:
+        """The gradients of :meth:`norm_forward` (``gamma`` 0: dx only)."""
+        self._bind(stream)
+        zeros, ones = self._consts(stream, max(rows, affine[1]))
+        stats = (1, rows, per_row)
+        memory = self._ctx.memory
+        nbytes = rows * per_row * dtype_of(dtype).itemsize
+        sums = memory.allocate(8 * rows, stream)  # the per-row dscale/dbias nobody reads
+        tmp1 = tmp2 = 0
+        try:
+            g = dy
+            if gamma:
+                tmp1 = memory.allocate(nbytes, stream)
+                tmp2 = memory.allocate(nbytes, stream)
+                # x_hat again (the same statistics, recomputed), then dgamma and dbeta from a
+                # batch-norm backward on the affine view given mean 0, invstd 1 (its dx unused)
+                self.batch_norm_train(stream, dtype, "NCHW", stats, 0.0, eps, x, ones, zeros,
+                                      tmp1, 0, 0)
+                self.batch_norm_backward(stream, dtype, "NCHW", affine, 0.0, tmp1, dy, gamma,
+                                         zeros, ones, tmp2, dgamma, dbeta)
+                # dy gamma, per channel of the affine view
+                self.batch_norm_inference(stream, dtype, "NCHW", affine, 0.0, dy, gamma, zeros,
+                                          zeros, ones, tmp1)
+                g = tmp1
+            self.batch_norm_backward(stream, dtype, "NCHW", stats, eps, x, g, ones, mean,
+                                     invstd, dx, sums, sums + 4 * rows)
+        finally:
+            for ptr in (tmp1, tmp2):
+                if ptr:
+                    memory.deallocate(ptr, nbytes, stream)
+            memory.deallocate(sums, 8 * rows, stream)
+
     # -- dropout ------------------------------------------------------------------------------
     def dropout_reserve_size(self, dtype: str, size: int) -> int:
         """Bytes of reserve space a dropout of ``size`` elements of ``dtype`` needs."""
@@ -632,6 +713,7 @@ class DnnHandle:
     def close(self) -> None:
         self.cache.clear()
         self.dropouts.clear()
+        self._free_consts(self._ctx.compute.obj)
         if self.raw_handle:
             self.lib.cudnnDestroy(self.raw_handle)
             self.raw_handle = 0

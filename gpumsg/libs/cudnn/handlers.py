@@ -18,10 +18,16 @@ from ...messages.cudnn import (
     Dropout,
     DropoutBackward,
     DropoutReserveSize,
+    GroupNorm,
+    GroupNormBackward,
+    LayerNorm,
+    LayerNormBackward,
     Pool,
     PoolBackward,
     Softmax,
     SoftmaxBackward,
+    group_norm_dims,
+    layer_norm_dims,
 )
 from ...service.registry import COMPUTE, handles
 from .handle import ConvCall
@@ -192,3 +198,48 @@ def _dropout_backward(ctx: Any, msg: DropoutBackward, reply: Any) -> None:
     dx = dy if msg.dx == msg.dy else ctx.resolve_out(msg.dx, "dx")
     ctx.run(reply, COMPUTE, (dy, r), (dx,), lib.dropout, msg.dy.dtype, msg.dy.size, msg.p,
             msg.seed, dy.ptr, dx.ptr, r.ptr, nbytes, True)
+
+
+def _norm_geometry(msg: Any) -> tuple[int, int, tuple[int, int, int]]:
+    shape = tuple(msg.x.shape)
+    if isinstance(msg, (LayerNorm, LayerNormBackward)):
+        rows, d = layer_norm_dims(shape, msg.normalized_ndim)
+        return rows, d, (rows, d, 1)
+    return group_norm_dims(shape, msg.groups)
+
+
+def _norm_forward(ctx: Any, msg: Any, reply: Any) -> None:
+    rows, per_row, affine = _norm_geometry(msg)
+    reads = [ctx.resolve(msg.x, "x")]
+    g = b = 0
+    if msg.gamma is not None:
+        ga, be = ctx.resolve(msg.gamma, "gamma"), ctx.resolve(msg.beta, "beta")
+        reads += [ga, be]
+        g, b = ga.ptr, be.ptr
+    y, mean, inv = (ctx.resolve_out(getattr(msg, n), n) for n in ("y", "mean", "invstd"))
+    ctx.run(reply, COMPUTE, tuple(reads), (y, mean, inv), ctx.library("cudnn").norm_forward,
+            msg.x.dtype, rows, per_row, affine, msg.eps, reads[0].ptr, g, b, y.ptr, mean.ptr,
+            inv.ptr)
+
+
+def _norm_backward(ctx: Any, msg: Any, reply: Any) -> None:
+    rows, per_row, affine = _norm_geometry(msg)
+    reads = [ctx.resolve(getattr(msg, n), n) for n in ("x", "dy", "mean", "invstd")]
+    writes = [ctx.resolve_out(msg.dx, "dx")]
+    g = dg = db = 0
+    if msg.gamma is not None:
+        ga = ctx.resolve(msg.gamma, "gamma")
+        reads.append(ga)
+        dga, dbe = ctx.resolve_out(msg.dgamma, "dgamma"), ctx.resolve_out(msg.dbeta, "dbeta")
+        writes += [dga, dbe]
+        g, dg, db = ga.ptr, dga.ptr, dbe.ptr
+    x, dy, mean, inv = reads[:4]
+    ctx.run(reply, COMPUTE, tuple(reads), tuple(writes), ctx.library("cudnn").norm_backward,
+            msg.x.dtype, rows, per_row, affine, msg.eps, x.ptr, dy.ptr, g, mean.ptr, inv.ptr,
+            writes[0].ptr, dg, db)
+
+
+for _t in (LayerNorm, GroupNorm):
+    handles(_t)(_norm_forward)
+for _t in (LayerNormBackward, GroupNormBackward):
+    handles(_t)(_norm_backward)

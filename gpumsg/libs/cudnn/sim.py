@@ -387,6 +387,55 @@ class SimDnn:
             _f32(sim, dbeta, c)[:] = db
         stream.put(work)
 
+    def norm_forward(self, stream: Any, dtype: str, rows: int, per_row: int,
+                     affine: tuple[int, int, int], eps: float, x: int, gamma: int, beta: int,
+                     y: int, mean: int, invstd: int) -> None:
+        k = affine[1]
+        self._bn_plan(dtype, "NCHW", (1, rows, per_row))  # the plans the GPU handle uses
+        if gamma:
+            self._bn_plan(dtype, "NCHW", affine)
+
+        def work() -> None:
+            m = _Memory(self.sim, dtype)
+            xv = m.load(x, (rows, per_row)).astype(np.float64)
+            mu = xv.mean(axis=1)
+            inv = 1.0 / np.sqrt(xv.var(axis=1) + eps)
+            out = ((xv - mu[:, None]) * inv[:, None]).reshape(affine)
+            if gamma:
+                g, b = _f32(self.sim, gamma, k), _f32(self.sim, beta, k)
+                out = out * g.reshape(1, k, 1) + b.reshape(1, k, 1)
+            m.store(y, out.reshape(-1))
+            _f32(self.sim, mean, rows)[:] = mu
+            _f32(self.sim, invstd, rows)[:] = inv
+        stream.put(work)
+
+    def norm_backward(self, stream: Any, dtype: str, rows: int, per_row: int,
+                      affine: tuple[int, int, int], eps: float, x: int, dy: int, gamma: int,
+                      mean: int, invstd: int, dx: int, dgamma: int, dbeta: int) -> None:
+        k = affine[1]
+        if gamma:
+            for shape in ((1, rows, per_row), affine, affine):
+                self._bn_plan(dtype, "NCHW", shape)
+        self._bn_plan(dtype, "NCHW", (1, rows, per_row))
+
+        def work() -> None:
+            m, sim = _Memory(self.sim, dtype), self.sim
+            xv = m.load(x, (rows, per_row)).astype(np.float64)
+            dyv = m.load(dy, affine).astype(np.float64)
+            mu = _f32(sim, mean, rows).astype(np.float64)[:, None]
+            inv = _f32(sim, invstd, rows).astype(np.float64)[:, None]
+            xhat = (xv - mu) * inv
+            if gamma:
+                xa = xhat.reshape(affine)
+                _f32(sim, dgamma, k)[:] = (dyv * xa).sum(axis=(0, 2))
+                _f32(sim, dbeta, k)[:] = dyv.sum(axis=(0, 2))
+                dyv = dyv * _f32(sim, gamma, k).astype(np.float64).reshape(1, k, 1)
+            g = dyv.reshape(rows, per_row)
+            out = inv * (g - g.mean(axis=1, keepdims=True)
+                         - xhat * (g * xhat).mean(axis=1, keepdims=True))
+            m.store(dx, out.reshape(-1))
+        stream.put(work)
+
     def dropout_reserve_size(self, dtype: str, size: int) -> int:
         return size  # the simulator keeps the mask as one byte per element
 
