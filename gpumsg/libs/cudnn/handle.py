@@ -165,6 +165,7 @@ class DnnHandle:
         self.dropouts = PlanCache(8, self._free_dropout)
         self._const_n = 0
         self._zeros = self._ones = 0
+        self._reserve_sizes: dict[tuple[str, int], int] = {}
 
     # -- plumbing ----------------------------------------------------------------------------------
     def _check(self, status: int, function: str) -> None:
@@ -638,12 +639,18 @@ class DnnHandle:
     # -- dropout ------------------------------------------------------------------------------
     def dropout_reserve_size(self, dtype: str, size: int) -> int:
         """Bytes of reserve space a dropout of ``size`` elements of ``dtype`` needs."""
+        known = self._reserve_sizes.get((dtype, size))
+        if known is not None:
+            return known
         descs: list = []
         try:
             t = self._flat(descs, dtype, size)
             out = c_size_t(0)
             self._check(self.lib.cudnnDropoutGetReserveSpaceSize(t, ctypes.byref(out)),
                         "cudnnDropoutGetReserveSpaceSize")
+            if len(self._reserve_sizes) > 1024:
+                self._reserve_sizes.clear()
+            self._reserve_sizes[(dtype, size)] = out.value
             return out.value
         finally:
             self._release(descs)
