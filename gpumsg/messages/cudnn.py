@@ -653,6 +653,16 @@ def _dropout_fields(msg: Any) -> None:
     _set(msg, "seed", _int(msg, "seed", msg.seed, 0, _SEED_MAX))
 
 
+#: cuDNN 9's dropout answers CUDNN_STATUS_NOT_SUPPORTED for bf16 (seen on an H100, cuDNN 9 of
+#: CUDA 13), so bf16 is refused here
+DROPOUT_DTYPES = ("f32", "f16")
+
+
+def _dropout_tensor(msg: object, field: str, ref: BufRef) -> None:
+    _require_dtype(msg, field, ref, DROPOUT_DTYPES)
+    _elementwise(msg, field, ref)
+
+
 def _reserve(msg: object, field: str, ref: BufRef) -> None:
     if ref.dtype != "u8" or len(ref.shape) != 1:
         raise _fail(msg, field, f"{ref.describe()} must be a 1-D u8 buffer (from "
@@ -669,7 +679,7 @@ class DropoutReserveSize(Message):
     def __post_init__(self) -> None:
         x = _ref(self, "x", self.x)
         _set(self, "x", x)
-        _elementwise(self, "x", x)
+        _dropout_tensor(self, "x", x)
 
 
 @message(buffers=("x", "y", "reserve"), writes=("y", "reserve"))
@@ -679,7 +689,8 @@ class Dropout(Message):
     receives the mask for :class:`DropoutBackward`. The mask is a function of (``seed``, ``p``,
     x's element count) only: the same call gives the same mask, on every call and every device
     of the same kind. The random-number states of each (seed, p) live on the device, set up
-    once (a kernel) and restored from a pristine copy before each call. Any shape; y may be x."""
+    once (a kernel) and restored from a pristine copy before each call. Any shape, f32 or f16
+    (cuDNN's dropout refuses bf16); y may be x."""
 
     x: BufRef
     y: BufRef
@@ -691,7 +702,7 @@ class Dropout(Message):
         x, y, r = (_ref(self, n, getattr(self, n)) for n in ("x", "y", "reserve"))
         for n, v in (("x", x), ("y", y), ("reserve", r)):
             _set(self, n, v)
-        _elementwise(self, "x", x)
+        _dropout_tensor(self, "x", x)
         _same(self, "y", y, x, "x")
         _reserve(self, "reserve", r)
         _dropout_fields(self)
@@ -714,7 +725,7 @@ class DropoutBackward(Message):
         dy, r, dx = (_ref(self, n, getattr(self, n)) for n in ("dy", "reserve", "dx"))
         for n, v in (("dy", dy), ("reserve", r), ("dx", dx)):
             _set(self, n, v)
-        _elementwise(self, "dy", dy)
+        _dropout_tensor(self, "dy", dy)
         _same(self, "dx", dx, dy, "dy")
         _reserve(self, "reserve", r)
         _dropout_fields(self)
