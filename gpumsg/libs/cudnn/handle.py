@@ -137,6 +137,15 @@ class _BnPlan:
         self.bwd_ws: int | None = -1
 
 
+def _scale_view(affine: tuple[int, int, int]) -> tuple[str, tuple[int, ...]]:
+    """(layout, shape) of the per-channel scaling pass over the affine view (A, K, B). With
+    B == 1 (layer norm: rows x features) the view is described channels-last, (A, 1, K) NHWC:
+    the same memory, but cuDNN's NCHW inference kernel over planes of one element took 40 ms
+    for 8192 x 8192 on an H100 (0.004x torch), where its NHWC kernel streams over C."""
+    a, k, b = affine
+    return ("NHWC", (a, 1, k)) if b == 1 else ("NCHW", affine)
+
+
 class _DropoutState:
     """A dropout descriptor with its device-held random-number states and their pristine
     copy (two buffers of ``nbytes`` from the pool)."""
@@ -597,8 +606,8 @@ class DnnHandle:
         try:
             self.batch_norm_train(stream, dtype, "NCHW", stats, 0.0, eps, x, ones, zeros, tmp,
                                   mean, invstd)
-            self.batch_norm_inference(stream, dtype, "NCHW", affine, 0.0, tmp, gamma, beta,
-                                      zeros, ones, y)
+            self.batch_norm_inference(stream, dtype, *_scale_view(affine), 0.0, tmp, gamma,
+                                      beta, zeros, ones, y)
         finally:
             memory.deallocate(tmp, nbytes, stream)
 
@@ -625,8 +634,8 @@ class DnnHandle:
                 self.batch_norm_backward(stream, dtype, "NCHW", affine, 0.0, tmp1, dy, gamma,
                                          zeros, ones, tmp2, dgamma, dbeta)
                 # dy gamma, per channel of the affine view
-                self.batch_norm_inference(stream, dtype, "NCHW", affine, 0.0, dy, gamma, zeros,
-                                          zeros, ones, tmp1)
+                self.batch_norm_inference(stream, dtype, *_scale_view(affine), 0.0, dy, gamma,
+                                          zeros, zeros, ones, tmp1)
                 g = tmp1
             self.batch_norm_backward(stream, dtype, "NCHW", stats, eps, x, g, ones, mean,
                                      invstd, dx, sums, sums + 4 * rows)
