@@ -31,10 +31,20 @@ from .collective import Collective, CollOp, CommAbort, CommInit, CommPoll
 from .cudnn import (
     Activation,
     ActivationBackward,
+    BatchNormBackward,
+    BatchNormInference,
+    BatchNormTrain,
     ConvBackwardData,
     ConvBackwardFilter,
     ConvForward,
     DnnCacheInfo,
+    Dropout,
+    DropoutBackward,
+    DropoutReserveSize,
+    GroupNorm,
+    GroupNormBackward,
+    LayerNorm,
+    LayerNormBackward,
     Pool,
     PoolBackward,
     Softmax,
@@ -79,7 +89,9 @@ __all__ = [
     # cudnn
     "ConvForward", "ConvBackwardData", "ConvBackwardFilter",
     "DnnCacheInfo", "Activation", "ActivationBackward", "Softmax", "SoftmaxBackward", "Pool",
-    "PoolBackward",
+    "PoolBackward", "BatchNormTrain", "BatchNormInference", "BatchNormBackward",
+    "Dropout", "DropoutBackward", "DropoutReserveSize", "LayerNorm", "LayerNormBackward",
+    "GroupNorm", "GroupNormBackward",
     # cusolver
     "Potrf", "Potrs", "Getrf", "Getrs", "PotrfBatched", "SolverCacheInfo",
     # nccl
