@@ -164,7 +164,11 @@ def main() -> None:
              "0.3 s, 5 alternating runs each, medians",
              "gpumsg and CuPy call the same cuRAND host function (curandGenerateNormal, Philox); "
              "torch.randn runs torch's own Philox kernel",
-             f"probe of cuRAND semantics: {extra['probe']}"]
+             "probe of cuRAND's semantics (orderings taken, stream continuation, odd lengths, "
+             "create/destroy times): rng.json"]
+    import json
+
+    print(json.dumps(extra["probe"], indent=1))
     write_results("rng", rows, notes, ["case", "peer", "gpumsg_ms", "peer_ms", "gpumsg_GBps",
                                        "ratio", "note"], extra)
 
@@ -195,7 +199,37 @@ def probe(dev) -> dict:
                                "offset_skips": bool(np.array_equal(skip, whole[1000:]))}
         except gpumsg.GpuError as exc:
             continues[kind] = f"error: {exc}"
-    return {"orderings": accepted, "continuation": continues}
+    lengths: dict = {}
+    lifetimes: dict = {}
+    for kind in RNG_KINDS:
+        kw = {"seed": 5} if kind in PSEUDO_KINDS else {}
+        lengths[kind] = {}
+        for dist, count in (("uniform", 1), ("uniform", 3), ("uniform", 1001), ("normal", 3),
+                            ("poisson", 1001), ("normal", 1 << 20)):
+            try:
+                g = dev.random.generator(kind, **kw)
+                kwargs = {"lam": 3.0} if dist == "poisson" else {}
+                getattr(g, dist)((count,), **kwargs).result()
+                lengths[kind][f"{dist}:{count}"] = "ok"
+                g.close()
+            except gpumsg.GpuError as exc:
+                lengths[kind][f"{dist}:{count}"] = f"{type(exc).__name__}: {exc}"
+        try:
+            t0 = time.perf_counter()
+            g = dev.random.generator(kind, **kw)
+            g.ready.result()
+            t1 = time.perf_counter()
+            g.uniform((1024,)).result()
+            t2 = time.perf_counter()
+            g.close()
+            dev.synchronize().result()
+            t3 = time.perf_counter()
+            lifetimes[kind] = {"create_ms": (t1 - t0) * 1e3, "first_draw_ms": (t2 - t1) * 1e3,
+                               "destroy_ms": (t3 - t2) * 1e3}
+        except gpumsg.GpuError as exc:
+            lifetimes[kind] = f"error: {exc}"
+    return {"orderings": accepted, "continuation": continues, "lengths": lengths,
+            "lifetimes": lifetimes}
 
 
 if __name__ == "__main__":
