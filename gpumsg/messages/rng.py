@@ -21,7 +21,8 @@ import math
 from .base import BufRef, Message, _choice, _fail, _int, _real, _ref, _set, message
 
 __all__ = ["PSEUDO_KINDS", "QUASI_KINDS", "RNG_KINDS", "SOBOL64_KINDS", "PSEUDO_ORDERINGS",
-           "QUASI_ORDERINGS", "DISTRIBUTIONS", "MAX_DIMENSIONS", "is_quasi", "bits_dtype",
+           "QUASI_ORDERINGS", "ORDERINGS", "NO_OFFSET_KINDS", "DISTRIBUTIONS", "MAX_DIMENSIONS",
+           "is_quasi", "bits_dtype",
            "CreateGenerator", "SeedGenerator", "Generate", "DestroyGenerator"]
 
 PSEUDO_KINDS = ("xorwow", "mrg32k3a", "mtgp32", "mt19937", "philox")
@@ -31,6 +32,16 @@ RNG_KINDS = PSEUDO_KINDS + QUASI_KINDS
 SOBOL64_KINDS = ("sobol64", "scrambled_sobol64")
 PSEUDO_ORDERINGS = ("default", "best", "seeded", "legacy", "dynamic")
 QUASI_ORDERINGS = ("default",)
+#: the orderings each generator takes (cuRAND 10.3 / CUDA 13 on an H100 refused the others with
+#: a status: "seeded" is XORWOW's alone, MT19937 has no "dynamic")
+ORDERINGS = {
+    **{k: ("default", "best", "legacy", "dynamic") for k in ("mrg32k3a", "mtgp32", "philox")},
+    "xorwow": PSEUDO_ORDERINGS, "mt19937": ("default", "best", "legacy"),
+    **{k: QUASI_ORDERINGS for k in QUASI_KINDS},
+}
+#: generators that take no offset (cuRAND refuses curandSetGeneratorOffset for the Mersenne
+#: Twisters; checked on the H100)
+NO_OFFSET_KINDS = ("mtgp32", "mt19937")
 DISTRIBUTIONS = ("uniform", "normal", "lognormal", "poisson", "bits")
 #: cuRAND's Sobol direction vectors cover 20000 dimensions
 MAX_DIMENSIONS = 20000
@@ -59,6 +70,14 @@ def _generator_fields(msg: object, kind: str, dimensions: int | None) -> int:
     return 1
 
 
+def _offset(msg: object, kind: str, offset: int) -> int:
+    offset = _int(msg, "offset", offset, 0, _U64)
+    if offset and kind in NO_OFFSET_KINDS:
+        raise _fail(msg, "offset", f"{kind} takes no offset (cuRAND skips ahead only in the "
+                    "other generators); use a different seed")
+    return offset
+
+
 def _seed(msg: object, kind: str, seed: int | None) -> int | None:
     if seed is None:
         return 0 if kind in PSEUDO_KINDS else None
@@ -71,10 +90,11 @@ def _seed(msg: object, kind: str, seed: int | None) -> int | None:
 @message()
 class CreateGenerator(Message):
     """Create generator ``generator`` of ``kind`` on the device: seed (pseudo-random only,
-    default 0), absolute ``offset`` (values skipped from the start of the stream), ``ordering``
-    (pseudo: default, best, seeded, legacy, dynamic; quasi: default; None = default) and
-    ``dimensions`` (quasi only, 1..20000, default 1). Replies None once it exists. cuRAND refuses
-    some ordering/generator pairs with CURAND_STATUS_OUT_OF_RANGE (LibraryError)."""
+    default 0), absolute ``offset`` (values skipped from the start of the stream; points for
+    quasi-random kinds; 0 for mtgp32 and mt19937, which take none), ``ordering`` (None =
+    default; :data:`ORDERINGS` lists what each kind takes: default, best, legacy and dynamic for
+    most pseudo kinds, seeded for xorwow only, no dynamic for mt19937; quasi: default) and
+    ``dimensions`` (quasi only, 1..20000, default 1). Replies None once it exists."""
 
     generator: int
     kind: str
@@ -88,10 +108,9 @@ class CreateGenerator(Message):
         dims = _generator_fields(self, self.kind, self.dimensions)
         _set(self, "dimensions", dims)
         _set(self, "seed", _seed(self, self.kind, self.seed))
-        _set(self, "offset", _int(self, "offset", self.offset, 0, _U64))
-        orderings = QUASI_ORDERINGS if is_quasi(self.kind) else PSEUDO_ORDERINGS
+        _set(self, "offset", _offset(self, self.kind, self.offset))
         _set(self, "ordering", "default" if self.ordering is None else
-             _choice(self, "ordering", self.ordering, orderings))
+             _choice(self, "ordering", self.ordering, ORDERINGS[self.kind]))
 
 
 @message()
@@ -110,7 +129,7 @@ class SeedGenerator(Message):
         _choice(self, "kind", self.kind, RNG_KINDS)
         if self.seed is not None:
             _set(self, "seed", _seed(self, self.kind, self.seed))
-        _set(self, "offset", _int(self, "offset", self.offset, 0, _U64))
+        _set(self, "offset", _offset(self, self.kind, self.offset))
 
 
 @message(buffers=("out",), writes=("out",))

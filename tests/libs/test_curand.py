@@ -126,7 +126,7 @@ def test_integers(dev, rng, kind: str) -> None:
 @pytest.mark.parametrize("kind", KINDS)
 def test_same_seed_and_offset_same_numbers(dev, rng, kind: str) -> None:
     seed = seed_of(rng) if kind in PSEUDO else None
-    offset = int(rng.integers(0, 1 << 20))
+    offset = 0 if kind in msgs.NO_OFFSET_KINDS else int(rng.integers(0, 1 << 20))
     draws = []
     for _ in range(2):
         g = dev.random.generator(kind, seed=seed, offset=offset)
@@ -144,7 +144,7 @@ def test_different_seeds_differ(dev, rng, kind: str) -> None:
     assert np.mean(a == b) < 0.01
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", [k for k in KINDS if k not in msgs.NO_OFFSET_KINDS])
 def test_different_offsets_differ(dev, rng, kind: str) -> None:
     seed = seed_of(rng) if kind in PSEUDO else None
     k = int(rng.integers(1, 1 << 16))
@@ -167,20 +167,34 @@ def test_stream_continues(dev, rng, kind: str) -> None:
     assert np.array_equal(skipped, whole[n:])
 
 
-def test_reseed_restarts(dev, rng) -> None:
+@pytest.mark.parametrize("kind", PSEUDO)
+def test_reseed_restarts(dev, rng, kind: str) -> None:
     seed = seed_of(rng)
-    g = dev.random.generator("philox", seed=seed)
+    g = dev.random.generator(kind, seed=seed)
     a = host(dev, g.normal((1000,)))
     g.reseed(seed + 7)
     b = host(dev, g.normal((1000,)))
     g.reseed(seed, offset=0)
     c = host(dev, g.normal((1000,)))
-    assert np.array_equal(a, c) and not np.array_equal(a, b)
+    g.reseed()  # keeps the seed, back to the start
+    d = host(dev, g.normal((1000,)))
+    assert np.array_equal(a, c) and np.array_equal(a, d) and not np.array_equal(a, b)
+    fresh = host(dev, dev.random.generator(kind, seed=seed + 7).normal((1000,)))
+    assert np.array_equal(b, fresh)
     assert g.reseed(seed).result(timeout=30) is None
 
 
-@pytest.mark.parametrize("kind", ["philox", "xorwow", "mrg32k3a", "mtgp32", "mt19937"])
-@pytest.mark.parametrize("ordering", ["default", "best", "legacy"])
+@pytest.mark.parametrize("kind", QUASI)
+def test_quasi_reseed_restarts_at_offset(dev, rng, kind: str) -> None:
+    k = int(rng.integers(1, 500))
+    g = dev.random.generator(kind, dimensions=2)
+    whole = host(dev, g.uniform((2 * 1024,)))
+    g.reseed(offset=k)
+    part = host(dev, g.uniform((2 * 256,)))
+    assert np.array_equal(part.reshape(2, -1), whole.reshape(2, -1)[:, k:k + 256])
+
+
+@pytest.mark.parametrize("kind, ordering", [(k, o) for k in PSEUDO for o in msgs.ORDERINGS[k]])
 def test_orderings_deterministic(dev, rng, kind: str, ordering: str) -> None:
     seed = seed_of(rng)
     a = host(dev, dev.random.generator(kind, seed=seed, ordering=ordering).uniform((10000,)))
@@ -329,6 +343,15 @@ BAD = [
     BadArg("pseudo ordering on quasi", lambda dev: _g(dev, "sobol32", ordering="seeded"),
            field="ordering"),
     BadArg("unknown ordering", lambda dev: _g(dev, ordering="fastest"), field="ordering"),
+    BadArg("seeded ordering is xorwow's", lambda dev: _g(dev, "philox", ordering="seeded"),
+           field="ordering"),
+    BadArg("mt19937 has no dynamic ordering",
+           lambda dev: _g(dev, "mt19937", ordering="dynamic"), field="ordering"),
+    BadArg("offset for mtgp32", lambda dev: _g(dev, "mtgp32", offset=10), field="offset"),
+    BadArg("reseed offset for mt19937", lambda dev: _g(dev, "mt19937").reseed(1, offset=3),
+           field="offset"),
+    BadArg("reseed a quasi generator with a seed", lambda dev: _g(dev, "sobol32").reseed(4),
+           field="seed"),
     BadArg("normal as u32", lambda dev: _g(dev).normal((10,), "u32"), field="dtype"),
     BadArg("uniform as f16", lambda dev: _g(dev).uniform((10,), "f16"), field="dtype"),
     BadArg("lognormal as i64", lambda dev: _g(dev).lognormal((10,), "i64"), field="dtype"),

@@ -23,7 +23,7 @@ import ctypes
 from typing import Any
 
 from ...errors import InvalidMessage, LibraryError
-from ...messages.rng import is_quasi
+from ...messages.rng import NO_OFFSET_KINDS, is_quasi
 from ..loader import LoadedLibrary, c_void_p, load
 from .bindings import ORDERING, RNG_TYPE, STATUS_NAMES
 
@@ -68,12 +68,15 @@ def lookup(generators: dict[int, Any], generator: int, kind: str | None = None,
 
 
 class _Generator:
-    __slots__ = ("ptr", "kind", "dimensions", "stream")
+    __slots__ = ("ptr", "kind", "dimensions", "seed", "ordering", "stream")
 
-    def __init__(self, ptr: int, kind: str, dimensions: int) -> None:
+    def __init__(self, ptr: int, kind: str, dimensions: int, seed: int | None,
+                 ordering: str) -> None:
         self.ptr = ptr
         self.kind = kind
         self.dimensions = dimensions
+        self.seed = seed
+        self.ordering = ordering
         self.stream: Any = None
 
 
@@ -101,18 +104,23 @@ class CurandHandle:
         if generator in self.generators:
             raise InvalidMessage(f"generator: generator {generator} already exists",
                                  field="generator")
+        self.generators[generator] = self._make(kind, seed, offset, ordering, dimensions)
+
+    def _make(self, kind: str, seed: int | None, offset: int, ordering: str,
+              dimensions: int) -> _Generator:
         lib = self.lib
         h = c_void_p()
         self._check(lib.curandCreateGenerator(ctypes.byref(h), RNG_TYPE[kind]),
                     "curandCreateGenerator")
-        g = _Generator(h.value or 0, kind, dimensions)
+        g = _Generator(h.value or 0, kind, dimensions, seed, ordering)
         try:
             quasi = is_quasi(kind)
             if not quasi:
                 self._check(lib.curandSetPseudoRandomGeneratorSeed(g.ptr, seed or 0),
                             "curandSetPseudoRandomGeneratorSeed")
-            # the defaults (offset 0, default ordering) are not set: not every generator
-            # takes every option, and a fresh generator already has them
+            # the defaults (offset 0, default ordering, one dimension) are not set: not every
+            # generator takes every option (the Mersenne Twisters refuse an offset), and a fresh
+            # generator already has them
             if offset:
                 self._check(lib.curandSetGeneratorOffset(g.ptr, offset),
                             "curandSetGeneratorOffset")
@@ -126,13 +134,24 @@ class CurandHandle:
         except BaseException:
             lib.curandDestroyGenerator(g.ptr)
             raise
-        self.generators[generator] = g
+        return g
 
     def reseed(self, generator: int, kind: str, seed: int | None, offset: int) -> None:
+        """Restart the stream at (seed, offset). The Mersenne Twisters take no offset, so a
+        fresh generator replaces theirs (the draws already enqueued used the old state, which
+        curandDestroyGenerator frees after them)."""
         g = self.get(generator, kind)
-        if seed is not None:
-            self._check(self.lib.curandSetPseudoRandomGeneratorSeed(g.ptr, seed),
+        if seed is None:
+            seed = g.seed
+        if kind in NO_OFFSET_KINDS:
+            fresh = self._make(kind, seed, 0, g.ordering, g.dimensions)
+            self._check(self.lib.curandDestroyGenerator(g.ptr), "curandDestroyGenerator")
+            self.generators[generator] = fresh
+            return
+        if not is_quasi(kind):
+            self._check(self.lib.curandSetPseudoRandomGeneratorSeed(g.ptr, seed or 0),
                         "curandSetPseudoRandomGeneratorSeed")
+            g.seed = seed
         self._check(self.lib.curandSetGeneratorOffset(g.ptr, offset), "curandSetGeneratorOffset")
 
     def destroy(self, generator: int) -> None:
