@@ -314,6 +314,22 @@ def test_pipelined_before_creation(dev, rng) -> None:
         assert g.ready.done()
 
 
+def test_process_isolation_same_numbers(rng) -> None:
+    """Generators work through a worker process (messages are plain data), with the numbers of
+    a thread-isolated device; closing one there destroys it in the worker."""
+    seed = seed_of(rng)
+    with gpumsg.open_device(0, backend="sim") as local:
+        ref = host(local, local.random.generator("xorwow", seed=seed, offset=9).normal((999,)))
+    with gpumsg.open_device(0, backend="sim", isolation="process", standby=False) as dev:
+        g = dev.random.generator("xorwow", seed=seed, offset=9)
+        assert np.array_equal(host(dev, g.normal((999,))), ref)
+        gid = g.id
+        g.close()
+        out = dev.alloc((4,), "f32", order="C")
+        with pytest.raises(gpumsg.InvalidMessage, match="no generator"):
+            dev.send(msgs.Generate(gid, "xorwow", 1, "uniform", out, 4)).result(timeout=30)
+
+
 def test_generator_repr_and_defaults(dev) -> None:
     g = dev.random.generator()
     assert g.kind == "philox" and g.seed == 0 and g.ordering == "default" and g.dimensions == 1
