@@ -18,6 +18,7 @@ FOLDERS = (
     "cudnn",
     "cusolver",
     "nccl",
+    "curand",
 )
 
 for _folder in FOLDERS:

@@ -74,6 +74,7 @@ from .device import (
 )
 from .graph import CaptureGraph, DestroyGraph, LaunchGraph, UpdateGraph
 from .nvrtc import Kernel, Launch, LoadModule
+from .rng import CreateGenerator, DestroyGenerator, Generate, SeedGenerator
 from .solver import Getrf, Getrs, Potrf, PotrfBatched, Potrs, SolverCacheInfo
 
 __all__ = [
@@ -96,4 +97,6 @@ __all__ = [
     "Potrf", "Potrs", "Getrf", "Getrs", "PotrfBatched", "SolverCacheInfo",
     # nccl
     "CollOp", "Collective", "CommInit", "CommAbort", "CommPoll",
+    # curand
+    "CreateGenerator", "SeedGenerator", "Generate", "DestroyGenerator",
 ]
