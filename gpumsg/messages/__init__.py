@@ -64,7 +64,29 @@ from .device import (
 )
 from .graph import CaptureGraph, DestroyGraph, LaunchGraph, UpdateGraph
 from .nvrtc import Kernel, Launch, LoadModule
-from .solver import Getrf, Getrs, Potrf, PotrfBatched, Potrs, SolverCacheInfo
+from .solver import (  # cusolver (issue 10: QR, eigen, SVD, potri, batched)
+    Geqrf,
+    Gesvd,
+    Gesvdj,
+    GesvdjBatched,
+    Getrf,
+    GetrfBatched,
+    Getrs,
+    GetrsBatched,
+    Orgqr,
+    Ormqr,
+    Potrf,
+    PotrfBatched,
+    Potri,
+    Potrs,
+    PotrsBatched,
+    SolverCacheInfo,
+    Syevd,
+    Syevj,
+    SyevjBatched,
+    Sygvd,
+    ZeroTriangle,
+)
 
 __all__ = [
     "Message", "message", "BufRef", "HostRef", "STREAMS", "FAULT_KINDS",
@@ -82,6 +104,9 @@ __all__ = [
     "PoolBackward",
     # cusolver
     "Potrf", "Potrs", "Getrf", "Getrs", "PotrfBatched", "SolverCacheInfo",
+    # cusolver: QR, eigen, SVD, potri, batched
+    "Geqrf", "Orgqr", "Ormqr", "Syevd", "Syevj", "SyevjBatched", "Sygvd", "Gesvd", "Gesvdj",
+    "GesvdjBatched", "Potri", "PotrsBatched", "GetrfBatched", "GetrsBatched", "ZeroTriangle",
     # nccl
     "CollOp", "Collective", "CommInit", "CommAbort", "CommPoll",
 ]

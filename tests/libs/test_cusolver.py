@@ -282,3 +282,74 @@ BAD = [
 @pytest.mark.parametrize("case", BAD, ids=str)
 def test_bad_arguments(dev, case: BadArg) -> None:
     check_bad_args(dev, case)
+
+
+# -- QR (issue 10)
+
+
+def rect(rng, m: int, n: int, dtype: str) -> np.ndarray:
+    """A random well-conditioned m x n matrix."""
+    return rand(rng, (m, n), dtype)
+
+
+def results(fut) -> tuple:
+    return tuple(np.asarray(x) for x in fut)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("shape", [(40, 25), (25, 40), (30, 30)], ids=["tall", "wide", "square"])
+@pytest.mark.parametrize("mode", ["reduced", "complete", "r"])
+def test_qr(dev, rng, dtype: str, shape: tuple, mode: str) -> None:
+    m, n = shape
+    a = rect(rng, m, n, dtype)
+    fut = dev.linalg.qr(dev.to_device(a), mode=mode)
+    ref = np.linalg.qr(wide(a), mode=mode)
+    if mode == "r":
+        R = host(dev, fut)
+        assert R.shape == ref.shape
+        assert np.all(np.tril(R, -1) == 0), "R has exact zeros below the diagonal"
+        # R is unique up to the signs of its rows: compare |R| and R^H R = A^H A
+        assert_close(np.abs(R), np.abs(ref), dtype, 50)
+        assert rel_err(wide(R).conj().T @ wide(R), wide(a).conj().T @ wide(a)) < tolerance(
+            dtype, 50)
+        return
+    q_buf, r_buf = fut.result(timeout=60)
+    Q, R = host(dev, q_buf), host(dev, r_buf)
+    assert Q.shape == ref[0].shape and R.shape == ref[1].shape
+    assert np.all(np.tril(R, -1) == 0)
+    assert rel_err(wide(Q) @ wide(R), wide(a)) < tolerance(dtype, 20)  # ||QR - A||
+    k = Q.shape[1]
+    assert rel_err(wide(Q).conj().T @ wide(Q), np.eye(k)) < tolerance(dtype, 20)
+    # LAPACK's signs on both sides
+    assert_close(R, ref[1], dtype, 100)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("side", ["L", "R"])
+def test_geqrf_ormqr_raw(dev, rng, dtype: str, side: str) -> None:
+    m, n, pad = 23, 14, 2
+    lda = m + pad
+    storage = np.asfortranarray(rand(rng, (lda, n), dtype))
+    da, tau = dev.to_device(storage), dev.alloc((n,), dtype)
+    dev.linalg.geqrf(da, tau, m, n, lda=lda).result(timeout=60)
+    fac = host(dev, da)
+    assert np.array_equal(fac[m:], storage[m:]), "padding rows were written"
+    # Q from the reflectors (orgqr on a copy), then ormqr against Q
+    qbuf = dev.to_device(np.asfortranarray(fac))
+    dev.linalg.orgqr(qbuf, tau, m, n, n, lda=lda).result(timeout=60)
+    Q = wide(host(dev, qbuf)[:m])
+    R = np.triu(wide(fac[:n]))
+    assert rel_err(Q @ R, wide(storage[:m])) < tolerance(dtype, 20)
+    cm, cn = (m, 5) if side == "L" else (5, m)
+    c = np.asfortranarray(rand(rng, (cm, cn), dtype))
+    trans = "T" if dtype in ("f32", "f64") else "C"
+    dc = dev.to_device(c)
+    # full Q (m x m) of the reflectors: complete them with orgqr on an m x m copy
+    full = np.zeros((lda, m), fac.dtype, order="F")
+    full[:, :n] = fac
+    dq = dev.to_device(full)
+    dev.linalg.orgqr(dq, tau, m, m, n, lda=lda).result(timeout=60)
+    Qf = wide(host(dev, dq)[:m])
+    dev.linalg.ormqr(da, tau, dc, cm, cn, n, side=side, trans=trans, lda=lda).result(timeout=60)
+    ref = Qf.conj().T @ wide(c) if side == "L" else wide(c) @ Qf.conj().T
+    assert_close(host(dev, dc), ref, dtype, 50)

@@ -85,6 +85,78 @@ class Linalg:
         :class:`~gpumsg.messages.solver.PotrfBatched`)."""
         return self._dev.send(msgs.PotrfBatched(a, n, batch, uplo, lda, stride, clean))
 
+    def geqrf(self, a: Any, tau: Any, m: int, n: int, lda: int | None = None) -> Future:
+        """QR in place, reflectors below the diagonal (see :class:`~.solver.Geqrf`)."""
+        return self._dev.send(msgs.Geqrf(a, tau, m, n, lda))
+
+    def orgqr(self, a: Any, tau: Any, m: int, n: int, k: int, lda: int | None = None) -> Future:
+        return self._dev.send(msgs.Orgqr(a, tau, m, n, k, lda))
+
+    def ormqr(self, a: Any, tau: Any, c: Any, m: int, n: int, k: int, side: str = "L",
+              trans: str = "N", lda: int | None = None, ldc: int | None = None) -> Future:
+        return self._dev.send(msgs.Ormqr(a, tau, c, m, n, k, side, trans, lda, ldc))
+
+    def syevd(self, a: Any, w: Any, n: int, uplo: str = "L", vectors: bool = True,
+              lda: int | None = None) -> Future:
+        return self._dev.send(msgs.Syevd(a, w, n, uplo, vectors, lda))
+
+    def syevj(self, a: Any, w: Any, n: int, uplo: str = "L", vectors: bool = True,
+              lda: int | None = None, tol: float = 0.0, max_sweeps: int = 100,
+              sort: bool = True) -> Future:
+        return self._dev.send(msgs.Syevj(a, w, n, uplo, vectors, lda, tol, max_sweeps, sort))
+
+    def syevj_batched(self, a: Any, w: Any, n: int, batch: int, uplo: str = "L",
+                      vectors: bool = True, lda: int | None = None, tol: float = 0.0,
+                      max_sweeps: int = 100, sort: bool = True) -> Future:
+        return self._dev.send(msgs.SyevjBatched(a, w, n, batch, uplo, vectors, lda, tol,
+                                                max_sweeps, sort))
+
+    def sygvd(self, a: Any, b: Any, w: Any, n: int, itype: int = 1, uplo: str = "L",
+              vectors: bool = True, lda: int | None = None, ldb: int | None = None) -> Future:
+        return self._dev.send(msgs.Sygvd(a, b, w, n, itype, uplo, vectors, lda, ldb))
+
+    def gesvd(self, a: Any, s: Any, m: int, n: int, u: Any = None, vt: Any = None,
+              jobu: str = "A", jobvt: str = "A", lda: int | None = None,
+              ldu: int | None = None, ldvt: int | None = None) -> Future:
+        return self._dev.send(msgs.Gesvd(a, s, m, n, u, vt, jobu, jobvt, lda, ldu, ldvt))
+
+    def gesvdj(self, a: Any, s: Any, m: int, n: int, u: Any = None, v: Any = None,
+               vectors: bool = True, econ: bool = False, lda: int | None = None,
+               ldu: int | None = None, ldv: int | None = None, tol: float = 0.0,
+               max_sweeps: int = 100) -> Future:
+        return self._dev.send(msgs.Gesvdj(a, s, m, n, u, v, vectors, econ, lda, ldu, ldv, tol,
+                                          max_sweeps))
+
+    def gesvdj_batched(self, a: Any, s: Any, m: int, n: int, batch: int, u: Any = None,
+                       v: Any = None, vectors: bool = True, lda: int | None = None,
+                       ldu: int | None = None, ldv: int | None = None, tol: float = 0.0,
+                       max_sweeps: int = 100) -> Future:
+        return self._dev.send(msgs.GesvdjBatched(a, s, m, n, batch, u, v, vectors, lda, ldu,
+                                                 ldv, tol, max_sweeps))
+
+    def potri(self, a: Any, n: int, uplo: str = "L", lda: int | None = None) -> Future:
+        return self._dev.send(msgs.Potri(a, n, uplo, lda))
+
+    def potrs_batched(self, a: Any, b: Any, n: int, batch: int, nrhs: int = 1,
+                      uplo: str = "L", lda: int | None = None, ldb: int | None = None,
+                      stride_a: int | None = None, stride_b: int | None = None) -> Future:
+        return self._dev.send(msgs.PotrsBatched(a, b, n, batch, nrhs, uplo, lda, ldb, stride_a,
+                                                stride_b))
+
+    def getrf_batched(self, a: Any, n: int, batch: int, ipiv: Any = None,
+                      lda: int | None = None, stride: int | None = None) -> Future:
+        return self._dev.send(msgs.GetrfBatched(a, n, batch, ipiv, lda, stride))
+
+    def getrs_batched(self, a: Any, b: Any, n: int, nrhs: int, batch: int, ipiv: Any = None,
+                      trans: str = "N", lda: int | None = None, ldb: int | None = None,
+                      stride_a: int | None = None, stride_b: int | None = None) -> Future:
+        return self._dev.send(msgs.GetrsBatched(a, b, n, nrhs, batch, ipiv, trans, lda, ldb,
+                                                stride_a, stride_b))
+
+    def zero_triangle(self, a: Any, m: int, n: int, part: str = "L",
+                      lda: int | None = None) -> Future:
+        return self._dev.send(msgs.ZeroTriangle(a, m, n, part, lda))
+
     def cache_info(self) -> Future:
         """Resolves to the workspace-size cache counters (hits, misses, size, ...)."""
         return self._dev.send(msgs.SolverCacheInfo())
@@ -105,6 +177,71 @@ class Linalg:
             raise InvalidMessage(f"{field}: dtype {r.dtype} is not one of "
                                  f"{msgs.SOLVER_DTYPES}", field=field)
         return r
+
+    def _matrix(self, a: Any, field: str = "a") -> Any:
+        r = _ref(a)
+        if not isinstance(r, BufRef):
+            raise InvalidMessage(f"{field}: expected a GpuBuffer or its future", field=field)
+        if len(r.shape) != 2:
+            raise InvalidMessage(f"{field}: expected a 2-D matrix, got shape {r.shape}",
+                                 field=field)
+        if r.order != "C" or r.dtype not in msgs.SOLVER_DTYPES:
+            raise InvalidMessage(f"{field}: expected a C-ordered buffer of "
+                                 f"{msgs.SOLVER_DTYPES}, got {r.describe()}", field=field)
+        return r
+
+    def _to_cols(self, a: Any, m: int, n: int, dtype: str, cols: int | None = None) -> Any:
+        """A new column-major m x max(n, cols) buffer (ld m) whose first n columns hold the
+        C-ordered (m, n) matrix ``a`` (cuBLAS geam transposes the memory)."""
+        work = self._dev.alloc((m, max(n, cols or 0)), dtype, order="F")
+        if m and n:
+            self._dev.blas.geam(a, a, work, m, n, transa="T", lda=max(n, 1), ldb=max(m, 1))
+        return work
+
+    def _to_rows(self, work: Any, rows: int, cols: int, ld: int, dtype: str) -> tuple:
+        """The column-major rows x cols matrix at ``work`` (ld) as a new C-ordered buffer."""
+        out = self._dev.alloc((rows, cols), dtype, order="C")
+        if not rows or not cols:
+            return out, self._dev.synchronize()
+        return out, self._dev.blas.geam(work, work, out, cols, rows, transa="T", lda=ld,
+                                        ldb=max(cols, 1))
+
+    def qr(self, a: Any, mode: str = "reduced") -> Future:
+        """NumPy's ``linalg.qr`` of the C-ordered (m, n) matrix ``a`` (geqrf + orgqr; a, k =
+        min(m, n)): ``mode='reduced'`` resolves to (Q (m, k), R (k, n)), ``'complete'`` to
+        (Q (m, m), R (m, n)), ``'r'`` to R (k, n) alone; new C-ordered buffers, R with exact
+        zeros below the diagonal. Q has orthonormal columns; the signs are LAPACK's, as
+        NumPy's."""
+        if mode not in ("reduced", "complete", "r"):
+            raise InvalidMessage(f"mode: must be 'reduced', 'complete' or 'r', got {mode!r}",
+                                 field="mode")
+        dev = self._dev
+        dev._check_open()
+        r = self._matrix(a)
+        m, n = r.shape
+        k = min(m, n)
+        dt = r.dtype
+        complete = mode == "complete"
+        work = self._to_cols(a, m, n, dt, m if complete else None)
+        tau = dev.alloc((max(k, 1),), dt)
+        steps = [self.geqrf(work, tau, m, n)]
+        rrows = m if complete else k
+        rout, _ = self._to_rows(work, rrows, n, max(m, 1), dt)
+        # R's part below the diagonal (C order) is the strictly upper part of the column-major
+        # n x rrows matrix in its memory
+        steps.append(self.zero_triangle(rout, n, rrows, "U", lda=max(n, 1)))
+        if mode == "r":
+            work.buffer.free()
+            tau.buffer.free()
+            return dev.buffer_after(_after_all(*steps), rout)
+        qcols = m if complete else k
+        if m and qcols:
+            steps.append(self.orgqr(work, tau, m, qcols, k, lda=m))
+        qout, done = self._to_rows(work, m, qcols, max(m, 1), dt)
+        steps.append(done)
+        work.buffer.free()
+        tau.buffer.free()
+        return _tuple_after(_after_all(*steps), qout, rout)
 
     def cholesky(self, a: Any) -> Any:
         """NumPy's ``linalg.cholesky``: the lower factor L (A = L L^H) of the Hermitian positive
@@ -189,6 +326,22 @@ class Linalg:
         out = self.solve(a, eye)
         eye.buffer.free()
         return out
+
+
+def _tuple_after(done: Future, *outs: Any) -> Future:
+    """A future that resolves to the tuple of ``outs``' GpuBuffers once ``done`` has, or fails
+    with its error."""
+    out: Future = Future()
+
+    def relay(f: Future) -> None:
+        exc = f.exception()
+        if exc is not None:
+            out.set_exception(exc)
+        else:
+            out.set_result(tuple(getattr(b, "buffer", b) for b in outs))
+
+    done.add_done_callback(relay)
+    return out
 
 
 _NP = {"f32": np.float32, "f64": np.float64, "c64": np.complex64, "c128": np.complex128}

@@ -17,13 +17,24 @@ from ...dtypes import CUDA_DATA_TYPE, dtype_of
 from ...errors import LibraryError
 from ...service.plans import PlanCache
 from ..loader import LoadedLibrary, c_size_t, c_void_p, load
-from .bindings import FILL, LETTER, OP, STATUS_NAMES
+from .bindings import EIG_J, EIG_MODE, FILL, LETTER, OP, ORTHO, SIDE, STATUS_NAMES, typed
 
-__all__ = ["CusolverHandle", "status_error", "triangle_spans"]
+__all__ = ["CusolverHandle", "status_error", "triangle_spans", "part_spans", "REAL_OF"]
+
+#: the real type of a precision (eigenvalues, singular values)
+REAL_OF = {"f32": "f32", "f64": "f64", "c64": "f32", "c128": "f64"}
 
 
 def status_error(status: int, function: str) -> LibraryError:
     return LibraryError("cusolver", status, STATUS_NAMES.get(status, str(status)), function)
+
+
+def part_spans(part: str, m: int, n: int, lda: int) -> list[tuple[int, int]]:
+    """(first element, count) per column of the strictly lower (``'L'``) or strictly upper
+    (``'U'``) part of a column-major m x n matrix."""
+    if part == "L":
+        return [(j * lda + j + 1, m - j - 1) for j in range(min(m, n)) if m - j - 1 > 0]
+    return [(j * lda, min(j, m)) for j in range(1, n)]
 
 
 def triangle_spans(uplo: str, n: int, lda: int) -> list[tuple[int, int]]:
@@ -49,6 +60,10 @@ class CusolverHandle:
         self._bound_stream: Any = None
         #: (function, dtype, ...shape) -> (device bytes, host bytes, host buffer)
         self.workspaces = PlanCache(256)
+        #: (kind, tol, max_sweeps, sort) -> syevjInfo_t / gesvdjInfo_t
+        self._jacobi: dict[tuple, int] = {}
+        #: (base, stride bytes, count) -> device pointer array (see handlers.pointer_array)
+        self.pointer_arrays: dict[tuple, tuple[int, int]] = {}
 
     # -- plumbing ------------------------------------------------------------------------------
     def _check(self, status: int, function: str) -> None:
@@ -88,6 +103,66 @@ class CusolverHandle:
             if nbytes:
                 memory.deallocate(dev, nbytes, stream)
 
+    def _lwork(self, key: tuple, query: str, *args: Any) -> int:
+        """Legacy API workspace size in elements (an int), queried once per key."""
+        ws = self.workspaces.get(key)
+        if ws is None:
+            lwork = ctypes.c_int()
+            self._check(getattr(self.lib, query)(self.raw_handle, *args, ctypes.byref(lwork)),
+                        query)
+            ws = (lwork.value, 0, None)
+            self.workspaces.put(key, ws)
+        return ws[0]
+
+    def _lwork_tail(self, key: tuple, query: str, args: tuple, tail: tuple) -> int:
+        """As :meth:`_lwork` for queries whose ``&lwork`` is followed by more arguments."""
+        ws = self.workspaces.get(key)
+        if ws is None:
+            lwork = ctypes.c_int()
+            self._check(getattr(self.lib, query)(self.raw_handle, *args, ctypes.byref(lwork),
+                                                 *tail), query)
+            ws = (lwork.value, 0, None)
+            self.workspaces.put(key, ws)
+        return ws[0]
+
+    def _legacy(self, stream: Any, dtype: str, name: str, lwork: int, args: Any) -> None:
+        """Call legacy ``name(handle, *args(work, lwork))`` with a pooled workspace of ``lwork``
+        elements of ``dtype``."""
+        self._bind(stream)
+        nbytes = lwork * dtype_of(dtype).itemsize
+
+        def issue(ws: int) -> None:
+            self._check(getattr(self.lib, name)(self.raw_handle, *args(ws or None, lwork)), name)
+        self._with_workspace(stream, nbytes, issue)
+
+    def _generic(self, stream: Any, key: tuple, name: str, args: tuple, tail: tuple) -> None:
+        """64-bit API: ``name_bufferSize(handle, params, *args, &d, &h)`` once per key, then
+        ``name(handle, params, *args, dev_ws, d, host_ws, h, *tail)``."""
+        dev_bytes, host_bytes, host = self._workspace(key, name + "_bufferSize", *args)
+        self._bind(stream)
+        self._with_workspace(stream, dev_bytes, lambda ws: self._call(
+            stream, name, *args, ws or None, dev_bytes,
+            None if host is None else host.ctypes.data, host_bytes, *tail))
+
+    def _jacobi_info(self, kind: str, tol: float, max_sweeps: int, sort: bool) -> int:
+        key = (kind, tol, max_sweeps, sort)
+        info = self._jacobi.get(key)
+        if info is None:
+            p = c_void_p()
+            pre = "Syevj" if kind == "syevj" else "Gesvdj"
+            self._check(getattr(self.lib, f"cusolverDnCreate{pre}Info")(ctypes.byref(p)),
+                        f"cusolverDnCreate{pre}Info")
+            info = p.value or 0
+            x = f"cusolverDnX{pre.lower()}"
+            if tol > 0:  # 0: the library's default, the machine precision
+                self._check(getattr(self.lib, x + "SetTolerance")(info, float(tol)),
+                            x + "SetTolerance")
+            self._check(getattr(self.lib, x + "SetMaxSweeps")(info, int(max_sweeps)),
+                        x + "SetMaxSweeps")
+            self._check(getattr(self.lib, x + "SetSortEig")(info, int(sort)), x + "SetSortEig")
+            self._jacobi[key] = info
+        return info
+
     def zero_outside(self, stream: Any, dtype: str, uplo: str, n: int, a: int,
                      lda: int) -> None:
         """Set the part of the column-major n x n matrix outside its ``uplo`` triangle to zero
@@ -95,6 +170,13 @@ class CusolverHandle:
         item = dtype_of(dtype).itemsize
         memset = self._ctx.backend.memset
         for start, count in triangle_spans(uplo, n, lda):
+            memset(stream, a + start * item, 0, count * item // 4, 4)
+
+    def zero_part(self, stream: Any, dtype: str, part: str, m: int, n: int, a: int,
+                  lda: int) -> None:
+        item = dtype_of(dtype).itemsize
+        memset = self._ctx.backend.memset
+        for start, count in part_spans(part, m, n, lda):
             memset(stream, a + start * item, 0, count * item // 4, 4)
 
     def zero_outside_strided(self, stream: Any, dtype: str, uplo: str, n: int, a: int,
@@ -155,7 +237,137 @@ class CusolverHandle:
         self._call(stream, "cusolverDnXgetrs", OP[trans], n, nrhs, t, a, lda, ipiv or None, t,
                    b, ldb, info)
 
+    # -- QR ------------------------------------------------------------------------------------
+    def geqrf(self, stream: Any, dtype: str, m: int, n: int, a: int, lda: int, tau: int,
+              info: int) -> None:
+        t = CUDA_DATA_TYPE[dtype]
+        self._generic(stream, ("geqrf", dtype, m, n, lda), "cusolverDnXgeqrf",
+                      (m, n, t, a, lda, t, tau, t), (info,))
+
+    def orgqr(self, stream: Any, dtype: str, m: int, n: int, k: int, a: int, lda: int,
+              tau: int, info: int) -> None:
+        name = f"cusolverDn{ORTHO[dtype]}"
+        lwork = self._lwork(("orgqr", dtype, m, n, k, lda), name + "_bufferSize", m, n, k, a,
+                            lda, tau)
+        self._legacy(stream, dtype, name, lwork,
+                     lambda ws, lw: (m, n, k, a, lda, tau, ws, lw, info))
+
+    def ormqr(self, stream: Any, dtype: str, side: str, trans: str, m: int, n: int, k: int,
+              a: int, lda: int, tau: int, c: int, ldc: int, info: int) -> None:
+        name = typed(dtype, "ormqr", "unmqr")
+        args = (SIDE[side], OP[trans], m, n, k, a, lda, tau, c, ldc)
+        lwork = self._lwork(("ormqr", dtype, side, trans, m, n, k, lda, ldc),
+                            name + "_bufferSize", *args)
+        self._legacy(stream, dtype, name, lwork, lambda ws, lw: (*args, ws, lw, info))
+
+    # -- eigen ---------------------------------------------------------------------------------
+    def syevd(self, stream: Any, dtype: str, vectors: bool, uplo: str, n: int, a: int,
+              lda: int, w: int, info: int) -> None:
+        t, tw = CUDA_DATA_TYPE[dtype], CUDA_DATA_TYPE[REAL_OF[dtype]]
+        self._generic(stream, ("syevd", dtype, vectors, uplo, n, lda), "cusolverDnXsyevd",
+                      (EIG_MODE[vectors], FILL[uplo], n, t, a, lda, tw, w, t), (info,))
+
+    def syevj(self, stream: Any, dtype: str, vectors: bool, uplo: str, n: int, a: int,
+              lda: int, w: int, tol: float, max_sweeps: int, sort: bool, info: int) -> None:
+        name = f"cusolverDn{EIG_J[dtype]}"
+        params = self._jacobi_info("syevj", tol, max_sweeps, sort)
+        args = (EIG_MODE[vectors], FILL[uplo], n, a, lda, w)
+        lwork = self._lwork_tail(("syevj", dtype, vectors, uplo, n, lda), name + "_bufferSize",
+                                 args, (params,))
+        self._legacy(stream, dtype, name, lwork, lambda ws, lw: (*args, ws, lw, info, params))
+
+    def syevj_batched(self, stream: Any, dtype: str, vectors: bool, uplo: str, n: int, a: int,
+                      lda: int, w: int, tol: float, max_sweeps: int, sort: bool, infos: int,
+                      batch: int) -> None:
+        name = f"cusolverDn{EIG_J[dtype]}Batched"
+        params = self._jacobi_info("syevj", tol, max_sweeps, sort)
+        args = (EIG_MODE[vectors], FILL[uplo], n, a, lda, w)
+        lwork = self._lwork_tail(("syevjBatched", dtype, vectors, uplo, n, lda, batch),
+                                 name + "_bufferSize", args, (params, batch))
+        self._legacy(stream, dtype, name, lwork,
+                     lambda ws, lw: (*args, ws, lw, infos, params, batch))
+
+    def sygvd(self, stream: Any, dtype: str, itype: int, vectors: bool, uplo: str, n: int,
+              a: int, lda: int, b: int, ldb: int, w: int, info: int) -> None:
+        name = typed(dtype, "sygvd", "hegvd")
+        args = (itype, EIG_MODE[vectors], FILL[uplo], n, a, lda, b, ldb, w)
+        lwork = self._lwork(("sygvd", dtype, itype, vectors, uplo, n, lda, ldb),
+                            name + "_bufferSize", *args)
+        self._legacy(stream, dtype, name, lwork, lambda ws, lw: (*args, ws, lw, info))
+
+    # -- SVD -----------------------------------------------------------------------------------
+    def gesvd(self, stream: Any, dtype: str, jobu: str, jobvt: str, m: int, n: int, a: int,
+              lda: int, s: int, u: int, ldu: int, vt: int, ldvt: int, info: int) -> None:
+        t, ts = CUDA_DATA_TYPE[dtype], CUDA_DATA_TYPE[REAL_OF[dtype]]
+        self._generic(stream, ("gesvd", dtype, jobu, jobvt, m, n, lda, ldu, ldvt),
+                      "cusolverDnXgesvd", (ord(jobu), ord(jobvt), m, n, t, a, lda, ts, s, t,
+                                           u or None, ldu, t, vt or None, ldvt, t), (info,))
+
+    def gesvdj(self, stream: Any, dtype: str, vectors: bool, econ: bool, m: int, n: int,
+               a: int, lda: int, s: int, u: int, ldu: int, v: int, ldv: int, tol: float,
+               max_sweeps: int, info: int) -> None:
+        name = f"cusolverDn{LETTER[dtype]}gesvdj"
+        params = self._jacobi_info("gesvdj", tol, max_sweeps, True)
+        args = (EIG_MODE[vectors], int(econ), m, n, a, lda, s, u, ldu, v, ldv)
+        lwork = self._lwork_tail(("gesvdj", dtype, vectors, econ, m, n, lda, ldu, ldv),
+                                 name + "_bufferSize", args, (params,))
+        self._legacy(stream, dtype, name, lwork, lambda ws, lw: (*args, ws, lw, info, params))
+
+    def gesvdj_batched(self, stream: Any, dtype: str, vectors: bool, m: int, n: int, a: int,
+                       lda: int, s: int, u: int, ldu: int, v: int, ldv: int, tol: float,
+                       max_sweeps: int, infos: int, batch: int) -> None:
+        name = f"cusolverDn{LETTER[dtype]}gesvdjBatched"
+        params = self._jacobi_info("gesvdj", tol, max_sweeps, True)
+        args = (EIG_MODE[vectors], m, n, a, lda, s, u, ldu, v, ldv)
+        lwork = self._lwork_tail(("gesvdjBatched", dtype, vectors, m, n, lda, ldu, ldv, batch),
+                                 name + "_bufferSize", args, (params, batch))
+        self._legacy(stream, dtype, name, lwork,
+                     lambda ws, lw: (*args, ws, lw, infos, params, batch))
+
+    # -- inverse from Cholesky, batched solves -------------------------------------------------
+    def potri(self, stream: Any, dtype: str, uplo: str, n: int, a: int, lda: int,
+              info: int) -> None:
+        name = f"cusolverDn{LETTER[dtype]}potri"
+        lwork = self._lwork(("potri", dtype, uplo, n, lda), name + "_bufferSize", FILL[uplo], n,
+                            a, lda)
+        self._legacy(stream, dtype, name, lwork,
+                     lambda ws, lw: (FILL[uplo], n, a, lda, ws, lw, info))
+
+    def potrs_batched(self, stream: Any, dtype: str, uplo: str, n: int, nrhs: int, aptrs: int,
+                      lda: int, bptrs: int, ldb: int, info: int, batch: int) -> None:
+        name = f"cusolverDn{LETTER[dtype]}potrsBatched"
+        self._bind(stream)
+        self._check(getattr(self.lib, name)(self.raw_handle, FILL[uplo], n, nrhs, aptrs, lda,
+                                            bptrs, ldb, info, batch), name)
+
+    def getrf_batched(self, stream: Any, dtype: str, n: int, aptrs: int, lda: int, ipiv: int,
+                      infos: int, batch: int) -> None:
+        """cuBLAS ``<t>getrfBatched`` (on the device's cuBLAS handle); ``ipiv``: int32
+        [batch * n] or 0 (no pivoting)."""
+        blas = self._ctx.library("cublas")
+        blas._call(stream, f"cublas{LETTER[dtype]}getrfBatched", n, aptrs, lda, ipiv or None,
+                   infos, batch)
+
+    def getrs_batched(self, stream: Any, dtype: str, trans: str, n: int, nrhs: int, aptrs: int,
+                      lda: int, ipiv: int, bptrs: int, ldb: int, batch: int) -> None:
+        blas = self._ctx.library("cublas")
+        host_info = ctypes.c_int()
+        name = f"cublas{LETTER[dtype]}getrsBatched"
+        blas._call(stream, name, OP[trans], n, nrhs, aptrs, lda, ipiv or None, bptrs, ldb,
+                   ctypes.byref(host_info), batch)
+        if host_info.value:  # an argument check, made on the host before the launch
+            raise LibraryError("cublas", host_info.value,
+                               f"parameter {-host_info.value} rejected", name)
+
     def close(self) -> None:
+        memory = self._ctx.memory
+        for ptr, nbytes in self.pointer_arrays.values():
+            memory.deallocate(ptr, nbytes, self._ctx.compute.obj)
+        self.pointer_arrays.clear()
+        for (kind, *_), info in self._jacobi.items():
+            pre = "Syevj" if kind == "syevj" else "Gesvdj"
+            getattr(self.lib, f"cusolverDnDestroy{pre}Info")(info)
+        self._jacobi.clear()
         if self._params:
             self.lib.cusolverDnDestroyParams(self._params)
             self._params = 0
