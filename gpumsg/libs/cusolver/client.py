@@ -243,6 +243,122 @@ class Linalg:
         tau.buffer.free()
         return _tuple_after(_after_all(*steps), qout, rout)
 
+    def eigh(self, a: Any, uplo: str = "L", method: str = "syevd", b: Any = None,
+             tol: float = 0.0, max_sweeps: int = 100) -> Future:
+        """NumPy's ``linalg.eigh`` of the Hermitian C-ordered (n, n) matrix ``a``, reading its
+        ``uplo`` triangle (NumPy's ``UPLO``): resolves to (w, v), eigenvalues ascending (real
+        dtype, (n,)) and orthonormal eigenvectors as the columns of v (C-ordered (n, n)).
+        ``method``: 'syevd' (divide and conquer, cusolverDnXsyevd) or 'syevj' (Jacobi, with
+        ``tol`` and ``max_sweeps``). With ``b`` (Hermitian positive definite, same shape and
+        dtype, its ``uplo`` triangle read): the generalized problem A v = w B v (sygvd; SciPy's
+        ``eigh(a, b)``), v normalized so that v^H B v = I. Fails with DidNotConverge, or
+        NotPositiveDefinite when B is not."""
+        if method not in ("syevd", "syevj"):
+            raise InvalidMessage(f"method: must be 'syevd' or 'syevj', got {method!r}",
+                                 field="method")
+        if uplo not in ("L", "U"):
+            raise InvalidMessage(f"uplo: must be 'L' or 'U', got {uplo!r}", field="uplo")
+        dev = self._dev
+        dev._check_open()
+        r = self._square(a)
+        n, dt = r.shape[0], r.dtype
+        # the column-major view of the memory is A^T = conj(A): the same eigenvalues,
+        # conjugated eigenvectors, the other triangle
+        flip = "U" if uplo == "L" else "L"
+        work = dev.alloc((n, n), dt, order="F")
+        dev.copy(work, a)
+        w = dev.alloc((n,), msgs.REAL_DTYPE[dt])
+        bwork = None
+        if b is not None:
+            rb = self._square(b, "b")
+            if rb.shape != r.shape or rb.dtype != dt:
+                raise InvalidMessage(f"b: expected {r.shape} {dt}, got {rb.describe()}",
+                                     field="b")
+            bwork = dev.alloc((n, n), dt, order="F")
+            dev.copy(bwork, b)
+            step = self.sygvd(work, bwork, w, n, 1, flip)
+        elif method == "syevd":
+            step = self.syevd(work, w, n, flip)
+        else:
+            step = self.syevj(work, w, n, flip, tol=tol, max_sweeps=max_sweeps)
+        v = dev.alloc((n, n), dt, order="C")
+        steps = [step]
+        if n:  # C-ordered V's memory is V^T = (conj V')^T = V'^H
+            steps.append(dev.blas.geam(work, work, v, n, n, transa=_herm(dt), lda=n, ldb=n))
+        work.buffer.free()
+        if bwork is not None:
+            bwork.buffer.free()
+        return _tuple_after(_after_all(*steps), w, v)
+
+    def svd(self, a: Any, full_matrices: bool = True, compute_uv: bool = True,
+            method: str = "gesvdj", tol: float = 0.0, max_sweeps: int = 100) -> Any:
+        """NumPy's ``linalg.svd`` of the C-ordered (m, n) matrix ``a`` (k = min(m, n)):
+        resolves to (u, s, vh) with u (m, m) or (m, k), s real (k,) descending, vh (n, n) or
+        (k, n), C-ordered, A = u diag(s) vh; with ``compute_uv=False`` a future of s alone.
+        ``method``: 'gesvdj' (Jacobi, ``tol``/``max_sweeps``) or 'gesvd' (QR iteration,
+        cusolverDnXgesvd). Fails with DidNotConverge."""
+        if method not in ("gesvdj", "gesvd"):
+            raise InvalidMessage(f"method: must be 'gesvdj' or 'gesvd', got {method!r}",
+                                 field="method")
+        for name, flag in (("full_matrices", full_matrices), ("compute_uv", compute_uv)):
+            if not isinstance(flag, bool):
+                raise InvalidMessage(f"{name}: expected True or False, got {flag!r}", field=name)
+        dev = self._dev
+        dev._check_open()
+        r = self._matrix(a)
+        m, n = r.shape
+        k, dt = min(m, n), r.dtype
+        s = dev.alloc((k,), msgs.REAL_DTYPE[dt])
+        ucols, vrows = (m, n) if full_matrices else (k, k)
+        u = dev.alloc((m, ucols), dt, order="C") if compute_uv else None
+        vh = dev.alloc((vrows, n), dt, order="C") if compute_uv else None
+        steps: list[Future] = []
+        temps: list[Any] = []
+        if method == "gesvdj" or m <= n:
+            # the memory is B = A^T (n x m) = conj(V) S U^T: U_B = conj(V) is vh's memory,
+            # V_B = conj(U) (gesvdj) gives u by a conjugate transpose, VT_B = U^T (gesvd) is
+            # u's memory
+            work = dev.alloc((n, m), dt, order="F")
+            dev.copy(work, a)
+            temps.append(work)
+            if method == "gesvd":
+                job = ("A" if full_matrices else "S") if compute_uv else "N"
+                steps.append(self.gesvd(work, s, n, m, vh, u, job, job, ldu=max(n, 1),
+                                        ldvt=max(ucols if full_matrices else k, 1)))
+            elif not compute_uv:
+                steps.append(self.gesvdj(work, s, n, m, vectors=False, econ=not full_matrices,
+                                         tol=tol, max_sweeps=max_sweeps))
+            else:
+                vb = dev.alloc((m, ucols), dt, order="F")
+                temps.append(vb)
+                steps.append(self.gesvdj(work, s, n, m, vh, vb, econ=not full_matrices,
+                                         ldu=max(n, 1), ldv=max(m, 1), tol=tol,
+                                         max_sweeps=max_sweeps))
+                if m and ucols:
+                    steps.append(dev.blas.geam(vb, vb, u, ucols, m, transa=_herm(dt),
+                                               lda=max(m, 1), ldb=max(ucols, 1)))
+        else:  # gesvd needs rows >= columns: factor A itself (m > n), column-major
+            work = self._to_cols(a, m, n, dt)
+            temps.append(work)
+            job = ("A" if full_matrices else "S") if compute_uv else "N"
+            if compute_uv:
+                uc = dev.alloc((m, ucols), dt, order="F")
+                vc = dev.alloc((n, n), dt, order="F")
+                temps += [uc, vc]
+                steps.append(self.gesvd(work, s, m, n, uc, vc, job, job))
+                steps.append(dev.blas.geam(uc, uc, u, ucols, m, transa="T", lda=max(m, 1),
+                                           ldb=max(ucols, 1)))
+                steps.append(dev.blas.geam(vc, vc, vh, n, n, transa="T", lda=max(n, 1),
+                                           ldb=max(n, 1)))
+            else:
+                steps.append(self.gesvd(work, s, m, n, None, None, "N", "N"))
+        for t in temps:
+            t.buffer.free()
+        done = _after_all(*steps) if steps else dev.synchronize()
+        if not compute_uv:
+            return dev.buffer_after(done, s)
+        return _tuple_after(done, u, s, vh)
+
     def cholesky(self, a: Any) -> Any:
         """NumPy's ``linalg.cholesky``: the lower factor L (A = L L^H) of the Hermitian positive
         definite C-ordered matrix ``a`` (only its lower triangle is read), as a new C-ordered
@@ -326,6 +442,10 @@ class Linalg:
         out = self.solve(a, eye)
         eye.buffer.free()
         return out
+
+
+def _herm(dtype: str) -> str:
+    return "C" if dtype in ("c64", "c128") else "T"
 
 
 def _tuple_after(done: Future, *outs: Any) -> Future:
