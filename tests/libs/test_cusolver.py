@@ -464,3 +464,70 @@ def test_jacobi_did_not_converge(dev, rng) -> None:
     with pytest.raises(gpumsg.DidNotConverge) as info:
         fut.result(timeout=60)
     assert info.value.index == n + 1
+
+
+# -- det, slogdet, inv, lstsq, solve without pivoting (issue 10)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_det_slogdet(dev, rng, dtype: str) -> None:
+    n = 18
+    a = rand(rng, (n, n), dtype)
+    da = dev.to_device(a)
+    sign, logabs = dev.linalg.slogdet(da).result(timeout=60)
+    rsign, rlog = np.linalg.slogdet(wide(a))
+    assert abs(sign - rsign) < tolerance(dtype, 1e4)
+    assert abs(logabs - rlog) < tolerance(dtype, 100) * max(1.0, abs(rlog))
+    det = dev.linalg.det(da).result(timeout=60)
+    assert abs(det - np.linalg.det(wide(a))) < tolerance(dtype, 1e3) * abs(np.linalg.det(wide(a)))
+
+
+def test_det_singular_is_zero(dev, rng) -> None:
+    a = rand(rng, (9, 9), "f64")
+    a[:, 4] = 0  # LU keeps the zero row of the transpose zero: an exact zero pivot
+    assert dev.linalg.slogdet(dev.to_device(a)).result(timeout=60) == (0.0, float("-inf"))
+    assert dev.linalg.det(dev.to_device(a)).result(timeout=60) == 0.0
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_inv_pos(dev, rng, dtype: str) -> None:
+    n = 21
+    a = spd(rng, n, dtype)
+    stored = np.tril(a) + np.triu(rand(rng, (n, n), dtype), 1)  # only the lower triangle read
+    inv = host(dev, dev.linalg.inv(dev.to_device(stored), assume_a="pos"))
+    assert_close(inv, np.linalg.inv(wide(a)), dtype, 50)
+
+
+def test_inv_pos_indefinite(dev, rng) -> None:
+    a = spd(rng, 10, "f64")
+    a[3, 3] = -5.0
+    with pytest.raises(gpumsg.NotPositiveDefinite) as info:
+        dev.linalg.inv(dev.to_device(a), assume_a="pos").result(timeout=60)
+    assert info.value.index == 4
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("rhs", [(), (3,)], ids=["vector", "matrix"])
+def test_lstsq(dev, rng, dtype: str, rhs: tuple) -> None:
+    m, n = 40, 15
+    a, b = rect(rng, m, n, dtype), rand(rng, (m, *rhs), dtype)
+    x = host(dev, dev.linalg.lstsq(dev.to_device(a), dev.to_device(b)))
+    ref = np.linalg.lstsq(wide(a), wide(b), rcond=None)[0]
+    assert x.shape == ref.shape
+    assert_close(x, ref, dtype, 100)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_solve_without_pivoting(dev, rng, dtype: str) -> None:
+    n = 25
+    a, b = general(rng, n, dtype), rand(rng, (n, 2), dtype)
+    x = host(dev, dev.linalg.solve(dev.to_device(a), dev.to_device(b), pivot=False))
+    assert_close(x, np.linalg.solve(wide(a), wide(b)), dtype, 50)
+    # a zero leading entry: no pivoting finds U[0, 0] == 0, pivoting solves it
+    a2 = general(rng, n, dtype)
+    a2[0, 0] = 0
+    with pytest.raises(gpumsg.SingularMatrix) as info:
+        dev.linalg.solve(dev.to_device(a2), dev.to_device(b), pivot=False).result(timeout=60)
+    assert info.value.index == 1
+    x2 = host(dev, dev.linalg.solve(dev.to_device(a2), dev.to_device(b)))
+    assert_close(x2, np.linalg.solve(wide(a2), wide(b)), dtype, 100)

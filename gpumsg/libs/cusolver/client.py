@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...errors import InvalidMessage
+from ...errors import InvalidMessage, SingularMatrix
 from ...messages import solver as msgs
 from ...messages.base import BufRef
 
@@ -359,6 +359,126 @@ class Linalg:
             return dev.buffer_after(done, s)
         return _tuple_after(done, u, s, vh)
 
+    def _inv_pos(self, a: Any, r: Any) -> Any:
+        dev = self._dev
+        n, dt = r.shape[0], r.dtype
+        work = dev.alloc((n, n), dt, order="C")
+        dev.copy(work, a)
+        # the memory is A^T = conj(A): its upper triangle is A's lower one; conj(A)^-1 =
+        # (A^-1)^T is the C-ordered memory of A^-1 itself
+        steps = [self.potrf(work, n, "U"), self.potri(work, n, "U")]
+        out = dev.alloc((n, n), dt, order="C")
+        if n:
+            steps.append(self.zero_triangle(work, n, n, "L", lda=n))
+            steps.append(dev.blas.geam(work, work, out, n, n, 1.0, 1.0, "N", _herm(dt), lda=n,
+                                       ldb=n))
+            steps.append(dev.blas.scal(out, 0.5, n, n + 1))  # the diagonal was added twice
+        work.buffer.free()
+        return dev.buffer_after(_after_all(*steps), out)
+
+    def slogdet(self, a: Any) -> Future:
+        """NumPy's ``linalg.slogdet`` of the C-ordered (n, n) matrix ``a``: resolves to
+        (sign, logabsdet) as Python numbers (sign complex for complex dtypes), from the LU
+        factors (getrf; the diagonal and the pivots are copied back and reduced on the host at
+        completion, in float64). A singular matrix gives (0, -inf), as NumPy."""
+        dev = self._dev
+        dev._check_open()
+        r = self._square(a)
+        n, dt = r.shape[0], r.dtype
+        out: Future = Future()
+        if n == 0:
+            out.set_result((1.0, 0.0))
+            return out
+        lu = dev.alloc((n, n), dt, order="C")
+        ipiv = dev.alloc((n,), np.int64)
+        dev.copy(lu, a)
+        factored = self.getrf(lu, n, n, ipiv)
+        diag = dev.alloc((n,), dt)
+        dev.blas.copy(lu, diag, n, n + 1, 1)
+        d_host, p_host = dev.copy_to_host(diag), dev.copy_to_host(ipiv)
+        for x in (lu, ipiv, diag):
+            x.buffer.free()
+        complex_ = dt in ("c64", "c128")
+
+        def done(_f: Future) -> None:
+            try:
+                exc = factored.exception()
+                if isinstance(exc, SingularMatrix):
+                    out.set_result((0j if complex_ else 0.0, float("-inf")))
+                    return
+                if exc is not None:
+                    raise exc
+                d = np.asarray(d_host.result()).astype(np.complex128 if complex_ else np.float64)
+                swaps = int(np.count_nonzero(np.asarray(p_host.result()) != np.arange(1, n + 1)))
+                mag = np.abs(d)
+                sign = np.prod(d / mag) * (-1.0) ** swaps
+                out.set_result((complex(sign) if complex_ else float(sign),
+                                float(np.sum(np.log(mag)))))
+            except BaseException as e:  # noqa: BLE001 (relayed to the caller's future)
+                out.set_exception(e)
+
+        _after_all(factored, d_host, p_host).add_done_callback(done)
+        return out
+
+    def det(self, a: Any) -> Future:
+        """NumPy's ``linalg.det``: resolves to sign * exp(logabsdet) of :meth:`slogdet` (0 for a
+        singular matrix)."""
+        sl = self.slogdet(a)
+        out: Future = Future()
+
+        def done(f: Future) -> None:
+            exc = f.exception()
+            if exc is not None:
+                out.set_exception(exc)
+                return
+            sign, logabs = f.result()
+            out.set_result(sign * float(np.exp(logabs)))
+
+        sl.add_done_callback(done)
+        return out
+
+    def lstsq(self, a: Any, b: Any) -> Any:
+        """Least squares x minimizing ||A x - b|| for the full-rank C-ordered (m, n) matrix
+        ``a`` with m >= n (NumPy's ``linalg.lstsq(a, b)[0]``), ``b`` of shape (m,) or (m, k):
+        QR (geqrf), Q^H b (ormqr), then the triangular solve R x = (Q^H b)[:n] (cuBLAS trsm).
+        Returns a new C-ordered buffer of shape (n,) or (n, k). Rank is not checked: a
+        rank-deficient A gives non-finite values."""
+        dev = self._dev
+        dev._check_open()
+        r = self._matrix(a)
+        m, n = r.shape
+        dt = r.dtype
+        if m < n:
+            raise InvalidMessage(f"a: lstsq takes m >= n (full column rank), got {r.shape}",
+                                 field="a")
+        rb = _ref(b)
+        if not isinstance(rb, BufRef) or rb.dtype != dt or len(rb.shape) not in (1, 2) \
+                or rb.shape[0] != m or (len(rb.shape) == 2 and rb.order != "C"):
+            raise InvalidMessage(f"b: expected a C-ordered ({m},) or ({m}, k) buffer of {dt}, "
+                                 f"got {getattr(rb, 'shape', type(rb).__name__)}", field="b")
+        k = rb.shape[1] if len(rb.shape) == 2 else 1
+        work = self._to_cols(a, m, n, dt)
+        tau = dev.alloc((max(n, 1),), dt)
+        steps = [self.geqrf(work, tau, m, n)]
+        if len(rb.shape) == 1:
+            bw = dev.alloc((m,), dt)
+            dev.copy(bw, b)
+        else:
+            bw = self._to_cols(b, m, k, dt)
+        if m and n and k:
+            steps.append(self.ormqr(work, tau, bw, m, k, n, "L", _herm(dt), lda=m, ldc=m))
+            steps.append(dev.blas.trsm(work, bw, n, k, 1.0, "L", "U", "N", "N", lda=m, ldb=m))
+        if len(rb.shape) == 1:
+            out = dev.alloc((n,), dt)
+            if n:
+                steps.append(dev.blas.copy(bw, out, n))
+        else:
+            out, done = self._to_rows(bw, n, k, max(m, 1), dt)
+            steps.append(done)
+        for x in (work, tau, bw):
+            x.buffer.free()
+        return dev.buffer_after(_after_all(*steps), out)
+
     def cholesky(self, a: Any) -> Any:
         """NumPy's ``linalg.cholesky``: the lower factor L (A = L L^H) of the Hermitian positive
         definite C-ordered matrix ``a`` (only its lower triangle is read), as a new C-ordered
@@ -393,10 +513,13 @@ class Linalg:
         done = self.potrf_batched(out, n, batch, "U", stride=n * n, clean=True)
         return dev.buffer_after(done, out)
 
-    def solve(self, a: Any, b: Any) -> Any:
+    def solve(self, a: Any, b: Any, pivot: bool = True) -> Any:
         """NumPy's ``linalg.solve`` for one system: x with A x = b, ``b`` of shape (n,) or
-        (n, k), C-ordered like ``a``; LU with partial pivoting (getrf + getrs). Returns a new
-        C-ordered buffer of b's shape; fails with SingularMatrix."""
+        (n, k), C-ordered like ``a``; LU with partial pivoting (getrf + getrs), or without
+        (``pivot=False``: only for matrices that need none, such as diagonally dominant ones).
+        Returns a new C-ordered buffer of b's shape; fails with SingularMatrix."""
+        if not isinstance(pivot, bool):
+            raise InvalidMessage(f"pivot: expected True or False, got {pivot!r}", field="pivot")
         dev = self._dev
         dev._check_open()
         ra = self._square(a)
@@ -413,7 +536,7 @@ class Linalg:
             raise InvalidMessage(f"b: takes C-ordered buffers like NumPy ({rb.describe()})",
                                  field="b")
         lu = dev.alloc((n, n), ra.dtype, order="C")
-        ipiv = dev.alloc((max(n, 1),), np.int64)
+        ipiv = dev.alloc((max(n, 1),), np.int64) if pivot else None
         dev.copy(lu, a)
         factored = self.getrf(lu, n, n, ipiv)  # LU of A^T (the column-major view)
         if len(rb.shape) == 1:
@@ -432,12 +555,23 @@ class Linalg:
                                    ldb=max(k, 1))
             cols.buffer.free()
         lu.buffer.free()
-        ipiv.buffer.free()
+        if ipiv is not None:
+            ipiv.buffer.free()
         return dev.buffer_after(_after_all(factored, solved), out)
 
-    def inv(self, a: Any) -> Any:
-        """NumPy's ``linalg.inv``: solve(a, I) (the identity is uploaded); SingularMatrix."""
+    def inv(self, a: Any, assume_a: str = "gen") -> Any:
+        """NumPy's ``linalg.inv`` of the C-ordered (n, n) matrix ``a``, as a new C-ordered
+        buffer. ``assume_a='gen'``: solve(a, I) by LU (the identity is uploaded); fails with
+        SingularMatrix. ``'pos'``: ``a`` Hermitian positive definite, its lower triangle read
+        (as :meth:`cholesky`): potrf + potri, the other triangle filled by a conjugate
+        transpose (geam) and the diagonal halved back (scal); fails with
+        NotPositiveDefinite."""
+        if assume_a not in ("gen", "pos"):
+            raise InvalidMessage(f"assume_a: must be 'gen' or 'pos', got {assume_a!r}",
+                                 field="assume_a")
         r = self._square(a)
+        if assume_a == "pos":
+            return self._inv_pos(a, r)
         eye = self._dev.to_device(np.eye(r.shape[0], dtype=np.dtype(_NP[r.dtype])))
         out = self.solve(a, eye)
         eye.buffer.free()
