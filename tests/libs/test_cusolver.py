@@ -276,6 +276,67 @@ BAD = [
     BadArg("cholesky_batched 2-D", lambda d: d.linalg.cholesky_batched(_f64(d)),
            field="stack"),
     BadArg("solve not a buffer", lambda d: d.linalg.solve(np.eye(3), np.ones(3)), field="a"),
+    # issue 10
+    BadArg("geqrf tau short", lambda d: d.linalg.geqrf(_f64(d), _f64(d, (4,)), 8, 8),
+           field="tau"),
+    BadArg("geqrf tau dtype", lambda d: d.linalg.geqrf(_f64(d), d.alloc((8,), np.float32), 8,
+                                                       8), field="tau"),
+    BadArg("orgqr n > m", lambda d: d.linalg.orgqr(_f64(d), _f64(d, (8,)), 4, 8, 4), field="n"),
+    BadArg("orgqr k > n", lambda d: d.linalg.orgqr(_f64(d), _f64(d, (8,)), 8, 4, 5), field="k"),
+    BadArg("ormqr real trans C", lambda d: d.linalg.ormqr(_f64(d), _f64(d, (8,)), _f64(d), 8,
+                                                          8, 8, trans="C"), field="trans"),
+    BadArg("ormqr side", lambda d: d.linalg.ormqr(_f64(d), _f64(d, (8,)), _f64(d), 8, 8, 8,
+                                                  side="X"), field="side"),
+    BadArg("syevd w complex", lambda d: d.linalg.syevd(d.alloc((8, 8), np.complex128),
+                                                       d.alloc((8,), np.complex128), 8),
+           field="w"),
+    BadArg("syevd w aliases a", lambda d: (lambda x: d.linalg.syevd(x, x, 8))(_f64(d)),
+           field="w"),
+    BadArg("syevj max_sweeps 0", lambda d: d.linalg.syevj(_f64(d), _f64(d, (8,)), 8,
+                                                          max_sweeps=0), field="max_sweeps"),
+    BadArg("syevj tol negative", lambda d: d.linalg.syevj(_f64(d), _f64(d, (8,)), 8, tol=-1.0),
+           field="tol"),
+    BadArg("syevj_batched n > 32", lambda d: d.linalg.syevj_batched(
+        _f64(d, (33, 33)), _f64(d, (33,)), 33, 1), field="n"),
+    BadArg("sygvd itype", lambda d: d.linalg.sygvd(_f64(d), _f64(d), _f64(d, (8,)), 8, itype=4),
+           field="itype"),
+    BadArg("gesvd m < n", lambda d: d.linalg.gesvd(_f64(d, (4, 8)), _f64(d, (8,)), 4, 8,
+                                                   _f64(d), _f64(d)), field="m"),
+    BadArg("gesvd jobu O", lambda d: d.linalg.gesvd(_f64(d), _f64(d, (8,)), 8, 8, _f64(d),
+                                                    _f64(d), jobu="O"), field="jobu"),
+    BadArg("gesvd U missing", lambda d: d.linalg.gesvd(_f64(d), _f64(d, (8,)), 8, 8),
+           field="u"),
+    BadArg("gesvdj V missing", lambda d: d.linalg.gesvdj(_f64(d), _f64(d, (8,)), 8, 8,
+                                                         _f64(d)), field="v"),
+    BadArg("gesvdj U too small", lambda d: d.linalg.gesvdj(_f64(d), _f64(d, (8,)), 8, 8,
+                                                           _f64(d, (4, 8)), _f64(d)), field="u"),
+    BadArg("gesvdj_batched m > 32", lambda d: d.linalg.gesvdj_batched(
+        _f64(d, (40, 4)), _f64(d, (4,)), 40, 4, 1, vectors=False), field="m"),
+    BadArg("potrs_batched nrhs 2", lambda d: d.linalg.potrs_batched(_f64(d), _f64(d), 4, 1,
+                                                                    nrhs=2), field="nrhs"),
+    BadArg("getrf_batched ipiv i64", lambda d: d.linalg.getrf_batched(
+        _f64(d, (2, 8, 8)), 8, 2, d.alloc((16,), np.int64)), field="ipiv"),
+    BadArg("getrs_batched stride overlaps", lambda d: d.linalg.getrs_batched(
+        _f64(d, (2, 8, 8)), _f64(d, (2, 8)), 8, 1, 2, stride_a=10), field="stride_a"),
+    BadArg("qr mode", lambda d: d.linalg.qr(_f64(d), mode="economic"), field="mode"),
+    BadArg("qr 1-D", lambda d: d.linalg.qr(_f64(d, (8,))), field="a"),
+    BadArg("eigh method", lambda d: d.linalg.eigh(_f64(d), method="qr"), field="method"),
+    BadArg("eigh b shape", lambda d: d.linalg.eigh(_f64(d), b=_f64(d, (4, 4))), field="b"),
+    BadArg("svd method", lambda d: d.linalg.svd(_f64(d), method="gesdd"), field="method"),
+    BadArg("svd full_matrices", lambda d: d.linalg.svd(_f64(d), full_matrices=1),
+           field="full_matrices"),
+    BadArg("inv assume_a", lambda d: d.linalg.inv(_f64(d), assume_a="sym"), field="assume_a"),
+    BadArg("lstsq wide", lambda d: d.linalg.lstsq(_f64(d, (4, 8)), _f64(d, (4,))), field="a"),
+    BadArg("lstsq b rows", lambda d: d.linalg.lstsq(_f64(d, (8, 4)), _f64(d, (7,))), field="b"),
+    BadArg("solve pivot", lambda d: d.linalg.solve(_f64(d), _f64(d, (8,)), pivot=0),
+           field="pivot"),
+    BadArg("solve_batched b shape", lambda d: d.linalg.solve_batched(_f64(d, (2, 8, 8)),
+                                                                     _f64(d, (3, 8))), field="b"),
+    BadArg("svd_batched 33 rows", lambda d: d.linalg.svd_batched(_f64(d, (2, 33, 4))),
+           field="stack"),
+    BadArg("eigh_batched 2-D", lambda d: d.linalg.eigh_batched(_f64(d)), field="stack"),
+    BadArg("zero_triangle part", lambda d: d.linalg.zero_triangle(_f64(d), 8, 8, "X"),
+           field="part"),
 ]
 
 
@@ -531,3 +592,93 @@ def test_solve_without_pivoting(dev, rng, dtype: str) -> None:
     assert info.value.index == 1
     x2 = host(dev, dev.linalg.solve(dev.to_device(a2), dev.to_device(b)))
     assert_close(x2, np.linalg.solve(wide(a2), wide(b)), dtype, 100)
+
+
+# -- batched (issue 10)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_eigh_batched(dev, rng, dtype: str) -> None:
+    batch, n = 13, 9
+    stack = np.stack([hermitian(rng, n, dtype) for _ in range(batch)])
+    w_buf, v_buf = dev.linalg.eigh_batched(dev.to_device(stack)).result(timeout=60)
+    w, v = host(dev, w_buf), host(dev, v_buf)
+    assert w.shape == (batch, n) and v.shape == stack.shape
+    for i in range(batch):  # item by item
+        a = wide(stack[i])
+        assert_close(w[i], np.linalg.eigvalsh(a), dtype, 20)
+        assert rel_err(a @ wide(v[i]), wide(v[i]) * wide(w[i])) < tolerance(dtype, 50)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("shape", [(12, 7), (7, 12)], ids=["tall", "wide"])
+@pytest.mark.parametrize("full", [True, False], ids=["full", "reduced"])
+def test_svd_batched(dev, rng, dtype: str, shape: tuple, full: bool) -> None:
+    batch = 11
+    stack = rand(rng, (batch, *shape), dtype)
+    u_buf, s_buf, vh_buf = dev.linalg.svd_batched(dev.to_device(stack), full_matrices=full
+                                                  ).result(timeout=60)
+    u, s, vh = host(dev, u_buf), host(dev, s_buf), host(dev, vh_buf)
+    k = min(shape)
+    for i in range(batch):
+        ru, rs, rvh = np.linalg.svd(wide(stack[i]), full_matrices=full)
+        assert u[i].shape == ru.shape and vh[i].shape == rvh.shape
+        assert_close(s[i], rs, dtype, 20)
+        ui, vi = wide(u[i]), wide(vh[i])
+        assert rel_err((ui[:, :k] * wide(s[i])) @ vi[:k], wide(stack[i])) < tolerance(dtype, 50)
+        assert rel_err(ui.conj().T @ ui, np.eye(ui.shape[1])) < tolerance(dtype, 50)
+    s_only = host(dev, dev.linalg.svd_batched(dev.to_device(stack), compute_uv=False))
+    assert_close(s_only, s, dtype, 20)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("rhs", [(), (3,)], ids=["vector", "matrix"])
+@pytest.mark.parametrize("pivot", [True, False], ids=["pivot", "nopivot"])
+def test_solve_batched(dev, rng, dtype: str, rhs: tuple, pivot: bool) -> None:
+    batch, n = 17, 8
+    a = np.stack([general(rng, n, dtype) for _ in range(batch)])
+    b = rand(rng, (batch, n, *rhs), dtype)
+    x = host(dev, dev.linalg.solve_batched(dev.to_device(a), dev.to_device(b), pivot=pivot))
+    assert x.shape == b.shape
+    for i in range(batch):
+        assert_close(x[i], np.linalg.solve(wide(a[i]), wide(b[i])), dtype, 50)
+
+
+def test_solve_batched_singular_items(dev, rng) -> None:
+    batch, n, k = 12, 7, 3
+    a = np.stack([general(rng, n, "f64") for _ in range(batch)])
+    bad = sorted(rng.choice(batch, 2, replace=False).tolist())
+    for i in bad:
+        a[i, k, :] = 0  # the transpose's column k is zero: U[k, k] == 0 without pivoting
+    fut = dev.linalg.solve_batched(dev.to_device(a), dev.to_device(rand(rng, (batch, n), "f64")),
+                                   pivot=False)
+    with pytest.raises(gpumsg.SingularMatrix) as info:
+        fut.result(timeout=60)
+    assert info.value.batch_item == bad[0] and info.value.index == k + 1
+    assert info.value.failed_items == bad
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_potrf_potrs_batched_raw(dev, rng, dtype: str) -> None:
+    batch, n = 9, 6
+    mats = [spd(rng, n, dtype) for _ in range(batch)]
+    stack = np.concatenate([np.asfortranarray(m).ravel(order="F") for m in mats])
+    b = rand(rng, (batch * n,), dtype)
+    da, db = dev.to_device(stack), dev.to_device(b)
+    dev.linalg.potrf_batched(da, n, batch, "L").result(timeout=60)
+    dev.linalg.potrs_batched(da, db, n, batch, uplo="L").result(timeout=60)
+    x = host(dev, db)
+    for i in range(batch):
+        part = slice(i * n, (i + 1) * n)
+        assert_close(x[part], np.linalg.solve(wide(mats[i]), wide(b[part])), dtype, 50)
+
+
+def test_syevj_batched_did_not_converge(dev, rng) -> None:
+    batch, n = 3, 24
+    stack = np.stack([hermitian(rng, n, "f64") for _ in range(batch)])
+    w = dev.alloc((batch, n), "f64")
+    with pytest.raises(gpumsg.DidNotConverge) as info:
+        dev.linalg.syevj_batched(dev.to_device(stack), w, n, batch, max_sweeps=1).result(
+            timeout=60)
+    assert info.value.batch_item == 0 and info.value.index == n + 1
+    assert info.value.failed_items == [0, 1, 2]

@@ -479,6 +479,139 @@ class Linalg:
             x.buffer.free()
         return dev.buffer_after(_after_all(*steps), out)
 
+    # -- batched, NumPy-shaped (C-ordered stacks) ----------------------------------------------
+    def _stack(self, x: Any, field: str, square: bool = True) -> Any:
+        r = _ref(x)
+        if not isinstance(r, BufRef) or len(r.shape) != 3 or (square and r.shape[1] != r.shape[2]):
+            raise InvalidMessage(f"{field}: expected a (batch, n, n) GpuBuffer, got "
+                                 f"{getattr(r, 'shape', type(r).__name__)}", field=field)
+        if r.order != "C" or r.dtype not in msgs.SOLVER_DTYPES:
+            raise InvalidMessage(f"{field}: expected a C-ordered buffer of "
+                                 f"{msgs.SOLVER_DTYPES}, got {r.describe()}", field=field)
+        return r
+
+    def _transpose_batched(self, src: Any, dst: Any, rows: int, cols: int, ld: int,
+                           batch: int, stride_src: int, stride_dst: int, dt: str,
+                           conj: bool) -> Future:
+        """dst_i (cols x rows, ld cols) = src_i^T (or ^H) for the column-major rows x cols
+        src_i (ld): a strided batched GEMM against a shared identity (no batched geam)."""
+        dev = self._dev
+        eye = dev.to_device(np.eye(cols, dtype=np.dtype(_NP[dt])), order="F")
+        done = dev.blas.gemm_strided_batched(
+            eye, src, dst, cols, rows, cols, batch, 0, stride_src, stride_dst,
+            transb="C" if conj and dt in ("c64", "c128") else "T", lda=cols, ldb=ld, ldc=cols)
+        eye.buffer.free()
+        return done
+
+    def eigh_batched(self, stack: Any, uplo: str = "L", tol: float = 0.0,
+                     max_sweeps: int = 100) -> Future:
+        """:meth:`eigh` of each matrix of a C-ordered (batch, n, n) Hermitian stack, n <= 32,
+        by batched Jacobi (syevjBatched): resolves to (w (batch, n) ascending, v (batch, n, n)).
+        The first item that did not converge fails the future with DidNotConverge
+        (``batch_item``, ``failed_items``)."""
+        if uplo not in ("L", "U"):
+            raise InvalidMessage(f"uplo: must be 'L' or 'U', got {uplo!r}", field="uplo")
+        dev = self._dev
+        dev._check_open()
+        r = self._stack(stack, "stack")
+        batch, n, dt = r.shape[0], r.shape[1], r.dtype
+        work = dev.alloc(r.shape, dt, order="C")
+        dev.copy(work, stack)
+        w = dev.alloc((batch, n), msgs.REAL_DTYPE[dt], order="C")
+        steps = [self.syevj_batched(work, w, n, batch, "U" if uplo == "L" else "L", tol=tol,
+                                    max_sweeps=max_sweeps)]
+        v = dev.alloc(r.shape, dt, order="C")
+        if batch and n:  # as eigh: each C-ordered V's memory is V'^H
+            steps.append(self._transpose_batched(work, v, n, n, n, batch, n * n, n * n, dt,
+                                                 True))
+        work.buffer.free()
+        return _tuple_after(_after_all(*steps), w, v)
+
+    def svd_batched(self, stack: Any, full_matrices: bool = True,
+                    compute_uv: bool = True, tol: float = 0.0, max_sweeps: int = 100) -> Any:
+        """:meth:`svd` of each matrix of a C-ordered (batch, m, n) stack, m, n <= 32, by batched
+        Jacobi (gesvdjBatched): resolves to (u, s, vh) stacks ((batch, m, m|k), (batch, k),
+        (batch, n|k, n)), or a future of s alone with ``compute_uv=False``. DidNotConverge
+        names the first failing item."""
+        for name, flag in (("full_matrices", full_matrices), ("compute_uv", compute_uv)):
+            if not isinstance(flag, bool):
+                raise InvalidMessage(f"{name}: expected True or False, got {flag!r}", field=name)
+        dev = self._dev
+        dev._check_open()
+        r = self._stack(stack, "stack", square=False)
+        batch, m, n = r.shape
+        k, dt = min(m, n), r.dtype
+        if max(m, n) > msgs.BATCHED_JACOBI_MAX:
+            raise InvalidMessage(f"stack: gesvdjBatched takes matrices up to "
+                                 f"{msgs.BATCHED_JACOBI_MAX} x {msgs.BATCHED_JACOBI_MAX}, got "
+                                 f"{m} x {n}", field="stack")
+        work = dev.alloc(r.shape, dt, order="C")
+        dev.copy(work, stack)
+        s = dev.alloc((batch, k), msgs.REAL_DTYPE[dt], order="C")
+        # each item's memory is B = A^T (n x m): U_B = conj(V) (n x n), V_B = conj(U) (m x m)
+        if not compute_uv:
+            done = self.gesvdj_batched(work, s, n, m, batch, vectors=False, tol=tol,
+                                       max_sweeps=max_sweeps)
+            work.buffer.free()
+            return dev.buffer_after(done, s)
+        ub = dev.alloc((batch, n, n), dt, order="C")
+        vb = dev.alloc((batch, m, m), dt, order="C")
+        steps = [self.gesvdj_batched(work, s, n, m, batch, ub, vb, tol=tol,
+                                     max_sweeps=max_sweeps)]
+        ucols, vrows = (m, n) if full_matrices else (k, k)
+        u = dev.alloc((batch, m, ucols), dt, order="C")
+        vh = dev.alloc((batch, vrows, n), dt, order="C")
+        if batch and k:
+            # u's memory: (V_B[:, :ucols])^H; vh's memory: U_B[:, :vrows] (a copy: conj twice)
+            steps.append(self._transpose_batched(vb, u, m, ucols, m, batch, m * m, ucols * m,
+                                                 dt, True))
+            eye = dev.to_device(np.eye(n, dtype=np.dtype(_NP[dt])), order="F")
+            steps.append(dev.blas.gemm_strided_batched(eye, ub, vh, n, vrows, n, batch, 0,
+                                                       n * n, n * vrows, lda=n, ldb=n, ldc=n))
+            eye.buffer.free()
+        for x in (work, ub, vb):
+            x.buffer.free()
+        return _tuple_after(_after_all(*steps), u, s, vh)
+
+    def solve_batched(self, a: Any, b: Any, pivot: bool = True) -> Any:
+        """:meth:`solve` for each system of a C-ordered (batch, n, n) stack ``a`` and
+        right-hand sides ``b`` of shape (batch, n) or (batch, n, k): cuBLAS getrfBatched +
+        getrsBatched (with or without pivoting). Returns a new C-ordered buffer of b's shape;
+        the first singular item fails the future with SingularMatrix (``batch_item``,
+        ``failed_items``)."""
+        if not isinstance(pivot, bool):
+            raise InvalidMessage(f"pivot: expected True or False, got {pivot!r}", field="pivot")
+        dev = self._dev
+        dev._check_open()
+        ra = self._stack(a, "a")
+        batch, n, dt = ra.shape[0], ra.shape[1], ra.dtype
+        rb = _ref(b)
+        if not isinstance(rb, BufRef) or rb.dtype != dt or len(rb.shape) not in (2, 3) \
+                or rb.shape[:2] != (batch, n) or rb.order != "C":
+            raise InvalidMessage(f"b: expected a C-ordered ({batch}, {n}) or ({batch}, {n}, k) "
+                                 f"buffer of {dt}, got {getattr(rb, 'shape', type(rb).__name__)}",
+                                 field="b")
+        k = rb.shape[2] if len(rb.shape) == 3 else 1
+        lu = dev.alloc(ra.shape, dt, order="C")
+        dev.copy(lu, a)
+        ipiv = dev.alloc((max(batch * n, 1),), np.int32) if pivot else None
+        steps = [self.getrf_batched(lu, n, batch, ipiv)]  # LU of each A^T
+        out = dev.alloc(rb.shape, dt, order="C")
+        if len(rb.shape) == 2:
+            dev.copy(out, b)
+            steps.append(self.getrs_batched(lu, out, n, 1, batch, ipiv, "T"))
+        elif batch and n and k:
+            cols = dev.alloc((batch, k, n), dt, order="C")  # each: column-major n x k
+            self._transpose_batched(b, cols, k, n, k, batch, n * k, n * k, dt, False)
+            steps.append(self.getrs_batched(lu, cols, n, k, batch, ipiv, "T"))
+            steps.append(self._transpose_batched(cols, out, n, k, n, batch, n * k, n * k, dt,
+                                                 False))
+            cols.buffer.free()
+        lu.buffer.free()
+        if ipiv is not None:
+            ipiv.buffer.free()
+        return dev.buffer_after(_after_all(*steps), out)
+
     def cholesky(self, a: Any) -> Any:
         """NumPy's ``linalg.cholesky``: the lower factor L (A = L L^H) of the Hermitian positive
         definite C-ordered matrix ``a`` (only its lower triangle is read), as a new C-ordered
