@@ -1,4 +1,5 @@
-"""cuSOLVER dense messages (``dev.linalg``): LU and Cholesky factorizations and solves.
+"""cuSOLVER dense messages (``dev.linalg``): LU, Cholesky, QR, symmetric / Hermitian and
+generalized eigen, SVD, and their batched forms (cuBLAS for batched LU).
 
 Matrices are column-major with explicit leading dimensions, as cuSOLVER takes them (the
 NumPy-shaped ``dev.linalg`` methods handle C-ordered buffers). The factorizations report

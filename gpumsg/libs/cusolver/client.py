@@ -1,5 +1,7 @@
 """``dev.linalg``: the cuSOLVER messages as methods returning futures, and NumPy-shaped
-``cholesky``, ``solve`` and ``inv`` (caller's thread).
+``cholesky``, ``solve``, ``inv``, ``det``, ``slogdet``, ``qr``, ``eigh``, ``svd``, ``lstsq`` and
+the batched ``cholesky_batched``, ``eigh_batched``, ``svd_batched``, ``solve_batched``
+(caller's thread). Functions of several outputs return a future of a tuple of GpuBuffers.
 
 The raw methods (``potrf``, ``potrs``, ``getrf``, ``getrs``) take column-major matrices with
 explicit leading dimensions, as cuSOLVER does. The NumPy-shaped methods take C-ordered buffers
