@@ -29,6 +29,32 @@ def status_error(status: int, function: str) -> LibraryError:
     return LibraryError("cusolver", status, STATUS_NAMES.get(status, str(status)), function)
 
 
+#: one kernel zeroing the strictly lower (``lower``) or strictly upper part of ``batch``
+#: column-major m x n matrices ``stride_words`` 32-bit words apart: what the NumPy-shaped
+#: factorizations need after cuSOLVER (no library call does it; one memset per column costs one
+#: launch per column, 31 for a 32x32 stack, 4095 for a 4096^2 matrix)
+ZERO_PART_SOURCE = r"""
+extern "C" __global__ void gpumsg_zero_part(unsigned int* base, long long stride_words, int m,
+                                            int n, long long lda_words, int words, int lower,
+                                            int batch)
+{
+    long long per = (long long)m * n * words;
+    long long col_words = (long long)m * words;
+    for (int b = blockIdx.y; b < batch; b += gridDim.y) {
+        unsigned int* a = base + (long long)b * stride_words;
+        for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < per;
+             t += (long long)gridDim.x * blockDim.x) {
+            long long j = t / col_words;
+            long long r = t - j * col_words;
+            long long i = r / words;
+            if (lower ? (i > j) : (i < j)) a[j * lda_words + r] = 0u;
+        }
+    }
+}
+"""
+_ZERO_PART_KINDS = ("ptr", "i64", "i32", "i32", "i64", "i32", "i32", "i32")
+
+
 def part_spans(part: str, m: int, n: int, lda: int) -> list[tuple[int, int]]:
     """(first element, count) per column of the strictly lower (``'L'``) or strictly upper
     (``'U'``) part of a column-major m x n matrix."""
@@ -64,6 +90,7 @@ class CusolverHandle:
         self._jacobi: dict[tuple, int] = {}
         #: (base, stride bytes, count) -> device pointer array (see handlers.pointer_array)
         self.pointer_arrays: dict[tuple, tuple[int, int]] = {}
+        self._zero_fn: Any = None  # the compiled gpumsg_zero_part (False: NVRTC unavailable)
 
     # -- plumbing ------------------------------------------------------------------------------
     def _check(self, status: int, function: str) -> None:
@@ -163,10 +190,48 @@ class CusolverHandle:
             self._jacobi[key] = info
         return info
 
+    def _zero_kernel(self) -> Any:
+        """gpumsg_zero_part, compiled with NVRTC for this device once (disk-cached) and loaded
+        through the device's module cache; None where NVRTC cannot be had (memsets then)."""
+        if self._zero_fn is None:
+            try:
+                from ..nvrtc.compiler import compile_program
+
+                major, minor = self._ctx.props.compute_capability
+                prog = compile_program(ZERO_PART_SOURCE, "gpumsg_zero_part.cu",
+                                       f"sm_{major}{minor}")
+                mods = self._ctx.library("nvrtc")
+                key = f"gpumsg.cusolver.{prog.key}"
+                mods.load(key, prog.image, prog.kind, ("gpumsg_zero_part",))
+                self._zero_fn = (mods, mods.function(key, "gpumsg_zero_part"))
+            except Exception:  # noqa: BLE001 (no NVRTC: the memset path below still works)
+                self._zero_fn = False
+        return self._zero_fn or None
+
+    def zero_part_strided(self, stream: Any, dtype: str, part: str, m: int, n: int, a: int,
+                          lda: int, stride: int, batch: int) -> bool:
+        """One kernel launch zeroing the strictly lower (``part='L'``) or upper part of
+        ``batch`` matrices; False when the kernel is unavailable (the caller falls back)."""
+        k = self._zero_kernel()
+        if k is None:
+            return False
+        if not (m and n and batch):
+            return True
+        mods, fn = k
+        words = dtype_of(dtype).itemsize // 4
+        per = m * n * words
+        grid = (max(1, min((per + 255) // 256, 65535)), max(1, min(batch, 65535)), 1)
+        mods.launch(stream, fn, grid, (256, 1, 1), 0, _ZERO_PART_KINDS,
+                    [a, stride * words, m, n, lda * words, words, int(part == "L"), batch], [])
+        return True
+
     def zero_outside(self, stream: Any, dtype: str, uplo: str, n: int, a: int,
                      lda: int) -> None:
         """Set the part of the column-major n x n matrix outside its ``uplo`` triangle to zero
-        (one memset per column: the library has no triangular fill)."""
+        (one kernel; one memset per column where NVRTC is unavailable)."""
+        if self.zero_part_strided(stream, dtype, "L" if uplo == "U" else "U", n, n, a, lda,
+                                  lda * n, 1):
+            return
         item = dtype_of(dtype).itemsize
         memset = self._ctx.backend.memset
         for start, count in triangle_spans(uplo, n, lda):
@@ -174,6 +239,8 @@ class CusolverHandle:
 
     def zero_part(self, stream: Any, dtype: str, part: str, m: int, n: int, a: int,
                   lda: int) -> None:
+        if self.zero_part_strided(stream, dtype, part, m, n, a, lda, lda * n, 1):
+            return
         item = dtype_of(dtype).itemsize
         memset = self._ctx.backend.memset
         for start, count in part_spans(part, m, n, lda):
@@ -182,7 +249,11 @@ class CusolverHandle:
     def zero_outside_strided(self, stream: Any, dtype: str, uplo: str, n: int, a: int,
                              lda: int, stride: int, batch: int) -> None:
         """:meth:`zero_outside` on ``batch`` matrices ``stride`` elements apart: one 2-D memset
-        per column covers that column in every matrix (n calls, whatever the batch)."""
+        per column covers that column in every matrix (n calls, whatever the batch), where the
+        zeroing kernel is unavailable."""
+        if self.zero_part_strided(stream, dtype, "L" if uplo == "U" else "U", n, n, a, lda,
+                                  stride, batch):
+            return
         from cuda.bindings import driver
 
         item = dtype_of(dtype).itemsize
