@@ -93,7 +93,8 @@ def big_case(dev, torch, kind: str, dtype: str, n: int) -> dict:
     return row
 
 
-def batched_case(dev, torch, dtype: str, batch: int, n: int, variant: str) -> dict:
+def batched_case(dev, torch, dtype: str, batch: int, n: int, variant: str,
+                 peer: str = "cholesky_ex") -> dict:
     rng = np.random.default_rng()
     npdt = gpumsg.as_dtype(dtype)
     m = rng.standard_normal((batch, n, n))
@@ -111,12 +112,13 @@ def batched_case(dev, torch, dtype: str, batch: int, n: int, variant: str) -> di
                 outs.pop(0).buffer.free()
         else:
             dev.copy(work, stack)
-            last[0] = dev.linalg.potrf_batched(work, n, batch, "U", clean=variant == "clean")
+            last[0] = dev.linalg.potrf_batched(work, n, batch, "L" if variant == "raw L" else "U",
+                                               clean=variant == "clean")
 
     ts = torch.from_numpy(stack_h).cuda()
+    fn = getattr(torch.linalg, peer)
     ours_s, theirs_s = compare((issue, lambda: last[0].result()),
-                               (lambda: torch.linalg.cholesky_ex(ts), torch.cuda.synchronize),
-                               repeats=5, warmup_s=0.5)
+                               (lambda: fn(ts), torch.cuda.synchronize), repeats=5, warmup_s=0.5)
     err = float("nan")
     if variant == "cholesky_batched":
         got = dev.copy_to_host(last[0].result()).result()
@@ -126,11 +128,32 @@ def batched_case(dev, torch, dtype: str, batch: int, n: int, variant: str) -> di
         o.buffer.free()
     stack.buffer.free()
     work.buffer.free()
-    label = {"cholesky_batched": "cholesky_batched", "raw": "potrf_batched (no zeroing)",
-             "clean": "potrf_batched clean=True"}[variant]
+    label = {"cholesky_batched": f"cholesky_batched vs {peer}",
+             "raw": "copy + potrf_batched U (no zeroing)",
+             "raw L": "copy + potrf_batched L (no zeroing)",
+             "clean": "copy + potrf_batched U clean=True"}[variant]
     return {"case": f"{label} {batch}x{n}^2 {dtype}", "gpumsg": ours_s * 1e3,
             "torch": theirs_s * 1e3, "unit": "ms/call", "ratio": theirs_s / ours_s,
             "rel_err": err, "target": ">= 0.95" if variant == "cholesky_batched" else ""}
+
+
+def probe_gesvdj_batched(dev) -> dict:
+    """Does gesvdjBatched report non-convergence with max_sweeps=1 (syevjBatched does not)?"""
+    rng = np.random.default_rng()
+    batch, n = 3, 24
+    stack = rng.standard_normal((batch, n, n))
+    s = dev.alloc((batch, n), "f64", order="C")
+    out = {"probe": "gesvdjBatched 3x24^2 f64 max_sweeps=1"}
+    try:
+        dev.linalg.gesvdj_batched(dev.to_device(stack), s, n, n, batch, vectors=False,
+                                  max_sweeps=1).result()
+        got = dev.copy_to_host(s).result()
+        ref = np.stack([np.linalg.svd(x, compute_uv=False) for x in stack])
+        out["raised"] = None
+        out["rel_err"] = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+    except gpumsg.GpuError as exc:
+        out["raised"] = f"{type(exc).__name__}: {exc}"
+    return out
 
 
 def main() -> None:
@@ -141,9 +164,14 @@ def main() -> None:
     t0 = time.perf_counter()
     with gpumsg.open_device(0) as dev:
         for dtype in ("f64", "f32"):
-            for variant in ("cholesky_batched", "raw", "clean"):
+            for variant in ("cholesky_batched", "raw", "raw L", "clean"):
                 rows.append(batched_case(dev, torch, dtype, 10000, 32, variant))
                 print(rows[-1], flush=True)
+            rows.append(batched_case(dev, torch, dtype, 10000, 32, "cholesky_batched",
+                                     "cholesky"))
+            print(rows[-1], flush=True)
+        probes = [probe_gesvdj_batched(dev)]
+        print(probes, flush=True)
         for kind in ("potrf", "getrf", "syevd", "gesvdj"):
             for dtype in ("f64", "f32"):
                 n = 4096
@@ -162,7 +190,12 @@ def main() -> None:
              "(full U, V; gpumsg gesvdj likewise)",
              f"cuSOLVER workspace-size cache at the end: {cache}",
              "rel_err: eigenvalues / singular values vs NumPy float64; potrf leading 256^2 block; "
-             "cholesky_batched first 64 items"]
+             "cholesky_batched first 64 items",
+             "cholesky_batched = one message: a kernel makes each item Hermitian from NumPy's "
+             "lower triangle, potrfBatched uplo=L, a kernel turns L' into the C-ordered L "
+             "(NVRTC, compiled once); the potrf_batched rows show the library call's own cost "
+             "by uplo",
+             f"probe: {probes}"]
     write_results("solver", rows, notes,
                   ["case", "gpumsg", "torch", "unit", "gpumsg_tflops", "ratio", "rel_err",
                    "target"])

@@ -107,6 +107,7 @@ __all__ = [
     # cusolver: QR, eigen, SVD, potri, batched
     "Geqrf", "Orgqr", "Ormqr", "Syevd", "Syevj", "SyevjBatched", "Sygvd", "Gesvd", "Gesvdj",
     "GesvdjBatched", "Potri", "PotrsBatched", "GetrfBatched", "GetrsBatched", "ZeroTriangle",
+    "CholeskyBatched",
     # nccl
     "CollOp", "Collective", "CommInit", "CommAbort", "CommPoll",
 ]

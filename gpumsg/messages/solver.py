@@ -31,7 +31,7 @@ from .blas import BLAS_DTYPES, _buffers, _dims, _ld, _side, _trans, _uplo, check
 __all__ = ["Potrf", "Potrs", "Getrf", "Getrs", "PotrfBatched", "SolverCacheInfo",
            "SOLVER_DTYPES", "Geqrf", "Orgqr", "Ormqr", "Syevd", "Syevj", "SyevjBatched", "Sygvd",
            "Gesvd", "Gesvdj", "GesvdjBatched", "Potri", "PotrsBatched", "GetrfBatched",
-           "GetrsBatched", "ZeroTriangle", "REAL_DTYPE", "BATCHED_JACOBI_MAX"]
+           "GetrsBatched", "ZeroTriangle", "CholeskyBatched", "REAL_DTYPE", "BATCHED_JACOBI_MAX"]
 
 #: the real dtype of eigenvalues and singular values
 REAL_DTYPE = {"f32": "f32", "f64": "f64", "c64": "f32", "c128": "f64"}
@@ -704,3 +704,28 @@ class ZeroTriangle(Message):
         _dims(self, "m", "n")
         _choice(self, "part", self.part, ("L", "U"))
         check_matrix(self, "a", self.a, self.m, self.n, _ld(self, "lda", self.m), "lda")
+
+
+@message(buffers=("a", "out"), writes=("out",))
+class CholeskyBatched(Message):
+    """NumPy's batched ``linalg.cholesky`` in one message: ``batch`` C-ordered n x n Hermitian
+    positive definite matrices, tightly packed in A (only their lower triangles read), factored
+    into ``out`` as C-ordered lower factors L (A = L L^H) with zeros above the diagonal; A is
+    left as it was. cuSOLVER potrfBatched underneath. The first failing item fails the future
+    with NotPositiveDefinite(index, batch_item); ``failed_items`` lists them all."""
+
+    a: BufRef
+    out: BufRef
+    n: int
+    batch: int
+
+    def __post_init__(self) -> None:
+        _buffers(self, ("a", "out"), SOLVER_DTYPES)
+        _dims(self, "n", "batch")
+        need = self.n * self.n * self.batch
+        for field in ("a", "out"):
+            ref = getattr(self, field)
+            if ref.size < need:
+                raise _fail(self, field, f"{self.batch} matrices of {self.n}x{self.n} need "
+                            f"{need} elements, {ref.describe()} holds {ref.size}")
+        _distinct(self, "out", "a")

@@ -195,7 +195,11 @@ def test_workspace_size_cached(dev, rng) -> None:
 def test_cholesky_batched(dev, rng, dtype: str) -> None:
     batch, n = 37, 9
     stack = np.stack([spd(rng, n, dtype) for _ in range(batch)])
-    L = host(dev, dev.linalg.cholesky_batched(dev.to_device(stack)))
+    # only the lower triangles are read (NumPy's contract): junk above the diagonal
+    stored = np.tril(stack) + np.triu(rand(rng, stack.shape, dtype), 1)
+    d_stored = dev.to_device(stored)
+    L = host(dev, dev.linalg.cholesky_batched(d_stored))
+    assert np.array_equal(host(dev, d_stored), stored), "the input was modified"
     assert L.shape == stack.shape
     for i in range(batch):  # item by item
         assert_close(L[i], np.linalg.cholesky(wide(stack[i])), dtype, 10)
@@ -673,12 +677,33 @@ def test_potrf_potrs_batched_raw(dev, rng, dtype: str) -> None:
         assert_close(x[part], np.linalg.solve(wide(mats[i]), wide(b[part])), dtype, 50)
 
 
-def test_syevj_batched_did_not_converge(dev, rng) -> None:
+def test_syevj_batched_sweep_limit(dev, rng) -> None:
+    """syevjBatched (n <= 32) converges within max_sweeps=1 on the H100, where syevj reports
+    DidNotConverge (test_jacobi_did_not_converge): the batched kernel's sweeps are not the
+    limit's; the results are right, and the simulator agrees."""
     batch, n = 3, 24
     stack = np.stack([hermitian(rng, n, "f64") for _ in range(batch)])
-    w = dev.alloc((batch, n), "f64")
-    with pytest.raises(gpumsg.DidNotConverge) as info:
-        dev.linalg.syevj_batched(dev.to_device(stack), w, n, batch, max_sweeps=1).result(
-            timeout=60)
-    assert info.value.batch_item == 0 and info.value.index == n + 1
-    assert info.value.failed_items == [0, 1, 2]
+    w = dev.alloc((batch, n), "f64", order="C")
+    dev.linalg.syevj_batched(dev.to_device(stack), w, n, batch, max_sweeps=1).result(timeout=60)
+    got = host(dev, w)
+    for i in range(batch):
+        assert_close(got[i], np.linalg.eigvalsh(wide(stack[i])), "f64", 100)
+
+
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_potrf_batched_clean(dev, rng, uplo: str) -> None:
+    batch, n = 7, 10
+    mats = [np.asfortranarray(spd(rng, n, "c64")) for _ in range(batch)]
+    stack = np.concatenate([m.ravel(order="F") for m in mats])
+    da = dev.to_device(stack)
+    dev.linalg.potrf_batched(da, n, batch, uplo, clean=True).result(timeout=60)
+    out = host(dev, da)
+    for i, m in enumerate(mats):
+        f = out[i * n * n:(i + 1) * n * n].reshape(n, n).T  # column-major item i
+        ref = np.linalg.cholesky(wide(m))
+        if uplo == "L":
+            assert np.all(np.triu(f, 1) == 0)
+            assert_close(f, ref, "c64", 10)
+        else:
+            assert np.all(np.tril(f, -1) == 0)
+            assert_close(f, ref.conj().T, "c64", 10)

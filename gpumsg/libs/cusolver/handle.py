@@ -51,7 +51,60 @@ extern "C" __global__ void gpumsg_zero_part(unsigned int* base, long long stride
         }
     }
 }
+
+// batch x (n x n), tight: dst(i, j) = src(i, j) on and above the diagonal, conj(src(j, i))
+// below it (the Hermitian matrix whose upper triangle src holds). imag: the 32-bit word of an
+// element holding the imaginary part's sign bit (-1 for real types).
+extern "C" __global__ void gpumsg_herm_from_upper(const unsigned int* src, unsigned int* dst,
+                                                  int n, int words, int imag, int batch)
+{
+    long long per = (long long)n * n * words;
+    for (int b = blockIdx.y; b < batch; b += gridDim.y) {
+        const unsigned int* s = src + (long long)b * per;
+        unsigned int* d = dst + (long long)b * per;
+        for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < per;
+             t += (long long)gridDim.x * blockDim.x) {
+            long long j = t / ((long long)n * words);
+            long long r = t - j * n * words;
+            long long i = r / words;
+            int w = (int)(r - i * words);
+            if (i <= j) {
+                d[t] = s[t];
+            } else {
+                unsigned int v = s[(i * n + j) * words + w];
+                d[t] = (w == imag) ? (v ^ 0x80000000u) : v;
+            }
+        }
+    }
+}
+
+// in place, batch x (n x n), tight: the upper triangle becomes the conjugate transpose of the
+// lower one, and the strictly lower part zero (a lower factor L becomes L^H).
+extern "C" __global__ void gpumsg_lower_to_upper(unsigned int* a, int n, int words, int imag,
+                                                 int batch)
+{
+    long long per = (long long)n * n * words;
+    for (int b = blockIdx.y; b < batch; b += gridDim.y) {
+        unsigned int* m = a + (long long)b * per;
+        for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < per;
+             t += (long long)gridDim.x * blockDim.x) {
+            long long j = t / ((long long)n * words);
+            long long r = t - j * n * words;
+            long long i = r / words;
+            int w = (int)(r - i * words);
+            if (i > j) {  // one thread per element of the strictly lower part: its pair is its
+                unsigned int v = m[t];
+                m[(i * n + j) * words + w] = (w == imag) ? (v ^ 0x80000000u) : v;
+                m[t] = 0u;
+            } else if (i == j && w == imag) {
+                m[t] = m[t] ^ 0x80000000u;
+            }
+        }
+    }
+}
 """
+#: the 32-bit word holding the sign of an element's imaginary part
+IMAG_WORD = {"f32": -1, "f64": -1, "c64": 1, "c128": 3}
 _ZERO_PART_KINDS = ("ptr", "i64", "i32", "i32", "i64", "i32", "i32", "i32")
 
 
@@ -202,8 +255,9 @@ class CusolverHandle:
                                        f"sm_{major}{minor}")
                 mods = self._ctx.library("nvrtc")
                 key = f"gpumsg.cusolver.{prog.key}"
-                mods.load(key, prog.image, prog.kind, ("gpumsg_zero_part",))
-                self._zero_fn = (mods, mods.function(key, "gpumsg_zero_part"))
+                names = ("gpumsg_zero_part", "gpumsg_herm_from_upper", "gpumsg_lower_to_upper")
+                mods.load(key, prog.image, prog.kind, names)
+                self._zero_fn = (mods, *(mods.function(key, x) for x in names))
             except Exception:  # noqa: BLE001 (no NVRTC: the memset path below still works)
                 self._zero_fn = False
         return self._zero_fn or None
@@ -217,12 +271,35 @@ class CusolverHandle:
             return False
         if not (m and n and batch):
             return True
-        mods, fn = k
+        mods, fn = k[0], k[1]
         words = dtype_of(dtype).itemsize // 4
         per = m * n * words
         grid = (max(1, min((per + 255) // 256, 65535)), max(1, min(batch, 65535)), 1)
         mods.launch(stream, fn, grid, (256, 1, 1), 0, _ZERO_PART_KINDS,
                     [a, stride * words, m, n, lda * words, words, int(part == "L"), batch], [])
+        return True
+
+    def cholesky_lower(self, stream: Any, dtype: str, n: int, src: int, out: int, ptrs: int,
+                       infos: int, batch: int) -> bool:
+        """NumPy's batched cholesky of the C-ordered stack at ``src`` into ``out`` through
+        potrfBatched with ``uplo='L'`` (the faster of its two kernels, the one torch uses): one
+        kernel makes each column-major matrix Hermitian from its upper triangle (NumPy's lower
+        one) into ``out``, potrfBatched factors the lower triangles (``ptrs``: pointers into
+        ``out``), one kernel turns each factor L' (= conj L) into L'^H above a zero lower part,
+        the C-ordered memory of NumPy's L. False (nothing issued) without the kernels."""
+        k = self._zero_kernel()
+        if k is None:
+            return False
+        mods, _, herm, to_upper = k
+        words = dtype_of(dtype).itemsize // 4
+        imag = IMAG_WORD[dtype]
+        grid = (max(1, min((n * n * words + 255) // 256, 65535)), max(1, min(batch, 65535)), 1)
+        kinds = ("ptr", "ptr", "i32", "i32", "i32", "i32")
+        mods.launch(stream, herm, grid, (256, 1, 1), 0, kinds, [src, out, n, words, imag, batch],
+                    [])
+        self.potrf_batched(stream, dtype, "L", n, ptrs, n, infos, batch)
+        mods.launch(stream, to_upper, grid, (256, 1, 1), 0, kinds[1:],
+                    [out, n, words, imag, batch], [])
         return True
 
     def zero_outside(self, stream: Any, dtype: str, uplo: str, n: int, a: int,

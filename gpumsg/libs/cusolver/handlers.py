@@ -24,6 +24,7 @@ from ...errors import (
     SingularMatrix,
 )
 from ...messages.solver import (
+    CholeskyBatched,
     Geqrf,
     Gesvd,
     Gesvdj,
@@ -510,3 +511,28 @@ def _zero_triangle(ctx: Any, msg: ZeroTriangle, reply: Any) -> None:
     lib = ctx.library("cusolver")
     ctx.run(reply, COMPUTE, (a,), (a,), lambda s: lib.zero_part(
         s, msg.a.dtype, msg.part, msg.m, msg.n, a.ptr, msg.lda))
+
+
+@handles(CholeskyBatched)
+def _cholesky_batched(ctx: Any, msg: CholeskyBatched, reply: Any) -> None:
+    a, out = ctx.resolve(msg.a, "a"), ctx.resolve_out(msg.out, "out")
+    batch, n, dtype = msg.batch, msg.n, msg.a.dtype
+    if batch == 0 or n == 0:
+        ctx.complete(reply, COMPUTE)
+        return
+    lib = ctx.library("cusolver")
+    item = dtype_of(dtype).itemsize
+    nbytes = n * n * batch * item
+    ptrs = pointer_array(ctx, lib, out.ptr, item * n * n, batch)
+
+    def call(stream: Any, infos: int) -> None:
+        if lib.cholesky_lower(stream, dtype, n, a.ptr, out.ptr, ptrs, infos, batch):
+            return
+        # without the kernels: a copy, potrfBatched on the upper triangles of the column-major
+        # view (NumPy's lower ones), then the other triangle zeroed with memsets
+        ctx.backend.copy_dtod(stream, out.ptr, a.ptr, nbytes)
+        lib.potrf_batched(stream, dtype, "U", n, ptrs, n, infos, batch)
+        lib.zero_outside_strided(stream, dtype, "U", n, out.ptr, n, n * n, batch)
+
+    issue_batched(ctx, reply, (a,), (out,), call, f"cusolverDn{_letter(dtype)}potrfBatched",
+                  batch, _npd)
