@@ -144,6 +144,8 @@ class CusolverHandle:
         #: (base, stride bytes, count) -> device pointer array (see handlers.pointer_array)
         self.pointer_arrays: dict[tuple, tuple[int, int]] = {}
         self._zero_fn: Any = None  # the compiled gpumsg_zero_part (False: NVRTC unavailable)
+        #: what the zeroing / transposing kernels are: "not built yet", "nvrtc", "unavailable.."
+        self.kernels = "not built yet"
 
     # -- plumbing ------------------------------------------------------------------------------
     def _check(self, status: int, function: str) -> None:
@@ -258,8 +260,11 @@ class CusolverHandle:
                 names = ("gpumsg_zero_part", "gpumsg_herm_from_upper", "gpumsg_lower_to_upper")
                 mods.load(key, prog.image, prog.kind, names)
                 self._zero_fn = (mods, *(mods.function(key, x) for x in names))
-            except Exception:  # noqa: BLE001 (no NVRTC: the memset path below still works)
+            except Exception as exc:  # noqa: BLE001 (no NVRTC: the memset paths still work)
                 self._zero_fn = False
+                self.kernels = f"unavailable ({type(exc).__name__}: {exc})"[:300]
+            else:
+                self.kernels = "nvrtc"
         return self._zero_fn or None
 
     def zero_part_strided(self, stream: Any, dtype: str, part: str, m: int, n: int, a: int,

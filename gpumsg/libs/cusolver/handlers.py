@@ -169,7 +169,8 @@ def _getrs(ctx: Any, msg: Getrs, reply: Any) -> None:
 
 @handles(SolverCacheInfo)
 def _cache_info(ctx: Any, msg: SolverCacheInfo, reply: Any) -> None:
-    ctx.reply_now(reply, ctx.library("cusolver").workspaces.info())
+    lib = ctx.library("cusolver")
+    ctx.reply_now(reply, {**lib.workspaces.info(), "kernels": lib.kernels})
 
 
 def pointer_array(ctx: Any, lib: Any, base: int, stride: int, count: int) -> int:
