@@ -16,7 +16,7 @@ from ...dtypes import dtype_of
 from ...service.plans import PlanCache
 from .handle import REAL_OF, part_spans, triangle_spans
 
-__all__ = ["SimCusolver", "lu_nopivot", "jacobi_converged"]
+__all__ = ["SimCusolver", "lu_nopivot", "jacobi_converged", "jacobi_sweeps"]
 
 
 def _lapack(name: str, arr: np.ndarray) -> Any:
@@ -42,34 +42,39 @@ def lu_nopivot(a: np.ndarray) -> tuple[np.ndarray, int]:
     return lu, info
 
 
-def jacobi_converged(h: np.ndarray, max_sweeps: int, tol: float) -> bool:
-    """Whether cyclic two-sided Jacobi (as syevj, and gesvdj on A^H A) brings the Hermitian
-    ``h`` to off(h) <= tol * ||h||_F within ``max_sweeps`` sweeps: the simulator's test for
-    cuSOLVER's 'did not converge' info. Only run for small sweep limits (it is O(n^3) a sweep
-    in Python loops over pairs)."""
+def jacobi_sweeps(h: np.ndarray, max_sweeps: int, tol: float
+                  ) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Cyclic two-sided Jacobi on the Hermitian ``h`` for at most ``max_sweeps`` sweeps (until
+    off(h) <= tol * ||h||_F): the diagonal reached (unsorted), the accumulated rotations V
+    (h ~ V diag V^H) and whether it converged."""
     a = np.array(h, np.complex128)
     n = a.shape[0]
-    norm = np.linalg.norm(a)
-    target = tol * norm
+    vv = np.eye(n, dtype=np.complex128)
+    target = tol * np.linalg.norm(a)
 
     def off() -> float:
         return float(np.sqrt(max(np.linalg.norm(a) ** 2 - np.sum(np.abs(np.diag(a)) ** 2), 0)))
 
     for _ in range(max_sweeps):
         if off() <= target:
-            return True
+            break
         for p in range(n - 1):
             for q in range(p + 1, n):
-                apq = a[p, q]
-                if abs(apq) <= 1e-300:
+                if abs(a[p, q]) <= 1e-300:
                     continue
-                # the 2x2 Hermitian eigenproblem [[app, apq], [conj(apq), aqq]]
-                sub = np.array([[a[p, p], apq], [np.conj(apq), a[q, q]]])
-                _, v = np.linalg.eigh(sub)
+                _, v = np.linalg.eigh(np.array([[a[p, p], a[p, q]], [np.conj(a[p, q]), a[q, q]]]))
                 j = np.eye(n, dtype=np.complex128)
                 j[np.ix_([p, q], [p, q])] = v
                 a = j.conj().T @ a @ j
-    return off() <= target
+                vv = vv @ j
+    return np.real(np.diag(a)), vv, off() <= target
+
+
+def jacobi_converged(h: np.ndarray, max_sweeps: int, tol: float) -> bool:
+    """Whether :func:`jacobi_sweeps` converges within ``max_sweeps``: the simulator's test for
+    syevj's / gesvdj's 'did not converge' info (run for small sweep limits only: O(n^3) per
+    rotation pair in Python loops)."""
+    return jacobi_sweeps(h, max_sweeps, tol)[2]
 
 
 def potrf_one(sim: SimBackend, t: np.dtype, uplo: str, n: int, a: int, lda: int) -> int:
@@ -345,10 +350,20 @@ class SimCusolver:
             out = []
             for i in range(batch):
                 ai, wi = a + i * lda * n * item, w + i * n * real
-                # no sweep limit check: on the H100 (CUDA 13) syevjBatched converged every
-                # 24x24 item with max_sweeps=1, where syevj reports n+1
+                # the library reports no sweep limit (info 0 with max_sweeps=1 on the H100,
+                # values unconverged): a small limit stops the simulated sweeps likewise
                 out.append(0)
-                self._eigh(dtype, vectors, uplo, n, ai, lda, wi, "evr")
+                if max_sweeps >= 16 or n <= 1:
+                    self._eigh(dtype, vectors, uplo, n, ai, lda, wi, "evr")
+                    continue
+                full = _hermitian(np.array(matrix(sim, ai, n, n, lda, t)), uplo)
+                eps = float(np.finfo(dtype_of(REAL_OF[dtype])).eps)
+                diag, vecs, _ = jacobi_sweeps(full, max_sweeps, tol or eps)
+                order = np.argsort(diag) if sort else np.arange(n)
+                vector(sim, wi, n, 1, dtype_of(REAL_OF[dtype]))[...] = diag[order]
+                if vectors:
+                    vecs = vecs[:, order]
+                    matrix(sim, ai, n, n, lda, t)[...] = vecs if t.kind == "c" else vecs.real
             sim.view(infos, 4 * batch)[...] = np.array(out, np.int32).view(np.uint8)
 
         if batch:
@@ -423,6 +438,26 @@ class SimCusolver:
             matrix(sim, v, n, vcols, ldv, t)[...] = vh.conj().T[:, :vcols]
         return status
 
+    def _svd_limited(self, dtype: str, vectors: bool, m: int, n: int, a: int, lda: int, s: int,
+                     u: int, ldu: int, v: int, ldv: int, tol: float, max_sweeps: int) -> None:
+        """gesvdjBatched stopped after ``max_sweeps`` sweeps: Jacobi on A^H A (what one-sided
+        Jacobi on A amounts to), singular values sqrt of its diagonal, descending."""
+        sim, t = self.sim, dtype_of(dtype)
+        am = np.array(matrix(sim, a, m, n, lda, t)).astype(np.complex128)
+        eps = float(np.finfo(dtype_of(REAL_OF[dtype])).eps)
+        diag, vv, _ = jacobi_sweeps(am.conj().T @ am, max_sweeps, tol or eps)
+        order = np.argsort(diag)[::-1]
+        sv = np.sqrt(np.maximum(diag[order], 0))
+        p = min(m, n)
+        vector(sim, s, p, 1, dtype_of(REAL_OF[dtype]))[...] = sv[:p]
+        if vectors:
+            vv = vv[:, order]
+            uu = am @ vv[:, :p] / np.where(sv[:p] > 0, sv[:p], 1)
+            full_u = np.linalg.qr(np.hstack([uu, np.eye(m)]))[0][:, :m] if m > p else uu
+            cast = (lambda x: x) if t.kind == "c" else (lambda x: x.real)
+            matrix(sim, u, m, m, ldu, t)[...] = cast(full_u)
+            matrix(sim, v, n, n, ldv, t)[...] = cast(vv)
+
     def gesvdj(self, stream: Any, dtype: str, vectors: bool, econ: bool, m: int, n: int,
                a: int, lda: int, s: int, u: int, ldu: int, v: int, ldv: int, tol: float,
                max_sweeps: int, info: int) -> None:
@@ -442,11 +477,19 @@ class SimCusolver:
         p = min(m, n)
 
         def run() -> None:
-            # the sweep limit is not checked, as for syevjBatched (see there)
-            out = [self._svd_into(dtype, vectors, True, m, n, a + i * lda * n * item, lda,
-                                  s + i * p * real, u + i * ldu * m * item, ldu,
-                                  v + i * ldv * n * item, ldv, tol, 1 << 30)
-                   for i in range(batch)]
+            # no sweep limit is reported, as for syevjBatched (see there); a small limit
+            # leaves the values unconverged
+            out = []
+            for i in range(batch):
+                ai, si = a + i * lda * n * item, s + i * p * real
+                ui, vi = u + i * ldu * m * item, v + i * ldv * n * item
+                if max_sweeps >= 16 or p <= 1:
+                    self._svd_into(dtype, vectors, True, m, n, ai, lda, si, ui, ldu, vi, ldv,
+                                   tol, 1 << 30)
+                else:
+                    self._svd_limited(dtype, vectors, m, n, ai, lda, si, ui, ldu, vi, ldv, tol,
+                                      max_sweeps)
+                out.append(0)
             self.sim.view(infos, 4 * batch)[...] = np.array(out, np.int32).view(np.uint8)
 
         if batch:
