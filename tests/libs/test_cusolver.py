@@ -724,3 +724,34 @@ def test_potrf_batched_clean(dev, rng, uplo: str) -> None:
         else:
             assert np.all(np.tril(f, -1) == 0)
             assert_close(f, ref.conj().T, "c64", 10)
+
+
+def test_qr_workspace_sizes_cached(dev, rng) -> None:
+    m = 40 + int(rng.integers(0, 1000))  # a shape no other test used
+    a = rect(rng, m, 7, "f64")
+    before = dev.linalg.cache_info().result(timeout=60)
+    for _ in range(3):
+        dev.linalg.qr(dev.to_device(a)).result(timeout=60)
+    after = dev.linalg.cache_info().result(timeout=60)
+    assert after["misses"] == before["misses"] + 2  # geqrf and orgqr, once each
+    assert after["hits"] == before["hits"] + 4
+
+
+def test_kernel_sources_compile() -> None:
+    """The zeroing / transposing kernels compile with NVRTC (no GPU needed; skipped where the
+    NVRTC library is missing). The GPU tests above run them."""
+    try:
+        from gpumsg.libs.nvrtc.compiler import compile_program, nvrtc_version
+
+        nvrtc_version()
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"NVRTC unavailable: {exc}")
+    from gpumsg.libs.cusolver.handle import TILED_SOURCE, TILED_TYPE, ZERO_PART_SOURCE
+
+    zero = compile_program(ZERO_PART_SOURCE, "zero.cu", "sm_90", use_cache=False)
+    assert zero.kind == "cubin" and zero.image
+    exprs = tuple(f"{k}<{t}>" for k in ("herm_from_upper", "lower_to_upper")
+                  for t in TILED_TYPE.values())
+    tiled = compile_program(TILED_SOURCE, "tiled.cu", "sm_90", ("-std=c++17",),
+                            name_expressions=exprs, use_cache=False)
+    assert set(tiled.lowered) == set(exprs)
