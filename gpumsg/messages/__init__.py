@@ -75,7 +75,30 @@ from .device import (
 from .graph import CaptureGraph, DestroyGraph, LaunchGraph, UpdateGraph
 from .nvrtc import Kernel, Launch, LoadModule
 from .rng import CreateGenerator, DestroyGenerator, Generate, SeedGenerator
-from .solver import Getrf, Getrs, Potrf, PotrfBatched, Potrs, SolverCacheInfo
+from .solver import (  # cusolver (issue 10: QR, eigen, SVD, potri, batched)
+    CholeskyBatched,
+    Geqrf,
+    Gesvd,
+    Gesvdj,
+    GesvdjBatched,
+    Getrf,
+    GetrfBatched,
+    Getrs,
+    GetrsBatched,
+    Orgqr,
+    Ormqr,
+    Potrf,
+    PotrfBatched,
+    Potri,
+    Potrs,
+    PotrsBatched,
+    SolverCacheInfo,
+    Syevd,
+    Syevj,
+    SyevjBatched,
+    Sygvd,
+    ZeroTriangle,
+)
 
 __all__ = [
     "Message", "message", "BufRef", "HostRef", "STREAMS", "FAULT_KINDS",
@@ -95,6 +118,10 @@ __all__ = [
     "GroupNorm", "GroupNormBackward",
     # cusolver
     "Potrf", "Potrs", "Getrf", "Getrs", "PotrfBatched", "SolverCacheInfo",
+    # cusolver: QR, eigen, SVD, potri, batched
+    "Geqrf", "Orgqr", "Ormqr", "Syevd", "Syevj", "SyevjBatched", "Sygvd", "Gesvd", "Gesvdj",
+    "GesvdjBatched", "Potri", "PotrsBatched", "GetrfBatched", "GetrsBatched", "ZeroTriangle",
+    "CholeskyBatched",
     # nccl
     "CollOp", "Collective", "CommInit", "CommAbort", "CommPoll",
     # curand
