@@ -18,6 +18,7 @@ FOLDERS = (
     "cudnn",
     "cusolver",
     "nccl",
+    "cusparse",
 )
 
 for _folder in FOLDERS:

@@ -65,6 +65,23 @@ from .device import (
 from .graph import CaptureGraph, DestroyGraph, LaunchGraph, UpdateGraph
 from .nvrtc import Kernel, Launch, LoadModule
 from .solver import Getrf, Getrs, Potrf, PotrfBatched, Potrs, SolverCacheInfo
+from .sparse import (
+    SDDMM,
+    DenseToSparseFinish,
+    DenseToSparseStart,
+    SparseCacheInfo,
+    SparseConvert,
+    SparseCreate,
+    SparseDestroy,
+    SparseRef,
+    SparseToDense,
+    SpGEMMDrop,
+    SpGEMMFinish,
+    SpGEMMStart,
+    SpMM,
+    SpMV,
+    SpSV,
+)
 
 __all__ = [
     "Message", "message", "BufRef", "HostRef", "STREAMS", "FAULT_KINDS",
@@ -84,4 +101,8 @@ __all__ = [
     "Potrf", "Potrs", "Getrf", "Getrs", "PotrfBatched", "SolverCacheInfo",
     # nccl
     "CollOp", "Collective", "CommInit", "CommAbort", "CommPoll",
+    # cusparse
+    "SparseRef", "SparseCreate", "SparseDestroy", "SpMV", "SpMM", "SpGEMMStart", "SpGEMMFinish",
+    "SpGEMMDrop", "SpSV", "SDDMM", "SparseToDense", "DenseToSparseStart", "DenseToSparseFinish",
+    "SparseConvert", "SparseCacheInfo",
 ]
