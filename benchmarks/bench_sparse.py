@@ -8,12 +8,13 @@ workspace-size cache counters. Writes benchmarks/results/sparse.{json,md} (or $O
 
 from __future__ import annotations
 
+import ctypes
 import statistics
 import time
 
 import numpy as np
 import scipy.sparse as sp
-from _common import compare, write_results
+from _common import compare, rate_us, write_results
 
 import gpumsg
 
@@ -38,6 +39,47 @@ def peers(torch, cupy, csx, a: sp.csr_matrix):
     ca = csx.csr_matrix((cupy.asarray(a.data), cupy.asarray(a.indices), cupy.asarray(a.indptr)),
                         shape=a.shape)
     return ta, ca
+
+
+def bare_spmv(torch, ta, tx, dtype: str, preprocess: bool) -> tuple[float, np.ndarray]:
+    """The floor for a Python binding: cusparseSpMV called through ctypes in a loop on torch's
+    stream over torch's arrays (descriptors, buffer and scalars made once), n calls then one
+    synchronize; with ``preprocess``, cusparseSpMV_preprocess is called once first."""
+    from gpumsg.dtypes import CUDA_DATA_TYPE
+    from gpumsg.libs.loader import load
+
+    lib = load("cusparse")
+    byref, vp = ctypes.byref, ctypes.c_void_p
+    t = CUDA_DATA_TYPE[dtype]
+    h, desc, vx, vy = vp(), vp(), vp(), vp()
+    lib.cusparseCreate(byref(h))
+    lib.cusparseSetStream(h, torch.cuda.current_stream().cuda_stream)
+    crow, col, val = ta.crow_indices(), ta.col_indices(), ta.values()
+    ty = torch.empty_like(tx)
+    rows, cols = ta.shape
+    assert lib.cusparseCreateCsr(byref(desc), rows, cols, val.numel(), crow.data_ptr(),
+                                 col.data_ptr(), val.data_ptr(), 2, 2, 0, t) == 0
+    lib.cusparseCreateDnVec(byref(vx), cols, tx.data_ptr(), t)
+    lib.cusparseCreateDnVec(byref(vy), rows, ty.data_ptr(), t)
+    scal = np.array([1.0, 0.0], gpumsg.as_dtype(dtype))
+    pa, pb = scal.ctypes.data, scal.ctypes.data + scal.itemsize
+    size = ctypes.c_size_t()
+    lib.cusparseSpMV_bufferSize(h, 0, pa, desc, vx, pb, vy, t, 0, byref(size))
+    buf = torch.empty(max(size.value, 1), dtype=torch.uint8, device="cuda")
+    if preprocess and lib.cusparseSpMV_preprocess is not None:
+        lib.cusparseSpMV_preprocess(h, 0, pa, desc, vx, pb, vy, t, 0, buf.data_ptr())
+    fn, hv, d, x, y, b = lib.cusparseSpMV, h.value, desc.value, vx.value, vy.value, buf.data_ptr()
+
+    def issue() -> None:
+        fn(hv, 0, pa, d, x, pb, y, t, 0, b)
+
+    us = rate_us(issue, torch.cuda.synchronize, 300, repeats=5, warmup=50)
+    out = ty.cpu().numpy()
+    lib.cusparseDestroyDnVec(vx)
+    lib.cusparseDestroyDnVec(vy)
+    lib.cusparseDestroySpMat(desc)
+    lib.cusparseDestroy(h)
+    return us, out
 
 
 def rel(out: np.ndarray, ref: np.ndarray) -> float:
@@ -96,6 +138,11 @@ def case(dev, torch, cupy, csx, kind: str, dtype: str, rows: int, k: int = 1) ->
            "ratio_vs_faster": r_t if t <= c else r_c, "ratio_torch": r_t, "ratio_cupy": r_c,
            "gpumsg_runs_us": [g1 * 1e6, g2 * 1e6], "rel_err": err,
            "rel_err_torch": err_t, "rel_err_cupy": err_c, "target": ">= 0.95"}
+    if kind == "spmv":
+        for pre, key in ((False, "bare_us"), (True, "bare_preprocessed_us")):
+            us, out = bare_spmv(torch, ta, tx, dtype, pre)
+            row[key] = us
+            row[key.replace("_us", "_rel_err")] = rel(out, ref)
     m.free()
     return row
 
@@ -150,10 +197,15 @@ def main() -> None:
         f"cuSPARSE workspace-size cache at the end: {cache} (one bufferSize query per matrix, "
         "op and dense width; repeated calls are one cusparseSpMV/SpMM each)",
         "rel_err: vs SciPy in float64 on the host",
+        "bare_us: cusparseSpMV through ctypes in a Python loop on torch's stream and arrays "
+        "(descriptors, buffer, scalars made once; 300 calls then one synchronize, median of 5): "
+        "the floor for any Python binding of the library; bare_preprocessed_us: the same after "
+        "one cusparseSpMV_preprocess (gpumsg preprocesses a CSR matrix's SpMV workspace once)",
     ]
     write_results("sparse", rows, notes,
                   ["case", "gpumsg_us", "torch_us", "cupy_us", "ratio_vs_faster", "ratio_torch",
-                   "ratio_cupy", "rel_err", "target"], extra={"issue_cost": cost})
+                   "ratio_cupy", "bare_us", "bare_preprocessed_us", "rel_err", "target"],
+                  extra={"issue_cost": cost})
 
 
 if __name__ == "__main__":

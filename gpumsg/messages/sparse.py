@@ -167,12 +167,16 @@ def _sparse_msg(sparse: tuple[str, ...] = (), sparse_writes: tuple[str, ...] = (
     return wrap
 
 
-def _op(msg: Any, field: str = "op") -> str:
+def _op(msg: Any, field: str, dtype: str) -> str:
+    """Normalize an operation flag; 'C' on real values is 'T' (cuSPARSE rejects 'C' there)."""
     value = getattr(msg, field)
     out = _OPS.get(value) if isinstance(value, str) else None
     if out is None:
         raise _fail(msg, field, f"must be 'N', 'T' or 'C', got {value!r}")
-    _set(msg, field, out)
+    if out == "C" and dtype in ("f32", "f64"):
+        out = "T"
+    if out is not value:
+        _set(msg, field, out)
     return out
 
 
@@ -201,21 +205,24 @@ def _length(msg: Any, field: str, ref: BufRef, n: int) -> None:
 
 def _alpha_beta(msg: Any, dtype: str, *names: str) -> None:
     for name in names:
-        value = _scalar(msg, name, getattr(msg, name))
+        value = getattr(msg, name)
+        if type(value) is float and value == value:
+            continue  # the common case, without the ABC checks of _scalar
+        value = _scalar(msg, name, value)
         if isinstance(value, complex) and dtype not in ("c64", "c128"):
             raise _fail(msg, name, f"a complex scalar needs complex operands, not {dtype}")
         _set(msg, name, value)
 
 
 def _distinct(msg: Any, out: str, *others: str) -> None:
-    def ids(r: Any) -> set[int]:
-        return {x.id for x in r.buffers()} if type(r) is SparseRef else {r.id}
-
     o = getattr(msg, out)
-    mine = ids(o)
+    mine = (o.ptr.id, o.idx.id, o.val.id) if type(o) is SparseRef else (o.id,)
     for name in others:
-        if mine & ids(getattr(msg, name)):
-            raise _fail(msg, out, f"{out} must not alias {name} ({o.describe()})")
+        r = getattr(msg, name)
+        theirs = (r.ptr.id, r.idx.id, r.val.id) if type(r) is SparseRef else (r.id,)
+        for i in mine:
+            if i in theirs:
+                raise _fail(msg, out, f"{out} must not alias {name} ({o.describe()})")
 
 
 def _plan(msg: Any) -> None:
@@ -266,8 +273,8 @@ class SpMV(_Sparse):
 
     def __post_init__(self) -> None:
         a = sparse_field(self, "a")
-        op = _op(self)
         dtype = a.val.dtype
+        op = _op(self, "op", dtype)
         x = _dense(self, "x", dtype, 1)
         y = _dense(self, "y", dtype, 1)
         rows, cols = a.shape
@@ -291,8 +298,8 @@ class SpMM(_Sparse):
 
     def __post_init__(self) -> None:
         a = sparse_field(self, "a")
-        op = _op(self)
         dtype = a.val.dtype
+        op = _op(self, "op", dtype)
         b = _dense(self, "b", dtype, 2)
         c = _dense(self, "c", dtype, 2)
         m, k = a.shape if op == "N" else a.shape[::-1]
@@ -377,7 +384,7 @@ class SpSV(_Sparse):
 
     def __post_init__(self) -> None:
         a = sparse_field(self, "a", ("csr", "coo"))
-        _op(self)
+        _op(self, "op", a.dtype)
         if a.shape[0] != a.shape[1]:
             raise _fail(self, "a", f"a triangular solve needs a square matrix, got "
                         f"{a.describe()}")
@@ -405,8 +412,8 @@ class SDDMM(_Sparse):
 
     def __post_init__(self) -> None:
         c = sparse_field(self, "c", ("csr",))
-        _op(self, "opa")
-        _op(self, "opb")
+        _op(self, "opa", c.dtype)
+        _op(self, "opb", c.dtype)
         a = _dense(self, "a", c.dtype, 2)
         b = _dense(self, "b", c.dtype, 2)
         m, k = a.shape if self.opa == "N" else a.shape[::-1]

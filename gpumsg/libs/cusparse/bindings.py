@@ -64,6 +64,9 @@ SPEC = LibrarySpec(
         # (handle, opA, alpha, matA, vecX, beta, vecY, computeType, alg, &size | buffer)
         Fn("cusparseSpMV_bufferSize", c_int, (_H, _i, _p, _M, _D, _p, _D, _i, _i, P(_z))),
         Fn("cusparseSpMV", c_int, (_H, _i, _p, _M, _D, _p, _D, _i, _i, _p)),
+        # the same arguments; CUDA 12.4+ (optional: an optimization only)
+        Fn("cusparseSpMV_preprocess", c_int, (_H, _i, _p, _M, _D, _p, _D, _i, _i, _p),
+           optional=True),
         # (handle, opA, opB, alpha, matA, matB, beta, matC, computeType, alg, &size | buffer)
         Fn("cusparseSpMM_bufferSize", c_int, (_H, _i, _i, _p, _M, _D, _p, _D, _i, _i, P(_z))),
         Fn("cusparseSpMM", c_int, (_H, _i, _i, _p, _M, _D, _p, _D, _i, _i, _p)),

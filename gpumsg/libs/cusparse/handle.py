@@ -6,7 +6,10 @@ the operations run on it, each sized by one ``*_bufferSize`` query per (operatio
 shape, dtype) and kept, from the device pool, until the matrix is destroyed (all sparse work runs
 on the compute stream, so a kept workspace is reused in stream order). Dense vector and matrix
 descriptors are cached by (pointer, shape, dtype): a repeated SpMV on the same buffers is one
-``cusparseSpMV`` call. Scalars are passed in host pointer mode (read during the call).
+``cusparseSpMV`` call; a CSR matrix's SpMV workspace is also preprocessed once
+(``cusparseSpMV_preprocess``, where the library has it: NVIDIA's advice for a matrix used by
+repeated SpMVs). Scalars are passed in host pointer mode (read during the call). Arrays of no
+elements (NULL in the pool) are passed as a small dummy allocation: cuSPARSE reads none of it.
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ class CusparseHandle:
         self.matrices: dict[int, _Matrix] = {}
         self.plans: dict[int, dict[str, Any]] = {}
         self.sizes = SizeCounter()
+        self._dummy = 0
         self._vecs = PlanCache(256, release=lambda d: self.lib.cusparseDestroyDnVec(d))
         self._mats = PlanCache(64, release=lambda d: self.lib.cusparseDestroyDnMat(d))
         # host scalars (alpha, beta) per dtype: written before each call, read during it
@@ -109,6 +113,14 @@ class CusparseHandle:
     def _free(self, ptr: int, nbytes: int) -> None:
         if ptr:
             self._ctx.memory.deallocate(ptr, nbytes, self._ctx.compute.obj)
+
+    def _nonnull(self, ptr: int) -> int:
+        """``ptr``, or for an empty array (NULL) a small dummy allocation."""
+        if ptr:
+            return ptr
+        if not self._dummy:
+            self._dummy = self._alloc(256)
+        return self._dummy
 
     def _record(self, mid: int) -> _Matrix:
         rec = self.matrices.get(mid)
@@ -163,6 +175,8 @@ class CusparseHandle:
         h = c_void_p()
         rows, cols = ref.shape
         it, vt = INDEX[ref.index_dtype], CUDA_DATA_TYPE[ref.dtype]
+        nn = self._nonnull
+        ptr, idx, val = nn(ptr), nn(idx), nn(val)
         lib, f = self.lib, ref.format
         if f == "csr":
             st = lib.cusparseCreateCsr(ctypes.byref(h), rows, cols, ref.nnz, ptr, idx, val, it,
@@ -209,11 +223,22 @@ class CusparseHandle:
         pa, pb = self._ab(dtype, alpha, beta)
         o = OP[op]
         h = self.raw_handle
-        ws = self._workspace(rec, ("spmv", o), lambda: self._size(
-            "cusparseSpMV_bufferSize", o, pa, rec.desc, vx, pb, vy, t, ALG_DEFAULT))
         if stream is not self._bound_stream:
             self._bind(stream)
-        st = self.lib.cusparseSpMV(h, o, pa, rec.desc, vx, pb, vy, t, ALG_DEFAULT, ws)
+        entry = rec.ws.get(o)
+        if entry is None:
+            self.sizes.misses += 1
+            nbytes = self._size("cusparseSpMV_bufferSize", o, pa, rec.desc, vx, pb, vy, t,
+                                ALG_DEFAULT)
+            entry = rec.ws[o] = (self._alloc(nbytes), nbytes)
+            self.sizes.size += 1
+            pre = self.lib.cusparseSpMV_preprocess
+            if pre is not None and o == 0 and rec.ref.format == "csr":
+                # an optimization only: without it (status != 0) SpMV works the same
+                pre(h, o, pa, rec.desc, vx, pb, vy, t, ALG_DEFAULT, entry[0] or None)
+        else:
+            self.sizes.hits += 1
+        st = self.lib.cusparseSpMV(h, o, pa, rec.desc, vx, pb, vy, t, ALG_DEFAULT, entry[0])
         if st:
             self._check(st, "cusparseSpMV")
 
@@ -258,12 +283,14 @@ class CusparseHandle:
                 self._check(getattr(lib, name)(h, 0, 0, pa, a.desc, b.desc, pb, c.value, t,
                                                SPGEMM_DEFAULT, g.value, ctypes.byref(n), None),
                             name)
-                buf = self._alloc(n.value)
-                state["bufs"].append((buf, n.value))
+                # never NULL: a NULL buffer would make the second call a size query again
+                size = max(n.value, 256)
+                buf = self._alloc(size)
+                state["bufs"].append((buf, size))
                 pa, pb = self._ab(dtype, alpha, 0.0)
                 self._check(getattr(lib, name)(h, 0, 0, pa, a.desc, b.desc, pb, c.value, t,
                                                SPGEMM_DEFAULT, g.value, ctypes.byref(n),
-                                               buf or None), name)
+                                               buf), name)
         except BaseException:
             self.drop(plan)
             raise
@@ -286,7 +313,8 @@ class CusparseHandle:
         lib = self.lib
         try:
             dtype = state["dtype"]
-            self._check(lib.cusparseCsrSetPointers(state["c"], ptr, idx, val),
+            nn = self._nonnull
+            self._check(lib.cusparseCsrSetPointers(state["c"], nn(ptr), nn(idx), nn(val)),
                         "cusparseCsrSetPointers")
             self._bind(stream)
             pa, pb = self._ab(dtype, state["alpha"], 0.0)
@@ -407,7 +435,8 @@ class CusparseHandle:
             raise InvalidMessage(f"no dense-to-sparse plan {plan} on this device", field="plan")
         lib = self.lib
         try:
-            self._check(lib.cusparseCsrSetPointers(state["c"], ptr, idx, val),
+            nn = self._nonnull
+            self._check(lib.cusparseCsrSetPointers(state["c"], nn(ptr), nn(idx), nn(val)),
                         "cusparseCsrSetPointers")
             self._bind(stream)
             buf = state["bufs"][0][0]
@@ -439,6 +468,8 @@ class CusparseHandle:
             self.drop(plan)
         for mid in list(self.matrices):
             self.destroy(mid)
+        self._free(self._dummy, 256)
+        self._dummy = 0
         self._vecs.clear()
         self._mats.clear()
         if self.raw_handle:
