@@ -106,17 +106,32 @@ def test_unsorted_coo_with_duplicates(dev, rng, dtype: str, index: str) -> None:
     vals = values(rng, nnz, dtype)
     a = sp.coo_matrix((vals, (rows, cols)), shape=(m, n))  # unsorted, with duplicates
     assert not np.all(np.diff(rows) >= 0)
+    canonical = a.tocsr()
+    canonical.sum_duplicates()
+    assert canonical.nnz < nnz, "the input has duplicates"
     ref_dense = wide(a.toarray())
     x = values(rng, n, dtype)
     b = values(rng, n * 4, dtype).reshape(n, 4)
     for fmt in ("coo", "csr", "csc"):
         mat = upload(dev, a, fmt, index)
+        assert mat.nnz == canonical.nnz, "uploads sum duplicates"
         assert_close(host(dev, dev.sparse.spmv(mat, dev.to_device(x))), ref_dense @ wide(x),
                      dtype, 10)
         assert_close(host(dev, dev.sparse.spmm(mat, dev.to_device(b))), ref_dense @ wide(b),
                      dtype, 10)
         assert_close(host(dev, dev.sparse.to_dense(mat)), ref_dense, dtype)
         mat.free()
+    # COO arrays given as they are, duplicates kept (sorted by row): products sum them
+    order = np.lexsort((cols, rows))
+    it = gpumsg.as_dtype(index)
+    raw = dev.sparse.from_buffers("coo", (m, n), dev.to_device(rows[order].astype(it)),
+                                  dev.to_device(cols[order].astype(it)),
+                                  dev.to_device(vals[order]))
+    assert raw.nnz == nnz
+    assert_close(host(dev, dev.sparse.spmv(raw, dev.to_device(x))), ref_dense @ wide(x), dtype,
+                 10)
+    assert_close(host(dev, dev.sparse.spmm(raw, dev.to_device(b))), ref_dense @ wide(b), dtype,
+                 10)
 
 
 # (BSR with op 'T' is refused: cuSPARSE SpMM on BSR takes op 'N' only; see the bad-arg table)

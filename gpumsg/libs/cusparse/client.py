@@ -227,10 +227,13 @@ class Sparse:
                                                     m.data.astype(name_np(name))))
 
     def coo(self, matrix: Any, dtype: Any = None, index_dtype: Any = None) -> SparseMatrix:
-        """Upload as COO. Entries are sorted by (row, column) on the host, as cuSPARSE needs;
-        duplicate entries are kept (products add them, as SciPy does)."""
+        """Upload as COO. Entries are sorted by (row, column) on the host, as cuSPARSE needs,
+        and duplicates are summed: cuSPARSE sums duplicate COO entries in products but keeps
+        only one of them in ``to_dense`` (H100 run), so a canonical matrix is the only one on
+        which every operation agrees with SciPy. (``from_buffers`` takes COO arrays as given.)"""
         m = self._scipy(matrix).tocoo(copy=True)
         name, index = self._dtypes(m, dtype, index_dtype, max(*m.shape, m.nnz))
+        m.sum_duplicates()
         order = np.lexsort((m.col, m.row))
         it = _NP_INDEX[index]
         return self._upload("coo", m.shape, m.nnz, (m.row[order].astype(it),
