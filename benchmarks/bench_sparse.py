@@ -32,10 +32,12 @@ def make_matrix(rng, rows: int, dtype) -> sp.csr_matrix:
     return a
 
 
-def peers(torch, cupy, csx, a: sp.csr_matrix):
+def peers(torch, cupy, csx, a: sp.csr_matrix, cupy_too: bool = True):
     ta = torch.sparse_csr_tensor(torch.from_numpy(a.indptr).cuda(),
                                  torch.from_numpy(a.indices).cuda(),
                                  torch.from_numpy(a.data).cuda(), size=a.shape)
+    if not cupy_too:
+        return ta, None
     ca = csx.csr_matrix((cupy.asarray(a.data), cupy.asarray(a.indices), cupy.asarray(a.indptr)),
                         shape=a.shape)
     return ta, ca
@@ -147,6 +149,63 @@ def case(dev, torch, cupy, csx, kind: str, dtype: str, rows: int, k: int = 1) ->
     return row
 
 
+def blocking_check(torch, a: sp.csr_matrix, dtype: str) -> dict:
+    """Does cusparseSpMV return before the GPU reaches it? The host time of one call issued
+    behind milliseconds of queued GPU work (an 8192^2 matmul), with host scalars (pointer mode
+    host, as gpumsg and torch pass alpha/beta) and with device scalars (pointer mode device).
+    A call that blocks takes the queued time; one that does not, microseconds."""
+    from gpumsg.dtypes import CUDA_DATA_TYPE
+    from gpumsg.libs.loader import load
+
+    lib = load("cusparse")
+    byref, vp = ctypes.byref, ctypes.c_void_p
+    t = CUDA_DATA_TYPE[dtype]
+    npdt = gpumsg.as_dtype(dtype)
+    ta, _ = peers(torch, None, None, a, cupy_too=False)
+    tx = torch.ones(a.shape[1], dtype=ta.dtype, device="cuda")
+    ty = torch.empty(a.shape[0], dtype=ta.dtype, device="cuda")
+    h, desc, vx, vy = vp(), vp(), vp(), vp()
+    lib.cusparseCreate(byref(h))
+    lib.cusparseSetStream(h, torch.cuda.current_stream().cuda_stream)
+    crow, col, val = ta.crow_indices(), ta.col_indices(), ta.values()
+    lib.cusparseCreateCsr(byref(desc), a.shape[0], a.shape[1], val.numel(), crow.data_ptr(),
+                          col.data_ptr(), val.data_ptr(), 2, 2, 0, t)
+    lib.cusparseCreateDnVec(byref(vx), a.shape[1], tx.data_ptr(), t)
+    lib.cusparseCreateDnVec(byref(vy), a.shape[0], ty.data_ptr(), t)
+    scal = np.array([1.0, 0.0], npdt)
+    dscal = torch.from_numpy(scal).cuda()
+    size = ctypes.c_size_t()
+    lib.cusparseSpMV_bufferSize(h, 0, scal.ctypes.data, desc, vx,
+                                scal.ctypes.data + scal.itemsize, vy, t, 0, byref(size))
+    buf = torch.empty(max(size.value, 1), dtype=torch.uint8, device="cuda")
+    big = torch.randn(8192, 8192, device="cuda")
+    out = {}
+    for mode in ("host", "device"):
+        lib.cusparseSetPointerMode(h, 0 if mode == "host" else 1)
+        pa = scal.ctypes.data if mode == "host" else dscal.data_ptr()
+        pb = pa + scal.itemsize
+        samples, queued = [], []
+        for _ in range(5):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            big @ big  # milliseconds of GPU work queued ahead
+            t1 = time.perf_counter()
+            status = lib.cusparseSpMV(h.value, 0, pa, desc.value, vx.value, pb, vy.value, t, 0,
+                                      buf.data_ptr())
+            t2 = time.perf_counter()
+            torch.cuda.synchronize()
+            samples.append((t2 - t1) * 1e6)
+            queued.append((time.perf_counter() - t0) * 1e6)
+        out[f"spmv_call_us_{mode}_scalars"] = statistics.median(samples)
+        out[f"status_{mode}"] = status
+        out["queued_work_us"] = statistics.median(queued)
+    lib.cusparseDestroyDnVec(vx)
+    lib.cusparseDestroyDnVec(vy)
+    lib.cusparseDestroySpMat(desc)
+    lib.cusparseDestroy(h)
+    return out
+
+
 def issue_cost(dev, rows: int = 10_000) -> dict:
     """Host time to issue one SpMV (median of single calls; the GPU work is not waited for
     inside the timed region, the queue is drained every 200 calls)."""
@@ -183,6 +242,9 @@ def main() -> None:
             print(rows[-1], flush=True)
         cost = issue_cost(dev)
         print(cost, flush=True)
+        block = blocking_check(torch, make_matrix(np.random.default_rng(), 1_000_000,
+                                                  np.float32), "f32")
+        print(block, flush=True)
         cache = dev.sparse.cache_info().result()
     notes = [
         "ratio_vs_faster = min(torch, CuPy) time / gpumsg time (> 1: gpumsg faster); each "
@@ -197,6 +259,11 @@ def main() -> None:
         f"cuSPARSE workspace-size cache at the end: {cache} (one bufferSize query per matrix, "
         "op and dense width; repeated calls are one cusparseSpMV/SpMM each)",
         "rel_err: vs SciPy in float64 on the host",
+        f"host time of one bare cusparseSpMV call (1M f32) issued behind "
+        f"{block['queued_work_us']:.0f} us of queued GPU work: "
+        f"{block['spmv_call_us_host_scalars']:.1f} us with host scalars, "
+        f"{block['spmv_call_us_device_scalars']:.1f} us with device scalars (a call that "
+        "waits for the GPU takes about the queued time)",
         "bare_us: cusparseSpMV through ctypes in a Python loop on torch's stream and arrays "
         "(descriptors, buffer, scalars made once; 300 calls then one synchronize, median of 5): "
         "the floor for any Python binding of the library; bare_preprocessed_us: the same after "
@@ -205,7 +272,7 @@ def main() -> None:
     write_results("sparse", rows, notes,
                   ["case", "gpumsg_us", "torch_us", "cupy_us", "ratio_vs_faster", "ratio_torch",
                    "ratio_cupy", "bare_us", "bare_preprocessed_us", "rel_err", "target"],
-                  extra={"issue_cost": cost})
+                  extra={"issue_cost": cost, "blocking_check": block})
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ SPEC = LibrarySpec(
         Fn("cusparseCreate", c_int, (P(_H),)),
         Fn("cusparseDestroy", c_int, (_H,)),
         Fn("cusparseSetStream", c_int, (_H, c_void_p)),
+        Fn("cusparseSetPointerMode", c_int, (_H, _i)),  # 0: host scalars, 1: device scalars
         # (&descr, rows, cols, nnz, offsets, indices, values, offsetsType, indType, base, valType)
         Fn("cusparseCreateCsr", c_int, (P(_M), _l, _l, _l, _p, _p, _p, _i, _i, _i, _i)),
         Fn("cusparseCreateCsc", c_int, (P(_M), _l, _l, _l, _p, _p, _p, _i, _i, _i, _i)),
