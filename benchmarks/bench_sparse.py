@@ -242,8 +242,13 @@ def main() -> None:
             print(rows[-1], flush=True)
         cost = issue_cost(dev)
         print(cost, flush=True)
-        block = blocking_check(torch, make_matrix(np.random.default_rng(), 1_000_000,
-                                                  np.float32), "f32")
+        try:  # a diagnostic: its failure must not cost the results above
+            block = blocking_check(torch, make_matrix(np.random.default_rng(), 1_000_000,
+                                                      np.float32), "f32")
+        except Exception as exc:  # noqa: BLE001
+            block = {"error": repr(exc), "queued_work_us": float("nan"),
+                     "spmv_call_us_host_scalars": float("nan"),
+                     "spmv_call_us_device_scalars": float("nan")}
         print(block, flush=True)
         cache = dev.sparse.cache_info().result()
     notes = [
