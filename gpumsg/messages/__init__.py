@@ -80,6 +80,7 @@ from .sparse import (
     SpGEMMStart,
     SpMM,
     SpMV,
+    SpSM,
     SpSV,
 )
 
@@ -103,6 +104,6 @@ __all__ = [
     "CollOp", "Collective", "CommInit", "CommAbort", "CommPoll",
     # cusparse
     "SparseRef", "SparseCreate", "SparseDestroy", "SpMV", "SpMM", "SpGEMMStart", "SpGEMMFinish",
-    "SpGEMMDrop", "SpSV", "SDDMM", "SparseToDense", "DenseToSparseStart", "DenseToSparseFinish",
-    "SparseConvert", "SparseCacheInfo",
+    "SpGEMMDrop", "SpSV", "SpSM", "SDDMM", "SparseToDense", "DenseToSparseStart",
+    "DenseToSparseFinish", "SparseConvert", "SparseCacheInfo",
 ]

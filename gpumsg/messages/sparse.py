@@ -41,7 +41,7 @@ from .blas import INT32_MAX
 
 __all__ = ["SparseRef", "SPARSE_DTYPES", "INDEX_DTYPES", "FORMATS", "SparseCreate",
            "SparseDestroy", "SpMV", "SpMM", "SpGEMMStart", "SpGEMMFinish", "SpSV", "SDDMM",
-           "SparseToDense", "DenseToSparseStart", "DenseToSparseFinish", "SparseConvert",
+           "SpSM", "SparseToDense", "DenseToSparseStart", "DenseToSparseFinish", "SparseConvert",
            "SparseCacheInfo", "sparse_field"]
 
 SPARSE_DTYPES = ("f32", "f64", "c64", "c128")
@@ -395,6 +395,39 @@ class SpSV(_Sparse):
         _length(self, "y", _dense(self, "y", dtype, 1), a.shape[0])
         _alpha_beta(self, dtype, "alpha")
         _distinct(self, "y", "x", "a")
+
+
+@_sparse_msg(sparse=("a",), buffers=("b", "c"), writes=("c",))
+class SpSM(_Sparse):
+    """Solve op(A) C = alpha B for C with several right-hand sides (``cusparseSpSM``): A as
+    in :class:`SpSV` (square CSR or COO, its ``uplo`` triangle, stored or unit ``diag``), B and C
+    dense C-ordered n x k of A's dtype. The analysis runs with every solve."""
+
+    a: SparseRef
+    b: BufRef
+    c: BufRef
+    alpha: float | complex = 1.0
+    op: str = "N"
+    uplo: str = "L"
+    diag: str = "N"
+
+    def __post_init__(self) -> None:
+        a = sparse_field(self, "a", ("csr", "coo"))
+        _op(self, "op", a.dtype)
+        n = a.shape[0]
+        if n != a.shape[1]:
+            raise _fail(self, "a", f"a triangular solve needs a square matrix, got "
+                        f"{a.describe()}")
+        _choice(self, "uplo", self.uplo, ("L", "U"))
+        _choice(self, "diag", self.diag, ("N", "U"))
+        b = _dense(self, "b", a.dtype, 2)
+        c = _dense(self, "c", a.dtype, 2)
+        if b.shape[0] != n:
+            raise _fail(self, "b", f"A is {n}x{n} so B needs {n} rows, got {b.describe()}")
+        if c.shape != b.shape:
+            raise _fail(self, "c", f"needs B's shape {b.shape}, got {c.describe()}")
+        _alpha_beta(self, a.dtype, "alpha")
+        _distinct(self, "c", "b", "a")
 
 
 @_sparse_msg(sparse=("c",), sparse_writes=("c",), buffers=("a", "b"))

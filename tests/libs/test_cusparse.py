@@ -206,6 +206,26 @@ def test_spsv(dev, rng, fmt: str, dtype: str, op: str, uplo: str, diag: str) -> 
     assert_close(y2, np.linalg.solve(opm(t, op), wide(x2)), dtype, 50)
 
 
+@pytest.mark.parametrize("diag", ["N", "U"])
+@pytest.mark.parametrize("uplo", ["L", "U"])
+@pytest.mark.parametrize("op", ["N", "T"])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_spsm(dev, rng, dtype: str, op: str, uplo: str, diag: str) -> None:
+    n, k = 40, 3
+    a = triangular(rng, n, dtype, uplo)
+    d = wide(a.toarray())
+    t = np.tril(d) if uplo == "L" else np.triu(d)
+    if diag == "U":
+        t = t - np.diag(np.diag(t)) + np.eye(n)
+    b = values(rng, n * k, dtype).reshape(n, k)
+    for fmt in ("csr", "coo"):
+        mat = upload(dev, a, fmt, "i32" if dtype in ("f32", "c64") else "i64")
+        c = host(dev, dev.sparse.spsm(mat, dev.to_device(b), alpha=0.5, op=op, uplo=uplo,
+                                      diag=diag))
+        assert c.shape == (n, k)
+        assert_close(c, np.linalg.solve(opm(t, op), 0.5 * wide(b)), dtype, 50)
+
+
 @pytest.mark.parametrize("index", INDEX)
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 def test_sddmm(dev, rng, dtype: str, index: str) -> None:
@@ -343,6 +363,13 @@ BAD = [
            field="a"),
     BadArg("spsv uplo", lambda d: d.sparse.spsv(_m(d, shape=(6, 6)), _v(d, 6), uplo="X"),
            field="uplo"),
+    BadArg("spsm b rows", lambda d: d.sparse.spsm(_m(d, shape=(6, 6)),
+                                                  d.alloc((5, 2), np.float64, "C")), field="b"),
+    BadArg("spsm c shape", lambda d: d.sparse.spsm(_m(d, shape=(6, 6)),
+                                                   d.alloc((6, 2), np.float64, "C"),
+                                                   d.alloc((6, 3), np.float64, "C")), field="c"),
+    BadArg("spsm bsr", lambda d: d.sparse.spsm(_m(d, shape=(6, 6), fmt="bsr"),
+                                               d.alloc((6, 2), np.float64, "C")), field="a"),
     BadArg("sddmm shape", lambda d: d.sparse.sddmm(d.alloc((8, 2), np.float64, "C"),
                                                    d.alloc((2, 5), np.float64, "C"), _m(d)),
            field="c"),

@@ -86,6 +86,13 @@ SPEC = LibrarySpec(
         Fn("cusparseSpSV_bufferSize", c_int, (_H, _i, _p, _M, _D, _D, _i, _i, _G, P(_z))),
         Fn("cusparseSpSV_analysis", c_int, (_H, _i, _p, _M, _D, _D, _i, _i, _G, _p)),
         Fn("cusparseSpSV_solve", c_int, (_H, _i, _p, _M, _D, _D, _i, _i, _G)),
+        Fn("cusparseSpSM_createDescr", c_int, (P(_G),)),
+        Fn("cusparseSpSM_destroyDescr", c_int, (_G,)),
+        # (handle, opA, opB, alpha, matA, matB (dense), matC (dense), computeType, alg,
+        #  spsmDescr, &size | buffer)
+        Fn("cusparseSpSM_bufferSize", c_int, (_H, _i, _i, _p, _M, _D, _D, _i, _i, _G, P(_z))),
+        Fn("cusparseSpSM_analysis", c_int, (_H, _i, _i, _p, _M, _D, _D, _i, _i, _G, _p)),
+        Fn("cusparseSpSM_solve", c_int, (_H, _i, _i, _p, _M, _D, _D, _i, _i, _G)),
         # (handle, opA, opB, alpha, matA (dense), matB (dense), beta, matC (sparse),
         #  computeType, alg, &size | buffer)
         Fn("cusparseSDDMM_bufferSize", c_int, (_H, _i, _i, _p, _D, _D, _p, _M, _i, _i, P(_z))),

@@ -326,6 +326,20 @@ class Sparse:
         done = dev.send(msgs.SpSV(m, x, y, alpha, op, uplo, diag))
         return dev.buffer_after(done, y)
 
+    def spsm(self, m: Any, b: Any, c: Any = None, alpha: Any = 1.0, op: str = "N",
+             uplo: str = "L", diag: str = "N") -> Any:
+        """:meth:`spsv` with several right-hand sides: solve op(T) C = alpha B for C-ordered
+        n x k B; a new C-ordered C when ``c`` is None. Returns the future of C."""
+        dev = self._dev
+        if c is None:
+            ref = m.sparse_ref if isinstance(m, SparseMatrix) else m
+            rb = getattr(b, "ref", None)
+            if type(rb) is not BufRef:
+                raise InvalidMessage("b: expected a GpuBuffer or its future", field="b")
+            c = dev.alloc(rb.shape, getattr(ref, "dtype", rb.dtype), order="C")
+        done = dev.send(msgs.SpSM(m, b, c, alpha, op, uplo, diag))
+        return dev.buffer_after(done, c)
+
     def sddmm(self, a: Any, b: Any, c: Any, alpha: Any = 1.0, beta: Any = 0.0,
               opa: str = "N", opb: str = "N") -> Future:
         """C = alpha (op(A) op(B)) .* spy(C) + beta C in place on CSR C's values, A and B

@@ -64,7 +64,8 @@ class _Matrix:
         self.ref = ref
         self.desc = desc
         self.ws: dict[tuple, tuple[int, int]] = {}  # key -> (device ptr, bytes)
-        self.spsv: dict[tuple, tuple[int, int, int]] = {}  # key -> (descr, ptr, bytes)
+        #: (kind, op, uplo, diag, ...) -> (SpSV/SpSM descriptor, workspace ptr, bytes)
+        self.spsv: dict[tuple, tuple[int, int, int]] = {}
 
 
 class CusparseHandle:
@@ -207,8 +208,11 @@ class CusparseHandle:
             return
         for ptr, nbytes in rec.ws.values():
             self._free(ptr, nbytes)
-        for descr, ptr, nbytes in rec.spsv.values():
-            self.lib.cusparseSpSV_destroyDescr(descr)
+        for key, (descr, ptr, nbytes) in rec.spsv.items():
+            if key[0] == "spsm":
+                self.lib.cusparseSpSM_destroyDescr(descr)
+            else:
+                self.lib.cusparseSpSV_destroyDescr(descr)
             self._free(ptr, nbytes)
         self.sizes.size -= len(rec.ws) + len(rec.spsv)
         self.lib.cusparseDestroySpMat(rec.desc)
@@ -345,14 +349,11 @@ class CusparseHandle:
         dtype = rec.ref.dtype
         t = CUDA_DATA_TYPE[dtype]
         lib, h = self.lib, self.raw_handle
-        for attr, value in ((ATTR_FILL, FILL[uplo]), (ATTR_DIAG, DIAG[diag])):
-            v = c_int(value)
-            self._check(lib.cusparseSpMatSetAttribute(rec.desc, attr, ctypes.byref(v), 4),
-                        "cusparseSpMatSetAttribute")
+        self._triangle(rec, uplo, diag)
         vx, vy = self._dnvec(x, n, dtype), self._dnvec(y, n, dtype)
         o = OP[op]
         pa, _ = self._ab(dtype, alpha)
-        key = (o, uplo, diag)
+        key = ("spsv", o, uplo, diag)
         entry = rec.spsv.get(key)
         if entry is None:
             self.sizes.misses += 1
@@ -375,6 +376,48 @@ class CusparseHandle:
                     "cusparseSpSV_analysis")
         self._check(lib.cusparseSpSV_solve(h, o, pa, rec.desc, vx, vy, t, ALG_DEFAULT, entry[0]),
                     "cusparseSpSV_solve")
+
+    def _triangle(self, rec: _Matrix, uplo: str, diag: str) -> None:
+        lib = self.lib
+        for attr, value in ((ATTR_FILL, FILL[uplo]), (ATTR_DIAG, DIAG[diag])):
+            v = c_int(value)
+            self._check(lib.cusparseSpMatSetAttribute(rec.desc, attr, ctypes.byref(v), 4),
+                        "cusparseSpMatSetAttribute")
+
+    def spsm(self, stream: Any, mid: int, op: str, uplo: str, diag: str, alpha: Any, b: int,
+             c: int, shape: tuple) -> None:
+        """Triangular solve with the k right-hand sides of the row-major n x k B into C."""
+        rec = self._record(mid)
+        dtype = rec.ref.dtype
+        t = CUDA_DATA_TYPE[dtype]
+        lib, h = self.lib, self.raw_handle
+        self._triangle(rec, uplo, diag)
+        mb, mc = self._dnmat(b, *shape, dtype), self._dnmat(c, *shape, dtype)
+        o = OP[op]
+        pa, _ = self._ab(dtype, alpha)
+        key = ("spsm", o, uplo, diag, shape[1])
+        entry = rec.spsv.get(key)
+        if entry is None:
+            self.sizes.misses += 1
+            g = c_void_p()
+            self._check(lib.cusparseSpSM_createDescr(ctypes.byref(g)), "cusparseSpSM_createDescr")
+            try:
+                nbytes = self._size("cusparseSpSM_bufferSize", o, 0, pa, rec.desc, mb, mc, t,
+                                    ALG_DEFAULT, g.value)
+            except BaseException:
+                lib.cusparseSpSM_destroyDescr(g.value)
+                raise
+            entry = (g.value, self._alloc(nbytes), nbytes)
+            rec.spsv[key] = entry
+            self.sizes.size += 1
+        else:
+            self.sizes.hits += 1
+        self._bind(stream)
+        self._check(lib.cusparseSpSM_analysis(h, o, 0, pa, rec.desc, mb, mc, t, ALG_DEFAULT,
+                                              entry[0], entry[1] or None),
+                    "cusparseSpSM_analysis")
+        self._check(lib.cusparseSpSM_solve(h, o, 0, pa, rec.desc, mb, mc, t, ALG_DEFAULT,
+                                           entry[0]), "cusparseSpSM_solve")
 
     def sddmm(self, stream: Any, mid: int, opa: str, opb: str, alpha: Any, a: int,
               a_shape: tuple, b: int, b_shape: tuple, beta: Any) -> None:

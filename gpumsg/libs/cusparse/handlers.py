@@ -30,6 +30,7 @@ from ...messages.sparse import (
     SpGEMMStart,
     SpMM,
     SpMV,
+    SpSM,
     SpSV,
 )
 from ...service.registry import COMPUTE, handles
@@ -121,6 +122,16 @@ def _spsv(ctx: Any, msg: SpSV, reply: Any) -> None:
     y = ctx.resolve_out(msg.y, "y")
     ctx.run(reply, COMPUTE, (p, i, v, x), (y,), ctx.library("cusparse").spsv, a.id, msg.op,
             msg.uplo, msg.diag, msg.alpha, x.ptr, y.ptr, a.shape[0])
+
+
+@handles(SpSM)
+def _spsm(ctx: Any, msg: SpSM, reply: Any) -> None:
+    a = msg.a
+    p, i, v = _read(ctx, a, "a")
+    b = ctx.resolve(msg.b, "b")
+    c = ctx.resolve_out(msg.c, "c")
+    ctx.run(reply, COMPUTE, (p, i, v, b), (c,), ctx.library("cusparse").spsm, a.id, msg.op,
+            msg.uplo, msg.diag, msg.alpha, b.ptr, c.ptr, msg.b.shape)
 
 
 @handles(SDDMM)

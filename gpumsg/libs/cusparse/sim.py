@@ -193,26 +193,42 @@ class SimCusparse:
     def drop(self, plan: int) -> None:
         self.plans.pop(plan, None)
 
+    def _solve(self, rec: _Record, op: str, uplo: str, diag: str, rhs: np.ndarray) -> Any:
+        from scipy.sparse.linalg import spsolve_triangular
+
+        sp = _sp()
+        n = rec.ref.shape[0]
+        a = self._load(rec).tocsr()
+        tri = sp.tril(a, -1 if diag == "U" else 0) if uplo == "L" else \
+            sp.triu(a, 1 if diag == "U" else 0)
+        if diag == "U":
+            tri = tri + sp.identity(n, dtype=a.dtype)
+        t = _op(tri, op).tocsr()
+        lower = (uplo == "L") == (op == "N")
+        return spsolve_triangular(t, rhs, lower=lower) if n else rhs
+
     def spsv(self, stream: Any, mid: int, op: str, uplo: str, diag: str, alpha: Any, x: int,
              y: int, n: int) -> None:
         rec = self._record(mid)
         self._count(rec, ("spsv", op, uplo, diag))
         dtype = rec.ref.dtype
-        sp = _sp()
 
         def run() -> None:
-            from scipy.sparse.linalg import spsolve_triangular
-
-            a = self._load(rec).tocsr()
-            tri = sp.tril(a, -1 if diag == "U" else 0) if uplo == "L" else \
-                sp.triu(a, 1 if diag == "U" else 0)
-            if diag == "U":
-                tri = tri + sp.identity(n, dtype=a.dtype)
-            t = _op(tri, op).tocsr()
-            lower = (uplo == "L") == (op == "N")
-            rhs = alpha * np.array(self._vec(x, n, dtype))
-            out = spsolve_triangular(t, rhs, lower=lower) if n else rhs
+            out = self._solve(rec, op, uplo, diag, alpha * np.array(self._vec(x, n, dtype)))
             self._vec(y, n, dtype)[...] = out
+
+        stream.put(run)
+
+    def spsm(self, stream: Any, mid: int, op: str, uplo: str, diag: str, alpha: Any, b: int,
+             c: int, shape: tuple) -> None:
+        rec = self._record(mid)
+        self._count(rec, ("spsm", op, uplo, diag, shape[1]))
+        dtype = rec.ref.dtype
+
+        def run() -> None:
+            rhs = alpha * np.array(self._mat(b, shape, dtype))
+            out = self._solve(rec, op, uplo, diag, rhs) if shape[1] else rhs
+            self._mat(c, shape, dtype)[...] = np.asarray(out).reshape(shape)
 
         stream.put(run)
 
