@@ -9,6 +9,7 @@ workspace-size cache counters. Writes benchmarks/results/sparse.{json,md} (or $O
 from __future__ import annotations
 
 import ctypes
+import os
 import statistics
 import time
 
@@ -251,6 +252,21 @@ def main() -> None:
                      "spmv_call_us_device_scalars": float("nan")}
         print(block, flush=True)
         cache = dev.sparse.cache_info().result()
+    # the experiment on the SpMV gap: alpha/beta from device memory (see handle.py)
+    from gpumsg.libs.cusparse.handle import DEVICE_SCALARS_ENV
+
+    os.environ[DEVICE_SCALARS_ENV] = "1"
+    try:
+        with gpumsg.open_device(0) as dev:
+            for dtype in ("f32", "f64"):
+                r = case(dev, torch, cupy, csx, "spmv", dtype, 1_000_000)
+                r["case"] += ", device scalars (experiment)"
+                rows.append(r)
+                print(r, flush=True)
+    except Exception as exc:  # noqa: BLE001 - an experiment: its failure must not cost the rest
+        rows.append({"case": "spmv device scalars (experiment)", "error": repr(exc)})
+    finally:
+        del os.environ[DEVICE_SCALARS_ENV]
     notes = [
         "ratio_vs_faster = min(torch, CuPy) time / gpumsg time (> 1: gpumsg faster); each "
         "figure is the wall time of n pipelined calls then one wait, n sized for >= 30 ms of "
@@ -264,6 +280,9 @@ def main() -> None:
         f"cuSPARSE workspace-size cache at the end: {cache} (one bufferSize query per matrix, "
         "op and dense width; repeated calls are one cusparseSpMV/SpMM each)",
         "rel_err: vs SciPy in float64 on the host",
+        "rows marked 'device scalars (experiment)': a second device with "
+        "GPUMSG_CUSPARSE_DEVICE_SCALARS=1, which passes SpMV's alpha and beta from device memory "
+        "(cuSPARSE pointer mode device) instead of host memory",
         f"host time of one bare cusparseSpMV call (1M f32) issued behind "
         f"{block['queued_work_us']:.0f} us of queued GPU work: "
         f"{block['spmv_call_us_host_scalars']:.1f} us with host scalars, "

@@ -15,6 +15,7 @@ elements (NULL in the pool) are passed as a small dummy allocation: cuSPARSE rea
 from __future__ import annotations
 
 import ctypes
+import os
 from typing import Any
 
 import numpy as np
@@ -40,7 +41,14 @@ from .bindings import (
     SPMM_BSR_ALG1,
 )
 
-__all__ = ["CusparseHandle", "SizeCounter"]
+__all__ = ["CusparseHandle", "SizeCounter", "DEVICE_SCALARS_ENV"]
+
+#: set to 1 to pass SpMV's alpha and beta from device memory (pointer mode device) instead of
+#: host memory: an experiment on where the SpMV gap to torch comes from (bench_sparse.py runs
+#: both); off by default until a device run shows it helps
+DEVICE_SCALARS_ENV = "GPUMSG_CUSPARSE_DEVICE_SCALARS"
+_SLOT = 32  # bytes per (alpha, beta) pair: two c128 at most
+_SLOTS = 1024
 
 
 class SizeCounter:
@@ -82,6 +90,13 @@ class CusparseHandle:
         self.plans: dict[int, dict[str, Any]] = {}
         self.sizes = SizeCounter()
         self._dummy = 0
+        # device scalars (DEVICE_SCALARS_ENV): (dtype, alpha, beta) -> device address of the
+        # pair, written once from a pinned block that is never rewritten
+        self._device_scalars = os.environ.get(DEVICE_SCALARS_ENV) == "1"
+        self._scalar_slots: dict[tuple, int] = {}
+        self._scalar_dev = 0
+        self._scalar_host: Any = None
+        self._pointer_mode = 0
         self._vecs = PlanCache(256, release=lambda d: self.lib.cusparseDestroyDnVec(d))
         self._mats = PlanCache(64, release=lambda d: self.lib.cusparseDestroyDnMat(d))
         # host scalars (alpha, beta) per dtype: written before each call, read during it
@@ -107,6 +122,33 @@ class CusparseHandle:
         s[0] = alpha
         s[1] = beta
         return self._scalar_ptrs[dtype]
+
+    def _mode(self, device: bool) -> None:
+        mode = 1 if device else 0
+        if mode != self._pointer_mode:
+            self._check(self.lib.cusparseSetPointerMode(self.raw_handle, mode),
+                        "cusparseSetPointerMode")
+            self._pointer_mode = mode
+
+    def _device_ab(self, stream: Any, dtype: str, alpha: Any, beta: Any) -> tuple[int, int]:
+        """Device addresses of (alpha, beta), or (0, 0) when every slot is taken."""
+        key = (dtype, alpha, beta)
+        ptr = self._scalar_slots.get(key)
+        if ptr is None:
+            n = len(self._scalar_slots)
+            if n >= _SLOTS:
+                return 0, 0
+            if not self._scalar_dev:
+                self._scalar_dev = self._alloc(_SLOT * _SLOTS)
+                self._scalar_host = self._ctx.pinned.allocate(_SLOT * _SLOTS)
+            pair = np.array([alpha, beta], dtype_of(dtype))
+            view = self._scalar_host.bytes[n * _SLOT:n * _SLOT + pair.nbytes]
+            view[...] = pair.view(np.uint8)
+            ptr = self._scalar_dev + n * _SLOT
+            self._ctx.backend.copy_htod(stream, ptr, self._scalar_host.ptr + n * _SLOT,
+                                        pair.nbytes)
+            self._scalar_slots[key] = ptr
+        return ptr, ptr + dtype_of(dtype).itemsize
 
     def _alloc(self, nbytes: int) -> int:
         return self._ctx.memory.allocate(nbytes, self._ctx.compute.obj) if nbytes else 0
@@ -242,6 +284,16 @@ class CusparseHandle:
                 pre(h, o, pa, rec.desc, vx, pb, vy, t, ALG_DEFAULT, entry[0] or None)
         else:
             self.sizes.hits += 1
+        if self._device_scalars:
+            da, db = self._device_ab(stream, dtype, alpha, beta)
+            if da:
+                self._mode(True)
+                st = self.lib.cusparseSpMV(h, o, da, rec.desc, vx, db, vy, t, ALG_DEFAULT,
+                                           entry[0])
+                self._mode(False)
+                if st:
+                    self._check(st, "cusparseSpMV")
+                return
         st = self.lib.cusparseSpMV(h, o, pa, rec.desc, vx, pb, vy, t, ALG_DEFAULT, entry[0])
         if st:
             self._check(st, "cusparseSpMV")
@@ -513,6 +565,18 @@ class CusparseHandle:
             self.destroy(mid)
         self._free(self._dummy, 256)
         self._dummy = 0
+        self._free(self._scalar_dev, _SLOT * _SLOTS)
+        self._scalar_dev = 0
+        if self._scalar_host is not None:
+            self._ctx.pinned.release(self._scalar_host)
+            self._scalar_host = None
+        # device scalars (DEVICE_SCALARS_ENV): (dtype, alpha, beta) -> device address of the
+        # pair, written once from a pinned block that is never rewritten
+        self._device_scalars = os.environ.get(DEVICE_SCALARS_ENV) == "1"
+        self._scalar_slots: dict[tuple, int] = {}
+        self._scalar_dev = 0
+        self._scalar_host: Any = None
+        self._pointer_mode = 0
         self._vecs.clear()
         self._mats.clear()
         if self.raw_handle:
