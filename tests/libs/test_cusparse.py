@@ -295,17 +295,43 @@ def test_from_buffers_and_value_update(dev, rng) -> None:
 
 
 def test_workspace_sizes_cached(dev, rng) -> None:
+    import gc
+
     a = rand_sparse(rng, 64, 64, 0.1, "f32")
-    mat = dev.sparse.csr(a)
-    x, y = dev.to_device(values(rng, 64, "f32")), dev.alloc(64, np.float32)
-    before = dev.sparse.cache_info().result(timeout=60)
-    for _ in range(20):
-        dev.sparse.spmv(mat, x, y)
-    after = dev.sparse.cache_info().result(timeout=60)
-    assert after["misses"] - before["misses"] == 1
-    assert after["hits"] - before["hits"] == 19
-    mat.free().result(timeout=60)
-    assert dev.sparse.cache_info().result(timeout=60)["size"] == after["size"] - 1
+    gc.collect()
+    gc.disable()  # no other matrix's finalizer changes the counters meanwhile
+    try:
+        mat = dev.sparse.csr(a)
+        x, y = dev.to_device(values(rng, 64, "f32")), dev.alloc(64, np.float32)
+        before = dev.sparse.cache_info().result(timeout=60)
+        for _ in range(20):
+            dev.sparse.spmv(mat, x, y)
+        after = dev.sparse.cache_info().result(timeout=60)
+        assert after["misses"] - before["misses"] == 1
+        assert after["hits"] - before["hits"] == 19
+        mat.free().result(timeout=60)
+        assert dev.sparse.cache_info().result(timeout=60)["size"] == after["size"] - 1
+    finally:
+        gc.enable()
+
+
+def test_dropped_matrix_releases_its_descriptor(dev, rng) -> None:
+    import gc
+
+    x = dev.to_device(values(rng, 16, "f64"))
+    gc.collect()  # matrices earlier tests left in reference cycles go first
+    gc.disable()  # and no collection but the one below
+    try:
+        dev.synchronize().result(timeout=60)
+        base = dev.sparse.cache_info().result(timeout=60)["size"]
+        mat = dev.sparse.csr(rand_sparse(rng, 16, 16, 0.3, "f64"))
+        dev.sparse.spmv(mat, x).result(timeout=60)
+        assert dev.sparse.cache_info().result(timeout=60)["size"] == base + 1
+        del mat
+        gc.collect()  # (its ready future refers back to it)
+        assert dev.sparse.cache_info().result(timeout=60)["size"] == base
+    finally:
+        gc.enable()
 
 
 def test_freed_matrix_is_refused(dev, rng) -> None:

@@ -137,6 +137,20 @@ class SparseMatrix:
             futures += [b.free() for b in self._buffers]
         return _gather(futures, None)
 
+    def __del__(self) -> None:
+        # a dropped matrix: its descriptor and kept workspaces go too (its owned buffers are
+        # freed by their own finalizers); no reply, nothing raised (closed device, shutdown)
+        if getattr(self, "_freed", True):
+            return
+        self._freed = True
+        try:
+            dev = self._dev
+            state = dev._state
+            if state.accepting and self._ref.val.generation == state.generation:
+                dev._submit(msgs.SparseDestroy.unchecked(self._ref), None)
+        except Exception:  # noqa: BLE001
+            pass
+
     def to_scipy(self, timeout: float | None = 60) -> Any:
         """Download into a SciPy sparse matrix of the same format (blocks until done)."""
         import scipy.sparse as sp
