@@ -4,7 +4,9 @@ reads the arrays from simulated memory when it runs on the stream (so it sees wr
 before it), computes with SciPy in the matrix's dtype and writes the result back. With beta = 0
 the output is not read (fresh device memory holds NaN here, as it may hold anything on a GPU).
 SpGEMM keeps the structural product (entries whose products cancel stay, as in cuSPARSE) with
-sorted column indices; conversions write sorted indices. Workspace-size bookkeeping is the same
+sorted column indices; conversions write sorted indices. One difference: ``to_dense`` of a COO
+matrix with duplicate entries (only ``from_buffers`` makes one) sums them here, where cuSPARSE
+keeps one of them. Workspace-size bookkeeping is the same
 as the CUDA handle's (one query per operation and shape, per matrix)."""
 
 from __future__ import annotations
