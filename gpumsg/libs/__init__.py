@@ -19,6 +19,7 @@ FOLDERS = (
     "cusolver",
     "nccl",
     "curand",
+    "cusparse",
 )
 
 for _folder in FOLDERS:

@@ -99,6 +99,24 @@ from .solver import (  # cusolver (issue 10: QR, eigen, SVD, potri, batched)
     Sygvd,
     ZeroTriangle,
 )
+from .sparse import (
+    SDDMM,
+    DenseToSparseFinish,
+    DenseToSparseStart,
+    SparseCacheInfo,
+    SparseConvert,
+    SparseCreate,
+    SparseDestroy,
+    SparseRef,
+    SparseToDense,
+    SpGEMMDrop,
+    SpGEMMFinish,
+    SpGEMMStart,
+    SpMM,
+    SpMV,
+    SpSM,
+    SpSV,
+)
 
 __all__ = [
     "Message", "message", "BufRef", "HostRef", "STREAMS", "FAULT_KINDS",
@@ -126,4 +144,8 @@ __all__ = [
     "CollOp", "Collective", "CommInit", "CommAbort", "CommPoll",
     # curand
     "CreateGenerator", "SeedGenerator", "Generate", "DestroyGenerator",
+    # cusparse
+    "SparseRef", "SparseCreate", "SparseDestroy", "SpMV", "SpMM", "SpGEMMStart", "SpGEMMFinish",
+    "SpGEMMDrop", "SpSV", "SpSM", "SDDMM", "SparseToDense", "DenseToSparseStart",
+    "DenseToSparseFinish", "SparseConvert", "SparseCacheInfo",
 ]
