@@ -18,6 +18,7 @@ FOLDERS = (
     "cudnn",
     "cusolver",
     "nccl",
+    "cufft",
 )
 
 for _folder in FOLDERS:

@@ -62,6 +62,7 @@ from .device import (
     UnregisterHostMemory,
     WatchGeneration,
 )
+from .fft import FftCacheConfig, FftCacheInfo, FftExec, FftPlan, FftSpec
 from .graph import CaptureGraph, DestroyGraph, LaunchGraph, UpdateGraph
 from .nvrtc import Kernel, Launch, LoadModule
 from .solver import Getrf, Getrs, Potrf, PotrfBatched, Potrs, SolverCacheInfo
@@ -84,4 +85,6 @@ __all__ = [
     "Potrf", "Potrs", "Getrf", "Getrs", "PotrfBatched", "SolverCacheInfo",
     # nccl
     "CollOp", "Collective", "CommInit", "CommAbort", "CommPoll",
+    # cufft
+    "FftSpec", "FftPlan", "FftExec", "FftCacheInfo", "FftCacheConfig",
 ]
