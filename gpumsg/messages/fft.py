@@ -202,7 +202,8 @@ class FftExec(Message):
     ``out_offset + r * out_step``. ``direction``: "forward" (C2C, R2C) or "inverse" (C2C, C2R;
     "backward" is accepted as its alias). Unnormalized; ``scale`` other than 1 multiplies
     every element of ``out`` afterwards. In place (``x`` is ``out``) exactly when
-    ``spec.inplace``. Out-of-place C2R overwrites ``x``. Runs on the compute stream."""
+    ``spec.inplace``. The real side's offset and step must be even (cuFFT wants real data
+    aligned to the complex type). Out-of-place C2R overwrites ``x``. Runs on the compute stream."""
 
     spec: FftSpec
     x: BufRef
@@ -247,6 +248,16 @@ class FftExec(Message):
                         f"{spec.precision} {spec.kind.upper()} transform writes "
                         f"{spec.out_dtype}")
         iitem, oitem = _ITEM[spec.in_dtype], _ITEM[spec.out_dtype]
+        if spec.kind != "c2c":
+            # cuFFT refuses (CUFFT_INVALID_VALUE, seen on an H100) real data that does not start
+            # on a complex element's boundary: the real side's offsets and steps must be even
+            side, off, step = (("x", self.x_offset, self.x_step) if spec.kind == "r2c"
+                               else ("out", self.out_offset, self.out_step))
+            for f, v in ((f"{side}_offset", off), (f"{side}_step", step)):
+                if v % 2:
+                    raise _fail(self, f, f"must be even for the real side of a "
+                                f"{spec.kind.upper()} transform (cuFFT needs real data aligned "
+                                f"to its complex type), got {v}")
         if same and (self.x_offset * iitem != self.out_offset * oitem
                      or self.x_step * iitem != self.out_step * oitem):
             raise _fail(self, "out_offset", "an in-place transform reads and writes at the "

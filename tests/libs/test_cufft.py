@@ -57,7 +57,7 @@ def test_complex_numpy(dev, rng, func, kw, norm, dtype) -> None:
 REAL_CASES = [
     ("rfft", {}), ("rfft", {"n": 12, "axis": 1}), ("rfft", {"axis": 0}), ("rfft2", {}),
     ("rfftn", {}), ("rfftn", {"axes": (2, 0)}), ("rfftn", {"s": (5, 9), "axes": (0, 1)}),
-    ("rfft2", {"axes": (0, 2)}),
+    ("rfft2", {"axes": (0, 2)}), ("rfft", {"axis": 1}), ("rfftn", {"axes": (0, 1)}),
 ]
 
 
@@ -82,6 +82,9 @@ INVERSE_CASES = [
     ("irfftn", {}, "rfftn", {}),
     ("irfftn", {"axes": (0, 2), "s": (6, 11)}, "rfftn", {"axes": (0, 2)}),
     ("irfftn", {"axes": (2, 0)}, "rfftn", {"axes": (2, 0)}),
+    # real data along a middle axis whose rows are an odd number of reals apart
+    ("irfft", {"axis": 1, "n": 7}, "rfft", {"axis": 1}),
+    ("irfft", {"axis": 1, "n": 8}, "rfft", {"axis": 1}),
 ]
 
 
@@ -194,7 +197,9 @@ def test_explicit_plan_strided_layout(dev, rng, kind, direction, precision, rank
                         **{k: v for k, v in lay.items() if k not in ("n", "batch")}
                         ).result(timeout=60)["hit"] is True
     spec = plan.spec
-    x_off, o_off = 3, 5  # element offsets: the layout starts inside the buffers
+    # element offsets: the layout starts inside the buffers (even on a real side: cuFFT wants
+    # real data aligned to the complex type)
+    x_off, o_off = (3, 5) if kind == "c2c" else (4, 6)
     x = _input(rng, spec, spec.in_span + x_off + 4, x_off)
     out0 = flat_random(rng, spec.out_span + o_off + 6, spec.out_dtype)
     dx, dout = dev.to_device(x), dev.to_device(out0)
@@ -368,6 +373,12 @@ BAD = [
         field="direction"),
     BadArg("in place with an out-of-place plan", lambda d: (lambda x: d.fft.execute(
         _plan(d), x, x))(_c(d, (32,))), field="out"),
+    BadArg("r2c odd real offset", lambda d: d.fft.execute(
+        _plan(d, kind="r2c"), _c(d, (40,), np.float32), _c(d, (20,)), x_offset=1),
+        field="x_offset"),
+    BadArg("c2r odd real step", lambda d: d.fft.execute(
+        _plan(d, kind="c2r", batch=1), _c(d, (10,)), _c(d, (40,), np.float32),
+        direction="inverse", repeat=2, x_step=5, out_step=9), field="out_step"),
     BadArg("exec nan scale", lambda d: d.fft.execute(_plan(d), _c(d, (32,)), _c(d, (32,)),
                                                      scale=float("nan")), field="scale"),
     BadArg("capacity 0", lambda d: d.fft.cache_config(capacity=0), field="capacity"),

@@ -71,9 +71,12 @@ class Plan:
 
 class _Pass:
     """One execution of a recipe: its spec and repeat/steps; ``src``/``dst``: 'in' (the
-    input or its resized copy), 'out'."""
+    input or its resized copy), 'out'. ``pad_in``/``pad_out``: the real side's runs are
+    ``row`` reals apart, an odd number; cuFFT wants real data aligned to the complex type, so
+    the runs go through a scratch buffer with rows of ``row + 1`` (0: not needed)."""
 
-    __slots__ = ("spec", "repeat", "x_step", "out_step", "direction", "src", "dst")
+    __slots__ = ("spec", "repeat", "x_step", "out_step", "direction", "src", "dst", "pad_in",
+                 "pad_out")
 
     def __init__(self, spec: FftSpec, repeat: int, x_step: int, out_step: int,
                  direction: str, src: str, dst: str) -> None:
@@ -84,6 +87,11 @@ class _Pass:
         self.direction = direction
         self.src = src
         self.dst = dst
+        self.pad_in = self.pad_out = 0
+        if repeat > 1 and spec.kind == "r2c" and x_step % 2:
+            self.pad_in, self.x_step = x_step, x_step + 1
+        if repeat > 1 and spec.kind == "c2r" and out_step % 2:
+            self.pad_out, self.out_step = out_step, out_step + 1
 
 
 class _Recipe:
@@ -127,7 +135,9 @@ def _pass(kind: str, precision: str, in_shape: tuple[int, ...], out_shape: tuple
     if inner == 1:
         spec = FftSpec(batch=outer, istride=1, idist=isz, ostride=1, odist=osz, **common)
         return _Pass(spec, 1, 0, 0, direction, src, dst)
-    if outer == 1 or outer <= inner:
+    if outer == 1 or outer <= inner or kind != "c2c":
+        # (a real transform always repeats over the leading elements: the other way round its
+        # real data would start at odd element offsets, which cuFFT refuses)
         spec = FftSpec(batch=inner, istride=inner, idist=1, ostride=inner, odist=1, **common)
         return _Pass(spec, outer, isz * inner, osz * inner, direction, src, dst)
     spec = FftSpec(batch=outer, istride=inner, idist=isz * inner, ostride=inner,
@@ -431,8 +441,24 @@ class Fft:
         for i, p in enumerate(passes):
             xb = wref if p.src == "in" else oref
             ob = wref if p.dst == "in" else oref
+            scale = rec.scale if i == last else 1.0
+            if p.pad_in:  # real input rows an odd number apart: through even-spaced rows
+                row = p.pad_in
+                pad = dev.alloc((p.repeat, row + 1), p.spec.in_dtype, order="C")
+                dev.blas.geam(xb, xb, pad, row, p.repeat, lda=row, ldb=row, ldc=row + 1)
+                temps.append(pad)
+                xb = pad.ref
+            if p.pad_out:  # real output rows an odd number apart: written spaced, then packed
+                row = p.pad_out
+                pad = dev.alloc((p.repeat, row + 1), p.spec.out_dtype, order="C")
+                send(make(p.spec, xb, pad.ref, p.direction, p.repeat, p.x_step, p.out_step, 0,
+                          0, 1.0))
+                done = dev.blas.geam(pad, pad, ob, row, p.repeat, scale, 0.0, lda=row + 1,
+                                     ldb=row + 1, ldc=row)
+                temps.append(pad)
+                continue
             done = send(make(p.spec, xb, ob, p.direction, p.repeat, p.x_step, p.out_step, 0, 0,
-                             rec.scale if i == last else 1.0))
+                             scale))
         for t in temps:  # stream-ordered behind the transforms that read them
             t.buffer.free()
         if done is None:
