@@ -157,6 +157,104 @@ def plan_cost(dev, torch) -> list[dict]:
     ]
 
 
+def _profile(torch, label: str, issue, wait, calls: int) -> list[str]:
+    """Run ``issue`` ``calls`` times under torch's profiler: wall per call, every GPU kernel
+    with count and mean time, and the GPU's busy time against the span of the kernels."""
+    from collections import defaultdict
+
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(5):
+        issue()
+    wait()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            issue()
+        wait()
+        wall = (time.perf_counter() - t0) / calls * 1e6
+    times: dict[str, list[float]] = defaultdict(list)
+    starts, ends = [], []
+    for ev in prof.events():
+        if ev.device_type.name == "CUDA":
+            times[ev.name].append(ev.device_time_total)
+            starts.append(ev.time_range.start)
+            ends.append(ev.time_range.end)
+    busy = sum(sum(v) for v in times.values())
+    span = (max(ends) - min(starts)) if starts else 0.0
+    lines = [f"{label}: {wall:.1f} us wall per call; GPU busy {busy / calls:.1f} us per call "
+             f"over a span of {span / calls:.1f} us per call"]
+    for k, v in times.items():
+        lines.append(f"    {len(v):3d} x {np.mean(v):8.1f} us  {k[:140]}")
+    return lines
+
+
+def _kernels_of(dev, torch, name: str, shape: tuple, n: tuple, batch: int,
+                calls: int) -> list[str]:
+    h = _data(np.random.default_rng(), "c2c", shape)
+    x = dev.to_device(h)
+    out = dev.alloc(shape, np.complex64, order="C")
+    plan = dev.fft.plan(n, batch, "c2c", "c64")
+    plan.result()
+    tx = torch.from_numpy(h).cuda()
+    last = [dev.synchronize()]
+    fn = torch.fft.fft if len(n) == 1 else torch.fft.fft2
+
+    def ours() -> None:
+        last[0] = dev.fft.execute(plan, x, out)
+
+    lines = _profile(torch, f"{name} gpumsg explicit", ours, lambda: last[0].result(), calls)
+    numpy_fn = dev.fft.fft if len(n) == 1 else dev.fft.fft2
+
+    def numpy_path() -> None:
+        last[0] = numpy_fn(x)
+
+    lines += _profile(torch, f"{name} gpumsg NumPy-shaped", numpy_path,
+                      lambda: last[0].result(), calls)
+    lines += _profile(torch, f"{name} torch", lambda: fn(tx), torch.cuda.synchronize, calls)
+    x.buffer.free()
+    out.buffer.free()
+    return lines
+
+
+def kernel_report(dev, torch, calls: int = 20) -> list[str]:
+    """The cuFFT kernels each side runs for the 1-D 2^20 x16 and 2-D 4096^2 transforms (torch's
+    profiler reads CUPTI, which sees every kernel of the process), with the mean GPU time of
+    each, the GPU's busy time over the span from the first kernel's start to the last one's
+    end (idle gaps between kernels show as busy < span), and the loaded libcufft files."""
+    lines = _kernels_of(dev, torch, "1-D c64 2^20 x16", (16, 1 << 20), (1 << 20,), 16, calls)
+    lines += _kernels_of(dev, torch, "2-D c64 4096^2", (4096, 4096), (4096, 4096), 1, calls)
+    with open("/proc/self/maps") as f:
+        libs = sorted({ln.split()[-1] for ln in f if "libcufft" in ln})
+    lines.append("libcufft files mapped: " + ", ".join(libs))
+    from gpumsg.libs.loader import load
+
+    lines.append(f"gpumsg's cufft: {load('cufft').path} version {load('cufft').version()}")
+    return lines
+
+
+def long_runs(dev, torch, case: tuple) -> dict:
+    """The explicit path with runs 5x longer: a fixed cost per run (filling and draining the
+    pipeline) shrinks, a cost per call does not."""
+    h = _data(np.random.default_rng(), case[1], case[2])
+    x = dev.to_device(h)
+    tx = torch.from_numpy(h).cuda()
+    plan, out = _explicit(dev, case[1], case[2], x)
+    last = [dev.synchronize()]
+
+    def explicit() -> None:
+        last[0] = dev.fft.execute(plan, x, out)
+
+    ours_s, torch_s = compare((explicit, lambda: last[0].result()),
+                              (lambda: torch.fft.fft(tx), torch.cuda.synchronize),
+                              repeats=5, warmup_s=0.5, min_run_s=0.15)
+    x.buffer.free()
+    out.buffer.free()
+    return {"case": case[0] + " (runs of 150 ms)", "path": "explicit plan dev.fft.execute",
+            "gpumsg_us": ours_s * 1e6, "peer": "torch", "peer_us": torch_s * 1e6,
+            "ratio": torch_s / ours_s, "target": "(diagnostic)"}
+
+
 def main() -> None:
     import torch
 
@@ -173,7 +271,14 @@ def main() -> None:
                 cupy.get_default_memory_pool().free_all_blocks()
         rows += plan_cost(dev, torch)
         print(rows[-2:], flush=True)
+        rows.append(long_runs(dev, torch, CASES[0]))
+        print(rows[-1], flush=True)
         info = dev.fft.cache_info().result()
+        try:
+            kern = kernel_report(dev, torch)
+        except Exception as exc:  # noqa: BLE001 - a diagnostic: report, do not fail the run
+            kern = [f"kernel report failed: {type(exc).__name__}: {exc}"]
+        print("\n".join(kern), flush=True)
     notes = [
         "ratio = torch time / other time (> 1: faster than torch); wall time of n pipelined "
         "calls then one wait, n sized for >= 30 ms of torch's work; both warmed up, then 7 "
@@ -185,7 +290,7 @@ def main() -> None:
         "message; torch: a mul_)",
         "rel_err: NumPy-shaped output vs numpy.fft in float64 (leading rows)",
         f"gpumsg plan cache at the end: {info}",
-    ]
+    ] + ["kernels: " + ln.strip() for ln in kern]
     write_results("fft", rows, notes, ["case", "path", "gpumsg_us", "peer", "peer_us",
                                        "cupy_us", "ratio", "rel_err", "target"])
 
