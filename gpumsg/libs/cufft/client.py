@@ -30,6 +30,7 @@ copy of the input, since cuFFT's C2R overwrites its input.
 from __future__ import annotations
 
 import math
+import time
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +46,14 @@ if TYPE_CHECKING:
 __all__ = ["Fft", "Plan"]
 
 NORMS = ("backward", "ortho", "forward")
+#: after posting a transform whose output has at least this many bytes, the caller yields the
+#: GIL (``time.sleep(0)``) so that the device thread issues it at once. Without it a caller
+#: posting a burst keeps the GIL for up to CPython's 5 ms switch interval, and the GPU idles
+#: until the burst is posted (on the simulator: 300 posts, 3.5-7.5 ms before the device thread
+#: issued the first). For large transforms the GPU time (~200 µs at 128 MiB on an H100) dwarfs
+#: the handover's cost; small ones are host-bound and skip it (a yield per post made small
+#: SGEMMs slower, docs/performance.md). None: never yield.
+YIELD_BYTES: int | None = 16 << 20
 _ITEM = {"f32": 4, "f64": 8, "c64": 8, "c128": 16}
 _COMPLEX = {"f32": "c64", "f64": "c128", "c64": "c64", "c128": "c128"}
 _REAL = {"c64": "f32", "c128": "f64", "f32": "f32", "f64": "f64"}
@@ -201,8 +210,12 @@ class Fft:
         spec = plan.spec if isinstance(plan, Plan) else plan
         if out is None:
             out = x
-        return self._dev.send(msgs.FftExec(spec, x, out, direction, repeat, x_step, out_step,
-                                           x_offset, out_offset, scale))
+        msg = msgs.FftExec(spec, x, out, direction, repeat, x_step, out_step, x_offset,
+                           out_offset, scale)
+        fut = self._dev.send(msg)
+        if YIELD_BYTES is not None and msg.out.nbytes >= YIELD_BYTES:
+            time.sleep(0)  # let the device thread issue it now (see YIELD_BYTES)
+        return fut
 
     def cache_info(self) -> Future:
         """Resolves to the plan cache's counters: hits, misses, size, capacity, evictions,
@@ -461,6 +474,8 @@ class Fft:
                              scale))
         for t in temps:  # stream-ordered behind the transforms that read them
             t.buffer.free()
+        if YIELD_BYTES is not None and oref.nbytes >= YIELD_BYTES:
+            time.sleep(0)  # let the device thread issue it now (see YIELD_BYTES)
         if done is None:
             return out
         return dev.buffer_after(done, out)
