@@ -319,6 +319,33 @@ def test_graph_replays_an_fft(dev, rng) -> None:
         assert_close(host(dev, out), 0.5 * np.fft.fft(wide(x0)), "c64", 5)
 
 
+def test_graph_refuses_a_plan_not_made_yet(dev, rng) -> None:
+    x = dev.to_device(crand(rng, (2, 96), np.complex64))
+    out = dev.alloc((2, 96), np.complex64, order="C")
+    spec = FftSpec((96,), 2, "c2c", "f32")  # never planned: capture cannot allocate one
+    with dev.graph() as g:
+        dev.fft.execute(spec, x, out)
+    with pytest.raises(gpumsg.GraphCaptureError, match="make it first"):
+        g.ready.result(timeout=60)
+    device_still_serves(dev)
+    # made first, the same recording works
+    dev.send(FftPlan(spec)).result(timeout=60)
+    with dev.graph() as g:
+        dev.fft.execute(spec, x, out)
+    g.launch().result(timeout=60)
+    assert_close(host(dev, out), np.fft.fft(wide(host(dev, x))), "c64", 5)
+
+
+def test_process_isolation(rng) -> None:
+    """Messages and plans cross a process boundary: FftSpec is plain, picklable data."""
+    with gpumsg.open_device(0, backend="sim", isolation="process") as d:
+        x = crand(rng, (3, 10), np.complex64)
+        y = host(d, d.fft.fft2(d.to_device(x), norm="ortho"))
+        assert_close(y, np.fft.fft2(wide(x), norm="ortho"), "c64", 5)
+        assert d.fft.plan((10,), 3).result(timeout=60) == {"workspace": 0, "hit": False}
+        assert d.fft.cache_info().result(timeout=60)["size"] == 2
+
+
 def test_cufft_status_is_library_error(dev) -> None:
     bogus = FftSpec.unchecked((0,), 1, "c2c", "f32", False, (1,), 1, 1, (1,), 1, 1)
     with pytest.raises(gpumsg.LibraryError) as info:
