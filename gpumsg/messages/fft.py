@@ -2,9 +2,11 @@
 and the plan cache's counters.
 
 A transform is described by an :class:`FftSpec`: kind (``"c2c"``, ``"r2c"``, ``"c2r"``),
-precision (``"f32"``: C2C/R2C/C2R, ``"f64"``: Z2Z/D2Z/Z2D), the logical sizes ``n`` (rank 1 to
-3), ``batch`` and cuFFT's advanced layout for input and output (``embed``, ``stride``,
-``dist``, in elements of the buffer's dtype). Element ``(b, i_1, ..., i_r)`` of the input is at
+precision (``"f32"``: C2C/R2C/C2R, ``"f64"``: Z2Z/D2Z/Z2D, ``"f16"``/``"bf16"``: cuFFT's
+half-precision transforms through ``cufftXtMakePlanMany``, power-of-two sizes only), the
+logical sizes ``n`` (rank 1 to 3), ``batch`` and cuFFT's advanced layout for input and
+output (``embed``, ``stride``, ``dist``, in elements of the transform: a complex half element is
+two elements of its f16/bf16 buffer). Element ``(b, i_1, ..., i_r)`` of the input is at
 ``b * idist + istride * (((i_1 * inembed[1] + i_2) * inembed[2] + i_3) ...)``; ``inembed[0]``
 is not used (as in cuFFT). The spec is the plan cache's key: everything that changes a plan is
 in it; the device is the cache's owner.
@@ -42,17 +44,25 @@ from .base import (
 )
 
 __all__ = ["FftSpec", "FftPlan", "FftExec", "FftCacheInfo", "FftCacheConfig", "FFT_KINDS",
-           "FFT_PRECISIONS", "COMPLEX_OF", "REAL_OF", "PRECISION_OF", "half_size", "layout_span"]
+           "FFT_PRECISIONS", "HALF", "COMPLEX_OF", "REAL_OF", "PRECISION_OF", "half_size",
+           "layout_span"]
 
 FFT_KINDS = ("c2c", "r2c", "c2r")
-#: precisions cuFFT runs through the classic API (f16/bf16 would need a complex-half dtype,
+#: transform precisions. f16/bf16 data lives in f16/bf16 buffers: real values as they are,
+#: complex values interleaved (re, im), so a complex element is two buffer elements (gpumsg has
+#: no complex-half dtype)
 #: which gpumsg buffers do not have)
-FFT_PRECISIONS = ("f32", "f64")
-COMPLEX_OF = {"f32": "c64", "f64": "c128"}
-REAL_OF = {"f32": "f32", "f64": "f64"}
+FFT_PRECISIONS = ("f32", "f64", "f16", "bf16")
+HALF = ("f16", "bf16")
+#: the buffer dtype of each side
+COMPLEX_OF = {"f32": "c64", "f64": "c128", "f16": "f16", "bf16": "bf16"}
+REAL_OF = {"f32": "f32", "f64": "f64", "f16": "f16", "bf16": "bf16"}
+#: bytes of one real and one complex element of each precision
+REAL_BYTES = {"f32": 4, "f64": 8, "f16": 2, "bf16": 2}
+COMPLEX_BYTES = {"f32": 8, "f64": 16, "f16": 4, "bf16": 4}
 #: a buffer dtype -> the precision of its transform
-PRECISION_OF = {"f32": "f32", "c64": "f32", "f64": "f64", "c128": "f64"}
-_ITEM = {"f32": 4, "f64": 8, "c64": 8, "c128": 16}
+PRECISION_OF = {"f32": "f32", "c64": "f32", "f64": "f64", "c128": "f64", "f16": "f16",
+                "bf16": "bf16"}
 _MAX = (1 << 62)
 
 
@@ -99,11 +109,10 @@ class FftSpec:
         _set(self, "n", n)
         _int(self, "batch", self.batch, 1, _MAX)
         _choice(self, "kind", self.kind, FFT_KINDS)
-        if self.precision not in FFT_PRECISIONS:
-            why = (" (f16/bf16 transforms need complex-half buffers, which gpumsg has not)"
-                   if self.precision in ("f16", "bf16") else "")
-            raise _fail(self, "precision", f"must be 'f32' or 'f64', got {self.precision!r}"
-                        + why)
+        _choice(self, "precision", self.precision, FFT_PRECISIONS)
+        if self.precision in HALF and any(v & (v - 1) for v in n):
+            raise _fail(self, "n", f"{self.precision} transforms take power-of-two sizes only "
+                        f"(cuFFT), got {n}")
         _bool(self, "inplace", self.inplace)
         half = n[:-1] + (half_size(n[-1]),)
         padded = n[:-1] + (2 * half_size(n[-1]),)
@@ -156,6 +165,15 @@ class FftSpec:
     def out_dims(self) -> tuple[int, ...]:
         n = self.n
         return n[:-1] + (half_size(n[-1]),) if self.kind == "r2c" else n
+
+    @property
+    def in_item(self) -> int:
+        """Bytes of one input element (a complex one is two reals)."""
+        return (REAL_BYTES if self.kind == "r2c" else COMPLEX_BYTES)[self.precision]
+
+    @property
+    def out_item(self) -> int:
+        return (REAL_BYTES if self.kind == "c2r" else COMPLEX_BYTES)[self.precision]
 
     @property
     def in_span(self) -> int:
@@ -247,7 +265,10 @@ class FftExec(Message):
             raise _fail(self, "out", f"{out.describe()} has dtype {out.dtype}; a "
                         f"{spec.precision} {spec.kind.upper()} transform writes "
                         f"{spec.out_dtype}")
-        iitem, oitem = _ITEM[spec.in_dtype], _ITEM[spec.out_dtype]
+        iitem, oitem = spec.in_item, spec.out_item
+        if spec.precision in HALF and scale != 1.0:
+            raise _fail(self, "scale", f"scaling is not available for {spec.precision} "
+                        "transforms (cuBLAS scal has no half-precision form bound here)")
         if spec.kind != "c2c":
             # cuFFT refuses (CUFFT_INVALID_VALUE, seen on an H100) real data that does not start
             # on a complex element's boundary: the real side's offsets and steps must be even

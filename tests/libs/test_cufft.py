@@ -252,6 +252,49 @@ def test_in_place(dev, rng, precision, n) -> None:
     assert_close(back, real[..., :n[-1]], precision, 5)
 
 
+def _half_pairs(z: np.ndarray, dtype: str) -> np.ndarray:
+    """Complex values as interleaved (re, im) pairs of an f16/bf16 buffer."""
+    return np.stack([z.real, z.imag], axis=-1).astype(gpumsg.as_dtype(dtype))
+
+
+def _from_pairs(a: np.ndarray) -> np.ndarray:
+    w = a.astype(np.float64)
+    return w[..., 0] + 1j * w[..., 1]
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("n", [(64,), (16, 32)])
+@pytest.mark.parametrize("kind,direction", [("c2c", "forward"), ("c2c", "inverse"),
+                                            ("r2c", "forward"), ("c2r", "inverse")])
+def test_half_precision_plans(dev, rng, kind, direction, n, dtype) -> None:
+    """cuFFT's f16/bf16 transforms (cufftXtMakePlanMany), complex values interleaved in
+    f16/bf16 buffers; compared with NumPy on the inputs as rounded to the half type."""
+    batch = 3
+    axes = tuple(range(1, len(n) + 1))
+    half = n[:-1] + (n[-1] // 2 + 1,)
+    t = gpumsg.as_dtype(dtype)
+    plan = dev.fft.plan(n, batch, kind, dtype)
+    if kind == "r2c":
+        x = (rng.standard_normal((batch, *n)) * 0.5).astype(t)
+        ref = np.fft.rfftn(x.astype(np.float64), axes=axes)
+        out = dev.alloc((batch, *half, 2), dtype, order="C")
+    elif kind == "c2c":
+        x = _half_pairs(crand(rng, (batch, *n), np.complex128) * 0.5, dtype)
+        z = _from_pairs(x)
+        ref = (np.fft.fftn(z, axes=axes) if direction == "forward"
+               else np.fft.ifftn(z, axes=axes, norm="forward"))
+        out = dev.alloc((batch, *n, 2), dtype, order="C")
+    else:
+        spectrum = np.fft.rfftn(rng.standard_normal((batch, *n)), axes=axes) / math.prod(n)
+        x = _half_pairs(spectrum, dtype)
+        ref = np.fft.irfftn(_from_pairs(x), s=n, axes=axes, norm="forward")
+        out = dev.alloc((batch, *n), dtype, order="C")
+    dev.fft.execute(plan, dev.to_device(x), out, direction=direction).result(timeout=60)
+    got = host(dev, out)
+    got = got.astype(np.float64) if kind == "c2r" else _from_pairs(got)
+    assert_close(got, ref, dtype, 4)
+
+
 # -- the plan cache -----------------------------------------------------------------------------
 def test_cache_hits_and_evictions(dev, rng) -> None:
     dev.fft.cache_config(clear=True).result(timeout=60)
@@ -381,7 +424,11 @@ BAD = [
     BadArg("plan size 0", lambda d: _plan(d, shape=(0,)), field="n"),
     BadArg("plan batch 0", lambda d: _plan(d, batch=0), field="batch"),
     BadArg("plan kind", lambda d: _plan(d, kind="dct"), field="kind"),
-    BadArg("plan f16", lambda d: _plan(d, dtype="f16"), field="dtype"),
+    BadArg("f16 size not a power of two", lambda d: _plan(d, shape=(12,), dtype="f16"),
+           field="n"),
+    BadArg("bf16 with a scale", lambda d: d.fft.execute(
+        _plan(d, dtype="bf16"), _c(d, (64,), "bf16"), _c(d, (64,), "bf16"), scale=0.5),
+        field="scale"),
     BadArg("plan i32", lambda d: _plan(d, dtype="i32"), field="dtype"),
     BadArg("embed too small", lambda d: _plan(d, shape=(4, 8), inembed=(4, 7)),
            field="inembed"),

@@ -7,7 +7,7 @@ import ctypes
 
 from ..loader import Fn, LibrarySpec, LoadedLibrary, P, c_int, c_int64, c_size_t, c_void_p
 
-__all__ = ["SPEC", "FFT_TYPE", "EXEC", "FORWARD", "INVERSE", "STATUS_NAMES"]
+__all__ = ["SPEC", "FFT_TYPE", "EXEC", "XT_TYPE", "FORWARD", "INVERSE", "STATUS_NAMES"]
 
 #: cufftType by (kind, precision)
 FFT_TYPE = {
@@ -20,6 +20,8 @@ EXEC = {
     ("c2r", "f32"): "cufftExecC2R", ("c2c", "f64"): "cufftExecZ2Z",
     ("r2c", "f64"): "cufftExecD2Z", ("c2r", "f64"): "cufftExecZ2D",
 }
+#: cudaDataType of the half-precision sides: (precision, complex side) -> type
+XT_TYPE = {("f16", False): 2, ("f16", True): 6, ("bf16", False): 14, ("bf16", True): 15}
 FORWARD = -1
 INVERSE = 1
 
@@ -49,6 +51,11 @@ SPEC = LibrarySpec(
         #  &workSize)
         Fn("cufftMakePlanMany64", c_int,
            (_h, c_int, _PL, _PL, _l, _l, _PL, _l, _l, c_int, _l, P(c_size_t))),
+        # (plan, rank, n, inembed, istride, idist, inputtype, onembed, ostride, odist,
+        #  outputtype, batch, &workSize, executiontype): the half-precision plans
+        Fn("cufftXtMakePlanMany", c_int,
+           (_h, c_int, _PL, _PL, _l, _l, c_int, _PL, _l, _l, c_int, _l, P(c_size_t), c_int)),
+        Fn("cufftXtExec", c_int, (_h, _p, _p, c_int)),
         Fn("cufftSetWorkArea", c_int, (_h, _p)),
         Fn("cufftSetStream", c_int, (_h, _p)),
         Fn("cufftExecC2C", c_int, (_h, _p, _p, c_int)),

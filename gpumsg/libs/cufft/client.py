@@ -178,8 +178,10 @@ class Fft:
 
         ``shape``: the logical transform sizes (rank 1-3, the real sizes for R2C/C2R);
         ``kind``: "c2c", "r2c" or "c2r"; ``dtype``: the precision, as the complex ("c64",
-        "c128") or real ("f32", "f64") dtype; layout fields as cuFFT's advanced layout, in
-        elements (see :mod:`gpumsg.messages.fft`). Raises InvalidMessage naming the field."""
+        "c128") or real ("f32", "f64", "f16", "bf16") dtype (halves: power-of-two sizes,
+        complex values interleaved in f16/bf16 buffers, no ``scale``); layout fields as cuFFT's
+        advanced layout, in elements (see :mod:`gpumsg.messages.fft`). Raises InvalidMessage
+        naming the field."""
         self._dev._check_open()
         try:
             name = dtype_name(dtype, "dtype")
@@ -187,10 +189,8 @@ class Fft:
             raise InvalidMessage(str(exc), field="dtype") from None
         precision = msgs.PRECISION_OF.get(name)
         if precision is None:
-            why = (" (cuFFT's half-precision transforms need complex-half buffers, which gpumsg "
-                   "has not)" if name in ("f16", "bf16") else "")
-            raise InvalidMessage(f"dtype: expected c64, c128, f32 or f64, got {name}{why}",
-                                 field="dtype")
+            raise InvalidMessage(f"dtype: expected c64, c128, f32, f64, f16 or bf16, got "
+                                 f"{name}", field="dtype")
         if isinstance(shape, int) and not isinstance(shape, bool):
             shape = (shape,)
         spec = FftSpec(tuple(shape) if isinstance(shape, list) else shape, batch, kind,

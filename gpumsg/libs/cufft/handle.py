@@ -22,10 +22,10 @@ import ctypes
 from typing import Any
 
 from ...errors import LibraryError
-from ...messages.fft import FftSpec
+from ...messages.fft import HALF, FftSpec
 from ...service.plans import PlanCache
 from ..loader import LoadedLibrary, c_size_t, load
-from .bindings import EXEC, FFT_TYPE, STATUS_NAMES
+from .bindings import EXEC, FFT_TYPE, STATUS_NAMES, XT_TYPE
 
 __all__ = ["CufftHandle", "FftPlanObj", "status_error", "DEFAULT_CAPACITY"]
 
@@ -45,8 +45,6 @@ class FftPlanObj:
 
     def __init__(self, spec: FftSpec, handle: int, work: int, work_bytes: int,
                  exec_fn: Any) -> None:
-        from ...dtypes import dtype_of
-
         self.spec = spec
         self.handle = handle
         self.work = work
@@ -54,9 +52,10 @@ class FftPlanObj:
         self.stream: Any = None
         self.captured = False
         self.exec_fn = exec_fn
-        self.c2c = spec.kind == "c2c"
-        self.in_item = dtype_of(spec.in_dtype).itemsize
-        self.out_item = dtype_of(spec.out_dtype).itemsize
+        #: the execution function takes a direction (C2C/Z2Z, and cufftXtExec for halves)
+        self.c2c = spec.kind == "c2c" or spec.precision in HALF
+        self.in_item = spec.in_item
+        self.out_item = spec.out_item
 
 
 def _ll(values: tuple[int, ...]) -> Any:
@@ -105,10 +104,19 @@ class CufftHandle:
         try:
             self._check(lib.cufftSetAutoAllocation(handle, 0), "cufftSetAutoAllocation")
             rank = len(spec.n)
-            self._check(lib.cufftMakePlanMany64(
-                handle, rank, _ll(spec.n), _ll(spec.inembed), spec.istride, spec.idist,
-                _ll(spec.onembed), spec.ostride, spec.odist, FFT_TYPE[spec.kind, spec.precision],
-                spec.batch, ctypes.byref(ws)), "cufftMakePlanMany64")
+            if spec.precision in HALF:
+                p = spec.precision
+                self._check(lib.cufftXtMakePlanMany(
+                    handle, rank, _ll(spec.n), _ll(spec.inembed), spec.istride, spec.idist,
+                    XT_TYPE[p, spec.kind != "r2c"], _ll(spec.onembed), spec.ostride, spec.odist,
+                    XT_TYPE[p, spec.kind != "c2r"], spec.batch, ctypes.byref(ws),
+                    XT_TYPE[p, True]), "cufftXtMakePlanMany")
+            else:
+                self._check(lib.cufftMakePlanMany64(
+                    handle, rank, _ll(spec.n), _ll(spec.inembed), spec.istride, spec.idist,
+                    _ll(spec.onembed), spec.ostride, spec.odist,
+                    FFT_TYPE[spec.kind, spec.precision], spec.batch, ctypes.byref(ws)),
+                    "cufftMakePlanMany64")
             if ws.value:
                 work = memory.allocate(ws.value, stream)
             self._check(lib.cufftSetWorkArea(handle, work or None), "cufftSetWorkArea")
@@ -117,8 +125,9 @@ class CufftHandle:
                 memory.deallocate(work, ws.value, stream)
             lib.cufftDestroy(handle)
             raise
-        return FftPlanObj(spec, handle, work, ws.value,
-                          getattr(lib, EXEC[spec.kind, spec.precision]))
+        fn = (lib.cufftXtExec if spec.precision in HALF
+              else getattr(lib, EXEC[spec.kind, spec.precision]))
+        return FftPlanObj(spec, handle, work, ws.value, fn)
 
     def _retire(self, plan: FftPlanObj) -> None:
         """Called by the cache for each plan that leaves it."""

@@ -14,7 +14,7 @@ import numpy as np
 from ...backends.sim.device import SimBackend
 from ...backends.sim.views import strided
 from ...dtypes import dtype_of
-from ...messages.fft import FftSpec, layout_span
+from ...messages.fft import COMPLEX_OF, HALF, REAL_OF, FftSpec, layout_span
 from ...service.plans import PlanCache
 from .handle import DEFAULT_CAPACITY, status_error
 
@@ -35,6 +35,34 @@ def layout_view(sim: SimBackend, ptr: int, dtype: np.dtype, dims: tuple[int, ...
     return strided(sim, ptr, span, dtype, (batch, *dims), (dist * item, *strides))
 
 
+def _read(sim: SimBackend, spec: FftSpec, ptr: int, dims: tuple, embed: tuple, stride: int,
+          dist: int, real: bool) -> np.ndarray:
+    """One side of a transform as float64 / complex128, shape (batch, *dims)."""
+    t = dtype_of(REAL_OF[spec.precision] if real else COMPLEX_OF[spec.precision])
+    if spec.precision not in HALF:
+        v = np.array(layout_view(sim, ptr, t, dims, embed, stride, dist, spec.batch))
+        return v.astype(np.float64 if real else np.complex128)
+    if real:
+        return np.array(layout_view(sim, ptr, t, dims, embed, stride, dist,
+                                    spec.batch)).astype(np.float64)
+    # a complex half is a 4-byte pair (re, im): read the pairs as 32-bit words, then split
+    words = np.array(layout_view(sim, ptr, np.dtype(np.uint32), dims, embed, stride, dist,
+                                 spec.batch))
+    pairs = words.view(t).reshape(*words.shape, 2).astype(np.float64)
+    return pairs[..., 0] + 1j * pairs[..., 1]
+
+
+def _write(sim: SimBackend, spec: FftSpec, ptr: int, dims: tuple, embed: tuple, stride: int,
+           dist: int, real: bool, values: np.ndarray) -> None:
+    t = dtype_of(REAL_OF[spec.precision] if real else COMPLEX_OF[spec.precision])
+    if spec.precision in HALF and not real:
+        pairs = np.stack([values.real, values.imag], axis=-1).astype(t)
+        view = layout_view(sim, ptr, np.dtype(np.uint32), dims, embed, stride, dist, spec.batch)
+        view[...] = np.ascontiguousarray(pairs).view(np.uint32).reshape(view.shape)
+        return
+    layout_view(sim, ptr, t, dims, embed, stride, dist, spec.batch)[...] = values.astype(t)
+
+
 class SimPlan:
     """A simulated plan: its spec and (no) work area."""
 
@@ -44,8 +72,8 @@ class SimPlan:
         self.spec = spec
         self.work_bytes = 0
         self.captured = False
-        self.in_item = dtype_of(spec.in_dtype).itemsize
-        self.out_item = dtype_of(spec.out_dtype).itemsize
+        self.in_item = spec.in_item
+        self.out_item = spec.out_item
 
 
 class SimCufft:
@@ -86,28 +114,26 @@ class SimCufft:
     def execute(self, stream: Any, plan: SimPlan, direction: int, x: int, out: int,
                 repeat: int, x_step: int, out_step: int) -> None:
         sim, spec = self.sim, plan.spec
-        tin, tout = dtype_of(spec.in_dtype), dtype_of(spec.out_dtype)
         axes = tuple(range(1, len(spec.n) + 1))
+        real_in, real_out = spec.kind == "r2c", spec.kind == "c2r"
 
         def run() -> None:
             for r in range(repeat):
-                src = layout_view(sim, x + r * x_step, tin, spec.in_dims, spec.inembed,
-                                  spec.istride, spec.idist, spec.batch)
-                dst = layout_view(sim, out + r * out_step, tout, spec.out_dims, spec.onembed,
-                                  spec.ostride, spec.odist, spec.batch)
-                a = np.array(src)  # read everything before writing (in place)
+                ip, op = x + r * x_step, out + r * out_step
+                a = _read(sim, spec, ip, spec.in_dims, spec.inembed, spec.istride, spec.idist,
+                          real_in)  # everything is read before anything is written (in place)
                 if spec.kind == "c2c":
-                    a = a.astype(np.complex128)
                     res = (np.fft.fftn(a, axes=axes) if direction < 0
                            else np.fft.ifftn(a, axes=axes, norm="forward"))
                 elif spec.kind == "r2c":
-                    res = np.fft.rfftn(a.astype(np.float64), axes=axes)
+                    res = np.fft.rfftn(a, axes=axes)
                 else:
-                    res = np.fft.irfftn(a.astype(np.complex128), s=spec.n, axes=axes,
-                                        norm="forward")
-                    if not spec.inplace:
-                        src[...] = np.nan  # cuFFT's C2R out of place overwrites its input
-                dst[...] = res.astype(tout)
+                    res = np.fft.irfftn(a, s=spec.n, axes=axes, norm="forward")
+                    if not spec.inplace:  # cuFFT's C2R out of place overwrites its input
+                        _write(sim, spec, ip, spec.in_dims, spec.inembed, spec.istride,
+                               spec.idist, False, np.full(a.shape, np.nan, np.complex128))
+                _write(sim, spec, op, spec.out_dims, spec.onembed, spec.ostride, spec.odist,
+                       real_out, res)
 
         stream.put(run)
 
