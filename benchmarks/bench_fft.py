@@ -18,6 +18,7 @@ import numpy as np
 from _common import compare, write_results
 
 import gpumsg
+from gpumsg.libs.cufft import client as fft_client
 
 CASES = [
     # (name, kind, host shape, gpumsg call, torch call, cupy call)
@@ -290,6 +291,8 @@ def main() -> None:
         "message; torch: a mul_)",
         "rel_err: NumPy-shaped output vs numpy.fft in float64 (leading rows)",
         f"gpumsg plan cache at the end: {info}",
+        "the client yields the GIL after posting a transform with >= "
+        f"{fft_client.YIELD_BYTES} bytes of output (libs/cufft/client.py YIELD_BYTES)",
     ] + ["kernels: " + ln.strip() for ln in kern]
     write_results("fft", rows, notes, ["case", "path", "gpumsg_us", "peer", "peer_us",
                                        "cupy_us", "ratio", "rel_err", "target"])
