@@ -20,6 +20,7 @@ FOLDERS = (
     "nccl",
     "curand",
     "cusparse",
+    "cufft",
 )
 
 for _folder in FOLDERS:

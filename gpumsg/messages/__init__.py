@@ -72,6 +72,7 @@ from .device import (
     UnregisterHostMemory,
     WatchGeneration,
 )
+from .fft import FftCacheConfig, FftCacheInfo, FftExec, FftPlan, FftSpec
 from .graph import CaptureGraph, DestroyGraph, LaunchGraph, UpdateGraph
 from .nvrtc import Kernel, Launch, LoadModule
 from .rng import CreateGenerator, DestroyGenerator, Generate, SeedGenerator
@@ -148,4 +149,6 @@ __all__ = [
     "SparseRef", "SparseCreate", "SparseDestroy", "SpMV", "SpMM", "SpGEMMStart", "SpGEMMFinish",
     "SpGEMMDrop", "SpSV", "SpSM", "SDDMM", "SparseToDense", "DenseToSparseStart",
     "DenseToSparseFinish", "SparseConvert", "SparseCacheInfo",
+    # cufft
+    "FftSpec", "FftPlan", "FftExec", "FftCacheInfo", "FftCacheConfig",
 ]
