@@ -63,6 +63,7 @@ from .device import (
     WatchGeneration,
 )
 from .graph import CaptureGraph, DestroyGraph, LaunchGraph, UpdateGraph
+from .interop import Adopt, ExportRelease, ExportSync
 from .nvrtc import Kernel, Launch, LoadModule
 from .solver import Getrf, Getrs, Potrf, PotrfBatched, Potrs, SolverCacheInfo
 
@@ -84,4 +85,6 @@ __all__ = [
     "Potrf", "Potrs", "Getrf", "Getrs", "PotrfBatched", "SolverCacheInfo",
     # nccl
     "CollOp", "Collective", "CommInit", "CommAbort", "CommPoll",
+    # interop (DLPack)
+    "ExportSync", "ExportRelease", "Adopt",
 ]
