@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import time
 import weakref
 
 import numpy as np
@@ -132,6 +133,45 @@ def test_export_without_sync_sees_the_write_missing(sim, rng) -> None:
     assert not np.array_equal(early, data) and not done.done()
     done.result()
     assert np.array_equal(early, data)  # the same memory, written later
+
+
+def _wait_quiet(dev) -> None:
+    dev.synchronize().result()
+    deadline = time.monotonic() + 5
+    while not dlpack.quiet(dev):
+        assert time.monotonic() < deadline, "the device never became quiet"
+        time.sleep(0.001)
+
+
+def test_export_needs_no_message_when_the_device_is_quiet(sim, rng) -> None:
+    data = random_array(rng, (64,), "f32")
+    buf = sim.to_device(data).result()
+    _wait_quiet(sim)
+    before = dict(dlpack.counts)
+    view = np.from_dlpack(buf)
+    assert dlpack.counts["zero_trip"] == before["zero_trip"] + 1
+    assert dlpack.counts["round_trip"] == before["round_trip"]
+    assert np.array_equal(view, data)
+    # with work in flight the export is a round trip, and still ordered after the write
+    sim.inject_fault("hang", stream="h2d", seconds=0.05)
+    fresh = random_array(rng, (64,), "f32")
+    sim.copy_from_host(buf, fresh)
+    assert not dlpack.quiet(sim)
+    assert np.array_equal(np.from_dlpack(buf), fresh)
+    assert dlpack.counts["round_trip"] == before["round_trip"] + 1
+
+
+def test_export_of_a_failed_buffer_raises_even_when_quiet(sim, rng) -> None:
+    from gpumsg.errors import DependencyFailed
+    from gpumsg.messages import CopyFromHost, HostRef
+
+    buf = sim.to_device(random_array(rng, (16,), "f32")).result()
+    bad = sim.send(CopyFromHost(buf, HostRef("pinned", 10**6, 0, buf.nbytes)))
+    with pytest.raises(InvalidMessage):
+        bad.result()
+    _wait_quiet(sim)
+    with pytest.raises(DependencyFailed):
+        np.from_dlpack(buf)
 
 
 class _Capsule:
@@ -377,8 +417,8 @@ def test_torch_ordered_after_a_write_in_flight(cuda, rng) -> None:
         cuda.copy_from_host(buf, data)
         with torch.cuda.stream(stream) if stream is not None else _nothing():
             t = torch.from_dlpack(buf)
-            total = t.double().sum()
-        assert abs(float(total) - float(data.astype(np.float64).sum())) < 1e-6 * n
+            total = float(t.double().sum())  # .item() on the consumer's stream
+        assert abs(total - float(data.astype(np.float64).sum())) < 1e-6 * n
 
 
 class _nothing:

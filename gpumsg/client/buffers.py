@@ -206,8 +206,11 @@ class GpuBuffer:
         write and reads on gpumsg's other streams (one message round trip, no host wait):
         a consumer that synchronizes with it sees every write sent before."""
         from ..messages.interop import ExportSync
+        from .dlpack import quiet
 
-        self._device._request(ExportSync(self.ref, self._device._compute_stream_handle()))
+        stream = self._device._compute_stream_handle()
+        if self._ptr is None or not quiet(self._device):  # else nothing is pending at all
+            self._device._request(ExportSync(self.ref, stream))
         ptr = self.raw_device_ptr()
         item = self.dtype.itemsize
         strides = None
@@ -219,7 +222,7 @@ class GpuBuffer:
             strides = tuple(st)
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (ptr, False),
                 "strides": strides, "version": 3,
-                "stream": self._device._compute_stream_handle()}
+                "stream": stream}
 
     def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
                    copy: bool | None = None) -> Any:

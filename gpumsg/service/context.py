@@ -131,6 +131,7 @@ class DeviceContext:
         self.buffers: dict[int, DeviceAllocation] = {}
         self.libraries: dict[str, Any] = {}
         self.issued = 0
+        self.epoch = 0  # see worker.serve: odd while the device thread waits for messages
         self.traced = 0
         self.host_registry: dict[int, Any] = {}  # shm segments (process isolation)
         self._scratch: Any = None

@@ -178,6 +178,19 @@ def _export_sync(ctx: DeviceContext, msg: ExportSync, reply: Any) -> None:
         ctx.reply_now(reply, (a.ptr, host, events if consumer is None else keep))
 
 
+class _ReleaseEvent:
+    """The event ExportRelease records on consumers' streams, closed with the libraries."""
+
+    raw_handle = 0
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.event = backend.event_create()
+
+    def close(self) -> None:
+        self.backend.event_destroy(self.event)
+
+
 @handles(ExportRelease)
 def _export_release(ctx: DeviceContext, msg: ExportRelease, reply: Any) -> None:
     a = ctx.buffers.get(msg.buffer.id)
@@ -187,12 +200,14 @@ def _export_release(ctx: DeviceContext, msg: ExportRelease, reply: Any) -> None:
         ctx.reply_now(reply, None)
         return
     backend = ctx.backend
-    event = backend.event_create()
-    try:
-        backend.event_record(event, _foreign_stream(ctx, stream))
-        backend.stream_wait_event(ctx.compute.obj, event)
-    finally:
-        backend.event_destroy(event)  # the wait keeps what it needs
+    # one event per device serves every release: a wait captures the event's state when it is
+    # enqueued, so re-recording it afterwards does not change the waits already made
+    holder = ctx.libraries.get("dlpack")
+    if holder is None:  # kept with the libraries: closed (destroyed) at shutdown
+        holder = ctx.libraries["dlpack"] = _ReleaseEvent(backend)
+    event = holder.event
+    backend.event_record(event, _foreign_stream(ctx, stream))
+    backend.stream_wait_event(ctx.compute.obj, event)
     # the consumer may have written the buffer: later uses order after the compute stream
     a.write_stream = COMPUTE
     a.write_seq = ctx.next_seq(COMPUTE)

@@ -44,7 +44,13 @@ def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | No
     state = ctx.state
     stop = False
     while not stop:
+        # odd while blocked for the next batch, even while handling one: with an empty mailbox
+        # and nothing in flight an unchanged odd value means that every message posted before
+        # has been handled and its work completed (client/dlpack.py exports without a message
+        # then). Nothing between get() returning and the increment lets another thread run.
+        ctx.epoch += 1
         batch = [get()]
+        ctx.epoch += 1
         n = qsize()
         if n:
             for _ in range(min(n, MAX_BATCH - 1)):
