@@ -412,7 +412,7 @@ def from_dlpack(dev: Device, obj: Any) -> BufferFuture:
 
 
 def _adopt(dev: Device, producer: Any, capsule: Any) -> BufferFuture:
-    from .buffers import BufferFuture
+    from .buffers import BufferFuture, PointerSink
 
     cap = ctypes.c_void_p(id(capsule))
     if _capsule_valid(cap, b"dltensor_versioned"):
@@ -464,13 +464,21 @@ def _adopt(dev: Device, producer: Any, capsule: Any) -> BufferFuture:
         weakref.finalize(buf, forget, None)
     token = register_release(release)
     fut = BufferFuture(buf)
+    # On CUDA the pointer is the producer's: the buffer exists for every later message as soon
+    # as Adopt is in the mailbox (FIFO), so the future resolves now, with no round trip (an
+    # Adopt that fails, on a poisoned context, gives the producer back and later uses fail).
+    # The simulator maps the host memory at an address its device thread chooses: wait for it.
+    now = dev.backend == "cuda"
     try:
-        dev._post(Adopt.unchecked(msg.out, msg.ptr, readonly, token), fut)
+        dev._post(Adopt.unchecked(msg.out, msg.ptr, readonly, token),
+                  PointerSink(buf) if now else fut)
     except GpuError:
         from ..service.interop import run_release
 
         run_release(token)
         raise
+    if now:
+        fut.set_result(msg.ptr)
     return fut
 
 

@@ -125,6 +125,40 @@ class RemoteFuture(GpuFuture):
         self.device = device
         self.key = key
         self.generation = generation
+        self._ref: Any = None
+        self._n = 0
+        self._what = ""
+        self._settled = False
+
+    def _bind(self, ref: Any, n: int, what: str) -> None:
+        self._ref, self._n, self._what = ref, n, what
+
+    def _from_ray(self, f: Future) -> None:
+        exc = f.exception()
+        self.device._settle(self, self._n, self._what, None if exc else f.result(), exc)
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The call's result. A caller that waits takes it with ``ray.get`` itself (one
+        thread hop less than the ObjectRef's future callback)."""
+        if not self.done() and self._ref is not None:
+            try:
+                reply = ray.get(self._ref, timeout=timeout)
+            except ray.exceptions.GetTimeoutError as exc:
+                raise TimeoutError(f"{self._what}: no answer within {timeout} s") from exc
+            except Exception as exc:  # noqa: BLE001 - the call's failure
+                self.device._settle(self, self._n, self._what, None, exc)
+            else:
+                self.device._settle(self, self._n, self._what, reply, None)
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        try:
+            self.result(timeout)
+        except TimeoutError:
+            raise
+        except BaseException:  # noqa: BLE001 - reported below
+            pass
+        return super().exception(0)
 
     @property
     def handle(self) -> Handle:
@@ -252,25 +286,31 @@ class RemoteDevice:
                 raise
         what = f"{name} on actor {self.index}"
 
-        def answer(f: Future) -> None:
-            with self._lock:
-                self._outstanding.discard(seq[1])
-            exc = f.exception()
-            if exc is not None:
-                if isinstance(exc, (ray.exceptions.RayActorError,
-                                    ray.exceptions.ActorUnavailableError)):
-                    self._died()
-                fut.set_exception(_translate(exc, what))
-                return
-            incarnation, value = f.result()
-            self._observe(incarnation)
-            try:
-                fut.set_result(self._result(value))
-            except BaseException as err:  # noqa: BLE001 - reach the caller
-                fut.set_exception(err)
-
-        ref.future().add_done_callback(answer)
+        fut._bind(ref, seq[1], what)
+        ref.future().add_done_callback(fut._from_ray)
         return fut
+
+    def _settle(self, fut: RemoteFuture, n: int, what: str, reply: Any,
+                exc: BaseException | None) -> None:
+        """Answer ``fut`` from the actor's reply (once: the Ray callback and a waiting
+        ``result()`` may both try)."""
+        with self._lock:
+            if fut._settled:
+                return
+            fut._settled = True
+            self._outstanding.discard(n)
+        if exc is not None:
+            if isinstance(exc, (ray.exceptions.RayActorError,
+                                ray.exceptions.ActorUnavailableError)):
+                self._died()
+            fut.set_exception(_translate(exc, what))
+            return
+        incarnation, value = reply
+        self._observe(incarnation)
+        try:
+            fut.set_result(self._result(value))
+        except BaseException as err:  # noqa: BLE001 - reach the caller
+            fut.set_exception(err)
 
     def _next_seq(self) -> tuple[str, int, int]:
         """(client, n, floor) of the next call (hold the lock): the actor starts calls in n
