@@ -246,6 +246,20 @@ def test_import_from_numpy_zero_copy(sim, rng, dtype, order) -> None:
     assert np.array_equal(data, fresh)  # the device wrote the producer's memory
 
 
+def test_import_is_a_point_in_the_compute_stream(rng) -> None:
+    """The producer's wait lands on the compute stream before Adopt: the adoption must count
+    as a compute-stream operation, so that a copy on another stream waits for a fence recorded
+    after it (a fence of an earlier point would not cover the producer's work)."""
+    with gpumsg.open_device(0, backend="sim") as d:
+        buf = d.from_dlpack(random_array(rng, (8,), "f32")).result()
+        ctx = d._worker.ctx
+        a = ctx.buffers[buf.id]
+        assert a.write_stream == 0 and a.write_seq == ctx.compute.seq >= 1
+        d.copy_to_host(buf).result()
+        d2h = ctx.streams[2]
+        assert d2h.waited[0] >= a.write_seq  # the read waited for that point
+
+
 def test_imported_buffer_in_a_gemm(sim, rng) -> None:
     a = random_array(rng, (5, 4), "f32", order="F")
     b = random_array(rng, (4, 3), "f32", order="F")

@@ -232,9 +232,11 @@ def _adopt(ctx: DeviceContext, msg: Adopt, reply: Any) -> None:
     except BaseException:
         run_release(msg.release)
         raise
-    # the producer ordered the compute stream after its own uses (the DLPack handshake):
-    # the memory is valid from the compute stream's current point on
+    # the producer made the compute stream wait for its own work (the DLPack handshake) before
+    # this message was posted: that wait counts as a write on the compute stream, so other
+    # streams order after a fence recorded from now on (a fence recorded earlier would not
+    # cover the producer's work)
     a.write_stream = COMPUTE
-    a.write_seq = ctx.compute.seq
+    a.write_seq = ctx.next_seq(COMPUTE)
     ctx.buffers[ref.id] = a
     ctx.reply_now(reply, ptr)
