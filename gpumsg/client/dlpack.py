@@ -274,7 +274,10 @@ def quiet(dev: Device) -> bool:
     if ctx is None or mailbox is None:
         return False
     epoch = ctx.epoch
-    if not epoch & 1 or mailbox.qsize() or ctx.in_flight() or ctx.capture is not None:
+    try:
+        if not epoch & 1 or mailbox.qsize() or ctx.in_flight() or ctx.capture is not None:
+            return False
+    except ValueError:  # the device is shutting down (its streams are gone)
         return False
     return ctx.epoch == epoch
 
