@@ -89,7 +89,7 @@ def test_stats_and_least_loaded(group) -> None:
     loads = group.stats()
     assert [s.backend for s in loads] == ["sim", "sim"]
     busy = group[0]
-    hang = busy.inject_fault("hang", seconds=2.0)
+    hang = busy.inject_fault("hang", seconds=4.0)  # long enough for a loaded machine
     queued = [busy.synchronize() for _ in range(3)]
     time.sleep(0.3)
     assert busy.stats().result(timeout=30).ops_in_flight >= 1
