@@ -144,6 +144,8 @@ def test_nccl_code_path_through_ray(group, rng) -> None:
             comm.all_reduce([z]).result(timeout=60)
         with pytest.raises(InvalidMessage):
             comm.all_reduce([x, x])
+    with pytest.raises(InvalidMessage, match="CUDA"):  # refused, not a rendezvous that hangs
+        group.nccl()
 
 
 def test_actor_killed_mid_flight(cluster, rng) -> None:

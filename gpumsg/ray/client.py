@@ -378,6 +378,12 @@ class RemoteCommunicator:
     def __init__(self, devices: Sequence[RemoteDevice], timeout: float = 60.0) -> None:
         self.devices = list(devices)
         self.nranks = len(self.devices)
+        if self.nranks < 1:
+            raise InvalidMessage("a communicator needs at least one device", field="devices")
+        if self.nranks > 1 and any(d.backend != "cuda" for d in self.devices):
+            raise InvalidMessage("simulated ranks meet inside one process: across Ray actors a "
+                                 "communicator of more than one rank needs CUDA devices "
+                                 "(use gpumsg.multi for simulated groups)", field="devices")
         self.timeout = timeout
         self.comm = int.from_bytes(os.urandom(6), "little") | 1
         uid = ray.get(self.devices[0].actor.nccl_unique_id.remote(), timeout=timeout)
