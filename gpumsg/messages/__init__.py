@@ -74,6 +74,7 @@ from .device import (
 )
 from .fft import FftCacheConfig, FftCacheInfo, FftExec, FftPlan, FftSpec
 from .graph import CaptureGraph, DestroyGraph, LaunchGraph, UpdateGraph
+from .interop import Adopt, ExportRelease, ExportSync
 from .nvrtc import Kernel, Launch, LoadModule
 from .rng import CreateGenerator, DestroyGenerator, Generate, SeedGenerator
 from .solver import (  # cusolver (issue 10: QR, eigen, SVD, potri, batched)
@@ -151,4 +152,6 @@ __all__ = [
     "DenseToSparseFinish", "SparseConvert", "SparseCacheInfo",
     # cufft
     "FftSpec", "FftPlan", "FftExec", "FftCacheInfo", "FftCacheConfig",
+    # interop (DLPack)
+    "ExportSync", "ExportRelease", "Adopt",
 ]
