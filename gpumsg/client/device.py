@@ -25,7 +25,7 @@ from ..dtypes import as_dtype, dtype_name
 from ..errors import DeviceClosed, GpuRefStale, InvalidMessage, OutOfMemory
 from ..libs import namespaces
 from ..memory.config import MemorySpec
-from ..messages.base import MAX_NBYTES, BufRef, Message
+from ..messages.base import MAX_NBYTES, BufRef, Message, as_ref
 from ..messages.blas import Sgemm
 from ..messages.device import (
     Alloc,
@@ -453,7 +453,7 @@ class Device:
         if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
             raise InvalidMessage(f"offset must be a non-negative element count, got {offset!r}",
                                  field="offset")
-        ref = buf.ref if not isinstance(buf, BufRef) else buf
+        ref = as_ref(buf, "dst")
         return int(offset) * as_dtype(ref.dtype).itemsize
 
     def copy(self, dst: Any, src: Any, nbytes: int | None = None, dst_offset: int = 0,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-from ...messages.base import BufRef
+from ...messages.base import as_ref
 from ...messages.cudnn import (
     Activation,
     ActivationBackward,
@@ -25,10 +25,6 @@ if TYPE_CHECKING:
     from ...client.device import Device
 
 __all__ = ["Dnn"]
-
-
-def _ref_of(value: Any) -> BufRef:
-    return value if isinstance(value, BufRef) else value.ref
 
 
 def _tuple(value: Any, nd: int) -> tuple:
@@ -54,7 +50,7 @@ class Dnn:
         dev = self._dev
         dev._check_open()
         if out is None:
-            xr, wr = _ref_of(x), _ref_of(w)
+            xr, wr = as_ref(x, "x"), as_ref(w, "w")
             nd = max(len(xr.shape) - 2, 1)
             try:
                 shape = conv_output_shape(xr.shape, wr.shape, layout, _tuple(stride, nd),
@@ -79,7 +75,7 @@ class Dnn:
         """dx (shape ``x_shape``), the gradient of the forward convolution with respect to x."""
         dev = self._dev
         dev._check_open()
-        dx = out if out is not None else dev.alloc(tuple(x_shape), _ref_of(dy).dtype, order="C")
+        dx = out if out is not None else dev.alloc(x_shape, as_ref(dy, "dy").dtype, order="C")
         done = dev.send(ConvBackwardData(dy, w, dx, stride, padding, dilation, groups, layout,
                                          math, "heuristic", workspace_limit))
         return done if out is not None else dev.buffer_after(done, dx)
@@ -91,7 +87,7 @@ class Dnn:
         """dw (shape ``w_shape``), the gradient of the forward convolution with respect to w."""
         dev = self._dev
         dev._check_open()
-        dw = out if out is not None else dev.alloc(tuple(w_shape), _ref_of(x).dtype, order="C")
+        dw = out if out is not None else dev.alloc(w_shape, as_ref(x, "x").dtype, order="C")
         done = dev.send(ConvBackwardFilter(x, dy, dw, stride, padding, dilation, groups, layout,
                                            math, "heuristic", workspace_limit))
         return done if out is not None else dev.buffer_after(done, dw)
@@ -99,10 +95,10 @@ class Dnn:
     conv2d_backward_data = conv_backward_data
     conv2d_backward_filter = conv_backward_filter
 
-    def _like(self, ref_of: Any, out: Any, shape: Any = None) -> Any:
+    def _like(self, ref_of: Any, out: Any, shape: Any = None, field: str = "x") -> Any:
         if out is not None:
             return out
-        r = _ref_of(ref_of)
+        r = as_ref(ref_of, field)
         return self._dev.alloc(tuple(r.shape) if shape is None else shape, r.dtype, order="C")
 
     def _send(self, msg_type: type, out: Any, given: Any, *args: Any) -> Future:
@@ -136,7 +132,7 @@ class Dnn:
                          layout: str = "NCHW", out: Any = None) -> Future:
         """The gradient of :meth:`softmax` given its output y and dy."""
         self._dev._check_open()
-        dx = self._like(y, out)
+        dx = self._like(y, out, field="y")
         return self._send(SoftmaxBackward, dx, out, y, dy, dx, mode, log, layout)
 
     def pool(self, x: Any, window: Any = 2, stride: Any = None, padding: Any = 0,
@@ -145,7 +141,7 @@ class Dnn:
         self._dev._check_open()
         y = out
         if y is None:
-            xr = _ref_of(x)
+            xr = as_ref(x, "x")
             nd = len(xr.shape) - 2
             shape: tuple = tuple(xr.shape)
             try:
