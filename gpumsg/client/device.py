@@ -306,7 +306,7 @@ class Device:
             name, itemsize = _DTYPE_CACHE[dtype]
         except (KeyError, TypeError):
             name, itemsize = self._dtype_entry(dtype)
-        if order == "F" or order == "C":
+        if type(order) is str and (order == "F" or order == "C"):
             size = -1
             if type(shape) is int:
                 if shape >= 0:
@@ -339,7 +339,7 @@ class Device:
 
     def _mint_checked(self, shape: Any, dtype: Any, order: str) -> BufRef:
         """:meth:`_mint` with every check spelled out (and its errors)."""
-        if order not in ("C", "F"):
+        if not isinstance(order, str) or order not in ("C", "F"):
             raise InvalidMessage(f"order must be 'C' or 'F', got {order!r}", field="order")
         name = dtype_name(dtype)
         if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):

@@ -227,7 +227,11 @@ def _scalar(msg: object, field: str, value: Any) -> complex | float:
 
 
 def _choice(msg: object, field: str, value: Any, choices: tuple) -> Any:
-    if value not in choices:
+    try:
+        known = value in choices
+    except (TypeError, ValueError):  # an array (ambiguous truth value) or an odd object
+        known = False
+    if not known:
         raise _fail(msg, field, f"must be one of {', '.join(map(repr, choices))}; got {value!r}")
     return value
 
