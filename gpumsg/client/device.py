@@ -104,6 +104,16 @@ def _flat_bytes(arr: np.ndarray, order: str) -> np.ndarray:
     return flat.view(np.uint8)
 
 
+def _host_array(value: Any, field: str) -> np.ndarray:
+    """``np.asarray(value)``; a value NumPy cannot make an array of (a ragged list, ...)
+    raises InvalidMessage naming ``field``."""
+    try:
+        return np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidMessage(f"{field}: cannot be made a NumPy array ({exc})",
+                             field=field) from None
+
+
 class Device:
     """A client of one device service. Create it with :func:`open_device`.
 
@@ -374,7 +384,7 @@ class Device:
         memory order ('F' for Fortran-ordered arrays, else 'C'). Resolves once the data is on
         the device."""
         self._check_open()
-        arr = np.asarray(array)
+        arr = _host_array(array, "array")
         if order is None:
             order = "F" if arr.flags.f_contiguous and not arr.flags.c_contiguous else "C"
         ref = self._mint(arr.shape, arr.dtype, order)
@@ -406,7 +416,7 @@ class Device:
         """Copy ``array`` into ``dst``. An array of ``dst``'s shape is copied whole (any memory
         order); a 1-D array is copied flat to element ``offset``. Resolves to None."""
         self._check_open()
-        arr = np.asarray(array)
+        arr = _host_array(array, "array")
         msg = CopyFromHost(dst, arr, self._byte_offset(dst, offset))
         return self.send(msg)
 
