@@ -308,6 +308,12 @@ class Device:
     def buffer_after(done: Future, buffer: Any) -> BufferFuture:
         """A future of ``buffer`` (a GpuBuffer or its BufferFuture) that resolves to it once
         ``done``, the operation writing it, has; or fails with ``done``'s error."""
+        if not isinstance(done, Future):
+            raise InvalidMessage(f"done must be a future, got {type(done).__name__}",
+                                 field="done")
+        if not isinstance(buffer, (GpuBuffer, BufferFuture)):
+            raise InvalidMessage(f"buffer must be a GpuBuffer or its future, got "
+                                 f"{type(buffer).__name__}", field="buffer")
         return buffer_after(done, buffer.buffer if isinstance(buffer, BufferFuture) else buffer)
 
     def _mint(self, shape: Any, dtype: Any, order: str) -> BufRef:
