@@ -220,6 +220,8 @@ def check_vector(msg: object, field: str, ref: BufRef, n: int, inc: int, inc_fie
     """Check that ``n`` elements at stride ``inc`` fit inside ``ref``."""
     if inc < 1:
         raise _fail(msg, inc_field, f"must be >= 1, got {inc}")
+    if inc > INT32_MAX:  # cuBLAS takes a 32-bit int
+        raise _fail(msg, inc_field, f"must be <= {INT32_MAX}, got {inc}")
     if n and offset + (n - 1) * inc + 1 > ref.size:
         raise _fail(msg, field, f"{n} elements at stride {inc} need {(n - 1) * inc + 1} "
                     f"elements but {ref.describe()} holds {ref.size}")
