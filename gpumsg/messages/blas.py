@@ -238,7 +238,8 @@ def _vector_n(msg: Any, ref: BufRef, inc: int) -> int:
 
 def _uplo(msg: Any, name: str = "uplo") -> None:
     value = getattr(msg, name)
-    norm = {"U": "U", "L": "L", "u": "U", "l": "L", "upper": "U", "lower": "L"}.get(value)
+    norm = {"U": "U", "L": "L", "u": "U", "l": "L", "upper": "U", "lower": "L"}.get(
+        value if isinstance(value, str) else "")
     if norm is None:
         raise _fail(msg, name, f"must be 'U' or 'L', got {value!r}")
     _set(msg, name, norm)
