@@ -300,9 +300,11 @@ def _invoke(dev: Device, target: Target, args: dict[str, Any]) -> Any:
     return dev.send(cls(**args))
 
 
-def run_case(dev: Device, mat: Materializer, target: Target, tokens: dict[str, str],
+def run_case(mat: Materializer, target: Target, tokens: dict[str, str],
              report: FuzzReport) -> None:
-    """One case: call, wait, classify; then the SGEMM check. Never raises."""
+    """One case: call, wait, classify; then the SGEMM check. Never raises. A device that
+    fails the check is replaced, so that one defect does not hide the next."""
+    dev = mat.dev
     report.cases += 1
     report.by_target[str(target)] = report.by_target.get(str(target), 0) + 1
     where = f"{target}({', '.join(f'{k}={v}' for k, v in tokens.items())})"
@@ -339,11 +341,13 @@ def run_case(dev: Device, mat: Materializer, target: Target, tokens: dict[str, s
         sgemm_ok(dev, mat.rng)
     except Exception as exc:  # noqa: BLE001
         report.defects.append(f"{where}: the device then failed a SGEMM: {exc!r}")
+        dev.close(timeout=10)
+        mat.dev = gpumsg.open_device(0, backend=mat.backend)
 
 
 def _runner(dev: Device, mat: Materializer, target: Target, report: FuzzReport) -> Any:
     def one(tokens: dict[str, str]) -> None:
-        run_case(dev, mat, target, tokens, report)
+        run_case(mat, target, tokens, report)
     return one
 
 
@@ -363,6 +367,7 @@ def campaign(cases: int, backend: str = "sim", seed_value: int | None = None,
     closed_buf = closing.alloc((8, 8), np.float32).result(WAIT_S)
     closing.close()
     mat = Materializer(dev, foreign, closed_buf, rng)
+    mat.backend = backend
     t0 = time.perf_counter()
     try:
         for target in tlist:
@@ -377,7 +382,7 @@ def campaign(cases: int, backend: str = "sim", seed_value: int | None = None,
             one()
     finally:
         report.seconds = time.perf_counter() - t0
-        dev.close()
+        mat.dev.close()
         foreign.close()
     return report
 
