@@ -84,10 +84,15 @@ class _Worker:
 
     def release(self) -> None:
         self._counter = None  # type: ignore[assignment]
+        # unlink first: close() raises BufferError while a view is alive, and the name in
+        # /dev/shm must go in any case (the mapping goes with the last view)
+        try:
+            self._counter_shm.unlink()
+        except (FileNotFoundError, OSError):
+            pass
         try:
             self._counter_shm.close()
-            self._counter_shm.unlink()
-        except (BufferError, FileNotFoundError, OSError):
+        except (BufferError, OSError):
             pass
 
 
