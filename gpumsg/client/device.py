@@ -623,6 +623,15 @@ class Device:
             self._closed = True
             self._state.refuse(DeviceClosed(f"device {self.ordinal} is closed"))
             self._worker.stop()
+        if threading.current_thread().name.startswith("gpumsg-"):
+            # from a future's done-callback, which runs on the service thread that answered
+            # it: joining would wait for this very thread. The device winds down by itself.
+            threading.Thread(target=self._finish_close, args=(timeout,), daemon=True,
+                             name="gpumsg-close").start()
+            return
+        self._finish_close(timeout)
+
+    def _finish_close(self, timeout: float | None) -> None:
         self._worker.join(timeout)
         _open_devices.discard(self)
 
