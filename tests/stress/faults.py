@@ -22,9 +22,8 @@ import statistics
 import threading
 import time
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any
-
 from multiprocessing import shared_memory
+from typing import Any
 
 import numpy as np
 
