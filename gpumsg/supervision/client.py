@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import multiprocessing
+import os
 import threading
 import time
 from collections import deque
@@ -50,6 +51,32 @@ from .worker import STOP_SEQ, worker_main
 __all__ = ["ProcessWorker"]
 
 _START_TIMEOUT = 120.0
+
+
+#: PF_EXITING in /proc/<pid>/task/<tid>/stat's flags: the task has begun to exit
+_PF_EXITING = 0x4
+
+
+def _stopped_running(pid: int | None) -> bool | None:
+    """True when no thread of process ``pid`` can run user code any more (exiting, a zombie or
+    gone), False while one can, None where /proc cannot tell."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return None
+        if fields[0] not in "ZXx" and not int(fields[6]) & _PF_EXITING:
+            return False
+    return True
 
 
 class _Worker:
@@ -81,6 +108,29 @@ class _Worker:
             self.conn.close()
         except OSError:
             pass
+
+    def kill_now(self) -> threading.Thread | None:
+        """SIGKILL, waiting only until the process can run none of its own code (Linux: every
+        thread is marked exiting); returns the thread that reaps it in the background. Reaping
+        waits for the driver to tear the dead process's CUDA context down (hundreds of ms on a
+        GPU), which recovery need not wait for: the replacement has a context of its own. The
+        start counter is final once nothing of the process runs. Elsewhere: kill()."""
+        if self.process.is_alive():
+            self.process.kill()
+        pid = self.process.pid
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            done = _stopped_running(pid)
+            if done is None:
+                break
+            if done:
+                reaper = threading.Thread(target=self.kill, daemon=True,
+                                          name="gpumsg-reaper")
+                reaper.start()
+                return reaper
+            time.sleep(0.0005)
+        self.kill()
+        return None
 
     def release(self) -> None:
         self._counter = None  # type: ignore[assignment]
@@ -134,6 +184,7 @@ class ProcessWorker:
         self._pool = SharedHostPool(self._register_block, self._unregister_block,
                                     staging_limit=pinned_staging_limit)
         self._recovery: threading.Thread | None = None
+        self._reapers: list[threading.Thread] = []  # reaping replaced workers (kill_now)
         self._worker: _Worker | None = self._spawn(state.generation)
         self.props = self._worker.props
         self.kind = self._worker.kind
@@ -188,6 +239,8 @@ class ProcessWorker:
             if worker.reader is not None:
                 worker.reader.join(5)
             worker.release()
+        for reaper in self._reapers:
+            reaper.join(30)
         with self._lock:
             leftovers, self._pending = list(self._pending.values()), {}
         err = self._state.refusal if not self._state.accepting else DeviceClosed("device closed")
@@ -345,7 +398,9 @@ class ProcessWorker:
 
     def _recover(self, worker: _Worker, kind: str, error: BaseException | None,
                  t0: float) -> None:
-        worker.kill()
+        reaper = worker.kill_now()
+        if reaper is not None:
+            self._reapers.append(reaper)
         started = worker.started()
         worker.release()
         ordinal = self._state.ordinal
