@@ -43,7 +43,7 @@ from ..errors import (
     Unrecoverable,
     WorkerDied,
 )
-from ..messages.base import BufRef
+from ..messages.base import BufRef, HostRef
 from ..messages.device import Alloc, RegisterHostMemory, UnregisterHostMemory, WatchGeneration
 from .shm import SharedHostPool
 from .worker import STOP_SEQ, worker_main
@@ -109,12 +109,12 @@ class _Worker:
         except OSError:
             pass
 
-    def kill_now(self) -> threading.Thread | None:
+    def stop_running(self) -> bool:
         """SIGKILL, waiting only until the process can run none of its own code (Linux: every
-        thread is marked exiting); returns the thread that reaps it in the background. Reaping
-        waits for the driver to tear the dead process's CUDA context down (hundreds of ms on a
-        GPU), which recovery need not wait for: the replacement has a context of its own. The
-        start counter is final once nothing of the process runs. Elsewhere: kill()."""
+        thread is marked exiting): its start counter is final then. Reaping (:meth:`kill`)
+        waits for the driver to tear the dead process's CUDA context down, hundreds of ms on a
+        GPU, which recovery need not wait for. False where /proc cannot tell: then it has
+        been reaped here."""
         if self.process.is_alive():
             self.process.kill()
         pid = self.process.pid
@@ -124,13 +124,10 @@ class _Worker:
             if done is None:
                 break
             if done:
-                reaper = threading.Thread(target=self.kill, daemon=True,
-                                          name="gpumsg-reaper")
-                reaper.start()
-                return reaper
+                return True
             time.sleep(0.0005)
         self.kill()
-        return None
+        return False
 
     def release(self) -> None:
         self._counter = None  # type: ignore[assignment]
@@ -398,9 +395,7 @@ class ProcessWorker:
 
     def _recover(self, worker: _Worker, kind: str, error: BaseException | None,
                  t0: float) -> None:
-        reaper = worker.kill_now()
-        if reaper is not None:
-            self._reapers.append(reaper)
+        reap_later = worker.stop_running()
         started = worker.started()
         worker.release()
         ordinal = self._state.ordinal
@@ -416,9 +411,26 @@ class ProcessWorker:
         in_flight = set(worker.sent[:started])
         with self._lock:
             failed = [self._pending.pop(seq) for seq in list(self._pending) if seq in in_flight]
-        for _msg, reply in failed:
-            if reply is not None:
+        # A copy between a host block and the device may still be moving until the dead
+        # context is torn down: its reply (which gives the block back) waits for the reaping.
+        late = []
+        for msg, reply in failed:
+            if reply is None:
+                continue
+            if reap_later and (type(getattr(msg, "src", None)) is HostRef
+                               or type(getattr(msg, "dst", None)) is HostRef):
+                late.append(reply)
+            else:
                 reply.set_exception(err)
+        if reap_later:
+            def reap() -> None:
+                worker.kill()
+                for reply in late:
+                    reply.set_exception(err)
+
+            reaper = threading.Thread(target=reap, daemon=True, name="gpumsg-reaper")
+            reaper.start()
+            self._reapers.append(reaper)
         now = time.monotonic()
         while self._restarts and now - self._restarts[0] > self.restart_window:
             self._restarts.popleft()
