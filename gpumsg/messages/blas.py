@@ -246,14 +246,16 @@ def _uplo(msg: Any, name: str = "uplo") -> None:
 
 
 def _side(msg: Any) -> None:
-    norm = {"L": "L", "R": "R", "l": "L", "r": "R", "left": "L", "right": "R"}.get(msg.side)
+    norm = {"L": "L", "R": "R", "l": "L", "r": "R", "left": "L", "right": "R"}.get(
+        msg.side if isinstance(msg.side, str) else "")
     if norm is None:
         raise _fail(msg, "side", f"must be 'L' or 'R', got {msg.side!r}")
     _set(msg, "side", norm)
 
 
 def _diag(msg: Any) -> None:
-    norm = {"N": "N", "U": "U", "n": "N", "u": "U", False: "N", True: "U"}.get(msg.diag)
+    norm = {"N": "N", "U": "U", "n": "N", "u": "U", False: "N", True: "U"}.get(
+        msg.diag if isinstance(msg.diag, (str, bool)) else "")
     if norm is None:
         raise _fail(msg, "diag", f"must be 'N' (non-unit) or 'U' (unit), got {msg.diag!r}")
     _set(msg, "diag", norm)
