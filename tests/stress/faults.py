@@ -51,12 +51,17 @@ class FaultReport:
     stale_checked: int = 0
     recovery_s: list[float] = dataclasses.field(default_factory=list)
     recovery_by_kind: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+    #: from submitting the fault (includes the watchdog's limit for hangs)
+    from_inject_s: list[float] = dataclasses.field(default_factory=list)
+    #: waits for the standby worker before each fault (steady state: faults are rare)
+    spare_wait_s: list[float] = dataclasses.field(default_factory=list)
     supervisor_restart_s: list[float] = dataclasses.field(default_factory=list)
     restart_bound_holds: bool | None = None
     leaked_shm: list[str] = dataclasses.field(default_factory=list)
     leaked_blocks: int = 0
     leaked_children: list[int] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
+    _kinds: list[str] = dataclasses.field(default_factory=list)
     problems: list[str] = dataclasses.field(default_factory=list)
 
     def figures(self) -> dict[str, Any]:
@@ -67,12 +72,19 @@ class FaultReport:
             return round(xs[min(len(xs) - 1, int(q * len(xs)))] * 1e3, 1)
 
         out = {k: v for k, v in dataclasses.asdict(self).items()
-               if k not in ("problems", "recovery_s", "recovery_by_kind", "supervisor_restart_s")}
+               if k not in ("_kinds", "problems", "recovery_s", "recovery_by_kind",
+                            "supervisor_restart_s", "from_inject_s", "spare_wait_s")}
         out["recovery_median_ms"] = (round(statistics.median(self.recovery_s) * 1e3, 1)
                                      if self.recovery_s else None)
         out["recovery_p99_ms"] = pct(self.recovery_s, 0.99)
         out["recovery_median_ms_by_kind"] = {
             k: round(statistics.median(v) * 1e3, 1) for k, v in self.recovery_by_kind.items()}
+        out["from_inject_median_ms_by_kind"] = {
+            k: round(statistics.median(
+                [v for v, kk in zip(self.from_inject_s, self._kinds) if kk == k]) * 1e3, 1)
+            for k in self.recovery_by_kind}
+        out["spare_wait_median_ms"] = (round(statistics.median(self.spare_wait_s) * 1e3, 1)
+                                       if self.spare_wait_s else None)
         out["supervisor_restart_median_ms"] = (
             round(statistics.median(self.supervisor_restart_s) * 1e3, 1)
             if self.supervisor_restart_s else None)
@@ -247,9 +259,12 @@ def campaign(faults: int = 100, backend: str = "sim", threads: int = 4,
             c.start()
         for i in range(faults):
             kind = KINDS[i % len(KINDS)]
+            t_w = time.monotonic()
             _wait_spare(dev)
+            report.spare_wait_s.append(time.monotonic() - t_w)
             old = dev.to_device(rng.standard_normal(64)).result(WAIT_S)
             gen = dev.generation
+            t_inject = time.monotonic()
             if kind == "oom":
                 dev.inject_fault("oom", count=2).result(WAIT_S)
                 try:  # the next allocation attempt fails (a client's, or this one)
@@ -274,6 +289,8 @@ def campaign(faults: int = 100, backend: str = "sim", threads: int = 4,
                     report.problems.append(f"fault {i} ({kind}): {type(exc).__name__}: {exc}")
                 t_fault = time.monotonic()
             rec = _first_success(dev, rng, t_fault)
+            report.from_inject_s.append(t_fault + rec - t_inject)
+            report._kinds.append(kind)
             report.recovery_s.append(rec)
             report.recovery_by_kind.setdefault(kind, []).append(rec)
             report.faults += 1

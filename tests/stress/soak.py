@@ -51,6 +51,8 @@ class SoakReport:
     freed_by_gc: int = 0
     pool_used_start: int = 0
     pool_used_end: int = 0
+    #: page-locked host blocks the device still held after close (checked, not assumed)
+    pinned_blocks_after_close: int = -1
     seconds: float = 0.0
     by_family: dict[str, int] = dataclasses.field(default_factory=dict)
     problems: list[str] = dataclasses.field(default_factory=list)
@@ -364,5 +366,7 @@ def campaign(threads: int = 8, ops_per_thread: int = 10_000, backend: str = "sim
         dev.synchronize().result(WAIT_S)
         report.pool_used_end = dev.stats().result(WAIT_S).pool_used_bytes
     finally:
+        pinned = dev._worker.pinned
         dev.close()
+    report.pinned_blocks_after_close = len(pinned.blocks())
     return report

@@ -17,3 +17,4 @@ def test_soak() -> None:
     assert len(report.by_family) == 13  # every family ran
     assert report.freed_by_other_thread > 0 and report.freed_by_gc > 0
     assert report.pool_used_end == report.pool_used_start
+    assert report.pinned_blocks_after_close == 0
