@@ -31,19 +31,23 @@ import soak  # noqa: E402
 
 
 def run(label: str, backend: str, cases: int, soak_threads: int, soak_ops: int, n_faults: int,
-        watchdog: float) -> dict[str, Any]:
+        watchdog: float, save: Any = lambda out: None) -> dict[str, Any]:
+    """Each campaign in turn; ``save(out)`` after each (a run cut short keeps what it did)."""
     out: dict[str, Any] = {"label": label, "backend": backend, "environment": environment()}
     t0 = time.perf_counter()
     if cases:
         rep = fuzz.campaign(cases, backend)
         out["fuzz"] = rep.figures()
         out["fuzz_defects"] = rep.defects[:20]
+        out["fuzz_engine"] = "hypothesis" if fuzz.HAVE_HYPOTHESIS else "random"
         print("fuzz", out["fuzz"], flush=True)
+        save(out)
     if soak_ops:
         srep = soak.campaign(soak_threads, soak_ops, backend)
         out["soak"] = srep.figures()
         out["soak_problems"] = srep.problems[:20]
         print("soak", out["soak"], flush=True)
+        save(out)
     if n_faults:
         frep = faults.campaign(n_faults, backend, threads=4, watchdog=watchdog)
         out["faults"] = frep.figures()
@@ -115,7 +119,8 @@ def write(doc: dict[str, Any], path: str) -> None:
                          f"{r['soak']['seconds']:.0f} s.")
         if r.get("fuzz"):
             fz = r["fuzz"]
-            lines.append(f"- {r['label']}: fuzz over {fz['targets']} targets: "
+            lines.append(f"- {r['label']}: fuzz ({r.get('fuzz_engine')}) over {fz['targets']} "
+                         "targets: "
                          f"{fz['typed_at_call']} typed at the call, {fz['typed_in_future']} "
                          f"typed through the future, {fz['succeeded']} succeeded, "
                          f"{fz['seconds']} s.")
@@ -150,8 +155,13 @@ def main(argv: list[str] | None = None) -> None:
         with open(args.merge) as f:
             doc["runs"].update(json.load(f)["runs"])
     else:
-        doc["runs"][args.label] = run(args.label, args.backend, args.cases, args.soak_threads,
-                                      args.soak_ops, args.faults, args.watchdog)
+        def save(out: dict[str, Any]) -> None:
+            doc["runs"][args.label] = out
+            write(doc, path)
+
+        save(run(args.label, args.backend, args.cases, args.soak_threads, args.soak_ops,
+                 args.faults, args.watchdog, save))
+        return
     write(doc, path)
 
 
