@@ -31,10 +31,18 @@ import soak  # noqa: E402
 
 
 def run(label: str, backend: str, cases: int, soak_threads: int, soak_ops: int, n_faults: int,
-        watchdog: float, save: Any = lambda out: None) -> dict[str, Any]:
+        watchdog: float, save: Any = lambda out: None,
+        fault_budget: float | None = None) -> dict[str, Any]:
     """Each campaign in turn; ``save(out)`` after each (a run cut short keeps what it did)."""
     out: dict[str, Any] = {"label": label, "backend": backend, "environment": environment()}
     t0 = time.perf_counter()
+    if n_faults:
+        frep = faults.campaign(n_faults, backend, threads=4, watchdog=watchdog,
+                               time_budget=fault_budget)
+        out["faults"] = frep.figures()
+        out["fault_problems"] = frep.problems[:20]
+        print("faults", out["faults"], flush=True)
+        save(out)
     if cases:
         rep = fuzz.campaign(cases, backend)
         out["fuzz"] = rep.figures()
@@ -48,11 +56,6 @@ def run(label: str, backend: str, cases: int, soak_threads: int, soak_ops: int, 
         out["soak_problems"] = srep.problems[:20]
         print("soak", out["soak"], flush=True)
         save(out)
-    if n_faults:
-        frep = faults.campaign(n_faults, backend, threads=4, watchdog=watchdog)
-        out["faults"] = frep.figures()
-        out["fault_problems"] = frep.problems[:20]
-        print("faults", out["faults"], flush=True)
     out["seconds"] = round(time.perf_counter() - t0, 1)
     return out
 
@@ -140,6 +143,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--soak-ops", type=int, default=600)
     ap.add_argument("--faults", type=int, default=8)
     ap.add_argument("--watchdog", type=float, default=1.0)
+    ap.add_argument("--fault-budget", type=float, default=None,
+                    help="seconds after which no further fault is injected")
     ap.add_argument("--out", default=None, help="results folder (default: $OUT or "
                     "benchmarks/results)")
     ap.add_argument("--merge", default=None, help="add the runs of another reliability.json")
@@ -160,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
             write(doc, path)
 
         save(run(args.label, args.backend, args.cases, args.soak_threads, args.soak_ops,
-                 args.faults, args.watchdog, save))
+                 args.faults, args.watchdog, save, args.fault_budget))
         return
     write(doc, path)
 

@@ -29,6 +29,7 @@ from ..messages.base import MAX_NBYTES, BufRef, Message, as_ref
 from ..messages.blas import Sgemm
 from ..messages.device import (
     Alloc,
+    AllocPinned,
     CopyDevice,
     CopyFromHost,
     CopyToHost,
@@ -36,12 +37,14 @@ from ..messages.device import (
     FreePinned,
     InjectFault,
     Memset,
+    RegisterHostMemory,
     SnapshotChildren,
     SnapshotContext,
     SnapshotStream,
     Stats,
     Synchronize,
     TrimMemory,
+    UnregisterHostMemory,
     WatchGeneration,
 )
 from ..service.state import DeviceState
@@ -61,6 +64,10 @@ from .staging import DevicePinnedPool, HostStaging, ReleaseOnReply
 __all__ = ["Device", "open_device", "devices", "register_isolation"]
 
 _STATS = Stats()
+#: the client's own host-memory protocol: sent by hand, they would hand the device blocks the
+#: client does not know of (a staging block never given back: every later staged copy waits)
+#: or free blocks the client is using
+_INTERNAL = frozenset({AllocPinned, FreePinned, RegisterHostMemory, UnregisterHostMemory})
 _ALLOC = Alloc.unchecked  # type: ignore[attr-defined]
 #: messages memoized per Device for repeated identical calls (see Device.sgemm)
 _MEMO_SIZE = 256
@@ -278,6 +285,10 @@ class Device:
         are staged here, and ``CopyToHost`` without a host destination answers a NumPy array."""
         if not isinstance(msg, Message):
             raise InvalidMessage(f"send() takes a gpumsg message, got {type(msg).__name__}")
+        if type(msg) in _INTERNAL:
+            raise InvalidMessage(f"{type(msg).__name__} is the client's own host-memory "
+                                 "protocol; use dev.alloc_pinned() and PinnedHostBuffer.free()",
+                                 field="msg")
         state = self._state
         if not state.accepting:
             raise state.refusal

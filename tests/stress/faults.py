@@ -238,7 +238,10 @@ def restart_bound_holds(backend: str) -> bool:
 
 
 def campaign(faults: int = 100, backend: str = "sim", threads: int = 4,
-             watchdog: float = 1.0, log: Any = print) -> FaultReport:
+             watchdog: float = 1.0, time_budget: float | None = None,
+             log: Any = print) -> FaultReport:
+    """``faults`` faults in turn (kinds round-robin); with ``time_budget`` (s) it stops
+    injecting when the budget is spent, and the report says how many were injected."""
     report = FaultReport()
     log(f"faults: {faults} faults of {len(KINDS)} kinds, {threads} client threads, backend "
         f"{backend}, watchdog {watchdog} s")
@@ -258,6 +261,9 @@ def campaign(faults: int = 100, backend: str = "sim", threads: int = 4,
         for c in clients:
             c.start()
         for i in range(faults):
+            if time_budget is not None and time.perf_counter() - t_start > time_budget:
+                report.problems.append(f"time budget of {time_budget} s spent after {i} faults")
+                break
             kind = KINDS[i % len(KINDS)]
             t_w = time.monotonic()
             _wait_spare(dev)
