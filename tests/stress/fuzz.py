@@ -20,6 +20,7 @@ import dataclasses
 import inspect
 import math
 import os
+import threading
 import time
 import traceback
 from concurrent.futures import Future
@@ -335,6 +336,26 @@ def _invoke(dev: Device, target: Target, args: dict[str, Any]) -> Any:
 
 def run_case(mat: Materializer, target: Target, tokens: dict[str, str],
              report: FuzzReport) -> None:
+    """One case on a helper thread, so that a call that blocks (not only a future that is
+    never answered) is caught: past ``3 * WAIT_S`` it is recorded as a hang and the device is
+    abandoned for a fresh one."""
+    done = threading.Event()
+
+    def body() -> None:
+        try:
+            _run_case(mat, target, tokens, report)
+        finally:
+            done.set()
+
+    threading.Thread(target=body, daemon=True, name="fuzz-case").start()
+    if not done.wait(3 * WAIT_S):
+        report.defects.append(f"{target}({tokens}): the case blocked for {3 * WAIT_S} s "
+                              "(hang)")
+        mat.dev = gpumsg.open_device(0, backend=mat.backend)
+
+
+def _run_case(mat: Materializer, target: Target, tokens: dict[str, str],
+              report: FuzzReport) -> None:
     """One case: call, wait, classify; then the SGEMM check. Never raises. A device that
     fails the check is replaced, so that one defect does not hide the next."""
     dev = mat.dev
