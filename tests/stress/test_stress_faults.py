@@ -4,7 +4,7 @@ on the simulator under 4 submitting threads; ``make stress`` injects 100."""
 from __future__ import annotations
 
 import faults
-from conftest import BACKEND, FULL
+from stress_env import BACKEND, FULL
 
 
 def test_fault_campaign() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 import fuzz
-from conftest import BACKEND, FULL
+from stress_env import BACKEND, FULL
 
 import gpumsg
 

@@ -174,6 +174,8 @@ def test_ctrl_c_during_a_long_wait(isolation: str) -> None:
             fut.result()
         except KeyboardInterrupt:
             print("INTERRUPTED", flush=True)
+            dev.close(timeout=10)
+            print("AFTER CLOSE", type(fut.exception(timeout=10)).__name__, flush=True)
             raise
     """)
     line = proc.stdout.readline()
@@ -184,4 +186,22 @@ def test_ctrl_c_during_a_long_wait(isolation: str) -> None:
     rc, out, err, _ = _finish(proc, 60)
     assert time.monotonic() - t0 < 45
     assert "INTERRUPTED" in out, err
+    assert "AFTER CLOSE DeviceClosed" in out, out + err  # what did not run: typed
     assert "KeyboardInterrupt" in err and rc != 0
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_close_with_a_hung_kernel_fails_what_did_not_run(isolation: str) -> None:
+    """close() gives up on a kernel that never ends after ``shutdown_timeout``; the hung
+    operation and what queued behind it fail with DeviceClosed (none is left unanswered)."""
+    dev = gpumsg.open_device(0, backend="sim", isolation=isolation, allow_fault_injection=True,
+                             shutdown_timeout=1.0)
+    stuck = dev.inject_fault("hang")
+    behind = [dev.copy_to_host(dev.to_device(np.ones(100))) for _ in range(5)]
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    dev.close(timeout=30)
+    assert time.monotonic() - t0 < 20
+    for f in [stuck, *behind]:
+        with pytest.raises(gpumsg.DeviceClosed):
+            f.result(timeout=10)

@@ -5,7 +5,7 @@ random jitter; frees from other threads and from the garbage collector (see soak
 from __future__ import annotations
 
 import soak
-from conftest import BACKEND, FULL
+from stress_env import BACKEND, FULL
 
 
 def test_soak() -> None:
