@@ -475,7 +475,7 @@ class Device:
 
     @staticmethod
     def _byte_offset(buf: Any, offset: int) -> int:
-        if offset == 0 and type(offset) is int:
+        if type(offset) is int and offset == 0:
             return 0
         if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
             raise InvalidMessage(f"offset must be a non-negative element count, got {offset!r}",
