@@ -12,7 +12,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import BufRef, Message, _bool, _fail, _int, _ref, _require_dtype, _set, message
+from .base import (
+    MAX_NBYTES,
+    BufRef,
+    Message,
+    _bool,
+    _fail,
+    _int,
+    _ref,
+    _require_dtype,
+    _set,
+    message,
+)
 from .blas import BLAS_DTYPES, _buffers, _dims, _ld, _trans, _uplo, check_matrix
 
 __all__ = ["Potrf", "Potrs", "Getrf", "Getrs", "PotrfBatched", "SolverCacheInfo",
@@ -152,7 +163,7 @@ class PotrfBatched(Message):
         lda = _ld(self, "lda", self.n)
         if self.stride is None:
             _set(self, "stride", lda * self.n)
-        _int(self, "stride", self.stride)
+        _int(self, "stride", self.stride, hi=MAX_NBYTES)
         if self.stride < lda * self.n:
             raise _fail(self, "stride", f"must be >= lda * n = {lda * self.n} (matrices must "
                         f"not overlap), got {self.stride}")
