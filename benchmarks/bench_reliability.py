@@ -148,6 +148,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default=None, help="results folder (default: $OUT or "
                     "benchmarks/results)")
     ap.add_argument("--merge", default=None, help="add the runs of another reliability.json")
+    ap.add_argument("--note", action="append", default=[], help="a line for the notes")
     args = ap.parse_args(argv)
     path = args.out or results_dir()
     os.makedirs(path, exist_ok=True)
@@ -156,9 +157,13 @@ def main(argv: list[str] | None = None) -> None:
             doc = json.load(f)
     except (OSError, ValueError):
         doc = {"benchmark": "reliability", "runs": {}}
-    if args.merge:
-        with open(args.merge) as f:
-            doc["runs"].update(json.load(f)["runs"])
+    notes = doc.setdefault("notes", [])
+    notes += [n for n in args.note if n not in notes]
+    if args.merge or args.note:
+        if args.merge:
+            with open(args.merge) as f:
+                doc["runs"].update(json.load(f)["runs"])
+        write(doc, path)
     else:
         def save(out: dict[str, Any]) -> None:
             doc["runs"][args.label] = out
