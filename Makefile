@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test demo bench lint test-here gpu-test-here bench-here clean
+.PHONY: install test demo bench lint test-here gpu-test-here bench-here clean stress stress-here
 
 install: $(STAMP)
 
@@ -36,6 +36,17 @@ gpu-test-here:
 
 bench-here:
 	PYTHONPATH=$(CURDIR) $(PYTHON) benchmarks/run_all.py
+
+# the full reliability campaigns of tests/stress (issue 15): 10,000 fuzz cases
+# (GPUMSG_STRESS_CASES), 8 x 10,000 soak operations, 100 faults; GPUMSG_STRESS_BACKEND=cuda on
+# a GPU (default sim). `make test` runs the same files at CI size.
+STRESS_ENV = GPUMSG_STRESS=full GPUMSG_STRESS_CASES=$${GPUMSG_STRESS_CASES:-10000}
+
+stress: install
+	$(STRESS_ENV) $(PY) -m pytest -q -s tests/stress
+
+stress-here:
+	$(STRESS_ENV) PYTHONPATH=$(CURDIR) $(PYTHON) -m pytest -q -s tests/stress
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -77,7 +77,7 @@ def as_dtype(value: Any, field: str = "dtype") -> np.dtype:
             return found
     try:
         dt = np.dtype(value)
-    except TypeError:
+    except (TypeError, ValueError):  # ValueError: an object whose ``.dtype`` is no dtype
         dt = None
     if dt is None or dt not in _BY_DTYPE:
         raise InvalidMessage(

@@ -25,10 +25,11 @@ from ..dtypes import as_dtype, dtype_name
 from ..errors import DeviceClosed, GpuRefStale, InvalidMessage, OutOfMemory
 from ..libs import namespaces
 from ..memory.config import MemorySpec
-from ..messages.base import MAX_NBYTES, BufRef, Message
+from ..messages.base import MAX_NBYTES, BufRef, Message, as_ref
 from ..messages.blas import Sgemm
 from ..messages.device import (
     Alloc,
+    AllocPinned,
     CopyDevice,
     CopyFromHost,
     CopyToHost,
@@ -36,12 +37,14 @@ from ..messages.device import (
     FreePinned,
     InjectFault,
     Memset,
+    RegisterHostMemory,
     SnapshotChildren,
     SnapshotContext,
     SnapshotStream,
     Stats,
     Synchronize,
     TrimMemory,
+    UnregisterHostMemory,
     WatchGeneration,
 )
 from ..service import interop as _interop  # noqa: F401 (registers the DLPack handlers)
@@ -62,6 +65,10 @@ from .staging import DevicePinnedPool, HostStaging, ReleaseOnReply
 __all__ = ["Device", "open_device", "devices", "register_isolation"]
 
 _STATS = Stats()
+#: the client's own host-memory protocol: sent by hand, they would hand the device blocks the
+#: client does not know of (a staging block never given back: every later staged copy waits)
+#: or free blocks the client is using
+_INTERNAL = frozenset({AllocPinned, FreePinned, RegisterHostMemory, UnregisterHostMemory})
 _ALLOC = Alloc.unchecked  # type: ignore[attr-defined]
 #: messages memoized per Device for repeated identical calls (see Device.sgemm)
 _MEMO_SIZE = 256
@@ -103,6 +110,16 @@ def _flat_bytes(arr: np.ndarray, order: str) -> np.ndarray:
     if not flat.flags.c_contiguous:
         flat = np.ascontiguousarray(flat)
     return flat.view(np.uint8)
+
+
+def _host_array(value: Any, field: str) -> np.ndarray:
+    """``np.asarray(value)``; a value NumPy cannot make an array of (a ragged list, ...)
+    raises InvalidMessage naming ``field``."""
+    try:
+        return np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidMessage(f"{field}: cannot be made a NumPy array ({exc})",
+                             field=field) from None
 
 
 class Device:
@@ -269,6 +286,10 @@ class Device:
         are staged here, and ``CopyToHost`` without a host destination answers a NumPy array."""
         if not isinstance(msg, Message):
             raise InvalidMessage(f"send() takes a gpumsg message, got {type(msg).__name__}")
+        if type(msg) in _INTERNAL:
+            raise InvalidMessage(f"{type(msg).__name__} is the client's own host-memory "
+                                 "protocol; use dev.alloc_pinned() and PinnedHostBuffer.free()",
+                                 field="msg")
         state = self._state
         if not state.accepting:
             raise state.refusal
@@ -299,6 +320,12 @@ class Device:
     def buffer_after(done: Future, buffer: Any) -> BufferFuture:
         """A future of ``buffer`` (a GpuBuffer or its BufferFuture) that resolves to it once
         ``done``, the operation writing it, has; or fails with ``done``'s error."""
+        if not isinstance(done, Future):
+            raise InvalidMessage(f"done must be a future, got {type(done).__name__}",
+                                 field="done")
+        if not isinstance(buffer, (GpuBuffer, BufferFuture)):
+            raise InvalidMessage(f"buffer must be a GpuBuffer or its future, got "
+                                 f"{type(buffer).__name__}", field="buffer")
         return buffer_after(done, buffer.buffer if isinstance(buffer, BufferFuture) else buffer)
 
     def _mint(self, shape: Any, dtype: Any, order: str) -> BufRef:
@@ -307,7 +334,7 @@ class Device:
             name, itemsize = _DTYPE_CACHE[dtype]
         except (KeyError, TypeError):
             name, itemsize = self._dtype_entry(dtype)
-        if order == "F" or order == "C":
+        if type(order) is str and (order == "F" or order == "C"):
             size = -1
             if type(shape) is int:
                 if shape >= 0:
@@ -340,7 +367,7 @@ class Device:
 
     def _mint_checked(self, shape: Any, dtype: Any, order: str) -> BufRef:
         """:meth:`_mint` with every check spelled out (and its errors)."""
-        if order not in ("C", "F"):
+        if not isinstance(order, str) or order not in ("C", "F"):
             raise InvalidMessage(f"order must be 'C' or 'F', got {order!r}", field="order")
         name = dtype_name(dtype)
         if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
@@ -375,7 +402,7 @@ class Device:
         memory order ('F' for Fortran-ordered arrays, else 'C'). Resolves once the data is on
         the device."""
         self._check_open()
-        arr = np.asarray(array)
+        arr = _host_array(array, "array")
         if order is None:
             order = "F" if arr.flags.f_contiguous and not arr.flags.c_contiguous else "C"
         ref = self._mint(arr.shape, arr.dtype, order)
@@ -415,7 +442,7 @@ class Device:
         """Copy ``array`` into ``dst``. An array of ``dst``'s shape is copied whole (any memory
         order); a 1-D array is copied flat to element ``offset``. Resolves to None."""
         self._check_open()
-        arr = np.asarray(array)
+        arr = _host_array(array, "array")
         msg = CopyFromHost(dst, arr, self._byte_offset(dst, offset))
         return self.send(msg)
 
@@ -457,12 +484,12 @@ class Device:
 
     @staticmethod
     def _byte_offset(buf: Any, offset: int) -> int:
-        if offset == 0 and type(offset) is int:
+        if type(offset) is int and offset == 0:
             return 0
         if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
             raise InvalidMessage(f"offset must be a non-negative element count, got {offset!r}",
                                  field="offset")
-        ref = buf.ref if not isinstance(buf, BufRef) else buf
+        ref = as_ref(buf, "dst")
         return int(offset) * as_dtype(ref.dtype).itemsize
 
     def copy(self, dst: Any, src: Any, nbytes: int | None = None, dst_offset: int = 0,
@@ -616,6 +643,15 @@ class Device:
             self._closed = True
             self._state.refuse(DeviceClosed(f"device {self.ordinal} is closed"))
             self._worker.stop()
+        if threading.current_thread().name.startswith("gpumsg-"):
+            # from a future's done-callback, which runs on the service thread that answered
+            # it: joining would wait for this very thread. The device winds down by itself.
+            threading.Thread(target=self._finish_close, args=(timeout,), daemon=True,
+                             name="gpumsg-close").start()
+            return
+        self._finish_close(timeout)
+
+    def _finish_close(self, timeout: float | None) -> None:
         self._worker.join(timeout)
         _open_devices.discard(self)
 

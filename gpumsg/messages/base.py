@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from ..dtypes import dtype_name, dtype_of
 from ..errors import InvalidMessage
 
-__all__ = ["Message", "BufRef", "HostRef", "message", "MAX_NBYTES"]
+__all__ = ["Message", "BufRef", "HostRef", "message", "MAX_NBYTES", "as_ref", "as_refs"]
 
 #: Upper bound for any single byte count in a message (2**48: far above any device, far below
 #: overflow of the 64-bit sizes the driver takes).
@@ -227,7 +227,11 @@ def _scalar(msg: object, field: str, value: Any) -> complex | float:
 
 
 def _choice(msg: object, field: str, value: Any, choices: tuple) -> Any:
-    if value not in choices:
+    try:
+        known = value in choices
+    except (TypeError, ValueError):  # an array (ambiguous truth value) or an odd object
+        known = False
+    if not known:
         raise _fail(msg, field, f"must be one of {', '.join(map(repr, choices))}; got {value!r}")
     return value
 
@@ -251,6 +255,29 @@ def _ref(msg: object, field: str, value: Any) -> BufRef:
     if type(ref) is not BufRef:
         raise _fail(msg, field, f"expected a GpuBuffer, got {type(value).__name__}")
     return ref
+
+
+def as_ref(value: Any, field: str) -> BufRef:
+    """The :class:`BufRef` of ``value`` (a GpuBuffer, its future or a BufRef), for client code
+    that needs a buffer's shape or dtype before building a message. Anything else (a NumPy
+    array, an int, None, ...) raises :class:`~gpumsg.errors.InvalidMessage` naming ``field``;
+    a freed or stale buffer raises :class:`~gpumsg.errors.GpuRefStale`. Every library client
+    uses this one helper, so a wrong argument is reported the same way everywhere."""
+    if type(value) is BufRef:
+        return value
+    ref = getattr(value, "ref", None) if not isinstance(value, type) else None
+    if type(ref) is not BufRef:
+        raise InvalidMessage(f"{field}: expected a GpuBuffer, its future or a BufRef, got "
+                             f"{type(value).__name__}", field=field)
+    return ref
+
+
+def as_refs(values: Any, field: str) -> tuple[BufRef, ...]:
+    """:func:`as_ref` of each item of a sequence (a list or tuple of buffers)."""
+    if not isinstance(values, (tuple, list)):
+        raise InvalidMessage(f"{field}: expected a list or tuple of buffers, got "
+                             f"{type(values).__name__}", field=field)
+    return tuple(as_ref(v, f"{field}[{i}]") for i, v in enumerate(values))
 
 
 def _opt_ref(msg: object, field: str, value: Any) -> BufRef | None:

@@ -220,6 +220,8 @@ def check_vector(msg: object, field: str, ref: BufRef, n: int, inc: int, inc_fie
     """Check that ``n`` elements at stride ``inc`` fit inside ``ref``."""
     if inc < 1:
         raise _fail(msg, inc_field, f"must be >= 1, got {inc}")
+    if inc > INT32_MAX:  # cuBLAS takes a 32-bit int
+        raise _fail(msg, inc_field, f"must be <= {INT32_MAX}, got {inc}")
     if n and offset + (n - 1) * inc + 1 > ref.size:
         raise _fail(msg, field, f"{n} elements at stride {inc} need {(n - 1) * inc + 1} "
                     f"elements but {ref.describe()} holds {ref.size}")
@@ -236,21 +238,24 @@ def _vector_n(msg: Any, ref: BufRef, inc: int) -> int:
 
 def _uplo(msg: Any, name: str = "uplo") -> None:
     value = getattr(msg, name)
-    norm = {"U": "U", "L": "L", "u": "U", "l": "L", "upper": "U", "lower": "L"}.get(value)
+    norm = {"U": "U", "L": "L", "u": "U", "l": "L", "upper": "U", "lower": "L"}.get(
+        value if isinstance(value, str) else "")
     if norm is None:
         raise _fail(msg, name, f"must be 'U' or 'L', got {value!r}")
     _set(msg, name, norm)
 
 
 def _side(msg: Any) -> None:
-    norm = {"L": "L", "R": "R", "l": "L", "r": "R", "left": "L", "right": "R"}.get(msg.side)
+    norm = {"L": "L", "R": "R", "l": "L", "r": "R", "left": "L", "right": "R"}.get(
+        msg.side if isinstance(msg.side, str) else "")
     if norm is None:
         raise _fail(msg, "side", f"must be 'L' or 'R', got {msg.side!r}")
     _set(msg, "side", norm)
 
 
 def _diag(msg: Any) -> None:
-    norm = {"N": "N", "U": "U", "n": "N", "u": "U", False: "N", True: "U"}.get(msg.diag)
+    norm = {"N": "N", "U": "U", "n": "N", "u": "U", False: "N", True: "U"}.get(
+        msg.diag if isinstance(msg.diag, (str, bool)) else "")
     if norm is None:
         raise _fail(msg, "diag", f"must be 'N' (non-unit) or 'U' (unit), got {msg.diag!r}")
     _set(msg, "diag", norm)

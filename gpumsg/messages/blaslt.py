@@ -100,6 +100,9 @@ class Matmul(Message):
 
     def __post_init__(self) -> None:
         a, b, d = (_opt(self, n) for n in ("a", "b", "d"))
+        for name, ref in (("a", a), ("b", b), ("d", d)):
+            if ref is None:  # required: only c, bias, aux and the scales are optional
+                raise _fail(self, name, "expected a GpuBuffer, its future or a BufRef, got None")
         c, bias, aux = (_opt(self, n) for n in ("c", "bias", "aux"))
         scales = [_opt(self, n) for n in ("scale_a", "scale_b", "scale_c", "scale_d")]
         _dims(self, "m", "n", "k")

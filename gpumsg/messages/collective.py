@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .base import BufRef, Message, _choice, _fail, _int, _ref, message
+from .base import BufRef, Message, _bool, _choice, _fail, _int, _ref, message
 
 __all__ = ["CollOp", "Collective", "CommInit", "CommAbort", "CommPoll", "COLLECTIVES",
            "REDUCTIONS", "COLLECTIVE_DTYPES"]
@@ -133,6 +133,10 @@ class CommAbort(Message):
     comm: int
     destroy: bool = False
 
+    def __post_init__(self) -> None:
+        _int(self, "comm", self.comm)
+        _bool(self, "destroy", self.destroy)
+
 
 @message()
 class CommPoll(Message):
@@ -140,3 +144,6 @@ class CommPoll(Message):
     waiting on the GPU (ncclCommGetAsyncError)."""
 
     comm: int
+
+    def __post_init__(self) -> None:
+        _int(self, "comm", self.comm)

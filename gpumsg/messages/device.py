@@ -234,7 +234,7 @@ class Memset(Message):
 
     def __post_init__(self) -> None:
         _set(self, "dst", _ref(self, "dst", self.dst))
-        _choice(self, "width", self.width, (1, 2, 4))
+        _choice(self, "width", _int(self, "width", self.width), (1, 2, 4))
         _int(self, "value", self.value, 0, (1 << (8 * self.width)) - 1)
         _int(self, "offset", self.offset, hi=MAX_NBYTES)
         if self.nbytes is None:

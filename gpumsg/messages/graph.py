@@ -76,6 +76,9 @@ class CaptureGraph(Message):
 
     def __post_init__(self) -> None:
         _int(self, "graph", self.graph)
+        if not isinstance(self.messages, (tuple, list)):
+            raise _fail(self, "messages", f"expected a tuple of messages, got "
+                        f"{type(self.messages).__name__}")
         msgs = tuple(self.messages)
         if not msgs:
             raise _fail(self, "messages", "a graph needs at least one recorded message")
@@ -116,6 +119,9 @@ class UpdateGraph(Message):
     def __post_init__(self) -> None:
         _int(self, "graph", self.graph)
         pairs = []
+        if not isinstance(self.pairs, (tuple, list)):
+            raise _fail(self, "pairs",
+                        f"expected (old, new) pairs, got {type(self.pairs).__name__}")
         for i, pair in enumerate(self.pairs):
             if not isinstance(pair, tuple) or len(pair) != 2:
                 raise _fail(self, "pairs", f"entry {i}: expected (old, new) buffers")

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .base import (
+    MAX_NBYTES,
     BufRef,
     Message,
     _bool,
@@ -172,7 +173,7 @@ class PotrfBatched(Message):
         lda = _ld(self, "lda", self.n)
         if self.stride is None:
             _set(self, "stride", lda * self.n)
-        _int(self, "stride", self.stride)
+        _int(self, "stride", self.stride, hi=MAX_NBYTES)
         if self.stride < lda * self.n:
             raise _fail(self, "stride", f"must be >= lda * n = {lda * self.n} (matrices must "
                         f"not overlap), got {self.stride}")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
-from queue import SimpleQueue
+from queue import Empty, SimpleQueue
 from typing import Any
 
 from ..errors import CudaError, GpuError
@@ -60,6 +60,9 @@ class CompletionWatcher:
         self._queue: SimpleQueue = SimpleQueue()
         self.completed = 0  # entries answered here
         self.batches = 0  # batches answered here (the device thread counts those it handed)
+        self._lock = threading.Lock()
+        self._current: list[Entry] | None = None  # the batch whose event is being waited on
+        self._abandoned: BaseException | None = None
         self._thread = threading.Thread(
             target=self._run, daemon=True,
             name=f"gpumsg-{ctx.props.ordinal}-{slot.name}-completion")
@@ -91,11 +94,20 @@ class CompletionWatcher:
             if item is None:
                 return
             event, entries = item
+            with self._lock:
+                if self._abandoned is not None:
+                    fail_entries(entries, self._abandoned)
+                    continue
+                self._current = entries
             error: GpuError | None = None
             try:
                 backend.event_synchronize(event)
             except CudaError as exc:
                 error = ctx.on_async_error(exc, entries)
+            with self._lock:
+                mine, self._current = self._current is not None, None
+            if not mine:  # abandon() failed the batch meanwhile
+                continue
             if error is None:
                 answer_entries(entries, trace)
             else:
@@ -105,6 +117,25 @@ class CompletionWatcher:
             self.batches += 1
             # drop the group before blocking again (its replies keep buffers alive)
             item = entries = None  # type: ignore[assignment]
+
+
+    def abandon(self, error: BaseException) -> None:
+        """Shutdown gave up waiting (a hung kernel): fail the batch being waited on and every
+        batch queued behind it with ``error``, so that no caller waits for ever. If the wait
+        ever returns, nothing more is answered."""
+        with self._lock:
+            self._abandoned = error
+            current, self._current = self._current, None
+        if current:
+            fail_entries(current, error)
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except Empty:
+                break
+            if item is not None:
+                fail_entries(item[1], error)
+        self._queue.put(None)  # the stop request drained above
 
 
 def fail_entries(entries: list[Entry], error: BaseException) -> None:

@@ -32,6 +32,7 @@ from ..errors import (
     ContextPoisoned,
     CudaError,
     DependencyFailed,
+    DeviceClosed,
     GpuError,
     GpuRefStale,
     InvalidMessage,
@@ -519,6 +520,11 @@ class DeviceContext:
         for slot in self.streams:
             slot.watcher.stop()
         drained = all(slot.watcher.join(timeout) for slot in self.streams)
+        if not drained:  # what is still running will not be answered: fail it, typed
+            err = DeviceClosed(f"device {self.props.ordinal} closed while this operation was "
+                               f"still running (not finished within {timeout} s)")
+            for slot in self.streams:
+                slot.watcher.abandon(err)
         if not drained or self.state.poisoned is not None:
             self._release_host_side()
             return

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import multiprocessing
+import os
 import threading
 import time
 from collections import deque
@@ -42,7 +43,7 @@ from ..errors import (
     Unrecoverable,
     WorkerDied,
 )
-from ..messages.base import BufRef
+from ..messages.base import BufRef, HostRef
 from ..messages.device import Alloc, RegisterHostMemory, UnregisterHostMemory, WatchGeneration
 from .shm import SharedHostPool
 from .worker import STOP_SEQ, worker_main
@@ -50,6 +51,32 @@ from .worker import STOP_SEQ, worker_main
 __all__ = ["ProcessWorker"]
 
 _START_TIMEOUT = 120.0
+
+
+#: PF_EXITING in /proc/<pid>/task/<tid>/stat's flags: the task has begun to exit
+_PF_EXITING = 0x4
+
+
+def _stopped_running(pid: int | None) -> bool | None:
+    """True when no thread of process ``pid`` can run user code any more (exiting, a zombie or
+    gone), False while one can, None where /proc cannot tell."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return None
+        if fields[0] not in "ZXx" and not int(fields[6]) & _PF_EXITING:
+            return False
+    return True
 
 
 class _Worker:
@@ -82,12 +109,37 @@ class _Worker:
         except OSError:
             pass
 
+    def stop_running(self) -> bool:
+        """SIGKILL, waiting only until the process can run none of its own code (Linux: every
+        thread is marked exiting): its start counter is final then. Reaping (:meth:`kill`)
+        waits for the driver to tear the dead process's CUDA context down, hundreds of ms on a
+        GPU, which recovery need not wait for. False where /proc cannot tell: then it has
+        been reaped here."""
+        if self.process.is_alive():
+            self.process.kill()
+        pid = self.process.pid
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            done = _stopped_running(pid)
+            if done is None:
+                break
+            if done:
+                return True
+            time.sleep(0.0005)
+        self.kill()
+        return False
+
     def release(self) -> None:
         self._counter = None  # type: ignore[assignment]
+        # unlink first: close() raises BufferError while a view is alive, and the name in
+        # /dev/shm must go in any case (the mapping goes with the last view)
+        try:
+            self._counter_shm.unlink()
+        except (FileNotFoundError, OSError):
+            pass
         try:
             self._counter_shm.close()
-            self._counter_shm.unlink()
-        except (BufferError, FileNotFoundError, OSError):
+        except (BufferError, OSError):
             pass
 
 
@@ -129,6 +181,7 @@ class ProcessWorker:
         self._pool = SharedHostPool(self._register_block, self._unregister_block,
                                     staging_limit=pinned_staging_limit)
         self._recovery: threading.Thread | None = None
+        self._reapers: list[threading.Thread] = []  # reaping replaced workers (kill_now)
         self._worker: _Worker | None = self._spawn(state.generation)
         self.props = self._worker.props
         self.kind = self._worker.kind
@@ -183,6 +236,8 @@ class ProcessWorker:
             if worker.reader is not None:
                 worker.reader.join(5)
             worker.release()
+        for reaper in self._reapers:
+            reaper.join(30)
         with self._lock:
             leftovers, self._pending = list(self._pending.values()), {}
         err = self._state.refusal if not self._state.accepting else DeviceClosed("device closed")
@@ -340,7 +395,7 @@ class ProcessWorker:
 
     def _recover(self, worker: _Worker, kind: str, error: BaseException | None,
                  t0: float) -> None:
-        worker.kill()
+        reap_later = worker.stop_running()
         started = worker.started()
         worker.release()
         ordinal = self._state.ordinal
@@ -356,9 +411,26 @@ class ProcessWorker:
         in_flight = set(worker.sent[:started])
         with self._lock:
             failed = [self._pending.pop(seq) for seq in list(self._pending) if seq in in_flight]
-        for _msg, reply in failed:
-            if reply is not None:
+        # A copy between a host block and the device may still be moving until the dead
+        # context is torn down: its reply (which gives the block back) waits for the reaping.
+        late = []
+        for msg, reply in failed:
+            if reply is None:
+                continue
+            if reap_later and (type(getattr(msg, "src", None)) is HostRef
+                               or type(getattr(msg, "dst", None)) is HostRef):
+                late.append(reply)
+            else:
                 reply.set_exception(err)
+        if reap_later:
+            def reap() -> None:
+                worker.kill()
+                for reply in late:
+                    reply.set_exception(err)
+
+            reaper = threading.Thread(target=reap, daemon=True, name="gpumsg-reaper")
+            reaper.start()
+            self._reapers.append(reaper)
         now = time.monotonic()
         while self._restarts and now - self._restarts[0] > self.restart_window:
             self._restarts.popleft()

@@ -46,10 +46,13 @@ class SharedHostPool(BlockPool):
             pass
         seg = block.handle
         block.bytes = None  # drop our view before closing the mapping
+        try:  # the name first: close() fails while a view still exists
+            seg.unlink()
+        except (FileNotFoundError, OSError):
+            pass
         try:
             seg.close()
-            seg.unlink()
-        except (BufferError, FileNotFoundError, OSError):
+        except (BufferError, OSError):
             pass  # a view still exists (a dropped user array); the OS unmaps at exit
 
     def grow(self, nbytes: int, staging: bool) -> PinnedBlock:

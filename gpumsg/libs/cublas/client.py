@@ -12,15 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import InvalidMessage
 from ...messages import blas as msgs
+from ...messages.base import as_ref, as_refs
 
 if TYPE_CHECKING:
     from ...client.device import Device
 
 __all__ = ["Blas"]
-
-
-def _ref(x: Any) -> Any:
-    return getattr(x, "ref", x)
 
 
 class Blas:
@@ -57,8 +54,8 @@ class Blas:
                      compute: str = "default") -> Future:
         """One GEMM per (a[i], b[i], c[i]); the sequences hold buffers or their futures."""
         self._dev._check_open()
-        return self._send(msgs.GemmBatched(tuple(map(_ref, a)), tuple(map(_ref, b)),
-                                        tuple(map(_ref, c)), m, n, k, alpha, beta, transa,
+        return self._send(msgs.GemmBatched(as_refs(a, "a"), as_refs(b, "b"),
+                                        as_refs(c, "c"), m, n, k, alpha, beta, transa,
                                         transb, lda, ldb, ldc, compute))
 
     def matmul(self, a: Any, b: Any, out: Any = None, compute: str = "default") -> Future:
@@ -67,10 +64,8 @@ class Blas:
         (allocated C-ordered when None)."""
         dev = self._dev
         dev._check_open()
-        ra, rb = _ref(a), _ref(b)
+        ra, rb = as_ref(a, "a"), as_ref(b, "b")
         for name, r in (("a", ra), ("b", rb)):
-            if not hasattr(r, "shape"):
-                raise InvalidMessage(f"{name}: expected a GpuBuffer or its future", field=name)
             if r.order != "C" and len(r.shape) > 1:
                 raise InvalidMessage(f"{name}: matmul takes C-ordered buffers ({r.describe()} "
                                      "is F-ordered; use gemm for column-major data)", field=name)
@@ -93,7 +88,7 @@ class Blas:
         if out is None:
             out = dev.alloc(shape, ra.dtype, order="C")
         else:
-            ro = _ref(out)
+            ro = as_ref(out, "out")
             if ro.shape != shape or ro.dtype != ra.dtype or (ro.order != "C" and len(shape) > 1):
                 raise InvalidMessage(f"out must be a C-ordered {ra.dtype}{list(shape)} buffer, "
                                      f"got {ro.describe()}", field="out")

@@ -6,7 +6,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from ...errors import InvalidMessage
-from ...messages.base import BufRef
+from ...messages.base import as_ref
 from ...messages.cudnn import (
     Activation,
     ActivationBackward,
@@ -40,10 +40,6 @@ if TYPE_CHECKING:
 __all__ = ["Dnn"]
 
 
-def _ref_of(value: Any) -> BufRef:
-    return value if isinstance(value, BufRef) else value.ref
-
-
 def _tuple(value: Any, nd: int) -> tuple:
     return tuple(value) if isinstance(value, (tuple, list)) else (value,) * nd
 
@@ -68,7 +64,7 @@ class Dnn:
         dev = self._dev
         dev._check_open()
         if out is None:
-            xr, wr = _ref_of(x), _ref_of(w)
+            xr, wr = as_ref(x, "x"), as_ref(w, "w")
             nd = max(len(xr.shape) - 2, 1)
             try:
                 shape = conv_output_shape(xr.shape, wr.shape, layout, _tuple(stride, nd),
@@ -93,7 +89,7 @@ class Dnn:
         """dx (shape ``x_shape``), the gradient of the forward convolution with respect to x."""
         dev = self._dev
         dev._check_open()
-        dx = out if out is not None else dev.alloc(tuple(x_shape), _ref_of(dy).dtype, order="C")
+        dx = out if out is not None else dev.alloc(x_shape, as_ref(dy, "dy").dtype, order="C")
         done = dev.send(ConvBackwardData(dy, w, dx, stride, padding, dilation, groups, layout,
                                          math, "heuristic", workspace_limit))
         return done if out is not None else dev.buffer_after(done, dx)
@@ -105,7 +101,7 @@ class Dnn:
         """dw (shape ``w_shape``), the gradient of the forward convolution with respect to w."""
         dev = self._dev
         dev._check_open()
-        dw = out if out is not None else dev.alloc(tuple(w_shape), _ref_of(x).dtype, order="C")
+        dw = out if out is not None else dev.alloc(w_shape, as_ref(x, "x").dtype, order="C")
         done = dev.send(ConvBackwardFilter(x, dy, dw, stride, padding, dilation, groups, layout,
                                            math, "heuristic", workspace_limit))
         return done if out is not None else dev.buffer_after(done, dw)
@@ -113,10 +109,10 @@ class Dnn:
     conv2d_backward_data = conv_backward_data
     conv2d_backward_filter = conv_backward_filter
 
-    def _like(self, ref_of: Any, out: Any, shape: Any = None) -> Any:
+    def _like(self, ref_of: Any, out: Any, shape: Any = None, field: str = "x") -> Any:
         if out is not None:
             return out
-        r = _ref_of(ref_of)
+        r = as_ref(ref_of, field)
         return self._dev.alloc(tuple(r.shape) if shape is None else shape, r.dtype, order="C")
 
     def _send(self, msg_type: type, out: Any, given: Any, *args: Any) -> Future:
@@ -150,7 +146,7 @@ class Dnn:
                          layout: str = "NCHW", out: Any = None) -> Future:
         """The gradient of :meth:`softmax` given its output y and dy."""
         self._dev._check_open()
-        dx = self._like(y, out)
+        dx = self._like(y, out, field="y")
         return self._send(SoftmaxBackward, dx, out, y, dy, dx, mode, log, layout)
 
     def pool(self, x: Any, window: Any = 2, stride: Any = None, padding: Any = 0,
@@ -159,7 +155,7 @@ class Dnn:
         self._dev._check_open()
         y = out
         if y is None:
-            xr = _ref_of(x)
+            xr = as_ref(x, "x")
             nd = len(xr.shape) - 2
             shape: tuple = tuple(xr.shape)
             try:
@@ -187,7 +183,7 @@ class Dnn:
     # -- batch normalization ----------------------------------------------------------------
     def _stat_vector(self, x: Any, layout: str) -> Any:
         """A new f32 vector of x's channel count (x's shape checked by the message)."""
-        shape = _ref_of(x).shape
+        shape = as_ref(x, "x").shape
         c = (shape[1] if layout == "NCHW" else shape[-1]) if len(shape) >= 2 else 1
         return self._dev.alloc((c,), "f32", order="C")
 
@@ -234,7 +230,7 @@ class Dnn:
 
     def _rows(self, x: Any, normalized_ndim: Any = None, groups: Any = None) -> int:
         """Rows of statistics (a best guess for bad arguments: the message names the field)."""
-        shape = tuple(_ref_of(x).shape)
+        shape = tuple(as_ref(x, "x").shape)
         try:
             if groups is not None:
                 return group_norm_dims(shape, int(groups))[0] if len(shape) >= 2 else 1
@@ -245,7 +241,7 @@ class Dnn:
     def _affine_grads(self, gamma: Any) -> tuple[Any, Any]:
         if gamma is None:
             return None, None
-        return self._vec(_ref_of(gamma).size), self._vec(_ref_of(gamma).size)
+        return self._vec(as_ref(gamma, "gamma").size), self._vec(as_ref(gamma, "gamma").size)
 
     def layer_norm(self, x: Any, gamma: Any = None, beta: Any = None, normalized_ndim: int = 1,
                    eps: float = 1e-5, out: Any = None) -> tuple[Future, Future, Future]:
@@ -303,18 +299,18 @@ class Dnn:
     def instance_norm(self, x: Any, gamma: Any = None, beta: Any = None, eps: float = 1e-5,
                       out: Any = None) -> tuple[Future, Future, Future]:
         """:meth:`group_norm` with one group per channel."""
-        return self.group_norm(x, _ref_of(x).shape[1], gamma, beta, eps, out)
+        return self.group_norm(x, as_ref(x, "x").shape[1], gamma, beta, eps, out)
 
     def instance_norm_backward(self, x: Any, dy: Any, mean: Any, invstd: Any, gamma: Any = None,
                                eps: float = 1e-5) -> tuple[Future, Future | None, Future | None]:
         """:meth:`group_norm_backward` with one group per channel."""
-        return self.group_norm_backward(x, dy, mean, invstd, _ref_of(x).shape[1], gamma, eps)
+        return self.group_norm_backward(x, dy, mean, invstd, as_ref(x, "x").shape[1], gamma, eps)
 
     # -- dropout ------------------------------------------------------------------------------
     def dropout_reserve_bytes(self, x: Any) -> int:
         """Bytes of the reserve buffer a dropout of x needs (asked of the device once per dtype
         and element count, then remembered; the first ask waits for the answer)."""
-        r = _ref_of(x)
+        r = as_ref(x, "x")
         key = (r.dtype, r.size)
         n = self._reserve.get(key)
         if n is None:

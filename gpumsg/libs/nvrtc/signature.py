@@ -109,10 +109,13 @@ def explicit_params(signature: Any, name: str) -> tuple[str, ...]:
     """Parameter kinds from ctypes types (``c_void_p`` or a POINTER type for pointers) or kind
     names (``"ptr"``, ``"f32"``, ...)."""
     out = []
+    if not isinstance(signature, (tuple, list)):
+        raise InvalidMessage(f"{name}: signature must be a sequence of ctypes types or kind "
+                             f"names, got {type(signature).__name__}", field="signature")
     for i, t in enumerate(signature):
         if isinstance(t, str) and (t == "ptr" or t in SCALAR_KINDS):
             out.append(t)
-        elif t in _CTYPES:
+        elif isinstance(t, type) and t in _CTYPES:
             out.append(_CTYPES[t])
         elif isinstance(t, type) and issubclass(t, ctypes._Pointer):
             out.append("ptr")

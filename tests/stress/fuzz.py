@@ -1,0 +1,453 @@
+"""The fuzz campaign: every public ``Device`` method, every method of every library namespace
+(``dev.blas``, ``dev.linalg``, ``dev.dnn``, ``dev.kernels``, ...) and every ``Message`` subclass
+exported by :mod:`gpumsg.messages`, found by introspection (a library added later is fuzzed
+without touching this file), called with arguments drawn by hypothesis: wrong types, negative,
+NaN, huge and zero sizes, mismatched dtypes and shapes, bad leading dimensions and strides,
+freed, closed-device, foreign-device buffers and failed futures.
+
+Each case must end in a success or a typed gpumsg error (a :class:`gpumsg.GpuError`), raised at
+the call or through the future, within a bounded wait; then the device must answer a correct
+SGEMM. A case that breaks the rule is recorded (target, arguments, what escaped) instead of
+stopping the campaign, so one run reports every defect it finds.
+
+Arguments are drawn as *tokens* (short names such as ``"f32_8x8_F"``, ``"freed"``, ``"nan"``)
+that are materialized into objects per case, so a failing case prints reproducibly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+import os
+import threading
+import time
+import traceback
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+import numpy as np
+
+try:
+    from hypothesis import HealthCheck, given, seed, settings
+    from hypothesis import strategies as st
+
+    HAVE_HYPOTHESIS = True
+except ImportError:  # the lent GPU machine may lack it: the same strategies, drawn by random
+    HAVE_HYPOTHESIS = False
+
+    class _Strategy:
+        def __init__(self, draw: Any) -> None:
+            self.draw = draw
+
+        def flatmap(self, fn: Any) -> _Strategy:
+            return _Strategy(lambda r: fn(self.draw(r)).draw(r))
+
+    class st:  # type: ignore[no-redef]  # noqa: N801 - stands in for hypothesis.strategies
+        SearchStrategy = _Strategy
+
+        @staticmethod
+        def sampled_from(values: Any) -> _Strategy:
+            values = list(values)
+            return _Strategy(lambda r: r.choice(values))
+
+        @staticmethod
+        def just(value: Any) -> _Strategy:
+            return _Strategy(lambda r: value)
+
+        @staticmethod
+        def one_of(*options: _Strategy) -> _Strategy:
+            return _Strategy(lambda r: r.choice(options).draw(r))
+
+        @staticmethod
+        def fixed_dictionaries(spec: dict) -> _Strategy:
+            return _Strategy(lambda r: {k: v.draw(r) for k, v in spec.items()})
+
+import gpumsg
+from gpumsg.client.device import _NAMESPACES, Device
+from gpumsg.messages.base import Message
+
+#: a future not answered within this many seconds counts as a hang
+WAIT_S = 20.0
+
+# -- argument kinds, by parameter name ---------------------------------------------------------
+INT_NAMES = {
+    "m", "n", "k", "batch", "lda", "ldb", "ldc", "ldd", "incx", "incy", "stride_a", "stride_b",
+    "stride_c", "offset", "nbytes", "count", "groups", "width", "value", "shared", "dst_offset",
+    "src_offset", "nrhs", "after", "workspace_limit", "block", "id", "ordinal", "generation",
+    "seconds", "axis", "dim", "root", "rank", "nranks", "size", "timeout",
+}
+FLOAT_NAMES = {"alpha", "beta", "c", "s", "act_coef", "eps", "coef"}
+TUPLE_NAMES = {"shape", "x_shape", "w_shape", "grid", "block", "stride", "padding", "dilation",
+               "window", "kernel_size", "dims"}
+DTYPE_NAMES = {"dtype"}
+STR_NAMES = {"trans", "transa", "transb", "uplo", "side", "diag", "layout", "activation",
+             "order", "stream", "kind", "compute", "math", "mode", "algo", "pool", "name",
+             "source", "op", "reduce", "algorithm", "pooling"}
+
+GOOD_BUFS = ["f32_8x8_F", "f32_8x8_C", "f64_8x8_F", "f16_8x8_C", "c64_8x8_F", "f32_8",
+             "f64_8", "i32_8", "f32_2x3x6x6_C", "f32_0", "f32_8_future"]
+BAD_BUFS = ["freed", "closed_dev", "foreign", "failed_future", "failed_content", "np_f32",
+            "np_f32_8x8", "int3", "none", "str_bad", "bufref_forged"]
+BAD_SCALARS = ["neg1", "nan", "inf", "huge", "huge63", "zero", "true", "float_half", "complex",
+               "np_int64", "list", "dict", "object", "bytes", "tuple_bad", "lambda"]
+INT_VALUES = ["0", "1", "2", "4", "8", "64", "neg1", "huge", "huge63", "nan", "float_half",
+              "true", "np_int64", "none", "str_bad"]
+FLOAT_VALUES = ["1.0", "0.5", "-2.0", "0.0", "nan", "inf", "neg1", "complex", "none", "str_bad",
+                "np_f32"]
+TUPLE_VALUES = ["t_8x8", "t_2x3x6x6", "t_1", "t_0", "t_neg", "t_huge", "t_float", "t_empty",
+                "t_3", "t_nested", "int3", "none", "str_bad"]
+DTYPE_VALUES = ["dt_f32", "dt_f64", "dt_c64", "dt_i8", "dt_bad", "dt_object", "none", "int3"]
+STR_VALUES = ["N", "T", "C", "L", "U", "F", "relu", "NCHW", "NHWC", "max", "compute",
+              "default", "", "X", "int3", "none", "nan"]
+ALL_TOKENS = sorted(set(GOOD_BUFS + BAD_BUFS + BAD_SCALARS + INT_VALUES + FLOAT_VALUES
+                        + TUPLE_VALUES + DTYPE_VALUES + STR_VALUES))
+
+#: Device attributes that are not operations to fuzz: closing ends the campaign's device (the
+#: shutdown tests cover it); ``watch_generation`` waits, by contract, for a restart that a thread
+#: device never has (its refusals are fuzzed through the WatchGeneration message with a past
+#: generation).
+SKIP_DEVICE = {"close", "watch_generation"}
+#: messages not fuzzed by construction: WatchGeneration waits for a restart by contract (see
+#: above); the rest are fuzzed.
+SKIP_MESSAGES = {"Message", "WatchGeneration"}
+
+
+@dataclasses.dataclass
+class Target:
+    """One callable to fuzz: ``kind`` is "device", "namespace" or "message"."""
+
+    kind: str
+    name: str
+    params: list[tuple[str, Any]]  # (name, default or inspect.Parameter.empty)
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.name}"
+
+
+def _kind_of(name: str, default: Any) -> str:
+    if name in DTYPE_NAMES:
+        return "dtype"
+    if name in TUPLE_NAMES:
+        return "tuple"
+    if isinstance(default, bool):
+        return "bool"
+    if isinstance(default, int) or name in INT_NAMES:
+        return "int"
+    if isinstance(default, float) or name in FLOAT_NAMES:
+        return "float"
+    if isinstance(default, str) or name in STR_NAMES:
+        return "str"
+    return "buffer"
+
+
+def _params(fn: Any, skip_self: bool) -> list[tuple[str, Any]]:
+    sig = inspect.signature(fn)
+    out = []
+    for i, p in enumerate(sig.parameters.values()):
+        if skip_self and i == 0:
+            continue
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        out.append((p.name, p.default))
+    return out
+
+
+def targets() -> list[Target]:
+    """Every public Device method, namespace method and exported Message subclass."""
+    out: list[Target] = []
+    for name, member in inspect.getmembers(Device):
+        if name.startswith("_") or name in SKIP_DEVICE or not inspect.isfunction(member):
+            continue
+        static = isinstance(inspect.getattr_static(Device, name), staticmethod)
+        out.append(Target("device", name, _params(member, skip_self=not static)))
+    for ns, cls in sorted(_NAMESPACES.items()):
+        for name, member in inspect.getmembers(cls):
+            if name.startswith("_") or not inspect.isfunction(member):
+                continue
+            out.append(Target("namespace", f"{ns}.{name}", _params(member, skip_self=True)))
+    for name in sorted(gpumsg.messages.__all__):
+        cls = getattr(gpumsg.messages, name)
+        if not (isinstance(cls, type) and issubclass(cls, Message)) or name in SKIP_MESSAGES:
+            continue
+        fields = [(f.name, f.default if f.default is not dataclasses.MISSING
+                   else inspect.Parameter.empty)
+                  for f in dataclasses.fields(cls) if f.init]
+        out.append(Target("message", name, fields))
+    return out
+
+
+def _arg_strategy(name: str, default: Any) -> st.SearchStrategy:
+    kind = _kind_of(name, default)
+    plausible = {"int": INT_VALUES, "float": FLOAT_VALUES, "tuple": TUPLE_VALUES,
+                 "dtype": DTYPE_VALUES, "str": STR_VALUES, "bool": ["true", "false", "int3"],
+                 "buffer": GOOD_BUFS + BAD_BUFS}[kind]
+    choices = [st.sampled_from(plausible), st.sampled_from(ALL_TOKENS)]
+    if default is not inspect.Parameter.empty:
+        choices.insert(0, st.just("<default>"))
+    return st.one_of(*choices)
+
+
+GOOD = {"int": ["4", "8", "1"], "float": ["1.0", "0.5"], "tuple": ["t_8x8", "t_2x3x6x6"],
+        "dtype": ["dt_f32", "dt_f64"], "bool": ["false", "true"],
+        "buffer": ["f32_8x8_F", "f32_8x8_C", "f64_8x8_F", "f32_8", "f32_2x3x6x6_C",
+                   "f32_8_future"]}
+
+
+def _good_strategy(name: str, default: Any) -> st.SearchStrategy:
+    if default is not inspect.Parameter.empty:
+        return st.just("<default>")
+    kind = _kind_of(name, default)
+    return st.sampled_from(GOOD.get(kind, STR_VALUES))
+
+
+def case_strategy(target: Target) -> st.SearchStrategy:
+    """A dict parameter name -> token (or "<default>"): half the cases draw every argument
+    freely, half keep plausible arguments and spoil one (so the checks past the first are
+    reached too)."""
+    free = st.fixed_dictionaries({n: _arg_strategy(n, d) for n, d in target.params})
+    if not target.params:
+        return free
+    names = [n for n, _ in target.params]
+
+    def spoil_one(focus: str) -> st.SearchStrategy:
+        return st.fixed_dictionaries({
+            n: st.sampled_from(ALL_TOKENS) if n == focus else _good_strategy(n, d)
+            for n, d in target.params})
+
+    return st.one_of(free, st.sampled_from(names).flatmap(spoil_one))
+
+
+class Materializer:
+    """Turns tokens into objects on a device: fresh buffers per case, plus the long-lived bad
+    ones (a closed device's buffer, another device's buffer)."""
+
+    def __init__(self, dev: Device, foreign: Device, closed_buf: Any, rng: np.random.Generator
+                 ) -> None:
+        self.dev, self.foreign, self.closed_buf, self.rng = dev, foreign, closed_buf, rng
+        self._foreign_buf = foreign.to_device(np.ones((8, 8), np.float32, order="F")).result()
+
+    def _buf(self, spec: str) -> Any:
+        dt, _, rest = spec.partition("_")
+        parts = rest.split("_")
+        shape = tuple(int(d) for d in parts[0].split("x"))
+        order = parts[1] if len(parts) > 1 and parts[1] in "CF" else "F"
+        dtype = gpumsg.as_dtype(dt)
+        if dtype.kind == "c":
+            host = (self.rng.standard_normal(shape) + 1j * self.rng.standard_normal(shape))
+        else:
+            host = self.rng.standard_normal(shape) + 2.0
+        host = np.asarray(host.astype(dtype), order=order)
+        fut = self.dev.to_device(host, order=order)
+        return fut if spec.endswith("future") else fut.result(WAIT_S)
+
+    def value(self, token: str) -> Any:
+        dev = self.dev
+        simple = {
+            "0": 0, "1": 1, "2": 2, "4": 4, "8": 8, "64": 64, "neg1": -1, "huge": 2**31 + 1,
+            "huge63": 2**63, "zero": 0, "nan": math.nan, "inf": math.inf, "true": True,
+            "false": False, "float_half": 0.5, "complex": 1 + 2j, "np_int64": np.int64(4),
+            "list": [1, 2], "dict": {"a": 1}, "bytes": b"\x00\x01", "tuple_bad": ("a", None),
+            "none": None, "str_bad": "bogus", "int3": 3, "1.0": 1.0, "0.5": 0.5, "-2.0": -2.0,
+            "0.0": 0.0, "t_8x8": (8, 8), "t_2x3x6x6": (2, 3, 6, 6), "t_1": (1,), "t_0": (0,),
+            "t_neg": (-1, 4), "t_huge": (2**40, 2**40), "t_float": (1.5, 2), "t_empty": (),
+            "t_3": (3, 3, 3), "t_nested": ((1, 2), 3), "dt_f32": np.float32, "dt_f64": "f64",
+            "dt_c64": np.complex64, "dt_i8": np.int8, "dt_bad": "float17",
+            "dt_object": np.dtype(object),
+        }
+        if token in simple:
+            return simple[token]
+        if token in STR_VALUES:
+            return token
+        if token == "object":
+            return object()
+        if token == "lambda":
+            return lambda: None
+        if token == "np_f32":
+            return np.ones(8, np.float32)
+        if token == "np_f32_8x8":
+            return np.ones((8, 8), np.float32, order="F")
+        if token == "freed":
+            buf = dev.alloc((8, 8), np.float32).result(WAIT_S)
+            buf.free().result(WAIT_S)
+            return buf
+        if token == "closed_dev":
+            return self.closed_buf
+        if token == "foreign":
+            return self._foreign_buf
+        if token == "bufref_forged":
+            return gpumsg.messages.BufRef(12345, 999_999_999, 0, "f32", (8, 8), "F", 256)
+        if token == "failed_future":
+            # a Cholesky of a negative definite matrix: the future and its buffer fail
+            return dev.linalg.cholesky(dev.to_device(-np.eye(8)))
+        if token == "failed_content":
+            fut = dev.linalg.cholesky(dev.to_device(-np.eye(8)))
+            try:
+                fut.result(WAIT_S)
+            except gpumsg.GpuError:
+                pass
+            return fut.buffer
+        return self._buf(token)
+
+    def args(self, target: Target, tokens: dict[str, str]) -> dict[str, Any]:
+        return {n: self.value(t) for n, t in tokens.items() if t != "<default>"}
+
+
+@dataclasses.dataclass
+class FuzzReport:
+    cases: int = 0
+    typed_at_call: int = 0
+    typed_in_future: int = 0
+    succeeded: int = 0
+    defects: list[str] = dataclasses.field(default_factory=list)
+    by_target: dict[str, int] = dataclasses.field(default_factory=dict)
+    seconds: float = 0.0
+
+    def figures(self) -> dict[str, Any]:
+        return {"cases": self.cases, "typed_at_call": self.typed_at_call,
+                "typed_in_future": self.typed_in_future, "succeeded": self.succeeded,
+                "defects": len(self.defects), "targets": len(self.by_target),
+                "seconds": round(self.seconds, 1)}
+
+
+def sgemm_ok(dev: Device, rng: np.random.Generator) -> None:
+    """The device answers a correct SGEMM (raises AssertionError otherwise)."""
+    m, n, k = 5, 4, 3
+    a = rng.standard_normal((m, k)).astype(np.float32, order="F")
+    b = rng.standard_normal((k, n)).astype(np.float32, order="F")
+    c = dev.alloc((m, n), np.float32)
+    dev.sgemm(dev.to_device(a), dev.to_device(b), c, m, n, k)
+    out = dev.copy_to_host(c).result(WAIT_S)
+    ref = a.astype(np.float64) @ b
+    err = np.linalg.norm(out - ref) / np.linalg.norm(ref)
+    assert err < 1e-5, f"SGEMM after the case is wrong (rel. err. {err:.2e})"
+
+
+def _invoke(dev: Device, target: Target, args: dict[str, Any]) -> Any:
+    if target.kind == "device":
+        return getattr(dev, target.name)(**args)
+    if target.kind == "namespace":
+        ns, meth = target.name.split(".")
+        return getattr(getattr(dev, ns), meth)(**args)
+    cls = getattr(gpumsg.messages, target.name)
+    return dev.send(cls(**args))
+
+
+def run_case(mat: Materializer, target: Target, tokens: dict[str, str],
+             report: FuzzReport) -> None:
+    """One case on a helper thread, so that a call that blocks (not only a future that is
+    never answered) is caught: past ``3 * WAIT_S`` it is recorded as a hang and the device is
+    abandoned for a fresh one."""
+    done = threading.Event()
+
+    def body() -> None:
+        try:
+            _run_case(mat, target, tokens, report)
+        finally:
+            done.set()
+
+    threading.Thread(target=body, daemon=True, name="fuzz-case").start()
+    if not done.wait(3 * WAIT_S):
+        report.defects.append(f"{target}({tokens}): the case blocked for {3 * WAIT_S} s "
+                              "(hang)")
+        mat.dev = gpumsg.open_device(0, backend=mat.backend)
+
+
+def _run_case(mat: Materializer, target: Target, tokens: dict[str, str],
+              report: FuzzReport) -> None:
+    """One case: call, wait, classify; then the SGEMM check. Never raises. A device that
+    fails the check is replaced, so that one defect does not hide the next."""
+    dev = mat.dev
+    report.cases += 1
+    report.by_target[str(target)] = report.by_target.get(str(target), 0) + 1
+    where = f"{target}({', '.join(f'{k}={v}' for k, v in tokens.items())})"
+    try:
+        args = mat.args(target, tokens)
+    except Exception as exc:  # noqa: BLE001 - a fixture failure is a defect too
+        report.defects.append(f"{where}: building arguments raised {exc!r}")
+        return
+    try:
+        out = _invoke(dev, target, args)
+    except gpumsg.GpuError:
+        report.typed_at_call += 1
+        out = None
+    except Exception as exc:  # noqa: BLE001
+        report.defects.append(f"{where}: {type(exc).__name__} escaped at the call: {exc}\n"
+                              + "".join(traceback.format_exception(exc)[-3:]))
+        out = None
+    else:
+        if isinstance(out, Future):
+            try:
+                out.result(WAIT_S)
+            except FutureTimeout:
+                report.defects.append(f"{where}: no answer within {WAIT_S} s (hang)")
+            except gpumsg.GpuError:
+                report.typed_in_future += 1
+            except Exception as exc:  # noqa: BLE001
+                report.defects.append(f"{where}: {type(exc).__name__} through the future: "
+                                      f"{exc}")
+            else:
+                report.succeeded += 1
+        else:
+            report.succeeded += 1
+    try:
+        sgemm_ok(dev, mat.rng)
+    except Exception as exc:  # noqa: BLE001
+        report.defects.append(f"{where}: the device then failed a SGEMM: {exc!r}")
+        dev.close(timeout=10)
+        mat.dev = gpumsg.open_device(0, backend=mat.backend)
+
+
+def _runner(dev: Device, mat: Materializer, target: Target, report: FuzzReport) -> Any:
+    def one(tokens: dict[str, str]) -> None:
+        run_case(mat, target, tokens, report)
+    return one
+
+
+def campaign(cases: int, backend: str = "sim", seed_value: int | None = None,
+             log: Any = print) -> FuzzReport:
+    """Run about ``cases`` cases spread evenly over every target. Hypothesis draws the
+    arguments; derandomized (a fixed, printed seed when ``seed_value`` is given)."""
+    report = FuzzReport()
+    tlist = targets()
+    per = max(1, -(-cases // len(tlist)))
+    engine = "hypothesis" if HAVE_HYPOTHESIS else "random (no hypothesis here)"
+    log(f"fuzz: {len(tlist)} targets x {per} cases, backend {backend}, {engine}, "
+        + ("derandomized" if seed_value is None else f"seed {seed_value}"))
+    rng = np.random.default_rng()
+    dev = gpumsg.open_device(0, backend=backend)
+    foreign = gpumsg.open_device(0, backend=backend)
+    closing = gpumsg.open_device(0, backend=backend)
+    closed_buf = closing.alloc((8, 8), np.float32).result(WAIT_S)
+    closing.close()
+    mat = Materializer(dev, foreign, closed_buf, rng)
+    mat.backend = backend
+    t0 = time.perf_counter()
+    try:
+        for target in tlist:
+            if not HAVE_HYPOTHESIS:
+                import random
+
+                rnd = random.Random(f"{seed_value or 0}:{target}")
+                strategy = case_strategy(target)
+                for _ in range(per):
+                    run_case(mat, target, strategy.draw(rnd), report)
+                continue
+            cfg = settings(max_examples=per, deadline=None, database=None,
+                           derandomize=seed_value is None,
+                           suppress_health_check=list(HealthCheck))
+
+            one = cfg(given(case_strategy(target))(_runner(dev, mat, target, report)))
+            if seed_value is not None:
+                one = seed(seed_value)(one)
+            one()
+    finally:
+        report.seconds = time.perf_counter() - t0
+        mat.dev.close()
+        foreign.close()
+    return report
+
+
+def cases_from_env(default: int) -> int:
+    return int(os.environ.get("GPUMSG_STRESS_CASES", default))

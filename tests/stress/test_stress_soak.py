@@ -1,0 +1,20 @@
+"""Soak: 8 client threads, every op family, checked against NumPy, with the simulator's
+random jitter; frees from other threads and from the garbage collector (see soak.py). CI runs
+8 x 600 operations (~20 s); ``make stress`` 8 x 10,000."""
+
+from __future__ import annotations
+
+import soak
+from stress_env import BACKEND, FULL
+
+
+def test_soak() -> None:
+    ops = 10_000 if FULL else 600
+    report = soak.campaign(threads=8, ops_per_thread=ops, backend=BACKEND)
+    print(report.figures())
+    assert report.ops == 8 * ops, report.problems[:10]
+    assert report.lost == 0 and report.wrong == 0 and report.errors == 0, report.problems[:10]
+    assert len(report.by_family) == 13  # every family ran
+    assert report.freed_by_other_thread > 0 and report.freed_by_gc > 0
+    assert report.pool_used_end == report.pool_used_start
+    assert report.pinned_blocks_after_close == 0
