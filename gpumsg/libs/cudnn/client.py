@@ -299,12 +299,12 @@ class Dnn:
     def instance_norm(self, x: Any, gamma: Any = None, beta: Any = None, eps: float = 1e-5,
                       out: Any = None) -> tuple[Future, Future, Future]:
         """:meth:`group_norm` with one group per channel."""
-        return self.group_norm(x, as_ref(x, "x").shape[1], gamma, beta, eps, out)
+        return self.group_norm(x, _channels(x), gamma, beta, eps, out)
 
     def instance_norm_backward(self, x: Any, dy: Any, mean: Any, invstd: Any, gamma: Any = None,
                                eps: float = 1e-5) -> tuple[Future, Future | None, Future | None]:
         """:meth:`group_norm_backward` with one group per channel."""
-        return self.group_norm_backward(x, dy, mean, invstd, as_ref(x, "x").shape[1], gamma, eps)
+        return self.group_norm_backward(x, dy, mean, invstd, _channels(x), gamma, eps)
 
     # -- dropout ------------------------------------------------------------------------------
     def dropout_reserve_bytes(self, x: Any) -> int:
@@ -348,3 +348,12 @@ class Dnn:
     def cache_info(self) -> Future:
         """Resolves to the algorithm cache's counters: hits, misses, size, capacity."""
         return self._dev.send(DnnCacheInfo())
+
+
+def _channels(x: Any) -> int:
+    """C of an (N, C, ...) buffer ``x``; InvalidMessage naming ``x`` when it has no C axis."""
+    shape = as_ref(x, "x").shape
+    if len(shape) < 2:
+        raise InvalidMessage(f"x: expected (N, C, ...) with at least 2 axes, got shape "
+                             f"{tuple(shape)}", field="x")
+    return shape[1]

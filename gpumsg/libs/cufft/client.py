@@ -193,10 +193,9 @@ class Fft:
                                  f"{name}", field="dtype")
         if isinstance(shape, int) and not isinstance(shape, bool):
             shape = (shape,)
-        spec = FftSpec(tuple(shape) if isinstance(shape, list) else shape, batch, kind,
-                       precision, inplace, None if inembed is None else tuple(inembed),
-                       istride, idist, None if onembed is None else tuple(onembed), ostride,
-                       odist)
+        spec = FftSpec(_as_tuple(shape), batch, kind,
+                       precision, inplace, _as_tuple(inembed), istride, idist,
+                       _as_tuple(onembed), ostride, odist)
         return Plan(spec, self._dev.send(msgs.FftPlan(spec)))
 
     def execute(self, plan: Any, x: Any, out: Any = None, direction: str = "forward",
@@ -479,3 +478,8 @@ class Fft:
         if done is None:
             return out
         return dev.buffer_after(done, out)
+
+
+def _as_tuple(value: Any) -> Any:
+    """A list as a tuple; anything else as it is (the message says what is wrong with it)."""
+    return tuple(value) if isinstance(value, list) else value

@@ -22,7 +22,7 @@ import numpy as np
 
 from ...errors import InvalidMessage, SingularMatrix
 from ...messages import solver as msgs
-from ...messages.base import BufRef
+from ...messages.base import BufRef, check_choice
 
 if TYPE_CHECKING:
     from ...client.device import Device
@@ -214,9 +214,7 @@ class Linalg:
         (Q (m, m), R (m, n)), ``'r'`` to R (k, n) alone; new C-ordered buffers, R with exact
         zeros below the diagonal. Q has orthonormal columns; the signs are LAPACK's, as
         NumPy's."""
-        if mode not in ("reduced", "complete", "r"):
-            raise InvalidMessage(f"mode: must be 'reduced', 'complete' or 'r', got {mode!r}",
-                                 field="mode")
+        check_choice(mode, "mode", ("reduced", "complete", "r"))
         dev = self._dev
         dev._check_open()
         r = self._matrix(a)
@@ -255,11 +253,8 @@ class Linalg:
         dtype, its ``uplo`` triangle read): the generalized problem A v = w B v (sygvd; SciPy's
         ``eigh(a, b)``), v normalized so that v^H B v = I. Fails with DidNotConverge, or
         NotPositiveDefinite when B is not."""
-        if method not in ("syevd", "syevj"):
-            raise InvalidMessage(f"method: must be 'syevd' or 'syevj', got {method!r}",
-                                 field="method")
-        if uplo not in ("L", "U"):
-            raise InvalidMessage(f"uplo: must be 'L' or 'U', got {uplo!r}", field="uplo")
+        check_choice(method, "method", ("syevd", "syevj"))
+        check_choice(uplo, "uplo", ("L", "U"))
         dev = self._dev
         dev._check_open()
         r = self._square(a)
@@ -299,9 +294,7 @@ class Linalg:
         (k, n), C-ordered, A = u diag(s) vh; with ``compute_uv=False`` a future of s alone.
         ``method``: 'gesvdj' (Jacobi, ``tol``/``max_sweeps``) or 'gesvd' (QR iteration,
         cusolverDnXgesvd). Fails with DidNotConverge."""
-        if method not in ("gesvdj", "gesvd"):
-            raise InvalidMessage(f"method: must be 'gesvdj' or 'gesvd', got {method!r}",
-                                 field="method")
+        check_choice(method, "method", ("gesvdj", "gesvd"))
         for name, flag in (("full_matrices", full_matrices), ("compute_uv", compute_uv)):
             if not isinstance(flag, bool):
                 raise InvalidMessage(f"{name}: expected True or False, got {flag!r}", field=name)
@@ -511,8 +504,7 @@ class Linalg:
         by batched Jacobi (syevjBatched): resolves to (w (batch, n) ascending, v (batch, n, n)).
         The first item that did not converge fails the future with DidNotConverge
         (``batch_item``, ``failed_items``)."""
-        if uplo not in ("L", "U"):
-            raise InvalidMessage(f"uplo: must be 'L' or 'U', got {uplo!r}", field="uplo")
+        check_choice(uplo, "uplo", ("L", "U"))
         dev = self._dev
         dev._check_open()
         r = self._stack(stack, "stack")
@@ -700,9 +692,7 @@ class Linalg:
         (as :meth:`cholesky`): potrf + potri, the other triangle filled by a conjugate
         transpose (geam) and the diagonal halved back (scal); fails with
         NotPositiveDefinite."""
-        if assume_a not in ("gen", "pos"):
-            raise InvalidMessage(f"assume_a: must be 'gen' or 'pos', got {assume_a!r}",
-                                 field="assume_a")
+        check_choice(assume_a, "assume_a", ("gen", "pos"))
         r = self._square(a)
         if assume_a == "pos":
             return self._inv_pos(a, r)

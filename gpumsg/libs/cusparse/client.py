@@ -13,6 +13,7 @@ a callback allocates the output and sends the second message.
 from __future__ import annotations
 
 import itertools
+import numbers
 import threading
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,7 @@ import numpy as np
 from ...dtypes import dtype_name
 from ...errors import InvalidMessage
 from ...messages import sparse as msgs
-from ...messages.base import BufRef
+from ...messages.base import BufRef, as_ref
 from ...messages.blas import INT32_MAX
 from ...messages.sparse import SparseRef
 
@@ -281,13 +282,8 @@ class Sparse:
         offsets; COO: the row of each entry, sorted by row; BSR: block-row offsets), which stay
         the caller's: :meth:`SparseMatrix.free` only destroys the descriptor. ``nnz`` defaults
         to the size of ``indices``."""
-        refs = []
-        for name, b in (("ptr", ptr), ("indices", indices), ("values", values)):
-            r = getattr(b, "ref", None)
-            if type(r) is not BufRef:
-                raise InvalidMessage(f"{name}: expected a GpuBuffer or its future, got "
-                                     f"{type(b).__name__}", field=name)
-            refs.append(r)
+        refs = [as_ref(b, name)
+                for name, b in (("ptr", ptr), ("indices", indices), ("values", values))]
         if nnz is None:
             nnz = refs[1].size
         if not isinstance(shape, tuple):
@@ -303,10 +299,8 @@ class Sparse:
         (then ``beta`` must be 0). Returns the future of y."""
         dev = self._dev
         if y is None:
-            ref = m.sparse_ref if isinstance(m, SparseMatrix) else m
-            if beta != 0:
-                raise InvalidMessage("beta: a new y holds nothing to scale; pass y",
-                                     field="beta")
+            ref = _sparse_ref(m)
+            _no_beta(beta, "y")
             rows, cols = ref.shape
             y = dev.alloc((rows if op in ("N", "n") else cols,), ref.dtype)
         done = dev.send(msgs.SpMV(m, x, y, alpha, beta, op))
@@ -317,10 +311,8 @@ class Sparse:
         """C = alpha op(A) B + beta C for C-ordered B; a new C-ordered C when ``c`` is None."""
         dev = self._dev
         if c is None:
-            ref = m.sparse_ref if isinstance(m, SparseMatrix) else m
-            if beta != 0:
-                raise InvalidMessage("beta: a new C holds nothing to scale; pass c",
-                                     field="beta")
+            ref = _sparse_ref(m)
+            _no_beta(beta, "c")
             rb = getattr(b, "ref", None)
             if type(rb) is not BufRef or len(rb.shape) != 2:
                 raise InvalidMessage("b: expected a 2-D GpuBuffer", field="b")
@@ -335,7 +327,7 @@ class Sparse:
         unit diagonal assumed); a new y when ``y`` is None. Returns the future of y."""
         dev = self._dev
         if y is None:
-            ref = m.sparse_ref if isinstance(m, SparseMatrix) else m
+            ref = _sparse_ref(m)
             y = dev.alloc((ref.shape[0],), ref.dtype)
         done = dev.send(msgs.SpSV(m, x, y, alpha, op, uplo, diag))
         return dev.buffer_after(done, y)
@@ -346,7 +338,7 @@ class Sparse:
         n x k B; a new C-ordered C when ``c`` is None. Returns the future of C."""
         dev = self._dev
         if c is None:
-            ref = m.sparse_ref if isinstance(m, SparseMatrix) else m
+            ref = _sparse_ref(m)
             rb = getattr(b, "ref", None)
             if type(rb) is not BufRef:
                 raise InvalidMessage("b: expected a GpuBuffer or its future", field="b")
@@ -426,7 +418,7 @@ class Sparse:
         """A dense C-ordered copy of A (CSR, CSC or COO); returns the future of ``out``."""
         dev = self._dev
         if out is None:
-            ref = m.sparse_ref if isinstance(m, SparseMatrix) else m
+            ref = _sparse_ref(m)
             out = dev.alloc(ref.shape, ref.dtype, order="C")
         done = dev.send(msgs.SparseToDense(m, out))
         return dev.buffer_after(done, out)
@@ -460,7 +452,7 @@ class Sparse:
     def convert(self, m: SparseMatrix, format: str) -> SparseMatrix:
         """The same matrix in the other compressed format (CSR -> CSC or CSC -> CSR; 32-bit
         indices), as a new SparseMatrix."""
-        ref = m.sparse_ref if isinstance(m, SparseMatrix) else m
+        ref = _sparse_ref(m)
         if not isinstance(ref, SparseRef):
             raise InvalidMessage("a: expected a SparseMatrix", field="a")
         want = {"csr": "csc", "csc": "csr"}.get(ref.format)
@@ -489,3 +481,19 @@ def name_np(name: str) -> np.dtype:
     from ...dtypes import as_dtype
 
     return as_dtype(name)
+
+
+def _sparse_ref(m: Any) -> SparseRef:
+    """The SparseRef of a SparseMatrix (or the ref itself); InvalidMessage naming ``m`` for
+    anything else."""
+    ref = m.sparse_ref if isinstance(m, SparseMatrix) else m
+    if not isinstance(ref, SparseRef):
+        raise InvalidMessage(f"m: expected a SparseMatrix, got {type(m).__name__}", field="m")
+    return ref
+
+
+def _no_beta(beta: Any, out: str) -> None:
+    """A new output holds nothing to scale: ``beta`` must be 0 then."""
+    if not isinstance(beta, numbers.Number) or beta != 0:
+        raise InvalidMessage(f"beta: a new {out} holds nothing to scale; pass beta=0 or {out}",
+                             field="beta")
