@@ -18,15 +18,15 @@ own_process="tests/libs/test_cusolver.py"
   done
 } > "$OUT/suite.txt" 2>&1
 grep -E "passed|failed|error" "$OUT/suite.txt" | tail -5
-touch /tmp/bench_start
+mkdir -p "$OUT/res"
 for b in "$@"; do
   name=${b%%:*}; args=""
   [ "$name" != "$b" ] && args=${b#*:}
   echo "=== $b" >> "$OUT/bench.txt"
   start=$(date +%s)
-  timeout "${BENCH_TIMEOUT:-240}" python3 "benchmarks/$name.py" ${args//,/ } >> "$OUT/bench.txt" 2>&1 \
+  OUT="$OUT/res" timeout "${BENCH_TIMEOUT:-240}" python3 "benchmarks/$name.py" ${args//,/ } >> "$OUT/bench.txt" 2>&1 \
     || echo "$b exited $?" >> "$OUT/bench.txt"
   echo "=== $b took $(( $(date +%s) - start )) s" >> "$OUT/bench.txt"
 done
-find benchmarks/results -newer /tmp/bench_start -type f | tar czf "$OUT/results.tar.gz" -T - 2>/dev/null
+tar czf "$OUT/results.tar.gz" -C "$OUT/res" . && rm -rf "$OUT/res"  # benchmarks write to $OUT
 tail -60 "$OUT/bench.txt" 2>/dev/null
