@@ -462,6 +462,17 @@ class Device:
         self._check_open()
         return self.send(CopyDevice(dst, src, dst_offset, src_offset, nbytes))
 
+    def copy_peer(self, dst: Any = None, src: Any = None, nbytes: int | None = None,
+                  dst_offset: int = 0, src_offset: int = 0, timeout: float = 60.0) -> Future:
+        """Copy ``src``, a buffer of another device of this process, into ``dst`` on this device
+        (``dst=None``: a new buffer like ``src``; the future resolves to it). Ordered after
+        ``src``'s last write by an event of the source device that this device's stream waits
+        on; peer to peer, or staged through pinned host memory when the devices are not peers.
+        Byte counts and offsets. See :func:`gpumsg.multi.peer.copy_peer` (raises, timeout)."""
+        from ..multi.peer import copy_peer
+
+        return copy_peer(self, dst, src, nbytes, dst_offset, src_offset, timeout)
+
     def memset(self, dst: Any, value: int, offset: int = 0, nbytes: int | None = None,
                width: int = 1) -> Future:
         """Fill bytes of ``dst`` with a 1-, 2- or 4-byte pattern (byte offset and count)."""

@@ -64,6 +64,7 @@ from .device import (
 )
 from .graph import CaptureGraph, DestroyGraph, LaunchGraph, UpdateGraph
 from .nvrtc import Kernel, Launch, LoadModule
+from .peer import EnablePeerAccess, PeerCopyRecv, PeerCopySend, PeerQuery
 from .solver import Getrf, Getrs, Potrf, PotrfBatched, Potrs, SolverCacheInfo
 
 __all__ = [
@@ -84,4 +85,6 @@ __all__ = [
     "Potrf", "Potrs", "Getrf", "Getrs", "PotrfBatched", "SolverCacheInfo",
     # nccl
     "CollOp", "Collective", "CommInit", "CommAbort", "CommPoll",
+    # peer (multi-GPU copies)
+    "PeerQuery", "EnablePeerAccess", "PeerCopySend", "PeerCopyRecv",
 ]

@@ -31,6 +31,7 @@ from typing import Any
 from ..client import Device, devices, open_device
 from ..errors import CollectiveError, GpuError, InvalidMessage
 from ..messages.collective import Collective, CollOp, CommAbort, CommInit, CommPoll, coll_op
+from .peer import ORDER_LOCK, Topology, enable_peer_access, topology
 
 __all__ = ["DeviceGroup", "Communicator", "CollectiveFuture", "open_devices"]
 
@@ -85,13 +86,14 @@ class Communicator:
             uid = os.urandom(128)
         gens = [d.generation for d in self.devices]
         futs = []
-        for r, d in enumerate(self.devices):
-            try:
-                futs.append(d.send(CommInit(comm, r, self.nranks, uid)))
-            except GpuError as exc:  # a closed or poisoned member cannot join
-                f: Future = Future()
-                f.set_exception(exc)
-                futs.append(f)
+        with ORDER_LOCK:  # every member meets its peers in the same order (see peer.py)
+            for r, d in enumerate(self.devices):
+                try:
+                    futs.append(d.send(CommInit(comm, r, self.nranks, uid)))
+                except GpuError as exc:  # a closed or poisoned member cannot join
+                    f: Future = Future()
+                    f.set_exception(exc)
+                    futs.append(f)
         done, not_done = wait_futures(futs, timeout=self.timeout)
         errors = [f.exception() for f in done if f.exception() is not None]
         if not_done or errors:
@@ -169,13 +171,14 @@ class Communicator:
             comm = self.comm_id
             msgs = [Collective(comm, r, self.nranks, tuple(ops[r])) for r in range(self.nranks)]
             inner: list[tuple[int, Future]] = []
-            for m in msgs:
-                try:
-                    inner.append((m.rank, self.devices[m.rank].send(m)))
-                except GpuError as exc:  # a closed or refusing member
-                    f: Future = Future()
-                    f.set_exception(exc)
-                    inner.append((m.rank, f))
+            with ORDER_LOCK:
+                for m in msgs:
+                    try:
+                        inner.append((m.rank, self.devices[m.rank].send(m)))
+                    except GpuError as exc:  # a closed or refusing member
+                        f: Future = Future()
+                        f.set_exception(exc)
+                        inner.append((m.rank, f))
         self._watch(comm, inner, out)
         return out
 
@@ -377,6 +380,7 @@ class DeviceGroup:
     def __init__(self, devices: Sequence[Device]) -> None:
         self.devices = list(devices)
         self._comms: list[Communicator] = []
+        self._topology: Topology | None = None
 
     def __len__(self) -> int:
         return len(self.devices)
@@ -390,6 +394,23 @@ class DeviceGroup:
     def stats(self) -> list[Any]:
         """Every member's :class:`~gpumsg.service.stats.DeviceLoad`, in rank order."""
         return [f.result() for f in [d.stats() for d in self.devices]]
+
+    def topology(self) -> Topology:
+        """Which members can access each other's memory and how (asked once per pair; see
+        :class:`~gpumsg.multi.peer.Topology`)."""
+        if self._topology is None:
+            self._topology = topology(self.devices)
+        return self._topology
+
+    def enable_peer_access(self) -> list[list[bool]]:
+        """Enable peer access between every pair of members that can be peers, each on the
+        accessing device's own thread; ``out[i][j]``: device i can now access j's memory.
+        (``copy_peer`` does this for its pair on first use.)"""
+        n = len(self.devices)
+        futs = [[enable_peer_access(a, b) if i != j else None for j, b in enumerate(self.devices)]
+                for i, a in enumerate(self.devices)]
+        return [[True if i == j else bool(futs[i][j].result()) for j in range(n)]
+                for i in range(n)]
 
     def nccl(self, timeout: float = 60.0) -> Communicator:
         """A communicator over the whole group (see :class:`Communicator`)."""
