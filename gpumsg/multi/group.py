@@ -67,7 +67,7 @@ class Communicator:
         self.poll_interval = poll_interval
         self.comm_id = 0
         self._generations: list[int] = []
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a watcher may answer inside _build
         self._pending: list[list[CollOp]] | None = None
         self._pending_future: CollectiveFuture | None = None
         self.rebuilds = 0
@@ -82,6 +82,10 @@ class Communicator:
             from ..libs.nccl.handle import unique_id
 
             uid = unique_id()
+        elif any(d.isolation != "thread" for d in self.devices):
+            from ..libs.nccl import simnet  # simulated members in several processes
+
+            uid = simnet.unique_id()
         else:
             uid = os.urandom(128)
         gens = [d.generation for d in self.devices]
@@ -98,12 +102,36 @@ class Communicator:
         errors = [f.exception() for f in done if f.exception() is not None]
         if not_done or errors:
             self._abort(comm)
-            why = f"{len(not_done)} member(s) did not join within {self.timeout} s" if not_done \
+            late = [r for r, f in enumerate(futs) if f in not_done]
+            why = f"member(s) {late} did not join within {self.timeout} s" if not_done \
                 else f"a member failed to join: {errors[0]!r}"
             raise CollectiveError(f"building communicator {comm}: {why}", comm)
         self.comm_id = comm
         self._generations = gens
         self.rebuilds += 1
+        for r, d in enumerate(self.devices):  # hear at once of a member's restart or poisoning
+            try:
+                w = d.watch_generation(gens[r])
+            except GpuError:
+                continue
+            w.add_done_callback(lambda f, comm=comm, r=r: self._member_changed(comm, r, f))
+
+    def _member_changed(self, comm: int, rank: int, f: Future) -> None:
+        """Member ``rank``'s generation moved on (restarted, poisoned) or it closed: the
+        communicator is stale. Its outstanding batches fail now (not at their deadline); the
+        next collective rebuilds it."""
+        exc = f.exception()
+        why = (f"member {rank} ({self.devices[rank]!r}) is gone: {exc!r}" if exc is not None
+               else f"member {rank} moved to generation {f.result()} (restarted or poisoned)")
+        with self._lock:
+            batches = [b for b in self._batches if b.comm == comm]
+            stale = self.comm_id == comm
+            if stale:
+                self.comm_id = 0
+        for b in batches:
+            self._fail_batch(b, why)
+        if stale and not batches:
+            self._abort(comm)
 
     def _abort(self, comm: int) -> None:
         for d in self.devices:
@@ -418,24 +446,36 @@ class DeviceGroup:
         self._comms.append(comm)
         return comm
 
-    def least_loaded(self) -> Device:
+    def least_loaded(self, timeout: float = 0.5) -> Device:
         """The open member with the fewest queued plus in-flight operations, then the most free
-        memory (from each member's ``Stats``)."""
-        best, key = None, None
-        for d, f in [(d, d.stats()) for d in self.devices if not d.closed]:
-            try:
-                s = f.result(timeout=10)
-            except Exception:
+        memory (each member's ``Stats``, asked of all at once). A member that does not answer
+        within ``timeout`` s (its device thread is busy) ranks after every one that does.
+        Raises GpuError when no member is open."""
+        asked = []
+        for d in self.devices:
+            if d.closed:
                 continue
-            k = (s.queue_depth + s.ops_in_flight, -s.free_bytes)
+            try:
+                asked.append((d, d.stats()))
+            except GpuError:
+                continue
+        if not asked:
+            raise GpuError("no member of the group is serving")
+        deadline = time.monotonic() + timeout
+        best, key = None, None
+        for i, (d, f) in enumerate(asked):
+            try:
+                s = f.result(timeout=max(0.0, deadline - time.monotonic()))
+                k: tuple = (0, s.queue_depth + s.ops_in_flight, -s.free_bytes, i)
+            except Exception:  # noqa: BLE001 - busy or failing: last resort
+                k = (1, 0, 0, i)
             if key is None or k < key:
                 best, key = d, k
-        if best is None:
-            raise GpuError("no member of the group is serving")
-        return best
+        return best  # type: ignore[return-value]
 
     def submit(self, fn: Callable[[Device], Any]) -> Any:
-        """Call ``fn(device)`` on the least loaded member and return what it returns."""
+        """Call ``fn(device)`` on the least loaded member (see :meth:`least_loaded`) and return
+        what it returns (typically a Future of work it sent there)."""
         return fn(self.least_loaded())
 
     def close(self, timeout: float | None = None) -> None:
