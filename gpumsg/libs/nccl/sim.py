@@ -25,7 +25,8 @@ COMMS: dict[int, SimComm] = {}
 
 
 def _work(dtype: str) -> np.dtype:
-    return np.dtype(np.float64) if dtype in ("f16", "bf16", "f32", "f64") else np.dtype(object)
+    return np.dtype(np.float64) if dtype in ("f16", "bf16", "f32", "f64", "e4m3", "e5m2") \
+        else np.dtype(object)
 
 
 class SimComm:
