@@ -61,6 +61,8 @@ def test_topology(group):
         for i, d in enumerate(group):
             want = {j for j in range(n) if j != i and topo.can_access[i][j]}
             assert d._worker.ctx.backend.peers_enabled == want
+            granted = {j for j in range(n) if j != i and topo.can_access[j][i]}
+            assert d._worker.ctx.backend.pool_peers == granted
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f64", "bf16", "i8", "c64"])

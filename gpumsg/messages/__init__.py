@@ -64,7 +64,7 @@ from .device import (
 )
 from .graph import CaptureGraph, DestroyGraph, LaunchGraph, UpdateGraph
 from .nvrtc import Kernel, Launch, LoadModule
-from .peer import EnablePeerAccess, PeerCopyRecv, PeerCopySend, PeerQuery
+from .peer import EnablePeerAccess, GrantPoolAccess, PeerCopyRecv, PeerCopySend, PeerQuery
 from .solver import Getrf, Getrs, Potrf, PotrfBatched, Potrs, SolverCacheInfo
 
 __all__ = [
@@ -86,5 +86,5 @@ __all__ = [
     # nccl
     "CollOp", "Collective", "CommInit", "CommAbort", "CommPoll",
     # peer (multi-GPU copies)
-    "PeerQuery", "EnablePeerAccess", "PeerCopySend", "PeerCopyRecv",
+    "PeerQuery", "EnablePeerAccess", "GrantPoolAccess", "PeerCopySend", "PeerCopyRecv",
 ]

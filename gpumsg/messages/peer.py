@@ -15,7 +15,7 @@ from typing import Any
 
 from .base import BufRef, Message, _bool, _fail, _int, message
 
-__all__ = ["PeerQuery", "EnablePeerAccess", "PeerCopySend", "PeerCopyRecv"]
+__all__ = ["PeerQuery", "EnablePeerAccess", "GrantPoolAccess", "PeerCopySend", "PeerCopyRecv"]
 
 
 @message()
@@ -42,6 +42,18 @@ class EnablePeerAccess(Message):
     def __post_init__(self) -> None:
         _int(self, "peer", self.peer)
         _int(self, "peer_context", self.peer_context)
+
+
+@message()
+class GrantPoolAccess(Message):
+    """Let device ``peer`` (ordinal) read and write this device's memory-pool allocations
+    (cuMemPoolSetAccess; stream-ordered pool memory does not follow cuCtxEnablePeerAccess).
+    Answers the number of pools granted (0 with ``memory="direct"``)."""
+
+    peer: int
+
+    def __post_init__(self) -> None:
+        _int(self, "peer", self.peer)
 
 
 def _check_copy(msg: Message, field: str, ref: BufRef, offset: int, nbytes: int,

@@ -36,8 +36,15 @@ from typing import Any
 
 from ..client.buffers import BufferFuture, GpuBuffer, GpuFuture
 from ..errors import GpuError, InvalidMessage
+from ..memory.resource import AsyncPoolResource
 from ..messages.base import BufRef
-from ..messages.peer import EnablePeerAccess, PeerCopyRecv, PeerCopySend, PeerQuery
+from ..messages.peer import (
+    EnablePeerAccess,
+    GrantPoolAccess,
+    PeerCopyRecv,
+    PeerCopySend,
+    PeerQuery,
+)
 from ..service.registry import D2H, H2D, handles
 
 __all__ = ["ORDER_LOCK", "PeerCopyError", "Topology", "copy_peer", "peer_link",
@@ -250,6 +257,14 @@ def _enable_peer_access(ctx: Any, msg: EnablePeerAccess, reply: Any) -> None:
     ctx.reply_now(reply, ctx.backend.enable_peer_access(msg.peer_context))
 
 
+@handles(GrantPoolAccess)
+def _grant_pool_access(ctx: Any, msg: GrantPoolAccess, reply: Any) -> None:
+    pools = [r for r in ctx.memory.stack() if isinstance(r, AsyncPoolResource)]
+    for r in pools:
+        ctx.backend.pool_grant_access(r.pool, msg.peer)
+    ctx.reply_now(reply, len(pools))
+
+
 # -- topology (client side) ------------------------------------------------------------------------
 #: (source device token, destination device token) -> the link's properties
 _LINKS: dict[tuple[int, int], dict[str, Any]] = {}
@@ -299,9 +314,10 @@ def peer_link(src_dev: Any, dst_dev: Any, timeout: float = 30.0) -> dict[str, An
 
 
 def enable_peer_access(src_dev: Any, dst_dev: Any, timeout: float = 30.0) -> Future:
-    """Let ``src_dev`` access ``dst_dev``'s memory (once per pair; on ``src_dev``'s thread,
-    ahead of any later message to it). Resolves to True when enabled, False when the devices
-    cannot be peers."""
+    """Let ``src_dev`` access ``dst_dev``'s memory (once per pair): cuCtxEnablePeerAccess on
+    ``src_dev``'s thread and cuMemPoolSetAccess of ``dst_dev``'s pools on ``dst_dev``'s thread,
+    each ahead of any later message to that device. Resolves to True when enabled, False when
+    the devices cannot be peers."""
     key = (src_dev._state.token, dst_dev._state.token)
     with _TOPO_LOCK:
         fut = _ENABLED.get(key)
@@ -312,7 +328,21 @@ def enable_peer_access(src_dev: Any, dst_dev: Any, timeout: float = 30.0) -> Fut
         fut.set_result(False)
     else:
         handle = dst_dev.snapshot_context().result(timeout)
-        fut = src_dev.send(EnablePeerAccess(dst_dev.ordinal, int(handle)))
+        enabled = src_dev.send(EnablePeerAccess(dst_dev.ordinal, int(handle)))
+        granted = dst_dev.send(GrantPoolAccess(src_dev.ordinal))
+        fut = GpuFuture()
+
+        def both(_f: Future) -> None:
+            if not (enabled.done() and granted.done()) or fut.done():
+                return
+            exc = enabled.exception() or granted.exception()
+            if exc is not None:
+                fut.set_exception(exc)
+            else:
+                fut.set_result(bool(enabled.result()))
+
+        enabled.add_done_callback(both)
+        granted.add_done_callback(both)
     with _TOPO_LOCK:
         return _ENABLED.setdefault(key, fut)
 

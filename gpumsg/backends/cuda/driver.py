@@ -372,6 +372,18 @@ class CudaBackend(Backend):
             return False
         raise _fail(err, "cuCtxEnablePeerAccess")
 
+    def pool_grant_access(self, pool: Any, peer_ordinal: int) -> None:
+        """Let device ``peer_ordinal`` read and write allocations of this device's ``pool``
+        (cuMemPoolSetAccess: pool memory does not follow cuCtxEnablePeerAccess)."""
+        cu = _cu
+        desc = cu.CUmemAccessDesc()
+        desc.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        desc.location.id = peer_ordinal
+        desc.flags = cu.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+        err = cu.cuMemPoolSetAccess(pool, [desc], 1)[0]
+        if err:
+            raise _fail(err, "cuMemPoolSetAccess")
+
     def copy_peer(self, stream: Any, peer: Any, dst: int, src: int, nbytes: int) -> None:
         """Copy ``nbytes`` from this device's ``src`` to ``dst`` in the peer context ``peer``
         (cuMemcpyPeerAsync on this device's ``stream``)."""

@@ -123,6 +123,8 @@ class SimBackend(Backend):
         self.peer_access = PEER_ACCESS if peer_access is None else peer_access
         #: peers this device enabled access to (by ordinal), as cuCtxEnablePeerAccess would
         self.peers_enabled: set[int] = set()
+        #: peers granted access to this device's pools (cuMemPoolSetAccess)
+        self.pool_peers: set[int] = set()
         _SIMS[id(self)] = self
         self.total_bytes = total_bytes
         self.jitter = jitter
@@ -377,6 +379,9 @@ class SimBackend(Backend):
             return False
         self.peers_enabled.add(peer.ordinal)
         return True
+
+    def pool_grant_access(self, pool: _Pool, peer_ordinal: int) -> None:
+        self.pool_peers.add(peer_ordinal)
 
     def copy_peer(self, stream: _Stream, peer: SimBackend, dst: int, src: int,
                   nbytes: int) -> None:
