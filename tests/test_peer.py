@@ -216,3 +216,35 @@ def test_crossing_copies_from_many_threads_do_not_deadlock(group, rng):
         results = list(pool.map(one, range(40)))
     for j, i, y in results:
         np.testing.assert_array_equal(group[j].copy_to_host(y).result(30), xs[i])
+
+
+def test_copies_and_collectives_from_many_threads(group, rng):
+    """Peer copies and all-reduces issued concurrently from several threads: both rendezvous
+    kinds are posted in one global order, so none waits for a peer stuck behind it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    n = len(group)
+    comm = group.nccl(timeout=30)
+    xs = [rng.standard_normal(64).astype(np.float32) for _ in range(n)]
+    srcs = [d.to_device(x) for d, x in zip(group, xs)]
+    sums = [[d.to_device(np.full(8, float(r + 1), np.float32)) for r, d in enumerate(group)]
+            for _ in range(6)]
+
+    def work(k: int):
+        if k % 2:
+            return ("reduce", k // 2, comm.all_reduce(sums[k // 2]))
+        i, j = k % n, (k // 2 + 1) % n
+        return ("copy", (i, j), group[j].copy_peer(src=srcs[i], timeout=20))
+
+    with ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(work, range(12)))
+    total = n * (n + 1) / 2
+    for kind, key, fut in results:
+        if kind == "copy":
+            i, j = key
+            np.testing.assert_array_equal(group[j].copy_to_host(fut).result(30), xs[i])
+        else:
+            fut.result(30)
+            for r, d in enumerate(group):
+                np.testing.assert_array_equal(d.copy_to_host(sums[key][r]).result(30),
+                                              np.full(8, total, np.float32))

@@ -8,12 +8,16 @@ device threads. The same messages work for process-isolated members (the 128-byt
 plain data). A collective is one :class:`~gpumsg.messages.collective.Collective` message per
 member, ordered with that device's other work by the usual stream waits.
 
-Never hang: every batch is watched by a daemon thread that waits for the members' futures up to
-``timeout`` seconds, polling ``ncclCommGetAsyncError`` (``CommPoll``) every ``poll_interval``
-while it waits. A timeout, a failed member (dead, poisoned, closed) or an asynchronous error
-aborts the communicator on every member (``CommAbort`` -> ``ncclCommAbort``) and fails every
-rank's future with :class:`~gpumsg.errors.CollectiveError`; the next collective builds a new
-communicator. So does a member whose generation changed (process isolation restarted it).
+Never hang: one monitor thread per communicator, alive while batches are outstanding, fails
+those past their deadline (``timeout`` seconds) and polls ``ncclCommGetAsyncError``
+(``CommPoll``) every ``poll_interval``; done callbacks finish the rest. After each build the
+communicator subscribes ``WatchGeneration`` on every member, so a member that is restarted
+(process isolation), poisoned or closed fails the outstanding batches at once. A timeout, a
+failed member or an asynchronous error aborts the communicator on every member (``CommAbort`` ->
+``ncclCommAbort``) and fails every rank's future with :class:`~gpumsg.errors.CollectiveError`;
+the next collective builds a new communicator (also when a member's generation changed).
+Members are posted to under :data:`~gpumsg.multi.peer.ORDER_LOCK`, like peer copies, so devices
+meet their rendezvous in one order.
 """
 
 from __future__ import annotations

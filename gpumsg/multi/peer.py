@@ -35,6 +35,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from ..client.buffers import BufferFuture, GpuBuffer, GpuFuture
+from ..client.device import Device
 from ..errors import GpuError, InvalidMessage
 from ..memory.resource import AsyncPoolResource
 from ..messages.base import BufRef
@@ -480,3 +481,6 @@ def copy_peer(dst_dev: Any, dst: Any = None, src: Any = None, nbytes: int | None
     for f in pending:
         f.add_done_callback(done)
     return out
+
+
+Device._peer_copy = staticmethod(copy_peer)  # Device.copy_peer (the client is a layer below)
