@@ -237,7 +237,9 @@ class SimNccl:
         elif shared is not None:
             from . import simnet
 
-            simnet.abort(shared, comm)
+            # best effort, off the device thread: it never waits on the rendezvous server
+            threading.Thread(target=simnet.abort, args=(shared, comm), daemon=True,
+                             name="gpumsg-simnet-abort").start()
 
     def close(self) -> None:
         for comm in list(self.comms):
