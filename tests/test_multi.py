@@ -220,3 +220,24 @@ def test_restarted_member_rebuilds_the_communicator(where, rng):
         comm.all_reduce(bufs2).result(60)
         assert comm.comm_id not in (0, first) and comm.rebuilds >= 2
         _check_sum(g, bufs2, xs2)
+
+
+def test_a_build_does_not_block_reply_callbacks(rng):
+    """Process isolation delivers a member's replies on one thread, in order: a rebuild waiting
+    for CommInit must not hold what the callbacks of that member's earlier replies need (here
+    rank 0's reply of an aborted batch arrives while the rebuild waits for rank 0's CommInit)."""
+    with gpumsg.open_devices([0, 1], backend="sim", isolation="process",
+                             allow_fault_injection=True) as g:
+        comm = g.nccl(timeout=20.0)
+        _, bufs = _bufs(g, rng, 8)
+        gen = g[1].generation
+        g[0].inject_fault("hang", seconds=1.5)  # rank 0's part of the next batch answers late
+        fut = comm.all_reduce(bufs)
+        g[1].inject_fault("exit")  # the batch fails at once; rank 0's part is still queued
+        with pytest.raises(CollectiveError):
+            fut.result(30)
+        g[0].inject_fault("stall", seconds=2.5)  # rank 0's CommInit is answered after that reply
+        assert g[1].watch_generation(gen).result(60) > gen
+        t0 = time.monotonic()
+        assert comm.refresh()
+        assert time.monotonic() - t0 < 10.0

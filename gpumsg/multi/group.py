@@ -71,7 +71,12 @@ class Communicator:
         self.poll_interval = poll_interval
         self.comm_id = 0
         self._generations: list[int] = []
-        self._lock = threading.RLock()  # a watcher may answer inside _build
+        #: short state updates (callbacks take it: never held while waiting for a member)
+        self._lock = threading.RLock()
+        #: one build or issue at a time; callbacks never take it. A build waits for the
+        #: members' CommInit replies, which may be delivered by the same thread that delivers
+        #: earlier replies whose callbacks need ``_lock`` (process isolation: one reader thread)
+        self._build_lock = threading.RLock()
         self._pending: list[list[CollOp]] | None = None
         self._pending_future: CollectiveFuture | None = None
         self.rebuilds = 0
@@ -110,9 +115,10 @@ class Communicator:
             why = f"member(s) {late} did not join within {self.timeout} s" if not_done \
                 else f"a member failed to join: {errors[0]!r}"
             raise CollectiveError(f"building communicator {comm}: {why}", comm)
-        self.comm_id = comm
-        self._generations = gens
-        self.rebuilds += 1
+        with self._lock:
+            self.comm_id = comm
+            self._generations = gens
+            self.rebuilds += 1
         for r, d in enumerate(self.devices):  # hear at once of a member's restart or poisoning
             try:
                 w = d.watch_generation(gens[r])
@@ -144,9 +150,10 @@ class Communicator:
 
     def _ensure(self) -> bool:
         if self.comm_id == 0 or [d.generation for d in self.devices] != self._generations:
-            if self.comm_id:
-                self._abort(self.comm_id)
-            self.comm_id = 0
+            with self._lock:
+                old, self.comm_id = self.comm_id, 0
+            if old:
+                self._abort(old)
             self._build()
             return True
         return False
@@ -155,7 +162,7 @@ class Communicator:
         """Rebuild the communicator if it was aborted or a member's generation changed (a
         process-isolated member was restarted); every collective does this first. True if it
         was rebuilt; raises CollectiveError if a member cannot join."""
-        with self._lock:
+        with self._build_lock:
             return self._ensure()
 
     def close(self) -> None:
@@ -194,7 +201,7 @@ class Communicator:
     def _issue(self, ops: list[list[CollOp]], out: CollectiveFuture | None = None
                ) -> CollectiveFuture:
         out = out or CollectiveFuture(self.nranks)
-        with self._lock:
+        with self._build_lock:
             try:
                 self._ensure()
             except CollectiveError as exc:
