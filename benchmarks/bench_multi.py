@@ -1,13 +1,14 @@
 """Two GPUs: AllReduce bus bandwidth (1 MiB - 1 GiB, f32 and bf16) and 8 KiB all-reduce
 latency, gpumsg (one Collective message per device, real NCCL) beside torch.distributed with
-NCCL (one process per GPU, spawned here with torch.multiprocessing), plus a 256 MiB
-device-to-device transfer (gpumsg: grouped NCCL send/recv) beside ``tensor.to("cuda:1")``.
+NCCL (one process per GPU, spawned here with torch.multiprocessing), plus 256 MiB
+device-to-device copies (gpumsg: ``copy_peer`` both ways, and grouped NCCL send/recv) beside
+``tensor.to("cuda:1")``.
 
 Bus bandwidth as nccl-tests: algbw = bytes / time, busbw = algbw * 2 (n - 1) / n. Each timed
 region issues ``reps`` in-place all-reduces back to back and waits for the last (torch:
 ``cuda.synchronize`` on every rank; gpumsg: every rank's future); the median of 5 regions.
 
-    python benchmarks/bench_multi.py --out DIR [--max-mib 1024] [--quick]
+    python benchmarks/bench_multi.py --out DIR [--max-mib 1024] [--quick] [--copy-only]
 """
 
 from __future__ import annotations
@@ -105,47 +106,101 @@ def gpumsg_allreduce(group, plan: list) -> dict:
     return results
 
 
-def peer_copy(group) -> tuple[float, float]:
-    import numpy as np
+def _median_time(fn, reps: int = 10, warm: int = 3) -> float:
+    for _ in range(warm):
+        fn()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+PIPELINE = 8  # copies in flight in the pipelined rows
+
+
+def peer_copy(group) -> list[tuple[str, float, str, float]]:
+    """GB/s of 256 MiB device-to-device copies, rows (gpumsg case, GB/s, torch case, GB/s):
+    one copy at a time (torch ``.to("cuda:1")`` then ``cuda.synchronize``; gpumsg
+    ``copy_peer`` allocating, into a buffer, both directions, waited on through the future),
+    ``PIPELINE`` copies back to back then one wait (torch ``copy_(non_blocking=True)``), and
+    grouped NCCL send/recv."""
     import torch
 
     nbytes = COPY_BYTES
-    # torch: a device-to-device copy of 256 MiB
-    src = torch.empty(nbytes, dtype=torch.uint8, device="cuda:0")
-    for _ in range(3):
-        src.to("cuda:1")
-    torch.cuda.synchronize(0)
-    torch.cuda.synchronize(1)
-    ts = []
-    for _ in range(10):
-        t0 = time.perf_counter()
+    src = torch.randint(0, 255, (nbytes,), dtype=torch.uint8, device="cuda:0")
+    dst = torch.empty(nbytes, dtype=torch.uint8, device="cuda:1")
+
+    def torch_to() -> None:
         y = src.to("cuda:1")
         torch.cuda.synchronize(1)
-        ts.append(time.perf_counter() - t0)
         del y
-    t_torch = statistics.median(ts)
-    del src
-    torch.cuda.empty_cache()
-    comm = group.nccl(timeout=120)
-    a = group[0].alloc((nbytes,), np.uint8)
-    b = group[1].alloc((nbytes,), np.uint8)
-    group[0].memset(a, 1).result()
 
-    def once() -> None:
+    def torch_pipelined() -> None:
+        for _ in range(PIPELINE):
+            dst.copy_(src, non_blocking=True)
+        torch.cuda.synchronize(0)
+        torch.cuda.synchronize(1)
+
+    t_to = nbytes / _median_time(torch_to) / 1e9
+    t_pipe = PIPELINE * nbytes / _median_time(torch_pipelined) / 1e9
+    src = dst = None
+    torch.cuda.empty_cache()
+    ours = gpumsg_copies(group, nbytes)
+    rows = []
+    for name, gbps in ours.items():
+        if "pipelined" in name:
+            rows.append((name, gbps, f"torch copy_ x{PIPELINE} pipelined", t_pipe))
+        else:
+            rows.append((name, gbps, "torch .to('cuda:1')", t_to))
+    return rows
+
+
+def gpumsg_copies(group, nbytes: int) -> dict[str, float]:
+    """The gpumsg side of :func:`peer_copy` (runs on the simulator too, for a dry run)."""
+    import numpy as np
+
+    out: dict[str, float] = {}
+    d0, d1 = group[0], group[1]
+    link = group.topology()
+    print(f"topology: kind={link.kind} perf_rank={link.perf_rank}", file=sys.stderr)
+    host = np.random.default_rng().integers(0, 255, nbytes, dtype=np.uint8)
+    a = d0.to_device(host)
+    b = d1.alloc((nbytes,), np.uint8)
+    back = d0.alloc((nbytes,), np.uint8)
+    a.result()
+    b.result()
+    back.result()
+
+    def fresh() -> None:
+        y = d1.copy_peer(src=a).result()
+        y.free()
+
+    def pipelined() -> None:
+        futs = [d1.copy_peer(b, a) for _ in range(PIPELINE)]
+        futs[-1].result()
+
+    out["gpumsg copy_peer 0->1 (allocating)"] = nbytes / _median_time(fresh) / 1e9
+    out["gpumsg copy_peer 0->1 (into a buffer)"] = nbytes / _median_time(
+        lambda: d1.copy_peer(b, a).result()) / 1e9
+    out["gpumsg copy_peer 1->0 (into a buffer)"] = nbytes / _median_time(
+        lambda: d0.copy_peer(back, b).result()) / 1e9
+    out[f"gpumsg copy_peer 0->1 x{PIPELINE} pipelined"] = PIPELINE * nbytes / _median_time(
+        pipelined) / 1e9
+    got = d0.copy_to_host(back).result()
+    assert np.array_equal(got, host), "peer copy round trip differs"
+    comm = group.nccl(timeout=120)
+
+    def nccl_once() -> None:
         with comm.group() as fut:
             comm.send(a, peer=1)
             comm.recv(b, peer=0)
         fut.result()
 
-    for _ in range(3):
-        once()
-    ts = []
-    for _ in range(10):
-        t0 = time.perf_counter()
-        once()
-        ts.append(time.perf_counter() - t0)
-    assert int(group[1].copy_to_host(b).result()[-1]) == 1
-    return nbytes / statistics.median(ts) / 1e9, nbytes / t_torch / 1e9
+    out["gpumsg NCCL send/recv 0->1"] = nbytes / _median_time(nccl_once) / 1e9
+    assert np.array_equal(d1.copy_to_host(b).result(), host)
+    return out
 
 
 def main() -> None:
@@ -153,6 +208,7 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--max-mib", type=int, default=1024)
     ap.add_argument("--quick", action="store_true", help="fewer sizes (1, 16, 256 MiB)")
+    ap.add_argument("--copy-only", action="store_true", help="only the 256 MiB peer copies")
     args = ap.parse_args()
     if args.out:
         os.environ["OUT"] = args.out
@@ -163,13 +219,16 @@ def main() -> None:
             nbytes = mib << 20
             plan.append((f"{dtype}:{nbytes}", dtype, nbytes, _reps(nbytes)))
     plan.append((f"float32:{LAT_BYTES}", "float32", LAT_BYTES, 500))
+    if args.copy_only:
+        plan = []
 
-    t_torch = torch_allreduce(plan)  # before gpumsg opens the GPUs: separate processes anyway
+    # before gpumsg opens the GPUs (separate processes anyway)
+    t_torch = torch_allreduce(plan) if plan else {}
     import gpumsg
 
     with gpumsg.open_devices([0, 1], backend="cuda") as group:
-        t_ours = gpumsg_allreduce(group, plan)
-        copy_ours, copy_torch = peer_copy(group)
+        t_ours = gpumsg_allreduce(group, plan) if plan else {}
+        copies = peer_copy(group)
 
     rows = []
     factor = 2 * (2 - 1) / 2
@@ -181,10 +240,11 @@ def main() -> None:
                      "gpumsg_busbw_GBps": nbytes / ours / 1e9 * factor,
                      "torch_busbw_GBps": nbytes / theirs / 1e9 * factor,
                      "ratio_vs_torch": theirs / ours})
-    rows.append({"case": "peer copy 256 MiB (gpumsg: NCCL send/recv; torch: .to('cuda:1'))",
-                 "dtype": "u8", "bytes": COPY_BYTES, "gpumsg_busbw_GBps": copy_ours,
-                 "torch_busbw_GBps": copy_torch, "ratio_vs_torch": copy_ours / copy_torch})
-    notes = ["busbw = bytes / time * 2(n-1)/n (nccl-tests), n = 2; the copy row is GB/s",
+    for name, gbps, peer, peer_gbps in copies:
+        rows.append({"case": f"peer copy 256 MiB: {name} vs {peer}", "dtype": "u8",
+                     "bytes": COPY_BYTES, "gpumsg_busbw_GBps": gbps,
+                     "torch_busbw_GBps": peer_gbps, "ratio_vs_torch": gbps / peer_gbps})
+    notes = ["busbw = bytes / time * 2(n-1)/n (nccl-tests), n = 2; the copy rows are GB/s",
              "ratio_vs_torch > 1: gpumsg faster; latency row = per-op time of 500 pipelined ops",
              "NCCL_NVLS_ENABLE=0 in every process"]
     write_results("bench_multi", rows, notes,

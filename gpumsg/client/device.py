@@ -128,6 +128,8 @@ class Device:
     Besides the methods below, each registered library adds a namespace (``dev.blas``, ...)."""
 
     blas: Any  # cuBLAS and cuBLASLt (gpumsg/libs/cublas, gpumsg/libs/cublaslt)
+    #: copy_peer's implementation, set by gpumsg.multi.peer (a layer above the client)
+    _peer_copy: Any = None
     kernels: Any  # NVRTC (gpumsg/libs/nvrtc)
 
     def __init__(self, ordinal: int = 0, backend: str | Backend = "auto",
@@ -497,6 +499,16 @@ class Device:
         """Device-to-device copy of ``nbytes`` bytes (default: all of ``src``), byte offsets."""
         self._check_open()
         return self.send(CopyDevice(dst, src, dst_offset, src_offset, nbytes))
+
+    def copy_peer(self, dst: Any = None, src: Any = None, nbytes: int | None = None,
+                  dst_offset: int = 0, src_offset: int = 0, timeout: float = 60.0) -> Future:
+        """Copy ``src``, a buffer of another device of this process, into ``dst`` on this device
+        (``dst=None``: a new buffer like ``src``; the future resolves to it). Ordered after
+        ``src``'s last write by an event of the source device that this device's stream waits
+        on; peer to peer, or staged through pinned host memory when the devices are not peers.
+        Byte counts and offsets. See :func:`gpumsg.multi.peer.copy_peer` (raises, timeout)."""
+        # the implementation lives a layer up (gpumsg.multi.peer sets it when imported)
+        return Device._peer_copy(self, dst, src, nbytes, dst_offset, src_offset, timeout)
 
     def memset(self, dst: Any, value: int, offset: int = 0, nbytes: int | None = None,
                width: int = 1) -> Future:

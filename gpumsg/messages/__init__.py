@@ -76,6 +76,7 @@ from .fft import FftCacheConfig, FftCacheInfo, FftExec, FftPlan, FftSpec
 from .graph import CaptureGraph, DestroyGraph, LaunchGraph, UpdateGraph
 from .interop import Adopt, ExportRelease, ExportSync
 from .nvrtc import Kernel, Launch, LoadModule
+from .peer import EnablePeerAccess, GrantPoolAccess, PeerCopyRecv, PeerCopySend, PeerQuery
 from .rng import CreateGenerator, DestroyGenerator, Generate, SeedGenerator
 from .solver import (  # cusolver (issue 10: QR, eigen, SVD, potri, batched)
     CholeskyBatched,
@@ -144,6 +145,8 @@ __all__ = [
     "CholeskyBatched",
     # nccl
     "CollOp", "Collective", "CommInit", "CommAbort", "CommPoll",
+    # peer (multi-GPU copies)
+    "PeerQuery", "EnablePeerAccess", "GrantPoolAccess", "PeerCopySend", "PeerCopyRecv",
     # curand
     "CreateGenerator", "SeedGenerator", "Generate", "DestroyGenerator",
     # cusparse

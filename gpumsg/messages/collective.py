@@ -18,7 +18,9 @@ __all__ = ["CollOp", "Collective", "CommInit", "CommAbort", "CommPoll", "COLLECT
 COLLECTIVES = ("all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "send",
                "recv")
 REDUCTIONS = ("sum", "prod", "max", "min", "avg", "premul_sum")
-COLLECTIVE_DTYPES = ("i8", "u8", "i32", "u32", "i64", "u64", "f16", "f32", "f64", "bf16")
+#: every NCCL dtype; fp8 (e4m3, e5m2) needs NCCL >= 2.19 on GPUs (refused with LibraryError)
+COLLECTIVE_DTYPES = ("i8", "u8", "i32", "u32", "i64", "u64", "f16", "f32", "f64", "bf16",
+                     "e4m3", "e5m2")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

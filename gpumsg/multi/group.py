@@ -8,12 +8,16 @@ device threads. The same messages work for process-isolated members (the 128-byt
 plain data). A collective is one :class:`~gpumsg.messages.collective.Collective` message per
 member, ordered with that device's other work by the usual stream waits.
 
-Never hang: every batch is watched by a daemon thread that waits for the members' futures up to
-``timeout`` seconds, polling ``ncclCommGetAsyncError`` (``CommPoll``) every ``poll_interval``
-while it waits. A timeout, a failed member (dead, poisoned, closed) or an asynchronous error
-aborts the communicator on every member (``CommAbort`` -> ``ncclCommAbort``) and fails every
-rank's future with :class:`~gpumsg.errors.CollectiveError`; the next collective builds a new
-communicator. So does a member whose generation changed (process isolation restarted it).
+Never hang: one monitor thread per communicator, alive while batches are outstanding, fails
+those past their deadline (``timeout`` seconds) and polls ``ncclCommGetAsyncError``
+(``CommPoll``) every ``poll_interval``; done callbacks finish the rest. After each build the
+communicator subscribes ``WatchGeneration`` on every member, so a member that is restarted
+(process isolation), poisoned or closed fails the outstanding batches at once. A timeout, a
+failed member or an asynchronous error aborts the communicator on every member (``CommAbort`` ->
+``ncclCommAbort``) and fails every rank's future with :class:`~gpumsg.errors.CollectiveError`;
+the next collective builds a new communicator (also when a member's generation changed).
+Members are posted to under :data:`~gpumsg.multi.peer.ORDER_LOCK`, like peer copies, so devices
+meet their rendezvous in one order.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Any
 from ..client import Device, devices, open_device
 from ..errors import CollectiveError, GpuError, InvalidMessage
 from ..messages.collective import Collective, CollOp, CommAbort, CommInit, CommPoll, coll_op
+from .peer import ORDER_LOCK, Topology, enable_peer_access, topology
 
 __all__ = ["DeviceGroup", "Communicator", "CollectiveFuture", "open_devices"]
 
@@ -66,7 +71,12 @@ class Communicator:
         self.poll_interval = poll_interval
         self.comm_id = 0
         self._generations: list[int] = []
-        self._lock = threading.Lock()
+        #: short state updates (callbacks take it: never held while waiting for a member)
+        self._lock = threading.RLock()
+        #: one build or issue at a time; callbacks never take it. A build waits for the
+        #: members' CommInit replies, which may be delivered by the same thread that delivers
+        #: earlier replies whose callbacks need ``_lock`` (process isolation: one reader thread)
+        self._build_lock = threading.RLock()
         self._pending: list[list[CollOp]] | None = None
         self._pending_future: CollectiveFuture | None = None
         self.rebuilds = 0
@@ -81,27 +91,57 @@ class Communicator:
             from ..libs.nccl.handle import unique_id
 
             uid = unique_id()
+        elif any(d.isolation != "thread" for d in self.devices):
+            from ..libs.nccl import simnet  # simulated members in several processes
+
+            uid = simnet.unique_id()
         else:
             uid = os.urandom(128)
         gens = [d.generation for d in self.devices]
         futs = []
-        for r, d in enumerate(self.devices):
-            try:
-                futs.append(d.send(CommInit(comm, r, self.nranks, uid)))
-            except GpuError as exc:  # a closed or poisoned member cannot join
-                f: Future = Future()
-                f.set_exception(exc)
-                futs.append(f)
+        with ORDER_LOCK:  # every member meets its peers in the same order (see peer.py)
+            for r, d in enumerate(self.devices):
+                try:
+                    futs.append(d.send(CommInit(comm, r, self.nranks, uid)))
+                except GpuError as exc:  # a closed or poisoned member cannot join
+                    f: Future = Future()
+                    f.set_exception(exc)
+                    futs.append(f)
         done, not_done = wait_futures(futs, timeout=self.timeout)
         errors = [f.exception() for f in done if f.exception() is not None]
         if not_done or errors:
             self._abort(comm)
-            why = f"{len(not_done)} member(s) did not join within {self.timeout} s" if not_done \
+            late = [r for r, f in enumerate(futs) if f in not_done]
+            why = f"member(s) {late} did not join within {self.timeout} s" if not_done \
                 else f"a member failed to join: {errors[0]!r}"
             raise CollectiveError(f"building communicator {comm}: {why}", comm)
-        self.comm_id = comm
-        self._generations = gens
-        self.rebuilds += 1
+        with self._lock:
+            self.comm_id = comm
+            self._generations = gens
+            self.rebuilds += 1
+        for r, d in enumerate(self.devices):  # hear at once of a member's restart or poisoning
+            try:
+                w = d.watch_generation(gens[r])
+            except GpuError:
+                continue
+            w.add_done_callback(lambda f, comm=comm, r=r: self._member_changed(comm, r, f))
+
+    def _member_changed(self, comm: int, rank: int, f: Future) -> None:
+        """Member ``rank``'s generation moved on (restarted, poisoned) or it closed: the
+        communicator is stale. Its outstanding batches fail now (not at their deadline); the
+        next collective rebuilds it."""
+        exc = f.exception()
+        why = (f"member {rank} ({self.devices[rank]!r}) is gone: {exc!r}" if exc is not None
+               else f"member {rank} moved to generation {f.result()} (restarted or poisoned)")
+        with self._lock:
+            batches = [b for b in self._batches if b.comm == comm]
+            stale = self.comm_id == comm
+            if stale:
+                self.comm_id = 0
+        for b in batches:
+            self._fail_batch(b, why)
+        if stale and not batches:
+            self._abort(comm)
 
     def _abort(self, comm: int) -> None:
         for d in self.devices:
@@ -110,9 +150,10 @@ class Communicator:
 
     def _ensure(self) -> bool:
         if self.comm_id == 0 or [d.generation for d in self.devices] != self._generations:
-            if self.comm_id:
-                self._abort(self.comm_id)
-            self.comm_id = 0
+            with self._lock:
+                old, self.comm_id = self.comm_id, 0
+            if old:
+                self._abort(old)
             self._build()
             return True
         return False
@@ -121,7 +162,7 @@ class Communicator:
         """Rebuild the communicator if it was aborted or a member's generation changed (a
         process-isolated member was restarted); every collective does this first. True if it
         was rebuilt; raises CollectiveError if a member cannot join."""
-        with self._lock:
+        with self._build_lock:
             return self._ensure()
 
     def close(self) -> None:
@@ -160,7 +201,7 @@ class Communicator:
     def _issue(self, ops: list[list[CollOp]], out: CollectiveFuture | None = None
                ) -> CollectiveFuture:
         out = out or CollectiveFuture(self.nranks)
-        with self._lock:
+        with self._build_lock:
             try:
                 self._ensure()
             except CollectiveError as exc:
@@ -169,13 +210,14 @@ class Communicator:
             comm = self.comm_id
             msgs = [Collective(comm, r, self.nranks, tuple(ops[r])) for r in range(self.nranks)]
             inner: list[tuple[int, Future]] = []
-            for m in msgs:
-                try:
-                    inner.append((m.rank, self.devices[m.rank].send(m)))
-                except GpuError as exc:  # a closed or refusing member
-                    f: Future = Future()
-                    f.set_exception(exc)
-                    inner.append((m.rank, f))
+            with ORDER_LOCK:
+                for m in msgs:
+                    try:
+                        inner.append((m.rank, self.devices[m.rank].send(m)))
+                    except GpuError as exc:  # a closed or refusing member
+                        f: Future = Future()
+                        f.set_exception(exc)
+                        inner.append((m.rank, f))
         self._watch(comm, inner, out)
         return out
 
@@ -377,6 +419,7 @@ class DeviceGroup:
     def __init__(self, devices: Sequence[Device]) -> None:
         self.devices = list(devices)
         self._comms: list[Communicator] = []
+        self._topology: Topology | None = None
 
     def __len__(self) -> int:
         return len(self.devices)
@@ -391,30 +434,59 @@ class DeviceGroup:
         """Every member's :class:`~gpumsg.service.stats.DeviceLoad`, in rank order."""
         return [f.result() for f in [d.stats() for d in self.devices]]
 
+    def topology(self) -> Topology:
+        """Which members can access each other's memory and how (asked once per pair; see
+        :class:`~gpumsg.multi.peer.Topology`)."""
+        if self._topology is None:
+            self._topology = topology(self.devices)
+        return self._topology
+
+    def enable_peer_access(self) -> list[list[bool]]:
+        """Enable peer access between every pair of members that can be peers, each on the
+        accessing device's own thread; ``out[i][j]``: device i can now access j's memory.
+        (``copy_peer`` does this for its pair on first use.)"""
+        n = len(self.devices)
+        futs = [[enable_peer_access(a, b) if i != j else None for j, b in enumerate(self.devices)]
+                for i, a in enumerate(self.devices)]
+        return [[True if i == j else bool(futs[i][j].result()) for j in range(n)]
+                for i in range(n)]
+
     def nccl(self, timeout: float = 60.0) -> Communicator:
         """A communicator over the whole group (see :class:`Communicator`)."""
         comm = Communicator(self.devices, timeout=timeout)
         self._comms.append(comm)
         return comm
 
-    def least_loaded(self) -> Device:
+    def least_loaded(self, timeout: float = 0.5) -> Device:
         """The open member with the fewest queued plus in-flight operations, then the most free
-        memory (from each member's ``Stats``)."""
-        best, key = None, None
-        for d, f in [(d, d.stats()) for d in self.devices if not d.closed]:
-            try:
-                s = f.result(timeout=10)
-            except Exception:
+        memory (each member's ``Stats``, asked of all at once). A member that does not answer
+        within ``timeout`` s (its device thread is busy) ranks after every one that does.
+        Raises GpuError when no member is open."""
+        asked = []
+        for d in self.devices:
+            if d.closed:
                 continue
-            k = (s.queue_depth + s.ops_in_flight, -s.free_bytes)
+            try:
+                asked.append((d, d.stats()))
+            except GpuError:
+                continue
+        if not asked:
+            raise GpuError("no member of the group is serving")
+        deadline = time.monotonic() + timeout
+        best, key = None, None
+        for i, (d, f) in enumerate(asked):
+            try:
+                s = f.result(timeout=max(0.0, deadline - time.monotonic()))
+                k: tuple = (0, s.queue_depth + s.ops_in_flight, -s.free_bytes, i)
+            except Exception:  # noqa: BLE001 - busy or failing: last resort
+                k = (1, 0, 0, i)
             if key is None or k < key:
                 best, key = d, k
-        if best is None:
-            raise GpuError("no member of the group is serving")
-        return best
+        return best  # type: ignore[return-value]
 
     def submit(self, fn: Callable[[Device], Any]) -> Any:
-        """Call ``fn(device)`` on the least loaded member and return what it returns."""
+        """Call ``fn(device)`` on the least loaded member (see :meth:`least_loaded`) and return
+        what it returns (typically a Future of work it sent there)."""
         return fn(self.least_loaded())
 
     def close(self, timeout: float | None = None) -> None:

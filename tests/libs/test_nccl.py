@@ -9,9 +9,9 @@ import pytest
 import gpumsg
 from gpumsg.dtypes import dtype_of
 
-FLOATS = ("f32", "f64", "f16", "bf16")
+FLOATS = ("f32", "f64", "f16", "bf16", "e4m3", "e5m2")
 INTS = ("i8", "u8", "i32", "u32", "i64", "u64")
-RTOL = {"f64": 1e-12, "f32": 1e-5, "f16": 4e-3, "bf16": 3e-2}
+RTOL = {"f64": 1e-12, "f32": 1e-5, "f16": 4e-3, "bf16": 3e-2, "e4m3": 0.07, "e5m2": 0.13}
 
 
 def _gpu_count() -> int:
@@ -45,8 +45,7 @@ def _inputs(rng, n, size, dtype):
 
 
 def _reference(xs, op, scale=1.0):
-    w = [x.astype(np.float64) if x.dtype.kind == "f" or x.dtype.name == "bfloat16"
-         else x.astype(np.int64) for x in xs]
+    w = [x.astype(np.int64) if x.dtype.kind in "iu" else x.astype(np.float64) for x in xs]
     if op in ("sum", "avg", "premul_sum"):
         out = sum(x * scale for x in w) if op == "premul_sum" else sum(w)
         if op == "avg":
@@ -85,15 +84,19 @@ def test_all_reduce_and_reduce_scatter(group, rng, dtype, op):
     bufs = [d.to_device(x) for d, x in zip(group, xs)]
     outs = [d.alloc((6 * n,), xs[0].dtype) for d in group]
     parts = [d.alloc((6,), xs[0].dtype) for d in group]
+    root = rng.integers(n)
+    red = group[root].alloc((6 * n,), xs[0].dtype)
     group.comm.all_reduce(bufs, outs, op=op, scale=scale).result(60)
     group.comm.reduce_scatter(bufs, parts, op=op, scale=scale).result(60)
+    group.comm.reduce(bufs, red, root=int(root), op=op, scale=scale).result(60)
     ref = _reference(xs, op, scale)
     for r, d in enumerate(group):
         _check(d.copy_to_host(outs[r]).result(), ref, dtype)
         _check(d.copy_to_host(parts[r]).result(), ref[6 * r:6 * (r + 1)], dtype)
+    _check(group[root].copy_to_host(red).result(), ref, dtype)
 
 
-@pytest.mark.parametrize("dtype", ["f32", "f64", "bf16", "f16", "i32", "u8"])
+@pytest.mark.parametrize("dtype", FLOATS + INTS)
 def test_broadcast_reduce_all_gather(group, rng, dtype):
     n = len(group)
     root = n - 1

@@ -332,6 +332,65 @@ class CudaBackend(Backend):
         if err:
             raise _fail(err, fn)
 
+    # -- peers (gpumsg/multi/peer.py) ----------------------------------------------------------
+    def peer_query(self, peer_ordinal: int) -> dict[str, Any]:
+        """The link from this device to ``peer_ordinal`` (cuDeviceCanAccessPeer and
+        cuDeviceGetP2PAttribute): ``can_access``, ``perf_rank`` (lower is faster),
+        ``native_atomics``. No context is needed."""
+        err, peer = _cu.cuDeviceGet(peer_ordinal)
+        if err:
+            raise _fail(err, "cuDeviceGet")
+        err, can = _cu.cuDeviceCanAccessPeer(self._dev, peer)
+        if err:
+            raise _fail(err, "cuDeviceCanAccessPeer")
+        out: dict[str, Any] = {"can_access": bool(can), "perf_rank": -1, "native_atomics": False}
+        if can:
+            attr = _cu.CUdevice_P2PAttribute
+            err, rank = _cu.cuDeviceGetP2PAttribute(
+                attr.CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK, self._dev, peer)
+            if err:
+                raise _fail(err, "cuDeviceGetP2PAttribute")
+            err, atomics = _cu.cuDeviceGetP2PAttribute(
+                attr.CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED, self._dev, peer)
+            if err:
+                raise _fail(err, "cuDeviceGetP2PAttribute")
+            out["perf_rank"], out["native_atomics"] = int(rank), bool(atomics)
+        return out
+
+    def peer_handle(self) -> Any:
+        """What a peer's :meth:`copy_peer` and :meth:`enable_peer_access` take: the context."""
+        return self._ctx
+
+    def enable_peer_access(self, peer: Any) -> bool:
+        """cuCtxEnablePeerAccess from this (current) context to ``peer`` (a context or its
+        handle). True if enabled now or before; False if the devices cannot be peers."""
+        ctx = peer if isinstance(peer, _cu.CUcontext) else _cu.CUcontext(int(peer))
+        err = int(_cu.cuCtxEnablePeerAccess(ctx, 0)[0])
+        if err in (0, 704):  # CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
+            return True
+        if err in (217, 711):  # CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, CUDA_ERROR_TOO_MANY_PEERS
+            return False
+        raise _fail(err, "cuCtxEnablePeerAccess")
+
+    def pool_grant_access(self, pool: Any, peer_ordinal: int) -> None:
+        """Let device ``peer_ordinal`` read and write allocations of this device's ``pool``
+        (cuMemPoolSetAccess: pool memory does not follow cuCtxEnablePeerAccess)."""
+        cu = _cu
+        desc = cu.CUmemAccessDesc()
+        desc.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        desc.location.id = peer_ordinal
+        desc.flags = cu.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+        err = cu.cuMemPoolSetAccess(pool, [desc], 1)[0]
+        if err:
+            raise _fail(err, "cuMemPoolSetAccess")
+
+    def copy_peer(self, stream: Any, peer: Any, dst: int, src: int, nbytes: int) -> None:
+        """Copy ``nbytes`` from this device's ``src`` to ``dst`` in the peer context ``peer``
+        (cuMemcpyPeerAsync on this device's ``stream``)."""
+        err = _cu.cuMemcpyPeerAsync(dst, peer, src, self._ctx, nbytes, stream)[0]
+        if err:
+            raise _fail(err, "cuMemcpyPeerAsync")
+
     # -- libraries ---------------------------------------------------------------------------------
     # -- fault injection ---------------------------------------------------------------------------
     def _fault_kernel(self, name: bytes) -> Any:

@@ -18,6 +18,7 @@ import bisect
 import random
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from queue import SimpleQueue
 from typing import Any
@@ -28,7 +29,13 @@ from ...errors import CudaError
 from ...memory.pinned import host_view
 from ..base import Backend, DeviceProperties
 
-__all__ = ["SimBackend", "SimFault"]
+__all__ = ["SimBackend", "SimFault", "PEER_ACCESS"]
+
+#: whether simulated devices opened from now on can access each other's memory (False: peer
+#: copies between them are staged through host memory, as between GPUs without P2P)
+PEER_ACCESS = True
+#: context handle -> live simulated device (what EnablePeerAccess names a peer by)
+_SIMS: weakref.WeakValueDictionary[int, SimBackend] = weakref.WeakValueDictionary()
 
 _DEVICE_BASE = 0x7F00_0000_0000
 _ALIGN = 512
@@ -113,8 +120,14 @@ class SimBackend(Backend):
     kind = "sim"
 
     def __init__(self, ordinal: int = 0, total_bytes: int = 4 << 30, jitter: float = 0.0,
-                 name: str = "gpumsg simulator") -> None:
+                 name: str = "gpumsg simulator", peer_access: bool | None = None) -> None:
         super().__init__(ordinal)
+        self.peer_access = PEER_ACCESS if peer_access is None else peer_access
+        #: peers this device enabled access to (by ordinal), as cuCtxEnablePeerAccess would
+        self.peers_enabled: set[int] = set()
+        #: peers granted access to this device's pools (cuMemPoolSetAccess)
+        self.pool_peers: set[int] = set()
+        _SIMS[id(self)] = self
         self.total_bytes = total_bytes
         self.jitter = jitter
         self.name = name
@@ -377,3 +390,31 @@ class SimBackend(Backend):
         dtype = {1: np.uint8, 2: np.uint16, 4: np.uint32}[width]
         if count:
             stream.put(lambda: self.view(dst, count * width).view(dtype).fill(value))
+
+    # -- peers (gpumsg/multi/peer.py) --------------------------------------------------------------
+    def peer_query(self, peer_ordinal: int) -> dict[str, Any]:
+        can = self.peer_access and peer_ordinal != self.ordinal
+        return {"can_access": can, "perf_rank": 0 if can else -1, "native_atomics": can}
+
+    def peer_handle(self) -> SimBackend:
+        return self
+
+    def enable_peer_access(self, peer: Any) -> bool:
+        if isinstance(peer, int):
+            peer = _SIMS.get(peer)
+        if not (self.peer_access and isinstance(peer, SimBackend) and peer.peer_access):
+            return False
+        self.peers_enabled.add(peer.ordinal)
+        return True
+
+    def pool_grant_access(self, pool: _Pool, peer_ordinal: int) -> None:
+        self.pool_peers.add(peer_ordinal)
+
+    def copy_peer(self, stream: _Stream, peer: SimBackend, dst: int, src: int,
+                  nbytes: int) -> None:
+        """Copy from this device's ``src`` to ``dst`` on the simulated device ``peer``."""
+        self._check_sticky("cuMemcpyPeerAsync")
+        if not isinstance(peer, SimBackend):
+            raise CudaError(1, _ERROR_NAMES[1], "cuMemcpyPeerAsync: the peer is not simulated")
+        if nbytes:
+            stream.put(lambda: np.copyto(peer.view(dst, nbytes), self.view(src, nbytes)))

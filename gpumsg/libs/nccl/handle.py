@@ -17,7 +17,10 @@ from ...errors import LibraryError
 from ..loader import LoadedLibrary, c_void_p, load
 from .bindings import DTYPE, IN_PROGRESS, REDOP, RESULT_NAMES, UniqueId
 
-__all__ = ["NcclHandle", "unique_id"]
+__all__ = ["NcclHandle", "unique_id", "FP8_VERSION"]
+
+#: ncclGetVersion code of the first NCCL with ncclFloat8e4m3 / ncclFloat8e5m2 (2.19.0)
+FP8_VERSION = 21900
 
 # NVLink multicast (NVLS) stays off on the lent machines: set before NCCL is loaded
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
@@ -43,6 +46,8 @@ class NcclHandle:
 
     def __init__(self, ctx: Any = None) -> None:
         self.lib = load("nccl")
+        v = ctypes.c_int()
+        self.version = v.value if self.lib.ncclGetVersion(ctypes.byref(v)) == 0 else 0
         self.comms: dict[int, c_void_p] = {}
         self.raw_handle = 0
 
@@ -66,6 +71,8 @@ class NcclHandle:
         if h is None:
             raise _error(self.lib, 5, f"communicator {comm} (not initialized on this device)")
         lib = self.lib
+        if self.version < FP8_VERSION and any(o.dtype in ("e4m3", "e5m2") for o, _, _ in ops):
+            raise _error(lib, 4, f"fp8 collectives need NCCL >= 2.19 (this is {self.version})")
         s = c_void_p(int(stream))
         made: list[int] = []
         self._check(lib.ncclGroupStart(), "ncclGroupStart")

@@ -20,12 +20,13 @@ __all__ = ["SimNccl", "SimComm", "SIM_TIMEOUT", "COMMS"]
 SIM_TIMEOUT = 120.0
 
 _LOCK = threading.Lock()
-#: communicator id -> SimComm
+#: communicator id -> SimComm (the communicators of this process's simulated devices)
 COMMS: dict[int, SimComm] = {}
 
 
 def _work(dtype: str) -> np.dtype:
-    return np.dtype(np.float64) if dtype in ("f16", "bf16", "f32", "f64") else np.dtype(object)
+    return np.dtype(np.float64) if dtype in ("f16", "bf16", "f32", "f64", "e4m3", "e5m2") \
+        else np.dtype(object)
 
 
 class SimComm:
@@ -103,68 +104,98 @@ def _reduce(parts: list[np.ndarray], o: Any) -> np.ndarray:
     return (np.maximum if o.op == "max" else np.minimum).reduce(np.stack(xs), axis=0)
 
 
-def _compute(slot: dict[int, tuple[Any, list]], n: int) -> None:
-    colls = {r: [x for x in ops if x[0].kind not in ("send", "recv")] for r, (_, ops) in
-             slot.items()}
-    results: list[tuple[Any, int, np.ndarray, str]] = []
-    for i in range(len(colls[0])):
-        o = colls[0][i][0]
+def _inputs(sim: Any, ops: list, nranks: int) -> list:
+    """What one rank contributes to a batch: ``(CollOp, its send data or None)`` per op."""
+    out = []
+    for o, sp, _ in ops:
+        n = o.count * nranks if o.kind == "reduce_scatter" else o.count
+        out.append((o, _read(sim, sp, n, o.dtype) if sp else None))
+    return out
+
+
+def _write_outputs(sim: Any, ops: list, outputs: list) -> None:
+    for i, val in outputs:
+        o, _, rp = ops[i]
+        _write(sim, rp, val, o.dtype)
+
+
+def compute(inputs: dict[int, list], n: int) -> dict[int, list]:
+    """NCCL's semantics on NumPy: ``inputs[rank]`` = [(CollOp, send data or None)] (one entry
+    per op of that rank's batch), answers ``out[rank]`` = [(op index, values of its recv)]."""
+    out: dict[int, list] = {r: [] for r in inputs}
+    colls = {r: [(i, o, x) for i, (o, x) in enumerate(ops) if o.kind not in ("send", "recv")]
+             for r, ops in inputs.items()}
+    for k in range(len(colls[0])):
+        o = colls[0][k][1]
         c = o.count
-        ins = {r: (slot[r][0], colls[r][i]) for r in range(n)}
-        if o.kind == "all_reduce":
-            red = _reduce([_read(s, x[1], c, o.dtype) for s, x in ins.values()], o)
-            results += [(s, x[2], red, o.dtype) for s, x in ins.values()]
-        elif o.kind == "reduce":
-            red = _reduce([_read(s, x[1], c, o.dtype) for s, x in ins.values()], o)
-            s, x = ins[o.root]
-            results.append((s, x[2], red, o.dtype))
+        ins = {r: colls[r][k] for r in range(n)}
+        if o.kind in ("all_reduce", "reduce"):
+            red = _reduce([ins[r][2][:c] for r in range(n)], o)
+            for r, (i, _, _) in ins.items():
+                if o.kind == "all_reduce" or r == o.root:
+                    out[r].append((i, red))
         elif o.kind == "broadcast":
-            s, x = ins[o.root]
-            val = _read(s, x[1], c, o.dtype)
-            results += [(s2, x2[2], val, o.dtype) for s2, x2 in ins.values()]
+            val = ins[o.root][2][:c]
+            for r, (i, _, _) in ins.items():
+                out[r].append((i, val))
         elif o.kind == "all_gather":
-            val = np.concatenate([_read(s, x[1], c, o.dtype) for s, x in
-                                  (ins[r] for r in range(n))])
-            results += [(s, x[2], val, o.dtype) for s, x in ins.values()]
+            val = np.concatenate([ins[r][2][:c] for r in range(n)])
+            for r, (i, _, _) in ins.items():
+                out[r].append((i, val))
         else:  # reduce_scatter
-            red = _reduce([_read(s, x[1], c * n, o.dtype) for s, x in
-                           (ins[r] for r in range(n))], o)
-            results += [(s, x[2], red[r * c:(r + 1) * c], o.dtype) for r, (s, x) in ins.items()]
+            red = _reduce([ins[r][2][:c * n] for r in range(n)], o)
+            for r, (i, _, _) in ins.items():
+                out[r].append((i, red[r * c:(r + 1) * c]))
     # point to point: the k-th send from p to r meets the k-th recv on r from p
     sends: dict[tuple[int, int], list] = {}
-    for r, (sim, ops) in slot.items():
-        for o, sp, _ in ops:
+    for r, ops in inputs.items():
+        for o, x in ops:
             if o.kind == "send":
-                sends.setdefault((r, o.peer), []).append(_read(sim, sp, o.count, o.dtype))
-    for r, (sim, ops) in slot.items():
-        for o, _, rp in ops:
+                sends.setdefault((r, o.peer), []).append(x)
+    for r, ops in inputs.items():
+        for i, (o, _) in enumerate(ops):
             if o.kind == "recv":
                 queue = sends.get((o.peer, r))
                 if not queue:
                     raise RuntimeError(f"rank {r} receives from {o.peer}, which sends nothing")
-                results.append((sim, rp, queue.pop(0)[:o.count], o.dtype))
-    for sim, ptr, val, dtype in results:
-        _write(sim, ptr, val, dtype)
+                out[r].append((i, queue.pop(0)[:o.count]))
+    return out
+
+
+def _compute(slot: dict[int, tuple[Any, list]], n: int) -> None:
+    outputs = compute({r: _inputs(sim, ops, n) for r, (sim, ops) in slot.items()}, n)
+    for r, (sim, ops) in slot.items():
+        _write_outputs(sim, ops, outputs[r])
 
 
 class SimNccl:
-    """The simulator's counterpart of :class:`~gpumsg.libs.nccl.handle.NcclHandle`."""
+    """The simulator's counterpart of :class:`~gpumsg.libs.nccl.handle.NcclHandle`. A unique id
+    from :func:`gpumsg.libs.nccl.simnet.unique_id` (a group with process-isolated members)
+    makes the communicator meet at the client process's rendezvous server instead of
+    :data:`COMMS`."""
 
     def __init__(self, ctx: Any = None) -> None:
         self.sim = ctx.backend if ctx is not None else None
-        self.comms: dict[int, SimComm] = {}
+        self.comms: dict[int, Any] = {}  # SimComm, or the server's (address, key)
         self.seq: dict[int, int] = {}
-        self.ranks: dict[int, int] = {}
+        self.ranks: dict[int, tuple[int, int]] = {}
         self.raw_handle = 0
 
     def init(self, comm: int, rank: int, nranks: int, uid: bytes) -> None:
-        with _LOCK:
-            shared = COMMS.get(comm)
-            if shared is None:
-                shared = COMMS[comm] = SimComm(nranks)
-        self.comms[comm] = shared
+        from . import simnet
+
+        self.abort(comm)
+        server = simnet.parse(uid)
+        if server is not None:
+            self.comms[comm] = server
+        else:
+            with _LOCK:
+                shared = COMMS.get(comm)
+                if shared is None:
+                    shared = COMMS[comm] = SimComm(nranks)
+            self.comms[comm] = shared
         self.seq[comm] = 0
-        self.ranks[comm] = rank
+        self.ranks[comm] = (rank, nranks)
 
     def run(self, stream: Any, comm: int, ops: list[tuple[Any, int, int]]) -> None:
         shared = self.comms.get(comm)
@@ -174,20 +205,41 @@ class SimNccl:
             raise LibraryError("nccl", 5, "ncclInvalidUsage", f"communicator {comm} (not "
                                "initialized on this device)")
         seq = self.seq[comm] = self.seq[comm] + 1
-        rank = self.ranks[comm]
+        rank, nranks = self.ranks[comm]
         sim = self.sim
-        stream.put(lambda: shared.arrive(seq, rank, sim, ops))
+        if isinstance(shared, SimComm):
+            stream.put(lambda: shared.arrive(seq, rank, sim, ops))
+            return
+
+        def remote() -> None:
+            from . import simnet
+
+            status, value = simnet.arrive(shared, comm, nranks, seq, rank,
+                                          _inputs(sim, ops, nranks), SIM_TIMEOUT)
+            if status == "ok":
+                _write_outputs(sim, ops, value)
+            elif status == "error":
+                raise RuntimeError(value)
+            # aborted: leave without writing, as an aborted NCCL communicator
+
+        stream.put(remote)
 
     def poll(self, comm: int) -> int:
         shared = self.comms.get(comm)
-        return 0 if shared is None else shared.async_error
+        return shared.async_error if isinstance(shared, SimComm) else 0
 
     def abort(self, comm: int, destroy: bool = False) -> None:
         shared = self.comms.pop(comm, None)
-        if shared is not None:
+        if isinstance(shared, SimComm):
             shared.abort()
             with _LOCK:
                 COMMS.pop(comm, None)
+        elif shared is not None:
+            from . import simnet
+
+            # best effort, off the device thread: it never waits on the rendezvous server
+            threading.Thread(target=simnet.abort, args=(shared, comm), daemon=True,
+                             name="gpumsg-simnet-abort").start()
 
     def close(self) -> None:
         for comm in list(self.comms):
