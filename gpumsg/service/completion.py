@@ -68,8 +68,10 @@ class CompletionWatcher:
             name=f"gpumsg-{ctx.props.ordinal}-{slot.name}-completion")
         self._thread.start()
 
-    def submit(self, event: Any, entries: list[Entry]) -> None:
-        self._queue.put((event, entries))
+    def submit(self, event: Any, entries: list[Entry], seq: int) -> None:
+        """Answer ``entries`` when ``event`` (covering the stream's operations up to ``seq``)
+        has completed."""
+        self._queue.put((event, entries, seq))
 
     def stop(self) -> None:
         """Finish what was submitted, then exit."""
@@ -93,7 +95,7 @@ class CompletionWatcher:
             item = get()
             if item is None:
                 return
-            event, entries = item
+            event, entries, seq = item
             with self._lock:
                 if self._abandoned is not None:
                     fail_entries(entries, self._abandoned)
@@ -109,6 +111,8 @@ class CompletionWatcher:
             if not mine:  # abandon() failed the batch meanwhile
                 continue
             if error is None:
+                if seq > self._slot.done_seq:
+                    self._slot.done_seq = seq
                 answer_entries(entries, trace)
             else:
                 fail_entries(entries, error)

@@ -88,7 +88,8 @@ class StreamSlot:
     """One of the device's streams with its ordering state and completion thread."""
 
     __slots__ = ("index", "name", "obj", "raw", "seq", "fence_event", "fence_seq", "fence_owned",
-                 "waited", "spare_events", "pending", "watcher", "local", "handed", "answered")
+                 "done_seq", "waited", "spare_events", "pending", "watcher", "local", "handed",
+                 "answered")
 
     def __init__(self, index: int, name: str, obj: Any, raw: int) -> None:
         self.index = index
@@ -99,11 +100,14 @@ class StreamSlot:
         self.fence_event: Any = None  # newest event recorded on this stream
         self.fence_seq = 0  # the sequence number it covers
         self.fence_owned = False  # handed to the completion thread (which gives it back)
+        #: operations known complete (a batch event seen done by the device thread or the
+        #: watcher): other streams need not wait for them. Only grows; a stale read is safe.
+        self.done_seq = 0
         self.waited = [0] * _NSTREAMS  # per other stream: sequence number already waited for
         self.spare_events: list[Any] = []
         self.pending: list[Entry] = []
         self.watcher: CompletionWatcher | None = None
-        #: batches (event, entries) issued and kept by the device thread, oldest first
+        #: batches (event, entries, seq) issued and kept by the device thread, oldest first
         self.local: deque[tuple[Any, list[Entry]]] = deque()
         self.handed = 0  # batches handed to the watcher (it counts those it answered)
         self.answered = 0  # entries the device thread answered itself
@@ -303,6 +307,9 @@ class DeviceContext:
 
     def _wait(self, slot: StreamSlot, other: int, seq: int) -> None:
         src = self.streams[other]
+        if src.done_seq >= seq:  # already complete: the newest fence may cover far more work
+            slot.waited[other] = seq
+            return
         if src.fence_seq < seq or src.fence_event is None:
             self._record_fence(src, owned=False)
         self.backend.stream_wait_event(slot.obj, src.fence_event)
@@ -356,9 +363,9 @@ class DeviceContext:
                 self.issued += len(entries)
                 if slot.handed != slot.watcher.batches:  # type: ignore[union-attr]
                     slot.handed += 1
-                    slot.watcher.submit(event, entries)  # type: ignore[union-attr]
+                    slot.watcher.submit(event, entries, slot.fence_seq)  # type: ignore[union-attr]
                 else:
-                    slot.local.append((event, entries))
+                    slot.local.append((event, entries, slot.fence_seq))
 
     def reap(self) -> Any:
         """Answer the device thread's batches whose events have completed, oldest first per
@@ -370,7 +377,7 @@ class DeviceContext:
         for slot in self.streams:
             local = slot.local
             while local:
-                event, entries = local[0]
+                event, entries, seq = local[0]
                 try:
                     if not query(event):
                         running = event
@@ -380,6 +387,8 @@ class DeviceContext:
                     fail_entries(entries, self.on_async_error(exc, entries))
                 else:
                     local.popleft()
+                    if seq > slot.done_seq:
+                        slot.done_seq = seq
                     answer_entries(entries, trace)
                 slot.spare_events.append(event)
                 slot.answered += len(entries)
@@ -415,9 +424,9 @@ class DeviceContext:
         for slot in self.streams:
             local = slot.local
             while local:
-                event, entries = local.popleft()
+                event, entries, seq = local.popleft()
                 slot.handed += 1
-                slot.watcher.submit(event, entries)  # type: ignore[union-attr]
+                slot.watcher.submit(event, entries, seq)  # type: ignore[union-attr]
 
     def poll(self) -> None:
         """Between batches: finish deferred frees, keep the pinned cache bounded."""
@@ -480,7 +489,7 @@ class DeviceContext:
             entries, slot.pending = slot.pending, []
             fail_entries(entries, error)
             while slot.local:
-                event, kept = slot.local.popleft()
+                event, kept, _ = slot.local.popleft()
                 fail_entries(kept, error)
                 slot.answered += len(kept)
 

@@ -5,6 +5,8 @@ column-major messages with padded leading dimensions, and a bad-argument table."
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from harness import FLOAT_DTYPES, BadArg, assert_close, check_bad_args, rel_err, tolerance, wide
@@ -755,3 +757,27 @@ def test_kernel_sources_compile() -> None:
     tiled = compile_program(TILED_SOURCE, "tiled.cu", "sm_90", ("-std=c++17",),
                             name_expressions=exprs, use_cache=False)
     assert set(tiled.lowered) == set(exprs)
+
+
+def test_long_solve_does_not_delay_a_copy_on_another_stream(dev, backend, rng) -> None:
+    """A small host-to-device copy sent after a long LU solve completes while the solve still
+    runs: the solve's info read-back does not hold the device thread, and the copy's stream
+    does not wait for the compute stream (the two touch different buffers)."""
+    n = 8192 if backend == "cuda" else 2000
+    a = dev.to_device(general(rng, n, "f64")).result(timeout=120)
+    b = dev.to_device(rand(rng, (n,), "f64")).result(timeout=60)
+    small = dev.alloc((256,), "f32").result(timeout=60)
+    x = rand(rng, (256,), "f32")
+    dev.synchronize().result(timeout=120)
+    done_at: dict[str, float] = {}
+    start = time.perf_counter()
+    solved = dev.linalg.solve(a, b)
+    copied = dev.copy_from_host(small, x)
+    for name, fut in (("solve", solved), ("copy", copied)):
+        fut.add_done_callback(lambda _f, name=name: done_at.setdefault(
+            name, time.perf_counter() - start))
+    copied.result(timeout=120)
+    assert solved.result(timeout=300).shape == (n,)
+    assert np.array_equal(host(dev, small), x)
+    assert done_at["copy"] < 0.5 * done_at["solve"], \
+        f"the small copy took {done_at['copy']:.4f} s, the solve {done_at['solve']:.4f} s"
