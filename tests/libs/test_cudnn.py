@@ -684,6 +684,34 @@ def test_layer_norm_forward_backward(dev, rng, case: str, affine: bool, dtype: s
         assert dg is None and db is None
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+def test_layer_norm_wide_rows(dev, rng, dtype: str) -> None:
+    """Rows of 1,500 (several warps per row, the column sums split over row slices) against
+    the analytic float64 gradients: dx = invstd (g - x_hat mean(g x_hat) - mean(g)), g = dy
+    gamma; dgamma = sum of dy x_hat, dbeta = sum of dy."""
+    rows, d = 37, 1500
+    x = random_array(rng, (rows, d), dtype)
+    dy = random_array(rng, (rows, d), dtype)
+    gamma, beta = random_array(rng, (d,), "f32"), random_array(rng, (d,), "f32")
+    eps = 1e-5
+    xw, dyw, gw = wide(x), wide(dy), wide(gamma)
+    y_ref, mean, invstd = row_norm_ref(xw, (rows, d, 1), gw, wide(beta), eps)
+    xhat = (xw - mean[:, None]) * invstd[:, None]
+    g = dyw * gw
+    dx_ref = invstd[:, None] * (g - xhat * (g * xhat).mean(axis=1, keepdims=True)
+                                - g.mean(axis=1, keepdims=True))
+    xd = dev.to_device(x)
+    y, mu, inv = dev.dnn.layer_norm(xd, dev.to_device(gamma), dev.to_device(beta), eps=eps)
+    assert_close(dev.copy_to_host(y).result(), y_ref.reshape(rows, d), dtype)
+    assert_close(dev.copy_to_host(mu).result(), mean, *STAT_TOL[dtype])
+    assert_close(dev.copy_to_host(inv).result(), invstd, *STAT_TOL[dtype])
+    dx, dg, db = dev.dnn.layer_norm_backward(xd, dev.to_device(dy), mu, inv,
+                                             dev.to_device(gamma), eps=eps)
+    assert_close(dev.copy_to_host(dx).result(), dx_ref, dtype, 4.0)
+    assert_close(dev.copy_to_host(dg).result(), (dyw * xhat).sum(axis=0), dtype, 4.0)
+    assert_close(dev.copy_to_host(db).result(), dyw.sum(axis=0), dtype, 4.0)
+
+
 GN_CASES = {  # shape (channels first), groups
     "groups2": ((2, 4, 3, 3), 2),
     "instance": ((2, 3, 4, 2), 3),

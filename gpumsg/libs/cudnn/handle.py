@@ -36,6 +36,7 @@ from .bindings import (
     SOFTMAX_MODE,
     AlgoPerf,
 )
+from .layer_norm import LayerNormKernels
 
 __all__ = ["DnnHandle", "ConvCall", "NoAlgorithm", "status_error", "cudnn_dims"]
 
@@ -169,6 +170,8 @@ class DnnHandle:
         self._check(self.lib.cudnnCreate(ctypes.byref(h)), "cudnnCreate")
         self.raw_handle: int = h.value or 0
         self._stream: Any = None
+        #: layer norm's own kernels (libs/cudnn/layer_norm.py), compiled on first use
+        self.layer_norm = LayerNormKernels(ctx)
         self.cache = PlanCache(256, self._destroy)
         #: (seed, p) -> _DropoutState; each holds two copies of cuDNN's states (a few MB)
         self.dropouts = PlanCache(8, self._free_dropout)
@@ -592,7 +595,11 @@ class DnnHandle:
                      y: int, mean: int, invstd: int) -> None:
         """Per-row normalization of x viewed as ``rows`` x ``per_row`` (statistics to ``mean``
         and ``invstd``), then ``gamma``/``beta`` (0: none) per channel of the ``affine`` view
-        (A, K, B): see :class:`~gpumsg.messages.cudnn.LayerNorm`."""
+        (A, K, B): see :class:`~gpumsg.messages.cudnn.LayerNorm`. A layer norm (gamma per
+        element of a row) runs as one kernel of gpumsg's own where NVRTC is available."""
+        if affine == (rows, per_row, 1) and self.layer_norm.forward(
+                stream, dtype, rows, per_row, eps, x, gamma, beta, y, mean, invstd):
+            return
         self._bind(stream)
         zeros, ones = self._consts(stream, max(rows, affine[1]))
         stats = (1, rows, per_row)
@@ -615,6 +622,9 @@ class DnnHandle:
                       affine: tuple[int, int, int], eps: float, x: int, dy: int, gamma: int,
                       mean: int, invstd: int, dx: int, dgamma: int, dbeta: int) -> None:
         """The gradients of :meth:`norm_forward` (``gamma`` 0: dx only)."""
+        if affine == (rows, per_row, 1) and self.layer_norm.backward(
+                stream, dtype, rows, per_row, x, dy, gamma, mean, invstd, dx, dgamma, dbeta):
+            return
         self._bind(stream)
         zeros, ones = self._consts(stream, max(rows, affine[1]))
         stats = (1, rows, per_row)

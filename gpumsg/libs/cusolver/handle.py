@@ -17,6 +17,7 @@ from ...dtypes import CUDA_DATA_TYPE, dtype_of
 from ...errors import LibraryError
 from ...service.plans import PlanCache
 from ..loader import LoadedLibrary, c_size_t, c_void_p, load
+from ..nvrtc.builtin import BuiltinKernels
 from .bindings import EIG_J, EIG_MODE, FILL, LETTER, OP, ORTHO, SIDE, STATUS_NAMES, typed
 
 __all__ = ["CusolverHandle", "status_error", "triangle_spans", "part_spans", "REAL_OF"]
@@ -204,6 +205,10 @@ TILED_TYPE = {4: "unsigned int", 8: "unsigned long long", 16: "w16"}
 #: the 32-bit word holding the sign of an element's imaginary part
 IMAG_WORD = {"f32": -1, "f64": -1, "c64": 1, "c128": 3}
 _ZERO_PART_KINDS = ("ptr", "i64", "i32", "i32", "i64", "i32", "i32", "i32")
+_ZERO_NAMES = ("gpumsg_zero_part", "gpumsg_herm_from_upper", "gpumsg_lower_to_upper")
+#: (kernel, element bytes) -> the template instantiation of TILED_SOURCE
+_TILED_EXPRS = {(k, b): f"{k}<{t}>" for k in ("herm_from_upper", "lower_to_upper")
+                for b, t in TILED_TYPE.items()}
 
 
 def part_spans(part: str, m: int, n: int, lda: int) -> list[tuple[int, int]]:
@@ -241,11 +246,11 @@ class CusolverHandle:
         self._jacobi: dict[tuple, int] = {}
         #: (base, stride bytes, count) -> device pointer array (see handlers.pointer_array)
         self.pointer_arrays: dict[tuple, tuple[int, int]] = {}
-        self._zero_fn: Any = None  # the compiled gpumsg_zero_part (False: NVRTC unavailable)
-        self._tiled: Any = None  # {(kernel, element bytes): function} (False: unavailable)
-        self.tiled = "not built yet"
-        #: what the zeroing / transposing kernels are: "not built yet", "nvrtc", "unavailable.."
-        self.kernels = "not built yet"
+        #: the zeroing / transposing kernels, and their tiled versions (libs/nvrtc/builtin.py)
+        self._zero = BuiltinKernels(ctx, ZERO_PART_SOURCE, "gpumsg_zero_part.cu", _ZERO_NAMES)
+        self._tiled = BuiltinKernels(ctx, TILED_SOURCE, "gpumsg_tri_tiled.cu",
+                                     expressions=tuple(_TILED_EXPRS.values()),
+                                     options=("-std=c++17",))
 
     # -- plumbing ------------------------------------------------------------------------------
     def _check(self, status: int, function: str) -> None:
@@ -345,27 +350,20 @@ class CusolverHandle:
             self._jacobi[key] = info
         return info
 
-    def _zero_kernel(self) -> Any:
-        """gpumsg_zero_part, compiled with NVRTC for this device once (disk-cached) and loaded
-        through the device's module cache; None where NVRTC cannot be had (memsets then)."""
-        if self._zero_fn is None:
-            try:
-                from ..nvrtc.compiler import compile_program
+    @property
+    def kernels(self) -> str:
+        """What the zeroing / transposing kernels are: "not built yet", "nvrtc", "unavailable"."""
+        return self._zero.status
 
-                major, minor = self._ctx.props.compute_capability
-                prog = compile_program(ZERO_PART_SOURCE, "gpumsg_zero_part.cu",
-                                       f"sm_{major}{minor}")
-                mods = self._ctx.library("nvrtc")
-                key = f"gpumsg.cusolver.{prog.key}"
-                names = ("gpumsg_zero_part", "gpumsg_herm_from_upper", "gpumsg_lower_to_upper")
-                mods.load(key, prog.image, prog.kind, names)
-                self._zero_fn = (mods, *(mods.function(key, x) for x in names))
-            except Exception as exc:  # noqa: BLE001 (no NVRTC: the memset paths still work)
-                self._zero_fn = False
-                self.kernels = f"unavailable ({type(exc).__name__}: {exc})"[:300]
-            else:
-                self.kernels = "nvrtc"
-        return self._zero_fn or None
+    @property
+    def tiled(self) -> str:
+        return self._tiled.status
+
+    def _zero_kernel(self) -> Any:
+        """(modules, zero_part, herm_from_upper, lower_to_upper), or None without NVRTC
+        (memsets then)."""
+        k = self._zero.get()
+        return None if k is None else (k[0], *(k[1][n] for n in _ZERO_NAMES))
 
     def zero_part_strided(self, stream: Any, dtype: str, part: str, m: int, n: int, a: int,
                           lda: int, stride: int, batch: int) -> bool:
@@ -385,30 +383,10 @@ class CusolverHandle:
         return True
 
     def _tiled_kernels(self) -> Any:
-        """TILED_SOURCE's six instantiations, compiled once (disk-cached); None when NVRTC or
-        the compile fails (the untiled kernels then)."""
-        if self._tiled is None:
-            try:
-                from ..nvrtc.compiler import compile_program
-
-                major, minor = self._ctx.props.compute_capability
-                exprs = {(k, b): f"{k}<{t}>" for k in ("herm_from_upper", "lower_to_upper")
-                         for b, t in TILED_TYPE.items()}
-                prog = compile_program(TILED_SOURCE, "gpumsg_tri_tiled.cu",
-                                       f"sm_{major}{minor}", ("-std=c++17",),
-                                       name_expressions=tuple(exprs.values()))
-                mods = self._ctx.library("nvrtc")
-                key = f"gpumsg.cusolver.tiled.{prog.key}"
-                names = tuple(prog.lowered[e] for e in exprs.values())
-                mods.load(key, prog.image, prog.kind, names)
-                self._tiled = (mods, {k: mods.function(key, prog.lowered[e])
-                                      for k, e in exprs.items()})
-            except Exception as exc:  # noqa: BLE001 (the untiled kernels still work)
-                self._tiled = False
-                self.tiled = f"unavailable ({type(exc).__name__}: {exc})"[:300]
-            else:
-                self.tiled = "nvrtc"
-        return self._tiled or None
+        """(modules, {(kernel, element bytes): function}); None when NVRTC or the compile is
+        unavailable (the untiled kernels then)."""
+        k = self._tiled.get()
+        return None if k is None else (k[0], {key: k[1][e] for key, e in _TILED_EXPRS.items()})
 
     def _cholesky_lower_tiled(self, stream: Any, dtype: str, n: int, src: int, out: int,
                               ptrs: int, infos: int, batch: int) -> bool:
