@@ -13,7 +13,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,cu12]'
+	$(PY) -m pip install --quiet -e '.[test,cu12,ray]'
 	touch $(STAMP)
 
 test: install

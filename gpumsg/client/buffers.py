@@ -64,6 +64,13 @@ class BufferFuture(GpuFuture):
     def ref(self) -> BufRef:
         return self.buffer.ref
 
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        """DLPack export of the buffer, once it exists (see :meth:`GpuBuffer.__dlpack__`)."""
+        return self.result().__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self.buffer.__dlpack_device__()
+
     def set_result(self, result: Any) -> None:
         # The device answers an allocation with the device pointer; callers get the buffer.
         if type(result) is int:
@@ -194,8 +201,16 @@ class GpuBuffer:
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
-        """CUDA Array Interface (v3) for CuPy, PyTorch, Numba: zero-copy views on the
-        device's compute stream."""
+        """CUDA Array Interface (v3) for CuPy, PyTorch, Numba: a zero-copy view. ``stream``
+        is the device's compute stream, which is first made to wait for the buffer's last
+        write and reads on gpumsg's other streams (one message round trip, no host wait):
+        a consumer that synchronizes with it sees every write sent before."""
+        from ..messages.interop import ExportSync
+        from .dlpack import quiet
+
+        stream = self._device._compute_stream_handle()
+        if self._ptr is None or not quiet(self._device):  # else nothing is pending at all
+            self._device._request(ExportSync(self.ref, stream))
         ptr = self.raw_device_ptr()
         item = self.dtype.itemsize
         strides = None
@@ -207,7 +222,22 @@ class GpuBuffer:
             strides = tuple(st)
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (ptr, False),
                 "strides": strides, "version": 3,
-                "stream": self._device._compute_stream_handle()}
+                "stream": stream}
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: bool | None = None) -> Any:
+        """DLPack export, zero copy: see :func:`gpumsg.client.dlpack.export` (the consumer's
+        ``stream`` waits for the buffer's last write through events; the capsule keeps the
+        buffer alive until the consumer deletes it)."""
+        from .dlpack import export
+
+        return export(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """``(kDLCUDA, ordinal)`` on CUDA; ``(kDLCPU, 0)`` on the simulator (host memory)."""
+        from .dlpack import dlpack_device
+
+        return dlpack_device(self)
 
     def free(self) -> Future:
         """Release the buffer (stream-ordered behind its uses). Later uses raise GpuRefStale."""

@@ -47,6 +47,7 @@ from ..messages.device import (
     UnregisterHostMemory,
     WatchGeneration,
 )
+from ..service import interop as _interop  # noqa: F401 (registers the DLPack handlers)
 from ..service.state import DeviceState
 from ..service.trace import KernelTrace
 from ..service.worker import DeviceWorker
@@ -409,6 +410,14 @@ class Device:
         self._post(Alloc(ref), PointerSink(buf))
         copied = self._staging.upload(ref, _flat_bytes(arr, order), 0)
         return buffer_after(copied, buf)
+
+    def from_dlpack(self, obj: Any) -> BufferFuture:
+        """Adopt a DLPack producer's memory (a torch/CuPy/JAX array on this GPU; a NumPy array
+        on the simulator) as a buffer, zero copy; the producer stays alive until the buffer is
+        freed. See :func:`gpumsg.client.dlpack.from_dlpack`."""
+        from .dlpack import from_dlpack
+
+        return from_dlpack(self, obj)
 
     def free(self, buffer: Any) -> Future:
         """Free a buffer (the same as ``buffer.free()``)."""

@@ -208,21 +208,23 @@ class HostStaging:
             else:
                 device._post(CopyFromHost(dst, direct, dst_offset), fut)
             return fut
-        kind = self.pool.kind
-        futures = []
-        for off in range(0, n, CHUNK):
-            m = min(CHUNK, n - off)
-            block = self.acquire(m)
-            fut = _ChunkUpload(self.pool, block)
-            try:
-                copy_bytes(block.bytes[:m], raw[off:off + m])
-                # dst and the span were checked by the caller's message; the block is ours
-                device._post(_UPLOAD(dst, _HOSTREF(kind, block.id, 0, m), dst_offset + off), fut)
-            except BaseException:
-                self.pool.release(block)
-                raise
-            futures.append(fut)
-        return futures[0] if len(futures) == 1 else gather(futures)
+        if n <= CHUNK:  # the common case: one chunk, its own future answers
+            return self._upload_chunk(dst, raw, dst_offset, n)
+        return gather([self._upload_chunk(dst, raw[off:off + CHUNK], dst_offset + off,
+                                          min(CHUNK, n - off)) for off in range(0, n, CHUNK)])
+
+    def _upload_chunk(self, dst: BufRef, raw: np.ndarray, dst_offset: int, m: int) -> Future:
+        block = self.acquire(m)
+        fut = _ChunkUpload(self.pool, block)
+        try:
+            copy_bytes(block.bytes[:m], raw)
+            # dst and the span were checked by the caller's message; the block is ours
+            self._device._post(_UPLOAD(dst, _HOSTREF(self.pool.kind, block.id, 0, m),
+                                       dst_offset), fut)
+        except BaseException:
+            self.pool.release(block)
+            raise
+        return fut
 
     def download(self, src: BufRef, src_offset: int, raw: np.ndarray, result: Any,
                  fresh: bool = False) -> Future:
@@ -240,18 +242,20 @@ class HostStaging:
             fut = GpuFuture()
             device._post(CopyToHost(src, direct, src_offset, n), fut)
             return gather([fut], result)
-        kind = self.pool.kind
-        single = n <= CHUNK  # one chunk answers ``result`` itself: no gathering future
-        futures = []
-        for off in range(0, n, CHUNK):
-            m = min(CHUNK, n - off)
-            block = self.acquire(m)
-            fut = _ChunkDownload(self.pool, block, raw[off:off + m], result if single else None)
-            try:
-                device._post(_DOWNLOAD(src, _HOSTREF(kind, block.id, 0, m), src_offset + off, m),
-                             fut)
-            except BaseException:
-                self.pool.release(block)
-                raise
-            futures.append(fut)
-        return futures[0] if single else gather(futures, result)
+        if n <= CHUNK:  # one chunk answers ``result`` itself: no gathering future
+            return self._download_chunk(src, src_offset, raw, n, result)
+        return gather([self._download_chunk(src, src_offset + off, raw[off:off + CHUNK],
+                                            min(CHUNK, n - off), None)
+                       for off in range(0, n, CHUNK)], result)
+
+    def _download_chunk(self, src: BufRef, src_offset: int, raw: np.ndarray, m: int,
+                        result: Any) -> Future:
+        block = self.acquire(m)
+        fut = _ChunkDownload(self.pool, block, raw, result)
+        try:
+            self._device._post(_DOWNLOAD(src, _HOSTREF(self.pool.kind, block.id, 0, m),
+                                         src_offset, m), fut)
+        except BaseException:
+            self.pool.release(block)
+            raise
+        return fut

@@ -18,6 +18,9 @@ FOLDERS = (
     "cudnn",
     "cusolver",
     "nccl",
+    "curand",
+    "cusparse",
+    "cufft",
 )
 
 for _folder in FOLDERS:

@@ -73,7 +73,9 @@ class BlockPool(abc.ABC):
     def __init__(self, cache_limit: int = 512 << 20, staging_limit: int = 256 << 20) -> None:
         self.cache_limit = cache_limit
         self.staging_limit = staging_limit
-        self._cond = threading.Condition()
+        # a plain lock: nothing here re-enters it, and an RLock costs more on every take
+        self._cond = threading.Condition(threading.Lock())
+        self._waiters = 0  # threads in wait_for_release: only then does a release notify
         self._blocks: dict[int, PinnedBlock] = {}
         self._free: dict[int, list[PinnedBlock]] = {}
         self._addrs: list[int] = []
@@ -114,11 +116,16 @@ class BlockPool(abc.ABC):
                 self.staging_in_use -= block.nbytes
                 block.staging = False
             self._free.setdefault(block.nbytes, []).append(block)
-            self._cond.notify_all()
+            if self._waiters:
+                self._cond.notify_all()
 
     def wait_for_release(self, timeout: float) -> None:
         with self._cond:
-            self._cond.wait(timeout)
+            self._waiters += 1
+            try:
+                self._cond.wait(timeout)
+            finally:
+                self._waiters -= 1
 
     def can_grow(self, nbytes: int) -> bool:
         """Whether staging may take another block of this size."""

@@ -31,10 +31,20 @@ from .collective import Collective, CollOp, CommAbort, CommInit, CommPoll
 from .cudnn import (
     Activation,
     ActivationBackward,
+    BatchNormBackward,
+    BatchNormInference,
+    BatchNormTrain,
     ConvBackwardData,
     ConvBackwardFilter,
     ConvForward,
     DnnCacheInfo,
+    Dropout,
+    DropoutBackward,
+    DropoutReserveSize,
+    GroupNorm,
+    GroupNormBackward,
+    LayerNorm,
+    LayerNormBackward,
     Pool,
     PoolBackward,
     Softmax,
@@ -62,9 +72,53 @@ from .device import (
     UnregisterHostMemory,
     WatchGeneration,
 )
+from .fft import FftCacheConfig, FftCacheInfo, FftExec, FftPlan, FftSpec
 from .graph import CaptureGraph, DestroyGraph, LaunchGraph, UpdateGraph
+from .interop import Adopt, ExportRelease, ExportSync
 from .nvrtc import Kernel, Launch, LoadModule
-from .solver import Getrf, Getrs, Potrf, PotrfBatched, Potrs, SolverCacheInfo
+from .rng import CreateGenerator, DestroyGenerator, Generate, SeedGenerator
+from .solver import (  # cusolver (issue 10: QR, eigen, SVD, potri, batched)
+    CholeskyBatched,
+    Geqrf,
+    Gesvd,
+    Gesvdj,
+    GesvdjBatched,
+    Getrf,
+    GetrfBatched,
+    Getrs,
+    GetrsBatched,
+    Orgqr,
+    Ormqr,
+    Potrf,
+    PotrfBatched,
+    Potri,
+    Potrs,
+    PotrsBatched,
+    SolverCacheInfo,
+    Syevd,
+    Syevj,
+    SyevjBatched,
+    Sygvd,
+    ZeroTriangle,
+)
+from .sparse import (
+    SDDMM,
+    DenseToSparseFinish,
+    DenseToSparseStart,
+    SparseCacheInfo,
+    SparseConvert,
+    SparseCreate,
+    SparseDestroy,
+    SparseRef,
+    SparseToDense,
+    SpGEMMDrop,
+    SpGEMMFinish,
+    SpGEMMStart,
+    SpMM,
+    SpMV,
+    SpSM,
+    SpSV,
+)
 
 __all__ = [
     "Message", "message", "BufRef", "HostRef", "STREAMS", "FAULT_KINDS",
@@ -79,9 +133,25 @@ __all__ = [
     # cudnn
     "ConvForward", "ConvBackwardData", "ConvBackwardFilter",
     "DnnCacheInfo", "Activation", "ActivationBackward", "Softmax", "SoftmaxBackward", "Pool",
-    "PoolBackward",
+    "PoolBackward", "BatchNormTrain", "BatchNormInference", "BatchNormBackward",
+    "Dropout", "DropoutBackward", "DropoutReserveSize", "LayerNorm", "LayerNormBackward",
+    "GroupNorm", "GroupNormBackward",
     # cusolver
     "Potrf", "Potrs", "Getrf", "Getrs", "PotrfBatched", "SolverCacheInfo",
+    # cusolver: QR, eigen, SVD, potri, batched
+    "Geqrf", "Orgqr", "Ormqr", "Syevd", "Syevj", "SyevjBatched", "Sygvd", "Gesvd", "Gesvdj",
+    "GesvdjBatched", "Potri", "PotrsBatched", "GetrfBatched", "GetrsBatched", "ZeroTriangle",
+    "CholeskyBatched",
     # nccl
     "CollOp", "Collective", "CommInit", "CommAbort", "CommPoll",
+    # curand
+    "CreateGenerator", "SeedGenerator", "Generate", "DestroyGenerator",
+    # cusparse
+    "SparseRef", "SparseCreate", "SparseDestroy", "SpMV", "SpMM", "SpGEMMStart", "SpGEMMFinish",
+    "SpGEMMDrop", "SpSV", "SpSM", "SDDMM", "SparseToDense", "DenseToSparseStart",
+    "DenseToSparseFinish", "SparseConvert", "SparseCacheInfo",
+    # cufft
+    "FftSpec", "FftPlan", "FftExec", "FftCacheInfo", "FftCacheConfig",
+    # interop (DLPack)
+    "ExportSync", "ExportRelease", "Adopt",
 ]

@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 from ..dtypes import dtype_name, dtype_of
 from ..errors import InvalidMessage
 
-__all__ = ["Message", "BufRef", "HostRef", "message", "MAX_NBYTES", "as_ref", "as_refs"]
+__all__ = ["Message", "BufRef", "HostRef", "message", "MAX_NBYTES", "as_ref", "as_refs",
+           "check_choice"]
 
 #: Upper bound for any single byte count in a message (2**48: far above any device, far below
 #: overflow of the 64-bit sizes the driver takes).
@@ -226,13 +227,26 @@ def _scalar(msg: object, field: str, value: Any) -> complex | float:
     return _real(msg, field, value)
 
 
-def _choice(msg: object, field: str, value: Any, choices: tuple) -> Any:
+def _known(value: Any, choices: tuple) -> bool:
     try:
-        known = value in choices
+        return bool(value in choices)
     except (TypeError, ValueError):  # an array (ambiguous truth value) or an odd object
-        known = False
-    if not known:
+        return False
+
+
+def _choice(msg: object, field: str, value: Any, choices: tuple) -> Any:
+    if not _known(value, choices):
         raise _fail(msg, field, f"must be one of {', '.join(map(repr, choices))}; got {value!r}")
+    return value
+
+
+def check_choice(value: Any, field: str, choices: tuple) -> Any:
+    """``value`` if it is one of ``choices``, else :class:`~gpumsg.errors.InvalidMessage`
+    naming ``field``: the client-side form of a message's choice check (an array or an odd
+    object is refused, never compared element-wise)."""
+    if not _known(value, choices):
+        raise InvalidMessage(f"{field}: must be one of {', '.join(map(repr, choices))}; "
+                             f"got {value!r}", field=field)
     return value
 
 

@@ -32,7 +32,10 @@ from .base import BufRef, Message, _choice, _fail, _int, _real, _ref, _require_d
 __all__ = ["ConvForward", "ConvBackwardData", "ConvBackwardFilter", "DnnCacheInfo",
            "Activation", "ActivationBackward", "Softmax", "SoftmaxBackward", "Pool",
            "PoolBackward", "pool_output_shape", "POOL_MODES", "ACTIVATIONS",
-           "LAYOUTS", "CONV_DTYPES", "conv_output_shape", "filter_shape"]
+           "LAYOUTS", "CONV_DTYPES", "conv_output_shape", "filter_shape", "BatchNormTrain",
+           "BatchNormInference", "BatchNormBackward", "Dropout", "DropoutBackward",
+           "DropoutReserveSize", "LayerNorm", "LayerNormBackward", "GroupNorm",
+           "GroupNormBackward", "layer_norm_dims", "group_norm_dims"]
 
 LAYOUTS = ("NCHW", "NHWC")
 CONV_DTYPES = ("f32", "f16", "bf16")
@@ -474,3 +477,431 @@ class PoolBackward(Message):
             raise _fail(self, "layout", "max pooling backward is offered in NCHW only")
         _same(self, "dy", refs["dy"], refs["y"], "y")
         _same(self, "dx", refs["dx"], refs["x"], "x")
+
+
+# -- batch normalization --------------------------------------------------------------------------
+def _channels(layout: str, shape: tuple[int, ...]) -> int:
+    return shape[1] if layout == "NCHW" else shape[-1]
+
+
+def _stat(msg: object, field: str, ref: BufRef, c: int, what: str = "channel") -> None:
+    """A per-channel f32 vector of ``c`` elements (statistics, scale, shift)."""
+    if ref.dtype != "f32":
+        raise _fail(msg, field, f"{ref.describe()} must be f32 (statistics and parameters are "
+                    "f32 for every input precision)")
+    if ref.size != c:
+        raise _fail(msg, field, f"{ref.describe()} must hold {c} elements (one per {what})")
+
+
+def _distinct(msg: object, refs: dict[str, BufRef | None]) -> None:
+    """The buffers a message writes must not alias each other or its inputs: the first field
+    (in ``refs``'s order) that repeats an earlier one is named."""
+    seen: dict[tuple[int, Any], str] = {}
+    for name, ref in refs.items():
+        if ref is None:
+            continue
+        key = (ref.id, ref.owner)
+        if key in seen:
+            raise _fail(msg, name, f"must not alias {seen[key]}")
+        seen[key] = name
+
+
+def _eps(msg: Any) -> None:
+    eps = _real(msg, "eps", msg.eps)
+    if not (math.isfinite(eps) and eps >= 0):
+        raise _fail(msg, "eps", f"must be finite and >= 0, got {eps}")
+    _set(msg, "eps", eps)
+
+
+def _refs(msg: Any, names: tuple[str, ...]) -> dict[str, BufRef | None]:
+    out: dict[str, BufRef | None] = {}
+    for n in names:
+        value = getattr(msg, n)
+        out[n] = None if value is None else _ref(msg, n, value)
+        _set(msg, n, out[n])
+    return out
+
+
+@message(buffers=("x", "gamma", "beta", "y", "save_mean", "save_invstd", "running_mean",
+                  "running_var"),
+         writes=("y", "save_mean", "save_invstd", "running_mean", "running_var"))
+class BatchNormTrain(Message):
+    """Batch normalization in training mode, spatial (per-channel) statistics
+    (``cudnnBatchNormalizationForwardTraining``; NHWC through the ``Ex`` variant in cuDNN's
+    persistent mode, as torch does for channels-last tensors).
+
+    x (N, C, *spatial) in ``layout`` (2 to 5 dimensions), f32/f16/bf16; y like x. Per channel c,
+    over the M = N * prod(spatial) values: mean, biased variance var, ``save_mean`` = mean,
+    ``save_invstd`` = 1 / sqrt(var + eps), y = gamma (x - mean) save_invstd + beta. ``gamma``,
+    ``beta``, the saved and running statistics are f32 vectors of C. When given (both or
+    neither), running_mean <- (1 - factor) running_mean + factor mean and running_var <-
+    (1 - factor) running_var + factor var M / (M - 1) (the unbiased variance), in place.
+    M must be at least 2."""
+
+    x: BufRef
+    gamma: BufRef
+    beta: BufRef
+    y: BufRef
+    save_mean: BufRef
+    save_invstd: BufRef
+    running_mean: BufRef | None = None
+    running_var: BufRef | None = None
+    factor: float = 0.1
+    eps: float = 1e-5
+    layout: str = "NCHW"
+
+    def __post_init__(self) -> None:
+        r = _refs(self, ("x", "gamma", "beta", "y", "save_mean", "save_invstd", "running_mean",
+                         "running_var"))
+        x = r["x"]
+        assert x is not None
+        _choice(self, "layout", self.layout, LAYOUTS)
+        _nc_tensor(self, "x", x)
+        c = _channels(self.layout, x.shape)
+        if x.size // c < 2:
+            raise _fail(self, "x", f"{x.describe()} has one value per channel; training "
+                        "statistics need at least 2")
+        _same(self, "y", r["y"], x, "x")  # type: ignore[arg-type]
+        for n in ("gamma", "beta", "save_mean", "save_invstd", "running_mean", "running_var"):
+            if r[n] is not None:
+                _stat(self, n, r[n], c)  # type: ignore[arg-type]
+        if (r["running_mean"] is None) != (r["running_var"] is None):
+            raise _fail(self, "running_var" if r["running_var"] is None else "running_mean",
+                        "running_mean and running_var go together (both or neither)")
+        factor = _real(self, "factor", self.factor)
+        if not 0.0 <= factor <= 1.0:
+            raise _fail(self, "factor", f"must be in [0, 1], got {factor}")
+        _set(self, "factor", factor)
+        _eps(self)
+        _distinct(self, r)
+
+
+@message(buffers=("x", "gamma", "beta", "mean", "var", "y"), writes=("y",))
+class BatchNormInference(Message):
+    """Batch normalization with given statistics (``cudnnBatchNormalizationForwardInference``):
+    y = gamma (x - mean) / sqrt(var + eps) + beta per channel; x and y as in
+    :class:`BatchNormTrain`, the four vectors f32 of C."""
+
+    x: BufRef
+    gamma: BufRef
+    beta: BufRef
+    mean: BufRef
+    var: BufRef
+    y: BufRef
+    eps: float = 1e-5
+    layout: str = "NCHW"
+
+    def __post_init__(self) -> None:
+        r = _refs(self, ("x", "gamma", "beta", "mean", "var", "y"))
+        x = r["x"]
+        assert x is not None
+        _choice(self, "layout", self.layout, LAYOUTS)
+        _nc_tensor(self, "x", x)
+        c = _channels(self.layout, x.shape)
+        _same(self, "y", r["y"], x, "x")  # type: ignore[arg-type]
+        for n in ("gamma", "beta", "mean", "var"):
+            _stat(self, n, r[n], c)  # type: ignore[arg-type]
+        _eps(self)
+        _distinct(self, {"x": x, "y": r["y"]})
+
+
+@message(buffers=("x", "dy", "gamma", "save_mean", "save_invstd", "dx", "dgamma", "dbeta"),
+         writes=("dx", "dgamma", "dbeta"))
+class BatchNormBackward(Message):
+    """The gradients of :class:`BatchNormTrain` (``cudnnBatchNormalizationBackward``): given x,
+    dy, gamma and the forward's saved statistics, dx (like x), dgamma and dbeta (f32 of C):
+    dbeta = sum dy, dgamma = sum dy x_hat, dx = gamma invstd (dy - (dbeta + x_hat dgamma) / M)
+    with x_hat = (x - mean) invstd, sums over each channel's M values. ``eps`` must be the
+    forward's."""
+
+    x: BufRef
+    dy: BufRef
+    gamma: BufRef
+    save_mean: BufRef
+    save_invstd: BufRef
+    dx: BufRef
+    dgamma: BufRef
+    dbeta: BufRef
+    eps: float = 1e-5
+    layout: str = "NCHW"
+
+    def __post_init__(self) -> None:
+        r = _refs(self, ("x", "dy", "gamma", "save_mean", "save_invstd", "dx", "dgamma",
+                         "dbeta"))
+        x = r["x"]
+        assert x is not None
+        _choice(self, "layout", self.layout, LAYOUTS)
+        _nc_tensor(self, "x", x)
+        c = _channels(self.layout, x.shape)
+        _same(self, "dy", r["dy"], x, "x")  # type: ignore[arg-type]
+        _same(self, "dx", r["dx"], x, "x")  # type: ignore[arg-type]
+        for n in ("gamma", "save_mean", "save_invstd", "dgamma", "dbeta"):
+            _stat(self, n, r[n], c)  # type: ignore[arg-type]
+        _eps(self)
+        _distinct(self, r)
+
+
+# -- dropout --------------------------------------------------------------------------------------
+_SEED_MAX = 2**64 - 1
+
+
+def _dropout_fields(msg: Any) -> None:
+    p = _real(msg, "p", msg.p)
+    if not 0.0 <= p < 1.0:
+        raise _fail(msg, "p", f"must be in [0, 1), got {p}")
+    _set(msg, "p", p)
+    _set(msg, "seed", _int(msg, "seed", msg.seed, 0, _SEED_MAX))
+
+
+#: cuDNN 9's dropout answers CUDNN_STATUS_NOT_SUPPORTED for bf16 (seen on an H100, cuDNN 9 of
+#: CUDA 13), so bf16 is refused here
+DROPOUT_DTYPES = ("f32", "f16")
+
+
+def _dropout_tensor(msg: object, field: str, ref: BufRef) -> None:
+    _require_dtype(msg, field, ref, DROPOUT_DTYPES)
+    _elementwise(msg, field, ref)
+
+
+def _reserve(msg: object, field: str, ref: BufRef) -> None:
+    if ref.dtype != "u8" or len(ref.shape) != 1:
+        raise _fail(msg, field, f"{ref.describe()} must be a 1-D u8 buffer (from "
+                    "dev.dnn.dropout)")
+
+
+@message(buffers=("x",))
+class DropoutReserveSize(Message):
+    """Reply with the bytes of reserve space a dropout of x (its dtype and element count)
+    needs (``cudnnDropoutGetReserveSpaceSize``)."""
+
+    x: BufRef
+
+    def __post_init__(self) -> None:
+        x = _ref(self, "x", self.x)
+        _set(self, "x", x)
+        _dropout_tensor(self, "x", x)
+
+
+@message(buffers=("x", "y", "reserve"), writes=("y", "reserve"))
+class Dropout(Message):
+    """y = x * mask / (1 - p), each element kept with probability 1 - p
+    (``cudnnDropoutForward``); ``reserve`` (u8, the bytes :class:`DropoutReserveSize` gives)
+    receives the mask for :class:`DropoutBackward`. The mask is a function of (``seed``, ``p``,
+    x's element count) only: the same call gives the same mask, on every call and every device
+    of the same kind. The random-number states of each (seed, p) live on the device, set up
+    once (a kernel) and restored from a pristine copy before each call. Any shape, f32 or f16
+    (cuDNN's dropout refuses bf16); y may be x."""
+
+    x: BufRef
+    y: BufRef
+    reserve: BufRef
+    p: float = 0.5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        x, y, r = (_ref(self, n, getattr(self, n)) for n in ("x", "y", "reserve"))
+        for n, v in (("x", x), ("y", y), ("reserve", r)):
+            _set(self, n, v)
+        _dropout_tensor(self, "x", x)
+        _same(self, "y", y, x, "x")
+        _reserve(self, "reserve", r)
+        _dropout_fields(self)
+        _distinct(self, {"x": x, "reserve": r})
+        _distinct(self, {"y": y, "reserve": r})
+
+
+@message(buffers=("dy", "reserve", "dx"), writes=("dx",))
+class DropoutBackward(Message):
+    """dx = dy * mask / (1 - p) with the mask :class:`Dropout` left in ``reserve``
+    (``cudnnDropoutBackward``); ``p`` and ``seed`` are the forward's. dx may be dy."""
+
+    dy: BufRef
+    reserve: BufRef
+    dx: BufRef
+    p: float = 0.5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        dy, r, dx = (_ref(self, n, getattr(self, n)) for n in ("dy", "reserve", "dx"))
+        for n, v in (("dy", dy), ("reserve", r), ("dx", dx)):
+            _set(self, n, v)
+        _dropout_tensor(self, "dy", dy)
+        _same(self, "dx", dx, dy, "dy")
+        _reserve(self, "reserve", r)
+        _dropout_fields(self)
+        _distinct(self, {"dy": dy, "reserve": r})
+        _distinct(self, {"dx": dx, "reserve": r})
+
+
+# -- layer, group and instance normalization -------------------------------------------------------
+def _row_norm(msg: Any, rows: int, per_row: int, k: int, what: str, forward: bool) -> None:
+    """Checks shared by the layer and group norms: per-row statistics (f32 of ``rows``), the
+    optional affine vectors (f32 of ``k``, gamma and beta together), the buffers distinct."""
+    x = msg.x
+    if per_row < 2:
+        raise _fail(msg, "x", f"{x.describe()} normalizes groups of {per_row} value; "
+                    "statistics need at least 2")
+    for n in ("mean", "invstd"):
+        _stat(msg, n, getattr(msg, n), rows, what)
+    pair = ("gamma", "beta") if forward else ("gamma", "dgamma", "dbeta")
+    given = [getattr(msg, n) is not None for n in pair]
+    if any(given) and not all(given):
+        missing = pair[given.index(False)]
+        raise _fail(msg, missing, f"{', '.join(pair)} go together (all or none)")
+    for n in pair:
+        if getattr(msg, n) is not None:
+            _stat(msg, n, getattr(msg, n), k, "normalized feature" if what == "row"
+                  else "channel")
+    _eps(msg)
+
+
+_LN_FWD = ("x", "y", "mean", "invstd", "gamma", "beta")
+_LN_BWD = ("x", "dy", "mean", "invstd", "dx", "gamma", "dgamma", "dbeta")
+
+
+def layer_norm_dims(shape: tuple[int, ...], normalized_ndim: int) -> tuple[int, int]:
+    """(rows M, features D) of a layer norm over the last ``normalized_ndim`` dimensions."""
+    return (math.prod(shape[:len(shape) - normalized_ndim]),
+            math.prod(shape[len(shape) - normalized_ndim:]))
+
+
+def _layer_norm_fields(msg: Any, names: tuple[str, ...], forward: bool) -> None:
+    r = _refs(msg, names)
+    x = r["x"]
+    assert x is not None
+    _elementwise(msg, "x", x)
+    k = _int(msg, "normalized_ndim", msg.normalized_ndim, 1, 8)
+    if k > len(x.shape):
+        raise _fail(msg, "normalized_ndim", f"{x.describe()} has {len(x.shape)} dimensions; "
+                    f"cannot normalize over the last {k}")
+    if x.order != "C" and sum(s > 1 for s in x.shape) > 1:
+        raise _fail(msg, "x", f"{x.describe()} must be row-major (order 'C')")
+    for n in ("y", "dy", "dx"):
+        if n in r:
+            _same(msg, n, r[n], x, "x")  # type: ignore[arg-type]
+    rows, d = layer_norm_dims(tuple(x.shape), k)
+    _row_norm(msg, rows, d, d, "row", forward)
+    _distinct(msg, r)
+
+
+@message(buffers=_LN_FWD, writes=("y", "mean", "invstd"))
+class LayerNorm(Message):
+    """Layer normalization of x over its last ``normalized_ndim`` dimensions: with M rows of
+    D values each, ``mean`` and ``invstd`` = 1 / sqrt(biased var + eps) per row (f32 of M),
+    y = (x - mean) invstd gamma + beta (gamma, beta: f32 of D, optional, together). x: f32,
+    f16 or bf16, row-major; y like x.
+
+    cuDNN's legacy API has no layer norm (``cudnnNormalizationForward*`` offers per-channel and
+    per-activation modes, both batch statistics), so it runs as two batch normalizations: the
+    statistics by ``cudnnBatchNormalizationForwardTraining`` on x viewed as (1, M, D) (M
+    channels of D values: per-row statistics; unit scale, zero shift), writing x_hat to a
+    temporary; then gamma and beta by ``cudnnBatchNormalizationForwardInference`` on x_hat
+    viewed as (M, D) (D channels) with mean 0, variance 1 and eps 0."""
+
+    x: BufRef
+    y: BufRef
+    mean: BufRef
+    invstd: BufRef
+    gamma: BufRef | None = None
+    beta: BufRef | None = None
+    normalized_ndim: int = 1
+    eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        _layer_norm_fields(self, _LN_FWD, True)
+
+
+@message(buffers=_LN_BWD, writes=("dx", "dgamma", "dbeta"))
+class LayerNormBackward(Message):
+    """The gradients of :class:`LayerNorm` given x, dy and its saved ``mean``/``invstd``: dx,
+    and with gamma also dgamma = sum over rows of dy x_hat and dbeta = sum over rows of dy.
+    Runs as batch normalizations on the views :class:`LayerNorm` names (x_hat recomputed,
+    dgamma/dbeta by a backward pass on the (M, D) view, dx by one on the (1, M, D) view of
+    dy gamma)."""
+
+    x: BufRef
+    dy: BufRef
+    mean: BufRef
+    invstd: BufRef
+    dx: BufRef
+    gamma: BufRef | None = None
+    dgamma: BufRef | None = None
+    dbeta: BufRef | None = None
+    normalized_ndim: int = 1
+    eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        _layer_norm_fields(self, _LN_BWD, False)
+
+
+def group_norm_dims(shape: tuple[int, ...], groups: int) -> tuple[int, int, tuple[int, ...]]:
+    """(rows N*groups, values per row, the affine view (N, C, prod(spatial))) of a group
+    norm of x (N, C, *spatial)."""
+    n, c = shape[0], shape[1]
+    s = math.prod(shape[2:])
+    return n * groups, c // groups * s, (n, c, s)
+
+
+def _group_norm_fields(msg: Any, names: tuple[str, ...], forward: bool) -> None:
+    r = _refs(msg, names)
+    x = r["x"]
+    assert x is not None
+    _nc_tensor(msg, "x", x)
+    for n in ("y", "dy", "dx"):
+        if n in r:
+            _same(msg, n, r[n], x, "x")  # type: ignore[arg-type]
+    c = x.shape[1]
+    groups = _int(msg, "groups", msg.groups, 1, _INT32_MAX)
+    if c % groups:
+        raise _fail(msg, "groups", f"{x.describe()} has {c} channels, not divisible into "
+                    f"{groups} groups")
+    rows, per_row, _ = group_norm_dims(tuple(x.shape), groups)
+    _row_norm(msg, rows, per_row, c, "group of each sample", forward)
+    _distinct(msg, r)
+
+
+_GN_FWD = ("x", "y", "mean", "invstd", "gamma", "beta")
+_GN_BWD = ("x", "dy", "mean", "invstd", "dx", "gamma", "dgamma", "dbeta")
+
+
+@message(buffers=_GN_FWD, writes=("y", "mean", "invstd"))
+class GroupNorm(Message):
+    """Group normalization of x (N, C, *spatial), channels first (NCHW): the C channels in
+    ``groups`` consecutive groups; per sample and group, ``mean`` and ``invstd`` (f32 of
+    N * groups, sample-major) over its C/groups * prod(spatial) values; y = (x - mean) invstd
+    gamma[c] + beta[c] (f32 of C, optional, together). ``groups = C`` is instance norm,
+    ``groups = 1`` a layer norm over (C, *spatial) with per-channel affine. Runs as
+    :class:`LayerNorm` does: statistics on x viewed as (1, N*groups, rest), the affine part on
+    the (N, C, prod(spatial)) view."""
+
+    x: BufRef
+    y: BufRef
+    mean: BufRef
+    invstd: BufRef
+    groups: int = 1
+    gamma: BufRef | None = None
+    beta: BufRef | None = None
+    eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        _group_norm_fields(self, _GN_FWD, True)
+
+
+@message(buffers=_GN_BWD, writes=("dx", "dgamma", "dbeta"))
+class GroupNormBackward(Message):
+    """The gradients of :class:`GroupNorm` (dx; with gamma also dgamma and dbeta, f32 of C:
+    sums over samples and spatial positions of dy x_hat and dy)."""
+
+    x: BufRef
+    dy: BufRef
+    mean: BufRef
+    invstd: BufRef
+    dx: BufRef
+    groups: int = 1
+    gamma: BufRef | None = None
+    dgamma: BufRef | None = None
+    dbeta: BufRef | None = None
+    eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        _group_norm_fields(self, _GN_BWD, False)

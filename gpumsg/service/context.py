@@ -69,6 +69,10 @@ class DeviceAllocation:
     """
 
     __slots__ = ("ref", "ptr", "write_stream", "write_seq", "reads", "failed", "alloc_failed")
+    #: memory adopted from another library (service/interop.py): never the resource's to free
+    external = False
+    #: an adopted read-only tensor: the envelope refuses to write it
+    readonly = False
 
     def __init__(self, ref: BufRef, ptr: int) -> None:
         self.ref = ref
@@ -128,6 +132,7 @@ class DeviceContext:
         self.buffers: dict[int, DeviceAllocation] = {}
         self.libraries: dict[str, Any] = {}
         self.issued = 0
+        self.epoch = 0  # see worker.serve: odd while the device thread waits for messages
         self.traced = 0
         self.host_registry: dict[int, Any] = {}  # shm segments (process isolation)
         self._scratch: Any = None
@@ -243,6 +248,8 @@ class DeviceContext:
             if ws != stream and ws >= 0 and waited[ws] < a.write_seq:
                 self._wait(slot, ws, a.write_seq)
         for a in writes:  # write after write or read on another stream (_order_write, inlined)
+            if a.readonly:
+                self._refuse_readonly(a, finish)
             ws = a.write_stream
             if ws != stream and ws >= 0 and waited[ws] < a.write_seq:
                 self._wait(slot, ws, a.write_seq)
@@ -275,6 +282,13 @@ class DeviceContext:
             a.reads[:] = _ZEROS
             a.failed = None
         slot.pending.append((reply, value, finish, op))
+
+    def _refuse_readonly(self, a: DeviceAllocation, finish: Callable | None) -> None:
+        exc = InvalidMessage(f"{a.ref.describe()} was imported read-only (DLPack): "
+                             f"{type(self.current).__name__} would write it")
+        if finish is not None:
+            finish(None, exc)
+        raise exc
 
     def _order_write(self, slot: StreamSlot, a: DeviceAllocation) -> None:
         """Make ``slot`` wait for every earlier use of ``a`` on other streams."""
@@ -456,7 +470,7 @@ class DeviceContext:
             if ref.owner != self.token or ref.generation != self.state.generation:
                 continue
             alloc = self.buffers.get(ref.id)
-            if alloc is not None and not alloc.alloc_failed:
+            if alloc is not None and not alloc.alloc_failed and not alloc.readonly:
                 alloc.failed = error
 
     def fail_pending(self, error: BaseException) -> None:
@@ -515,13 +529,18 @@ class DeviceContext:
             self._release_host_side()
             return
         try:
+            external = []
             for a in list(self.buffers.values()):
-                if a.ptr:
+                if a.external:  # adopted memory goes back to its producer (service/interop)
+                    external.append(a)
+                elif a.ptr:
                     self.order_after_uses(COMPUTE, a)
                     self.memory.deallocate(a.ptr, a.ref.nbytes, self.compute.obj)
             self.buffers.clear()
             for slot in self.streams:
                 self.backend.stream_synchronize(slot.obj)
+            for a in external:
+                a.drop(self)  # type: ignore[attr-defined]
             for seg in self.host_registry.values():
                 seg.close(self.backend)
             self.host_registry.clear()

@@ -123,7 +123,10 @@ def _unpin(ctx: Any, t: GraphTable, allocs: dict[int, Any]) -> None:
         a = t.orphans.pop(i, None)
         if a is not None and a.ptr:
             ctx.order_after_uses(COMPUTE, a)
-            ctx.memory.deallocate(a.ptr, a.ref.nbytes, ctx.compute.obj)
+            if a.external:  # adopted (DLPack): back to its producer, see service/interop
+                a.release(ctx)
+            else:
+                ctx.memory.deallocate(a.ptr, a.ref.nbytes, ctx.compute.obj)
 
 
 def _record(ctx: Any, messages: tuple) -> GraphState:

@@ -118,7 +118,10 @@ def _free(ctx: DeviceContext, msg: Free, reply: Any) -> None:
         del ctx.buffers[ref.id]
         if alloc.ptr and not keeps_alive(ctx, alloc):  # a graph may still replay it
             ctx.order_after_uses(COMPUTE, alloc)
-            ctx.memory.deallocate(alloc.ptr, ref.nbytes, ctx.compute.obj)
+            if alloc.external:  # adopted (DLPack): back to its producer, see service/interop
+                alloc.release(ctx)  # type: ignore[attr-defined]
+            else:
+                ctx.memory.deallocate(alloc.ptr, ref.nbytes, ctx.compute.obj)
     ctx.reply_now(reply, None)
 
 

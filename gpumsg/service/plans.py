@@ -38,6 +38,14 @@ class PlanCache:
             self.evictions += 1
             self._release(old)
 
+    def resize(self, capacity: int) -> None:
+        """Change the capacity; plans beyond it are evicted, least recently used first."""
+        self.capacity = capacity
+        while len(self._plans) > capacity:
+            _, old = self._plans.popitem(last=False)
+            self.evictions += 1
+            self._release(old)
+
     def info(self) -> dict[str, int]:
         return {"hits": self.hits, "misses": self.misses, "size": len(self._plans),
                 "capacity": self.capacity, "evictions": self.evictions}

@@ -44,7 +44,15 @@ def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | No
     state = ctx.state
     stop = False
     while not stop:
+        # odd while blocked for the next batch, even while handling one: with an empty mailbox
+        # and nothing in flight an unchanged odd value means that every message posted before
+        # has been handled and its work completed (client/dlpack.py exports without a message
+        # then). Between get() returning and the increment no other thread runs: this thread has
+        # just taken the GIL, and CPython asks it to drop the GIL only after a waiter has waited
+        # a whole switch interval (5 ms). A free-threaded build would need a lock here.
+        ctx.epoch += 1
         batch = [get()]
+        ctx.epoch += 1
         n = qsize()
         if n:
             for _ in range(min(n, MAX_BATCH - 1)):

@@ -93,6 +93,8 @@ class _Event:
 
 _DONE = threading.Event()
 _DONE.set()
+#: owner marker of adopted (external) memory
+_EXTERNAL = object()
 
 
 class _Pool:
@@ -279,6 +281,31 @@ class SimBackend(Backend):
         if nbytes == 0:
             return np.empty(0, np.uint8)
         raise SimFault(700, f"illegal access of {nbytes} bytes at {ptr:#x}")
+
+    def adopt_external(self, host_ptr: int, nbytes: int) -> int:
+        """Map ``nbytes`` of host memory at ``host_ptr`` that another library owns (a DLPack
+        import) at a new simulated device address. It counts against no pool; the owner must
+        keep it alive until :meth:`forget_external`."""
+        self._check_sticky("adopt")
+        with self._lock:
+            addr = self._next
+            self._next += -(-max(nbytes, 1) // _ALIGN) * _ALIGN + _ALIGN
+            self._mem[addr] = host_view(host_ptr, nbytes) if nbytes else np.empty(0, np.uint8)
+            self._owner_pool[addr] = _EXTERNAL  # type: ignore[assignment]
+            bisect.insort(self._bases, addr)
+            return addr
+
+    def forget_external(self, stream: _Stream | None, addr: int) -> None:
+        """Unmap adopted memory, stream-ordered on ``stream`` (None: now)."""
+        def forget() -> None:
+            with self._lock:
+                if self._mem.pop(addr, None) is not None:
+                    del self._bases[bisect.bisect_left(self._bases, addr)]
+                    self._owner_pool.pop(addr, None)
+        if stream is None:
+            forget()
+        else:
+            stream.put(forget, always=True)
 
     def pool_create(self, release_threshold: int) -> _Pool:
         pool = _Pool(release_threshold)

@@ -103,6 +103,11 @@ SPEC = LibrarySpec(
         Fn("cublasGemmBatchedEx", c_int, (_H, _i, _i, _i, _i, _i, _p, _p, _i, _i, _p, _i, _i, _p,
                                           _p, _i, _i, _i, _i, _i)),
         *_typed(),
+        # solver: (handle, n, Aarray, lda, PivotArray (NULL: no pivoting), infoArray, batch)
+        *(Fn(f"cublas{x}getrfBatched", c_int, (_H, _i, _p, _i, _p, _p, _i)) for x in "SDCZ"),
+        # (handle, trans, n, nrhs, Aarray, lda, devIpiv, Barray, ldb, &info (host), batch)
+        *(Fn(f"cublas{x}getrsBatched", c_int, (_H, _i, _i, _i, _p, _i, _p, _p, _i, P(_i), _i))
+          for x in "SDCZ"),
     ),
     version=lambda lib: _version(lib),
 )

@@ -16,12 +16,14 @@ from ..loader import Fn, LibrarySpec, LoadedLibrary, P, c_int, c_size_t, c_void_
 
 __all__ = ["SPEC", "AlgoPerf", "DATA_TYPE", "CROSS_CORRELATION", "MATH_DEFAULT",
            "MATH_TENSOR_OP", "MATH_FMA", "NOT_PROPAGATE_NAN", "FILTER_FORMAT", "SOFTMAX_ACCURATE",
-           "SOFTMAX_LOG", "SOFTMAX_MODE"]
+           "SOFTMAX_LOG", "SOFTMAX_MODE", "BN_SPATIAL", "BN_SPATIAL_PERSISTENT", "BN_OPS_BN",
+           "OP_TENSOR_ADD", "OP_TENSOR_MUL", "REDUCE_ADD"]
 
 _H = c_void_p
 _D = c_void_p  # any descriptor
 _IA = P(c_int)  # int array
 _F = c_void_p  # pointer to a host scaling factor (float or double)
+_DBL = ctypes.c_double
 
 #: cudnnDataType_t
 DATA_TYPE = {"f32": 0, "f64": 1, "f16": 2, "bf16": 9}
@@ -32,6 +34,10 @@ MATH_DEFAULT, MATH_TENSOR_OP, MATH_FMA = 0, 1, 3  # cudnnMathType_t
 NOT_PROPAGATE_NAN = 0
 SOFTMAX_ACCURATE, SOFTMAX_LOG = 1, 2  # cudnnSoftmaxAlgorithm_t
 SOFTMAX_MODE = {"instance": 0, "channel": 1}  # cudnnSoftmaxMode_t
+BN_SPATIAL, BN_SPATIAL_PERSISTENT = 1, 2  # cudnnBatchNormMode_t
+BN_OPS_BN = 0  # cudnnBatchNormOps_t
+OP_TENSOR_ADD, OP_TENSOR_MUL = 0, 1  # cudnnOpTensorOp_t
+REDUCE_ADD = 0  # cudnnReduceTensorOp_t
 
 
 class AlgoPerf(ctypes.Structure):
@@ -108,6 +114,79 @@ SPEC = LibrarySpec(
         # (handle, poolDesc, alpha, yDesc, y, dyDesc, dy, xDesc, x, beta, dxDesc, dx)
         Fn("cudnnPoolingBackward", c_int,
            (_H, _D, _F, _D, c_void_p, _D, c_void_p, _D, c_void_p, _F, _D, c_void_p)),
+        # -- batch normalization (cudnnBatchNormMode_t, double factor and epsilon) --
+        Fn("cudnnDeriveBNTensorDescriptor", c_int, (_D, _D, c_int)),
+        # (handle, mode, alpha, beta, xDesc, x, yDesc, y, bnDesc, scale, bias, factor,
+        #  runningMean, runningVar, epsilon, saveMean, saveInvVar)
+        Fn("cudnnBatchNormalizationForwardTraining", c_int,
+           (_H, c_int, _F, _F, _D, c_void_p, _D, c_void_p, _D, c_void_p, c_void_p, _DBL,
+            c_void_p, c_void_p, _DBL, c_void_p, c_void_p)),
+        # (handle, mode, alpha, beta, xDesc, x, yDesc, y, bnDesc, scale, bias, mean, var, eps)
+        Fn("cudnnBatchNormalizationForwardInference", c_int,
+           (_H, c_int, _F, _F, _D, c_void_p, _D, c_void_p, _D, c_void_p, c_void_p, c_void_p,
+            c_void_p, _DBL)),
+        # (handle, mode, alphaData, betaData, alphaParam, betaParam, xDesc, x, dyDesc, dy,
+        #  dxDesc, dx, bnDesc, scale, dScale, dBias, epsilon, savedMean, savedInvVar)
+        Fn("cudnnBatchNormalizationBackward", c_int,
+           (_H, c_int, _F, _F, _F, _F, _D, c_void_p, _D, c_void_p, _D, c_void_p, _D, c_void_p,
+            c_void_p, c_void_p, _DBL, c_void_p, c_void_p)),
+        # (handle, mode, bnOps, xDesc, zDesc, yDesc, bnDesc, actDesc, *bytes)
+        Fn("cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize", c_int,
+           (_H, c_int, c_int, _D, _D, _D, _D, _D, P(c_size_t))),
+        # (handle, mode, bnOps, xDesc, yDesc, dyDesc, dzDesc, dxDesc, bnDesc, actDesc, *bytes)
+        Fn("cudnnGetBatchNormalizationBackwardExWorkspaceSize", c_int,
+           (_H, c_int, c_int, _D, _D, _D, _D, _D, _D, _D, P(c_size_t))),
+        # (handle, mode, bnOps, actDesc, xDesc, *bytes)
+        Fn("cudnnGetBatchNormalizationTrainingExReserveSpaceSize", c_int,
+           (_H, c_int, c_int, _D, _D, P(c_size_t))),
+        # (handle, mode, bnOps, alpha, beta, xDesc, x, zDesc, z, yDesc, y, bnDesc, scale, bias,
+        #  factor, runningMean, runningVar, eps, saveMean, saveInvVar, actDesc, ws, wsBytes,
+        #  reserve, reserveBytes)
+        Fn("cudnnBatchNormalizationForwardTrainingEx", c_int,
+           (_H, c_int, c_int, _F, _F, _D, c_void_p, _D, c_void_p, _D, c_void_p, _D, c_void_p,
+            c_void_p, _DBL, c_void_p, c_void_p, _DBL, c_void_p, c_void_p, _D, c_void_p,
+            c_size_t, c_void_p, c_size_t)),
+        # (handle, mode, bnOps, alphaData, betaData, alphaParam, betaParam, xDesc, x, yDesc, y,
+        #  dyDesc, dy, dzDesc, dz, dxDesc, dx, bnDesc, scale, bias, dScale, dBias, eps,
+        #  savedMean, savedInvVar, actDesc, ws, wsBytes, reserve, reserveBytes)
+        Fn("cudnnBatchNormalizationBackwardEx", c_int,
+           (_H, c_int, c_int, _F, _F, _F, _F, _D, c_void_p, _D, c_void_p, _D, c_void_p, _D,
+            c_void_p, _D, c_void_p, _D, c_void_p, c_void_p, c_void_p, c_void_p, _DBL, c_void_p,
+            c_void_p, _D, c_void_p, c_size_t, c_void_p, c_size_t)),
+        # -- dropout --
+        Fn("cudnnCreateDropoutDescriptor", c_int, (P(_D),)),
+        Fn("cudnnDestroyDropoutDescriptor", c_int, (_D,)),
+        Fn("cudnnDropoutGetStatesSize", c_int, (_H, P(c_size_t))),
+        Fn("cudnnDropoutGetReserveSpaceSize", c_int, (_D, P(c_size_t))),
+        # (desc, handle, dropout, states, statesBytes, seed): initializes the states (a kernel)
+        Fn("cudnnSetDropoutDescriptor", c_int,
+           (_D, _H, ctypes.c_float, c_void_p, c_size_t, ctypes.c_ulonglong)),
+        # (handle, desc, xDesc, x, yDesc, y, reserve, reserveBytes)
+        Fn("cudnnDropoutForward", c_int,
+           (_H, _D, _D, c_void_p, _D, c_void_p, c_void_p, c_size_t)),
+        # (handle, desc, dyDesc, dy, dxDesc, dx, reserve, reserveBytes)
+        Fn("cudnnDropoutBackward", c_int,
+           (_H, _D, _D, c_void_p, _D, c_void_p, c_void_p, c_size_t)),
+        # -- tensor arithmetic (the affine part of layer and group norms) --
+        Fn("cudnnCreateOpTensorDescriptor", c_int, (P(_D),)),
+        Fn("cudnnDestroyOpTensorDescriptor", c_int, (_D,)),
+        # (desc, op, compType, nanOpt)
+        Fn("cudnnSetOpTensorDescriptor", c_int, (_D, c_int, c_int, c_int)),
+        # (handle, desc, alpha1, aDesc, A, alpha2, bDesc, B, beta, cDesc, C):
+        # C = op(alpha1 A, alpha2 B) + beta C, B broadcast over C
+        Fn("cudnnOpTensor", c_int, (_H, _D, _F, _D, c_void_p, _F, _D, c_void_p, _F, _D,
+                                    c_void_p)),
+        # (handle, yDesc, y, *value)
+        Fn("cudnnSetTensor", c_int, (_H, _D, c_void_p, _F)),
+        Fn("cudnnCreateReduceTensorDescriptor", c_int, (P(_D),)),
+        Fn("cudnnDestroyReduceTensorDescriptor", c_int, (_D,)),
+        # (desc, op, compType, nanOpt, indices, indicesType)
+        Fn("cudnnSetReduceTensorDescriptor", c_int, (_D, c_int, c_int, c_int, c_int, c_int)),
+        # (handle, desc, aDesc, cDesc, *bytes)
+        Fn("cudnnGetReductionWorkspaceSize", c_int, (_H, _D, _D, _D, P(c_size_t))),
+        # (handle, desc, indices, indicesBytes, ws, wsBytes, alpha, aDesc, A, beta, cDesc, C)
+        Fn("cudnnReduceTensor", c_int, (_H, _D, c_void_p, c_size_t, c_void_p, c_size_t, _F, _D,
+                                        c_void_p, _F, _D, c_void_p)),
     ),
     version=lambda lib: _version(lib),
 )

@@ -5,19 +5,32 @@ from __future__ import annotations
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
+from ...errors import InvalidMessage
 from ...messages.base import as_ref
 from ...messages.cudnn import (
     Activation,
     ActivationBackward,
+    BatchNormBackward,
+    BatchNormInference,
+    BatchNormTrain,
     ConvBackwardData,
     ConvBackwardFilter,
     ConvForward,
     DnnCacheInfo,
+    Dropout,
+    DropoutBackward,
+    DropoutReserveSize,
+    GroupNorm,
+    GroupNormBackward,
+    LayerNorm,
+    LayerNormBackward,
     Pool,
     PoolBackward,
     Softmax,
     SoftmaxBackward,
     conv_output_shape,
+    group_norm_dims,
+    layer_norm_dims,
     pool_output_shape,
 )
 
@@ -40,6 +53,7 @@ class Dnn:
 
     def __init__(self, device: Device) -> None:
         self._dev = device
+        self._reserve: dict[tuple[str, int], int] = {}
 
     def conv(self, x: Any, w: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
              dilation: Any = 1, groups: int = 1, layout: str = "NCHW", activation: str = "none",
@@ -166,6 +180,180 @@ class Dnn:
         return self._send(PoolBackward, dx, out, x, y, dy, dx, window, stride, padding, mode,
                           layout)
 
+    # -- batch normalization ----------------------------------------------------------------
+    def _stat_vector(self, x: Any, layout: str) -> Any:
+        """A new f32 vector of x's channel count (x's shape checked by the message)."""
+        shape = as_ref(x, "x").shape
+        c = (shape[1] if layout == "NCHW" else shape[-1]) if len(shape) >= 2 else 1
+        return self._dev.alloc((c,), "f32", order="C")
+
+    def batch_norm_train(self, x: Any, gamma: Any, beta: Any, running_mean: Any = None,
+                         running_var: Any = None, factor: float = 0.1, eps: float = 1e-5,
+                         layout: str = "NCHW", out: Any = None) -> tuple[Future, Future, Future]:
+        """Training-mode batch normalization (see
+        :class:`~gpumsg.messages.cudnn.BatchNormTrain`): futures of (y, save_mean,
+        save_invstd); the running statistics (f32 vectors, optional) are updated in place with
+        the exponential average ``factor`` (torch's ``momentum``)."""
+        dev = self._dev
+        dev._check_open()
+        y = self._like(x, out)
+        mean, invstd = self._stat_vector(x, layout), self._stat_vector(x, layout)
+        done = dev.send(BatchNormTrain(x, gamma, beta, y, mean, invstd, running_mean,
+                                       running_var, factor, eps, layout))
+        return (done if out is not None else dev.buffer_after(done, y),
+                dev.buffer_after(done, mean), dev.buffer_after(done, invstd))
+
+    def batch_norm_inference(self, x: Any, gamma: Any, beta: Any, mean: Any, var: Any,
+                             eps: float = 1e-5, layout: str = "NCHW", out: Any = None) -> Future:
+        """y = gamma (x - mean) / sqrt(var + eps) + beta per channel (f32 vectors of C)."""
+        self._dev._check_open()
+        y = self._like(x, out)
+        return self._send(BatchNormInference, y, out, x, gamma, beta, mean, var, y, eps, layout)
+
+    def batch_norm_backward(self, x: Any, dy: Any, gamma: Any, save_mean: Any, save_invstd: Any,
+                            eps: float = 1e-5, layout: str = "NCHW"
+                            ) -> tuple[Future, Future, Future]:
+        """Futures of (dx, dgamma, dbeta), the gradients of :meth:`batch_norm_train` given its
+        saved statistics."""
+        dev = self._dev
+        dev._check_open()
+        dx = self._like(x, None)
+        dgamma, dbeta = self._stat_vector(x, layout), self._stat_vector(x, layout)
+        done = dev.send(BatchNormBackward(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
+                                          eps, layout))
+        return (dev.buffer_after(done, dx), dev.buffer_after(done, dgamma),
+                dev.buffer_after(done, dbeta))
+
+    # -- layer, group and instance norms --------------------------------------------------------
+    def _vec(self, n: int) -> Any:
+        return self._dev.alloc((max(n, 1),), "f32", order="C")
+
+    def _rows(self, x: Any, normalized_ndim: Any = None, groups: Any = None) -> int:
+        """Rows of statistics (a best guess for bad arguments: the message names the field)."""
+        shape = tuple(as_ref(x, "x").shape)
+        try:
+            if groups is not None:
+                return group_norm_dims(shape, int(groups))[0] if len(shape) >= 2 else 1
+            return layer_norm_dims(shape, min(int(normalized_ndim), len(shape)))[0]
+        except (TypeError, ValueError, ZeroDivisionError):
+            return 1
+
+    def _affine_grads(self, gamma: Any) -> tuple[Any, Any]:
+        if gamma is None:
+            return None, None
+        return self._vec(as_ref(gamma, "gamma").size), self._vec(as_ref(gamma, "gamma").size)
+
+    def layer_norm(self, x: Any, gamma: Any = None, beta: Any = None, normalized_ndim: int = 1,
+                   eps: float = 1e-5, out: Any = None) -> tuple[Future, Future, Future]:
+        """Futures of (y, mean, invstd): x normalized over its last ``normalized_ndim``
+        dimensions, then y = x_hat gamma + beta (f32 vectors of the normalized size, optional;
+        see :class:`~gpumsg.messages.cudnn.LayerNorm` for how cuDNN runs it)."""
+        dev = self._dev
+        dev._check_open()
+        y = self._like(x, out)
+        rows = self._rows(x, normalized_ndim)
+        mean, inv = self._vec(rows), self._vec(rows)
+        done = dev.send(LayerNorm(x, y, mean, inv, gamma, beta, normalized_ndim, eps))
+        return (done if out is not None else dev.buffer_after(done, y),
+                dev.buffer_after(done, mean), dev.buffer_after(done, inv))
+
+    def layer_norm_backward(self, x: Any, dy: Any, mean: Any, invstd: Any, gamma: Any = None,
+                            normalized_ndim: int = 1, eps: float = 1e-5
+                            ) -> tuple[Future, Future | None, Future | None]:
+        """Futures of (dx, dgamma, dbeta) of :meth:`layer_norm` (the last two None without
+        gamma)."""
+        dev = self._dev
+        dev._check_open()
+        dx = self._like(x, None)
+        dg, db = self._affine_grads(gamma)
+        done = dev.send(LayerNormBackward(x, dy, mean, invstd, dx, gamma, dg, db,
+                                          normalized_ndim, eps))
+        return (dev.buffer_after(done, dx), None if dg is None else dev.buffer_after(done, dg),
+                None if db is None else dev.buffer_after(done, db))
+
+    def group_norm(self, x: Any, groups: int, gamma: Any = None, beta: Any = None,
+                   eps: float = 1e-5, out: Any = None) -> tuple[Future, Future, Future]:
+        """Futures of (y, mean, invstd) of a group norm of x (N, C, *spatial), NCHW; mean and
+        invstd are (N * groups) f32 (see :class:`~gpumsg.messages.cudnn.GroupNorm`)."""
+        dev = self._dev
+        dev._check_open()
+        y = self._like(x, out)
+        rows = self._rows(x, groups=groups)
+        mean, inv = self._vec(rows), self._vec(rows)
+        done = dev.send(GroupNorm(x, y, mean, inv, groups, gamma, beta, eps))
+        return (done if out is not None else dev.buffer_after(done, y),
+                dev.buffer_after(done, mean), dev.buffer_after(done, inv))
+
+    def group_norm_backward(self, x: Any, dy: Any, mean: Any, invstd: Any, groups: int,
+                            gamma: Any = None, eps: float = 1e-5
+                            ) -> tuple[Future, Future | None, Future | None]:
+        """Futures of (dx, dgamma, dbeta) of :meth:`group_norm` (None, None without gamma)."""
+        dev = self._dev
+        dev._check_open()
+        dx = self._like(x, None)
+        dg, db = self._affine_grads(gamma)
+        done = dev.send(GroupNormBackward(x, dy, mean, invstd, dx, groups, gamma, dg, db, eps))
+        return (dev.buffer_after(done, dx), None if dg is None else dev.buffer_after(done, dg),
+                None if db is None else dev.buffer_after(done, db))
+
+    def instance_norm(self, x: Any, gamma: Any = None, beta: Any = None, eps: float = 1e-5,
+                      out: Any = None) -> tuple[Future, Future, Future]:
+        """:meth:`group_norm` with one group per channel."""
+        return self.group_norm(x, _channels(x), gamma, beta, eps, out)
+
+    def instance_norm_backward(self, x: Any, dy: Any, mean: Any, invstd: Any, gamma: Any = None,
+                               eps: float = 1e-5) -> tuple[Future, Future | None, Future | None]:
+        """:meth:`group_norm_backward` with one group per channel."""
+        return self.group_norm_backward(x, dy, mean, invstd, _channels(x), gamma, eps)
+
+    # -- dropout ------------------------------------------------------------------------------
+    def dropout_reserve_bytes(self, x: Any) -> int:
+        """Bytes of the reserve buffer a dropout of x needs (asked of the device once per dtype
+        and element count, then remembered; the first ask waits for the answer)."""
+        r = as_ref(x, "x")
+        key = (r.dtype, r.size)
+        n = self._reserve.get(key)
+        if n is None:
+            n = self._reserve[key] = int(self._dev.send(DropoutReserveSize(x)).result())
+        return n
+
+    def dropout(self, x: Any, p: float = 0.5, seed: int = 0, out: Any = None
+                ) -> tuple[Future, Future]:
+        """Futures of (y, reserve): y = x * mask / (1 - p), the mask a function of (seed, p,
+        x's size) only (see :class:`~gpumsg.messages.cudnn.Dropout`); ``reserve`` (u8) holds
+        it for :meth:`dropout_backward`. ``out`` may be x (in place)."""
+        dev = self._dev
+        dev._check_open()
+        nbytes = max(self.dropout_reserve_bytes(x), 1)
+        y = self._like(x, out)
+        reserve = dev.alloc((nbytes,), "u8", order="C")
+        done = dev.send(Dropout(x, y, reserve, p, seed))
+        return (done if out is not None else dev.buffer_after(done, y),
+                dev.buffer_after(done, reserve))
+
+    def dropout_backward(self, dy: Any, reserve: Any, p: float = 0.5, seed: int = 0,
+                         out: Any = None) -> Future:
+        """dx = dy * mask / (1 - p) with the forward's mask (its ``reserve``, p and seed)."""
+        self._dev._check_open()
+        dx = self._like(dy, out)
+        msg = DropoutBackward(dy, reserve, dx, p, seed)  # checks the fields first
+        need = self.dropout_reserve_bytes(dy)
+        if msg.reserve.nbytes < need:
+            raise InvalidMessage(f"DropoutBackward.reserve: {msg.reserve.describe()} holds "
+                                 f"{msg.reserve.nbytes} bytes; this dropout needs {need}",
+                                 field="reserve")
+        done = self._dev.send(msg)
+        return done if out is not None else self._dev.buffer_after(done, dx)
+
     def cache_info(self) -> Future:
         """Resolves to the algorithm cache's counters: hits, misses, size, capacity."""
         return self._dev.send(DnnCacheInfo())
+
+
+def _channels(x: Any) -> int:
+    """C of an (N, C, ...) buffer ``x``; InvalidMessage naming ``x`` when it has no C axis."""
+    shape = as_ref(x, "x").shape
+    if len(shape) < 2:
+        raise InvalidMessage(f"x: expected (N, C, ...) with at least 2 axes, got shape "
+                             f"{tuple(shape)}", field="x")
+    return shape[1]

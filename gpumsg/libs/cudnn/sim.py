@@ -233,6 +233,41 @@ class _Memory:
             = value.astype(self.t)
 
 
+def _f32(sim: SimBackend, ptr: int, n: int) -> np.ndarray:
+    """A writable view of ``n`` f32 values of simulated memory."""
+    return sim.view(ptr, 4 * n).view(np.float32)
+
+
+def _per_channel(v: np.ndarray, ndim: int) -> np.ndarray:
+    return v.astype(np.float64).reshape((1, -1) + (1,) * (ndim - 2))
+
+
+def bn_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel mean and biased variance of channels-first ``x`` (float64)."""
+    axes = (0,) + tuple(range(2, x.ndim))
+    mean = x.mean(axis=axes)
+    var = ((x - _per_channel(mean, x.ndim)) ** 2).mean(axis=axes)
+    return mean, var
+
+
+def bn_backward(x: np.ndarray, dy: np.ndarray, gamma: np.ndarray, mean: np.ndarray,
+                invstd: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """dx, dgamma, dbeta of training-mode batch normalization (channels first, float64)."""
+    axes = (0,) + tuple(range(2, x.ndim))
+    m = x.size // x.shape[1]
+    xhat = (x - _per_channel(mean, x.ndim)) * _per_channel(invstd, x.ndim)
+    dbeta = dy.sum(axis=axes)
+    dgamma = (dy * xhat).sum(axis=axes)
+    dx = _per_channel(gamma * invstd, x.ndim) * (
+        dy - (_per_channel(dbeta, x.ndim) + xhat * _per_channel(dgamma, x.ndim)) / m)
+    return dx, dgamma, dbeta
+
+
+def dropout_mask(seed: int, p: float, size: int) -> np.ndarray:
+    """The simulator's dropout mask (u8, 1 = kept): a function of (seed, p, size) alone."""
+    return (np.random.default_rng(seed).random(size) >= p).astype(np.uint8)
+
+
 class SimDnn:
     """The simulator's cuDNN handle, with the same algorithm-cache bookkeeping as on a GPU."""
 
@@ -240,6 +275,7 @@ class SimDnn:
         self.sim: SimBackend = ctx.backend
         self.raw_handle = id(self)
         self.cache = PlanCache(256)
+        self.dropouts = PlanCache(8)
 
     def conv(self, stream: Any, call: ConvCall) -> None:
         key = call.plan_key()
@@ -284,6 +320,136 @@ class SimDnn:
             else:
                 m.store(dx, pool_backward(xv, m.load(dy, y_shape), mode, window, stride,
                                           padding))
+        stream.put(work)
+
+    def _bn_plan(self, dtype: str, layout: str, shape: tuple[int, ...]) -> None:
+        key = ("bn", dtype, layout, shape)
+        if self.cache.get(key) is None:
+            self.cache.put(key, True)
+
+    def batch_norm_train(self, stream: Any, dtype: str, layout: str, shape: tuple[int, ...],
+                         factor: float, eps: float, x: int, gamma: int, beta: int, y: int,
+                         save_mean: int, save_invstd: int, running_mean: int = 0,
+                         running_var: int = 0) -> None:
+        self._bn_plan(dtype, layout, shape)
+        c = shape[1] if layout == "NCHW" else shape[-1]
+
+        def work() -> None:
+            m = _Memory(self.sim, dtype, layout)
+            xv = m.load(x, shape).astype(np.float64)
+            mean, var = bn_stats(xv)
+            invstd = 1.0 / np.sqrt(var + eps)
+            g, b = _f32(self.sim, gamma, c), _f32(self.sim, beta, c)
+            nd = xv.ndim
+            m.store(y, (xv - _per_channel(mean, nd)) * _per_channel(invstd * g, nd)
+                    + _per_channel(b, nd))
+            _f32(self.sim, save_mean, c)[:] = mean
+            _f32(self.sim, save_invstd, c)[:] = invstd
+            if running_mean:
+                count = xv.size // c
+                rm, rv = _f32(self.sim, running_mean, c), _f32(self.sim, running_var, c)
+                rm[:] = (1 - factor) * rm.astype(np.float64) + factor * mean
+                rv[:] = (1 - factor) * rv.astype(np.float64) + factor * var * count / (count - 1)
+        stream.put(work)
+
+    def batch_norm_inference(self, stream: Any, dtype: str, layout: str,
+                             shape: tuple[int, ...], eps: float, x: int, gamma: int, beta: int,
+                             mean: int, var: int, y: int) -> None:
+        self._bn_plan(dtype, layout, shape)
+        c = shape[1] if layout == "NCHW" else shape[-1]
+
+        def work() -> None:
+            m = _Memory(self.sim, dtype, layout)
+            xv = m.load(x, shape).astype(np.float64)
+            nd = xv.ndim
+            mu, va = _f32(self.sim, mean, c), _f32(self.sim, var, c).astype(np.float64)
+            scale = _f32(self.sim, gamma, c) / np.sqrt(va + eps)
+            m.store(y, (xv - _per_channel(mu, nd)) * _per_channel(scale, nd)
+                    + _per_channel(_f32(self.sim, beta, c), nd))
+        stream.put(work)
+
+    def batch_norm_backward(self, stream: Any, dtype: str, layout: str,
+                            shape: tuple[int, ...], eps: float, x: int, dy: int, gamma: int,
+                            save_mean: int, save_invstd: int, dx: int, dgamma: int,
+                            dbeta: int) -> None:
+        self._bn_plan(dtype, layout, shape)
+        c = shape[1] if layout == "NCHW" else shape[-1]
+
+        def work() -> None:
+            m = _Memory(self.sim, dtype, layout)
+            xv, dyv = m.load(x, shape).astype(np.float64), m.load(dy, shape).astype(np.float64)
+            sim = self.sim
+            g, dg, db = bn_backward(xv, dyv, _f32(sim, gamma, c).astype(np.float64),
+                                    _f32(sim, save_mean, c).astype(np.float64),
+                                    _f32(sim, save_invstd, c).astype(np.float64))
+            m.store(dx, g)
+            _f32(sim, dgamma, c)[:] = dg
+            _f32(sim, dbeta, c)[:] = db
+        stream.put(work)
+
+    def norm_forward(self, stream: Any, dtype: str, rows: int, per_row: int,
+                     affine: tuple[int, int, int], eps: float, x: int, gamma: int, beta: int,
+                     y: int, mean: int, invstd: int) -> None:
+        k = affine[1]
+        self._bn_plan(dtype, "NCHW", (1, rows, per_row))  # the plans the GPU handle uses
+        if gamma:
+            self._bn_plan(dtype, "NCHW", affine)
+
+        def work() -> None:
+            m = _Memory(self.sim, dtype)
+            xv = m.load(x, (rows, per_row)).astype(np.float64)
+            mu = xv.mean(axis=1)
+            inv = 1.0 / np.sqrt(xv.var(axis=1) + eps)
+            out = ((xv - mu[:, None]) * inv[:, None]).reshape(affine)
+            if gamma:
+                g, b = _f32(self.sim, gamma, k), _f32(self.sim, beta, k)
+                out = out * g.reshape(1, k, 1) + b.reshape(1, k, 1)
+            m.store(y, out.reshape(-1))
+            _f32(self.sim, mean, rows)[:] = mu
+            _f32(self.sim, invstd, rows)[:] = inv
+        stream.put(work)
+
+    def norm_backward(self, stream: Any, dtype: str, rows: int, per_row: int,
+                      affine: tuple[int, int, int], eps: float, x: int, dy: int, gamma: int,
+                      mean: int, invstd: int, dx: int, dgamma: int, dbeta: int) -> None:
+        k = affine[1]
+        if gamma:
+            for shape in ((1, rows, per_row), affine, affine):
+                self._bn_plan(dtype, "NCHW", shape)
+        self._bn_plan(dtype, "NCHW", (1, rows, per_row))
+
+        def work() -> None:
+            m, sim = _Memory(self.sim, dtype), self.sim
+            xv = m.load(x, (rows, per_row)).astype(np.float64)
+            dyv = m.load(dy, affine).astype(np.float64)
+            mu = _f32(sim, mean, rows).astype(np.float64)[:, None]
+            inv = _f32(sim, invstd, rows).astype(np.float64)[:, None]
+            xhat = (xv - mu) * inv
+            if gamma:
+                xa = xhat.reshape(affine)
+                _f32(sim, dgamma, k)[:] = (dyv * xa).sum(axis=(0, 2))
+                _f32(sim, dbeta, k)[:] = dyv.sum(axis=(0, 2))
+                dyv = dyv * _f32(sim, gamma, k).astype(np.float64).reshape(1, k, 1)
+            g = dyv.reshape(rows, per_row)
+            out = inv * (g - g.mean(axis=1, keepdims=True)
+                         - xhat * (g * xhat).mean(axis=1, keepdims=True))
+            m.store(dx, out.reshape(-1))
+        stream.put(work)
+
+    def dropout_reserve_size(self, dtype: str, size: int) -> int:
+        return size  # the simulator keeps the mask as one byte per element
+
+    def dropout(self, stream: Any, dtype: str, size: int, p: float, seed: int, x: int, y: int,
+                reserve: int, reserve_bytes: int, backward: bool = False) -> None:
+        if self.dropouts.get((seed, p)) is None:
+            self.dropouts.put((seed, p), True)
+
+        def work() -> None:
+            m = _Memory(self.sim, dtype)
+            mask = self.sim.view(reserve, size)
+            if not backward:
+                mask[:] = dropout_mask(seed, p, size)
+            m.store(y, m.load(x, (size,)) * mask / (1.0 - p))
         stream.put(work)
 
     def cache_info(self) -> dict[str, int]:

@@ -1,0 +1,190 @@
+"""``dev.random``: cuRAND generators as client objects (caller's thread).
+
+``dev.random.generator(kind, seed=..., offset=..., ordering=..., dimensions=...)`` sends one
+:class:`~gpumsg.messages.rng.CreateGenerator` and returns a :class:`Generator` at once (its
+``ready`` future resolves when the device has made it; later calls may be sent before that).
+Each draw (``uniform``, ``normal``, ``lognormal``, ``poisson``, ``integers``) fills a new
+C-ordered buffer of ``shape`` (a BufferFuture) or the first values of ``out=`` (a future of
+``out``). The generator is destroyed on the device by :meth:`Generator.close`, when it is
+garbage collected, or when the device closes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import numbers
+import weakref
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+
+from ...dtypes import dtype_name
+from ...errors import InvalidMessage
+from ...messages import rng as msgs
+
+if TYPE_CHECKING:
+    from ...client.device import Device
+
+__all__ = ["Random", "Generator"]
+
+_generator_ids = itertools.count(1)
+
+
+def _destroy(dev: Device, generator: int, generation: int, ready: Future) -> None:
+    if ready.done() and ready.exception() is not None:
+        return  # it was never made
+    state = dev._state
+    if state.accepting and state.generation == generation:
+        dev._submit(msgs.DestroyGenerator(generator), None)
+
+
+def _shape(shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, numbers.Integral) and not isinstance(shape, bool):
+        shape = (int(shape),)
+    if not isinstance(shape, (tuple, list)) or not all(
+            isinstance(d, numbers.Integral) and not isinstance(d, bool) for d in shape):
+        raise InvalidMessage(f"shape: expected an int or a tuple of ints, got {shape!r}",
+                             field="shape")
+    out = tuple(int(d) for d in shape)
+    if any(d < 0 for d in out):
+        raise InvalidMessage(f"shape: sizes must be >= 0, got {out}", field="shape")
+    return out
+
+
+class Generator:
+    """A cuRAND generator living on the device (see the module docstring). Attributes:
+    ``id`` (the handle the messages name it by), ``kind``, ``seed``, ``offset`` (as created),
+    ``ordering``, ``dimensions``, ``ready`` (future of its creation)."""
+
+    def __init__(self, dev: Device, kind: str, seed: int | None, offset: int,
+                 ordering: str | None, dimensions: int | None) -> None:
+        dev._check_open()
+        self._dev = dev
+        self.id = next(_generator_ids)
+        msg = msgs.CreateGenerator(self.id, kind, seed, offset, ordering, dimensions)
+        self.kind: str = msg.kind
+        self.seed: int | None = msg.seed
+        self.offset: int = msg.offset
+        self.ordering: str = msg.ordering  # type: ignore[assignment]
+        self.dimensions: int = msg.dimensions  # type: ignore[assignment]
+        self.ready: Future = dev.send(msg)
+        self._finalizer = weakref.finalize(self, _destroy, dev, self.id, dev._state.generation,
+                                           self.ready)
+
+    def __repr__(self) -> str:
+        dims = f", dimensions={self.dimensions}" if msgs.is_quasi(self.kind) else ""
+        return f"<Generator #{self.id} {self.kind}{dims}>"
+
+    @property
+    def closed(self) -> bool:
+        return not self._finalizer.alive
+
+    def _check(self) -> None:
+        if not self._finalizer.alive:
+            raise InvalidMessage(f"generator: {self!r} was closed", field="generator")
+        self._dev._check_open()
+
+    def _draw(self, distribution: str, shape: Any, dtype: Any, out: Any, mean: float = 0.0,
+              std: float = 1.0, lam: float = 1.0) -> Any:
+        self._check()
+        dev = self._dev
+        if out is None:
+            if shape is None:
+                raise InvalidMessage("shape: give a shape or an out buffer", field="shape")
+            dims = _shape(shape)
+            dt = dtype_name(dtype, "dtype")
+            # check everything that does not need the buffer before allocating it
+            if distribution in ("uniform", "normal", "lognormal") and dt not in ("f32", "f64"):
+                raise InvalidMessage(f"dtype: {distribution} values are f32 or f64, not {dt}",
+                                     field="dtype")
+            if distribution == "poisson" and dt != "u32":
+                raise InvalidMessage(f"dtype: Poisson values are u32, not {dt}", field="dtype")
+            if distribution == "bits" and dt != msgs.bits_dtype(self.kind):
+                raise InvalidMessage(
+                    f"dtype: the raw integers of {self.kind} are {msgs.bits_dtype(self.kind)}, "
+                    f"not {dt} (64-bit integers come only from sobol64 and scrambled_sobol64)",
+                    field="dtype")
+            n = math.prod(dims)
+            buf = dev.alloc(dims, dt, order="C")
+            try:
+                msg = msgs.Generate(self.id, self.kind, self.dimensions, distribution, buf, n,
+                                    mean, std, lam)
+            except BaseException:
+                buf.buffer.free()
+                raise
+            return dev.buffer_after(dev.send(msg), buf)
+        ref = getattr(out, "ref", None)
+        if ref is None:
+            raise InvalidMessage(f"out: expected a GpuBuffer or its future, got "
+                                 f"{type(out).__name__}", field="out")
+        n = ref.size if shape is None else math.prod(_shape(shape))
+        msg = msgs.Generate(self.id, self.kind, self.dimensions, distribution, out, n, mean, std,
+                            lam)
+        return dev.buffer_after(dev.send(msg), out)
+
+    # -- distributions -------------------------------------------------------------------------
+    def uniform(self, shape: Any = None, dtype: Any = "f32", out: Any = None) -> Any:
+        """Uniform values in (0, 1] (cuRAND's interval) of dtype f32 or f64: a new C-ordered
+        buffer of ``shape``, or the first prod(shape) (default: all) elements of ``out``.
+        Returns a BufferFuture. Raises InvalidMessage (shape, dtype, out) at the call site."""
+        return self._draw("uniform", shape, dtype, out)
+
+    def normal(self, shape: Any = None, dtype: Any = "f32", mean: float = 0.0, std: float = 1.0,
+               out: Any = None) -> Any:
+        """Normal values N(mean, std^2) (f32/f64), ``std`` > 0; as :meth:`uniform`. Any count,
+        odd ones included (a pseudo-random stream then advances by one value more)."""
+        return self._draw("normal", shape, dtype, out, mean=mean, std=std)
+
+    def lognormal(self, shape: Any = None, dtype: Any = "f32", mean: float = 0.0,
+                  std: float = 1.0, out: Any = None) -> Any:
+        """exp(N(mean, std^2)) values (f32/f64), ``std`` > 0; as :meth:`normal`."""
+        return self._draw("lognormal", shape, dtype, out, mean=mean, std=std)
+
+    def poisson(self, shape: Any = None, lam: float = 1.0, out: Any = None) -> Any:
+        """Poisson values of mean ``lam`` > 0 as u32; as :meth:`uniform`."""
+        return self._draw("poisson", shape, "u32", out, lam=lam)
+
+    def integers(self, shape: Any = None, dtype: Any = None, out: Any = None) -> Any:
+        """The generator's raw integers: u32 (every generator but the Sobol64 ones), or u64
+        (sobol64 and scrambled_sobol64 only; cuRAND's curandGenerateLongLong). ``dtype``
+        defaults to the generator's; another one raises InvalidMessage."""
+        return self._draw("bits", shape, msgs.bits_dtype(self.kind) if dtype is None else dtype,
+                          out)
+
+    # -- state ---------------------------------------------------------------------------------
+    def reseed(self, seed: int | None = None, offset: int = 0) -> Future:
+        """Restart the stream at ``seed`` (pseudo-random generators; None keeps the seed) and
+        the absolute ``offset``; ordered after the draws already sent. A future of None."""
+        self._check()
+        msg = msgs.SeedGenerator(self.id, self.kind, seed, offset)
+        if msg.seed is not None:
+            self.seed = msg.seed
+        self.offset = msg.offset
+        return self._dev.send(msg)
+
+    def close(self) -> None:
+        """Destroy the generator on the device now (also done when it is garbage collected
+        and when the device closes)."""
+        self._finalizer()
+
+    def __enter__(self) -> Generator:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class Random:
+    """The random-number surface of one device (``dev.random``)."""
+
+    def __init__(self, device: Device) -> None:
+        self._dev = device
+
+    def generator(self, kind: str = "philox", seed: int | None = None, offset: int = 0,
+                  ordering: str | None = None, dimensions: int | None = None) -> Generator:
+        """A new device-side generator (see :class:`~gpumsg.messages.rng.CreateGenerator`):
+        ``kind`` one of xorwow, mrg32k3a, mtgp32, mt19937, philox, sobol32,
+        scrambled_sobol32, sobol64, scrambled_sobol64; ``seed`` (pseudo only, default 0),
+        ``offset`` (values skipped), ``ordering`` and ``dimensions`` (quasi only). Raises
+        InvalidMessage naming the bad field; a status cuRAND returns fails ``ready``."""
+        return Generator(self._dev, kind, seed, offset, ordering, dimensions)

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The GPU check of a session, in one device call: the whole `-m gpu` suite (test modules that
+# hold many handles run in processes of their own), then the benchmarks named as arguments.
+# Logs go to $OUT (at most 8 files come back): suite.txt, bench.txt and results.tar.gz (the
+# benchmarks/results files the benchmarks wrote).
+#   tools/gpu_check.sh bench_overhead bench_interop:--part=dlpack ...   (name:args, args split
+#   on commas); SUITE=0 skips the test suite, BENCH_TIMEOUT (s, default 240) bounds each benchmark
+set -u
+export PYTHONPATH=$PWD NCCL_NVLS_ENABLE=0
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+own_process="tests/libs/test_cusolver.py"
+[ "${SUITE:-1}" = 1 ] && {
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  python3 -m pytest -q -m gpu -p no:cacheprovider $(for f in $own_process; do echo --ignore=$f; done) 2>&1 | tail -40
+  for f in $own_process; do
+    [ -f "$f" ] && python3 -m pytest -q -m gpu -p no:cacheprovider "$f" 2>&1 | tail -15
+  done
+} > "$OUT/suite.txt" 2>&1
+grep -E "passed|failed|error" "$OUT/suite.txt" | tail -5
+touch /tmp/bench_start
+for b in "$@"; do
+  name=${b%%:*}; args=""
+  [ "$name" != "$b" ] && args=${b#*:}
+  echo "=== $b" >> "$OUT/bench.txt"
+  start=$(date +%s)
+  timeout "${BENCH_TIMEOUT:-240}" python3 "benchmarks/$name.py" ${args//,/ } >> "$OUT/bench.txt" 2>&1 \
+    || echo "$b exited $?" >> "$OUT/bench.txt"
+  echo "=== $b took $(( $(date +%s) - start )) s" >> "$OUT/bench.txt"
+done
+find benchmarks/results -newer /tmp/bench_start -type f | tar czf "$OUT/results.tar.gz" -T - 2>/dev/null
+tail -60 "$OUT/bench.txt" 2>/dev/null
