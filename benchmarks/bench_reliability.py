@@ -165,8 +165,11 @@ def main(argv: list[str] | None = None) -> None:
                 doc["runs"].update(json.load(f)["runs"])
         write(doc, path)
     else:
+        before = dict(doc["runs"].get(args.label, {}))
+
         def save(out: dict[str, Any]) -> None:
-            doc["runs"][args.label] = out
+            # a run of some campaigns (--faults 0, ...) keeps the label's others
+            doc["runs"][args.label] = {**before, **out}
             write(doc, path)
 
         save(run(args.label, args.backend, args.cases, args.soak_threads, args.soak_ops,

@@ -93,6 +93,7 @@ class AsyncPoolResource(MemoryResource):
         self.pool = backend.pool_create(release_threshold)
 
     def allocate(self, nbytes: int, stream: Any) -> int:
+        nbytes = int(nbytes)  # sizes derived from message fields may be NumPy integers
         if nbytes == 0:
             return 0
         try:
@@ -140,6 +141,7 @@ class DirectResource(MemoryResource):
         self._spare_events: list[Any] = []
 
     def allocate(self, nbytes: int, stream: Any) -> int:
+        nbytes = int(nbytes)  # sizes derived from message fields may be NumPy integers
         if nbytes == 0:
             return 0
         self.poll()

@@ -554,7 +554,8 @@ class BatchNormTrain(Message):
         r = _refs(self, ("x", "gamma", "beta", "y", "save_mean", "save_invstd", "running_mean",
                          "running_var"))
         x = r["x"]
-        assert x is not None
+        if x is None:
+            raise _fail(self, "x", "expected a GpuBuffer, its future or a BufRef, got None")
         _choice(self, "layout", self.layout, LAYOUTS)
         _nc_tensor(self, "x", x)
         c = _channels(self.layout, x.shape)
@@ -594,7 +595,8 @@ class BatchNormInference(Message):
     def __post_init__(self) -> None:
         r = _refs(self, ("x", "gamma", "beta", "mean", "var", "y"))
         x = r["x"]
-        assert x is not None
+        if x is None:
+            raise _fail(self, "x", "expected a GpuBuffer, its future or a BufRef, got None")
         _choice(self, "layout", self.layout, LAYOUTS)
         _nc_tensor(self, "x", x)
         c = _channels(self.layout, x.shape)
@@ -629,7 +631,8 @@ class BatchNormBackward(Message):
         r = _refs(self, ("x", "dy", "gamma", "save_mean", "save_invstd", "dx", "dgamma",
                          "dbeta"))
         x = r["x"]
-        assert x is not None
+        if x is None:
+            raise _fail(self, "x", "expected a GpuBuffer, its future or a BufRef, got None")
         _choice(self, "layout", self.layout, LAYOUTS)
         _nc_tensor(self, "x", x)
         c = _channels(self.layout, x.shape)
@@ -768,7 +771,8 @@ def layer_norm_dims(shape: tuple[int, ...], normalized_ndim: int) -> tuple[int, 
 def _layer_norm_fields(msg: Any, names: tuple[str, ...], forward: bool) -> None:
     r = _refs(msg, names)
     x = r["x"]
-    assert x is not None
+    if x is None:
+        raise _fail(msg, "x", "expected a GpuBuffer, its future or a BufRef, got None")
     _elementwise(msg, "x", x)
     k = _int(msg, "normalized_ndim", msg.normalized_ndim, 1, 8)
     if k > len(x.shape):
@@ -777,6 +781,8 @@ def _layer_norm_fields(msg: Any, names: tuple[str, ...], forward: bool) -> None:
     if x.order != "C" and sum(s > 1 for s in x.shape) > 1:
         raise _fail(msg, "x", f"{x.describe()} must be row-major (order 'C')")
     for n in ("y", "dy", "dx"):
+        if n in r and r[n] is None:
+            raise _fail(msg, n, "expected a GpuBuffer, its future or a BufRef, got None")
         if n in r:
             _same(msg, n, r[n], x, "x")  # type: ignore[arg-type]
     rows, d = layer_norm_dims(tuple(x.shape), k)
@@ -844,6 +850,9 @@ def group_norm_dims(shape: tuple[int, ...], groups: int) -> tuple[int, int, tupl
 
 def _group_norm_fields(msg: Any, names: tuple[str, ...], forward: bool) -> None:
     r = _refs(msg, names)
+    for n in ("x", "y", "dy", "dx"):
+        if n in r and r[n] is None:
+            raise _fail(msg, n, "expected a GpuBuffer, its future or a BufRef, got None")
     x = r["x"]
     assert x is not None
     _nc_tensor(msg, "x", x)

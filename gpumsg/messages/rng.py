@@ -64,7 +64,7 @@ def _generator_fields(msg: object, kind: str, dimensions: int | None) -> int:
     if kind in QUASI_KINDS:
         return 1 if dimensions is None else _int(msg, "dimensions", dimensions, 1,
                                                   MAX_DIMENSIONS)
-    if dimensions not in (None, 1):
+    if dimensions is not None and not (type(dimensions) is int and dimensions == 1):
         raise _fail(msg, "dimensions", f"only quasi-random generators have dimensions; {kind} "
                     "is pseudo-random")
     return 1

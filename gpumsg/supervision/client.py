@@ -45,7 +45,7 @@ from ..errors import (
 )
 from ..messages.base import BufRef, HostRef
 from ..messages.device import Alloc, RegisterHostMemory, UnregisterHostMemory, WatchGeneration
-from .shm import SharedHostPool
+from .shm import SharedHostPool, close_quietly
 from .worker import STOP_SEQ, worker_main
 
 __all__ = ["ProcessWorker"]
@@ -138,8 +138,8 @@ class _Worker:
         except (FileNotFoundError, OSError):
             pass
         try:
-            self._counter_shm.close()
-        except (BufferError, OSError):
+            close_quietly(self._counter_shm)
+        except OSError:
             pass
 
 

@@ -17,7 +17,23 @@ import numpy as np
 
 from ..memory.pinned import BlockPool, PinnedBlock
 
-__all__ = ["SharedHostPool", "Segment", "attach", "open_existing"]
+__all__ = ["SharedHostPool", "Segment", "attach", "open_existing", "close_quietly"]
+
+
+def close_quietly(seg: shared_memory.SharedMemory) -> None:
+    """Close our mapping of ``seg``. While NumPy views of it are alive close() raises
+    BufferError, and would raise again from ``__del__`` at interpreter exit (printing a
+    traceback); then the segment lets go of its buffer and mapping instead, which stay valid
+    for the views and go with the last of them."""
+    try:
+        seg.close()
+    except BufferError:
+        seg._buf = None  # type: ignore[attr-defined]
+        seg._mmap = None  # type: ignore[attr-defined]
+        try:
+            seg.close()  # the file descriptor, if any
+        except (BufferError, OSError):
+            pass
 
 
 class SharedHostPool(BlockPool):
@@ -51,9 +67,9 @@ class SharedHostPool(BlockPool):
         except (FileNotFoundError, OSError):
             pass
         try:
-            seg.close()
-        except (BufferError, OSError):
-            pass  # a view still exists (a dropped user array); the OS unmaps at exit
+            close_quietly(seg)  # a view may still exist (a dropped user array)
+        except OSError:
+            pass
 
     def grow(self, nbytes: int, staging: bool) -> PinnedBlock:
         """A new segment of at least ``nbytes``, registered with the worker."""
@@ -80,10 +96,7 @@ class Segment:
                 backend.host_unregister(self.ptr)
         finally:
             self._view = None
-            try:
-                self.shm.close()
-            except BufferError:
-                pass
+            close_quietly(self.shm)
 
 
 def open_existing(name: str) -> shared_memory.SharedMemory:

@@ -21,7 +21,7 @@ from ..backends import make_backend
 from ..service.context import DeviceContext
 from ..service.state import DeviceState
 from ..service.worker import STOP, serve
-from .shm import open_existing
+from .shm import close_quietly, open_existing
 
 __all__ = ["worker_main", "RemoteReply", "STOP_SEQ"]
 
@@ -132,4 +132,4 @@ def worker_main(conn: Any, config: dict[str, Any]) -> None:
     out.put(None)
     writer.join(30)
     views.clear()  # drop the view before closing the mapping
-    counter_shm.close()
+    close_quietly(counter_shm)

@@ -399,10 +399,29 @@ def _run_case(mat: Materializer, target: Target, tokens: dict[str, str],
         mat.dev = gpumsg.open_device(0, backend=mat.backend)
 
 
-def _runner(dev: Device, mat: Materializer, target: Target, report: FuzzReport) -> Any:
+def _runner(mat: Materializer, target: Target, report: FuzzReport) -> Any:
     def one(tokens: dict[str, str]) -> None:
         run_case(mat, target, tokens, report)
     return one
+
+
+def _fuzz_target(mat: Materializer, target: Target, n: int, seed_value: int | None,
+                 report: FuzzReport) -> None:
+    """``n`` cases of one target (derandomized hypothesis when ``seed_value`` is None)."""
+    if not HAVE_HYPOTHESIS:
+        import random
+
+        rnd = random.Random(f"{seed_value or 0}:{target}")
+        strategy = case_strategy(target)
+        for _ in range(n):
+            run_case(mat, target, strategy.draw(rnd), report)
+        return
+    cfg = settings(max_examples=n, deadline=None, database=None,
+                   derandomize=seed_value is None, suppress_health_check=list(HealthCheck))
+    one = cfg(given(case_strategy(target))(_runner(mat, target, report)))
+    if seed_value is not None:
+        one = seed(seed_value)(one)
+    one()
 
 
 def campaign(cases: int, backend: str = "sim", seed_value: int | None = None,
@@ -425,23 +444,17 @@ def campaign(cases: int, backend: str = "sim", seed_value: int | None = None,
     mat.backend = backend
     t0 = time.perf_counter()
     try:
-        for target in tlist:
-            if not HAVE_HYPOTHESIS:
-                import random
-
-                rnd = random.Random(f"{seed_value or 0}:{target}")
-                strategy = case_strategy(target)
-                for _ in range(per):
-                    run_case(mat, target, strategy.draw(rnd), report)
-                continue
-            cfg = settings(max_examples=per, deadline=None, database=None,
-                           derandomize=seed_value is None,
-                           suppress_health_check=list(HealthCheck))
-
-            one = cfg(given(case_strategy(target))(_runner(dev, mat, target, report)))
-            if seed_value is not None:
-                one = seed(seed_value)(one)
-            one()
+        # hypothesis stops early on targets with few distinct cases (no argument: one), so
+        # further passes, with the next seeds, spread what is missing over the others
+        passes, todo, n = 0, tlist, per
+        while todo and report.cases < cases and passes < 20:
+            pass_seed = None if seed_value is None and passes == 0 else \
+                (seed_value or 0) + passes
+            for target in todo:
+                _fuzz_target(mat, target, n, pass_seed, report)
+            passes += 1
+            todo = [t for t in tlist if t.params]
+            n = max(1, -(-(cases - report.cases) // max(len(todo), 1)))
     finally:
         report.seconds = time.perf_counter() - t0
         mat.dev.close()

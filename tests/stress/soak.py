@@ -42,6 +42,7 @@ def _axpby(launch: Any, a: Any, x: Any, y: Any, n: Any) -> None:
 @dataclasses.dataclass
 class SoakReport:
     threads: int = 0
+    families: int = 0  # op families this tree offers
     ops: int = 0
     futures: int = 0
     lost: int = 0
@@ -92,6 +93,11 @@ class _Client:
             "cholesky": self.op_cholesky, "conv_relu": self.op_conv, "kernel": self.op_kernel,
             "graph": self.op_graph, "pinned": self.op_pinned, "lt_matmul": self.op_lt,
         }
+        # the libraries merged later, where this tree has them
+        if hasattr(dev, "fft"):
+            self.ops["fft"] = self.op_fft
+        if hasattr(dev, "sparse"):
+            self.ops["spmv"] = self.op_spmv
 
     # each op: (futures to wait for, check() -> relative error (or 0/1), buffers made)
     def f32(self, *shape: int, order: str = "F") -> np.ndarray:
@@ -194,6 +200,30 @@ class _Client:
                         writes=(dy,))
         out = self.dev.copy_to_host(dy)
         return [out], lambda: _rel(out.result(), 2.0 * x.astype(np.float64) + y), [dx, dy], 1e-6
+
+    def op_fft(self) -> tuple:
+        n = int(self.rng.integers(1, 300))
+        x = self.rng.standard_normal(n) + 1j * self.rng.standard_normal(n)
+        y = self.dev.fft.fft(self.dev.to_device(x))
+        out = self.dev.copy_to_host(y)
+        return [out], lambda: _rel(out.result(), np.fft.fft(x)), [y], 1e-10
+
+    def op_spmv(self) -> tuple:
+        import scipy.sparse as sp
+
+        rows, cols = (int(v) for v in self.rng.integers(1, 60, 2))
+        a = sp.random(rows, cols, density=0.2, format="csr", random_state=self.rng)
+        a.data += 0.5
+        x = self.rng.standard_normal(cols)
+        m = self.dev.sparse.csr(a)
+        y = self.dev.sparse.spmv(m, self.dev.to_device(x))
+        out = self.dev.copy_to_host(y)
+
+        def check() -> float:
+            err = _rel(out.result(), a @ x)
+            m.free().result(WAIT_S)
+            return err
+        return [out], check, [y], 1e-12
 
     def make_graph(self) -> None:
         n = 257
@@ -316,6 +346,7 @@ def campaign(threads: int = 8, ops_per_thread: int = 10_000, backend: str = "sim
         # slot, workspaces) for the device's life; the baseline is taken after it exists
         warm = _Client(dev, kernel, SoakReport(), threading.Lock(), queue.Queue(), seed=0)
         warm.make_graph()
+        report.families = len(warm.ops)
         for op in warm.ops.values():
             futures, check, bufs, _tol = op()
             for f in futures:

@@ -28,7 +28,7 @@ def test_fuzz_campaign() -> None:
     seed = os.environ.get("GPUMSG_STRESS_SEED")
     report = fuzz.campaign(cases, BACKEND, None if seed is None else int(seed))
     print(report.figures())
-    assert report.cases >= min(cases, 2_000) * 0.9
+    assert report.cases >= cases
     assert len(report.by_target) == len(fuzz.targets())
     assert not report.defects, "\n\n".join(report.defects[:20])
     # the campaign reaches past the first check: some cases succeed, some fail on the device

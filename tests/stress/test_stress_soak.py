@@ -14,7 +14,7 @@ def test_soak() -> None:
     print(report.figures())
     assert report.ops == 8 * ops, report.problems[:10]
     assert report.lost == 0 and report.wrong == 0 and report.errors == 0, report.problems[:10]
-    assert len(report.by_family) == 13  # every family ran
+    assert report.families >= 13 and len(report.by_family) == report.families  # every one ran
     assert report.freed_by_other_thread > 0 and report.freed_by_gc > 0
     assert report.pool_used_end == report.pool_used_start
     assert report.pinned_blocks_after_close == 0

@@ -242,6 +242,7 @@ class SimBackend(Backend):
             return self.total_bytes - self._reserved(), self.total_bytes
 
     def _allocate(self, nbytes: int, pool: _Pool | None, function: str) -> int:
+        nbytes = int(nbytes)  # a NumPy integer would make every later address one
         self._check_sticky(function)
         with self._lock:
             if self._oom_pending:

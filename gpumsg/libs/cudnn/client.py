@@ -235,7 +235,7 @@ class Dnn:
             if groups is not None:
                 return group_norm_dims(shape, int(groups))[0] if len(shape) >= 2 else 1
             return layer_norm_dims(shape, min(int(normalized_ndim), len(shape)))[0]
-        except (TypeError, ValueError, ZeroDivisionError):
+        except (TypeError, ValueError, ZeroDivisionError, OverflowError):
             return 1
 
     def _affine_grads(self, gamma: Any) -> tuple[Any, Any]:

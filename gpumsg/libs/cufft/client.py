@@ -297,7 +297,7 @@ class Fft:
         sfield = "n" if one else "s"
         if norm is None:
             norm = "backward"
-        if norm not in NORMS:
+        if not isinstance(norm, str) or norm not in NORMS:
             raise InvalidMessage(f"norm: must be one of {NORMS} or None, got {norm!r}",
                                  field="norm")
         ndim = len(r.shape)

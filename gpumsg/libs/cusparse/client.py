@@ -202,7 +202,10 @@ class Sparse:
 
         if sp.issparse(matrix):
             return matrix
-        arr = np.asarray(matrix)
+        try:
+            arr = np.asarray(matrix)
+        except (TypeError, ValueError):  # a ragged list: not a matrix
+            arr = np.empty(0)
         if arr.ndim != 2:
             raise InvalidMessage(f"matrix: expected a SciPy sparse matrix or a 2-D array, got "
                                  f"{type(matrix).__name__} of {arr.ndim} dimensions",
