@@ -4,8 +4,10 @@
 # Logs go to $OUT (at most 8 files come back): suite.txt, bench.txt and results.tar.gz (the
 # benchmarks/results files the benchmarks wrote).
 #   tools/gpu_check.sh bench_overhead bench_interop:--part=dlpack ...   (name:args, args split
-#   on commas); SUITE=0 skips the test suite, BENCH_TIMEOUT (s, default 240) bounds each benchmark
+#   on commas); SUITE=0 skips the test suite, BENCH_TIMEOUT (s, default 240) bounds each benchmark,
+#   DEADLINE (s) the whole script: benchmarks that would start later are skipped
 set -u
+T0=$(date +%s)
 export PYTHONPATH=$PWD NCCL_NVLS_ENABLE=0
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -24,7 +26,10 @@ for b in "$@"; do
   [ "$name" != "$b" ] && args=${b#*:}
   echo "=== $b" >> "$OUT/bench.txt"
   start=$(date +%s)
-  OUT="$OUT/res" timeout "${BENCH_TIMEOUT:-240}" python3 "benchmarks/$name.py" ${args//,/ } >> "$OUT/bench.txt" 2>&1 \
+  left=$(( ${DEADLINE:-100000} - (start - T0) ))  # DEADLINE: seconds for the whole script
+  [ "$left" -lt 20 ] && { echo "=== $b skipped: past DEADLINE" >> "$OUT/bench.txt"; continue; }
+  limit=${BENCH_TIMEOUT:-240}; [ "$left" -lt "$limit" ] && limit=$left
+  OUT="$OUT/res" timeout "$limit" python3 "benchmarks/$name.py" ${args//,/ } >> "$OUT/bench.txt" 2>&1 \
     || echo "$b exited $?" >> "$OUT/bench.txt"
   echo "=== $b took $(( $(date +%s) - start )) s" >> "$OUT/bench.txt"
 done
