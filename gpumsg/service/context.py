@@ -139,6 +139,8 @@ class DeviceContext:
         self.epoch = 0  # see worker.serve: odd while the device thread waits for messages
         self.traced = 0
         self.host_registry: dict[int, Any] = {}  # shm segments (process isolation)
+        #: block -> why its RegisterHostMemory failed (named when a copy then uses the block)
+        self.host_register_errors: dict[int, str] = {}
         self._scratch: Any = None
         # backends whose event query does not give other threads a turn pause while settling
         pause = getattr(type(backend), "event_pause", None)
@@ -211,8 +213,11 @@ class DeviceContext:
         else:
             seg = self.host_registry.get(host.block)
             if seg is None:
+                why = self.host_register_errors.get(host.block)
                 raise InvalidMessage(f"{field}: shared-memory segment {host.block} is not "
-                                     "registered with this worker", field=field)
+                                     "registered with this worker"
+                                     + (f" (its registration failed: {why})" if why else ""),
+                                     field=field)
             size = seg.nbytes
             base = seg.ptr
         if host.offset + nbytes > size:

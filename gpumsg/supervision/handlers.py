@@ -17,7 +17,12 @@ __all__: list[str] = []
 def _register_host(ctx: Any, msg: RegisterHostMemory, reply: Any) -> None:
     if not ctx.in_worker_process:
         raise InvalidMessage("RegisterHostMemory is for worker processes (isolation='process')")
-    ctx.host_registry[msg.block] = attach(ctx.backend, msg.name, msg.nbytes)
+    try:
+        ctx.host_registry[msg.block] = attach(ctx.backend, msg.name, msg.nbytes)
+    except Exception as exc:  # its reply is usually None: keep the reason for the copies
+        ctx.host_register_errors[msg.block] = f"{type(exc).__name__}: {exc}"
+        raise
+    ctx.host_register_errors.pop(msg.block, None)
     ctx.reply_now(reply, None)
 
 

@@ -768,6 +768,10 @@ def test_long_solve_does_not_delay_a_copy_on_another_stream(dev, backend, rng) -
     b = dev.to_device(rand(rng, (n,), "f64")).result(timeout=60)
     small = dev.alloc((256,), "f32").result(timeout=60)
     x = rand(rng, (256,), "f32")
+    # warm: the solve's workspace in the pool, a staging block for the copy (making those the
+    # first time may wait for the device: cuMemHostAlloc does)
+    dev.linalg.solve(a, b).result(timeout=300)
+    dev.copy_from_host(small, x).result(timeout=60)
     dev.synchronize().result(timeout=120)
     done_at: dict[str, float] = {}
     start = time.perf_counter()

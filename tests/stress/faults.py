@@ -268,7 +268,13 @@ def campaign(faults: int = 100, backend: str = "sim", threads: int = 4,
             t_w = time.monotonic()
             _wait_spare(dev)
             report.spare_wait_s.append(time.monotonic() - t_w)
-            old = dev.to_device(rng.standard_normal(64)).result(WAIT_S)
+            try:
+                old = dev.to_device(rng.standard_normal(64)).result(WAIT_S)
+            except Exception as exc:  # noqa: BLE001 - a defect: counted, the campaign goes on
+                report.problems.append(f"fault {i} ({kind}): the copy before it failed: "
+                                       f"{type(exc).__name__}: {exc}")
+                _first_success(dev, rng, time.monotonic())
+                continue
             gen = dev.generation
             t_inject = time.monotonic()
             if kind == "oom":
