@@ -201,8 +201,9 @@ def main() -> None:
              "cudnnBatchNormalizationForward/BackwardEx in the persistent mode (plain spatial "
              "calls if cuDNN refuses); torch F.batch_norm (training, inference), "
              "aten.native_batch_norm_backward",
-             "LayerNorm: gpumsg = two cuDNN batch norms on reshaped views (no layer norm in "
-             "cuDNN's legacy API), f32 gamma/beta; torch F.layer_norm / "
+             "LayerNorm: gpumsg = its own NVRTC kernels (libs/cudnn/layer_norm.py: one block "
+             "per row, 2-byte loads, each row read three times forward), f32 gamma/beta; "
+             "torch F.layer_norm / "
              "aten.native_layer_norm_backward with bf16 weights",
              "dropout: the dropout-backward rel_err column is 0 by construction; forward's is "
              "|dropped fraction - p|; gpumsg restores the (seed, p) RNG states from a pristine "
