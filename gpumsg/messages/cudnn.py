@@ -702,15 +702,21 @@ class Dropout(Message):
     seed: int = 0
 
     def __post_init__(self) -> None:
-        x, y, r = (_ref(self, n, getattr(self, n)) for n in ("x", "y", "reserve"))
-        for n, v in (("x", x), ("y", y), ("reserve", r)):
-            _set(self, n, v)
-        _dropout_tensor(self, "x", x)
-        _same(self, "y", y, x, "x")
-        _reserve(self, "reserve", r)
-        _dropout_fields(self)
-        _distinct(self, {"x": x, "reserve": r})
-        _distinct(self, {"y": y, "reserve": r})
+        _dropout_checks(self, "x", "y")
+
+
+def _dropout_checks(msg: Any, src: str, dst: str) -> None:
+    """Dropout's fields: ``src`` an f32/f16 tensor, ``dst`` of its shape (it may be ``src``),
+    ``reserve`` a mask buffer apart from both, ``p`` and ``seed``."""
+    a, r, b = (_ref(msg, n, getattr(msg, n)) for n in (src, "reserve", dst))
+    for n, v in ((src, a), ("reserve", r), (dst, b)):
+        _set(msg, n, v)
+    _dropout_tensor(msg, src, a)
+    _same(msg, dst, b, a, src)
+    _reserve(msg, "reserve", r)
+    _dropout_fields(msg)
+    _distinct(msg, {src: a, "reserve": r})
+    _distinct(msg, {dst: b, "reserve": r})
 
 
 @message(buffers=("dy", "reserve", "dx"), writes=("dx",))
@@ -725,15 +731,7 @@ class DropoutBackward(Message):
     seed: int = 0
 
     def __post_init__(self) -> None:
-        dy, r, dx = (_ref(self, n, getattr(self, n)) for n in ("dy", "reserve", "dx"))
-        for n, v in (("dy", dy), ("reserve", r), ("dx", dx)):
-            _set(self, n, v)
-        _dropout_tensor(self, "dy", dy)
-        _same(self, "dx", dx, dy, "dy")
-        _reserve(self, "reserve", r)
-        _dropout_fields(self)
-        _distinct(self, {"dy": dy, "reserve": r})
-        _distinct(self, {"dx": dx, "reserve": r})
+        _dropout_checks(self, "dy", "dx")
 
 
 # -- layer, group and instance normalization -------------------------------------------------------
