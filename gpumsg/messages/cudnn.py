@@ -522,6 +522,15 @@ def _refs(msg: Any, names: tuple[str, ...]) -> dict[str, BufRef | None]:
     return out
 
 
+def _bn_input(msg: Any, x: BufRef | None) -> tuple[BufRef, int]:
+    """A batch norm's x (required) in its ``layout``, and its channel count."""
+    if x is None:
+        raise _fail(msg, "x", "expected a GpuBuffer, its future or a BufRef, got None")
+    _choice(msg, "layout", msg.layout, LAYOUTS)
+    _nc_tensor(msg, "x", x)
+    return x, _channels(msg.layout, x.shape)
+
+
 @message(buffers=("x", "gamma", "beta", "y", "save_mean", "save_invstd", "running_mean",
                   "running_var"),
          writes=("y", "save_mean", "save_invstd", "running_mean", "running_var"))
@@ -553,12 +562,7 @@ class BatchNormTrain(Message):
     def __post_init__(self) -> None:
         r = _refs(self, ("x", "gamma", "beta", "y", "save_mean", "save_invstd", "running_mean",
                          "running_var"))
-        x = r["x"]
-        if x is None:
-            raise _fail(self, "x", "expected a GpuBuffer, its future or a BufRef, got None")
-        _choice(self, "layout", self.layout, LAYOUTS)
-        _nc_tensor(self, "x", x)
-        c = _channels(self.layout, x.shape)
+        x, c = _bn_input(self, r["x"])
         if x.size // c < 2:
             raise _fail(self, "x", f"{x.describe()} has one value per channel; training "
                         "statistics need at least 2")
@@ -594,12 +598,7 @@ class BatchNormInference(Message):
 
     def __post_init__(self) -> None:
         r = _refs(self, ("x", "gamma", "beta", "mean", "var", "y"))
-        x = r["x"]
-        if x is None:
-            raise _fail(self, "x", "expected a GpuBuffer, its future or a BufRef, got None")
-        _choice(self, "layout", self.layout, LAYOUTS)
-        _nc_tensor(self, "x", x)
-        c = _channels(self.layout, x.shape)
+        x, c = _bn_input(self, r["x"])
         _same(self, "y", r["y"], x, "x")  # type: ignore[arg-type]
         for n in ("gamma", "beta", "mean", "var"):
             _stat(self, n, r[n], c)  # type: ignore[arg-type]
@@ -630,12 +629,7 @@ class BatchNormBackward(Message):
     def __post_init__(self) -> None:
         r = _refs(self, ("x", "dy", "gamma", "save_mean", "save_invstd", "dx", "dgamma",
                          "dbeta"))
-        x = r["x"]
-        if x is None:
-            raise _fail(self, "x", "expected a GpuBuffer, its future or a BufRef, got None")
-        _choice(self, "layout", self.layout, LAYOUTS)
-        _nc_tensor(self, "x", x)
-        c = _channels(self.layout, x.shape)
+        x, c = _bn_input(self, r["x"])
         _same(self, "dy", r["dy"], x, "x")  # type: ignore[arg-type]
         _same(self, "dx", r["dx"], x, "x")  # type: ignore[arg-type]
         for n in ("gamma", "save_mean", "save_invstd", "dgamma", "dbeta"):
