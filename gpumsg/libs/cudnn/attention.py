@@ -191,6 +191,7 @@ class AttentionHandle:
             g.build_operation_graph()
             step = "create_execution_plans"
             g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+            self._prefer_backend(g)
             step = "check_support"
             g.check_support()
             step = "build_plans"
@@ -202,6 +203,21 @@ class AttentionHandle:
                               f"B={call.b} H={call.h}/{call.hk} S={call.sq}/{call.skv} "
                               f"D={call.d})") from exc
         return _Graph(g, t, ws)
+
+    @staticmethod
+    def _prefer_backend(g: Any) -> None:
+        """Leave only cuDNN's own engines in the plan walk when it has any: the frontend may
+        rank engines of its own first (CuTe-DSL kernels, JIT-compiled for seconds on first use
+        and present only when ``nvidia-cutlass-dsl`` is installed); the backend's run on the
+        handle's stream with no compilation beyond cuDNN's."""
+        try:
+            from cudnn.engines.engine_ids import is_python_engine  # type: ignore
+        except ImportError:
+            return
+        plans = g.plans
+        python = [i for i, cfg in enumerate(plans) if is_python_engine(cfg.engine_id)]
+        if python and len(python) < len(plans):
+            g.deselect_engines([g.get_plan_name_at_index(i).split("[")[0] for i in python])
 
     def graph(self, call: AttentionCall) -> _Graph:
         key = call.plan_key()
