@@ -225,3 +225,18 @@ def test_attention_messages_refuse_one_sided_lengths(dev) -> None:
     with pytest.raises(InvalidMessage) as info:
         AttentionForward(q, q, q, _t(dev), seq_len_q=dev.to_device(np.ones(2, np.int32)))
     assert info.value.field == "seq_len_kv"
+
+
+def test_frontend_missing_is_a_typed_error(monkeypatch) -> None:
+    """Without the cuDNN frontend package the GPU side fails with FrontendMissing (a
+    LibraryError naming the package), not an ImportError; gpumsg itself imports without it."""
+    import sys
+
+    from gpumsg.libs.cudnn import attention
+
+    monkeypatch.setattr(attention, "_MODULE", None)
+    monkeypatch.setitem(sys.modules, "cudnn", None)  # "import cudnn" raises ImportError
+    with pytest.raises(attention.FrontendMissing, match="nvidia-cudnn-frontend") as info:
+        attention.frontend()
+    assert isinstance(info.value, gpumsg.LibraryError)
+    assert info.value.lib == "cudnn_frontend"
