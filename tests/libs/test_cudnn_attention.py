@@ -240,3 +240,28 @@ def test_frontend_missing_is_a_typed_error(monkeypatch) -> None:
         attention.frontend()
     assert isinstance(info.value, gpumsg.LibraryError)
     assert info.value.lib == "cudnn_frontend"
+
+
+@pytest.mark.gpu
+def test_frontend_shares_gpumsgs_cudnn(rng) -> None:
+    """On a GPU the frontend runs on the libcudnn gpumsg loaded, interleaved on one handle and
+    one stream with gpumsg's own cuDNN calls (a convolution before and after)."""
+    from conftest import need_backend
+
+    need_backend("cuda")
+    with gpumsg.open_device(0, backend="cuda") as dev:
+        x = random_array(rng, (1, 2, 16, 8), "bf16")
+        w = random_array(rng, (2, 2, 1, 1), "bf16")
+        xd, wd = dev.to_device(x), dev.to_device(w)
+        c1 = dev.dnn.conv2d(xd, wd)
+        o = dev.dnn.scaled_dot_product_attention(xd, xd, xd, causal=True)
+        c2 = dev.dnn.conv2d(o, wd)
+        ref, _ = ref_attention(x, x, x, 1 / np.sqrt(8), True, [16], [16])
+        assert_close(dev.copy_to_host(o).result(), ref, "bf16")
+        conv = lambda a: np.einsum("nchw,kc->nkhw", wide(a), wide(w)[:, :, 0, 0])  # noqa: E731
+        assert_close(dev.copy_to_host(c1).result(), conv(x), "bf16")
+        assert_close(dev.copy_to_host(c2).result(), conv(dev.copy_to_host(o).result()), "bf16")
+    from gpumsg.libs.cudnn.attention import frontend
+    from gpumsg.libs.loader import load
+
+    assert frontend().backend_version() == load("cudnn").cudnnGetVersion()
