@@ -23,8 +23,9 @@ and query rows i >= seq_len_q[b] are padding: what o, stats and dq hold there, a
 hold at key rows j >= seq_len_kv[b], is unspecified (the simulator writes zeros). Every valid
 length must lie in 1..S (the device cannot check: a length outside is the caller's error).
 
-D is a multiple of 8 and at most 128 (what cuDNN's fused flash-attention kernels take for both
-passes); f32 and f64 inputs are refused (use f16 or bf16: the kernels accumulate in f32).
+D is a multiple of 8 and at most 128 (the range admitted here: cuDNN's fused flash-attention
+kernels take it for both passes on Ampere and Hopper; larger heads depend on the cuDNN version
+and GPU); f32 and f64 inputs are refused (use f16 or bf16: the kernels accumulate in f32).
 The backward pass recomputes the probabilities from ``stats`` (saved by the training forward)
 and takes the forward's output ``o``.
 """
