@@ -1,5 +1,6 @@
 """Every message gpumsg understands. ``dev.send(msg)`` accepts any of them."""
 
+from .attention import AttentionBackward, AttentionCacheInfo, AttentionForward
 from .base import BufRef, HostRef, Message, message
 from .blas import (
     Asum,
@@ -157,4 +158,6 @@ __all__ = [
     "FftSpec", "FftPlan", "FftExec", "FftCacheInfo", "FftCacheConfig",
     # interop (DLPack)
     "ExportSync", "ExportRelease", "Adopt",
+    # attention (cudnn graph API)
+    "AttentionForward", "AttentionBackward", "AttentionCacheInfo",
 ]

@@ -16,4 +16,6 @@ from .sim import SimDnn
 LIBRARY = register_library("cudnn", cuda=DnnHandle, sim=SimDnn, namespace="dnn", client=Dnn,
                            specs=(SPEC,))
 
+from . import attention_handlers  # noqa: E402,F401  (attention: library "cudnn_attention")
+
 __all__ = ["LIBRARY", "SPEC", "Dnn", "DnnHandle", "SimDnn"]
