@@ -17,6 +17,7 @@ from _common import compare, write_results
 
 import gpumsg
 from gpumsg.libs.cudnn import layer_norm as ln_mod
+from gpumsg.libs.cudnn.gelu import GeluKernels
 from gpumsg.libs.cudnn.softmax import SoftmaxKernels
 from gpumsg.messages import (
     Activation,
@@ -208,7 +209,8 @@ def layer_norm_cases(dev, torch, dtype: str = "bf16", m: int = 8192, d: int = 81
     return rows
 
 
-def gelu_cases(dev, torch, dtype: str, m: int = 8192, d: int = 8192) -> list[dict]:
+def gelu_cases(dev, torch, dtype: str, m: int = 8192, d: int = 8192,
+               variants: bool = False) -> list[dict]:
     import torch.nn.functional as F
 
     rng = np.random.default_rng()
@@ -234,6 +236,29 @@ def gelu_cases(dev, torch, dtype: str, m: int = 8192, d: int = 8192) -> list[dic
         ref = tb(tdy, tx, approximate=approx).float().cpu().numpy()
         rows.append(_row(f"{tag} backward", 3 * nbytes, ours, theirs,
                          _err(dev.copy_to_host(dx).result(), ref)))
+    if not variants:
+        return rows
+    default = GeluKernels.unroll
+    try:  # packs per thread side by side (exact GELU; the rows above use the default)
+        for u in (1, 2, 4):
+            if u == default:
+                continue
+            GeluKernels.unroll = u
+            tag = f"GELU (gelu) {m}x{d} {dtype} variant: {u} packs/thread"
+            fwd = Activation(x, y, "gelu")
+            ours, theirs = _timed(dev, torch, lambda f=fwd: dev.send(f),
+                                  lambda: F.gelu(tx, approximate="none"))
+            ref = F.gelu(tx, approximate="none").float().cpu().numpy()
+            rows.append(_row(f"{tag} forward", 2 * nbytes, ours, theirs,
+                             _err(dev.copy_to_host(y).result(), ref)))
+            bwd = ActivationBackward(x, y, dy, dx, "gelu")
+            ours, theirs = _timed(dev, torch, lambda b=bwd: dev.send(b),
+                                  lambda: tb(tdy, tx, approximate="none"))
+            ref = tb(tdy, tx, approximate="none").float().cpu().numpy()
+            rows.append(_row(f"{tag} backward", 3 * nbytes, ours, theirs,
+                             _err(dev.copy_to_host(dx).result(), ref)))
+    finally:
+        GeluKernels.unroll = default
     return rows
 
 
@@ -310,7 +335,7 @@ def main() -> None:
                   ("LayerNorm bf16", lambda: layer_norm_cases(dev, torch, "bf16",
                                                               variants=variants)),
                   ("LayerNorm f32", lambda: layer_norm_cases(dev, torch, "f32")),
-                  ("GELU bf16", lambda: gelu_cases(dev, torch, "bf16")),
+                  ("GELU bf16", lambda: gelu_cases(dev, torch, "bf16", variants=variants)),
                   ("GELU f32", lambda: gelu_cases(dev, torch, "f32")),
                   ("softmax bf16", lambda: softmax_cases(dev, torch, "bf16")),
                   ("softmax f32", lambda: softmax_cases(dev, torch, "f32")),
@@ -335,7 +360,8 @@ def main() -> None:
              "dgamma/dbeta partials per persistent block, then a small sum kernel), f32 "
              "gamma/beta; torch F.layer_norm / aten.native_layer_norm_backward with weights "
              "in x's dtype; 'variant' rows: other row-kernel shapes (layer_norm.TUNE)",
-             "GELU: gpumsg's own kernels (libs/cudnn/gelu.py, 16-byte loads, f32 math); torch "
+             "GELU: gpumsg's own kernels (libs/cudnn/gelu.py, 16-byte loads, f32 math, "
+             f"{GeluKernels.unroll} packs per thread; 'variant' rows: other counts); torch "
              "F.gelu / aten.gelu_backward, approximate 'none' and 'tanh'",
              "softmax: (8192, 8192) as NCHW (N, C), mode 'channel' = torch.softmax(x, -1); "
              "gpumsg's row kernel (libs/cudnn/softmax.py) and, for the record, cuDNN's "

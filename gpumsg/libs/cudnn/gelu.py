@@ -7,12 +7,12 @@ cuDNN's legacy activation API (``cudnnActivationForward``) has no GELU mode.
   y = x (1 + tanh u) / 2, dy/dx = (1 + tanh u) / 2 + x (1 - tanh^2 u) sqrt(2 / pi)
   (1 + 3 0.044715 x^2) / 2.
 
-f32 arithmetic for every element type (rowkern.TAG). ``gelu<K, VEC, A, BWD>``: each thread
-handles two packs (16 bytes each, ``blockDim.x`` packs apart: coalesced) where every pointer is
-16-byte aligned, else two elements; the tail of a length that is not a multiple of the pack is
-done element by element by the first threads of block 0. The backward reads x and dy and writes
-dx (y is not needed). In place (y = x, dx = dy) is safe: each element is read and written by
-one thread.
+f32 arithmetic for every element type (rowkern.TAG). ``gelu<K, VEC, A, BWD, U>``: each
+thread handles U packs (16 bytes each, ``blockDim.x`` packs apart: coalesced; all loads first)
+where every pointer is 16-byte aligned, else U elements; the tail of a length that is not a
+multiple of the pack is done element by element by the first threads of block 0. The backward
+reads x and dy and writes dx (y is not needed). In place (y = x, dx = dy) is safe: each element
+is read and written by one thread.
 """
 
 from __future__ import annotations
@@ -43,17 +43,17 @@ __device__ __forceinline__ float gelu_f(float x, float g) {
     }
 }
 
-template <int K, bool VEC, int A, bool BWD>
+template <int K, bool VEC, int A, bool BWD, int U>
 __global__ void __launch_bounds__(256)
 gelu(const typename E<K>::T* x, const typename E<K>::T* dy,
      typename E<K>::T* out, long long n) {
     typedef IO<K, VEC> io;
     constexpr int N = io::N;
     const long long npk = n / N;
-    const long long i0 = (long long)blockIdx.x * blockDim.x * 2 + threadIdx.x;
-    float v[2][N], g[2][N];
+    const long long i0 = (long long)blockIdx.x * blockDim.x * U + threadIdx.x;
+    float v[U][N], g[U][N];
 #pragma unroll
-    for (int u = 0; u < 2; ++u) {
+    for (int u = 0; u < U; ++u) {
         const long long i = i0 + (long long)u * blockDim.x;
         if (i < npk) {
             io::load(x, i, v[u]);
@@ -61,7 +61,7 @@ gelu(const typename E<K>::T* x, const typename E<K>::T* dy,
         }
     }
 #pragma unroll
-    for (int u = 0; u < 2; ++u) {
+    for (int u = 0; u < U; ++u) {
         const long long i = i0 + (long long)u * blockDim.x;
         if (i < npk) {
             float o[N];
@@ -86,6 +86,9 @@ class GeluKernels:
     first use. ``run`` returns False (nothing issued) where NVRTC is unavailable. Device thread
     only."""
 
+    #: packs per thread (a class-level knob a benchmark can change)
+    unroll = 2
+
     def __init__(self, ctx: Any) -> None:
         self._ctx = ctx
         self._programs: dict[tuple, Any] = {}
@@ -97,17 +100,17 @@ class GeluKernels:
         bad = [s for s in known if s.startswith("unavailable")]
         return bad[0] if bad else (known[0] if known else "not built yet")
 
-    def _get(self, tag: int, vec: bool, mode: int) -> Any:
-        key = (tag, vec, mode)
+    def _get(self, tag: int, vec: bool, mode: int, unroll: int) -> Any:
+        key = (tag, vec, mode, unroll)
         prog = self._programs.get(key)
         if prog is None:
             from ..nvrtc.builtin import BuiltinKernels
 
             v = "true" if vec else "false"
-            exprs = tuple(f"gelu<{tag}, {v}, {mode}, {b}>" for b in ("false", "true"))
+            exprs = tuple(f"gelu<{tag}, {v}, {mode}, {b}, {unroll}>" for b in ("false", "true"))
             prog = BuiltinKernels(self._ctx, GELU_SOURCE,
-                                  f"gpumsg_gelu_{tag}_{int(vec)}_{mode}.cu", expressions=exprs,
-                                  options=("-std=c++17",))
+                                  f"gpumsg_gelu_{tag}_{int(vec)}_{mode}_{unroll}.cu",
+                                  expressions=exprs, options=("-std=c++17",))
             self._programs[key] = prog
         return prog.get()
 
@@ -118,16 +121,17 @@ class GeluKernels:
             return False
         out = dx if dy else y
         vec = aligned(x, out, dy)
-        k = self._get(TAG[dtype], vec, GELU_MODES[activation])
+        unroll = self.unroll
+        k = self._get(TAG[dtype], vec, GELU_MODES[activation], unroll)
         if k is None:
             return False
         mods, fns = k
         n_per = PACK[dtype] if vec else 1
         npk = size // n_per
-        blocks = max(1, -(-npk // (2 * _THREADS)))
+        blocks = max(1, -(-npk // (unroll * _THREADS)))
         fn = fns[f"gelu<{TAG[dtype]}, {'true' if vec else 'false'}, {GELU_MODES[activation]}, "
-                 f"{'true' if dy else 'false'}>"]
+                 f"{'true' if dy else 'false'}, {unroll}>"]
         mods.launch(stream, fn, (blocks, 1, 1), (_THREADS, 1, 1), 0,
                     ("ptr", "ptr", "ptr", "i64"), [x, dy, out, size], [])
-        self.last_path = f"vec={vec}"
+        self.last_path = f"vec={vec} unroll={unroll}"
         return True

@@ -39,12 +39,30 @@ template <> struct E<2> {
         return __uint_as_float(((unsigned int)v) << 16);
     }
     static __device__ __forceinline__ T put(float f) {
+#if __CUDA_ARCH__ >= 800
+        T v; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(v) : "f"(f)); return v;
+#else
         unsigned int u = __float_as_uint(f);
         if ((u & 0x7fffffffu) > 0x7f800000u) return (T)((u >> 16) | 0x40u);  /* NaN stays NaN */
         u += 0x7fffu + ((u >> 16) & 1u);  /* round to nearest even */
         return (T)(u >> 16);
+#endif
     }
 };
+
+/* Two f32 values rounded to nearest even and packed into one 32-bit word, lo in the low half:
+   one instruction for both on sm_80 and later. */
+template <int K>
+__device__ __forceinline__ unsigned int put2(float lo, float hi) {
+#if __CUDA_ARCH__ >= 800
+    unsigned int w;
+    if constexpr (K == 2) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+    else asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+    return w;
+#else
+    return (unsigned int)E<K>::put(lo) | ((unsigned int)E<K>::put(hi) << 16);
+#endif
+}
 
 struct alignas(16) U4 { unsigned int x, y, z, w; };
 struct alignas(16) F4 { float x, y, z, w; };
@@ -92,9 +110,7 @@ template <int K> struct IO<K, true> {
             for (int k = 0; k < 4; ++k) w[k] = __float_as_uint(f[k]);
         } else {
 #pragma unroll
-            for (int k = 0; k < 4; ++k)
-                w[k] = (unsigned int)E<K>::put(f[2 * k])
-                       | ((unsigned int)E<K>::put(f[2 * k + 1]) << 16);
+            for (int k = 0; k < 4; ++k) w[k] = put2<K>(f[2 * k], f[2 * k + 1]);
         }
         U4 u; u.x = w[0]; u.y = w[1]; u.z = w[2]; u.w = w[3];
         reinterpret_cast<U4*>(p)[i] = u;
