@@ -238,12 +238,10 @@ def gelu_cases(dev, torch, dtype: str, m: int = 8192, d: int = 8192,
                          _err(dev.copy_to_host(dx).result(), ref)))
     if not variants:
         return rows
-    default = GeluKernels.unroll
-    try:  # packs per thread side by side (exact GELU; the rows above use the default)
+    default = (GeluKernels.unroll, GeluKernels.unroll_backward)
+    try:  # packs per thread side by side (exact GELU; the rows above use the defaults)
         for u in (1, 2, 4):
-            if u == default:
-                continue
-            GeluKernels.unroll = u
+            GeluKernels.unroll = GeluKernels.unroll_backward = u
             tag = f"GELU (gelu) {m}x{d} {dtype} variant: {u} packs/thread"
             fwd = Activation(x, y, "gelu")
             ours, theirs = _timed(dev, torch, lambda f=fwd: dev.send(f),
@@ -258,7 +256,7 @@ def gelu_cases(dev, torch, dtype: str, m: int = 8192, d: int = 8192,
             rows.append(_row(f"{tag} backward", 3 * nbytes, ours, theirs,
                              _err(dev.copy_to_host(dx).result(), ref)))
     finally:
-        GeluKernels.unroll = default
+        GeluKernels.unroll, GeluKernels.unroll_backward = default
     return rows
 
 
@@ -361,7 +359,8 @@ def main() -> None:
              "gamma/beta; torch F.layer_norm / aten.native_layer_norm_backward with weights "
              "in x's dtype; 'variant' rows: other row-kernel shapes (layer_norm.TUNE)",
              "GELU: gpumsg's own kernels (libs/cudnn/gelu.py, 16-byte loads, f32 math, "
-             f"{GeluKernels.unroll} packs per thread; 'variant' rows: other counts); torch "
+             f"{GeluKernels.unroll} packs per thread forward, {GeluKernels.unroll_backward} "
+             "backward; 'variant' rows: both at 1, 2, 4); torch "
              "F.gelu / aten.gelu_backward, approximate 'none' and 'tanh'",
              "softmax: (8192, 8192) as NCHW (N, C), mode 'channel' = torch.softmax(x, -1); "
              "gpumsg's row kernel (libs/cudnn/softmax.py) and, for the record, cuDNN's "

@@ -800,7 +800,8 @@ class LayerNorm(Message):
     statistics by ``cudnnBatchNormalizationForwardTraining`` on x viewed as (1, M, D) (M
     channels of D values: per-row statistics; unit scale, zero shift), writing x_hat to a
     temporary; then gamma and beta by ``cudnnBatchNormalizationForwardInference`` on x_hat
-    viewed as (M, D) (D channels) with mean 0, variance 1 and eps 0."""
+    viewed as (M, D) (D channels) with mean 0, variance 1 and eps 0. Where NVRTC is available
+    gpumsg's own kernels (libs/cudnn/layer_norm.py) run instead; this route is the fallback."""
 
     x: BufRef
     y: BufRef
