@@ -36,6 +36,7 @@ from .bindings import (
     SOFTMAX_MODE,
     AlgoPerf,
 )
+from .graph import GraphPlan, GraphUnsupported, build_graph, frontend, frontend_reason, time_plan
 from .layer_norm import LayerNormKernels
 
 __all__ = ["DnnHandle", "ConvCall", "NoAlgorithm", "status_error", "cudnn_dims"]
@@ -83,11 +84,12 @@ class ConvCall:
     bias: int = 0
     activation: str = "none"
     act_coef: float = 0.0
+    algo: str = "heuristic"
 
     def plan_key(self) -> tuple:
         return (self.direction, self.dtype, self.layout, self.x_shape, self.w_shape,
                 self.y_shape, self.stride, self.padding, self.dilation, self.groups, self.math,
-                self.workspace_limit, self.bias != 0, self.activation, self.act_coef)
+                self.workspace_limit, self.bias != 0, self.activation, self.act_coef, self.algo)
 
 
 def cudnn_dims(layout: str, shape: tuple[int, ...]) -> tuple[list[int], list[int]]:
@@ -115,7 +117,10 @@ def _arr(values: list[int] | tuple[int, ...]) -> Any:
 
 
 class _Plan:
+    """A legacy-API convolution plan: descriptors and cuDNN's ranked algorithms."""
+
     __slots__ = ("descs", "perfs", "choice", "bias_desc", "act_desc")
+    path = "legacy"
 
     def __init__(self) -> None:
         self.descs: dict[str, int] = {}
@@ -123,6 +128,44 @@ class _Plan:
         self.choice = 0
         self.bias_desc = 0
         self.act_desc = 0
+
+
+class _GraphConv:
+    """A graph-API convolution plan: the built frontend graph and, where bias and activation
+    could not be fused into it, the legacy descriptors of the separate passes (``epilogue``)."""
+
+    __slots__ = ("graph", "epilogue", "descs")
+    path = "graph"
+
+    def __init__(self, graph: GraphPlan, epilogue: _Plan | None) -> None:
+        self.graph = graph
+        self.epilogue = epilogue
+        self.descs = epilogue.descs if epilogue is not None else {}
+
+
+#: activation -> how the graph applies it (None: not fusable, the legacy pass runs)
+def _graph_activation(g: Any, t: Any, activation: str, coef: float) -> Any:
+    if activation == "relu":
+        return g.relu(t)
+    if activation == "clipped_relu":
+        return g.relu(t, lower_clip=0.0, upper_clip=coef)
+    if activation == "sigmoid":
+        return g.sigmoid(t)
+    if activation == "tanh":
+        return g.tanh(t)
+    if activation == "swish":
+        return g.swish(t, swish_beta=coef)
+    if activation == "elu" and coef == 1.0:
+        return g.elu(t)
+    raise GraphUnsupported(f"activation {activation!r} (coef {coef}) has no graph form")
+
+
+def _geometry(call: ConvCall) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """stride, padding, dilation with the unit height of 1-D problems."""
+    stride, padding, dilation = call.stride, call.padding, call.dilation
+    if len(stride) == 1:
+        stride, padding, dilation = (1, *stride), (0, *padding), (1, *dilation)
+    return stride, padding, dilation
 
 
 class _BnPlan:
@@ -178,6 +221,10 @@ class DnnHandle:
         self._const_n = 0
         self._zeros = self._ones = 0
         self._reserve_sizes: dict[tuple[str, int], int] = {}
+        #: convolution plans made per path ("graph": the frontend, "legacy": descriptors)
+        self.paths = {"graph": 0, "legacy": 0}
+        #: why the last few problems could not take the graph path
+        self.graph_declines: list[str] = []
 
     # -- plumbing ----------------------------------------------------------------------------------
     def _check(self, status: int, function: str) -> None:
@@ -293,13 +340,23 @@ class DnnHandle:
 
     # -- the convolution -------------------------------------------------------------------------
     def conv(self, stream: Any, call: ConvCall) -> None:
-        """Issue one convolution (and its bias and activation) on ``stream``."""
+        """Issue one convolution (and its bias and activation) on ``stream``: through a cuDNN
+        frontend graph where the frontend is installed and builds one for the problem, else
+        through the legacy descriptor API (the path each plan took: :meth:`cache_info`)."""
         self._bind(stream)
         key = call.plan_key()
         plan = self.cache.get(key)
         if plan is None:
-            plan = self._plan(call)
+            plan = self._graph_conv(stream, call)
+            if plan is None:
+                plan = self._plan(call)
+                if call.algo == "find":
+                    self._find_legacy(stream, plan, call)
+            self.paths[plan.path] += 1
             self.cache.put(key, plan)
+        if isinstance(plan, _GraphConv):
+            self._run_graph(stream, plan, call)
+            return
         memory = self._ctx.memory
         while True:
             perf = plan.perfs[plan.choice]
@@ -320,6 +377,185 @@ class DnnHandle:
             if nbytes:
                 memory.deallocate(ws, nbytes, stream)  # stream-ordered: reused after the work
 
+    def _find_legacy(self, stream: Any, plan: _Plan, call: ConvCall) -> None:
+        """algo="find" on the legacy path: run each ranked algorithm (synchronizing the stream,
+        once per problem) and reorder them fastest first; the ones that fail are dropped."""
+        memory, backend = self._ctx.memory, self._ctx.backend
+        timed = []
+        for perf in plan.perfs:
+            nbytes = perf.memory
+            try:
+                ws = memory.allocate(nbytes, stream) if nbytes else 0
+            except MemoryError:
+                continue
+            try:
+                seconds = time_plan(lambda: backend.stream_synchronize(stream),
+                                    lambda p=perf, w=ws, n=nbytes: self._issue(plan, call, p.algo,
+                                                                               w, n))
+                timed.append((seconds, perf))
+            except LibraryError:
+                pass
+            finally:
+                if nbytes:
+                    memory.deallocate(ws, nbytes, stream)
+        if timed:
+            timed.sort(key=lambda t: t[0])
+            plan.perfs = [p for _, p in timed]
+
+    def _pointers(self, call: ConvCall) -> dict[str, int]:
+        if call.direction == "fwd":
+            ptrs = {"x": call.x, "w": call.w, "y": call.y}
+            if call.bias:
+                ptrs["b"] = call.bias
+            return ptrs
+        if call.direction == "bwd_data":
+            return {"dy": call.y, "w": call.w, "dx": call.x}
+        return {"x": call.x, "dy": call.y, "dw": call.w}
+
+    def _graph_conv(self, stream: Any, call: ConvCall,
+                    workspace_limit: int | None = -1) -> _GraphConv | None:
+        """The graph-API plan of ``call`` or None (no frontend, or no graph for it: the reason
+        is kept in :attr:`graph_declines`). Forward bias and activation are fused into the
+        graph where cuDNN builds it, else run as legacy passes after a convolution-only graph."""
+        fe = frontend(self.lib)
+        if fe is None:
+            return None
+        limit = call.workspace_limit if workspace_limit == -1 else workspace_limit
+        fuse = call.direction == "fwd" and (call.bias != 0 or call.activation != "none")
+        attempts = [True, False] if fuse else [False]
+        reason = ""
+        for fused in attempts:
+            try:
+                graph = self._build_conv_graph(fe, stream, call, fused, limit)
+            except GraphUnsupported as exc:
+                reason = str(exc)
+                continue
+            epilogue = None
+            if fuse and not fused:
+                epilogue = _Plan()
+                try:
+                    self._describe(epilogue, call)
+                except BaseException:
+                    self._destroy(epilogue)
+                    raise
+            return _GraphConv(graph, epilogue)
+        self.graph_declines.append(f"{call.direction} {call.dtype} {call.layout} "
+                                   f"x{list(call.x_shape)} w{list(call.w_shape)} "
+                                   f"groups={call.groups}: {reason}"[:400])
+        del self.graph_declines[:-8]
+        return None
+
+    def _build_conv_graph(self, fe: Any, stream: Any, call: ConvCall, fused: bool,
+                          limit: int | None) -> GraphPlan:
+        io = getattr(fe.data_type, {"f32": "FLOAT", "f16": "HALF", "bf16": "BFLOAT16"}[call.dtype])
+        f32 = fe.data_type.FLOAT
+        stride, padding, dilation = _geometry(call)
+        geo = dict(padding=list(padding), stride=list(stride), dilation=list(dilation),
+                   compute_data_type=f32)
+
+        def tensor(g: Any, name: str, shape: tuple[int, ...]) -> Any:
+            dims, strides = cudnn_dims(call.layout, shape)
+            return g._make_tensor(dim=dims, stride=strides, data_type=io, name=name)
+
+        def output(t: Any, shape: tuple[int, ...]) -> Any:
+            dims, strides = cudnn_dims(call.layout, shape)
+            t.set_output(True)
+            t.set_dim(dims)
+            t.set_stride(strides)
+            t._set_data_type(io)
+            return t
+
+        def describe(g: Any, _fe: Any) -> dict[str, Any]:
+            if call.direction == "fwd":
+                x, w = tensor(g, "x", call.x_shape), tensor(g, "w", call.w_shape)
+                out = g.conv_fprop(x, w, name="conv", **geo)
+                named = {"x": x, "w": w}
+                if fused:
+                    if call.bias:
+                        k = call.w_shape[0]
+                        ones = [1] * (len(cudnn_dims(call.layout, call.w_shape)[0]) - 2)
+                        b = g._make_tensor(dim=[1, k, *ones], stride=[k, 1, *([k] * len(ones))],
+                                           data_type=io, name="b")
+                        named["b"] = b
+                        out = g.add(out, b, compute_data_type=f32, name="bias")
+                    if call.activation != "none":
+                        out = _graph_activation(g, out, call.activation, call.act_coef)
+                named["y"] = output(out, call.y_shape)
+                return named
+            if call.direction == "bwd_data":
+                dy, w = tensor(g, "dy", call.y_shape), tensor(g, "w", call.w_shape)
+                dx = g.conv_dgrad(dy, w, name="dgrad", **geo)
+                return {"dy": dy, "w": w, "dx": output(dx, call.x_shape)}
+            x, dy = tensor(g, "x", call.x_shape), tensor(g, "dy", call.y_shape)
+            dw = g.conv_wgrad(x, dy, name="wgrad", **geo)
+            return {"x": x, "dy": dy, "dw": output(dw, call.w_shape)}
+
+        timer = None
+        if call.algo == "find":
+            memory, backend, h = self._ctx.memory, self._ctx.backend, self.raw_handle
+            ptrs = self._pointers(call)
+
+            def timer(gp: GraphPlan, index: int, nbytes: int) -> float:
+                ws = memory.allocate(nbytes, stream) if nbytes else 0
+                try:
+                    return time_plan(lambda: backend.stream_synchronize(stream),
+                                     lambda: gp.run(h, ptrs, ws, index))
+                finally:
+                    if nbytes:
+                        memory.deallocate(ws, nbytes, stream)
+
+        return build_graph(fe, self.raw_handle, call.dtype, describe,
+                           name=f"gpumsg_conv_{call.direction}",
+                           strict_f32=call.dtype == "f32" and call.math != "tf32",
+                           workspace_limit=limit, algo=call.algo, timer=timer)
+
+    def _run_graph(self, stream: Any, plan: _GraphConv, call: ConvCall) -> None:
+        memory = self._ctx.memory
+        while True:
+            graph = plan.graph
+            nbytes = graph.workspace
+            try:
+                ws = memory.allocate(nbytes, stream) if nbytes else 0
+                break
+            except MemoryError:
+                # the pool cannot give this workspace: a plan that needs less (heuristics)
+                smaller = None
+                try:
+                    smaller = self._build_conv_graph(frontend(self.lib), stream,
+                                                     dataclasses.replace(call, algo="heuristic"),
+                                                     plan.epilogue is None and (
+                                                         call.bias != 0
+                                                         or call.activation != "none"),
+                                                     nbytes - 1)
+                except GraphUnsupported:
+                    pass
+                if smaller is None or smaller.workspace >= nbytes:
+                    raise
+                plan.graph = smaller
+        try:
+            try:
+                graph.run(self.raw_handle, self._pointers(call), ws)
+            except Exception as exc:  # noqa: BLE001 - the frontend's errors as LibraryError
+                raise LibraryError("cudnn", 0, f"{type(exc).__name__}: {exc}",
+                                   f"cudnn frontend graph {graph.name}") from None
+            epilogue = plan.epilogue
+            if epilogue is not None:
+                self._epilogue(epilogue, call)
+        finally:
+            if nbytes:
+                memory.deallocate(ws, nbytes, stream)
+
+    def _epilogue(self, plan: _Plan, call: ConvCall) -> None:
+        """Bias and activation in place on y, as separate legacy passes."""
+        lib, h, d = self.lib, self.raw_handle, plan.descs
+        one, zero = ctypes.byref(_ONE), ctypes.byref(_ZERO)
+        if call.bias:
+            self._check(lib.cudnnAddTensor(h, one, d["bias"], call.bias, one, d["y"], call.y),
+                        "cudnnAddTensor")
+        if "act" in d:
+            self._check(lib.cudnnActivationForward(h, d["act"], one, d["y"], call.y, zero,
+                                                   d["y"], call.y), "cudnnActivationForward")
+
     def _issue(self, plan: _Plan, call: ConvCall, algo: int, ws: int, nbytes: int) -> None:
         lib, h, d = self.lib, self.raw_handle, plan.descs
         one, zero = ctypes.byref(_ONE), ctypes.byref(_ZERO)
@@ -327,13 +563,7 @@ class DnnHandle:
             self._check(lib.cudnnConvolutionForward(h, one, d["x"], call.x, d["w"], call.w,
                                                     d["conv"], algo, ws, nbytes, zero, d["y"],
                                                     call.y), "cudnnConvolutionForward")
-            if call.bias:
-                self._check(lib.cudnnAddTensor(h, one, d["bias"], call.bias, one, d["y"],
-                                               call.y), "cudnnAddTensor")
-            if "act" in d:
-                self._check(lib.cudnnActivationForward(h, d["act"], one, d["y"], call.y, zero,
-                                                       d["y"], call.y),
-                            "cudnnActivationForward")
+            self._epilogue(plan, call)
         elif call.direction == "bwd_data":
             self._check(lib.cudnnConvolutionBackwardData(h, one, d["w"], call.w, d["y"], call.y,
                                                          d["conv"], algo, ws, nbytes, zero,
@@ -733,8 +963,15 @@ class DnnHandle:
         finally:
             self._release(descs)
 
-    def cache_info(self) -> dict[str, int]:
-        return self.cache.info()
+    def cache_info(self) -> dict[str, Any]:
+        """The plan cache's counters, plus the convolution plans made per path
+        (``graph_plans``, ``legacy_plans``), the frontend's state (``frontend``: its version,
+        or why it is not used) and the last reasons a problem fell back (``graph_declines``)."""
+        info: dict[str, Any] = dict(self.cache.info())
+        frontend(self.lib)
+        info.update(graph_plans=self.paths["graph"], legacy_plans=self.paths["legacy"],
+                    frontend=frontend_reason(), graph_declines=list(self.graph_declines))
+        return info
 
     def close(self) -> None:
         self.cache.clear()

@@ -1,0 +1,213 @@
+"""Executing cuDNN frontend graphs on the device thread.
+
+cuDNN 9's graph API reaches engines the legacy ``cudnnConvolution*`` calls cannot (the Hopper
+implicit-GEMM kernels torch uses); NVIDIA's frontend package ``nvidia-cudnn-frontend`` (``import
+cudnn``, the optional extra ``gpumsg[dnn]``) builds those graphs. This module is the small piece
+of it gpumsg needs, used by the device's :class:`~gpumsg.libs.cudnn.handle.DnnHandle`:
+
+- :func:`frontend` imports the package lazily, once per process, and points it at the very
+  ``libcudnn`` gpumsg loaded (a handle of one copy is meaningless to another). Without the
+  package (or with ``GPUMSG_CUDNN_FRONTEND=0`` in the environment) it returns None and says why;
+  callers then take the legacy path.
+- :func:`build_graph` turns a description (a callback adding tensors and operations to the
+  frontend's C++ ``backend_graph``) into a :class:`GraphPlan`: built on gpumsg's own cuDNN handle
+  (already bound to the device's stream), heuristics mode A then the fallback list, numeric-note
+  and workspace filters applied, the heuristic choice built (``algo="heuristic"``) or every
+  candidate built and timed once (``algo="find"``).
+- :meth:`GraphPlan.execute` runs it with raw device pointers (a variant pack of ints, no
+  framework tensors) and a workspace from the device pool, stream-ordered like every other call.
+
+Nothing here waits on the GPU except the one-time timing of ``algo="find"`` (it synchronizes
+the stream around each candidate, once per problem, as ``cudnnFind*`` does).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["frontend", "frontend_reason", "GraphPlan", "GraphUnsupported", "build_graph",
+           "DATA_TYPES"]
+
+#: gpumsg dtype names -> the frontend's data_type member names
+DATA_TYPES = {"f32": "FLOAT", "f16": "HALF", "bf16": "BFLOAT16"}
+
+_STATE: dict[str, Any] = {}
+
+
+class GraphUnsupported(Exception):
+    """The frontend (or cuDNN behind it) cannot build this graph; the caller falls back."""
+
+
+def frontend(lib: Any) -> Any:
+    """The ``cudnn`` frontend module bound to ``lib`` (gpumsg's LoadedLibrary of libcudnn), or
+    None when it cannot be used (:func:`frontend_reason` says why). Imported once per process."""
+    if "module" in _STATE:
+        return _STATE["module"]
+    module, reason = None, ""
+    if os.environ.get("GPUMSG_CUDNN_FRONTEND", "1").strip().lower() in ("0", "no", "off",
+                                                                         "false"):
+        reason = "disabled by GPUMSG_CUDNN_FRONTEND=0"
+    else:
+        try:
+            import cudnn as fe  # the optional nvidia-cudnn-frontend package
+
+            native = fe._pybind_module
+            for name in ("backend_graph", "_set_dlhandle_cudnn"):
+                if not hasattr(native, name):
+                    raise ImportError(f"cudnn frontend {getattr(fe, '__version__', '?')} "
+                                      f"lacks {name}")
+            cdll = getattr(lib, "cdll", None)
+            if cdll is not None:  # the frontend calls into gpumsg's libcudnn, not its own copy
+                native._set_dlhandle_cudnn(ctypes.cast(cdll._handle, ctypes.c_void_p).value)
+            module = fe
+            reason = f"cudnn-frontend {getattr(fe, '__version__', '?')}"
+        except Exception as exc:  # noqa: BLE001 - any failure means: use the legacy path
+            reason = f"cudnn frontend unavailable: {type(exc).__name__}: {exc}"
+    _STATE["module"], _STATE["reason"] = module, reason
+    return module
+
+
+def frontend_reason() -> str:
+    """Why :func:`frontend` returned what it did ("" before the first call)."""
+    return _STATE.get("reason", "")
+
+
+class GraphPlan:
+    """One built frontend graph: its tensors' uids by name, the plan that runs (``index``; -1:
+    the frontend's own heuristic choice) and its workspace bytes."""
+
+    __slots__ = ("graph", "uids", "index", "workspace", "name", "_order", "_ptrs", "_dict",
+                 "timings")
+
+    def __init__(self, graph: Any, uids: dict[str, int], index: int, workspace: int,
+                 name: str) -> None:
+        self.graph = graph
+        self.uids = uids
+        self.index = index
+        self.workspace = workspace
+        self.name = name
+        #: (plan index, seconds) of each candidate timed by algo="find"
+        self.timings: list[tuple[int, float]] = []
+        self._order: list[str] | None = None
+        self._ptrs: Any = None
+        self._dict: dict[int, int] = {}
+        try:  # the raw-pointer entry point: pointers in ascending uid order, no dict per call
+            graph._prepare_variant_pack_template()
+            order = list(graph._get_variant_pack_uids_sorted())
+            by_uid = {u: n for n, u in uids.items()}
+            if order and all(u in by_uid for u in order):
+                self._order = [by_uid[u] for u in order]
+                self._ptrs = (ctypes.c_void_p * len(order))()
+        except Exception:  # noqa: BLE001 - the mapping entry point is used instead
+            self._order = None
+
+    def run(self, handle: int, pointers: dict[str, int], ws: int, index: int | None = None
+            ) -> None:
+        """Issue the graph on ``handle``'s stream: ``pointers`` maps tensor names to device
+        pointers, ``ws`` is a workspace of at least :attr:`workspace` bytes (0 if none)."""
+        index = self.index if index is None else index
+        g = self.graph
+        if self._order is not None:
+            arr = self._ptrs
+            for i, name in enumerate(self._order):
+                arr[i] = pointers[name]
+            g._execute_with_raw_ptrs(ctypes.addressof(arr), len(arr), ws, handle, index)
+            return
+        pack = {self.uids[n]: p for n, p in pointers.items() if n in self.uids}
+        if index < 0:
+            g._execute(pack, ws, handle)
+        else:
+            g._execute_plan_at_index(pack, ws, index, handle)
+
+
+def _modes(fe: Any, g: Any) -> None:
+    """Heuristic mode A, then the fallback list (each asked on its own: one failing leaves the
+    other's plans)."""
+    ok, failure = False, None
+    for mode in (fe.heur_mode.A, fe.heur_mode.FALLBACK):
+        try:
+            g.create_execution_plans([mode])
+            ok = True
+        except Exception as exc:  # noqa: BLE001
+            failure = exc
+    if not ok:
+        raise GraphUnsupported(f"no heuristics plan: {failure}")
+
+
+def build_graph(fe: Any, handle: int, dtype: str, describe: Callable[[Any, Any], dict[str, Any]],
+                *, name: str, strict_f32: bool, workspace_limit: int | None,
+                algo: str = "heuristic",
+                timer: Callable[[GraphPlan, int, int], float] | None = None,
+                ) -> GraphPlan:
+    """Build a frontend graph on ``handle``.
+
+    ``describe(g, fe)`` adds the operations to the empty ``backend_graph`` ``g`` and returns its
+    user tensors by name (inputs and outputs; uids are set here). ``strict_f32`` drops the
+    plans that compute f32 on tensor cores (TF32). ``workspace_limit`` (bytes, None: any) drops
+    plans that need more. ``algo="find"`` builds every candidate and keeps the fastest by
+    ``timer(plan, index, workspace_bytes)`` (seconds); a candidate that fails to run (or
+    whose workspace the pool cannot give: MemoryError) is skipped.
+    Raises GraphUnsupported when no plan can be built.
+    """
+    io = getattr(fe.data_type, DATA_TYPES[dtype])
+    try:
+        g = fe._pybind_module.backend_graph(name=name, io_data_type=io,
+                                            intermediate_data_type=fe.data_type.FLOAT,
+                                            compute_data_type=fe.data_type.FLOAT,
+                                            handle=handle)
+        tensors = describe(g, fe)
+        uids = {}
+        for uid, (tname, t) in enumerate(sorted(tensors.items()), start=1):
+            t.set_uid(uid)
+            uids[tname] = uid
+        g.validate()
+        g.build_operation_graph()
+        _modes(fe, g)
+        if strict_f32:
+            g.deselect_numeric_notes([fe.numerical_note.TENSOR_CORE,
+                                      fe.numerical_note.DOWN_CONVERT_INPUTS])
+        if workspace_limit is not None:
+            g.deselect_workspace_greater_than(int(workspace_limit))
+        g.check_support()
+        if algo != "find" or timer is None:
+            g.build_plans(fe.build_plan_policy.HEURISTICS_CHOICE)
+            return GraphPlan(g, uids, -1, int(g.get_workspace_size()), name)
+        g.build_plans(fe.build_plan_policy.ALL)
+        count = int(g.get_execution_plan_count())
+    except GraphUnsupported:
+        raise
+    except Exception as exc:  # noqa: BLE001 - cudnnGraphNotSupportedError, RuntimeError, ...
+        raise GraphUnsupported(f"{type(exc).__name__}: {exc}") from None
+    plan = GraphPlan(g, uids, -1, 0, name)
+    best: tuple[float, int, int] | None = None
+    for i in range(count):
+        try:
+            ws = int(g.get_workspace_size_plan_at_index(i))
+            if workspace_limit is not None and ws > workspace_limit:
+                continue
+            seconds = timer(plan, i, ws)
+        except Exception:  # noqa: BLE001 - not built (filtered out or failed), or no memory
+            continue
+        plan.timings.append((i, seconds))
+        if best is None or seconds < best[0]:
+            best = (seconds, i, ws)
+    if best is None:
+        raise GraphUnsupported("algo='find': no candidate plan ran")
+    plan.index, plan.workspace = best[1], best[2]
+    return plan
+
+
+def time_plan(sync: Callable[[], None], issue: Callable[[], None], reps: int = 3) -> float:
+    """Seconds per run of ``issue`` (one warm-up, then ``reps`` runs between two
+    synchronizations of the stream)."""
+    issue()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        issue()
+    sync()
+    return (time.perf_counter() - t0) / reps
