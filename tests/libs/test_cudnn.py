@@ -284,6 +284,124 @@ def test_frontend_disabled_by_environment(monkeypatch) -> None:
     assert "GPUMSG_CUDNN_FRONTEND" in graph.frontend_reason()
 
 
+class _FakeTensor:
+    def __init__(self) -> None:
+        self.uid = -1
+
+    def set_uid(self, uid: int) -> None:
+        self.uid = uid
+
+
+class _FakeGraph:
+    """Stands in for the frontend's backend_graph: plan 0 declines, plans 1-3 build with the
+    workspaces below; executes are recorded with the pointers read from the raw array."""
+
+    WS = [0, 4096, 256, 0]
+
+    def __init__(self, **kw) -> None:
+        self.kw, self.modes, self.notes, self.limit, self.runs = kw, [], None, None, []
+        self.declines = {0}
+
+    def validate(self) -> None: ...
+    def build_operation_graph(self) -> None: ...
+    def check_support(self) -> None: ...
+    def _prepare_variant_pack_template(self) -> None: ...
+
+    def create_execution_plans(self, modes) -> None:
+        self.modes.append(modes)
+
+    def deselect_numeric_notes(self, notes) -> None:
+        self.notes = notes
+
+    def deselect_workspace_greater_than(self, n) -> None:
+        self.limit = n
+        self.declines |= {i for i, w in enumerate(self.WS) if w > n}
+
+    def get_execution_plan_count(self) -> int:
+        return len(self.WS)
+
+    def build_plan_at_index(self, i) -> None:
+        if i in self.declines:
+            raise RuntimeError("declined")
+
+    def get_workspace_size_plan_at_index(self, i) -> int:
+        return self.WS[i]
+
+    def _get_variant_pack_uids_sorted(self):
+        return [1, 2]
+
+    def _execute_with_raw_ptrs(self, addr, n, ws, handle, index) -> None:
+        import ctypes
+
+        ptrs = list((ctypes.c_void_p * n).from_address(addr))
+        self.runs.append((ptrs, ws, handle, index))
+
+
+def _fake_frontend():
+    from types import SimpleNamespace as NS
+
+    return NS(data_type=NS(FLOAT="f", HALF="h", BFLOAT16="b"), heur_mode=NS(A="A", FALLBACK="F"),
+              numerical_note=NS(TENSOR_CORE="tc", DOWN_CONVERT_INPUTS="dc",
+                                REDUCED_PRECISION_REDUCTION="rp"),
+              _pybind_module=NS(backend_graph=_FakeGraph))
+
+
+@pytest.mark.parametrize("dtype,strict,notes", [("f32", True, ["tc", "dc"]), ("f32", False, None),
+                                                ("bf16", False, ["rp"])])
+def test_graph_executor_heuristic_choice(dtype: str, strict: bool, notes) -> None:
+    """graph.build_graph: modes A then fallback, the note filters, the first ranked plan that
+    builds; run() passes the pointers in uid order; next_plan() steps to a smaller workspace."""
+    from gpumsg.libs.cudnn.graph import build_graph
+
+    fe = _fake_frontend()
+    t = {"y": _FakeTensor(), "x": _FakeTensor()}
+    plan = build_graph(fe, 77, dtype, lambda g, f: t, name="t", strict_f32=strict,
+                       workspace_limit=None)
+    g = plan.graph
+    assert g.modes == [["A"], ["F"]] and g.notes == notes and g.kw["handle"] == 77
+    assert (t["x"].uid, t["y"].uid) == (1, 2)
+    assert (plan.index, plan.workspace) == (1, 4096)
+    plan.run(77, {"x": 0x1000, "y": 0x2000}, 0x9000)
+    assert g.runs == [([0x1000, 0x2000], 0x9000, 77, 1)]
+    assert plan.next_plan(0, below=4096) and (plan.index, plan.workspace) == (2, 256)
+    assert not plan.next_plan(0, below=0)
+
+
+def test_graph_executor_find_and_limits() -> None:
+    """algo="find" keeps the fastest candidate that runs (one that fails is skipped); a
+    workspace limit removes plans; no plan at all is GraphUnsupported."""
+    from gpumsg.libs.cudnn.graph import GraphUnsupported, build_graph
+
+    fe = _fake_frontend()
+    times = {2: 1.0, 3: 2.0}  # plan 1 fails to run (KeyError): skipped
+    timed = []
+
+    def timer(plan, index, ws):
+        timed.append((index, ws))
+        return times[index]
+
+    def describe(g, f):
+        return {"x": _FakeTensor()}
+
+    plan = build_graph(fe, 1, "f16", describe, name="t", strict_f32=False,
+                       workspace_limit=None, algo="find", timer=timer)
+    assert (plan.index, plan.workspace) == (2, 256) and timed == [(1, 4096), (2, 256), (3, 0)]
+    assert sorted(plan.timings) == [(2, 1.0), (3, 2.0)]
+    plan = build_graph(fe, 1, "f16", describe, name="t", strict_f32=False, workspace_limit=300,
+                       algo="heuristic")
+    assert (plan.index, plan.workspace) == (2, 256) and plan.graph.limit == 300
+    plan = build_graph(fe, 1, "f16", describe, name="t", strict_f32=False, workspace_limit=100,
+                       algo="find", timer=timer)  # only plan 3 fits
+    assert (plan.index, plan.workspace) == (3, 0) and plan.timings == [(3, 2.0)]
+    _FakeGraph.WS = [0, 4096, 256, 8]
+    try:
+        with pytest.raises(GraphUnsupported):
+            build_graph(fe, 1, "f16", describe, name="t", strict_f32=False, workspace_limit=4,
+                        algo="heuristic")
+    finally:
+        _FakeGraph.WS = [0, 4096, 256, 0]
+
+
 # -- activations, softmax, pooling ----------------------------------------------------------------
 ACTS = [("relu", None), ("sigmoid", None), ("tanh", None), ("elu", 0.8), ("clipped_relu", 1.2),
         ("swish", 1.5)]

@@ -77,15 +77,18 @@ def frontend_reason() -> str:
 
 
 class GraphPlan:
-    """One built frontend graph: its tensors' uids by name, the plan that runs (``index``; -1:
-    the frontend's own heuristic choice) and its workspace bytes."""
+    """One frontend graph: its tensors' uids by name, the plans built so far, the one that runs
+    (``index`` in cuDNN's ranking) and its workspace bytes."""
 
-    __slots__ = ("graph", "uids", "index", "workspace", "name", "_order", "_ptrs", "_dict",
-                 "timings")
+    __slots__ = ("graph", "uids", "index", "workspace", "name", "count", "built", "_order",
+                 "_ptrs", "timings")
 
     def __init__(self, graph: Any, uids: dict[str, int], index: int, workspace: int,
-                 name: str) -> None:
+                 name: str, count: int) -> None:
         self.graph = graph
+        #: how many plans cuDNN's heuristics listed; plan index -> workspace of the built ones
+        self.count = count
+        self.built: dict[int, int] = {}
         self.uids = uids
         self.index = index
         self.workspace = workspace
@@ -94,7 +97,35 @@ class GraphPlan:
         self.timings: list[tuple[int, float]] = []
         self._order: list[str] | None = None
         self._ptrs: Any = None
-        self._dict: dict[int, int] = {}
+
+    def build_at(self, index: int) -> int | None:
+        """Build plan ``index`` (once); its workspace bytes, or None where it cannot be built
+        (filtered out by the notes or the workspace limit, or refused by cuDNN)."""
+        if index in self.built:
+            return self.built[index]
+        try:
+            self.graph.build_plan_at_index(index)
+            ws = int(self.graph.get_workspace_size_plan_at_index(index))
+        except Exception:  # noqa: BLE001 - a decline: the next plan
+            return None
+        self.built[index] = ws
+        if self._order is None and self._ptrs is None:
+            self._prepare()
+        return ws
+
+    def next_plan(self, start: int, below: int | None = None) -> bool:
+        """Select the first plan from ``start`` on that builds (and needs fewer than ``below``
+        workspace bytes, where given); False if there is none."""
+        for i in range(start, self.count):
+            ws = self.build_at(i)
+            if ws is not None and (below is None or ws < below):
+                self.index, self.workspace = i, ws
+                return True
+        return False
+
+    def _prepare(self) -> None:
+        graph, uids = self.graph, self.uids
+        self._ptrs = ()  # tried
         try:  # the raw-pointer entry point: pointers in ascending uid order, no dict per call
             graph._prepare_variant_pack_template()
             order = list(graph._get_variant_pack_uids_sorted())
@@ -115,13 +146,13 @@ class GraphPlan:
             arr = self._ptrs
             for i, name in enumerate(self._order):
                 arr[i] = pointers[name]
-            g._execute_with_raw_ptrs(ctypes.addressof(arr), len(arr), ws, handle, index)
-            return
+            try:
+                g._execute_with_raw_ptrs(ctypes.addressof(arr), len(arr), ws, handle, index)
+                return
+            except (TypeError, AttributeError):  # an entry point of another shape: the map
+                self._order = None
         pack = {self.uids[n]: p for n, p in pointers.items() if n in self.uids}
-        if index < 0:
-            g._execute(pack, ws, handle)
-        else:
-            g._execute_plan_at_index(pack, ws, index, handle)
+        g._execute_plan_at_index(pack, ws, index, handle)
 
 
 def _modes(fe: Any, g: Any) -> None:
@@ -147,10 +178,12 @@ def build_graph(fe: Any, handle: int, dtype: str, describe: Callable[[Any, Any],
 
     ``describe(g, fe)`` adds the operations to the empty ``backend_graph`` ``g`` and returns its
     user tensors by name (inputs and outputs; uids are set here). ``strict_f32`` drops the
-    plans that compute f32 on tensor cores (TF32). ``workspace_limit`` (bytes, None: any) drops
-    plans that need more. ``algo="find"`` builds every candidate and keeps the fastest by
-    ``timer(plan, index, workspace_bytes)`` (seconds); a candidate that fails to run (or
-    whose workspace the pool cannot give: MemoryError) is skipped.
+    plans that compute f32 on tensor cores (TF32); f16/bf16 graphs drop the plans that reduce
+    in reduced precision. ``workspace_limit`` (bytes, None: any) drops plans that need more.
+    ``algo="heuristic"``: the first plan in cuDNN's ranking (mode A, then the fallback list)
+    that builds. ``algo="find"``: every candidate is built and timed by
+    ``timer(plan, index, workspace_bytes)`` (seconds), the fastest kept; a candidate that fails
+    to run (or whose workspace the pool cannot give) is skipped.
     Raises GraphUnsupported when no plan can be built.
     """
     io = getattr(fe.data_type, DATA_TYPES[dtype])
@@ -167,36 +200,38 @@ def build_graph(fe: Any, handle: int, dtype: str, describe: Callable[[Any, Any],
         g.validate()
         g.build_operation_graph()
         _modes(fe, g)
+        notes = fe.numerical_note
         if strict_f32:
-            g.deselect_numeric_notes([fe.numerical_note.TENSOR_CORE,
-                                      fe.numerical_note.DOWN_CONVERT_INPUTS])
+            g.deselect_numeric_notes([notes.TENSOR_CORE, notes.DOWN_CONVERT_INPUTS])
+        elif dtype != "f32":
+            g.deselect_numeric_notes([notes.REDUCED_PRECISION_REDUCTION])
         if workspace_limit is not None:
             g.deselect_workspace_greater_than(int(workspace_limit))
         g.check_support()
-        if algo != "find" or timer is None:
-            g.build_plans(fe.build_plan_policy.HEURISTICS_CHOICE)
-            return GraphPlan(g, uids, -1, int(g.get_workspace_size()), name)
-        g.build_plans(fe.build_plan_policy.ALL)
         count = int(g.get_execution_plan_count())
     except GraphUnsupported:
         raise
     except Exception as exc:  # noqa: BLE001 - cudnnGraphNotSupportedError, RuntimeError, ...
         raise GraphUnsupported(f"{type(exc).__name__}: {exc}") from None
-    plan = GraphPlan(g, uids, -1, 0, name)
+    plan = GraphPlan(g, uids, -1, 0, name, count)
+    if algo != "find" or timer is None:
+        if not plan.next_plan(0):
+            raise GraphUnsupported(f"none of {count} plans could be built")
+        return plan
     best: tuple[float, int, int] | None = None
     for i in range(count):
+        ws = plan.build_at(i)
+        if ws is None:
+            continue
         try:
-            ws = int(g.get_workspace_size_plan_at_index(i))
-            if workspace_limit is not None and ws > workspace_limit:
-                continue
             seconds = timer(plan, i, ws)
-        except Exception:  # noqa: BLE001 - not built (filtered out or failed), or no memory
+        except Exception:  # noqa: BLE001 - fails to run, or no memory for its workspace
             continue
         plan.timings.append((i, seconds))
         if best is None or seconds < best[0]:
             best = (seconds, i, ws)
     if best is None:
-        raise GraphUnsupported("algo='find': no candidate plan ran")
+        raise GraphUnsupported(f"algo='find': none of {count} candidate plans ran")
     plan.index, plan.workspace = best[1], best[2]
     return plan
 

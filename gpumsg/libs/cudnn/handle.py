@@ -518,20 +518,10 @@ class DnnHandle:
                 ws = memory.allocate(nbytes, stream) if nbytes else 0
                 break
             except MemoryError:
-                # the pool cannot give this workspace: a plan that needs less (heuristics)
-                smaller = None
-                try:
-                    smaller = self._build_conv_graph(frontend(self.lib), stream,
-                                                     dataclasses.replace(call, algo="heuristic"),
-                                                     plan.epilogue is None and (
-                                                         call.bias != 0
-                                                         or call.activation != "none"),
-                                                     nbytes - 1)
-                except GraphUnsupported:
-                    pass
-                if smaller is None or smaller.workspace >= nbytes:
+                # the pool cannot give this workspace: the first ranked plan that needs less
+                # (the cached plan keeps the new choice)
+                if not graph.next_plan(0, below=nbytes):
                     raise
-                plan.graph = smaller
         try:
             try:
                 graph.run(self.raw_handle, self._pointers(call), ws)
