@@ -36,6 +36,10 @@ __all__ = ["frontend", "frontend_reason", "GraphPlan", "GraphUnsupported", "buil
 DATA_TYPES = {"f32": "FLOAT", "f16": "HALF", "bf16": "BFLOAT16"}
 
 _STATE: dict[str, Any] = {}
+#: algo="find" times at most this many candidate plans (the top of cuDNN's ranking) ...
+FIND_LIMIT = 8
+#: ... and starts no new one after this many seconds of building and timing
+FIND_BUDGET_S = 3.0
 
 
 class GraphUnsupported(Exception):
@@ -173,6 +177,7 @@ def build_graph(fe: Any, handle: int, dtype: str, describe: Callable[[Any, Any],
                 *, name: str, strict_f32: bool, workspace_limit: int | None,
                 algo: str = "heuristic",
                 timer: Callable[[GraphPlan, int, int], float] | None = None,
+                find_limit: int = FIND_LIMIT, find_budget_s: float = FIND_BUDGET_S,
                 ) -> GraphPlan:
     """Build a frontend graph on ``handle``.
 
@@ -183,7 +188,9 @@ def build_graph(fe: Any, handle: int, dtype: str, describe: Callable[[Any, Any],
     ``algo="heuristic"``: the first plan in cuDNN's ranking (mode A, then the fallback list)
     that builds. ``algo="find"``: every candidate is built and timed by
     ``timer(plan, index, workspace_bytes)`` (seconds), the fastest kept; a candidate that fails
-    to run (or whose workspace the pool cannot give) is skipped.
+    to run (or whose workspace the pool cannot give) is skipped. The search covers the first
+    ``find_limit`` plans that build, in cuDNN's ranking, and stops starting new ones after
+    ``find_budget_s`` seconds (building a runtime-compiled engine takes up to a second).
     Raises GraphUnsupported when no plan can be built.
     """
     io = getattr(fe.data_type, DATA_TYPES[dtype])
@@ -219,7 +226,10 @@ def build_graph(fe: Any, handle: int, dtype: str, describe: Callable[[Any, Any],
             raise GraphUnsupported(f"none of {count} plans could be built")
         return plan
     best: tuple[float, int, int] | None = None
+    deadline = time.perf_counter() + find_budget_s
     for i in range(count):
+        if len(plan.built) >= find_limit or (plan.built and time.perf_counter() > deadline):
+            break
         ws = plan.build_at(i)
         if ws is None:
             continue
