@@ -130,6 +130,10 @@ class _Plan:
         self.act_desc = 0
 
 
+class _GraphRunFailed(Exception):
+    """cuDNN refused to execute a built graph (the problem moves to the legacy path)."""
+
+
 class _GraphConv:
     """A graph-API convolution plan: the built frontend graph and, where bias and activation
     could not be fused into it, the legacy descriptors of the separate passes (``epilogue``)."""
@@ -355,8 +359,17 @@ class DnnHandle:
             self.paths[plan.path] += 1
             self.cache.put(key, plan)
         if isinstance(plan, _GraphConv):
-            self._run_graph(stream, plan, call)
-            return
+            try:
+                self._run_graph(stream, plan, call)
+                return
+            except _GraphRunFailed as exc:
+                # cuDNN refused to run the built graph: the legacy path serves this problem
+                self._decline(call, str(exc))
+                self._destroy(plan)
+                plan = self._plan(call)
+                self.paths["graph"] -= 1
+                self.paths["legacy"] += 1
+                self.cache.put(key, plan)
         memory = self._ctx.memory
         while True:
             perf = plan.perfs[plan.choice]
@@ -439,11 +452,14 @@ class DnnHandle:
                     self._destroy(epilogue)
                     raise
             return _GraphConv(graph, epilogue)
+        self._decline(call, reason)
+        return None
+
+    def _decline(self, call: ConvCall, reason: str) -> None:
         self.graph_declines.append(f"{call.direction} {call.dtype} {call.layout} "
                                    f"x{list(call.x_shape)} w{list(call.w_shape)} "
                                    f"groups={call.groups}: {reason}"[:400])
         del self.graph_declines[:-8]
-        return None
 
     def _build_conv_graph(self, fe: Any, stream: Any, call: ConvCall, fused: bool,
                           limit: int | None) -> GraphPlan:
@@ -525,9 +541,9 @@ class DnnHandle:
         try:
             try:
                 graph.run(self.raw_handle, self._pointers(call), ws)
-            except Exception as exc:  # noqa: BLE001 - the frontend's errors as LibraryError
-                raise LibraryError("cudnn", 0, f"{type(exc).__name__}: {exc}",
-                                   f"cudnn frontend graph {graph.name}") from None
+            except Exception as exc:  # noqa: BLE001 - the caller falls back to the legacy path
+                raise _GraphRunFailed(f"{graph.name} plan {graph.index}: "
+                                      f"{type(exc).__name__}: {exc}") from None
             epilogue = plan.epilogue
             if epilogue is not None:
                 self._epilogue(epilogue, call)
