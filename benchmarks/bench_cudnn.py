@@ -126,6 +126,76 @@ def softmax_case(dev, torch, rows_n: int = 8192, cols: int = 8192) -> dict:
             "rel_err_vs_torch": err}
 
 
+def host_costs(dev, torch, n: int = 400) -> dict:
+    """Where the time of one pipelined convolution goes on the host: the caller's issue time
+    per call, the device thread's time inside ``DnnHandle.conv`` and inside the frontend's
+    execute (``GraphPlan.run``), for conv5_x 3x3 (~30 µs of GPU work) and for a tiny
+    convolution (a few µs of GPU work: the per-call floor), each beside torch's rate."""
+    import time
+
+    from gpumsg.libs.cudnn import graph as graph_mod
+    from gpumsg.libs.cudnn.handle import DnnHandle
+
+    spent = {"conv": 0.0, "run": 0.0, "calls": 0}
+    conv0, run0 = DnnHandle.conv, graph_mod.GraphPlan.run
+
+    def conv(self, *a, **k):
+        t0 = time.perf_counter()
+        try:
+            return conv0(self, *a, **k)
+        finally:
+            spent["conv"] += time.perf_counter() - t0
+            spent["calls"] += 1
+
+    def run(self, *a, **k):
+        t0 = time.perf_counter()
+        try:
+            return run0(self, *a, **k)
+        finally:
+            spent["run"] += time.perf_counter() - t0
+
+    out = {}
+    bf16 = gpumsg.as_dtype("bf16")
+    rng = np.random.default_rng()
+    for label, (b, c, k, hw) in (("conv5_x 3x3 512->512 @7", (BATCH, 512, 512, 7)),
+                                 ("tiny 3x3 8->8 @8 batch 1", (1, 8, 8, 8))):
+        x = dev.to_device(rng.standard_normal((b, hw, hw, c), dtype=np.float32).astype(bf16))
+        w = dev.to_device(rng.standard_normal((k, 3, 3, c), dtype=np.float32).astype(bf16))
+        y = dev.alloc((b, hw, hw, k), "bf16", order="C").result()
+        tx = torch.randn(b, c, hw, hw, device="cuda", dtype=torch.bfloat16) \
+            .contiguous(memory_format=torch.channels_last)
+        tw = torch.randn(k, c, 3, 3, device="cuda", dtype=torch.bfloat16) \
+            .contiguous(memory_format=torch.channels_last)
+        for _ in range(50):
+            last = dev.dnn.conv2d(x, w, padding=1, layout="NHWC", out=y)
+        last.result()
+        DnnHandle.conv, graph_mod.GraphPlan.run = conv, run
+        try:
+            spent.update(conv=0.0, run=0.0, calls=0)
+            t0 = time.perf_counter()
+            for _ in range(n):
+                last = dev.dnn.conv2d(x, w, padding=1, layout="NHWC", out=y)
+            t_issue = time.perf_counter() - t0
+            last.result()
+            t_all = time.perf_counter() - t0
+        finally:
+            DnnHandle.conv, graph_mod.GraphPlan.run = conv0, run0
+        for _ in range(50):
+            torch.nn.functional.conv2d(tx, tw, padding=1)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            torch.nn.functional.conv2d(tx, tw, padding=1)
+        torch.cuda.synchronize()
+        t_torch = time.perf_counter() - t0
+        calls = max(spent["calls"], 1)
+        out[label] = {"us_per_call": t_all / n * 1e6, "torch_us_per_call": t_torch / n * 1e6,
+                      "caller_issue_us": t_issue / n * 1e6,
+                      "device_conv_us": spent["conv"] / calls * 1e6,
+                      "frontend_execute_us": spent["run"] / calls * 1e6}
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=5)
@@ -144,6 +214,7 @@ def main() -> None:
         for case in RESNET50:
             rows.extend(conv_cases(dev, torch, *case))
         rows.append(softmax_case(dev, torch))
+        costs = host_costs(dev, torch)
         cache = dev.dnn.cache_info().result()
     notes = [f"batch {BATCH}, NHWC (torch: channels_last), bf16 with f32 accumulation",
              "ratio = gpumsg speed / torch speed (> 1: gpumsg faster); TFLOP/s from wall time of "
@@ -155,9 +226,12 @@ def main() -> None:
              "plan timed once per problem) against torch measured again beside it; "
              "rel_err_vs_torch compares the two bf16 outputs",
              f"gpumsg plan cache at the end: {cache}"]
+    for label, c in costs.items():
+        notes.append(f"host costs, {label} (n pipelined, timers on): "
+                     + ", ".join(f"{k} {v:.1f}" for k, v in c.items()))
     write_results("cudnn", rows, notes,
                   ["case", "gpumsg", "torch", "unit", "ratio", "gpumsg_find", "ratio_find",
-                   "rel_err_vs_torch"])
+                   "rel_err_vs_torch"], extra={"host_costs": costs})
 
 
 if __name__ == "__main__":

@@ -225,6 +225,8 @@ class DnnHandle:
         self._const_n = 0
         self._zeros = self._ones = 0
         self._reserve_sizes: dict[tuple[str, int], int] = {}
+        #: (pointer, bytes, stream) of the convolution workspace the handle keeps
+        self._conv_ws: tuple[int, int, Any] | None = None
         #: convolution plans made per path ("graph": the frontend, "legacy": descriptors)
         self.paths = {"graph": 0, "legacy": 0}
         #: why the last few problems could not take the graph path
@@ -370,12 +372,11 @@ class DnnHandle:
                 self.paths["graph"] -= 1
                 self.paths["legacy"] += 1
                 self.cache.put(key, plan)
-        memory = self._ctx.memory
         while True:
             perf = plan.perfs[plan.choice]
             nbytes = perf.memory
             try:
-                ws = memory.allocate(nbytes, stream) if nbytes else 0
+                ws = self._workspace(stream, nbytes)
                 break
             except MemoryError:
                 # the pool cannot give this workspace: take the next algorithm that needs less
@@ -384,11 +385,29 @@ class DnnHandle:
                 if not smaller:
                     raise
                 plan.choice = smaller[0]
-        try:
-            self._issue(plan, call, perf.algo, ws, nbytes)
-        finally:
-            if nbytes:
-                memory.deallocate(ws, nbytes, stream)  # stream-ordered: reused after the work
+        self._issue(plan, call, perf.algo, ws, nbytes)
+
+    def _workspace(self, stream: Any, nbytes: int) -> int:
+        """A convolution workspace of ``nbytes`` on ``stream``: the handle keeps the largest one
+        asked for (from the device pool) and reuses it for every convolution on the same stream
+        (the stream orders them), as cuBLAS's handle keeps its workspace; another stream or a
+        larger size returns it to the pool (stream-ordered) and takes a new one. Raises
+        MemoryError when the pool cannot give it."""
+        if not nbytes:
+            return 0
+        cached = self._conv_ws
+        if cached is not None and cached[2] is stream and cached[1] >= nbytes:
+            return cached[0]
+        self._drop_workspace()
+        ptr = self._ctx.memory.allocate(nbytes, stream)
+        self._conv_ws = (ptr, nbytes, stream)
+        return ptr
+
+    def _drop_workspace(self) -> None:
+        cached = self._conv_ws
+        if cached is not None:
+            self._conv_ws = None
+            self._ctx.memory.deallocate(cached[0], cached[1], cached[2])  # stream-ordered
 
     def _find_legacy(self, stream: Any, plan: _Plan, call: ConvCall) -> None:
         """algo="find" on the legacy path: run each ranked algorithm (synchronizing the stream,
@@ -526,12 +545,11 @@ class DnnHandle:
                            workspace_limit=limit, algo=call.algo, timer=timer)
 
     def _run_graph(self, stream: Any, plan: _GraphConv, call: ConvCall) -> None:
-        memory = self._ctx.memory
         while True:
             graph = plan.graph
             nbytes = graph.workspace
             try:
-                ws = memory.allocate(nbytes, stream) if nbytes else 0
+                ws = self._workspace(stream, nbytes)
                 break
             except MemoryError:
                 # the pool cannot give this workspace: the first ranked plan that needs less
@@ -539,17 +557,13 @@ class DnnHandle:
                 if not graph.next_plan(0, below=nbytes):
                     raise
         try:
-            try:
-                graph.run(self.raw_handle, self._pointers(call), ws)
-            except Exception as exc:  # noqa: BLE001 - the caller falls back to the legacy path
-                raise _GraphRunFailed(f"{graph.name} plan {graph.index}: "
-                                      f"{type(exc).__name__}: {exc}") from None
-            epilogue = plan.epilogue
-            if epilogue is not None:
-                self._epilogue(epilogue, call)
-        finally:
-            if nbytes:
-                memory.deallocate(ws, nbytes, stream)
+            graph.run(self.raw_handle, self._pointers(call), ws)
+        except Exception as exc:  # noqa: BLE001 - the caller falls back to the legacy path
+            raise _GraphRunFailed(f"{graph.name} plan {graph.index}: "
+                                  f"{type(exc).__name__}: {exc}") from None
+        epilogue = plan.epilogue
+        if epilogue is not None:
+            self._epilogue(epilogue, call)
 
     def _epilogue(self, plan: _Plan, call: ConvCall) -> None:
         """Bias and activation in place on y, as separate legacy passes."""
@@ -980,6 +994,7 @@ class DnnHandle:
         return info
 
     def close(self) -> None:
+        self._drop_workspace()
         self.cache.clear()
         self.dropouts.clear()
         self._free_consts(self._ctx.compute.obj)
