@@ -1,12 +1,19 @@
-"""The cuDNN handle of one device (device thread): convolution descriptors, the algorithm each
+"""The cuDNN handle of one device (device thread): convolution plans, the algorithm each
 problem uses, and workspaces from the device's memory pool.
 
 Each convolution problem (direction, dtype, layout, shapes, stride, padding, dilation, groups,
-math mode, workspace limit) is planned once: its descriptors and cuDNN's heuristic ranking of
-algorithms (``cudnnGet*Algorithm_v7``) are kept in an LRU :class:`~gpumsg.service.plans.PlanCache`.
-The plan uses the first ranked algorithm whose workspace fits the limit; when the pool cannot
-give that workspace, the plan moves down the ranking to an algorithm that needs less (the
-cache keeps the new choice), so a full pool degrades speed rather than failing.
+math mode, workspace limit, bias/activation, ``algo``) is planned once and kept in an LRU
+:class:`~gpumsg.service.plans.PlanCache`. Where the ``nvidia-cudnn-frontend`` package is
+installed the plan is a cuDNN graph (:mod:`gpumsg.libs.cudnn.graph`: ``conv_fprop`` with bias
+and activation fused where cuDNN builds it, ``conv_dgrad``, ``conv_wgrad``), which reaches the
+engines torch uses; otherwise, or where the graph API declines a problem, it is the legacy
+descriptors and cuDNN's ranking of algorithms (``cudnnGet*Algorithm_v7``). ``cache_info``
+counts the plans of each path and keeps the last reasons for a fallback. Either way the plan
+uses the first ranked candidate whose workspace fits the limit (``algo="find"``: the fastest
+of the timed candidates); when the pool cannot give that workspace, the plan moves down the
+ranking to one that needs less (the cache keeps the new choice), so a full pool degrades speed
+rather than failing. The handle keeps one convolution workspace (the largest asked for) per
+stream, as cuBLAS's handle does.
 """
 
 from __future__ import annotations
