@@ -2,9 +2,17 @@
 NHWC, bf16) forward, backward data and backward filter through ``dev.dnn`` beside
 ``torch.nn.functional.conv2d`` and ``torch.ops.aten.convolution_backward`` (which call cuDNN
 themselves) on channels-last tensors. Both sides use cuDNN's heuristics (torch's
-``cudnn.benchmark`` off, gpumsg's default)."""
+``cudnn.benchmark`` off, gpumsg's default ``algo="heuristic"``); gpumsg's ``algo="find"`` (every
+candidate plan timed once per problem) is measured beside them too. gpumsg takes cuDNN's graph API
+through the ``nvidia-cudnn-frontend`` package where it is installed (``cache_info`` says which
+path each plan took).
+
+``--repeats`` / ``--warmup`` shrink the run (defaults: 5 alternating runs, 0.3 s warm-up)."""
 
 from __future__ import annotations
+
+import argparse
+import os
 
 import numpy as np
 from _common import compare, write_results
@@ -21,6 +29,7 @@ RESNET50 = [
     ("conv5_x 3x3", 512, 512, 3, 1, 1, 7),
 ]
 BATCH = 64
+TIMING = {"repeats": 5, "warmup_s": 0.3}
 
 
 def conv_cases(dev, torch, name: str, c: int, k: int, r: int, s: int, p: int, hw: int
@@ -38,6 +47,7 @@ def conv_cases(dev, torch, name: str, c: int, k: int, r: int, s: int, p: int, hw
     dx = dev.alloc(x_h.shape, "bf16", order="C").result()
     dw = dev.alloc(w_h.shape, "bf16", order="C").result()
     kw = dict(stride=s, padding=p, layout="NHWC")
+    fkw = dict(kw, algo="find")
 
     def t(a: np.ndarray) -> object:  # NHWC / KRSC host array -> channels-last torch tensor
         return torch.from_numpy(a.astype(np.float32)).cuda().to(torch.bfloat16) \
@@ -53,6 +63,13 @@ def conv_cases(dev, torch, name: str, c: int, k: int, r: int, s: int, p: int, hw
             dy, w, x_h.shape, out=dx, **kw)),
         "bwd_filter": lambda: last.__setitem__(0, dev.dnn.conv_backward_filter(
             x, dy, w_h.shape, out=dw, **kw)),
+    }
+    find_fns = {
+        "fwd": lambda: last.__setitem__(0, dev.dnn.conv2d(x, w, out=y, **fkw)),
+        "bwd_data": lambda: last.__setitem__(0, dev.dnn.conv_backward_data(
+            dy, w, x_h.shape, out=dx, **fkw)),
+        "bwd_filter": lambda: last.__setitem__(0, dev.dnn.conv_backward_filter(
+            x, dy, w_h.shape, out=dw, **fkw)),
     }
     torch_fns = {
         "fwd": lambda: F.conv2d(tx, tw, stride=s, padding=p),
@@ -70,13 +87,18 @@ def conv_cases(dev, torch, name: str, c: int, k: int, r: int, s: int, p: int, hw
     rows = []
     for direction in ("fwd", "bwd_data", "bwd_filter"):
         ours, theirs = compare((ours_fns[direction], lambda: last[0].result()),
-                               (torch_fns[direction], torch.cuda.synchronize))
+                               (torch_fns[direction], torch.cuda.synchronize), **TIMING)
         mine = np.asarray(dev.copy_to_host(got[direction]).result(), np.float64)
         theirs_h = ref[direction].float().permute(0, 2, 3, 1).cpu().numpy().astype(np.float64)
         err = np.linalg.norm(mine - theirs_h) / np.linalg.norm(theirs_h)
+        found, theirs2 = compare((find_fns[direction], lambda: last[0].result()),
+                                 (torch_fns[direction], torch.cuda.synchronize), **TIMING)
+        mine = np.asarray(dev.copy_to_host(got[direction]).result(), np.float64)
+        err_find = np.linalg.norm(mine - theirs_h) / np.linalg.norm(theirs_h)
         rows.append({"case": f"{name} {c}->{k} @{hw} {direction}", "gpumsg": flop / ours / 1e12,
                      "torch": flop / theirs / 1e12, "unit": "TFLOP/s", "ratio": theirs / ours,
-                     "rel_err_vs_torch": err})
+                     "gpumsg_find": flop / found / 1e12, "ratio_find": theirs2 / found,
+                     "rel_err_vs_torch": err, "rel_err_find": err_find})
     return rows
 
 
@@ -93,7 +115,8 @@ def softmax_case(dev, torch, rows_n: int = 8192, cols: int = 8192) -> dict:
         last[0] = dev.dnn.softmax(x, "channel", out=y)
 
     ours_s, theirs_s = compare((ours, lambda: last[0].result()),
-                               (lambda: torch.softmax(tx, dim=-1), torch.cuda.synchronize))
+                               (lambda: torch.softmax(tx, dim=-1), torch.cuda.synchronize),
+                               **TIMING)
     ref = torch.softmax(tx.float(), dim=-1).cpu().numpy().astype(np.float64)
     mine = np.asarray(dev.copy_to_host(y).result(), np.float64)
     err = np.linalg.norm(mine - ref) / np.linalg.norm(ref)
@@ -103,7 +126,86 @@ def softmax_case(dev, torch, rows_n: int = 8192, cols: int = 8192) -> dict:
             "rel_err_vs_torch": err}
 
 
+def host_costs(dev, torch, n: int = 400) -> dict:
+    """Where the time of one pipelined convolution goes on the host: the caller's issue time
+    per call, the device thread's time inside ``DnnHandle.conv`` and inside the frontend's
+    execute (``GraphPlan.run``), for conv5_x 3x3 (~30 µs of GPU work) and for a tiny
+    convolution (a few µs of GPU work: the per-call floor), each beside torch's rate."""
+    import time
+
+    from gpumsg.libs.cudnn import graph as graph_mod
+    from gpumsg.libs.cudnn.handle import DnnHandle
+
+    spent = {"conv": 0.0, "run": 0.0, "calls": 0}
+    conv0, run0 = DnnHandle.conv, graph_mod.GraphPlan.run
+
+    def conv(self, *a, **k):
+        t0 = time.perf_counter()
+        try:
+            return conv0(self, *a, **k)
+        finally:
+            spent["conv"] += time.perf_counter() - t0
+            spent["calls"] += 1
+
+    def run(self, *a, **k):
+        t0 = time.perf_counter()
+        try:
+            return run0(self, *a, **k)
+        finally:
+            spent["run"] += time.perf_counter() - t0
+
+    out = {}
+    bf16 = gpumsg.as_dtype("bf16")
+    rng = np.random.default_rng()
+    for label, (b, c, k, hw) in (("conv5_x 3x3 512->512 @7", (BATCH, 512, 512, 7)),
+                                 ("tiny 3x3 8->8 @8 batch 1", (1, 8, 8, 8))):
+        x = dev.to_device(rng.standard_normal((b, hw, hw, c), dtype=np.float32).astype(bf16))
+        w = dev.to_device(rng.standard_normal((k, 3, 3, c), dtype=np.float32).astype(bf16))
+        y = dev.alloc((b, hw, hw, k), "bf16", order="C").result()
+        tx = torch.randn(b, c, hw, hw, device="cuda", dtype=torch.bfloat16) \
+            .contiguous(memory_format=torch.channels_last)
+        tw = torch.randn(k, c, 3, 3, device="cuda", dtype=torch.bfloat16) \
+            .contiguous(memory_format=torch.channels_last)
+        for _ in range(50):
+            last = dev.dnn.conv2d(x, w, padding=1, layout="NHWC", out=y)
+        last.result()
+        DnnHandle.conv, graph_mod.GraphPlan.run = conv, run
+        try:
+            spent.update(conv=0.0, run=0.0, calls=0)
+            t0 = time.perf_counter()
+            for _ in range(n):
+                last = dev.dnn.conv2d(x, w, padding=1, layout="NHWC", out=y)
+            t_issue = time.perf_counter() - t0
+            last.result()
+            t_all = time.perf_counter() - t0
+        finally:
+            DnnHandle.conv, graph_mod.GraphPlan.run = conv0, run0
+        for _ in range(50):
+            torch.nn.functional.conv2d(tx, tw, padding=1)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            torch.nn.functional.conv2d(tx, tw, padding=1)
+        torch.cuda.synchronize()
+        t_torch = time.perf_counter() - t0
+        calls = max(spent["calls"], 1)
+        out[label] = {"us_per_call": t_all / n * 1e6, "torch_us_per_call": t_torch / n * 1e6,
+                      "caller_issue_us": t_issue / n * 1e6,
+                      "device_conv_us": spent["conv"] / calls * 1e6,
+                      "frontend_execute_us": spent["run"] / calls * 1e6}
+    return out
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--warmup", type=float, default=0.3)
+    parser.add_argument("--out", default=None, help="results folder (default: $OUT or "
+                        "benchmarks/results)")
+    args = parser.parse_args()
+    TIMING.update(repeats=args.repeats, warmup_s=args.warmup)
+    if args.out:
+        os.environ["OUT"] = args.out
     import torch
 
     torch.backends.cudnn.benchmark = False
@@ -112,16 +214,24 @@ def main() -> None:
         for case in RESNET50:
             rows.extend(conv_cases(dev, torch, *case))
         rows.append(softmax_case(dev, torch))
+        costs = host_costs(dev, torch)
         cache = dev.dnn.cache_info().result()
     notes = [f"batch {BATCH}, NHWC (torch: channels_last), bf16 with f32 accumulation",
              "ratio = gpumsg speed / torch speed (> 1: gpumsg faster); TFLOP/s from wall time of "
              "n pipelined calls then one wait (n sized for >= 30 ms of torch's work); both warmed "
-             "up 0.3 s, then 5 alternating runs each, medians",
-             "both sides take cuDNN's heuristic algorithm choice (torch.backends.cudnn.benchmark "
-             "= False); rel_err_vs_torch compares the two bf16 outputs",
-             f"gpumsg algorithm cache at the end: {cache}"]
+             f"up {TIMING['warmup_s']} s, then {TIMING['repeats']} alternating runs each, "
+             "medians",
+             "gpumsg / ratio: both sides take cuDNN's heuristic choice (torch.backends.cudnn."
+             "benchmark = False); gpumsg_find / ratio_find: gpumsg's algo='find' (each candidate "
+             "plan timed once per problem) against torch measured again beside it; "
+             "rel_err_vs_torch compares the two bf16 outputs",
+             f"gpumsg plan cache at the end: {cache}"]
+    for label, c in costs.items():
+        notes.append(f"host costs, {label} (n pipelined, timers on): "
+                     + ", ".join(f"{k} {v:.1f}" for k, v in c.items()))
     write_results("cudnn", rows, notes,
-                  ["case", "gpumsg", "torch", "unit", "ratio", "rel_err_vs_torch"])
+                  ["case", "gpumsg", "torch", "unit", "ratio", "gpumsg_find", "ratio_find",
+                   "rel_err_vs_torch"], extra={"host_costs": costs})
 
 
 if __name__ == "__main__":

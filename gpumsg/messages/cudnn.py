@@ -39,6 +39,8 @@ __all__ = ["ConvForward", "ConvBackwardData", "ConvBackwardFilter", "DnnCacheInf
 
 LAYOUTS = ("NCHW", "NHWC")
 CONV_DTYPES = ("f32", "f16", "bf16")
+#: how a convolution plan is chosen: cuDNN's heuristics, or every candidate timed once ("find")
+CONV_ALGOS = ("heuristic", "find")
 #: activation name -> cudnnActivationMode_t
 ACTIVATIONS = {"none": None, "sigmoid": 0, "relu": 1, "tanh": 2, "clipped_relu": 3, "elu": 4,
                "swish": 6}
@@ -114,7 +116,7 @@ class _Conv(Message):
         msg: Any = self
         _choice(self, "layout", msg.layout, LAYOUTS)
         _choice(self, "math", msg.math, ("default", "tf32"))
-        _choice(self, "algo", msg.algo, ("heuristic",))
+        _choice(self, "algo", msg.algo, CONV_ALGOS)
         if msg.workspace_limit is not None:
             _int(self, "workspace_limit", msg.workspace_limit, 0)
         _tensor(self, x_field, x)
@@ -169,8 +171,11 @@ _CONV_FIELDS = ("stride", "padding", "dilation", "groups", "layout", "math", "al
 class ConvForward(_Conv):
     """y = act(conv(x, w) + bias): ``cudnnConvolutionForward``, then ``cudnnAddTensor`` and
     ``cudnnActivationForward`` in place on y when asked (see the module docstring for layouts).
-    The algorithm comes from cuDNN's heuristics once per problem (cached, ``dev.dnn.cache_info``),
-    the fastest one whose workspace fits ``workspace_limit`` bytes (None: any) and the pool."""
+    The plan (a cuDNN frontend graph where the ``nvidia-cudnn-frontend`` package is installed,
+    else a legacy algorithm) is chosen once per problem and cached (``dev.dnn.cache_info``):
+    ``algo="heuristic"`` takes cuDNN's heuristic choice, ``algo="find"`` runs every candidate
+    once and keeps the fastest; either the fastest whose workspace fits ``workspace_limit``
+    bytes (None: any) and the pool."""
 
     x: BufRef
     w: BufRef

@@ -178,6 +178,235 @@ def test_algorithm_cache_and_workspace_limit(dev, rng) -> None:
         assert_close(dev.copy_to_host(y).result(), y_ref, "f32")
 
 
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("case", ["stride_pad_groups", "1x1_stride2", "1d"])
+def test_conv_find(dev, rng, case: str, dtype: str) -> None:
+    """algo="find" (every candidate timed once) gives the same convolutions, as its own cached
+    plan: the three directions, then a repeat that hits the cache."""
+    layout = "NHWC"
+    x, w, geo = problem(rng, case, dtype, layout)
+    stride, padding, dilation, groups = geo
+    kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups, layout=layout,
+              algo="find")
+    y_ref, grads = ref_conv(x, w, *geo)
+    dy = random_array(rng, y_ref.shape, dtype)
+    dx_ref, dw_ref = grads(dy)
+    dxd, dwd, ddy = dev.to_device(last(x, layout)), dev.to_device(last(w, layout)), \
+        dev.to_device(last(dy, layout))
+    before = dev.dnn.cache_info().result()
+    for _ in range(2):
+        y = dev.dnn.conv(dxd, dwd, **kw)
+        dx = dev.dnn.conv_backward_data(ddy, dwd, last(x, layout).shape, **kw)
+        dw = dev.dnn.conv_backward_filter(dxd, ddy, last(w, layout).shape, **kw)
+        assert_close(first(dev.copy_to_host(y).result(), layout), y_ref, PREC[dtype])
+        assert_close(first(dev.copy_to_host(dx).result(), layout), dx_ref, PREC[dtype])
+        assert_close(first(dev.copy_to_host(dw).result(), layout), dw_ref, PREC[dtype], 2.0)
+    after = dev.dnn.cache_info().result()
+    assert after["hits"] - before["hits"] >= 3
+
+
+@pytest.fixture
+def cuda_dev():
+    from gpumsg.backends import cuda_available
+
+    ok, why = cuda_available()
+    if not ok:
+        pytest.skip(f"no CUDA GPU here ({why})")
+    d = gpumsg.open_device(0, backend="cuda")
+    yield d
+    d.close()
+
+
+def _frontend_importable() -> bool:
+    try:
+        import cudnn  # noqa: F401
+    except Exception:  # noqa: BLE001
+        return False
+    return True
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _frontend_importable(), reason="nvidia-cudnn-frontend not installed")
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_conv_graph_path(cuda_dev, rng, layout: str) -> None:
+    """With the frontend installed, convolutions (fused bias + relu forward, both backwards)
+    take the graph path: cache_info counts graph plans and names the frontend."""
+    dev = cuda_dev
+    x = random_array(rng, (4, 16, 10, 10), "bf16")
+    w = random_array(rng, (32, 16, 3, 3), "bf16")
+    b = random_array(rng, (32,), "bf16")
+    geo = ((1, 1), (1, 1), (1, 1), 1)
+    y_ref, grads = ref_conv(x, w, *geo)
+    dy = random_array(rng, y_ref.shape, "bf16")
+    dx_ref, dw_ref = grads(dy)
+    kw = dict(stride=1, padding=1, layout=layout)
+    before = dev.dnn.cache_info().result()
+    dxd, dwd, ddy = dev.to_device(last(x, layout)), dev.to_device(last(w, layout)), \
+        dev.to_device(last(dy, layout))
+    y = dev.dnn.conv2d(dxd, dwd, bias=dev.to_device(b), activation="relu", **kw)
+    dx = dev.dnn.conv_backward_data(ddy, dwd, last(x, layout).shape, **kw)
+    dw = dev.dnn.conv_backward_filter(dxd, ddy, last(w, layout).shape, **kw)
+    assert_close(first(dev.copy_to_host(y).result(), layout),
+                 np.maximum(y_ref + wide(b)[None, :, None, None], 0), "bf16", 2.0)
+    assert_close(first(dev.copy_to_host(dx).result(), layout), dx_ref, "bf16")
+    assert_close(first(dev.copy_to_host(dw).result(), layout), dw_ref, "bf16", 2.0)
+    after = dev.dnn.cache_info().result()
+    assert after["frontend"].startswith("cudnn-frontend"), after
+    assert after["graph_plans"] - before["graph_plans"] == 3, after
+
+
+@pytest.mark.gpu
+def test_conv_legacy_fallback(cuda_dev, rng, monkeypatch) -> None:
+    """Without the frontend the legacy descriptor path serves the same problems and
+    cache_info says why."""
+    from gpumsg.libs.cudnn import graph
+
+    monkeypatch.setattr(graph, "_STATE", {"module": None, "reason": "test: no frontend"})
+    dev = cuda_dev
+    x, w, geo = problem(rng, "dilated", "f16", "NHWC")
+    before = dev.dnn.cache_info().result()
+    y = dev.dnn.conv2d(dev.to_device(last(x, "NHWC")), dev.to_device(last(w, "NHWC")),
+                       stride=geo[0], padding=geo[1], dilation=geo[2], layout="NHWC",
+                       workspace_limit=12345)
+    assert_close(first(dev.copy_to_host(y).result(), "NHWC"), ref_conv(x, w, *geo)[0], "f16")
+    after = dev.dnn.cache_info().result()
+    assert after["legacy_plans"] - before["legacy_plans"] == 1
+    assert after["frontend"] == "test: no frontend"
+
+
+def test_frontend_disabled_by_environment(monkeypatch) -> None:
+    """GPUMSG_CUDNN_FRONTEND=0 keeps the frontend out, with the reason recorded."""
+    from gpumsg.libs.cudnn import graph
+
+    monkeypatch.setattr(graph, "_STATE", {})
+    monkeypatch.setenv("GPUMSG_CUDNN_FRONTEND", "0")
+    assert graph.frontend(None) is None
+    assert "GPUMSG_CUDNN_FRONTEND" in graph.frontend_reason()
+
+
+class _FakeTensor:
+    def __init__(self) -> None:
+        self.uid = -1
+
+    def set_uid(self, uid: int) -> None:
+        self.uid = uid
+
+
+class _FakeGraph:
+    """Stands in for the frontend's backend_graph: plan 0 declines, plans 1-3 build with the
+    workspaces below; executes are recorded with the pointers read from the raw array."""
+
+    WS = [0, 4096, 256, 0]
+
+    def __init__(self, **kw) -> None:
+        self.kw, self.modes, self.notes, self.limit, self.runs = kw, [], None, None, []
+        self.declines = {0}
+
+    def validate(self) -> None: ...
+    def build_operation_graph(self) -> None: ...
+    def check_support(self) -> None: ...
+    def _prepare_variant_pack_template(self) -> None: ...
+
+    def create_execution_plans(self, modes) -> None:
+        self.modes.append(modes)
+
+    def deselect_numeric_notes(self, notes) -> None:
+        self.notes = notes
+
+    def deselect_workspace_greater_than(self, n) -> None:
+        self.limit = n
+        self.declines |= {i for i, w in enumerate(self.WS) if w > n}
+
+    def get_execution_plan_count(self) -> int:
+        return len(self.WS)
+
+    def build_plan_at_index(self, i) -> None:
+        if i in self.declines:
+            raise RuntimeError("declined")
+
+    def get_workspace_size_plan_at_index(self, i) -> int:
+        return self.WS[i]
+
+    def _get_variant_pack_uids_sorted(self):
+        return [1, 2]
+
+    def _execute_with_raw_ptrs(self, addr, n, ws, handle, index) -> None:
+        import ctypes
+
+        ptrs = list((ctypes.c_void_p * n).from_address(addr))
+        self.runs.append((ptrs, ws, handle, index))
+
+
+def _fake_frontend():
+    from types import SimpleNamespace as NS
+
+    return NS(data_type=NS(FLOAT="f", HALF="h", BFLOAT16="b"), heur_mode=NS(A="A", FALLBACK="F"),
+              numerical_note=NS(TENSOR_CORE="tc", DOWN_CONVERT_INPUTS="dc",
+                                REDUCED_PRECISION_REDUCTION="rp"),
+              _pybind_module=NS(backend_graph=_FakeGraph))
+
+
+@pytest.mark.parametrize("dtype,strict,notes", [("f32", True, ["tc", "dc"]), ("f32", False, None),
+                                                ("bf16", False, ["rp"])])
+def test_graph_executor_heuristic_choice(dtype: str, strict: bool, notes) -> None:
+    """graph.build_graph: modes A then fallback, the note filters, the first ranked plan that
+    builds; run() passes the pointers in uid order; next_plan() steps to a smaller workspace."""
+    from gpumsg.libs.cudnn.graph import build_graph
+
+    fe = _fake_frontend()
+    t = {"y": _FakeTensor(), "x": _FakeTensor()}
+    plan = build_graph(fe, 77, dtype, lambda g, f: t, name="t", strict_f32=strict,
+                       workspace_limit=None)
+    g = plan.graph
+    assert g.modes == [["A"], ["F"]] and g.notes == notes and g.kw["handle"] == 77
+    assert (t["x"].uid, t["y"].uid) == (1, 2)
+    assert (plan.index, plan.workspace) == (1, 4096)
+    plan.run(77, {"x": 0x1000, "y": 0x2000}, 0x9000)
+    assert g.runs == [([0x1000, 0x2000], 0x9000, 77, 1)]
+    assert plan.next_plan(0, below=4096) and (plan.index, plan.workspace) == (2, 256)
+    assert not plan.next_plan(0, below=0)
+
+
+def test_graph_executor_find_and_limits() -> None:
+    """algo="find" keeps the fastest candidate that runs (one that fails is skipped); a
+    workspace limit removes plans; no plan at all is GraphUnsupported."""
+    from gpumsg.libs.cudnn.graph import GraphUnsupported, build_graph
+
+    fe = _fake_frontend()
+    times = {2: 1.0, 3: 2.0}  # plan 1 fails to run (KeyError): skipped
+    timed = []
+
+    def timer(plan, index, ws):
+        timed.append((index, ws))
+        return times[index]
+
+    def describe(g, f):
+        return {"x": _FakeTensor()}
+
+    plan = build_graph(fe, 1, "f16", describe, name="t", strict_f32=False,
+                       workspace_limit=None, algo="find", timer=timer)
+    # two rounds over the candidates that build
+    assert (plan.index, plan.workspace) == (2, 256) and timed == [(1, 4096), (2, 256), (3, 0)] * 2
+    assert sorted(plan.timings) == [(2, 1.0), (3, 2.0)]
+    timed.clear()
+    plan = build_graph(fe, 1, "f16", describe, name="t", strict_f32=False,
+                       workspace_limit=None, algo="find", timer=timer, find_limit=2)
+    assert timed == [(1, 4096), (2, 256)] * 2 and plan.index == 2  # the top two that build
+    plan = build_graph(fe, 1, "f16", describe, name="t", strict_f32=False, workspace_limit=300,
+                       algo="heuristic")
+    assert (plan.index, plan.workspace) == (2, 256) and plan.graph.limit == 300
+    plan = build_graph(fe, 1, "f16", describe, name="t", strict_f32=False, workspace_limit=100,
+                       algo="find", timer=timer)  # only plan 3 fits
+    assert (plan.index, plan.workspace) == (3, 0) and plan.timings == [(3, 2.0)]
+    _FakeGraph.WS = [0, 4096, 256, 8]
+    try:
+        with pytest.raises(GraphUnsupported):
+            build_graph(fe, 1, "f16", describe, name="t", strict_f32=False, workspace_limit=4,
+                        algo="heuristic")
+    finally:
+        _FakeGraph.WS = [0, 4096, 256, 0]
+
+
 # -- activations, softmax, pooling ----------------------------------------------------------------
 ACTS = [("relu", None), ("sigmoid", None), ("tanh", None), ("elu", 0.8), ("clipped_relu", 1.2),
         ("swish", 1.5)]
@@ -347,6 +576,8 @@ BAD = [
            lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), stride=(1, 1, 1)), field="stride"),
     BadArg("layout", lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), layout="CHWN"),
            field="layout"),
+    BadArg("algo", lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), algo="fastest"),
+           field="algo"),
     BadArg("tf32 on f16", lambda d: d.dnn.conv2d(_x(d, dtype="f16"),
                                                  _x(d, (3, 4, 3, 3), "f16"), math="tf32"),
            field="math"),

@@ -1,6 +1,8 @@
 """cuDNN: convolutions (1-D/2-D/3-D forward, backward data, backward filter; NCHW and NHWC;
 stride, padding, dilation, groups; f32, TF32, f16, bf16) with bias and activation, through
-cuDNN 9's legacy descriptor API, the algorithm chosen once per problem by cuDNN's heuristics.
+cuDNN 9's graph API where the ``nvidia-cudnn-frontend`` package is installed (``graph.py``) and
+its legacy descriptor API otherwise, the plan chosen once per problem by cuDNN's heuristics or
+a timed search (``algo="find"``).
 
 Same layout as every library folder (see :mod:`gpumsg.libs.cublas`). Client namespace:
 ``dev.dnn``. Messages: :mod:`gpumsg.messages.cudnn`.

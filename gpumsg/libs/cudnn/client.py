@@ -58,9 +58,13 @@ class Dnn:
     def conv(self, x: Any, w: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
              dilation: Any = 1, groups: int = 1, layout: str = "NCHW", activation: str = "none",
              act_coef: float | None = None, math: str = "default",
-             workspace_limit: int | None = None, out: Any = None) -> Future:
+             workspace_limit: int | None = None, out: Any = None, algo: str = "heuristic"
+             ) -> Future:
         """y = activation(conv(x, w) + bias), 1-D, 2-D or 3-D by x's rank. ``out`` (optional)
-        receives y; otherwise a new buffer is allocated. Bad shapes raise InvalidMessage here."""
+        receives y; otherwise a new buffer is allocated. ``algo``: "heuristic" (cuDNN's
+        heuristics choose the plan) or "find" (every candidate plan is run and timed once per
+        problem, the fastest kept; the first call synchronizes the device's stream). Bad shapes
+        raise InvalidMessage here."""
         dev = self._dev
         dev._check_open()
         if out is None:
@@ -75,35 +79,39 @@ class Dnn:
                 shape = xr.shape  # a bad argument: the message names the field
             y = dev.alloc(shape, xr.dtype, order="C")
             msg = ConvForward(x, w, y, stride, padding, dilation, groups, layout, math,
-                              "heuristic", workspace_limit, bias, activation, act_coef)
+                              algo, workspace_limit, bias, activation, act_coef)
             return dev.buffer_after(dev.send(msg), y)
         return dev.send(ConvForward(x, w, out, stride, padding, dilation, groups, layout, math,
-                                    "heuristic", workspace_limit, bias, activation, act_coef))
+                                    algo, workspace_limit, bias, activation, act_coef))
 
     conv1d = conv2d = conv3d = conv
 
     def conv_backward_data(self, dy: Any, w: Any, x_shape: Any, stride: Any = 1,
                            padding: Any = 0, dilation: Any = 1, groups: int = 1,
                            layout: str = "NCHW", math: str = "default",
-                           workspace_limit: int | None = None, out: Any = None) -> Future:
-        """dx (shape ``x_shape``), the gradient of the forward convolution with respect to x."""
+                           workspace_limit: int | None = None, out: Any = None,
+                           algo: str = "heuristic") -> Future:
+        """dx (shape ``x_shape``), the gradient of the forward convolution with respect to x
+        (``algo``: as in :meth:`conv`)."""
         dev = self._dev
         dev._check_open()
         dx = out if out is not None else dev.alloc(x_shape, as_ref(dy, "dy").dtype, order="C")
         done = dev.send(ConvBackwardData(dy, w, dx, stride, padding, dilation, groups, layout,
-                                         math, "heuristic", workspace_limit))
+                                         math, algo, workspace_limit))
         return done if out is not None else dev.buffer_after(done, dx)
 
     def conv_backward_filter(self, x: Any, dy: Any, w_shape: Any, stride: Any = 1,
                              padding: Any = 0, dilation: Any = 1, groups: int = 1,
                              layout: str = "NCHW", math: str = "default",
-                             workspace_limit: int | None = None, out: Any = None) -> Future:
-        """dw (shape ``w_shape``), the gradient of the forward convolution with respect to w."""
+                             workspace_limit: int | None = None, out: Any = None,
+                             algo: str = "heuristic") -> Future:
+        """dw (shape ``w_shape``), the gradient of the forward convolution with respect to w
+        (``algo``: as in :meth:`conv`)."""
         dev = self._dev
         dev._check_open()
         dw = out if out is not None else dev.alloc(w_shape, as_ref(x, "x").dtype, order="C")
         done = dev.send(ConvBackwardFilter(x, dy, dw, stride, padding, dilation, groups, layout,
-                                           math, "heuristic", workspace_limit))
+                                           math, algo, workspace_limit))
         return done if out is not None else dev.buffer_after(done, dw)
 
     conv2d_backward_data = conv_backward_data
@@ -346,7 +354,9 @@ class Dnn:
         return done if out is not None else self._dev.buffer_after(done, dx)
 
     def cache_info(self) -> Future:
-        """Resolves to the algorithm cache's counters: hits, misses, size, capacity."""
+        """Resolves to the plan cache's counters (hits, misses, size, capacity, evictions); on
+        a GPU also the convolution plans per path (graph_plans, legacy_plans), the frontend's
+        state (frontend) and the last reasons a problem fell back (graph_declines)."""
         return self._dev.send(DnnCacheInfo())
 
 

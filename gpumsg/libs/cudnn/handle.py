@@ -1,12 +1,19 @@
-"""The cuDNN handle of one device (device thread): convolution descriptors, the algorithm each
+"""The cuDNN handle of one device (device thread): convolution plans, the algorithm each
 problem uses, and workspaces from the device's memory pool.
 
 Each convolution problem (direction, dtype, layout, shapes, stride, padding, dilation, groups,
-math mode, workspace limit) is planned once: its descriptors and cuDNN's heuristic ranking of
-algorithms (``cudnnGet*Algorithm_v7``) are kept in an LRU :class:`~gpumsg.service.plans.PlanCache`.
-The plan uses the first ranked algorithm whose workspace fits the limit; when the pool cannot
-give that workspace, the plan moves down the ranking to an algorithm that needs less (the
-cache keeps the new choice), so a full pool degrades speed rather than failing.
+math mode, workspace limit, bias/activation, ``algo``) is planned once and kept in an LRU
+:class:`~gpumsg.service.plans.PlanCache`. Where the ``nvidia-cudnn-frontend`` package is
+installed the plan is a cuDNN graph (:mod:`gpumsg.libs.cudnn.graph`: ``conv_fprop`` with bias
+and activation fused where cuDNN builds it, ``conv_dgrad``, ``conv_wgrad``), which reaches the
+engines torch uses; otherwise, or where the graph API declines a problem, it is the legacy
+descriptors and cuDNN's ranking of algorithms (``cudnnGet*Algorithm_v7``). ``cache_info``
+counts the plans of each path and keeps the last reasons for a fallback. Either way the plan
+uses the first ranked candidate whose workspace fits the limit (``algo="find"``: the fastest
+of the timed candidates); when the pool cannot give that workspace, the plan moves down the
+ranking to one that needs less (the cache keeps the new choice), so a full pool degrades speed
+rather than failing. The handle keeps one convolution workspace (the largest asked for) per
+stream, as cuBLAS's handle does.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from .bindings import (
     AlgoPerf,
 )
 from .gelu import GELU_MODES, GeluKernels
+from .graph import GraphPlan, GraphUnsupported, build_graph, frontend, frontend_reason, time_plan
 from .layer_norm import LayerNormKernels
 from .softmax import SoftmaxKernels
 
@@ -85,11 +93,12 @@ class ConvCall:
     bias: int = 0
     activation: str = "none"
     act_coef: float = 0.0
+    algo: str = "heuristic"
 
     def plan_key(self) -> tuple:
         return (self.direction, self.dtype, self.layout, self.x_shape, self.w_shape,
                 self.y_shape, self.stride, self.padding, self.dilation, self.groups, self.math,
-                self.workspace_limit, self.bias != 0, self.activation, self.act_coef)
+                self.workspace_limit, self.bias != 0, self.activation, self.act_coef, self.algo)
 
 
 def cudnn_dims(layout: str, shape: tuple[int, ...]) -> tuple[list[int], list[int]]:
@@ -117,7 +126,10 @@ def _arr(values: list[int] | tuple[int, ...]) -> Any:
 
 
 class _Plan:
+    """A legacy-API convolution plan: descriptors and cuDNN's ranked algorithms."""
+
     __slots__ = ("descs", "perfs", "choice", "bias_desc", "act_desc")
+    path = "legacy"
 
     def __init__(self) -> None:
         self.descs: dict[str, int] = {}
@@ -125,6 +137,48 @@ class _Plan:
         self.choice = 0
         self.bias_desc = 0
         self.act_desc = 0
+
+
+class _GraphRunFailed(Exception):
+    """cuDNN refused to execute a built graph (the problem moves to the legacy path)."""
+
+
+class _GraphConv:
+    """A graph-API convolution plan: the built frontend graph and, where bias and activation
+    could not be fused into it, the legacy descriptors of the separate passes (``epilogue``)."""
+
+    __slots__ = ("graph", "epilogue", "descs")
+    path = "graph"
+
+    def __init__(self, graph: GraphPlan, epilogue: _Plan | None) -> None:
+        self.graph = graph
+        self.epilogue = epilogue
+        self.descs = epilogue.descs if epilogue is not None else {}
+
+
+#: activation -> how the graph applies it (None: not fusable, the legacy pass runs)
+def _graph_activation(g: Any, t: Any, activation: str, coef: float) -> Any:
+    if activation == "relu":
+        return g.relu(t)
+    if activation == "clipped_relu":
+        return g.relu(t, lower_clip=0.0, upper_clip=coef)
+    if activation == "sigmoid":
+        return g.sigmoid(t)
+    if activation == "tanh":
+        return g.tanh(t)
+    if activation == "swish":
+        return g.swish(t, swish_beta=coef)
+    if activation == "elu" and coef == 1.0:
+        return g.elu(t)
+    raise GraphUnsupported(f"activation {activation!r} (coef {coef}) has no graph form")
+
+
+def _geometry(call: ConvCall) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """stride, padding, dilation with the unit height of 1-D problems."""
+    stride, padding, dilation = call.stride, call.padding, call.dilation
+    if len(stride) == 1:
+        stride, padding, dilation = (1, *stride), (0, *padding), (1, *dilation)
+    return stride, padding, dilation
 
 
 class _BnPlan:
@@ -183,6 +237,12 @@ class DnnHandle:
         self._const_n = 0
         self._zeros = self._ones = 0
         self._reserve_sizes: dict[tuple[str, int], int] = {}
+        #: (pointer, bytes, stream) of the convolution workspace the handle keeps
+        self._conv_ws: tuple[int, int, Any] | None = None
+        #: convolution plans made per path ("graph": the frontend, "legacy": descriptors)
+        self.paths = {"graph": 0, "legacy": 0}
+        #: why the last few problems could not take the graph path
+        self.graph_declines: list[str] = []
 
     # -- plumbing ----------------------------------------------------------------------------------
     def _check(self, status: int, function: str) -> None:
@@ -298,19 +358,37 @@ class DnnHandle:
 
     # -- the convolution -------------------------------------------------------------------------
     def conv(self, stream: Any, call: ConvCall) -> None:
-        """Issue one convolution (and its bias and activation) on ``stream``."""
+        """Issue one convolution (and its bias and activation) on ``stream``: through a cuDNN
+        frontend graph where the frontend is installed and builds one for the problem, else
+        through the legacy descriptor API (the path each plan took: :meth:`cache_info`)."""
         self._bind(stream)
         key = call.plan_key()
         plan = self.cache.get(key)
         if plan is None:
-            plan = self._plan(call)
+            plan = self._graph_conv(stream, call)
+            if plan is None:
+                plan = self._plan(call)
+                if call.algo == "find":
+                    self._find_legacy(stream, plan, call)
+            self.paths[plan.path] += 1
             self.cache.put(key, plan)
-        memory = self._ctx.memory
+        if isinstance(plan, _GraphConv):
+            try:
+                self._run_graph(stream, plan, call)
+                return
+            except _GraphRunFailed as exc:
+                # cuDNN refused to run the built graph: the legacy path serves this problem
+                self._decline(call, str(exc))
+                self._destroy(plan)
+                plan = self._plan(call)
+                self.paths["graph"] -= 1
+                self.paths["legacy"] += 1
+                self.cache.put(key, plan)
         while True:
             perf = plan.perfs[plan.choice]
             nbytes = perf.memory
             try:
-                ws = memory.allocate(nbytes, stream) if nbytes else 0
+                ws = self._workspace(stream, nbytes)
                 break
             except MemoryError:
                 # the pool cannot give this workspace: take the next algorithm that needs less
@@ -319,11 +397,196 @@ class DnnHandle:
                 if not smaller:
                     raise
                 plan.choice = smaller[0]
+        self._issue(plan, call, perf.algo, ws, nbytes)
+
+    def _workspace(self, stream: Any, nbytes: int) -> int:
+        """A convolution workspace of ``nbytes`` on ``stream``: the handle keeps the largest one
+        asked for (from the device pool) and reuses it for every convolution on the same stream
+        (the stream orders them), as cuBLAS's handle keeps its workspace; another stream or a
+        larger size returns it to the pool (stream-ordered) and takes a new one. Raises
+        MemoryError when the pool cannot give it."""
+        if not nbytes:
+            return 0
+        cached = self._conv_ws
+        if cached is not None and cached[2] is stream and cached[1] >= nbytes:
+            return cached[0]
+        self._drop_workspace()
+        ptr = self._ctx.memory.allocate(nbytes, stream)
+        self._conv_ws = (ptr, nbytes, stream)
+        return ptr
+
+    def _drop_workspace(self) -> None:
+        cached = self._conv_ws
+        if cached is not None:
+            self._conv_ws = None
+            self._ctx.memory.deallocate(cached[0], cached[1], cached[2])  # stream-ordered
+
+    def _find_legacy(self, stream: Any, plan: _Plan, call: ConvCall) -> None:
+        """algo="find" on the legacy path: run each ranked algorithm (synchronizing the stream,
+        once per problem) and reorder them fastest first; the ones that fail are dropped."""
+        memory, backend = self._ctx.memory, self._ctx.backend
+        timed = []
+        for perf in plan.perfs:
+            nbytes = perf.memory
+            try:
+                ws = memory.allocate(nbytes, stream) if nbytes else 0
+            except MemoryError:
+                continue
+            try:
+                seconds = time_plan(lambda: backend.stream_synchronize(stream),
+                                    lambda p=perf, w=ws, n=nbytes: self._issue(plan, call, p.algo,
+                                                                               w, n))
+                timed.append((seconds, perf))
+            except LibraryError:
+                pass
+            finally:
+                if nbytes:
+                    memory.deallocate(ws, nbytes, stream)
+        if timed:
+            timed.sort(key=lambda t: t[0])
+            plan.perfs = [p for _, p in timed]
+
+    def _pointers(self, call: ConvCall) -> dict[str, int]:
+        if call.direction == "fwd":
+            ptrs = {"x": call.x, "w": call.w, "y": call.y}
+            if call.bias:
+                ptrs["b"] = call.bias
+            return ptrs
+        if call.direction == "bwd_data":
+            return {"dy": call.y, "w": call.w, "dx": call.x}
+        return {"x": call.x, "dy": call.y, "dw": call.w}
+
+    def _graph_conv(self, stream: Any, call: ConvCall,
+                    workspace_limit: int | None = -1) -> _GraphConv | None:
+        """The graph-API plan of ``call`` or None (no frontend, or no graph for it: the reason
+        is kept in :attr:`graph_declines`). Forward bias and activation are fused into the
+        graph where cuDNN builds it, else run as legacy passes after a convolution-only graph."""
+        fe = frontend(self.lib)
+        if fe is None:
+            return None
+        limit = call.workspace_limit if workspace_limit == -1 else workspace_limit
+        fuse = call.direction == "fwd" and (call.bias != 0 or call.activation != "none")
+        attempts = [True, False] if fuse else [False]
+        reason = ""
+        for fused in attempts:
+            try:
+                graph = self._build_conv_graph(fe, stream, call, fused, limit)
+            except GraphUnsupported as exc:
+                reason = str(exc)
+                continue
+            epilogue = None
+            if fuse and not fused:
+                epilogue = _Plan()
+                try:
+                    self._describe(epilogue, call)
+                except BaseException:
+                    self._destroy(epilogue)
+                    raise
+            return _GraphConv(graph, epilogue)
+        self._decline(call, reason)
+        return None
+
+    def _decline(self, call: ConvCall, reason: str) -> None:
+        self.graph_declines.append(f"{call.direction} {call.dtype} {call.layout} "
+                                   f"x{list(call.x_shape)} w{list(call.w_shape)} "
+                                   f"groups={call.groups}: {reason}"[:400])
+        del self.graph_declines[:-8]
+
+    def _build_conv_graph(self, fe: Any, stream: Any, call: ConvCall, fused: bool,
+                          limit: int | None) -> GraphPlan:
+        io = getattr(fe.data_type, {"f32": "FLOAT", "f16": "HALF", "bf16": "BFLOAT16"}[call.dtype])
+        f32 = fe.data_type.FLOAT
+        stride, padding, dilation = _geometry(call)
+        geo = dict(padding=list(padding), stride=list(stride), dilation=list(dilation),
+                   compute_data_type=f32)
+
+        def tensor(g: Any, name: str, shape: tuple[int, ...]) -> Any:
+            dims, strides = cudnn_dims(call.layout, shape)
+            return g._make_tensor(dim=dims, stride=strides, data_type=io, name=name)
+
+        def output(t: Any, shape: tuple[int, ...]) -> Any:
+            dims, strides = cudnn_dims(call.layout, shape)
+            t.set_output(True)
+            t.set_dim(dims)
+            t.set_stride(strides)
+            t._set_data_type(io)
+            return t
+
+        def describe(g: Any, _fe: Any) -> dict[str, Any]:
+            if call.direction == "fwd":
+                x, w = tensor(g, "x", call.x_shape), tensor(g, "w", call.w_shape)
+                out = g.conv_fprop(x, w, name="conv", **geo)
+                named = {"x": x, "w": w}
+                if fused:
+                    if call.bias:
+                        k = call.w_shape[0]
+                        ones = [1] * (len(cudnn_dims(call.layout, call.w_shape)[0]) - 2)
+                        b = g._make_tensor(dim=[1, k, *ones], stride=[k, 1, *([k] * len(ones))],
+                                           data_type=io, name="b")
+                        named["b"] = b
+                        out = g.add(out, b, compute_data_type=f32, name="bias")
+                    if call.activation != "none":
+                        out = _graph_activation(g, out, call.activation, call.act_coef)
+                named["y"] = output(out, call.y_shape)
+                return named
+            if call.direction == "bwd_data":
+                dy, w = tensor(g, "dy", call.y_shape), tensor(g, "w", call.w_shape)
+                dx = g.conv_dgrad(dy, w, name="dgrad", **geo)
+                return {"dy": dy, "w": w, "dx": output(dx, call.x_shape)}
+            x, dy = tensor(g, "x", call.x_shape), tensor(g, "dy", call.y_shape)
+            dw = g.conv_wgrad(x, dy, name="wgrad", **geo)
+            return {"x": x, "dy": dy, "dw": output(dw, call.w_shape)}
+
+        timer = None
+        if call.algo == "find":
+            memory, backend, h = self._ctx.memory, self._ctx.backend, self.raw_handle
+            ptrs = self._pointers(call)
+
+            def timer(gp: GraphPlan, index: int, nbytes: int) -> float:
+                ws = memory.allocate(nbytes, stream) if nbytes else 0
+                try:
+                    return time_plan(lambda: backend.stream_synchronize(stream),
+                                     lambda: gp.run(h, ptrs, ws, index))
+                finally:
+                    if nbytes:
+                        memory.deallocate(ws, nbytes, stream)
+
+        return build_graph(fe, self.raw_handle, call.dtype, describe,
+                           name=f"gpumsg_conv_{call.direction}",
+                           strict_f32=call.dtype == "f32" and call.math != "tf32",
+                           workspace_limit=limit, algo=call.algo, timer=timer)
+
+    def _run_graph(self, stream: Any, plan: _GraphConv, call: ConvCall) -> None:
+        while True:
+            graph = plan.graph
+            nbytes = graph.workspace
+            try:
+                ws = self._workspace(stream, nbytes)
+                break
+            except MemoryError:
+                # the pool cannot give this workspace: the first ranked plan that needs less
+                # (the cached plan keeps the new choice)
+                if not graph.next_plan(0, below=nbytes):
+                    raise
         try:
-            self._issue(plan, call, perf.algo, ws, nbytes)
-        finally:
-            if nbytes:
-                memory.deallocate(ws, nbytes, stream)  # stream-ordered: reused after the work
+            graph.run(self.raw_handle, self._pointers(call), ws)
+        except Exception as exc:  # noqa: BLE001 - the caller falls back to the legacy path
+            raise _GraphRunFailed(f"{graph.name} plan {graph.index}: "
+                                  f"{type(exc).__name__}: {exc}") from None
+        epilogue = plan.epilogue
+        if epilogue is not None:
+            self._epilogue(epilogue, call)
+
+    def _epilogue(self, plan: _Plan, call: ConvCall) -> None:
+        """Bias and activation in place on y, as separate legacy passes."""
+        lib, h, d = self.lib, self.raw_handle, plan.descs
+        one, zero = ctypes.byref(_ONE), ctypes.byref(_ZERO)
+        if call.bias:
+            self._check(lib.cudnnAddTensor(h, one, d["bias"], call.bias, one, d["y"], call.y),
+                        "cudnnAddTensor")
+        if "act" in d:
+            self._check(lib.cudnnActivationForward(h, d["act"], one, d["y"], call.y, zero,
+                                                   d["y"], call.y), "cudnnActivationForward")
 
     def _issue(self, plan: _Plan, call: ConvCall, algo: int, ws: int, nbytes: int) -> None:
         lib, h, d = self.lib, self.raw_handle, plan.descs
@@ -332,13 +595,7 @@ class DnnHandle:
             self._check(lib.cudnnConvolutionForward(h, one, d["x"], call.x, d["w"], call.w,
                                                     d["conv"], algo, ws, nbytes, zero, d["y"],
                                                     call.y), "cudnnConvolutionForward")
-            if call.bias:
-                self._check(lib.cudnnAddTensor(h, one, d["bias"], call.bias, one, d["y"],
-                                               call.y), "cudnnAddTensor")
-            if "act" in d:
-                self._check(lib.cudnnActivationForward(h, d["act"], one, d["y"], call.y, zero,
-                                                       d["y"], call.y),
-                            "cudnnActivationForward")
+            self._epilogue(plan, call)
         elif call.direction == "bwd_data":
             self._check(lib.cudnnConvolutionBackwardData(h, one, d["w"], call.w, d["y"], call.y,
                                                          d["conv"], algo, ws, nbytes, zero,
@@ -748,10 +1005,18 @@ class DnnHandle:
         finally:
             self._release(descs)
 
-    def cache_info(self) -> dict[str, int]:
-        return self.cache.info()
+    def cache_info(self) -> dict[str, Any]:
+        """The plan cache's counters, plus the convolution plans made per path
+        (``graph_plans``, ``legacy_plans``), the frontend's state (``frontend``: its version,
+        or why it is not used) and the last reasons a problem fell back (``graph_declines``)."""
+        info: dict[str, Any] = dict(self.cache.info())
+        frontend(self.lib)
+        info.update(graph_plans=self.paths["graph"], legacy_plans=self.paths["legacy"],
+                    frontend=frontend_reason(), graph_declines=list(self.graph_declines))
+        return info
 
     def close(self) -> None:
+        self._drop_workspace()
         self.cache.clear()
         self.dropouts.clear()
         self._free_consts(self._ctx.compute.obj)

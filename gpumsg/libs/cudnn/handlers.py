@@ -39,7 +39,7 @@ def _call(msg: Any, direction: str, x: Any, w: Any, y: Any, x_ptr: int, w_ptr: i
           y_ptr: int, **extra: Any) -> ConvCall:
     return ConvCall(direction, x.dtype, msg.layout, tuple(x.shape), tuple(w.shape),
                     tuple(y.shape), msg.stride, msg.padding, msg.dilation, msg.groups, msg.math,
-                    msg.workspace_limit, x_ptr, w_ptr, y_ptr, **extra)
+                    msg.workspace_limit, x_ptr, w_ptr, y_ptr, algo=msg.algo, **extra)
 
 
 @handles(ConvForward)
