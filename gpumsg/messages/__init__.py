@@ -50,6 +50,15 @@ from .cudnn import (
     Softmax,
     SoftmaxBackward,
 )
+from .cudnn_rnn import (  # cudnn RNNs (v8 API)
+    RnnBackwardData,
+    RnnBackwardWeights,
+    RnnCacheInfo,
+    RnnForward,
+    RnnSpaceInfo,
+    RnnSpec,
+    RnnWeightInfo,
+)
 from .device import (
     FAULT_KINDS,
     STREAMS,
@@ -157,4 +166,7 @@ __all__ = [
     "FftSpec", "FftPlan", "FftExec", "FftCacheInfo", "FftCacheConfig",
     # interop (DLPack)
     "ExportSync", "ExportRelease", "Adopt",
+    # cudnn RNNs (v8 API)
+    "RnnSpec", "RnnForward", "RnnBackwardData", "RnnBackwardWeights", "RnnWeightInfo",
+    "RnnSpaceInfo", "RnnCacheInfo",
 ]
