@@ -76,8 +76,8 @@ _INT32_MAX = 2**31 - 1
 class RnnSpec:
     """One recurrent network as plain data (hashable: the device's descriptor cache key).
 
-    ``algo``: ``"standard"`` (cuDNN's cuBLASLt-based algorithm, torch's choice) or
-    ``"persist_static"`` (persistent kernels; cuDNN refuses it for many shapes)."""
+    ``algo``: ``"standard"`` only (cuDNN's cuBLASLt-based algorithm, torch's choice on sm_90);
+    the persistent algorithms are not offered (untested here)."""
 
     cell: str
     input_size: int
@@ -100,7 +100,7 @@ class RnnSpec:
         _choice(self, "math", self.math, ("default", "tf32"))
         if self.math == "tf32" and self.dtype != "f32":
             raise _fail(self, "math", "'tf32' applies to f32 networks")
-        _choice(self, "algo", self.algo, ("standard", "persist_static"))
+        _choice(self, "algo", self.algo, ("standard",))
 
     @property
     def gates(self) -> int:

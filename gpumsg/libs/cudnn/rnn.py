@@ -184,6 +184,7 @@ class RnnHandle:
             self._check(lib.cudnnSetDropoutDescriptor(plan.dropout, h, 0.0, None, 0, 0),
                         "cudnnSetDropoutDescriptor")
             plan.desc = self._new("RNN")
+            # projSize = hiddenSize: no projection (cuDNN 9 refuses 0)
             if spec.dtype == "f32":
                 math = MATH_DEFAULT if spec.math == "tf32" else MATH_FMA
             else:
@@ -193,7 +194,8 @@ class RnnHandle:
                 RNN_DOUBLE_BIAS if spec.bias else RNN_NO_BIAS,
                 RNN_BIDIRECTIONAL if spec.bidirectional else RNN_UNIDIRECTIONAL,
                 RNN_LINEAR_INPUT, DATA_TYPE[spec.dtype], DATA_TYPE["f32"], math,
-                spec.input_size, spec.hidden_size, 0, spec.num_layers, plan.dropout,
+                spec.input_size, spec.hidden_size, spec.hidden_size, spec.num_layers,
+                plan.dropout,
                 RNN_PADDED_IO_ENABLED if padded else RNN_PADDED_IO_DISABLED),
                 "cudnnSetRNNDescriptor_v8")
             size = c_size_t(0)
@@ -366,7 +368,7 @@ class RnnHandle:
                nbytes: int) -> None:
         lib, h = self.lib, self.raw_handle
         lstm = c.spec.cell == "lstm"
-        cdesc = plan.h if lstm else None
+        cdesc = plan.h
         reserve = c.reserve or None
         w_bytes = sp.weight_bytes
         if c.op == "fwd":
