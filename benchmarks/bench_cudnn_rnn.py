@@ -12,6 +12,7 @@ import numpy as np
 from _common import compare, write_results
 
 import gpumsg
+from gpumsg.messages import RnnSpaceInfo
 
 T, B, IN, H = 512, 64, 1024, 1024
 
@@ -21,13 +22,14 @@ def _err(mine: np.ndarray, theirs: np.ndarray) -> float:
     return float(np.linalg.norm(mine - theirs) / np.linalg.norm(theirs))
 
 
-def lstm_cases(dev, torch, dtype: str, tf32: bool) -> list[dict]:
+def lstm_cases(dev, torch, dtype: str, tf32: bool, algo: str = "auto") -> list[dict]:
     torch.backends.cudnn.allow_tf32 = tf32
     tdt = {"f16": torch.float16, "f32": torch.float32}[dtype]
     ndt = {"f16": np.float16, "f32": np.float32}[dtype]
     rng = np.random.default_rng()
     mod = torch.nn.LSTM(IN, H, 1).cuda().to(tdt)
-    net = dev.dnn.lstm(IN, H, 1, dtype=dtype, math="tf32" if tf32 else "default")
+    net = dev.dnn.lstm(IN, H, 1, dtype=dtype, math="tf32" if tf32 else "default", algo=algo)
+    chosen = dev.send(RnnSpaceInfo(net.spec, T, B)).result()["algo"]
     state = {k: v.detach().float().cpu().numpy() for k, v in mod.state_dict().items()}
     net.set_weights(state).result()
     x_h = rng.standard_normal((T, B, IN), dtype=np.float32).astype(ndt)
@@ -39,6 +41,8 @@ def lstm_cases(dev, torch, dtype: str, tf32: bool) -> list[dict]:
     label = f"LSTM T{T} B{B} I{IN} H{H} {dtype}" + (" tf32" if tf32 else "")
     if dtype == "f32" and not tf32:
         label += " strict"
+    if algo != "auto":
+        label += f" (algo={algo})"
     last = [dev.synchronize()]
 
     def ours_fwd() -> None:
@@ -81,7 +85,8 @@ def lstm_cases(dev, torch, dtype: str, tf32: bool) -> list[dict]:
               f"ratio {t / o:.3f}, rel_err {err:.3g}", flush=True)
         rows.append({"case": f"{label} {what}", "gpumsg": flop / o / 1e12,
                      "torch": flop / t / 1e12, "unit": "TFLOP/s", "ratio": t / o,
-                     "gpumsg_ms": o * 1e3, "torch_ms": t * 1e3, "rel_err_vs_torch": err})
+                     "gpumsg_ms": o * 1e3, "torch_ms": t * 1e3, "rel_err_vs_torch": err,
+                     "gpumsg_algo": chosen})
     return rows
 
 
@@ -91,9 +96,10 @@ def main() -> None:
     torch.backends.cudnn.benchmark = False
     rows: list[dict] = []
     with gpumsg.open_device(0) as dev:
-        for dtype, tf32 in (("f16", False), ("f32", False), ("f32", True)):
+        for dtype, tf32, algo in (("f16", False, "auto"), ("f16", False, "standard"),
+                                  ("f32", False, "auto"), ("f32", True, "auto")):
             try:
-                rows.extend(lstm_cases(dev, torch, dtype, tf32))
+                rows.extend(lstm_cases(dev, torch, dtype, tf32, algo))
             except Exception as exc:  # noqa: BLE001 - record the failure, measure the rest
                 import traceback
 
@@ -105,15 +111,17 @@ def main() -> None:
              "calls then one wait (n sized for >= 30 ms of torch's work, at least 10), 0.5 s "
              "warm-up each, 5 alternating runs, medians; TFLOP/s counts the forward as "
              "2 T B 4H (I + H) and forward+backward as 3x that",
-             "both: cuDNN's standard algorithm, sequence-major packed layout, f16 with f32 math "
-             "on tensor cores; gpumsg allocates y/h/c (and the reserve, the gradients) per "
+             "gpumsg_algo: the cuDNN algorithm gpumsg ran (algo='auto' unless the case names "
+             "one); torch picks by its own heuristics (persistent kernels for f16 in this regime, "
+             "standard otherwise); sequence-major packed layout, f16 with f32 math on tensor "
+             "cores; gpumsg allocates y/h/c (and the reserve, the gradients) per "
              "call from its pool, torch from its caching allocator",
              "rel_err_vs_torch: forward y; forward+backward the worse of dx and every weight "
              "gradient",
              f"gpumsg RNN caches at the end: {cache}"]
     write_results("cudnn_rnn", rows, notes,
                   ["case", "gpumsg", "torch", "unit", "ratio", "gpumsg_ms", "torch_ms",
-                   "rel_err_vs_torch", "error"])
+                   "rel_err_vs_torch", "gpumsg_algo", "error"])
 
 
 if __name__ == "__main__":

@@ -277,6 +277,40 @@ def test_weight_gradients_accumulate(dev, rng) -> None:
     assert_close(_host(dev, dw), once, "f32")
 
 
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_persistent_and_standard_algorithms_agree(dev, rng, cell) -> None:
+    """An f16 single-layer network of 128 in cuDNN's persistent-kernel regime: "auto" picks the
+    persistent algorithm (where cuDNN accepts it), and it, "persist_static" and "standard" give
+    the reference's forward and the same gradients from the same weight space."""
+    t_len, batch, size = 6, 8, 128
+    nets = {a: dev.dnn.rnn(cell, size, size, 1, dtype="f16", algo=a)
+            for a in ("auto", "persist_static", "standard")}
+    assert len({n.weight_bytes for n in nets.values()}) == 1
+    params = {k: _rounded(v, "f16") for k, v in
+              random_params(rng, nets["standard"].param_shapes()).items()}
+    x = random_array(rng, (t_len, batch, size), "f16")
+    h0 = (random_array(rng, (1, batch, size), "f32") * 0.5).astype(np.float16)
+    dy = random_array(rng, (t_len, batch, size), "f16")
+    y_ref, hy_ref, _ = ref_rnn(cell, params, wide(x), wide(h0), np.zeros_like(wide(h0)), 1, 1)
+    algo = dev.send(gpumsg.messages.RnnSpaceInfo(nets["auto"].spec, t_len, batch)
+                    ).result()["algo"]
+    assert algo in ("persist_static", "standard")
+    if dev.backend == "sim":
+        assert algo == "persist_static"
+    xs, hs, dys = dev.to_device(x), dev.to_device(h0), dev.to_device(dy)
+    grads = {}
+    for a, net in nets.items():
+        net.set_weights(params).result()
+        out = net(xs, hs, train=True)
+        assert_close(_host(dev, out.y), y_ref, "f16", 2)
+        assert_close(_host(dev, out.hy), hy_ref, "f16", 2)
+        g = net.backward(xs, out.y, dys, out.reserve, hs)
+        grads[a] = (_host(dev, g.dx), _host(dev, g.dhx), _host(dev, g.dw))
+    for a in ("auto", "persist_static"):
+        for got, want in zip(grads[a], grads["standard"]):
+            assert_close(got, want, "f16", 2)
+
+
 # -- weights, caches ------------------------------------------------------------------------------
 def test_torch_names_and_weight_access(dev, rng) -> None:
     net = _net(dev, "lstm", bidirectional=True, isz=3, hsz=2, bias=True)

@@ -202,7 +202,7 @@ def _version(lib: LoadedLibrary) -> str:
 _I32 = ctypes.c_int32
 _U32 = ctypes.c_uint32
 #: cudnnRNNAlgo_t
-RNN_ALGO = {"standard": 0}
+RNN_ALGO = {"standard": 0, "persist_static": 1}
 #: cudnnRNNMode_t
 RNN_MODE = {"rnn_relu": 0, "rnn_tanh": 1, "lstm": 2, "gru": 3}
 RNN_NO_BIAS, RNN_DOUBLE_BIAS = 0, 2  # cudnnRNNBiasMode_t

@@ -2,15 +2,17 @@
 device copy of the sequence lengths, workspaces from the pool.
 
 Two :class:`~gpumsg.service.plans.PlanCache` s: one of RNN descriptors keyed by
-(:class:`~gpumsg.messages.cudnn_rnn.RnnSpec`, padded I/O), each with its weight-space size and
-torch-named parameter table (``cudnnGetRNNWeightParams``, asked once); one of *data plans* keyed
-by (spec, layout, T, B, sequence lengths): the x/y RNN data descriptors, the state descriptor,
-the workspace and reserve sizes of both forward modes, and the int32 device array of sequence
-lengths that cuDNN 9 requires (``devSeqLengths``). That array is packed into a pinned staging
-block and copied on the compute stream ahead of the call that reads it (the block goes back
-when the copy has completed); an evicted plan frees it stream-ordered. Nothing here waits on
-the GPU. The cuDNN handle is the device's one (``ctx.library("cudnn")``), bound to the stream
-through it.
+(:class:`~gpumsg.messages.cudnn_rnn.RnnSpec`, padded I/O, algorithm), each with its weight-space
+size and torch-named parameter table (``cudnnGetRNNWeightParams``, asked once); one of *data
+plans* keyed by (spec, layout, T, B, sequence lengths): the x/y RNN data descriptors, the state
+descriptor, the workspace and reserve sizes of both forward modes, the algorithm the problem
+runs with (``algo="auto"``: persistent kernels where
+:func:`~gpumsg.messages.cudnn_rnn.auto_algo` says so and cuDNN accepts them, else standard) and
+the int32 device array of sequence lengths that cuDNN 9 requires (``devSeqLengths``). That
+array is packed into a pinned staging block and copied on the compute stream ahead of the call
+that reads it (the block goes back when the copy has completed); an evicted plan frees it
+stream-ordered. Nothing here waits on the GPU. The cuDNN handle is the device's one
+(``ctx.library("cudnn")``), bound to the stream through it.
 
 Layouts: sequence-major without padding is cuDNN's packed layout with padded I/O off (torch's
 call); a batch-major or padded batch uses the unpacked layouts with padded I/O on, outputs'
@@ -27,7 +29,7 @@ import numpy as np
 
 from ...dtypes import dtype_of
 from ...errors import LibraryError
-from ...messages.cudnn_rnn import RnnSpec, param_names
+from ...messages.cudnn_rnn import RnnSpec, auto_algo, param_names
 from ...service.plans import PlanCache
 from ...service.registry import COMPUTE
 from ..loader import c_int, c_size_t, c_void_p
@@ -113,9 +115,11 @@ class _SpecPlan:
 
 
 class _DataPlan:
-    __slots__ = ("x", "y", "h", "seq_dev", "seq_bytes", "ws_infer", "ws_train", "reserve")
+    __slots__ = ("x", "y", "h", "seq_dev", "seq_bytes", "ws_infer", "ws_train", "reserve",
+                 "algo")
 
     def __init__(self) -> None:
+        self.algo = "standard"
         self.x = self.y = self.h = 0
         self.seq_dev = 0
         self.seq_bytes = 0
@@ -171,8 +175,8 @@ class RnnHandle:
             plan.seq_dev = 0
 
     # -- the RNN descriptor, weight space size and parameter table --------------------------------
-    def _spec_plan(self, spec: RnnSpec, padded: bool) -> _SpecPlan:
-        key = (spec, padded)
+    def _spec_plan(self, spec: RnnSpec, padded: bool, algo: str = "standard") -> _SpecPlan:
+        key = (spec, padded, algo)
         plan = self.specs.get(key)
         if plan is not None:
             return plan
@@ -190,7 +194,7 @@ class RnnHandle:
             else:
                 math = MATH_TENSOR_OP
             self._check(lib.cudnnSetRNNDescriptor_v8(
-                plan.desc, RNN_ALGO[spec.algo], RNN_MODE[spec.cell],
+                plan.desc, RNN_ALGO[algo], RNN_MODE[spec.cell],
                 RNN_DOUBLE_BIAS if spec.bias else RNN_NO_BIAS,
                 RNN_BIDIRECTIONAL if spec.bidirectional else RNN_UNIDIRECTIONAL,
                 RNN_LINEAR_INPUT, DATA_TYPE[spec.dtype], DATA_TYPE["f32"], math,
@@ -203,6 +207,12 @@ class RnnHandle:
                         "cudnnGetRNNWeightSpaceSize")
             plan.weight_bytes = size.value
             plan.params = self._param_table(spec, plan)
+            if algo != "standard":
+                std = self._spec_plan(spec, padded)
+                if (plan.weight_bytes, plan.params) != (std.weight_bytes, std.params):
+                    raise LibraryError("cudnn", 0, f"the {algo} algorithm lays the weight "
+                                       "space out differently from the standard one",
+                                       "cudnnGetRNNWeightParams")
         except BaseException:
             self._free_spec(plan)
             raise
@@ -281,9 +291,25 @@ class RnnHandle:
         if plan is not None:
             return plan
         padded = batch_first or lengths is not None
-        sp = self._spec_plan(spec, padded)
+        algo = auto_algo(spec, padded, batch)
+        if algo != "standard" and spec.algo == "auto":
+            try:
+                plan = self._new_data_plan(spec, batch_first, seq_len, batch, lengths, algo)
+            except LibraryError:  # cuDNN refuses the persistent kernels here: standard ones
+                plan = self._new_data_plan(spec, batch_first, seq_len, batch, lengths,
+                                           "standard")
+        else:
+            plan = self._new_data_plan(spec, batch_first, seq_len, batch, lengths, algo)
+        self.data.put(key, plan)
+        return plan
+
+    def _new_data_plan(self, spec: RnnSpec, batch_first: bool, seq_len: int, batch: int,
+                       lengths: tuple[int, ...] | None, algo: str) -> _DataPlan:
+        padded = batch_first or lengths is not None
+        sp = self._spec_plan(spec, padded, algo)
         lib, h = self.lib, self.raw_handle
         plan = _DataPlan()
+        plan.algo = algo
         seqs = list(lengths) if lengths is not None else [seq_len] * batch
         if not padded:
             layout = RNN_SEQ_MAJOR_PACKED
@@ -319,7 +345,6 @@ class RnnHandle:
         except BaseException:
             self._free_data(plan, stream)
             raise
-        self.data.put(key, plan)
         return plan
 
     def _upload_lengths(self, plan: _DataPlan, seqs: list[int], stream: Any) -> None:
@@ -345,15 +370,15 @@ class RnnHandle:
         self._dnn._bind(self._ctx.compute.obj)
         plan = self._data_plan(spec, batch_first, seq_len, batch, lengths)
         return {"workspace_bytes": plan.ws_train, "reserve_bytes": plan.reserve,
-                "inference_workspace_bytes": plan.ws_infer}
+                "inference_workspace_bytes": plan.ws_infer, "algo": plan.algo}
 
     # -- the calls ----------------------------------------------------------------------------
     def run(self, stream: Any, call: RnnCall) -> None:
         """Issue ``call`` on ``stream`` with a workspace from the pool (freed stream-ordered)."""
         self._dnn._bind(stream)
-        sp = self._spec_plan(call.spec, call.padded)
         plan = self._data_plan(call.spec, call.batch_first, call.seq_len, call.batch,
                                call.seq_lengths)
+        sp = self._spec_plan(call.spec, call.padded, plan.algo)
         training = call.op != "fwd" or bool(call.reserve)
         nbytes = plan.ws_train if training else plan.ws_infer
         memory = self._ctx.memory

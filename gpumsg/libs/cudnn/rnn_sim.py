@@ -13,7 +13,7 @@ import numpy as np
 
 from ...backends.sim.device import SimBackend
 from ...dtypes import dtype_of
-from ...messages.cudnn_rnn import RnnSpec, param_names
+from ...messages.cudnn_rnn import RnnSpec, auto_algo, param_names
 from ...service.plans import PlanCache
 from .rnn import RnnCall
 
@@ -128,8 +128,9 @@ class SimRnn:
         self.specs = PlanCache(32)
         self.data = PlanCache(64)
 
-    def _spec_plan(self, spec: RnnSpec, padded: bool) -> tuple[int, dict[str, Any]]:
-        key = (spec, padded)
+    def _spec_plan(self, spec: RnnSpec, padded: bool, algo: str = "standard"
+                   ) -> tuple[int, dict[str, Any]]:
+        key = (spec, padded, algo)
         plan = self.specs.get(key)
         if plan is None:
             plan = sim_weight_table(spec)
@@ -141,9 +142,11 @@ class SimRnn:
         key = (spec, batch_first, t, b, lengths)
         plan = self.data.get(key)
         if plan is None:
-            self._spec_plan(spec, batch_first or lengths is not None)
+            padded = batch_first or lengths is not None
+            algo = auto_algo(spec, padded, b)  # the simulator accepts either
+            self._spec_plan(spec, padded, algo)
             plan = {"workspace_bytes": 0, "reserve_bytes": 8 * sim_reserve_layout(spec, t, b)[0],
-                    "inference_workspace_bytes": 0}
+                    "inference_workspace_bytes": 0, "algo": algo}
             self.data.put(key, plan)
         return plan
 
@@ -159,8 +162,9 @@ class SimRnn:
         return dict(self._data_plan(spec, batch_first, seq_len, batch, lengths))
 
     def run(self, stream: Any, call: RnnCall) -> None:
-        self._spec_plan(call.spec, call.padded)
-        self._data_plan(call.spec, call.batch_first, call.seq_len, call.batch, call.seq_lengths)
+        plan = self._data_plan(call.spec, call.batch_first, call.seq_len, call.batch,
+                               call.seq_lengths)
+        self._spec_plan(call.spec, call.padded, plan["algo"])
         work = {"fwd": self._forward, "bwd_data": self._backward_data,
                 "bwd_weights": self._backward_weights}[call.op]
         stream.put(lambda: work(call))
