@@ -365,6 +365,25 @@ def test_caches_count_hits(dev, rng) -> None:
     assert after["data"]["size"] >= 1 and after["specs"]["size"] >= 1
 
 
+def test_data_plan_eviction(dev, rng) -> None:
+    """More shapes than the data-plan cache holds: plans are evicted (their device arrays of
+    sequence lengths freed stream-ordered) and every call still computes the right thing."""
+    net = _net(dev, "rnn_tanh", isz=3, hsz=2, layers=1)
+    params = random_params(rng, net.param_shapes())
+    net.set_weights(params).result()
+    before = dev.dnn.rnn_cache_info().result()["data"]["evictions"]
+    outs = []
+    for t_len in range(1, 72):
+        x = random_array(rng, (t_len, 2, 3), "f32")
+        lengths = (t_len, max(1, t_len // 2))
+        outs.append((x, lengths, net(dev.to_device(x), seq_lengths=lengths).y))
+    for x, lengths, y in outs[::10] + outs[-3:]:
+        zeros = np.zeros((1, 2, 2))
+        assert_close(_host(dev, y), ref_rnn("rnn_tanh", params, wide(x), zeros, zeros, 1, 1,
+                                            lengths)[0], "f32", 5)
+    assert dev.dnn.rnn_cache_info().result()["data"]["evictions"] - before >= 71 - 64
+
+
 # -- bad arguments --------------------------------------------------------------------------------
 def _lstm(d, **kw):
     return d.dnn.lstm(3, 4, 1, **kw)
