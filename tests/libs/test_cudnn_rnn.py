@@ -164,7 +164,7 @@ def test_padded_batch(dev, rng, cell, batch_first) -> None:
     y_ref, hy_ref, cy_ref = ref_rnn(cell, params, wide(x), wide(h0), np.zeros_like(wide(h0)),
                                     2, 2, lengths)
     out = net(dev.to_device(np.ascontiguousarray(_seq(x, batch_first))), dev.to_device(h0),
-              seq_lengths=lengths, train=True)
+              seq_lengths=np.array(lengths) if batch_first else lengths, train=True)
     y = _seq(_host(dev, out.y), batch_first)
     assert_close(y, y_ref, "f32", 5)
     for b, n in enumerate(lengths):
@@ -426,6 +426,8 @@ BAD = [
     BadArg("seq_lengths count", lambda d: _lstm(d)(_buf(d, (5, 2, 3)), seq_lengths=(5,)),
            field="seq_lengths"),
     BadArg("seq_length > T", lambda d: _lstm(d)(_buf(d, (5, 2, 3)), seq_lengths=(6, 2)),
+           field="seq_lengths"),
+    BadArg("seq_lengths an int", lambda d: _lstm(d)(_buf(d, (5, 2, 3)), seq_lengths=5),
            field="seq_lengths"),
     BadArg("seq_length 0", lambda d: _lstm(d)(_buf(d, (5, 2, 3)), seq_lengths=(0, 2)),
            field="seq_lengths"),

@@ -62,6 +62,15 @@ class RnnGrads(NamedTuple):
     dw: Any
 
 
+def _lengths(value: Any) -> Any:
+    """A list or array of lengths as a tuple of ints; anything else as given (the message
+    names what is wrong with it)."""
+    if isinstance(value, (list, np.ndarray)) and np.ndim(value) == 1:
+        return tuple(int(v) if isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                     else v for v in value)
+    return value
+
+
 def _all(futures: list[Future]) -> Future:
     """A future that resolves to None once every one of ``futures`` has (or fails with the
     first error)."""
@@ -196,7 +205,7 @@ class Rnn:
     def reserve_bytes(self, seq_len: int, batch: int, seq_lengths: Any = None) -> int:
         """Bytes of the reserve space of a training call (asked of the device once per shape,
         then remembered; the first ask waits for the answer)."""
-        msg = RnnSpaceInfo(self.spec, seq_len, batch, seq_lengths, self.batch_first)
+        msg = RnnSpaceInfo(self.spec, seq_len, batch, _lengths(seq_lengths), self.batch_first)
         key = (msg.seq_len, msg.batch, msg.seq_lengths)
         n = self._reserve.get(key)
         if n is None:
@@ -233,6 +242,7 @@ class Rnn:
         returns the reserve space (u8) that :meth:`backward` needs. Omitted hx/cx are zeros."""
         dev = self._dev
         dev._check_open()
+        seq_lengths = _lengths(seq_lengths)
         t, b = self._seq_dims(x, "x")
         w = self._check_w(w, "w")
         spec = self.spec
@@ -245,7 +255,7 @@ class Rnn:
             reserve = dev.alloc((max(self.reserve_bytes(t, b, seq_lengths), 1),), "u8",
                                 order="C")
         done = dev.send(RnnForward(spec, x, y, w, hx, cx, hy, cy, reserve,
-                                   None if seq_lengths is None else tuple(seq_lengths),
+                                   _lengths(seq_lengths),
                                    self.batch_first))
         after = dev.buffer_after
         return RnnOutputs(after(done, y), after(done, hy),
@@ -269,7 +279,7 @@ class Rnn:
         dhx = self._new_states(b)
         dcx = self._new_states(b) if spec.cell == "lstm" else None
         done = dev.send(RnnBackwardData(spec, y, dy, dx, w, reserve, hx, cx, dhy, dcy, dhx, dcx,
-                                        None if seq_lengths is None else tuple(seq_lengths),
+                                        _lengths(seq_lengths),
                                         self.batch_first))
         after = dev.buffer_after
         return (after(done, dx), after(done, dhx), None if dcx is None else after(done, dcx))
@@ -289,7 +299,7 @@ class Rnn:
         else:
             dw = dev.alloc((self.weight_elems,), self.spec.dtype, order="C")
         done = dev.send(RnnBackwardWeights(self.spec, x, y, dw, reserve, hx,
-                                           None if seq_lengths is None else tuple(seq_lengths),
+                                           _lengths(seq_lengths),
                                            self.batch_first, accumulate))
         return done if given else dev.buffer_after(done, dw)
 
