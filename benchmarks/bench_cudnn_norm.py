@@ -1,17 +1,27 @@
-"""cuDNN normalization and dropout beside torch in the same run: batch norm (training,
-inference, backward) at a ResNet shape (64 x 256 x 56 x 56) in bf16 NHWC and f32 NCHW,
-LayerNorm 8192 x 8192 bf16 forward and backward, dropout of 64M f16 elements forward and
-backward (cuDNN's dropout refuses bf16). gpumsg sends its messages with preallocated outputs;
-torch runs ``F.batch_norm``/``F.layer_norm``/``F.dropout`` and the ATen backward ops. Bandwidth
-counts the minimum traffic (every input read once, every output written once)."""
+"""cuDNN normalization, dropout, GELU and softmax beside torch in the same run: batch norm
+(training, inference, backward) at a ResNet shape (64 x 256 x 56 x 56) in bf16 NHWC and f32
+NCHW, LayerNorm 8192 x 8192 bf16 and f32 forward and backward (with the row-kernel shapes tried
+side by side: ``--no-variants`` skips them), dropout of 64M f16 elements forward and backward
+(cuDNN's dropout refuses bf16), GELU (exact and tanh) and last-dimension softmax of
+8192 x 8192 bf16 and f32 forward and backward (softmax also through cuDNN's own kernel for the
+record). gpumsg sends its messages with preallocated outputs; torch runs ``F.batch_norm``/
+``F.layer_norm``/``F.dropout``/``F.gelu``/``torch.softmax`` and the ATen backward ops.
+Bandwidth counts the minimum traffic (every input read once, every output written once)."""
 
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 from _common import compare, write_results
 
 import gpumsg
+from gpumsg.libs.cudnn import layer_norm as ln_mod
+from gpumsg.libs.cudnn.gelu import GeluKernels
+from gpumsg.libs.cudnn.softmax import SoftmaxKernels
 from gpumsg.messages import (
+    Activation,
+    ActivationBackward,
     BatchNormBackward,
     BatchNormInference,
     BatchNormTrain,
@@ -19,6 +29,8 @@ from gpumsg.messages import (
     DropoutBackward,
     LayerNorm,
     LayerNormBackward,
+    Softmax,
+    SoftmaxBackward,
 )
 
 BF16 = gpumsg.as_dtype("bf16")
@@ -42,13 +54,24 @@ def _err(mine: np.ndarray, theirs: np.ndarray) -> float:
     return float(np.linalg.norm(mine - theirs) / np.linalg.norm(theirs))
 
 
-def _timed(dev, torch, send, torch_fn) -> tuple[float, float]:
+def _timed(dev, torch, send, torch_fn, n: int | None = None) -> tuple[float, float]:
     last = [dev.synchronize()]
 
     def ours() -> None:
         last[0] = send()
 
-    return compare((ours, lambda: last[0].result()), (torch_fn, torch.cuda.synchronize))
+    return compare((ours, lambda: last[0].result()), (torch_fn, torch.cuda.synchronize), n=n)
+
+
+def _slow_n(send) -> int | None:
+    """10 operations a run where one takes over a millisecond (cuDNN's softmax on these rows
+    might), so that the benchmark's time stays bounded; else None (compare's own sizing)."""
+    import time
+
+    send().result()
+    t0 = time.perf_counter()
+    send().result()
+    return 10 if time.perf_counter() - t0 > 1e-3 else None
 
 
 def batch_norm_cases(dev, torch, dtype: str, layout: str) -> list[dict]:
@@ -118,36 +141,158 @@ def batch_norm_cases(dev, torch, dtype: str, layout: str) -> list[dict]:
     return rows
 
 
-def layer_norm_cases(dev, torch, m: int = 8192, d: int = 8192) -> list[dict]:
+def _torch_of(torch, a: np.ndarray, dtype: str) -> object:
+    t = torch.from_numpy(np.asarray(a, np.float32)).cuda()
+    return t.to(torch.bfloat16) if dtype == "bf16" else t
+
+
+def layer_norm_cases(dev, torch, dtype: str = "bf16", m: int = 8192, d: int = 8192,
+                     variants: bool = False) -> list[dict]:
     import torch.nn.functional as F
 
     rng = np.random.default_rng()
-    x_h, dy_h = _host(rng, (m, d), "bf16"), _host(rng, (m, d), "bf16")
+    x_h, dy_h = _host(rng, (m, d), dtype), _host(rng, (m, d), dtype)
     g_h = rng.uniform(0.5, 1.5, d).astype(np.float32)
     b_h = rng.standard_normal(d).astype(np.float32)
     x, dy, g, b = (dev.to_device(a) for a in (x_h, dy_h, g_h, b_h))
-    y = dev.alloc((m, d), "bf16", order="C").result()
-    dx = dev.alloc((m, d), "bf16", order="C").result()
+    y = dev.alloc((m, d), dtype, order="C").result()
+    dx = dev.alloc((m, d), dtype, order="C").result()
     mean, inv = (dev.alloc((m,), "f32", order="C").result() for _ in range(2))
     dg, db = (dev.alloc((d,), "f32", order="C").result() for _ in range(2))
-    tx, tdy = (torch.from_numpy(a.astype(np.float32)).cuda().to(torch.bfloat16)
-               for a in (x_h, dy_h))
-    tg, tb = (torch.from_numpy(a).cuda().to(torch.bfloat16) for a in (g_h, b_h))
+    tx, tdy = _torch_of(torch, x_h, dtype), _torch_of(torch, dy_h, dtype)
+    tg, tb = _torch_of(torch, g_h, dtype), _torch_of(torch, b_h, dtype)
     nbytes = x_h.nbytes
+    tag = f"LayerNorm {m}x{d} {dtype}"
     fwd = LayerNorm(x, y, mean, inv, g, b, 1, 1e-5)
     ours, theirs = _timed(dev, torch, lambda: dev.send(fwd),
                           lambda: F.layer_norm(tx, (d,), tg, tb, 1e-5))
     ref = F.layer_norm(tx, (d,), tg, tb, 1e-5).float().cpu().numpy()
-    rows = [_row(f"LayerNorm {m}x{d} bf16 forward", 2 * nbytes, ours, theirs,
+    rows = [_row(f"{tag} forward", 2 * nbytes, ours, theirs,
                  _err(dev.copy_to_host(y).result(), ref))]
     _, tmean, trstd = torch.ops.aten.native_layer_norm(tx, [d], tg, tb, 1e-5)
     bwd = LayerNormBackward(x, dy, mean, inv, dx, g, dg, db, 1, 1e-5)
     tbwd = torch.ops.aten.native_layer_norm_backward
     ours, theirs = _timed(dev, torch, lambda: dev.send(bwd),
                           lambda: tbwd(tdy, tx, [d], tmean, trstd, tg, tb, [True, True, True]))
-    ref = tbwd(tdy, tx, [d], tmean, trstd, tg, tb, [True, True, True])[0].float().cpu().numpy()
-    rows.append(_row(f"LayerNorm {m}x{d} bf16 backward", 3 * nbytes, ours, theirs,
-                     _err(dev.copy_to_host(dx).result(), ref)))
+    tref = tbwd(tdy, tx, [d], tmean, trstd, tg, tb, [True, True, True])
+    rows.append(_row(f"{tag} backward", 3 * nbytes, ours, theirs,
+                     _err(dev.copy_to_host(dx).result(), tref[0].float().cpu().numpy())))
+    rows[-1]["dgamma_rel_err"] = _err(dev.copy_to_host(dg).result(),
+                                      tref[1].float().cpu().numpy())
+    if not variants:
+        return rows
+    # the row-kernel shapes side by side (the defaults above): threads aimed at, packs/thread
+    saved = dict(ln_mod.TUNE)
+    try:
+        for name, tune, msg, nb in (
+                ("fwd threads 128", {"fwd_threads": 128}, fwd, 2 * nbytes),
+                ("fwd threads 512", {"fwd_threads": 512}, fwd, 2 * nbytes),
+                ("fwd threads 1024", {"fwd_threads": 1024}, fwd, 2 * nbytes),
+                ("bwd threads 512 (V=2)", {"bwd_threads": 512}, bwd, 3 * nbytes),
+                ("bwd threads 256 (V=4)", {"bwd_threads": 256}, bwd, 3 * nbytes),
+                ("bwd 2 blocks/SM", {"bwd_blocks_per_sm": 2}, bwd, 3 * nbytes),
+                ("bwd threads 512, 2 blocks/SM", {"bwd_threads": 512, "bwd_blocks_per_sm": 2},
+                 bwd, 3 * nbytes)):
+            ln_mod.TUNE.clear()
+            ln_mod.TUNE.update(saved)
+            ln_mod.TUNE.update(tune)
+            t_fn = ((lambda: F.layer_norm(tx, (d,), tg, tb, 1e-5)) if msg is fwd else
+                    (lambda: tbwd(tdy, tx, [d], tmean, trstd, tg, tb, [True, True, True])))
+            ours, theirs = _timed(dev, torch, lambda m_=msg: dev.send(m_), t_fn)
+            out = y if msg is fwd else dx
+            err = _err(dev.copy_to_host(out).result(),
+                       ref if msg is fwd else tref[0].float().cpu().numpy())
+            rows.append(_row(f"{tag} variant: {name}", nb, ours, theirs, err))
+    finally:
+        ln_mod.TUNE.clear()
+        ln_mod.TUNE.update(saved)
+    return rows
+
+
+def gelu_cases(dev, torch, dtype: str, m: int = 8192, d: int = 8192,
+               variants: bool = False) -> list[dict]:
+    import torch.nn.functional as F
+
+    rng = np.random.default_rng()
+    x_h, dy_h = _host(rng, (m, d), dtype), _host(rng, (m, d), dtype)
+    x, dy = dev.to_device(x_h), dev.to_device(dy_h)
+    y = dev.alloc((m, d), dtype, order="C").result()
+    dx = dev.alloc((m, d), dtype, order="C").result()
+    tx, tdy = _torch_of(torch, x_h, dtype), _torch_of(torch, dy_h, dtype)
+    nbytes = x_h.nbytes
+    rows = []
+    tb = torch.ops.aten.gelu_backward
+    for mode, approx in (("gelu", "none"), ("gelu_tanh", "tanh")):
+        tag = f"GELU ({mode}) {m}x{d} {dtype}"
+        fwd = Activation(x, y, mode)
+        ours, theirs = _timed(dev, torch, lambda f=fwd: dev.send(f),
+                              lambda a=approx: F.gelu(tx, approximate=a))
+        ref = F.gelu(tx, approximate=approx).float().cpu().numpy()
+        rows.append(_row(f"{tag} forward", 2 * nbytes, ours, theirs,
+                         _err(dev.copy_to_host(y).result(), ref)))
+        bwd = ActivationBackward(x, y, dy, dx, mode)
+        ours, theirs = _timed(dev, torch, lambda b=bwd: dev.send(b),
+                              lambda a=approx: tb(tdy, tx, approximate=a))
+        ref = tb(tdy, tx, approximate=approx).float().cpu().numpy()
+        rows.append(_row(f"{tag} backward", 3 * nbytes, ours, theirs,
+                         _err(dev.copy_to_host(dx).result(), ref)))
+    if not variants:
+        return rows
+    default = (GeluKernels.unroll, GeluKernels.unroll_backward)
+    try:  # packs per thread side by side (exact GELU; the rows above use the defaults)
+        for u in (1, 2, 4):
+            GeluKernels.unroll = GeluKernels.unroll_backward = u
+            tag = f"GELU (gelu) {m}x{d} {dtype} variant: {u} packs/thread"
+            fwd = Activation(x, y, "gelu")
+            ours, theirs = _timed(dev, torch, lambda f=fwd: dev.send(f),
+                                  lambda: F.gelu(tx, approximate="none"))
+            ref = F.gelu(tx, approximate="none").float().cpu().numpy()
+            rows.append(_row(f"{tag} forward", 2 * nbytes, ours, theirs,
+                             _err(dev.copy_to_host(y).result(), ref)))
+            bwd = ActivationBackward(x, y, dy, dx, "gelu")
+            ours, theirs = _timed(dev, torch, lambda b=bwd: dev.send(b),
+                                  lambda: tb(tdy, tx, approximate="none"))
+            ref = tb(tdy, tx, approximate="none").float().cpu().numpy()
+            rows.append(_row(f"{tag} backward", 3 * nbytes, ours, theirs,
+                             _err(dev.copy_to_host(dx).result(), ref)))
+    finally:
+        GeluKernels.unroll, GeluKernels.unroll_backward = default
+    return rows
+
+
+def softmax_cases(dev, torch, dtype: str, m: int = 8192, d: int = 8192) -> list[dict]:
+    rng = np.random.default_rng()
+    x_h, dy_h = _host(rng, (m, d), dtype), _host(rng, (m, d), dtype)
+    x, dy = dev.to_device(x_h), dev.to_device(dy_h)
+    y = dev.alloc((m, d), dtype, order="C").result()
+    dx = dev.alloc((m, d), dtype, order="C").result()
+    tx, tdy = _torch_of(torch, x_h, dtype), _torch_of(torch, dy_h, dtype)
+    tdt = tx.dtype
+    nbytes = x_h.nbytes
+    rows = []
+    fwd = Softmax(x, y, "channel", False, "NCHW")  # (N, C): softmax over each row
+    bwd = SoftmaxBackward(y, dy, dx, "channel", False, "NCHW")
+    tsb = torch.ops.aten._softmax_backward_data
+    for own in (True, False):
+        SoftmaxKernels.enabled = own
+        try:
+            tag = f"softmax {m}x{d} {dtype}" + ("" if own else " (cuDNN's kernel)")
+            ours, theirs = _timed(dev, torch, lambda: dev.send(fwd),
+                                  lambda: torch.softmax(tx, -1),
+                                  None if own else _slow_n(lambda: dev.send(fwd)))
+            ty = torch.softmax(tx, -1)
+            rows.append(_row(f"{tag} forward", 2 * nbytes, ours, theirs,
+                             _err(dev.copy_to_host(y).result(), ty.float().cpu().numpy())))
+            ours, theirs = _timed(dev, torch, lambda: dev.send(bwd),
+                                  lambda t=ty: tsb(tdy, t, -1, tdt),
+                                  None if own else _slow_n(lambda: dev.send(bwd)))
+            # the reference from gpumsg's own y, so that only the backward is compared
+            ty2 = _torch_of(torch, np.asarray(dev.copy_to_host(y).result(), np.float32), dtype)
+            ref = tsb(tdy, ty2, -1, tdt).float().cpu().numpy()
+            rows.append(_row(f"{tag} backward", 3 * nbytes, ours, theirs,
+                             _err(dev.copy_to_host(dx).result(), ref)))
+        finally:
+            SoftmaxKernels.enabled = True
     return rows
 
 
@@ -179,12 +324,19 @@ def dropout_cases(dev, torch, n: int = 64 << 20, p: float = 0.5) -> list[dict]:
 def main() -> None:
     import torch
 
+    variants = "--no-variants" not in sys.argv
     rows: list[dict] = []
     errors: list[str] = []
     with gpumsg.open_device(0) as dev:
         groups = [("batch norm bf16 NHWC", lambda: batch_norm_cases(dev, torch, "bf16", "NHWC")),
                   ("batch norm f32 NCHW", lambda: batch_norm_cases(dev, torch, "f32", "NCHW")),
-                  ("LayerNorm", lambda: layer_norm_cases(dev, torch)),
+                  ("LayerNorm bf16", lambda: layer_norm_cases(dev, torch, "bf16",
+                                                              variants=variants)),
+                  ("LayerNorm f32", lambda: layer_norm_cases(dev, torch, "f32")),
+                  ("GELU bf16", lambda: gelu_cases(dev, torch, "bf16", variants=variants)),
+                  ("GELU f32", lambda: gelu_cases(dev, torch, "f32")),
+                  ("softmax bf16", lambda: softmax_cases(dev, torch, "bf16")),
+                  ("softmax f32", lambda: softmax_cases(dev, torch, "f32")),
                   ("dropout", lambda: dropout_cases(dev, torch))]
         for name, fn in groups:
             try:
@@ -201,17 +353,28 @@ def main() -> None:
              "cudnnBatchNormalizationForward/BackwardEx in the persistent mode (plain spatial "
              "calls if cuDNN refuses); torch F.batch_norm (training, inference), "
              "aten.native_batch_norm_backward",
-             "LayerNorm: gpumsg = its own NVRTC kernels (libs/cudnn/layer_norm.py: one block "
-             "per row, 2-byte loads, each row read three times forward), f32 gamma/beta; "
-             "torch F.layer_norm / "
-             "aten.native_layer_norm_backward with bf16 weights",
+             "LayerNorm: gpumsg = its own NVRTC kernels (libs/cudnn/layer_norm.py: the row in "
+             "registers, 16-byte loads, one read and one write; backward fused dx + "
+             "dgamma/dbeta partials per persistent block, then a small sum kernel), f32 "
+             "gamma/beta; torch F.layer_norm / aten.native_layer_norm_backward with weights "
+             "in x's dtype; 'variant' rows: other row-kernel shapes (layer_norm.TUNE)",
+             "GELU: gpumsg's own kernels (libs/cudnn/gelu.py, 16-byte loads, f32 math, "
+             f"{GeluKernels.unroll} packs per thread forward, {GeluKernels.unroll_backward} "
+             "backward; 'variant' rows: both at 1, 2, 4); torch "
+             "F.gelu / aten.gelu_backward, approximate 'none' and 'tanh'",
+             "softmax: (8192, 8192) as NCHW (N, C), mode 'channel' = torch.softmax(x, -1); "
+             "gpumsg's row kernel (libs/cudnn/softmax.py) and, for the record, cuDNN's "
+             "cudnnSoftmaxForward/Backward on the same problem; torch softmax / "
+             "aten._softmax_backward_data; backward rel_err against torch's backward applied "
+             "to gpumsg's y",
              "dropout: the dropout-backward rel_err column is 0 by construction; forward's is "
              "|dropped fraction - p|; gpumsg restores the (seed, p) RNG states from a pristine "
              "copy before each forward (a device copy of cudnnDropoutGetStatesSize bytes)",
              f"gpumsg plan cache at the end: {cache}", *errors]
     write_results("cudnn_norm", rows, notes,
                   ["case", "gpumsg", "torch", "unit", "ratio", "gpumsg_us", "torch_us",
-                   "rel_err_vs_torch"])
+                   "rel_err_vs_torch"],
+                  {"layer_norm_tune": dict(ln_mod.TUNE)})
 
 
 if __name__ == "__main__":

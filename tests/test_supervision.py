@@ -183,3 +183,86 @@ def test_process_mode_refuses_what_it_cannot_do(backend) -> None:
     with gpumsg.open_device(0, backend=backend, isolation="process") as dev:
         with pytest.raises(gpumsg.FaultInjectionDisabled):
             dev.inject_fault("exit").result(timeout=60)
+
+
+def test_a_new_block_is_registered_once_with_the_new_worker(pdev, rng) -> None:
+    """A segment made while the worker is stuck has its registration queued, unstarted; the new
+    worker is told of every live segment first. Told twice, it mapped and page-locked the
+    segment a second time and dropped the first mapping while still registered: the driver's
+    registration then outlived the mapping, a later segment mapped at that address could not
+    be registered ('segment N is not registered with this worker'), and copies through that
+    address could read the old pages (the one wrong value of the H100 fault campaign)."""
+    from gpumsg.messages.device import RegisterHostMemory
+
+    sup = pdev._worker
+    sent: list = []
+    send = sup._send
+
+    def recording_send(worker, items):
+        sent.extend((worker, msg) for _seq, msg in items)
+        send(worker, items)
+
+    sup._send = recording_send
+    stall = pdev.inject_fault("stall", seconds=30)
+    x = rng.standard_normal(3 << 17)  # 3 MiB: a size class no block of this device has yet
+    out = pdev.copy_to_host(pdev.to_device(x))
+    with pytest.raises(gpumsg.OperationTimeout):
+        stall.result(timeout=60)
+    np.testing.assert_array_equal(out.result(timeout=60), x)
+    new = sup._worker
+    registered = [msg.block for worker, msg in sent
+                  if worker is new and type(msg) is RegisterHostMemory]
+    assert registered and len(registered) == len(set(registered)), registered
+    assert round_trip(pdev, rng, 3 << 17)
+
+
+def test_a_repeated_registration_keeps_the_first_mapping() -> None:
+    """The worker answers a registration of a block it holds without mapping it again."""
+    from multiprocessing import shared_memory
+
+    from gpumsg.messages.device import RegisterHostMemory
+    from gpumsg.supervision import handlers
+
+    class Backend:
+        def __init__(self) -> None:
+            self.registered: list[int] = []
+
+        def host_register(self, ptr: int, nbytes: int) -> None:
+            self.registered.append(ptr)
+
+        def host_unregister(self, ptr: int) -> None:
+            self.registered.remove(ptr)
+
+    class Ctx:
+        in_worker_process = True
+
+        def __init__(self) -> None:
+            self.backend = Backend()
+            self.host_registry: dict = {}
+            self.host_register_errors: dict = {}
+            self.replies: list = []
+
+        def reply_now(self, reply, value) -> None:
+            self.replies.append(value)
+
+    seg = shared_memory.SharedMemory(create=True, size=1 << 16)
+    try:
+        ctx = Ctx()
+        msg = RegisterHostMemory(7, seg.name, 1 << 16)
+        handlers._register_host(ctx, msg, None)
+        first = ctx.host_registry[7]
+        handlers._register_host(ctx, msg, None)
+        assert ctx.host_registry[7] is first
+        assert ctx.backend.registered == [first.ptr]
+        assert ctx.replies == [None, None]
+        other = shared_memory.SharedMemory(create=True, size=1 << 16)
+        try:
+            with pytest.raises(gpumsg.InvalidMessage):
+                handlers._register_host(ctx, RegisterHostMemory(7, other.name, 1 << 16), None)
+        finally:
+            other.close()
+            other.unlink()
+        first.close(ctx.backend)
+    finally:
+        seg.close()
+        seg.unlink()

@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # The GPU check of a session, in one device call: the whole `-m gpu` suite (test modules that
 # hold many handles run in processes of their own), then the benchmarks named as arguments.
-# Logs go to $OUT (at most 8 files come back): suite.txt, bench.txt and results.tar.gz (the
-# benchmarks/results files the benchmarks wrote).
+# Carry .whl for the optional extras (the cuDNN frontend). Logs go to $OUT (at most 8 files
+# come back): suite.txt, bench.txt and results.tar.gz (the benchmarks/results files the
+# benchmarks wrote).
 #   tools/gpu_check.sh bench_overhead bench_interop:--part=dlpack ...   (name:args, args split
 #   on commas); SUITE=0 skips the test suite, BENCH_TIMEOUT (s, default 240) bounds each benchmark,
 #   DEADLINE (s) the whole script: benchmarks that would start later are skipped
 set -u
 T0=$(date +%s)
 export PYTHONPATH=$PWD NCCL_NVLS_ENABLE=0
+# wheels the GPU machine lacks (the cuDNN frontend), carried in .whl/ (git-ignored; see README)
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
+fi
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 own_process="tests/libs/test_cusolver.py"

@@ -1,5 +1,6 @@
 """Every message gpumsg understands. ``dev.send(msg)`` accepts any of them."""
 
+from .attention import AttentionBackward, AttentionCacheInfo, AttentionForward
 from .base import BufRef, HostRef, Message, message
 from .blas import (
     Asum,
@@ -166,6 +167,8 @@ __all__ = [
     "FftSpec", "FftPlan", "FftExec", "FftCacheInfo", "FftCacheConfig",
     # interop (DLPack)
     "ExportSync", "ExportRelease", "Adopt",
+    # attention (cudnn graph API)
+    "AttentionForward", "AttentionBackward", "AttentionCacheInfo",
     # cudnn RNNs (v8 API)
     "RnnSpec", "RnnForward", "RnnBackwardData", "RnnBackwardWeights", "RnnWeightInfo",
     "RnnSpaceInfo", "RnnCacheInfo",

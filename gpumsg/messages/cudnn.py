@@ -31,7 +31,7 @@ from .base import BufRef, Message, _choice, _fail, _int, _real, _ref, _require_d
 
 __all__ = ["ConvForward", "ConvBackwardData", "ConvBackwardFilter", "DnnCacheInfo",
            "Activation", "ActivationBackward", "Softmax", "SoftmaxBackward", "Pool",
-           "PoolBackward", "pool_output_shape", "POOL_MODES", "ACTIVATIONS",
+           "PoolBackward", "pool_output_shape", "POOL_MODES", "ACTIVATIONS", "OWN_ACTIVATIONS",
            "LAYOUTS", "CONV_DTYPES", "conv_output_shape", "filter_shape", "BatchNormTrain",
            "BatchNormInference", "BatchNormBackward", "Dropout", "DropoutBackward",
            "DropoutReserveSize", "LayerNorm", "LayerNormBackward", "GroupNorm",
@@ -42,6 +42,9 @@ CONV_DTYPES = ("f32", "f16", "bf16")
 #: activation name -> cudnnActivationMode_t
 ACTIVATIONS = {"none": None, "sigmoid": 0, "relu": 1, "tanh": 2, "clipped_relu": 3, "elu": 4,
                "swish": 6}
+#: activations of gpumsg's own kernels (libs/cudnn/gelu.py; cuDNN's legacy API has no GELU):
+#: Activation/ActivationBackward take them, the fused convolution does not
+OWN_ACTIVATIONS = ("gelu", "gelu_tanh")
 #: the default ``act_coef`` of each activation that takes one
 ACT_COEF = {"clipped_relu": 6.0, "elu": 1.0, "swish": 1.0}
 _INT32_MAX = 2**31 - 1
@@ -288,7 +291,8 @@ def _elementwise(msg: object, field: str, ref: BufRef) -> None:
 
 
 def _activation_fields(msg: Any) -> None:
-    _choice(msg, "activation", msg.activation, tuple(a for a in ACTIVATIONS if a != "none"))
+    _choice(msg, "activation", msg.activation,
+            tuple(a for a in ACTIVATIONS if a != "none") + OWN_ACTIVATIONS)
     if msg.act_coef is None:
         _set(msg, "act_coef", ACT_COEF.get(msg.activation, 0.0))
     else:
@@ -302,7 +306,9 @@ def _activation_fields(msg: Any) -> None:
 
 @message(buffers=("x", "y"), writes=("y",))
 class Activation(Message):
-    """y = act(x) elementwise (``cudnnActivationForward``); y may be x (in place). Any shape."""
+    """y = act(x) elementwise (``cudnnActivationForward``); y may be x (in place). Any shape.
+    ``"gelu"`` (exact, erf) and ``"gelu_tanh"`` (tanh approximation) run as gpumsg's own
+    kernels (cuDNN's legacy activation API has none)."""
 
     x: BufRef
     y: BufRef
@@ -794,7 +800,8 @@ class LayerNorm(Message):
     statistics by ``cudnnBatchNormalizationForwardTraining`` on x viewed as (1, M, D) (M
     channels of D values: per-row statistics; unit scale, zero shift), writing x_hat to a
     temporary; then gamma and beta by ``cudnnBatchNormalizationForwardInference`` on x_hat
-    viewed as (M, D) (D channels) with mean 0, variance 1 and eps 0."""
+    viewed as (M, D) (D channels) with mean 0, variance 1 and eps 0. Where NVRTC is available
+    gpumsg's own kernels (libs/cudnn/layer_norm.py) run instead; this route is the fallback."""
 
     x: BufRef
     y: BufRef

@@ -453,11 +453,20 @@ class ProcessWorker:
                 new.kill()
                 new.release()
                 return
+            blocks = self._pool.blocks()
             items = [(next(self._seq), RegisterHostMemory(b.id, b.handle.name, b.nbytes))
-                     for b in self._pool.blocks()]
+                     for b in blocks]
+            told = {b.id for b in blocks}
             moved: dict[int, BufRef] = {}
-            for seq, entry in self._pending.items():
-                entry[0] = self._rebase_message(entry[0], generation, moved)
+            for seq, entry in list(self._pending.items()):
+                msg = entry[0]
+                if type(msg) is RegisterHostMemory and msg.block in told:
+                    # told above: a second registration would map the segment twice
+                    del self._pending[seq]
+                    if entry[1] is not None:
+                        entry[1].set_result(None)
+                    continue
+                entry[0] = self._rebase_message(msg, generation, moved)
                 items.append((seq, entry[0]))
             self._send(new, items)
             self._worker = new

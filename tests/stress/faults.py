@@ -143,14 +143,35 @@ def child_pids() -> list[int]:
 
 
 def _check_sgemm(dev: Any, rng: np.random.Generator) -> bool:
+    return _sgemm_detail(dev, rng) is None
+
+
+def _sgemm_detail(dev: Any, rng: np.random.Generator) -> str | None:
+    """A checked SGEMM of random size: None when right, else what was wrong (sizes, error,
+    how the SGEMM's own future ended, generations) so that a wrong value can be diagnosed."""
     m, n, k = (int(v) for v in rng.integers(1, 40, 3))
     a = rng.standard_normal((m, k)).astype(np.float32, order="F")
     b = rng.standard_normal((k, n)).astype(np.float32, order="F")
+    gen = dev.generation
     c = dev.alloc((m, n), np.float32)
-    dev.sgemm(dev.to_device(a), dev.to_device(b), c, m, n, k)
+    done = dev.sgemm(dev.to_device(a), dev.to_device(b), c, m, n, k)
     out = dev.copy_to_host(c).result(WAIT_S)
     ref = a.astype(np.float64) @ b
-    return bool(np.linalg.norm(out - ref) <= 1e-5 * np.linalg.norm(ref))
+    err = float(np.linalg.norm(out - ref))
+    if err <= 1e-5 * np.linalg.norm(ref):
+        return None
+    try:
+        done.result(WAIT_S)
+        how = "succeeded"
+    except Exception as exc:  # noqa: BLE001 - described, not raised
+        how = f"raised {type(exc).__name__}: {exc}"
+    try:
+        where = str(c.result().ref)
+    except Exception as exc:  # noqa: BLE001
+        where = type(exc).__name__
+    return (f"sgemm {m}x{n}x{k}: relative error {err / np.linalg.norm(ref):.3g}, "
+            f"{int((out == 0).sum())} of {out.size} zeros; the SGEMM "
+            f"{how}; generation {gen} -> {dev.generation}, buffer {where}")
 
 
 def _client(dev: Any, stop: threading.Event, report: FaultReport, lock: threading.Lock) -> None:
@@ -167,8 +188,9 @@ def _client(dev: Any, stop: threading.Event, report: FaultReport, lock: threadin
                              f"{dev.generation}, first bad {int(np.argmax(got != x))}, "
                              f"zeros {int((got == 0).sum())}")
             else:
-                what = "sgemm"
-                ok = _check_sgemm(dev, rng)
+                detail = _sgemm_detail(dev, rng)
+                ok = detail is None
+                what = detail or "sgemm"
         except FutureTimeout:
             with lock:
                 report.lost += 1

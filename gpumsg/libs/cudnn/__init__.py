@@ -25,4 +25,6 @@ from .rnn_sim import SimRnn  # noqa: E402
 RNN_LIBRARY = register_library("cudnn_rnn", cuda=RnnHandle, sim=SimRnn, namespace="dnn",
                                client=DnnRnn)
 
+from . import attention_handlers  # noqa: E402,F401  (attention: library "cudnn_attention")
+
 __all__ = ["LIBRARY", "SPEC", "Dnn", "DnnHandle", "SimDnn"]

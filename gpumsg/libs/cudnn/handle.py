@@ -36,7 +36,9 @@ from .bindings import (
     SOFTMAX_MODE,
     AlgoPerf,
 )
+from .gelu import GELU_MODES, GeluKernels
 from .layer_norm import LayerNormKernels
+from .softmax import SoftmaxKernels
 
 __all__ = ["DnnHandle", "ConvCall", "NoAlgorithm", "status_error", "cudnn_dims"]
 
@@ -172,6 +174,9 @@ class DnnHandle:
         self._stream: Any = None
         #: layer norm's own kernels (libs/cudnn/layer_norm.py), compiled on first use
         self.layer_norm = LayerNormKernels(ctx)
+        #: GELU and row-softmax kernels of gpumsg's own (gelu.py, softmax.py)
+        self.gelu = GeluKernels(ctx)
+        self.softmax_rows = SoftmaxKernels(ctx)
         self.cache = PlanCache(256, self._destroy)
         #: (seed, p) -> _DropoutState; each holds two copies of cuDNN's states (a few MB)
         self.dropouts = PlanCache(8, self._free_dropout)
@@ -394,7 +399,14 @@ class DnnHandle:
 
     def activation(self, stream: Any, dtype: str, size: int, activation: str, coef: float,
                    x: int, y: int, dy: int = 0, dx: int = 0) -> None:
-        """y = act(x) (``dy == 0``) or dx = act'(x) dy, over ``size`` packed elements."""
+        """y = act(x) (``dy == 0``) or dx = act'(x) dy, over ``size`` packed elements. GELU
+        runs as gpumsg's own kernel (gelu.py); LibraryError where it cannot be compiled."""
+        if activation in GELU_MODES:
+            if not self.gelu.run(stream, dtype, size, activation, x, y, dy, dx):
+                raise LibraryError("cudnn", 9, "CUDNN_STATUS_NOT_SUPPORTED",
+                                   f"{activation}: gpumsg's kernel is unavailable "
+                                   f"({self.gelu.status})")
+            return
         self._bind(stream)
         descs: list = []
         one, zero = ctypes.byref(_ONE), ctypes.byref(_ZERO)
@@ -413,7 +425,10 @@ class DnnHandle:
 
     def softmax(self, stream: Any, dtype: str, layout: str, shape: tuple[int, ...], mode: str,
                 log: bool, x: int, y: int, dy: int = 0, dx: int = 0) -> None:
-        """y = softmax(x) (``dy == 0``) or dx from y and dy."""
+        """y = softmax(x) (``dy == 0``) or dx from y and dy. Softmaxes over contiguous rows run
+        as gpumsg's own kernel (softmax.py) where it applies, the rest through cuDNN."""
+        if self.softmax_rows.run(stream, dtype, layout, shape, mode, log, x, y, dy, dx):
+            return
         self._bind(stream)
         descs: list = []
         one, zero = ctypes.byref(_ONE), ctypes.byref(_ZERO)

@@ -90,8 +90,26 @@ def conv_backward_filter(x: np.ndarray, dy: np.ndarray, w_shape: tuple[int, ...]
     return dw.reshape(w_shape)
 
 
+_GELU_K = np.sqrt(2 / np.pi)
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    try:
+        from scipy.special import erf
+    except ImportError:  # SciPy is optional: the scalar erf, element by element
+        import math
+
+        return np.frompyfunc(math.erf, 1, 1)(x).astype(x.dtype)
+    return erf(x)
+
+
 def activate(y: np.ndarray, activation: str, coef: float) -> np.ndarray:
-    """cuDNN's activation functions (``coef``: ELU alpha, clipped-ReLU ceiling, swish beta)."""
+    """cuDNN's activation functions (``coef``: ELU alpha, clipped-ReLU ceiling, swish beta) and
+    gpumsg's GELU (exact and tanh approximation)."""
+    if activation == "gelu":
+        return 0.5 * y * (1 + _erf(y / np.sqrt(2)))
+    if activation == "gelu_tanh":
+        return 0.5 * y * (1 + np.tanh(_GELU_K * (y + 0.044715 * y ** 3)))
     if activation == "relu":
         return np.maximum(y, 0)
     if activation == "sigmoid":
@@ -144,6 +162,11 @@ def run_conv(sim: SimBackend, call: ConvCall) -> None:
 
 def activation_grad(x: np.ndarray, y: np.ndarray, activation: str, coef: float) -> np.ndarray:
     """d act / dx at x (y = act(x))."""
+    if activation == "gelu":
+        return 0.5 * (1 + _erf(x / np.sqrt(2))) + x * np.exp(-0.5 * x * x) / np.sqrt(2 * np.pi)
+    if activation == "gelu_tanh":
+        t = np.tanh(_GELU_K * (x + 0.044715 * x ** 3))
+        return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _GELU_K * (1 + 3 * 0.044715 * x * x)
     if activation == "relu":
         return (x > 0).astype(x.dtype)
     if activation == "sigmoid":
