@@ -51,6 +51,15 @@ from .cudnn import (
     Softmax,
     SoftmaxBackward,
 )
+from .cudnn_rnn import (  # cudnn RNNs (v8 API)
+    RnnBackwardData,
+    RnnBackwardWeights,
+    RnnCacheInfo,
+    RnnForward,
+    RnnSpaceInfo,
+    RnnSpec,
+    RnnWeightInfo,
+)
 from .device import (
     FAULT_KINDS,
     STREAMS,
@@ -160,4 +169,7 @@ __all__ = [
     "ExportSync", "ExportRelease", "Adopt",
     # attention (cudnn graph API)
     "AttentionForward", "AttentionBackward", "AttentionCacheInfo",
+    # cudnn RNNs (v8 API)
+    "RnnSpec", "RnnForward", "RnnBackwardData", "RnnBackwardWeights", "RnnWeightInfo",
+    "RnnSpaceInfo", "RnnCacheInfo",
 ]

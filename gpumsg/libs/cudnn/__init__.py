@@ -18,6 +18,15 @@ from .sim import SimDnn
 LIBRARY = register_library("cudnn", cuda=DnnHandle, sim=SimDnn, namespace="dnn", client=Dnn,
                            specs=(SPEC,))
 
+# RNNs (v8 API): their own descriptor caches on the device's cuDNN handle; methods join dev.dnn
+from . import rnn_handlers  # noqa: E402, F401  (registers the message handlers)
+from .rnn import RnnHandle  # noqa: E402
+from .rnn_client import DnnRnn  # noqa: E402
+from .rnn_sim import SimRnn  # noqa: E402
+
+RNN_LIBRARY = register_library("cudnn_rnn", cuda=RnnHandle, sim=SimRnn, namespace="dnn",
+                               client=DnnRnn)
+
 from . import attention_handlers  # noqa: E402,F401  (attention: library "cudnn_attention")
 
 __all__ = ["LIBRARY", "SPEC", "Dnn", "DnnHandle", "SimDnn"]

@@ -11,6 +11,7 @@ through ``cudnnGet*Algorithm_v7``.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 
 from ..loader import Fn, LibrarySpec, LoadedLibrary, P, c_int, c_size_t, c_void_p
 
@@ -195,3 +196,66 @@ SPEC = LibrarySpec(
 def _version(lib: LoadedLibrary) -> str:
     v = lib.cudnnGetVersion()
     return f"{v // 10000}.{v // 100 % 100}.{v % 100}"
+
+
+# -- recurrent networks: cuDNN's v8 RNN API (libcudnn_adv; used by libs/cudnn/rnn.py) ----------
+_I32 = ctypes.c_int32
+_U32 = ctypes.c_uint32
+#: cudnnRNNAlgo_t
+RNN_ALGO = {"standard": 0, "persist_static": 1}
+#: cudnnRNNMode_t
+RNN_MODE = {"rnn_relu": 0, "rnn_tanh": 1, "lstm": 2, "gru": 3}
+RNN_NO_BIAS, RNN_DOUBLE_BIAS = 0, 2  # cudnnRNNBiasMode_t
+RNN_UNIDIRECTIONAL, RNN_BIDIRECTIONAL = 0, 1  # cudnnDirectionMode_t
+RNN_LINEAR_INPUT = 0  # cudnnRNNInputMode_t
+#: cudnnRNNDataLayout_t
+RNN_SEQ_MAJOR_UNPACKED, RNN_SEQ_MAJOR_PACKED, RNN_BATCH_MAJOR_UNPACKED = 0, 1, 2
+RNN_PADDED_IO_DISABLED, RNN_PADDED_IO_ENABLED = 0, 1  # auxFlags of cudnnSetRNNDescriptor_v8
+FWD_MODE_INFERENCE, FWD_MODE_TRAINING = 0, 1  # cudnnForwardMode_t
+WGRAD_MODE_ADD = 0  # cudnnWgradMode_t (cuDNN 9's cudnnRNNBackwardWeights_v8 only adds)
+
+RNN_FUNCTIONS = (
+    Fn("cudnnCreateRNNDescriptor", c_int, (P(_D),)),
+    Fn("cudnnDestroyRNNDescriptor", c_int, (_D,)),
+    # (desc, algo, cellMode, biasMode, dirMode, inputMode, dataType, mathPrec, mathType,
+    #  inputSize, hiddenSize, projSize, numLayers, dropoutDesc, auxFlags)
+    Fn("cudnnSetRNNDescriptor_v8", c_int,
+       (_D, c_int, c_int, c_int, c_int, c_int, c_int, c_int, c_int, _I32, _I32, _I32, _I32, _D,
+        _U32)),
+    Fn("cudnnCreateRNNDataDescriptor", c_int, (P(_D),)),
+    Fn("cudnnDestroyRNNDataDescriptor", c_int, (_D,)),
+    # (desc, dataType, layout, maxSeqLength, batchSize, vectorSize, seqLengthArray[] (host),
+    #  *paddingFill (host, the data type's value; NULL: padding left undefined))
+    Fn("cudnnSetRNNDataDescriptor", c_int,
+       (_D, c_int, c_int, c_int, c_int, c_int, _IA, c_void_p)),
+    # (handle, rnnDesc, *weightSpaceSize)
+    Fn("cudnnGetRNNWeightSpaceSize", c_int, (_H, _D, P(c_size_t))),
+    # (handle, rnnDesc, fwdMode, xDesc, *workSpaceSize, *reserveSpaceSize)
+    Fn("cudnnGetRNNTempSpaceSizes", c_int, (_H, _D, c_int, _D, P(c_size_t), P(c_size_t))),
+    # (handle, rnnDesc, pseudoLayer, weightSpaceSize, weightSpace, linLayerID, mDesc, *mAddr,
+    #  bDesc, *bAddr)
+    Fn("cudnnGetRNNWeightParams", c_int,
+       (_H, _D, _I32, c_size_t, c_void_p, _I32, _D, P(c_void_p), _D, P(c_void_p))),
+    # (desc, nbDimsRequested, *dataType, *nbDims, dimA[], strideA[])
+    Fn("cudnnGetTensorNdDescriptor", c_int, (_D, c_int, P(c_int), P(c_int), _IA, _IA)),
+    # (handle, rnnDesc, fwdMode, devSeqLengths, xDesc, x, yDesc, y, hDesc, hx, hy, cDesc, cx,
+    #  cy, weightSpaceSize, weightSpace, workSpaceSize, workSpace, reserveSpaceSize,
+    #  reserveSpace)
+    Fn("cudnnRNNForward", c_int,
+       (_H, _D, c_int, c_void_p, _D, c_void_p, _D, c_void_p, _D, c_void_p, c_void_p, _D,
+        c_void_p, c_void_p, c_size_t, c_void_p, c_size_t, c_void_p, c_size_t, c_void_p)),
+    # (handle, rnnDesc, devSeqLengths, yDesc, y, dy, xDesc, dx, hDesc, hx, dhy, dhx, cDesc, cx,
+    #  dcy, dcx, weightSpaceSize, weightSpace, workSpaceSize, workSpace, reserveSpaceSize,
+    #  reserveSpace)
+    Fn("cudnnRNNBackwardData_v8", c_int,
+       (_H, _D, c_void_p, _D, c_void_p, c_void_p, _D, c_void_p, _D, c_void_p, c_void_p,
+        c_void_p, _D, c_void_p, c_void_p, c_void_p, c_size_t, c_void_p, c_size_t, c_void_p,
+        c_size_t, c_void_p)),
+    # (handle, rnnDesc, addGrad, devSeqLengths, xDesc, x, hDesc, hx, yDesc, y, weightSpaceSize,
+    #  dweightSpace, workSpaceSize, workSpace, reserveSpaceSize, reserveSpace)
+    Fn("cudnnRNNBackwardWeights_v8", c_int,
+       (_H, _D, c_int, c_void_p, _D, c_void_p, _D, c_void_p, _D, c_void_p, c_size_t, c_void_p,
+        c_size_t, c_void_p, c_size_t, c_void_p)),
+)
+SPEC = dataclasses.replace(SPEC, functions=SPEC.functions + RNN_FUNCTIONS)
+__all__ += ["RNN_FUNCTIONS", "RNN_ALGO", "RNN_MODE"]

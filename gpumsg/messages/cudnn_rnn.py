@@ -1,0 +1,409 @@
+"""cuDNN recurrent networks (RNN-tanh, RNN-relu, LSTM, GRU) as messages, through cuDNN's v8 RNN
+API (``cudnnRNNForward``, ``cudnnRNNBackwardData_v8``, ``cudnnRNNBackwardWeights_v8``).
+
+A network is an :class:`RnnSpec`: plain data (cell, sizes, layers, direction, dtype, bias,
+math, algorithm), the key of the device's descriptor cache. Its parameters live in one
+*weight space*, a 1-D buffer of the spec's dtype whose size and internal layout cuDNN decides
+(:class:`RnnWeightInfo` answers both); ``dev.dnn.rnn(...)`` (libs/cudnn/rnn_client.py) gives
+torch-named, torch-shaped access to it.
+
+Tensors are row-major (``order="C"``) device buffers of the spec's dtype:
+
+==============  ==============================================  ==============================
+buffer          shape (``batch_first=False``: sequence-major)   ``batch_first=True``
+==============  ==============================================  ==============================
+x, dx           (T, B, input_size)                              (B, T, input_size)
+y, dy           (T, B, D * hidden_size)                         (B, T, D * hidden_size)
+hx, hy, cx, cy  (num_layers * D, B, hidden_size)                the same
+==============  ==============================================  ==============================
+
+D is 2 for bidirectional networks (y holds the forward direction's H values, then the reverse
+direction's, as torch does), else 1. Hidden/cell states are indexed ``layer * D + direction``.
+``seq_lengths`` (optional, B ints in 1..T) makes a padded batch: sequence b uses steps
+``0 .. seq_lengths[b] - 1``; its outputs beyond are zero, its final states are those of its last
+valid step, and the reverse direction starts there (torch's packed-sequence semantics). Omitted
+hx/cx are zeros; omitted hy/cy are not written. ``cx``/``cy``/``dcx``/``dcy`` are LSTM's only.
+
+Cells (torch's gate order and semantics, which are cuDNN's; W: input weights, R: recurrent):
+
+* ``rnn_tanh`` / ``rnn_relu``: h' = act(W x + b_W + R h + b_R)
+* ``lstm`` (gates i, f, g, o): i, f, o = sigmoid(...), g = tanh(...); c' = f c + i g;
+  h' = o tanh(c')
+* ``gru`` (gates r, z, n; linear-before-reset): r, z = sigmoid(W x + b_W + R h + b_R);
+  n = tanh(W_n x + b_Wn + r * (R_n h + b_Rn)); h' = (1 - z) n + z h
+
+Precisions: f32 (``math="default"``: strict FP32 FMA; ``math="tf32"``: TF32 tensor cores), f16
+and bf16 (tensor cores; cuDNN's math precision is f32 for them, as torch sets it).
+
+Training: :class:`RnnForward` with a ``reserve`` buffer (u8, :class:`RnnSpaceInfo`'s
+``reserve_bytes``) keeps what the backward passes need. :class:`RnnBackwardData` must come
+next (it reads and updates the reserve), then :class:`RnnBackwardWeights` (cuDNN's order).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from .base import (
+    BufRef,
+    Message,
+    _bool,
+    _choice,
+    _fail,
+    _int,
+    _opt_ref,
+    _ref,
+    _require_dtype,
+    _set,
+    fast_init,
+    message,
+)
+
+__all__ = ["RnnSpec", "RnnForward", "RnnBackwardData", "RnnBackwardWeights", "RnnWeightInfo",
+           "RnnSpaceInfo", "RnnCacheInfo", "RNN_CELLS", "RNN_DTYPES", "RNN_GATES",
+           "param_names", "data_shapes", "RNN_ALGOS", "auto_algo"]
+
+RNN_CELLS = ("rnn_tanh", "rnn_relu", "lstm", "gru")
+RNN_ALGOS = ("auto", "standard", "persist_static")
+RNN_DTYPES = ("f32", "f16", "bf16")
+#: gates per cell (torch's gate order: LSTM i, f, g, o; GRU r, z, n)
+RNN_GATES = {"rnn_tanh": 1, "rnn_relu": 1, "lstm": 4, "gru": 3}
+_INT32_MAX = 2**31 - 1
+
+
+@fast_init
+@dataclasses.dataclass(frozen=True, slots=True)
+class RnnSpec:
+    """One recurrent network as plain data (hashable: the device's descriptor cache key).
+
+    ``algo``: ``"standard"`` (default: cuDNN's cuBLASLt-based algorithm), ``"persist_static"``
+    (cuDNN's persistent kernels: the recurrent weights stay on chip for the whole sequence) or
+    ``"auto"``: persistent where :func:`auto_algo` says it pays, standard otherwise or where
+    cuDNN refuses the persistent one at planning. The weight space is the same for all (checked
+    on the device when a persistent plan is made). The persistent paths are tested on the
+    simulator; their GPU tests and benchmark rows exist but had not run on the H100 when this
+    was written (see README), hence not the default."""
+
+    cell: str
+    input_size: int
+    hidden_size: int
+    num_layers: int = 1
+    bidirectional: bool = False
+    dtype: str = "f32"
+    bias: bool = True
+    math: str = "default"
+    algo: str = "standard"
+
+    def __post_init__(self) -> None:
+        _choice(self, "cell", self.cell, RNN_CELLS)
+        _int(self, "input_size", self.input_size, 1, _INT32_MAX)
+        _int(self, "hidden_size", self.hidden_size, 1, _INT32_MAX)
+        _int(self, "num_layers", self.num_layers, 1, 1024)
+        _bool(self, "bidirectional", self.bidirectional)
+        _choice(self, "dtype", self.dtype, RNN_DTYPES)
+        _bool(self, "bias", self.bias)
+        _choice(self, "math", self.math, ("default", "tf32"))
+        if self.math == "tf32" and self.dtype != "f32":
+            raise _fail(self, "math", "'tf32' applies to f32 networks")
+        _choice(self, "algo", self.algo, RNN_ALGOS)
+
+    @property
+    def gates(self) -> int:
+        return RNN_GATES[self.cell]
+
+    @property
+    def directions(self) -> int:
+        return 2 if self.bidirectional else 1
+
+    def layer_input(self, layer: int) -> int:
+        """Input width of ``layer`` (the network's input, or the layer below's output)."""
+        return self.input_size if layer == 0 else self.directions * self.hidden_size
+
+
+def auto_algo(spec: RnnSpec, padded: bool, batch: int) -> str:
+    """The algorithm ``algo="auto"`` asks cuDNN for first: persistent kernels for a half-precision
+    single-layer, unidirectional network without padding whose recurrent weights fit on chip
+    (hidden size at most 1024, sizes multiples of 128) and a batch of 8 to 128 in steps of 8 —
+    the regime where torch's own heuristics take them (on the H100 torch's f16 LSTM of
+    T512 B64 1024/1024 ran 2.5x faster than gpumsg's standard-algorithm one, while f32, where
+    both run the standard algorithm, was at parity); standard otherwise."""
+    if spec.algo != "auto":
+        return spec.algo
+    if (spec.dtype == "f16" and spec.num_layers == 1 and not spec.bidirectional and not padded
+            and spec.hidden_size <= 1024 and spec.hidden_size % 128 == 0
+            and spec.input_size % 128 == 0 and batch % 8 == 0 and batch <= 128):
+        return "persist_static"
+    return "standard"
+
+
+def param_names(spec: RnnSpec) -> list[tuple[str, int, int, str]]:
+    """torch's parameter names of ``spec``, in torch's order, each with (layer, direction,
+    kind): kind is "w_ih", "w_hh", "b_ih" or "b_hh". Shapes: weights (G*H, in), biases (G*H,)."""
+    out = []
+    for layer in range(spec.num_layers):
+        for d in range(spec.directions):
+            sfx = f"_l{layer}" + ("_reverse" if d else "")
+            kinds = ("w_ih", "w_hh") + (("b_ih", "b_hh") if spec.bias else ())
+            for kind in kinds:
+                name = ("weight_" if kind[0] == "w" else "bias_") + kind[2:] + sfx
+                out.append((name, layer, d, kind))
+    return out
+
+
+def data_shapes(spec: RnnSpec, batch_first: bool, seq_len: int, batch: int
+                ) -> dict[str, tuple[int, ...]]:
+    """The shapes of x, y and the states of one call (see the module docstring)."""
+    d, h = spec.directions, spec.hidden_size
+
+    def seq(width: int) -> tuple[int, ...]:
+        return (batch, seq_len, width) if batch_first else (seq_len, batch, width)
+
+    return {"x": seq(spec.input_size), "y": seq(d * h), "h": (spec.num_layers * d, batch, h)}
+
+
+def _spec(msg: Any) -> RnnSpec:
+    if not isinstance(msg.spec, RnnSpec):
+        raise _fail(msg, "spec", f"expected an RnnSpec, got {type(msg.spec).__name__}")
+    return msg.spec
+
+
+def _seq_tensor(msg: Any, field: str, ref: BufRef, spec: RnnSpec) -> None:
+    _require_dtype(msg, field, ref, (spec.dtype,))
+    if len(ref.shape) != 3:
+        raise _fail(msg, field, f"{ref.describe()} must have 3 dimensions "
+                    f"({'B, T' if msg.batch_first else 'T, B'}, features)")
+    if ref.order != "C" and sum(s > 1 for s in ref.shape) > 1:
+        raise _fail(msg, field, f"{ref.describe()} must be row-major (order 'C')")
+    if any(s == 0 for s in ref.shape):
+        raise _fail(msg, field, f"{ref.describe()} is empty")
+    if ref.size > _INT32_MAX:
+        raise _fail(msg, field, f"{ref.describe()} has more than 2**31 - 1 elements")
+
+
+def _geometry(msg: Any, x_field: str, x: BufRef) -> tuple[RnnSpec, int, int]:
+    """Check the spec, the layout flag and the sequence buffer ``x``; (spec, T, B)."""
+    spec = _spec(msg)
+    _bool(msg, "batch_first", msg.batch_first)
+    _seq_tensor(msg, x_field, x, spec)
+    b, t = (x.shape[0], x.shape[1]) if msg.batch_first else (x.shape[1], x.shape[0])
+    lengths = msg.seq_lengths
+    if lengths is not None:
+        if not isinstance(lengths, (tuple, list)):
+            raise _fail(msg, "seq_lengths", f"expected a tuple of {b} ints, got "
+                        f"{type(lengths).__name__}")
+        if len(lengths) != b:
+            raise _fail(msg, "seq_lengths", f"needs one length per sequence ({b}), got "
+                        f"{len(lengths)}")
+        lengths = tuple(_int(msg, "seq_lengths", v, 1, t) for v in lengths)
+        if all(v == t for v in lengths):
+            lengths = None  # no padding: the same problem as without lengths
+        _set(msg, "seq_lengths", lengths)
+    return spec, t, b
+
+
+def _matches(msg: Any, field: str, ref: BufRef | None, shape: tuple[int, ...],
+             dtype: str) -> None:
+    if ref is None:
+        return
+    _require_dtype(msg, field, ref, (dtype,))
+    if tuple(ref.shape) != shape:
+        raise _fail(msg, field, f"{ref.describe()} must have shape {shape}")
+    if ref.order != "C" and sum(s > 1 for s in ref.shape) > 1:
+        raise _fail(msg, field, f"{ref.describe()} must be row-major (order 'C')")
+
+
+def _space(msg: Any, field: str, ref: BufRef | None, dtypes: tuple[str, ...]) -> None:
+    if ref is None:
+        return
+    _require_dtype(msg, field, ref, dtypes)
+    if len(ref.shape) != 1:
+        raise _fail(msg, field, f"{ref.describe()} must be 1-D (a flat space of bytes or "
+                    "elements)")
+
+
+def _lstm_only(msg: Any, spec: RnnSpec, fields: tuple[str, ...]) -> None:
+    if spec.cell != "lstm":
+        for f in fields:
+            if getattr(msg, f) is not None:
+                raise _fail(msg, f, f"only LSTM networks have cell states; this is "
+                            f"{spec.cell!r}")
+
+
+def _distinct(msg: Any, outputs: tuple[str, ...], others: tuple[str, ...]) -> None:
+    """Each output buffer is apart from every other named buffer (cuDNN works out of place)."""
+    seen: dict[int, str] = {}
+    for f in others + outputs:
+        ref = getattr(msg, f)
+        if ref is None:
+            continue
+        if ref.id in seen and (f in outputs or seen[ref.id] in outputs):
+            raise _fail(msg, f, f"{ref.describe()} is also {seen[ref.id]}: the RNN calls "
+                        "need separate buffers")
+        seen.setdefault(ref.id, f)
+
+
+def _refs(msg: Any, required: tuple[str, ...], optional: tuple[str, ...]) -> None:
+    for f in required:
+        _set(msg, f, _ref(msg, f, getattr(msg, f)))
+    for f in optional:
+        _set(msg, f, _opt_ref(msg, f, getattr(msg, f)))
+
+
+@message(buffers=("x", "y", "w", "hx", "cx", "hy", "cy", "reserve"),
+         writes=("y", "hy", "cy", "reserve"))
+class RnnForward(Message):
+    """y, hy, cy = rnn(x, hx, cx) with the weights in ``w`` (``cudnnRNNForward``). With
+    ``reserve`` (u8, at least :class:`RnnSpaceInfo`'s ``reserve_bytes``) it is the training
+    forward, keeping in ``reserve`` what the backward passes need; without, inference. ``w`` is
+    the weight space (1-D, the spec's dtype, at least ``weight_bytes``). A workspace comes from
+    the device pool for the call (stream-ordered)."""
+
+    spec: RnnSpec
+    x: BufRef
+    y: BufRef
+    w: BufRef
+    hx: BufRef | None = None
+    cx: BufRef | None = None
+    hy: BufRef | None = None
+    cy: BufRef | None = None
+    reserve: BufRef | None = None
+    seq_lengths: tuple[int, ...] | None = None
+    batch_first: bool = False
+
+    def __post_init__(self) -> None:
+        _refs(self, ("x", "y", "w"), ("hx", "cx", "hy", "cy", "reserve"))
+        spec, t, b = _geometry(self, "x", self.x)
+        if self.x.shape[2] != spec.input_size:
+            raise _fail(self, "x", f"{self.x.describe()} has {self.x.shape[2]} features; the "
+                        f"network's input_size is {spec.input_size}")
+        shapes = data_shapes(spec, self.batch_first, t, b)
+        _matches(self, "y", self.y, shapes["y"], spec.dtype)
+        for f in ("hx", "cx", "hy", "cy"):
+            _matches(self, f, getattr(self, f), shapes["h"], spec.dtype)
+        _lstm_only(self, spec, ("cx", "cy"))
+        _space(self, "w", self.w, (spec.dtype,))
+        _space(self, "reserve", self.reserve, ("u8",))
+        _distinct(self, ("y", "hy", "cy", "reserve"), ("x", "w", "hx", "cx"))
+
+    @property
+    def training(self) -> bool:
+        return self.reserve is not None
+
+
+@message(buffers=("y", "dy", "dx", "w", "reserve", "hx", "cx", "dhy", "dcy", "dhx", "dcx"),
+         writes=("dx", "dhx", "dcx", "reserve"))
+class RnnBackwardData(Message):
+    """dx, dhx, dcx from dy, dhy, dcy (``cudnnRNNBackwardData_v8``), after the training
+    :class:`RnnForward` that produced ``y`` and ``reserve`` from the same x, hx, cx and ``w``.
+    Updates ``reserve`` for :class:`RnnBackwardWeights`, which must follow. Omitted dhy/dcy are
+    zeros; omitted dhx/dcx are not written."""
+
+    spec: RnnSpec
+    y: BufRef
+    dy: BufRef
+    dx: BufRef
+    w: BufRef
+    reserve: BufRef
+    hx: BufRef | None = None
+    cx: BufRef | None = None
+    dhy: BufRef | None = None
+    dcy: BufRef | None = None
+    dhx: BufRef | None = None
+    dcx: BufRef | None = None
+    seq_lengths: tuple[int, ...] | None = None
+    batch_first: bool = False
+
+    def __post_init__(self) -> None:
+        _refs(self, ("y", "dy", "dx", "w", "reserve"), ("hx", "cx", "dhy", "dcy", "dhx", "dcx"))
+        spec, t, b = _geometry(self, "dx", self.dx)
+        shapes = data_shapes(spec, self.batch_first, t, b)
+        if self.dx.shape[2] != spec.input_size:
+            raise _fail(self, "dx", f"{self.dx.describe()} has {self.dx.shape[2]} features; "
+                        f"the network's input_size is {spec.input_size}")
+        for f in ("y", "dy"):
+            _matches(self, f, getattr(self, f), shapes["y"], spec.dtype)
+        for f in ("hx", "cx", "dhy", "dcy", "dhx", "dcx"):
+            _matches(self, f, getattr(self, f), shapes["h"], spec.dtype)
+        _lstm_only(self, spec, ("cx", "dcy", "dcx"))
+        _space(self, "w", self.w, (spec.dtype,))
+        _space(self, "reserve", self.reserve, ("u8",))
+        _distinct(self, ("dx", "dhx", "dcx", "reserve"), ("y", "dy", "w", "hx", "cx", "dhy",
+                                                           "dcy"))
+
+
+@message(buffers=("x", "y", "dw", "reserve", "hx"), writes=("dw",))
+class RnnBackwardWeights(Message):
+    """The weight gradients (``cudnnRNNBackwardWeights_v8``) into ``dw``, a weight space like
+    ``w``, after :class:`RnnBackwardData` on the same ``reserve``. cuDNN only *adds* to the
+    gradient space (``CUDNN_WGRAD_MODE_ADD``): with ``accumulate=False`` (default) ``dw`` is
+    zeroed first on the same stream, so it receives the gradient; with ``accumulate=True`` the
+    gradient is added to what ``dw`` holds (torch's ``.grad`` accumulation)."""
+
+    spec: RnnSpec
+    x: BufRef
+    y: BufRef
+    dw: BufRef
+    reserve: BufRef
+    hx: BufRef | None = None
+    seq_lengths: tuple[int, ...] | None = None
+    batch_first: bool = False
+    accumulate: bool = False
+
+    def __post_init__(self) -> None:
+        _refs(self, ("x", "y", "dw", "reserve"), ("hx",))
+        spec, t, b = _geometry(self, "x", self.x)
+        if self.x.shape[2] != spec.input_size:
+            raise _fail(self, "x", f"{self.x.describe()} has {self.x.shape[2]} features; the "
+                        f"network's input_size is {spec.input_size}")
+        shapes = data_shapes(spec, self.batch_first, t, b)
+        _matches(self, "y", self.y, shapes["y"], spec.dtype)
+        _matches(self, "hx", self.hx, shapes["h"], spec.dtype)
+        _space(self, "dw", self.dw, (spec.dtype,))
+        _space(self, "reserve", self.reserve, ("u8",))
+        _bool(self, "accumulate", self.accumulate)
+        _distinct(self, ("dw",), ("x", "y", "reserve", "hx"))
+
+
+@message()
+class RnnWeightInfo(Message):
+    """Answered at once: ``{"weight_bytes": n, "params": {name: {"shape": (rows, cols) or
+    (rows,), "offsets": [element offset of each gate's block]}}}`` — torch's parameter names
+    (``weight_ih_l0``, ``bias_hh_l1_reverse``, ...) with torch's shapes; gate g of a weight is
+    rows ``g*H .. (g+1)*H`` of torch's matrix, a row-major (H, cols) block at its offset in the
+    weight space (``cudnnGetRNNWeightParams``)."""
+
+    spec: RnnSpec
+
+    def __post_init__(self) -> None:
+        _spec(self)
+
+
+@message()
+class RnnSpaceInfo(Message):
+    """Answered at once: ``{"workspace_bytes", "reserve_bytes"}`` of a training call on
+    (``seq_len``, ``batch``, ``seq_lengths``) (``cudnnGetRNNTempSpaceSizes``)."""
+
+    spec: RnnSpec
+    seq_len: int
+    batch: int
+    seq_lengths: tuple[int, ...] | None = None
+    batch_first: bool = False
+
+    def __post_init__(self) -> None:
+        _spec(self)
+        t = _int(self, "seq_len", self.seq_len, 1, _INT32_MAX)
+        b = _int(self, "batch", self.batch, 1, _INT32_MAX)
+        _bool(self, "batch_first", self.batch_first)
+        lengths = self.seq_lengths
+        if lengths is not None:
+            if not isinstance(lengths, (tuple, list)) or len(lengths) != b:
+                raise _fail(self, "seq_lengths", f"needs one length per sequence ({b})")
+            lengths = tuple(_int(self, "seq_lengths", v, 1, t) for v in lengths)
+            _set(self, "seq_lengths", None if all(v == t for v in lengths) else lengths)
+
+
+@message()
+class RnnCacheInfo(Message):
+    """Answered at once: the RNN descriptor caches' counters (``{"specs": ..., "data": ...}``,
+    each hits, misses, size, capacity, evictions)."""
