@@ -130,6 +130,44 @@ def test_conv_three_directions(dev, rng, case: str, dtype: str, layout: str) -> 
     assert_close(first(dev.copy_to_host(dw).result(), layout), dw_ref, PREC[dtype], 2.0)
 
 
+def test_conv_with_out_reuses_its_message_and_keeps_every_check(dev, rng) -> None:
+    """Repeated convolutions into a given ``out`` reuse their validated message: the results
+    follow the buffers' current contents, other buffers of the same shapes get messages of
+    their own, and a freed operand or a changed argument is still refused."""
+    x, w, geo = problem(rng, "stride_pad_groups", "f32", "NCHW")
+    stride, padding, dilation, groups = geo
+    kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    y_ref, grads = ref_conv(x, w, *geo)
+    dx_dev, dw_dev = dev.to_device(x), dev.to_device(w)
+    y = dev.alloc(y_ref.shape, "f32", order="C")
+    dy = random_array(rng, y_ref.shape, "f32")
+    ddy = dev.to_device(dy)
+    dx = dev.alloc(x.shape, "f32", order="C")
+    dw = dev.alloc(w.shape, "f32", order="C")
+    dx_ref, dw_ref = grads(dy)
+    for _ in range(2):
+        dev.dnn.conv(dx_dev, dw_dev, out=y, **kw)
+        dev.dnn.conv_backward_data(ddy, dw_dev, x.shape, out=dx, **kw)
+        dev.dnn.conv_backward_filter(dx_dev, ddy, w.shape, out=dw, **kw)
+        assert_close(dev.copy_to_host(y).result(), y_ref, PREC["f32"])
+        assert_close(dev.copy_to_host(dx).result(), dx_ref, PREC["f32"])
+        assert_close(dev.copy_to_host(dw).result(), dw_ref, PREC["f32"], 2.0)
+    x2 = random_array(rng, x.shape, "f32")  # new contents, same buffer: a new result
+    dev.copy_from_host(dx_dev.result(), x2)
+    dev.dnn.conv(dx_dev, dw_dev, out=y, **kw)
+    assert_close(dev.copy_to_host(y).result(), ref_conv(x2, w, *geo)[0], PREC["f32"])
+    w3 = random_array(rng, w.shape, "f32")  # another buffer of the same shape
+    dev.dnn.conv(dx_dev, dev.to_device(w3), out=y, **kw)
+    assert_close(dev.copy_to_host(y).result(), ref_conv(x2, w3, *geo)[0], PREC["f32"])
+    with pytest.raises(InvalidMessage) as info:
+        dev.dnn.conv(dx_dev, dw_dev, out=y, **{**kw, "stride": 1})  # y has the wrong shape now
+    assert info.value.field == "y"
+    dw_dev.result().free()
+    with pytest.raises(gpumsg.GpuRefStale):
+        dev.dnn.conv(dx_dev, dw_dev, out=y, **kw)
+    assert_close(dev.copy_to_host(dev.to_device(x)).result(), x, PREC["f32"])  # still serves
+
+
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 def test_conv_tf32(dev, rng, layout: str) -> None:
     x, w, geo = problem(rng, "stride_pad_groups", "f32", layout)

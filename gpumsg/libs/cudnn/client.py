@@ -6,7 +6,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from ...errors import InvalidMessage
-from ...messages.base import as_ref
+from ...messages.base import BufRef, Message, as_ref
 from ...messages.cudnn import (
     Activation,
     ActivationBackward,
@@ -44,6 +44,18 @@ def _tuple(value: Any, nd: int) -> tuple:
     return tuple(value) if isinstance(value, (tuple, list)) else (value,) * nd
 
 
+_MEMO_SIZE = 256  # convolution messages kept for reuse (cleared when full)
+
+
+def _plain(value: Any) -> bool:
+    """Whether a non-buffer argument may key the memo: equality of these types is identity of
+    meaning (no 1 == 1.0 == True standing in for a check)."""
+    t = type(value)
+    if t is int or t is str or t is float or value is None:
+        return True
+    return t is tuple and all(type(v) is int for v in value)
+
+
 class Dnn:
     """``dev.dnn``: convolutions through cuDNN (see :mod:`gpumsg.messages.cudnn` for layouts
     and precisions). Each method returns a future; the ones that allocate their output return a
@@ -54,6 +66,26 @@ class Dnn:
     def __init__(self, device: Device) -> None:
         self._dev = device
         self._reserve: dict[tuple[str, int], int] = {}
+        self._memo: dict[tuple, Message] = {}
+
+    def _memo_send(self, msg_type: type, buffers: dict[str, Any], args: tuple) -> Future:
+        """Send ``msg_type(*buffers.values(), *args)``, reusing the (immutable) message of an
+        earlier call with the same buffers and arguments: validating a convolution message
+        costs about 14 µs of the caller's time, a lookup about 2. The buffers' ``ref`` raises
+        here if one is freed or stale; ``send`` checks owner and generation as always. The
+        memo holds the references, so their ids are not reused while an entry lives."""
+        refs = {name: getattr(b, "ref", b) for name, b in buffers.items()}
+        if not (all(type(r) is BufRef or r is None for r in refs.values())
+                and all(_plain(a) for a in args)):
+            return self._dev.send(msg_type(*refs.values(), *args))
+        key = (msg_type, *(id(r) for r in refs.values()), *args)
+        msg = self._memo.get(key)
+        if msg is None or any(getattr(msg, n) is not r for n, r in refs.items()):
+            msg = msg_type(*refs.values(), *args)
+            if len(self._memo) >= _MEMO_SIZE:
+                self._memo.clear()
+            self._memo[key] = msg
+        return self._dev.send(msg)
 
     def conv(self, x: Any, w: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
              dilation: Any = 1, groups: int = 1, layout: str = "NCHW", activation: str = "none",
@@ -81,6 +113,10 @@ class Dnn:
             msg = ConvForward(x, w, y, stride, padding, dilation, groups, layout, math,
                               algo, workspace_limit, bias, activation, act_coef)
             return dev.buffer_after(dev.send(msg), y)
+        if bias is None:
+            return self._memo_send(ConvForward, {"x": x, "w": w, "y": out},
+                                   (stride, padding, dilation, groups, layout, math, algo,
+                                    workspace_limit, None, activation, act_coef))
         return dev.send(ConvForward(x, w, out, stride, padding, dilation, groups, layout, math,
                                     algo, workspace_limit, bias, activation, act_coef))
 
@@ -95,10 +131,14 @@ class Dnn:
         (``algo``: as in :meth:`conv`)."""
         dev = self._dev
         dev._check_open()
-        dx = out if out is not None else dev.alloc(x_shape, as_ref(dy, "dy").dtype, order="C")
+        if out is not None:
+            return self._memo_send(ConvBackwardData, {"dy": dy, "w": w, "dx": out},
+                                   (stride, padding, dilation, groups, layout, math, algo,
+                                    workspace_limit))
+        dx = dev.alloc(x_shape, as_ref(dy, "dy").dtype, order="C")
         done = dev.send(ConvBackwardData(dy, w, dx, stride, padding, dilation, groups, layout,
                                          math, algo, workspace_limit))
-        return done if out is not None else dev.buffer_after(done, dx)
+        return dev.buffer_after(done, dx)
 
     def conv_backward_filter(self, x: Any, dy: Any, w_shape: Any, stride: Any = 1,
                              padding: Any = 0, dilation: Any = 1, groups: int = 1,
@@ -109,10 +149,14 @@ class Dnn:
         (``algo``: as in :meth:`conv`)."""
         dev = self._dev
         dev._check_open()
-        dw = out if out is not None else dev.alloc(w_shape, as_ref(x, "x").dtype, order="C")
+        if out is not None:
+            return self._memo_send(ConvBackwardFilter, {"x": x, "dy": dy, "dw": out},
+                                   (stride, padding, dilation, groups, layout, math, algo,
+                                    workspace_limit))
+        dw = dev.alloc(w_shape, as_ref(x, "x").dtype, order="C")
         done = dev.send(ConvBackwardFilter(x, dy, dw, stride, padding, dilation, groups, layout,
                                            math, algo, workspace_limit))
-        return done if out is not None else dev.buffer_after(done, dw)
+        return dev.buffer_after(done, dw)
 
     conv2d_backward_data = conv_backward_data
     conv2d_backward_filter = conv_backward_filter
