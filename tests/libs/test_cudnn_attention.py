@@ -232,9 +232,9 @@ def test_frontend_missing_is_a_typed_error(monkeypatch) -> None:
     LibraryError naming the package), not an ImportError; gpumsg itself imports without it."""
     import sys
 
-    from gpumsg.libs.cudnn import attention
+    from gpumsg.libs.cudnn import attention, graph
 
-    monkeypatch.setattr(attention, "_MODULE", None)
+    monkeypatch.setattr(graph, "_STATE", {})  # not imported yet in this process
     monkeypatch.setitem(sys.modules, "cudnn", None)  # "import cudnn" raises ImportError
     with pytest.raises(attention.FrontendMissing, match="nvidia-cudnn-frontend") as info:
         attention.frontend()

@@ -2,7 +2,7 @@
 cuDNN frontend's Python package (``nvidia-cudnn-frontend``, imported ``cudnn``).
 
 Why the frontend: it installs from the package index (a pure manylinux wheel with no CUDA
-runtime of its own; the optional extra ``gpumsg[attention]``), and its SDPA node is the one
+runtime of its own; the optional extra ``gpumsg[dnn]``), and its SDPA node is the one
 cuDNN maintains for flash attention (its engine choice, masks and padding rules); building the
 same operation graph from backend descriptors through ctypes would repeat several hundred lines
 of attribute plumbing for one operation. The import is lazy: gpumsg imports and serves every
@@ -25,23 +25,24 @@ compilation on the first build of a problem).
 from __future__ import annotations
 
 import dataclasses
-import threading
 from typing import Any
 
 from ...errors import LibraryError
 from ...service.plans import PlanCache
+from .graph import frontend as graph_frontend
+from .graph import frontend_reason
 
 __all__ = ["AttentionCall", "AttentionHandle", "FrontendMissing", "frontend"]
 
 
 class FrontendMissing(LibraryError):
     """The cuDNN frontend's Python package (``nvidia-cudnn-frontend``) is not importable, so
-    attention cannot run on a GPU: ``pip install 'gpumsg[attention]'``."""
+    attention cannot run on a GPU: ``pip install 'gpumsg[dnn]'``."""
 
     def __init__(self, why: str) -> None:
         super().__init__("cudnn_frontend", -1, "CUDNN_FRONTEND_NOT_INSTALLED",
                          f"import cudnn ({why}); install nvidia-cudnn-frontend "
-                         "(pip install 'gpumsg[attention]')")
+                         "(pip install 'gpumsg[dnn]')")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -79,27 +80,14 @@ class AttentionCall:
                 self.causal, self.padding, self.scale, self.stats)
 
 
-_LOCK = threading.Lock()
-_MODULE: Any = None
-
-
-def frontend(cdll_handle: int | None = None) -> Any:
-    """The ``cudnn`` frontend module, imported on first use; with ``cdll_handle`` (the dlopen
-    handle of gpumsg's ``libcudnn.so.9``) it is pointed at that library, so the frontend and
-    gpumsg share one cuDNN. Raises :class:`FrontendMissing` when the package is absent."""
-    global _MODULE
-    with _LOCK:
-        if _MODULE is None:
-            try:
-                import cudnn  # type: ignore[import-not-found]
-            except Exception as exc:  # ImportError, or its own loader failing
-                raise FrontendMissing(f"{type(exc).__name__}: {exc}") from exc
-            _MODULE = cudnn
-        if cdll_handle:
-            setter = getattr(_MODULE._pybind_module, "_set_dlhandle_cudnn", None)
-            if setter is not None:
-                setter(cdll_handle)
-        return _MODULE
+def frontend(lib: Any = None) -> Any:
+    """The ``cudnn`` frontend module, bound to gpumsg's libcudnn (``lib``, its LoadedLibrary;
+    the one loader is :func:`gpumsg.libs.cudnn.graph.frontend`, shared with convolutions).
+    Raises :class:`FrontendMissing`, with the reason, when it cannot be used."""
+    module = graph_frontend(lib)
+    if module is None:
+        raise FrontendMissing(frontend_reason())
+    return module
 
 
 def _strides(shape: tuple[int, ...]) -> list[int]:
@@ -126,7 +114,7 @@ class AttentionHandle:
     def __init__(self, ctx: Any) -> None:
         self._ctx = ctx
         self._dnn = ctx.library("cudnn")  # loads libcudnn.so.9, creates the handle
-        self.cudnn = frontend(getattr(self._dnn.lib.cdll, "_handle", None))
+        self.cudnn = frontend(self._dnn.lib)
         self.raw_handle: int = self._dnn.raw_handle
         ordinal = getattr(ctx.backend, "ordinal", 0)
         # the frontend's wrapper of a foreign cudnnHandle_t; gpumsg owns (and destroys) it
