@@ -26,6 +26,8 @@ import dataclasses
 import itertools
 import multiprocessing
 import os
+import select
+import socket
 import threading
 import time
 from collections import deque
@@ -46,11 +48,17 @@ from ..errors import (
 from ..messages.base import BufRef, HostRef
 from ..messages.device import Alloc, RegisterHostMemory, UnregisterHostMemory, WatchGeneration
 from .shm import SharedHostPool, close_quietly
+from .wire import Receiver, Sender, dumps, loads, message_frame
 from .worker import STOP_SEQ, worker_main
 
 __all__ = ["ProcessWorker"]
 
 _START_TIMEOUT = 120.0
+#: the pickles of messages sent, by the message's identity (a message object sent again, as the
+#: client's memoized SGEMMs are, is not pickled again): at most this many, of at most this size
+_PICKLED_MAX = 512
+_PICKLED_BYTES = 1024
+_STOP_FRAME = message_frame(STOP_SEQ, dumps(None))
 
 
 #: PF_EXITING in /proc/<pid>/task/<tid>/stat's flags: the task has begun to exit
@@ -80,12 +88,14 @@ def _stopped_running(pid: int | None) -> bool | None:
 
 
 class _Worker:
-    """One worker process, its pipe, and what was sent to it."""
+    """One worker process, its socket, and what was sent to it."""
 
-    def __init__(self, process: Any, conn: Any, counter: shared_memory.SharedMemory,
+    def __init__(self, process: Any, sock: socket.socket, counter: shared_memory.SharedMemory,
                  generation: int) -> None:
         self.process = process
-        self.conn = conn
+        self.sock = sock
+        self.tx = Sender(sock, f"gpumsg-client-{generation}")
+        self.rx = Receiver(sock)
         self.generation = generation
         self._counter_shm = counter
         self._counter = np.frombuffer(counter.buf, np.int64, 1)
@@ -104,8 +114,9 @@ class _Worker:
         if self.process.is_alive():
             self.process.kill()
         self.process.join(10)
+        self.tx.close()
         try:
-            self.conn.close()
+            self.sock.close()
         except OSError:
             pass
 
@@ -168,6 +179,7 @@ class ProcessWorker:
                         "pinned_staging_limit": pinned_staging_limit}
         self._lock = threading.RLock()
         self._pending: dict[int, list] = {}  # seq -> [message, reply], in seq order
+        self._pickled: dict[int, tuple[Any, bytes]] = {}  # id(message) -> (message, pickle)
         self._seq = itertools.count(1)
         self._closing = False
         self._gave_up = False
@@ -203,12 +215,35 @@ class ProcessWorker:
             if reply is not None:
                 self._state.watch(msg.after, reply)
             return
+        pickled = self._pickle(msg)
         with self._lock:
             seq = next(self._seq)
             self._pending[seq] = [msg, reply]
             worker = self._worker
             if worker is not None:
-                self._send(worker, [(seq, msg)])
+                try:
+                    worker.tx.send(message_frame(seq, pickled))
+                except OSError:
+                    return  # the worker is gone: its reader notices; this is replayed
+                worker.sent.append(seq)
+
+    def _pickle(self, msg: Any) -> bytes:
+        """The pickle of ``msg``; a message object sent before is not pickled again."""
+        hit = self._pickled.get(id(msg))
+        if hit is not None and hit[0] is msg:
+            return hit[1]
+        try:
+            data = dumps(msg)
+        except Exception as exc:  # noqa: BLE001 - said at the call site, nothing was queued
+            raise InvalidMessage(f"{type(msg).__name__} cannot be sent to a worker process: "
+                                 f"{exc}") from exc
+        # a message is immutable, but an array inside one is not: those are pickled each time
+        if len(data) <= _PICKLED_BYTES and b"numpy" not in data:
+            cache = self._pickled
+            if len(cache) >= _PICKLED_MAX:
+                cache.clear()
+            cache[id(msg)] = (msg, data)
+        return data
 
     def stop(self) -> None:
         with self._lock:
@@ -216,7 +251,7 @@ class ProcessWorker:
             worker = self._worker
             if worker is not None:
                 try:
-                    worker.conn.send([(STOP_SEQ, None)])
+                    worker.tx.send(_STOP_FRAME)
                 except OSError:
                     pass
 
@@ -250,7 +285,7 @@ class ProcessWorker:
     # -- workers -----------------------------------------------------------------------------------
     def _spawn(self, generation: int) -> _Worker:
         mp = multiprocessing.get_context("spawn")  # never fork a process that may hold CUDA
-        parent, child = mp.Pipe()
+        parent, child = socket.socketpair()
         counter = shared_memory.SharedMemory(create=True, size=8)
         np.frombuffer(counter.buf, np.int64, 1)[0] = 0
         config = dict(self._config, generation=generation, counter=counter.name)
@@ -259,13 +294,14 @@ class ProcessWorker:
         process.start()
         child.close()
         worker = _Worker(process, parent, counter, generation)
-        if not parent.poll(_START_TIMEOUT):
+        if not select.select([parent], [], [], _START_TIMEOUT)[0]:
             worker.kill()
             worker.release()
             raise WorkerDied(f"device {self._state.ordinal}: the worker process did not start "
                              f"within {_START_TIMEOUT:.0f} s")
         try:
-            first = parent.recv()[0]
+            frames = worker.rx.frames()
+            first = loads(frames[0])
         except (EOFError, OSError) as exc:
             worker.kill()
             worker.release()
@@ -276,7 +312,8 @@ class ProcessWorker:
             worker.release()
             raise first[1]
         worker.props, worker.kind = first[1], first[2]
-        worker.reader = threading.Thread(target=self._read, args=(worker,), daemon=True,
+        worker.reader = threading.Thread(target=self._read, args=(worker, frames[1:]),
+                                         daemon=True,
                                          name=f"gpumsg-reader-{self._state.ordinal}")
         worker.reader.start()
         return worker
@@ -323,34 +360,43 @@ class ProcessWorker:
             spare.release()
 
     def _send(self, worker: _Worker, items: list) -> None:
-        """Send ``(seq, message)`` items (the caller holds the lock)."""
+        """Send ``(seq, message)`` items, in one write (the caller holds the lock)."""
+        frames = b"".join([message_frame(seq, self._pickle(msg)) for seq, msg in items])
         try:
-            worker.conn.send(items)
-        except (OSError, ValueError):
+            worker.tx.send(frames)
+        except OSError:
             return  # the worker is gone: its reader notices; these are replayed
         worker.sent.extend(seq for seq, _ in items)
 
-    def _read(self, worker: _Worker) -> None:
-        conn = worker.conn
+    def _read(self, worker: _Worker, frames: list) -> None:
+        """The reader thread of one worker: answers the futures (a frame is a batch of
+        answers, taken from the pending table under one lock), hears the notices."""
+        rx = worker.rx
         while True:
+            for frame in frames:
+                batch = loads(frame)
+                with self._lock:
+                    pop = self._pending.pop
+                    got = [(key, value, pop(key if key > 0 else -key, None))
+                           for key, value in batch]
+                for key, value, entry in got:
+                    if entry is not None:
+                        reply = entry[1]
+                        if reply is not None:
+                            if key > 0:
+                                reply.set_result(value)
+                            else:
+                                reply.set_exception(value)
+                    elif key == 0:
+                        if value[0] == "poisoned":
+                            self._fault(worker, "poisoned", value[1])
+                        elif value[0] == "bye":
+                            worker.said_bye = True
+                got = batch = entry = reply = value = None  # type: ignore[assignment]
             try:
-                batch = conn.recv()
+                frames = rx.frames()
             except (EOFError, OSError):
                 break
-            for item in batch:
-                tag = item[0]
-                if tag == "r":
-                    with self._lock:
-                        entry = self._pending.pop(item[1], None)
-                    if entry is not None and entry[1] is not None:
-                        if item[2]:
-                            entry[1].set_result(item[3])
-                        else:
-                            entry[1].set_exception(item[3])
-                elif tag == "poisoned":
-                    self._fault(worker, "poisoned", item[1])
-                elif tag == "bye":
-                    worker.said_bye = True
         if not worker.said_bye:
             self._fault(worker, "died", None)
 
