@@ -48,7 +48,7 @@ from ..errors import (
 from ..messages.base import BufRef, HostRef
 from ..messages.device import Alloc, RegisterHostMemory, UnregisterHostMemory, WatchGeneration
 from .shm import SharedHostPool, close_quietly
-from .wire import Receiver, Sender, dumps, loads, message_frame
+from .wire import Receiver, Sender, decode_replies, dumps, loads, message_frame
 from .worker import STOP_SEQ, worker_main
 
 __all__ = ["ProcessWorker"]
@@ -59,6 +59,8 @@ _START_TIMEOUT = 120.0
 _PICKLED_MAX = 512
 _PICKLED_BYTES = 1024
 _STOP_FRAME = message_frame(STOP_SEQ, dumps(None))
+_EMPTY_PICKLES: dict[type, bytes] = {}
+_HAS_FIELDS: set[type] = set()
 
 
 #: PF_EXITING in /proc/<pid>/task/<tid>/stat's flags: the task has begun to exit
@@ -99,7 +101,8 @@ class _Worker:
         self.generation = generation
         self._counter_shm = counter
         self._counter = np.frombuffer(counter.buf, np.int64, 1)
-        self.sent: list[int] = []  # sequence numbers, in the order they went down the pipe
+        #: sequence numbers, in the order they went down the socket
+        self.sent: list[int] = self.tx.sent
         self.first_open = 0  # index into sent: everything before it has been answered
         self.props: Any = None
         self.kind = ""
@@ -220,18 +223,31 @@ class ProcessWorker:
             seq = next(self._seq)
             self._pending[seq] = [msg, reply]
             worker = self._worker
-            if worker is not None:
-                try:
-                    worker.tx.send(message_frame(seq, pickled))
-                except OSError:
-                    return  # the worker is gone: its reader notices; this is replayed
-                worker.sent.append(seq)
+        # Sent outside the lock, so that the reader thread does not wait for the system call
+        # (one thread's messages still go in the order it posted them). A worker replaced
+        # meanwhile has been killed first: what it did not start is replayed from _pending.
+        if worker is not None:
+            try:
+                worker.tx.send(message_frame(seq, pickled), seq)
+            except OSError:
+                pass  # the worker is gone: its reader notices; this is replayed
 
     def _pickle(self, msg: Any) -> bytes:
         """The pickle of ``msg``; a message object sent before is not pickled again."""
         hit = self._pickled.get(id(msg))
         if hit is not None and hit[0] is msg:
             return hit[1]
+        cls = type(msg)
+        data = _EMPTY_PICKLES.get(cls)
+        if data is not None:
+            return data
+        if cls not in _HAS_FIELDS:
+            # a message without fields (Stats, Synchronize): every one pickles the same
+            if getattr(cls, "__dataclass_fields__", None) == {} and \
+                    not hasattr(msg, "__dict__"):
+                data = _EMPTY_PICKLES[cls] = dumps(msg)
+                return data
+            _HAS_FIELDS.add(cls)
         try:
             data = dumps(msg)
         except Exception as exc:  # noqa: BLE001 - said at the call site, nothing was queued
@@ -361,12 +377,11 @@ class ProcessWorker:
 
     def _send(self, worker: _Worker, items: list) -> None:
         """Send ``(seq, message)`` items, in one write (the caller holds the lock)."""
-        frames = b"".join([message_frame(seq, self._pickle(msg)) for seq, msg in items])
-        try:
-            worker.tx.send(frames)
-        except OSError:
-            return  # the worker is gone: its reader notices; these are replayed
-        worker.sent.extend(seq for seq, _ in items)
+        for seq, msg in items:
+            try:
+                worker.tx.send(message_frame(seq, self._pickle(msg)), seq)
+            except OSError:
+                return  # the worker is gone: its reader notices; these are replayed
 
     def _read(self, worker: _Worker, frames: list) -> None:
         """The reader thread of one worker: answers the futures (a frame is a batch of
@@ -374,7 +389,7 @@ class ProcessWorker:
         rx = worker.rx
         while True:
             for frame in frames:
-                batch = loads(frame)
+                batch = decode_replies(frame)
                 with self._lock:
                     pop = self._pending.pop
                     got = [(key, value, pop(key if key > 0 else -key, None))

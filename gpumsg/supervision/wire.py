@@ -2,11 +2,14 @@
 
 A frame is an 8-byte little-endian length and that many bytes. Client to worker, one frame per
 message: an 8-byte signed sequence number, then the pickled message (``STOP_SEQ`` with a pickled
-None asks the worker to finish). Worker to client, one frame per batch of answers: a pickled
-list of ``(key, value)`` pairs: ``key > 0`` is the sequence number of a message answered with
-``value``, ``key < 0`` the negated number of a message that failed with the exception
-``value``, ``key == 0`` a notice (``("poisoned", error)``, ``("bye",)``). The first frame a
-worker sends is ``("ready", props, kind)`` or ``("failed", error)``.
+None asks the worker to finish). Worker to client, batches of answers as ``(key, value)``
+pairs: ``key > 0`` is the sequence number of a message answered with ``value``, ``key < 0``
+the negated number of a message that failed with the exception ``value``, ``key == 0`` a
+notice (``("poisoned", error)``, ``("bye",)``). :func:`encode_replies` writes most answers
+without pickling: those answered with None as one frame of sequence numbers, those answered
+with a 64-bit unsigned int (an allocation's address) as one frame of pairs, the rest as one
+pickled list (an 8-byte tag starts each). The first frame a worker sends is
+``("ready", props, kind)`` or ``("failed", error)``, pickled.
 
 :class:`Sender` never blocks its caller: what the socket cannot take at once waits in a backlog
 that a flusher thread (started the first time it is needed) writes in order. So neither side's
@@ -16,14 +19,18 @@ threads wait on the other's reading, and two sides that are both writing cannot 
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import pickle
 import socket
 import struct
 import threading
+from array import array
 from collections import deque
 from typing import Any
 
-__all__ = ["Sender", "Receiver", "encode", "message_frame", "split_message", "dumps", "loads"]
+__all__ = ["Sender", "Receiver", "encode", "message_frame", "split_message", "dumps", "loads",
+           "encode_replies", "decode_replies"]
 
 _LEN = struct.Struct("<Q")
 _SEQ = struct.Struct("<q")
@@ -31,6 +38,29 @@ _LEN_SEQ = struct.Struct("<Qq")
 #: bytes asked of the socket per read (several frames usually come together)
 _RECV = 1 << 18
 _DONTWAIT = socket.MSG_DONTWAIT
+_NONES = b"gm-none\0"  # tags of the answer frames
+_INTS = b"gm-ints\0"
+_PICKLED = b"gm-pckl\0"
+_U64 = 1 << 64
+
+
+def _libc_send() -> Any:
+    """libc's ``send`` called with the GIL held (``ctypes.PyDLL``), or None. A non-blocking
+    send does not wait, so it need not let other threads run; ``socket.send`` always does, and
+    then a client thread that posts messages back to back hands the GIL to its reader thread
+    and back at every message."""
+    try:
+        fn = ctypes.PyDLL(None, use_errno=True).send
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int]
+    fn.restype = ctypes.c_ssize_t
+    return fn
+
+
+_send_held = _libc_send()
+_SEND_FLAGS = socket.MSG_DONTWAIT | getattr(socket, "MSG_NOSIGNAL", 0)
+_get_errno = ctypes.get_errno
 
 
 def dumps(obj: Any) -> bytes:
@@ -44,6 +74,51 @@ def encode(obj: Any) -> bytes:
     """A frame holding ``obj`` pickled."""
     data = pickle.dumps(obj, 5)
     return _LEN.pack(len(data)) + data
+
+
+def encode_replies(batch: list) -> bytes:
+    """The frames of a batch of ``(key, value)`` answers (see the module)."""
+    nones: list[int] = []
+    ints: list[int] = []
+    rest = []
+    for item in batch:
+        key, value = item
+        if key > 0:
+            if value is None:
+                nones.append(key)
+                continue
+            if type(value) is int and 0 <= value < _U64:
+                ints.append(key)
+                ints.append(value)
+                continue
+        rest.append(item)
+    out = []
+    if nones:
+        body = _NONES + array("q", nones).tobytes()
+        out.append(_LEN.pack(len(body)) + body)
+    if ints:
+        body = _INTS + array("Q", ints).tobytes()
+        out.append(_LEN.pack(len(body)) + body)
+    if rest:
+        body = _PICKLED + pickle.dumps(rest, 5)
+        out.append(_LEN.pack(len(body)) + body)
+    return out[0] if len(out) == 1 else b"".join(out)
+
+
+def decode_replies(frame: Any) -> list:
+    """The ``(key, value)`` answers of one frame written by :func:`encode_replies`."""
+    tag = frame[:8]
+    if tag == _NONES:
+        keys = array("q")
+        keys.frombytes(frame[8:])
+        return [(key, None) for key in keys]
+    if tag == _INTS:
+        words = array("Q")
+        words.frombytes(frame[8:])
+        return list(zip(words[::2], words[1::2]))
+    if tag == _PICKLED:
+        return pickle.loads(frame[8:])
+    raise ValueError("not a frame of answers")
 
 
 def message_frame(seq: int, pickled: bytes) -> bytes:
@@ -61,6 +136,7 @@ class Sender:
 
     def __init__(self, sock: socket.socket, name: str) -> None:
         self._sock = sock
+        self._fd = sock.fileno()
         self._name = name
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -68,11 +144,16 @@ class Sender:
         self._flusher: threading.Thread | None = None
         self._closed = False
         self.broken: BaseException | None = None
+        #: the numbers given to :meth:`send`, in the order their frames went to the socket
+        self.sent: list[int] = []
 
-    def send(self, data: bytes) -> None:
-        """Queue ``data`` (one or more whole frames) for the socket. Raises OSError once the
-        socket has failed (the peer is gone) or the sender was closed."""
+    def send(self, data: bytes, seq: int | None = None) -> None:
+        """Queue ``data`` (one or more whole frames) for the socket, and note ``seq`` in
+        :attr:`sent` (in the same order). Raises OSError once the socket has failed (the peer
+        is gone) or the sender was closed."""
         with self._lock:
+            if seq is not None:
+                self.sent.append(seq)
             if self.broken is not None:
                 raise BrokenPipeError(f"{self._name}: {self.broken}")
             if self._closed:
@@ -81,11 +162,10 @@ class Sender:
                 self._backlog.append(data)
                 return
             try:
-                n = self._sock.send(data, _DONTWAIT)
-            except BlockingIOError:
-                n = 0
-            except OSError as exc:
-                self.broken = exc
+                n = self._send_now(data)
+            except OSError:
+                if seq is not None:
+                    self.sent.pop()
                 raise
             if n < len(data):
                 self._backlog.append(memoryview(data)[n:])
@@ -95,6 +175,27 @@ class Sender:
                     self._flusher.start()
                 else:
                     self._changed.notify_all()
+
+    def _send_now(self, data: bytes) -> int:
+        """Bytes of ``data`` the socket took at once (the caller holds the lock)."""
+        if _send_held is not None and type(data) is bytes:
+            while True:
+                n = _send_held(self._fd, data, len(data), _SEND_FLAGS)
+                if n >= 0:
+                    return n
+                err = _get_errno()
+                if err in (errno.EAGAIN, errno.EWOULDBLOCK):
+                    return 0
+                if err != errno.EINTR:
+                    self.broken = OSError(err, f"send: {errno.errorcode.get(err, err)}")
+                    raise self.broken
+        try:
+            return self._sock.send(data, _DONTWAIT)
+        except BlockingIOError:
+            return 0
+        except OSError as exc:
+            self.broken = exc
+            raise
 
     def _flush(self) -> None:
         """The flusher thread: writes the backlog, waiting on the socket as long as it must

@@ -24,7 +24,7 @@ from ..service.context import DeviceContext
 from ..service.state import DeviceState
 from ..service.worker import STOP, serve
 from .shm import close_quietly, open_existing
-from .wire import Receiver, Sender, encode, loads, split_message
+from .wire import Receiver, Sender, encode, encode_replies, loads, split_message
 
 __all__ = ["worker_main", "RemoteReply", "SocketMailbox", "Outbox", "STOP_SEQ"]
 
@@ -39,16 +39,29 @@ _get_ident = threading.get_ident
 
 class Outbox:
     """Answers on their way to the client. The device thread's answers wait for the end of
-    its batch (:meth:`flush`, called by the mailbox); any other thread's go at once."""
+    its batch (:meth:`flush`, called by the mailbox), except the answer of the message being
+    handled when no other message is queued behind it: that one goes at once, with whatever
+    waited, so that a round trip does not wait for the loop's housekeeping after the handler.
+    Any other thread's answers go at once."""
 
     def __init__(self, sender: Sender) -> None:
         self._sender = sender
         self._items: deque = deque()
         self._owner = _get_ident()
+        #: the reply of the message being handled (set as it starts)
+        self.current: Any = None
+        #: the messages queued on the device thread (the mailbox's deque)
+        self.queued: deque = deque()
 
     def put(self, item: tuple) -> None:
         self._items.append(item)
         if _get_ident() != self._owner:
+            self.flush()
+
+    def answer(self, reply: Any, item: tuple) -> None:
+        """``put`` for a reply: the current message's goes at once when nothing is queued."""
+        self._items.append(item)
+        if (reply is self.current and not self.queued) or _get_ident() != self._owner:
             self.flush()
 
     def flush(self) -> None:
@@ -63,7 +76,7 @@ class Outbox:
         except IndexError:
             pass
         try:
-            frame = encode(batch)
+            frame = encode_replies(batch)
         except Exception:  # noqa: BLE001 - an answer that does not pickle: say so, keep the rest
             frame = b"".join(_encode_each(batch))
         try:
@@ -76,27 +89,28 @@ def _encode_each(batch: list) -> list[bytes]:
     out = []
     for key, value in batch:
         try:
-            out.append(encode([(key, value)]))
+            out.append(encode_replies([(key, value)]))
         except Exception as exc:  # noqa: BLE001
-            err = RuntimeError(f"the worker's answer could not be sent: {exc!r}")
-            out.append(encode([(-abs(key), err)] if key else []))
+            if key:
+                err = RuntimeError(f"the worker's answer could not be sent: {exc!r}")
+                out.append(encode_replies([(-abs(key), err)]))
     return out
 
 
 class RemoteReply:
     """A reply that travels back to the client."""
 
-    __slots__ = ("seq", "_put")
+    __slots__ = ("seq", "_answer")
 
-    def __init__(self, seq: int, put: Any) -> None:
+    def __init__(self, seq: int, answer: Any) -> None:
         self.seq = seq
-        self._put = put
+        self._answer = answer
 
     def set_result(self, value: Any) -> None:
-        self._put((self.seq, value))
+        self._answer(self, (self.seq, value))
 
     def set_exception(self, exc: BaseException) -> None:
-        self._put((-self.seq, exc))
+        self._answer(self, (-self.seq, exc))
 
 
 class SocketMailbox:
@@ -104,14 +118,16 @@ class SocketMailbox:
     by the device thread itself from the client's frames. ``get`` first sends the answers of
     the batch that just ended, then waits on the socket if nothing is queued. ``qsize`` (called
     between batches, and while the loop waits a moment for completions) also sends what is
-    ready and looks, without waiting, for frames that have arrived. Only the thread that made
+    ready and looks, without waiting, for frames that have arrived, except just after ``get``
+    waited for some: everything there was then came in that read. Only the thread that made
     it reads the socket."""
 
     def __init__(self, receiver: Receiver, outbox: Outbox) -> None:
         self._rx = receiver
         self._outbox = outbox
-        self._put = outbox.put
-        self._items: deque = deque()
+        self._answer = outbox.answer
+        self._items: deque = outbox.queued
+        self._fresh = False  # get() has just read the socket
         self._ended = False  # STOP was queued (asked for, or the client went away)
         self._owner = _get_ident()
         self._decoded: dict[bytes, Any] = {}
@@ -123,7 +139,7 @@ class SocketMailbox:
             self._end()  # the client went away: finish and exit
             return
         items = self._items
-        put = self._put
+        answer = self._answer
         decoded = self._decoded
         for frame in frames:
             seq, pickled = split_message(frame)
@@ -137,7 +153,7 @@ class SocketMailbox:
                     if len(decoded) >= _DECODED_MAX:
                         decoded.clear()
                     decoded[bytes(pickled)] = msg
-            items.append((msg, RemoteReply(seq, put)))
+            items.append((msg, RemoteReply(seq, answer)))
 
     def _end(self) -> None:
         self._ended = True
@@ -146,8 +162,11 @@ class SocketMailbox:
     def get(self) -> tuple:
         self._outbox.flush()
         items = self._items
-        while not items:
+        if not items:
             self._read(True)
+            while not items:
+                self._read(True)
+            self._fresh = True
         return items.popleft()
 
     def get_nowait(self) -> tuple:
@@ -159,7 +178,9 @@ class SocketMailbox:
     def qsize(self) -> int:
         if _get_ident() == self._owner:
             self._outbox.flush()
-            if not self._items and not self._ended:
+            if self._fresh:
+                self._fresh = False
+            elif not self._items and not self._ended:
                 self._read(False)
         return len(self._items)
 
@@ -188,7 +209,8 @@ def worker_main(sock: Any, config: dict[str, Any]) -> None:
     views = [np.frombuffer(counter_shm.buf, np.int64, 1)]
     started = [0]
 
-    def on_dispatch(_reply: Any) -> None:
+    def on_dispatch(reply: Any) -> None:
+        outbox.current = reply
         started[0] += 1
         views[0][0] = started[0]
 
