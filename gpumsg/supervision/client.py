@@ -47,6 +47,7 @@ from ..errors import (
 )
 from ..messages.base import BufRef, HostRef
 from ..messages.device import Alloc, RegisterHostMemory, UnregisterHostMemory, WatchGeneration
+from .codec import register, registered
 from .shm import SharedHostPool, close_quietly
 from .wire import Receiver, Sender, decode_replies, dumps, loads, message_frame
 from .worker import STOP_SEQ, worker_main
@@ -241,6 +242,8 @@ class ProcessWorker:
         data = _EMPTY_PICKLES.get(cls)
         if data is not None:
             return data
+        if not registered(cls):
+            register(cls)
         if cls not in _HAS_FIELDS:
             # a message without fields (Stats, Synchronize): every one pickles the same
             if getattr(cls, "__dataclass_fields__", None) == {} and \
