@@ -49,7 +49,7 @@ from ..messages.base import BufRef, HostRef
 from ..messages.device import Alloc, RegisterHostMemory, UnregisterHostMemory, WatchGeneration
 from .codec import register, registered
 from .shm import SharedHostPool, close_quietly
-from .wire import Receiver, Sender, decode_replies, dumps, loads, message_frame
+from .wire import Receiver, Sender, decode_replies, dumps, immutable, loads, message_frame
 from .worker import STOP_SEQ, worker_main
 
 __all__ = ["ProcessWorker"]
@@ -256,8 +256,9 @@ class ProcessWorker:
         except Exception as exc:  # noqa: BLE001 - said at the call site, nothing was queued
             raise InvalidMessage(f"{type(msg).__name__} cannot be sent to a worker process: "
                                  f"{exc}") from exc
-        # a message is immutable, but an array inside one is not: those are pickled each time
-        if len(data) <= _PICKLED_BYTES and b"numpy" not in data:
+        # a message is immutable, but an array or a list inside one is not: those are pickled
+        # each time
+        if len(data) <= _PICKLED_BYTES and immutable(data):
             cache = self._pickled
             if len(cache) >= _PICKLED_MAX:
                 cache.clear()

@@ -80,6 +80,8 @@ def register(cls: type) -> bool:
             elif names:
                 get = operator.attrgetter(*names)
                 copyreg.pickle(cls, lambda obj: (fn, get(obj)))
+            else:
+                copyreg.pickle(cls, lambda obj: (fn, ()))
         _done.add(cls)
         return cls in copyreg.dispatch_table
 

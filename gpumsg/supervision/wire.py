@@ -22,6 +22,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import pickle
+import select
 import socket
 import struct
 import threading
@@ -30,7 +31,7 @@ from collections import deque
 from typing import Any
 
 __all__ = ["Sender", "Receiver", "encode", "message_frame", "split_message", "dumps", "loads",
-           "encode_replies", "decode_replies"]
+           "encode_replies", "decode_replies", "immutable"]
 
 _LEN = struct.Struct("<Q")
 _SEQ = struct.Struct("<q")
@@ -74,6 +75,19 @@ def encode(obj: Any) -> bytes:
     """A frame holding ``obj`` pickled."""
     data = pickle.dumps(obj, 5)
     return _LEN.pack(len(data)) + data
+
+
+#: bytes of a pickle (after its header) that may stand for a mutable object: an empty
+#: list, dict or set, a bytearray, or a NumPy array (its module named)
+_MUTABLE = (b"]", b"}", b"\x8f", b"\x96", b"numpy")
+
+
+def immutable(pickled: bytes) -> bool:
+    """Whether a message's pickle surely holds nothing mutable, so that the pickle may stand
+    for the message (and the message for the pickle) when it is sent again. A byte that only
+    looks like a list's opcode merely costs the caching."""
+    body = pickled[11:] if pickled[2:3] == b"\x95" else pickled[2:]  # after PROTO [FRAME]
+    return not any(mark in body for mark in _MUTABLE)
 
 
 def encode_replies(batch: list) -> bytes:
@@ -248,6 +262,13 @@ class Receiver:
         self._sock = sock
         self._tail = bytearray()  # the start of a frame whose rest has not arrived yet
         self._need = _LEN.size  # bytes the tail must reach before another frame can be split
+        self._poll = select.poll()
+        self._poll.register(sock, select.POLLIN)
+
+    def ready(self) -> bool:
+        """Whether a read would not wait (bytes have arrived, or the end of the stream): a
+        ``poll`` with no timeout, cheaper than a read that fails."""
+        return bool(self._poll.poll(0))
 
     def frames(self, block: bool = True) -> list[Any]:
         """The frames that have arrived; with ``block``, at least one (waiting for it).

@@ -24,7 +24,7 @@ from ..service.context import DeviceContext
 from ..service.state import DeviceState
 from ..service.worker import STOP, serve
 from .shm import close_quietly, open_existing
-from .wire import Receiver, Sender, encode, encode_replies, loads, split_message
+from .wire import Receiver, Sender, encode, encode_replies, immutable, loads, split_message
 
 __all__ = ["worker_main", "RemoteReply", "SocketMailbox", "Outbox", "STOP_SEQ"]
 
@@ -149,10 +149,12 @@ class SocketMailbox:
             msg = decoded.get(pickled)
             if msg is None:
                 msg = loads(pickled)
-                if len(pickled) <= _DECODED_BYTES and b"numpy" not in pickled:
-                    if len(decoded) >= _DECODED_MAX:
-                        decoded.clear()
-                    decoded[bytes(pickled)] = msg
+                if len(pickled) <= _DECODED_BYTES:
+                    key = bytes(pickled)
+                    if immutable(key):
+                        if len(decoded) >= _DECODED_MAX:
+                            decoded.clear()
+                        decoded[key] = msg
             items.append((msg, RemoteReply(seq, answer)))
 
     def _end(self) -> None:
@@ -180,7 +182,7 @@ class SocketMailbox:
             self._outbox.flush()
             if self._fresh:
                 self._fresh = False
-            elif not self._items and not self._ended:
+            elif not self._items and not self._ended and self._rx.ready():
                 self._read(False)
         return len(self._items)
 
