@@ -393,7 +393,11 @@ class ProcessWorker:
         rx = worker.rx
         while True:
             for frame in frames:
-                batch = decode_replies(frame)
+                try:
+                    batch = decode_replies(frame)
+                except Exception:  # noqa: BLE001 - a frame that does not decode: fail closed
+                    frames = None  # type: ignore[assignment]
+                    break
                 with self._lock:
                     pop = self._pending.pop
                     got = [(key, value, pop(key if key > 0 else -key, None))
@@ -402,16 +406,22 @@ class ProcessWorker:
                     if entry is not None:
                         reply = entry[1]
                         if reply is not None:
-                            if key > 0:
-                                reply.set_result(value)
-                            else:
-                                reply.set_exception(value)
+                            try:
+                                if key > 0:
+                                    reply.set_result(value)
+                                else:
+                                    reply.set_exception(value)
+                            except Exception:  # noqa: BLE001 - answered already: keep reading
+                                pass
                     elif key == 0:
                         if value[0] == "poisoned":
                             self._fault(worker, "poisoned", value[1])
                         elif value[0] == "bye":
                             worker.said_bye = True
                 got = batch = entry = reply = value = None  # type: ignore[assignment]
+            if frames is None:
+                worker.said_bye = False  # the worker is replaced as if it had died
+                break
             try:
                 frames = rx.frames()
             except (EOFError, OSError):

@@ -105,6 +105,12 @@ def encode_replies(batch: list) -> bytes:
                 ints.append(key)
                 ints.append(value)
                 continue
+        elif key < 0:  # an error that would not unpickle there is named instead
+            try:
+                pickle.loads(pickle.dumps(value, 5))
+            except Exception as exc:  # noqa: BLE001
+                item = (key, RuntimeError(f"{value!r} (could not be sent from the worker: "
+                                          f"{exc!r})"))
         rest.append(item)
     out = []
     if nones:
