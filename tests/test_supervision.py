@@ -266,3 +266,26 @@ def test_a_repeated_registration_keeps_the_first_mapping() -> None:
     finally:
         seg.close()
         seg.unlink()
+def test_floods_in_both_directions_are_not_lost(pdev, rng) -> None:
+    """More than a socket holds, both ways: messages queued behind a stalled worker (the
+    client's sender keeps the rest in order) and answers the client's reader is too busy to
+    take (a slow done-callback: the worker's sender keeps them); every one arrives, in order."""
+    n = 20000
+    stall = pdev.inject_fault("stall", seconds=1.0)
+    buf = pdev.alloc((1,), np.float64).result()
+    xs = rng.standard_normal(n)
+    posts = [pdev.copy_from_host(buf, xs[i:i + 1]) if i % 2000 == 0 else pdev.stats()
+             for i in range(n)]
+    assert pdev._worker._worker.tx._flusher is not None  # the socket was full: a backlog
+    stall.result(timeout=60)
+    for f in posts:
+        f.result(timeout=60)
+    assert pdev._worker._worker.tx.sent[-n:] == sorted(pdev._worker._worker.tx.sent[-n:])
+    np.testing.assert_array_equal(pdev.copy_to_host(buf).result(timeout=60), xs[n - 2000:][:1])
+
+    slow = pdev.stats()
+    slow.add_done_callback(lambda _f: time.sleep(1.0))  # runs on the client's reader thread
+    loads = [pdev.stats() for _ in range(n)]
+    done = pdev.stats().result(timeout=60)
+    assert done.generation == 0 and all(f.result(timeout=60).generation == 0 for f in loads)
+    assert pdev.generation == 0  # nothing was taken for a fault

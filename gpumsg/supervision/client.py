@@ -26,6 +26,8 @@ import dataclasses
 import itertools
 import multiprocessing
 import os
+import select
+import socket
 import threading
 import time
 from collections import deque
@@ -45,12 +47,21 @@ from ..errors import (
 )
 from ..messages.base import BufRef, HostRef
 from ..messages.device import Alloc, RegisterHostMemory, UnregisterHostMemory, WatchGeneration
+from .codec import register, registered
 from .shm import SharedHostPool, close_quietly
+from .wire import Receiver, Sender, decode_replies, dumps, immutable, loads, message_frame
 from .worker import STOP_SEQ, worker_main
 
 __all__ = ["ProcessWorker"]
 
 _START_TIMEOUT = 120.0
+#: the pickles of messages sent, by the message's identity (a message object sent again, as the
+#: client's memoized SGEMMs are, is not pickled again): at most this many, of at most this size
+_PICKLED_MAX = 512
+_PICKLED_BYTES = 1024
+_STOP_FRAME = message_frame(STOP_SEQ, dumps(None))
+_EMPTY_PICKLES: dict[type, bytes] = {}
+_HAS_FIELDS: set[type] = set()
 
 
 #: PF_EXITING in /proc/<pid>/task/<tid>/stat's flags: the task has begun to exit
@@ -80,16 +91,19 @@ def _stopped_running(pid: int | None) -> bool | None:
 
 
 class _Worker:
-    """One worker process, its pipe, and what was sent to it."""
+    """One worker process, its socket, and what was sent to it."""
 
-    def __init__(self, process: Any, conn: Any, counter: shared_memory.SharedMemory,
+    def __init__(self, process: Any, sock: socket.socket, counter: shared_memory.SharedMemory,
                  generation: int) -> None:
         self.process = process
-        self.conn = conn
+        self.sock = sock
+        self.tx = Sender(sock, f"gpumsg-client-{generation}")
+        self.rx = Receiver(sock)
         self.generation = generation
         self._counter_shm = counter
         self._counter = np.frombuffer(counter.buf, np.int64, 1)
-        self.sent: list[int] = []  # sequence numbers, in the order they went down the pipe
+        #: sequence numbers, in the order they went down the socket
+        self.sent: list[int] = self.tx.sent
         self.first_open = 0  # index into sent: everything before it has been answered
         self.props: Any = None
         self.kind = ""
@@ -104,8 +118,9 @@ class _Worker:
         if self.process.is_alive():
             self.process.kill()
         self.process.join(10)
+        self.tx.close()
         try:
-            self.conn.close()
+            self.sock.close()
         except OSError:
             pass
 
@@ -168,6 +183,7 @@ class ProcessWorker:
                         "pinned_staging_limit": pinned_staging_limit}
         self._lock = threading.RLock()
         self._pending: dict[int, list] = {}  # seq -> [message, reply], in seq order
+        self._pickled: dict[int, tuple[Any, bytes]] = {}  # id(message) -> (message, pickle)
         self._seq = itertools.count(1)
         self._closing = False
         self._gave_up = False
@@ -203,12 +219,51 @@ class ProcessWorker:
             if reply is not None:
                 self._state.watch(msg.after, reply)
             return
+        pickled = self._pickle(msg)
         with self._lock:
             seq = next(self._seq)
             self._pending[seq] = [msg, reply]
             worker = self._worker
-            if worker is not None:
-                self._send(worker, [(seq, msg)])
+        # Sent outside the lock, so that the reader thread does not wait for the system call
+        # (one thread's messages still go in the order it posted them). A worker replaced
+        # meanwhile has been killed first: what it did not start is replayed from _pending.
+        if worker is not None:
+            try:
+                worker.tx.send(message_frame(seq, pickled), seq)
+            except OSError:
+                pass  # the worker is gone: its reader notices; this is replayed
+
+    def _pickle(self, msg: Any) -> bytes:
+        """The pickle of ``msg``; a message object sent before is not pickled again."""
+        hit = self._pickled.get(id(msg))
+        if hit is not None and hit[0] is msg:
+            return hit[1]
+        cls = type(msg)
+        data = _EMPTY_PICKLES.get(cls)
+        if data is not None:
+            return data
+        if not registered(cls):
+            register(cls)
+        if cls not in _HAS_FIELDS:
+            # a message without fields (Stats, Synchronize): every one pickles the same
+            if getattr(cls, "__dataclass_fields__", None) == {} and \
+                    not hasattr(msg, "__dict__"):
+                data = _EMPTY_PICKLES[cls] = dumps(msg)
+                return data
+            _HAS_FIELDS.add(cls)
+        try:
+            data = dumps(msg)
+        except Exception as exc:  # noqa: BLE001 - said at the call site, nothing was queued
+            raise InvalidMessage(f"{type(msg).__name__} cannot be sent to a worker process: "
+                                 f"{exc}") from exc
+        # a message is immutable, but an array or a list inside one is not: those are pickled
+        # each time
+        if len(data) <= _PICKLED_BYTES and immutable(data):
+            cache = self._pickled
+            if len(cache) >= _PICKLED_MAX:
+                cache.clear()
+            cache[id(msg)] = (msg, data)
+        return data
 
     def stop(self) -> None:
         with self._lock:
@@ -216,7 +271,7 @@ class ProcessWorker:
             worker = self._worker
             if worker is not None:
                 try:
-                    worker.conn.send([(STOP_SEQ, None)])
+                    worker.tx.send(_STOP_FRAME)
                 except OSError:
                     pass
 
@@ -250,7 +305,7 @@ class ProcessWorker:
     # -- workers -----------------------------------------------------------------------------------
     def _spawn(self, generation: int) -> _Worker:
         mp = multiprocessing.get_context("spawn")  # never fork a process that may hold CUDA
-        parent, child = mp.Pipe()
+        parent, child = socket.socketpair()
         counter = shared_memory.SharedMemory(create=True, size=8)
         np.frombuffer(counter.buf, np.int64, 1)[0] = 0
         config = dict(self._config, generation=generation, counter=counter.name)
@@ -259,13 +314,14 @@ class ProcessWorker:
         process.start()
         child.close()
         worker = _Worker(process, parent, counter, generation)
-        if not parent.poll(_START_TIMEOUT):
+        if not select.select([parent], [], [], _START_TIMEOUT)[0]:
             worker.kill()
             worker.release()
             raise WorkerDied(f"device {self._state.ordinal}: the worker process did not start "
                              f"within {_START_TIMEOUT:.0f} s")
         try:
-            first = parent.recv()[0]
+            frames = worker.rx.frames()
+            first = loads(frames[0])
         except (EOFError, OSError) as exc:
             worker.kill()
             worker.release()
@@ -276,7 +332,8 @@ class ProcessWorker:
             worker.release()
             raise first[1]
         worker.props, worker.kind = first[1], first[2]
-        worker.reader = threading.Thread(target=self._read, args=(worker,), daemon=True,
+        worker.reader = threading.Thread(target=self._read, args=(worker, frames[1:]),
+                                         daemon=True,
                                          name=f"gpumsg-reader-{self._state.ordinal}")
         worker.reader.start()
         return worker
@@ -323,34 +380,52 @@ class ProcessWorker:
             spare.release()
 
     def _send(self, worker: _Worker, items: list) -> None:
-        """Send ``(seq, message)`` items (the caller holds the lock)."""
-        try:
-            worker.conn.send(items)
-        except (OSError, ValueError):
-            return  # the worker is gone: its reader notices; these are replayed
-        worker.sent.extend(seq for seq, _ in items)
-
-    def _read(self, worker: _Worker) -> None:
-        conn = worker.conn
-        while True:
+        """Send ``(seq, message)`` items, in one write (the caller holds the lock)."""
+        for seq, msg in items:
             try:
-                batch = conn.recv()
+                worker.tx.send(message_frame(seq, self._pickle(msg)), seq)
+            except OSError:
+                return  # the worker is gone: its reader notices; these are replayed
+
+    def _read(self, worker: _Worker, frames: list) -> None:
+        """The reader thread of one worker: answers the futures (a frame is a batch of
+        answers, taken from the pending table under one lock), hears the notices."""
+        rx = worker.rx
+        while True:
+            for frame in frames:
+                try:
+                    batch = decode_replies(frame)
+                except Exception:  # noqa: BLE001 - a frame that does not decode: fail closed
+                    frames = None  # type: ignore[assignment]
+                    break
+                with self._lock:
+                    pop = self._pending.pop
+                    got = [(key, value, pop(key if key > 0 else -key, None))
+                           for key, value in batch]
+                for key, value, entry in got:
+                    if entry is not None:
+                        reply = entry[1]
+                        if reply is not None:
+                            try:
+                                if key > 0:
+                                    reply.set_result(value)
+                                else:
+                                    reply.set_exception(value)
+                            except Exception:  # noqa: BLE001 - answered already: keep reading
+                                pass
+                    elif key == 0:
+                        if value[0] == "poisoned":
+                            self._fault(worker, "poisoned", value[1])
+                        elif value[0] == "bye":
+                            worker.said_bye = True
+                got = batch = entry = reply = value = None  # type: ignore[assignment]
+            if frames is None:
+                worker.said_bye = False  # the worker is replaced as if it had died
+                break
+            try:
+                frames = rx.frames()
             except (EOFError, OSError):
                 break
-            for item in batch:
-                tag = item[0]
-                if tag == "r":
-                    with self._lock:
-                        entry = self._pending.pop(item[1], None)
-                    if entry is not None and entry[1] is not None:
-                        if item[2]:
-                            entry[1].set_result(item[3])
-                        else:
-                            entry[1].set_exception(item[3])
-                elif tag == "poisoned":
-                    self._fault(worker, "poisoned", item[1])
-                elif tag == "bye":
-                    worker.said_bye = True
         if not worker.said_bye:
             self._fault(worker, "died", None)
 

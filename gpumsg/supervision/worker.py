@@ -1,17 +1,19 @@
-"""The worker process: the same device loop as thread isolation, fed by a pipe.
+"""The worker process: the same device loop as thread isolation, fed by a socket.
 
-Three threads: the reader unpickles batches of ``(seq, message)`` from the pipe into the
-mailbox; the main thread runs :func:`~gpumsg.service.worker.serve`; the writer sends replies
-(``("r", seq, ok, value)``) and notices (``("poisoned", error)``, ``("bye",)``) back in batches.
-As each message starts, the worker counts it in a shared-memory word the supervisor reads after
-a failure, to tell what was in flight from what was never started.
+One thread does the work: the device thread reads the client's frames itself when its mailbox
+is empty (:class:`SocketMailbox`), and writes the answers of a batch itself, as one frame, when
+the batch ends (:class:`Outbox`); answers completed on a watcher thread are written from there.
+Writing never blocks (:class:`~gpumsg.supervision.wire.Sender`). So a round trip crosses no
+thread inside the worker. As each message starts, the worker counts it in a shared-memory word
+the supervisor reads after a failure, to tell what was in flight from what was never started.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from queue import SimpleQueue
+from collections import deque
+from queue import Empty
 from typing import Any
 
 import numpy as np
@@ -22,80 +24,174 @@ from ..service.context import DeviceContext
 from ..service.state import DeviceState
 from ..service.worker import STOP, serve
 from .shm import close_quietly, open_existing
+from .wire import Receiver, Sender, encode, encode_replies, immutable, loads, split_message
 
-__all__ = ["worker_main", "RemoteReply", "STOP_SEQ"]
+__all__ = ["worker_main", "RemoteReply", "SocketMailbox", "Outbox", "STOP_SEQ"]
 
 #: the sequence number of the message that asks the worker to finish and exit
 STOP_SEQ = -1
+#: decoded messages kept by their pickle (a message sent again is not unpickled again)
+_DECODED_MAX = 512
+_DECODED_BYTES = 1024
+
+_get_ident = threading.get_ident
+
+
+class Outbox:
+    """Answers on their way to the client. The device thread's answers wait for the end of
+    its batch (:meth:`flush`, called by the mailbox), except the answer of the message being
+    handled when no other message is queued behind it: that one goes at once, with whatever
+    waited, so that a round trip does not wait for the loop's housekeeping after the handler.
+    Any other thread's answers go at once."""
+
+    def __init__(self, sender: Sender) -> None:
+        self._sender = sender
+        self._items: deque = deque()
+        self._owner = _get_ident()
+        #: the reply of the message being handled (set as it starts)
+        self.current: Any = None
+        #: the messages queued on the device thread (the mailbox's deque)
+        self.queued: deque = deque()
+
+    def put(self, item: tuple) -> None:
+        self._items.append(item)
+        if _get_ident() != self._owner:
+            self.flush()
+
+    def answer(self, reply: Any, item: tuple) -> None:
+        """``put`` for a reply: the current message's goes at once when nothing is queued."""
+        self._items.append(item)
+        if (reply is self.current and not self.queued) or _get_ident() != self._owner:
+            self.flush()
+
+    def flush(self) -> None:
+        items = self._items
+        if not items:
+            return
+        batch = []
+        pop = items.popleft
+        try:
+            while True:
+                batch.append(pop())
+        except IndexError:
+            pass
+        try:
+            frame = encode_replies(batch)
+        except Exception:  # noqa: BLE001 - an answer that does not pickle: say so, keep the rest
+            frame = b"".join(_encode_each(batch))
+        try:
+            self._sender.send(frame)
+        except OSError:
+            pass  # the client is gone: the mailbox reads the end of the stream
+
+
+def _encode_each(batch: list) -> list[bytes]:
+    out = []
+    for key, value in batch:
+        try:
+            out.append(encode_replies([(key, value)]))
+        except Exception as exc:  # noqa: BLE001
+            if key:
+                err = RuntimeError(f"the worker's answer could not be sent: {exc!r}")
+                out.append(encode_replies([(-abs(key), err)]))
+    return out
 
 
 class RemoteReply:
-    """A reply that travels back to the client: ``set_result``/``set_exception`` queue it for
-    the writer thread."""
+    """A reply that travels back to the client."""
 
-    __slots__ = ("seq", "_out")
+    __slots__ = ("seq", "_answer")
 
-    def __init__(self, seq: int, out: SimpleQueue) -> None:
+    def __init__(self, seq: int, answer: Any) -> None:
         self.seq = seq
-        self._out = out
+        self._answer = answer
 
     def set_result(self, value: Any) -> None:
-        self._out.put(("r", self.seq, True, value))
+        self._answer(self, (self.seq, value))
 
     def set_exception(self, exc: BaseException) -> None:
-        self._out.put(("r", self.seq, False, exc))
+        self._answer(self, (-self.seq, exc))
 
 
-def _writer(conn: Any, out: SimpleQueue) -> None:
-    get = out.get
-    while True:
-        item = get()
-        if item is None:
-            return
-        batch = [item]
-        while not out.empty():
-            nxt = out.get_nowait()
-            if nxt is None:
-                _send(conn, batch)
-                return
-            batch.append(nxt)
-        _send(conn, batch)
+class SocketMailbox:
+    """The device loop's mailbox (``get``/``get_nowait``/``qsize`` as a SimpleQueue's), filled
+    by the device thread itself from the client's frames. ``get`` first sends the answers of
+    the batch that just ended, then waits on the socket if nothing is queued. ``qsize`` (called
+    between batches, and while the loop waits a moment for completions) also sends what is
+    ready and looks, without waiting, for frames that have arrived, except just after ``get``
+    waited for some: everything there was then came in that read. Only the thread that made
+    it reads the socket."""
 
+    def __init__(self, receiver: Receiver, outbox: Outbox) -> None:
+        self._rx = receiver
+        self._outbox = outbox
+        self._answer = outbox.answer
+        self._items: deque = outbox.queued
+        self._fresh = False  # get() has just read the socket
+        self._ended = False  # STOP was queued (asked for, or the client went away)
+        self._owner = _get_ident()
+        self._decoded: dict[bytes, Any] = {}
 
-def _send(conn: Any, batch: list) -> None:
-    try:
-        conn.send(batch)
-    except (BrokenPipeError, EOFError, OSError):
-        return  # the client is gone
-    except Exception:  # noqa: BLE001 - an answer that does not pickle: say so, keep the rest
-        for item in batch:
-            try:
-                conn.send([item])
-            except (BrokenPipeError, EOFError, OSError):
-                return
-            except Exception as exc:  # noqa: BLE001
-                conn.send([("r", item[1], False,
-                            RuntimeError(f"the worker's answer could not be sent: {exc!r}"))])
-
-
-def _reader(conn: Any, mailbox: SimpleQueue, out: SimpleQueue) -> None:
-    while True:
+    def _read(self, block: bool) -> None:
         try:
-            batch = conn.recv()
+            frames = self._rx.frames(block)
         except (EOFError, OSError):
-            mailbox.put((STOP, None))  # the client went away: finish and exit
+            self._end()  # the client went away: finish and exit
             return
-        for seq, msg in batch:
+        items = self._items
+        answer = self._answer
+        decoded = self._decoded
+        for frame in frames:
+            seq, pickled = split_message(frame)
             if seq == STOP_SEQ:
-                mailbox.put((STOP, None))
+                self._end()
                 return
-            mailbox.put((msg, RemoteReply(seq, out)))
+            msg = decoded.get(pickled)
+            if msg is None:
+                msg = loads(pickled)
+                if len(pickled) <= _DECODED_BYTES:
+                    key = bytes(pickled)
+                    if immutable(key):
+                        if len(decoded) >= _DECODED_MAX:
+                            decoded.clear()
+                        decoded[key] = msg
+            items.append((msg, RemoteReply(seq, answer)))
+
+    def _end(self) -> None:
+        self._ended = True
+        self._items.append((STOP, None))
+
+    def get(self) -> tuple:
+        self._outbox.flush()
+        items = self._items
+        if not items:
+            self._read(True)
+            while not items:
+                self._read(True)
+            self._fresh = True
+        return items.popleft()
+
+    def get_nowait(self) -> tuple:
+        try:
+            return self._items.popleft()
+        except IndexError:
+            raise Empty from None
+
+    def qsize(self) -> int:
+        if _get_ident() == self._owner:
+            self._outbox.flush()
+            if self._fresh:
+                self._fresh = False
+            elif not self._items and not self._ended and self._rx.ready():
+                self._read(False)
+        return len(self._items)
 
 
-def worker_main(conn: Any, config: dict[str, Any]) -> None:
+def worker_main(sock: Any, config: dict[str, Any]) -> None:
     """Entry point of a spawned worker process."""
-    mailbox: SimpleQueue = SimpleQueue()
-    out: SimpleQueue = SimpleQueue()
+    sender = Sender(sock, "gpumsg-worker")
+    outbox = Outbox(sender)
+    mailbox = SocketMailbox(Receiver(sock), outbox)
     try:
         state = DeviceState(config["ordinal"], config["token"])
         state.generation = config["generation"]
@@ -105,31 +201,32 @@ def worker_main(conn: Any, config: dict[str, Any]) -> None:
                             in_worker_process=True,
                             pinned_staging_limit=config["pinned_staging_limit"])
     except BaseException as exc:  # noqa: BLE001 - reported to the supervisor
-        conn.send([("failed", exc)])
+        try:
+            sender.send(encode(("failed", exc)))
+        except Exception:  # noqa: BLE001 - an error that does not pickle
+            sender.send(encode(("failed", RuntimeError(repr(exc)))))
+        sender.drain(30)
         return
     counter_shm = open_existing(config["counter"])
     views = [np.frombuffer(counter_shm.buf, np.int64, 1)]
     started = [0]
 
-    def on_dispatch(_reply: Any) -> None:
+    def on_dispatch(reply: Any) -> None:
+        outbox.current = reply
         started[0] += 1
         views[0][0] = started[0]
 
-    ctx.on_poison = lambda err: out.put(("poisoned", err))
-    conn.send([("ready", ctx.props, backend.kind)])
-    writer = threading.Thread(target=_writer, args=(conn, out), name="gpumsg-worker-writer",
-                              daemon=True)
-    reader = threading.Thread(target=_reader, args=(conn, mailbox, out),
-                              name="gpumsg-worker-reader", daemon=True)
-    writer.start()
-    reader.start()
+    ctx.on_poison = lambda err: outbox.put((0, ("poisoned", err)))
+    sender.send(encode(("ready", ctx.props, backend.kind)))
     serve(ctx, mailbox, config["shutdown_timeout"], on_dispatch)
     if state.poisoned is not None:
-        out.put(None)
-        writer.join(5)
+        outbox.flush()
+        sender.drain(5)
         os._exit(3)  # nothing more can be done in this process; the supervisor replaces it
-    out.put(("bye",))
-    out.put(None)
-    writer.join(30)
+    outbox.put((0, ("bye",)))
+    outbox.flush()
+    sender.drain(30)
+    sender.close()
     views.clear()  # drop the view before closing the mapping
     close_quietly(counter_shm)
+
