@@ -6,7 +6,8 @@
 # benchmarks wrote).
 #   tools/gpu_check.sh bench_overhead bench_interop:--part=dlpack ...   (name:args, args split
 #   on commas); SUITE=0 skips the test suite, BENCH_TIMEOUT (s, default 240) bounds each benchmark,
-#   DEADLINE (s) the whole script: benchmarks that would start later are skipped
+#   DEADLINE (s) the whole script: benchmarks that would start later are skipped; SUITE_TIMEOUT (s)
+#   bounds the main test run
 set -u
 T0=$(date +%s)
 export PYTHONPATH=$PWD NCCL_NVLS_ENABLE=0
@@ -20,7 +21,8 @@ mkdir -p "$OUT"
 own_process="tests/libs/test_cusolver.py"
 [ "${SUITE:-1}" = 1 ] && {
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  python3 -m pytest -q -m gpu -p no:cacheprovider $(for f in $own_process; do echo --ignore=$f; done) 2>&1 | tail -40
+  timeout "${SUITE_TIMEOUT:-3000}" python3 -m pytest -q -m gpu -p no:cacheprovider \
+    $(for f in $own_process; do echo --ignore=$f; done) 2>&1 | tail -40
   for f in $own_process; do
     [ -f "$f" ] && python3 -m pytest -q -m gpu -p no:cacheprovider "$f" 2>&1 | tail -15
   done
