@@ -334,7 +334,7 @@ class DnnRnn:
 
     def rnn(self, cell: str, input_size: int, hidden_size: int, num_layers: int = 1,
             bidirectional: bool = False, dtype: str = "f32", bias: bool = True,
-            batch_first: bool = False, math: str = "default", algo: str = "standard") -> Rnn:
+            batch_first: bool = False, math: str = "default", algo: str = "auto") -> Rnn:
         """A recurrent network (``cell``: "rnn_tanh", "rnn_relu", "lstm" or "gru") with its
         weight space allocated (uninitialized): see :class:`Rnn`. ``batch_first`` as in torch.
         Bad arguments raise InvalidMessage naming the field. Waits for the weight table the
