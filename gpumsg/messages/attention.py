@@ -35,7 +35,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .base import BufRef, Message, _bool, _fail, _real, _ref, _require_dtype, _set, message
+from .base import (
+    BufRef,
+    Message,
+    _bool,
+    _dense_rows,
+    _fail,
+    _real,
+    _ref,
+    _require_dtype,
+    _set,
+    message,
+)
 
 __all__ = ["AttentionForward", "AttentionBackward", "AttentionCacheInfo", "ATTENTION_DTYPES",
            "ATTENTION_MAX_D", "attention_dims"]
@@ -43,7 +54,6 @@ __all__ = ["AttentionForward", "AttentionBackward", "AttentionCacheInfo", "ATTEN
 ATTENTION_DTYPES = ("f16", "bf16")
 #: the largest head dimension taken (a multiple of 8 up to this)
 ATTENTION_MAX_D = 128
-_INT32_MAX = 2**31 - 1
 
 
 def attention_dims(q_shape: tuple[int, ...], k_shape: tuple[int, ...]
@@ -58,12 +68,7 @@ def _bhsd(msg: object, field: str, ref: BufRef, dtype: str | None = None) -> Non
     _require_dtype(msg, field, ref, (dtype,) if dtype else ATTENTION_DTYPES)
     if len(ref.shape) != 4:
         raise _fail(msg, field, f"{ref.describe()} must have 4 dimensions (B, H, S, D)")
-    if ref.order != "C" and sum(s > 1 for s in ref.shape) > 1:
-        raise _fail(msg, field, f"{ref.describe()} must be row-major (order 'C')")
-    if any(s == 0 for s in ref.shape):
-        raise _fail(msg, field, f"{ref.describe()} is empty")
-    if ref.size > _INT32_MAX:
-        raise _fail(msg, field, f"{ref.describe()} has more than 2**31 - 1 elements")
+    _dense_rows(msg, field, ref)
 
 
 def _same(msg: object, field: str, ref: BufRef, shape: tuple[int, ...], what: str) -> None:

@@ -322,6 +322,20 @@ def _require_dtype(msg: object, field: str, ref: BufRef, allowed: tuple[str, ...
                     + " or ".join(allowed))
 
 
+INT32_MAX = 2**31 - 1  # the largest size or element count the cuDNN APIs take
+
+
+def _dense_rows(msg: object, field: str, ref: BufRef) -> None:
+    """``ref`` is row-major (order 'C', or of one non-unit dimension), not empty, and holds at
+    most ``INT32_MAX`` elements (cuDNN's tensor sizes are int32)."""
+    if ref.order != "C" and sum(s > 1 for s in ref.shape) > 1:
+        raise _fail(msg, field, f"{ref.describe()} must be row-major (order 'C')")
+    if any(s == 0 for s in ref.shape):
+        raise _fail(msg, field, f"{ref.describe()} is empty")
+    if ref.size > INT32_MAX:
+        raise _fail(msg, field, f"{ref.describe()} has more than 2**31 - 1 elements")
+
+
 def _span(msg: object, field: str, ref: BufRef, offset: int, nbytes: int) -> None:
     if offset + nbytes > ref.nbytes:
         raise _fail(msg, field, f"{nbytes} bytes at offset {offset} exceed {ref.describe()} of "

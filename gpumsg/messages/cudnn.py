@@ -27,7 +27,20 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .base import BufRef, Message, _choice, _fail, _int, _real, _ref, _require_dtype, _set, message
+from .base import (
+    INT32_MAX,
+    BufRef,
+    Message,
+    _choice,
+    _dense_rows,
+    _fail,
+    _int,
+    _real,
+    _ref,
+    _require_dtype,
+    _set,
+    message,
+)
 
 __all__ = ["ConvForward", "ConvBackwardData", "ConvBackwardFilter", "DnnCacheInfo",
            "Activation", "ActivationBackward", "Softmax", "SoftmaxBackward", "Pool",
@@ -49,7 +62,6 @@ ACTIVATIONS = {"none": None, "sigmoid": 0, "relu": 1, "tanh": 2, "clipped_relu":
 OWN_ACTIVATIONS = ("gelu", "gelu_tanh")
 #: the default ``act_coef`` of each activation that takes one
 ACT_COEF = {"clipped_relu": 6.0, "elu": 1.0, "swish": 1.0}
-_INT32_MAX = 2**31 - 1
 
 
 def _spatial_tuple(msg: object, field: str, value: Any, nd: int, lo: int) -> tuple[int, ...]:
@@ -57,8 +69,8 @@ def _spatial_tuple(msg: object, field: str, value: Any, nd: int, lo: int) -> tup
         if len(value) != nd:
             raise _fail(msg, field, f"needs {nd} values (one per spatial dimension), got "
                         f"{len(value)}")
-        return tuple(_int(msg, field, v, lo, _INT32_MAX) for v in value)
-    v = _int(msg, field, value, lo, _INT32_MAX)
+        return tuple(_int(msg, field, v, lo, INT32_MAX) for v in value)
+    v = _int(msg, field, value, lo, INT32_MAX)
     return (v,) * nd
 
 
@@ -96,12 +108,7 @@ def _tensor(msg: object, field: str, ref: BufRef, dtype: str | None = None) -> N
     if len(ref.shape) not in (3, 4, 5):
         raise _fail(msg, field, f"{ref.describe()} must have 3, 4 or 5 dimensions (batch, "
                     "channels and 1 to 3 spatial ones)")
-    if ref.order != "C" and sum(s > 1 for s in ref.shape) > 1:
-        raise _fail(msg, field, f"{ref.describe()} must be row-major (order 'C')")
-    if any(s == 0 for s in ref.shape):
-        raise _fail(msg, field, f"{ref.describe()} is empty")
-    if ref.size > _INT32_MAX:
-        raise _fail(msg, field, f"{ref.describe()} has more than 2**31 - 1 elements")
+    _dense_rows(msg, field, ref)
 
 
 class _Conv(Message):
@@ -137,7 +144,7 @@ class _Conv(Message):
         _set(self, "stride", stride)
         _set(self, "padding", padding)
         _set(self, "dilation", dilation)
-        groups = _int(self, "groups", msg.groups, 1, _INT32_MAX)
+        groups = _int(self, "groups", msg.groups, 1, INT32_MAX)
         layout = msg.layout
         _, c, _ = _split(layout, x.shape)
         k, cg, _ = _split(layout, w.shape)
@@ -291,7 +298,7 @@ def _same(msg: object, field: str, ref: BufRef, like: BufRef, like_field: str) -
 
 def _elementwise(msg: object, field: str, ref: BufRef) -> None:
     _require_dtype(msg, field, ref, _POINTWISE_DTYPES)
-    if ref.size == 0 or ref.size > _INT32_MAX:
+    if ref.size == 0 or ref.size > INT32_MAX:
         raise _fail(msg, field, f"{ref.describe()} must hold 1 to 2**31 - 1 elements")
 
 
@@ -357,7 +364,7 @@ def _nc_tensor(msg: object, field: str, ref: BufRef, lo: int = 2) -> None:
                     "channels, spatial)")
     if ref.order != "C" and sum(s > 1 for s in ref.shape) > 1:
         raise _fail(msg, field, f"{ref.describe()} must be row-major (order 'C')")
-    if ref.size == 0 or ref.size > _INT32_MAX:
+    if ref.size == 0 or ref.size > INT32_MAX:
         raise _fail(msg, field, f"{ref.describe()} must hold 1 to 2**31 - 1 elements")
 
 
@@ -864,7 +871,7 @@ def _group_norm_fields(msg: Any, names: tuple[str, ...], forward: bool) -> None:
         if n in r:
             _same(msg, n, r[n], x, "x")  # type: ignore[arg-type]
     c = x.shape[1]
-    groups = _int(msg, "groups", msg.groups, 1, _INT32_MAX)
+    groups = _int(msg, "groups", msg.groups, 1, INT32_MAX)
     if c % groups:
         raise _fail(msg, "groups", f"{x.describe()} has {c} channels, not divisible into "
                     f"{groups} groups")

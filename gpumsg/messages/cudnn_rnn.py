@@ -46,10 +46,12 @@ import dataclasses
 from typing import Any
 
 from .base import (
+    INT32_MAX,
     BufRef,
     Message,
     _bool,
     _choice,
+    _dense_rows,
     _fail,
     _int,
     _opt_ref,
@@ -69,7 +71,6 @@ RNN_ALGOS = ("auto", "standard", "persist_static")
 RNN_DTYPES = ("f32", "f16", "bf16")
 #: gates per cell (torch's gate order: LSTM i, f, g, o; GRU r, z, n)
 RNN_GATES = {"rnn_tanh": 1, "rnn_relu": 1, "lstm": 4, "gru": 3}
-_INT32_MAX = 2**31 - 1
 
 
 @fast_init
@@ -96,8 +97,8 @@ class RnnSpec:
 
     def __post_init__(self) -> None:
         _choice(self, "cell", self.cell, RNN_CELLS)
-        _int(self, "input_size", self.input_size, 1, _INT32_MAX)
-        _int(self, "hidden_size", self.hidden_size, 1, _INT32_MAX)
+        _int(self, "input_size", self.input_size, 1, INT32_MAX)
+        _int(self, "hidden_size", self.hidden_size, 1, INT32_MAX)
         _int(self, "num_layers", self.num_layers, 1, 1024)
         _bool(self, "bidirectional", self.bidirectional)
         _choice(self, "dtype", self.dtype, RNN_DTYPES)
@@ -172,12 +173,7 @@ def _seq_tensor(msg: Any, field: str, ref: BufRef, spec: RnnSpec) -> None:
     if len(ref.shape) != 3:
         raise _fail(msg, field, f"{ref.describe()} must have 3 dimensions "
                     f"({'B, T' if msg.batch_first else 'T, B'}, features)")
-    if ref.order != "C" and sum(s > 1 for s in ref.shape) > 1:
-        raise _fail(msg, field, f"{ref.describe()} must be row-major (order 'C')")
-    if any(s == 0 for s in ref.shape):
-        raise _fail(msg, field, f"{ref.describe()} is empty")
-    if ref.size > _INT32_MAX:
-        raise _fail(msg, field, f"{ref.describe()} has more than 2**31 - 1 elements")
+    _dense_rows(msg, field, ref)
 
 
 def _geometry(msg: Any, x_field: str, x: BufRef) -> tuple[RnnSpec, int, int]:
@@ -391,8 +387,8 @@ class RnnSpaceInfo(Message):
 
     def __post_init__(self) -> None:
         _spec(self)
-        t = _int(self, "seq_len", self.seq_len, 1, _INT32_MAX)
-        b = _int(self, "batch", self.batch, 1, _INT32_MAX)
+        t = _int(self, "seq_len", self.seq_len, 1, INT32_MAX)
+        b = _int(self, "batch", self.batch, 1, INT32_MAX)
         _bool(self, "batch_first", self.batch_first)
         lengths = self.seq_lengths
         if lengths is not None:
