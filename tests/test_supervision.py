@@ -4,6 +4,7 @@ bounded, and many client threads never see a wrong value."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -11,6 +12,8 @@ import numpy as np
 import pytest
 
 import gpumsg
+
+ROOT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture
@@ -98,7 +101,6 @@ def test_dead_worker_is_replaced(pdev, rng) -> None:
         gone.result(timeout=60)
     assert round_trip(pdev, rng)
     pid = pdev._worker._worker.process.pid
-    import os
     import signal
 
     os.kill(pid, signal.SIGKILL)  # killed from outside
@@ -289,3 +291,30 @@ def test_floods_in_both_directions_are_not_lost(pdev, rng) -> None:
     done = pdev.stats().result(timeout=60)
     assert done.generation == 0 and all(f.result(timeout=60).generation == 0 for f in loads)
     assert pdev.generation == 0  # nothing was taken for a fault
+
+
+@pytest.mark.parametrize("kind", ["SharedSegment", "SharedMemory"])
+def test_a_segment_outlived_by_its_view_dies_quietly_at_exit(kind: str) -> None:
+    """At interpreter exit objects die in no set order: a segment can die while a NumPy view
+    of it lives. The standard SharedMemory then prints an ignored BufferError (the control
+    case); gpumsg's SharedSegment lets go quietly and still unlinks its name."""
+    import subprocess
+    import sys
+
+    code = f"""
+import numpy as np
+from multiprocessing import shared_memory
+from gpumsg.supervision.shm import SharedSegment
+cls = {kind}
+seg = cls(create=True, size=4096)
+view = np.frombuffer(seg.buf, np.uint8)
+print(seg.name, flush=True)
+seg.unlink()
+del seg  # the view stays: the finalizer runs now, with the buffer exported
+"""
+    code = code.replace("cls = SharedMemory", "cls = shared_memory.SharedMemory")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": ROOT_DIR})
+    assert done.returncode == 0, done.stderr
+    noisy = "BufferError" in done.stderr
+    assert noisy == (kind == "SharedMemory"), done.stderr

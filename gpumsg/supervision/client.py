@@ -48,7 +48,7 @@ from ..errors import (
 from ..messages.base import BufRef, HostRef
 from ..messages.device import Alloc, RegisterHostMemory, UnregisterHostMemory, WatchGeneration
 from .codec import register, registered
-from .shm import SharedHostPool, close_quietly
+from .shm import SharedHostPool, SharedSegment, close_quietly
 from .wire import Receiver, Sender, decode_replies, dumps, immutable, loads, message_frame
 from .worker import STOP_SEQ, worker_main
 
@@ -276,6 +276,12 @@ class ProcessWorker:
                     pass
 
     def join(self, timeout: float | None) -> bool:
+        try:
+            return self._join(timeout)
+        finally:
+            self._pool.close()  # the client's segments go whatever happened above
+
+    def _join(self, timeout: float | None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
         if self._recovery is not None:
             self._recovery.join(timeout)
@@ -299,14 +305,13 @@ class ProcessWorker:
         for _msg, reply in leftovers:
             if reply is not None:
                 reply.set_exception(err)
-        self._pool.close()
         return clean
 
     # -- workers -----------------------------------------------------------------------------------
     def _spawn(self, generation: int) -> _Worker:
         mp = multiprocessing.get_context("spawn")  # never fork a process that may hold CUDA
         parent, child = socket.socketpair()
-        counter = shared_memory.SharedMemory(create=True, size=8)
+        counter = SharedSegment(create=True, size=8)
         np.frombuffer(counter.buf, np.int64, 1)[0] = 0
         config = dict(self._config, generation=generation, counter=counter.name)
         process = mp.Process(target=worker_main, args=(child, config), daemon=True,

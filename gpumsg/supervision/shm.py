@@ -17,7 +17,8 @@ import numpy as np
 
 from ..memory.pinned import BlockPool, PinnedBlock
 
-__all__ = ["SharedHostPool", "Segment", "attach", "open_existing", "close_quietly"]
+__all__ = ["SharedHostPool", "Segment", "SharedSegment", "attach", "open_existing",
+           "close_quietly"]
 
 
 def close_quietly(seg: shared_memory.SharedMemory) -> None:
@@ -36,6 +37,18 @@ def close_quietly(seg: shared_memory.SharedMemory) -> None:
             pass
 
 
+class SharedSegment(shared_memory.SharedMemory):
+    """A shared-memory segment whose finalizer lets go quietly (:func:`close_quietly`) where
+    the standard one raises BufferError because a NumPy view of it is still alive: at
+    interpreter exit objects die in no set order, and a segment can die before its views."""
+
+    def __del__(self) -> None:
+        try:
+            close_quietly(self)
+        except Exception:  # noqa: BLE001 - a finalizer at interpreter exit: nothing to tell
+            pass
+
+
 class SharedHostPool(BlockPool):
     """Process isolation's host pool: blocks are shared-memory segments made by the client and
     page-locked by the worker. ``register``/``unregister`` tell the worker (they post the
@@ -51,7 +64,7 @@ class SharedHostPool(BlockPool):
         self._unregister = unregister
 
     def _create(self, size: int) -> tuple[int, np.ndarray | None, Any]:
-        seg = shared_memory.SharedMemory(create=True, size=size)
+        seg = SharedSegment(create=True, size=size)
         view = np.frombuffer(seg.buf, np.uint8, size)
         return view.ctypes.data, view, seg
 
@@ -104,9 +117,9 @@ def open_existing(name: str) -> shared_memory.SharedMemory:
     client's resource tracker, where the segment is already registered, so attaching adds
     nothing there; Python 3.13+ is told not to track it at all.)"""
     try:
-        return shared_memory.SharedMemory(name=name, track=False)  # Python 3.13+
+        return SharedSegment(name=name, track=False)  # Python 3.13+
     except TypeError:
-        return shared_memory.SharedMemory(name=name)
+        return SharedSegment(name=name)
 
 
 def attach(backend: Any, name: str, nbytes: int) -> Segment:
