@@ -222,39 +222,31 @@ def gelu_cases(dev, torch, dtype: str, m: int = 8192, d: int = 8192,
     nbytes = x_h.nbytes
     rows = []
     tb = torch.ops.aten.gelu_backward
-    for mode, approx in (("gelu", "none"), ("gelu_tanh", "tanh")):
-        tag = f"GELU ({mode}) {m}x{d} {dtype}"
+
+    def both(tag: str, mode: str, approx: str) -> None:
+        """Forward and backward rows of one GELU mode beside torch's."""
         fwd = Activation(x, y, mode)
-        ours, theirs = _timed(dev, torch, lambda f=fwd: dev.send(f),
-                              lambda a=approx: F.gelu(tx, approximate=a))
+        ours, theirs = _timed(dev, torch, lambda: dev.send(fwd),
+                              lambda: F.gelu(tx, approximate=approx))
         ref = F.gelu(tx, approximate=approx).float().cpu().numpy()
         rows.append(_row(f"{tag} forward", 2 * nbytes, ours, theirs,
                          _err(dev.copy_to_host(y).result(), ref)))
         bwd = ActivationBackward(x, y, dy, dx, mode)
-        ours, theirs = _timed(dev, torch, lambda b=bwd: dev.send(b),
-                              lambda a=approx: tb(tdy, tx, approximate=a))
+        ours, theirs = _timed(dev, torch, lambda: dev.send(bwd),
+                              lambda: tb(tdy, tx, approximate=approx))
         ref = tb(tdy, tx, approximate=approx).float().cpu().numpy()
         rows.append(_row(f"{tag} backward", 3 * nbytes, ours, theirs,
                          _err(dev.copy_to_host(dx).result(), ref)))
+
+    for mode, approx in (("gelu", "none"), ("gelu_tanh", "tanh")):
+        both(f"GELU ({mode}) {m}x{d} {dtype}", mode, approx)
     if not variants:
         return rows
     default = (GeluKernels.unroll, GeluKernels.unroll_backward)
     try:  # packs per thread side by side (exact GELU; the rows above use the defaults)
         for u in (1, 2, 4):
             GeluKernels.unroll = GeluKernels.unroll_backward = u
-            tag = f"GELU (gelu) {m}x{d} {dtype} variant: {u} packs/thread"
-            fwd = Activation(x, y, "gelu")
-            ours, theirs = _timed(dev, torch, lambda f=fwd: dev.send(f),
-                                  lambda: F.gelu(tx, approximate="none"))
-            ref = F.gelu(tx, approximate="none").float().cpu().numpy()
-            rows.append(_row(f"{tag} forward", 2 * nbytes, ours, theirs,
-                             _err(dev.copy_to_host(y).result(), ref)))
-            bwd = ActivationBackward(x, y, dy, dx, "gelu")
-            ours, theirs = _timed(dev, torch, lambda b=bwd: dev.send(b),
-                                  lambda: tb(tdy, tx, approximate="none"))
-            ref = tb(tdy, tx, approximate="none").float().cpu().numpy()
-            rows.append(_row(f"{tag} backward", 3 * nbytes, ours, theirs,
-                             _err(dev.copy_to_host(dx).result(), ref)))
+            both(f"GELU (gelu) {m}x{d} {dtype} variant: {u} packs/thread", "gelu", "none")
     finally:
         GeluKernels.unroll, GeluKernels.unroll_backward = default
     return rows
