@@ -48,7 +48,15 @@ def test_completions_answer_in_issue_order(dev, rng) -> None:
         # a slow batch, handed to the watcher once the device thread idles: the batches after it
         # must follow it there, though the device thread could answer them itself
         f = dev.inject_fault("hang", seconds=0.05)
-        f.add_done_callback(lambda _f, order=order: order.append(0))
+        # a future wakes result() before it runs its callbacks: count the callbacks themselves
+        appended = threading.Semaphore(0)
+
+        def note(i: int, order: list[int] = order,
+                 appended: threading.Semaphore = appended) -> None:
+            order.append(i)
+            appended.release()
+
+        f.add_done_callback(lambda _f: note(0))
         futures.append(f)
         time.sleep(0.01)
         spinner = threading.Thread(target=busy)
@@ -56,13 +64,14 @@ def test_completions_answer_in_issue_order(dev, rng) -> None:
         try:
             for i in range(1, 200):
                 f = dev.memset(buf, int(rng.integers(1, 255)))
-                f.add_done_callback(lambda _f, i=i, order=order: order.append(i))
+                f.add_done_callback(lambda _f, i=i: note(i))
                 futures.append(f)
             for f in futures:
                 f.result(timeout=60)
         finally:
             stop.set()
             spinner.join()
+        assert all(appended.acquire(timeout=30) for _ in range(200))
         assert order == sorted(order) and len(order) == 200
     load = dev.stats().result()
     assert load.ops_in_flight == 0 and load.ops_completed >= 600

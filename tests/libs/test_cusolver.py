@@ -5,6 +5,7 @@ column-major messages with padded leading dimensions, and a bad-argument table."
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -774,14 +775,21 @@ def test_long_solve_does_not_delay_a_copy_on_another_stream(dev, backend, rng) -
     dev.copy_from_host(small, x).result(timeout=60)
     dev.synchronize().result(timeout=120)
     done_at: dict[str, float] = {}
+    # a future wakes result() before it runs its callbacks: wait for the callbacks themselves
+    recorded = threading.Semaphore(0)
+
+    def record(_f: object, name: str) -> None:
+        done_at.setdefault(name, time.perf_counter() - start)
+        recorded.release()
+
     start = time.perf_counter()
     solved = dev.linalg.solve(a, b)
     copied = dev.copy_from_host(small, x)
     for name, fut in (("solve", solved), ("copy", copied)):
-        fut.add_done_callback(lambda _f, name=name: done_at.setdefault(
-            name, time.perf_counter() - start))
+        fut.add_done_callback(lambda f, name=name: record(f, name))
     copied.result(timeout=120)
     assert solved.result(timeout=300).shape == (n,)
+    assert recorded.acquire(timeout=30) and recorded.acquire(timeout=30)
     assert np.array_equal(host(dev, small), x)
     assert done_at["copy"] < 0.5 * done_at["solve"], \
         f"the small copy took {done_at['copy']:.4f} s, the solve {done_at['solve']:.4f} s"
