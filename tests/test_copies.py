@@ -76,7 +76,9 @@ def test_pinned_host_buffers_copy_directly(dev, rng) -> None:
     # the copies did not go through staging: only the two pinned buffers are in use
     pool = dev._staging.pool
     assert pool.staging_in_use == 0
+    block = pinned._block
     pinned.free().result()
+    assert not block.in_use  # back in the pool by the time free() resolves
     with pytest.raises(gpumsg.GpuRefStale):
         pinned.array  # noqa: B018
 

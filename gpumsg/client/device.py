@@ -60,7 +60,7 @@ from .buffers import (
     buffer_after,
 )
 from .graph import Graph
-from .staging import DevicePinnedPool, HostStaging, ReleaseOnReply
+from .staging import DevicePinnedPool, HostStaging, ReleaseOnReply, ReleasingFuture
 
 __all__ = ["Device", "open_device", "devices", "register_isolation"]
 
@@ -634,10 +634,8 @@ class Device:
         return fut
 
     def _free_pinned(self, block: Any) -> Future:
-        fut = GpuFuture()
-        pool = self._staging.pool
+        fut = ReleasingFuture(self._staging.pool, block)
         self._post(FreePinned(block.id), fut)
-        fut.add_done_callback(lambda f: pool.release(block))
         return fut
 
     def _post_free_pinned(self, block: Any) -> None:

@@ -29,7 +29,8 @@ from .buffers import GpuFuture, gather
 if TYPE_CHECKING:
     from .device import Device
 
-__all__ = ["HostStaging", "DevicePinnedPool", "ReleaseOnReply", "copy_bytes", "CHUNK"]
+__all__ = ["HostStaging", "DevicePinnedPool", "ReleaseOnReply", "ReleasingFuture", "copy_bytes",
+           "CHUNK"]
 
 #: the chunk messages of a copy already validated as a whole (see Message.unchecked)
 _UPLOAD = CopyFromHost.unchecked  # type: ignore[attr-defined]
@@ -145,8 +146,10 @@ class _ChunkDownload(GpuFuture):
         super().set_exception(exception)
 
 
-class _ChunkUpload(GpuFuture):
-    """One host-to-device chunk: the staging block goes back when the DMA is done."""
+class ReleasingFuture(GpuFuture):
+    """A future that gives a host block back to its pool when the device has answered, before
+    it resolves: whoever waits on it finds the block free (a host-to-device chunk's staging
+    block once the DMA is done, a pinned buffer once the device has unregistered it)."""
 
     def __init__(self, pool: Any, block: Any) -> None:
         super().__init__()
@@ -215,7 +218,7 @@ class HostStaging:
 
     def _upload_chunk(self, dst: BufRef, raw: np.ndarray, dst_offset: int, m: int) -> Future:
         block = self.acquire(m)
-        fut = _ChunkUpload(self.pool, block)
+        fut = ReleasingFuture(self.pool, block)
         try:
             copy_bytes(block.bytes[:m], raw)
             # dst and the span were checked by the caller's message; the block is ours
