@@ -50,6 +50,10 @@ class PlanCache:
         return {"hits": self.hits, "misses": self.misses, "size": len(self._plans),
                 "capacity": self.capacity, "evictions": self.evictions}
 
+    def values(self) -> list[Any]:
+        """The plans held now, least recently used first."""
+        return list(self._plans.values())
+
     def clear(self) -> None:
         while self._plans:
             self._release(self._plans.popitem()[1])

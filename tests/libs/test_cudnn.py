@@ -294,6 +294,49 @@ def test_conv_graph_path(cuda_dev, rng, layout: str) -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.skipif(not _frontend_importable(), reason="nvidia-cudnn-frontend not installed")
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_conv_graph_replays_follow_the_buffers(cuda_dev, rng, layout: str) -> None:
+    """Graph-path convolutions repeated on the same buffers are replayed as CUDA graphs, and the
+    replays compute from the buffers' current contents: each round writes fresh inputs into the
+    same buffers and checks all three directions against the reference; a new output buffer
+    (a new pointer set) is right too."""
+    dev = cuda_dev
+    shape, wshape, geo = (4, 16, 10, 10), (32, 16, 3, 3), ((2, 2), (1, 1), (1, 1), 1)
+    kw = dict(stride=2, padding=1, layout=layout)
+    b = random_array(rng, (32,), "bf16")
+    w = random_array(rng, wshape, "bf16")
+    y_shape = ref_conv(random_array(rng, shape, "bf16"), w, *geo)[0].shape
+    dxd, dwd = dev.alloc(last(np.empty(shape), layout).shape, "bf16", order="C").result(), \
+        dev.to_device(last(w, layout)).result()
+    ddy, dbias = dev.alloc(last(np.empty(y_shape), layout).shape, "bf16", order="C").result(), \
+        dev.to_device(b).result()
+    y, dx, dw = (dev.alloc(last(np.empty(s), layout).shape, "bf16", order="C").result()
+                 for s in (y_shape, shape, wshape))
+    before = dev.dnn.cache_info().result()["replay"]
+    for _ in range(4):
+        x, dy = random_array(rng, shape, "bf16"), random_array(rng, y_shape, "bf16")
+        dev.copy_from_host(dxd, last(x, layout))
+        dev.copy_from_host(ddy, last(dy, layout))
+        y_ref, grads = ref_conv(x, w, *geo)
+        dx_ref, dw_ref = grads(dy)
+        dev.dnn.conv2d(dxd, dwd, bias=dbias, activation="relu", out=y, **kw)
+        dev.dnn.conv_backward_data(ddy, dwd, dx.shape, out=dx, **kw)
+        dev.dnn.conv_backward_filter(dxd, ddy, dw.shape, out=dw, **kw)
+        assert_close(first(dev.copy_to_host(y).result(), layout),
+                     np.maximum(y_ref + wide(b)[None, :, None, None], 0), "bf16", 2.0)
+        assert_close(first(dev.copy_to_host(dx).result(), layout), dx_ref, "bf16")
+        assert_close(first(dev.copy_to_host(dw).result(), layout), dw_ref, "bf16", 2.0)
+    after = dev.dnn.cache_info().result()["replay"]
+    assert after["enabled"] and after["refused"] == [], after
+    # rounds 2-4 of three directions are replays (round 2 captures, then launches)
+    assert after["launches"] - before["launches"] >= 9, (before, after)
+    y2 = dev.dnn.conv2d(dxd, dwd, bias=dbias, activation="relu", **kw)
+    assert_close(first(dev.copy_to_host(y2).result(), layout),
+                 np.maximum(y_ref + wide(b)[None, :, None, None], 0), "bf16", 2.0)
+
+
+@pytest.mark.gpu
 def test_conv_legacy_fallback(cuda_dev, rng, monkeypatch) -> None:
     """Without the frontend the legacy descriptor path serves the same problems and
     cache_info says why."""
@@ -443,6 +486,102 @@ def test_graph_executor_find_and_limits() -> None:
                         algo="heuristic")
     finally:
         _FakeGraph.WS = [0, 4096, 256, 0]
+
+
+class _FakeDriver:
+    """Stands in for cuda.bindings.driver in GraphReplays: records captures and launches; a
+    capture whose issue ran while ``refuse`` is set ends with an error, as cuDNN's would."""
+
+    class CUstreamCaptureMode:
+        CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
+
+    def __init__(self) -> None:
+        self.capturing, self.refuse, self.launched, self.destroyed = False, False, [], []
+        self.graphs = 0
+
+    def cuStreamBeginCapture(self, stream, mode):
+        assert mode == 1 and not self.capturing
+        self.capturing = True
+        return (0,)
+
+    def cuStreamEndCapture(self, stream):
+        self.capturing = False
+        if self.refuse:
+            return 900, None  # cudaErrorStreamCaptureUnsupported; no graph
+        self.graphs += 1
+        return 0, self.graphs
+
+    def cuGraphInstantiate(self, graph, flags):
+        return 0, ("exec", graph)
+
+    def cuGraphDestroy(self, graph) -> None: ...
+
+    def cuGraphExecDestroy(self, exec_) -> None:
+        self.destroyed.append(exec_)
+
+    def cuGraphLaunch(self, exec_, stream):
+        assert not self.capturing
+        self.launched.append((exec_, stream))
+        return (0,)
+
+
+def test_graph_replays_capture_on_the_second_run_then_launch() -> None:
+    """GraphPlan.run with replays: a pointer set runs as usual once, is captured the second
+    time (the execute then runs under capture, and the graph is launched), and is launched
+    alone from then on; another pointer set, workspace or stream is a key of its own; the
+    oldest graph beyond the capacity is destroyed, and close() destroys the rest."""
+    from gpumsg.libs.cudnn.graph import GraphReplays, build_graph
+
+    fe = _fake_frontend()
+    t = {"y": _FakeTensor(), "x": _FakeTensor()}
+    plan = build_graph(fe, 77, "f16", lambda g, f: t, name="t", strict_f32=False,
+                       workspace_limit=None)
+    cu = _FakeDriver()
+    plan.replays = GraphReplays(cu, capacity=2)
+    g, ptrs = plan.graph, {"x": 0x1000, "y": 0x2000}
+    under_capture = []
+    real = g._execute_with_raw_ptrs
+
+    def execute(*a) -> None:
+        under_capture.append(cu.capturing)
+        real(*a)
+
+    g._execute_with_raw_ptrs = execute
+    for _ in range(4):
+        plan.run(77, ptrs, 0x9000, stream=5)
+    assert under_capture == [False, True]  # once as usual, once captured, then launches only
+    assert cu.launched == [(("exec", 1), 5)] * 3
+    r = plan.replays
+    assert (r.captures, r.launches, r.reason) == (1, 3, "")
+    plan.run(77, ptrs, 0x9000, index=1, stream=5)  # an explicit plan index (find's timing)
+    assert under_capture[-1] is False and len(cu.launched) == 3
+    for key_change in ({"x": 0x3000, "y": 0x2000}, {"x": 0x4000, "y": 0x2000}):
+        for _ in range(2):
+            plan.run(77, key_change, 0x9000, stream=5)
+    assert r.captures == 3 and cu.destroyed == [("exec", 1)]  # capacity 2: the oldest goes
+    plan.run(77, ptrs, 0x9000, stream=6)  # another stream: runs as usual first
+    assert under_capture[-1] is False and len(cu.launched) == 5
+    plan.close()
+    assert sorted(cu.destroyed) == [("exec", 1), ("exec", 2), ("exec", 3)] and not r.execs
+
+
+def test_graph_replays_a_refused_capture_falls_back_for_good() -> None:
+    """A capture that fails leaves nothing issued: the execute runs as usual right after, the
+    reason is kept, and the plan is not captured again."""
+    from gpumsg.libs.cudnn.graph import GraphReplays, build_graph
+
+    fe = _fake_frontend()
+    t = {"x": _FakeTensor(), "y": _FakeTensor()}
+    plan = build_graph(fe, 7, "f16", lambda g, f: t, name="t", strict_f32=False,
+                       workspace_limit=None)
+    cu = _FakeDriver()
+    cu.refuse = True
+    plan.replays = GraphReplays(cu)
+    for _ in range(4):
+        plan.run(7, {"x": 0x10, "y": 0x20}, 0, stream=3)
+    # as usual, captured (refused), as usual right after, as usual: 4 real executes + 1 captured
+    assert len(plan.graph.runs) == 5 and cu.launched == []
+    assert "cuStreamEndCapture" in plan.replays.reason and plan.replays.captures == 0
 
 
 # -- activations, softmax, pooling ----------------------------------------------------------------

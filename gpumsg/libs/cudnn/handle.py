@@ -22,8 +22,9 @@ import ctypes
 import dataclasses
 from typing import Any
 
+from ...backends.cuda.driver import _driver
 from ...dtypes import dtype_of
-from ...errors import LibraryError
+from ...errors import CudaError, LibraryError
 from ...messages.cudnn import ACTIVATIONS, POOL_MODES
 from ...service.plans import PlanCache
 from ..loader import LoadedLibrary, c_int, c_size_t, c_void_p, load
@@ -44,7 +45,16 @@ from .bindings import (
     AlgoPerf,
 )
 from .gelu import GELU_MODES, GeluKernels
-from .graph import GraphPlan, GraphUnsupported, build_graph, frontend, frontend_reason, time_plan
+from .graph import (
+    GraphPlan,
+    GraphReplays,
+    GraphUnsupported,
+    build_graph,
+    frontend,
+    frontend_reason,
+    replay_enabled,
+    time_plan,
+)
 from .layer_norm import LayerNormKernels
 from .softmax import SoftmaxKernels
 
@@ -243,6 +253,8 @@ class DnnHandle:
         self.paths = {"graph": 0, "legacy": 0}
         #: why the last few problems could not take the graph path
         self.graph_declines: list[str] = []
+        #: graph-path executes are replayed as CUDA graphs (graph.GraphReplays)
+        self.replay = replay_enabled()
 
     # -- plumbing ----------------------------------------------------------------------------------
     def _check(self, status: int, function: str) -> None:
@@ -268,7 +280,9 @@ class DnnHandle:
                     "cudnnSetTensorNdDescriptor")
         return d
 
-    def _destroy(self, plan: _Plan) -> None:
+    def _destroy(self, plan: _Plan | _GraphConv) -> None:
+        if isinstance(plan, _GraphConv):
+            plan.graph.close()
         lib = self.lib
         for name, d in plan.descs.items():
             if name == "w":
@@ -482,6 +496,8 @@ class DnnHandle:
                 except BaseException:
                     self._destroy(epilogue)
                     raise
+            if self.replay:
+                graph.replays = GraphReplays(_driver())
             return _GraphConv(graph, epilogue)
         self._decline(call, reason)
         return None
@@ -569,7 +585,9 @@ class DnnHandle:
                 if not graph.next_plan(0, below=nbytes):
                     raise
         try:
-            graph.run(self.raw_handle, self._pointers(call), ws)
+            graph.run(self.raw_handle, self._pointers(call), ws, stream=stream)
+        except CudaError:  # the context failed (a replay's launch): not cuDNN declining
+            raise
         except Exception as exc:  # noqa: BLE001 - the caller falls back to the legacy path
             raise _GraphRunFailed(f"{graph.name} plan {graph.index}: "
                                   f"{type(exc).__name__}: {exc}") from None
@@ -1008,11 +1026,20 @@ class DnnHandle:
     def cache_info(self) -> dict[str, Any]:
         """The plan cache's counters, plus the convolution plans made per path
         (``graph_plans``, ``legacy_plans``), the frontend's state (``frontend``: its version,
-        or why it is not used) and the last reasons a problem fell back (``graph_declines``)."""
+        or why it is not used), the last reasons a problem fell back (``graph_declines``) and
+        the CUDA-graph replays of graph-path executes (``replay``: whether on, graphs held,
+        captures and launches of the plans held now, why plans refused to be captured)."""
         info: dict[str, Any] = dict(self.cache.info())
         frontend(self.lib)
         info.update(graph_plans=self.paths["graph"], legacy_plans=self.paths["legacy"],
                     frontend=frontend_reason(), graph_declines=list(self.graph_declines))
+        replays = [p.graph.replays for p in self.cache.values()
+                   if isinstance(p, _GraphConv) and p.graph.replays is not None]
+        info["replay"] = {"enabled": self.replay,
+                          "graphs": sum(len(r.execs) for r in replays),
+                          "captures": sum(r.captures for r in replays),
+                          "launches": sum(r.launches for r in replays),
+                          "refused": [r.reason for r in replays if r.reason][:4]}
         return info
 
     def close(self) -> None:
