@@ -95,6 +95,9 @@ SPEC = LibrarySpec(
             c_void_p)),
         # (handle, alpha, biasDesc, bias, beta, yDesc, y): y = alpha bias + beta y, broadcast
         Fn("cudnnAddTensor", c_int, (_H, _F, _D, c_void_p, _F, _D, c_void_p)),
+        # (handle, alpha, xDesc, x, beta, yDesc, y): y = alpha x + beta y, same dims, any
+        # strides (a layout change)
+        Fn("cudnnTransformTensor", c_int, (_H, _F, _D, c_void_p, _F, _D, c_void_p)),
         # (handle, actDesc, alpha, xDesc, x, beta, yDesc, y)
         Fn("cudnnActivationForward", c_int,
            (_H, _D, _F, _D, c_void_p, _F, _D, c_void_p)),

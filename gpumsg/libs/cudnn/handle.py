@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import math
 from typing import Any
 
 from ...backends.cuda.driver import _driver
@@ -414,11 +415,11 @@ class DnnHandle:
         self._issue(plan, call, perf.algo, ws, nbytes)
 
     def _workspace(self, stream: Any, nbytes: int) -> int:
-        """A convolution workspace of ``nbytes`` on ``stream``: the handle keeps the largest one
-        asked for (from the device pool) and reuses it for every convolution on the same stream
-        (the stream orders them), as cuBLAS's handle keeps its workspace; another stream or a
-        larger size returns it to the pool (stream-ordered) and takes a new one. Raises
-        MemoryError when the pool cannot give it."""
+        """A workspace of ``nbytes`` on ``stream`` (convolutions, channels-last max-pooling
+        backward): the handle keeps the largest one asked for (from the device pool) and reuses
+        it for every call on the same stream (the stream orders them), as cuBLAS's handle keeps
+        its workspace; another stream or a larger size returns it to the pool (stream-ordered)
+        and takes a new one. Raises MemoryError when the pool cannot give it."""
         if not nbytes:
             return 0
         cached = self._conv_ws
@@ -736,12 +737,42 @@ class DnnHandle:
             if not dy:
                 self._check(self.lib.cudnnPoolingForward(self.raw_handle, p, one, tx, x, zero,
                                                          ty, y), "cudnnPoolingForward")
+            elif mode == "max" and layout == "NHWC":
+                self._max_pool_backward_nhwc(stream, descs, p, dtype, x_shape, y_shape, tx, ty,
+                                             x, y, dy, dx)
             else:
                 self._check(self.lib.cudnnPoolingBackward(self.raw_handle, p, one, ty, y, ty, dy,
                                                           tx, x, zero, tx, dx),
                             "cudnnPoolingBackward")
         finally:
             self._release(descs)
+
+    def _max_pool_backward_nhwc(self, stream: Any, descs: list, p: int, dtype: str,
+                                x_shape: tuple[int, ...], y_shape: tuple[int, ...], tx: int,
+                                ty: int, x: int, y: int, dy: int, dx: int) -> None:
+        """Max-pooling backward of channels-last tensors through channels-first copies in the
+        handle's workspace: x, y and dy transposed to NCHW, the NCHW backward, dx transposed
+        back. cuDNN 9.19's channels-last max-pooling backward on the H100 did not add up the
+        gradients of overlapping windows (3x3 stride 2: wrong where a maximum is shared by two
+        windows); its channels-first kernel does."""
+        lib, h = self.lib, self.raw_handle
+        one, zero = ctypes.byref(_ONE), ctypes.byref(_ZERO)
+        nchw_x = tuple(x_shape[:1]) + tuple(x_shape[-1:]) + tuple(x_shape[1:-1])
+        nchw_y = tuple(y_shape[:1]) + tuple(y_shape[-1:]) + tuple(y_shape[1:-1])
+        cx = self._nc(descs, dtype, "NCHW", nchw_x)
+        cy = self._nc(descs, dtype, "NCHW", nchw_y)
+        size = dtype_of(dtype).itemsize
+        x_bytes = -(-math.prod(x_shape) * size // 256) * 256  # each copy 256-byte aligned
+        y_bytes = -(-math.prod(y_shape) * size // 256) * 256
+        base = self._workspace(stream, 2 * x_bytes + 2 * y_bytes)
+        xc, dxc, yc, dyc = base, base + x_bytes, base + 2 * x_bytes, base + 2 * x_bytes + y_bytes
+        for src_desc, src, dst_desc, dst in ((tx, x, cx, xc), (ty, y, cy, yc), (ty, dy, cy, dyc)):
+            self._check(lib.cudnnTransformTensor(h, one, src_desc, src, zero, dst_desc, dst),
+                        "cudnnTransformTensor")
+        self._check(lib.cudnnPoolingBackward(h, p, one, cy, yc, cy, dyc, cx, xc, zero, cx, dxc),
+                    "cudnnPoolingBackward")
+        self._check(lib.cudnnTransformTensor(h, one, cx, dxc, zero, tx, dx),
+                    "cudnnTransformTensor")
 
     # -- batch normalization ------------------------------------------------------------------
     def _bn_plan(self, dtype: str, layout: str, shape: tuple[int, ...]) -> _BnPlan:
