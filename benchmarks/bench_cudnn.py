@@ -128,15 +128,17 @@ def softmax_case(dev, torch, rows_n: int = 8192, cols: int = 8192) -> dict:
 
 def host_costs(dev, torch, n: int = 400) -> dict:
     """Where the time of one pipelined convolution goes on the host: the caller's issue time
-    per call, the device thread's time inside ``DnnHandle.conv`` and inside the frontend's
-    execute (``GraphPlan.run``), for conv5_x 3x3 (~30 µs of GPU work) and for a tiny
-    convolution (a few µs of GPU work: the per-call floor), each beside torch's rate."""
+    per call, the device thread's time inside ``DnnHandle.conv`` and inside ``GraphPlan.run``
+    (a CUDA-graph replay, or the frontend's execute), for conv5_x 3x3 (~30 µs of GPU work) and
+    for a tiny convolution (a few µs of GPU work: the per-call floor), each beside torch's
+    rate; each once as gpumsg runs (replays on) and once with the replays bypassed (every call
+    through the frontend's execute), in the same run."""
     import time
 
     from gpumsg.libs.cudnn import graph as graph_mod
     from gpumsg.libs.cudnn.handle import DnnHandle
 
-    spent = {"conv": 0.0, "run": 0.0, "calls": 0}
+    spent = {"conv": 0.0, "run": 0.0, "calls": 0, "replay": True}
     conv0, run0 = DnnHandle.conv, graph_mod.GraphPlan.run
 
     def conv(self, *a, **k):
@@ -150,6 +152,8 @@ def host_costs(dev, torch, n: int = 400) -> dict:
     def run(self, *a, **k):
         t0 = time.perf_counter()
         try:
+            if not spent["replay"]:
+                k["stream"] = None  # the frontend's execute, as before the replays
             return run0(self, *a, **k)
         finally:
             spent["run"] += time.perf_counter() - t0
@@ -157,8 +161,13 @@ def host_costs(dev, torch, n: int = 400) -> dict:
     out = {}
     bf16 = gpumsg.as_dtype("bf16")
     rng = np.random.default_rng()
-    for label, (b, c, k, hw) in (("conv5_x 3x3 512->512 @7", (BATCH, 512, 512, 7)),
-                                 ("tiny 3x3 8->8 @8 batch 1", (1, 8, 8, 8))):
+    cases = [(replay, label, shape) for label, shape in (
+        ("conv5_x 3x3 512->512 @7", (BATCH, 512, 512, 7)),
+        ("tiny 3x3 8->8 @8 batch 1", (1, 8, 8, 8))) for replay in (True, False)]
+    for replay, label, (b, c, k, hw) in cases:
+        spent["replay"] = True
+        if not replay:
+            label += ", replays bypassed"
         x = dev.to_device(rng.standard_normal((b, hw, hw, c), dtype=np.float32).astype(bf16))
         w = dev.to_device(rng.standard_normal((k, 3, 3, c), dtype=np.float32).astype(bf16))
         y = dev.alloc((b, hw, hw, k), "bf16", order="C").result()
@@ -171,7 +180,7 @@ def host_costs(dev, torch, n: int = 400) -> dict:
         last.result()
         DnnHandle.conv, graph_mod.GraphPlan.run = conv, run
         try:
-            spent.update(conv=0.0, run=0.0, calls=0)
+            spent.update(conv=0.0, run=0.0, calls=0, replay=replay)
             t0 = time.perf_counter()
             for _ in range(n):
                 last = dev.dnn.conv2d(x, w, padding=1, layout="NHWC", out=y)
@@ -192,7 +201,7 @@ def host_costs(dev, torch, n: int = 400) -> dict:
         out[label] = {"us_per_call": t_all / n * 1e6, "torch_us_per_call": t_torch / n * 1e6,
                       "caller_issue_us": t_issue / n * 1e6,
                       "device_conv_us": spent["conv"] / calls * 1e6,
-                      "frontend_execute_us": spent["run"] / calls * 1e6}
+                      "graph_run_us": spent["run"] / calls * 1e6}
     return out
 
 
