@@ -59,6 +59,7 @@ from .buffers import (
     PointerSink,
     buffer_after,
 )
+from .gil import SWITCH, configured_interval
 from .graph import Graph
 from .staging import DevicePinnedPool, HostStaging, ReleaseOnReply, ReleasingFuture
 
@@ -130,6 +131,8 @@ class Device:
     blas: Any  # cuBLAS and cuBLASLt (gpumsg/libs/cublas, gpumsg/libs/cublaslt)
     #: copy_peer's implementation, set by gpumsg.multi.peer (a layer above the client)
     _peer_copy: Any = None
+    #: this device counts in the GIL switch interval's open devices (client/gil.py)
+    _switch_held = False
     kernels: Any  # NVRTC (gpumsg/libs/nvrtc)
 
     def __init__(self, ordinal: int = 0, backend: str | Backend = "auto",
@@ -147,6 +150,7 @@ class Device:
                                  f"{isolation!r}", field="isolation")
         if trace is not None and not isinstance(trace, KernelTrace):
             raise InvalidMessage("trace must be a KernelTrace", field="trace")
+        interval = configured_interval()  # a bad GPUMSG_SWITCH_INTERVAL: refused before a start
         self._state = DeviceState(ordinal, next(_tokens))
         self._lock = threading.Lock()
         self._closed = False
@@ -191,6 +195,9 @@ class Device:
         for name, cls in _NAMESPACES.items():
             setattr(self, name, cls(self))
         _open_devices.add(self)
+        # the GIL switch interval while devices are open (client/gil.py says why)
+        SWITCH.enter(interval)
+        self._switch_held = True
 
     def _rebase_buffer(self, ref: BufRef) -> None:
         """A buffer whose allocation had not started when the worker was replaced now belongs
@@ -662,8 +669,13 @@ class Device:
         self._finish_close(timeout)
 
     def _finish_close(self, timeout: float | None) -> None:
-        self._worker.join(timeout)
-        _open_devices.discard(self)
+        try:
+            self._worker.join(timeout)
+        finally:
+            _open_devices.discard(self)
+            if self._switch_held:
+                self._switch_held = False
+                SWITCH.exit()
 
     def __enter__(self) -> Device:
         return self

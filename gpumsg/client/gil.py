@@ -1,0 +1,79 @@
+"""The interpreter's GIL switch interval while gpumsg devices are open (caller's side).
+
+A device thread (or, with process isolation, the client's reply reader) shares the GIL with the
+threads that post to it. A caller posting a burst holds the GIL, and CPython hands it to a
+waiting thread only when the holder blocks or after the switch interval, 5 ms by default. The
+device thread gives the GIL up in every driver or library call, and each time it wants it back
+it waits for that interval: while a caller keeps posting, the device thread issues about one
+message per switch interval and the GPU idles. On an H100, pipelined ResNet-50 convolutions
+(45-55 us of GPU work each) ran at 0.80-0.84x torch with 5 ms and 1.00-1.01x with 50 us
+(docs/performance.md). So while at least one device is open gpumsg sets the interval to
+:data:`DEFAULT_S`, and puts back the previous value when the last one closes (unless someone
+else changed it meanwhile). ``GPUMSG_SWITCH_INTERVAL`` in the environment sets another value in
+seconds, or ``keep`` leaves the interpreter's own.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+from ..errors import InvalidMessage
+
+__all__ = ["DEFAULT_S", "SwitchInterval", "SWITCH", "configured_interval"]
+
+#: the switch interval while devices are open (seconds)
+DEFAULT_S = 50e-6
+
+
+def configured_interval() -> float | None:
+    """The interval asked for by ``GPUMSG_SWITCH_INTERVAL`` (default :data:`DEFAULT_S`), or None
+    for ``keep``. Raises InvalidMessage for a value that is neither a positive number of
+    seconds nor ``keep``."""
+    text = os.environ.get("GPUMSG_SWITCH_INTERVAL", "").strip().lower()
+    if not text:
+        return DEFAULT_S
+    if text == "keep":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 1:
+        raise InvalidMessage(f"GPUMSG_SWITCH_INTERVAL must be a number of seconds in (0, 1] or "
+                             f"'keep', got {text!r}", field="GPUMSG_SWITCH_INTERVAL")
+    return value
+
+
+class SwitchInterval:
+    """Counts the open devices; the first sets the interval, the last puts the old one back."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open = 0
+        self._saved: float | None = None
+        self._set: float | None = None
+
+    def enter(self, value: float | None) -> None:
+        """A device opened; ``value``: its :func:`configured_interval` (the first device's
+        value is the one set)."""
+        with self._lock:
+            self._open += 1
+            if self._open == 1:
+                if value is not None:
+                    self._saved = sys.getswitchinterval()
+                    sys.setswitchinterval(value)
+                    self._set = sys.getswitchinterval()  # as the interpreter rounded it
+
+    def exit(self) -> None:
+        """A device closed (once per :meth:`enter`)."""
+        with self._lock:
+            self._open -= 1
+            if self._open == 0 and self._set is not None:
+                if sys.getswitchinterval() == self._set:  # nobody else changed it meanwhile
+                    sys.setswitchinterval(self._saved)  # type: ignore[arg-type]
+                self._saved = self._set = None
+
+
+SWITCH = SwitchInterval()

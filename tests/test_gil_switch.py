@@ -1,0 +1,75 @@
+"""The GIL switch interval while devices are open (client/gil.py): set by the first open device,
+put back by the last close unless someone else changed it, ``GPUMSG_SWITCH_INTERVAL`` to choose
+another value or keep the interpreter's, a bad value refused before a device starts."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+import gpumsg
+from gpumsg.client.gil import DEFAULT_S, SwitchInterval, configured_interval
+from gpumsg.errors import InvalidMessage
+
+
+@pytest.fixture
+def interval():
+    saved = sys.getswitchinterval()
+    yield
+    sys.setswitchinterval(saved)
+
+
+def test_first_open_sets_last_close_restores(interval) -> None:
+    sys.setswitchinterval(0.004)
+    s = SwitchInterval()
+    s.enter(DEFAULT_S)
+    assert sys.getswitchinterval() == pytest.approx(DEFAULT_S, rel=0.05)
+    s.enter(0.001)  # a second device: the first one's value stays
+    assert sys.getswitchinterval() == pytest.approx(DEFAULT_S, rel=0.05)
+    s.exit()
+    assert sys.getswitchinterval() == pytest.approx(DEFAULT_S, rel=0.05)
+    s.exit()
+    assert sys.getswitchinterval() == pytest.approx(0.004)
+
+
+def test_a_value_changed_meanwhile_is_left_alone(interval) -> None:
+    sys.setswitchinterval(0.004)
+    s = SwitchInterval()
+    s.enter(DEFAULT_S)
+    sys.setswitchinterval(0.002)  # the application's own choice, made while a device is open
+    s.exit()
+    assert sys.getswitchinterval() == pytest.approx(0.002)
+
+
+def test_keep_leaves_the_interpreter_value(interval) -> None:
+    sys.setswitchinterval(0.003)
+    s = SwitchInterval()
+    s.enter(None)
+    assert sys.getswitchinterval() == pytest.approx(0.003)
+    s.exit()
+    assert sys.getswitchinterval() == pytest.approx(0.003)
+
+
+@pytest.mark.parametrize("text,expected", [("", DEFAULT_S), ("keep", None), ("KEEP", None),
+                                           ("0.0002", 0.0002), ("1", 1.0)])
+def test_environment(monkeypatch, text: str, expected) -> None:
+    monkeypatch.setenv("GPUMSG_SWITCH_INTERVAL", text)
+    assert configured_interval() == expected
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "fast", "nan", "2"])
+def test_bad_environment_is_refused_before_a_device_starts(monkeypatch, text: str) -> None:
+    monkeypatch.setenv("GPUMSG_SWITCH_INTERVAL", text)
+    with pytest.raises(InvalidMessage) as info:
+        gpumsg.open_device(backend="sim")
+    assert info.value.field == "GPUMSG_SWITCH_INTERVAL"
+
+
+def test_an_open_device_runs_with_the_short_interval(interval) -> None:
+    with gpumsg.open_device(backend="sim") as dev:
+        assert sys.getswitchinterval() == pytest.approx(DEFAULT_S, rel=0.05)
+        x = dev.to_device(np.array([1.0, 2.0], np.float32))
+        y = dev.to_device(np.array([3.0, 4.0], np.float32))
+        assert dev.blas.dot(x, y).result() == 11.0
