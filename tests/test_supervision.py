@@ -5,6 +5,7 @@ bounded, and many client threads never see a wrong value."""
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 
@@ -276,8 +277,16 @@ def test_floods_in_both_directions_are_not_lost(pdev, rng) -> None:
     stall = pdev.inject_fault("stall", seconds=1.0)
     buf = pdev.alloc((1,), np.float64).result()
     xs = rng.standard_normal(n)
-    posts = [pdev.copy_from_host(buf, xs[i:i + 1]) if i % 2000 == 0 else pdev.stats()
-             for i in range(n)]
+    # the flood must outpace the worker's reader: with gpumsg's short GIL switch interval
+    # (client/gil.py) this thread hands the GIL to the client's other threads so often that
+    # the reader may keep up and the socket never fills; the interpreter's 5 ms keeps it busy
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.005)
+    try:
+        posts = [pdev.copy_from_host(buf, xs[i:i + 1]) if i % 2000 == 0 else pdev.stats()
+                 for i in range(n)]
+    finally:
+        sys.setswitchinterval(interval)
     assert pdev._worker._worker.tx._flusher is not None  # the socket was full: a backlog
     stall.result(timeout=60)
     for f in posts:

@@ -47,12 +47,15 @@ def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | No
         # odd while blocked for the next batch, even while handling one: with an empty mailbox
         # and nothing in flight an unchanged odd value means that every message posted before
         # has been handled and its work completed (client/dlpack.py exports without a message
-        # then). Between get() returning and the increment no other thread runs: this thread has
-        # just taken the GIL, and CPython asks it to drop the GIL only after a waiter has waited
-        # a whole switch interval (5 ms). A free-threaded build would need a lock here.
+        # then). Between get() returning and the increment no other thread runs, whatever the
+        # switch interval: this thread has just taken the GIL, and the two statements neither
+        # call Python code nor allocate a tracked object (no garbage collection), so the
+        # interpreter reaches no point where it would hand the GIL over. A free-threaded build
+        # would need a lock here.
         ctx.epoch += 1
-        batch = [get()]
+        item = get()
         ctx.epoch += 1
+        batch = [item]
         n = qsize()
         if n:
             for _ in range(min(n, MAX_BATCH - 1)):
@@ -89,7 +92,7 @@ def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | No
                 _fail(reply, exc)
         # drop this batch's references before blocking again: a reply that stayed referenced
         # here would keep its buffer alive (and its Free unsent) until the next message came
-        batch = msg = reply = None  # type: ignore[assignment]
+        batch = item = msg = reply = None  # type: ignore[assignment]
         ctx.current = None
         if state.poisoned is not None:
             ctx.fail_pending(state.poisoned)
