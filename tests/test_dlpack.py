@@ -435,6 +435,64 @@ def test_torch_ordered_after_a_write_in_flight(cuda, rng) -> None:
         assert abs(total - float(data.astype(np.float64).sum())) < 1e-6 * n
 
 
+@gpu
+def test_torch_streams_that_die_right_after_their_tensors(cuda, rng) -> None:
+    """A consumer's tensor deleted, then its stream destroyed at once: the release event was
+    recorded on the stream before the deleter returned (it used to be recorded later by the
+    device thread, on a stream that might be gone: a crash in the driver)."""
+    torch = pytest.importorskip("torch")
+    data = random_array(rng, (4096,), "f32")
+    buf = cuda.to_device(data).result()
+    for _ in range(300):
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            t = torch.from_dlpack(buf)
+            t.add_(0.0)
+        del t
+        del stream
+    assert np.array_equal(cuda.copy_to_host(buf).result(), data)
+
+
+def test_the_deleter_waits_until_the_release_is_recorded() -> None:
+    """The deleter of a stream-ordered export returns only once the device answered its
+    ExportRelease; on one of gpumsg's own threads it does not wait."""
+    import threading
+    import time
+
+    from gpumsg.client import dlpack
+
+    class Device:
+        def __init__(self) -> None:
+            self.sent = []
+
+        def _submit(self, msg, reply) -> None:
+            self.sent.append(msg)
+            threading.Timer(0.3, reply.set_result, (None,)).start()
+
+    class Buffer:
+        def __init__(self) -> None:
+            self._device, self._ref = Device(), object()
+
+        def is_stale(self) -> bool:
+            return False
+
+    times = []
+    for name in ("consumer", "gpumsg-test"):
+        b = Buffer()
+        dlpack._exports[12345] = dlpack._Export(None, None, None, b, None, 77)
+
+        def delete() -> None:
+            t0 = time.monotonic()
+            dlpack._delete_export(12345)
+            times.append(time.monotonic() - t0)
+
+        th = threading.Thread(target=delete, name=name)
+        th.start()
+        th.join()
+        assert [m.stream for m in b._device.sent] == [77]
+    assert times[0] >= 0.25 and times[1] < 0.2, times
+
+
 class _nothing:
     def __enter__(self):
         return None

@@ -27,6 +27,7 @@ from __future__ import annotations
 import ctypes
 import threading
 import weakref
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -129,18 +130,35 @@ _lock = threading.Lock()
 _readonly: set[int] = set()
 
 
+#: seconds a deleter waits for the device to record its release (see _delete_export)
+RELEASE_WAIT_S = 10.0
+
+
 def _delete_export(address: int) -> None:
-    """The DLPack deleter of every tensor gpumsg exports (any thread, GIL taken by ctypes)."""
+    """The DLPack deleter of every tensor gpumsg exports (any thread, GIL taken by ctypes).
+
+    With a consumer stream it sends ExportRelease, which records an event on that stream, and
+    waits until the device thread has done so (one round trip): the consumer may destroy its
+    stream as soon as the deleter returns (a ``torch.cuda.Stream`` that goes out of scope), and
+    an event recorded on a destroyed stream is a use after free in the driver. A deleter
+    running on one of gpumsg's own threads (a done-callback dropping the last reference) does
+    not wait, since that thread may be the one that must answer; nor does a closing device."""
     with _lock:
         entry = _exports.pop(address, None)
     if entry is None:
         return
     buf = entry.buffer
     if entry.stream > 0 and entry.stream != PER_THREAD_STREAM and not buf.is_stale():
-        try:  # order gpumsg's later uses (a free) after the consumer's work; nobody waits
-            buf._device._submit(ExportRelease.unchecked(buf._ref, entry.stream), None)
+        done: Future = Future()
+        try:  # order gpumsg's later uses (a free) after the consumer's work
+            buf._device._submit(ExportRelease.unchecked(buf._ref, entry.stream), done)
         except Exception:  # noqa: BLE001 - a closing device: nothing left to order
-            pass
+            return
+        if not threading.current_thread().name.startswith("gpumsg-"):
+            try:
+                done.result(RELEASE_WAIT_S)
+            except Exception:  # noqa: BLE001 - a failing device: its own errors say so
+                pass
 
 
 _DELETER = DELETER(_delete_export)
