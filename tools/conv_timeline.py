@@ -7,7 +7,6 @@ call and the idle gaps between consecutive GPU operations. Equal kernel time wit
 means the GPU waited for the host; longer kernel time means the GPU work itself differs.
 Prints one JSON object per case (and writes them to $OUT/conv_timeline.json)."""
 
-# ruff: noqa: B023, E731 - the lambdas run within the iteration that made them
 from __future__ import annotations
 
 import json
@@ -17,6 +16,7 @@ import sys
 import tempfile
 
 import numpy as np
+from conv_case import conv_pair
 
 import gpumsg
 
@@ -24,7 +24,6 @@ CASES = [("conv2_x 3x3 fwd", 64, 64, 3, 1, 1, 56, "fwd"),
          ("conv2_x 1x1 expand fwd", 64, 256, 1, 1, 0, 56, "fwd"),
          ("conv5_x 3x3 fwd", 512, 512, 3, 1, 1, 7, "fwd"),
          ("conv5_x 3x3 bwd_data", 512, 512, 3, 1, 1, 7, "bwd_data")]
-B = 64
 
 
 def timeline(trace_path: str) -> dict[int, list[tuple[float, float, str, str]]]:
@@ -58,50 +57,27 @@ def summarize(ops: list, calls: int) -> dict:
 
 def main() -> None:
     import torch
-    import torch.nn.functional as F
     from torch.profiler import ProfilerActivity, profile
 
     torch.backends.cudnn.benchmark = False
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 300
     rng = np.random.default_rng(0)
-    bf16 = gpumsg.as_dtype("bf16")
     results = []
     with gpumsg.open_device(0) as dev:
         for label, c, k, r, s, p, hw, direction in CASES:
-            oh = (hw + 2 * p - r) // s + 1
-            x_h = rng.standard_normal((B, hw, hw, c), dtype=np.float32).astype(bf16)
-            w_h = (rng.standard_normal((k, r, r, c), dtype=np.float32) / 30).astype(bf16)
-            dy_h = rng.standard_normal((B, oh, oh, k), dtype=np.float32).astype(bf16)
-            x, w, dy = dev.to_device(x_h), dev.to_device(w_h), dev.to_device(dy_h)
-            y = dev.alloc((B, oh, oh, k), "bf16", order="C").result()
-            dx = dev.alloc(x_h.shape, "bf16", order="C").result()
-            kw = dict(stride=s, padding=p, layout="NHWC")
-
-            def t(a):
-                return torch.from_numpy(a.astype(np.float32)).cuda().to(torch.bfloat16) \
-                    .permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
-
-            tx, tw, tdy = t(x_h), t(w_h), t(dy_h)
-            geo = ([s, s], [p, p], [1, 1], False, [0, 0], 1)
-            if direction == "fwd":
-                ours = lambda: dev.dnn.conv2d(x, w, out=y, **kw)
-                theirs = lambda: F.conv2d(tx, tw, stride=s, padding=p)
-            else:
-                ours = lambda: dev.dnn.conv_backward_data(dy, w, x_h.shape, out=dx, **kw)
-                theirs = lambda: torch.ops.aten.convolution_backward(
-                    tdy, tx, tw, None, *geo, [True, False, False])
+            ours, wait, theirs = conv_pair(dev, torch, rng, c, k, r, s, p, hw, direction)
             for _ in range(200):
-                last = ours()
+                ours()
                 theirs()
-            last.result()
+            wait()
             torch.cuda.synchronize()
             row = {"case": label}
             for side, fn in (("gpumsg", ours), ("torch", theirs)):
                 with profile(activities=[ProfilerActivity.CUDA]) as prof:
                     for _ in range(n):
-                        last = fn()
+                        fn()
                     if side == "gpumsg":
-                        last.result()
+                        wait()
                     torch.cuda.synchronize()
                 path = os.path.join(tempfile.mkdtemp(), "t.json")
                 prof.export_chrome_trace(path)
