@@ -131,6 +131,35 @@ def test_restart_bound_closes_the_device(backend, rng) -> None:
         dev.close(timeout=30)
 
 
+def test_a_fault_while_the_next_spare_starts_still_gives_up(backend, monkeypatch) -> None:
+    """The new worker dies while the recovery that made it is starting the next spare: the
+    give-up that follows must find that spare thread started (it once found it created but
+    not started, and died on ``join``, leaving the device neither restarted nor refused)."""
+    start = threading.Thread.start
+
+    def slow_standby_start(thread: threading.Thread) -> None:
+        if thread.name == "gpumsg-standby":
+            time.sleep(0.5)  # widen the window between creating the thread and starting it
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", slow_standby_start)
+    dev = gpumsg.open_device(0, backend=backend, isolation="process", allow_fault_injection=True,
+                             max_restarts=1, restart_window=300)
+    try:
+        # the second is replayed to the new worker, which dies of it at once
+        futures = [dev.inject_fault("exit"), dev.inject_fault("exit")]
+        for f in futures:
+            with pytest.raises((gpumsg.WorkerDied, gpumsg.Unrecoverable)):
+                f.result(timeout=60)
+        deadline = time.monotonic() + 60
+        while dev._state.accepting and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with pytest.raises(gpumsg.Unrecoverable, match="closed for good"):
+            dev.stats()
+    finally:
+        dev.close(timeout=30)
+
+
 def test_eight_threads_across_a_restart(pdev) -> None:
     bad: list[str] = []
     ok = [0]

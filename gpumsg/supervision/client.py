@@ -359,8 +359,11 @@ class ProcessWorker:
                 stale.kill()
                 stale.release()
 
-        self._spare_thread = threading.Thread(target=run, daemon=True, name="gpumsg-standby")
-        self._spare_thread.start()
+        # Started before it is published: a give-up or a recovery on another thread joins
+        # whatever thread it finds here, and joining one not yet started raises.
+        thread = threading.Thread(target=run, daemon=True, name="gpumsg-standby")
+        thread.start()
+        self._spare_thread = thread
 
     def _take_spare(self, generation: int) -> _Worker | None:
         """The standby worker, if it was made for ``generation`` (waits for one starting)."""
@@ -551,8 +554,10 @@ class ProcessWorker:
             self._send(new, items)
             self._worker = new
             self.restart_times.append(time.monotonic() - t0)
-        if self.standby:
-            self._start_spare(generation + 1)
+            # Under the lock: the new worker may die at once (a replayed fault), and the
+            # recovery for that, which may give up and drop the spare, begins under this lock.
+            if self.standby:
+                self._start_spare(generation + 1)
 
     def _rebase_message(self, msg: Any, generation: int, moved: dict[int, BufRef]) -> Any:
         """A message that never started, for the new generation: an allocation that had not

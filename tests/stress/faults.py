@@ -215,11 +215,13 @@ def _client(dev: Any, stop: threading.Event, report: FaultReport, lock: threadin
 
 
 def _wait_spare(dev: Any, limit: float = 60.0) -> None:
-    """Wait until the supervisor's standby worker is ready (faults in steady state)."""
+    """Wait until the supervisor has a worker again and its standby worker is ready (faults
+    in steady state). The old spare stays in place until the recovery takes it, so the worker
+    is checked too."""
     sup = dev._worker
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
-        if not sup.standby or sup._spare is not None:
+        if sup._worker is not None and (not sup.standby or sup._spare is not None):
             return
         time.sleep(0.01)
 
