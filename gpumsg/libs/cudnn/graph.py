@@ -107,13 +107,18 @@ class GraphReplays:
     the plan stops trying (``reason`` says why) and runs as usual.
 
     ``driver`` is ``cuda.bindings.driver`` (tests pass a stand-in); ``capacity`` bounds the
-    graphs kept per plan, least recently launched dropped first.
+    graphs kept per plan, least recently launched dropped first. ``launch(exec, stream)``, if
+    given, replays a graph and returns the CUresult (the device passes the GIL-keeping
+    ``cuGraphLaunch`` of :mod:`gpumsg.backends.cuda.calls`); by default ``driver``'s.
     """
 
-    __slots__ = ("driver", "capacity", "execs", "seen", "reason", "launches", "captures")
+    __slots__ = ("driver", "capacity", "execs", "seen", "reason", "launches", "captures",
+                 "_launch")
 
-    def __init__(self, driver: Any, capacity: int = 8) -> None:
+    def __init__(self, driver: Any, capacity: int = 8,
+                 launch: Callable[[Any, Any], int] | None = None) -> None:
         self.driver = driver
+        self._launch = launch or (lambda exec_, stream: driver.cuGraphLaunch(exec_, stream)[0])
         self.capacity = capacity
         self.execs: OrderedDict[tuple, Any] = OrderedDict()
         self.seen: OrderedDict[tuple, None] = OrderedDict()
@@ -127,7 +132,7 @@ class GraphReplays:
         if exec_ is None:
             return False
         self.execs.move_to_end(key)
-        err = self.driver.cuGraphLaunch(exec_, stream)[0]
+        err = self._launch(exec_, stream)
         if err:
             from ...backends.cuda.driver import _fail
 

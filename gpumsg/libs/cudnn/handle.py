@@ -23,6 +23,7 @@ import dataclasses
 import math
 from typing import Any
 
+from ...backends.cuda.calls import driver_calls
 from ...backends.cuda.driver import _driver
 from ...dtypes import dtype_of
 from ...errors import CudaError, LibraryError
@@ -498,7 +499,7 @@ class DnnHandle:
                     self._destroy(epilogue)
                     raise
             if self.replay:
-                graph.replays = GraphReplays(_driver())
+                graph.replays = GraphReplays(_driver(), launch=driver_calls().launch_graph)
             return _GraphConv(graph, epilogue)
         self._decline(call, reason)
         return None
