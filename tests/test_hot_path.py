@@ -9,6 +9,7 @@ import inspect
 import pickle
 import threading
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -98,6 +99,75 @@ def test_repeated_sgemm_keeps_every_check(dev, rng) -> None:
     with pytest.raises(gpumsg.GpuRefStale):
         dev.sgemm(a, b, c, 16, 16, 16)
     assert dev.stats().result().generation == dev.generation  # the device still serves
+
+
+def test_repeated_gemms_reuse_their_message_and_keep_every_check(dev, rng) -> None:
+    """dev.blas.gemm / gemm_strided_batched through MessageMemo: the same call sends the same
+    message; a float where an int belongs, a bool, a freed buffer are still refused at the call
+    even after the int-typed call was memoized."""
+    batch, s = 3, 8
+    host = [rng.standard_normal((batch, s, s)).astype(np.float32) for _ in range(2)]
+    a, b = (dev.to_device(h).result() for h in host)
+    c = dev.alloc((batch, s, s), np.float32, order="C").result()
+    sent = []
+    real_send = dev.send
+    dev.send = lambda msg: sent.append(msg) or real_send(msg)  # type: ignore[method-assign]
+    try:
+        for _ in range(3):
+            dev.blas.gemm_strided_batched(b, a, c, s, s, s, batch, s * s, s * s, s * s).result()
+        assert sent[0] is sent[1] is sent[2]
+        with pytest.raises(gpumsg.InvalidMessage, match="m"):
+            dev.blas.gemm_strided_batched(b, a, c, float(s), s, s, batch, s * s, s * s, s * s)
+        with pytest.raises(gpumsg.InvalidMessage, match="batch"):
+            dev.blas.gemm_strided_batched(b, a, c, s, s, s, True, s * s, s * s, s * s)
+        dev.blas.gemm_strided_batched(b, a, c, s, s, s, batch, s * s, s * s, s * s,
+                                      alpha=2.0).result()
+        assert sent[-1] is not sent[0] and sent[-1].alpha == 2.0
+        ref = 2 * np.einsum("bij,bjk->bik", host[0].astype(np.float64), host[1])
+        np.testing.assert_allclose(dev.copy_to_host(c).result(), ref, rtol=1e-4, atol=1e-4)
+        m = host[0][0].astype(np.float32, order="F")
+        g = dev.to_device(m).result()
+        out = dev.alloc((s, s), np.float32).result()
+        for _ in range(2):
+            dev.blas.gemm(g, g, out, s, s, s).result()
+        assert sent[-1] is sent[-2]
+        np.testing.assert_allclose(dev.copy_to_host(out).result(), m.astype(np.float64) @ m,
+                                   rtol=1e-4, atol=1e-4)
+        out.free().result()
+        with pytest.raises(gpumsg.GpuRefStale):
+            dev.blas.gemm(g, g, out, s, s, s)
+    finally:
+        del dev.send
+    assert dev.stats().result().generation == dev.generation  # the device still serves
+
+
+def test_the_memo_keys_on_argument_types_and_buffer_identity() -> None:
+    from gpumsg.messages.memo import MessageMemo
+
+    built = []
+
+    @dataclasses.dataclass(frozen=True)
+    class Probe(messages.Message):
+        a: Any
+        n: Any
+
+        def __post_init__(self) -> None:
+            built.append(self)
+
+    memo = MessageMemo(size=2)
+    ref = BufRef(1, 2, 0, "f32", (3,), "C", 12)
+    other = BufRef(1, 3, 0, "f32", (3,), "C", 12)
+    first = memo.message(Probe, (ref,), (1,))
+    assert memo.message(Probe, (ref,), (1,)) is first
+    assert memo.message(Probe, (ref,), (1.0,)) is not first  # 1 == 1.0, but not the same call
+    assert memo.message(Probe, (other,), (1,)) is not first
+    assert len(built) == 3
+    memo.message(Probe, (ref,), (True,))  # not plain: built every time
+    memo.message(Probe, (ref,), (True,))
+    assert len(built) == 5
+    memo.message(Probe, (ref,), ((1, 2),))
+    assert memo.message(Probe, (ref,), ((1, 2),)) is built[-1] and len(built) == 6
+    assert len(memo._memo) <= 2  # bounded
 
 
 def _message_classes() -> list[type]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import InvalidMessage
 from ...messages import blas as msgs
 from ...messages.base import as_ref, as_refs
+from ...messages.memo import MessageMemo
 
 if TYPE_CHECKING:
     from ...client.device import Device
@@ -25,6 +26,8 @@ class Blas:
 
     def __init__(self, device: Device) -> None:
         self._dev = device
+        # a GEMM repeated with the same buffers and arguments reuses its message
+        self._memo = MessageMemo()
 
     def _send(self, msg: Any) -> Future:
         return self._dev.send(msg)
@@ -35,8 +38,8 @@ class Blas:
              ldb: int | None = None, ldc: int | None = None, compute: str = "default") -> Future:
         """C = alpha op(A) op(B) + beta C (f32, f64, f16, bf16, c64, c128)."""
         self._dev._check_open()
-        return self._send(msgs.Gemm(a, b, c, m, n, k, alpha, beta, transa, transb, lda, ldb, ldc,
-                                 compute))
+        return self._send(self._memo.message(msgs.Gemm, (a, b, c), (
+            m, n, k, alpha, beta, transa, transb, lda, ldb, ldc, compute)))
 
     def gemm_strided_batched(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, batch: int,
                              stride_a: int, stride_b: int, stride_c: int, alpha: Any = 1.0,
@@ -44,9 +47,9 @@ class Blas:
                              lda: int | None = None, ldb: int | None = None,
                              ldc: int | None = None, compute: str = "default") -> Future:
         self._dev._check_open()
-        return self._send(msgs.GemmStridedBatched(a, b, c, m, n, k, batch, stride_a, stride_b,
-                                               stride_c, alpha, beta, transa, transb, lda, ldb,
-                                               ldc, compute))
+        return self._send(self._memo.message(msgs.GemmStridedBatched, (a, b, c), (
+            m, n, k, batch, stride_a, stride_b, stride_c, alpha, beta, transa, transb, lda, ldb,
+            ldc, compute)))
 
     def gemm_batched(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, alpha: Any = 1.0,
                      beta: Any = 0.0, transa: Any = "N", transb: Any = "N",

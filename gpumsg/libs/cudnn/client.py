@@ -6,7 +6,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from ...errors import InvalidMessage
-from ...messages.base import BufRef, Message, as_ref
+from ...messages.base import as_ref
 from ...messages.cudnn import (
     Activation,
     ActivationBackward,
@@ -33,6 +33,7 @@ from ...messages.cudnn import (
     layer_norm_dims,
     pool_output_shape,
 )
+from ...messages.memo import MessageMemo
 
 if TYPE_CHECKING:
     from ...client.device import Device
@@ -42,18 +43,6 @@ __all__ = ["Dnn"]
 
 def _tuple(value: Any, nd: int) -> tuple:
     return tuple(value) if isinstance(value, (tuple, list)) else (value,) * nd
-
-
-_MEMO_SIZE = 256  # convolution messages kept for reuse (cleared when full)
-
-
-def _plain(value: Any) -> bool:
-    """Whether a non-buffer argument may key the memo: equality of these types is identity of
-    meaning (no 1 == 1.0 == True standing in for a check)."""
-    t = type(value)
-    if t is int or t is str or t is float or value is None:
-        return True
-    return t is tuple and all(type(v) is int for v in value)
 
 
 class Dnn:
@@ -66,26 +55,12 @@ class Dnn:
     def __init__(self, device: Device) -> None:
         self._dev = device
         self._reserve: dict[tuple[str, int], int] = {}
-        self._memo: dict[tuple, Message] = {}
+        # convolutions repeated with the same buffers reuse their message (validating one
+        # costs about 14 µs of the caller's time, a lookup about 2)
+        self._memo = MessageMemo()
 
-    def _memo_send(self, msg_type: type, buffers: dict[str, Any], args: tuple) -> Future:
-        """Send ``msg_type(*buffers.values(), *args)``, reusing the (immutable) message of an
-        earlier call with the same buffers and arguments: validating a convolution message
-        costs about 14 µs of the caller's time, a lookup about 2. The buffers' ``ref`` raises
-        here if one is freed or stale; ``send`` checks owner and generation as always. The
-        memo holds the references, so their ids are not reused while an entry lives."""
-        refs = {name: getattr(b, "ref", b) for name, b in buffers.items()}
-        if not (all(type(r) is BufRef or r is None for r in refs.values())
-                and all(_plain(a) for a in args)):
-            return self._dev.send(msg_type(*refs.values(), *args))
-        key = (msg_type, *(id(r) for r in refs.values()), *args)
-        msg = self._memo.get(key)
-        if msg is None or any(getattr(msg, n) is not r for n, r in refs.items()):
-            msg = msg_type(*refs.values(), *args)
-            if len(self._memo) >= _MEMO_SIZE:
-                self._memo.clear()
-            self._memo[key] = msg
-        return self._dev.send(msg)
+    def _memo_send(self, msg_type: type, buffers: tuple, args: tuple) -> Future:
+        return self._dev.send(self._memo.message(msg_type, buffers, args))
 
     def conv(self, x: Any, w: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
              dilation: Any = 1, groups: int = 1, layout: str = "NCHW", activation: str = "none",
@@ -114,7 +89,7 @@ class Dnn:
                               algo, workspace_limit, bias, activation, act_coef)
             return dev.buffer_after(dev.send(msg), y)
         if bias is None:
-            return self._memo_send(ConvForward, {"x": x, "w": w, "y": out},
+            return self._memo_send(ConvForward, (x, w, out),
                                    (stride, padding, dilation, groups, layout, math, algo,
                                     workspace_limit, None, activation, act_coef))
         return dev.send(ConvForward(x, w, out, stride, padding, dilation, groups, layout, math,
@@ -132,7 +107,7 @@ class Dnn:
         dev = self._dev
         dev._check_open()
         if out is not None:
-            return self._memo_send(ConvBackwardData, {"dy": dy, "w": w, "dx": out},
+            return self._memo_send(ConvBackwardData, (dy, w, out),
                                    (stride, padding, dilation, groups, layout, math, algo,
                                     workspace_limit))
         dx = dev.alloc(x_shape, as_ref(dy, "dy").dtype, order="C")
@@ -150,7 +125,7 @@ class Dnn:
         dev = self._dev
         dev._check_open()
         if out is not None:
-            return self._memo_send(ConvBackwardFilter, {"x": x, "dy": dy, "dw": out},
+            return self._memo_send(ConvBackwardFilter, (x, dy, out),
                                    (stride, padding, dilation, groups, layout, math, algo,
                                     workspace_limit))
         dw = dev.alloc(w_shape, as_ref(x, "x").dtype, order="C")

@@ -1,0 +1,68 @@
+"""Reusing the message of a repeated call (caller's thread).
+
+Messages are immutable, so a call repeated with the same buffers and the same arguments can send
+the message it built the first time. Building one runs every field's validation: 10-60 us of
+the caller's time for a GEMM or a convolution message, against about 2 us for a lookup here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import BufRef, Message
+
+__all__ = ["MessageMemo", "plain"]
+
+
+def plain(value: Any) -> bool:
+    """Whether a non-buffer argument may key the memo: an int, float or str, None, or a tuple
+    of ints. (Bools, arrays, complex numbers and other objects are not memoized: their checks
+    run every time.)"""
+    t = type(value)
+    if t is int or t is str or t is float or value is None:
+        return True
+    return t is tuple and all(type(v) is int for v in value)
+
+
+class MessageMemo:
+    """``message(msg_type, buffers, args)`` is ``msg_type(*refs, *args)``, built once per
+    distinct call.
+
+    ``buffers`` are the message's leading fields, in order: GpuBuffers, their futures, BufRefs
+    or None. Each buffer's ``ref`` raises here if it is freed or stale; the caller's ``send``
+    checks owner and generation as for any message. The key holds the buffers by identity and
+    the other arguments by value *and type*, so that ``1 == 1.0`` cannot let a float through
+    where the message refuses one. A call with another kind of argument builds its message
+    every time. The memo holds its messages, and so their references: an id in a live key is
+    not reused. At most ``size`` entries; when full it starts again."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._memo: dict[tuple, Message] = {}
+        self._names: dict[type, tuple[str, ...]] = {}
+
+    def message(self, msg_type: type, buffers: tuple, args: tuple) -> Message:
+        refs = tuple([getattr(b, "ref", b) for b in buffers])
+        for r in refs:
+            if type(r) is not BufRef and r is not None:
+                return msg_type(*refs, *args)  # the message says what is wrong
+        for a in args:
+            if not plain(a):
+                return msg_type(*refs, *args)
+        key = (msg_type, *[id(r) for r in refs], *args, *[type(a) for a in args])
+        memo = self._memo
+        msg = memo.get(key)
+        if msg is not None:
+            names = self._names[msg_type]
+            for name, r in zip(names, refs, strict=False):
+                if getattr(msg, name) is not r:
+                    msg = None
+                    break
+        if msg is None:
+            msg = msg_type(*refs, *args)
+            if msg_type not in self._names:
+                self._names[msg_type] = tuple(msg_type.__dataclass_fields__)[:len(refs)]
+            if len(memo) >= self.size:
+                memo.clear()
+            memo[key] = msg
+        return msg
