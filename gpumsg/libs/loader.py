@@ -5,10 +5,7 @@ name, every C function it calls with ``argtypes``/``restype``, and how to read t
 version; the folder's ``__init__`` registers it with the library. :func:`load` finds
 the library with ``cuda.pathfinder.load_nvidia_dynamic_lib`` (NVIDIA wheels, conda, then the
 system loader: CUDA 12 and CUDA 13 installs alike), opens it with ``ctypes.CDLL`` (which releases
-the GIL during calls) and binds every function once per process. A function declared
-``holds_gil=True`` only enqueues work (a GEMM, a matmul): it is bound through ``ctypes.PyDLL``
-instead and keeps the GIL (why: :mod:`gpumsg.backends.cuda.calls`; ``GPUMSG_LAUNCH_GIL=release``
-binds it through CDLL too). Nothing is loaded at import time.
+the GIL during calls) and binds every function once per process. Nothing is loaded at import time.
 """
 
 from __future__ import annotations
@@ -19,7 +16,6 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..backends.cuda.calls import dll_class
 from ..errors import GpuError
 
 __all__ = ["Fn", "LibrarySpec", "LoadedLibrary", "load", "specs", "library_info",
@@ -33,15 +29,12 @@ class LibraryNotFound(GpuError):
 @dataclasses.dataclass(frozen=True)
 class Fn:
     """One C function: its symbol, result type and argument types. ``optional`` functions may be
-    absent in some library versions; they are bound as None there. ``holds_gil``: the call only
-    enqueues work on a stream, never blocks for long and never calls back into Python; it is
-    called with the GIL held."""
+    absent in some library versions; they are bound as None there."""
 
     name: str
     restype: Any
     argtypes: tuple
     optional: bool = False
-    holds_gil: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,14 +52,9 @@ class LoadedLibrary:
         self.path = path
         self.cdll = cdll
         self.missing: list[str] = []
-        launch = dll_class()
-        # the same library opened again (the loader hands back the same handle) for the calls
-        # that keep the GIL
-        held = launch(path) if launch is not type(cdll) and any(
-            fn.holds_gil for fn in spec.functions) else cdll
         for fn in spec.functions:
             try:
-                f = getattr(held if fn.holds_gil else cdll, fn.name)
+                f = getattr(cdll, fn.name)
             except AttributeError:
                 if not fn.optional:
                     raise LibraryNotFound(

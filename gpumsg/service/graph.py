@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..backends.cuda.calls import driver_calls
 from ..errors import CudaError, GraphCaptureError, InvalidMessage
 from ..messages.base import BufRef
 from ..messages.graph import CAPTURABLE, CaptureGraph, DestroyGraph, LaunchGraph, UpdateGraph
@@ -225,7 +224,7 @@ def _replay_sim(stream: Any, calls: list) -> None:
 
 
 def _replay_cuda(stream: Any, exec_: Any) -> None:
-    _check(driver_calls().launch_graph(exec_, stream), "cuGraphLaunch")
+    _check(_cu().cuGraphLaunch(exec_, stream)[0], "cuGraphLaunch")
 
 
 @handles(LaunchGraph)

@@ -1,5 +1,4 @@
-"""The CUDA backend: the driver API through ``cuda.bindings.driver``; the calls that only
-enqueue work (records, copies, pool allocations) through :mod:`.calls`, which keeps the GIL.
+"""The CUDA backend: the driver API through ``cuda.bindings.driver``.
 
 Streams are non-blocking (no implicit synchronization with the legacy default stream); events are
 created without timing, the cheapest kind to record, query and wait on. The memory pool is the
@@ -16,7 +15,6 @@ from typing import Any
 
 from ...errors import CudaError
 from ..base import Backend, DeviceProperties
-from .calls import DriverCalls, driver_calls, launch_gil
 
 __all__ = ["CudaBackend", "cuda_available"]
 
@@ -117,7 +115,6 @@ class CudaBackend(Backend):
         self._ctx: Any = None
         self._fault_module: Any = None
         self._oom_pending = 0
-        self._calls: DriverCalls | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def open(self) -> DeviceProperties:
@@ -136,8 +133,6 @@ class CudaBackend(Backend):
             raise _fail(err, "cuDevicePrimaryCtxRetain")
         self._dev, self._ctx = dev, ctx
         self.make_current()
-        launch_gil()  # a bad GPUMSG_LAUNCH_GIL is refused here, by every open
-        self._calls = driver_calls()
         err, raw = cu.cuDeviceGetName(256, dev)
         name = raw.split(b"\0", 1)[0].decode() if not err else f"CUDA device {self.ordinal}"
         attr = cu.CUdevice_attribute
@@ -194,12 +189,12 @@ class CudaBackend(Backend):
         _cu.cuEventDestroy(event)
 
     def event_record(self, event: Any, stream: Any) -> None:
-        err = self._calls.event_record(int(event), int(stream))  # type: ignore[union-attr]
+        err = _cu.cuEventRecord(event, stream)[0]
         if err:
             raise _fail(err, "cuEventRecord")
 
     def event_query(self, event: Any) -> bool:
-        err = self._calls.event_query(int(event))  # type: ignore[union-attr]
+        err = _cu.cuEventQuery(event)[0]
         if not err:
             return True
         if err == _NOT_READY:
@@ -212,8 +207,7 @@ class CudaBackend(Backend):
             raise _fail(err, "cuEventSynchronize")
 
     def stream_wait_event(self, stream: Any, event: Any) -> None:
-        err = self._calls.stream_wait_event(  # type: ignore[union-attr]
-            int(stream), int(event), 0)
+        err = _cu.cuStreamWaitEvent(stream, event, 0)[0]
         if err:
             raise _fail(err, "cuStreamWaitEvent")
 
@@ -253,12 +247,10 @@ class CudaBackend(Backend):
 
     def pool_alloc(self, pool: Any, nbytes: int, stream: Any) -> int:
         self._injected_oom("cuMemAllocFromPoolAsync")
-        ptr = ctypes.c_uint64()
-        err = self._calls.alloc_from_pool(  # type: ignore[union-attr]
-            ctypes.byref(ptr), nbytes, int(pool), int(stream))
+        err, ptr = _cu.cuMemAllocFromPoolAsync(nbytes, pool, stream)
         if err:
             raise _fail(err, "cuMemAllocFromPoolAsync")
-        return ptr.value
+        return int(ptr)
 
     def pool_trim(self, pool: Any, keep: int) -> None:
         err = _cu.cuMemPoolTrimTo(pool, keep)[0]
@@ -276,7 +268,7 @@ class CudaBackend(Backend):
         return int(reserved), int(used)
 
     def free_async(self, ptr: int, stream: Any) -> None:
-        err = self._calls.free_async(ptr, int(stream))  # type: ignore[union-attr]
+        err = _cu.cuMemFreeAsync(ptr, stream)[0]
         if err:
             raise _fail(err, "cuMemFreeAsync")
 
@@ -316,17 +308,17 @@ class CudaBackend(Backend):
 
     # -- copies ------------------------------------------------------------------------------------
     def copy_htod(self, stream: Any, dst: int, src_host: int, nbytes: int) -> None:
-        err = self._calls.copy_htod(dst, src_host, nbytes, int(stream))  # type: ignore[union-attr]
+        err = _cu.cuMemcpyHtoDAsync(dst, src_host, nbytes, stream)[0]
         if err:
             raise _fail(err, "cuMemcpyHtoDAsync")
 
     def copy_dtoh(self, stream: Any, dst_host: int, src: int, nbytes: int) -> None:
-        err = self._calls.copy_dtoh(dst_host, src, nbytes, int(stream))  # type: ignore[union-attr]
+        err = _cu.cuMemcpyDtoHAsync(dst_host, src, nbytes, stream)[0]
         if err:
             raise _fail(err, "cuMemcpyDtoHAsync")
 
     def copy_dtod(self, stream: Any, dst: int, src: int, nbytes: int) -> None:
-        err = self._calls.copy_dtod(dst, src, nbytes, int(stream))  # type: ignore[union-attr]
+        err = _cu.cuMemcpyDtoDAsync(dst, src, nbytes, stream)[0]
         if err:
             raise _fail(err, "cuMemcpyDtoDAsync")
 

@@ -48,8 +48,7 @@ SPEC = LibrarySpec(
                                                      P(HeuristicResult), P(c_int))),
         Fn("cublasLtMatmul", c_int, (_H, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p,
                                      c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p,
-                                     P(HeuristicResult), c_void_p, c_size_t, c_void_p),
-           holds_gil=True),  # only enqueues: keeps the GIL (gpumsg.backends.cuda.calls)
+                                     P(HeuristicResult), c_void_p, c_size_t, c_void_p)),
     ),
     version=lambda lib: _version(lib),
 )

@@ -107,18 +107,13 @@ class GraphReplays:
     the plan stops trying (``reason`` says why) and runs as usual.
 
     ``driver`` is ``cuda.bindings.driver`` (tests pass a stand-in); ``capacity`` bounds the
-    graphs kept per plan, least recently launched dropped first. ``launch(exec, stream)``, if
-    given, replays a graph and returns the CUresult (the device passes the GIL-keeping
-    ``cuGraphLaunch`` of :mod:`gpumsg.backends.cuda.calls`); by default ``driver``'s.
+    graphs kept per plan, least recently launched dropped first.
     """
 
-    __slots__ = ("driver", "capacity", "execs", "seen", "reason", "launches", "captures",
-                 "_launch")
+    __slots__ = ("driver", "capacity", "execs", "seen", "reason", "launches", "captures")
 
-    def __init__(self, driver: Any, capacity: int = 8,
-                 launch: Callable[[Any, Any], int] | None = None) -> None:
+    def __init__(self, driver: Any, capacity: int = 8) -> None:
         self.driver = driver
-        self._launch = launch or (lambda exec_, stream: driver.cuGraphLaunch(exec_, stream)[0])
         self.capacity = capacity
         self.execs: OrderedDict[tuple, Any] = OrderedDict()
         self.seen: OrderedDict[tuple, None] = OrderedDict()
@@ -132,7 +127,7 @@ class GraphReplays:
         if exec_ is None:
             return False
         self.execs.move_to_end(key)
-        err = self._launch(exec_, stream)
+        err = self.driver.cuGraphLaunch(exec_, stream)[0]
         if err:
             from ...backends.cuda.driver import _fail
 

@@ -23,7 +23,6 @@ import dataclasses
 import math
 from typing import Any
 
-from ...backends.cuda.calls import driver_calls
 from ...backends.cuda.driver import _driver
 from ...dtypes import dtype_of
 from ...errors import CudaError, LibraryError
@@ -499,7 +498,7 @@ class DnnHandle:
                     self._destroy(epilogue)
                     raise
             if self.replay:
-                graph.replays = GraphReplays(_driver(), launch=driver_calls().launch_graph)
+                graph.replays = GraphReplays(_driver())
             return _GraphConv(graph, epilogue)
         self._decline(call, reason)
         return None
