@@ -16,16 +16,24 @@ buffer                     shape                 dtype
 =========================  ====================  =========================================
 
 ``o = softmax(scale q kᵀ + mask) v`` per (batch, head); query head h reads key/value head
-``h // (H / H_kv)``. ``scale`` defaults to 1/sqrt(D). Masks: ``causal`` lets query row i see
-key columns j <= i (top-left aligned, as ``torch.nn.functional.scaled_dot_product_attention``
-with ``is_causal``, also when S_q != S_kv); padding masks hide key columns j >= seq_len_kv[b],
+``h // (H / H_kv)``. ``scale`` defaults to 1/sqrt(D). Masks: ``causal=True`` (or
+``"top_left"``) lets query row i see key columns j <= i (top-left aligned, as
+``torch.nn.functional.scaled_dot_product_attention`` with ``is_causal``, also when S_q != S_kv);
+``causal="bottom_right"`` lets it see j <= i + (S_kv - S_q), the diagonal ending at the last key
+(FlashAttention's causal, torch's ``causal_lower_right``: the queries are the last S_q positions
+of the S_kv keys, as when decoding with a key/value cache; with padding masks the valid lengths
+take the place of S_q and S_kv). It needs S_q <= S_kv (a row that sees no key has no softmax);
+with padding masks seq_len_q[b] <= seq_len_kv[b] is the caller's to keep. Padding masks hide key
+columns j >= seq_len_kv[b],
 and query rows i >= seq_len_q[b] are padding: what o, stats and dq hold there, and what dk/dv
 hold at key rows j >= seq_len_kv[b], is unspecified (the simulator writes zeros). Every valid
 length must lie in 1..S (the device cannot check: a length outside is the caller's error).
 
-D is a multiple of 8 and at most 128 (the range admitted here: cuDNN's fused flash-attention
-kernels take it for both passes on Ampere and Hopper; larger heads depend on the cuDNN version
-and GPU); f32 and f64 inputs are refused (use f16 or bf16: the kernels accumulate in f32).
+D is a multiple of 8 and at most 256. cuDNN's fused flash-attention kernels take D <= 128 for
+both passes on Ampere and later; 128 < D <= 256 runs where the cuDNN version and the GPU have
+kernels for it (cuDNN 9 on Hopper does). Where they do not, the message fails with cuDNN's
+CUDNN_STATUS_NOT_SUPPORTED as a LibraryError, and the device goes on serving. f32 and f64
+inputs are refused (use f16 or bf16: the kernels accumulate in f32).
 The backward pass recomputes the probabilities from ``stats`` (saved by the training forward)
 and takes the forward's output ``o``.
 """
@@ -38,7 +46,6 @@ from typing import Any
 from .base import (
     BufRef,
     Message,
-    _bool,
     _dense_rows,
     _fail,
     _real,
@@ -53,7 +60,9 @@ __all__ = ["AttentionForward", "AttentionBackward", "AttentionCacheInfo", "ATTEN
 
 ATTENTION_DTYPES = ("f16", "bf16")
 #: the largest head dimension taken (a multiple of 8 up to this)
-ATTENTION_MAX_D = 128
+ATTENTION_MAX_D = 256
+#: ``causal`` values besides False: where the mask's diagonal is anchored
+CAUSAL_ALIGNMENTS = ("top_left", "bottom_right")
 
 
 def attention_dims(q_shape: tuple[int, ...], k_shape: tuple[int, ...]
@@ -98,7 +107,17 @@ def _check(msg: Any, forward: bool) -> None:
         raise _fail(msg, "k", f"{k.describe()} has {hk} heads, which does not divide q's {h} "
                     "(grouped-query attention needs H % H_kv == 0)")
     _same(msg, "v", v, k.shape, "k")
-    _bool(msg, "causal", msg.causal)
+    causal = msg.causal
+    if causal is True:
+        causal = "top_left"
+    elif causal is not False and causal not in CAUSAL_ALIGNMENTS:
+        raise _fail(msg, "causal", f"expected False, True, 'top_left' or 'bottom_right', got "
+                    f"{causal!r}")
+    _set(msg, "causal", causal)  # False, "top_left" or "bottom_right"
+    if causal == "bottom_right" and sq > k.shape[2]:
+        raise _fail(msg, "causal", f"bottom-right causal attention needs S_q <= S_kv (got "
+                    f"{sq} > {k.shape[2]}): the first {sq - k.shape[2]} query rows would see no "
+                    "key")
     if msg.scale is None:
         _set(msg, "scale", 1.0 / math.sqrt(d))
     else:
@@ -147,7 +166,7 @@ class AttentionForward(Message):
     stats: BufRef | None = None
     seq_len_q: BufRef | None = None
     seq_len_kv: BufRef | None = None
-    causal: bool = False
+    causal: bool | str = False
     scale: float | None = None
 
     def __post_init__(self) -> None:
@@ -180,7 +199,7 @@ class AttentionBackward(Message):
     dv: BufRef
     seq_len_q: BufRef | None = None
     seq_len_kv: BufRef | None = None
-    causal: bool = False
+    causal: bool | str = False
     scale: float | None = None
 
     def __post_init__(self) -> None:

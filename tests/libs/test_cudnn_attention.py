@@ -1,7 +1,8 @@
 """Scaled dot-product attention through cuDNN's graph API (``dev.dnn``): forward (inference
 and training, with the saved logsumexp) and backward against a float64 NumPy softmax(QKᵀ·scale)V
-computed head by head, with causal and padding masks, S_q != S_kv, grouped and multi-query
-heads, f16 and bf16; the graph cache; bad arguments."""
+computed head by head, with causal (top-left and bottom-right) and padding masks, S_q != S_kv,
+grouped and multi-query heads, head dimensions up to 256, f16 and bf16; the graph cache; bad
+arguments."""
 
 from __future__ import annotations
 
@@ -28,7 +29,9 @@ def ref_attention(q, k, v, scale, causal, lq, lkv, do=None):
         for h in range(h_):
             kk, vv = k[b, h // g, :nk], v[b, h // g, :nk]
             s = scale * q[b, h, :nq] @ kk.T
-            if causal:
+            if causal == "bottom_right":  # j <= i + (nk - nq): the diagonal ends at key nk-1
+                s[np.triu_indices(nq, 1 + nk - nq, nk)] = -np.inf
+            elif causal:
                 s[np.triu_indices(nq, 1, nk)] = -np.inf
             m = s.max(axis=1, keepdims=True)
             e = np.exp(s - m)
@@ -57,7 +60,7 @@ def valid(a, lengths):
 @dataclasses.dataclass(frozen=True)
 class Case:
     dtype: str
-    causal: bool
+    causal: bool | str
     padded: bool
     h: int = 4
     hk: int = 4
@@ -67,7 +70,8 @@ class Case:
     scale: float | None = None
 
     def __str__(self) -> str:
-        return (f"{self.dtype}-{'causal' if self.causal else 'full'}-"
+        causal = {True: "causal", False: "full"}.get(self.causal, self.causal)
+        return (f"{self.dtype}-{causal}-"
                 f"{'pad' if self.padded else 'dense'}-h{self.h}/{self.hk}-s{self.sq}/{self.skv}"
                 f"-d{self.d}{'' if self.scale is None else '-scaled'}")
 
@@ -78,6 +82,11 @@ CASES = [
     Case("bf16", False, True, hk=1, sq=64, skv=40, d=128),   # MQA
     Case("f16", False, False, sq=24, skv=56, d=32, scale=0.3),
     Case("bf16", True, True, h=8, hk=2, sq=72, skv=40, d=96),
+    Case("bf16", "bottom_right", False, sq=24, skv=56),      # queries at the end of the keys
+    Case("f16", "bottom_right", True, hk=2, sq=40, skv=72),  # ... of each item's valid keys
+    Case("bf16", "bottom_right", False, sq=48, skv=48),      # S_q == S_kv: as top-left
+    Case("bf16", True, False, h=2, hk=2, sq=64, skv=64, d=256),  # the largest head
+    Case("f16", False, True, h=2, hk=1, sq=40, skv=56, d=192),
 ]
 
 
@@ -95,6 +104,8 @@ def test_attention_forward_backward(dev, rng, case: Case) -> None:
     v = random_array(rng, (bsz, case.hk, case.skv, case.d), case.dtype)
     do = random_array(rng, q.shape, case.dtype)
     lq, lkv = _lengths(rng, bsz, case.sq, case.padded), _lengths(rng, bsz, case.skv, case.padded)
+    if case.causal == "bottom_right":  # every query row must see a key: len_q <= len_kv
+        lq = [min(a, b) for a, b in zip(lq, lkv)]
     scale = 1.0 / np.sqrt(case.d) if case.scale is None else case.scale
     masks = dict(seq_len_q=lq, seq_len_kv=lkv) if case.padded else {}
     qd, kd, vd = dev.to_device(q), dev.to_device(k), dev.to_device(v)
@@ -180,13 +191,17 @@ BAD = [
     BadArg("v shape", lambda d: _sdpa(d, v=_t(d, (2, 4, 12, 32))), field="v"),
     BadArg("D not a multiple of 8", lambda d: _sdpa(d, *(_t(d, (2, 4, 16, 20)),) * 3),
            field="q", match="head dimension"),
-    BadArg("D above 128", lambda d: _sdpa(d, *(_t(d, (1, 1, 8, 136)),) * 3), field="q",
+    BadArg("D above 256", lambda d: _sdpa(d, *(_t(d, (1, 1, 8, 264)),) * 3), field="q",
            match="head dimension"),
     BadArg("f32 refused", lambda d: _sdpa(d, *(_t(d, dtype="f32"),) * 3), field="q"),
     BadArg("dtype mix", lambda d: _sdpa(d, k=_t(d, dtype="f16")), field="k"),
     BadArg("3-D q", lambda d: _sdpa(d, q=_t(d, (4, 16, 32))), field="q"),
     BadArg("column-major q", lambda d: _sdpa(d, q=d.alloc((2, 4, 16, 32), "bf16")), field="q"),
     BadArg("causal not a bool", lambda d: _sdpa(d, causal=1), field="causal"),
+    BadArg("causal alignment unknown", lambda d: _sdpa(d, causal="lower"), field="causal"),
+    BadArg("bottom-right with S_q > S_kv", lambda d: _sdpa(
+        d, k=_t(d, (2, 4, 8, 32)), v=_t(d, (2, 4, 8, 32)), causal="bottom_right"),
+        field="causal", match="S_q <= S_kv"),
     BadArg("scale zero", lambda d: _sdpa(d, scale=0.0), field="scale"),
     BadArg("scale NaN", lambda d: _sdpa(d, scale=float("nan")), field="scale"),
     BadArg("lengths count", lambda d: _sdpa(d, seq_len_q=[16, 16, 16]), field="seq_len_q"),

@@ -59,7 +59,7 @@ class AttentionCall:
     sq: int
     skv: int
     d: int
-    causal: bool
+    causal: bool | str  # False, "top_left" or "bottom_right"
     padding: bool
     scale: float
     stats: bool
@@ -154,9 +154,10 @@ class AttentionHandle:
             one = (call.b, 1, 1, 1)
             kw.update(use_padding_mask=True, seq_len_q=tensor("seq_q", one, cudnn.data_type.INT32),
                       seq_len_kv=tensor("seq_kv", one, cudnn.data_type.INT32))
-        if call.causal:  # top-left: row i sees columns j <= i
-            kw.update(diagonal_alignment=cudnn.diagonal_alignment.TOP_LEFT,
-                      diagonal_band_right_bound=0)
+        if call.causal:  # row i sees columns j <= i (top-left) or j <= i + S_kv - S_q
+            align = cudnn.diagonal_alignment.BOTTOM_RIGHT if call.causal == "bottom_right" \
+                else cudnn.diagonal_alignment.TOP_LEFT
+            kw.update(diagonal_alignment=align, diagonal_band_right_bound=0)
         if call.kind == "fwd":
             o, lse = g.sdpa(q, k, v, name="sdpa", generate_stats=call.stats, **kw)
             o.set_output(True).set_dim(list(qs)).set_stride(_strides(qs)).set_data_type(dt)

@@ -63,15 +63,17 @@ class DnnAttention:
     def _alloc(self, shape: tuple[int, ...], dtype: str) -> Any:
         return self._dev.alloc(shape if all(s > 0 for s in shape) else (1,), dtype, order="C")
 
-    def scaled_dot_product_attention(self, q: Any, k: Any, v: Any, causal: bool = False,
+    def scaled_dot_product_attention(self, q: Any, k: Any, v: Any, causal: bool | str = False,
                                      scale: float | None = None, seq_len_q: Any = None,
                                      seq_len_kv: Any = None, training: bool = False,
                                      out: Any = None, stats: Any = None
                                      ) -> Future | tuple[Future, Future]:
         """o = softmax(scale q kᵀ + masks) v for q (B, H, S_q, D), k and v (B, H_kv, S_kv, D),
-        f16 or bf16 (row-major). ``scale`` defaults to 1/sqrt(D); ``causal`` is top-left
-        aligned; ``seq_len_q``/``seq_len_kv`` (device i32 (B,) buffers or host sequences of
-        B lengths in 1..S; one alone means the other side is full) mask padding. Returns the
+        f16 or bf16 (row-major). ``scale`` defaults to 1/sqrt(D); ``causal``: False, True (or
+        "top_left": row i sees keys j <= i) or "bottom_right" (j <= i + S_kv - S_q, for
+        queries that are the last S_q positions, as with a key/value cache);
+        ``seq_len_q``/``seq_len_kv`` (device i32 (B,) buffers or host sequences of B lengths
+        in 1..S; one alone means the other side is full) mask padding. Returns the
         future of o (new, or ``out``); with ``training`` the pair (o, stats), stats the f32
         (B, H, S_q, 1) logsumexp the backward needs (new, or ``stats``). Work runs on the
         compute stream; bad arguments raise InvalidMessage naming the field here."""
@@ -92,7 +94,7 @@ class DnnAttention:
         return o_fut, (done if stats is not None else dev.buffer_after(done, st))
 
     def scaled_dot_product_attention_backward(self, q: Any, k: Any, v: Any, o: Any, do: Any,
-                                              stats: Any, causal: bool = False,
+                                              stats: Any, causal: bool | str = False,
                                               scale: float | None = None,
                                               seq_len_q: Any = None, seq_len_kv: Any = None
                                               ) -> tuple[Future, Future, Future]:

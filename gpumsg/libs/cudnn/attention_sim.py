@@ -17,13 +17,18 @@ from .attention import AttentionCall
 __all__ = ["SimAttention", "sdpa_forward", "sdpa_backward", "attention_mask"]
 
 
-def attention_mask(b: int, sq: int, skv: int, causal: bool, len_q: np.ndarray | None,
+def attention_mask(b: int, sq: int, skv: int, causal: bool | str, len_q: np.ndarray | None,
                    len_kv: np.ndarray | None) -> np.ndarray:
-    """(B, 1, S_q, S_kv) booleans: True where query row i may see key column j."""
+    """(B, 1, S_q, S_kv) booleans: True where query row i may see key column j (``causal``:
+    False, "top_left" (or True) or "bottom_right", see gpumsg.messages.attention)."""
     i = np.arange(sq)[:, None]
     j = np.arange(skv)[None, :]
     ok = np.ones((b, 1, sq, skv), bool)
-    if causal:
+    if causal == "bottom_right":  # the diagonal ends at the last (valid) key
+        shift = np.full((b, 1, 1, 1), skv - sq) if len_q is None or len_kv is None else \
+            (len_kv.astype(np.int64) - len_q.astype(np.int64)).reshape(b, 1, 1, 1)
+        ok &= j[None, None] <= i[None, None] + shift
+    elif causal:
         ok &= (j <= i)[None, None]
     if len_q is not None and len_kv is not None:
         ok &= (i[None, None] < len_q.reshape(b, 1, 1, 1)) & \
