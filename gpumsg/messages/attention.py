@@ -36,6 +36,12 @@ CUDNN_STATUS_NOT_SUPPORTED as a LibraryError, and the device goes on serving. f3
 inputs are refused (use f16 or bf16: the kernels accumulate in f32).
 The backward pass recomputes the probabilities from ``stats`` (saved by the training forward)
 and takes the forward's output ``o``.
+
+Dropout (``dropout`` = p > 0, training only): each probability is kept with chance 1 - p and
+scaled by 1/(1 - p), dropped otherwise. The mask is a function of (``seed``, ``offset``) and
+the element's position (cuDNN's Philox generator; the simulator's NumPy Philox draws another
+mask with the same law): the same pair gives the same mask, and the backward, given the
+forward's pair, replays it. Advance ``offset`` (or change ``seed``) for a fresh mask.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from .base import (
     Message,
     _dense_rows,
     _fail,
+    _int,
     _real,
     _ref,
     _require_dtype,
@@ -61,6 +68,8 @@ __all__ = ["AttentionForward", "AttentionBackward", "AttentionCacheInfo", "ATTEN
 ATTENTION_DTYPES = ("f16", "bf16")
 #: the largest head dimension taken (a multiple of 8 up to this)
 ATTENTION_MAX_D = 256
+#: the largest dropout seed and offset (int64 on the device)
+_RNG_MAX = (1 << 63) - 1
 #: ``causal`` values besides False: where the mask's diagonal is anchored
 CAUSAL_ALIGNMENTS = ("top_left", "bottom_right")
 
@@ -125,6 +134,12 @@ def _check(msg: Any, forward: bool) -> None:
         if not math.isfinite(s) or s == 0.0:
             raise _fail(msg, "scale", f"must be finite and non-zero, got {s}")
         _set(msg, "scale", s)
+    p = _real(msg, "dropout", msg.dropout)
+    if not 0.0 <= p < 1.0:
+        raise _fail(msg, "dropout", f"must be a probability in [0, 1), got {p}")
+    _set(msg, "dropout", p)
+    _set(msg, "seed", _int(msg, "seed", msg.seed, hi=_RNG_MAX))
+    _set(msg, "offset", _int(msg, "offset", msg.offset, hi=_RNG_MAX))
     if (msg.seq_len_q is None) != (msg.seq_len_kv is None):
         missing = "seq_len_kv" if msg.seq_len_kv is None else "seq_len_q"
         raise _fail(msg, missing, "padding masks take both seq_len_q and seq_len_kv")
@@ -168,9 +183,15 @@ class AttentionForward(Message):
     seq_len_kv: BufRef | None = None
     causal: bool | str = False
     scale: float | None = None
+    dropout: float = 0.0
+    seed: int = 0
+    offset: int = 0
 
     def __post_init__(self) -> None:
         _check(self, True)
+        if self.dropout and self.stats is None:
+            raise _fail(self, "dropout", "dropout is a training-time mask: it needs the "
+                        "training pass (stats), which the backward replays it from")
         _bhsd(self, "o", self.o, self.q.dtype)
         _same(self, "o", self.o, self.q.shape, "q")
         if self.stats is not None:
@@ -201,6 +222,9 @@ class AttentionBackward(Message):
     seq_len_kv: BufRef | None = None
     causal: bool | str = False
     scale: float | None = None
+    dropout: float = 0.0
+    seed: int = 0
+    offset: int = 0
 
     def __post_init__(self) -> None:
         for n in ("o", "do", "stats"):

@@ -135,6 +135,64 @@ def test_attention_forward_backward(dev, rng, case: Case) -> None:
         assert_close(valid(out, n), ref, case.dtype, 2.0)
 
 
+def _dropout_ref(q, k, v, scale, keep, do):
+    """(o, dq, dk, dv) in float64 for o = (softmax(scale q kᵀ) * keep) v, ``keep`` the dropout
+    factors (0 or 1/(1-p)) read off the device's own mask."""
+    q, k, v, do = wide(q), wide(k), wide(v), wide(do)
+    s = scale * np.einsum("bhid,bhjd->bhij", q, k)
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    p = e / e.sum(axis=-1, keepdims=True)
+    o = np.einsum("bhij,bhjd->bhid", p * keep, v)
+    dv = np.einsum("bhij,bhid->bhjd", p * keep, do)
+    dp = np.einsum("bhid,bhjd->bhij", do, v) * keep
+    ds = p * (dp - (p * dp).sum(axis=-1, keepdims=True))
+    dq = scale * np.einsum("bhij,bhjd->bhid", ds, k)
+    dk = scale * np.einsum("bhij,bhid->bhjd", ds, q)
+    return o, dq, dk, dv, p
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+def test_attention_dropout_mask_scaling_and_replay(dev, rng, dtype: str) -> None:
+    """Dropout p: with v the identity, o is the dropped and rescaled probabilities themselves,
+    so the device's mask can be read off o: about 1 - p of them kept, each scaled by
+    1/(1 - p); the same (seed, offset) gives the same mask, another offset another; the
+    forward with real v and the backward (given the same three) match a float64 reference
+    that uses that mask."""
+    p, seed, offset = 0.3, 7, 3
+    b, h, sq, skv = 2, 2, 16, 32
+    d, scale = skv, 0.125
+    half = gpumsg.as_dtype(dtype)
+    q = (rng.standard_normal((b, h, sq, d)) * 0.3).astype(half)  # probabilities near 1/S_kv
+    k = (rng.standard_normal((b, h, skv, d)) * 0.3).astype(half)
+    eye = np.ascontiguousarray(np.broadcast_to(np.eye(skv, d), (b, h, skv, d))).astype(half)
+    qd, kd, ed = dev.to_device(q), dev.to_device(k), dev.to_device(eye)
+    kw = dict(scale=scale, training=True, dropout=p, seed=seed)
+
+    o_eye, _ = dev.dnn.scaled_dot_product_attention(qd, kd, ed, offset=offset, **kw)
+    got = wide(dev.copy_to_host(o_eye).result())
+    probs = _dropout_ref(q, k, eye, scale, np.ones((b, h, sq, skv)), q)[4]
+    kept = got != 0.0
+    assert abs(kept.mean() - (1 - p)) < 0.06, kept.mean()  # 2048 draws: 6 standard deviations
+    assert_close(got[kept], probs[kept] / (1 - p), dtype)  # kept ones scaled by 1/(1-p)
+    again, _ = dev.dnn.scaled_dot_product_attention(qd, kd, ed, offset=offset, **kw)
+    assert np.array_equal(wide(dev.copy_to_host(again).result()), got)  # replayed
+    other, _ = dev.dnn.scaled_dot_product_attention(qd, kd, ed, offset=offset + 1, **kw)
+    assert ((wide(dev.copy_to_host(other).result()) != 0.0) != kept).mean() > 0.1
+
+    keep = kept / (1 - p)
+    v = random_array(rng, (b, h, skv, d), dtype)
+    do = random_array(rng, (b, h, sq, d), dtype)
+    vd = dev.to_device(v)
+    o, stats = dev.dnn.scaled_dot_product_attention(qd, kd, vd, offset=offset, **kw)
+    o_ref, dq_ref, dk_ref, dv_ref, _ = _dropout_ref(q, k, v, scale, keep, do)
+    assert_close(dev.copy_to_host(o).result(), o_ref, dtype)
+    grads = dev.dnn.scaled_dot_product_attention_backward(
+        qd, kd, vd, o, dev.to_device(do), stats, scale=scale, dropout=p, seed=seed,
+        offset=offset)
+    for fut, ref in zip(grads, (dq_ref, dk_ref, dv_ref)):
+        assert_close(dev.copy_to_host(fut).result(), ref, dtype, 2.0)
+
+
 def test_attention_device_lengths_and_cache(dev, rng) -> None:
     """Lengths given as device buffers; one side alone means the other is full; the second
     identical call reuses the built graph."""
@@ -203,6 +261,15 @@ BAD = [
         d, k=_t(d, (2, 4, 8, 32)), v=_t(d, (2, 4, 8, 32)), causal="bottom_right"),
         field="causal", match="S_q <= S_kv"),
     BadArg("scale zero", lambda d: _sdpa(d, scale=0.0), field="scale"),
+    BadArg("dropout of 1", lambda d: _sdpa(d, training=True, dropout=1.0), field="dropout"),
+    BadArg("dropout negative", lambda d: _sdpa(d, training=True, dropout=-0.1),
+           field="dropout"),
+    BadArg("dropout at inference", lambda d: _sdpa(d, dropout=0.1), field="dropout",
+           match="training"),
+    BadArg("seed negative", lambda d: _sdpa(d, training=True, dropout=0.1, seed=-1),
+           field="seed"),
+    BadArg("offset not an int", lambda d: _sdpa(d, training=True, dropout=0.1, offset=1.5),
+           field="offset"),
     BadArg("scale NaN", lambda d: _sdpa(d, scale=float("nan")), field="scale"),
     BadArg("lengths count", lambda d: _sdpa(d, seq_len_q=[16, 16, 16]), field="seq_len_q"),
     BadArg("length past S", lambda d: _sdpa(d, seq_len_kv=[16, 17]), field="seq_len_kv"),

@@ -74,10 +74,13 @@ class AttentionCall:
     dv: int = 0
     seq_q: int = 0
     seq_kv: int = 0
+    dropout: float = 0.0  # the probability (part of the graph)
+    seed: int = 0  # the mask's seed and offset (values, set on the device per call)
+    offset: int = 0
 
     def plan_key(self) -> tuple:
         return (self.kind, self.dtype, self.b, self.h, self.hk, self.sq, self.skv, self.d,
-                self.causal, self.padding, self.scale, self.stats)
+                self.causal, self.padding, self.scale, self.stats, self.dropout)
 
 
 def frontend(lib: Any = None) -> Any:
@@ -121,6 +124,7 @@ class AttentionHandle:
         self.handle = self.cudnn.Handle(self.raw_handle, ordinal, None)
         self.cache = PlanCache(64)
         self.version = int(self.cudnn.backend_version())
+        self._rng = 0  # 16 bytes of device memory: the dropout seed and offset (int64 each)
 
     # -- building ------------------------------------------------------------------------------
     def _error(self, exc: BaseException, what: str) -> LibraryError:
@@ -158,6 +162,10 @@ class AttentionHandle:
             align = cudnn.diagonal_alignment.BOTTOM_RIGHT if call.causal == "bottom_right" \
                 else cudnn.diagonal_alignment.TOP_LEFT
             kw.update(diagonal_alignment=align, diagonal_band_right_bound=0)
+        if call.dropout:  # seed and offset: int64 device scalars (see _rng_slot)
+            one = (1, 1, 1, 1)
+            kw["dropout"] = (call.dropout, tensor("seed", one, cudnn.data_type.INT64),
+                             tensor("offset", one, cudnn.data_type.INT64))
         if call.kind == "fwd":
             o, lse = g.sdpa(q, k, v, name="sdpa", generate_stats=call.stats, **kw)
             o.set_output(True).set_dim(list(qs)).set_stride(_strides(qs)).set_data_type(dt)
@@ -225,6 +233,8 @@ class AttentionHandle:
         pack: dict[Any, int] = {t["q"]: call.q, t["k"]: call.k, t["v"]: call.v}
         if call.padding:
             pack[t["seq_q"]], pack[t["seq_kv"]] = call.seq_q, call.seq_kv
+        if call.dropout:
+            pack[t["seed"]], pack[t["offset"]] = self._rng_slot(stream, call.seed, call.offset)
         if call.kind == "fwd":
             pack[t["o"]] = call.o
             if call.stats:
@@ -247,9 +257,25 @@ class AttentionHandle:
             if nbytes:
                 memory.deallocate(ws, nbytes, stream)  # stream-ordered: reused after the work
 
+    def _rng_slot(self, stream: Any, seed: int, offset: int) -> tuple[int, int]:
+        """Device addresses of the int64 seed and offset, set to these values in stream order
+        (four 32-bit memsets: their values are taken when they are enqueued, so pipelined
+        calls with other values cannot overwrite this call's before it runs)."""
+        backend = self._ctx.backend
+        if not self._rng:
+            self._rng = self._ctx.memory.allocate(16, stream)
+        for i, value in enumerate((seed, offset)):
+            for half in range(2):
+                backend.memset(stream, self._rng + 8 * i + 4 * half,
+                               (value >> (32 * half)) & 0xFFFFFFFF, 1, 4)
+        return self._rng, self._rng + 8
+
     def cache_info(self) -> dict[str, int]:
         return self.cache.info()
 
     def close(self) -> None:
         self.cache.clear()
+        if self._rng:
+            self._ctx.memory.deallocate(self._rng, 16, self._ctx.compute.obj)
+            self._rng = 0
         self.handle.backend_handle = None  # the cuDNN handle is the DnnHandle's to destroy

@@ -66,7 +66,8 @@ class DnnAttention:
     def scaled_dot_product_attention(self, q: Any, k: Any, v: Any, causal: bool | str = False,
                                      scale: float | None = None, seq_len_q: Any = None,
                                      seq_len_kv: Any = None, training: bool = False,
-                                     out: Any = None, stats: Any = None
+                                     out: Any = None, stats: Any = None,
+                                     dropout: float = 0.0, seed: int = 0, offset: int = 0
                                      ) -> Future | tuple[Future, Future]:
         """o = softmax(scale q kᵀ + masks) v for q (B, H, S_q, D), k and v (B, H_kv, S_kv, D),
         f16 or bf16 (row-major). ``scale`` defaults to 1/sqrt(D); ``causal``: False, True (or
@@ -75,8 +76,10 @@ class DnnAttention:
         ``seq_len_q``/``seq_len_kv`` (device i32 (B,) buffers or host sequences of B lengths
         in 1..S; one alone means the other side is full) mask padding. Returns the
         future of o (new, or ``out``); with ``training`` the pair (o, stats), stats the f32
-        (B, H, S_q, 1) logsumexp the backward needs (new, or ``stats``). Work runs on the
-        compute stream; bad arguments raise InvalidMessage naming the field here."""
+        (B, H, S_q, 1) logsumexp the backward needs (new, or ``stats``). ``dropout`` (training
+        only): the probability of dropping each attention weight, the mask drawn from
+        (``seed``, ``offset``); give the backward the same three. Work runs on the compute
+        stream; bad arguments raise InvalidMessage naming the field here."""
         dev = self._dev
         dev._check_open()
         qr = as_ref(q, "q")
@@ -87,7 +90,7 @@ class DnnAttention:
             shape = (*qr.shape[:3], 1) if len(qr.shape) == 4 else (1,)
             st = self._alloc(tuple(shape), "f32")
         done = dev.send(AttentionForward(q, k, v, o, st if training else None, lq, lkv, causal,
-                                         scale))
+                                         scale, dropout, seed, offset))
         o_fut = done if out is not None else dev.buffer_after(done, o)
         if not training:
             return o_fut
@@ -96,12 +99,14 @@ class DnnAttention:
     def scaled_dot_product_attention_backward(self, q: Any, k: Any, v: Any, o: Any, do: Any,
                                               stats: Any, causal: bool | str = False,
                                               scale: float | None = None,
-                                              seq_len_q: Any = None, seq_len_kv: Any = None
+                                              seq_len_q: Any = None, seq_len_kv: Any = None,
+                                              dropout: float = 0.0, seed: int = 0,
+                                              offset: int = 0
                                               ) -> tuple[Future, Future, Future]:
         """Futures of (dq, dk, dv) (new buffers shaped like q, k, v) of
         :meth:`scaled_dot_product_attention` given its inputs, its output ``o``, the output's
-        gradient ``do`` and the ``stats`` of its training pass, with the same masks and
-        scale."""
+        gradient ``do`` and the ``stats`` of its training pass, with the same masks, scale and
+        dropout (probability, seed and offset: the forward's mask is replayed)."""
         dev = self._dev
         dev._check_open()
         qr, kr = as_ref(q, "q"), as_ref(k, "k")
@@ -110,7 +115,7 @@ class DnnAttention:
         dk = self._alloc(tuple(kr.shape), kr.dtype)
         dv = self._alloc(tuple(kr.shape), kr.dtype)
         done = dev.send(AttentionBackward(q, k, v, o, do, stats, dq, dk, dv, lq, lkv, causal,
-                                          scale))
+                                          scale, dropout, seed, offset))
         return (dev.buffer_after(done, dq), dev.buffer_after(done, dk),
                 dev.buffer_after(done, dv))
 

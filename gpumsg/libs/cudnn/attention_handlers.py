@@ -23,7 +23,8 @@ __all__ = ["LIBRARY"]
 def _call(kind: str, msg: Any, ptrs: dict[str, int], stats: bool) -> AttentionCall:
     b, h, hk, sq, skv, d = attention_dims(tuple(msg.q.shape), tuple(msg.k.shape))
     return AttentionCall(kind, msg.q.dtype, b, h, hk, sq, skv, d, msg.causal,
-                         msg.seq_len_q is not None, msg.scale, stats, **ptrs)
+                         msg.seq_len_q is not None, msg.scale, stats, **ptrs,
+                         dropout=msg.dropout, seed=msg.seed, offset=msg.offset)
 
 
 def _padding(ctx: Any, msg: Any, reads: list, ptrs: dict[str, int]) -> None:

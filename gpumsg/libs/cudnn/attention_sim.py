@@ -46,11 +46,18 @@ def _group_sum(a: np.ndarray, hk: int) -> np.ndarray:
     return a.reshape(b, hk, h // hk, s, d).sum(axis=2)
 
 
-def sdpa_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, mask: np.ndarray
-                 ) -> tuple[np.ndarray, np.ndarray]:
-    """(o, lse) in float64: o = softmax(scale q kᵀ, masked) v; lse (B, H, S_q, 1) the
-    natural-log logsumexp of each row's visible scores. Rows that see nothing get o = 0 and
-    lse = 0."""
+def dropout_keep(shape: tuple[int, ...], p: float, seed: int, offset: int) -> np.ndarray:
+    """The simulator's dropout: the factor of each probability, 1/(1 - p) where kept (chance
+    1 - p), 0 where dropped; a function of (seed, offset) through NumPy's Philox."""
+    draw = np.random.Generator(np.random.Philox(key=seed, counter=offset)).random(shape)
+    return np.where(draw >= p, 1.0 / (1.0 - p), 0.0)
+
+
+def sdpa_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, mask: np.ndarray,
+                 keep: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(o, lse) in float64: o = (softmax(scale q kᵀ, masked) * keep) v, ``keep`` the dropout
+    factors (None: no dropout); lse (B, H, S_q, 1) the natural-log logsumexp of each row's
+    visible scores (before dropout). Rows that see nothing get o = 0 and lse = 0."""
     s = scale * np.einsum("bhid,bhjd->bhij", q, _expand(k, q.shape[1]))
     s = np.where(mask, s, -np.inf)
     live = mask.any(axis=-1, keepdims=True)
@@ -59,21 +66,28 @@ def sdpa_forward(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, mask
     total = e.sum(axis=-1, keepdims=True)
     lse = np.where(live, m + np.log(np.where(live, total, 1.0)), 0.0)
     p = e / np.where(live, total, 1.0)
+    if keep is not None:
+        p = p * keep
     o = np.einsum("bhij,bhjd->bhid", p, _expand(v, q.shape[1]))
     return o, lse
 
 
 def sdpa_backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, o: np.ndarray,
-                  do: np.ndarray, lse: np.ndarray, scale: float, mask: np.ndarray
+                  do: np.ndarray, lse: np.ndarray, scale: float, mask: np.ndarray,
+                  keep: np.ndarray | None = None
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(dq, dk, dv) in float64, with the probabilities recomputed from the saved ``lse`` and
-    the row terms from the given ``o`` (as the flash-attention backward does)."""
+    the row terms from the given ``o`` (as the flash-attention backward does); ``keep``: the
+    forward's dropout factors."""
     h, hk = q.shape[1], k.shape[1]
     ke, ve = _expand(k, h), _expand(v, h)
     s = scale * np.einsum("bhid,bhjd->bhij", q, ke)
     p = np.where(mask, np.exp(np.where(mask, s, 0.0) - lse), 0.0)
-    dv = np.einsum("bhij,bhid->bhjd", p, do)
+    pk = p if keep is None else p * keep
+    dv = np.einsum("bhij,bhid->bhjd", pk, do)
     dp = np.einsum("bhid,bhjd->bhij", do, ve)
+    if keep is not None:
+        dp = dp * keep
     delta = (do * o).sum(axis=-1, keepdims=True)
     ds = p * (dp - delta)
     dq = scale * np.einsum("bhij,bhjd->bhid", ds, ke)
@@ -113,16 +127,18 @@ class SimAttention:
                 lq = self._view(c.seq_q, (c.b,), "i32").astype(np.int64)
                 lkv = self._view(c.seq_kv, (c.b,), "i32").astype(np.int64)
             mask = attention_mask(c.b, c.sq, c.skv, c.causal, lq, lkv)
+            keep = dropout_keep((c.b, c.h, c.sq, c.skv), c.dropout, c.seed, c.offset) \
+                if c.dropout else None
             q, k, v = load(c.q, qs), load(c.k, ks), load(c.v, ks)
             if c.kind == "fwd":
-                o, lse = sdpa_forward(q, k, v, c.scale, mask)
+                o, lse = sdpa_forward(q, k, v, c.scale, mask, keep)
                 store(c.o, o)
                 if c.stats:
                     store(c.lse, lse, "f32")
                 return
             o, do = load(c.o, qs), load(c.do, qs)
             lse = load(c.lse, ls, "f32")
-            dq, dk, dv = sdpa_backward(q, k, v, o, do, lse, c.scale, mask)
+            dq, dk, dv = sdpa_backward(q, k, v, o, do, lse, c.scale, mask, keep)
             store(c.dq, dq)
             store(c.dk, dk)
             store(c.dv, dv)
