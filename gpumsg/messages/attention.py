@@ -41,7 +41,9 @@ Dropout (``dropout`` = p > 0, training only): each probability is kept with chan
 scaled by 1/(1 - p), dropped otherwise. The mask is a function of (``seed``, ``offset``) and
 the element's position (cuDNN's Philox generator; the simulator's NumPy Philox draws another
 mask with the same law): the same pair gives the same mask, and the backward, given the
-forward's pair, replays it. Advance ``offset`` (or change ``seed``) for a fresh mask.
+forward's pair, replays it. For a fresh mask change ``seed``, or advance ``offset`` by at
+least B * H * S_q * S_kv, the values one call draws (nearby offsets draw overlapping streams:
+on an H100 offset + 1 changed 10% of the mask, against 2p(1 - p) for an independent one).
 """
 
 from __future__ import annotations

@@ -176,8 +176,13 @@ def test_attention_dropout_mask_scaling_and_replay(dev, rng, dtype: str) -> None
     assert_close(got[kept], probs[kept] / (1 - p), dtype)  # kept ones scaled by 1/(1-p)
     again, _ = dev.dnn.scaled_dot_product_attention(qd, kd, ed, offset=offset, **kw)
     assert np.array_equal(wide(dev.copy_to_host(again).result()), got)  # replayed
-    other, _ = dev.dnn.scaled_dot_product_attention(qd, kd, ed, offset=offset + 1, **kw)
-    assert ((wide(dev.copy_to_host(other).result()) != 0.0) != kept).mean() > 0.1
+    # a fresh mask: another seed, or the offset advanced by the elements drawn per call
+    # (nearby offsets draw overlapping Philox streams: on the H100 offset + 1 changed 10%)
+    for change in (dict(seed=seed + 1, offset=offset),
+                   dict(seed=seed, offset=offset + b * h * sq * skv)):
+        other, _ = dev.dnn.scaled_dot_product_attention(qd, kd, ed, **{**kw, **change})
+        differ = ((wide(dev.copy_to_host(other).result()) != 0.0) != kept).mean()
+        assert 0.3 < differ < 0.55, (change, differ)  # independent masks: 2 p (1 - p) = 0.42
 
     keep = kept / (1 - p)
     v = random_array(rng, (b, h, skv, d), dtype)

@@ -78,7 +78,8 @@ class DnnAttention:
         future of o (new, or ``out``); with ``training`` the pair (o, stats), stats the f32
         (B, H, S_q, 1) logsumexp the backward needs (new, or ``stats``). ``dropout`` (training
         only): the probability of dropping each attention weight, the mask drawn from
-        (``seed``, ``offset``); give the backward the same three. Work runs on the compute
+        (``seed``, ``offset``); give the backward the same three; for a fresh mask change the
+        seed or advance the offset by at least B * H * S_q * S_kv. Work runs on the compute
         stream; bad arguments raise InvalidMessage naming the field here."""
         dev = self._dev
         dev._check_open()
