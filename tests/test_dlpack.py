@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import threading
 import time
+import types
 import weakref
 
 import numpy as np
@@ -453,44 +455,67 @@ def test_torch_streams_that_die_right_after_their_tensors(cuda, rng) -> None:
     assert np.array_equal(cuda.copy_to_host(buf).result(), data)
 
 
-def test_the_deleter_waits_until_the_release_is_recorded() -> None:
-    """The deleter of a stream-ordered export returns only once the device answered its
-    ExportRelease; on one of gpumsg's own threads it does not wait."""
-    import threading
-    import time
+@gpu
+def test_consumer_streams_destroyed_before_their_tensors(cuda, rng) -> None:
+    """CuPy arrays imported on a stream of their own that is destroyed (its ``with`` block
+    over, its last reference dropped) before the arrays: their deleters must not touch the
+    dead stream (recording an event on it crashed the driver), and gpumsg's later uses still
+    follow the arrays' work."""
+    cp = pytest.importorskip("cupy")
+    data = random_array(rng, (1 << 16,), "f32")
+    buf = cuda.to_device(data).result()
+    for _ in range(200):
+        s = cp.cuda.Stream(non_blocking=True)
+        with s:
+            arr = cp.from_dlpack(buf)
+            arr *= 1.0  # work on s that writes the buffer
+        del s
+        gc.collect()  # the stream is destroyed here, the array lives on
+        del arr  # its deleter runs after its stream is gone
+    assert np.array_equal(cuda.copy_to_host(buf).result(), data)
 
+
+def test_the_deleter_waits_for_the_context_not_the_consumer_stream() -> None:
+    """The deleter of an export to a CUDA consumer stream waits until the device's context has
+    run what was sent to it (the backend's synchronize_context, on the deleter's thread), and
+    touches no stream; an export to the per-thread stream, a stale buffer or a closing device
+    waits for nothing."""
     from gpumsg.client import dlpack
+    from gpumsg.client.dlpack import PER_THREAD_STREAM
 
-    class Device:
+    class Backend:
         def __init__(self) -> None:
-            self.sent = []
+            self.calls = []
 
-        def _submit(self, msg, reply) -> None:
-            self.sent.append(msg)
-            threading.Timer(0.3, reply.set_result, (None,)).start()
+        def synchronize_context(self) -> None:
+            self.calls.append(threading.current_thread().name)
 
     class Buffer:
-        def __init__(self) -> None:
-            self._device, self._ref = Device(), object()
+        def __init__(self, accepting: bool = True, stale: bool = False) -> None:
+            self.backend = Backend()
+            ctx = types.SimpleNamespace(backend=self.backend)
+            self._device = types.SimpleNamespace(
+                _state=types.SimpleNamespace(accepting=accepting),
+                _worker=types.SimpleNamespace(ctx=ctx))
+            self.stale = stale
 
         def is_stale(self) -> bool:
-            return False
+            return self.stale
 
-    times = []
-    for name in ("consumer", "gpumsg-test"):
-        b = Buffer()
-        dlpack._exports[12345] = dlpack._Export(None, None, None, b, None, 77)
-
-        def delete() -> None:
-            t0 = time.monotonic()
-            dlpack._delete_export(12345)
-            times.append(time.monotonic() - t0)
-
-        th = threading.Thread(target=delete, name=name)
+    def delete(buf: Buffer, stream: int) -> list:
+        dlpack._exports[12345] = dlpack._Export(None, None, None, buf, None, stream)
+        th = threading.Thread(target=dlpack._delete_export, args=(12345,), name="consumer")
         th.start()
         th.join()
-        assert [m.stream for m in b._device.sent] == [77]
-    assert times[0] >= 0.25 and times[1] < 0.2, times
+        assert 12345 not in dlpack._exports
+        return buf.backend.calls
+
+    assert delete(Buffer(), 77) == ["consumer"]  # a consumer stream (maybe destroyed by now)
+    assert delete(Buffer(), 1) == ["consumer"]  # the legacy default stream
+    assert delete(Buffer(), PER_THREAD_STREAM) == []  # the caller's own stream: it waits
+    assert delete(Buffer(), -1) == []  # no synchronization asked
+    assert delete(Buffer(stale=True), 77) == []
+    assert delete(Buffer(accepting=False), 77) == []
 
 
 class _nothing:

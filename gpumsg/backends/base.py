@@ -132,6 +132,10 @@ class Backend(abc.ABC):
     def memset(self, stream: Any, dst: int, value: int, count: int, width: int) -> None:
         """Set ``count`` elements of ``width`` bytes (1, 2 or 4) to ``value``."""
 
+    def synchronize_context(self) -> None:
+        """Wait until all work sent to the device, on any stream, has run (any thread). The
+        simulator's DLPack peers are on the host: nothing to wait for."""
+
     # -- fault injection (tests) -------------------------------------------------------------------
     @abc.abstractmethod
     def inject_illegal_address(self, stream: Any) -> None: ...

@@ -27,14 +27,13 @@ from __future__ import annotations
 import ctypes
 import threading
 import weakref
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..dtypes import as_dtype, dtype_name
 from ..errors import GpuError, InvalidMessage
-from ..messages.interop import HOST_CONSUMER, NO_SYNC, Adopt, ExportRelease, ExportSync
+from ..messages.interop import HOST_CONSUMER, NO_SYNC, Adopt, ExportSync
 from ..service.interop import PER_THREAD_STREAM, register_release
 
 if TYPE_CHECKING:
@@ -130,35 +129,30 @@ _lock = threading.Lock()
 _readonly: set[int] = set()
 
 
-#: seconds a deleter waits for the device to record its release (see _delete_export)
-RELEASE_WAIT_S = 10.0
-
-
 def _delete_export(address: int) -> None:
     """The DLPack deleter of every tensor gpumsg exports (any thread, GIL taken by ctypes).
 
-    With a consumer stream it sends ExportRelease, which records an event on that stream, and
-    waits until the device thread has done so (one round trip): the consumer may destroy its
-    stream as soon as the deleter returns (a ``torch.cuda.Stream`` that goes out of scope), and
-    an event recorded on a destroyed stream is a use after free in the driver. A deleter
-    running on one of gpumsg's own threads (a done-callback dropping the last reference) does
-    not wait, since that thread may be the one that must answer; nor does a closing device."""
+    The consumer may still have work queued that reads or writes the buffer (a tensor deleted
+    right after the kernels that use it). gpumsg's later uses and its free must not overtake
+    that work, so for an export to a CUDA consumer stream the deleter waits, on its own thread,
+    until the device's context has run everything already sent to it (cuCtxSynchronize).
+    The consumer's stream itself is not touched: a consumer may destroy it before it deletes
+    the tensor (a CuPy stream gone with its ``with`` block), and any call on a destroyed stream
+    is a use after free in the driver (it crashed the H100 suite). Nothing is waited for when
+    the device is closing, or when the buffer is already gone."""
     with _lock:
         entry = _exports.pop(address, None)
     if entry is None:
         return
     buf = entry.buffer
     if entry.stream > 0 and entry.stream != PER_THREAD_STREAM and not buf.is_stale():
-        done: Future = Future()
-        try:  # order gpumsg's later uses (a free) after the consumer's work
-            buf._device._submit(ExportRelease.unchecked(buf._ref, entry.stream), done)
-        except Exception:  # noqa: BLE001 - a closing device: nothing left to order
+        dev = buf._device
+        if not dev._state.accepting:
             return
-        if not threading.current_thread().name.startswith("gpumsg-"):
-            try:
-                done.result(RELEASE_WAIT_S)
-            except Exception:  # noqa: BLE001 - a failing device: its own errors say so
-                pass
+        try:
+            dev._worker.ctx.backend.synchronize_context()
+        except Exception:  # noqa: BLE001 - a failing device: its own errors say so
+            pass
 
 
 _DELETER = DELETER(_delete_export)

@@ -84,7 +84,7 @@ from .device import (
 )
 from .fft import FftCacheConfig, FftCacheInfo, FftExec, FftPlan, FftSpec
 from .graph import CaptureGraph, DestroyGraph, LaunchGraph, UpdateGraph
-from .interop import Adopt, ExportRelease, ExportSync
+from .interop import Adopt, ExportSync
 from .nvrtc import Kernel, Launch, LoadModule
 from .peer import EnablePeerAccess, GrantPoolAccess, PeerCopyRecv, PeerCopySend, PeerQuery
 from .rng import CreateGenerator, DestroyGenerator, Generate, SeedGenerator
@@ -166,7 +166,7 @@ __all__ = [
     # cufft
     "FftSpec", "FftPlan", "FftExec", "FftCacheInfo", "FftCacheConfig",
     # interop (DLPack)
-    "ExportSync", "ExportRelease", "Adopt",
+    "ExportSync", "Adopt",
     # attention (cudnn graph API)
     "AttentionForward", "AttentionBackward", "AttentionCacheInfo",
     # cudnn RNNs (v8 API)

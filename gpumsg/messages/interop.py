@@ -6,7 +6,6 @@ message             stream        reply
 ExportSync          see below     ``(device_ptr, host_ptr, keep)`` (answered at once for a
                                   CUDA consumer stream; once the last use completed for a
                                   host consumer)
-ExportRelease       compute       None (the compute stream now waits for the consumer's)
 Adopt               compute       the device pointer (the adopted memory is a gpumsg buffer)
 ==================  ============  ==========================================================
 
@@ -19,7 +18,7 @@ from __future__ import annotations
 
 from .base import MAX_NBYTES, BufRef, Message, _bool, _fail, _int, _ref, _set, message
 
-__all__ = ["ExportSync", "ExportRelease", "Adopt", "NO_SYNC", "HOST_CONSUMER"]
+__all__ = ["ExportSync", "Adopt", "NO_SYNC", "HOST_CONSUMER"]
 
 #: ``stream`` value: the consumer asks for no synchronization
 NO_SYNC = -1
@@ -49,20 +48,6 @@ class ExportSync(Message):
 
     buffer: BufRef
     stream: int = HOST_CONSUMER
-
-    def __post_init__(self) -> None:
-        _set(self, "buffer", _ref(self, "buffer", self.buffer))
-        _set(self, "stream", _stream(self, "stream", self.stream))
-
-
-@message(buffers=("buffer",))
-class ExportRelease(Message):
-    """A DLPack consumer of ``buffer`` deleted its tensor: gpumsg's compute stream waits for
-    the work already enqueued on the consumer's ``stream`` (a fresh event recorded there), so
-    that a later free or write of the buffer cannot overtake the consumer's reads."""
-
-    buffer: BufRef
-    stream: int = NO_SYNC
 
     def __post_init__(self) -> None:
         _set(self, "buffer", _ref(self, "buffer", self.buffer))

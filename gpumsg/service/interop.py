@@ -1,6 +1,6 @@
 """Device-thread side of DLPack: ordering a consumer after gpumsg's uses of a buffer
-(``ExportSync``), ordering gpumsg after a consumer (``ExportRelease``), and adopting external
-memory as a buffer (``Adopt``). The client side is ``client/dlpack.py``.
+(``ExportSync``) and adopting external memory as a buffer (``Adopt``). The client side is
+``client/dlpack.py`` (which also orders gpumsg after a consumer that deletes its tensor).
 
 Nothing here waits on the GPU. A CUDA consumer's stream is ordered with events: the fence event
 of each gpumsg stream that used the buffer (recorded lazily, as the envelope does) and one
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import GpuRefStale, InvalidMessage
-from ..messages.interop import HOST_CONSUMER, NO_SYNC, Adopt, ExportRelease, ExportSync
+from ..messages.interop import HOST_CONSUMER, NO_SYNC, Adopt, ExportSync
 from .context import DeviceAllocation, DeviceContext
 from .registry import COMPUTE, handles
 
@@ -177,42 +177,6 @@ def _export_sync(ctx: DeviceContext, msg: ExportSync, reply: Any) -> None:
                 events.append(src.fence_event)
         ctx.reply_now(reply, (a.ptr, host, events if consumer is None else keep))
 
-
-class _ReleaseEvent:
-    """The event ExportRelease records on consumers' streams, closed with the libraries."""
-
-    raw_handle = 0
-
-    def __init__(self, backend: Any) -> None:
-        self.backend = backend
-        self.event = backend.event_create()
-
-    def close(self) -> None:
-        self.backend.event_destroy(self.event)
-
-
-@handles(ExportRelease)
-def _export_release(ctx: DeviceContext, msg: ExportRelease, reply: Any) -> None:
-    a = ctx.buffers.get(msg.buffer.id)
-    stream = msg.stream
-    if a is None or stream in (NO_SYNC, HOST_CONSUMER, PER_THREAD_STREAM) or \
-            ctx.backend.kind != "cuda":
-        ctx.reply_now(reply, None)
-        return
-    backend = ctx.backend
-    # one event per device serves every release: a wait captures the event's state when it is
-    # enqueued, so re-recording it afterwards does not change the waits already made
-    holder = ctx.libraries.get("dlpack")
-    if holder is None:  # kept with the libraries: closed (destroyed) at shutdown
-        holder = ctx.libraries["dlpack"] = _ReleaseEvent(backend)
-    event = holder.event
-    backend.event_record(event, _foreign_stream(ctx, stream))
-    backend.stream_wait_event(ctx.compute.obj, event)
-    # the consumer may have written the buffer: later uses order after the compute stream
-    a.write_stream = COMPUTE
-    a.write_seq = ctx.next_seq(COMPUTE)
-    a.reads[:] = [0] * len(a.reads)
-    ctx.reply_now(reply, None)
 
 
 @handles(Adopt)

@@ -161,6 +161,19 @@ class CudaBackend(Backend):
     def context_handle(self) -> int:
         return int(self._ctx)
 
+    def synchronize_context(self) -> None:
+        """Wait, on the calling thread (any thread), until every stream of this device's
+        context has run the work already sent to it, whoever sent it and whether or not its
+        stream still exists (cuCtxSynchronize with the context pushed; the GIL is released
+        while it waits). Errors are the device's to report: they are not raised here."""
+        cu = _cu
+        if self._ctx is None or cu.cuCtxPushCurrent(self._ctx)[0]:
+            return
+        try:
+            cu.cuCtxSynchronize()
+        finally:
+            cu.cuCtxPopCurrent()
+
     # -- streams and events ------------------------------------------------------------------------
     def stream_create(self) -> Any:
         err, s = _cu.cuStreamCreate(1)  # CU_STREAM_NON_BLOCKING
