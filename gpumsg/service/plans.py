@@ -31,6 +31,10 @@ class PlanCache:
         self._plans.move_to_end(key)
         return plan
 
+    def __contains__(self, key: Any) -> bool:
+        """Whether ``key`` has a plan (not counted as a hit or a miss, not made recent)."""
+        return key in self._plans
+
     def put(self, key: Any, plan: Any) -> None:
         self._plans[key] = plan
         while len(self._plans) > self.capacity:

@@ -130,6 +130,64 @@ def test_conv_three_directions(dev, rng, case: str, dtype: str, layout: str) -> 
     assert_close(first(dev.copy_to_host(dw).result(), layout), dw_ref, PREC[dtype], 2.0)
 
 
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_convolutions_recorded_in_a_graph(dev, rng, layout: str) -> None:
+    """The three directions (the forward with bias and ReLU) recorded in a ``dev.graph`` after
+    one eager run each, then replayed: every replay computes from the buffers' current contents
+    (fresh inputs between replays, outputs poisoned with NaN first) and matches the float64
+    reference; a convolution that never ran is refused as a capture error, and the device
+    keeps serving."""
+    shape, wshape, geo = (2, 8, 9, 9), (16, 8, 3, 3), ((2, 2), (1, 1), (1, 1), 1)
+    kw = dict(stride=2, padding=1, layout=layout)
+    w = random_array(rng, wshape, "f32")
+    b = random_array(rng, (16,), "f32")
+    y_shape = ref_conv(random_array(rng, shape, "f32"), w, *geo)[0].shape
+    xd = dev.alloc(last(np.empty(shape), layout).shape, "f32", order="C").result()
+    dyd = dev.alloc(last(np.empty(y_shape), layout).shape, "f32", order="C").result()
+    wd, bd = dev.to_device(last(w, layout)).result(), dev.to_device(b).result()
+    y, dx, dw = (dev.alloc(last(np.empty(s), layout).shape, "f32", order="C").result()
+                 for s in (y_shape, shape, wshape))
+
+    def record() -> None:
+        dev.dnn.conv2d(xd, wd, bias=bd, activation="relu", out=y, **kw)
+        dev.dnn.conv_backward_data(dyd, wd, dx.shape, out=dx, **kw)
+        dev.dnn.conv_backward_filter(xd, dyd, dw.shape, out=dw, **kw)
+
+    def check(x, dy) -> None:
+        y_ref, grads = ref_conv(x, w, *geo)
+        dx_ref, dw_ref = grads(dy)
+        assert_close(first(dev.copy_to_host(y).result(), layout),
+                     np.maximum(y_ref + wide(b)[None, :, None, None], 0), "f32")
+        assert_close(first(dev.copy_to_host(dx).result(), layout), dx_ref, "f32")
+        assert_close(first(dev.copy_to_host(dw).result(), layout), dw_ref, "f32", 2.0)
+
+    x, dy = random_array(rng, shape, "f32"), random_array(rng, y_shape, "f32")
+    dev.copy_from_host(xd, last(x, layout))
+    dev.copy_from_host(dyd, last(dy, layout))
+    record()  # eager: plans the three problems
+    check(x, dy)
+    with dev.graph() as g:
+        record()
+    assert g.ready.result(timeout=120) >= 3
+    for _ in range(3):
+        x, dy = random_array(rng, shape, "f32"), random_array(rng, y_shape, "f32")
+        dev.copy_from_host(xd, last(x, layout))
+        dev.copy_from_host(dyd, last(dy, layout))
+        for out in (y, dx, dw):
+            dev.memset(out, 0xFF)  # NaN: a replay that does nothing cannot pass
+        g.launch().result(timeout=60)
+        check(x, dy)
+    # a problem that never ran (another stride) cannot be planned under capture
+    y1 = dev.alloc((2, 9, 9, 16) if layout == "NHWC" else (2, 16, 9, 9), "f32",
+                   order="C").result()
+    with dev.graph() as g2:
+        dev.dnn.conv2d(xd, wd, stride=1, padding=1, layout=layout, out=y1)
+    with pytest.raises(gpumsg.GraphCaptureError, match="run once"):
+        g2.ready.result(timeout=60)
+    g.launch().result(timeout=60)  # the first graph still replays
+    check(x, dy)
+
+
 def test_conv_with_out_reuses_its_message_and_keeps_every_check(dev, rng) -> None:
     """Repeated convolutions into a given ``out`` reuse their validated message: the results
     follow the buffers' current contents, other buffers of the same shapes get messages of

@@ -8,6 +8,8 @@ Same layout as every library folder (see :mod:`gpumsg.libs.cublas`). Client name
 ``dev.dnn``. Messages: :mod:`gpumsg.messages.cudnn`.
 """
 
+from ...messages.cudnn import ConvBackwardData, ConvBackwardFilter, ConvForward
+from ...messages.graph import capturable
 from ...service.registry import register_library
 from . import handlers  # noqa: F401  (registers the message handlers)
 from .bindings import SPEC
@@ -17,6 +19,8 @@ from .sim import SimDnn
 
 LIBRARY = register_library("cudnn", cuda=DnnHandle, sim=SimDnn, namespace="dnn", client=Dnn,
                            specs=(SPEC,))
+# dev.graph() may record convolutions that ran once before (see DnnHandle.conv)
+capturable(ConvForward, ConvBackwardData, ConvBackwardFilter, libraries=("cudnn",))
 
 # RNNs (v8 API): their own descriptor caches on the device's cuDNN handle; methods join dev.dnn
 from . import rnn_handlers  # noqa: E402, F401  (registers the message handlers)

@@ -25,7 +25,7 @@ from typing import Any
 
 from ...backends.cuda.driver import _driver
 from ...dtypes import dtype_of
-from ...errors import CudaError, LibraryError
+from ...errors import CudaError, GraphCaptureError, LibraryError
 from ...messages.cudnn import ACTIVATIONS, POOL_MODES
 from ...service.plans import PlanCache
 from ..loader import LoadedLibrary, c_int, c_size_t, c_void_p, load
@@ -139,7 +139,7 @@ def _arr(values: list[int] | tuple[int, ...]) -> Any:
 class _Plan:
     """A legacy-API convolution plan: descriptors and cuDNN's ranked algorithms."""
 
-    __slots__ = ("descs", "perfs", "choice", "bias_desc", "act_desc")
+    __slots__ = ("descs", "perfs", "choice", "bias_desc", "act_desc", "captured")
     path = "legacy"
 
     def __init__(self) -> None:
@@ -148,6 +148,8 @@ class _Plan:
         self.choice = 0
         self.bias_desc = 0
         self.act_desc = 0
+        #: recorded into a dev.graph: kept (not destroyed) until the handle closes
+        self.captured = False
 
 
 class _GraphRunFailed(Exception):
@@ -158,13 +160,15 @@ class _GraphConv:
     """A graph-API convolution plan: the built frontend graph and, where bias and activation
     could not be fused into it, the legacy descriptors of the separate passes (``epilogue``)."""
 
-    __slots__ = ("graph", "epilogue", "descs")
+    __slots__ = ("graph", "epilogue", "descs", "captured")
     path = "graph"
 
     def __init__(self, graph: GraphPlan, epilogue: _Plan | None) -> None:
         self.graph = graph
         self.epilogue = epilogue
         self.descs = epilogue.descs if epilogue is not None else {}
+        #: recorded into a dev.graph: kept (not destroyed) until the handle closes
+        self.captured = False
 
 
 #: activation -> how the graph applies it (None: not fusable, the legacy pass runs)
@@ -242,7 +246,12 @@ class DnnHandle:
         #: GELU and row-softmax kernels of gpumsg's own (gelu.py, softmax.py)
         self.gelu = GeluKernels(ctx)
         self.softmax_rows = SoftmaxKernels(ctx)
-        self.cache = PlanCache(256, self._destroy)
+        self.cache = PlanCache(256, self._retire)
+        #: plans and workspaces a dev.graph recorded: its nodes use them until the device
+        #: closes (a graph cannot say when it is the last one to need them)
+        self._kept_plans: list[_Plan | _GraphConv] = []
+        self._kept_ws: list[tuple[int, int, Any]] = []
+        self._ws_captured = False
         #: (seed, p) -> _DropoutState; each holds two copies of cuDNN's states (a few MB)
         self.dropouts = PlanCache(8, self._free_dropout)
         self._const_n = 0
@@ -280,6 +289,13 @@ class DnnHandle:
                                                         _arr(dims), _arr(strides)),
                     "cudnnSetTensorNdDescriptor")
         return d
+
+    def _retire(self, plan: _Plan | _GraphConv) -> None:
+        """A plan leaves the cache: destroyed, unless a dev.graph recorded it (kept)."""
+        if plan.captured:
+            self._kept_plans.append(plan)
+        else:
+            self._destroy(plan)
 
     def _destroy(self, plan: _Plan | _GraphConv) -> None:
         if isinstance(plan, _GraphConv):
@@ -375,10 +391,18 @@ class DnnHandle:
     def conv(self, stream: Any, call: ConvCall) -> None:
         """Issue one convolution (and its bias and activation) on ``stream``: through a cuDNN
         frontend graph where the frontend is installed and builds one for the problem, else
-        through the legacy descriptor API (the path each plan took: :meth:`cache_info`)."""
+        through the legacy descriptor API (the path each plan took: :meth:`cache_info`).
+
+        Inside a ``dev.graph`` recording (stream capture) only a problem that has run before
+        can be recorded: planning (heuristics, a timed search, a workspace from the pool)
+        cannot happen under capture; GraphCaptureError says so. A recorded plan and the
+        workspace its nodes use are kept until the device closes."""
         self._bind(stream)
         key = call.plan_key()
         plan = self.cache.get(key)
+        if self._ctx.capture is not None:
+            self._capture_conv(stream, plan, call)
+            return
         if plan is None:
             plan = self._graph_conv(stream, call)
             if plan is None:
@@ -414,6 +438,39 @@ class DnnHandle:
                 plan.choice = smaller[0]
         self._issue(plan, call, perf.algo, ws, nbytes)
 
+    def _capture_conv(self, stream: Any, plan: _Plan | _GraphConv | None,
+                      call: ConvCall) -> None:
+        """Record one convolution into the graph being captured (see :meth:`conv`)."""
+        name = type(self._ctx.current).__name__
+        if plan is None:
+            raise GraphCaptureError(f"{name} cannot be recorded before the same convolution "
+                                    "(shapes, layout, dtype, math, algo) has run once outside "
+                                    "the graph: planning it cannot happen under capture", name)
+        nbytes = plan.graph.workspace if isinstance(plan, _GraphConv) else \
+            plan.perfs[plan.choice].memory
+        cached = self._conv_ws
+        if nbytes and (cached is None or cached[2] is not stream or cached[1] < nbytes):
+            raise GraphCaptureError(f"{name} needs a {nbytes}-byte workspace that the device "
+                                    "does not hold now (a larger convolution ran since): run "
+                                    "it once more outside the graph, then record", name)
+        ws = cached[0] if nbytes else 0  # type: ignore[index]
+        plan.captured = True
+        if nbytes:
+            self._ws_captured = True
+        if isinstance(plan, _GraphConv):
+            # executed directly: the plan's own replays would start a capture inside this one
+            try:
+                plan.graph.run(self.raw_handle, self._pointers(call), ws)
+            except CudaError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - said as a capture failure
+                raise GraphCaptureError(f"{name} could not be recorded: {type(exc).__name__}: "
+                                        f"{exc}", name) from None
+            if plan.epilogue is not None:
+                self._epilogue(plan.epilogue, call)
+            return
+        self._issue(plan, call, plan.perfs[plan.choice].algo, ws, nbytes)
+
     def _workspace(self, stream: Any, nbytes: int) -> int:
         """A workspace of ``nbytes`` on ``stream`` (convolutions, channels-last max-pooling
         backward): the handle keeps the largest one asked for (from the device pool) and reuses
@@ -434,6 +491,10 @@ class DnnHandle:
         cached = self._conv_ws
         if cached is not None:
             self._conv_ws = None
+            if self._ws_captured:  # a dev.graph's nodes use it: kept until the device closes
+                self._ws_captured = False
+                self._kept_ws.append(cached)
+                return
             self._ctx.memory.deallocate(cached[0], cached[1], cached[2])  # stream-ordered
 
     def _find_legacy(self, stream: Any, plan: _Plan, call: ConvCall) -> None:
@@ -1074,8 +1135,15 @@ class DnnHandle:
         return info
 
     def close(self) -> None:
+        self._ws_captured = False  # the graphs are gone: their workspaces go back too
         self._drop_workspace()
+        for ptr, nbytes, stream in self._kept_ws:
+            self._ctx.memory.deallocate(ptr, nbytes, stream)
+        self._kept_ws.clear()
         self.cache.clear()
+        for plan in self._kept_plans:
+            self._destroy(plan)
+        self._kept_plans.clear()
         self.dropouts.clear()
         self._free_consts(self._ctx.compute.obj)
         if self.raw_handle:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import InvalidMessage
+from ...errors import GraphCaptureError, InvalidMessage
 from ...messages.cudnn import (
     Activation,
     ActivationBackward,
@@ -42,6 +42,19 @@ def _call(msg: Any, direction: str, x: Any, w: Any, y: Any, x_ptr: int, w_ptr: i
                     msg.workspace_limit, x_ptr, w_ptr, y_ptr, algo=msg.algo, **extra)
 
 
+def _conv(ctx: Any, reply: Any, reads: tuple, writes: tuple, call: ConvCall) -> None:
+    """Issue one convolution through the envelope. Inside a ``dev.graph`` recording only a
+    problem planned before (it ran once outside) can be recorded, on every backend alike:
+    planning cannot happen under a stream capture."""
+    lib = ctx.library("cudnn")
+    if ctx.capture is not None and call.plan_key() not in lib.cache:
+        name = type(ctx.current).__name__
+        raise GraphCaptureError(f"{name} cannot be recorded before the same convolution "
+                                "(shapes, layout, dtype, math, algo) has run once outside the "
+                                "graph: planning it cannot happen under capture", name)
+    ctx.run(reply, COMPUTE, reads, writes, lib.conv, call)
+
+
 @handles(ConvForward)
 def _conv_forward(ctx: Any, msg: ConvForward, reply: Any) -> None:
     reads = [ctx.resolve(msg.x, "x"), ctx.resolve(msg.w, "w")]
@@ -53,7 +66,7 @@ def _conv_forward(ctx: Any, msg: ConvForward, reply: Any) -> None:
     y = ctx.resolve_out(msg.y, "y")
     call = _call(msg, "fwd", msg.x, msg.w, msg.y, reads[0].ptr, reads[1].ptr, y.ptr, bias=bias,
                  activation=msg.activation, act_coef=msg.act_coef)
-    ctx.run(reply, COMPUTE, tuple(reads), (y,), ctx.library("cudnn").conv, call)
+    _conv(ctx, reply, tuple(reads), (y,), call)
 
 
 @handles(ConvBackwardData)
@@ -61,7 +74,7 @@ def _conv_backward_data(ctx: Any, msg: ConvBackwardData, reply: Any) -> None:
     dy, w = ctx.resolve(msg.dy, "dy"), ctx.resolve(msg.w, "w")
     dx = ctx.resolve_out(msg.dx, "dx")
     call = _call(msg, "bwd_data", msg.dx, msg.w, msg.dy, dx.ptr, w.ptr, dy.ptr)
-    ctx.run(reply, COMPUTE, (dy, w), (dx,), ctx.library("cudnn").conv, call)
+    _conv(ctx, reply, (dy, w), (dx,), call)
 
 
 @handles(ConvBackwardFilter)
@@ -69,7 +82,7 @@ def _conv_backward_filter(ctx: Any, msg: ConvBackwardFilter, reply: Any) -> None
     x, dy = ctx.resolve(msg.x, "x"), ctx.resolve(msg.dy, "dy")
     dw = ctx.resolve_out(msg.dw, "dw")
     call = _call(msg, "bwd_filter", msg.x, msg.dw, msg.dy, x.ptr, dw.ptr, dy.ptr)
-    ctx.run(reply, COMPUTE, (x, dy), (dw,), ctx.library("cudnn").conv, call)
+    _conv(ctx, reply, (x, dy), (dw,), call)
 
 
 @handles(DnnCacheInfo)
