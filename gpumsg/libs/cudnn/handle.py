@@ -291,8 +291,9 @@ class DnnHandle:
         return d
 
     def _retire(self, plan: _Plan | _GraphConv) -> None:
-        """A plan leaves the cache: destroyed, unless a dev.graph recorded it (kept)."""
-        if plan.captured:
+        """A plan leaves the cache: destroyed, unless a dev.graph recorded it (kept). The
+        cache also holds the plans of other operations (batch norm, pooling), never recorded."""
+        if getattr(plan, "captured", False):
             self._kept_plans.append(plan)
         else:
             self._destroy(plan)
