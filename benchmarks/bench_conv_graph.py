@@ -17,21 +17,12 @@ import sys
 
 import numpy as np
 from _common import compare, write_results
+from bench_cudnn import RESNET50
 
 import gpumsg
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 from conv_case import conv_pair  # noqa: E402
-
-# name, C in, K out, kernel, stride, padding, H (= W) in (bench_cudnn's problems)
-RESNET50 = [
-    ("conv2_x 3x3", 64, 64, 3, 1, 1, 56),
-    ("conv2_x 1x1 expand", 64, 256, 1, 1, 0, 56),
-    ("conv2_x 1x1 reduce", 256, 64, 1, 1, 0, 56),
-    ("conv3_x 3x3 stride 2", 128, 128, 3, 2, 1, 56),
-    ("conv3_x 1x1 downsample stride 2", 256, 512, 1, 2, 0, 56),
-    ("conv5_x 3x3", 512, 512, 3, 1, 1, 7),
-]
 
 
 def rows_for(dev, torch, rng, name: str, geo: tuple, direction: str, per_graph: int,

@@ -122,13 +122,18 @@ def test_restart_bound_closes_the_device(backend, rng) -> None:
             assert round_trip(dev, rng)
         with pytest.raises((gpumsg.WorkerDied, gpumsg.Unrecoverable)):
             dev.inject_fault("exit").result(timeout=60)
-        deadline = time.monotonic() + 60
-        while dev._state.accepting and time.monotonic() < deadline:
-            time.sleep(0.05)
-        with pytest.raises(gpumsg.Unrecoverable, match="closed for good"):
-            dev.stats()
+        _closed_for_good(dev)
     finally:
         dev.close(timeout=30)
+
+
+def _closed_for_good(dev) -> None:
+    """The device stops accepting within a minute and refuses with Unrecoverable."""
+    deadline = time.monotonic() + 60
+    while dev._state.accepting and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with pytest.raises(gpumsg.Unrecoverable, match="closed for good"):
+        dev.stats()
 
 
 def test_a_fault_while_the_next_spare_starts_still_gives_up(backend, monkeypatch) -> None:
@@ -151,11 +156,7 @@ def test_a_fault_while_the_next_spare_starts_still_gives_up(backend, monkeypatch
         for f in futures:
             with pytest.raises((gpumsg.WorkerDied, gpumsg.Unrecoverable)):
                 f.result(timeout=60)
-        deadline = time.monotonic() + 60
-        while dev._state.accepting and time.monotonic() < deadline:
-            time.sleep(0.05)
-        with pytest.raises(gpumsg.Unrecoverable, match="closed for good"):
-            dev.stats()
+        _closed_for_good(dev)
     finally:
         dev.close(timeout=30)
 

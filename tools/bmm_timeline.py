@@ -6,20 +6,16 @@ call: equal kernel time with a longer span means the GPU waited for the host).""
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 
 import numpy as np
-from conv_timeline import summarize, timeline
+from conv_timeline import compare_timelines, save
 
 import gpumsg
 
 
 def main() -> None:
     import torch
-    from torch.profiler import ProfilerActivity, profile
-
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 300
     batch, s = 512, 128
     bf16 = gpumsg.as_dtype("bf16")
@@ -39,28 +35,10 @@ def main() -> None:
         def theirs() -> None:
             torch.bmm(ta, tb, out=tc)
 
-        for _ in range(200):
-            ours()
-            theirs()
-        last[0].result()
-        torch.cuda.synchronize()
-        row: dict = {"case": "strided-batched 512 x 128^3 bf16"}
-        for side, fn in (("gpumsg", ours), ("torch", theirs)):
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                for _ in range(n):
-                    fn()
-                last[0].result()
-                torch.cuda.synchronize()
-            path = os.path.join(tempfile.mkdtemp(), "t.json")
-            prof.export_chrome_trace(path)
-            streams = timeline(path)
-            main_stream = max(streams, key=lambda st: len(streams[st]))
-            row[side] = summarize(streams[main_stream], n)
+        row = {"case": "strided-batched 512 x 128^3 bf16",
+               **compare_timelines(torch, ours, lambda: last[0].result(), theirs, n)}
         print(json.dumps(row), flush=True)
-        out = os.environ.get("OUT")
-        if out:
-            with open(os.path.join(out, "bmm_timeline.json"), "w") as f:
-                json.dump(row, f, indent=1)
+        save("bmm_timeline.json", row)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import os
 import statistics
 import sys
 import tempfile
+from typing import Any
 
 import numpy as np
 from conv_case import conv_pair
@@ -55,9 +56,35 @@ def summarize(ops: list, calls: int) -> dict:
             "ops": {k: v / calls for k, v in sorted(names.items(), key=lambda kv: -kv[1])[:6]}}
 
 
+def compare_timelines(torch: Any, ours: Any, wait: Any, theirs: Any, n: int) -> dict:
+    """Both sides warmed up (200 calls each), then ``n`` calls of each under torch.profiler:
+    {"gpumsg": summary, "torch": summary} of each side's busiest stream (:func:`summarize`,
+    plus the operations counted per stream)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(200):
+        ours()
+        theirs()
+    wait()
+    torch.cuda.synchronize()
+    row = {}
+    for side, fn in (("gpumsg", ours), ("torch", theirs)):
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(n):
+                fn()
+            wait()
+            torch.cuda.synchronize()
+        path = os.path.join(tempfile.mkdtemp(), "t.json")
+        prof.export_chrome_trace(path)
+        streams = timeline(path)
+        main_stream = max(streams, key=lambda st: len(streams[st]))
+        row[side] = summarize(streams[main_stream], n)
+        row[side]["streams"] = {st: len(v) for st, v in streams.items()}
+    return row
+
+
 def main() -> None:
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
     torch.backends.cudnn.benchmark = False
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 300
@@ -66,31 +93,18 @@ def main() -> None:
     with gpumsg.open_device(0) as dev:
         for label, c, k, r, s, p, hw, direction in CASES:
             ours, wait, theirs = conv_pair(dev, torch, rng, c, k, r, s, p, hw, direction)
-            for _ in range(200):
-                ours()
-                theirs()
-            wait()
-            torch.cuda.synchronize()
-            row = {"case": label}
-            for side, fn in (("gpumsg", ours), ("torch", theirs)):
-                with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                    for _ in range(n):
-                        fn()
-                    if side == "gpumsg":
-                        wait()
-                    torch.cuda.synchronize()
-                path = os.path.join(tempfile.mkdtemp(), "t.json")
-                prof.export_chrome_trace(path)
-                streams = timeline(path)
-                main_stream = max(streams, key=lambda st: len(streams[st]))
-                row[side] = summarize(streams[main_stream], n)
-                row[side]["streams"] = {st: len(v) for st, v in streams.items()}
+            row = {"case": label, **compare_timelines(torch, ours, wait, theirs, n)}
             print(json.dumps(row), flush=True)
             results.append(row)
+    save("conv_timeline.json", results)
+
+
+def save(name: str, obj: Any) -> None:
+    """Write ``obj`` as JSON to ``$OUT/name`` when $OUT is set (a device run)."""
     out = os.environ.get("OUT")
     if out:
-        with open(os.path.join(out, "conv_timeline.json"), "w") as f:
-            json.dump(results, f, indent=1)
+        with open(os.path.join(out, name), "w") as f:
+            json.dump(obj, f, indent=1)
 
 
 if __name__ == "__main__":
