@@ -107,7 +107,7 @@ def _check(msg: Any, forward: bool) -> None:
     _bhsd(msg, "v", v, q.dtype)
     b, h, sq, d = q.shape
     if d % 8 or d > ATTENTION_MAX_D:
-        raise _fail(msg, "q", f"head dimension D = {d} is not supported: it must be a multiple "
+        raise _fail(msg, "q", f"head dimension D = {d} is out of range: it must be a multiple "
                     f"of 8 and at most {ATTENTION_MAX_D}")
     if k.shape[0] != b:
         raise _fail(msg, "k", f"{k.describe()} has batch {k.shape[0]}; q has {b}")
