@@ -188,6 +188,53 @@ def test_convolutions_recorded_in_a_graph(dev, rng, layout: str) -> None:
     check(x, dy)
 
 
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_pooling_activations_and_softmax_recorded_in_a_graph(dev, rng, layout: str) -> None:
+    """Max pooling (forward and backward), ReLU and GELU (forward and backward) and a channel
+    softmax (forward and backward), recorded after one eager run and replayed on fresh inputs,
+    give what the eager calls give on the same inputs (outputs poisoned with NaN before each
+    replay)."""
+    n, c, hw = 2, 8, 10
+    shape = (n, hw, hw, c) if layout == "NHWC" else (n, c, hw, hw)
+    pooled = (n, 5, 5, c) if layout == "NHWC" else (n, c, 5, 5)
+    xd, dyd, pd = (dev.alloc(s, "f32", order="C").result() for s in (shape, shape, pooled))
+    outs = {name: dev.alloc(s, "f32", order="C").result() for name, s in (
+        ("pool", pooled), ("dpool", shape), ("relu", shape), ("drelu", shape), ("gelu", shape),
+        ("dgelu", shape), ("soft", shape), ("dsoft", shape))}
+    o = outs
+
+    def sequence() -> None:
+        dev.dnn.pool(xd, window=2, stride=2, layout=layout, out=o["pool"])
+        dev.dnn.pool_backward(xd, o["pool"], pd, window=2, stride=2, layout=layout,
+                              out=o["dpool"])
+        dev.dnn.activation(xd, "relu", out=o["relu"])
+        dev.dnn.activation_backward(xd, o["relu"], dyd, "relu", out=o["drelu"])
+        dev.dnn.activation(xd, "gelu", out=o["gelu"])
+        dev.dnn.activation_backward(xd, o["gelu"], dyd, "gelu", out=o["dgelu"])
+        dev.dnn.softmax(xd, layout=layout, out=o["soft"])
+        dev.dnn.softmax_backward(o["soft"], dyd, layout=layout, out=o["dsoft"])
+
+    def inputs() -> None:
+        dev.copy_from_host(xd, random_array(rng, shape, "f32"))
+        dev.copy_from_host(dyd, random_array(rng, shape, "f32"))
+        dev.copy_from_host(pd, random_array(rng, pooled, "f32"))
+
+    inputs()
+    sequence()  # eager: builds whatever the calls need
+    with dev.graph() as g:
+        sequence()
+    assert g.ready.result(timeout=120) >= 8
+    for _ in range(2):
+        inputs()
+        sequence()
+        eager = {k: dev.copy_to_host(v).result() for k, v in outs.items()}
+        for v in outs.values():
+            dev.memset(v, 0xFF)  # NaN: a replay that does nothing cannot pass
+        g.launch().result(timeout=60)
+        for k, v in outs.items():
+            assert_close(dev.copy_to_host(v).result(), wide(eager[k]), "f32")
+
+
 def test_conv_with_out_reuses_its_message_and_keeps_every_check(dev, rng) -> None:
     """Repeated convolutions into a given ``out`` reuse their validated message: the results
     follow the buffers' current contents, other buffers of the same shapes get messages of
@@ -392,6 +439,28 @@ def test_conv_graph_replays_follow_the_buffers(cuda_dev, rng, layout: str) -> No
     y2 = dev.dnn.conv2d(dxd, dwd, bias=dbias, activation="relu", **kw)
     assert_close(first(dev.copy_to_host(y2).result(), layout),
                  np.maximum(y_ref + wide(b)[None, :, None, None], 0), "bf16", 2.0)
+
+
+@pytest.mark.gpu
+def test_kernels_not_built_yet_are_refused_in_a_graph(cuda_dev, rng) -> None:
+    """GELU runs as gpumsg's own kernel, compiled on first use: recorded on a fresh device
+    before any eager GELU, it is refused as a capture error (a module cannot be compiled and
+    loaded under capture); after one eager call the same recording replays."""
+    dev = cuda_dev
+    x_h = random_array(rng, (4, 64), "f32")
+    x = dev.to_device(x_h).result()
+    y = dev.alloc((4, 64), "f32", order="C").result()
+    with dev.graph() as g:
+        dev.dnn.activation(x, "gelu", out=y)
+    with pytest.raises(gpumsg.GraphCaptureError, match="kernels are built"):
+        g.ready.result(timeout=60)
+    dev.dnn.activation(x, "gelu", out=y).result(timeout=60)
+    eager = dev.copy_to_host(y).result()
+    dev.memset(y, 0xFF)
+    with dev.graph() as g:
+        dev.dnn.activation(x, "gelu", out=y)
+    g.launch().result(timeout=60)
+    assert_close(dev.copy_to_host(y).result(), wide(eager), "f32")
 
 
 @pytest.mark.gpu

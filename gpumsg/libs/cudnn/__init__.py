@@ -8,7 +8,17 @@ Same layout as every library folder (see :mod:`gpumsg.libs.cublas`). Client name
 ``dev.dnn``. Messages: :mod:`gpumsg.messages.cudnn`.
 """
 
-from ...messages.cudnn import ConvBackwardData, ConvBackwardFilter, ConvForward
+from ...messages.cudnn import (
+    Activation,
+    ActivationBackward,
+    ConvBackwardData,
+    ConvBackwardFilter,
+    ConvForward,
+    Pool,
+    PoolBackward,
+    Softmax,
+    SoftmaxBackward,
+)
 from ...messages.graph import capturable
 from ...service.registry import register_library
 from . import handlers  # noqa: F401  (registers the message handlers)
@@ -19,8 +29,10 @@ from .sim import SimDnn
 
 LIBRARY = register_library("cudnn", cuda=DnnHandle, sim=SimDnn, namespace="dnn", client=Dnn,
                            specs=(SPEC,))
-# dev.graph() may record convolutions that ran once before (see DnnHandle.conv)
-capturable(ConvForward, ConvBackwardData, ConvBackwardFilter, libraries=("cudnn",))
+# dev.graph() may record convolutions that ran once before (see DnnHandle.conv), and pooling,
+# activations and softmaxes (their own kernels, GELU's and the row softmax's, once built)
+capturable(ConvForward, ConvBackwardData, ConvBackwardFilter, Activation, ActivationBackward,
+           Softmax, SoftmaxBackward, Pool, PoolBackward, libraries=("cudnn",))
 
 # RNNs (v8 API): their own descriptor caches on the device's cuDNN handle; methods join dev.dnn
 from . import rnn_handlers  # noqa: E402, F401  (registers the message handlers)

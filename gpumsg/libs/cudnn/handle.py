@@ -449,15 +449,8 @@ class DnnHandle:
                                     "the graph: planning it cannot happen under capture", name)
         nbytes = plan.graph.workspace if isinstance(plan, _GraphConv) else \
             plan.perfs[plan.choice].memory
-        cached = self._conv_ws
-        if nbytes and (cached is None or cached[2] is not stream or cached[1] < nbytes):
-            raise GraphCaptureError(f"{name} needs a {nbytes}-byte workspace that the device "
-                                    "does not hold now (a larger convolution ran since): run "
-                                    "it once more outside the graph, then record", name)
-        ws = cached[0] if nbytes else 0  # type: ignore[index]
+        ws = self._workspace(stream, nbytes)  # the kept one, or GraphCaptureError
         plan.captured = True
-        if nbytes:
-            self._ws_captured = True
         if isinstance(plan, _GraphConv):
             # executed directly: the plan's own replays would start a capture inside this one
             try:
@@ -477,12 +470,17 @@ class DnnHandle:
         backward): the handle keeps the largest one asked for (from the device pool) and reuses
         it for every call on the same stream (the stream orders them), as cuBLAS's handle keeps
         its workspace; another stream or a larger size returns it to the pool (stream-ordered)
-        and takes a new one. Raises MemoryError when the pool cannot give it."""
+        and takes a new one. Raises MemoryError when the pool cannot give it. Inside a
+        ``dev.graph`` recording the kept workspace is used (and kept until the device closes:
+        the graph's nodes use it) or GraphCaptureError says that one must be made first."""
         if not nbytes:
             return 0
         cached = self._conv_ws
         if cached is not None and cached[2] is stream and cached[1] >= nbytes:
+            if self._ctx.capture is not None:
+                self._ws_captured = True
             return cached[0]
+        self._no_capture("a larger workspace than the device holds now")
         self._drop_workspace()
         ptr = self._ctx.memory.allocate(nbytes, stream)
         self._conv_ws = (ptr, nbytes, stream)
@@ -882,6 +880,14 @@ class DnnHandle:
         else:
             plan.fwd_ws = out
         return out
+
+    def _no_capture(self, what: str) -> None:
+        """Raise GraphCaptureError inside a ``dev.graph`` recording: ``what`` would be taken
+        from the pool, which a stream capture cannot do."""
+        if self._ctx.capture is not None:
+            name = type(self._ctx.current).__name__
+            raise GraphCaptureError(f"{name} needs {what}, which cannot be allocated under "
+                                    "capture: run it once outside the graph first", name)
 
     def _with_workspace(self, stream: Any, nbytes: int, fn: Any) -> int:
         """``fn(ws)`` with ``nbytes`` of workspace from the pool (stream-ordered); its status."""

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...errors import GraphCaptureError
+
 __all__ = ["BuiltinKernels"]
 
 
@@ -32,8 +34,15 @@ class BuiltinKernels:
 
     def get(self) -> tuple[Any, dict[str, Any]] | None:
         """``(modules, {name or expression: function})``; None when the kernels cannot be had
-        (the reason in ``status``)."""
+        (the reason in ``status``). Inside a ``dev.graph`` recording a program not built yet
+        raises GraphCaptureError: compiling and loading a module cannot happen under a stream
+        capture (run the operation once outside the graph first)."""
         if self._loaded is None:
+            capture = getattr(self._ctx, "capture", None)
+            if capture is not None:
+                name = type(self._ctx.current).__name__
+                raise GraphCaptureError(f"{name} cannot be recorded before its kernels are "
+                                        "built: run it once outside the graph first", name)
             try:
                 from .compiler import compile_program
 
