@@ -441,12 +441,11 @@ class DnnHandle:
 
     def _capture_conv(self, stream: Any, plan: _Plan | _GraphConv | None,
                       call: ConvCall) -> None:
-        """Record one convolution into the graph being captured (see :meth:`conv`)."""
+        """Record one convolution into the graph being captured (see :meth:`conv`). The
+        handler has refused a problem not planned yet (``handlers._conv``: one rule for both
+        backends), so ``plan`` is the cached one."""
+        assert plan is not None, "handlers._conv refuses unplanned convolutions under capture"
         name = type(self._ctx.current).__name__
-        if plan is None:
-            raise GraphCaptureError(f"{name} cannot be recorded before the same convolution "
-                                    "(shapes, layout, dtype, math, algo) has run once outside "
-                                    "the graph: planning it cannot happen under capture", name)
         nbytes = plan.graph.workspace if isinstance(plan, _GraphConv) else \
             plan.perfs[plan.choice].memory
         ws = self._workspace(stream, nbytes)  # the kept one, or GraphCaptureError
