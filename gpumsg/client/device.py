@@ -187,6 +187,8 @@ class Device:
         self._put = mailbox.put if mailbox is not None else lambda item: submit(*item)
         if mailbox is not None:
             self._post = self._post_thread  # type: ignore[method-assign]
+            self._qsize = mailbox.qsize
+            self._backpressure = self._worker.backpressure
         self._stream_handle: int | None = None
         #: the Graph being recorded (client/graph.py), or None; see _set_recorder
         self._recorder: Any = None
@@ -249,6 +251,9 @@ class Device:
         self._put((msg, reply))
         if not state.accepting:
             self._worker.late_post()
+        bp = self._backpressure
+        if bp.high and self._qsize() >= bp.high:
+            bp.pause()  # a full mailbox: let the device thread run (service/backpressure.py)
         if YIELD_AFTER_POST:
             _yield_gil()
 

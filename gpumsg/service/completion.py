@@ -26,6 +26,7 @@ from queue import Empty, SimpleQueue
 from typing import Any
 
 from ..errors import CudaError, GpuError
+from .backpressure import exempt_this_thread
 
 __all__ = ["CompletionWatcher", "Entry", "answer_entries", "fail_entries"]
 
@@ -82,6 +83,7 @@ class CompletionWatcher:
         return not self._thread.is_alive()
 
     def _run(self) -> None:
+        exempt_this_thread()  # done-callbacks run here; their posts must not wait on the mailbox
         ctx = self._ctx
         backend = ctx.backend
         trace = ctx.trace

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import CudaError, GpuError, InvalidMessage
 from . import handlers as _device_handlers  # noqa: F401  (registers the device messages)
+from .backpressure import Backpressure, exempt_this_thread
 from .context import DeviceContext
 from .registry import HANDLERS
 
@@ -33,12 +34,14 @@ def _fail(reply: Any, error: BaseException) -> None:
 
 
 def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | None,
-          on_dispatch: Any = None) -> None:
+          on_dispatch: Any = None, backpressure: Backpressure | None = None) -> None:
     """Run the device loop until :data:`STOP` arrives, then shut the context down.
 
     ``on_dispatch(reply)`` is called as each message starts (a worker process counts them for
     its supervisor). In a worker process the loop ends as soon as the context is poisoned: the
-    supervisor replays, on a new worker, what was not started."""
+    supervisor replays, on a new worker, what was not started. ``backpressure`` (thread
+    isolation) is relieved between batches: callers paused on a full mailbox are woken once
+    the device thread has taken most of it."""
     dispatch = HANDLERS  # filled at import time: the device messages and every library
     get, get_nowait, qsize = mailbox.get, mailbox.get_nowait, mailbox.qsize
     state = ctx.state
@@ -102,6 +105,8 @@ def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | No
         try:
             ctx.flush()
             ctx.poll()
+            if backpressure is not None:
+                backpressure.relieve()  # after this batch's records, before any wait below
             if qsize():
                 ctx.reap()  # answer what has completed, then on to the next batch
             else:
@@ -119,6 +124,8 @@ class DeviceWorker:
                  allow_fault_injection: bool = False, shutdown_timeout: float | None = 60.0,
                  pinned_staging_limit: int = 256 << 20) -> None:
         self.mailbox: SimpleQueue = SimpleQueue()
+        #: callers pause on a full mailbox (service/backpressure.py says why)
+        self.backpressure = Backpressure(self.mailbox.qsize)
         self.state = state
         self.ctx: DeviceContext | None = None
         self._startup_error: BaseException | None = None
@@ -136,6 +143,7 @@ class DeviceWorker:
 
     def _run(self, backend: Any, memory: Any, trace: Any, allow_fault_injection: bool,
              shutdown_timeout: float | None, pinned_staging_limit: int) -> None:
+        exempt_this_thread()  # its own done-callbacks' posts must not wait for itself
         try:
             self.ctx = DeviceContext(backend, self.state, memory, trace, allow_fault_injection,
                                      queue_depth=self.mailbox.qsize,
@@ -152,11 +160,13 @@ class DeviceWorker:
                 import cProfile
 
                 prof = cProfile.Profile()
-                prof.runcall(serve, self.ctx, self.mailbox, shutdown_timeout)
+                prof.runcall(serve, self.ctx, self.mailbox, shutdown_timeout,
+                             backpressure=self.backpressure)
                 prof.dump_stats(f"{profile_to}.device{backend.ordinal}")
             else:
-                serve(self.ctx, self.mailbox, shutdown_timeout)
+                serve(self.ctx, self.mailbox, shutdown_timeout, backpressure=self.backpressure)
         finally:
+            self.backpressure.high = 0  # nothing will relieve a pause any more
             with self._late_lock:
                 self._drain()
                 self._finished = True

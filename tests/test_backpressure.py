@@ -1,0 +1,138 @@
+"""Backpressure on the mailbox (gpumsg/service/backpressure.py): a caller that finds the
+mailbox full pauses until the device thread has taken most of it; the service's own threads
+never pause; a pause is bounded."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future
+
+import pytest
+
+from gpumsg.messages.device import Stats
+from gpumsg.service.backpressure import Backpressure, exempt_this_thread
+
+
+class _HeldReply(Future):
+    """A reply whose answer blocks the device thread until ``gate`` opens (the device thread
+    answers Stats itself): the mailbox fills behind it."""
+
+    def __init__(self, gate: threading.Event) -> None:
+        super().__init__()
+        self._gate = gate
+        self.entered = threading.Event()
+
+    def set_result(self, result: object) -> None:
+        self.entered.set()
+        self._gate.wait(30)
+        super().set_result(result)
+
+
+def _hold(dev) -> tuple[threading.Event, Future]:
+    gate = threading.Event()
+    reply = _HeldReply(gate)
+    dev._post(Stats(), reply)
+    # the device thread holds: whatever is posted from here on stays in the mailbox
+    assert reply.entered.wait(10)
+    return gate, reply
+
+
+def test_pause_waits_for_relieve_and_is_bounded() -> None:
+    depth = [200]
+    bp = Backpressure(lambda: depth[0], high=100, low=10, timeout=0.3)
+    t0 = time.perf_counter()
+    bp.pause()  # nobody relieves: the pause ends at its timeout
+    assert 0.25 < time.perf_counter() - t0 < 5
+    assert bp.waiting and bp.pauses == 1
+    bp.relieve()  # more than `low` left: nobody is woken yet
+    assert bp.waiting
+    woke = []
+    bp.timeout = 30
+    t = threading.Thread(target=lambda: (bp.pause(), woke.append(time.perf_counter())))
+    t.start()
+    time.sleep(0.2)
+    assert not woke  # paused
+    depth[0] = 10
+    t_relieve = time.perf_counter()
+    bp.relieve()
+    t.join(5)
+    assert woke and woke[0] - t_relieve < 1 and not bp.waiting
+    depth[0] = 11  # the device thread caught up before the pause looked: no pause at all
+    depth[0] = 5
+    t0 = time.perf_counter()
+    bp.pause()
+    assert time.perf_counter() - t0 < 1 and bp.pauses == 2
+    with pytest.raises(ValueError, match="low"):
+        Backpressure(lambda: 0, high=8, low=8)
+
+
+def test_an_exempt_thread_never_pauses() -> None:
+    bp = Backpressure(lambda: 10**6, high=1, low=0, timeout=30)
+    took = []
+
+    def service_thread() -> None:
+        exempt_this_thread()
+        t0 = time.perf_counter()
+        bp.pause()
+        took.append(time.perf_counter() - t0)
+
+    t = threading.Thread(target=service_thread)
+    t.start()
+    t.join(10)
+    assert took and took[0] < 1 and bp.pauses == 0
+
+
+def test_a_caller_pauses_on_a_full_mailbox_and_is_woken(dev) -> None:
+    bp = dev._worker.backpressure
+    bp.high, bp.low, bp.timeout = 16, 4, 30.0
+    gate, held = _hold(dev)
+    posted: list[Future] = []
+
+    def caller() -> None:
+        for _ in range(64):
+            posted.append(dev.stats())
+
+    t = threading.Thread(target=caller)
+    t.start()
+    deadline = time.monotonic() + 10
+    while dev._worker.mailbox.qsize() < 16 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)
+    # the 16th post put its message and paused before returning its future
+    assert dev._worker.mailbox.qsize() == 16 and len(posted) == 15 and t.is_alive()
+    t_open = time.perf_counter()
+    gate.set()
+    t.join(10)
+    assert not t.is_alive() and time.perf_counter() - t_open < 10  # woken, not timed out
+    assert held.result(10).total_bytes > 0
+    assert all(f.result(10).total_bytes > 0 for f in posted) and len(posted) == 64
+    assert bp.pauses >= 1
+
+
+def test_posts_from_a_done_callback_do_not_pause(dev) -> None:
+    """The device thread (or a completion thread) runs done-callbacks: their posts into a full
+    mailbox must not wait for the thread that posts them."""
+    bp = dev._worker.backpressure
+    bp.high, bp.low, bp.timeout = 4, 1, 30.0
+    gate, held = _hold(dev)
+    first = dev.stats()  # answered on the device thread, after the gate opens
+    later: list[Future] = []
+    first.add_done_callback(lambda f: later.extend(dev.stats() for _ in range(20)))
+    # fill the mailbox from other threads, which do pause (the gate holds the device thread)
+    fillers = [threading.Thread(target=lambda: [dev.stats() for _ in range(4)])
+               for _ in range(3)]
+    for t in fillers:
+        t.start()
+    time.sleep(0.2)
+    t0 = time.perf_counter()
+    gate.set()
+    assert first.result(10).total_bytes > 0
+    for t in fillers:
+        t.join(10)
+    deadline = time.monotonic() + 10
+    while len(later) < 20 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(later) == 20 and all(f.result(10).total_bytes > 0 for f in later)
+    assert time.perf_counter() - t0 < 10  # no 30 s pause on the service's own thread
+    held.result(10)

@@ -1,0 +1,142 @@
+"""A/B of the mailbox backpressure (gpumsg/service/backpressure.py) in one process.
+
+For each setting of ``(high, low)`` (``high`` 0: off), switched in place on one open device,
+alternating setting by setting for ``--rounds`` rounds, it measures: a pipelined 64^3 SGEMM
+(µs per op, 2000 issued then the last awaited), one and eight client threads issuing 2000 SGEMMs
+in all (pipelined and with a round trip each; aggregate ops/s), a 64^3 SGEMM round trip, and
+ResNet-50's conv5_x 3x3 512->512 @7 forward (batch 64, NHWC bf16) pipelined beside torch's
+``conv2d`` on channels-last tensors (GPU only). Medians over the rounds; JSON and Markdown into
+``--out`` (default ``$OUT`` or ``benchmarks/results``) as ``backpressure_ab.*``.
+
+    PYTHONPATH=$PWD python3 tools/backpressure_ab.py [--backend sim] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+from bench_overhead import aggregate  # noqa: E402
+
+import gpumsg  # noqa: E402
+
+SETTINGS = [(0, 0), (128, 16), (64, 8), (256, 32), (512, 64)]
+
+
+def per_op_us(fn: Any, n: int) -> float:
+    t0 = time.perf_counter()
+    last = None
+    for _ in range(n):
+        last = fn()
+    last.result()  # type: ignore[union-attr]
+    return (time.perf_counter() - t0) / n * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--backend", default="cuda")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--out", default=os.environ.get("OUT") or "benchmarks/results")
+    args = parser.parse_args()
+    rng = np.random.default_rng()
+    results: dict[str, dict[str, list[float]]] = {f"{h}/{lo}": {} for h, lo in SETTINGS}
+    torch = None
+    if args.backend == "cuda":
+        import torch  # type: ignore[no-redef]
+    with gpumsg.open_device(backend=args.backend) as dev:
+        bp = dev._worker.backpressure
+        a = dev.to_device(rng.standard_normal((64, 64), dtype=np.float32)).result()
+        b = dev.to_device(rng.standard_normal((64, 64), dtype=np.float32)).result()
+        c = dev.alloc((64, 64), np.float32).result()
+
+        def gemm_op() -> Any:
+            mine = dev.alloc((64, 64), np.float32).result()
+            return lambda: dev.sgemm(a, b, mine, 64, 64, 64)
+
+        conv = None
+        if torch is not None:
+            bf16 = gpumsg.as_dtype("bf16")
+            x = dev.to_device(rng.standard_normal((64, 7, 7, 512), dtype=np.float32)
+                              .astype(bf16))
+            w = dev.to_device((rng.standard_normal((512, 3, 3, 512), dtype=np.float32) / 48)
+                              .astype(bf16))
+            y = dev.alloc((64, 7, 7, 512), "bf16", order="C").result()
+            tx = torch.randn(64, 512, 7, 7, device="cuda", dtype=torch.bfloat16) \
+                .contiguous(memory_format=torch.channels_last)
+            tw = torch.randn(512, 512, 3, 3, device="cuda", dtype=torch.bfloat16) \
+                .contiguous(memory_format=torch.channels_last)
+            conv = lambda: dev.dnn.conv2d(x, w, padding=1, layout="NHWC", out=y)  # noqa: E731
+            per_op_us(conv, 100)
+
+            def torch_conv_us(n: int) -> float:
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                for _ in range(n):
+                    torch.nn.functional.conv2d(tx, tw, padding=1)
+                torch.cuda.synchronize()
+                return (time.perf_counter() - t0) / n * 1e6
+
+            torch_conv_us(100)
+        per_op_us(lambda: dev.sgemm(a, b, c, 64, 64, 64), 500)
+        for rnd in range(args.rounds):
+            for high, low in SETTINGS:
+                bp.high, bp.low = high, low
+                r = results[f"{high}/{low}"]
+
+                def add(key: str, value: float, r: dict = r) -> None:
+                    r.setdefault(key, []).append(value)
+
+                add("sgemm_pipelined_us", per_op_us(lambda: dev.sgemm(a, b, c, 64, 64, 64),
+                                                    2000))
+                t0 = time.perf_counter()
+                for _ in range(500):
+                    dev.sgemm(a, b, c, 64, 64, 64).result()
+                add("sgemm_round_trip_us", (time.perf_counter() - t0) / 500 * 1e6)
+                for wait_each, label in ((False, "pipelined"), (True, "round_trips")):
+                    one = aggregate(gemm_op, 1, 2000, wait_each)
+                    eight = aggregate(gemm_op, 8, 2000, wait_each)
+                    add(f"threads_{label}_1_ops", one)
+                    add(f"threads_{label}_8_ops", eight)
+                    add(f"threads_{label}_8_over_1", eight / one)
+                if conv is not None:
+                    add("conv5x_fwd_us", per_op_us(conv, 600))
+                    add("torch_conv5x_fwd_us", torch_conv_us(600))
+                    add("conv5x_torch_over_ours", r["torch_conv5x_fwd_us"][-1]
+                        / r["conv5x_fwd_us"][-1])
+            print(f"round {rnd + 1} done", flush=True)
+        pauses = bp.pauses
+        bp.high, bp.low = 128, 16
+    medians = {s: {k: statistics.median(v) for k, v in r.items()} for s, r in results.items()}
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    head = f"{dev.props.name} · {args.backend} · {when} · Python {platform.python_version()}"
+    keys = list(next(iter(medians.values())))
+    lines = ["# backpressure A/B", "", head, "",
+             "| high/low | " + " | ".join(keys) + " |",
+             "|---" * (len(keys) + 1) + "|"]
+    for s, m in medians.items():
+        lines.append(f"| {s} | " + " | ".join(f"{m[k]:.3g}" for k in keys) + " |")
+    lines += ["", f"- medians of {args.rounds} rounds; settings alternate within each round "
+              "(0/0: off); threads: 2000 SGEMMs in all over 1 or 8 threads (ops/s); conv5_x: "
+              "600 pipelined calls then one wait, beside torch's conv2d in the same round",
+              f"- pauses taken in all: {pauses}"]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "backpressure_ab.json").write_text(json.dumps(
+        {"header": head, "medians": medians, "rounds": results}, indent=1))
+    (out / "backpressure_ab.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
