@@ -31,7 +31,7 @@ from bench_overhead import aggregate  # noqa: E402
 
 import gpumsg  # noqa: E402
 
-SETTINGS = [(0, 0), (128, 16), (64, 8), (256, 32), (512, 64)]
+SETTINGS = "0/0,128/16,64/8,256/32,512/64"
 
 
 def per_op_us(fn: Any, n: int) -> float:
@@ -47,10 +47,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--backend", default="cuda")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--settings", default=SETTINGS, help="high/low pairs, 0/0: off")
+    parser.add_argument("--thread-ops", type=int, default=2000,
+                        help="SGEMMs in all over 1 or 8 threads")
     parser.add_argument("--out", default=os.environ.get("OUT") or "benchmarks/results")
     args = parser.parse_args()
     rng = np.random.default_rng()
-    results: dict[str, dict[str, list[float]]] = {f"{h}/{lo}": {} for h, lo in SETTINGS}
+    settings = [tuple(int(v) for v in pair.split("/")) for pair in args.settings.split(",")]
+    results: dict[str, dict[str, list[float]]] = {f"{h}/{lo}": {} for h, lo in settings}
     torch = None
     if args.backend == "cuda":
         import torch  # type: ignore[no-redef]
@@ -90,7 +94,8 @@ def main() -> None:
             torch_conv_us(100)
         per_op_us(lambda: dev.sgemm(a, b, c, 64, 64, 64), 500)
         for rnd in range(args.rounds):
-            for high, low in SETTINGS:
+            # each round starts with another setting: no setting always follows the same one
+            for high, low in settings[rnd % len(settings):] + settings[:rnd % len(settings)]:
                 bp.high, bp.low = high, low
                 r = results[f"{high}/{low}"]
 
@@ -103,9 +108,17 @@ def main() -> None:
                 for _ in range(500):
                     dev.sgemm(a, b, c, 64, 64, 64).result()
                 add("sgemm_round_trip_us", (time.perf_counter() - t0) / 500 * 1e6)
+                keep = []
+                t0 = time.perf_counter()
+                for _ in range(2000):
+                    keep.append(dev.alloc(256, np.float32))
+                keep[-1].result()
+                add("alloc_pipelined_us", (time.perf_counter() - t0) / 2000 * 1e6)
+                keep.clear()  # the finalizers post the frees
+                dev.synchronize().result()
                 for wait_each, label in ((False, "pipelined"), (True, "round_trips")):
-                    one = aggregate(gemm_op, 1, 2000, wait_each)
-                    eight = aggregate(gemm_op, 8, 2000, wait_each)
+                    one = aggregate(gemm_op, 1, args.thread_ops, wait_each)
+                    eight = aggregate(gemm_op, 8, args.thread_ops, wait_each)
                     add(f"threads_{label}_1_ops", one)
                     add(f"threads_{label}_8_ops", eight)
                     add(f"threads_{label}_8_over_1", eight / one)
@@ -127,7 +140,8 @@ def main() -> None:
     for s, m in medians.items():
         lines.append(f"| {s} | " + " | ".join(f"{m[k]:.3g}" for k in keys) + " |")
     lines += ["", f"- medians of {args.rounds} rounds; settings alternate within each round "
-              "(0/0: off); threads: 2000 SGEMMs in all over 1 or 8 threads (ops/s); conv5_x: "
+              f"(0/0: off); threads: {args.thread_ops} SGEMMs in all over 1 or 8 threads (ops/s); "
+              "alloc: 2000 1 KiB allocations issued, the last awaited; conv5_x: "
               "600 pipelined calls then one wait, beside torch's conv2d in the same round",
               f"- pauses taken in all: {pauses}"]
     out = Path(args.out)
