@@ -28,8 +28,10 @@ __all__ = ["Backpressure", "exempt_this_thread", "HIGH", "LOW", "PAUSE_TIMEOUT"]
 
 #: a caller pauses when the mailbox holds this many messages after its put ...
 HIGH = 128
-#: ... until the device thread has left this many or fewer
-LOW = 16
+#: ... until the device thread has left this many or fewer: half, so that the device thread
+#: still has work queued while woken callers take the GIL back (16 starved convolutions on
+#: the H100; docs/performance.md, "Backpressure on the mailbox")
+LOW = 64
 #: the longest single pause, in seconds (the device thread wakes callers sooner)
 PAUSE_TIMEOUT = 0.005
 
