@@ -281,3 +281,33 @@ def test_softmax_rows_of_layouts() -> None:
     assert softmax_rows("NHWC", (4, 2, 3, 7), "channel") == (24, 7)
     assert softmax_rows("NCHW", (4, 7, 2, 3), "instance") == (4, 42)
     assert softmax_rows("NHWC", (4, 2, 3, 7), "instance") == (4, 42)
+
+
+# -- batch normalization, inference (libs/cudnn/bn_infer.py) ------------------------------------
+# shapes channels first; which kernel path each layout takes on the GPU:
+#   "c16": NHWC packs of 16 channels, NCHW packs within a channel (spatial 64)
+#   "c24_s15": NHWC packs, NCHW element by element (spatial 15 is not a multiple of the pack)
+#   "c12": NHWC element by element (12 channels is not a multiple of the bf16 pack of 8)
+#   "c40_3d": 3-D spatial, several blocks per launch
+BN_PATHS = {"c16": (4, 16, 8, 8), "c24_s15": (2, 24, 3, 5), "c12": (3, 12, 4, 4),
+            "c40_3d": (2, 40, 6, 10, 12)}
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("case", list(BN_PATHS))
+def test_batch_norm_inference_paths(dev, rng, case: str, dtype: str, layout: str) -> None:
+    cf = BN_PATHS[case]
+    c = cf[1]
+    x = random_array(rng, cf, dtype)
+    gamma, beta, mean = (random_array(rng, (c,), "f32") for _ in range(3))
+    var = random_array(rng, (c,), "f32", low=0.5)
+    eps = float(rng.uniform(1e-5, 1e-2))
+    shp = (1, -1) + (1,) * (len(cf) - 2)
+    y_ref = ((wide(x) - wide(mean).reshape(shp)) / np.sqrt(wide(var).reshape(shp) + eps)
+             * wide(gamma).reshape(shp) + wide(beta).reshape(shp))
+    host = np.moveaxis(x, 1, -1).copy() if layout == "NHWC" else x
+    vecs = [dev.to_device(v) for v in (gamma, beta, mean, var)]
+    y = dev.dnn.batch_norm_inference(dev.to_device(host), *vecs, eps=eps, layout=layout)
+    got = dev.copy_to_host(y).result()
+    assert_close(np.moveaxis(got, -1, 1) if layout == "NHWC" else got, y_ref, dtype)

@@ -45,6 +45,7 @@ from .bindings import (
     SOFTMAX_MODE,
     AlgoPerf,
 )
+from .bn_infer import BnInferenceKernels
 from .gelu import GELU_MODES, GeluKernels
 from .graph import (
     GraphPlan,
@@ -245,6 +246,8 @@ class DnnHandle:
         self.layer_norm = LayerNormKernels(ctx)
         #: GELU and row-softmax kernels of gpumsg's own (gelu.py, softmax.py)
         self.gelu = GeluKernels(ctx)
+        #: batch-norm inference of gpumsg's own (bn_infer.py), cuDNN's where NVRTC is missing
+        self.bn_infer = BnInferenceKernels(ctx)
         self.softmax_rows = SoftmaxKernels(ctx)
         self.cache = PlanCache(256, self._retire)
         #: plans and workspaces a dev.graph recorded: its nodes use them until the device
@@ -926,7 +929,10 @@ class DnnHandle:
     def batch_norm_inference(self, stream: Any, dtype: str, layout: str,
                              shape: tuple[int, ...], eps: float, x: int, gamma: int, beta: int,
                              mean: int, var: int, y: int) -> None:
-        """y = gamma (x - mean) / sqrt(var + eps) + beta per channel."""
+        """y = gamma (x - mean) / sqrt(var + eps) + beta per channel: gpumsg's own kernel
+        (bn_infer.py says why), cuDNN's where NVRTC is unavailable."""
+        if self.bn_infer.run(stream, dtype, layout, shape, eps, x, gamma, beta, mean, var, y):
+            return
         self._bind(stream)
         plan = self._bn_plan(dtype, layout, shape)
         d = plan.descs
