@@ -343,7 +343,8 @@ def main() -> None:
              "alternating runs, medians",
              "batch norm: gpumsg f32 gamma/beta/statistics; NHWC through "
              "cudnnBatchNormalizationForward/BackwardEx in the persistent mode (plain spatial "
-             "calls if cuDNN refuses); torch F.batch_norm (training, inference), "
+             "calls if cuDNN refuses), inference through gpumsg's own kernel (libs/cudnn/"
+             "bn_infer.py); torch F.batch_norm (training, inference), "
              "aten.native_batch_norm_backward",
              "LayerNorm: gpumsg = its own NVRTC kernels (libs/cudnn/layer_norm.py: the row in "
              "registers, 16-byte loads, one read and one write; backward fused dx + "
