@@ -20,11 +20,15 @@ padding filled with zeros.
 
 Projection: ``projSize`` is the spec's ``proj_size`` (``hiddenSize`` when there is none: cuDNN 9
 refuses 0); h states and y are then P wide and the cell states keep their own H-wide tensor
-descriptor. Dropout: each RNN descriptor holds a dropout descriptor set to the spec's p without
-states (host only); a training forward that applies dropout first points it at the call's
-dropout-states buffer (``cudnnRestoreDropoutDescriptor``, host only) and sets the RNN descriptor
-again with it (as torch does per call), so the states are the caller's buffer: cuDNN draws the
-masks from it, advances it and leaves the masks in the reserve for the backward passes.
+descriptor. Dropout: each RNN descriptor holds a dropout descriptor; without dropout it is p = 0
+without states (no kernel); with dropout it is the spec's p on states of the plan's own (a
+buffer of ``cudnnDropoutGetStatesSize`` bytes, seeded 0 once, never drawn from, freed
+stream-ordered with the plan), so that the RNN descriptor and the space sizes (which count the
+masks) are asked of a complete descriptor. A training forward that applies dropout points it at
+the call's dropout-states buffer (``cudnnRestoreDropoutDescriptor``, host only) and sets the RNN
+descriptor again with it (as torch does per call), issues the forward, then points both back at
+the plan's states: the states are the caller's buffer; cuDNN draws the masks from it, advances
+it and leaves the masks in the reserve for the backward passes.
 """
 
 from __future__ import annotations
