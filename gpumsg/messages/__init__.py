@@ -55,6 +55,7 @@ from .cudnn_rnn import (  # cudnn RNNs (v8 API)
     RnnBackwardData,
     RnnBackwardWeights,
     RnnCacheInfo,
+    RnnDropoutInit,
     RnnForward,
     RnnSpaceInfo,
     RnnSpec,
@@ -171,5 +172,5 @@ __all__ = [
     "AttentionForward", "AttentionBackward", "AttentionCacheInfo",
     # cudnn RNNs (v8 API)
     "RnnSpec", "RnnForward", "RnnBackwardData", "RnnBackwardWeights", "RnnWeightInfo",
-    "RnnSpaceInfo", "RnnCacheInfo",
+    "RnnSpaceInfo", "RnnCacheInfo", "RnnDropoutInit",
 ]

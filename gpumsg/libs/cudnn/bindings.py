@@ -206,6 +206,8 @@ _I32 = ctypes.c_int32
 _U32 = ctypes.c_uint32
 #: cudnnRNNAlgo_t
 RNN_ALGO = {"standard": 0, "persist_static": 1}
+#: linLayerID of an LSTM's recurrent projection in cudnnGetRNNWeightParams
+RNN_PROJ_LIN_ID = 8
 #: cudnnRNNMode_t
 RNN_MODE = {"rnn_relu": 0, "rnn_tanh": 1, "lstm": 2, "gru": 3}
 RNN_NO_BIAS, RNN_DOUBLE_BIAS = 0, 2  # cudnnRNNBiasMode_t
@@ -259,6 +261,10 @@ RNN_FUNCTIONS = (
     Fn("cudnnRNNBackwardWeights_v8", c_int,
        (_H, _D, c_int, c_void_p, _D, c_void_p, _D, c_void_p, _D, c_void_p, c_size_t, c_void_p,
         c_size_t, c_void_p, c_size_t, c_void_p)),
+    # (desc, handle, dropout, states, statesBytes, seed): points a dropout descriptor at states
+    # already initialized by cudnnSetDropoutDescriptor (host only, no kernel)
+    Fn("cudnnRestoreDropoutDescriptor", c_int,
+       (_D, _H, ctypes.c_float, c_void_p, c_size_t, ctypes.c_ulonglong)),
 )
 SPEC = dataclasses.replace(SPEC, functions=SPEC.functions + RNN_FUNCTIONS)
-__all__ += ["RNN_FUNCTIONS", "RNN_ALGO", "RNN_MODE"]
+__all__ += ["RNN_FUNCTIONS", "RNN_ALGO", "RNN_MODE", "RNN_PROJ_LIN_ID"]

@@ -17,6 +17,18 @@ stream-ordered. Nothing here waits on the GPU. The cuDNN handle is the device's 
 Layouts: sequence-major without padding is cuDNN's packed layout with padded I/O off (torch's
 call); a batch-major or padded batch uses the unpacked layouts with padded I/O on, outputs'
 padding filled with zeros.
+
+Projection: ``projSize`` is the spec's ``proj_size`` (``hiddenSize`` when there is none: cuDNN 9
+refuses 0); h states and y are then P wide and the cell states keep their own H-wide tensor
+descriptor. Dropout: each RNN descriptor holds a dropout descriptor; without dropout it is p = 0
+without states (no kernel); with dropout it is the spec's p on states of the plan's own (a
+buffer of ``cudnnDropoutGetStatesSize`` bytes, seeded 0 once, never drawn from, freed
+stream-ordered with the plan), so that the RNN descriptor and the space sizes (which count the
+masks) are asked of a complete descriptor. A training forward that applies dropout points it at
+the call's dropout-states buffer (``cudnnRestoreDropoutDescriptor``, host only) and sets the RNN
+descriptor again with it (as torch does per call), issues the forward, then points both back at
+the plan's states: the states are the caller's buffer; cuDNN draws the masks from it, advances
+it and leaves the masks in the reserve for the backward passes.
 """
 
 from __future__ import annotations
@@ -49,6 +61,7 @@ from .bindings import (
     RNN_NO_BIAS,
     RNN_PADDED_IO_DISABLED,
     RNN_PADDED_IO_ENABLED,
+    RNN_PROJ_LIN_ID,
     RNN_SEQ_MAJOR_PACKED,
     RNN_SEQ_MAJOR_UNPACKED,
     RNN_UNIDIRECTIONAL,
@@ -66,7 +79,9 @@ _ZERO_FILL = ctypes.c_double(0.0)
 class RnnCall:
     """One RNN call as the handles see it: the problem and the device pointers (0: absent).
     ``op`` is "fwd", "bwd_data" or "bwd_weights"; ``w``/``w_bytes`` the weight space (dw for
-    bwd_weights), ``reserve``/``reserve_bytes`` the reserve space (0: inference)."""
+    bwd_weights), ``reserve``/``reserve_bytes`` the reserve space (0: inference),
+    ``states``/``states_bytes`` the dropout-states buffer (0: none; a training forward of a
+    spec that applies dropout)."""
 
     op: str
     spec: RnnSpec
@@ -91,6 +106,8 @@ class RnnCall:
     reserve: int = 0
     reserve_bytes: int = 0
     accumulate: bool = False
+    states: int = 0
+    states_bytes: int = 0
 
     @property
     def padded(self) -> bool:
@@ -105,22 +122,25 @@ def weight_table_names(spec: RnnSpec) -> list[tuple[str, int, int, str]]:
 
 
 class _SpecPlan:
-    __slots__ = ("desc", "dropout", "weight_bytes", "params")
+    __slots__ = ("desc", "dropout", "states", "states_bytes", "weight_bytes", "params", "spec",
+                 "padded", "algo")
 
-    def __init__(self) -> None:
+    def __init__(self, spec: RnnSpec, padded: bool, algo: str) -> None:
         self.desc = 0
         self.dropout = 0
+        self.states = self.states_bytes = 0
         self.weight_bytes = 0
         self.params: dict[str, dict[str, Any]] = {}
+        self.spec, self.padded, self.algo = spec, padded, algo
 
 
 class _DataPlan:
-    __slots__ = ("x", "y", "h", "seq_dev", "seq_bytes", "ws_infer", "ws_train", "reserve",
+    __slots__ = ("x", "y", "h", "c", "seq_dev", "seq_bytes", "ws_infer", "ws_train", "reserve",
                  "algo")
 
     def __init__(self) -> None:
         self.algo = "standard"
-        self.x = self.y = self.h = 0
+        self.x = self.y = self.h = self.c = 0
         self.seq_dev = 0
         self.seq_bytes = 0
         self.ws_infer = self.ws_train = self.reserve = 0
@@ -140,6 +160,7 @@ class RnnHandle:
         self.raw_handle: int = self._dnn.raw_handle
         self.specs = PlanCache(32, self._free_spec)
         self.data = PlanCache(64, self._free_data)
+        self._states_bytes = 0
 
     # -- plumbing ------------------------------------------------------------------------------
     def _check(self, status: int, function: str) -> None:
@@ -159,6 +180,10 @@ class RnnHandle:
         if plan.dropout:
             self.lib.cudnnDestroyDropoutDescriptor(plan.dropout)
             plan.dropout = 0
+        if plan.states:
+            self._ctx.memory.deallocate(plan.states, plan.states_bytes,
+                                        self._ctx.compute.obj)  # stream-ordered
+            plan.states = 0
 
     def _free_data(self, plan: _DataPlan, stream: Any = None) -> None:
         for name in ("x", "y"):
@@ -166,9 +191,11 @@ class RnnHandle:
             if d:
                 self.lib.cudnnDestroyRNNDataDescriptor(d)
                 setattr(plan, name, 0)
-        if plan.h:
-            self.lib.cudnnDestroyTensorDescriptor(plan.h)
-            plan.h = 0
+        for name in ("h", "c"):
+            d = getattr(plan, name)
+            if d:
+                self.lib.cudnnDestroyTensorDescriptor(d)
+                setattr(plan, name, 0)
         if plan.seq_dev:
             stream = stream if stream is not None else self._ctx.compute.obj
             self._ctx.memory.deallocate(plan.seq_dev, plan.seq_bytes, stream)  # stream-ordered
@@ -181,27 +208,26 @@ class RnnHandle:
         if plan is not None:
             return plan
         lib, h = self.lib, self.raw_handle
-        plan = _SpecPlan()
+        plan = _SpecPlan(spec, padded, algo)
         try:
             plan.dropout = self._new("Dropout")
-            # no dropout between layers: p = 0 without states (no kernel runs)
-            self._check(lib.cudnnSetDropoutDescriptor(plan.dropout, h, 0.0, None, 0, 0),
-                        "cudnnSetDropoutDescriptor")
-            plan.desc = self._new("RNN")
-            # projSize = hiddenSize: no projection (cuDNN 9 refuses 0)
-            if spec.dtype == "f32":
-                math = MATH_DEFAULT if spec.math == "tf32" else MATH_FMA
+            if spec.applies_dropout:
+                # the spec's p with states of the plan's own (seeded 0, never drawn from), so
+                # that the descriptor is complete when the RNN descriptor and the space sizes
+                # (which count the masks) are asked; a training forward points it at the
+                # call's states and back (_issue)
+                plan.states_bytes = self.dropout_states_bytes()
+                plan.states = self._ctx.memory.allocate(plan.states_bytes,
+                                                        self._ctx.compute.obj)
+                self._check(lib.cudnnSetDropoutDescriptor(plan.dropout, h, spec.dropout,
+                                                          plan.states, plan.states_bytes, 0),
+                            "cudnnSetDropoutDescriptor")
             else:
-                math = MATH_TENSOR_OP
-            self._check(lib.cudnnSetRNNDescriptor_v8(
-                plan.desc, RNN_ALGO[algo], RNN_MODE[spec.cell],
-                RNN_DOUBLE_BIAS if spec.bias else RNN_NO_BIAS,
-                RNN_BIDIRECTIONAL if spec.bidirectional else RNN_UNIDIRECTIONAL,
-                RNN_LINEAR_INPUT, DATA_TYPE[spec.dtype], DATA_TYPE["f32"], math,
-                spec.input_size, spec.hidden_size, spec.hidden_size, spec.num_layers,
-                plan.dropout,
-                RNN_PADDED_IO_ENABLED if padded else RNN_PADDED_IO_DISABLED),
-                "cudnnSetRNNDescriptor_v8")
+                # no dropout between layers: p = 0 without states (no kernel runs)
+                self._check(lib.cudnnSetDropoutDescriptor(plan.dropout, h, 0.0, None, 0, 0),
+                            "cudnnSetDropoutDescriptor")
+            plan.desc = self._new("RNN")
+            self._set_rnn(plan)
             size = c_size_t(0)
             self._check(lib.cudnnGetRNNWeightSpaceSize(h, plan.desc, ctypes.byref(size)),
                         "cudnnGetRNNWeightSpaceSize")
@@ -219,6 +245,24 @@ class RnnHandle:
         self.specs.put(key, plan)
         return plan
 
+    def _set_rnn(self, plan: _SpecPlan) -> None:
+        """(Re)set ``plan``'s RNN descriptor from its spec with its dropout descriptor."""
+        spec = plan.spec
+        if spec.dtype == "f32":
+            math = MATH_DEFAULT if spec.math == "tf32" else MATH_FMA
+        else:
+            math = MATH_TENSOR_OP
+        # projSize = hiddenSize: no projection (cuDNN 9 refuses 0)
+        self._check(self.lib.cudnnSetRNNDescriptor_v8(
+            plan.desc, RNN_ALGO[plan.algo], RNN_MODE[spec.cell],
+            RNN_DOUBLE_BIAS if spec.bias else RNN_NO_BIAS,
+            RNN_BIDIRECTIONAL if spec.bidirectional else RNN_UNIDIRECTIONAL,
+            RNN_LINEAR_INPUT, DATA_TYPE[spec.dtype], DATA_TYPE["f32"], math,
+            spec.input_size, spec.hidden_size, spec.out_size, spec.num_layers,
+            plan.dropout,
+            RNN_PADDED_IO_ENABLED if plan.padded else RNN_PADDED_IO_DISABLED),
+            "cudnnSetRNNDescriptor_v8")
+
     def _param_table(self, spec: RnnSpec, plan: _SpecPlan) -> dict[str, dict[str, Any]]:
         """torch name -> {"shape", "offsets"} from cudnnGetRNNWeightParams. The addresses are
         asked against a weight space taken from the pool (stream-ordered, given back at once:
@@ -226,7 +270,7 @@ class RnnHandle:
         lib, h = self.lib, self.raw_handle
         memory, stream = self._ctx.memory, self._ctx.compute.obj
         itemsize = dtype_of(spec.dtype).itemsize
-        g, hid = spec.gates, spec.hidden_size
+        g, hid, out = spec.gates, spec.hidden_size, spec.out_size
         base = memory.allocate(max(plan.weight_bytes, 256), stream)
         m_desc = b_desc = 0
         try:
@@ -234,10 +278,14 @@ class RnnHandle:
             table: dict[str, dict[str, Any]] = {}
             for name, layer, d, kind in param_names(spec):
                 pseudo = layer * spec.directions + d
-                cols = spec.layer_input(layer) if kind == "w_ih" else hid
+                cols = {"w_ih": spec.layer_input(layer), "w_hh": out, "w_hr": hid}.get(kind, 0)
+                rows = out if kind == "w_hr" else hid  # of one block
+                blocks = 1 if kind == "w_hr" else g
                 offsets = []
-                for gate in range(g):
+                for gate in range(blocks):
                     lin = gate + (g if kind in ("w_hh", "b_hh") else 0)
+                    if kind == "w_hr":
+                        lin = RNN_PROJ_LIN_ID
                     m_addr, b_addr = c_void_p(), c_void_p()
                     self._check(lib.cudnnGetRNNWeightParams(
                         h, plan.desc, pseudo, plan.weight_bytes, base, lin, m_desc,
@@ -245,7 +293,7 @@ class RnnHandle:
                         "cudnnGetRNNWeightParams")
                     is_w = kind[0] == "w"
                     addr = (m_addr if is_w else b_addr).value
-                    want = hid * cols if is_w else hid
+                    want = rows * cols if is_w else hid
                     got = self._numel(m_desc if is_w else b_desc)
                     if not addr or got != want:
                         raise LibraryError("cudnn", 0, f"{name} gate {gate}: cuDNN reports "
@@ -257,7 +305,7 @@ class RnnHandle:
                                            f"is not an element of the weight space at {base}",
                                            "cudnnGetRNNWeightParams")
                     offsets.append(offset)
-                shape = (g * hid, cols) if kind[0] == "w" else (g * hid,)
+                shape = (blocks * rows, cols) if kind[0] == "w" else (g * hid,)
                 table[name] = {"shape": shape, "offsets": offsets}
             return table
         finally:
@@ -275,10 +323,35 @@ class RnnHandle:
         return int(np.prod([dims[i] for i in range(nb.value)])) if nb.value else 0
 
     def weight_info(self, spec: RnnSpec) -> dict[str, Any]:
-        """{"weight_bytes", "params"} of ``spec`` (see RnnWeightInfo); host calls only."""
+        """{"weight_bytes", "dropout_states_bytes", "params"} of ``spec`` (see RnnWeightInfo);
+        host calls only."""
         self._dnn._bind(self._ctx.compute.obj)
         plan = self._spec_plan(spec, False)
-        return {"weight_bytes": plan.weight_bytes, "params": plan.params}
+        return {"weight_bytes": plan.weight_bytes, "params": plan.params,
+                "dropout_states_bytes": self.dropout_states_bytes()}
+
+    def dropout_states_bytes(self) -> int:
+        """Bytes of a dropout-states buffer (``cudnnDropoutGetStatesSize``, asked once)."""
+        if not self._states_bytes:
+            size = c_size_t(0)
+            self._check(self.lib.cudnnDropoutGetStatesSize(self.raw_handle, ctypes.byref(size)),
+                        "cudnnDropoutGetStatesSize")
+            self._states_bytes = size.value
+        return self._states_bytes
+
+    def init_dropout(self, stream: Any, states: int, nbytes: int, seed: int) -> None:
+        """Seed the dropout-states buffer ``states`` on ``stream``: cuDNN's initialization
+        kernel through a dropout descriptor made for the call (destroyed once the kernel is
+        enqueued; the states do not refer to it). The p given there (0.5) is not part of the
+        states: each forward's descriptor carries the spec's p."""
+        self._dnn._bind(stream)
+        desc = self._new("Dropout")
+        try:
+            self._check(self.lib.cudnnSetDropoutDescriptor(desc, self.raw_handle, 0.5, states,
+                                                           nbytes, seed),
+                        "cudnnSetDropoutDescriptor")
+        finally:
+            self.lib.cudnnDestroyDropoutDescriptor(desc)
 
     def weight_bytes(self, spec: RnnSpec) -> int:
         return self._spec_plan(spec, False).weight_bytes
@@ -320,18 +393,22 @@ class RnnHandle:
         stream = self._ctx.compute.obj
         try:
             for name, width in (("x", spec.input_size),
-                                ("y", spec.directions * spec.hidden_size)):
+                                ("y", spec.directions * spec.out_size)):
                 d = self._new("RNNData")
                 setattr(plan, name, d)
                 self._check(lib.cudnnSetRNNDataDescriptor(d, dt, layout, seq_len, batch, width,
                                                           _arr(seqs), fill),
                             "cudnnSetRNNDataDescriptor")
-            plan.h = self._new("Tensor")
             ld = spec.num_layers * spec.directions
-            self._check(lib.cudnnSetTensorNdDescriptor(
-                plan.h, dt, 3, _arr([ld, batch, spec.hidden_size]),
-                _arr([batch * spec.hidden_size, spec.hidden_size, 1])),
-                "cudnnSetTensorNdDescriptor")
+            # h states are P wide, c states H wide (the same descriptor without a projection)
+            for name, width in (("h", spec.out_size), ("c", spec.hidden_size)):
+                if name == "c" and width == spec.out_size:
+                    break
+                d = self._new("Tensor")
+                setattr(plan, name, d)
+                self._check(lib.cudnnSetTensorNdDescriptor(
+                    d, dt, 3, _arr([ld, batch, width]), _arr([batch * width, width, 1])),
+                    "cudnnSetTensorNdDescriptor")
             ws, rs = c_size_t(0), c_size_t(0)
             self._check(lib.cudnnGetRNNTempSpaceSizes(h, sp.desc, FWD_MODE_INFERENCE, plan.x,
                                                       ctypes.byref(ws), ctypes.byref(rs)),
@@ -370,7 +447,8 @@ class RnnHandle:
         self._dnn._bind(self._ctx.compute.obj)
         plan = self._data_plan(spec, batch_first, seq_len, batch, lengths)
         return {"workspace_bytes": plan.ws_train, "reserve_bytes": plan.reserve,
-                "inference_workspace_bytes": plan.ws_infer, "algo": plan.algo}
+                "inference_workspace_bytes": plan.ws_infer, "algo": plan.algo,
+                "dropout_states_bytes": self.dropout_states_bytes()}
 
     # -- the calls ----------------------------------------------------------------------------
     def run(self, stream: Any, call: RnnCall) -> None:
@@ -393,16 +471,24 @@ class RnnHandle:
                nbytes: int) -> None:
         lib, h = self.lib, self.raw_handle
         lstm = c.spec.cell == "lstm"
-        cdesc = plan.h
+        cdesc = plan.c or plan.h
         reserve = c.reserve or None
         w_bytes = sp.weight_bytes
         if c.op == "fwd":
             mode = FWD_MODE_TRAINING if c.reserve else FWD_MODE_INFERENCE
-            self._check(lib.cudnnRNNForward(
-                h, sp.desc, mode, plan.seq_dev, plan.x, c.x, plan.y, c.y, plan.h, c.hx or None,
-                c.hy or None, cdesc, (c.cx or None) if lstm else None,
-                (c.cy or None) if lstm else None, w_bytes, c.w, nbytes, ws or None,
-                c.reserve_bytes if c.reserve else 0, reserve), "cudnnRNNForward")
+            if c.states:
+                # this call's states (initialized by init_dropout; Restore runs no kernel),
+                # then the RNN descriptor set again with the descriptor pointing at them
+                self._point_dropout(sp, c.states, c.states_bytes)
+            try:
+                self._check(lib.cudnnRNNForward(
+                    h, sp.desc, mode, plan.seq_dev, plan.x, c.x, plan.y, c.y, plan.h,
+                    c.hx or None, c.hy or None, cdesc, (c.cx or None) if lstm else None,
+                    (c.cy or None) if lstm else None, w_bytes, c.w, nbytes, ws or None,
+                    c.reserve_bytes if c.reserve else 0, reserve), "cudnnRNNForward")
+            finally:
+                if c.states:  # back to the plan's own states: the caller's buffer may go
+                    self._point_dropout(sp, sp.states, sp.states_bytes)
         elif c.op == "bwd_data":
             self._check(lib.cudnnRNNBackwardData_v8(
                 h, sp.desc, plan.seq_dev, plan.y, c.y, c.dy, plan.x, c.dx, plan.h,
@@ -417,6 +503,14 @@ class RnnHandle:
                 h, sp.desc, WGRAD_MODE_ADD, plan.seq_dev, plan.x, c.x, plan.h, c.hx or None,
                 plan.y, c.y, w_bytes, c.w, nbytes, ws or None, c.reserve_bytes, reserve),
                 "cudnnRNNBackwardWeights_v8")
+
+    def _point_dropout(self, sp: _SpecPlan, states: int, nbytes: int) -> None:
+        """Point ``sp``'s dropout descriptor at ``states`` (host only) and set its RNN
+        descriptor again with it, as torch does before each call."""
+        self._check(self.lib.cudnnRestoreDropoutDescriptor(
+            sp.dropout, self.raw_handle, sp.spec.dropout, states, nbytes, 0),
+            "cudnnRestoreDropoutDescriptor")
+        self._set_rnn(sp)
 
     def cache_info(self) -> dict[str, dict[str, int]]:
         return {"specs": self.specs.info(), "data": self.data.info()}

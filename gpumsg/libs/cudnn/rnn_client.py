@@ -11,6 +11,9 @@ the device's cuDNN handle).
     y, hy, cy, reserve = lstm(x, hx, cx, train=True)
     dx, dhx, dcx, dw = lstm.backward(x, y, dy, reserve, hx, cx, dhy=dhy, dcy=dcy)
     grads = lstm.get_weights(dw.result())             # torch-named gradients (NumPy)
+
+    # torch's nn.LSTM(..., proj_size=64, dropout=0.2); masks seeded by 7
+    lstm = dev.dnn.lstm(256, 512, 2, proj_size=64, dropout=0.2, seed=7)
 """
 
 from __future__ import annotations
@@ -26,9 +29,11 @@ from ...dtypes import as_dtype
 from ...errors import InvalidMessage
 from ...messages.base import as_ref
 from ...messages.cudnn_rnn import (
+    SEED_MAX,
     RnnBackwardData,
     RnnBackwardWeights,
     RnnCacheInfo,
+    RnnDropoutInit,
     RnnForward,
     RnnSpaceInfo,
     RnnSpec,
@@ -102,10 +107,18 @@ class Rnn:
     """One recurrent network on a device: its :class:`~gpumsg.messages.cudnn_rnn.RnnSpec`, its
     weight space (``weights``, a 1-D buffer of the spec's dtype, uninitialized until
     :meth:`set_weights` or :meth:`reset_parameters`) and torch-named access to it. Build it with
-    ``dev.dnn.rnn(...)``, ``dev.dnn.lstm(...)`` or ``dev.dnn.gru(...)``."""
+    ``dev.dnn.rnn(...)``, ``dev.dnn.lstm(...)`` or ``dev.dnn.gru(...)``.
 
-    def __init__(self, dev: Device, spec: RnnSpec, batch_first: bool, info: dict[str, Any]
-                 ) -> None:
+    Dropout between layers (``spec.dropout`` > 0, two layers or more): the network owns a
+    dropout-states buffer (``dropout_states``), seeded with ``seed`` before its first training
+    forward (or by :meth:`seed_dropout`) and advanced by each training forward, so successive
+    training steps draw new masks (as torch's do). Reproducible: the same seed and then the same
+    sequence of training forwards (the same shapes, in the same order) on this network give the
+    same masks, so the same outputs and gradients, on the same kind of device; other networks
+    and other work on the device do not change them. Inference never draws."""
+
+    def __init__(self, dev: Device, spec: RnnSpec, batch_first: bool, info: dict[str, Any],
+                 seed: int = 0) -> None:
         self._dev = dev
         self.spec = spec
         self.batch_first = batch_first
@@ -116,6 +129,12 @@ class Rnn:
         self.weight_elems = max(self.weight_bytes // self.dtype.itemsize, 1)
         self.weights = dev.alloc((self.weight_elems,), spec.dtype, order="C")
         self._reserve: dict[tuple, int] = {}
+        #: the seed the dropout states were last seeded with (see :meth:`seed_dropout`)
+        self.seed = seed
+        #: bytes of a dropout-states buffer on this device
+        self.dropout_states_bytes: int = int(info.get("dropout_states_bytes", 0))
+        #: the dropout-states buffer (u8), made at the first training forward that needs it
+        self.dropout_states: Any = None
 
     # -- parameters ---------------------------------------------------------------------------
     def param_shapes(self) -> dict[str, tuple[int, ...]]:
@@ -229,17 +248,36 @@ class Rnn:
                                  field=field)
         return w
 
-    def _new_states(self, b: int) -> Any:
+    def _new_states(self, b: int, cell: bool = False) -> Any:
+        """A new (layers * D, b, P) buffer of h-like states, or (layers * D, b, H) with
+        ``cell``."""
         spec = self.spec
-        return self._dev.alloc((spec.num_layers * spec.directions, b, spec.hidden_size),
-                               spec.dtype, order="C")
+        width = spec.hidden_size if cell else spec.out_size
+        return self._dev.alloc((spec.num_layers * spec.directions, b, width), spec.dtype,
+                               order="C")
+
+    def seed_dropout(self, seed: int | None = None) -> Future:
+        """(Re)seed this network's dropout states with ``seed`` (default: :attr:`seed`), making
+        the buffer first if needed; the next training forward draws the masks that follow that
+        seed. Resolves to None once seeded (stream-ordered before later calls: no need to
+        wait). InvalidMessage (field "seed") outside 0 .. 2**64 - 1."""
+        seed = self.seed if seed is None else seed
+        if self.dropout_states is None:
+            self._dev._check_open()
+            self.dropout_states = self._dev.alloc((max(self.dropout_states_bytes, 1),), "u8",
+                                                  order="C")
+        done = self._dev.send(RnnDropoutInit(self.dropout_states, seed))
+        self.seed = seed
+        return done
 
     # -- the passes ---------------------------------------------------------------------------
     def forward(self, x: Any, hx: Any = None, cx: Any = None, seq_lengths: Any = None,
                 train: bool = False, w: Any = None) -> RnnOutputs:
         """y, hy, cy = rnn(x, hx, cx) (see :class:`~gpumsg.messages.cudnn_rnn.RnnForward` for
         layouts and padding); new buffers, row-major, the spec's dtype. ``train=True`` also
-        returns the reserve space (u8) that :meth:`backward` needs. Omitted hx/cx are zeros."""
+        returns the reserve space (u8) that :meth:`backward` needs and, with dropout between
+        layers, draws the masks from (and advances) :attr:`dropout_states`, seeding them first
+        if this is the network's first training forward. Omitted hx/cx are zeros."""
         dev = self._dev
         dev._check_open()
         seq_lengths = _lengths(seq_lengths)
@@ -249,14 +287,18 @@ class Rnn:
         shapes = data_shapes(spec, self.batch_first, t, b)
         y = dev.alloc(shapes["y"], spec.dtype, order="C")
         hy = self._new_states(b)
-        cy = self._new_states(b) if spec.cell == "lstm" else None
-        reserve = None
+        cy = self._new_states(b, cell=True) if spec.cell == "lstm" else None
+        reserve = states = None
         if train:
             reserve = dev.alloc((max(self.reserve_bytes(t, b, seq_lengths), 1),), "u8",
                                 order="C")
+            if spec.applies_dropout:
+                if self.dropout_states is None:
+                    self.seed_dropout()
+                states = self.dropout_states
         done = dev.send(RnnForward(spec, x, y, w, hx, cx, hy, cy, reserve,
                                    _lengths(seq_lengths),
-                                   self.batch_first))
+                                   self.batch_first, states))
         after = dev.buffer_after
         return RnnOutputs(after(done, y), after(done, hy),
                           None if cy is None else after(done, cy),
@@ -277,7 +319,7 @@ class Rnn:
         spec = self.spec
         dx = dev.alloc(data_shapes(spec, self.batch_first, t, b)["x"], spec.dtype, order="C")
         dhx = self._new_states(b)
-        dcx = self._new_states(b) if spec.cell == "lstm" else None
+        dcx = self._new_states(b, cell=True) if spec.cell == "lstm" else None
         done = dev.send(RnnBackwardData(spec, y, dy, dx, w, reserve, hx, cx, dhy, dcy, dhx, dcx,
                                         _lengths(seq_lengths),
                                         self.batch_first))
@@ -334,18 +376,28 @@ class DnnRnn:
 
     def rnn(self, cell: str, input_size: int, hidden_size: int, num_layers: int = 1,
             bidirectional: bool = False, dtype: str = "f32", bias: bool = True,
-            batch_first: bool = False, math: str = "default", algo: str = "auto") -> Rnn:
+            batch_first: bool = False, math: str = "default", algo: str = "auto",
+            proj_size: int = 0, dropout: float = 0.0, seed: int | None = None) -> Rnn:
         """A recurrent network (``cell``: "rnn_tanh", "rnn_relu", "lstm" or "gru") with its
-        weight space allocated (uninitialized): see :class:`Rnn`. ``batch_first`` as in torch.
-        Bad arguments raise InvalidMessage naming the field. Waits for the weight table the
-        first time a spec is used."""
+        weight space allocated (uninitialized): see :class:`Rnn`. ``batch_first``,
+        ``proj_size`` (LSTM only, below ``hidden_size``) and ``dropout`` (between layers, in
+        training forwards) as in torch; ``seed`` seeds the dropout masks (default: one drawn
+        at random, kept in ``Rnn.seed``). Bad arguments raise InvalidMessage naming the field.
+        Waits for the weight table the first time a spec is used."""
         self._dev._check_open()
         spec = RnnSpec(cell, input_size, hidden_size, num_layers, bidirectional, dtype, bias,
-                       math, algo)
+                       math, algo, proj_size, dropout)
         if not isinstance(batch_first, bool):
             raise InvalidMessage(f"batch_first: expected True or False, got {batch_first!r}",
                                  field="batch_first")
-        return Rnn(self._dev, spec, batch_first, self.rnn_weight_info(spec))
+        if seed is None:
+            seed = int(np.random.default_rng().integers(0, SEED_MAX, endpoint=True,
+                                                        dtype=np.uint64))
+        elif (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
+              or not 0 <= int(seed) <= SEED_MAX):
+            raise InvalidMessage(f"seed: expected an int in 0 .. 2**64 - 1, got {seed!r}",
+                                 field="seed")
+        return Rnn(self._dev, spec, batch_first, self.rnn_weight_info(spec), int(seed))
 
     def lstm(self, input_size: int, hidden_size: int, num_layers: int = 1, **kw: Any) -> Rnn:
         """:meth:`rnn` with LSTM cells (torch.nn.LSTM's gates and parameters)."""

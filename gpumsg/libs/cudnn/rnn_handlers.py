@@ -11,6 +11,7 @@ from ...messages.cudnn_rnn import (
     RnnBackwardData,
     RnnBackwardWeights,
     RnnCacheInfo,
+    RnnDropoutInit,
     RnnForward,
     RnnSpaceInfo,
     RnnWeightInfo,
@@ -46,6 +47,17 @@ def _check(lib: Any, msg: Any, w_field: str, t: int, b: int) -> int:
     return need
 
 
+def _check_states(lib: Any, msg: Any, field: str) -> int:
+    """The dropout-states bytes of the device, after checking ``msg.<field>`` holds them."""
+    need = lib.dropout_states_bytes()
+    ref = getattr(msg, field)
+    if ref.nbytes < need:
+        raise InvalidMessage(f"{type(msg).__name__}.{field}: {ref.describe()} holds "
+                             f"{ref.nbytes} bytes; dropout states need {need} on this device",
+                             field=field)
+    return need
+
+
 def _opt(ctx: Any, msg: Any, field: str, out: bool) -> Any:
     ref = getattr(msg, field)
     if ref is None:
@@ -58,16 +70,20 @@ def _forward(ctx: Any, msg: RnnForward, reply: Any) -> None:
     lib = ctx.library(LIBRARY)
     t, b = _dims(msg, msg.x)
     reserve_bytes = _check(lib, msg, "w", t, b)
+    states_bytes = _check_states(lib, msg, "dropout_states") if msg.dropout_states else 0
     x, w = ctx.resolve(msg.x, "x"), ctx.resolve(msg.w, "w")
     y = ctx.resolve_out(msg.y, "y")
     ins = {f: _opt(ctx, msg, f, False) for f in ("hx", "cx")}
     outs = {f: _opt(ctx, msg, f, True) for f in ("hy", "cy", "reserve")}
+    # the states are read and advanced
+    states = _opt(ctx, msg, "dropout_states", False)
     ptr = {f: (a.ptr if a is not None else 0) for f, a in {**ins, **outs}.items()}
     call = RnnCall("fwd", msg.spec, msg.batch_first, t, b, msg.seq_lengths, w.ptr, w.ref.nbytes,
                    x=x.ptr, y=y.ptr, hx=ptr["hx"], cx=ptr["cx"], hy=ptr["hy"], cy=ptr["cy"],
-                   reserve=ptr["reserve"], reserve_bytes=reserve_bytes)
+                   reserve=ptr["reserve"], reserve_bytes=reserve_bytes,
+                   states=states.ptr if states is not None else 0, states_bytes=states_bytes)
     reads = (x, w, *(a for a in ins.values() if a is not None))
-    writes = (y, *(a for a in outs.values() if a is not None))
+    writes = (y, *(a for a in (*outs.values(), states) if a is not None))
     ctx.run(reply, COMPUTE, reads, writes, lib.run, call)
 
 
@@ -105,6 +121,14 @@ def _backward_weights(ctx: Any, msg: RnnBackwardWeights, reply: Any) -> None:
                    reserve=reserve.ptr, reserve_bytes=reserve_bytes, accumulate=msg.accumulate)
     reads = (x, y, reserve, *((hx,) if hx is not None else ()))
     ctx.run(reply, COMPUTE, reads, (dw,), lib.run, call)
+
+
+@handles(RnnDropoutInit)
+def _dropout_init(ctx: Any, msg: RnnDropoutInit, reply: Any) -> None:
+    lib = ctx.library(LIBRARY)
+    nbytes = _check_states(lib, msg, "states")
+    states = ctx.resolve_out(msg.states, "states")
+    ctx.run(reply, COMPUTE, (), (states,), lib.init_dropout, states.ptr, nbytes, msg.seed)
 
 
 @handles(RnnWeightInfo)

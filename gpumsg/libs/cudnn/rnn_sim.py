@@ -3,7 +3,13 @@ kept: a weight space with a parameter table (its own packing: every pseudo-layer
 then every pseudo-layer's biases), a training forward that leaves its intermediates in the
 reserve space, a backward-data pass that leaves the gate gradients there, and a backward-weights
 pass that only adds to the gradient space and reads what the two before it left. The same
-descriptor-cache bookkeeping as on a GPU (spec plans, data plans, hits and misses)."""
+descriptor-cache bookkeeping as on a GPU (spec plans, data plans, hits and misses).
+
+LSTM projections: h = W_hr (o tanh c), the reserve keeps o tanh c and the gradient reaching h.
+Inter-layer dropout: a dropout-states buffer holds two u64 words, the seed and the number of
+training forwards that read it; a forward draws its masks (keep with probability 1 - p, scale
+1/(1 - p)) from NumPy's Philox keyed by seed + (count << 64), layer by layer, counts itself,
+and keeps the masks in the reserve for the backward passes."""
 
 from __future__ import annotations
 
@@ -17,19 +23,25 @@ from ...messages.cudnn_rnn import RnnSpec, auto_algo, param_names
 from ...service.plans import PlanCache
 from .rnn import RnnCall
 
-__all__ = ["SimRnn", "sim_weight_table", "sim_reserve_layout"]
+__all__ = ["SimRnn", "sim_weight_table", "sim_reserve_layout", "SIM_STATES_BYTES"]
+
+#: bytes of the simulator's dropout states: the seed and a call counter (u64 each)
+SIM_STATES_BYTES = 16
 
 
 def sim_weight_table(spec: RnnSpec) -> tuple[int, dict[str, dict[str, Any]]]:
     """(elements, torch name -> {"shape", "offsets"}) of the simulator's weight space."""
-    g, h, nd = spec.gates, spec.hidden_size, spec.directions
+    g, h, nd, out = spec.gates, spec.hidden_size, spec.directions, spec.out_size
     pos = 0
     mats: dict[tuple[int, int, int], int] = {}
     for layer in range(spec.num_layers):
         for d in range(nd):
             for lin in range(2 * g):
                 mats[(layer, d, lin)] = pos
-                pos += h * (spec.layer_input(layer) if lin < g else h)
+                pos += h * (spec.layer_input(layer) if lin < g else out)
+            if spec.proj_size:  # the projection (cuDNN's linear layer 8): (P, H)
+                mats[(layer, d, 2 * g)] = pos
+                pos += out * h
     biases: dict[tuple[int, int, int], int] = {}
     if spec.bias:
         for layer in range(spec.num_layers):
@@ -39,10 +51,13 @@ def sim_weight_table(spec: RnnSpec) -> tuple[int, dict[str, dict[str, Any]]]:
                     pos += h
     table: dict[str, dict[str, Any]] = {}
     for name, layer, d, kind in param_names(spec):
+        if kind == "w_hr":
+            table[name] = {"shape": (out, h), "offsets": [mats[(layer, d, 2 * g)]]}
+            continue
         rec = kind in ("w_hh", "b_hh")
         src = mats if kind[0] == "w" else biases
         offsets = [src[(layer, d, gate + (g if rec else 0))] for gate in range(g)]
-        cols = spec.layer_input(layer) if kind == "w_ih" else h
+        cols = spec.layer_input(layer) if kind == "w_ih" else out
         shape = (g * h, cols) if kind[0] == "w" else (g * h,)
         table[name] = {"shape": shape, "offsets": offsets}
     return pos, table
@@ -52,9 +67,11 @@ def sim_reserve_layout(spec: RnnSpec, t: int, b: int
                        ) -> tuple[int, dict[str, tuple[int, tuple[int, ...]]]]:
     """(float64 values, name -> (offset, shape)) of the simulator's reserve space: per
     pseudo-layer p the activated gates, the state before each step (and LSTM's cell states,
-    GRU's R_n h + b_Rn), the input-side and recurrent-side gate gradients; per layer above the
-    first its input (the layer below's output)."""
-    g, h, nd = spec.gates, spec.hidden_size, spec.directions
+    GRU's R_n h + b_Rn; with a projection o tanh c and the gradient reaching h), the
+    input-side and recurrent-side gate gradients; per layer above the first its input (the
+    layer below's output, after dropout); per layer but the last, with dropout, its mask
+    (the factor of each output: 0 or 1/(1 - p))."""
+    g, h, nd, out_w = spec.gates, spec.hidden_size, spec.directions, spec.out_size
     out: dict[str, tuple[int, tuple[int, ...]]] = {}
     pos = 0
 
@@ -65,14 +82,19 @@ def sim_reserve_layout(spec: RnnSpec, t: int, b: int
 
     for layer in range(spec.num_layers):
         if layer:
-            add(f"in{layer}", (t, b, nd * h))
+            add(f"in{layer}", (t, b, nd * out_w))
+        if spec.applies_dropout and layer < spec.num_layers - 1:
+            add(f"keep{layer}", (t, b, nd * out_w))
         for d in range(nd):
             p = layer * nd + d
             add(f"gates{p}", (t, b, g * h))
-            add(f"hprev{p}", (t, b, h))
+            add(f"hprev{p}", (t, b, out_w))
             if spec.cell == "lstm":
                 add(f"cprev{p}", (t, b, h))
                 add(f"c{p}", (t, b, h))
+            if spec.proj_size:
+                add(f"hraw{p}", (t, b, h))
+                add(f"dhr{p}", (t, b, out_w))
             if spec.cell == "gru":
                 add(f"rn{p}", (t, b, h))
             add(f"dgi{p}", (t, b, g * h))
@@ -97,12 +119,13 @@ class _Weights:
             if entry is None:
                 return None
             shape = entry["shape"]
-            block = h * (shape[1] if len(shape) == 2 else 1)
+            block = int(np.prod(shape)) // len(entry["offsets"])
             parts = [space[o:o + block] for o in entry["offsets"]]
             return np.concatenate(parts).reshape(shape)
 
         self.w_ih = get("weight_ih")
         self.w_hh = get("weight_hh")
+        self.w_hr = get("weight_hr")  # None without a projection
         zeros = np.zeros(g * h)
         b_ih, b_hh = get("bias_ih"), get("bias_hh")
         self.b_ih = zeros if b_ih is None else b_ih
@@ -146,13 +169,24 @@ class SimRnn:
             algo = auto_algo(spec, padded, b)  # the simulator accepts either
             self._spec_plan(spec, padded, algo)
             plan = {"workspace_bytes": 0, "reserve_bytes": 8 * sim_reserve_layout(spec, t, b)[0],
-                    "inference_workspace_bytes": 0, "algo": algo}
+                    "inference_workspace_bytes": 0, "algo": algo,
+                    "dropout_states_bytes": SIM_STATES_BYTES}
             self.data.put(key, plan)
         return plan
 
     def weight_info(self, spec: RnnSpec) -> dict[str, Any]:
         n, table = self._spec_plan(spec, False)
-        return {"weight_bytes": n * dtype_of(spec.dtype).itemsize, "params": table}
+        return {"weight_bytes": n * dtype_of(spec.dtype).itemsize, "params": table,
+                "dropout_states_bytes": SIM_STATES_BYTES}
+
+    def dropout_states_bytes(self) -> int:
+        return SIM_STATES_BYTES
+
+    def init_dropout(self, stream: Any, states: int, nbytes: int, seed: int) -> None:
+        def work() -> None:
+            self.sim.view(states, SIM_STATES_BYTES).view(np.uint64)[:] = (seed, 0)
+
+        stream.put(work)
 
     def weight_bytes(self, spec: RnnSpec) -> int:
         return self._spec_plan(spec, False)[0] * dtype_of(spec.dtype).itemsize
@@ -201,10 +235,25 @@ class SimRnn:
     def _seq_shape(self, c: RnnCall, width: int) -> tuple[int, int, int]:
         return (c.batch, c.seq_len, width) if c.batch_first else (c.seq_len, c.batch, width)
 
-    def _states(self, c: RnnCall, ptr: int) -> np.ndarray:
+    def _states(self, c: RnnCall, ptr: int, cell: bool = False) -> np.ndarray:
+        """h-like (P wide) or, with ``cell``, c-like (H wide) states; zeros when absent."""
         spec = c.spec
-        shape = (spec.num_layers * spec.directions, c.batch, spec.hidden_size)
+        width = spec.hidden_size if cell else spec.out_size
+        shape = (spec.num_layers * spec.directions, c.batch, width)
         return self._load(c, ptr, shape) if ptr else np.zeros(shape)
+
+    def _masks(self, c: RnnCall, t: int, b: int) -> list[np.ndarray]:
+        """The dropout factors of each layer's output but the last's (training with dropout):
+        drawn from the states' (seed, count), which is then counted up."""
+        spec = c.spec
+        words = self.sim.view(c.states, SIM_STATES_BYTES).view(np.uint64)
+        seed, count = int(words[0]), int(words[1])
+        words[1] = np.uint64((count + 1) % 2**64)
+        gen = np.random.Generator(np.random.Philox(key=seed + (count << 64)))
+        p = spec.dropout
+        shape = (t, b, spec.directions * spec.out_size)
+        return [np.where(gen.random(shape) >= p, 1.0 / (1.0 - p), 0.0)
+                for _ in range(spec.num_layers - 1)]
 
     def _reserve(self, c: RnnCall) -> dict[str, np.ndarray]:
         n, layout = sim_reserve_layout(c.spec, c.seq_len, c.batch)
@@ -218,17 +267,22 @@ class SimRnn:
     # -- the passes ---------------------------------------------------------------------------
     def _forward(self, c: RnnCall) -> None:
         spec = c.spec
-        h, nd, cell = spec.hidden_size, spec.directions, spec.cell
+        h, nd, cell, pw = spec.hidden_size, spec.directions, spec.cell, spec.out_size
         t, b, mask = self._geometry(c)
         space, table = self._weights(c)
         res = self._reserve(c) if c.reserve else None
+        keeps = self._masks(c, t, b) if res is not None and c.states else []
         inp = self._load(c, c.x, self._seq_shape(c, spec.input_size), seq=True)
-        h0, c0 = self._states(c, c.hx), self._states(c, c.cx)
+        h0, c0 = self._states(c, c.hx), self._states(c, c.cx, cell=True)
         hy, cy = np.zeros_like(h0), np.zeros_like(c0)
         for layer in range(spec.num_layers):
+            if layer and keeps:
+                inp = inp * keeps[layer - 1]
+                assert res is not None
+                res[f"keep{layer - 1}"][:] = keeps[layer - 1]
             if layer and res is not None:
                 res[f"in{layer}"][:] = inp
-            outs = np.zeros((t, b, nd * h))
+            outs = np.zeros((t, b, nd * pw))
             for d in range(nd):
                 p = layer * nd + d
                 wt = _Weights(space, spec, table, layer, d)
@@ -247,7 +301,9 @@ class SimRnn:
                         i, f = _sigmoid(pre[:, :h]), _sigmoid(pre[:, h:2 * h])
                         g, o = np.tanh(pre[:, 2 * h:3 * h]), _sigmoid(pre[:, 3 * h:])
                         cnew = f * ccur + i * g
-                        hnew = o * np.tanh(cnew)
+                        hnew = hraw = o * np.tanh(cnew)
+                        if wt.w_hr is not None:
+                            hnew = hraw @ wt.w_hr.T
                         gates = np.concatenate([i, f, g, o], axis=1)
                     else:
                         r = _sigmoid(gi[:, :h] + gr[:, :h])
@@ -264,7 +320,9 @@ class SimRnn:
                             res[f"c{p}"][step] = cnew
                         if cell == "gru":
                             res[f"rn{p}"][step] = rn
-                    outs[step, :, d * h:(d + 1) * h] = np.where(m, hnew, 0.0)
+                        if wt.w_hr is not None:
+                            res[f"hraw{p}"][step] = hraw
+                    outs[step, :, d * pw:(d + 1) * pw] = np.where(m, hnew, 0.0)
                     hcur = np.where(m, hnew, hcur)
                     if cnew is not None:
                         ccur = np.where(m, cnew, ccur)
@@ -278,14 +336,16 @@ class SimRnn:
 
     def _backward_data(self, c: RnnCall) -> None:
         spec = c.spec
-        h, nd, cell = spec.hidden_size, spec.directions, spec.cell
+        h, nd, cell, pw = spec.hidden_size, spec.directions, spec.cell, spec.out_size
         t, b, mask = self._geometry(c)
         space, table = self._weights(c)
         res = self._reserve(c)
-        dys = self._load(c, c.dy, self._seq_shape(c, nd * h), seq=True) * mask[:, :, None]
-        dhy, dcy = self._states(c, c.dhy), self._states(c, c.dcy)
+        dys = self._load(c, c.dy, self._seq_shape(c, nd * pw), seq=True) * mask[:, :, None]
+        dhy, dcy = self._states(c, c.dhy), self._states(c, c.dcy, cell=True)
         dhx, dcx = np.zeros_like(dhy), np.zeros_like(dcy)
         for layer in reversed(range(spec.num_layers)):
+            if spec.applies_dropout and layer < spec.num_layers - 1:
+                dys = dys * res[f"keep{layer}"]  # the layer above read its output masked
             dx = np.zeros((t, b, spec.layer_input(layer)))
             for d in range(nd):
                 p = layer * nd + d
@@ -294,7 +354,7 @@ class SimRnn:
                 dh, dc = dhy[p].copy(), dcy[p].copy()
                 for step in (reversed(range(t)) if d == 0 else range(t)):
                     m = mask[step][:, None]
-                    dht = dh + dys[step, :, d * h:(d + 1) * h]
+                    dht = dh + dys[step, :, d * pw:(d + 1) * pw]
                     gates = gates_all[step]
                     dc_prev = dc
                     if cell in ("rnn_tanh", "rnn_relu"):
@@ -306,10 +366,14 @@ class SimRnn:
                         i, f = gates[:, :h], gates[:, h:2 * h]
                         g, o = gates[:, 2 * h:3 * h], gates[:, 3 * h:]
                         tc = np.tanh(res[f"c{p}"][step])
-                        dcn = dc + dht * o * (1.0 - tc * tc)
+                        draw = dht  # the gradient reaching o tanh c
+                        if wt.w_hr is not None:
+                            res[f"dhr{p}"][step] = np.where(m, dht, 0.0)
+                            draw = dht @ wt.w_hr
+                        dcn = dc + draw * o * (1.0 - tc * tc)
                         dgi = dgr = np.concatenate(
                             [dcn * g * i * (1 - i), dcn * res[f"cprev{p}"][step] * f * (1 - f),
-                             dcn * i * (1 - g * g), dht * tc * o * (1 - o)], axis=1)
+                             dcn * i * (1 - g * g), draw * tc * o * (1 - o)], axis=1)
                         dc_prev = dcn * f
                         dh_prev = dgr @ wt.w_hh
                     else:
@@ -355,4 +419,7 @@ class SimRnn:
                 if spec.bias:
                     _put(grad, table, "bias_ih" + sfx, dgi.sum(axis=(0, 1)), h)
                     _put(grad, table, "bias_hh" + sfx, dgr.sum(axis=(0, 1)), h)
+                if spec.proj_size:
+                    _put(grad, table, "weight_hr" + sfx,
+                         np.einsum("tbp,tbh->ph", res[f"dhr{p}"], res[f"hraw{p}"]), h)
         dws[:] = grad.astype(dws.dtype)
