@@ -545,6 +545,16 @@ def test_dropout_backward_uses_the_forwards_mask(dev, rng, bidirectional) -> Non
     assert_close(_host(dev, g.dx), ref["x"], "f32", 10)
     assert_close(_host(dev, g.dhx), ref["h0"], "f32", 10)
     for name, value in net.get_weights(g.dw.result()).items():
+        if bidirectional and name.startswith("weight_ih_l1"):
+            # y shows the mask each direction of layer 1 applies to its own half of the input
+            # only. cuDNN draws a mask per direction of the layer above: on the H100 the
+            # other half's columns disagreed with a one-mask reference (relative error 0.19)
+            # while these, dx, dhx and every other gradient agreed. The simulator draws one
+            # mask (torch's CPU semantics). Either way the zero weights of those columns keep
+            # the unseen mask out of every other gradient.
+            half = slice(hsz, 2 * hsz) if name.endswith("_reverse") else slice(0, hsz)
+            assert_close(wide(value)[:, half], ref[name][:, half], "f32", 10)
+            continue
         assert_close(wide(value), ref[name], "f32", 10)
 
 
