@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .rowkern import PACK, PRELUDE, TAG, aligned
+from .rowkern import PACK, PRELUDE, TAG, OwnKernels, aligned
 
 __all__ = ["BN_INFER_SOURCE", "BnInferenceKernels"]
 
@@ -68,37 +68,14 @@ bn_infer(const typename E<K>::T* x, const float* gamma, const float* beta, const
 _THREADS = 256
 
 
-class BnInferenceKernels:
+class BnInferenceKernels(OwnKernels):
     """The batch-norm inference kernels of one device, one program per (dtype, vector/scalar)
     compiled on first use. ``run`` returns False (nothing issued) where NVRTC is unavailable.
     Device thread only."""
 
+    prefix = "gpumsg_bn_infer"
     #: packs (or elements) per thread
     unroll = 2
-
-    def __init__(self, ctx: Any) -> None:
-        self._ctx = ctx
-        self._programs: dict[tuple, Any] = {}
-        self.last_path = ""
-
-    @property
-    def status(self) -> str:
-        known = [p.status for p in self._programs.values()]
-        bad = [s for s in known if s.startswith("unavailable")]
-        return bad[0] if bad else (known[0] if known else "not built yet")
-
-    def _get(self, tag: int, vec: bool, unroll: int) -> Any:
-        key = (tag, vec, unroll)
-        prog = self._programs.get(key)
-        if prog is None:
-            from ..nvrtc.builtin import BuiltinKernels
-
-            expr = f"bn_infer<{tag}, {'true' if vec else 'false'}, {unroll}>"
-            prog = BuiltinKernels(self._ctx, BN_INFER_SOURCE,
-                                  f"gpumsg_bn_infer_{tag}_{int(vec)}_{unroll}.cu",
-                                  expressions=(expr,), options=("-std=c++17",))
-            self._programs[key] = prog
-        return prog.get()
 
     def run(self, stream: Any, dtype: str, layout: str, shape: tuple[int, ...], eps: float,
             x: int, gamma: int, beta: int, mean: int, var: int, y: int) -> bool:
@@ -116,13 +93,14 @@ class BnInferenceKernels:
         pack = PACK[dtype]
         vec = aligned(x, y, gamma, beta, mean, var) and (
             c % pack == 0 if inner == 1 else inner % pack == 0)
-        k = self._get(TAG[dtype], vec, self.unroll)
+        expr = f"bn_infer<{TAG[dtype]}, {'true' if vec else 'false'}, {self.unroll}>"
+        k = self._program((TAG[dtype], vec, self.unroll), BN_INFER_SOURCE, (expr,))
         if k is None:
             return False
         mods, fns = k
         npk = n // pack if vec else n
         blocks = max(1, -(-npk // (self.unroll * _THREADS)))
-        fn = fns[f"bn_infer<{TAG[dtype]}, {'true' if vec else 'false'}, {self.unroll}>"]
+        fn = fns[expr]
         mods.launch(stream, fn, (blocks, 1, 1), (_THREADS, 1, 1), 0,
                     ("ptr",) * 6 + ("i64", "i64", "i64", "f32"),
                     [x, gamma, beta, mean, var, y, n, c, inner, eps], [])

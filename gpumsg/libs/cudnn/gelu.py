@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .rowkern import PACK, PRELUDE, TAG, aligned
+from .rowkern import PACK, PRELUDE, TAG, OwnKernels, aligned
 
 __all__ = ["GELU_SOURCE", "GELU_MODES", "GeluKernels"]
 
@@ -81,7 +81,7 @@ gelu(const typename E<K>::T* x, const typename E<K>::T* dy,
 _THREADS = 256
 
 
-class GeluKernels:
+class GeluKernels(OwnKernels):
     """GELU kernels of one device, one program per (dtype, vector/scalar, mode) compiled on
     first use. ``run`` returns False (nothing issued) where NVRTC is unavailable. Device thread
     only."""
@@ -93,30 +93,12 @@ class GeluKernels:
     unroll = 2
     unroll_backward = 1
 
-    def __init__(self, ctx: Any) -> None:
-        self._ctx = ctx
-        self._programs: dict[tuple, Any] = {}
-        self.last_path = ""
-
-    @property
-    def status(self) -> str:
-        known = [p.status for p in self._programs.values()]
-        bad = [s for s in known if s.startswith("unavailable")]
-        return bad[0] if bad else (known[0] if known else "not built yet")
+    prefix = "gpumsg_gelu"
 
     def _get(self, tag: int, vec: bool, mode: int, unroll: int) -> Any:
-        key = (tag, vec, mode, unroll)
-        prog = self._programs.get(key)
-        if prog is None:
-            from ..nvrtc.builtin import BuiltinKernels
-
-            v = "true" if vec else "false"
-            exprs = tuple(f"gelu<{tag}, {v}, {mode}, {b}, {unroll}>" for b in ("false", "true"))
-            prog = BuiltinKernels(self._ctx, GELU_SOURCE,
-                                  f"gpumsg_gelu_{tag}_{int(vec)}_{mode}_{unroll}.cu",
-                                  expressions=exprs, options=("-std=c++17",))
-            self._programs[key] = prog
-        return prog.get()
+        v = "true" if vec else "false"
+        exprs = tuple(f"gelu<{tag}, {v}, {mode}, {b}, {unroll}>" for b in ("false", "true"))
+        return self._program((tag, vec, mode, unroll), GELU_SOURCE, exprs)
 
     def run(self, stream: Any, dtype: str, size: int, activation: str, x: int, y: int,
             dy: int = 0, dx: int = 0) -> bool:

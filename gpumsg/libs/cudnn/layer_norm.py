@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .rowkern import PACK, PRELUDE, TAG, aligned, row_shape
+from .rowkern import PACK, PRELUDE, TAG, OwnKernels, aligned, row_shape
 
 __all__ = ["LAYER_NORM_SOURCE", "LAYER_NORM_GENERIC", "LayerNormKernels", "TAG", "TUNE"]
 
@@ -349,35 +349,16 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-class LayerNormKernels:
+class LayerNormKernels(OwnKernels):
     """The layer-norm kernels of one device, each program compiled on first use.
     ``forward``/``backward`` return False (nothing issued) where NVRTC is unavailable: the
     caller takes the batch-norm route then. Device thread only."""
 
+    prefix = "gpumsg_layer_norm"
+
     def __init__(self, ctx: Any) -> None:
-        self._ctx = ctx
-        self._programs: dict[tuple, Any] = {}
+        super().__init__(ctx)
         self._occupancy: dict[tuple, int] = {}
-        self.last_path = ""  # the kernels the latest call used (tests and benchmarks read it)
-
-    @property
-    def status(self) -> str:
-        known = [p.status for p in self._programs.values()]
-        bad = [s for s in known if s.startswith("unavailable")]
-        return bad[0] if bad else (known[0] if known else "not built yet")
-
-    def _program(self, key: tuple, exprs: tuple[str, ...], generic: bool = False) -> Any:
-        prog = self._programs.get(key)
-        if prog is None:
-            from ..nvrtc.builtin import BuiltinKernels
-
-            name = "gpumsg_layer_norm_" + "_".join(str(int(k)) if isinstance(k, bool) else str(k)
-                                                   for k in key) + ".cu"
-            prog = BuiltinKernels(self._ctx, LAYER_NORM_GENERIC if generic
-                                  else LAYER_NORM_SOURCE, name, expressions=exprs,
-                                  options=("-std=c++17",))
-            self._programs[key] = prog
-        return prog.get()
 
     def _row(self, dtype: str, d: int, ptrs: tuple[int, ...], backward: bool
              ) -> tuple[Any, dict, str, tuple[bool, bool, int, int]] | None:
@@ -394,7 +375,7 @@ class LayerNormKernels:
         warp, v, threads = shape
         args = f"<{tag}, {'true' if vec else 'false'}, {v}, {'true' if warp else 'false'}>"
         exprs = (f"ln_fwd_r{args}", f"ln_bwd_r{args}", "ln_part_sum")
-        k = self._program(("r", tag, vec, v, warp), exprs)
+        k = self._program(("r", tag, vec, v, warp), LAYER_NORM_SOURCE, exprs)
         if k is None:
             return None
         mods, fns = k
@@ -413,9 +394,9 @@ class LayerNormKernels:
                         [x, gamma, beta, y, mean, invstd, rows, d, eps], [])
             self.last_path = f"row vec={vec} warp={warp} V={v} threads={threads}"
             return True
-        k = self._program(("g", TAG[dtype]), tuple(_GENERIC[(n, TAG[dtype])] for n in
-                                                   ("ln_fwd", "ln_bwd_dx", "ln_bwd_dgb")),
-                          generic=True)
+        k = self._program(("g", TAG[dtype]), LAYER_NORM_GENERIC,
+                          tuple(_GENERIC[(n, TAG[dtype])] for n in
+                                ("ln_fwd", "ln_bwd_dx", "ln_bwd_dgb")))
         if k is None:
             return False
         mods, fns = k
@@ -437,9 +418,8 @@ class LayerNormKernels:
                                 dbeta)
             return True
         tag = TAG[dtype]
-        k = self._program(("g", tag), tuple(_GENERIC[(n, tag)] for n in
-                                            ("ln_fwd", "ln_bwd_dx", "ln_bwd_dgb")),
-                          generic=True)
+        k = self._program(("g", tag), LAYER_NORM_GENERIC,
+                          tuple(_GENERIC[(n, tag)] for n in ("ln_fwd", "ln_bwd_dx", "ln_bwd_dgb")))
         if k is None:
             return False
         mods, fns = k

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["PRELUDE", "TAG", "PACK", "row_shape", "aligned", "pow2_at_least"]
+__all__ = ["PRELUDE", "TAG", "PACK", "OwnKernels", "row_shape", "aligned", "pow2_at_least"]
 
 #: element type -> template tag of the kernels
 TAG = {"f32": 0, "f16": 1, "bf16": 2}
@@ -235,3 +235,37 @@ def row_shape(nvec: int, target: int, v_max: int, max_threads: Any = None
 def aligned(*ptrs: int) -> bool:
     """Every nonzero pointer 16-byte aligned."""
     return all(p % 16 == 0 for p in ptrs if p)
+
+
+class OwnKernels:
+    """The programs of one family of gpumsg's own kernels on one device, each compiled with
+    NVRTC on first use and kept by key (libs/nvrtc/builtin.py caches the binaries on disk).
+    Device thread only. ``prefix`` names the family's source files."""
+
+    prefix = "gpumsg_kernels"
+
+    def __init__(self, ctx: Any) -> None:
+        self._ctx = ctx
+        self._programs: dict[tuple, Any] = {}
+        self.last_path = ""  # the kernels the latest call used (tests and benchmarks read it)
+
+    @property
+    def status(self) -> str:
+        """Why the family cannot run ("unavailable: ..."), else the state of its programs."""
+        known = [p.status for p in self._programs.values()]
+        bad = [s for s in known if s.startswith("unavailable")]
+        return bad[0] if bad else (known[0] if known else "not built yet")
+
+    def _program(self, key: tuple, source: str, expressions: tuple[str, ...]) -> Any:
+        """(modules, functions) of the program of ``key`` (``source`` compiled for
+        ``expressions`` the first time), or None where NVRTC is unavailable."""
+        prog = self._programs.get(key)
+        if prog is None:
+            from ..nvrtc.builtin import BuiltinKernels
+
+            name = self.prefix + "_" + "_".join(str(int(k)) if isinstance(k, bool) else str(k)
+                                                for k in key) + ".cu"
+            prog = BuiltinKernels(self._ctx, source, name, expressions=expressions,
+                                  options=("-std=c++17",))
+            self._programs[key] = prog
+        return prog.get()

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .rowkern import PACK, PRELUDE, TAG, aligned, row_shape
+from .rowkern import PACK, PRELUDE, TAG, OwnKernels, aligned, row_shape
 
 __all__ = ["SOFTMAX_SOURCE", "SoftmaxKernels", "softmax_rows"]
 
@@ -147,7 +147,7 @@ def _max_threads(backward: bool, per_thread: int) -> int:
     return 1024 if per_thread <= 32 else 512
 
 
-class SoftmaxKernels:
+class SoftmaxKernels(OwnKernels):
     """The row-softmax kernels of one device, one program per (dtype, pack, shape, log)
     compiled on first use. ``run`` returns False (nothing issued) when the problem is not one
     of contiguous rows, a row is too long for the registers of a block, or NVRTC is
@@ -159,10 +159,7 @@ class SoftmaxKernels:
     target_threads = 256
     v_max = 8
 
-    def __init__(self, ctx: Any) -> None:
-        self._ctx = ctx
-        self._programs: dict[tuple, Any] = {}
-        self.last_path = ""
+    prefix = "gpumsg_softmax"
 
     def run(self, stream: Any, dtype: str, layout: str, shape: tuple[int, ...], mode: str,
             log: bool, x: int, y: int, dy: int = 0, dx: int = 0) -> bool:
@@ -182,17 +179,8 @@ class SoftmaxKernels:
         warp, v, threads = shape_
         b = lambda f: "true" if f else "false"  # noqa: E731
         args = f"<{TAG[dtype]}, {b(vec)}, {v}, {b(warp)}, {b(log)}>"
-        key = (TAG[dtype], vec, v, warp, log)
-        prog = self._programs.get(key)
-        if prog is None:
-            from ..nvrtc.builtin import BuiltinKernels
-
-            prog = BuiltinKernels(self._ctx, SOFTMAX_SOURCE,
-                                  "gpumsg_softmax_" + "_".join(str(int(k)) for k in key) + ".cu",
-                                  expressions=(f"sm_fwd_r{args}", f"sm_bwd_r{args}"),
-                                  options=("-std=c++17",))
-            self._programs[key] = prog
-        k = prog.get()
+        k = self._program((TAG[dtype], vec, v, warp, log), SOFTMAX_SOURCE,
+                          (f"sm_fwd_r{args}", f"sm_bwd_r{args}"))
         if k is None:
             return False
         mods, fns = k
