@@ -136,3 +136,22 @@ def test_posts_from_a_done_callback_do_not_pause(dev) -> None:
     assert len(later) == 20 and all(f.result(10).total_bytes > 0 for f in later)
     assert time.perf_counter() - t0 < 10  # no 30 s pause on the service's own thread
     held.result(10)
+
+
+def test_the_environment_sets_or_turns_off_the_pause(monkeypatch) -> None:
+    import gpumsg
+    from gpumsg.service.backpressure import HIGH, LOW, configured
+
+    monkeypatch.delenv("GPUMSG_BACKPRESSURE", raising=False)
+    assert configured() == (HIGH, LOW)
+    for value, want in (("off", (0, 0)), ("0", (0, 0)), ("256/32", (256, 32))):
+        monkeypatch.setenv("GPUMSG_BACKPRESSURE", value)
+        assert configured() == want
+    monkeypatch.setenv("GPUMSG_BACKPRESSURE", "64/8")
+    with gpumsg.open_device(backend="sim") as dev:
+        bp = dev._worker.backpressure
+        assert (bp.high, bp.low) == (64, 8)
+    for bad in ("fast", "8/8", "8/16", "1/2/3"):
+        monkeypatch.setenv("GPUMSG_BACKPRESSURE", bad)
+        with pytest.raises(ValueError, match="GPUMSG_BACKPRESSURE"):
+            configured()

@@ -21,10 +21,11 @@ done-callbacks that post) never pause: :func:`exempt_this_thread` marks them.
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
-__all__ = ["Backpressure", "exempt_this_thread", "HIGH", "LOW", "PAUSE_TIMEOUT"]
+__all__ = ["Backpressure", "exempt_this_thread", "configured", "HIGH", "LOW", "PAUSE_TIMEOUT"]
 
 #: a caller pauses when the mailbox holds this many messages after its put ...
 HIGH = 128
@@ -36,6 +37,24 @@ LOW = 64
 PAUSE_TIMEOUT = 0.005
 
 _local = threading.local()
+
+
+def configured() -> tuple[int, int]:
+    """(high, low) from ``GPUMSG_BACKPRESSURE``: ``off`` (or ``0``) turns the pause off,
+    ``HIGH/LOW`` sets both; unset, the defaults. Anything else raises ValueError naming it."""
+    value = os.environ.get("GPUMSG_BACKPRESSURE", "").strip()
+    if not value:
+        return HIGH, LOW
+    if value in ("off", "0"):
+        return 0, 0
+    try:
+        high, low = (int(v) for v in value.split("/"))
+    except ValueError:
+        raise ValueError(f"GPUMSG_BACKPRESSURE must be 'off' or 'HIGH/LOW' (two ints), got "
+                         f"{value!r}") from None
+    if not 0 <= low < high:
+        raise ValueError(f"GPUMSG_BACKPRESSURE needs 0 <= LOW < HIGH, got {value!r}")
+    return high, low
 
 
 def exempt_this_thread() -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..errors import CudaError, GpuError, InvalidMessage
 from . import handlers as _device_handlers  # noqa: F401  (registers the device messages)
-from .backpressure import Backpressure, exempt_this_thread
+from .backpressure import Backpressure, configured, exempt_this_thread
 from .context import DeviceContext
 from .registry import HANDLERS
 
@@ -125,7 +125,7 @@ class DeviceWorker:
                  pinned_staging_limit: int = 256 << 20) -> None:
         self.mailbox: SimpleQueue = SimpleQueue()
         #: callers pause on a full mailbox (service/backpressure.py says why)
-        self.backpressure = Backpressure(self.mailbox.qsize)
+        self.backpressure = Backpressure(self.mailbox.qsize, *configured())
         self.state = state
         self.ctx: DeviceContext | None = None
         self._startup_error: BaseException | None = None
