@@ -235,6 +235,69 @@ def test_pooling_activations_and_softmax_recorded_in_a_graph(dev, rng, layout: s
             assert_close(dev.copy_to_host(v).result(), wide(eager[k]), "f32")
 
 
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_graph_records_batch_norm_inference_and_layer_norm(dev, rng, dtype: str) -> None:
+    """Batch-norm inference (NHWC) and a layer-norm forward, recorded after one eager run,
+    replay on whatever the buffers hold: each replay checked against float64 references of
+    fresh inputs. Norms that take pool memory per call (training batch norm) stay refused."""
+    n, h, w, c = 2, 3, 4, 16
+    rows, d = 6, 64
+    bn = {k: dev.alloc((c,), "f32").result() for k in ("gamma", "beta", "mean", "var")}
+    ln_g, ln_b = dev.alloc((d,), "f32").result(), dev.alloc((d,), "f32").result()
+    xb, yb = (dev.alloc((n, h, w, c), dtype, order="C").result() for _ in range(2))
+    xl, yl = (dev.alloc((rows, d), dtype, order="C").result() for _ in range(2))
+    mean, inv = dev.alloc((rows,), "f32").result(), dev.alloc((rows,), "f32").result()
+
+    def sequence() -> None:
+        dev.dnn.batch_norm_inference(xb, bn["gamma"], bn["beta"], bn["mean"], bn["var"],
+                                     eps=1e-3, layout="NHWC", out=yb)
+        dev.dnn.layer_norm(xl, ln_g, ln_b, eps=1e-5, out=yl, mean_out=mean, invstd_out=inv)
+
+    def inputs() -> dict:
+        host = {"xb": random_array(rng, (n, h, w, c), dtype),
+                "xl": random_array(rng, (rows, d), dtype),
+                "lg": random_array(rng, (d,), "f32"), "lb": random_array(rng, (d,), "f32")}
+        host.update({k: random_array(rng, (c,), "f32") for k in ("gamma", "beta", "mean")})
+        host["var"] = random_array(rng, (c,), "f32", low=0.5)
+        for k in ("gamma", "beta", "mean", "var"):
+            dev.copy_from_host(bn[k], host[k])
+        for buf, k in ((xb, "xb"), (xl, "xl"), (ln_g, "lg"), (ln_b, "lb")):
+            dev.copy_from_host(buf, host[k])
+        return host
+
+    inputs()
+    sequence()  # eager: builds the kernels
+    with dev.graph() as g:
+        sequence()
+    assert g.ready.result(timeout=120) >= 2
+    for _ in range(3):
+        host = inputs()
+        for buf in (yb, yl, mean, inv):
+            dev.memset(buf, 0xFF)  # NaN: a replay that does nothing cannot pass
+        g.launch().result(timeout=60)
+        xw = wide(host["xb"])
+        y_ref = ((xw - wide(host["mean"])) / np.sqrt(wide(host["var"]) + 1e-3)
+                 * wide(host["gamma"]) + wide(host["beta"]))
+        assert_close(dev.copy_to_host(yb).result(), y_ref, dtype)
+        xl_w = wide(host["xl"])
+        mu = xl_w.mean(axis=1)
+        invstd = 1 / np.sqrt(xl_w.var(axis=1) + 1e-5)
+        ln_ref = (xl_w - mu[:, None]) * invstd[:, None] * wide(host["lg"]) + wide(host["lb"])
+        assert_close(dev.copy_to_host(yl).result(), ln_ref, dtype)
+        tol = ("f32", 10.0) if dtype == "f32" else ("f32", 50.0)
+        assert_close(dev.copy_to_host(mean).result(), mu, *tol)
+        assert_close(dev.copy_to_host(inv).result(), invstd, *tol)
+    from gpumsg.messages.cudnn import BatchNormTrain
+
+    train = BatchNormTrain(xb, bn["gamma"], bn["beta"], yb, bn["mean"], bn["var"],
+                           layout="NHWC")
+    with pytest.raises(gpumsg.GraphCaptureError, match="BatchNormTrain"):
+        with dev.graph():
+            dev.send(train)
+    dev.send(train).result(timeout=60)  # eagerly it runs, and the device serves on
+    assert np.isfinite(dev.copy_to_host(yb).result().astype(np.float32)).all()
+
+
 def test_conv_with_out_reuses_its_message_and_keeps_every_check(dev, rng) -> None:
     """Repeated convolutions into a given ``out`` reuse their validated message: the results
     follow the buffers' current contents, other buffers of the same shapes get messages of
@@ -461,6 +524,34 @@ def test_kernels_not_built_yet_are_refused_in_a_graph(cuda_dev, rng) -> None:
         dev.dnn.activation(x, "gelu", out=y)
     g.launch().result(timeout=60)
     assert_close(dev.copy_to_host(y).result(), wide(eager), "f32")
+
+
+@pytest.mark.gpu
+def test_norm_kernels_not_built_yet_are_refused_in_a_graph(cuda_dev, rng) -> None:
+    """Batch-norm inference and layer norm recorded on a fresh device before any eager call:
+    their kernels cannot be compiled and loaded under capture, so the recording is refused;
+    after one eager call each the same recording replays."""
+    dev = cuda_dev
+    x = dev.to_device(random_array(rng, (2, 4, 4, 8), "f32")).result()
+    y = dev.alloc((2, 4, 4, 8), "f32", order="C").result()
+    vec = [dev.to_device(random_array(rng, (8,), "f32", low=0.5)).result() for _ in range(4)]
+    mean, inv = dev.alloc((32,), "f32").result(), dev.alloc((32,), "f32").result()
+    calls = (lambda: dev.dnn.batch_norm_inference(x, *vec, layout="NHWC", out=y),
+             lambda: dev.dnn.layer_norm(x, normalized_ndim=1, out=y, mean_out=mean,
+                                        invstd_out=inv))
+    for call in calls:
+        with dev.graph() as g:
+            call()
+        with pytest.raises(gpumsg.GraphCaptureError, match="kernels are built"):
+            g.ready.result(timeout=60)
+        done = call()  # eager: builds the kernels
+        (done[0] if isinstance(done, tuple) else done).result(timeout=60)
+        eager = dev.copy_to_host(y).result()
+        dev.memset(y, 0xFF)
+        with dev.graph() as g:
+            call()
+        g.launch().result(timeout=60)
+        assert_close(dev.copy_to_host(y).result(), wide(eager), "f32")
 
 
 @pytest.mark.gpu

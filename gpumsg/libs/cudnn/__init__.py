@@ -11,9 +11,11 @@ Same layout as every library folder (see :mod:`gpumsg.libs.cublas`). Client name
 from ...messages.cudnn import (
     Activation,
     ActivationBackward,
+    BatchNormInference,
     ConvBackwardData,
     ConvBackwardFilter,
     ConvForward,
+    LayerNorm,
     Pool,
     PoolBackward,
     Softmax,
@@ -30,9 +32,11 @@ from .sim import SimDnn
 LIBRARY = register_library("cudnn", cuda=DnnHandle, sim=SimDnn, namespace="dnn", client=Dnn,
                            specs=(SPEC,))
 # dev.graph() may record convolutions that ran once before (see DnnHandle.conv), and pooling,
-# activations and softmaxes (their own kernels, GELU's and the row softmax's, once built)
+# activations, softmaxes, batch-norm inference and layer-norm forwards (their own kernels,
+# GELU's, the row softmax's, bn_infer's and layer_norm's, once built)
 capturable(ConvForward, ConvBackwardData, ConvBackwardFilter, Activation, ActivationBackward,
-           Softmax, SoftmaxBackward, Pool, PoolBackward, libraries=("cudnn",))
+           Softmax, SoftmaxBackward, Pool, PoolBackward, BatchNormInference, LayerNorm,
+           libraries=("cudnn",))
 
 # RNNs (v8 API): their own descriptor caches on the device's cuDNN handle; methods join dev.dnn
 from . import rnn_handlers  # noqa: E402, F401  (registers the message handlers)

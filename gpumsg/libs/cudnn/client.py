@@ -271,18 +271,23 @@ class Dnn:
         return self._vec(as_ref(gamma, "gamma").size), self._vec(as_ref(gamma, "gamma").size)
 
     def layer_norm(self, x: Any, gamma: Any = None, beta: Any = None, normalized_ndim: int = 1,
-                   eps: float = 1e-5, out: Any = None) -> tuple[Future, Future, Future]:
+                   eps: float = 1e-5, out: Any = None, mean_out: Any = None,
+                   invstd_out: Any = None) -> tuple[Future, Future, Future]:
         """Futures of (y, mean, invstd): x normalized over its last ``normalized_ndim``
         dimensions, then y = x_hat gamma + beta (f32 vectors of the normalized size, optional;
-        see :class:`~gpumsg.messages.cudnn.LayerNorm` for how cuDNN runs it)."""
+        see :class:`~gpumsg.messages.cudnn.LayerNorm` for how cuDNN runs it). ``out``,
+        ``mean_out`` and ``invstd_out`` (optional) receive y and the per-row f32 statistics;
+        given all three, nothing is allocated (as inside a ``dev.graph`` recording), and each
+        future resolves once the message is done."""
         dev = self._dev
         dev._check_open()
         y = self._like(x, out)
         rows = self._rows(x, normalized_ndim)
-        mean, inv = self._vec(rows), self._vec(rows)
+        mean = mean_out if mean_out is not None else self._vec(rows)
+        inv = invstd_out if invstd_out is not None else self._vec(rows)
         done = dev.send(LayerNorm(x, y, mean, inv, gamma, beta, normalized_ndim, eps))
-        return (done if out is not None else dev.buffer_after(done, y),
-                dev.buffer_after(done, mean), dev.buffer_after(done, inv))
+        return tuple(done if given is not None else dev.buffer_after(done, buf)  # type: ignore[return-value]
+                     for buf, given in ((y, out), (mean, mean_out), (inv, invstd_out)))
 
     def layer_norm_backward(self, x: Any, dy: Any, mean: Any, invstd: Any, gamma: Any = None,
                             normalized_ndim: int = 1, eps: float = 1e-5

@@ -883,13 +883,14 @@ class DnnHandle:
             plan.fwd_ws = out
         return out
 
-    def _no_capture(self, what: str) -> None:
+    def _no_capture(self, what: str, advice: str = "run it once outside the graph first"
+                    ) -> None:
         """Raise GraphCaptureError inside a ``dev.graph`` recording: ``what`` would be taken
         from the pool, which a stream capture cannot do."""
         if self._ctx.capture is not None:
             name = type(self._ctx.current).__name__
             raise GraphCaptureError(f"{name} needs {what}, which cannot be allocated under "
-                                    "capture: run it once outside the graph first", name)
+                                    f"capture: {advice}", name)
 
     def _with_workspace(self, stream: Any, nbytes: int, fn: Any) -> int:
         """``fn(ws)`` with ``nbytes`` of workspace from the pool (stream-ordered); its status."""
@@ -994,6 +995,11 @@ class DnnHandle:
         if affine == (rows, per_row, 1) and self.layer_norm.forward(
                 stream, dtype, rows, per_row, eps, x, gamma, beta, y, mean, invstd):
             return
+        # the batch-norm route takes constants and a temporary from the pool (a group norm
+        # always, a layer norm where gpumsg's own kernels cannot run)
+        self._no_capture("temporaries of the batch-norm route",
+                         f"gpumsg's own layer-norm kernels cannot run here "
+                         f"({self.layer_norm.status}); run it outside the graph")
         self._bind(stream)
         zeros, ones = self._consts(stream, max(rows, affine[1]))
         stats = (1, rows, per_row)
