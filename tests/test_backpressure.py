@@ -65,6 +65,16 @@ def test_pause_waits_for_relieve_and_is_bounded() -> None:
     assert time.perf_counter() - t0 < 1 and bp.pauses == 2
     with pytest.raises(ValueError, match="low"):
         Backpressure(lambda: 0, high=8, low=8)
+    # a device thread that finishes releases whoever waits, and nobody pauses after
+    depth[0] = 200
+    woke.clear()
+    t = threading.Thread(target=lambda: (bp.pause(), woke.append(time.perf_counter())))
+    t.start()
+    time.sleep(0.2)
+    assert not woke
+    bp.release()
+    t.join(5)
+    assert woke and bp.high == 0
 
 
 def test_an_exempt_thread_never_pauses() -> None:

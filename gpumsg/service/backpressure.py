@@ -100,3 +100,9 @@ class Backpressure:
         if self.waiting and self._qsize() <= self.low:
             self.waiting = False
             self._room.set()
+
+    def release(self) -> None:
+        """The device thread is finishing: no pause from now on, and none left waiting."""
+        self.high = 0
+        self.waiting = False
+        self._room.set()

@@ -166,7 +166,7 @@ class DeviceWorker:
             else:
                 serve(self.ctx, self.mailbox, shutdown_timeout, backpressure=self.backpressure)
         finally:
-            self.backpressure.high = 0  # nothing will relieve a pause any more
+            self.backpressure.release()  # nothing will relieve a pause any more
             with self._late_lock:
                 self._drain()
                 self._finished = True
