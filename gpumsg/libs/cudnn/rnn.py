@@ -252,7 +252,7 @@ class RnnHandle:
             math = MATH_DEFAULT if spec.math == "tf32" else MATH_FMA
         else:
             math = MATH_TENSOR_OP
-        # projSize = hiddenSize: no projection (cuDNN 9 refuses 0)
+        # projSize: the projection's size, else hiddenSize (no projection; cuDNN 9 refuses 0)
         self._check(self.lib.cudnnSetRNNDescriptor_v8(
             plan.desc, RNN_ALGO[plan.algo], RNN_MODE[spec.cell],
             RNN_DOUBLE_BIAS if spec.bias else RNN_NO_BIAS,
