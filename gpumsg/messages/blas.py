@@ -26,7 +26,7 @@ from .base import (
 __all__ = [
     "Sgemm", "Gemm", "GemmStridedBatched", "GemmBatched",
     "Axpy", "Scal", "Dot", "Nrm2", "Asum", "Iamax", "Iamin", "Copy", "Swap", "Rot",
-    "Gemv", "Ger", "Symv", "Trsv", "Geam", "Syrk", "Symm", "Trmm", "Trsm",
+    "Gemv", "Ger", "Symv", "Trsv", "Geam", "Syrk", "Symm", "Trmm", "Trsm", "BlasReplayInfo",
     "INT32_MAX", "GEMM_DTYPES", "BLAS_DTYPES", "COMPUTE_MODES", "trans_code", "check_matrix",
     "check_vector",
 ]
@@ -816,3 +816,11 @@ class Trsm(Message):
         check_matrix(self, "a", self.a, ka, ka, _ld(self, "lda", ka), "lda")
         check_matrix(self, "b", self.b, self.m, self.n, _ld(self, "ldb", self.m), "ldb")
         _no_alias(self, "b", "a")
+
+
+@message()
+class BlasReplayInfo(Message):
+    """Reply with the GEMM replays of the device's cuBLAS and cuBLASLt handles:
+    ``{"cublas": {...}, "cublaslt": {...}}``, each ``{"enabled"}`` plus, where enabled,
+    ``{"graphs", "captures", "launches", "refused"}`` (see ``backends/cuda/replays.py``). A
+    handle not created yet answers ``{"enabled": None}``."""

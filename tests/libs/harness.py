@@ -36,7 +36,7 @@ import gpumsg
 
 __all__ = ["FLOAT_DTYPES", "REAL_DTYPES", "COMPLEX_DTYPES", "HALF_DTYPES", "ALL_FLOAT_DTYPES",
            "TOLERANCE", "tolerance", "random_array", "random_scalars", "wide", "rel_err",
-           "assert_close", "BadArg", "check_bad_args", "device_still_serves"]
+           "assert_close", "BadArg", "check_bad_args", "device_still_serves", "FakeGraphDriver"]
 
 #: the four BLAS/LAPACK precisions
 FLOAT_DTYPES = ("f32", "f64", "c64", "c128")
@@ -146,3 +146,41 @@ def check_bad_args(dev: Any, case: BadArg) -> None:
             f"{case.name}: error names field {getattr(info.value, 'field', None)!r}, " \
             f"expected {case.field!r}: {info.value}"
     device_still_serves(dev)
+
+
+class FakeGraphDriver:
+    """Stands in for cuda.bindings.driver in GraphReplays (backends/cuda/replays.py): records
+    captures and launches; a capture ended while ``refuse`` is set fails, as an engine that
+    cannot be captured makes it fail."""
+
+    class CUstreamCaptureMode:
+        CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
+
+    def __init__(self) -> None:
+        self.capturing, self.refuse, self.launched, self.destroyed = False, False, [], []
+        self.graphs = 0
+
+    def cuStreamBeginCapture(self, stream, mode):
+        assert mode == 1 and not self.capturing
+        self.capturing = True
+        return (0,)
+
+    def cuStreamEndCapture(self, stream):
+        self.capturing = False
+        if self.refuse:
+            return 900, None  # cudaErrorStreamCaptureUnsupported; no graph
+        self.graphs += 1
+        return 0, self.graphs
+
+    def cuGraphInstantiate(self, graph, flags):
+        return 0, ("exec", graph)
+
+    def cuGraphDestroy(self, graph) -> None: ...
+
+    def cuGraphExecDestroy(self, exec_) -> None:
+        self.destroyed.append(exec_)
+
+    def cuGraphLaunch(self, exec_, stream):
+        assert not self.capturing
+        self.launched.append((exec_, stream))
+        return (0,)

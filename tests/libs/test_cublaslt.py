@@ -191,7 +191,10 @@ def test_plan_cache_hits_on_repeated_shapes(dev, rng) -> None:
     for _ in range(4):
         p.run(dev, "relu")
     info1 = dev.blas.lt_cache_info().result()
-    assert info1["misses"] == info0["misses"] + 1 and info1["hits"] >= info0["hits"] + 3
+    # a repeat replayed as a CUDA graph looks no plan up (dev.blas.replay_info)
+    launches = dev.blas.replay_info().result()["cublaslt"].get("launches", 0)
+    assert info1["misses"] == info0["misses"] + 1
+    assert info1["hits"] + launches >= info0["hits"] + 3
     p.run(dev, "gelu")  # another epilogue is another plan
     info2 = dev.blas.lt_cache_info().result()
     assert info2["misses"] == info1["misses"] + 1 and info2["size"] == info1["size"] + 1

@@ -9,7 +9,7 @@ import itertools
 
 import numpy as np
 import pytest
-from harness import BadArg, assert_close, check_bad_args, random_array, wide
+from harness import BadArg, FakeGraphDriver, assert_close, check_bad_args, random_array, wide
 
 import gpumsg
 from gpumsg.errors import InvalidMessage
@@ -706,55 +706,19 @@ def test_graph_executor_find_and_limits() -> None:
         _FakeGraph.WS = [0, 4096, 256, 0]
 
 
-class _FakeDriver:
-    """Stands in for cuda.bindings.driver in GraphReplays: records captures and launches; a
-    capture whose issue ran while ``refuse`` is set ends with an error, as cuDNN's would."""
-
-    class CUstreamCaptureMode:
-        CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
-
-    def __init__(self) -> None:
-        self.capturing, self.refuse, self.launched, self.destroyed = False, False, [], []
-        self.graphs = 0
-
-    def cuStreamBeginCapture(self, stream, mode):
-        assert mode == 1 and not self.capturing
-        self.capturing = True
-        return (0,)
-
-    def cuStreamEndCapture(self, stream):
-        self.capturing = False
-        if self.refuse:
-            return 900, None  # cudaErrorStreamCaptureUnsupported; no graph
-        self.graphs += 1
-        return 0, self.graphs
-
-    def cuGraphInstantiate(self, graph, flags):
-        return 0, ("exec", graph)
-
-    def cuGraphDestroy(self, graph) -> None: ...
-
-    def cuGraphExecDestroy(self, exec_) -> None:
-        self.destroyed.append(exec_)
-
-    def cuGraphLaunch(self, exec_, stream):
-        assert not self.capturing
-        self.launched.append((exec_, stream))
-        return (0,)
-
-
 def test_graph_replays_capture_on_the_second_run_then_launch() -> None:
     """GraphPlan.run with replays: a pointer set runs as usual once, is captured the second
     time (the execute then runs under capture, and the graph is launched), and is launched
     alone from then on; another pointer set, workspace or stream is a key of its own; the
     oldest graph beyond the capacity is destroyed, and close() destroys the rest."""
-    from gpumsg.libs.cudnn.graph import GraphReplays, build_graph
+    from gpumsg.backends.cuda.replays import GraphReplays
+    from gpumsg.libs.cudnn.graph import build_graph
 
     fe = _fake_frontend()
     t = {"y": _FakeTensor(), "x": _FakeTensor()}
     plan = build_graph(fe, 77, "f16", lambda g, f: t, name="t", strict_f32=False,
                        workspace_limit=None)
-    cu = _FakeDriver()
+    cu = FakeGraphDriver()
     plan.replays = GraphReplays(cu, capacity=2)
     g, ptrs = plan.graph, {"x": 0x1000, "y": 0x2000}
     under_capture = []
@@ -786,13 +750,14 @@ def test_graph_replays_capture_on_the_second_run_then_launch() -> None:
 def test_graph_replays_a_refused_capture_falls_back_for_good() -> None:
     """A capture that fails leaves nothing issued: the execute runs as usual right after, the
     reason is kept, and the plan is not captured again."""
-    from gpumsg.libs.cudnn.graph import GraphReplays, build_graph
+    from gpumsg.backends.cuda.replays import GraphReplays
+    from gpumsg.libs.cudnn.graph import build_graph
 
     fe = _fake_frontend()
     t = {"x": _FakeTensor(), "y": _FakeTensor()}
     plan = build_graph(fe, 7, "f16", lambda g, f: t, name="t", strict_f32=False,
                        workspace_limit=None)
-    cu = _FakeDriver()
+    cu = FakeGraphDriver()
     cu.refuse = True
     plan.replays = GraphReplays(cu)
     for _ in range(4):

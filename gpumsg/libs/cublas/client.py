@@ -104,6 +104,17 @@ class Blas:
                 M * N, lda=N, ldb=K, ldc=N, compute=compute)
         return dev.buffer_after(done, out)
 
+    def replay_info(self) -> Future:
+        """Resolves to how the GEMMs were replayed: ``{"cublas": {...}, "cublaslt": {...}}``.
+
+        A GEMM (``sgemm``, ``gemm``, ``gemm_strided_batched``, ``matmul``, ``dev.blaslt``'s
+        matmuls) repeated with the same buffers and arguments is captured as a CUDA graph the
+        second time and replayed from then on (the same kernels on the same addresses; a few us
+        of host time instead of the library's 10-25). Each entry says whether that is on
+        (``GPUMSG_BLAS_REPLAY=0`` turns it off; None: the handle was not used yet; False on the
+        simulator), and the graphs held, captures, launches, and why capturing stopped."""
+        return self._send(msgs.BlasReplayInfo())
+
     # -- level 1
     def axpy(self, x: Any, y: Any, alpha: Any = 1.0, n: int | None = None, incx: int = 1,
              incy: int = 1) -> Future:

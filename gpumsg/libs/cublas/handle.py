@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
+from ...backends.cuda.replays import GraphReplays, direct, enabled
 from ...dtypes import CUDA_DATA_TYPE
 from ...errors import LibraryError
 from ..loader import LoadedLibrary, c_void_p, load
@@ -30,7 +31,10 @@ from .bindings import (
     scale_type,
 )
 
-__all__ = ["CublasHandle", "ScalarCache", "status_error"]
+__all__ = ["CublasHandle", "ScalarCache", "status_error", "REPLAY_CAPACITY"]
+
+#: CUDA graphs of repeated GEMMs kept per handle (a few KiB of device memory each)
+REPLAY_CAPACITY = 64
 
 
 class ScalarCache:
@@ -79,6 +83,11 @@ class CublasHandle:
         self.scalar = ScalarCache().get
         self._ctx = ctx
         self._ws = 0
+        #: GEMMs repeated with the same arguments are replayed as CUDA graphs (see
+        #: backends/cuda/replays.py; GPUMSG_BLAS_REPLAY=0 turns it off): ``_issue(tag, fn,
+        #: stream, *args)`` runs ``fn(stream, *args)`` either way
+        self.replays: GraphReplays | None = None
+        self._issue: Any = direct
         if ctx is not None:
             # an explicit workspace from the device's pool, as torch gives cuBLAS: some kernel
             # choices (split-K) depend on having one
@@ -86,6 +95,12 @@ class CublasHandle:
             self._check(self.lib.cublasSetWorkspace_v2(self.raw_handle, self._ws,
                                                         WORKSPACE_BYTES),
                         "cublasSetWorkspace_v2")
+            if enabled("GPUMSG_BLAS_REPLAY"):
+                from ...backends.cuda.driver import _driver
+
+                self.replays = GraphReplays(_driver(), REPLAY_CAPACITY,
+                                            lambda: ctx.capture is not None)
+                self._issue = self.replays.call
 
     # -- plumbing ----------------------------------------------------------------------------------
     def _check(self, status: int, function: str) -> None:
@@ -129,7 +144,13 @@ class CublasHandle:
               a: int, lda: int, b: int, ldb: int, beta: float, c: int, ldc: int) -> None:
         """``cublasSgemm_v2``: fp32 storage and math (the handle keeps the default math mode,
         so no TF32). The path of every ``Sgemm`` message, written to cost the least Python per
-        call: the call is bound once, the scalars are cached."""
+        call: the call is bound once, the scalars are cached, a repeated call is replayed."""
+        self._issue("sgemm", self._sgemm_now, stream, transa, transb, m, n, k, alpha, a, lda, b,
+                    ldb, beta, c, ldc)
+
+    def _sgemm_now(self, stream: Any, transa: str, transb: str, m: int, n: int, k: int,
+                   alpha: float, a: int, lda: int, b: int, ldb: int, beta: float, c: int,
+                   ldc: int) -> None:
         if stream is not self._bound_stream:
             self.bind(stream)
         f32 = self._f32_scalars  # pointers by value, without building a key per call
@@ -149,6 +170,13 @@ class CublasHandle:
     def gemm(self, stream: Any, dtype: str, compute: str, transa: str, transb: str, m: int,
              n: int, k: int, alpha: Any, a: int, lda: int, b: int, ldb: int, beta: Any, c: int,
              ldc: int) -> None:
+        """``cublasGemmEx``; a repeated call is replayed."""
+        self._issue("gemm", self._gemm_now, stream, dtype, compute, transa, transb, m, n, k,
+                    alpha, a, lda, b, ldb, beta, c, ldc)
+
+    def _gemm_now(self, stream: Any, dtype: str, compute: str, transa: str, transb: str, m: int,
+                  n: int, k: int, alpha: Any, a: int, lda: int, b: int, ldb: int, beta: Any,
+                  c: int, ldc: int) -> None:
         t = CUDA_DATA_TYPE[dtype]
         self._call(stream, "cublasGemmEx", OP[transa], OP[transb], m, n, k,
                    self.scalar(dtype, alpha), a, t, lda, b, t, ldb, self.scalar(dtype, beta), c,
@@ -157,6 +185,14 @@ class CublasHandle:
     def gemm_strided(self, stream: Any, dtype: str, compute: str, transa: str, transb: str,
                      m: int, n: int, k: int, alpha: Any, a: int, lda: int, sa: int, b: int,
                      ldb: int, sb: int, beta: Any, c: int, ldc: int, sc: int, batch: int) -> None:
+        """``cublasGemmStridedBatchedEx``; a repeated call is replayed."""
+        self._issue("gemm_strided", self._gemm_strided_now, stream, dtype, compute, transa,
+                    transb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch)
+
+    def _gemm_strided_now(self, stream: Any, dtype: str, compute: str, transa: str,
+                          transb: str, m: int, n: int, k: int, alpha: Any, a: int, lda: int,
+                          sa: int, b: int, ldb: int, sb: int, beta: Any, c: int, ldc: int,
+                          sc: int, batch: int) -> None:
         t = CUDA_DATA_TYPE[dtype]
         self._call(stream, "cublasGemmStridedBatchedEx", OP[transa], OP[transb], m, n, k,
                    self.scalar(dtype, alpha), a, t, lda, sa, b, t, ldb, sb,
@@ -265,7 +301,14 @@ class CublasHandle:
         self._call(stream, f"cublas{LETTER[dtype]}trsm_v2", SIDE[side], FILL[uplo], OP[trans],
                    DIAG[diag], m, n, self.scalar(dtype, alpha), a, lda, b, ldb)
 
+    def replay_info(self) -> dict[str, Any]:
+        """The GEMM replays: on or off, graphs held, captures, launches, why refused."""
+        r = self.replays
+        return {"enabled": False} if r is None else {"enabled": True, **r.info()}
+
     def close(self) -> None:
+        if self.replays is not None:  # before the workspace their kernels use is freed
+            self.replays.close()
         if self._reduction_handle:
             self.lib.cublasDestroy_v2(self._reduction_handle)
             self._reduction_handle = 0

@@ -10,6 +10,7 @@ import numpy as np
 from ...messages.blas import (
     Asum,
     Axpy,
+    BlasReplayInfo,
     Copy,
     Dot,
     Geam,
@@ -323,3 +324,12 @@ def _trsm(ctx: Any, msg: Trsm, reply: Any) -> None:
     ctx.run(reply, COMPUTE, r, w, ctx.library("cublas").trsm, msg.a.dtype, msg.side, msg.uplo,
             msg.trans, msg.diag, msg.m, msg.n, msg.alpha, p["a"].ptr, msg.lda, p["b"].ptr,
             msg.ldb)
+
+
+@handles(BlasReplayInfo)
+def _replay_info(ctx: Any, msg: BlasReplayInfo, reply: Any) -> None:
+    info = {}
+    for name in ("cublas", "cublaslt"):
+        handle = ctx.libraries.get(name)  # not created here: asking is not using
+        info[name] = {"enabled": None} if handle is None else handle.replay_info()
+    ctx.reply_now(reply, info)

@@ -339,5 +339,9 @@ class SimCublas:
 
         stream.put(run)
 
+    def replay_info(self) -> dict[str, Any]:
+        """The simulator issues every call as it comes: no CUDA graphs to replay."""
+        return {"enabled": False}
+
     def close(self) -> None:
         pass

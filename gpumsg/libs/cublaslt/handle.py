@@ -14,12 +14,13 @@ import ctypes
 import dataclasses
 from typing import Any
 
+from ...backends.cuda.replays import GraphReplays, direct, enabled
 from ...dtypes import CUDA_DATA_TYPE
 from ...errors import LibraryError
 from ...messages.blaslt import EPILOGUES
 from ...service.plans import PlanCache
 from ..cublas.bindings import COMPUTE_TYPE, OP, WORKSPACE_BYTES, scale_type
-from ..cublas.handle import ScalarCache, status_error
+from ..cublas.handle import REPLAY_CAPACITY, ScalarCache, status_error
 from ..loader import c_int, c_void_p, load
 from .bindings import (
     AUX_LD,
@@ -107,6 +108,16 @@ class LtHandle:
         self._scalars = ScalarCache()
         self._ws = ctx.memory.allocate(WORKSPACE_BYTES, ctx.compute.obj)
         self._matmul = self.lib.cublasLtMatmul
+        #: matmuls repeated with the same call are replayed as CUDA graphs, as the cuBLAS
+        #: handle's GEMMs are (GPUMSG_BLAS_REPLAY=0 turns both off)
+        self.replays: GraphReplays | None = None
+        self._issue: Any = direct
+        if enabled("GPUMSG_BLAS_REPLAY"):
+            from ...backends.cuda.driver import _driver
+
+            self.replays = GraphReplays(_driver(), REPLAY_CAPACITY,
+                                        lambda: ctx.capture is not None)
+            self._issue = self.replays.call
 
     def _check(self, status: int, function: str) -> None:
         if status:
@@ -189,6 +200,10 @@ class LtHandle:
         self.lib.cublasLtMatmulDescDestroy(plan.desc)
 
     def matmul(self, stream: Any, call: LtCall) -> None:
+        """One matmul (with its epilogue) through a cached plan; a repeated call is replayed."""
+        self._issue("matmul", self._matmul_now, stream, call)
+
+    def _matmul_now(self, stream: Any, call: LtCall) -> None:
         key = call.plan_key()
         plan = self.cache.get(key)
         if plan is None:
@@ -209,22 +224,32 @@ class LtHandle:
              n: int, k: int, alpha: Any, a: int, lda: int, b: int, ldb: int, beta: Any, c: int,
              ldc: int) -> None:
         """A plain GEMM (C = alpha op(A) op(B) + beta C) through a cached plan; through
-        ``cublasGemmEx`` when cuBLASLt has no algorithm for the shape."""
+        ``cublasGemmEx`` when cuBLASLt has no algorithm for the shape. A repeated call is
+        replayed."""
+        if m == 0 or n == 0 or (dtype, compute, transa, transb, m, n, k, lda, ldb,
+                                ldc) in self._unplannable:
+            self._ctx.library("cublas").gemm(stream, dtype, compute, transa, transb, m, n, k,
+                                             alpha, a, lda, b, ldb, beta, c, ldc)
+            return
+        self._issue("gemm", self._gemm_now, stream, dtype, compute, transa, transb, m, n, k,
+                    alpha, a, lda, b, ldb, beta, c, ldc)
+
+    def _gemm_now(self, stream: Any, dtype: str, compute: str, transa: str, transb: str,
+                  m: int, n: int, k: int, alpha: Any, a: int, lda: int, b: int, ldb: int,
+                  beta: Any, c: int, ldc: int) -> None:
         key = (dtype, compute, transa, transb, m, n, k, lda, ldb, ldc)
         plan = self.cache.get(key)
         if plan is None:
-            if key in self._unplannable or m == 0 or n == 0:
-                self._ctx.library("cublas").gemm(stream, dtype, compute, transa, transb, m, n, k,
-                                                 alpha, a, lda, b, ldb, beta, c, ldc)
-                return
             call = LtCall(dtype, dtype, dtype, dtype, compute, transa, transb, m, n, k, lda, ldb,
                           ldc, ldc, "none", None, None, alpha, beta, a, b, c, c)
             try:
                 plan = self._plan(call)
             except NoAlgorithm:
+                # found on a call made as usual (a call is replayed only after one succeeded,
+                # and a replayed one has been planned): cuBLAS serves this shape from now on
                 self._unplannable.add(key)
-                self.gemm(stream, dtype, compute, transa, transb, m, n, k, alpha, a, lda, b, ldb,
-                          beta, c, ldc)
+                self._ctx.library("cublas").gemm(stream, dtype, compute, transa, transb, m, n,
+                                                 k, alpha, a, lda, b, ldb, beta, c, ldc)
                 return
             self.cache.put(key, plan)
         scalars = self._scalars
@@ -238,7 +263,14 @@ class LtHandle:
     def cache_info(self) -> dict[str, int]:
         return self.cache.info()
 
+    def replay_info(self) -> dict[str, Any]:
+        """The matmul replays: on or off, graphs held, captures, launches, why refused."""
+        r = self.replays
+        return {"enabled": False} if r is None else {"enabled": True, **r.info()}
+
     def close(self) -> None:
+        if self.replays is not None:  # before the workspace their kernels use is freed
+            self.replays.close()
         self.cache.clear()
         if self.raw_handle:
             self.lib.cublasLtDestroy(self.raw_handle)

@@ -127,5 +127,9 @@ class SimLt:
     def cache_info(self) -> dict[str, int]:
         return self.cache.info()
 
+    def replay_info(self) -> dict[str, Any]:
+        """The simulator issues every call as it comes: no CUDA graphs to replay."""
+        return {"enabled": False}
+
     def close(self) -> None:
         pass

@@ -16,9 +16,10 @@ of it gpumsg needs, used by the device's :class:`~gpumsg.libs.cudnn.handle.DnnHa
   candidate built and timed once (``algo="find"``).
 - :meth:`GraphPlan.run` runs it with raw device pointers (a variant pack of ints, no
   framework tensors) and a workspace from the device pool, stream-ordered like every other call.
-- :class:`GraphReplays` keeps CUDA graphs of a plan's executes: the second time the same plan
-  runs with the same pointers, workspace and stream, the execute is captured once
-  (``cuStreamBeginCapture``) and from then on replayed with one ``cuGraphLaunch``. The frontend's
+- A plan's executes are replayed as CUDA graphs (``GraphPlan.replays``, a
+  :class:`~gpumsg.backends.cuda.replays.GraphReplays`): the second time the same plan runs with
+  the same pointers, workspace and stream, the execute is captured once and from then on
+  replayed with one ``cuGraphLaunch``. The frontend's
   execute costs 15-22 us of C++ per call with the GIL held (it builds a variant pack and calls
   ``cudnnBackendExecute``); a launch costs a few, without the GIL. ``GPUMSG_CUDNN_REPLAY=0`` in
   the environment turns it off.
@@ -32,12 +33,14 @@ from __future__ import annotations
 import ctypes
 import os
 import time
-from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["frontend", "frontend_reason", "GraphPlan", "GraphReplays", "GraphUnsupported",
-           "build_graph", "replay_enabled", "DATA_TYPES"]
+if TYPE_CHECKING:
+    from ...backends.cuda.replays import GraphReplays
+
+__all__ = ["frontend", "frontend_reason", "GraphPlan", "GraphUnsupported",
+           "build_graph", "DATA_TYPES"]
 
 #: gpumsg dtype names -> the frontend's data_type member names
 DATA_TYPES = {"f32": "FLOAT", "f16": "HALF", "bf16": "BFLOAT16"}
@@ -85,114 +88,6 @@ def frontend(lib: Any) -> Any:
 def frontend_reason() -> str:
     """Why :func:`frontend` returned what it did ("" before the first call)."""
     return _STATE.get("reason", "")
-
-
-def replay_enabled() -> bool:
-    """Whether executes are replayed as CUDA graphs (``GPUMSG_CUDNN_REPLAY``, default on)."""
-    return os.environ.get("GPUMSG_CUDNN_REPLAY", "1").strip().lower() not in ("0", "no", "off",
-                                                                              "false")
-
-
-class GraphReplays:
-    """CUDA graphs of one plan's executes (device thread).
-
-    A key is everything an execute reads besides the memory behind the pointers: the plan index,
-    the workspace pointer, the stream and the tensors' pointers. The first time a key runs it
-    runs as usual (a pointer set used once costs no capture); the second time its execute is
-    captured on the stream (thread-local mode: other threads' CUDA calls are not affected),
-    instantiated and launched; from then on :meth:`launch` replays it. The replay reads and
-    writes the same addresses with the same kernels as the execute would, so the results are
-    the same; the graphs belong to the plan and are destroyed with it (:meth:`close`), before
-    cuDNN may unload the plan's kernels. If a capture fails (an engine that cannot be captured)
-    the plan stops trying (``reason`` says why) and runs as usual.
-
-    ``driver`` is ``cuda.bindings.driver`` (tests pass a stand-in); ``capacity`` bounds the
-    graphs kept per plan, least recently launched dropped first.
-    """
-
-    __slots__ = ("driver", "capacity", "execs", "seen", "reason", "launches", "captures")
-
-    def __init__(self, driver: Any, capacity: int = 8) -> None:
-        self.driver = driver
-        self.capacity = capacity
-        self.execs: OrderedDict[tuple, Any] = OrderedDict()
-        self.seen: OrderedDict[tuple, None] = OrderedDict()
-        #: why this plan is not replayed ("" while it is)
-        self.reason = ""
-        self.launches = self.captures = 0
-
-    def launch(self, key: tuple, stream: Any) -> bool:
-        """Replay the graph of ``key`` on ``stream``; False if there is none (yet)."""
-        exec_ = self.execs.get(key)
-        if exec_ is None:
-            return False
-        self.execs.move_to_end(key)
-        err = self.driver.cuGraphLaunch(exec_, stream)[0]
-        if err:
-            from ...backends.cuda.driver import _fail
-
-            raise _fail(int(err), "cuGraphLaunch")
-        self.launches += 1
-        return True
-
-    def wanted(self, key: tuple) -> bool:
-        """Whether ``key`` should be captured now: it ran once before and capturing works."""
-        if self.reason:
-            return False
-        if key in self.seen:
-            del self.seen[key]
-            return True
-        self.seen[key] = None
-        if len(self.seen) > 4 * self.capacity:
-            self.seen.popitem(last=False)
-        return False
-
-    def capture(self, key: tuple, stream: Any, issue: Callable[[], None]) -> bool:
-        """Capture ``issue()`` on ``stream`` as the graph of ``key`` and launch it. False (with
-        nothing issued, and :attr:`reason` set) when the capture fails: the caller then issues
-        as usual."""
-        cu = self.driver
-        mode = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
-        err = cu.cuStreamBeginCapture(stream, mode)[0]
-        if err:
-            self.reason = f"cuStreamBeginCapture: error {int(err)}"
-            return False
-        failure = ""
-        try:
-            issue()
-        except Exception as exc:  # noqa: BLE001 - the capture is ended below, then we fall back
-            failure = f"{type(exc).__name__}: {exc}"
-        err, graph = cu.cuStreamEndCapture(stream)
-        if err and not failure:
-            failure = f"cuStreamEndCapture: error {int(err)}"
-        exec_ = None
-        if graph is not None and int(graph):
-            if not failure:
-                err, exec_ = cu.cuGraphInstantiate(graph, 0)
-                if err:
-                    failure, exec_ = f"cuGraphInstantiate: error {int(err)}", None
-            cu.cuGraphDestroy(graph)  # the instantiated graph keeps what it needs
-        elif not failure:
-            failure = "the capture recorded no graph"
-        if failure:
-            self.reason = failure[:300]
-            return False
-        self.execs[key] = exec_
-        self.captures += 1
-        while len(self.execs) > self.capacity:
-            _, old = self.execs.popitem(last=False)
-            cu.cuGraphExecDestroy(old)
-        return self.launch(key, stream)
-
-    def close(self) -> None:
-        """Destroy the graphs (errors ignored: the context may be failing)."""
-        execs, self.execs = self.execs, OrderedDict()
-        for exec_ in execs.values():
-            try:
-                self.driver.cuGraphExecDestroy(exec_)
-            except Exception:  # noqa: BLE001, S110
-                pass
-        self.seen.clear()
 
 
 class GraphPlan:
@@ -267,11 +162,8 @@ class GraphPlan:
         replays = self.replays
         if replays is not None and stream is not None and index is None:
             key = (self.index, ws, int(stream), *pointers.values())
-            if replays.launch(key, stream):
-                return
-            if replays.wanted(key) and replays.capture(
-                    key, stream, lambda: self._execute(handle, pointers, ws, self.index)):
-                return
+            replays.issue(key, stream, self._execute, handle, pointers, ws, self.index)
+            return
         self._execute(handle, pointers, ws, self.index if index is None else index)
 
     def close(self) -> None:

@@ -24,6 +24,7 @@ import math
 from typing import Any
 
 from ...backends.cuda.driver import _driver
+from ...backends.cuda.replays import GraphReplays, enabled
 from ...dtypes import dtype_of
 from ...errors import CudaError, GraphCaptureError, LibraryError
 from ...messages.cudnn import ACTIVATIONS, POOL_MODES
@@ -49,12 +50,10 @@ from .bn_infer import BnInferenceKernels
 from .gelu import GELU_MODES, GeluKernels
 from .graph import (
     GraphPlan,
-    GraphReplays,
     GraphUnsupported,
     build_graph,
     frontend,
     frontend_reason,
-    replay_enabled,
     time_plan,
 )
 from .layer_norm import LayerNormKernels
@@ -267,7 +266,7 @@ class DnnHandle:
         #: why the last few problems could not take the graph path
         self.graph_declines: list[str] = []
         #: graph-path executes are replayed as CUDA graphs (graph.GraphReplays)
-        self.replay = replay_enabled()
+        self.replay = enabled("GPUMSG_CUDNN_REPLAY")
 
     # -- plumbing ----------------------------------------------------------------------------------
     def _check(self, status: int, function: str) -> None:

@@ -1,0 +1,156 @@
+"""Library calls replayed as CUDA graphs (device thread).
+
+A cuBLAS GEMM or a cuDNN execute costs 10-25 us of host time per call on the H100 VMs (the
+library's own argument checks, heuristics and launch bookkeeping), where the GPU work of a small
+problem takes a few. A call that is repeated with the same arguments issues the same kernels with
+the same parameters every time, so after it has run once as usual it is captured once
+(``cuStreamBeginCapture``, thread-local mode: other threads' CUDA calls are unaffected) and from
+then on replayed with one ``cuGraphLaunch`` (a few us; cuda-bindings releases the GIL around it).
+
+What a key must hold is the caller's business: everything the call reads besides the memory
+behind its pointers (the function, its plain arguments, its pointers, its workspace, the stream).
+A replay reads and writes the same addresses with the same kernels as the call would, so the
+results are the same whatever the memory holds by then.
+
+``GPUMSG_<NAME>_REPLAY=0`` in the environment turns a library's replays off (:func:`enabled`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["GraphReplays", "direct", "enabled"]
+
+_OFF = ("0", "no", "off", "false")
+
+
+def enabled(variable: str) -> bool:
+    """Whether the replays named by the environment ``variable`` are on (the default)."""
+    return os.environ.get(variable, "1").strip().lower() not in _OFF
+
+
+def direct(tag: str, fn: Callable[..., Any], stream: Any, *args: Any) -> None:
+    """:meth:`GraphReplays.call` where replays are off: ``fn(stream, *args)``."""
+    fn(stream, *args)
+
+
+class GraphReplays:
+    """CUDA graphs of repeated library calls, by key (device thread only).
+
+    :meth:`issue` runs a key's call as usual the first time (a call made once costs no capture,
+    and a call that fails is never captured); the second time it captures the call on the stream,
+    instantiates and launches the graph; from then on it launches the graph alone. If a capture
+    fails (a call that cannot be captured) nothing of it was issued: the call runs as usual, and
+    this object stops capturing (``reason`` says why). ``capacity`` bounds the graphs kept, the
+    least recently launched destroyed first; :meth:`close` destroys the rest (before the library
+    that owns their kernels and workspaces goes away).
+
+    ``driver`` is ``cuda.bindings.driver`` (tests pass a stand-in). ``recording`` answers
+    whether the device is recording a ``dev.graph`` (stream capture of its own): :meth:`call`
+    then issues as usual, so the call itself is what gets recorded.
+    """
+
+    __slots__ = ("driver", "capacity", "recording", "execs", "seen", "reason", "launches",
+                 "captures")
+
+    def __init__(self, driver: Any, capacity: int = 8,
+                 recording: Callable[[], bool] | None = None) -> None:
+        self.driver = driver
+        self.capacity = capacity
+        self.recording = recording
+        self.execs: OrderedDict[tuple, Any] = OrderedDict()
+        self.seen: OrderedDict[tuple, None] = OrderedDict()
+        #: why nothing more is captured ("" while captures go on)
+        self.reason = ""
+        self.launches = self.captures = 0
+
+    def call(self, tag: str, fn: Callable[..., Any], stream: Any, *args: Any) -> None:
+        """``fn(stream, *args)``, replayed by the key ``(tag, stream, *args)``: ``args`` must be
+        plain hashable values (ints, floats, strings) that say everything ``fn`` issues."""
+        if self.recording is not None and self.recording():
+            fn(stream, *args)
+            return
+        self.issue((tag, id(stream), *args), stream, fn, stream, *args)
+
+    def issue(self, key: tuple, stream: Any, call: Callable[..., Any], *args: Any) -> None:
+        """Issue ``call(*args)`` on ``stream`` (the stream it issues on), through the graph of
+        ``key`` where there is one. Raises what the call raises, or CudaError from a launch."""
+        if self.launch(key, stream):
+            return
+        seen = self.seen
+        if key in seen and not self.reason:
+            del seen[key]
+            if self._capture(key, stream, call, args):
+                return
+        call(*args)
+        seen[key] = None  # only a call that succeeded is captured the next time
+        if len(seen) > 4 * self.capacity:
+            seen.popitem(last=False)
+
+    def launch(self, key: tuple, stream: Any) -> bool:
+        """Replay the graph of ``key`` on ``stream``; False if there is none (yet)."""
+        exec_ = self.execs.get(key)
+        if exec_ is None:
+            return False
+        self.execs.move_to_end(key)
+        err = self.driver.cuGraphLaunch(exec_, stream)[0]
+        if err:
+            from .driver import _fail
+
+            raise _fail(int(err), "cuGraphLaunch")
+        self.launches += 1
+        return True
+
+    def _capture(self, key: tuple, stream: Any, call: Callable[..., Any], args: tuple) -> bool:
+        """Capture ``call(*args)`` as the graph of ``key`` and launch it. False (nothing issued,
+        :attr:`reason` set) when the capture fails."""
+        cu = self.driver
+        mode = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+        err = cu.cuStreamBeginCapture(stream, mode)[0]
+        if err:
+            self.reason = f"cuStreamBeginCapture: error {int(err)}"
+            return False
+        failure = ""
+        try:
+            call(*args)
+        except Exception as exc:  # noqa: BLE001 - the capture is ended below, then we fall back
+            failure = f"{type(exc).__name__}: {exc}"
+        err, graph = cu.cuStreamEndCapture(stream)
+        if err and not failure:
+            failure = f"cuStreamEndCapture: error {int(err)}"
+        exec_ = None
+        if graph is not None and int(graph):
+            if not failure:
+                err, exec_ = cu.cuGraphInstantiate(graph, 0)
+                if err:
+                    failure, exec_ = f"cuGraphInstantiate: error {int(err)}", None
+            cu.cuGraphDestroy(graph)  # the instantiated graph keeps what it needs
+        elif not failure:
+            failure = "the capture recorded no graph"
+        if failure:
+            self.reason = failure[:300]
+            return False
+        self.execs[key] = exec_
+        self.captures += 1
+        while len(self.execs) > self.capacity:
+            _, old = self.execs.popitem(last=False)
+            cu.cuGraphExecDestroy(old)  # one still running is freed when it completes
+        return self.launch(key, stream)
+
+    def info(self) -> dict[str, Any]:
+        """Graphs held, captures and launches so far, and why capturing stopped ("")."""
+        return {"graphs": len(self.execs), "captures": self.captures,
+                "launches": self.launches, "refused": self.reason}
+
+    def close(self) -> None:
+        """Destroy the graphs (errors ignored: the context may be failing)."""
+        execs, self.execs = self.execs, OrderedDict()
+        for exec_ in execs.values():
+            try:
+                self.driver.cuGraphExecDestroy(exec_)
+            except Exception:  # noqa: BLE001, S110
+                pass
+        self.seen.clear()

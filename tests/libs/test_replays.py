@@ -1,0 +1,102 @@
+"""GraphReplays (backends/cuda/replays.py), the CUDA-graph replays of repeated library calls,
+against a stand-in driver: when a call is captured, launched or issued as usual. The libraries'
+own tests check on the GPU that replayed calls compute what the calls would."""
+
+from __future__ import annotations
+
+import pytest
+from harness import FakeGraphDriver
+
+from gpumsg.backends.cuda.replays import GraphReplays, direct, enabled
+
+
+class _Calls:
+    """A library call that records whether it ran under capture, and can be made to fail."""
+
+    def __init__(self, cu: FakeGraphDriver) -> None:
+        self.cu, self.under_capture, self.fail = cu, [], False
+
+    def __call__(self, stream, *args) -> None:
+        self.under_capture.append(self.cu.capturing)
+        if self.fail:
+            raise ValueError("bad argument")
+
+
+def test_second_call_is_captured_then_launched_alone() -> None:
+    cu = FakeGraphDriver()
+    r, call = GraphReplays(cu, capacity=2), _Calls(cu)
+    for _ in range(4):
+        r.call("gemm", call, 7, 1, 2.0, "N")
+    assert call.under_capture == [False, True]  # as usual, captured, then launches only
+    assert cu.launched == [(("exec", 1), 7)] * 3
+    assert r.info() == {"graphs": 1, "captures": 1, "launches": 3, "refused": ""}
+    r.call("gemm", call, 8, 1, 2.0, "N")  # another stream, tag or argument: a key of its own
+    r.call("gemv", call, 7, 1, 2.0, "N")
+    r.call("gemm", call, 7, 1, 3.0, "N")
+    assert call.under_capture[-3:] == [False] * 3 and len(cu.launched) == 3
+
+
+def test_a_failing_call_is_not_captured_next_time() -> None:
+    """Only a call that succeeded is captured: a bad call fails as usual every time and does not
+    turn the replays off for the good ones."""
+    cu = FakeGraphDriver()
+    r, call = GraphReplays(cu), _Calls(cu)
+    call.fail = True
+    for _ in range(3):
+        with pytest.raises(ValueError):
+            r.call("gemm", call, 1, 5)
+    assert call.under_capture == [False] * 3 and r.captures == 0 and r.reason == ""
+    call.fail = False
+    for _ in range(3):
+        r.call("gemm", call, 1, 5)
+    assert r.captures == 1 and r.launches == 2
+
+
+def test_refused_capture_falls_back_for_good() -> None:
+    cu = FakeGraphDriver()
+    cu.refuse = True
+    r, call = GraphReplays(cu), _Calls(cu)
+    for _ in range(4):
+        r.call("gemm", call, 1, 5)
+    # as usual, captured (refused) then as usual right after, as usual: 4 + 1 captured
+    assert call.under_capture == [False, True, False, False, False]
+    assert "cuStreamEndCapture" in r.reason and cu.launched == []
+
+
+def test_recording_a_dev_graph_issues_as_usual() -> None:
+    """While the device records a ``dev.graph`` the call itself must be recorded: no capture of
+    its own inside that capture, no launch."""
+    cu = FakeGraphDriver()
+    recording = [True]
+    call = _Calls(cu)
+    r = GraphReplays(cu, recording=lambda: recording[0])
+    for _ in range(3):
+        r.call("gemm", call, 1, 5)
+    assert call.under_capture == [False] * 3 and r.captures == 0 and cu.launched == []
+    recording[0] = False
+    for _ in range(3):
+        r.call("gemm", call, 1, 5)
+    assert r.captures == 1
+
+
+def test_capacity_destroys_least_recently_launched_and_close_destroys_the_rest() -> None:
+    cu = FakeGraphDriver()
+    call = _Calls(cu)
+    r = GraphReplays(cu, capacity=2)
+    for key, times in ((1, 2), (2, 2), (1, 1), (3, 2)):  # 1 is launched again: 2 is the oldest
+        for _ in range(times):
+            r.call("gemm", call, 0, key)
+    assert r.captures == 3 and r.launches == 4
+    assert cu.destroyed == [("exec", 2)]
+    r.close()
+    assert sorted(cu.destroyed) == [("exec", 1), ("exec", 2), ("exec", 3)] and not r.execs
+
+
+def test_direct_and_the_environment_switch(monkeypatch) -> None:
+    seen = []
+    direct("gemm", lambda s, *a: seen.append((s, a)), 3, 1, 2)
+    assert seen == [(3, (1, 2))]
+    monkeypatch.setenv("GPUMSG_TEST_REPLAY", "off")
+    assert not enabled("GPUMSG_TEST_REPLAY")
+    monkeypatch.setenv("GPUMSG_TEST_REPLAY", "1")
+    assert enabled("GPUMSG_TEST_REPLAY") and enabled("GPUMSG_UNSET_REPLAY_VARIABLE")
