@@ -141,6 +141,43 @@ def test_repeated_gemms_reuse_their_message_and_keep_every_check(dev, rng) -> No
     assert dev.stats().result().generation == dev.generation  # the device still serves
 
 
+def test_repeated_lt_matmuls_reuse_their_message_and_keep_every_check(dev, rng) -> None:
+    """dev.blas.lt_matmul through MessageMemo.built (its buffers are not Matmul's leading
+    fields): the same call sends the same message; another bias buffer, another epilogue or a
+    freed bias is a message of its own or refused at the call."""
+    m, n, k = 12, 10, 8
+    ha, hb = (rng.standard_normal(s).astype(np.float32, order="F") for s in ((k, m), (k, n)))
+    hbias = [rng.standard_normal(m).astype(np.float32) for _ in range(2)]
+    a, b = dev.to_device(ha).result(), dev.to_device(hb).result()
+    bias = [dev.to_device(h).result() for h in hbias]
+    d = dev.alloc((m, n), np.float32).result()
+    sent = []
+    real_send = dev.send
+    dev.send = lambda msg: sent.append(msg) or real_send(msg)  # type: ignore[method-assign]
+    try:
+        for _ in range(3):
+            dev.blas.lt_matmul(a, b, d, m, n, k, transa="T", epilogue="bias",
+                               bias=bias[0]).result()
+        assert sent[0] is sent[1] is sent[2]
+        ref = ha.T.astype(np.float64) @ hb
+        np.testing.assert_allclose(dev.copy_to_host(d).result(), ref + hbias[0][:, None],
+                                   rtol=1e-4, atol=1e-4)
+        dev.blas.lt_matmul(a, b, d, m, n, k, transa="T", epilogue="relu_bias",
+                           bias=bias[1]).result()
+        assert sent[-1] is not sent[0] and sent[-1].bias is bias[1].ref
+        np.testing.assert_allclose(dev.copy_to_host(d).result(),
+                                   np.maximum(ref + hbias[1][:, None], 0), rtol=1e-4, atol=1e-4)
+        with pytest.raises(gpumsg.InvalidMessage, match="m"):
+            dev.blas.lt_matmul(a, b, d, float(m), n, k, transa="T", epilogue="bias",
+                               bias=bias[0])
+        bias[0].free().result()
+        with pytest.raises(gpumsg.GpuRefStale):
+            dev.blas.lt_matmul(a, b, d, m, n, k, transa="T", epilogue="bias", bias=bias[0])
+    finally:
+        del dev.send
+    assert dev.stats().result().generation == dev.generation  # the device still serves
+
+
 def test_the_memo_keys_on_argument_types_and_buffer_identity() -> None:
     from gpumsg.messages.memo import MessageMemo
 

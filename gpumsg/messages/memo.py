@@ -7,6 +7,7 @@ the caller's time for a GEMM or a convolution message, against about 2 us for a 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .base import BufRef, Message
@@ -42,27 +43,56 @@ class MessageMemo:
         self._names: dict[type, tuple[str, ...]] = {}
 
     def message(self, msg_type: type, buffers: tuple, args: tuple) -> Message:
+        names = self._names.get(msg_type)
+        if names is None:
+            names = self._names[msg_type] = tuple(msg_type.__dataclass_fields__)[:len(buffers)]
         refs = tuple([getattr(b, "ref", b) for b in buffers])
-        for r in refs:
-            if type(r) is not BufRef and r is not None:
-                return msg_type(*refs, *args)  # the message says what is wrong
-        for a in args:
-            if not plain(a):
-                return msg_type(*refs, *args)
-        key = (msg_type, *[id(r) for r in refs], *args, *[type(a) for a in args])
-        memo = self._memo
-        msg = memo.get(key)
-        if msg is not None:
-            names = self._names[msg_type]
-            for name, r in zip(names, refs, strict=False):
-                if getattr(msg, name) is not r:
-                    msg = None
-                    break
+        key = (msg_type, *map(id, refs), *args, *map(type, args))
+        msg = self._hit(key, names, refs, args)
         if msg is None:
             msg = msg_type(*refs, *args)
-            if msg_type not in self._names:
-                self._names[msg_type] = tuple(msg_type.__dataclass_fields__)[:len(refs)]
-            if len(memo) >= self.size:
-                memo.clear()
-            memo[key] = msg
+            self._keep(key, refs, args, msg)
         return msg
+
+    def built(self, msg_type: type, names: tuple[str, ...], buffers: tuple, args: tuple,
+              build: Callable[[tuple], Message]) -> Message:
+        """:meth:`message` for a message whose buffers are not its leading fields:
+        ``build(refs)`` makes it, and ``names`` are the fields that hold ``buffers``, in order."""
+        refs = tuple([getattr(b, "ref", b) for b in buffers])
+        key = (msg_type, *map(id, refs), *args, *map(type, args))
+        msg = self._hit(key, names, refs, args)
+        if msg is None:
+            msg = build(refs)
+            self._keep(key, refs, args, msg)
+        return msg
+
+    def _hit(self, key: tuple, names: tuple[str, ...], refs: tuple, args: tuple) -> Any:
+        """The kept message of ``key`` if its buffers are ``refs`` themselves, else None. Only
+        calls whose arguments were all plain were kept, and the key holds each argument's type:
+        an equal key has plain arguments too, except a tuple, whose items are checked here."""
+        try:
+            msg = self._memo.get(key)
+        except TypeError:  # an unhashable argument: never kept
+            return None
+        if msg is None:
+            return None
+        for name, r in zip(names, refs, strict=True):
+            if getattr(msg, name) is not r:
+                return None
+        for a in args:
+            if type(a) is tuple and not plain(a):
+                return None
+        return msg
+
+    def _keep(self, key: tuple, refs: tuple, args: tuple, msg: Message) -> None:
+        """Keep ``msg`` (just built, so valid) under ``key`` if its call may key the memo."""
+        for r in refs:
+            if type(r) is not BufRef and r is not None:
+                return
+        for a in args:
+            if not plain(a):
+                return
+        memo = self._memo
+        if len(memo) >= self.size:
+            memo.clear()
+        memo[key] = msg

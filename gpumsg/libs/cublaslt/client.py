@@ -9,20 +9,29 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...messages.blaslt import BlasLtCacheInfo, Matmul
+from ...messages.memo import MessageMemo
 
 if TYPE_CHECKING:
     from ...client.device import Device
 
 __all__ = ["BlasLt"]
 
+#: Matmul's buffer fields, in the order lt_matmul passes them to the memo
+_BUFFER_FIELDS = ("a", "b", "d", "c", "bias", "aux", "scale_a", "scale_b", "scale_c", "scale_d")
+
 
 class BlasLt:
     """The cuBLASLt methods of ``dev.blas``."""
 
     _dev: Device
+    #: a matmul repeated with the same buffers and arguments reuses its message. In ``dev.blas``
+    #: (this class joined with cuBLAS's ``Blas``) it is the memo ``Blas.__init__`` makes: the
+    #: keys hold the message type, so the two share it safely.
+    _memo: MessageMemo
 
     def __init__(self, device: Device) -> None:
         self._dev = device
+        self._memo = MessageMemo()
 
     def lt_matmul(self, a: Any, b: Any, d: Any, m: int, n: int, k: int, c: Any = None,
                   alpha: float = 1.0, beta: float = 0.0, transa: Any = "N", transb: Any = "N",
@@ -40,8 +49,16 @@ class BlasLt:
             if isinstance(s, (int, float)) and not isinstance(s, bool):
                 s = dev.to_device(np.array([s], np.float32))
             scales.append(s)
-        return self._dev.send(Matmul(a, b, d, m, n, k, c, alpha, beta, transa, transb, lda, ldb,
-                                 ldc, ldd, epilogue, bias, aux, aux_ld, compute, *scales))
+        args = (m, n, k, alpha, beta, transa, transb, lda, ldb, ldc, ldd, epilogue, aux_ld,
+                compute)
+
+        def build(refs: tuple) -> Matmul:
+            ra, rb, rd, rc, rbias, raux, *rscales = refs
+            return Matmul(ra, rb, rd, m, n, k, rc, alpha, beta, transa, transb, lda, ldb, ldc,
+                          ldd, epilogue, rbias, raux, aux_ld, compute, *rscales)
+
+        return self._dev.send(self._memo.built(Matmul, _BUFFER_FIELDS,
+                                               (a, b, d, c, bias, aux, *scales), args, build))
 
     def lt_cache_info(self) -> Future:
         """Resolves to the cuBLASLt plan cache's counters: hits, misses, size, capacity."""
