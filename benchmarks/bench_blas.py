@@ -155,10 +155,12 @@ def main() -> None:
         rows.append(gelu_case(dev, torch, 1024))
         rows.extend(dot_cases(dev, torch))
         cache = dev.blas.lt_cache_info().result()
+        replays = dev.blas.replay_info().result()
     notes = ["ratio = gpumsg speed / torch speed (> 1: gpumsg faster); TFLOP/s from wall time of "
              "n pipelined calls then one wait, n sized for >= 30 ms of torch's work (steady "
              "state); both sides warmed up 0.3 s, then 5 alternating runs each, medians",
              f"cuBLASLt plan cache at the end: {cache}",
+             f"GEMMs replayed as CUDA graphs (GPUMSG_BLAS_REPLAY=0 turns it off): {replays}",
              "torch's allow_tf32 follows the case (off for fp32, on for tf32)"]
     write_results("blas", rows, notes,
                   ["case", "gpumsg", "torch", "unit", "ratio", "rel_err", "target"])

@@ -405,6 +405,8 @@ def main() -> None:
                          f"own): {raw_pipe:.1f} us/op issue rate, {raw_rt:.1f} us issue + sync")
         except Exception as exc:  # noqa: BLE001
             notes.append(f"raw cuBLAS unavailable: {exc!r}")
+        notes.append("gpumsg's GEMMs replayed as CUDA graphs (GPUMSG_BLAS_REPLAY=0 turns it "
+                     f"off; the bare service calls cuBLAS): {dev.blas.replay_info().result()}")
         ops.close()
         svc.close()
     finally:

@@ -1,0 +1,53 @@
+"""Host time per pipelined GEMM message (diagnostic, GPU): n calls posted, then the last one
+awaited; "issue" is the caller's loop alone, "total" includes the wait. Cases: strided-batched
+512 x 128^3 bf16 (18.6 us of GPU work per call), a 64^3 SGEMM and a 16^3 x 8 strided-batched
+GEMM (both a few us). Run with ``GPUMSG_BLAS_REPLAY=0`` and without to see what the CUDA-graph
+replays of repeated GEMMs save (backends/cuda/replays.py)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+import gpumsg
+
+
+def main(n: int = 1000, rounds: int = 7) -> None:
+    batch, s = 512, 128
+    bf16 = gpumsg.as_dtype("bf16")
+    rng = np.random.default_rng()
+    bh = [rng.standard_normal((batch, s, s), dtype=np.float32).astype(bf16) for _ in range(2)]
+    with gpumsg.open_device(0) as dev:
+        a, b = (dev.to_device(h).result() for h in bh)
+        c = dev.alloc((batch, s, s), "bf16", order="C").result()
+        small = [dev.alloc((64, 64), np.float32).result() for _ in range(3)]
+        cases = {
+            "strided 512 x 128^3 bf16": lambda: dev.blas.gemm_strided_batched(
+                b, a, c, s, s, s, batch, s * s, s * s, s * s),
+            "sgemm 64^3": lambda: dev.sgemm(small[0], small[1], small[2], 64, 64, 64),
+            "strided 8 x 16^3 bf16": lambda: dev.blas.gemm_strided_batched(
+                b, a, c, 16, 16, 16, 8, s * s, s * s, s * s),
+        }
+        for label, fn in cases.items():
+            for _ in range(300):
+                fn()
+            dev.synchronize().result()
+            issue, total = [], []
+            for _ in range(rounds):
+                t0 = time.perf_counter()
+                for _ in range(n):
+                    f = fn()
+                t1 = time.perf_counter()
+                f.result()
+                t2 = time.perf_counter()
+                issue.append((t1 - t0) / n * 1e6)
+                total.append((t2 - t0) / n * 1e6)
+            print(f"{label}: issue {statistics.median(issue):.1f} us/call, total "
+                  f"{statistics.median(total):.1f} us/call", flush=True)
+        print("replays:", dev.blas.replay_info().result())
+
+
+if __name__ == "__main__":
+    main()
