@@ -203,7 +203,13 @@ def test_the_memo_keys_on_argument_types_and_buffer_identity() -> None:
     memo.message(Probe, (ref,), (True,))
     assert len(built) == 5
     memo.message(Probe, (ref,), ((1, 2),))
-    assert memo.message(Probe, (ref,), ((1, 2),)) is built[-1] and len(built) == 6
+    kept = built[-1]
+    assert memo.message(Probe, (ref,), ((1, 2),)) is kept and len(built) == 6
+    # (1.0, 2) == (1, 2) and both are tuples: the hit checks the items, and builds anew
+    assert memo.message(Probe, (ref,), ((1.0, 2),)) is not kept and len(built) == 7
+    memo.message(Probe, (ref,), ([1, 2],))  # unhashable: built every time, never kept
+    memo.message(Probe, (ref,), ([1, 2],))
+    assert len(built) == 9
     assert len(memo._memo) <= 2  # bounded
 
 

@@ -1,8 +1,9 @@
 """Host time per pipelined GEMM message (diagnostic, GPU): n calls posted, then the last one
-awaited; "issue" is the caller's loop alone, "total" includes the wait. Cases: strided-batched
-512 x 128^3 bf16 (18.6 us of GPU work per call), a 64^3 SGEMM and a 16^3 x 8 strided-batched
-GEMM (both a few us). Run with ``GPUMSG_BLAS_REPLAY=0`` and without to see what the CUDA-graph
-replays of repeated GEMMs save (backends/cuda/replays.py)."""
+awaited; "issue" is the caller's loop, "total" includes the wait, and "caller alone" is the
+caller's time per call with nothing posted (the device never sees those calls). Cases:
+strided-batched 512 x 128^3 bf16 (18.6 us of GPU work per call), a 64^3 SGEMM and a 16^3 x 8
+strided-batched GEMM (both a few us). Run with ``GPUMSG_BLAS_REPLAY=0`` and without to see
+what the CUDA-graph replays of repeated GEMMs save (backends/cuda/replays.py)."""
 
 from __future__ import annotations
 
@@ -44,8 +45,20 @@ def main(n: int = 1000, rounds: int = 7) -> None:
                 t2 = time.perf_counter()
                 issue.append((t1 - t0) / n * 1e6)
                 total.append((t2 - t0) / n * 1e6)
+            post = dev._post
+            dev._post = lambda msg, fut: None  # type: ignore[method-assign]  # the caller alone
+            alone = []
+            try:
+                for _ in range(rounds):
+                    t0 = time.perf_counter()
+                    for _ in range(n):
+                        fn()
+                    alone.append((time.perf_counter() - t0) / n * 1e6)
+            finally:
+                dev._post = post  # type: ignore[method-assign]
             print(f"{label}: issue {statistics.median(issue):.1f} us/call, total "
-                  f"{statistics.median(total):.1f} us/call", flush=True)
+                  f"{statistics.median(total):.1f} us/call, caller alone "
+                  f"{statistics.median(alone):.1f} us/call", flush=True)
         print("replays:", dev.blas.replay_info().result())
 
 

@@ -28,24 +28,85 @@ _FINISHED = _fb.FINISHED
 _COND_WAITERS = hasattr(threading.Condition(), "_waiters")
 
 
+#: guards the making of a future's condition against its answer (see GpuFuture)
+_LAZY = threading.Lock()
+
+
 class GpuFuture(Future):
     """A :class:`concurrent.futures.Future` for device work. Work sent to a device cannot be
-    called back, so :meth:`cancel` always returns False."""
+    called back, so :meth:`cancel` always returns False.
+
+    The condition that waiters block on is made only when something first needs it: a
+    :meth:`result` or :meth:`exception` before the answer, a done-callback, or
+    ``concurrent.futures.wait``/``as_completed``. Most futures of pipelined work are answered
+    before anyone waits, and a ``threading.Condition`` costs about 1 µs to make. The answer and
+    the making of the condition take one module lock (``_LAZY``), so an answer either finds the
+    condition (and notifies its waiters) or is in place before the condition is made (and its
+    first waiter sees it at once)."""
+
+    _cond: threading.Condition | None = None
+
+    def __init__(self) -> None:  # Future.__init__, without the condition
+        self._state = _fb.PENDING
+        self._result = None
+        self._exception: BaseException | None = None
+        self._waiters: list[Any] = []
+        self._done_callbacks: list[Any] = []
+
+    @property  # type: ignore[override]
+    def _condition(self) -> threading.Condition:
+        cond = self._cond
+        if cond is None:
+            with _LAZY:
+                cond = self._cond
+                if cond is None:
+                    cond = self._cond = threading.Condition()
+        return cond
 
     def cancel(self) -> bool:
         return False
 
+    def done(self) -> bool:
+        return self._state in _DONE  # an attribute read: answered futures never change back
+
+    def result(self, timeout: float | None = None) -> Any:
+        if self._state is _FINISHED and self._exception is None:
+            return self._result
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        if self._state is _FINISHED:
+            return self._exception
+        return super().exception(timeout)
+
     def set_result(self, result: Any) -> None:
-        # Future.set_result, minus the work for waiters and callbacks that are not there (most
-        # futures are answered before anyone waits): 0.6 instead of 1.1 µs, once per message
+        self._resolve_with(result, None)
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        self._resolve_with(None, exception)
+
+    def _resolve_with(self, result: Any, exception: BaseException | None) -> None:
+        if self._cond is None:
+            with _LAZY:  # nothing in here may touch _condition: the lock is not reentrant
+                if self._cond is None and self._state not in _DONE:
+                    # nobody waits, no callback: nobody to tell
+                    self._result = result
+                    self._exception = exception
+                    self._state = _FINISHED
+                    return
+        # Future.set_result/set_exception, minus the notify nobody waits for
         cond = self._condition
         with cond:
             if self._state in _DONE:
                 raise _fb.InvalidStateError(f"{self._state}: {self!r}")
             self._result = result
+            self._exception = exception
             self._state = _FINISHED
             for waiter in self._waiters:
-                waiter.add_result(self)
+                if exception is None:
+                    waiter.add_result(self)
+                else:
+                    waiter.add_exception(self)
             if not _COND_WAITERS or cond._waiters:  # type: ignore[attr-defined]
                 cond.notify_all()
         if self._done_callbacks:

@@ -47,8 +47,9 @@ class MessageMemo:
         if names is None:
             names = self._names[msg_type] = tuple(msg_type.__dataclass_fields__)[:len(buffers)]
         refs = tuple([getattr(b, "ref", b) for b in buffers])
-        key = (msg_type, *map(id, refs), *args, *map(type, args))
-        msg = self._hit(key, names, refs, args)
+        types = tuple(map(type, args))
+        key = (msg_type, *map(id, refs), *args, types)
+        msg = self._hit(key, names, refs, args, types)
         if msg is None:
             msg = msg_type(*refs, *args)
             self._keep(key, refs, args, msg)
@@ -59,14 +60,16 @@ class MessageMemo:
         """:meth:`message` for a message whose buffers are not its leading fields:
         ``build(refs)`` makes it, and ``names`` are the fields that hold ``buffers``, in order."""
         refs = tuple([getattr(b, "ref", b) for b in buffers])
-        key = (msg_type, *map(id, refs), *args, *map(type, args))
-        msg = self._hit(key, names, refs, args)
+        types = tuple(map(type, args))
+        key = (msg_type, *map(id, refs), *args, types)
+        msg = self._hit(key, names, refs, args, types)
         if msg is None:
             msg = build(refs)
             self._keep(key, refs, args, msg)
         return msg
 
-    def _hit(self, key: tuple, names: tuple[str, ...], refs: tuple, args: tuple) -> Any:
+    def _hit(self, key: tuple, names: tuple[str, ...], refs: tuple, args: tuple,
+             types: tuple[type, ...]) -> Any:
         """The kept message of ``key`` if its buffers are ``refs`` themselves, else None. Only
         calls whose arguments were all plain were kept, and the key holds each argument's type:
         an equal key has plain arguments too, except a tuple, whose items are checked here."""
@@ -79,9 +82,10 @@ class MessageMemo:
         for name, r in zip(names, refs, strict=True):
             if getattr(msg, name) is not r:
                 return None
-        for a in args:
-            if type(a) is tuple and not plain(a):
-                return None
+        if tuple in types:
+            for a in args:
+                if type(a) is tuple and not plain(a):
+                    return None
         return msg
 
     def _keep(self, key: tuple, refs: tuple, args: tuple, msg: Message) -> None:

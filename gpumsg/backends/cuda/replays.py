@@ -70,31 +70,27 @@ class GraphReplays:
     def call(self, tag: str, fn: Callable[..., Any], stream: Any, *args: Any) -> None:
         """``fn(stream, *args)``, replayed by the key ``(tag, stream, *args)``: ``args`` must be
         plain hashable values (ints, floats, strings) that say everything ``fn`` issues."""
-        if self.recording is not None and self.recording():
+        recording = self.recording
+        if recording is not None and recording():
             fn(stream, *args)
             return
-        self.issue((tag, id(stream), *args), stream, fn, stream, *args)
+        key = (tag, id(stream), *args)
+        exec_ = self.execs.get(key)
+        if exec_ is None:
+            self._not_captured(key, stream, fn, (stream, *args))
+        else:  # the common case, with one call less
+            self._launch(key, exec_, stream)
 
     def issue(self, key: tuple, stream: Any, call: Callable[..., Any], *args: Any) -> None:
         """Issue ``call(*args)`` on ``stream`` (the stream it issues on), through the graph of
         ``key`` where there is one. Raises what the call raises, or CudaError from a launch."""
-        if self.launch(key, stream):
-            return
-        seen = self.seen
-        if key in seen and not self.reason:
-            del seen[key]
-            if self._capture(key, stream, call, args):
-                return
-        call(*args)
-        seen[key] = None  # only a call that succeeded is captured the next time
-        if len(seen) > 4 * self.capacity:
-            seen.popitem(last=False)
-
-    def launch(self, key: tuple, stream: Any) -> bool:
-        """Replay the graph of ``key`` on ``stream``; False if there is none (yet)."""
         exec_ = self.execs.get(key)
         if exec_ is None:
-            return False
+            self._not_captured(key, stream, call, args)
+        else:
+            self._launch(key, exec_, stream)
+
+    def _launch(self, key: tuple, exec_: Any, stream: Any) -> None:
         self.execs.move_to_end(key)
         err = self.driver.cuGraphLaunch(exec_, stream)[0]
         if err:
@@ -102,17 +98,31 @@ class GraphReplays:
 
             raise _fail(int(err), "cuGraphLaunch")
         self.launches += 1
-        return True
 
-    def _capture(self, key: tuple, stream: Any, call: Callable[..., Any], args: tuple) -> bool:
-        """Capture ``call(*args)`` as the graph of ``key`` and launch it. False (nothing issued,
-        :attr:`reason` set) when the capture fails."""
+    def _not_captured(self, key: tuple, stream: Any, call: Callable[..., Any],
+                      args: tuple) -> None:
+        """A key without a graph: capture it if it ran once before, else run it as usual."""
+        seen = self.seen
+        if key in seen and not self.reason:
+            del seen[key]
+            exec_ = self._capture(key, stream, call, args)
+            if exec_ is not None:
+                self._launch(key, exec_, stream)
+                return
+        call(*args)
+        seen[key] = None  # only a call that succeeded is captured the next time
+        if len(seen) > 4 * self.capacity:
+            seen.popitem(last=False)
+
+    def _capture(self, key: tuple, stream: Any, call: Callable[..., Any], args: tuple) -> Any:
+        """Capture ``call(*args)`` as the graph of ``key`` (nothing is issued) and keep it: its
+        executable graph, or None (and :attr:`reason` set) when the capture fails."""
         cu = self.driver
         mode = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
         err = cu.cuStreamBeginCapture(stream, mode)[0]
         if err:
             self.reason = f"cuStreamBeginCapture: error {int(err)}"
-            return False
+            return None
         failure = ""
         try:
             call(*args)
@@ -132,13 +142,13 @@ class GraphReplays:
             failure = "the capture recorded no graph"
         if failure:
             self.reason = failure[:300]
-            return False
+            return None
         self.execs[key] = exec_
         self.captures += 1
         while len(self.execs) > self.capacity:
             _, old = self.execs.popitem(last=False)
             cu.cuGraphExecDestroy(old)  # one still running is freed when it completes
-        return self.launch(key, stream)
+        return exec_
 
     def info(self) -> dict[str, Any]:
         """Graphs held, captures and launches so far, and why capturing stopped ("")."""
