@@ -205,12 +205,42 @@ def test_the_memo_keys_on_argument_types_and_buffer_identity() -> None:
     memo.message(Probe, (ref,), ((1, 2),))
     kept = built[-1]
     assert memo.message(Probe, (ref,), ((1, 2),)) is kept and len(built) == 6
-    # (1.0, 2) == (1, 2) and both are tuples: the hit checks the items, and builds anew
+    # (1.0, 2) == (1, 2), but the key writes each item with its type: another call
     assert memo.message(Probe, (ref,), ((1.0, 2),)) is not kept and len(built) == 7
-    memo.message(Probe, (ref,), ([1, 2],))  # unhashable: built every time, never kept
+    memo.message(Probe, (ref,), ([1, 2],))  # a list: built every time, never kept
     memo.message(Probe, (ref,), ([1, 2],))
     assert len(built) == 9
+    zero = memo.message(Probe, (ref,), (0.0,))
+    assert memo.message(Probe, (ref,), (0.0,)) is zero
+    assert memo.message(Probe, (ref,), (-0.0,)) is not zero  # -0.0 == 0.0, another call
+    assert len(built) == 11
+    for odd in (np.float64(0.0), np.int64(1), object()):  # not plain: built every time
+        memo.message(Probe, (ref,), (odd,))
+        memo.message(Probe, (ref,), (odd,))
+    assert len(built) == 17
     assert len(memo._memo) <= 2  # bounded
+
+
+def test_the_memo_keeps_only_messages_that_hold_their_references() -> None:
+    """A message that replaces a buffer field is never kept: its key's ids could be reused."""
+    from gpumsg.messages.memo import MessageMemo
+
+    built = []
+
+    @dataclasses.dataclass(frozen=True)
+    class Copying(messages.Message):
+        a: Any
+        n: Any
+
+        def __post_init__(self) -> None:
+            object.__setattr__(self, "a", dataclasses.replace(self.a))
+            built.append(self)
+
+    memo = MessageMemo()
+    ref = BufRef(1, 2, 0, "f32", (3,), "C", 12)
+    memo.message(Copying, (ref,), (1,))
+    memo.message(Copying, (ref,), (1,))
+    assert len(built) == 2 and not memo._memo
 
 
 def _message_classes() -> list[type]:

@@ -7,6 +7,7 @@ the caller's time for a GEMM or a convolution message, against about 2 us for a 
 
 from __future__ import annotations
 
+import marshal
 from collections.abc import Callable
 from typing import Any
 
@@ -34,8 +35,9 @@ class MessageMemo:
     checks owner and generation as for any message. The key holds the buffers by identity and
     the other arguments by value *and type*, so that ``1 == 1.0`` cannot let a float through
     where the message refuses one. A call with another kind of argument builds its message
-    every time. The memo holds its messages, and so their references: an id in a live key is
-    not reused. At most ``size`` entries; when full it starts again."""
+    every time. A message is kept only if it holds the very references of its key, so an id in
+    a live key is not reused, and a hit needs no check beyond the lookup. At most ``size``
+    entries; when full it starts again."""
 
     def __init__(self, size: int = 256) -> None:
         self.size = size
@@ -43,55 +45,50 @@ class MessageMemo:
         self._names: dict[type, tuple[str, ...]] = {}
 
     def message(self, msg_type: type, buffers: tuple, args: tuple) -> Message:
-        names = self._names.get(msg_type)
-        if names is None:
-            names = self._names[msg_type] = tuple(msg_type.__dataclass_fields__)[:len(buffers)]
         refs = tuple([getattr(b, "ref", b) for b in buffers])
-        types = tuple(map(type, args))
-        key = (msg_type, *map(id, refs), *args, types)
-        msg = self._hit(key, names, refs, args, types)
+        key, msg = self._find(msg_type, refs, args)
         if msg is None:
             msg = msg_type(*refs, *args)
-            self._keep(key, refs, args, msg)
+            names = self._names.get(msg_type)
+            if names is None:
+                names = self._names[msg_type] = tuple(msg_type.__dataclass_fields__)[:len(refs)]
+            self._keep(key, names, refs, args, msg)
         return msg
 
-    def built(self, msg_type: type, names: tuple[str, ...], buffers: tuple, args: tuple,
+    def built(self, kind: Any, names: tuple[str, ...], buffers: tuple, args: tuple,
               build: Callable[[tuple], Message]) -> Message:
-        """:meth:`message` for a message whose buffers are not its leading fields:
-        ``build(refs)`` makes it, and ``names`` are the fields that hold ``buffers``, in order."""
+        """:meth:`message` for a message whose buffers are not its leading fields, or that a
+        call derives from its buffers: ``build(refs)`` makes it, ``names`` are the fields that
+        hold ``buffers``, in order, and ``kind`` (the message type, or the name of a call that
+        builds messages of several types) keeps its keys apart from other calls'."""
         refs = tuple([getattr(b, "ref", b) for b in buffers])
-        types = tuple(map(type, args))
-        key = (msg_type, *map(id, refs), *args, types)
-        msg = self._hit(key, names, refs, args, types)
+        key, msg = self._find(kind, refs, args)
         if msg is None:
             msg = build(refs)
-            self._keep(key, refs, args, msg)
+            self._keep(key, names, refs, args, msg)
         return msg
 
-    def _hit(self, key: tuple, names: tuple[str, ...], refs: tuple, args: tuple,
-             types: tuple[type, ...]) -> Any:
-        """The kept message of ``key`` if its buffers are ``refs`` themselves, else None. Only
-        calls whose arguments were all plain were kept, and the key holds each argument's type:
-        an equal key has plain arguments too, except a tuple, whose items are checked here."""
+    def _find(self, kind: Any, refs: tuple, args: tuple) -> tuple[tuple | None, Any]:
+        """The key of a call and its kept message, or None. The key holds the arguments as
+        their marshal encoding (version 2), which writes each value's exact type with it
+        (``True``, ``1`` and ``1.0`` differ; ``-0.0`` and ``0.0`` too), items of tuples
+        included, in one C call. Only calls whose arguments were all plain were kept, so an
+        equal key has plain arguments too. A call marshal refuses (any other object) has no
+        key and is never kept."""
         try:
-            msg = self._memo.get(key)
-        except TypeError:  # an unhashable argument: never kept
-            return None
-        if msg is None:
-            return None
-        for name, r in zip(names, refs, strict=True):
-            if getattr(msg, name) is not r:
-                return None
-        if tuple in types:
-            for a in args:
-                if type(a) is tuple and not plain(a):
-                    return None
-        return msg
+            key = (kind, *map(id, refs), marshal.dumps(args, 2))
+        except ValueError:
+            return None, None
+        return key, self._memo.get(key)
 
-    def _keep(self, key: tuple, refs: tuple, args: tuple, msg: Message) -> None:
-        """Keep ``msg`` (just built, so valid) under ``key`` if its call may key the memo."""
-        for r in refs:
-            if type(r) is not BufRef and r is not None:
+    def _keep(self, key: tuple | None, names: tuple[str, ...], refs: tuple, args: tuple,
+              msg: Message) -> None:
+        """Keep ``msg`` (just built, so valid) under ``key`` if its call may key the memo and
+        it holds the references of the key (``names`` are its fields that hold them)."""
+        if key is None:
+            return
+        for name, r in zip(names, refs, strict=True):
+            if (type(r) is not BufRef and r is not None) or getattr(msg, name) is not r:
                 return
         for a in args:
             if not plain(a):
