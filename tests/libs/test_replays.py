@@ -100,3 +100,28 @@ def test_direct_and_the_environment_switch(monkeypatch) -> None:
     assert not enabled("GPUMSG_TEST_REPLAY")
     monkeypatch.setenv("GPUMSG_TEST_REPLAY", "1")
     assert enabled("GPUMSG_TEST_REPLAY") and enabled("GPUMSG_UNSET_REPLAY_VARIABLE")
+
+
+def test_a_raw_launcher_takes_the_handles_as_ints_and_its_errors_raise() -> None:
+    """``raw_launch`` (the ctypes cuGraphLaunch) replaces the binding's launch: it gets the
+    executable graph and the stream as ints; a nonzero CUresult raises CudaError."""
+    import gpumsg
+
+    class IntHandles(FakeGraphDriver):
+        def cuGraphInstantiate(self, graph, flags):
+            return 0, 1000 + graph
+
+    cu, raw = IntHandles(), []
+    status = [0]
+
+    def launch(exec_: int, stream: int) -> int:
+        raw.append((exec_, stream))
+        return status[0]
+
+    r, call = GraphReplays(cu, raw_launch=launch), _Calls(cu)
+    for _ in range(3):
+        r.call("gemm", call, 7, 1)
+    assert raw == [(1001, 7)] * 2 and cu.launched == [] and r.launches == 2
+    status[0] = 700  # CUDA_ERROR_ILLEGAL_ADDRESS
+    with pytest.raises(gpumsg.CudaError, match="cuGraphLaunch"):
+        r.call("gemm", call, 7, 1)

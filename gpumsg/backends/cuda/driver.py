@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from ...errors import CudaError
 from ..base import Backend, DeviceProperties
+from .replays import enabled
 
-__all__ = ["CudaBackend", "cuda_available"]
+__all__ = ["CudaBackend", "cuda_available", "raw_graph_launch"]
 
 _cu: Any = None
 _LOCK = threading.Lock()
+_RAW_LAUNCH: list[Any] = []  # [the ctypes cuGraphLaunch, or None], once looked up
 _NOT_READY = 600
 _ERROR_NAMES: dict[int, str] = {}
 
@@ -37,6 +40,28 @@ def _driver() -> Any:
                     raise CudaError(int(err), _name(driver, int(err)), "cuInit")
                 _cu = driver
     return _cu
+
+
+def raw_graph_launch() -> Callable[[int, int], int] | None:
+    """``cuGraphLaunch(exec, stream)`` through ctypes, on the libcuda that cuda.bindings
+    loaded: the handles as ints, the CUresult answered as an int. The replays of repeated
+    library calls launch through it (backends/cuda/replays.py): the binding's call converts
+    its arguments and builds a result tuple and an enum on every launch. Like the binding, it
+    releases the GIL during the call. None where libcuda cannot be opened by its soname, or
+    ``GPUMSG_RAW_LAUNCH=0`` is set (then the binding is used)."""
+    if not _RAW_LAUNCH:
+        with _LOCK:
+            if not _RAW_LAUNCH:
+                fn = None
+                if enabled("GPUMSG_RAW_LAUNCH"):
+                    try:
+                        fn = ctypes.CDLL("libcuda.so.1").cuGraphLaunch
+                        fn.argtypes = (ctypes.c_void_p, ctypes.c_void_p)
+                        fn.restype = ctypes.c_int
+                    except (OSError, AttributeError):
+                        fn = None
+                _RAW_LAUNCH.append(fn)
+    return _RAW_LAUNCH[0]
 
 
 def _name(cu: Any, code: int) -> str:

@@ -50,15 +50,19 @@ class GraphReplays:
 
     ``driver`` is ``cuda.bindings.driver`` (tests pass a stand-in). ``recording`` answers
     whether the device is recording a ``dev.graph`` (stream capture of its own): :meth:`call`
-    then issues as usual, so the call itself is what gets recorded.
+    then issues as usual, so the call itself is what gets recorded. ``raw_launch``, where
+    given, launches instead of ``driver.cuGraphLaunch``: ``raw_launch(int(exec), int(stream))``
+    answers the CUresult as an int (:func:`~gpumsg.backends.cuda.driver.raw_graph_launch`).
     """
 
-    __slots__ = ("driver", "capacity", "recording", "execs", "seen", "reason", "launches",
-                 "captures")
+    __slots__ = ("driver", "capacity", "recording", "raw_launch", "execs", "seen", "reason",
+                 "launches", "captures")
 
     def __init__(self, driver: Any, capacity: int = 8,
-                 recording: Callable[[], bool] | None = None) -> None:
+                 recording: Callable[[], bool] | None = None,
+                 raw_launch: Callable[[int, int], int] | None = None) -> None:
         self.driver = driver
+        self.raw_launch = raw_launch
         self.capacity = capacity
         self.recording = recording
         self.execs: OrderedDict[tuple, Any] = OrderedDict()
@@ -92,7 +96,11 @@ class GraphReplays:
 
     def _launch(self, key: tuple, exec_: Any, stream: Any) -> None:
         self.execs.move_to_end(key)
-        err = self.driver.cuGraphLaunch(exec_, stream)[0]
+        raw = self.raw_launch
+        if raw is not None:
+            err = raw(int(exec_), int(stream))
+        else:
+            err = self.driver.cuGraphLaunch(exec_, stream)[0]
         if err:
             from .driver import _fail
 

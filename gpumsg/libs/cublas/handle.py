@@ -96,10 +96,10 @@ class CublasHandle:
                                                         WORKSPACE_BYTES),
                         "cublasSetWorkspace_v2")
             if enabled("GPUMSG_BLAS_REPLAY"):
-                from ...backends.cuda.driver import _driver
+                from ...backends.cuda.driver import _driver, raw_graph_launch
 
                 self.replays = GraphReplays(_driver(), REPLAY_CAPACITY,
-                                            lambda: ctx.capture is not None)
+                                            lambda: ctx.capture is not None, raw_graph_launch())
                 self._issue = self.replays.call
 
     # -- plumbing ----------------------------------------------------------------------------------

@@ -113,10 +113,10 @@ class LtHandle:
         self.replays: GraphReplays | None = None
         self._issue: Any = direct
         if enabled("GPUMSG_BLAS_REPLAY"):
-            from ...backends.cuda.driver import _driver
+            from ...backends.cuda.driver import _driver, raw_graph_launch
 
             self.replays = GraphReplays(_driver(), REPLAY_CAPACITY,
-                                        lambda: ctx.capture is not None)
+                                        lambda: ctx.capture is not None, raw_graph_launch())
             self._issue = self.replays.call
 
     def _check(self, status: int, function: str) -> None:

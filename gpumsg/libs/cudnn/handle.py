@@ -23,7 +23,7 @@ import dataclasses
 import math
 from typing import Any
 
-from ...backends.cuda.driver import _driver
+from ...backends.cuda.driver import _driver, raw_graph_launch
 from ...backends.cuda.replays import GraphReplays, enabled
 from ...dtypes import dtype_of
 from ...errors import CudaError, GraphCaptureError, LibraryError
@@ -559,7 +559,7 @@ class DnnHandle:
                     self._destroy(epilogue)
                     raise
             if self.replay:
-                graph.replays = GraphReplays(_driver())
+                graph.replays = GraphReplays(_driver(), raw_launch=raw_graph_launch())
             return _GraphConv(graph, epilogue)
         self._decline(call, reason)
         return None
