@@ -133,11 +133,11 @@ class BufferFuture(GpuFuture):
         return self.buffer.__dlpack_device__()
 
     def set_result(self, result: Any) -> None:
-        # The device answers an allocation with the device pointer; callers get the buffer.
+        # The device answers an allocation with the device pointer, an operation that wrote
+        # the buffer (Device.send_writing) with its own reply: callers get the buffer.
         if type(result) is int:
             self.buffer._ptr = result
-            result = self.buffer
-        super().set_result(result)
+        super().set_result(self.buffer)
 
 
 def buffer_after(done: Future, buffer: GpuBuffer) -> BufferFuture:

@@ -103,6 +103,10 @@ def register_isolation(name: str, factory: Any) -> None:
     _ISOLATIONS[name] = factory
 
 
+def _buffer_of(buffer: GpuBuffer | BufferFuture) -> GpuBuffer:
+    return buffer.buffer if isinstance(buffer, BufferFuture) else buffer
+
+
 def _flat_bytes(arr: np.ndarray, order: str) -> np.ndarray:
     """The array's elements in ``order`` as contiguous bytes (a view when already laid out so)."""
     if arr.ndim == 1 and arr.flags.c_contiguous:  # any order: the common case, one view
@@ -298,16 +302,46 @@ class Device:
     def send(self, msg: Message) -> Future:
         """Send any message; returns the future of its reply. Host arrays in ``CopyFromHost``
         are staged here, and ``CopyToHost`` without a host destination answers a NumPy array."""
+        self._screen(msg)
+        t = type(msg)
+        if t is CopyFromHost and isinstance(msg.src, np.ndarray):
+            return self._staging.upload(msg.dst, _flat_bytes(msg.src, msg.dst.order),
+                                        msg.dst_offset)
+        if t is CopyToHost and msg.dst is None:
+            return self._download(msg.src, msg.src_offset, msg.nbytes, None)
+        fut = GpuFuture()
+        self._post(msg, fut)
+        return fut
+
+    def send_writing(self, msg: Message, buffer: Any) -> BufferFuture:
+        """Send ``msg``, an operation that writes ``buffer`` (a GpuBuffer or its future): the
+        future resolves to the buffer once the operation has completed, or fails with its
+        error. The same as ``buffer_after(send(msg), buffer)``, in one future instead of two
+        and a callback."""
+        if not isinstance(buffer, (GpuBuffer, BufferFuture)):
+            raise InvalidMessage(f"buffer must be a GpuBuffer or its future, got "
+                                 f"{type(buffer).__name__}", field="buffer")
+        self._screen(msg)
+        if type(msg) in (CopyFromHost, CopyToHost):
+            return buffer_after(self.send(msg), _buffer_of(buffer))
+        fut = BufferFuture(_buffer_of(buffer))
+        self._post(msg, fut)
+        return fut
+
+    def _screen(self, msg: Message) -> None:
+        """What every message sent is checked for on the caller's thread: a message of the
+        public protocol, an open device, references of this device and generation, and what
+        a graph being recorded refuses."""
         if not isinstance(msg, Message):
             raise InvalidMessage(f"send() takes a gpumsg message, got {type(msg).__name__}")
-        if type(msg) in _INTERNAL:
-            raise InvalidMessage(f"{type(msg).__name__} is the client's own host-memory "
-                                 "protocol; use dev.alloc_pinned() and PinnedHostBuffer.free()",
+        t = type(msg)
+        if t in _INTERNAL:
+            raise InvalidMessage(f"{t.__name__} is the client's own host-memory protocol; "
+                                 "use dev.alloc_pinned() and PinnedHostBuffer.free()",
                                  field="msg")
         state = self._state
         if not state.accepting:
             raise state.refusal
-        t = type(msg)
         token, gen = state.token, state.generation
         for name in t.__buffers__:  # the common case inline; _check_refs says what is wrong
             ref = getattr(msg, name)
@@ -320,14 +354,6 @@ class Device:
             break
         if self._recorder is not None:
             self._recorder.screen(msg)  # refuse before staging host data
-        if t is CopyFromHost and isinstance(msg.src, np.ndarray):
-            return self._staging.upload(msg.dst, _flat_bytes(msg.src, msg.dst.order),
-                                        msg.dst_offset)
-        if t is CopyToHost and msg.dst is None:
-            return self._download(msg.src, msg.src_offset, msg.nbytes, None)
-        fut = GpuFuture()
-        self._post(msg, fut)
-        return fut
 
     # -- buffers -----------------------------------------------------------------------------------
     @staticmethod
@@ -340,7 +366,7 @@ class Device:
         if not isinstance(buffer, (GpuBuffer, BufferFuture)):
             raise InvalidMessage(f"buffer must be a GpuBuffer or its future, got "
                                  f"{type(buffer).__name__}", field="buffer")
-        return buffer_after(done, buffer.buffer if isinstance(buffer, BufferFuture) else buffer)
+        return buffer_after(done, _buffer_of(buffer))
 
     def _mint(self, shape: Any, dtype: Any, order: str) -> BufRef:
         # the common case first: an int or a tuple of ints, a dtype seen before

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import InvalidMessage
 from ...messages import blas as msgs
-from ...messages.base import as_ref, as_refs
+from ...messages.base import BufRef, as_ref, as_refs
 from ...messages.memo import MessageMemo
 
 if TYPE_CHECKING:
@@ -64,45 +64,20 @@ class Blas:
     def matmul(self, a: Any, b: Any, out: Any = None, compute: str = "default") -> Future:
         """``a @ b`` for C-ordered 2-D or 3-D buffers with NumPy semantics: (M,K)@(K,N),
         (B,M,K)@(B,K,N), and a 2-D operand broadcast against a 3-D one. Resolves to ``out``
-        (allocated C-ordered when None)."""
+        (allocated C-ordered when None). A call repeated with the same buffers, ``out``
+        included, reuses its message (the checks below ran when it was built)."""
         dev = self._dev
         dev._check_open()
-        ra, rb = as_ref(a, "a"), as_ref(b, "b")
-        for name, r in (("a", ra), ("b", rb)):
-            if r.order != "C" and len(r.shape) > 1:
-                raise InvalidMessage(f"{name}: matmul takes C-ordered buffers ({r.describe()} "
-                                     "is F-ordered; use gemm for column-major data)", field=name)
-            if len(r.shape) not in (2, 3):
-                raise InvalidMessage(f"{name}: matmul takes 2-D or 3-D buffers, got "
-                                     f"{r.shape}", field=name)
-        if ra.dtype != rb.dtype:
-            raise InvalidMessage(f"b: dtype {rb.dtype} does not match a's {ra.dtype}", field="b")
-        M, K = ra.shape[-2:]
-        K2, N = rb.shape[-2:]
-        if K != K2:
-            raise InvalidMessage(f"b: shapes {ra.shape} and {rb.shape} do not align for matmul "
-                                 f"({K} != {K2})", field="b")
-        batch_a = ra.shape[0] if len(ra.shape) == 3 else None
-        batch_b = rb.shape[0] if len(rb.shape) == 3 else None
-        if batch_a is not None and batch_b is not None and batch_a != batch_b:
-            raise InvalidMessage(f"b: batch sizes {batch_a} and {batch_b} differ", field="b")
-        batch = batch_a or batch_b
-        shape = (M, N) if batch is None else (batch, M, N)
         if out is None:
-            out = dev.alloc(shape, ra.dtype, order="C")
+            ra, rb = as_ref(a, "a"), as_ref(b, "b")
+            out = dev.alloc(_matmul_shape(ra, rb), ra.dtype, order="C")
+            msg = _matmul_message(ra, rb, out.ref, compute)
         else:
-            ro = as_ref(out, "out")
-            if ro.shape != shape or ro.dtype != ra.dtype or (ro.order != "C" and len(shape) > 1):
-                raise InvalidMessage(f"out must be a C-ordered {ra.dtype}{list(shape)} buffer, "
-                                     f"got {ro.describe()}", field="out")
-        # row-major C = A B is column-major C^T = B^T A^T: swap the operands
-        if batch is None:
-            done = self.gemm(b, a, out, N, M, K, lda=N, ldb=K, ldc=N, compute=compute)
-        else:
-            done = self.gemm_strided_batched(
-                b, a, out, N, M, K, batch, K * N if batch_b else 0, M * K if batch_a else 0,
-                M * N, lda=N, ldb=K, ldc=N, compute=compute)
-        return dev.buffer_after(done, out)
+            msg = self._memo.built(
+                "matmul", ("b", "a", "c"), (a, b, out), (compute,),
+                lambda refs: _matmul_message(as_ref(refs[0], "a"), as_ref(refs[1], "b"),
+                                             _matmul_out(refs[2], refs[0], refs[1]), compute))
+        return dev.send_writing(msg, out)
 
     def replay_info(self) -> Future:
         """Resolves to how the GEMMs were replayed: ``{"cublas": {...}, "cublaslt": {...}}``.
@@ -198,3 +173,52 @@ class Blas:
              uplo: str = "L", trans: Any = "N", diag: str = "N", lda: int | None = None,
              ldb: int | None = None) -> Future:
         return self._send(msgs.Trsm(a, b, m, n, alpha, side, uplo, trans, diag, lda, ldb))
+
+
+def _matmul_shape(ra: BufRef, rb: BufRef) -> tuple[int, ...]:
+    """The shape of ``a @ b`` (Blas.matmul), or InvalidMessage naming what does not fit."""
+    for name, r in (("a", ra), ("b", rb)):
+        if r.order != "C" and len(r.shape) > 1:
+            raise InvalidMessage(f"{name}: matmul takes C-ordered buffers ({r.describe()} "
+                                 "is F-ordered; use gemm for column-major data)", field=name)
+        if len(r.shape) not in (2, 3):
+            raise InvalidMessage(f"{name}: matmul takes 2-D or 3-D buffers, got "
+                                 f"{r.shape}", field=name)
+    if ra.dtype != rb.dtype:
+        raise InvalidMessage(f"b: dtype {rb.dtype} does not match a's {ra.dtype}", field="b")
+    M, K = ra.shape[-2:]
+    K2, N = rb.shape[-2:]
+    if K != K2:
+        raise InvalidMessage(f"b: shapes {ra.shape} and {rb.shape} do not align for matmul "
+                             f"({K} != {K2})", field="b")
+    batch_a = ra.shape[0] if len(ra.shape) == 3 else None
+    batch_b = rb.shape[0] if len(rb.shape) == 3 else None
+    if batch_a is not None and batch_b is not None and batch_a != batch_b:
+        raise InvalidMessage(f"b: batch sizes {batch_a} and {batch_b} differ", field="b")
+    batch = batch_a or batch_b
+    return (M, N) if batch is None else (batch, M, N)
+
+
+def _matmul_out(out: Any, ra: Any, rb: Any) -> BufRef:
+    """``out``'s reference, if it can hold ``a @ b``."""
+    ro = as_ref(out, "out")
+    ra, rb = as_ref(ra, "a"), as_ref(rb, "b")
+    shape = _matmul_shape(ra, rb)
+    if ro.shape != shape or ro.dtype != ra.dtype or (ro.order != "C" and len(shape) > 1):
+        raise InvalidMessage(f"out must be a C-ordered {ra.dtype}{list(shape)} buffer, "
+                             f"got {ro.describe()}", field="out")
+    return ro
+
+
+def _matmul_message(ra: BufRef, rb: BufRef, ro: BufRef, compute: str) -> Any:
+    """The GEMM of ``out = a @ b`` for C-ordered buffers: row-major C = A B is column-major
+    C^T = B^T A^T, so the operands swap."""
+    shape = _matmul_shape(ra, rb)
+    M, K = ra.shape[-2:]
+    N = rb.shape[-1]
+    if len(shape) == 2:
+        return msgs.Gemm(rb, ra, ro, N, M, K, 1.0, 0.0, "N", "N", N, K, N, compute)
+    batch_a, batch_b = len(ra.shape) == 3, len(rb.shape) == 3
+    return msgs.GemmStridedBatched(rb, ra, ro, N, M, K, shape[0], K * N if batch_b else 0,
+                                   M * K if batch_a else 0, M * N, 1.0, 0.0, "N", "N", N, K, N,
+                                   compute)

@@ -38,6 +38,9 @@ from ...messages.memo import MessageMemo
 if TYPE_CHECKING:
     from ...client.device import Device
 
+#: the ConvForward fields that hold its buffers
+_CONV_BUFFERS = ("x", "w", "y", "bias")
+
 __all__ = ["Dnn"]
 
 
@@ -87,13 +90,13 @@ class Dnn:
             y = dev.alloc(shape, xr.dtype, order="C")
             msg = ConvForward(x, w, y, stride, padding, dilation, groups, layout, math,
                               algo, workspace_limit, bias, activation, act_coef)
-            return dev.buffer_after(dev.send(msg), y)
-        if bias is None:
-            return self._memo_send(ConvForward, (x, w, out),
-                                   (stride, padding, dilation, groups, layout, math, algo,
-                                    workspace_limit, None, activation, act_coef))
-        return dev.send(ConvForward(x, w, out, stride, padding, dilation, groups, layout, math,
-                                    algo, workspace_limit, bias, activation, act_coef))
+            return dev.send_writing(msg, y)
+        return dev.send(self._memo.built(
+            ConvForward, _CONV_BUFFERS, (x, w, out, bias),
+            (stride, padding, dilation, groups, layout, math, algo, workspace_limit, activation,
+             act_coef),
+            lambda r: ConvForward(r[0], r[1], r[2], stride, padding, dilation, groups, layout,
+                                  math, algo, workspace_limit, r[3], activation, act_coef)))
 
     conv1d = conv2d = conv3d = conv
 
@@ -111,9 +114,8 @@ class Dnn:
                                    (stride, padding, dilation, groups, layout, math, algo,
                                     workspace_limit))
         dx = dev.alloc(x_shape, as_ref(dy, "dy").dtype, order="C")
-        done = dev.send(ConvBackwardData(dy, w, dx, stride, padding, dilation, groups, layout,
-                                         math, algo, workspace_limit))
-        return dev.buffer_after(done, dx)
+        return dev.send_writing(ConvBackwardData(dy, w, dx, stride, padding, dilation, groups,
+                                                 layout, math, algo, workspace_limit), dx)
 
     def conv_backward_filter(self, x: Any, dy: Any, w_shape: Any, stride: Any = 1,
                              padding: Any = 0, dilation: Any = 1, groups: int = 1,
@@ -129,9 +131,8 @@ class Dnn:
                                    (stride, padding, dilation, groups, layout, math, algo,
                                     workspace_limit))
         dw = dev.alloc(w_shape, as_ref(x, "x").dtype, order="C")
-        done = dev.send(ConvBackwardFilter(x, dy, dw, stride, padding, dilation, groups, layout,
-                                           math, algo, workspace_limit))
-        return dev.buffer_after(done, dw)
+        return dev.send_writing(ConvBackwardFilter(x, dy, dw, stride, padding, dilation, groups,
+                                                   layout, math, algo, workspace_limit), dw)
 
     conv2d_backward_data = conv_backward_data
     conv2d_backward_filter = conv_backward_filter
@@ -144,8 +145,8 @@ class Dnn:
 
     def _send(self, msg_type: type, out: Any, given: Any, *args: Any) -> Future:
         dev = self._dev
-        done = dev.send(msg_type(*args))
-        return done if given is not None else dev.buffer_after(done, out)
+        return dev.send(msg_type(*args)) if given is not None else dev.send_writing(
+            msg_type(*args), out)
 
     def activation(self, x: Any, activation: str = "relu", act_coef: float | None = None,
                    out: Any = None) -> Future:

@@ -112,7 +112,7 @@ class Generator:
             except BaseException:
                 buf.buffer.free()
                 raise
-            return dev.buffer_after(dev.send(msg), buf)
+            return dev.send_writing(msg, buf)
         ref = getattr(out, "ref", None)
         if ref is None:
             raise InvalidMessage(f"out: expected a GpuBuffer or its future, got "
@@ -120,7 +120,7 @@ class Generator:
         n = ref.size if shape is None else math.prod(_shape(shape))
         msg = msgs.Generate(self.id, self.kind, self.dimensions, distribution, out, n, mean, std,
                             lam)
-        return dev.buffer_after(dev.send(msg), out)
+        return dev.send_writing(msg, out)
 
     # -- distributions -------------------------------------------------------------------------
     def uniform(self, shape: Any = None, dtype: Any = "f32", out: Any = None) -> Any:

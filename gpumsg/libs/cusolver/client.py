@@ -636,8 +636,7 @@ class Linalg:
                                  f"got {r.describe()}", field="stack")
         batch, n = r.shape[0], r.shape[1]
         out = dev.alloc(r.shape, r.dtype, order="C")
-        done = self._dev.send(msgs.CholeskyBatched(stack, out, n, batch))
-        return dev.buffer_after(done, out)
+        return dev.send_writing(msgs.CholeskyBatched(stack, out, n, batch), out)
 
     def solve(self, a: Any, b: Any, pivot: bool = True) -> Any:
         """NumPy's ``linalg.solve`` for one system: x with A x = b, ``b`` of shape (n,) or

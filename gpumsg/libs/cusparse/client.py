@@ -306,8 +306,7 @@ class Sparse:
             _no_beta(beta, "y")
             rows, cols = ref.shape
             y = dev.alloc((rows if op in ("N", "n") else cols,), ref.dtype)
-        done = dev.send(msgs.SpMV(m, x, y, alpha, beta, op))
-        return dev.buffer_after(done, y)
+        return dev.send_writing(msgs.SpMV(m, x, y, alpha, beta, op), y)
 
     def spmm(self, m: Any, b: Any, c: Any = None, alpha: Any = 1.0, beta: Any = 0.0,
              op: str = "N") -> Any:
@@ -321,8 +320,7 @@ class Sparse:
                 raise InvalidMessage("b: expected a 2-D GpuBuffer", field="b")
             rows = ref.shape[0] if op in ("N", "n") else ref.shape[1]
             c = dev.alloc((rows, rb.shape[1]), ref.dtype, order="C")
-        done = dev.send(msgs.SpMM(m, b, c, alpha, beta, op))
-        return dev.buffer_after(done, c)
+        return dev.send_writing(msgs.SpMM(m, b, c, alpha, beta, op), c)
 
     def spsv(self, m: Any, x: Any, y: Any = None, alpha: Any = 1.0, op: str = "N",
              uplo: str = "L", diag: str = "N") -> Any:
@@ -332,8 +330,7 @@ class Sparse:
         if y is None:
             ref = _sparse_ref(m)
             y = dev.alloc((ref.shape[0],), ref.dtype)
-        done = dev.send(msgs.SpSV(m, x, y, alpha, op, uplo, diag))
-        return dev.buffer_after(done, y)
+        return dev.send_writing(msgs.SpSV(m, x, y, alpha, op, uplo, diag), y)
 
     def spsm(self, m: Any, b: Any, c: Any = None, alpha: Any = 1.0, op: str = "N",
              uplo: str = "L", diag: str = "N") -> Any:
@@ -346,8 +343,7 @@ class Sparse:
             if type(rb) is not BufRef:
                 raise InvalidMessage("b: expected a GpuBuffer or its future", field="b")
             c = dev.alloc(rb.shape, getattr(ref, "dtype", rb.dtype), order="C")
-        done = dev.send(msgs.SpSM(m, b, c, alpha, op, uplo, diag))
-        return dev.buffer_after(done, c)
+        return dev.send_writing(msgs.SpSM(m, b, c, alpha, op, uplo, diag), c)
 
     def sddmm(self, a: Any, b: Any, c: Any, alpha: Any = 1.0, beta: Any = 0.0,
               opa: str = "N", opb: str = "N") -> Future:
@@ -423,8 +419,7 @@ class Sparse:
         if out is None:
             ref = _sparse_ref(m)
             out = dev.alloc(ref.shape, ref.dtype, order="C")
-        done = dev.send(msgs.SparseToDense(m, out))
-        return dev.buffer_after(done, out)
+        return dev.send_writing(msgs.SparseToDense(m, out), out)
 
     def from_dense(self, dense: Any, index_dtype: Any = "i32") -> Future:
         """The CSR matrix of the non-zeros of the C-ordered 2-D buffer ``dense`` (row-major
