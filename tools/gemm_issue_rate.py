@@ -7,8 +7,10 @@ what the CUDA-graph replays of repeated GEMMs save (backends/cuda/replays.py).""
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
+from typing import Any
 
 import numpy as np
 
@@ -59,7 +61,44 @@ def main(n: int = 1000, rounds: int = 7) -> None:
             print(f"{label}: issue {statistics.median(issue):.1f} us/call, total "
                   f"{statistics.median(total):.1f} us/call, caller alone "
                   f"{statistics.median(alone):.1f} us/call", flush=True)
+        pieces(dev, b, a, c, s, batch, n, rounds)
         print("replays:", dev.blas.replay_info().result())
+
+
+def pieces(dev: gpumsg.Device, b: Any, a: Any, c: Any, s: int, batch: int, n: int,
+           rounds: int) -> None:
+    """The caller's time per strided-batched call split into its parts, nothing posted, with
+    the cyclic garbage collector on and off."""
+    from gpumsg.messages.blas import GemmStridedBatched
+
+    memo = dev.blas._memo
+    args = (s, s, s, batch, s * s, s * s, s * s, 1.0, 0.0, "N", "N", None, None, None, "default")
+    msg = memo.message(GemmStridedBatched, (b, a, c), args)
+    parts = {
+        "memo lookup": lambda: memo.message(GemmStridedBatched, (b, a, c), args),
+        "send (post skipped)": lambda: dev.send(msg),
+        "whole call (post skipped)": lambda: dev.blas.gemm_strided_batched(
+            b, a, c, s, s, s, batch, s * s, s * s, s * s),
+    }
+    post = dev._post
+    dev._post = lambda msg, fut: None  # type: ignore[method-assign]
+    try:
+        for collector in ("gc on", "gc off"):
+            if collector == "gc off":
+                gc.disable()
+            for label, fn in parts.items():
+                times = []
+                for _ in range(rounds):
+                    t0 = time.perf_counter()
+                    for _ in range(n):
+                        fn()
+                    times.append((time.perf_counter() - t0) / n * 1e6)
+                print(f"  {label}, {collector}: {statistics.median(times):.2f} us/call",
+                      flush=True)
+            gc.enable()
+    finally:
+        dev._post = post  # type: ignore[method-assign]
+        gc.enable()
 
 
 if __name__ == "__main__":

@@ -128,9 +128,10 @@ def big(dev: gpumsg.Device, torch: object) -> None:
     cublas_mod.GEMM_ENGINE = "auto"
 
 
-def hot(out_dir: str) -> None:
+def hot(out_dir: str, strided: bool = False) -> None:
     """cProfile of the client thread and of the device thread over pipelined 64^3 SGEMMs, then
-    round trips (``--hot``): where the Python time per message goes, per function."""
+    round trips (``--hot``): where the Python time per message goes, per function. With
+    ``strided``, strided-batched 512 x 128^3 bf16 GEMMs instead (``--hot-strided``)."""
     import cProfile
     import io
     import pstats
@@ -144,19 +145,31 @@ def hot(out_dir: str) -> None:
         os.environ["GPUMSG_PROFILE"] = base
     dev = gpumsg.open_device(0)
     os.environ.pop("GPUMSG_PROFILE", None)
-    a = dev.to_device(np.random.rand(64, 64).astype(np.float32, order="F")).result()
-    c = dev.alloc((64, 64)).result()
+    if strided:
+        s, batch = 128, 512
+        bf16 = gpumsg.as_dtype("bf16")
+        a = dev.to_device(np.random.rand(batch, s, s).astype(bf16)).result()
+        c = dev.alloc((batch, s, s), "bf16", order="C").result()
+
+        def call() -> Future:
+            return dev.blas.gemm_strided_batched(a, a, c, s, s, s, batch, s * s, s * s, s * s)
+    else:
+        a = dev.to_device(np.random.rand(64, 64).astype(np.float32, order="F")).result()
+        c = dev.alloc((64, 64)).result()
+
+        def call() -> Future:
+            return dev.sgemm(a, a, c, 64, 64, 64)
     for _ in range(500):
-        dev.sgemm(a, a, c, 64, 64, 64)
+        call()
     dev.synchronize().result()
     prof = cProfile.Profile()
     prof.enable()
     last = None
     for _ in range(10000):
-        last = dev.sgemm(a, a, c, 64, 64, 64)
+        last = call()
     last.result()  # type: ignore[union-attr]
     for _ in range(2000):
-        dev.sgemm(a, a, c, 64, 64, 64).result()
+        call().result()
     prof.disable()
     dev.close()
     profiles = [("client thread", pstats.Stats(prof))]
@@ -164,19 +177,22 @@ def hot(out_dir: str) -> None:
         profiles.append(("device thread", pstats.Stats(f"{base}.device0")))
     else:
         profiles[0] = ("all threads", profiles[0][1])
+    what = "512 x 128^3 bf16 strided GEMMs" if strided else "64^3 SGEMMs"
     for label, stats in profiles:
         buf = io.StringIO()
         stats.stream = buf  # type: ignore[attr-defined]
-        stats.sort_stats("tottime").print_stats(22)
-        say(f"== {label}: 10000 pipelined + 2000 round-trip 64^3 SGEMMs (cProfile) ==")
+        stats.sort_stats("tottime").print_stats(30)
+        say(f"== {label}: 10000 pipelined + 2000 round-trip {what} (cProfile) ==")
         say(buf.getvalue())
 
 
 def main() -> None:
-    if "--hot" in sys.argv:
-        hot(os.environ.get("OUT", "."))
+    if "--hot" in sys.argv or "--hot-strided" in sys.argv:
+        strided = "--hot-strided" in sys.argv
+        hot(os.environ.get("OUT", "."), strided)
         if os.environ.get("OUT"):
-            with open(os.path.join(os.environ["OUT"], "profile_hot.txt"), "w") as f:
+            name = "profile_hot_strided.txt" if strided else "profile_hot.txt"
+            with open(os.path.join(os.environ["OUT"], name), "w") as f:
                 f.write("\n".join(lines))
         return
     import torch
