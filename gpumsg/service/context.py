@@ -112,6 +112,10 @@ class StreamSlot:
         self.handed = 0  # batches handed to the watcher (it counts those it answered)
         self.answered = 0  # entries the device thread answered itself
 
+    def in_flight(self) -> int:
+        """Operations issued on this stream and not yet seen complete (an upper bound)."""
+        return self.seq - self.done_seq
+
 
 class DeviceContext:
     """The device thread's world: backend, streams, buffers, memory, libraries, completion."""

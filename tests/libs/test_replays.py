@@ -4,6 +4,8 @@ own tests check on the GPU that replayed calls compute what the calls would."""
 
 from __future__ import annotations
 
+import ctypes
+
 import pytest
 from harness import FakeGraphDriver
 
@@ -125,3 +127,48 @@ def test_a_raw_launcher_takes_the_handles_as_ints_and_its_errors_raise() -> None
     status[0] = 700  # CUDA_ERROR_ILLEGAL_ADDRESS
     with pytest.raises(gpumsg.CudaError, match="cuGraphLaunch"):
         r.call("gemm", call, 7, 1)
+
+
+def test_a_launch_holds_the_gil_only_while_little_is_in_flight() -> None:
+    """The default launcher (GPUMSG_RAW_LAUNCH=hold) calls the GIL-holding cuGraphLaunch while
+    the stream has fewer than the bound in flight, the releasing one from the bound on."""
+    from gpumsg.backends.cuda.driver import HOLD_IN_FLIGHT, guarded_launch
+
+    calls, depth = [], [0]
+    hold = lambda e, s: calls.append(("hold", e, s)) or 0  # noqa: E731
+    release = lambda e, s: calls.append(("release", e, s)) or 0  # noqa: E731
+    launch = guarded_launch(release, hold, lambda: depth[0])
+    for d in (0, HOLD_IN_FLIGHT - 1, HOLD_IN_FLIGHT, 10 * HOLD_IN_FLIGHT, 3):
+        depth[0] = d
+        assert launch(11, 22) == 0
+    assert [c[0] for c in calls] == ["hold", "hold", "release", "release", "hold"]
+    assert {c[1:] for c in calls} == {(11, 22)}
+    # release alone without a holding call or a depth; nothing at all without either call
+    assert guarded_launch(release, None, lambda: 0) is release
+    assert guarded_launch(release, hold, None) is release
+    assert guarded_launch(None, hold, lambda: 0) is None
+
+
+@pytest.mark.parametrize("mode", ["hold", "release", "0", ""])
+def test_the_launch_mode_comes_from_the_environment(monkeypatch, mode: str) -> None:
+    """GPUMSG_RAW_LAUNCH: hold (default), release or 0; another value is refused by name. On a
+    machine without libcuda every mode answers None (the binding's launch)."""
+    import gpumsg
+    from gpumsg.backends.cuda import driver
+
+    monkeypatch.setattr(driver, "_RAW_LAUNCH", [])
+    monkeypatch.setenv("GPUMSG_RAW_LAUNCH", mode)
+    launch = driver.raw_graph_launch(lambda: 0)
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        found = True
+    except OSError:
+        found = False
+    if mode == "0" or not found:
+        assert launch is None
+    else:
+        assert callable(launch)
+    monkeypatch.setattr(driver, "_RAW_LAUNCH", [])
+    monkeypatch.setenv("GPUMSG_RAW_LAUNCH", "sometimes")
+    with pytest.raises(gpumsg.InvalidMessage, match="GPUMSG_RAW_LAUNCH"):
+        driver.raw_graph_launch()

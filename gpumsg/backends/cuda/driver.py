@@ -10,19 +10,19 @@ instead of going back to the driver at every synchronization.
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from ...errors import CudaError
+from ...errors import CudaError, InvalidMessage
 from ..base import Backend, DeviceProperties
-from .replays import enabled
 
-__all__ = ["CudaBackend", "cuda_available", "raw_graph_launch"]
+__all__ = ["CudaBackend", "cuda_available", "guarded_launch", "raw_graph_launch"]
 
 _cu: Any = None
 _LOCK = threading.Lock()
-_RAW_LAUNCH: list[Any] = []  # [the ctypes cuGraphLaunch, or None], once looked up
+_RAW_LAUNCH: list[Any] = []  # [(the CDLL cuGraphLaunch, the PyDLL one)], once looked up
 _NOT_READY = 600
 _ERROR_NAMES: dict[int, str] = {}
 
@@ -42,26 +42,74 @@ def _driver() -> Any:
     return _cu
 
 
-def raw_graph_launch() -> Callable[[int, int], int] | None:
+#: GPUMSG_RAW_LAUNCH's values: how libcuda's cuGraphLaunch is called (None: the binding)
+_RAW_MODES = ("hold", "release", "0")
+#: a launch holds the GIL only while fewer operations than this are in flight on its stream
+HOLD_IN_FLIGHT = 256
+
+
+def raw_graph_launch(in_flight: Callable[[], int] | None = None
+                     ) -> Callable[[int, int], int] | None:
     """``cuGraphLaunch(exec, stream)`` through ctypes, on the libcuda that cuda.bindings
     loaded: the handles as ints, the CUresult answered as an int. The replays of repeated
     library calls launch through it (backends/cuda/replays.py): the binding's call converts
-    its arguments and builds a result tuple and an enum on every launch. Like the binding, it
-    releases the GIL during the call. None where libcuda cannot be opened by its soname, or
-    ``GPUMSG_RAW_LAUNCH=0`` is set (then the binding is used)."""
+    its arguments and builds a result tuple and an enum on every launch.
+
+    ``GPUMSG_RAW_LAUNCH`` says how (read once per process):
+
+    - ``hold`` (the default): the GIL is held during the launch (``ctypes.PyDLL``), as torch
+      holds it for its launches, while ``in_flight()`` (the operations issued on the stream
+      and not yet seen complete) is under :data:`HOLD_IN_FLIGHT`. A device thread that
+      releases the GIL for a launch of a few µs queues for it again behind a caller that is
+      posting, for up to a switch interval (client/gil.py). Past the bound the GPU has plenty
+      queued, and a launch may have to wait for room in the GPU's queue (a hung kernel,
+      say): then the GIL is released, so that the process's other threads keep running.
+    - ``release``: always released (``ctypes.CDLL``, as the binding does).
+    - ``0``: None, the binding is used. None also where libcuda cannot be opened by its
+      soname.
+
+    Raises InvalidMessage for another value."""
     if not _RAW_LAUNCH:
         with _LOCK:
             if not _RAW_LAUNCH:
-                fn = None
-                if enabled("GPUMSG_RAW_LAUNCH"):
+                mode = os.environ.get("GPUMSG_RAW_LAUNCH", "hold").strip().lower() or "hold"
+                if mode not in _RAW_MODES:
+                    raise InvalidMessage(f"GPUMSG_RAW_LAUNCH must be one of "
+                                         f"{', '.join(_RAW_MODES)}, got {mode!r}",
+                                         field="GPUMSG_RAW_LAUNCH")
+                found: tuple = (None, None)
+                if mode != "0":
                     try:
-                        fn = ctypes.CDLL("libcuda.so.1").cuGraphLaunch
-                        fn.argtypes = (ctypes.c_void_p, ctypes.c_void_p)
-                        fn.restype = ctypes.c_int
+                        found = (_launch_fn(ctypes.CDLL),
+                                 _launch_fn(ctypes.PyDLL) if mode == "hold" else None)
                     except (OSError, AttributeError):
-                        fn = None
-                _RAW_LAUNCH.append(fn)
-    return _RAW_LAUNCH[0]
+                        pass
+                _RAW_LAUNCH.append(found)
+    release, hold = _RAW_LAUNCH[0]
+    return guarded_launch(release, hold, in_flight)
+
+
+def guarded_launch(release: Any, hold: Any, in_flight: Callable[[], int] | None,
+                   limit: int = HOLD_IN_FLIGHT) -> Any:
+    """``hold(exec, stream)`` while ``in_flight() < limit``, else ``release(exec, stream)``;
+    ``release`` alone where there is no ``hold`` or no ``in_flight``."""
+    if hold is None or in_flight is None or release is None:
+        return release
+
+    def launch(exec_: int, stream: int) -> int:
+        if in_flight() < limit:
+            return hold(exec_, stream)
+        return release(exec_, stream)
+
+    return launch
+
+
+def _launch_fn(loader: Any) -> Any:
+    """libcuda's cuGraphLaunch opened with ``loader`` (CDLL releases the GIL, PyDLL holds it)."""
+    fn = loader("libcuda.so.1").cuGraphLaunch
+    fn.argtypes = (ctypes.c_void_p, ctypes.c_void_p)
+    fn.restype = ctypes.c_int
+    return fn
 
 
 def _name(cu: Any, code: int) -> str:

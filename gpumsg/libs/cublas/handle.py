@@ -99,7 +99,8 @@ class CublasHandle:
                 from ...backends.cuda.driver import _driver, raw_graph_launch
 
                 self.replays = GraphReplays(_driver(), REPLAY_CAPACITY,
-                                            lambda: ctx.capture is not None, raw_graph_launch())
+                                            lambda: ctx.capture is not None,
+                                            raw_graph_launch(ctx.compute.in_flight))
                 self._issue = self.replays.call
 
     # -- plumbing ----------------------------------------------------------------------------------

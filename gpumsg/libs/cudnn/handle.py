@@ -559,7 +559,8 @@ class DnnHandle:
                     self._destroy(epilogue)
                     raise
             if self.replay:
-                graph.replays = GraphReplays(_driver(), raw_launch=raw_graph_launch())
+                graph.replays = GraphReplays(_driver(), raw_launch=raw_graph_launch(
+                    self._ctx.compute.in_flight))
             return _GraphConv(graph, epilogue)
         self._decline(call, reason)
         return None

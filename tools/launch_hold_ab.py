@@ -1,0 +1,163 @@
+"""Diagnostic (H100): the replays' cuGraphLaunch with the GIL held (``ctypes.PyDLL``) or released
+(``ctypes.CDLL``), in one process, the two modes alternating round by round.
+
+What ``GPUMSG_RAW_LAUNCH=hold`` chooses once per process is switched here in place, between
+measurements, on the idle device: the ``raw_launch`` of the cuBLAS, cuBLASLt and cuDNN replays.
+Each round measures every case once per mode, the order of the modes alternating between
+rounds, with torch's rate measured in the same round beside them; medians over the rounds.
+Writes ``$OUT/launch_hold_ab.json`` and ``.md``.
+
+    python3 tools/launch_hold_ab.py [rounds]        (cuDNN cases need the cuDNN frontend)
+"""
+# ruff: noqa: E731 - small closures over one problem's buffers
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import statistics
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, "benchmarks")
+sys.path.insert(0, "tools")
+from _common import environment, rate_us  # noqa: E402
+from conv_case import conv_pair  # noqa: E402
+
+import gpumsg  # noqa: E402
+
+
+def launchers() -> dict[str, Any]:
+    out = {}
+    for mode, loader in (("hold", ctypes.PyDLL), ("release", ctypes.CDLL)):
+        fn = loader("libcuda.so.1").cuGraphLaunch
+        fn.argtypes, fn.restype = (ctypes.c_void_p, ctypes.c_void_p), ctypes.c_int
+        out[mode] = fn
+    return out
+
+
+def set_mode(dev: Any, fn: Any) -> int:
+    """Point every replay of the (idle) device at ``fn``; returns how many were switched."""
+    dev.synchronize().result()
+    ctx = dev._worker.ctx
+    switched = 0
+    for name in ("cublas", "cublaslt"):
+        r = getattr(ctx.libraries.get(name), "replays", None)
+        if r is not None:
+            r.raw_launch = fn
+            switched += 1
+    dnn = ctx.libraries.get("cudnn")
+    for plan in getattr(dnn, "cache", {}).values():
+        r = getattr(getattr(plan, "graph", None), "replays", None)
+        if r is not None:
+            r.raw_launch = fn
+            switched += 1
+    return switched
+
+
+def cases(dev: Any, torch: Any) -> dict[str, tuple[Callable, Callable, Callable, Callable, int]]:
+    """name -> (ours, our finish, theirs, their finish, n pipelined per run)."""
+    rng = np.random.default_rng()
+    bf16 = gpumsg.as_dtype("bf16")
+    batch, s = 512, 128
+    bh = [rng.standard_normal((batch, s, s), dtype=np.float32).astype(bf16) for _ in range(2)]
+    a, b = (dev.to_device(h).result() for h in bh)
+    c = dev.alloc((batch, s, s), "bf16", order="C").result()
+    ta, tb = (torch.from_numpy(h.astype(np.float32)).cuda().to(torch.bfloat16) for h in bh)
+    tc = torch.empty(batch, s, s, device="cuda", dtype=torch.bfloat16)
+    last: list[Any] = [None]
+
+    def strided() -> None:
+        last[0] = dev.blas.gemm_strided_batched(b, a, c, s, s, s, batch, s * s, s * s, s * s)
+
+    def matmul() -> None:
+        last[0] = dev.blas.matmul(a, b, out=c)
+
+    small = [dev.to_device(rng.standard_normal((64, 64), dtype=np.float32)).result()
+             for _ in range(3)]
+    t64 = [torch.randn(64, 64, device="cuda") for _ in range(3)]
+
+    def sgemm() -> None:
+        last[0] = dev.sgemm(small[0], small[1], small[2], 64, 64, 64)
+
+    wait = lambda: last[0].result()
+    sync = torch.cuda.synchronize
+    out = {
+        "strided 512x128^3 bf16": (strided, wait, lambda: torch.bmm(ta, tb, out=tc), sync, 1500),
+        "matmul 3-D 512x128^3 bf16": (matmul, wait, lambda: torch.bmm(ta, tb, out=tc), sync,
+                                      1500),
+        "sgemm 64^3": (sgemm, wait, lambda: torch.mm(t64[0], t64[1], out=t64[2]), sync, 2000),
+    }
+    try:
+        import cudnn  # noqa: F401 - the frontend: the graph path and its replays
+    except ImportError:
+        print("no cuDNN frontend: convolution cases left out", flush=True)
+        return out
+    for label, (ch, k, r, st, p, hw) in {"conv5_x 3x3 512 @7": (512, 512, 3, 1, 1, 7),
+                                         "conv2_x 3x3 64 @56": (64, 64, 3, 1, 1, 56)}.items():
+        for direction in ("fwd", "bwd_data"):
+            ours, finish, theirs = conv_pair(dev, torch, rng, ch, k, r, st, p, hw, direction)
+            out[f"{label} {direction}"] = (ours, finish, theirs, sync, 800)
+    return out
+
+
+def main() -> None:
+    import torch
+
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 7
+    fns = launchers()
+    rows: dict[str, dict[str, list[float]]] = {}
+    with gpumsg.open_device(0) as dev:
+        todo = cases(dev, torch)
+        for ours, finish, theirs, tfinish, _ in todo.values():  # plans, captures, graphs
+            for _ in range(3):
+                ours()
+            finish()
+            theirs()
+            tfinish()
+        for rnd in range(rounds):
+            order = ("hold", "release") if rnd % 2 == 0 else ("release", "hold")
+            for name, (ours, finish, theirs, tfinish, n) in todo.items():
+                row = rows.setdefault(name, {"hold": [], "release": [], "torch": []})
+                for mode in order:
+                    switched = set_mode(dev, fns[mode])
+                    row[mode].append(rate_us(ours, finish, n, repeats=3, warmup=100))
+                row["torch"].append(rate_us(theirs, tfinish, n, repeats=3, warmup=100))
+            print(f"round {rnd + 1}/{rounds} done ({switched} replays switched)", flush=True)
+        set_mode(dev, fns["release"])
+        replay = dev.blas.replay_info().result()
+    env = environment()
+    result = []
+    for name, row in rows.items():
+        med = {k: statistics.median(v) for k, v in row.items()}
+        result.append({"case": name, **{f"{k}_us": round(v, 2) for k, v in med.items()},
+                       "release_over_hold": round(med["release"] / med["hold"], 3),
+                       "torch_over_hold": round(med["torch"] / med["hold"], 3),
+                       "torch_over_release": round(med["torch"] / med["release"], 3),
+                       "spread": {k: [round(min(v), 1), round(max(v), 1)] for k, v in row.items()}})
+        print(json.dumps(result[-1]), flush=True)
+    out_dir = os.environ.get("OUT", ".")
+    with open(os.path.join(out_dir, "launch_hold_ab.json"), "w") as f:
+        json.dump({"environment": env, "rounds": rounds, "replay": replay, "rows": result}, f,
+                  indent=1)
+    lines = ["# launch_hold_ab", "",
+             f"{env.get('device', '')} · driver {env.get('driver', '')} · {env.get('date', '')}",
+             "", "Per-call µs of n pipelined calls then one wait; the replays' cuGraphLaunch "
+             "with the GIL held (PyDLL) or released (CDLL), switched in place, alternating; "
+             f"torch beside them in each round; medians of {rounds} rounds. "
+             "torch / ours > 1: ours faster.", "",
+             "| case | hold µs | release µs | torch µs | torch/hold | torch/release |",
+             "|---|---|---|---|---|---|"]
+    for r in result:
+        lines.append(f"| {r['case']} | {r['hold_us']} | {r['release_us']} | {r['torch_us']} | "
+                     f"{r['torch_over_hold']} | {r['torch_over_release']} |")
+    with open(os.path.join(out_dir, "launch_hold_ab.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines[-len(result) - 2:]))
+
+
+if __name__ == "__main__":
+    main()
