@@ -339,3 +339,27 @@ def test_posts_racing_close_are_answered_or_refused() -> None:
                 assert f.result(timeout=10).total_bytes > 0
             except gpumsg.DeviceClosed:
                 pass
+
+
+def test_the_device_memo_keys_on_message_identity_and_stamp() -> None:
+    """DerivedMemo (service/derived.py): a value is built once per message object and stamp; an
+    equal but distinct message, or another stamp, builds anew; it stays bounded."""
+    from gpumsg.service.derived import DerivedMemo
+
+    memo, built = DerivedMemo(size=4), []
+
+    def build(tag: str) -> Any:
+        built.append(tag)
+        return object()
+
+    ref = BufRef(1, 2, 0, "f32", (3,), "C", 12)
+    one, same = messages.Free(ref), messages.Free(ref)
+    assert one == same and one is not same
+    kept = memo.get(one, (1, 2), lambda: build("a"))
+    assert memo.get(one, (1, 2), lambda: build("b")) is kept and built == ["a"]
+    assert memo.get(same, (1, 2), lambda: build("c")) is not kept  # another object
+    assert memo.get(one, (1, 3), lambda: build("d")) is not kept  # another stamp
+    assert built == ["a", "c", "d"]
+    for i in range(10):
+        memo.get(messages.Free(ref), i, lambda: build("e"))
+    assert len(memo) <= 4

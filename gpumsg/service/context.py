@@ -42,6 +42,7 @@ from ..memory.config import build_resource
 from ..memory.pinned import PinnedPool
 from ..messages.base import BufRef, HostRef
 from .completion import CompletionWatcher, Entry, answer_entries, fail_entries
+from .derived import DerivedMemo
 from .registry import COMPUTE, STREAM_INDEX, library_handle
 from .stats import DeviceLoad
 from .trace import OpRecord
@@ -146,6 +147,8 @@ class DeviceContext:
         #: block -> why its RegisterHostMemory failed (named when a copy then uses the block)
         self.host_register_errors: dict[int, str] = {}
         self._scratch: Any = None
+        #: what handlers derive from repeated messages (service/derived.py)
+        self.derived = DerivedMemo()
         # backends whose event query does not give other threads a turn pause while settling
         pause = getattr(type(backend), "event_pause", None)
         self._pause = backend.event_pause if pause is not None and \

@@ -320,6 +320,8 @@ def test_conv_with_out_reuses_its_message_and_keeps_every_check(dev, rng) -> Non
         assert_close(dev.copy_to_host(y).result(), y_ref, PREC["f32"])
         assert_close(dev.copy_to_host(dx).result(), dx_ref, PREC["f32"])
         assert_close(dev.copy_to_host(dw).result(), dw_ref, PREC["f32"], 2.0)
+    # the device thread built each direction's ConvCall once (service/derived.py)
+    assert len(dev._worker.ctx.derived) == 3
     x2 = random_array(rng, x.shape, "f32")  # new contents, same buffer: a new result
     dev.copy_from_host(dx_dev.result(), x2)
     dev.dnn.conv(dx_dev, dw_dev, out=y, **kw)

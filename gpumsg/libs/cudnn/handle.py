@@ -105,11 +105,18 @@ class ConvCall:
     activation: str = "none"
     act_coef: float = 0.0
     algo: str = "heuristic"
+    #: plan_key(), made once: a repeated convolution reuses its ConvCall (handlers._call)
+    _key: tuple = dataclasses.field(default=(), init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_key", (
+            self.direction, self.dtype, self.layout, self.x_shape, self.w_shape, self.y_shape,
+            self.stride, self.padding, self.dilation, self.groups, self.math,
+            self.workspace_limit, self.bias != 0, self.activation, self.act_coef, self.algo))
 
     def plan_key(self) -> tuple:
-        return (self.direction, self.dtype, self.layout, self.x_shape, self.w_shape,
-                self.y_shape, self.stride, self.padding, self.dilation, self.groups, self.math,
-                self.workspace_limit, self.bias != 0, self.activation, self.act_coef, self.algo)
+        """Everything that chooses the plan (not the pointers)."""
+        return self._key
 
 
 def cudnn_dims(layout: str, shape: tuple[int, ...]) -> tuple[list[int], list[int]]:
