@@ -1,17 +1,21 @@
-"""Diagnostic (H100): the replays' cuGraphLaunch with the GIL held (``ctypes.PyDLL``) or released
-(``ctypes.CDLL``), in one process, the two modes alternating round by round.
+"""Diagnostic (H100): two ways of the device thread, switched in place in one process on the
+idle device, alternating round by round, with torch's rate measured in the same round beside
+them; medians over the rounds. ``--switch``:
 
-What ``GPUMSG_RAW_LAUNCH=hold`` chooses once per process is switched here in place, between
-measurements, on the idle device: the ``raw_launch`` of the cuBLAS, cuBLASLt and cuDNN replays.
-Each round measures every case once per mode, the order of the modes alternating between
-rounds, with torch's rate measured in the same round beside them; medians over the rounds.
-Writes ``$OUT/launch_hold_ab.json`` and ``.md``.
+- ``launch`` (modes ``hold``/``release``): the replays' cuGraphLaunch with the GIL held
+  (``ctypes.PyDLL``) or released (``ctypes.CDLL``): the ``raw_launch`` of the cuBLAS, cuBLASLt
+  and cuDNN replays (what ``GPUMSG_RAW_LAUNCH`` chooses once per process).
+- ``derived`` (modes ``on``/``off``): the device's DerivedMemo (service/derived.py), or a
+  stand-in that builds every time.
 
-    python3 tools/launch_hold_ab.py [rounds]        (cuDNN cases need the cuDNN frontend)
+Writes ``$OUT/<name>.json`` and ``.md`` (name: launch_hold_ab or derived_ab).
+
+    python3 tools/inplace_ab.py [--switch launch|derived] [--rounds 7]
 """
 # ruff: noqa: E731 - small closures over one problem's buffers
 from __future__ import annotations
 
+import argparse
 import ctypes
 import json
 import os
@@ -39,7 +43,7 @@ def launchers() -> dict[str, Any]:
     return out
 
 
-def set_mode(dev: Any, fn: Any) -> int:
+def set_launch(dev: Any, fn: Any) -> int:
     """Point every replay of the (idle) device at ``fn``; returns how many were switched."""
     dev.synchronize().result()
     ctx = dev._worker.ctx
@@ -56,6 +60,31 @@ def set_mode(dev: Any, fn: Any) -> int:
             r.raw_launch = fn
             switched += 1
     return switched
+
+
+class BuildEveryTime:
+    """The DerivedMemo's interface, keeping nothing."""
+
+    def get(self, msg: Any, stamp: Any, build: Callable[[], Any]) -> Any:
+        return build()
+
+    def __len__(self) -> int:
+        return 0
+
+
+def switches(dev: Any, what: str) -> dict[str, Callable[[], int]]:
+    """mode -> a function that puts the idle device in that mode."""
+    if what == "launch":
+        fns = launchers()
+        return {mode: (lambda fn=fn: set_launch(dev, fn)) for mode, fn in fns.items()}
+    ctx = dev._worker.ctx
+    memo, stand_in = ctx.derived, BuildEveryTime()
+
+    def put(value: Any) -> int:
+        dev.synchronize().result()
+        ctx.derived = value
+        return 1
+    return {"on": lambda: put(memo), "off": lambda: put(stand_in)}
 
 
 def cases(dev: Any, torch: Any) -> dict[str, tuple[Callable, Callable, Callable, Callable, int]]:
@@ -107,8 +136,10 @@ def cases(dev: Any, torch: Any) -> dict[str, tuple[Callable, Callable, Callable,
 def main() -> None:
     import torch
 
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 7
-    fns = launchers()
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--switch", choices=("launch", "derived"), default="launch")
+    ap.add_argument("--rounds", type=int, default=7)
+    opts = ap.parse_args()
     rows: dict[str, dict[str, list[float]]] = {}
     with gpumsg.open_device(0) as dev:
         todo = cases(dev, torch)
@@ -118,43 +149,45 @@ def main() -> None:
             finish()
             theirs()
             tfinish()
-        for rnd in range(rounds):
-            order = ("hold", "release") if rnd % 2 == 0 else ("release", "hold")
+        modes = switches(dev, opts.switch)
+        a, b = modes
+        for rnd in range(opts.rounds):
+            order = (a, b) if rnd % 2 == 0 else (b, a)
             for name, (ours, finish, theirs, tfinish, n) in todo.items():
-                row = rows.setdefault(name, {"hold": [], "release": [], "torch": []})
+                row = rows.setdefault(name, {a: [], b: [], "torch": []})
                 for mode in order:
-                    switched = set_mode(dev, fns[mode])
+                    modes[mode]()
                     row[mode].append(rate_us(ours, finish, n, repeats=3, warmup=100))
                 row["torch"].append(rate_us(theirs, tfinish, n, repeats=3, warmup=100))
-            print(f"round {rnd + 1}/{rounds} done ({switched} replays switched)", flush=True)
-        set_mode(dev, fns["release"])
-        replay = dev.blas.replay_info().result()
+            print(f"round {rnd + 1}/{opts.rounds} done", flush=True)
+        modes[a]()  # the default of each switch is its first mode
     env = environment()
     result = []
     for name, row in rows.items():
         med = {k: statistics.median(v) for k, v in row.items()}
         result.append({"case": name, **{f"{k}_us": round(v, 2) for k, v in med.items()},
-                       "release_over_hold": round(med["release"] / med["hold"], 3),
-                       "torch_over_hold": round(med["torch"] / med["hold"], 3),
-                       "torch_over_release": round(med["torch"] / med["release"], 3),
+                       f"{b}_over_{a}": round(med[b] / med[a], 3),
+                       f"torch_over_{a}": round(med["torch"] / med[a], 3),
+                       f"torch_over_{b}": round(med["torch"] / med[b], 3),
                        "spread": {k: [round(min(v), 1), round(max(v), 1)] for k, v in row.items()}})
         print(json.dumps(result[-1]), flush=True)
+    name = "launch_hold_ab" if opts.switch == "launch" else "derived_ab"
     out_dir = os.environ.get("OUT", ".")
-    with open(os.path.join(out_dir, "launch_hold_ab.json"), "w") as f:
-        json.dump({"environment": env, "rounds": rounds, "replay": replay, "rows": result}, f,
-                  indent=1)
-    lines = ["# launch_hold_ab", "",
+    with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
+        json.dump({"environment": env, "switch": opts.switch, "rounds": opts.rounds,
+                   "rows": result}, f, indent=1)
+    lines = [f"# {name}", "",
              f"{env.get('device', '')} · driver {env.get('driver', '')} · {env.get('date', '')}",
-             "", "Per-call µs of n pipelined calls then one wait; the replays' cuGraphLaunch "
-             "with the GIL held (PyDLL) or released (CDLL), switched in place, alternating; "
-             f"torch beside them in each round; medians of {rounds} rounds. "
-             "torch / ours > 1: ours faster.", "",
-             "| case | hold µs | release µs | torch µs | torch/hold | torch/release |",
+             "", f"Per-call µs of n pipelined calls then one wait; switch `{opts.switch}`, modes "
+             f"{a} and {b} switched in place, alternating; torch beside them in each round; "
+             f"medians of {opts.rounds} rounds (tools/inplace_ab.py). torch / ours > 1: ours "
+             "faster.", "",
+             f"| case | {a} µs | {b} µs | torch µs | torch/{a} | torch/{b} |",
              "|---|---|---|---|---|---|"]
     for r in result:
-        lines.append(f"| {r['case']} | {r['hold_us']} | {r['release_us']} | {r['torch_us']} | "
-                     f"{r['torch_over_hold']} | {r['torch_over_release']} |")
-    with open(os.path.join(out_dir, "launch_hold_ab.md"), "w") as f:
+        lines.append(f"| {r['case']} | {r[a + '_us']} | {r[b + '_us']} | {r['torch_us']} | "
+                     f"{r['torch_over_' + a]} | {r['torch_over_' + b]} |")
+    with open(os.path.join(out_dir, f"{name}.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines[-len(result) - 2:]))
 
