@@ -5,10 +5,15 @@ own tests check on the GPU that replayed calls compute what the calls would."""
 from __future__ import annotations
 
 import ctypes
+import threading
+import time
 
+import numpy as np
 import pytest
+from conftest import need_backend
 from harness import FakeGraphDriver
 
+import gpumsg
 from gpumsg.backends.cuda.replays import GraphReplays, direct, enabled
 
 
@@ -107,7 +112,6 @@ def test_direct_and_the_environment_switch(monkeypatch) -> None:
 def test_a_raw_launcher_takes_the_handles_as_ints_and_its_errors_raise() -> None:
     """``raw_launch`` (the ctypes cuGraphLaunch) replaces the binding's launch: it gets the
     executable graph and the stream as ints; a nonzero CUresult raises CudaError."""
-    import gpumsg
 
     class IntHandles(FakeGraphDriver):
         def cuGraphInstantiate(self, graph, flags):
@@ -153,7 +157,6 @@ def test_a_launch_holds_the_gil_only_while_little_is_in_flight() -> None:
 def test_the_launch_mode_comes_from_the_environment(monkeypatch, mode: str) -> None:
     """GPUMSG_RAW_LAUNCH: hold (default), release or 0; another value is refused by name. On a
     machine without libcuda every mode answers None (the binding's launch)."""
-    import gpumsg
     from gpumsg.backends.cuda import driver
 
     monkeypatch.setattr(driver, "_RAW_LAUNCH", [])
@@ -172,3 +175,45 @@ def test_the_launch_mode_comes_from_the_environment(monkeypatch, mode: str) -> N
     monkeypatch.setenv("GPUMSG_RAW_LAUNCH", "sometimes")
     with pytest.raises(gpumsg.InvalidMessage, match="GPUMSG_RAW_LAUNCH"):
         driver.raw_graph_launch()
+
+
+@pytest.mark.gpu
+def test_launches_behind_a_hung_kernel_leave_the_interpreter_running() -> None:
+    """Replayed GEMMs posted behind a kernel that spins for 2 s: once the GPU's queue is full a
+    launch waits in the driver. Past HOLD_IN_FLIGHT operations in flight the launch releases
+    the GIL, so another Python thread keeps running meanwhile (measured on the H100 with every
+    launch holding the GIL: the interpreter froze for 2.98 s behind a 3 s hang,
+    tools/hang_launch_check.py); every GEMM is answered, and right."""
+    need_backend("cuda")
+    rng = np.random.default_rng()
+    ah, bh = (rng.standard_normal((64, 64), dtype=np.float32) for _ in range(2))
+    with gpumsg.open_device(0, backend="cuda", allow_fault_injection=True) as dev:
+        a, b = dev.to_device(np.asfortranarray(ah)), dev.to_device(np.asfortranarray(bh))
+        c = dev.alloc((64, 64), np.float32)
+        for _ in range(3):  # run, capture, launch: the rest are replays
+            dev.sgemm(a, b, c, 64, 64, 64).result()
+        gap, stop = [0.0], threading.Event()
+
+        def tick() -> None:
+            last = time.perf_counter()
+            while not stop.is_set():
+                time.sleep(0.001)
+                now = time.perf_counter()
+                gap[0] = max(gap[0], now - last)
+                last = now
+
+        ticker = threading.Thread(target=tick)
+        ticker.start()
+        try:
+            hang = dev.inject_fault("hang", seconds=2.0)
+            futures = [dev.sgemm(a, b, c, 64, 64, 64) for _ in range(30000)]
+            for f in futures[::1000] + [futures[-1]]:
+                f.result(timeout=120)
+            hang.result(timeout=120)
+        finally:
+            stop.set()
+            ticker.join()
+        assert gap[0] < 0.5, f"the interpreter stood still for {gap[0]:.2f} s"
+        ref = ah.astype(np.float64) @ bh.astype(np.float64)
+        assert np.abs(dev.copy_to_host(c).result() - ref).max() < 1e-4 * np.abs(ref).max()
+        assert dev.blas.replay_info().result()["cublas"]["launches"] >= 30000
