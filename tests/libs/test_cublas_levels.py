@@ -72,6 +72,28 @@ def test_reductions_return_python_scalars(dev, rng, dtype: str) -> None:
     assert dev.blas.iamin(dx, n, incx).result() == int(np.argmin(mag))
 
 
+def test_repeated_reductions_follow_their_inputs(dev, rng, backend: str) -> None:
+    """Round trips of the same reductions (each gets back the result slot it gave back, so on a
+    GPU the second is captured and the rest are replayed CUDA graphs): fresh inputs written
+    into the same buffers every round, each result against float64."""
+    n = 4096
+    dx, dy = dev.alloc((n,), np.float32).result(), dev.alloc((n,), np.float32).result()
+    for _ in range(5):
+        x, y = rand(rng, (n,), "f32"), rand(rng, (n,), "f32")
+        dev.copy_from_host(dx, x)
+        dev.copy_from_host(dy, y)
+        xd, yd = wide(x), wide(y)
+        dot = dev.blas.dot(dx, dy).result()
+        assert abs(dot - np.dot(xd, yd)) < TOL["f32"] * 50 * np.sqrt(n) * np.abs(xd).max()
+        nrm = dev.blas.nrm2(dx).result()
+        assert abs(nrm - np.linalg.norm(xd)) < TOL["f32"] * 10 * nrm
+        assert dev.blas.iamax(dx).result() == int(np.argmax(np.abs(xd)))
+    info = dev.blas.replay_info().result()["cublas"]
+    if backend == "cuda":
+        red = info["reductions"]
+        assert red["refused"] == "" and red["captures"] >= 3 and red["launches"] >= 9, red
+
+
 def test_reductions_do_not_stall_the_device(dev, rng) -> None:
     x = rand(rng, (1000,), "f64")
     dx = dev.to_device(x).result()

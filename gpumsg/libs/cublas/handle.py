@@ -87,6 +87,9 @@ class CublasHandle:
         #: backends/cuda/replays.py; GPUMSG_BLAS_REPLAY=0 turns it off): ``_issue(tag, fn,
         #: stream, *args)`` runs ``fn(stream, *args)`` either way
         self.replays: GraphReplays | None = None
+        #: reductions (dot, nrm2, ...) and the copy of their result slot, replayed apart from
+        #: the GEMMs: a capture refused here stops only these (handlers._reduction)
+        self.reduction_replays: GraphReplays | None = None
         self._issue: Any = direct
         if ctx is not None:
             # an explicit workspace from the device's pool, as torch gives cuBLAS: some kernel
@@ -98,9 +101,9 @@ class CublasHandle:
             if enabled("GPUMSG_BLAS_REPLAY"):
                 from ...backends.cuda.driver import _driver, raw_graph_launch
 
-                self.replays = GraphReplays(_driver(), REPLAY_CAPACITY,
-                                            lambda: ctx.capture is not None,
-                                            raw_graph_launch(ctx.compute.in_flight))
+                self.replays, self.reduction_replays = (
+                    GraphReplays(_driver(), REPLAY_CAPACITY, lambda: ctx.capture is not None,
+                                 raw_graph_launch(ctx.compute.in_flight)) for _ in range(2))
                 self._issue = self.replays.call
 
     # -- plumbing ----------------------------------------------------------------------------------
@@ -303,13 +306,17 @@ class CublasHandle:
                    DIAG[diag], m, n, self.scalar(dtype, alpha), a, lda, b, ldb)
 
     def replay_info(self) -> dict[str, Any]:
-        """The GEMM replays: on or off, graphs held, captures, launches, why refused."""
-        r = self.replays
-        return {"enabled": False} if r is None else {"enabled": True, **r.info()}
+        """The GEMM replays: on or off, graphs held, captures, launches, why refused; the same
+        for the reductions' under ``reductions``."""
+        r, red = self.replays, self.reduction_replays
+        if r is None or red is None:
+            return {"enabled": False}
+        return {"enabled": True, **r.info(), "reductions": red.info()}
 
     def close(self) -> None:
-        if self.replays is not None:  # before the workspace their kernels use is freed
-            self.replays.close()
+        for replays in (self.replays, self.reduction_replays):
+            if replays is not None:  # before the workspace and handle their kernels use go
+                replays.close()
         if self._reduction_handle:
             self.lib.cublasDestroy_v2(self._reduction_handle)
             self._reduction_handle = 0

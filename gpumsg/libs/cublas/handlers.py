@@ -204,18 +204,27 @@ def _reduction(ctx: Any, msg: Any, reply: Any, method: str, result_dtype: str,
         args = (msg.n, x.ptr, msg.incx, y.ptr, msg.incy, *extra)
     scratch = ctx.scratch
     slot = scratch.acquire()
-    fn = getattr(ctx.library("cublas"), method)
+    blas = ctx.library("cublas")
+    fn = getattr(blas, method)
     copy_back = ctx.backend.copy_dtoh
     dtype = msg.x.dtype
     dev, host = slot.dev, slot.host
 
-    def launch(stream: Any) -> None:
+    def launch(stream: Any, *_key: Any) -> None:
         fn(stream, dtype, *args, dev)
         copy_back(stream, host, dev, 16)
 
+    replays = getattr(blas, "reduction_replays", None)
+    if replays is not None:
+        # the reduction and its copy back, repeated into the same slot (a caller waiting for
+        # each result gets the slot it gave back), are replayed as one CUDA graph
+        def issue(stream: Any) -> None:
+            replays.call(method, launch, stream, dtype, *args, dev, host)
+    else:
+        issue = launch
     finish = scratch.reader(slot, result_dtype, convert)
     try:
-        ctx.run(reply, COMPUTE, reads, (), launch, finish=finish)
+        ctx.run(reply, COMPUTE, reads, (), issue, finish=finish)
     except BaseException as exc:
         finish(None, exc)  # gives the slot back (once, whether or not the envelope did)
         raise
