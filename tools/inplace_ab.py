@@ -7,10 +7,12 @@ them; medians over the rounds. ``--switch``:
   and cuDNN replays (what ``GPUMSG_RAW_LAUNCH`` chooses once per process).
 - ``derived`` (modes ``on``/``off``): the device's DerivedMemo (service/derived.py), or a
   stand-in that builds every time.
+- ``reductions`` (modes ``on``/``off``): the cuBLAS handle's replays of reductions and their
+  copy back (``reduction_replays``), or none (issued as calls).
 
-Writes ``$OUT/<name>.json`` and ``.md`` (name: launch_hold_ab or derived_ab).
+Writes ``$OUT/<name>.json`` and ``.md`` (launch_hold_ab, derived_ab or reductions_ab).
 
-    python3 tools/inplace_ab.py [--switch launch|derived] [--rounds 7]
+    python3 tools/inplace_ab.py [--switch launch|derived|reductions] [--rounds 7]
 """
 # ruff: noqa: E731 - small closures over one problem's buffers
 from __future__ import annotations
@@ -78,6 +80,15 @@ def switches(dev: Any, what: str) -> dict[str, Callable[[], int]]:
         fns = launchers()
         return {mode: (lambda fn=fn: set_launch(dev, fn)) for mode, fn in fns.items()}
     ctx = dev._worker.ctx
+    if what == "reductions":
+        blas = ctx.library("cublas")
+        replays = blas.reduction_replays
+
+        def put_replays(value: Any) -> int:
+            dev.synchronize().result()
+            blas.reduction_replays = value
+            return 1
+        return {"on": lambda: put_replays(replays), "off": lambda: put_replays(None)}
     memo, stand_in = ctx.derived, BuildEveryTime()
 
     def put(value: Any) -> int:
@@ -114,11 +125,19 @@ def cases(dev: Any, torch: Any) -> dict[str, tuple[Callable, Callable, Callable,
 
     wait = lambda: last[0].result()
     sync = torch.cuda.synchronize
+    xh, yh = (rng.standard_normal(1 << 20, dtype=np.float32) for _ in range(2))
+    x, y = dev.to_device(xh).result(), dev.to_device(yh).result()
+    tx, ty = torch.from_numpy(xh).cuda(), torch.from_numpy(yh).cuda()
+    nothing = lambda: None
     out = {
         "strided 512x128^3 bf16": (strided, wait, lambda: torch.bmm(ta, tb, out=tc), sync, 1500),
         "matmul 3-D 512x128^3 bf16": (matmul, wait, lambda: torch.bmm(ta, tb, out=tc), sync,
                                       1500),
         "sgemm 64^3": (sgemm, wait, lambda: torch.mm(t64[0], t64[1], out=t64[2]), sync, 2000),
+        "dot 1M f32 round trip": (lambda: dev.blas.dot(x, y).result(), nothing,
+                                  lambda: torch.dot(tx, ty).item(), nothing, 500),
+        "nrm2 1M f32 round trip": (lambda: dev.blas.nrm2(x).result(), nothing,
+                                   lambda: torch.linalg.vector_norm(tx).item(), nothing, 500),
     }
     try:
         import cudnn  # noqa: F401 - the frontend: the graph path and its replays
@@ -137,7 +156,7 @@ def main() -> None:
     import torch
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--switch", choices=("launch", "derived"), default="launch")
+    ap.add_argument("--switch", choices=("launch", "derived", "reductions"), default="launch")
     ap.add_argument("--rounds", type=int, default=7)
     opts = ap.parse_args()
     rows: dict[str, dict[str, list[float]]] = {}
@@ -171,7 +190,8 @@ def main() -> None:
                        f"torch_over_{b}": round(med["torch"] / med[b], 3),
                        "spread": {k: [round(min(v), 1), round(max(v), 1)] for k, v in row.items()}})
         print(json.dumps(result[-1]), flush=True)
-    name = "launch_hold_ab" if opts.switch == "launch" else "derived_ab"
+    name = {"launch": "launch_hold_ab", "derived": "derived_ab",
+            "reductions": "reductions_ab"}[opts.switch]
     out_dir = os.environ.get("OUT", ".")
     with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
         json.dump({"environment": env, "switch": opts.switch, "rounds": opts.rounds,
