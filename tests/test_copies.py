@@ -34,6 +34,37 @@ def test_alloc_then_copy_in_other_order(dev, rng, dtype: str) -> None:
     np.testing.assert_array_equal(dev.copy_to_host(buf).result(), host)
 
 
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_repeated_whole_copies_take_the_short_path_and_keep_every_check(dev, rng,
+                                                                       order: str) -> None:
+    """Whole-buffer copies of a dtype seen before skip building the message
+    (Device.copy_from_host's common case): fresh arrays in either memory order and a flat 1-D
+    array land with their logical values, a shorter one is a partial copy; a wrong dtype, shape
+    or size, a freed buffer and a closed device are still refused at the call."""
+    buf = dev.alloc((6, 5, 4), "f32", order=order).result()
+    for host_order in ("C", "F", "C"):
+        host = random_array(rng, (6, 5, 4), "f32", host_order)
+        assert dev.copy_from_host(buf, host).result() is None
+        np.testing.assert_array_equal(dev.copy_to_host(buf).result(), host)
+    flat = random_array(rng, (120,), "f32")
+    dev.copy_from_host(buf, flat).result()
+    np.testing.assert_array_equal(dev.copy_to_host(buf).result().ravel(order=order), flat)
+    part = random_array(rng, (119,), "f32")  # a shorter flat array: a partial copy
+    dev.copy_from_host(buf, part).result()
+    np.testing.assert_array_equal(dev.copy_to_host(buf).result().ravel(order=order)[:119], part)
+    for bad in (random_array(rng, (6, 5, 4), "f64"), random_array(rng, (5, 6, 4), "f32"),
+                random_array(rng, (121,), "f32")):
+        with pytest.raises(gpumsg.InvalidMessage):
+            dev.copy_from_host(buf, bad)
+    buf.free().result()
+    with pytest.raises(gpumsg.GpuRefStale):
+        dev.copy_from_host(buf, flat)
+    other = dev.alloc((120,), "f32").result()
+    dev.close()
+    with pytest.raises((gpumsg.DeviceClosed, gpumsg.GpuRefStale)):
+        dev.copy_from_host(other, flat)
+
+
 def test_flat_partial_copies(dev, rng) -> None:
     full = random_array(rng, (100,), "f64")
     buf = dev.to_device(full)

@@ -46,6 +46,7 @@ from ..messages.device import (
     TrimMemory,
     UnregisterHostMemory,
     WatchGeneration,
+    accepted_array_dtype,
 )
 from ..service import interop as _interop  # noqa: F401 (registers the DLPack handlers)
 from ..service.state import DeviceState
@@ -481,6 +482,16 @@ class Device:
     def copy_from_host(self, dst: Any, array: Any, offset: int = 0) -> Future:
         """Copy ``array`` into ``dst``. An array of ``dst``'s shape is copied whole (any memory
         order); a 1-D array is copied flat to element ``offset``. Resolves to None."""
+        state = self._state
+        ref = getattr(dst, "ref", None)  # a live buffer's reference (raises if stale or freed)
+        # the common case checked here, without building the message: a whole live buffer of
+        # this device from an array of its dtype (seen before) and size, nothing recording
+        if type(ref) is BufRef and type(array) is np.ndarray and type(offset) is int and \
+                offset == 0 and state.accepting and ref.owner == state.token and \
+                ref.generation == state.generation and self._recorder is None and \
+                array.nbytes == ref.nbytes and (array.ndim == 1 or array.shape == ref.shape) \
+                and accepted_array_dtype(array.dtype) == ref.dtype:
+            return self._staging.upload(ref, _flat_bytes(array, ref.order), 0)
         self._check_open()
         arr = _host_array(array, "array")
         msg = CopyFromHost(dst, arr, self._byte_offset(dst, offset))

@@ -107,6 +107,12 @@ class Free(Message):
 _ARRAY_DTYPE_NAMES: dict[np.dtype, str] = {}
 
 
+def accepted_array_dtype(dt: np.dtype) -> str | None:
+    """The gpumsg dtype name of a NumPy dtype that CopyFromHost has accepted before, else None
+    (the client's fast path for host copies asks this; None sends it the checked way)."""
+    return _ARRAY_DTYPE_NAMES.get(dt)
+
+
 @message(buffers=("dst",), writes=("dst",))
 class CopyFromHost(Message):
     """Copy host data into ``dst`` at byte offset ``dst_offset``.
