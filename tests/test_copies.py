@@ -61,7 +61,7 @@ def test_repeated_whole_copies_take_the_short_path_and_keep_every_check(dev, rng
         dev.copy_from_host(buf, flat)
     other = dev.alloc((120,), "f32").result()
     dev.close()
-    with pytest.raises((gpumsg.DeviceClosed, gpumsg.GpuRefStale)):
+    with pytest.raises(gpumsg.DeviceClosed):
         dev.copy_from_host(other, flat)
 
 

@@ -483,16 +483,17 @@ class Device:
         """Copy ``array`` into ``dst``. An array of ``dst``'s shape is copied whole (any memory
         order); a 1-D array is copied flat to element ``offset``. Resolves to None."""
         state = self._state
+        if not state.accepting:
+            raise state.refusal
         ref = getattr(dst, "ref", None)  # a live buffer's reference (raises if stale or freed)
         # the common case checked here, without building the message: a whole live buffer of
         # this device from an array of its dtype (seen before) and size, nothing recording
         if type(ref) is BufRef and type(array) is np.ndarray and type(offset) is int and \
-                offset == 0 and state.accepting and ref.owner == state.token and \
+                offset == 0 and ref.owner == state.token and \
                 ref.generation == state.generation and self._recorder is None and \
                 array.nbytes == ref.nbytes and (array.ndim == 1 or array.shape == ref.shape) \
                 and accepted_array_dtype(array.dtype) == ref.dtype:
             return self._staging.upload(ref, _flat_bytes(array, ref.order), 0)
-        self._check_open()
         arr = _host_array(array, "array")
         msg = CopyFromHost(dst, arr, self._byte_offset(dst, offset))
         return self.send(msg)
