@@ -1,4 +1,4 @@
-"""Diagnostic (H100): two ways of the device thread, switched in place in one process on the
+"""Diagnostic (H100): ways of running the device thread, switched in place in one process on the
 idle device, alternating round by round, with torch's rate measured in the same round beside
 them; medians over the rounds. ``--switch``:
 
@@ -9,10 +9,16 @@ them; medians over the rounds. ``--switch``:
   stand-in that builds every time.
 - ``reductions`` (modes ``on``/``off``): the cuBLAS handle's replays of reductions and their
   copy back (``reduction_replays``), or none (issued as calls).
+- ``interval`` (modes from ``--intervals``, seconds, default ``50e-6,1e-3,5e-3``): the
+  interpreter's GIL switch interval (client/gil.py sets 50 µs while a device is open).
 
-Writes ``$OUT/<name>.json`` and ``.md`` (launch_hold_ab, derived_ab or reductions_ab).
+Every mode is measured in every round; the order of the modes rotates from round to round.
 
-    python3 tools/inplace_ab.py [--switch launch|derived|reductions] [--rounds 7]
+Writes ``$OUT/<name>.json`` and ``.md`` (launch_hold_ab, derived_ab, reductions_ab or
+switch_interval_ab).
+
+    python3 tools/inplace_ab.py [--switch launch|derived|reductions|interval] [--rounds 7]
+                                [--intervals 50e-6,1e-3,5e-3]
 """
 # ruff: noqa: E731 - small closures over one problem's buffers
 from __future__ import annotations
@@ -23,6 +29,7 @@ import json
 import os
 import statistics
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -74,8 +81,18 @@ class BuildEveryTime:
         return 0
 
 
-def switches(dev: Any, what: str) -> dict[str, Callable[[], int]]:
+def interval_name(seconds: float) -> str:
+    return f"{seconds * 1e3:g}ms" if seconds >= 1e-3 else f"{seconds * 1e6:g}us"
+
+
+def switches(dev: Any, what: str, intervals: list[float]) -> dict[str, Callable[[], int]]:
     """mode -> a function that puts the idle device in that mode."""
+    if what == "interval":
+        def put_interval(value: float) -> int:
+            dev.synchronize().result()
+            sys.setswitchinterval(value)
+            return 1
+        return {interval_name(v): (lambda v=v: put_interval(v)) for v in intervals}
     if what == "launch":
         fns = launchers()
         return {mode: (lambda fn=fn: set_launch(dev, fn)) for mode, fn in fns.items()}
@@ -129,6 +146,35 @@ def cases(dev: Any, torch: Any) -> dict[str, tuple[Callable, Callable, Callable,
     x, y = dev.to_device(xh).result(), dev.to_device(yh).result()
     tx, ty = torch.from_numpy(xh).cuda(), torch.from_numpy(yh).cuda()
     nothing = lambda: None
+    kh = rng.standard_normal(256, dtype=np.float32)
+    kb = dev.to_device(kh).result()
+    tk = torch.from_numpy(kh).cuda()
+
+    def burst(issue: Callable[[int], Callable[[], Any]], finish: Callable[[], Any],
+              threads: int = 8, total: int = 2000) -> Callable[[], None]:
+        """``threads`` threads issue ``total`` operations in all, each waiting for its last."""
+        def run() -> None:
+            def one(k: int) -> None:
+                op, last = issue(k), None
+                for _ in range(total // threads):
+                    last = op()
+                if last is not None:
+                    last.result()
+                finish()
+            pool = [threading.Thread(target=one, args=(k,)) for k in range(threads)]
+            for t in pool:
+                t.start()
+            for t in pool:
+                t.join()
+        return run
+
+    ours8 = burst(lambda k: (lambda: dev.sgemm(small[0], small[1], small[2], 64, 64, 64)),
+                  nothing)
+    theirs8 = burst(lambda k: (lambda: (torch.mm(t64[0], t64[1], out=t64[2]), None)[1]), sync)
+    ours1 = burst(lambda k: (lambda: dev.sgemm(small[0], small[1], small[2], 64, 64, 64)),
+                  nothing, threads=1)
+    theirs1 = burst(lambda k: (lambda: (torch.mm(t64[0], t64[1], out=t64[2]), None)[1]), sync,
+                    threads=1)
     out = {
         "strided 512x128^3 bf16": (strided, wait, lambda: torch.bmm(ta, tb, out=tc), sync, 1500),
         "matmul 3-D 512x128^3 bf16": (matmul, wait, lambda: torch.bmm(ta, tb, out=tc), sync,
@@ -138,6 +184,12 @@ def cases(dev: Any, torch: Any) -> dict[str, tuple[Callable, Callable, Callable,
                                   lambda: torch.dot(tx, ty).item(), nothing, 500),
         "nrm2 1M f32 round trip": (lambda: dev.blas.nrm2(x).result(), nothing,
                                    lambda: torch.linalg.vector_norm(tx).item(), nothing, 500),
+        "1 KiB H2D round trip": (lambda: dev.copy_from_host(kb, kh).result(), nothing,
+                                 lambda: tk.copy_(torch.from_numpy(kh)), sync, 500),
+        "1 KiB D2H round trip": (lambda: dev.copy_to_host(kb).result(), nothing,
+                                 lambda: tk.cpu(), nothing, 500),
+        "1 thread sgemm 64^3 (µs per burst of 2000)": (ours1, nothing, theirs1, nothing, 1),
+        "8 threads sgemm 64^3 (µs per burst of 2000)": (ours8, nothing, theirs8, nothing, 1),
     }
     try:
         import cudnn  # noqa: F401 - the frontend: the graph path and its replays
@@ -156,10 +208,13 @@ def main() -> None:
     import torch
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--switch", choices=("launch", "derived", "reductions"), default="launch")
+    ap.add_argument("--switch", choices=("launch", "derived", "reductions", "interval"),
+                    default="launch")
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--intervals", default="50e-6,1e-3,5e-3")
     opts = ap.parse_args()
     rows: dict[str, dict[str, list[float]]] = {}
+    saved_interval = sys.getswitchinterval()
     with gpumsg.open_device(0) as dev:
         todo = cases(dev, torch)
         for ours, finish, theirs, tfinish, _ in todo.values():  # plans, captures, graphs
@@ -168,30 +223,34 @@ def main() -> None:
             finish()
             theirs()
             tfinish()
-        modes = switches(dev, opts.switch)
-        a, b = modes
+        modes = switches(dev, opts.switch, [float(v) for v in opts.intervals.split(",")])
+        names = list(modes)
         for rnd in range(opts.rounds):
-            order = (a, b) if rnd % 2 == 0 else (b, a)
+            order = names[rnd % len(names):] + names[:rnd % len(names)]
             for name, (ours, finish, theirs, tfinish, n) in todo.items():
-                row = rows.setdefault(name, {a: [], b: [], "torch": []})
+                row = rows.setdefault(name, {**{m: [] for m in names}, "torch": []})
+                warmup = 100 if n > 1 else 1
                 for mode in order:
                     modes[mode]()
-                    row[mode].append(rate_us(ours, finish, n, repeats=3, warmup=100))
-                row["torch"].append(rate_us(theirs, tfinish, n, repeats=3, warmup=100))
+                    row[mode].append(rate_us(ours, finish, n, repeats=3, warmup=warmup))
+                modes[names[0]]()
+                row["torch"].append(rate_us(theirs, tfinish, n, repeats=3, warmup=warmup))
             print(f"round {rnd + 1}/{opts.rounds} done", flush=True)
-        modes[a]()  # the default of each switch is its first mode
+        modes[names[0]]()  # the default of each switch is its first mode
+        if opts.switch == "interval":
+            sys.setswitchinterval(saved_interval)
     env = environment()
+    a = names[0]
     result = []
     for name, row in rows.items():
         med = {k: statistics.median(v) for k, v in row.items()}
         result.append({"case": name, **{f"{k}_us": round(v, 2) for k, v in med.items()},
-                       f"{b}_over_{a}": round(med[b] / med[a], 3),
-                       f"torch_over_{a}": round(med["torch"] / med[a], 3),
-                       f"torch_over_{b}": round(med["torch"] / med[b], 3),
+                       **{f"{m}_over_{a}": round(med[m] / med[a], 3) for m in names[1:]},
+                       **{f"torch_over_{m}": round(med["torch"] / med[m], 3) for m in names},
                        "spread": {k: [round(min(v), 1), round(max(v), 1)] for k, v in row.items()}})
         print(json.dumps(result[-1]), flush=True)
     name = {"launch": "launch_hold_ab", "derived": "derived_ab",
-            "reductions": "reductions_ab"}[opts.switch]
+            "reductions": "reductions_ab", "interval": "switch_interval_ab"}[opts.switch]
     out_dir = os.environ.get("OUT", ".")
     with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
         json.dump({"environment": env, "switch": opts.switch, "rounds": opts.rounds,
@@ -199,14 +258,16 @@ def main() -> None:
     lines = [f"# {name}", "",
              f"{env.get('device', '')} · driver {env.get('driver', '')} · {env.get('date', '')}",
              "", f"Per-call µs of n pipelined calls then one wait; switch `{opts.switch}`, modes "
-             f"{a} and {b} switched in place, alternating; torch beside them in each round; "
-             f"medians of {opts.rounds} rounds (tools/inplace_ab.py). torch / ours > 1: ours "
-             "faster.", "",
-             f"| case | {a} µs | {b} µs | torch µs | torch/{a} | torch/{b} |",
-             "|---|---|---|---|---|---|"]
+             f"{', '.join(names)} switched in place, in rotating order; torch beside them in "
+             f"each round (under mode {a}); medians of {opts.rounds} rounds "
+             "(tools/inplace_ab.py). torch / ours > 1: ours faster.", "",
+             "| case | " + " | ".join(f"{m} µs" for m in names) + " | torch µs | " +
+             " | ".join(f"torch/{m}" for m in names) + " |",
+             "|---" * (2 * len(names) + 2) + "|"]
     for r in result:
-        lines.append(f"| {r['case']} | {r[a + '_us']} | {r[b + '_us']} | {r['torch_us']} | "
-                     f"{r['torch_over_' + a]} | {r['torch_over_' + b]} |")
+        lines.append(f"| {r['case']} | " + " | ".join(str(r[m + '_us']) for m in names) +
+                     f" | {r['torch_us']} | " +
+                     " | ".join(str(r['torch_over_' + m]) for m in names) + " |")
     with open(os.path.join(out_dir, f"{name}.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines[-len(result) - 2:]))
