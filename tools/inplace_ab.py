@@ -30,6 +30,7 @@ import os
 import statistics
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -168,6 +169,20 @@ def cases(dev: Any, torch: Any) -> dict[str, tuple[Callable, Callable, Callable,
                 t.join()
         return run
 
+    def spin(us: float = 20.0) -> None:
+        """The caller's own Python work between posts (a loop that builds its next inputs)."""
+        end = time.perf_counter() + us * 1e-6
+        while time.perf_counter() < end:
+            pass
+
+    def busy_sgemm() -> None:
+        spin()
+        last[0] = dev.sgemm(small[0], small[1], small[2], 64, 64, 64)
+
+    def busy_torch() -> None:
+        spin()
+        torch.mm(t64[0], t64[1], out=t64[2])
+
     ours8 = burst(lambda k: (lambda: dev.sgemm(small[0], small[1], small[2], 64, 64, 64)),
                   nothing)
     theirs8 = burst(lambda k: (lambda: (torch.mm(t64[0], t64[1], out=t64[2]), None)[1]), sync)
@@ -188,6 +203,8 @@ def cases(dev: Any, torch: Any) -> dict[str, tuple[Callable, Callable, Callable,
                                  lambda: tk.copy_(torch.from_numpy(kh)), sync, 500),
         "1 KiB D2H round trip": (lambda: dev.copy_to_host(kb).result(), nothing,
                                  lambda: tk.cpu(), nothing, 500),
+        "sgemm 64^3, 20 µs of caller work between posts": (busy_sgemm, wait, busy_torch, sync,
+                                                           1000),
         "1 thread sgemm 64^3 (µs per burst of 2000)": (ours1, nothing, theirs1, nothing, 1),
         "8 threads sgemm 64^3 (µs per burst of 2000)": (ours8, nothing, theirs8, nothing, 1),
     }
