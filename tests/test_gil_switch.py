@@ -1,6 +1,8 @@
-"""The GIL switch interval while devices are open (client/gil.py): set by the first open device,
-put back by the last close unless someone else changed it, ``GPUMSG_SWITCH_INTERVAL`` to choose
-another value or keep the interpreter's, a bad value refused before a device starts."""
+"""The GIL switch interval while devices are open (client/gil.py): left alone while callers
+pause on a full mailbox (the default), set to the short interval by the first open device whose
+callers do not, put back by the last close unless someone else changed it,
+``GPUMSG_SWITCH_INTERVAL`` to choose a value or keep the interpreter's, a bad value refused
+before a device starts."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import numpy as np
 import pytest
 
 import gpumsg
-from gpumsg.client.gil import DEFAULT_S, SwitchInterval, configured_interval
+from gpumsg.client.gil import SHORT_S, SwitchInterval, configured_interval
 from gpumsg.errors import InvalidMessage
 
 
@@ -24,12 +26,12 @@ def interval():
 def test_first_open_sets_last_close_restores(interval) -> None:
     sys.setswitchinterval(0.004)
     s = SwitchInterval()
-    s.enter(DEFAULT_S)
-    assert sys.getswitchinterval() == pytest.approx(DEFAULT_S, rel=0.05)
+    s.enter(SHORT_S)
+    assert sys.getswitchinterval() == pytest.approx(SHORT_S, rel=0.05)
     s.enter(0.001)  # a second device: the first one's value stays
-    assert sys.getswitchinterval() == pytest.approx(DEFAULT_S, rel=0.05)
+    assert sys.getswitchinterval() == pytest.approx(SHORT_S, rel=0.05)
     s.exit()
-    assert sys.getswitchinterval() == pytest.approx(DEFAULT_S, rel=0.05)
+    assert sys.getswitchinterval() == pytest.approx(SHORT_S, rel=0.05)
     s.exit()
     assert sys.getswitchinterval() == pytest.approx(0.004)
 
@@ -37,7 +39,7 @@ def test_first_open_sets_last_close_restores(interval) -> None:
 def test_a_value_changed_meanwhile_is_left_alone(interval) -> None:
     sys.setswitchinterval(0.004)
     s = SwitchInterval()
-    s.enter(DEFAULT_S)
+    s.enter(SHORT_S)
     sys.setswitchinterval(0.002)  # the application's own choice, made while a device is open
     s.exit()
     assert sys.getswitchinterval() == pytest.approx(0.002)
@@ -52,11 +54,12 @@ def test_keep_leaves_the_interpreter_value(interval) -> None:
     assert sys.getswitchinterval() == pytest.approx(0.003)
 
 
-@pytest.mark.parametrize("text,expected", [("", DEFAULT_S), ("keep", None), ("KEEP", None),
-                                           ("0.0002", 0.0002), ("1", 1.0)])
-def test_environment(monkeypatch, text: str, expected) -> None:
+@pytest.mark.parametrize("text,pausing,expected", [
+    ("", True, None), ("", False, SHORT_S), ("keep", False, None), ("KEEP", True, None),
+    ("0.0002", True, 0.0002), ("1", False, 1.0)])
+def test_environment(monkeypatch, text: str, pausing: bool, expected) -> None:
     monkeypatch.setenv("GPUMSG_SWITCH_INTERVAL", text)
-    assert configured_interval() == expected
+    assert configured_interval(pausing) == expected
 
 
 @pytest.mark.parametrize("text", ["0", "-1", "fast", "nan", "2"])
@@ -67,9 +70,26 @@ def test_bad_environment_is_refused_before_a_device_starts(monkeypatch, text: st
     assert info.value.field == "GPUMSG_SWITCH_INTERVAL"
 
 
-def test_an_open_device_runs_with_the_short_interval(interval) -> None:
+def test_an_open_device_keeps_the_interval_while_callers_pause(monkeypatch, interval) -> None:
+    monkeypatch.delenv("GPUMSG_SWITCH_INTERVAL", raising=False)
+    monkeypatch.delenv("GPUMSG_BACKPRESSURE", raising=False)
+    sys.setswitchinterval(0.003)
     with gpumsg.open_device(backend="sim") as dev:
-        assert sys.getswitchinterval() == pytest.approx(DEFAULT_S, rel=0.05)
+        assert sys.getswitchinterval() == pytest.approx(0.003)
         x = dev.to_device(np.array([1.0, 2.0], np.float32))
         y = dev.to_device(np.array([3.0, 4.0], np.float32))
         assert dev.blas.dot(x, y).result() == 11.0
+    assert sys.getswitchinterval() == pytest.approx(0.003)
+
+
+def test_without_the_pause_an_open_device_runs_with_the_short_interval(monkeypatch,
+                                                                       interval) -> None:
+    monkeypatch.delenv("GPUMSG_SWITCH_INTERVAL", raising=False)
+    monkeypatch.setenv("GPUMSG_BACKPRESSURE", "off")
+    sys.setswitchinterval(0.003)
+    with gpumsg.open_device(backend="sim") as dev:
+        assert sys.getswitchinterval() == pytest.approx(SHORT_S, rel=0.05)
+        x = dev.to_device(np.array([1.0, 2.0], np.float32))
+        y = dev.to_device(np.array([3.0, 4.0], np.float32))
+        assert dev.blas.dot(x, y).result() == 11.0
+    assert sys.getswitchinterval() == pytest.approx(0.003)
