@@ -152,13 +152,16 @@ def cases(dev: Any, torch: Any) -> dict[str, tuple[Callable, Callable, Callable,
     tk = torch.from_numpy(kh).cuda()
 
     def burst(issue: Callable[[int], Callable[[], Any]], finish: Callable[[], Any],
-              threads: int = 8, total: int = 2000) -> Callable[[], None]:
-        """``threads`` threads issue ``total`` operations in all, each waiting for its last."""
+              threads: int = 8, total: int = 2000, each: bool = False) -> Callable[[], None]:
+        """``threads`` threads issue ``total`` operations in all, each thread waiting for its
+        last (``each``: for every one, round trips)."""
         def run() -> None:
             def one(k: int) -> None:
                 op, last = issue(k), None
                 for _ in range(total // threads):
                     last = op()
+                    if each:
+                        last.result()
                 if last is not None:
                     last.result()
                 finish()
@@ -183,13 +186,14 @@ def cases(dev: Any, torch: Any) -> dict[str, tuple[Callable, Callable, Callable,
         spin()
         torch.mm(t64[0], t64[1], out=t64[2])
 
-    ours8 = burst(lambda k: (lambda: dev.sgemm(small[0], small[1], small[2], 64, 64, 64)),
-                  nothing)
-    theirs8 = burst(lambda k: (lambda: (torch.mm(t64[0], t64[1], out=t64[2]), None)[1]), sync)
-    ours1 = burst(lambda k: (lambda: dev.sgemm(small[0], small[1], small[2], 64, 64, 64)),
-                  nothing, threads=1)
-    theirs1 = burst(lambda k: (lambda: (torch.mm(t64[0], t64[1], out=t64[2]), None)[1]), sync,
-                    threads=1)
+    sgemm_op = lambda k: (lambda: dev.sgemm(small[0], small[1], small[2], 64, 64, 64))
+    torch_op = lambda k: (lambda: (torch.mm(t64[0], t64[1], out=t64[2]), None)[1])
+    torch_rt = lambda k: (lambda: (torch.mm(t64[0], t64[1], out=t64[2]), sync(), None)[2])
+    ours8, theirs8 = burst(sgemm_op, nothing), burst(torch_op, sync)
+    ours1, theirs1 = burst(sgemm_op, nothing, threads=1), burst(torch_op, sync, threads=1)
+    rt8, trt8 = burst(sgemm_op, nothing, total=800, each=True), burst(torch_rt, nothing, total=800)
+    rt1 = burst(sgemm_op, nothing, threads=1, total=800, each=True)
+    trt1 = burst(torch_rt, nothing, threads=1, total=800)
     out = {
         "strided 512x128^3 bf16": (strided, wait, lambda: torch.bmm(ta, tb, out=tc), sync, 1500),
         "matmul 3-D 512x128^3 bf16": (matmul, wait, lambda: torch.bmm(ta, tb, out=tc), sync,
@@ -207,6 +211,8 @@ def cases(dev: Any, torch: Any) -> dict[str, tuple[Callable, Callable, Callable,
                                                            1000),
         "1 thread sgemm 64^3 (µs per burst of 2000)": (ours1, nothing, theirs1, nothing, 1),
         "8 threads sgemm 64^3 (µs per burst of 2000)": (ours8, nothing, theirs8, nothing, 1),
+        "1 thread sgemm 64^3 round trips (µs per 800)": (rt1, nothing, trt1, nothing, 1),
+        "8 threads sgemm 64^3 round trips (µs per 800)": (rt8, nothing, trt8, nothing, 1),
     }
     try:
         import cudnn  # noqa: F401 - the frontend: the graph path and its replays
@@ -229,11 +235,16 @@ def main() -> None:
                     default="launch")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--intervals", default="50e-6,1e-3,5e-3")
+    ap.add_argument("--cases", default="", help="only the cases whose name contains one of "
+                    "these comma-separated words")
     opts = ap.parse_args()
     rows: dict[str, dict[str, list[float]]] = {}
     saved_interval = sys.getswitchinterval()
     with gpumsg.open_device(0) as dev:
         todo = cases(dev, torch)
+        if opts.cases:
+            words = opts.cases.split(",")
+            todo = {k: v for k, v in todo.items() if any(w in k for w in words)}
         for ours, finish, theirs, tfinish, _ in todo.values():  # plans, captures, graphs
             for _ in range(3):
                 ours()
