@@ -186,7 +186,9 @@ def cases(dev: Any, torch: Any) -> dict[str, tuple[Callable, Callable, Callable,
         spin()
         torch.mm(t64[0], t64[1], out=t64[2])
 
-    sgemm_op = lambda k: (lambda: dev.sgemm(small[0], small[1], small[2], 64, 64, 64))
+    # each thread writes its own C, as in benchmarks/bench_overhead.py
+    own_c = [dev.alloc((64, 64), np.float32).result() for _ in range(8)]
+    sgemm_op = lambda k: (lambda: dev.sgemm(small[0], small[1], own_c[k], 64, 64, 64))
     torch_op = lambda k: (lambda: (torch.mm(t64[0], t64[1], out=t64[2]), None)[1])
     torch_rt = lambda k: (lambda: (torch.mm(t64[0], t64[1], out=t64[2]), sync(), None)[2])
     ours8, theirs8 = burst(sgemm_op, nothing), burst(torch_op, sync)
