@@ -1,8 +1,7 @@
-"""The GIL switch interval while devices are open (client/gil.py): left alone while callers
-pause on a full mailbox (the default), set to the short interval by the first open device whose
-callers do not, put back by the last close unless someone else changed it,
-``GPUMSG_SWITCH_INTERVAL`` to choose a value or keep the interpreter's, a bad value refused
-before a device starts."""
+"""The GIL switch interval while devices are open (client/gil.py): set to the short interval by
+the first open device of thread isolation, put back by the last close unless someone else
+changed it, left alone for process isolation, ``GPUMSG_SWITCH_INTERVAL`` to choose a value or
+keep the interpreter's, a bad value refused before a device starts."""
 
 from __future__ import annotations
 
@@ -54,12 +53,12 @@ def test_keep_leaves_the_interpreter_value(interval) -> None:
     assert sys.getswitchinterval() == pytest.approx(0.003)
 
 
-@pytest.mark.parametrize("text,pausing,expected", [
-    ("", True, None), ("", False, SHORT_S), ("keep", False, None), ("KEEP", True, None),
+@pytest.mark.parametrize("text,shares,expected", [
+    ("", True, SHORT_S), ("", False, None), ("keep", True, None), ("KEEP", False, None),
     ("0.0002", True, 0.0002), ("1", False, 1.0)])
-def test_environment(monkeypatch, text: str, pausing: bool, expected) -> None:
+def test_environment(monkeypatch, text: str, shares: bool, expected) -> None:
     monkeypatch.setenv("GPUMSG_SWITCH_INTERVAL", text)
-    assert configured_interval(pausing) == expected
+    assert configured_interval(shares) == expected
 
 
 @pytest.mark.parametrize("text", ["0", "-1", "fast", "nan", "2"])
@@ -70,25 +69,22 @@ def test_bad_environment_is_refused_before_a_device_starts(monkeypatch, text: st
     assert info.value.field == "GPUMSG_SWITCH_INTERVAL"
 
 
-def test_an_open_device_keeps_the_interval_while_callers_pause(monkeypatch, interval) -> None:
+def test_an_open_device_runs_with_the_short_interval(monkeypatch, interval) -> None:
     monkeypatch.delenv("GPUMSG_SWITCH_INTERVAL", raising=False)
-    monkeypatch.delenv("GPUMSG_BACKPRESSURE", raising=False)
     sys.setswitchinterval(0.003)
     with gpumsg.open_device(backend="sim") as dev:
-        assert sys.getswitchinterval() == pytest.approx(0.003)
+        assert sys.getswitchinterval() == pytest.approx(SHORT_S, rel=0.05)
         x = dev.to_device(np.array([1.0, 2.0], np.float32))
         y = dev.to_device(np.array([3.0, 4.0], np.float32))
         assert dev.blas.dot(x, y).result() == 11.0
     assert sys.getswitchinterval() == pytest.approx(0.003)
 
 
-def test_without_the_pause_an_open_device_runs_with_the_short_interval(monkeypatch,
-                                                                       interval) -> None:
+def test_a_process_isolation_device_leaves_the_interval_alone(monkeypatch, interval) -> None:
     monkeypatch.delenv("GPUMSG_SWITCH_INTERVAL", raising=False)
-    monkeypatch.setenv("GPUMSG_BACKPRESSURE", "off")
     sys.setswitchinterval(0.003)
-    with gpumsg.open_device(backend="sim") as dev:
-        assert sys.getswitchinterval() == pytest.approx(SHORT_S, rel=0.05)
+    with gpumsg.open_device(backend="sim", isolation="process") as dev:
+        assert sys.getswitchinterval() == pytest.approx(0.003)
         x = dev.to_device(np.array([1.0, 2.0], np.float32))
         y = dev.to_device(np.array([3.0, 4.0], np.float32))
         assert dev.blas.dot(x, y).result() == 11.0

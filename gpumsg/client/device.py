@@ -49,7 +49,6 @@ from ..messages.device import (
     accepted_array_dtype,
 )
 from ..service import interop as _interop  # noqa: F401 (registers the DLPack handlers)
-from ..service.backpressure import configured as backpressure_configured
 from ..service.state import DeviceState
 from ..service.trace import KernelTrace
 from ..service.worker import DeviceWorker
@@ -156,10 +155,9 @@ class Device:
                                  f"{isolation!r}", field="isolation")
         if trace is not None and not isinstance(trace, KernelTrace):
             raise InvalidMessage("trace must be a KernelTrace", field="trace")
-        # the switch interval (client/gil.py); a bad value is refused before a start. Callers
-        # pause on a full mailbox in thread isolation unless GPUMSG_BACKPRESSURE turns it off;
-        # in process isolation the device thread has a GIL of its own
-        interval = configured_interval(isolation != "thread" or backpressure_configured()[0] > 0)
+        # the switch interval (client/gil.py); a bad value is refused before a start. In
+        # process isolation the device thread runs under the worker's GIL
+        interval = configured_interval(shares_the_gil=isolation == "thread")
         self._state = DeviceState(ordinal, next(_tokens))
         self._lock = threading.Lock()
         self._closed = False

@@ -1,26 +1,26 @@
 """The interpreter's GIL switch interval while gpumsg devices are open (caller's side).
 
-A device thread shares the GIL with the threads that post to it. A caller posting a burst holds
-the GIL, and CPython hands it to a waiting thread only when the holder blocks or after the
-switch interval, 5 ms by default. The device thread gives the GIL up in driver and library
-calls, and each time it wants it back it waits for that interval.
+In thread isolation the device thread shares the GIL with the threads that post to it. A
+caller posting a burst holds the GIL, and CPython hands it to a waiting thread only when the
+holder blocks or after the switch interval, 5 ms by default. The device thread gives the GIL up
+in driver and library calls, and each time it wants it back it waits for that interval: while
+a caller keeps posting, the device thread issues about one message per interval and the GPU
+idles. On an H100, pipelined ResNet-50 convolutions (45-55 us of GPU work each) ran at
+0.80-0.84x torch with 5 ms and 1.00-1.01x with 50 us (docs/performance.md). Callers now also
+pause on a full mailbox (service/backpressure.py), and with that the interval no longer decides
+bursts (50 us and 5 ms within 2% on every pipelined case, 2026-11-24); it still decides how
+eight threads doing round trips share one device (0.95x one thread's rate at 50 us, 0.73x at
+5 ms, medians of six runs), so thread isolation keeps :data:`SHORT_S`.
 
-Two remedies, measured on the H100 (docs/performance.md):
+In process isolation the device thread runs in the worker, under the worker's GIL; here only
+the callers and the reply reader share one, and a short interval only makes the reader preempt
+a posting caller (pipelined SGEMMs 1.29x thread mode's time at 50 us, 0.90x at 5 ms). So a
+device of process isolation leaves the interval alone.
 
-* a short interval (50 µs): the device thread gets the GIL back within 50 µs while a caller
-  posts. Pipelined ResNet-50 convolutions went from 0.80-0.84x torch to 1.00-1.01x. It costs
-  many posting threads dearly: nine threads hand the GIL round every 50 µs, and eight callers
-  reached 0.71-0.87x one caller's rate;
-* a caller that finds the mailbox full pauses on an event (service/backpressure.py, later):
-  the device thread then runs alone. With that in place, the interval no longer matters for
-  bursts (50 µs, 1 ms and 5 ms within 2% on every pipelined case), and eight callers reach
-  one caller's rate at 5 ms.
-
-So by default gpumsg leaves the interpreter's interval alone, and sets :data:`SHORT_S` only
-for thread isolation with the pause turned off (``GPUMSG_BACKPRESSURE=off``), putting back the
-previous value when the last such device closes (unless someone else changed it meanwhile).
-``GPUMSG_SWITCH_INTERVAL`` in the environment sets a value in seconds for every device, or
-``keep`` leaves the interpreter's own.
+While at least one thread-isolation device is open gpumsg sets the interval to
+:data:`SHORT_S`, and puts back the previous value when the last one closes (unless someone
+else changed it meanwhile). ``GPUMSG_SWITCH_INTERVAL`` in the environment sets another value in
+seconds for every device, or ``keep`` leaves the interpreter's own.
 """
 
 from __future__ import annotations
@@ -33,19 +33,19 @@ from ..errors import InvalidMessage
 
 __all__ = ["SHORT_S", "SwitchInterval", "SWITCH", "configured_interval"]
 
-#: the switch interval while a device whose callers never pause is open (seconds)
+#: the switch interval while a device of thread isolation is open (seconds)
 SHORT_S = 50e-6
 
 
-def configured_interval(callers_pause: bool = True) -> float | None:
+def configured_interval(shares_the_gil: bool = True) -> float | None:
     """The interval to set while a device is open, or None to keep the interpreter's:
-    ``GPUMSG_SWITCH_INTERVAL`` when set (seconds, or ``keep``); else None when the device's
-    callers pause on a full mailbox (``callers_pause``), :data:`SHORT_S` when they do not.
-    Raises InvalidMessage for a value that is neither a positive number of seconds nor
-    ``keep``."""
+    ``GPUMSG_SWITCH_INTERVAL`` when set (seconds, or ``keep``); else :data:`SHORT_S` when the
+    device thread shares this interpreter's GIL (``shares_the_gil``: thread isolation), None
+    when it does not (process isolation). Raises InvalidMessage for a value that is neither a
+    positive number of seconds nor ``keep``."""
     text = os.environ.get("GPUMSG_SWITCH_INTERVAL", "").strip().lower()
     if not text:
-        return None if callers_pause else SHORT_S
+        return SHORT_S if shares_the_gil else None
     if text == "keep":
         return None
     try:
