@@ -290,3 +290,36 @@ def test_repeated_gemms_are_replayed_with_fresh_inputs(dev, backend, rng) -> Non
         r = info[lib]
         assert r["enabled"] and r["refused"] == "", (lib, r)
         assert r["captures"] >= calls and r["launches"] >= 2 * calls, (lib, r)
+
+
+def test_a_repeated_gemm_message_keeps_its_launcher(dev, rng) -> None:
+    """The client sends a repeated sgemm / strided-batched call as the same message; the device
+    thread keeps that message's launcher (service/derived.py), one per message and pointers.
+    Every result is checked, with fresh inputs written between the calls, so a launcher kept
+    for the wrong buffers or arguments fails."""
+    ctx = dev._worker.ctx
+    m, n, k, batch = 24, 16, 8, 3
+    a, b = (dev.alloc(s, np.float32) for s in ((m, k), (k, n)))
+    c1, c2 = (dev.alloc((m, n), np.float32) for _ in range(2))
+    sa, sb, sc = (dev.alloc((x * batch,), gpumsg.as_dtype("bf16")) for x in (m * k, k * n, m * n))
+    before = len(ctx.derived)
+    for rnd in range(3):
+        ha, hb = rand(rng, (m, k), "f32"), rand(rng, (k, n), "f32")
+        hsa, hsb = rand(rng, (m * k * batch,), "bf16"), rand(rng, (k * n * batch,), "bf16")
+        for buf, h in ((a, ha), (b, hb), (sa, hsa), (sb, hsb)):
+            dev.copy_from_host(buf, h)
+        dev.sgemm(a, b, c1, m, n, k)
+        dev.sgemm(a, b, c2, m, n, k, 2.0)  # another message: its own launcher
+        dev.blas.gemm_strided_batched(sa, sb, sc, m, n, k, batch, m * k, k * n, m * n)
+        ref = opnd(ha, "N") @ opnd(hb, "N")
+        assert rel_err(dev.copy_to_host(c1).result(), ref) < TOL["f32"]
+        assert rel_err(dev.copy_to_host(c2).result(), 2.0 * ref) < TOL["f32"]
+        got = dev.copy_to_host(sc).result()
+        for i in range(batch):
+            am = hsa[i * m * k:(i + 1) * m * k].reshape((m, k), order="F")
+            bm = hsb[i * k * n:(i + 1) * k * n].reshape((k, n), order="F")
+            ref_i = opnd(am, "N") @ opnd(bm, "N")
+            assert rel_err(got[i * m * n:(i + 1) * m * n].reshape((m, n), order="F"),
+                           ref_i) < TOL["bf16"], (rnd, i)
+        # three messages, three launchers, however many rounds
+        assert len(ctx.derived) == before + 3

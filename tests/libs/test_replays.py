@@ -14,7 +14,7 @@ from conftest import need_backend
 from harness import FakeGraphDriver
 
 import gpumsg
-from gpumsg.backends.cuda.replays import GraphReplays, direct, enabled
+from gpumsg.backends.cuda.replays import GraphReplays, direct, direct_bound, enabled
 
 
 class _Calls:
@@ -41,6 +41,28 @@ def test_second_call_is_captured_then_launched_alone() -> None:
     r.call("gemv", call, 7, 1, 2.0, "N")
     r.call("gemm", call, 7, 1, 3.0, "N")
     assert call.under_capture[-3:] == [False] * 3 and len(cu.launched) == 3
+
+
+def test_a_bound_launcher_shares_the_key_of_its_call() -> None:
+    """``bound`` builds the key once: its launcher runs, captures and launches as ``call``
+    would, under the same key (a call with the same arguments finds the same graph); while a
+    ``dev.graph`` records, it issues as usual. ``direct_bound`` (replays off) just calls."""
+    cu = FakeGraphDriver()
+    recording = [False]
+    r, call = GraphReplays(cu, recording=lambda: recording[0]), _Calls(cu)
+    launch = r.bound("gemm", call, 7, 1, 2.0, "N")
+    launch(7)
+    launch(7)
+    assert call.under_capture == [False, True] and r.captures == 1
+    r.call("gemm", call, 7, 1, 2.0, "N")  # the same key: the same graph
+    launch(7)
+    assert r.captures == 1 and r.launches == 3 and cu.launched == [(("exec", 1), 7)] * 3
+    recording[0] = True
+    launch(7)
+    assert call.under_capture[-1] is False and r.launches == 3
+    seen = []
+    direct_bound("gemm", lambda s, *a: seen.append((s, a)), 3, 1, 2)(3)
+    assert seen == [(3, (1, 2))]
 
 
 def test_a_failing_call_is_not_captured_next_time() -> None:

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["GraphReplays", "direct", "enabled"]
+__all__ = ["GraphReplays", "direct", "direct_bound", "enabled"]
 
 _OFF = ("0", "no", "off", "false")
 
@@ -35,6 +35,15 @@ def enabled(variable: str) -> bool:
 def direct(tag: str, fn: Callable[..., Any], stream: Any, *args: Any) -> None:
     """:meth:`GraphReplays.call` where replays are off: ``fn(stream, *args)``."""
     fn(stream, *args)
+
+
+def direct_bound(tag: str, fn: Callable[..., Any], stream: Any,
+                 *args: Any) -> Callable[[Any], None]:
+    """:meth:`GraphReplays.bound` where replays are off: ``launch(on)`` calls ``fn(on, *args)``."""
+    def launch(on: Any) -> None:
+        fn(on, *args)
+
+    return launch
 
 
 class GraphReplays:
@@ -74,11 +83,27 @@ class GraphReplays:
     def call(self, tag: str, fn: Callable[..., Any], stream: Any, *args: Any) -> None:
         """``fn(stream, *args)``, replayed by the key ``(tag, stream, *args)``: ``args`` must be
         plain hashable values (ints, floats, strings) that say everything ``fn`` issues."""
+        self.call_keyed((tag, id(stream), *args), fn, stream, args)
+
+    def bound(self, tag: str, fn: Callable[..., Any], stream: Any,
+              *args: Any) -> Callable[[Any], None]:
+        """``launch(stream)``: :meth:`call` of ``fn`` with ``args`` on ``stream``, its key built
+        once. A handler that keeps it for a repeated message (service/derived.py) then passes
+        neither the arguments nor the key again. ``launch`` must be given ``stream``."""
+        key = (tag, id(stream), *args)
+        call_keyed = self.call_keyed
+
+        def launch(on: Any) -> None:
+            call_keyed(key, fn, on, args)
+
+        return launch
+
+    def call_keyed(self, key: tuple, fn: Callable[..., Any], stream: Any, args: tuple) -> None:
+        """:meth:`call` with its key ``(tag, id(stream), *args)`` already built."""
         recording = self.recording
         if recording is not None and recording():
             fn(stream, *args)
             return
-        key = (tag, id(stream), *args)
         exec_ = self.execs.get(key)
         if exec_ is None:
             self._not_captured(key, stream, fn, (stream, *args))

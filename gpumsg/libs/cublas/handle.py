@@ -9,9 +9,10 @@ mode so their result lands in device memory and is read back without blocking th
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from typing import Any
 
-from ...backends.cuda.replays import GraphReplays, direct, enabled
+from ...backends.cuda.replays import GraphReplays, direct, direct_bound, enabled
 from ...dtypes import CUDA_DATA_TYPE
 from ...errors import LibraryError
 from ..loader import LoadedLibrary, c_void_p, load
@@ -91,6 +92,7 @@ class CublasHandle:
         #: the GEMMs: a capture refused here stops only these (handlers._reduction)
         self.reduction_replays: GraphReplays | None = None
         self._issue: Any = direct
+        self._bound: Any = direct_bound
         if ctx is not None:
             # an explicit workspace from the device's pool, as torch gives cuBLAS: some kernel
             # choices (split-K) depend on having one
@@ -105,6 +107,7 @@ class CublasHandle:
                     GraphReplays(_driver(), REPLAY_CAPACITY, lambda: ctx.capture is not None,
                                  raw_graph_launch(ctx.compute.in_flight)) for _ in range(2))
                 self._issue = self.replays.call
+                self._bound = self.replays.bound
 
     # -- plumbing ----------------------------------------------------------------------------------
     def _check(self, status: int, function: str) -> None:
@@ -152,6 +155,14 @@ class CublasHandle:
         self._issue("sgemm", self._sgemm_now, stream, transa, transb, m, n, k, alpha, a, lda, b,
                     ldb, beta, c, ldc)
 
+    def sgemm_bound(self, stream: Any, transa: str, transb: str, m: int, n: int, k: int,
+                    alpha: float, a: int, lda: int, b: int, ldb: int, beta: float, c: int,
+                    ldc: int) -> Callable[[Any], None]:
+        """``launch(stream)``: :meth:`sgemm` with these arguments, on ``stream``, bound once
+        (a repeated message's handler keeps it: service/derived.py)."""
+        return self._bound("sgemm", self._sgemm_now, stream, transa, transb, m, n, k, alpha, a,
+                           lda, b, ldb, beta, c, ldc)
+
     def _sgemm_now(self, stream: Any, transa: str, transb: str, m: int, n: int, k: int,
                    alpha: float, a: int, lda: int, b: int, ldb: int, beta: float, c: int,
                    ldc: int) -> None:
@@ -192,6 +203,16 @@ class CublasHandle:
         """``cublasGemmStridedBatchedEx``; a repeated call is replayed."""
         self._issue("gemm_strided", self._gemm_strided_now, stream, dtype, compute, transa,
                     transb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch)
+
+    def gemm_strided_bound(self, stream: Any, dtype: str, compute: str, transa: str,
+                           transb: str, m: int, n: int, k: int, alpha: Any, a: int, lda: int,
+                           sa: int, b: int, ldb: int, sb: int, beta: Any, c: int, ldc: int,
+                           sc: int, batch: int) -> Callable[[Any], None]:
+        """``launch(stream)``: :meth:`gemm_strided` with these arguments, on ``stream``, bound
+        once (a repeated message's handler keeps it: service/derived.py)."""
+        return self._bound("gemm_strided", self._gemm_strided_now, stream, dtype, compute,
+                           transa, transb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc,
+                           sc, batch)
 
     def _gemm_strided_now(self, stream: Any, dtype: str, compute: str, transa: str,
                           transb: str, m: int, n: int, k: int, alpha: Any, a: int, lda: int,

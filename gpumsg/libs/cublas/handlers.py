@@ -76,8 +76,11 @@ def _sgemm(ctx: Any, msg: Sgemm, reply: Any) -> None:
     else:
         c = resolve(msg.c, "c")
         reads = (a, b, c)
-    ctx.run(reply, COMPUTE, reads, (c,), ctx.library("cublas").sgemm, msg.transa, msg.transb,
-            msg.m, msg.n, msg.k, msg.alpha, a.ptr, msg.lda, b.ptr, msg.ldb, beta, c.ptr, msg.ldc)
+    # a repeated message (the client sends it as the same object) keeps its launcher
+    ctx.run(reply, COMPUTE, reads, (c,), ctx.derived.get(
+        msg, (a.ptr, b.ptr, c.ptr), lambda: ctx.library("cublas").sgemm_bound(
+            ctx.compute.obj, msg.transa, msg.transb, msg.m, msg.n, msg.k, msg.alpha, a.ptr,
+            msg.lda, b.ptr, msg.ldb, beta, c.ptr, msg.ldc)))
 
 
 @handles(Gemm)
@@ -90,11 +93,12 @@ def _gemm_strided(ctx: Any, msg: GemmStridedBatched, reply: Any) -> None:
     a = ctx.resolve(msg.a, "a")
     b = ctx.resolve(msg.b, "b")
     c = ctx.resolve(msg.c, "c") if msg.beta != 0 else ctx.resolve_out(msg.c, "c")
-    blas = ctx.library("cublas")
-    ctx.run(reply, COMPUTE, (a, b) if msg.beta == 0 else (a, b, c), (c,), blas.gemm_strided,
-            msg.a.dtype, msg.compute, msg.transa, msg.transb, msg.m, msg.n, msg.k, msg.alpha,
-            a.ptr, msg.lda, msg.stride_a, b.ptr, msg.ldb, msg.stride_b, msg.beta, c.ptr, msg.ldc,
-            msg.stride_c, msg.batch)
+    # a repeated message (the client sends it as the same object) keeps its launcher
+    ctx.run(reply, COMPUTE, (a, b) if msg.beta == 0 else (a, b, c), (c,), ctx.derived.get(
+        msg, (a.ptr, b.ptr, c.ptr), lambda: ctx.library("cublas").gemm_strided_bound(
+            ctx.compute.obj, msg.a.dtype, msg.compute, msg.transa, msg.transb, msg.m, msg.n,
+            msg.k, msg.alpha, a.ptr, msg.lda, msg.stride_a, b.ptr, msg.ldb, msg.stride_b,
+            msg.beta, c.ptr, msg.ldc, msg.stride_c, msg.batch)))
 
 
 @handles(GemmBatched)

@@ -5,10 +5,12 @@ on the simulated stream."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from ...backends.cuda.replays import direct_bound
 from ...backends.sim.device import SimBackend
 from ...backends.sim.views import matrix, vector
 from ...dtypes import dtype_of
@@ -106,6 +108,13 @@ class SimCublas:
                      lda, b + i * sb * item, ldb, beta, c + i * sc * item, ldc)
 
         stream.put(run)
+
+    # a repeated message's launcher, as the CUDA handle binds it (nothing to replay here)
+    def sgemm_bound(self, stream: Any, *args: Any) -> Callable[[Any], None]:
+        return direct_bound("sgemm", self.sgemm, stream, *args)
+
+    def gemm_strided_bound(self, stream: Any, *args: Any) -> Callable[[Any], None]:
+        return direct_bound("gemm_strided", self.gemm_strided, stream, *args)
 
     def gemm_batched(self, stream: Any, dtype: str, compute: str, transa: str, transb: str,
                      m: int, n: int, k: int, alpha: Any, a_ptrs: int, lda: int, b_ptrs: int,
