@@ -7,8 +7,9 @@ in driver and library calls, and each time it wants it back it waits for that in
 a caller keeps posting, the device thread issues about one message per interval and the GPU
 idles. On an H100, pipelined ResNet-50 convolutions (45-55 us of GPU work each) ran at
 0.80-0.84x torch with 5 ms and 1.00-1.01x with 50 us (docs/performance.md). Callers now also
-pause on a full mailbox (service/backpressure.py), and with that the interval no longer decides
-bursts (50 us and 5 ms within 2% on every pipelined case, 2026-11-24); it still decides how
+pause on a full mailbox (service/backpressure.py), and with that the interval no longer holds
+bursts back (2026-11-24: strided GEMMs and convolutions within 1-4% at 50 us and 5 ms, 64^3
+SGEMMs 4-8% faster at 5 ms); it still decides how
 eight threads doing round trips share one device (0.95x one thread's rate at 50 us, 0.73x at
 5 ms, medians of six runs), so thread isolation keeps :data:`SHORT_S`.
 
