@@ -147,19 +147,14 @@ class CublasHandle:
             raise status_error(self.lib, "cublas", status, name)
 
     # -- GEMM family (the Ex forms cover every dtype) ------------------------------------------
-    def sgemm(self, stream: Any, transa: str, transb: str, m: int, n: int, k: int, alpha: float,
-              a: int, lda: int, b: int, ldb: int, beta: float, c: int, ldc: int) -> None:
-        """``cublasSgemm_v2``: fp32 storage and math (the handle keeps the default math mode,
-        so no TF32). The path of every ``Sgemm`` message, written to cost the least Python per
-        call: the call is bound once, the scalars are cached, a repeated call is replayed."""
-        self._issue("sgemm", self._sgemm_now, stream, transa, transb, m, n, k, alpha, a, lda, b,
-                    ldb, beta, c, ldc)
-
     def sgemm_bound(self, stream: Any, transa: str, transb: str, m: int, n: int, k: int,
                     alpha: float, a: int, lda: int, b: int, ldb: int, beta: float, c: int,
                     ldc: int) -> Callable[[Any], None]:
-        """``launch(stream)``: :meth:`sgemm` with these arguments, on ``stream``, bound once
-        (a repeated message's handler keeps it: service/derived.py)."""
+        """``launch(stream)``: ``cublasSgemm_v2`` with these arguments on ``stream``, a repeated
+        launch replayed. fp32 storage and math (the handle keeps the default math mode, so no
+        TF32). The path of every ``Sgemm`` message, written to cost the least Python per call:
+        the call and its replay key are bound once (a repeated message's handler keeps the
+        launcher: service/derived.py), the scalars are cached."""
         return self._bound("sgemm", self._sgemm_now, stream, transa, transb, m, n, k, alpha, a,
                            lda, b, ldb, beta, c, ldc)
 
@@ -197,19 +192,13 @@ class CublasHandle:
                    self.scalar(dtype, alpha), a, t, lda, b, t, ldb, self.scalar(dtype, beta), c,
                    t, ldc, COMPUTE_TYPE[dtype, compute], GEMM_DEFAULT_ALGO)
 
-    def gemm_strided(self, stream: Any, dtype: str, compute: str, transa: str, transb: str,
-                     m: int, n: int, k: int, alpha: Any, a: int, lda: int, sa: int, b: int,
-                     ldb: int, sb: int, beta: Any, c: int, ldc: int, sc: int, batch: int) -> None:
-        """``cublasGemmStridedBatchedEx``; a repeated call is replayed."""
-        self._issue("gemm_strided", self._gemm_strided_now, stream, dtype, compute, transa,
-                    transb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch)
-
     def gemm_strided_bound(self, stream: Any, dtype: str, compute: str, transa: str,
                            transb: str, m: int, n: int, k: int, alpha: Any, a: int, lda: int,
                            sa: int, b: int, ldb: int, sb: int, beta: Any, c: int, ldc: int,
                            sc: int, batch: int) -> Callable[[Any], None]:
-        """``launch(stream)``: :meth:`gemm_strided` with these arguments, on ``stream``, bound
-        once (a repeated message's handler keeps it: service/derived.py)."""
+        """``launch(stream)``: ``cublasGemmStridedBatchedEx`` with these arguments on
+        ``stream``, a repeated launch replayed; the call and its replay key are bound once (a
+        repeated message's handler keeps the launcher: service/derived.py)."""
         return self._bound("gemm_strided", self._gemm_strided_now, stream, dtype, compute,
                            transa, transb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc,
                            sc, batch)

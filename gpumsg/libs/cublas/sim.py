@@ -91,15 +91,16 @@ class SimCublas:
     def gemm(self, stream: Any, *args: Any) -> None:
         stream.put(lambda: gemm(self.sim, *args))
 
-    def sgemm(self, stream: Any, transa: str, transb: str, m: int, n: int, k: int,
-              alpha: float, a: int, lda: int, b: int, ldb: int, beta: float, c: int,
-              ldc: int) -> None:
+    def _sgemm_now(self, stream: Any, transa: str, transb: str, m: int, n: int, k: int,
+                   alpha: float, a: int, lda: int, b: int, ldb: int, beta: float, c: int,
+                   ldc: int) -> None:
         self.gemm(stream, "f32", "default", transa, transb, m, n, k, alpha, a, lda, b, ldb, beta,
                   c, ldc)
 
-    def gemm_strided(self, stream: Any, dtype: str, compute: str, transa: str, transb: str,
-                     m: int, n: int, k: int, alpha: Any, a: int, lda: int, sa: int, b: int,
-                     ldb: int, sb: int, beta: Any, c: int, ldc: int, sc: int, batch: int) -> None:
+    def _gemm_strided_now(self, stream: Any, dtype: str, compute: str, transa: str,
+                          transb: str, m: int, n: int, k: int, alpha: Any, a: int, lda: int,
+                          sa: int, b: int, ldb: int, sb: int, beta: Any, c: int, ldc: int,
+                          sc: int, batch: int) -> None:
         item = dtype_of(dtype).itemsize
 
         def run() -> None:
@@ -111,10 +112,10 @@ class SimCublas:
 
     # a repeated message's launcher, as the CUDA handle binds it (nothing to replay here)
     def sgemm_bound(self, stream: Any, *args: Any) -> Callable[[Any], None]:
-        return direct_bound("sgemm", self.sgemm, stream, *args)
+        return direct_bound("sgemm", self._sgemm_now, stream, *args)
 
     def gemm_strided_bound(self, stream: Any, *args: Any) -> Callable[[Any], None]:
-        return direct_bound("gemm_strided", self.gemm_strided, stream, *args)
+        return direct_bound("gemm_strided", self._gemm_strided_now, stream, *args)
 
     def gemm_batched(self, stream: Any, dtype: str, compute: str, transa: str, transb: str,
                      m: int, n: int, k: int, alpha: Any, a_ptrs: int, lda: int, b_ptrs: int,
