@@ -85,6 +85,43 @@ def test_queued_messages_are_replayed_after_a_stall(pdev, rng) -> None:
     assert pdev.generation == 1
 
 
+@pytest.mark.parametrize("lead", [True, False])
+def test_a_waiting_caller_reads_its_own_answer(pdev, monkeypatch, lead) -> None:
+    """With leading callers the answer is read, and the future answered, on the thread that
+    waits for it; without, on the reader thread."""
+    from gpumsg.supervision import client as sup
+
+    monkeypatch.setattr(sup, "LEAD", lead)
+    stall = pdev.inject_fault("stall", seconds=0.3)  # the answer comes after the wait began
+    fut = pdev.stats()
+    answered_on: list[str] = []
+    fut.add_done_callback(lambda f: answered_on.append(threading.current_thread().name))
+    assert fut.result(timeout=60).generation == 0
+    stall.result(timeout=60)
+    assert answered_on == [threading.current_thread().name if lead else "gpumsg-reader-0"]
+
+
+def test_a_leading_caller_keeps_its_timeout_and_hands_back(pdev) -> None:
+    """A leader gives up at its timeout; once no caller leads, the reader thread answers
+    futures nobody waits on with result()."""
+    from concurrent.futures import wait
+
+    stall = pdev.inject_fault("stall", seconds=1.0)
+    fut = pdev.stats()
+    t0 = time.perf_counter()
+    with pytest.raises(TimeoutError):
+        fut.result(timeout=0.1)
+    assert time.perf_counter() - t0 < 0.9
+    behind = pdev.stats()
+    waiter = threading.Thread(target=lambda: fut.result(timeout=60))
+    waiter.start()  # leads until its own answer, then steps aside
+    waiter.join(60)
+    stall.result(timeout=60)
+    later = pdev.stats()
+    done, _ = wait([behind, later], timeout=10)  # wait() does not lead: the reader answers
+    assert len(done) == 2 and later.result().generation == 0
+
+
 def test_hung_kernel_is_detected(pdev, rng) -> None:
     hang = pdev.inject_fault("hang")  # spins for ever
     behind = pdev.stats()  # started (answered at once) or queued: either way it completes

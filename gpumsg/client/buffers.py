@@ -45,6 +45,10 @@ class GpuFuture(Future):
     first waiter sees it at once)."""
 
     _cond: threading.Condition | None = None
+    #: set by a transport whose answers a waiting caller may read itself (process isolation,
+    #: supervision/client.py): ``_lead(future, timeout)`` returns, with what is left of
+    #: ``timeout``, once the future is answered or the caller should wait as usual
+    _lead: Any = None
 
     def __init__(self) -> None:  # Future.__init__, without the condition
         self._state = _fb.PENDING
@@ -72,6 +76,8 @@ class GpuFuture(Future):
     def result(self, timeout: float | None = None) -> Any:
         if self._state is _FINISHED and self._exception is None:
             return self._result
+        if self._lead is not None and self._state is not _FINISHED:
+            timeout = self._lead(self, timeout)
         return super().result(timeout)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:

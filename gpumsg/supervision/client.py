@@ -50,7 +50,7 @@ from ..messages.device import Alloc, RegisterHostMemory, UnregisterHostMemory, W
 from .codec import register, registered
 from .shm import SharedHostPool, SharedSegment, close_quietly
 from .wire import Receiver, Sender, decode_replies, dumps, immutable, loads, message_frame
-from .worker import STOP_SEQ, worker_main
+from .worker import STOP_SEQ, configured_spin, worker_main
 
 __all__ = ["ProcessWorker"]
 
@@ -60,6 +60,9 @@ _START_TIMEOUT = 120.0
 _PICKLED_MAX = 512
 _PICKLED_BYTES = 1024
 _STOP_FRAME = message_frame(STOP_SEQ, dumps(None))
+#: a caller waiting for an answer reads the socket itself (see ProcessWorker._lead); False
+#: leaves every answer to the reader thread (a switch for measuring the difference)
+LEAD = True
 _EMPTY_PICKLES: dict[type, bytes] = {}
 _HAS_FIELDS: set[type] = set()
 
@@ -109,6 +112,25 @@ class _Worker:
         self.kind = ""
         self.said_bye = False
         self.reader: threading.Thread | None = None
+        #: whoever reads the socket and answers what it read holds this: the reader thread,
+        #: or a caller waiting for its answer (ProcessWorker._lead)
+        self.rx_lock = threading.Lock()
+        #: callers leading or queued to lead; the reader stays off the socket while any are
+        self.leaders = 0
+        self.lead_cond = threading.Condition(threading.Lock())
+        #: a leader wakes the reader out of its poll, to step aside (a closed socket object
+        #: refuses a late write instead of writing to whatever reuses its descriptor)
+        self.kick_rx, self.kick_tx = socket.socketpair()
+        self.kick_rx.setblocking(False)
+        self.kick_tx.setblocking(False)
+        #: a leader read a frame that did not decode: the reader treats the worker as dead
+        self.broken = False
+
+    def kick(self) -> None:
+        try:
+            self.kick_tx.send(b"\0")
+        except OSError:  # full (the reader will wake anyway) or closed (it has exited)
+            pass
 
     def started(self) -> int:
         """How many of the sent messages the worker has started."""
@@ -145,6 +167,8 @@ class _Worker:
         return False
 
     def release(self) -> None:
+        self.kick_rx.close()  # the reader, if any, has its own wake-up: the socket's end
+        self.kick_tx.close()
         self._counter = None  # type: ignore[assignment]
         # unlink first: close() raises BufferError while a view is alive, and the name in
         # /dev/shm must go in any case (the mapping goes with the last view)
@@ -180,7 +204,8 @@ class ProcessWorker:
         self._config = {"ordinal": state.ordinal, "token": state.token, "backend": backend,
                         "memory": memory, "allow_fault_injection": allow_fault_injection,
                         "shutdown_timeout": shutdown_timeout,
-                        "pinned_staging_limit": pinned_staging_limit}
+                        "pinned_staging_limit": pinned_staging_limit,
+                        "spin": configured_spin()}
         self._lock = threading.RLock()
         self._pending: dict[int, list] = {}  # seq -> [message, reply], in seq order
         self._pickled: dict[int, tuple[Any, bytes]] = {}  # id(message) -> (message, pickle)
@@ -198,6 +223,7 @@ class ProcessWorker:
                                     staging_limit=pinned_staging_limit)
         self._recovery: threading.Thread | None = None
         self._reapers: list[threading.Thread] = []  # reaping replaced workers (kill_now)
+        self._lead_bound = self._lead  # given to every future sent (one bound method)
         self._worker: _Worker | None = self._spawn(state.generation)
         self.props = self._worker.props
         self.kind = self._worker.kind
@@ -220,6 +246,8 @@ class ProcessWorker:
                 self._state.watch(msg.after, reply)
             return
         pickled = self._pickle(msg)
+        if getattr(reply, "_lead", 0) is None:  # a GpuFuture: its waiter may read the answer
+            reply._lead = self._lead_bound
         with self._lock:
             seq = next(self._seq)
             self._pending[seq] = [msg, reply]
@@ -395,47 +423,119 @@ class ProcessWorker:
             except OSError:
                 return  # the worker is gone: its reader notices; these are replayed
 
-    def _read(self, worker: _Worker, frames: list) -> None:
-        """The reader thread of one worker: answers the futures (a frame is a batch of
-        answers, taken from the pending table under one lock), hears the notices."""
-        rx = worker.rx
-        while True:
-            for frame in frames:
-                try:
-                    batch = decode_replies(frame)
-                except Exception:  # noqa: BLE001 - a frame that does not decode: fail closed
-                    frames = None  # type: ignore[assignment]
-                    break
-                with self._lock:
-                    pop = self._pending.pop
-                    got = [(key, value, pop(key if key > 0 else -key, None))
-                           for key, value in batch]
-                for key, value, entry in got:
-                    if entry is not None:
-                        reply = entry[1]
-                        if reply is not None:
-                            try:
-                                if key > 0:
-                                    reply.set_result(value)
-                                else:
-                                    reply.set_exception(value)
-                            except Exception:  # noqa: BLE001 - answered already: keep reading
-                                pass
-                    elif key == 0:
-                        if value[0] == "poisoned":
-                            self._fault(worker, "poisoned", value[1])
-                        elif value[0] == "bye":
-                            worker.said_bye = True
-                got = batch = entry = reply = value = None  # type: ignore[assignment]
-            if frames is None:
-                worker.said_bye = False  # the worker is replaced as if it had died
-                break
+    def _answer(self, worker: _Worker, frames: list) -> bool:
+        """Answer the futures of frames read from ``worker`` (a frame is a batch of answers,
+        taken from the pending table under one lock) and hear its notices; False when a frame
+        does not decode (the worker is then treated as dead). The caller holds ``rx_lock``."""
+        for frame in frames:
             try:
-                frames = rx.frames()
-            except (EOFError, OSError):
-                break
+                batch = decode_replies(frame)
+            except Exception:  # noqa: BLE001 - a frame that does not decode: fail closed
+                return False
+            with self._lock:
+                pop = self._pending.pop
+                got = [(key, value, pop(key if key > 0 else -key, None))
+                       for key, value in batch]
+            for key, value, entry in got:
+                if entry is not None:
+                    reply = entry[1]
+                    if reply is not None:
+                        try:
+                            if key > 0:
+                                reply.set_result(value)
+                            else:
+                                reply.set_exception(value)
+                        except Exception:  # noqa: BLE001 - answered already: keep reading
+                            pass
+                elif key == 0:
+                    if value[0] == "poisoned":
+                        self._fault(worker, "poisoned", value[1])
+                    elif value[0] == "bye":
+                        worker.said_bye = True
+        return True
+
+    def _read(self, worker: _Worker, frames: list) -> None:
+        """The reader thread of one worker: reads and answers whatever arrives while no caller
+        is leading (:meth:`_lead`), and tells a dead worker from one that said goodbye."""
+        rx, lock, cond = worker.rx, worker.rx_lock, worker.lead_cond
+        with lock:
+            ok = self._answer(worker, frames)
+        poller = select.poll()
+        poller.register(worker.sock, select.POLLIN)
+        poller.register(worker.kick_rx, select.POLLIN)
+        drain = worker.kick_rx.recv
+        try:
+            while ok:
+                with cond:
+                    while worker.leaders:
+                        cond.wait()
+                if worker.broken:
+                    ok = False
+                    break
+                poller.poll()  # the socket or a leader's kick
+                try:
+                    drain(4096)
+                except OSError:
+                    pass
+                if worker.leaders:
+                    continue
+                with lock:
+                    try:
+                        frames = rx.frames(False)
+                    except (EOFError, OSError):
+                        break
+                    ok = self._answer(worker, frames)
+                frames = None  # type: ignore[assignment]  (its replies keep buffers alive)
+        finally:
+            worker.kick_rx.close()
+            worker.kick_tx.close()
+        if not ok:
+            worker.said_bye = False  # the worker is replaced as if it had died
         if not worker.said_bye:
             self._fault(worker, "died", None)
+
+    def _lead(self, fut: Any, timeout: float | None) -> float | None:
+        """``fut.result()`` is about to wait: read the socket in this thread until ``fut`` is
+        answered (answering whatever else arrives too), so that the answer needs no hand-over
+        from the reader thread, one wake-up less per round trip. Returns what is left of
+        ``timeout``. Gives up, leaving the rest to the reader thread, when the socket ends or
+        fails (the reader then handles the worker's death) or a frame does not decode."""
+        worker = self._worker
+        if worker is None or not LEAD or worker.broken:
+            return timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        cond = worker.lead_cond
+        with cond:
+            worker.leaders += 1
+        try:
+            worker.kick()
+            if not worker.rx_lock.acquire(True, -1 if timeout is None else max(0.0, timeout)):
+                return 0.0
+            try:
+                rx = worker.rx
+                while not fut.done():
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        break
+                    if not rx.wait(left):
+                        continue
+                    try:
+                        frames = rx.frames(False)
+                    except (EOFError, OSError):
+                        break  # the reader thread reads it too, and handles it
+                    if not self._answer(worker, frames):
+                        worker.broken = True
+                        break
+            finally:
+                worker.rx_lock.release()
+        finally:
+            with cond:
+                worker.leaders -= 1
+                if not worker.leaders:
+                    cond.notify_all()
+            if worker.broken:
+                worker.kick()
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
 
     def _watch(self) -> None:
         """The watchdog: the oldest started, unanswered message may not stay so for longer

@@ -7,9 +7,11 @@ pairs: ``key > 0`` is the sequence number of a message answered with ``value``, 
 the negated number of a message that failed with the exception ``value``, ``key == 0`` a
 notice (``("poisoned", error)``, ``("bye",)``). :func:`encode_replies` writes most answers
 without pickling: those answered with None as one frame of sequence numbers, those answered
-with a 64-bit unsigned int (an allocation's address) as one frame of pairs, the rest as one
-pickled list (an 8-byte tag starts each). The first frame a worker sends is
-``("ready", props, kind)`` or ``("failed", error)``, pickled.
+with a 64-bit unsigned int (an allocation's address) as one frame of pairs, those answered
+with a :class:`~gpumsg.service.stats.DeviceLoad` (``Stats``) as one frame of packed records
+(pickling a named tuple of fifteen fields and unpickling it took 3.7 + 2.7 µs, packing and
+unpacking 0.9 + 1.0), the rest as one pickled list (an 8-byte tag starts each). The first
+frame a worker sends is ``("ready", props, kind)`` or ``("failed", error)``, pickled.
 
 :class:`Sender` never blocks its caller: what the socket cannot take at once waits in a backlog
 that a flusher thread (started the first time it is needed) writes in order. So neither side's
@@ -30,6 +32,9 @@ from array import array
 from collections import deque
 from typing import Any
 
+from ..memory.adaptors import MemoryStatistics
+from ..service.stats import DeviceLoad
+
 __all__ = ["Sender", "Receiver", "encode", "message_frame", "split_message", "dumps", "loads",
            "encode_replies", "decode_replies", "immutable"]
 
@@ -42,6 +47,12 @@ _DONTWAIT = socket.MSG_DONTWAIT
 _NONES = b"gm-none\0"  # tags of the answer frames
 _INTS = b"gm-ints\0"
 _PICKLED = b"gm-pckl\0"
+_LOADS = b"gm-load\0"
+#: a DeviceLoad's record: key, its 13 integers (budget -1 for None), the 7 of its memory
+#: statistics (all -1 for None), the lengths of its two strings (name, backend) that follow
+_LOAD = struct.Struct("<q13q7q2H")
+_NO_MEMORY = (-1,) * 7
+_new_tuple = tuple.__new__
 _U64 = 1 << 64
 
 
@@ -90,10 +101,46 @@ def immutable(pickled: bytes) -> bool:
     return not any(mark in body for mark in _MUTABLE)
 
 
+def _pack_load(key: int, v: DeviceLoad) -> bytes | None:
+    """The record of answer ``key`` with ``v``, or None if a field does not fit one."""
+    try:
+        name, backend = v.name.encode(), v.backend.encode()
+        major, minor = v.compute_capability
+        budget, memory = v.budget_bytes, v.memory
+        return _LOAD.pack(key, v.ordinal, major, minor, v.generation, v.free_bytes,
+                          v.total_bytes, v.pool_reserved_bytes, v.pool_used_bytes,
+                          -1 if budget is None else budget, v.pinned_reserved_bytes,
+                          v.queue_depth, v.ops_in_flight, v.ops_completed,
+                          *(_NO_MEMORY if memory is None else memory), len(name),
+                          len(backend)) + name + backend
+    except (struct.error, TypeError, ValueError, AttributeError):
+        return None
+
+
+def _unpack_loads(frame: Any) -> list:
+    out = []
+    size = _LOAD.size
+    end = len(frame)
+    off = 8
+    while off < end:
+        f = _LOAD.unpack_from(frame, off)
+        off += size
+        name = str(frame[off:off + f[21]], "utf-8")
+        off += f[21]
+        backend = str(frame[off:off + f[22]], "utf-8")
+        off += f[22]
+        memory = None if f[14] == -1 else _new_tuple(MemoryStatistics, f[14:21])
+        out.append((f[0], _new_tuple(DeviceLoad, (
+            name, f[1], backend, (f[2], f[3]), f[4], f[5], f[6], f[7], f[8],
+            None if f[9] == -1 else f[9], f[10], f[11], f[12], f[13], memory))))
+    return out
+
+
 def encode_replies(batch: list) -> bytes:
     """The frames of a batch of ``(key, value)`` answers (see the module)."""
     nones: list[int] = []
     ints: list[int] = []
+    loads: list[bytes] = []
     rest = []
     for item in batch:
         key, value = item
@@ -105,6 +152,11 @@ def encode_replies(batch: list) -> bytes:
                 ints.append(key)
                 ints.append(value)
                 continue
+            if type(value) is DeviceLoad:
+                record = _pack_load(key, value)
+                if record is not None:
+                    loads.append(record)
+                    continue
         elif key < 0:  # an error that would not unpickle there is named instead
             try:
                 pickle.loads(pickle.dumps(value, 5))
@@ -118,6 +170,9 @@ def encode_replies(batch: list) -> bytes:
         out.append(_LEN.pack(len(body)) + body)
     if ints:
         body = _INTS + array("Q", ints).tobytes()
+        out.append(_LEN.pack(len(body)) + body)
+    if loads:
+        body = _LOADS + b"".join(loads)
         out.append(_LEN.pack(len(body)) + body)
     if rest:
         body = _PICKLED + pickle.dumps(rest, 5)
@@ -138,6 +193,8 @@ def decode_replies(frame: Any) -> list:
         return list(zip(words[::2], words[1::2]))
     if tag == _PICKLED:
         return pickle.loads(frame[8:])
+    if tag == _LOADS:
+        return _unpack_loads(frame)
     raise ValueError("not a frame of answers")
 
 
@@ -275,6 +332,12 @@ class Receiver:
         """Whether a read would not wait (bytes have arrived, or the end of the stream): a
         ``poll`` with no timeout, cheaper than a read that fails."""
         return bool(self._poll.poll(0))
+
+    def wait(self, timeout: float | None) -> bool:
+        """Wait up to ``timeout`` seconds (None: for ever) until a read would not wait; True
+        if it would not. One thread at a time (a poll object refuses a second)."""
+        ms = -1 if timeout is None else max(0, int(timeout * 1000 + 0.999))
+        return bool(self._poll.poll(ms))
 
     def frames(self, block: bool = True) -> list[Any]:
         """The frames that have arrived; with ``block``, at least one (waiting for it).

@@ -4,7 +4,10 @@ One thread does the work: the device thread reads the client's frames itself whe
 is empty (:class:`SocketMailbox`), and writes the answers of a batch itself, as one frame, when
 the batch ends (:class:`Outbox`); answers completed on a watcher thread are written from there.
 Writing never blocks (:class:`~gpumsg.supervision.wire.Sender`). So a round trip crosses no
-thread inside the worker. As each message starts, the worker counts it in a shared-memory word
+thread inside the worker. Before the device thread blocks on an empty socket with nothing in
+flight, it keeps looking for a frame for a moment (:func:`configured_spin`): a caller doing round
+trips posts again within that time, and a thread that is still running takes the frame without
+being woken. As each message starts, the worker counts it in a shared-memory word
 the supervisor reads after a failure, to tell what was in flight from what was never started.
 """
 
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import deque
 from queue import Empty
 from typing import Any
@@ -26,7 +30,8 @@ from ..service.worker import STOP, serve
 from .shm import close_quietly, open_existing
 from .wire import Receiver, Sender, encode, encode_replies, immutable, loads, split_message
 
-__all__ = ["worker_main", "RemoteReply", "SocketMailbox", "Outbox", "STOP_SEQ"]
+__all__ = ["worker_main", "RemoteReply", "SocketMailbox", "Outbox", "STOP_SEQ",
+           "configured_spin", "SPIN_SECONDS"]
 
 #: the sequence number of the message that asks the worker to finish and exit
 STOP_SEQ = -1
@@ -35,6 +40,33 @@ _DECODED_MAX = 512
 _DECODED_BYTES = 1024
 
 _get_ident = threading.get_ident
+_perf_counter = time.perf_counter
+
+#: how long the worker's device thread, idle, keeps looking for the next frame before it blocks
+#: on the socket: longer than a caller's turn between two round trips (the reply's way back,
+#: the caller's wake-up, its next post: 60-120 µs on the H100's host)
+SPIN_SECONDS = 250e-6
+#: fewer cores than this: no spin (a spinning worker would take a core the client needs)
+_SPIN_MIN_CORES = 4
+
+
+def configured_spin() -> float:
+    """The worker's idle spin in seconds, from ``GPUMSG_WORKER_SPIN_US`` (microseconds; ``0``
+    or ``off`` turns it off); unset, :data:`SPIN_SECONDS` on a machine of at least four cores,
+    else 0. Anything else raises ValueError naming it."""
+    value = os.environ.get("GPUMSG_WORKER_SPIN_US", "").strip().lower()
+    if not value:
+        return SPIN_SECONDS if (os.cpu_count() or 1) >= _SPIN_MIN_CORES else 0.0
+    if value == "off":
+        return 0.0
+    try:
+        us = float(value)
+    except ValueError:
+        us = -1.0
+    if not 0 <= us <= 1e6:
+        raise ValueError(f"GPUMSG_WORKER_SPIN_US must be 'off' or microseconds (0 to 1e6), got "
+                         f"{value!r}")
+    return us * 1e-6
 
 
 class Outbox:
@@ -120,9 +152,14 @@ class SocketMailbox:
     between batches, and while the loop waits a moment for completions) also sends what is
     ready and looks, without waiting, for frames that have arrived, except just after ``get``
     waited for some: everything there was then came in that read. Only the thread that made
-    it reads the socket."""
+    it reads the socket.
 
-    def __init__(self, receiver: Receiver, outbox: Outbox) -> None:
+    ``spin`` seconds: before ``get`` blocks on the socket, it polls it for that long when
+    ``idle()`` says nothing is in flight (batches at the completion watchers need the GIL
+    when their events complete: no spinning then)."""
+
+    def __init__(self, receiver: Receiver, outbox: Outbox, spin: float = 0.0,
+                 idle: Any = None) -> None:
         self._rx = receiver
         self._outbox = outbox
         self._answer = outbox.answer
@@ -131,6 +168,8 @@ class SocketMailbox:
         self._ended = False  # STOP was queued (asked for, or the client went away)
         self._owner = _get_ident()
         self._decoded: dict[bytes, Any] = {}
+        self.spin = spin
+        self.idle = idle
 
     def _read(self, block: bool) -> None:
         try:
@@ -165,11 +204,22 @@ class SocketMailbox:
         self._outbox.flush()
         items = self._items
         if not items:
+            if self.spin and (self.idle is None or self.idle()):
+                self._wait_spinning()
             self._read(True)
             while not items:
                 self._read(True)
             self._fresh = True
         return items.popleft()
+
+    def _wait_spinning(self) -> None:
+        """Poll the socket until a frame has arrived or ``spin`` seconds have passed. Each poll
+        is a system call that lets the process's other threads take the GIL."""
+        ready = self._rx.ready
+        deadline = _perf_counter() + self.spin
+        while not ready():
+            if _perf_counter() > deadline:
+                return
 
     def get_nowait(self) -> tuple:
         try:
@@ -191,7 +241,7 @@ def worker_main(sock: Any, config: dict[str, Any]) -> None:
     """Entry point of a spawned worker process."""
     sender = Sender(sock, "gpumsg-worker")
     outbox = Outbox(sender)
-    mailbox = SocketMailbox(Receiver(sock), outbox)
+    mailbox = SocketMailbox(Receiver(sock), outbox, config.get("spin", 0.0))
     try:
         state = DeviceState(config["ordinal"], config["token"])
         state.generation = config["generation"]
@@ -207,6 +257,7 @@ def worker_main(sock: Any, config: dict[str, Any]) -> None:
             sender.send(encode(("failed", RuntimeError(repr(exc)))))
         sender.drain(30)
         return
+    mailbox.idle = lambda: ctx.in_flight() == 0
     counter_shm = open_existing(config["counter"])
     views = [np.frombuffer(counter_shm.buf, np.int64, 1)]
     started = [0]
