@@ -1,6 +1,7 @@
-"""GpuFuture: a concurrent.futures.Future whose condition is made only when something waits
-(client/buffers.py). Answers from other threads must never be lost, and everything that takes a
-Future (wait, as_completed, callbacks, exception) must work as with the standard one."""
+"""GpuFuture: a concurrent.futures.Future whose waiters in result() sleep on bare locks and
+whose condition is made only for callbacks, wait() and as_completed() (client/buffers.py).
+Answers from other threads must never be lost, and everything that takes a Future (wait,
+as_completed, callbacks, exception) must work as with the standard one."""
 
 from __future__ import annotations
 
@@ -33,10 +34,45 @@ def test_exceptions_reach_result_and_exception() -> None:
     assert isinstance(f.exception(), ValueError)
     g = GpuFuture()
     with pytest.raises(cf.TimeoutError):
-        g.result(timeout=0.01)  # made the condition, then timed out
-    g.set_exception(KeyError("k"))  # through the condition: wakes nobody, keeps the answer
+        g.result(timeout=0.01)  # slept, then timed out: its lock is no longer registered
+    assert g._sleepers == [] and g._cond is None
+    g.set_exception(KeyError("k"))  # wakes nobody, keeps the answer
     with pytest.raises(KeyError):
         g.result(timeout=1)
+
+
+def test_every_sleeper_wakes_without_a_condition() -> None:
+    f = GpuFuture()
+    got: list[int] = []
+    threads = [threading.Thread(target=lambda: got.append(f.result(timeout=10)))
+               for _ in range(6)]
+    e = threading.Thread(target=lambda: got.append(f.exception(timeout=10) is None))
+    for t in [*threads, e]:
+        t.start()
+    deadline = time.monotonic() + 10
+    while len(f._sleepers or ()) < 7 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert len(f._sleepers) == 7  # all seven asleep on their own locks
+    f.set_result(3)
+    for t in [*threads, e]:
+        t.join(10)
+    assert sorted(got) == [True] + [3] * 6 and f._cond is None and f._sleepers is None
+
+
+def test_a_sleeper_and_a_condition_waiter_both_wake() -> None:
+    f = GpuFuture()
+    got: list[object] = []
+    sleeper = threading.Thread(target=lambda: got.append(f.result(timeout=10)))
+    sleeper.start()
+    while not f._sleepers:
+        time.sleep(0.001)
+    waiter = threading.Thread(target=lambda: got.append(len(cf.wait([f], timeout=10).done)))
+    waiter.start()
+    time.sleep(0.02)  # wait() has made the condition by now (or the answer is seen at once)
+    f.set_result("x")  # through the condition, then the sleepers
+    sleeper.join(10)
+    waiter.join(10)
+    assert sorted(map(str, got)) == ["1", "x"]
 
 
 def test_callbacks_before_and_after_the_answer() -> None:

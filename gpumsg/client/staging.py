@@ -125,7 +125,8 @@ class ReleaseOnReply:
 
 class _ChunkDownload(GpuFuture):
     """One device-to-host chunk: when the DMA into the staging block is done, copy the block
-    out to the destination and give the block back."""
+    out to the destination, answer, and give the block back (after answering: the waiting
+    caller wakes meanwhile)."""
 
     def __init__(self, pool: Any, block: Any, dest: np.ndarray, answer: Any = None) -> None:
         super().__init__()
@@ -137,19 +138,39 @@ class _ChunkDownload(GpuFuture):
     def set_result(self, result: Any) -> None:
         try:
             copy_bytes(self._dest, self._block.bytes[:self._dest.nbytes])
-        finally:
+        except BaseException:
             self._pool.release(self._block)
+            raise
         super().set_result(self._answer)
+        self._pool.release(self._block)
 
     def set_exception(self, exception: BaseException | None) -> None:
         self._pool.release(self._block)
         super().set_exception(exception)
 
 
+class _ChunkUpload(GpuFuture):
+    """One host-to-device chunk: answers when the DMA out of the staging block is done, then
+    gives the block back (after answering: the waiting caller wakes meanwhile)."""
+
+    def __init__(self, pool: Any, block: Any) -> None:
+        super().__init__()
+        self._pool = pool
+        self._block = block
+
+    def set_result(self, result: Any) -> None:
+        super().set_result(result)
+        self._pool.release(self._block)
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        super().set_exception(exception)
+        self._pool.release(self._block)
+
+
 class ReleasingFuture(GpuFuture):
     """A future that gives a host block back to its pool when the device has answered, before
-    it resolves: whoever waits on it finds the block free (a host-to-device chunk's staging
-    block once the DMA is done, a pinned buffer once the device has unregistered it)."""
+    it resolves: whoever waits on it finds the block free (a pinned buffer once the device has
+    unregistered it)."""
 
     def __init__(self, pool: Any, block: Any) -> None:
         super().__init__()
@@ -218,7 +239,7 @@ class HostStaging:
 
     def _upload_chunk(self, dst: BufRef, raw: np.ndarray, dst_offset: int, m: int) -> Future:
         block = self.acquire(m)
-        fut = ReleasingFuture(self.pool, block)
+        fut = _ChunkUpload(self.pool, block)
         try:
             copy_bytes(block.bytes[:m], raw)
             # dst and the span were checked by the caller's message; the block is ours

@@ -74,7 +74,10 @@ class BlockPool(abc.ABC):
         self.cache_limit = cache_limit
         self.staging_limit = staging_limit
         # a plain lock: nothing here re-enters it, and an RLock costs more on every take
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        # taken as ``self._lock`` where nothing waits: the Condition's own __enter__/__exit__
+        # are two Python calls more per take and release
+        self._cond = threading.Condition(self._lock)
         self._waiters = 0  # threads in wait_for_release: only then does a release notify
         self._blocks: dict[int, PinnedBlock] = {}
         self._free: dict[int, list[PinnedBlock]] = {}
@@ -90,7 +93,7 @@ class BlockPool(abc.ABC):
     def take_cached(self, nbytes: int, staging: bool = False) -> PinnedBlock | None:
         """A cached block of at least ``nbytes``, now in use; None if there is none."""
         cls = size_class(nbytes)
-        with self._cond:
+        with self._lock:
             free = self._free.get(cls)
             if not free:
                 return None
@@ -107,7 +110,7 @@ class BlockPool(abc.ABC):
 
     def release(self, block: PinnedBlock) -> None:
         """Return a block to the cache (any thread)."""
-        with self._cond:
+        with self._lock:
             if not block.in_use or block.id not in self._blocks:
                 return
             block.in_use = False
@@ -136,7 +139,7 @@ class BlockPool(abc.ABC):
 
     def find(self, ptr: int, nbytes: int) -> tuple[PinnedBlock, int] | None:
         """The in-use block containing [ptr, ptr+nbytes) and the offset in it, or None."""
-        with self._cond:
+        with self._lock:
             i = bisect.bisect_right(self._addrs, ptr) - 1
             if i < 0:
                 return None
@@ -147,7 +150,7 @@ class BlockPool(abc.ABC):
 
     def blocks(self) -> list[PinnedBlock]:
         """Every block the pool holds (in use or cached)."""
-        with self._cond:
+        with self._lock:
             return list(self._blocks.values())
 
     # -- where blocks come from ---------------------------------------------------------------
@@ -166,7 +169,7 @@ class BlockPool(abc.ABC):
             return block
         size = size_class(nbytes)
         ptr, view, handle = self._create(size)
-        with self._cond:
+        with self._lock:
             block = PinnedBlock(self._next_id, ptr, size, view, handle)
             self._next_id += 1
             self._blocks[block.id] = block
@@ -179,7 +182,7 @@ class BlockPool(abc.ABC):
 
     def trim(self, keep: int = 0) -> None:
         """Free cached blocks until at most ``keep`` cached bytes remain."""
-        with self._cond:
+        with self._lock:
             cached = self.reserved - self.in_use
             doomed = []
             for size in sorted(self._free, reverse=True):
@@ -201,7 +204,7 @@ class BlockPool(abc.ABC):
             self.trim(self.cache_limit)
 
     def close(self) -> None:
-        with self._cond:
+        with self._lock:
             blocks = list(self._blocks.values())
             self._blocks.clear()
             self._free.clear()
