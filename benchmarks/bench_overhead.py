@@ -81,6 +81,17 @@ class BareService:
         self.thread.join()
 
 
+def start_bare(cu: Any, host: list[np.ndarray], x: np.ndarray,
+               y: np.ndarray) -> tuple[BareService, BareOps]:
+    """The bare service on device 0's primary context, and its buffers."""
+    ctx = cu.cuCtxGetCurrent()[1]
+    if not int(ctx):
+        ctx = cu.cuDevicePrimaryCtxRetain(cu.cuDeviceGet(0)[1])[1]
+    cu.cuCtxSetCurrent(ctx)
+    svc = BareService(cu, ctx)
+    return svc, BareOps(cu, svc, host, x, y)
+
+
 def _ok(status: int) -> None:
     if status:
         raise RuntimeError(f"status {status}")
@@ -244,12 +255,7 @@ def main() -> None:
     kib = rng.standard_normal(256).astype(np.float32)  # 1 KiB
     dev = gpumsg.open_device(0)
     try:
-        ctx = cu.cuCtxGetCurrent()[1]
-        if not int(ctx):
-            ctx = cu.cuDevicePrimaryCtxRetain(cu.cuDeviceGet(0)[1])[1]
-        cu.cuCtxSetCurrent(ctx)
-        svc = BareService(cu, ctx)
-        ops = BareOps(cu, svc, host, xh, yh)
+        svc, ops = start_bare(cu, host, xh, yh)
         post = svc.post
 
         a, b = (dev.to_device(h).result() for h in host)

@@ -30,8 +30,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "benchmarks"))
-from _common import environment, median_us  # noqa: E402
-from bench_overhead import BareOps, BareService, aggregate  # noqa: E402
+from _common import environment, median_us, save_diagnostic  # noqa: E402
+from bench_overhead import aggregate, start_bare  # noqa: E402
 
 import gpumsg  # noqa: E402
 from gpumsg.client import buffers, staging  # noqa: E402
@@ -93,12 +93,7 @@ def main() -> None:
     kib = rng.standard_normal(256).astype(np.float32)
     n = opts.n
     with gpumsg.open_device(0) as dev:
-        ctx = cu.cuCtxGetCurrent()[1]
-        if not int(ctx):
-            ctx = cu.cuDevicePrimaryCtxRetain(cu.cuDeviceGet(0)[1])[1]
-        cu.cuCtxSetCurrent(ctx)
-        svc = BareService(cu, ctx)
-        ops = BareOps(cu, svc, host, xh, yh)
+        svc, ops = start_bare(cu, host, xh, yh)
         post = svc.post
         a, b = (dev.to_device(h).result() for h in host)
         c = dev.alloc((64, 64), np.float32).result()
@@ -184,12 +179,7 @@ def main() -> None:
     lines += ["", f"- rounds: {json.dumps(seen)}"]
     text = "\n".join(lines)
     print(text)
-    out = os.environ.get("OUT")
-    if out:
-        with open(os.path.join(out, "answer_ab.json"), "w") as f:
-            json.dump({"environment": env, "rows": rows, "rounds": seen}, f, indent=1)
-        with open(os.path.join(out, "answer_ab.md"), "w") as f:
-            f.write(text + "\n")
+    save_diagnostic("answer_ab", {"environment": env, "rows": rows, "rounds": seen}, text)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
-import os
 import statistics
 import sys
 import threading
@@ -38,7 +37,7 @@ import numpy as np
 
 sys.path.insert(0, "benchmarks")
 sys.path.insert(0, "tools")
-from _common import environment, rate_us  # noqa: E402
+from _common import environment, rate_us, save_diagnostic  # noqa: E402
 from conv_case import conv_pair  # noqa: E402
 
 import gpumsg  # noqa: E402
@@ -281,10 +280,6 @@ def main() -> None:
         print(json.dumps(result[-1]), flush=True)
     name = {"launch": "launch_hold_ab", "derived": "derived_ab",
             "reductions": "reductions_ab", "interval": "switch_interval_ab"}[opts.switch]
-    out_dir = os.environ.get("OUT", ".")
-    with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
-        json.dump({"environment": env, "switch": opts.switch, "rounds": opts.rounds,
-                   "rows": result}, f, indent=1)
     lines = [f"# {name}", "",
              f"{env.get('device', '')} · driver {env.get('driver', '')} · {env.get('date', '')}",
              "", f"Per-call µs of n pipelined calls then one wait; switch `{opts.switch}`, modes "
@@ -298,8 +293,8 @@ def main() -> None:
         lines.append(f"| {r['case']} | " + " | ".join(str(r[m + '_us']) for m in names) +
                      f" | {r['torch_us']} | " +
                      " | ".join(str(r['torch_over_' + m]) for m in names) + " |")
-    with open(os.path.join(out_dir, f"{name}.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
+    save_diagnostic(name, {"environment": env, "switch": opts.switch, "rounds": opts.rounds,
+                           "rows": result}, "\n".join(lines), default_dir=".")
     print("\n".join(lines[-len(result) - 2:]))
 
 

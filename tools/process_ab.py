@@ -16,8 +16,6 @@ import json
 import os
 import statistics
 import sys
-import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -26,7 +24,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "benchmarks"))
-from _common import environment, median_us, rate_us  # noqa: E402
+from _common import environment, median_us, rate_us, save_diagnostic  # noqa: E402
+from bench_overhead import aggregate  # noqa: E402
 
 import gpumsg  # noqa: E402
 from gpumsg.supervision import client as sup_client  # noqa: E402
@@ -54,24 +53,6 @@ def cases(dev: Any, n: int) -> dict[str, Callable[[], float]]:
     def sgemm_issue() -> None:
         last[0] = dev.sgemm(a, a, c, 64, 64, 64)
 
-    def threads_rt() -> float:
-        per = 250
-        barrier = threading.Barrier(9)
-
-        def work() -> None:
-            barrier.wait()
-            for _ in range(per):
-                dev.stats().result()
-
-        ts = [threading.Thread(target=work) for _ in range(8)]
-        for t in ts:
-            t.start()
-        barrier.wait()
-        t0 = time.perf_counter_ns()
-        for t in ts:
-            t.join()
-        return (time.perf_counter_ns() - t0) / (8 * per) / 1e3
-
     return {
         "Stats round trip": lambda: median_us(lambda: dev.stats().result(), n),
         "64^3 SGEMM round trip": lambda: median_us(
@@ -83,7 +64,8 @@ def cases(dev: Any, n: int) -> dict[str, Callable[[], float]]:
                                                     2000, repeats=3),
         "64^3 SGEMM pipelined (per op)": lambda: rate_us(
             sgemm_issue, lambda: last[0].result(), 2000, repeats=3),
-        "8 threads of Stats round trips (µs per op, all threads)": threads_rt,
+        "8 threads of Stats round trips (µs per op, all threads)": lambda: 1e6 / aggregate(
+            lambda: dev.stats, 8, 2000, wait_each=True),
     }
 
 
@@ -142,12 +124,7 @@ def main() -> None:
               f"- rounds: {json.dumps(seen)}"]
     text = "\n".join(lines)
     print(text)
-    out = os.environ.get("OUT")
-    if out:
-        with open(os.path.join(out, "process_ab.json"), "w") as f:
-            json.dump({"environment": env, "rows": rows, "rounds": seen}, f, indent=1)
-        with open(os.path.join(out, "process_ab.md"), "w") as f:
-            f.write(text + "\n")
+    save_diagnostic("process_ab", {"environment": env, "rows": rows, "rounds": seen}, text)
 
 
 if __name__ == "__main__":
