@@ -122,6 +122,61 @@ def test_a_leading_caller_keeps_its_timeout_and_hands_back(pdev) -> None:
     assert len(done) == 2 and later.result().generation == 0
 
 
+def test_the_reader_stays_parked_through_round_trips(pdev, monkeypatch) -> None:
+    """Back-to-back round trips leave the reader thread off the socket: after the first, no
+    leader has to kick it out of its poll."""
+    from gpumsg.supervision import client as sup
+
+    monkeypatch.setattr(sup, "PARK_SECONDS", 5.0)
+    worker = pdev._worker._worker
+    kicks = []
+    kick = worker.kick
+    monkeypatch.setattr(worker, "kick", lambda: (kicks.append(1), kick()))
+    for _ in range(40):
+        assert pdev.stats().result(timeout=60).generation == 0
+    assert len(kicks) <= 3 and not worker.polling
+
+
+def test_a_parked_reader_reads_what_a_leader_left_outstanding(pdev, monkeypatch) -> None:
+    """A lead that ends with answers outstanding (here at its timeout) sends the reader back to
+    the socket at once, whatever the park: the answer nobody leads for still comes."""
+    from concurrent.futures import wait
+
+    from gpumsg.supervision import client as sup
+
+    monkeypatch.setattr(sup, "PARK_SECONDS", 30.0)
+    assert pdev.stats().result(timeout=60).generation == 0  # a lead: the reader parks
+    stall = pdev.inject_fault("stall", seconds=0.3)
+    fut = pdev.stats()
+    with pytest.raises(TimeoutError):
+        fut.result(timeout=0.05)
+    t0 = time.perf_counter()
+    done, _ = wait([stall, fut], timeout=20)  # wait() does not lead
+    assert len(done) == 2 and time.perf_counter() - t0 < 20
+    # and after leads stop for the park, the reader returns to the socket by itself
+    monkeypatch.setattr(sup, "PARK_SECONDS", 0.05)
+    assert pdev.stats().result(timeout=60).generation == 0
+    later = pdev.stats()
+    done, _ = wait([later], timeout=20)
+    assert done == {later} and later.result().generation == 0
+
+
+def test_a_spinning_caller_keeps_its_timeout(pdev) -> None:
+    """A leading caller polls for ``lead_spin`` before it sleeps, never past its timeout, and
+    reads its answer either way."""
+    pdev._worker.lead_spin = 2.0
+    stall = pdev.inject_fault("stall", seconds=1.0)
+    fut = pdev.stats()
+    t0 = time.perf_counter()
+    with pytest.raises(TimeoutError):
+        fut.result(timeout=0.1)
+    assert time.perf_counter() - t0 < 0.9
+    assert fut.result(timeout=60).generation == 0  # spins through the rest of the stall
+    stall.result(timeout=60)
+    for _ in range(20):
+        assert pdev.stats().result(timeout=60).generation == 0
+
+
 def test_hung_kernel_is_detected(pdev, rng) -> None:
     hang = pdev.inject_fault("hang")  # spins for ever
     behind = pdev.stats()  # started (answered at once) or queued: either way it completes

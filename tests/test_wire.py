@@ -97,14 +97,16 @@ def test_the_mailbox_spins_only_while_idle_and_then_blocks() -> None:
     busy = [False]
     box, client, server = _mailbox(0.05, lambda: not busy[0])
     spins = []
-    wait = box._wait_spinning
+    rx = box._rx
+    wait = rx.spin
 
-    def counted() -> None:
+    def counted(seconds: float) -> bool:
         t0 = time.perf_counter()
-        wait()
+        ready = wait(seconds)
         spins.append(time.perf_counter() - t0)
+        return ready
 
-    box._wait_spinning = counted  # type: ignore[method-assign]
+    rx.spin = counted  # type: ignore[method-assign]
     try:
         # nothing arrives within the spin: it gives up after about the spin, then blocks
         # until the frame sent later comes

@@ -63,6 +63,12 @@ _STOP_FRAME = message_frame(STOP_SEQ, dumps(None))
 #: a caller waiting for an answer reads the socket itself (see ProcessWorker._lead); False
 #: leaves every answer to the reader thread (a switch for measuring the difference)
 LEAD = True
+#: after a lead ends, the reader thread stays off the socket until leads have stopped for this
+#: long (seconds), unless the leader left answers outstanding: a caller doing round trips
+#: back to back then never wakes it. 0: the reader returns to the socket after every lead.
+#: The cost: an answer that nobody leads for, sent within this time after a lead, is read up
+#: to this much later (by the reader; at once by any caller that waits).
+PARK_SECONDS = 500e-6
 _EMPTY_PICKLES: dict[type, bytes] = {}
 _HAS_FIELDS: set[type] = set()
 
@@ -125,6 +131,10 @@ class _Worker:
         self.kick_tx.setblocking(False)
         #: a leader read a frame that did not decode: the reader treats the worker as dead
         self.broken = False
+        #: the reader is in (or on its way into) its poll of the socket: a leader must kick it
+        self.polling = True
+        #: when the last lead ended (time.monotonic); -inf: the reader is wanted at once
+        self.lead_end = float("-inf")
 
     def kick(self) -> None:
         try:
@@ -224,6 +234,9 @@ class ProcessWorker:
         self._recovery: threading.Thread | None = None
         self._reapers: list[threading.Thread] = []  # reaping replaced workers (kill_now)
         self._lead_bound = self._lead  # given to every future sent (one bound method)
+        #: seconds a leading caller polls the socket before it sleeps in ``poll``: the same
+        #: spin as the worker's (an answer that comes within it needs no wake-up)
+        self.lead_spin = self._config["spin"]
         self._worker: _Worker | None = self._spawn(state.generation)
         self.props = self._worker.props
         self.kind = self._worker.kind
@@ -467,8 +480,8 @@ class ProcessWorker:
         try:
             while ok:
                 with cond:
-                    while worker.leaders:
-                        cond.wait()
+                    self._park(worker)
+                    worker.polling = True
                 if worker.broken:
                     ok = False
                     break
@@ -494,10 +507,29 @@ class ProcessWorker:
         if not worker.said_bye:
             self._fault(worker, "died", None)
 
+    @staticmethod
+    def _park(worker: _Worker) -> None:
+        """The reader (holding ``lead_cond``) waits while callers lead, and until leads have
+        stopped for :data:`PARK_SECONDS` (a lead that leaves answers outstanding, or a broken
+        socket, ends the wait at once)."""
+        cond = worker.lead_cond
+        worker.polling = False
+        while not worker.broken:
+            park = PARK_SECONDS
+            if worker.leaders:
+                cond.wait(park or None)
+                continue
+            quiet = time.monotonic() - worker.lead_end
+            if quiet >= park:
+                return
+            cond.wait(park - quiet)
+
     def _lead(self, fut: Any, timeout: float | None) -> float | None:
         """``fut.result()`` is about to wait: read the socket in this thread until ``fut`` is
         answered (answering whatever else arrives too), so that the answer needs no hand-over
-        from the reader thread, one wake-up less per round trip. Returns what is left of
+        from the reader thread, one wake-up less per round trip. Before each sleep in ``poll``
+        it polls without waiting for ``lead_spin`` seconds, so that an answer coming soon needs
+        no wake-up either. Returns what is left of
         ``timeout``. Gives up, leaving the rest to the reader thread, when the socket ends or
         fails (the reader then handles the worker's death) or a frame does not decode."""
         worker = self._worker
@@ -507,17 +539,20 @@ class ProcessWorker:
         cond = worker.lead_cond
         with cond:
             worker.leaders += 1
+            polling = worker.polling
         try:
-            worker.kick()
+            if polling:  # else the reader is parked, off the socket
+                worker.kick()
             if not worker.rx_lock.acquire(True, -1 if timeout is None else max(0.0, timeout)):
                 return 0.0
             try:
-                rx = worker.rx
+                rx, spin = worker.rx, self.lead_spin
                 while not fut.done():
                     left = None if deadline is None else deadline - time.monotonic()
                     if left is not None and left <= 0:
                         break
-                    if not rx.wait(left):
+                    if not (spin and rx.spin(spin if left is None else min(spin, left))) \
+                            and not rx.wait(left):
                         continue
                     try:
                         frames = rx.frames(False)
@@ -532,7 +567,11 @@ class ProcessWorker:
             with cond:
                 worker.leaders -= 1
                 if not worker.leaders:
-                    cond.notify_all()
+                    if self._pending or worker.broken or not PARK_SECONDS:
+                        worker.lead_end = float("-inf")  # answers outstanding: read them now
+                        cond.notify_all()
+                    else:
+                        worker.lead_end = time.monotonic()
             if worker.broken:
                 worker.kick()
         return None if deadline is None else max(0.0, deadline - time.monotonic())

@@ -28,12 +28,15 @@ import select
 import socket
 import struct
 import threading
+import time
 from array import array
 from collections import deque
 from typing import Any
 
 from ..memory.adaptors import MemoryStatistics
 from ..service.stats import DeviceLoad
+
+_perf_counter = time.perf_counter
 
 __all__ = ["Sender", "Receiver", "encode", "message_frame", "split_message", "dumps", "loads",
            "encode_replies", "decode_replies", "immutable"]
@@ -332,6 +335,18 @@ class Receiver:
         """Whether a read would not wait (bytes have arrived, or the end of the stream): a
         ``poll`` with no timeout, cheaper than a read that fails."""
         return bool(self._poll.poll(0))
+
+    def spin(self, seconds: float) -> bool:
+        """Poll without waiting until a read would not wait (True) or ``seconds`` have passed
+        (False). Each poll is a system call in which the process's other threads may take the
+        GIL; a thread that spins instead of sleeping is not woken (10-40 µs on the VMs we
+        measure) when the bytes arrive soon."""
+        ready = self._poll.poll
+        deadline = _perf_counter() + seconds
+        while not ready(0):
+            if _perf_counter() > deadline:
+                return False
+        return True
 
     def wait(self, timeout: float | None) -> bool:
         """Wait up to ``timeout`` seconds (None: for ever) until a read would not wait; True

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections import deque
 from queue import Empty
 from typing import Any
@@ -40,7 +39,6 @@ _DECODED_MAX = 512
 _DECODED_BYTES = 1024
 
 _get_ident = threading.get_ident
-_perf_counter = time.perf_counter
 
 #: how long the worker's device thread, idle, keeps looking for the next frame before it blocks
 #: on the socket: longer than a caller's turn between two round trips (the reply's way back,
@@ -205,21 +203,13 @@ class SocketMailbox:
         items = self._items
         if not items:
             if self.spin and (self.idle is None or self.idle()):
-                self._wait_spinning()
+                self._rx.spin(self.spin)
             self._read(True)
             while not items:
                 self._read(True)
             self._fresh = True
         return items.popleft()
 
-    def _wait_spinning(self) -> None:
-        """Poll the socket until a frame has arrived or ``spin`` seconds have passed. Each poll
-        is a system call that lets the process's other threads take the GIL."""
-        ready = self._rx.ready
-        deadline = _perf_counter() + self.spin
-        while not ready():
-            if _perf_counter() > deadline:
-                return
 
     def get_nowait(self) -> tuple:
         try:
