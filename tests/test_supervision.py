@@ -161,6 +161,26 @@ def test_a_parked_reader_reads_what_a_leader_left_outstanding(pdev, monkeypatch)
     assert done == {later} and later.result().generation == 0
 
 
+def test_a_copy_in_chunks_is_read_by_its_waiting_caller(pdev, monkeypatch, rng) -> None:
+    """A caller waiting on a copy of several chunks (a future made of several answers) reads
+    them itself, as for one answer: even with the reader parked for long, it is not kept
+    waiting."""
+    from gpumsg.supervision import client as sup
+
+    monkeypatch.setattr(sup, "PARK_SECONDS", 30.0)
+    big = rng.standard_normal(5_000_000)  # 40 MB: three staging chunks each way
+    assert pdev.stats().result(timeout=60).generation == 0  # a lead: the reader parks
+    t0 = time.perf_counter()
+    buf = pdev.to_device(big)
+    buf.result(timeout=60)
+    out = pdev.copy_to_host(buf)
+    answered_on: list[str] = []
+    out.add_done_callback(lambda f: answered_on.append(threading.current_thread().name))
+    assert np.array_equal(out.result(timeout=60), big)
+    assert time.perf_counter() - t0 < 20
+    assert answered_on == [threading.current_thread().name]
+
+
 def test_a_spinning_caller_keeps_its_timeout(pdev) -> None:
     """A leading caller polls for ``lead_spin`` before it sleeps, never past its timeout, and
     reads its answer either way."""

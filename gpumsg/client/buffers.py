@@ -196,6 +196,7 @@ def buffer_after(done: Future, buffer: GpuBuffer) -> BufferFuture:
             out.set_result(buffer)
 
     done.add_done_callback(finish)
+    out._lead = getattr(done, "_lead", None)
     return out
 
 
@@ -440,4 +441,9 @@ def gather(futures: Iterable[Future], value: Any = None) -> GpuFuture:
 
     for f in futures:
         f.add_done_callback(done)
+    # a caller waiting on the whole may read the answers of its parts itself, as it would
+    # waiting on one of them (process isolation), when they all come from one device
+    lead = getattr(futures[0], "_lead", None)
+    if lead is not None and all(getattr(f, "_lead", None) is lead for f in futures):
+        out._lead = lead
     return out

@@ -69,6 +69,9 @@ LEAD = True
 #: The cost: an answer that nobody leads for, sent within this time after a lead, is read up
 #: to this much later (by the reader; at once by any caller that waits).
 PARK_SECONDS = 500e-6
+#: a leader sleeps in ``poll`` for at most this long before it looks at its future again (its
+#: future is answered by what it reads; this bounds the wait if something else answers it)
+_LEAD_SLICE = 0.05
 _EMPTY_PICKLES: dict[type, bytes] = {}
 _HAS_FIELDS: set[type] = set()
 
@@ -552,7 +555,8 @@ class ProcessWorker:
                     if left is not None and left <= 0:
                         break
                     if not (spin and rx.spin(spin if left is None else min(spin, left))) \
-                            and not rx.wait(left):
+                            and not rx.wait(_LEAD_SLICE if left is None else
+                                            min(left, _LEAD_SLICE)):
                         continue
                     try:
                         frames = rx.frames(False)
