@@ -121,13 +121,17 @@ def main() -> None:
              ("process, neither (stop 27)", "process", 0.0, 0.0)]
     legs_seen: dict[str, list[dict[str, float]]] = {m[0]: [] for m in modes}
     kinds = ("Stats", "64^3 SGEMM", "64^3 SGEMM pipelined (per op)",
-             "8 threads of Stats round trips (per op)")
+             "8 threads of Stats round trips (per op)", "64 MiB H2D from a pinned block",
+             "64 MiB D2H into a pinned block")
     rt_seen: dict[str, dict[str, list[float]]] = {m[0]: {k: [] for k in kinds} for m in modes}
     try:
-        bufs = {}
+        bufs, big = {}, {}
         for name, dev in devs.items():
             a = dev.to_device(rng.standard_normal((64, 64), dtype=np.float32)).result()
             bufs[name] = (a, dev.alloc((64, 64), np.float32).result())
+            pinned = dev.alloc_pinned((16 << 20,), np.float32).result()
+            pinned.array[:] = rng.standard_normal(16 << 20, dtype=np.float32)
+            big[name] = (dev.alloc(16 << 20, np.float32).result(), pinned)
         for r in range(opts.rounds):
             for label, name, lead_spin, parked in modes[r % 5:] + modes[:r % 5]:
                 dev = devs[name]
@@ -145,6 +149,12 @@ def main() -> None:
                     2000, wait_each=False))
                 rt_seen[label][kinds[3]].append(1e6 / aggregate(
                     lambda dev=dev: dev.stats, 8, 2000, wait_each=True))
+                dst, pinned = big[name]
+                rt_seen[label][kinds[4]].append(median_us(
+                    lambda dev=dev, d=dst, p=pinned: dev.copy_from_host(d, p.array).result(), 15))
+                rt_seen[label][kinds[5]].append(median_us(
+                    lambda dev=dev, d=dst, p=pinned: dev.copy_to_host(d, out=p.array).result(),
+                    15))
             print(f"round {r + 1}/{opts.rounds}", flush=True)
     finally:
         devs["process"]._worker.lead_spin, sup.PARK_SECONDS = spin, park
