@@ -1,5 +1,6 @@
 """GpuFuture: a concurrent.futures.Future whose waiters in result() sleep on bare locks and
-whose condition is made only for callbacks, wait() and as_completed() (client/buffers.py).
+whose condition (and the lists of waiters and callbacks) are made only for callbacks, wait() and
+as_completed() (client/buffers.py).
 Answers from other threads must never be lost, and everything that takes a Future (wait,
 as_completed, callbacks, exception) must work as with the standard one."""
 
@@ -21,6 +22,8 @@ def test_an_answer_before_any_wait_makes_no_condition() -> None:
     f.set_result(5)
     assert f.done() and f.result() == 5 and f.exception() is None
     assert f._cond is None  # the saving: nobody waited, so no Condition was made
+    # nor the lists of wait()'s waiters and of done-callbacks
+    assert f._waiter_list is None and f._callback_list is None
     with pytest.raises(cf.InvalidStateError):
         f.set_result(6)
     assert not f.cancel() and not f.cancelled()

@@ -53,12 +53,32 @@ class GpuFuture(Future):
     #: ``timeout``, once the future is answered or the caller should wait as usual
     _lead: Any = None
 
-    def __init__(self) -> None:  # Future.__init__, without the condition
+    #: the lists behind ``_waiters`` and ``_done_callbacks``, made when first used
+    _waiter_list: list[Any] | None = None
+    _callback_list: list[Any] | None = None
+
+    def __init__(self) -> None:  # Future.__init__, without the condition and the two lists
         self._state = _fb.PENDING
         self._result = None
         self._exception: BaseException | None = None
-        self._waiters: list[Any] = []
-        self._done_callbacks: list[Any] = []
+
+    # concurrent.futures appends to these (wait/as_completed, add_done_callback, under the
+    # condition's lock). Made on first use, so that a future nobody waits on with them costs
+    # the cyclic garbage collector two objects less: with 2000 allocations kept, the collector
+    # took 2.0 µs of each 15.1 (tools/gc_share.py, H100).
+    @property
+    def _waiters(self) -> list[Any]:
+        found = self._waiter_list
+        if found is None:
+            found = self._waiter_list = []
+        return found
+
+    @property
+    def _done_callbacks(self) -> list[Any]:
+        found = self._callback_list
+        if found is None:
+            found = self._callback_list = []
+        return found
 
     @property  # type: ignore[override]
     def _condition(self) -> threading.Condition:
@@ -140,7 +160,7 @@ class GpuFuture(Future):
             self._result = result
             self._exception = exception
             self._state = _FINISHED
-            for waiter in self._waiters:
+            for waiter in self._waiter_list or ():
                 if exception is None:
                     waiter.add_result(self)
                 else:
@@ -152,7 +172,7 @@ class GpuFuture(Future):
         if sleepers is not None:
             for lock in sleepers:
                 lock.release()
-        if self._done_callbacks:
+        if self._callback_list:
             self._invoke_callbacks()  # type: ignore[attr-defined]
 
 
