@@ -532,9 +532,9 @@ class ProcessWorker:
         answered (answering whatever else arrives too), so that the answer needs no hand-over
         from the reader thread, one wake-up less per round trip. Before each sleep in ``poll``
         it polls without waiting for ``lead_spin`` seconds, so that an answer coming soon needs
-        no wake-up either. Returns what is left of
-        ``timeout``. Gives up, leaving the rest to the reader thread, when the socket ends or
-        fails (the reader then handles the worker's death) or a frame does not decode."""
+        no wake-up either. Returns what is left of ``timeout``. Gives up, leaving the rest to
+        the reader thread, when the socket ends or fails (the reader then handles the worker's
+        death) or a frame does not decode."""
         worker = self._worker
         if worker is None or not LEAD or worker.broken:
             return timeout
