@@ -101,17 +101,24 @@ def test_a_waiting_caller_reads_its_own_answer(pdev, monkeypatch, lead) -> None:
     assert answered_on == [threading.current_thread().name if lead else "gpumsg-reader-0"]
 
 
+def _timed_out_behind_a_stall(dev) -> tuple:
+    """A ``Stats`` queued behind a 1 s stall, whose ``result(timeout=0.1)`` must raise
+    TimeoutError well before the stall ends: (the stall's future, the Stats's)."""
+    stall = dev.inject_fault("stall", seconds=1.0)
+    fut = dev.stats()
+    t0 = time.perf_counter()
+    with pytest.raises(TimeoutError):
+        fut.result(timeout=0.1)
+    assert time.perf_counter() - t0 < 0.9
+    return stall, fut
+
+
 def test_a_leading_caller_keeps_its_timeout_and_hands_back(pdev) -> None:
     """A leader gives up at its timeout; once no caller leads, the reader thread answers
     futures nobody waits on with result()."""
     from concurrent.futures import wait
 
-    stall = pdev.inject_fault("stall", seconds=1.0)
-    fut = pdev.stats()
-    t0 = time.perf_counter()
-    with pytest.raises(TimeoutError):
-        fut.result(timeout=0.1)
-    assert time.perf_counter() - t0 < 0.9
+    stall, fut = _timed_out_behind_a_stall(pdev)
     behind = pdev.stats()
     waiter = threading.Thread(target=lambda: fut.result(timeout=60))
     waiter.start()  # leads until its own answer, then steps aside
@@ -185,12 +192,7 @@ def test_a_spinning_caller_keeps_its_timeout(pdev) -> None:
     """A leading caller polls for ``lead_spin`` before it sleeps, never past its timeout, and
     reads its answer either way."""
     pdev._worker.lead_spin = 2.0
-    stall = pdev.inject_fault("stall", seconds=1.0)
-    fut = pdev.stats()
-    t0 = time.perf_counter()
-    with pytest.raises(TimeoutError):
-        fut.result(timeout=0.1)
-    assert time.perf_counter() - t0 < 0.9
+    stall, fut = _timed_out_behind_a_stall(pdev)
     assert fut.result(timeout=60).generation == 0  # spins through the rest of the stall
     stall.result(timeout=60)
     for _ in range(20):

@@ -123,15 +123,23 @@ class ReleaseOnReply:
         self.pool.release(self.block)
 
 
-class _ChunkDownload(GpuFuture):
+class _BlockFuture(GpuFuture):
+    """A future that holds a host block of ``pool`` until the device has answered; each kind
+    below says when it gives the block back."""
+
+    def __init__(self, pool: Any, block: Any) -> None:
+        super().__init__()
+        self._pool = pool
+        self._block = block
+
+
+class _ChunkDownload(_BlockFuture):
     """One device-to-host chunk: when the DMA into the staging block is done, copy the block
     out to the destination, answer, and give the block back (after answering: the waiting
     caller wakes meanwhile)."""
 
     def __init__(self, pool: Any, block: Any, dest: np.ndarray, answer: Any = None) -> None:
-        super().__init__()
-        self._pool = pool
-        self._block = block
+        super().__init__(pool, block)
         self._dest = dest
         self._answer = answer  # what the future resolves to (the whole copy's result)
 
@@ -149,14 +157,9 @@ class _ChunkDownload(GpuFuture):
         super().set_exception(exception)
 
 
-class _ChunkUpload(GpuFuture):
+class _ChunkUpload(_BlockFuture):
     """One host-to-device chunk: answers when the DMA out of the staging block is done, then
     gives the block back (after answering: the waiting caller wakes meanwhile)."""
-
-    def __init__(self, pool: Any, block: Any) -> None:
-        super().__init__()
-        self._pool = pool
-        self._block = block
 
     def set_result(self, result: Any) -> None:
         super().set_result(result)
@@ -167,15 +170,10 @@ class _ChunkUpload(GpuFuture):
         self._pool.release(self._block)
 
 
-class ReleasingFuture(GpuFuture):
+class ReleasingFuture(_BlockFuture):
     """A future that gives a host block back to its pool when the device has answered, before
     it resolves: whoever waits on it finds the block free (a pinned buffer once the device has
     unregistered it)."""
-
-    def __init__(self, pool: Any, block: Any) -> None:
-        super().__init__()
-        self._pool = pool
-        self._block = block
 
     def set_result(self, result: Any) -> None:
         self._pool.release(self._block)

@@ -49,9 +49,11 @@ _SPIN_MIN_CORES = 4
 
 
 def configured_spin() -> float:
-    """The worker's idle spin in seconds, from ``GPUMSG_WORKER_SPIN_US`` (microseconds; ``0``
-    or ``off`` turns it off); unset, :data:`SPIN_SECONDS` on a machine of at least four cores,
-    else 0. Anything else raises ValueError naming it."""
+    """The spin of process isolation in seconds: how long the worker's idle device thread, and
+    a caller waiting for its answer (supervision/client.py), poll the socket before they block.
+    From ``GPUMSG_WORKER_SPIN_US`` (microseconds; ``0`` or ``off`` turns it off); unset,
+    :data:`SPIN_SECONDS` on a machine of at least four cores, else 0. Anything else raises
+    ValueError naming it."""
     value = os.environ.get("GPUMSG_WORKER_SPIN_US", "").strip().lower()
     if not value:
         return SPIN_SECONDS if (os.cpu_count() or 1) >= _SPIN_MIN_CORES else 0.0
@@ -209,7 +211,6 @@ class SocketMailbox:
                 self._read(True)
             self._fresh = True
         return items.popleft()
-
 
     def get_nowait(self) -> tuple:
         try:
