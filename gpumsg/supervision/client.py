@@ -16,8 +16,15 @@ allocation is among the replayed messages. More than ``max_restarts`` restarts w
 ``restart_window`` seconds close the device for good (``Unrecoverable``).
 
 With ``standby=True`` (the default) a spare worker, started and initialized for the next
-generation ahead of time, takes over at once: recovery does not wait for a new Python process
-and CUDA context (about a second). The spare holds a CUDA context of its own meanwhile.
+generation ahead of time, takes over at once: recovery does not wait for a new process and
+CUDA context. The spare holds a CUDA context of its own meanwhile.
+
+Workers are forked by a fork server (``multiprocessing``'s ``forkserver``): a fresh interpreter,
+started once, that imports gpumsg and never touches CUDA. A worker then starts with gpumsg
+imported (tens of ms, where a spawned interpreter takes a second to import it on the H100's
+host) and spends its start on the CUDA context (0.3 s). That is what faults one right after
+another wait for: the standby of the previous recovery is still starting.
+``GPUMSG_WORKER_START=spawn`` spawns each worker instead (:func:`configured_start_method`).
 """
 
 from __future__ import annotations
@@ -100,6 +107,39 @@ def _stopped_running(pid: int | None) -> bool | None:
         if fields[0] not in "ZXx" and not int(fields[6]) & _PF_EXITING:
             return False
     return True
+
+
+#: what starts a worker: ``forkserver`` (a clean server process, started once, that has imported
+#: the worker's modules and never touched CUDA, forks each worker) or ``spawn`` (a new
+#: interpreter that imports everything itself: about half a second more per worker)
+START_METHODS = ("forkserver", "spawn")
+#: modules the fork server imports once, so that a forked worker starts with them imported
+_PRELOAD = ["gpumsg.supervision.worker"]
+
+
+def configured_start_method() -> str:
+    """How workers start: ``GPUMSG_WORKER_START`` (``forkserver`` or ``spawn``); unset,
+    ``forkserver`` where the platform has it, else ``spawn``. Neither ever forks a process that
+    may hold CUDA: the fork server is a fresh interpreter that imports gpumsg and nothing else
+    runs there. Raises InvalidMessage for any other value."""
+    value = os.environ.get("GPUMSG_WORKER_START", "").strip().lower()
+    if not value:
+        have = multiprocessing.get_all_start_methods()
+        return "forkserver" if "forkserver" in have else "spawn"
+    if value not in START_METHODS:
+        raise InvalidMessage(f"GPUMSG_WORKER_START must be one of {START_METHODS}, got "
+                             f"{value!r}", field="GPUMSG_WORKER_START")
+    return value
+
+
+def _start_context(method: str) -> Any:
+    """The multiprocessing context for ``method``. The fork server is the interpreter's own
+    (one per process, shared with the application's forkserver workers); the preload takes
+    effect only if this starts it."""
+    mp = multiprocessing.get_context(method)
+    if method == "forkserver":
+        mp.set_forkserver_preload(_PRELOAD)
+    return mp
 
 
 class _Worker:
@@ -230,6 +270,11 @@ class ProcessWorker:
         self.restart_window = restart_window
         self.watchdog = watchdog
         self.restart_times: list[float] = []  # seconds from each fault to the new worker
+        #: each worker's start, standbys included, in seconds: ``process`` (a new interpreter,
+        #: its imports, up to the worker's entry point), ``backend`` (the driver, the CUDA
+        #: context), ``context`` (the device context: memory pool, streams) and ``total``
+        #: (start to ready, as the supervisor saw it)
+        self.startup_times: list[dict[str, float]] = []
         #: called with each BufRef moved to a new generation (the Device updates its handle)
         self.rebase: Callable[[BufRef], None] | None = None
         self._pool = SharedHostPool(self._register_block, self._unregister_block,
@@ -240,6 +285,7 @@ class ProcessWorker:
         #: seconds a leading caller polls the socket before it sleeps in ``poll``: the same
         #: spin as the worker's (an answer that comes within it needs no wake-up)
         self.lead_spin = self._config["spin"]
+        self.start_method = configured_start_method()
         self._worker: _Worker | None = self._spawn(state.generation)
         self.props = self._worker.props
         self.kind = self._worker.kind
@@ -353,13 +399,17 @@ class ProcessWorker:
 
     # -- workers -----------------------------------------------------------------------------------
     def _spawn(self, generation: int) -> _Worker:
-        mp = multiprocessing.get_context("spawn")  # never fork a process that may hold CUDA
+        mp = _start_context(self.start_method)
         parent, child = socket.socketpair()
         counter = SharedSegment(create=True, size=8)
         np.frombuffer(counter.buf, np.int64, 1)[0] = 0
-        config = dict(self._config, generation=generation, counter=counter.name)
+        # the environment as it is now: a forked worker inherits the fork server's, as it was
+        # when the server started
+        config = dict(self._config, generation=generation, counter=counter.name,
+                      environ=dict(os.environ))
         process = mp.Process(target=worker_main, args=(child, config), daemon=True,
                              name=f"gpumsg-worker-{self._state.ordinal}")
+        asked = time.monotonic()
         process.start()
         child.close()
         worker = _Worker(process, parent, counter, generation)
@@ -381,6 +431,10 @@ class ProcessWorker:
             worker.release()
             raise first[1]
         worker.props, worker.kind = first[1], first[2]
+        entered, made_backend, made_context = first[3]
+        self.startup_times.append({
+            "process": entered - asked, "backend": made_backend - entered,
+            "context": made_context - made_backend, "total": time.monotonic() - asked})
         worker.reader = threading.Thread(target=self._read, args=(worker, frames[1:]),
                                          daemon=True,
                                          name=f"gpumsg-reader-{self._state.ordinal}")

@@ -11,7 +11,7 @@ with a 64-bit unsigned int (an allocation's address) as one frame of pairs, thos
 with a :class:`~gpumsg.service.stats.DeviceLoad` (``Stats``) as one frame of packed records
 (pickling a named tuple of fifteen fields and unpickling it took 3.7 + 2.7 µs, packing and
 unpacking 0.9 + 1.0), the rest as one pickled list (an 8-byte tag starts each). The first
-frame a worker sends is ``("ready", props, kind)`` or ``("failed", error)``, pickled.
+frame a worker sends is ``("ready", props, kind, stamps)`` or ``("failed", error)``, pickled.
 
 :class:`Sender` never blocks its caller: what the socket cannot take at once waits in a backlog
 that a flusher thread (started the first time it is needed) writes in order. So neither side's

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import deque
 from queue import Empty
 from typing import Any
@@ -29,8 +30,8 @@ from ..service.worker import STOP, serve
 from .shm import close_quietly, open_existing
 from .wire import Receiver, Sender, encode, encode_replies, immutable, loads, split_message
 
-__all__ = ["worker_main", "RemoteReply", "SocketMailbox", "Outbox", "STOP_SEQ",
-           "configured_spin", "SPIN_SECONDS"]
+__all__ = ["worker_main", "take_environment", "RemoteReply", "SocketMailbox", "Outbox",
+           "STOP_SEQ", "configured_spin", "SPIN_SECONDS"]
 
 #: the sequence number of the message that asks the worker to finish and exit
 STOP_SEQ = -1
@@ -228,8 +229,23 @@ class SocketMailbox:
         return len(self._items)
 
 
+def take_environment(environ: dict[str, str]) -> None:
+    """Make this process's environment ``environ`` (the client's when it started the worker).
+    A worker forked by the fork server inherits the server's, as it was when the server
+    started; this runs before anything here reads the environment (cuInit reads
+    ``CUDA_VISIBLE_DEVICES``, the libraries their own variables)."""
+    if os.environ != environ:
+        os.environ.clear()
+        os.environ.update(environ)
+
+
 def worker_main(sock: Any, config: dict[str, Any]) -> None:
-    """Entry point of a spawned worker process."""
+    """Entry point of a spawned worker process. Its first frame says ``("ready", props, kind,
+    stamps)`` (``stamps``: ``time.monotonic()`` on entry, with the backend made and with the
+    device context made; the clock is the system's, so the supervisor can compare it with its
+    own) or ``("failed", exception)``."""
+    entered = time.monotonic()
+    take_environment(config["environ"])
     sender = Sender(sock, "gpumsg-worker")
     outbox = Outbox(sender)
     mailbox = SocketMailbox(Receiver(sock), outbox, config.get("spin", 0.0))
@@ -237,6 +253,7 @@ def worker_main(sock: Any, config: dict[str, Any]) -> None:
         state = DeviceState(config["ordinal"], config["token"])
         state.generation = config["generation"]
         backend = make_backend(config["backend"], config["ordinal"])
+        made_backend = time.monotonic()
         ctx = DeviceContext(backend, state, config["memory"], None,
                             config["allow_fault_injection"], queue_depth=mailbox.qsize,
                             in_worker_process=True,
@@ -259,7 +276,8 @@ def worker_main(sock: Any, config: dict[str, Any]) -> None:
         views[0][0] = started[0]
 
     ctx.on_poison = lambda err: outbox.put((0, ("poisoned", err)))
-    sender.send(encode(("ready", ctx.props, backend.kind)))
+    stamps = (entered, made_backend, time.monotonic())
+    sender.send(encode(("ready", ctx.props, backend.kind, stamps)))
     serve(ctx, mailbox, config["shutdown_timeout"], on_dispatch)
     if state.poisoned is not None:
         outbox.flush()
