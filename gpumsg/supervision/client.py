@@ -111,9 +111,10 @@ def _stopped_running(pid: int | None) -> bool | None:
 
 #: what starts a worker: ``forkserver`` (a clean server process, started once, that has imported
 #: the worker's modules and never touched CUDA, forks each worker) or ``spawn`` (a new
-#: interpreter that imports everything itself: about half a second more per worker)
+#: interpreter that imports everything itself: about a second more per worker on the H100's host)
 START_METHODS = ("forkserver", "spawn")
 #: modules the fork server imports once, so that a forked worker starts with them imported
+#: (adding ``cuda.bindings.driver``, 54 ms to import, showed no gain in a worker's start)
 _PRELOAD = ["gpumsg.supervision.worker"]
 
 
@@ -270,10 +271,10 @@ class ProcessWorker:
         self.restart_window = restart_window
         self.watchdog = watchdog
         self.restart_times: list[float] = []  # seconds from each fault to the new worker
-        #: each worker's start, standbys included, in seconds: ``process`` (a new interpreter,
-        #: its imports, up to the worker's entry point), ``backend`` (the driver, the CUDA
-        #: context), ``context`` (the device context: memory pool, streams) and ``total``
-        #: (start to ready, as the supervisor saw it)
+        #: each worker's start, standbys included, in seconds: ``process`` (a fork, or a new
+        #: interpreter and its imports, up to the worker's entry point), ``backend`` (the
+        #: backend made: for CUDA, cuInit), ``context`` (the device context: the CUDA context,
+        #: streams, memory pool) and ``total`` (start to ready, as the supervisor saw it)
         self.startup_times: list[dict[str, float]] = []
         #: called with each BufRef moved to a new generation (the Device updates its handle)
         self.rebase: Callable[[BufRef], None] | None = None

@@ -240,10 +240,10 @@ def take_environment(environ: dict[str, str]) -> None:
 
 
 def worker_main(sock: Any, config: dict[str, Any]) -> None:
-    """Entry point of a spawned worker process. Its first frame says ``("ready", props, kind,
-    stamps)`` (``stamps``: ``time.monotonic()`` on entry, with the backend made and with the
-    device context made; the clock is the system's, so the supervisor can compare it with its
-    own) or ``("failed", exception)``."""
+    """Entry point of a worker process (forked by the fork server, or spawned). Its first
+    frame says ``("ready", props, kind, stamps)`` (``stamps``: ``time.monotonic()`` on entry,
+    with the backend made and with the device context made; the clock is the system's, so the
+    supervisor can compare it with its own) or ``("failed", exception)``."""
     entered = time.monotonic()
     take_environment(config["environ"])
     sender = Sender(sock, "gpumsg-worker")
