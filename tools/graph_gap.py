@@ -5,7 +5,8 @@ The stream is held by a long ``torch.cuda._sleep`` while the host enqueues ``n``
 host's pace is out of it: the time between an event after the sleep and one after the last call,
 divided by ``n``, is the GPU's time per call (kernels and the gaps between them). Each case is
 measured directly (``torch.bmm``/``torch.mm``) and as one captured call replayed ``n`` times
-(``torch.cuda.CUDAGraph.replay``), alternating, ``rounds`` times; medians. If the host took
+(``torch.cuda.CUDAGraph.replay``), and each of the two followed by an event record (timing
+off, as gpumsg's completion events), alternating, ``rounds`` times; medians. If the host took
 longer to enqueue than the sleep lasted, the row says so (its figure would include host time).
 
 Usage: python tools/graph_gap.py [n] [rounds] [json_path]
@@ -70,20 +71,35 @@ def main() -> None:
     t[1].synchronize()
     cycles_per_us = probe / (t[0].elapsed_time(t[1]) * 1e3)
     rows = []
+    events = [torch.cuda.Event() for _ in range(n)]  # enable_timing=False
+    pos = [0]
+
+    def with_event(call: Callable[[], None]) -> Callable[[], None]:
+        def both() -> None:
+            call()
+            events[pos[0] % n].record()
+            pos[0] += 1
+        return both
+
     for name, fn in cases.items():
         replay = graphs[name].replay
-        seen: dict[str, list[tuple[float, float]]] = {"direct": [], "graph": []}
+        ways = {"direct": fn, "graph": replay, "direct+event": with_event(fn),
+                "graph+event": with_event(replay)}
+        seen: dict[str, list[tuple[float, float]]] = {w: [] for w in ways}
         for r in range(rounds):
-            for way in (("direct", "graph") if r % 2 == 0 else ("graph", "direct")):
-                call = fn if way == "direct" else replay
+            order = list(ways)
+            for way in order[r % len(order):] + order[:r % len(order)]:
                 sleep_us = 3 * n * 25.0  # three times a generous host cost per call
-                seen[way].append(gpu_us_per_call(torch, call, n, int(sleep_us * cycles_per_us)))
+                seen[way].append(gpu_us_per_call(torch, ways[way], n,
+                                                 int(sleep_us * cycles_per_us)))
         row: dict[str, Any] = {"case": name, "n": n, "rounds": rounds}
         for way, got in seen.items():
             row[f"{way}_gpu_us"] = statistics.median(g for g, _ in got)
             row[f"{way}_host_us"] = statistics.median(h for _, h in got)
             row[f"{way}_host_outran_sleep"] = any(h * n > 3 * n * 25.0 for _, h in got)
         row["graph_over_direct"] = row["graph_gpu_us"] / row["direct_gpu_us"]
+        row["event_costs_direct_us"] = row["direct+event_gpu_us"] - row["direct_gpu_us"]
+        row["event_costs_graph_us"] = row["graph+event_gpu_us"] - row["graph_gpu_us"]
         rows.append(row)
         print(json.dumps(row), flush=True)
     if out_path:
