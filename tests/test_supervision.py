@@ -353,6 +353,18 @@ def test_a_bad_start_method_is_refused_at_open(monkeypatch) -> None:
         gpumsg.open_device(0, backend="sim", isolation="process")
 
 
+def test_the_fork_servers_preload_keeps_the_applications(monkeypatch) -> None:
+    from multiprocessing import forkserver
+
+    from gpumsg.supervision.client import _start_context
+
+    monkeypatch.setattr(forkserver._forkserver, "_preload_modules", ["__main__", "json"])
+    _start_context("forkserver")
+    _start_context("forkserver")  # a second device adds nothing twice
+    assert forkserver._forkserver._preload_modules == [
+        "__main__", "json", "gpumsg.supervision.worker"]
+
+
 def test_a_worker_takes_the_environment_of_its_start(monkeypatch) -> None:
     from gpumsg.supervision.worker import take_environment
 

@@ -135,11 +135,17 @@ def configured_start_method() -> str:
 
 def _start_context(method: str) -> Any:
     """The multiprocessing context for ``method``. The fork server is the interpreter's own
-    (one per process, shared with the application's forkserver workers); the preload takes
-    effect only if this starts it."""
+    (one per process, shared with the application's forkserver workers): gpumsg's modules are
+    added to its preload list, keeping what the application put there, and take effect only
+    if the server starts after this."""
     mp = multiprocessing.get_context(method)
     if method == "forkserver":
-        mp.set_forkserver_preload(_PRELOAD)
+        from multiprocessing import forkserver
+
+        # the list has no public getter; without it, keep multiprocessing's default
+        have = list(getattr(forkserver._forkserver, "_preload_modules", None) or ["__main__"])
+        if any(name not in have for name in _PRELOAD):
+            mp.set_forkserver_preload(have + [n for n in _PRELOAD if n not in have])
     return mp
 
 
