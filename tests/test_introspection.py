@@ -48,6 +48,20 @@ def test_snapshots(dev) -> None:
     assert children["cublas"] and children["mempool"]  # Sgemm runs cublasSgemm_v2
 
 
+def test_libraries_open_when_asked(dev) -> None:
+    assert dev.open_libraries().result() == ()
+    assert dev.open_libraries("cufft", "cublas").result() == ("cufft", "cublas")
+    a = dev.to_device(np.ones((4, 4), np.float32, order="F"))
+    dev.sgemm(a, a, dev.alloc((4, 4), np.float32), 4, 4, 4).result()
+    assert dev.open_libraries().result() == ("cufft", "cublas")  # cuBLAS was open already
+    assert set(dev.snapshot_children().result()) >= {"cufft", "cublas"}
+    with pytest.raises(gpumsg.InvalidMessage, match="no library 'cuda'"):
+        dev.open_libraries("cuda")
+    with pytest.raises(gpumsg.InvalidMessage, match="names"):
+        gpumsg.messages.device.OpenLibraries(["cublas"])  # a list, not a tuple
+    assert dev.stats().result().generation == 0  # refused at the call: the device serves on
+
+
 def test_cuda_array_interface(dev) -> None:
     buf = dev.alloc((3, 4), np.float64, order="F").result()
     cai = buf.__cuda_array_interface__

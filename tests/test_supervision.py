@@ -347,6 +347,29 @@ def test_spawned_workers_still_work(backend, monkeypatch, rng) -> None:
         assert dev.generation == 1
 
 
+def test_a_standby_opens_the_libraries_the_device_uses(backend) -> None:
+    """The standby makes the handles the active worker made (cuBLAS here, 300 ms on the H100),
+    so the first call after a recovery does not wait for them."""
+    with gpumsg.open_device(0, backend=backend, isolation="process",
+                            allow_fault_injection=True) as dev:
+        assert dev.open_libraries().result(timeout=60) == ()
+        a = dev.to_device(np.ones((8, 8), np.float32, order="F"))
+        dev.sgemm(a, a, dev.alloc((8, 8), np.float32), 8, 8, 8).result(timeout=60)
+        assert dev.open_libraries().result(timeout=60) == ("cublas",)
+        dev._worker._spare_thread.join(60)
+        with pytest.raises(gpumsg.WorkerDied):
+            dev.inject_fault("exit").result(timeout=60)
+        # the new worker, the standby until now, opened cuBLAS before any call reached it
+        assert dev.open_libraries().result(timeout=60) == ("cublas",)
+        assert dev.generation == 1
+        # and what the new worker opens, its own standby opens in turn
+        dev.open_libraries("cufft").result(timeout=60)
+        dev._worker._spare_thread.join(60)
+        with pytest.raises(gpumsg.WorkerDied):
+            dev.inject_fault("exit").result(timeout=60)
+        assert dev.open_libraries().result(timeout=60) == ("cublas", "cufft")
+
+
 def test_a_bad_start_method_is_refused_at_open(monkeypatch) -> None:
     monkeypatch.setenv("GPUMSG_WORKER_START", "fork")
     with pytest.raises(gpumsg.InvalidMessage, match="GPUMSG_WORKER_START"):

@@ -2,9 +2,11 @@
 not, and thread isolation's fault detection (diagnostic, GPU): ``cold`` opens a device and
 times the first and second 64^3 SGEMM (the first opens libcublas and libcublasLt and makes the
 handle); ``preloaded`` opens the two libraries first (as a fork server could, before any CUDA
-call), then the same; ``fault`` also times an injected illegal address to its typed error.
+call), then the same; ``opened`` makes the cuBLAS handle first (``dev.open_libraries``, as a
+standby does), then the same; ``fault`` also times an injected illegal address to its typed
+error.
 
-Usage: python tools/first_use_probe.py cold|preloaded|fault   (one process per measurement)
+Usage: python tools/first_use_probe.py cold|preloaded|opened|fault   (one process per measurement)
 """
 
 from __future__ import annotations
@@ -39,6 +41,10 @@ def main() -> None:
     t0 = time.perf_counter()
     dev = gpumsg.open_device(0, allow_fault_injection=True)
     out["open_ms"] = (time.perf_counter() - t0) * 1e3
+    if mode == "opened":
+        t0 = time.perf_counter()
+        dev.open_libraries("cublas").result(timeout=60)
+        out["open_cublas_ms"] = (time.perf_counter() - t0) * 1e3
     out["first_sgemm_ms"] = first_sgemm(dev)
     out["second_sgemm_ms"] = first_sgemm(dev)
     if mode == "fault":

@@ -14,6 +14,7 @@ CopyDevice          compute       None
 Memset              compute       None
 Synchronize         all           None once all work sent before it has completed
 Stats ... Snapshot  none          answered at once from the device thread
+OpenLibraries       none          the open libraries' names, once the named ones are open
 ==================  ============  ==================================================
 """
 
@@ -51,6 +52,7 @@ __all__ = [
     "SnapshotContext",
     "SnapshotStream",
     "SnapshotChildren",
+    "OpenLibraries",
     "WatchGeneration",
     "AllocPinned",
     "FreePinned",
@@ -282,6 +284,21 @@ class SnapshotStream(Message):
 class SnapshotChildren(Message):
     """Reply with ``{name: raw handle}`` of every library handle and pool the device created
     so far (``"cublas"``, ``"mempool"``, ...)."""
+
+
+@message()
+class OpenLibraries(Message):
+    """Make this device's handles of the named libraries now (``"cublas"``, ``"cudnn"``, ...: the
+    names of :data:`~gpumsg.service.registry.LIBRARIES`) rather than at their first use, and
+    reply with the names of every library open on the device, in opening order (``names=()``
+    only asks). A process-isolated device's standby worker is sent one with the libraries its
+    active worker has opened, so that after a recovery the first call does not wait for them."""
+
+    names: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.names, tuple) or not all(type(n) is str for n in self.names):
+            raise _fail(self, "names", f"expected a tuple of library names, got {self.names!r}")
 
 
 @message()

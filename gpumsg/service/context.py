@@ -136,6 +136,9 @@ class DeviceContext:
         self.capture: Any = None
         #: called once with the ContextPoisoned error (a worker process tells its supervisor)
         self.on_poison: Callable[[BaseException], None] | None = None
+        #: called with a library's name when its handle is made (a worker process tells its
+        #: supervisor, which has the standby worker open the same)
+        self.on_library_opened: Callable[[str], None] | None = None
         self.props = backend.open()
         self.streams: list[StreamSlot] = []
         self.buffers: dict[int, DeviceAllocation] = {}
@@ -238,6 +241,8 @@ class DeviceContext:
         if lib is None:
             lib = library_handle(name, self.backend.kind, self)
             self.libraries[name] = lib
+            if self.on_library_opened is not None:
+                self.on_library_opened(name)
         return lib
 
     @property

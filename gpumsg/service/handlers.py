@@ -21,6 +21,7 @@ from ..messages.device import (
     FreePinned,
     InjectFault,
     Memset,
+    OpenLibraries,
     SnapshotChildren,
     SnapshotContext,
     SnapshotStream,
@@ -194,6 +195,13 @@ def _snapshot_children(ctx: DeviceContext, msg: SnapshotChildren, reply: Any) ->
     for name, lib in ctx.libraries.items():
         out[name] = lib.raw_handle
     ctx.reply_now(reply, out)
+
+
+@handles(OpenLibraries)
+def _open_libraries(ctx: DeviceContext, msg: OpenLibraries, reply: Any) -> None:
+    for name in msg.names:
+        ctx.library(name)
+    ctx.reply_now(reply, tuple(ctx.libraries))
 
 
 @handles(WatchGeneration)

@@ -53,7 +53,13 @@ from ..errors import (
     WorkerDied,
 )
 from ..messages.base import BufRef, HostRef
-from ..messages.device import Alloc, RegisterHostMemory, UnregisterHostMemory, WatchGeneration
+from ..messages.device import (
+    Alloc,
+    OpenLibraries,
+    RegisterHostMemory,
+    UnregisterHostMemory,
+    WatchGeneration,
+)
 from .codec import register, registered
 from .shm import SharedHostPool, SharedSegment, close_quietly
 from .wire import Receiver, Sender, decode_replies, dumps, immutable, loads, message_frame
@@ -282,6 +288,8 @@ class ProcessWorker:
         #: backend made: for CUDA, cuInit), ``context`` (the device context: the CUDA context,
         #: streams, memory pool) and ``total`` (start to ready, as the supervisor saw it)
         self.startup_times: list[dict[str, float]] = []
+        #: the libraries the device has opened, in order (each standby opens them too)
+        self._opened: list[str] = []
         #: called with each BufRef moved to a new generation (the Device updates its handle)
         self.rebase: Callable[[BufRef], None] | None = None
         self._pool = SharedHostPool(self._register_block, self._unregister_block,
@@ -460,6 +468,8 @@ class ProcessWorker:
                     stale = spare
                 else:
                     self._spare, stale = spare, None
+                    if self._opened:  # the libraries the device uses, opened while it waits
+                        self._send(spare, [(next(self._seq), OpenLibraries(tuple(self._opened)))])
             if stale is not None:
                 stale.kill()
                 stale.release()
@@ -469,6 +479,17 @@ class ProcessWorker:
         thread = threading.Thread(target=run, daemon=True, name="gpumsg-standby")
         thread.start()
         self._spare_thread = thread
+
+    def _library_opened(self, worker: _Worker, name: str) -> None:
+        """The active worker made its handle of library ``name``: the standby makes its own now,
+        so that after a recovery the first call does not wait for it (300 ms for cuBLAS on the
+        H100). The standby's own notices are not the device's."""
+        with self._lock:
+            if worker is not self._worker or name in self._opened:
+                return
+            self._opened.append(name)
+            if self._spare is not None:
+                self._send(self._spare, [(next(self._seq), OpenLibraries((name,)))])
 
     def _take_spare(self, generation: int) -> _Worker | None:
         """The standby worker, if it was made for ``generation`` (waits for one starting)."""
@@ -527,6 +548,8 @@ class ProcessWorker:
                 elif key == 0:
                     if value[0] == "poisoned":
                         self._fault(worker, "poisoned", value[1])
+                    elif value[0] == "opened":
+                        self._library_opened(worker, value[1])
                     elif value[0] == "bye":
                         worker.said_bye = True
         return True

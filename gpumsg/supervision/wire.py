@@ -5,13 +5,14 @@ message: an 8-byte signed sequence number, then the pickled message (``STOP_SEQ`
 None asks the worker to finish). Worker to client, batches of answers as ``(key, value)``
 pairs: ``key > 0`` is the sequence number of a message answered with ``value``, ``key < 0``
 the negated number of a message that failed with the exception ``value``, ``key == 0`` a
-notice (``("poisoned", error)``, ``("bye",)``). :func:`encode_replies` writes most answers
-without pickling: those answered with None as one frame of sequence numbers, those answered
-with a 64-bit unsigned int (an allocation's address) as one frame of pairs, those answered
-with a :class:`~gpumsg.service.stats.DeviceLoad` (``Stats``) as one frame of packed records
-(pickling a named tuple of fifteen fields and unpickling it took 3.7 + 2.7 µs, packing and
-unpacking 0.9 + 1.0), the rest as one pickled list (an 8-byte tag starts each). The first
-frame a worker sends is ``("ready", props, kind, stamps)`` or ``("failed", error)``, pickled.
+notice (``("poisoned", error)``, ``("opened", library)``, ``("bye",)``). :func:`encode_replies`
+writes most answers without pickling: those answered with None as one frame of sequence
+numbers, those answered with a 64-bit unsigned int (an allocation's address) as one frame of
+pairs, those answered with a :class:`~gpumsg.service.stats.DeviceLoad` (``Stats``) as one
+frame of packed records (pickling a named tuple of fifteen fields and unpickling it took
+3.7 + 2.7 µs, packing and unpacking 0.9 + 1.0), the rest as one pickled list (an 8-byte tag
+starts each). The first frame a worker sends is ``("ready", props, kind, stamps)`` or
+``("failed", error)``, pickled.
 
 :class:`Sender` never blocks its caller: what the socket cannot take at once waits in a backlog
 that a flusher thread (started the first time it is needed) writes in order. So neither side's

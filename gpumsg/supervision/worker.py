@@ -276,6 +276,7 @@ def worker_main(sock: Any, config: dict[str, Any]) -> None:
         views[0][0] = started[0]
 
     ctx.on_poison = lambda err: outbox.put((0, ("poisoned", err)))
+    ctx.on_library_opened = lambda name: outbox.put((0, ("opened", name)))
     stamps = (entered, made_backend, time.monotonic())
     sender.send(encode(("ready", ctx.props, backend.kind, stamps)))
     serve(ctx, mailbox, config["shutdown_timeout"], on_dispatch)
