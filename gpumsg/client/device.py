@@ -655,8 +655,8 @@ class Device:
 
     def open_libraries(self, *names: str) -> Future:
         """Make this device's handles of the named libraries now rather than at their first
-        call (``"cublas"``, ``"cublaslt"``, ``"cudnn"``, ``"cufft"``, ...; opening cuBLAS takes
-        about 300 ms on the H100). Resolves to the names of every library open on the device,
+        call (``"cublas"``, ``"cublaslt"``, ``"cudnn"``, ``"cufft"``, ...; cuBLAS's handle takes
+        150-190 ms on the H100). Resolves to the names of every library open on the device,
         in opening order; with no names it only asks. Raises InvalidMessage for a name gpumsg
         does not know."""
         for name in names:
