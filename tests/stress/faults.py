@@ -125,9 +125,19 @@ def _resource_tracker_pid() -> int | None:
     return getattr(resource_tracker._resource_tracker, "_pid", None)
 
 
+def _fork_server_pid() -> int | None:
+    """multiprocessing's fork server, which forks gpumsg's workers: a helper process of the
+    standard library that, once started, lives as long as this interpreter."""
+    from multiprocessing import forkserver
+
+    return getattr(forkserver._forkserver, "_forkserver_pid", None)
+
+
 def child_pids() -> list[int]:
-    """Processes (zombies included) whose parent is this process, from /proc."""
-    me, out = os.getpid(), []
+    """Processes (zombies included) whose parent is this process or the fork server (whose
+    children the workers are), from /proc; the standard library's two helpers not counted."""
+    helpers = {_resource_tracker_pid(), _fork_server_pid()} - {None}
+    parents, out = {os.getpid()} | helpers, []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -137,7 +147,7 @@ def child_pids() -> list[int]:
         except OSError:
             continue
         fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[1]) == me:
+        if int(fields[1]) in parents and int(name) not in helpers:
             out.append(int(name))
     return out
 
@@ -354,7 +364,6 @@ def campaign(faults: int = 100, backend: str = "sim", threads: int = 4,
     time.sleep(0.2)
     report.leaked_shm = shm.leaked()
     report.leaked_blocks = len(list(pool.blocks()))
-    report.leaked_children = sorted(set(child_pids()) - children_before
-                                    - {_resource_tracker_pid()})
+    report.leaked_children = sorted(set(child_pids()) - children_before)
     report.seconds = time.perf_counter() - t_start
     return report
