@@ -210,6 +210,16 @@ def alloc_pipelined(alloc: Callable[[], Future], release: Callable[[list], None]
     return statistics.median(runs[1:])
 
 
+def operands(dev: Any, host: list[np.ndarray], xh: np.ndarray, yh: np.ndarray) -> tuple:
+    """gpumsg's buffers for the cases, made and awaited: ``(a, b, c, x, y, buf)``: the two 64^3
+    SGEMM inputs and its output, the two ``dot`` vectors, and a 1 KiB buffer."""
+    a, b = (dev.to_device(h).result() for h in host)
+    c = dev.alloc((64, 64), np.float32).result()
+    x, y = dev.to_device(xh).result(), dev.to_device(yh).result()
+    buf = dev.alloc(256, np.float32).result()
+    return a, b, c, x, y, buf
+
+
 def aggregate(make_op: Callable[[], Callable[[], Future]], threads: int, total: int,
               wait_each: bool) -> float:
     """Operations per second of ``threads`` client threads issuing ``total`` in all (each
@@ -258,10 +268,7 @@ def main() -> None:
         svc, ops = start_bare(cu, host, xh, yh)
         post = svc.post
 
-        a, b = (dev.to_device(h).result() for h in host)
-        c = dev.alloc((64, 64), np.float32).result()
-        x, y = dev.to_device(xh).result(), dev.to_device(yh).result()
-        buf = dev.alloc(256, np.float32).result()
+        a, b, c, x, y, buf = operands(dev, host, xh, yh)
 
         def row(case: str, ours: float, bare: float, target: float | None,
                 note: str = "") -> dict[str, Any]:

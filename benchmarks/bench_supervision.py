@@ -18,6 +18,25 @@ from gpumsg.supervision.client import configured_start_method
 MiB = 1 << 20
 
 
+def fault_then_round_trip(dev: Any, x: np.ndarray) -> tuple[float, float, int]:
+    """Inject an illegal address, then round-trip ``x`` until it comes back right: seconds
+    from the injection to the fault's error and to that round trip, and the tries it took."""
+    t0 = time.perf_counter()
+    try:
+        dev.inject_fault("illegal_address").result(timeout=60)
+    except gpumsg.ContextPoisoned:
+        pass
+    error = time.perf_counter() - t0
+    tries = 0
+    while True:
+        tries += 1
+        try:
+            if np.array_equal(dev.copy_to_host(dev.to_device(x)).result(timeout=60), x):
+                return error, time.perf_counter() - t0, tries
+        except (gpumsg.GpuRefStale, gpumsg.ContextPoisoned):
+            pass
+
+
 def recovery(faults: int = 12) -> dict[str, Any]:
     """Faults one right after another on a process device: ``recovery_s`` (seconds from
     injecting an illegal address to the next successful round trip, per fault),
@@ -30,20 +49,7 @@ def recovery(faults: int = 12) -> dict[str, Any]:
     x = np.arange(1000.0)
     try:
         dev.copy_to_host(dev.to_device(x)).result()
-        out = []
-        for _ in range(faults):
-            t0 = time.perf_counter()
-            try:
-                dev.inject_fault("illegal_address").result(timeout=60)
-            except gpumsg.ContextPoisoned:
-                pass
-            while True:
-                try:
-                    if np.array_equal(dev.copy_to_host(dev.to_device(x)).result(timeout=60), x):
-                        break
-                except (gpumsg.GpuRefStale, gpumsg.ContextPoisoned):
-                    pass
-            out.append(time.perf_counter() - t0)
+        out = [fault_then_round_trip(dev, x)[1] for _ in range(faults)]
         supervisor = dev._worker
         return {"recovery_s": out, "supervisor_s": list(supervisor.restart_times),
                 "starts": list(supervisor.startup_times), "open_s": opened}

@@ -31,7 +31,7 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "benchmarks"))
 from _common import environment, save_diagnostic  # noqa: E402
-from bench_overhead import aggregate, start_bare  # noqa: E402
+from bench_overhead import aggregate, operands, start_bare  # noqa: E402
 
 import gpumsg  # noqa: E402
 
@@ -86,8 +86,7 @@ def main() -> None:
     with gpumsg.open_device(0) as dev:
         svc, ops = start_bare(cu, host, xh, yh)
         post = svc.post
-        a, b = (dev.to_device(h).result() for h in host)
-        c = dev.alloc((64, 64), np.float32).result()
+        a, b, c = operands(dev, host, xh, yh)[:3]
         ours = lambda: (lambda: dev.sgemm(a, b, c, 64, 64, 64))
         bare = lambda: (lambda: post(ops.sgemm))
         cases: dict[str, Any] = {"ping-pong (µs)": ping_pong_us}

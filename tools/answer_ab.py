@@ -31,7 +31,7 @@ HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "benchmarks"))
 from _common import environment, median_us, save_diagnostic  # noqa: E402
-from bench_overhead import aggregate, start_bare  # noqa: E402
+from bench_overhead import aggregate, operands, start_bare  # noqa: E402
 
 import gpumsg  # noqa: E402
 from gpumsg.client import buffers, staging  # noqa: E402
@@ -95,10 +95,7 @@ def main() -> None:
     with gpumsg.open_device(0) as dev:
         svc, ops = start_bare(cu, host, xh, yh)
         post = svc.post
-        a, b = (dev.to_device(h).result() for h in host)
-        c = dev.alloc((64, 64), np.float32).result()
-        x, y = dev.to_device(xh).result(), dev.to_device(yh).result()
-        buf = dev.alloc(256, np.float32).result()
+        a, b, c, x, y, buf = operands(dev, host, xh, yh)
 
         def bare_h2d() -> None:
             np.copyto(ops.pinned_view[:1024], kib.view(np.uint8))

@@ -10,6 +10,7 @@ Usage: python tools/recovery_legs.py [faults] [json_path]
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -18,6 +19,10 @@ from typing import Any
 import numpy as np
 
 import gpumsg
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "benchmarks"))
+from bench_supervision import fault_then_round_trip  # noqa: E402
 
 
 def main() -> None:
@@ -43,21 +48,8 @@ def main() -> None:
             if sup._spare_thread is not None:
                 sup._spare_thread.join(60)
             time.sleep(0.3)
-            t0 = time.perf_counter()
-            try:
-                dev.inject_fault("illegal_address").result(timeout=60)
-            except gpumsg.ContextPoisoned:
-                pass
-            error_ms = (time.perf_counter() - t0) * 1e3
-            tries = 0
-            while True:
-                tries += 1
-                try:
-                    if np.array_equal(dev.copy_to_host(dev.to_device(x)).result(timeout=60), x):
-                        break
-                except (gpumsg.GpuRefStale, gpumsg.ContextPoisoned):
-                    pass
-            copy_ms = (time.perf_counter() - t0) * 1e3
+            error_s, copy_s, tries = fault_then_round_trip(dev, x)
+            error_ms, copy_ms = error_s * 1e3, copy_s * 1e3
             first_gemm = sgemm_ms()
             second_gemm = sgemm_ms()
             row = {"error_ms": error_ms, "first_copy_ok_ms": copy_ms, "tries": tries,
