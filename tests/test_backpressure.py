@@ -44,22 +44,22 @@ def test_pause_waits_for_relieve_and_is_bounded() -> None:
     t0 = time.perf_counter()
     bp.pause()  # nobody relieves: the pause ends at its timeout
     assert 0.25 < time.perf_counter() - t0 < 5
-    assert bp.waiting and bp.pauses == 1
-    bp.relieve()  # more than `low` left: nobody is woken yet
-    assert bp.waiting
-    woke = []
+    assert bp.waiting == 0 and bp.pauses == 1
+    woke: list = []
     bp.timeout = 30
     t = threading.Thread(target=lambda: (bp.pause(), woke.append(time.perf_counter())))
     t.start()
     time.sleep(0.2)
-    assert not woke  # paused
+    assert not woke and bp.waiting == 1  # paused
+    bp.relieve()  # more than `low` left: nobody is woken yet
+    time.sleep(0.1)
+    assert not woke
     depth[0] = 10
     t_relieve = time.perf_counter()
     bp.relieve()
     t.join(5)
-    assert woke and woke[0] - t_relieve < 1 and not bp.waiting
-    depth[0] = 11  # the device thread caught up before the pause looked: no pause at all
-    depth[0] = 5
+    assert woke and woke[0] - t_relieve < 1 and bp.waiting == 0
+    depth[0] = 5  # the device thread caught up before the pause looked: no pause at all
     t0 = time.perf_counter()
     bp.pause()
     assert time.perf_counter() - t0 < 1 and bp.pauses == 2
@@ -75,6 +75,38 @@ def test_pause_waits_for_relieve_and_is_bounded() -> None:
     bp.release()
     t.join(5)
     assert woke and bp.high == 0
+    t0 = time.perf_counter()
+    bp.pause()  # after release: no pause even with a full mailbox
+    assert time.perf_counter() - t0 < 1 and bp.pauses == 3
+
+
+def test_a_relief_wakes_one_caller_longest_waiting_first() -> None:
+    """Paused callers are woken one per relief, in the order they paused: a woken caller
+    refills the mailbox while the others sleep (service/backpressure.py says why)."""
+    depth = [200]
+    bp = Backpressure(lambda: depth[0], high=100, low=10, timeout=30)
+    woke: list[int] = []
+    callers = []
+    for i in range(3):
+        t = threading.Thread(target=lambda i=i: (bp.pause(), woke.append(i)))
+        t.start()
+        callers.append(t)
+        deadline = time.monotonic() + 10
+        while bp.waiting < i + 1 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert bp.waiting == i + 1
+    time.sleep(0.05)  # the last one counted itself before it waits: let it reach the wait
+    depth[0] = 10
+    for i in range(3):
+        bp.relieve()
+        deadline = time.monotonic() + 10
+        while len(woke) < i + 1 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        time.sleep(0.05)  # a second wake-up would show here
+        assert woke == list(range(i + 1)) and bp.waiting == 2 - i
+    for t in callers:
+        t.join(5)
+    assert bp.pauses == 3
 
 
 def test_an_exempt_thread_never_pauses() -> None:

@@ -1,11 +1,13 @@
 """A/B of the mailbox backpressure (gpumsg/service/backpressure.py) in one process.
 
-For each setting of ``(high, low)`` (``high`` 0: off), switched in place on one open device,
+For each setting ``HIGH/LOW[/WAKE]`` (``high`` 0: off; WAKE: how a relief wakes paused callers,
+:func:`use_wake`), switched in place on one open device,
 alternating setting by setting for ``--rounds`` rounds, it measures: a pipelined 64^3 SGEMM
 (µs per op, 2000 issued then the last awaited), one and eight client threads issuing 2000 SGEMMs
 in all (pipelined and with a round trip each; aggregate ops/s), a 64^3 SGEMM round trip, and
 ResNet-50's conv5_x 3x3 512->512 @7 forward (batch 64, NHWC bf16) pipelined beside torch's
-``conv2d`` on channels-last tensors (GPU only). Medians over the rounds; JSON and Markdown into
+``conv2d`` on channels-last tensors (GPU only). Medians over the rounds, and each setting
+paired round by round against the last one listed; JSON and Markdown into
 ``--out`` (default ``$OUT`` or ``benchmarks/results``) as ``backpressure_ab.*``.
 
     PYTHONPATH=$PWD python3 tools/backpressure_ab.py [--backend sim] [--rounds 5]
@@ -31,7 +33,81 @@ from bench_overhead import aggregate  # noqa: E402
 
 import gpumsg  # noqa: E402
 
-SETTINGS = "0/0,128/16,64/8,256/32,512/64"
+SETTINGS = "128/64/one,128/64/all,0/0,128/16,256/128"
+
+
+class WakeAll:
+    """The wake-up of stops 22-29, switched in place for an A/B (``HIGH/LOW/all``): a relief
+    wakes every paused caller at once (one event for all), a pause lasts at most 5 ms. It keeps
+    its own event and flag here; gpumsg's Backpressure wakes one caller per batch."""
+
+    room = __import__("threading").Event()
+    waiting = False
+    timeout = 0.005
+
+    @staticmethod
+    def pause(bp: Any) -> None:
+        from gpumsg.service.backpressure import _local
+
+        if getattr(_local, "exempt", False):
+            return
+        WakeAll.room.clear()
+        WakeAll.waiting = True
+        if bp.high and bp._qsize() > bp.low:
+            bp.pauses += 1
+            WakeAll.room.wait(WakeAll.timeout)
+
+    @staticmethod
+    def relieve(bp: Any) -> None:
+        if WakeAll.waiting and bp._qsize() <= bp.low:
+            WakeAll.waiting = False
+            WakeAll.room.set()
+
+
+class WakeByTurn:
+    """A candidate (``HIGH/LOW/turn``): gpumsg's wake-one, but a relief wakes the next caller
+    only once the one woken before has paused again, or the mailbox is empty (that caller has
+    stopped posting). Fewer callers post at once, at the risk of a dry mailbox."""
+
+    pending = False  # a woken caller has not paused again yet
+
+    @staticmethod
+    def pause(bp: Any) -> None:
+        WakeByTurn.pending = False
+        WakeByTurn.own_pause(bp)
+
+    @staticmethod
+    def relieve(bp: Any) -> None:
+        if bp.waiting:
+            left = bp._qsize()
+            if left <= bp.low and (not WakeByTurn.pending or not left):
+                WakeByTurn.pending = True
+                with bp._room:
+                    bp._room.notify()
+
+
+def use_wake(mode: str) -> None:
+    """Switch every Backpressure of the process to ``mode`` in place: ``one`` (gpumsg's, with
+    its pause bound), ``one100`` (gpumsg's with a 100 ms bound), ``turn`` (:class:`WakeByTurn`) or
+    ``all`` (:class:`WakeAll`). The
+    device thread and the callers look the methods up at each call."""
+    from gpumsg.service import backpressure as mod
+
+    cls = mod.Backpressure
+    if not hasattr(use_wake, "own"):
+        use_wake.own = (cls.pause, cls.relieve)  # type: ignore[attr-defined]
+    if mode == "all":
+        WakeAll.room.set()  # nobody left behind on the other way's event
+        cls.pause, cls.relieve = WakeAll.pause, WakeAll.relieve
+    elif mode == "turn":
+        WakeAll.room.set()
+        WakeByTurn.own_pause = use_wake.own[0]  # type: ignore[attr-defined]
+        cls.pause, cls.relieve = WakeByTurn.pause, WakeByTurn.relieve
+    elif mode in ("one", "one100"):
+        WakeAll.room.set()
+        cls.pause, cls.relieve = use_wake.own  # type: ignore[attr-defined]
+    else:
+        raise ValueError(f"wake mode must be one, one100, turn or all, got {mode!r}")
 
 
 def per_op_us(fn: Any, n: int) -> float:
@@ -41,6 +117,28 @@ def per_op_us(fn: Any, n: int) -> float:
         last = fn()
     last.result()  # type: ignore[union-attr]
     return (time.perf_counter() - t0) / n * 1e6
+
+
+PAIRED = ("threads_pipelined_8_ops", "threads_pipelined_1_ops", "threads_round_trips_8_ops",
+          "sgemm_pipelined_us", "conv5x_fwd_us")
+
+
+def paired_lines(rounds: dict[str, dict[str, list[float]]], baseline: str) -> list[str]:
+    """For each setting, each measure in :data:`PAIRED` over ``baseline``'s in the same round:
+    the median ratio and in how many rounds it was above 1 (ops/s: faster; us: slower)."""
+    base = rounds[baseline]
+    lines = [f"- paired by round against `{baseline}` (median ratio, rounds above 1):"]
+    for setting, r in rounds.items():
+        if setting == baseline:
+            continue
+        parts = []
+        for key in PAIRED:
+            if key in r and key in base:
+                q = [x / y for x, y in zip(r[key], base[key], strict=True)]
+                parts.append(f"{key} {statistics.median(q):.3f} "
+                             f"({sum(v > 1 for v in q)}/{len(q)})")
+        lines.append(f"  - `{setting}`: " + "; ".join(parts))
+    return lines
 
 
 def main() -> None:
@@ -53,13 +151,18 @@ def main() -> None:
     parser.add_argument("--out", default=os.environ.get("OUT") or "benchmarks/results")
     args = parser.parse_args()
     rng = np.random.default_rng()
-    settings = [tuple(int(v) for v in pair.split("/")) for pair in args.settings.split(",")]
-    results: dict[str, dict[str, list[float]]] = {f"{h}/{lo}": {} for h, lo in settings}
+    settings = []
+    for pair in args.settings.split(","):  # HIGH/LOW or HIGH/LOW/WAKE (one, one100, turn, all)
+        high, low, *wake = pair.split("/")
+        settings.append((int(high), int(low), wake[0] if wake else "one"))
+    results: dict[str, dict[str, list[float]]] = {
+        "/".join(map(str, s)): {} for s in settings}
     torch = None
     if args.backend == "cuda":
         import torch  # type: ignore[no-redef]
     with gpumsg.open_device(backend=args.backend) as dev:
         bp = dev._worker.backpressure
+        default_timeout = bp.timeout
         a = dev.to_device(rng.standard_normal((64, 64), dtype=np.float32)).result()
         b = dev.to_device(rng.standard_normal((64, 64), dtype=np.float32)).result()
         c = dev.alloc((64, 64), np.float32).result()
@@ -95,9 +198,12 @@ def main() -> None:
         per_op_us(lambda: dev.sgemm(a, b, c, 64, 64, 64), 500)
         for rnd in range(args.rounds):
             # each round starts with another setting: no setting always follows the same one
-            for high, low in settings[rnd % len(settings):] + settings[:rnd % len(settings)]:
+            for high, low, wake in (settings[rnd % len(settings):]
+                                    + settings[:rnd % len(settings)]):
+                use_wake(wake)
                 bp.high, bp.low = high, low
-                r = results[f"{high}/{low}"]
+                bp.timeout = 0.1 if wake == "one100" else default_timeout
+                r = results[f"{high}/{low}/{wake}"]
 
                 def add(key: str, value: float, r: dict = r) -> None:
                     r.setdefault(key, []).append(value)
@@ -129,21 +235,27 @@ def main() -> None:
                         / r["conv5x_fwd_us"][-1])
             print(f"round {rnd + 1} done", flush=True)
         pauses = bp.pauses
-        bp.high, bp.low = 128, 16
+        use_wake("one")
+        bp.high, bp.low, bp.timeout = 128, 64, default_timeout
     medians = {s: {k: statistics.median(v) for k, v in r.items()} for s, r in results.items()}
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     head = f"{dev.props.name} · {args.backend} · {when} · Python {platform.python_version()}"
     keys = list(next(iter(medians.values())))
     lines = ["# backpressure A/B", "", head, "",
-             "| high/low | " + " | ".join(keys) + " |",
+             "| high/low/wake | " + " | ".join(keys) + " |",
              "|---" * (len(keys) + 1) + "|"]
     for s, m in medians.items():
         lines.append(f"| {s} | " + " | ".join(f"{m[k]:.3g}" for k in keys) + " |")
     lines += ["", f"- medians of {args.rounds} rounds; settings alternate within each round "
-              f"(0/0: off); threads: {args.thread_ops} SGEMMs in all over 1 or 8 threads (ops/s); "
+              "(0/0: off; wake: one = a relief wakes the longest-waiting caller, pauses "
+              f"bounded at {default_timeout * 1e3:g} ms; one100: the same bounded at 100 ms; "
+              "turn: the next caller only once the last woken has paused again or the mailbox "
+              "is dry; all = every caller at once, 5 ms, as in stops 22-29); threads: "
+              f"{args.thread_ops} SGEMMs in all over 1 or 8 threads (ops/s); "
               "alloc: 2000 1 KiB allocations issued, the last awaited; conv5_x: "
               "600 pipelined calls then one wait, beside torch's conv2d in the same round",
               f"- pauses taken in all: {pauses}"]
+    lines += paired_lines(results, "/".join(map(str, settings[-1])))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "backpressure_ab.json").write_text(json.dumps(
