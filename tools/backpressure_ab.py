@@ -6,7 +6,8 @@ alternating setting by setting for ``--rounds`` rounds, it measures: a pipelined
 (µs per op, 2000 issued then the last awaited), one and eight client threads issuing 2000 SGEMMs
 in all (pipelined and with a round trip each; aggregate ops/s), a 64^3 SGEMM round trip, and
 ResNet-50's conv5_x 3x3 512->512 @7 forward (batch 64, NHWC bf16) pipelined beside torch's
-``conv2d`` on channels-last tensors (GPU only). Medians over the rounds, and each setting
+``conv2d`` on channels-last tensors and strided-batched 512 x 128^3 bf16 beside ``torch.bmm``
+(GPU only). Medians over the rounds, and each setting
 paired round by round against the last one listed; JSON and Markdown into
 ``--out`` (default ``$OUT`` or ``benchmarks/results``) as ``backpressure_ab.*``.
 
@@ -120,7 +121,7 @@ def per_op_us(fn: Any, n: int) -> float:
 
 
 PAIRED = ("threads_pipelined_8_ops", "threads_pipelined_1_ops", "threads_round_trips_8_ops",
-          "sgemm_pipelined_us", "conv5x_fwd_us")
+          "sgemm_pipelined_us", "conv5x_fwd_us", "strided_bf16_us", "strided_torch_over_ours")
 
 
 def paired_lines(rounds: dict[str, dict[str, list[float]]], baseline: str) -> list[str]:
@@ -195,6 +196,27 @@ def main() -> None:
                 return (time.perf_counter() - t0) / n * 1e6
 
             torch_conv_us(100)
+            # strided-batched 512 x 128^3 bf16 beside torch.bmm (issue 8's knock-on row)
+            bh = [rng.standard_normal((512, 128, 128), dtype=np.float32).astype(bf16)
+                  for _ in range(2)]
+            sa, sb = (dev.to_device(h).result() for h in bh)
+            sc = dev.alloc((512, 128, 128), "bf16", order="C").result()
+            ta, tb = (torch.from_numpy(h.astype(np.float32)).cuda().to(torch.bfloat16)
+                      for h in bh)
+            tc = torch.empty(512, 128, 128, device="cuda", dtype=torch.bfloat16)
+            strided = lambda: dev.blas.gemm_strided_batched(  # noqa: E731
+                sb, sa, sc, 128, 128, 128, 512, 128 * 128, 128 * 128, 128 * 128)
+            per_op_us(strided, 100)
+
+            def torch_bmm_us(n: int) -> float:
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                for _ in range(n):
+                    torch.bmm(ta, tb, out=tc)
+                torch.cuda.synchronize()
+                return (time.perf_counter() - t0) / n * 1e6
+
+            torch_bmm_us(100)
         per_op_us(lambda: dev.sgemm(a, b, c, 64, 64, 64), 500)
         for rnd in range(args.rounds):
             # each round starts with another setting: no setting always follows the same one
@@ -233,6 +255,10 @@ def main() -> None:
                     add("torch_conv5x_fwd_us", torch_conv_us(600))
                     add("conv5x_torch_over_ours", r["torch_conv5x_fwd_us"][-1]
                         / r["conv5x_fwd_us"][-1])
+                    add("strided_bf16_us", per_op_us(strided, 1500))
+                    add("torch_bmm_us", torch_bmm_us(1500))
+                    add("strided_torch_over_ours", r["torch_bmm_us"][-1]
+                        / r["strided_bf16_us"][-1])
             print(f"round {rnd + 1} done", flush=True)
         pauses = bp.pauses
         use_wake("one")

@@ -18,7 +18,7 @@ Writes ``$OUT/<name>.json`` and ``.md`` (launch_hold_ab, derived_ab, reductions_
 switch_interval_ab).
 
     python3 tools/inplace_ab.py [--switch launch|derived|reductions|interval] [--rounds 7]
-                                [--intervals 50e-6,1e-3,5e-3]
+                                [--intervals 50e-6,1e-3,5e-3] [--thread-ops 2000]
 """
 # ruff: noqa: E731 - small closures over one problem's buffers
 from __future__ import annotations
@@ -115,8 +115,10 @@ def switches(dev: Any, what: str, intervals: list[float]) -> dict[str, Callable[
     return {"on": lambda: put(memo), "off": lambda: put(stand_in)}
 
 
-def cases(dev: Any, torch: Any) -> dict[str, tuple[Callable, Callable, Callable, Callable, int]]:
-    """name -> (ours, our finish, theirs, their finish, n pipelined per run)."""
+def cases(dev: Any, torch: Any, thread_ops: int = 2000
+          ) -> dict[str, tuple[Callable, Callable, Callable, Callable, int]]:
+    """name -> (ours, our finish, theirs, their finish, n pipelined per run). The thread cases
+    issue ``thread_ops`` SGEMMs per burst (round trips: two fifths of it)."""
     rng = np.random.default_rng()
     bf16 = gpumsg.as_dtype("bf16")
     batch, s = 512, 128
@@ -190,11 +192,14 @@ def cases(dev: Any, torch: Any) -> dict[str, tuple[Callable, Callable, Callable,
     sgemm_op = lambda k: (lambda: dev.sgemm(small[0], small[1], own_c[k], 64, 64, 64))
     torch_op = lambda k: (lambda: (torch.mm(t64[0], t64[1], out=t64[2]), None)[1])
     torch_rt = lambda k: (lambda: (torch.mm(t64[0], t64[1], out=t64[2]), sync(), None)[2])
-    ours8, theirs8 = burst(sgemm_op, nothing), burst(torch_op, sync)
-    ours1, theirs1 = burst(sgemm_op, nothing, threads=1), burst(torch_op, sync, threads=1)
-    rt8, trt8 = burst(sgemm_op, nothing, total=800, each=True), burst(torch_rt, nothing, total=800)
-    rt1 = burst(sgemm_op, nothing, threads=1, total=800, each=True)
-    trt1 = burst(torch_rt, nothing, threads=1, total=800)
+    n_pipe, n_rt = thread_ops, thread_ops * 2 // 5
+    ours8, theirs8 = burst(sgemm_op, nothing, total=n_pipe), burst(torch_op, sync, total=n_pipe)
+    ours1 = burst(sgemm_op, nothing, threads=1, total=n_pipe)
+    theirs1 = burst(torch_op, sync, threads=1, total=n_pipe)
+    rt8 = burst(sgemm_op, nothing, total=n_rt, each=True)
+    trt8 = burst(torch_rt, nothing, total=n_rt)
+    rt1 = burst(sgemm_op, nothing, threads=1, total=n_rt, each=True)
+    trt1 = burst(torch_rt, nothing, threads=1, total=n_rt)
     out = {
         "strided 512x128^3 bf16": (strided, wait, lambda: torch.bmm(ta, tb, out=tc), sync, 1500),
         "matmul 3-D 512x128^3 bf16": (matmul, wait, lambda: torch.bmm(ta, tb, out=tc), sync,
@@ -210,10 +215,10 @@ def cases(dev: Any, torch: Any) -> dict[str, tuple[Callable, Callable, Callable,
                                  lambda: tk.cpu(), nothing, 500),
         "sgemm 64^3, 20 µs of caller work between posts": (busy_sgemm, wait, busy_torch, sync,
                                                            1000),
-        "1 thread sgemm 64^3 (µs per burst of 2000)": (ours1, nothing, theirs1, nothing, 1),
-        "8 threads sgemm 64^3 (µs per burst of 2000)": (ours8, nothing, theirs8, nothing, 1),
-        "1 thread sgemm 64^3 round trips (µs per 800)": (rt1, nothing, trt1, nothing, 1),
-        "8 threads sgemm 64^3 round trips (µs per 800)": (rt8, nothing, trt8, nothing, 1),
+        f"1 thread sgemm 64^3 (µs per burst of {n_pipe})": (ours1, nothing, theirs1, nothing, 1),
+        f"8 threads sgemm 64^3 (µs per burst of {n_pipe})": (ours8, nothing, theirs8, nothing, 1),
+        f"1 thread sgemm 64^3 round trips (µs per {n_rt})": (rt1, nothing, trt1, nothing, 1),
+        f"8 threads sgemm 64^3 round trips (µs per {n_rt})": (rt8, nothing, trt8, nothing, 1),
     }
     try:
         import cudnn  # noqa: F401 - the frontend: the graph path and its replays
@@ -236,13 +241,15 @@ def main() -> None:
                     default="launch")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--intervals", default="50e-6,1e-3,5e-3")
+    ap.add_argument("--thread-ops", type=int, default=2000,
+                    help="SGEMMs per burst of the thread cases (round trips: two fifths)")
     ap.add_argument("--cases", default="", help="only the cases whose name contains one of "
                     "these comma-separated words")
     opts = ap.parse_args()
     rows: dict[str, dict[str, list[float]]] = {}
     saved_interval = sys.getswitchinterval()
     with gpumsg.open_device(0) as dev:
-        todo = cases(dev, torch)
+        todo = cases(dev, torch, opts.thread_ops)
         if opts.cases:
             words = opts.cases.split(",")
             todo = {k: v for k, v in todo.items() if any(w in k for w in words)}
@@ -273,8 +280,14 @@ def main() -> None:
     result = []
     for name, row in rows.items():
         med = {k: statistics.median(v) for k, v in row.items()}
+        # each mode over the first in the same round: the host's drift between rounds cancels
+        paired = {m: [x / y for x, y in zip(row[m], row[a], strict=True)] for m in names[1:]}
         result.append({"case": name, **{f"{k}_us": round(v, 2) for k, v in med.items()},
                        **{f"{m}_over_{a}": round(med[m] / med[a], 3) for m in names[1:]},
+                       **{f"{m}_over_{a}_paired": round(statistics.median(q), 3)
+                          for m, q in paired.items()},
+                       **{f"{m}_faster_rounds": sum(v < 1 for v in q) for m, q in paired.items()},
+                       "samples": {k: [round(x, 2) for x in v] for k, v in row.items()},
                        **{f"torch_over_{m}": round(med["torch"] / med[m], 3) for m in names},
                        "spread": {k: [round(min(v), 1), round(max(v), 1)] for k, v in row.items()}})
         print(json.dumps(result[-1]), flush=True)
@@ -285,14 +298,19 @@ def main() -> None:
              "", f"Per-call µs of n pipelined calls then one wait; switch `{opts.switch}`, modes "
              f"{', '.join(names)} switched in place, in rotating order; torch beside them in "
              f"each round (under mode {a}); medians of {opts.rounds} rounds "
-             "(tools/inplace_ab.py). torch / ours > 1: ours faster.", "",
+             "(tools/inplace_ab.py). torch / ours > 1: ours faster. Paired: each mode's time over "
+             f"{a}'s in the same round, median over the rounds (< 1: faster), and the rounds "
+             "where it was faster.", "",
              "| case | " + " | ".join(f"{m} µs" for m in names) + " | torch µs | " +
-             " | ".join(f"torch/{m}" for m in names) + " |",
-             "|---" * (2 * len(names) + 2) + "|"]
+             " | ".join(f"torch/{m}" for m in names) + " | " +
+             " | ".join(f"{m}/{a} paired (rounds faster)" for m in names[1:]) + " |",
+             "|---" * (3 * len(names) + 1) + "|"]
     for r in result:
         lines.append(f"| {r['case']} | " + " | ".join(str(r[m + '_us']) for m in names) +
                      f" | {r['torch_us']} | " +
-                     " | ".join(str(r['torch_over_' + m]) for m in names) + " |")
+                     " | ".join(str(r['torch_over_' + m]) for m in names) + " | " +
+                     " | ".join(f"{r[f'{m}_over_{a}_paired']} ({r[f'{m}_faster_rounds']}/"
+                                f"{opts.rounds})" for m in names[1:]) + " |")
     save_diagnostic(name, {"environment": env, "switch": opts.switch, "rounds": opts.rounds,
                            "rows": result}, "\n".join(lines), default_dir=".")
     print("\n".join(lines[-len(result) - 2:]))

@@ -1,10 +1,13 @@
 """Diagnostic (GPU or simulator): what the device thread and the callers do when eight client
 threads share a device, beside one thread: 64^3 SGEMMs, round trips and pipelined.
 
-Per case: ops/s; batches answered on the device thread and handed to the completion watcher;
-``settle`` calls and their time; event queries; the device thread's CPU time and context
-switches per op (``/proc``); for round trips, the time from an answer (``set_result``) to its
-caller's ``result()`` returning (the caller's wake-up and its wait for the GIL).
+Per case: ops/s; the process's CPU time and context switches per op (every thread, callers
+included: ``getrusage``); callers' pauses on a full mailbox per op; batches answered on the
+device thread and handed to the completion watcher; ``settle`` calls and their time; event
+queries; the device thread's CPU time and context switches per op (``/proc``) and its time
+runnable but waiting for a CPU (``schedstat``: the host's CPUs, not the GIL); for round trips,
+the time from an answer (``set_result``) to its caller's ``result()`` returning (the caller's
+wake-up and its wait for the GIL).
 
     PYTHONPATH=$PWD python3 tools/threads_timeline.py [--total 2000] [--rounds 3]
 
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import time
@@ -83,6 +87,19 @@ def _task(tid: int) -> tuple[float, int, int]:
     return cpu, vol, invol
 
 
+def _runqueue_s(tid: int) -> float:
+    """Seconds one thread of this process has spent runnable, waiting for a CPU."""
+    with open(f"/proc/self/task/{tid}/schedstat") as f:
+        return int(f.read().split()[1]) / 1e9
+
+
+def _process() -> tuple[float, int, int]:
+    """(CPU seconds, voluntary, involuntary context switches) of the whole process, threads
+    that have ended included."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime, r.ru_nvcsw, r.ru_nivcsw
+
+
 def _slots(ctx: Any) -> tuple[int, int, int]:
     """(operations answered on the device thread, batches handed to watchers, batches the
     watchers answered)."""
@@ -100,6 +117,8 @@ def measure(dev: Any, threads: int, wait_each: bool, total: int) -> dict[str, fl
         COUNTS[k] = 0
     WAKES.clear()
     cpu0, vol0, inv0 = _task(tid)
+    rq0, (pcpu0, pvol0, pinv0) = _runqueue_s(tid), _process()
+    pauses0 = dev._worker.backpressure.pauses
     s0 = _slots(ctx)
     t0 = time.perf_counter()
     rate = aggregate(lambda: (lambda: dev.sgemm(a, a, c, 64, 64, 64)), threads, total,
@@ -107,9 +126,18 @@ def measure(dev: Any, threads: int, wait_each: bool, total: int) -> dict[str, fl
     wall = time.perf_counter() - t0
     dev.synchronize().result()
     cpu1, vol1, inv1 = _task(tid)
+    rq1, (pcpu1, pvol1, pinv1) = _runqueue_s(tid), _process()
+    pauses = dev._worker.backpressure.pauses - pauses0
     s1 = _slots(ctx)
     n = total
-    out = {"kops/s": rate / 1e3, "device thread busy (CPU / wall)": (cpu1 - cpu0) / wall,
+    out = {"kops/s": rate / 1e3,
+           "process CPU µs per op (all threads)": (pcpu1 - pcpu0) / n * 1e6,
+           "process CPU / wall": (pcpu1 - pcpu0) / wall,
+           "process blocks per op (voluntary switches)": (pvol1 - pvol0) / n,
+           "process preemptions per op": (pinv1 - pinv0) / n,
+           "callers' pauses on a full mailbox per op": pauses / n,
+           "device thread µs per op waiting for a CPU": (rq1 - rq0) / n * 1e6,
+           "device thread busy (CPU / wall)": (cpu1 - cpu0) / wall,
            "device thread CPU µs per op": (cpu1 - cpu0) / n * 1e6,
            "device thread blocks per op (voluntary switches)": (vol1 - vol0) / n,
            "device thread preemptions per op": (inv1 - inv0) / n,
