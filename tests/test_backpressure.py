@@ -44,7 +44,7 @@ def test_pause_waits_for_relieve_and_is_bounded() -> None:
     t0 = time.perf_counter()
     bp.pause()  # nobody relieves: the pause ends at its timeout
     assert 0.25 < time.perf_counter() - t0 < 5
-    assert bp.waiting == 0 and bp.pauses == 1
+    assert bp.waiting == 0 and bp.pauses == 1 and bp.timeouts == 1
     woke: list = []
     bp.timeout = 30
     t = threading.Thread(target=lambda: (bp.pause(), woke.append(time.perf_counter())))
@@ -59,6 +59,7 @@ def test_pause_waits_for_relieve_and_is_bounded() -> None:
     bp.relieve()
     t.join(5)
     assert woke and woke[0] - t_relieve < 1 and bp.waiting == 0
+    assert bp.pauses == 2 and bp.timeouts == 1  # woken, not timed out
     depth[0] = 5  # the device thread caught up before the pause looked: no pause at all
     t0 = time.perf_counter()
     bp.pause()
@@ -107,6 +108,28 @@ def test_a_relief_wakes_one_caller_longest_waiting_first() -> None:
     for t in callers:
         t.join(5)
     assert bp.pauses == 3
+
+
+def test_a_paused_caller_keeps_its_place_while_batches_finish() -> None:
+    """The bound ends a pause only when the device thread finishes no batch for that long (it
+    is stuck): while batches finish, a caller whose turn is far off keeps waiting in its place."""
+    depth = [200]
+    bp = Backpressure(lambda: depth[0], high=100, low=10, timeout=0.05)
+    woke: list[float] = []
+    t = threading.Thread(target=lambda: (bp.pause(), woke.append(time.perf_counter())))
+    t.start()
+    deadline = time.monotonic() + 10
+    while bp.waiting < 1 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    end = time.monotonic() + 0.5  # ten bounds, a batch every 10 ms, the mailbox still full
+    while time.monotonic() < end:
+        bp.relieve()
+        time.sleep(0.01)
+    assert not woke and bp.waiting == 1 and bp.timeouts == 0
+    t0 = time.perf_counter()  # no more batches: the pause ends at its bound
+    t.join(5)
+    assert woke and woke[0] - t0 < 1 and bp.waiting == 0
+    assert bp.pauses == 1 and bp.timeouts == 1
 
 
 def test_an_exempt_thread_never_pauses() -> None:

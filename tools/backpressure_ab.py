@@ -65,50 +65,56 @@ class WakeAll:
             WakeAll.room.set()
 
 
-class WakeByTurn:
-    """A candidate (``HIGH/LOW/turn``): gpumsg's wake-one, but a relief wakes the next caller
-    only once the one woken before has paused again, or the mailbox is empty (that caller has
-    stopped posting). Fewer callers post at once, at the risk of a dry mailbox."""
+class WakeOneBounded:
+    """Stop 30's first wake-one, switched in place for an A/B (``HIGH/LOW/bounded``): callers
+    wait on one ``threading.Condition`` (woken one per batch, longest waiting first), and a
+    pause ends after 5 ms whatever the device thread does. gpumsg's Backpressure keeps a
+    caller's place past the bound while batches finish. (``turn`` and ``one100``, measured in
+    stop 30's first runs, are in this file as of commit aae5276.)"""
 
-    pending = False  # a woken caller has not paused again yet
+    room = __import__("threading").Condition(__import__("threading").Lock())
+    waiting = 0
+    timeout = 0.005
 
     @staticmethod
     def pause(bp: Any) -> None:
-        WakeByTurn.pending = False
-        WakeByTurn.own_pause(bp)
+        from gpumsg.service.backpressure import _local
+
+        if getattr(_local, "exempt", False):
+            return
+        room = WakeOneBounded.room
+        with room:
+            WakeOneBounded.waiting += 1
+            try:
+                if bp.high and bp._qsize() > bp.low:
+                    bp.pauses += 1
+                    if not room.wait(WakeOneBounded.timeout):
+                        bp.timeouts += 1
+            finally:
+                WakeOneBounded.waiting -= 1
 
     @staticmethod
     def relieve(bp: Any) -> None:
-        if bp.waiting:
-            left = bp._qsize()
-            if left <= bp.low and (not WakeByTurn.pending or not left):
-                WakeByTurn.pending = True
-                with bp._room:
-                    bp._room.notify()
+        if WakeOneBounded.waiting and bp._qsize() <= bp.low:
+            with WakeOneBounded.room:
+                WakeOneBounded.room.notify()
 
 
 def use_wake(mode: str) -> None:
-    """Switch every Backpressure of the process to ``mode`` in place: ``one`` (gpumsg's, with
-    its pause bound), ``one100`` (gpumsg's with a 100 ms bound), ``turn`` (:class:`WakeByTurn`) or
-    ``all`` (:class:`WakeAll`). The
-    device thread and the callers look the methods up at each call."""
+    """Switch every Backpressure of the process to ``mode`` in place: ``one`` (gpumsg's),
+    ``bounded`` (:class:`WakeOneBounded`) or ``all`` (:class:`WakeAll`). The device thread and
+    the callers look the methods up at each call; switch only while no caller is paused."""
     from gpumsg.service import backpressure as mod
 
     cls = mod.Backpressure
     if not hasattr(use_wake, "own"):
         use_wake.own = (cls.pause, cls.relieve)  # type: ignore[attr-defined]
-    if mode == "all":
-        WakeAll.room.set()  # nobody left behind on the other way's event
-        cls.pause, cls.relieve = WakeAll.pause, WakeAll.relieve
-    elif mode == "turn":
-        WakeAll.room.set()
-        WakeByTurn.own_pause = use_wake.own[0]  # type: ignore[attr-defined]
-        cls.pause, cls.relieve = WakeByTurn.pause, WakeByTurn.relieve
-    elif mode in ("one", "one100"):
-        WakeAll.room.set()
-        cls.pause, cls.relieve = use_wake.own  # type: ignore[attr-defined]
-    else:
-        raise ValueError(f"wake mode must be one, one100, turn or all, got {mode!r}")
+    ways = {"all": (WakeAll.pause, WakeAll.relieve),
+            "bounded": (WakeOneBounded.pause, WakeOneBounded.relieve),
+            "one": use_wake.own}  # type: ignore[attr-defined]
+    if mode not in ways:
+        raise ValueError(f"wake mode must be one of {sorted(ways)}, got {mode!r}")
+    cls.pause, cls.relieve = ways[mode]
 
 
 def per_op_us(fn: Any, n: int) -> float:
@@ -153,7 +159,7 @@ def main() -> None:
     args = parser.parse_args()
     rng = np.random.default_rng()
     settings = []
-    for pair in args.settings.split(","):  # HIGH/LOW or HIGH/LOW/WAKE (one, one100, turn, all)
+    for pair in args.settings.split(","):  # HIGH/LOW or HIGH/LOW/WAKE (one, bounded, all)
         high, low, *wake = pair.split("/")
         settings.append((int(high), int(low), wake[0] if wake else "one"))
     results: dict[str, dict[str, list[float]]] = {
@@ -224,7 +230,6 @@ def main() -> None:
                                     + settings[:rnd % len(settings)]):
                 use_wake(wake)
                 bp.high, bp.low = high, low
-                bp.timeout = 0.1 if wake == "one100" else default_timeout
                 r = results[f"{high}/{low}/{wake}"]
 
                 def add(key: str, value: float, r: dict = r) -> None:
@@ -260,7 +265,7 @@ def main() -> None:
                     add("strided_torch_over_ours", r["torch_bmm_us"][-1]
                         / r["strided_bf16_us"][-1])
             print(f"round {rnd + 1} done", flush=True)
-        pauses = bp.pauses
+        pauses, timeouts = bp.pauses, bp.timeouts
         use_wake("one")
         bp.high, bp.low, bp.timeout = 128, 64, default_timeout
     medians = {s: {k: statistics.median(v) for k, v in r.items()} for s, r in results.items()}
@@ -273,14 +278,15 @@ def main() -> None:
     for s, m in medians.items():
         lines.append(f"| {s} | " + " | ".join(f"{m[k]:.3g}" for k in keys) + " |")
     lines += ["", f"- medians of {args.rounds} rounds; settings alternate within each round "
-              "(0/0: off; wake: one = a relief wakes the longest-waiting caller, pauses "
-              f"bounded at {default_timeout * 1e3:g} ms; one100: the same bounded at 100 ms; "
-              "turn: the next caller only once the last woken has paused again or the mailbox "
-              "is dry; all = every caller at once, 5 ms, as in stops 22-29); threads: "
+              "(0/0: off; wake: one = a relief wakes the longest-waiting caller, who keeps "
+              "its place while batches finish (a pause ends early after "
+              f"{default_timeout * 1e3:g} ms without a batch); bounded = the same on a "
+              "Condition, every pause ending at 5 ms; all = every caller at once, 5 ms, as in "
+              "stops 22-29); threads: "
               f"{args.thread_ops} SGEMMs in all over 1 or 8 threads (ops/s); "
               "alloc: 2000 1 KiB allocations issued, the last awaited; conv5_x: "
               "600 pipelined calls then one wait, beside torch's conv2d in the same round",
-              f"- pauses taken in all: {pauses}"]
+              f"- pauses taken in all: {pauses}, of which ended at their bound: {timeouts}"]
     lines += paired_lines(results, "/".join(map(str, settings[-1])))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -118,7 +118,8 @@ def measure(dev: Any, threads: int, wait_each: bool, total: int) -> dict[str, fl
     WAKES.clear()
     cpu0, vol0, inv0 = _task(tid)
     rq0, (pcpu0, pvol0, pinv0) = _runqueue_s(tid), _process()
-    pauses0 = dev._worker.backpressure.pauses
+    bp = dev._worker.backpressure
+    pauses0, timeouts0 = bp.pauses, bp.timeouts
     s0 = _slots(ctx)
     t0 = time.perf_counter()
     rate = aggregate(lambda: (lambda: dev.sgemm(a, a, c, 64, 64, 64)), threads, total,
@@ -127,7 +128,7 @@ def measure(dev: Any, threads: int, wait_each: bool, total: int) -> dict[str, fl
     dev.synchronize().result()
     cpu1, vol1, inv1 = _task(tid)
     rq1, (pcpu1, pvol1, pinv1) = _runqueue_s(tid), _process()
-    pauses = dev._worker.backpressure.pauses - pauses0
+    pauses, timeouts = bp.pauses - pauses0, bp.timeouts - timeouts0
     s1 = _slots(ctx)
     n = total
     out = {"kops/s": rate / 1e3,
@@ -136,6 +137,7 @@ def measure(dev: Any, threads: int, wait_each: bool, total: int) -> dict[str, fl
            "process blocks per op (voluntary switches)": (pvol1 - pvol0) / n,
            "process preemptions per op": (pinv1 - pinv0) / n,
            "callers' pauses on a full mailbox per op": pauses / n,
+           "pauses that ended at their bound, per op": timeouts / n,
            "device thread µs per op waiting for a CPU": (rq1 - rq0) / n * 1e6,
            "device thread busy (CPU / wall)": (cpu1 - cpu0) / wall,
            "device thread CPU µs per op": (cpu1 - cpu0) / n * 1e6,
@@ -160,20 +162,32 @@ def main() -> None:
     ap.add_argument("--total", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--backend", default="auto")
+    ap.add_argument("--pause-bounds", default="",
+                    help="comma-separated bounds of a caller's pause on a full mailbox "
+                         "(seconds), switched in place round by round; default: gpumsg's")
     opts = ap.parse_args()
     env = environment()
-    cases = {"1 thread, round trips": (1, True), "8 threads, round trips": (8, True),
-             "1 thread, pipelined": (1, False), "8 threads, pipelined": (8, False)}
+    base = {"1 thread, round trips": (1, True), "8 threads, round trips": (8, True),
+            "1 thread, pipelined": (1, False), "8 threads, pipelined": (8, False)}
+    bounds = [float(v) for v in opts.pause_bounds.split(",") if v]
+    cases = base if not bounds else {
+        f"{case} @ {b * 1e3:g} ms": spec for b in bounds for case, spec in base.items()
+        if case.endswith("pipelined")}
     seen: dict[str, list[dict[str, float]]] = {k: [] for k in cases}
     with gpumsg.open_device(0, backend=opts.backend) as dev:
         _patch(dev._worker.ctx)
+        bp = dev._worker.backpressure
+        default_bound = bp.timeout
         for r in range(opts.rounds):
             for case, (threads, wait_each) in cases.items():
+                bp.timeout = float(case.split(" @ ")[1][:-3]) / 1e3 if " @ " in case \
+                    else default_bound
                 seen[case].append(measure(dev, threads, wait_each, opts.total))
             print(f"round {r + 1}/{opts.rounds}", flush=True)
+        bp.timeout = default_bound
     med = {case: {k: statistics.median(d[k] for d in rounds) for k in rounds[0]}
            for case, rounds in seen.items()}
-    keys = list(med["1 thread, round trips"])
+    keys = list(next(iter(med.values())))
     lines = ["# eight client threads beside one: what the device thread does", "",
              f"{env.get('device', '?')} · driver {env.get('driver', '?')} · {env['date']} · "
              f"Python {env['python']}", "",

@@ -10,13 +10,14 @@ woken one at a time, longest waiting first: one caller refills the mailbox while
 sleep, where waking them all made eight callers hand the GIL to each other while the device
 thread waited. Measured on the H100 (docs/performance.md): pipelined bursts no longer fall into
 a slow regime, convolutions at the host floor gain a little, and eight pipelining threads
-issue 11-16% more than when a relief woke them all.
+issue 4-29% more than when a relief woke them all.
 
 Two sides, two threads:
 
 * the caller's thread, after its put, calls :meth:`Backpressure.pause` when the mailbox holds
-  ``high`` messages or more; it waits until the device thread wakes it or ``timeout`` seconds
-  pass (bounded: a pause can cost latency, never a deadlock);
+  ``high`` messages or more; it waits until the device thread wakes it, or until the device
+  thread has finished no batch for ``timeout`` seconds (bounded: a pause can cost latency,
+  never a deadlock);
 * the device thread calls :meth:`Backpressure.relieve` between batches; when a caller waits
   and ``low`` messages or fewer are left, it wakes the caller that has waited longest (one per
   batch).
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import deque
 from typing import Any
 
 __all__ = ["Backpressure", "exempt_this_thread", "configured", "HIGH", "LOW", "PAUSE_TIMEOUT"]
@@ -39,11 +41,15 @@ HIGH = 128
 #: still has work queued while woken callers take the GIL back (16 starved convolutions on
 #: the H100; docs/performance.md, "Backpressure on the mailbox")
 LOW = 64
-#: the longest single pause, in seconds (the device thread wakes callers sooner). With callers
-#: woken one per batch, eight pipelining threads did as well at 5 ms as at 100 ms (H100, stop 30)
+#: a pause ends early when the device thread has finished no batch for this long, in seconds
+#: (it is stuck, or its done-callback waits for something the paused caller holds). While
+#: batches finish, a caller keeps its place until its turn: with a plain 5 ms bound, more than
+#: half the pauses of eight pipelining threads ended at the bound (their turns are further
+#: apart), and each such caller went on posting beside the one whose turn it was (H100, stop 30)
 PAUSE_TIMEOUT = 0.005
 
 _local = threading.local()
+_allocate_lock = threading.Lock
 
 
 def configured() -> tuple[int, int]:
@@ -73,7 +79,8 @@ class Backpressure:
     """The pause and the wake-up of one mailbox (see the module). ``qsize`` is the mailbox's
     ``qsize``; ``high`` 0 turns the pause off."""
 
-    __slots__ = ("_qsize", "high", "low", "timeout", "_room", "waiting", "pauses")
+    __slots__ = ("_qsize", "high", "low", "timeout", "_mutex", "_turns", "batches", "pauses",
+                 "timeouts")
 
     def __init__(self, qsize: Any, high: int = HIGH, low: int = LOW,
                  timeout: float = PAUSE_TIMEOUT) -> None:
@@ -83,43 +90,61 @@ class Backpressure:
         self.high = high
         self.low = low
         self.timeout = timeout
-        # a plain lock under the condition: its waiters are woken in the order they came
-        self._room = threading.Condition(threading.Lock())
-        #: callers paused now (read by the device thread without the lock: a stale count costs
-        #: one needless wake-up, or a wake-up one batch later)
-        self.waiting = 0
-        #: pauses taken so far (statistics)
-        self.pauses = 0
+        self._mutex = threading.Lock()
+        #: one held lock per paused caller, longest waiting first: a relief releases the first
+        self._turns: deque[Any] = deque()
+        #: batches the device thread has finished (a paused caller's sign of its progress)
+        self.batches = 0
+        #: pauses taken so far, and those of them that ended at ``timeout`` (statistics)
+        self.pauses = self.timeouts = 0
+
+    @property
+    def waiting(self) -> int:
+        """Callers paused now."""
+        return len(self._turns)
 
     def pause(self) -> None:
         """Caller's thread: wait until the device thread has taken most of the mailbox and it
-        is this caller's turn (callers are woken one at a time, longest waiting first), or
-        ``timeout`` seconds pass."""
+        is this caller's turn (callers are woken one at a time, longest waiting first). The
+        wait ends early only when the device thread finishes no batch for ``timeout`` seconds
+        (it is stuck, or waits for something this caller holds): a caller whose turn is merely
+        far off keeps its place."""
         if getattr(_local, "exempt", False):
             return
-        room = self._room
-        with room:
-            # counted before the look at the mailbox, under the lock that relieve() notifies
-            # under: a relief from here on finds this caller waiting
-            self.waiting += 1
+        turn = _allocate_lock()
+        turn.acquire()
+        with self._mutex:  # the lock relieve() takes its turns under: none is missed
+            # not if the device thread has caught up since the put, or is finishing
+            if not self.high or self._qsize() <= self.low:
+                return
+            self._turns.append(turn)
+            self.pauses += 1
+        while True:
+            seen = self.batches
+            if turn.acquire(True, self.timeout):
+                return  # this caller's turn, or release()
+            if self.batches == seen:
+                break  # no batch finished meanwhile
+        with self._mutex:
+            self.timeouts += 1
             try:
-                # not if the device thread has caught up since the put, or is finishing
-                if self.high and self._qsize() > self.low:
-                    self.pauses += 1
-                    room.wait(self.timeout)
-            finally:
-                self.waiting -= 1
+                self._turns.remove(turn)
+            except ValueError:  # a relief took it just now: nothing to undo
+                pass
 
     def relieve(self) -> None:
-        """Device thread, between batches: once ``low`` or fewer messages are left, wake the
-        caller that has waited longest. One per batch: a woken caller refills the mailbox on
-        its own, and the next batch wakes the next caller if it has not."""
-        if self.waiting and self._qsize() <= self.low:
-            with self._room:
-                self._room.notify()
+        """Device thread, after each batch: count it, and once ``low`` or fewer messages are
+        left wake the caller that has waited longest. One per batch: a woken caller refills
+        the mailbox on its own, and the next batch wakes the next caller if it has not."""
+        self.batches += 1
+        if self._turns and self._qsize() <= self.low:
+            with self._mutex:
+                if self._turns:
+                    self._turns.popleft().release()
 
     def release(self) -> None:
         """The device thread is finishing: no pause from now on, and none left waiting."""
         self.high = 0
-        with self._room:
-            self._room.notify_all()
+        with self._mutex:
+            while self._turns:
+                self._turns.popleft().release()
