@@ -82,32 +82,47 @@ def test_pause_waits_for_relieve_and_is_bounded() -> None:
 
 
 def test_a_relief_wakes_one_caller_longest_waiting_first() -> None:
-    """Paused callers are woken one per relief, in the order they paused: a woken caller
-    refills the mailbox while the others sleep (service/backpressure.py says why)."""
+    """Paused callers are woken one at a time, in the order they paused, and the next only
+    once the woken one has paused again (or the mailbox ran dry): one caller refills the
+    mailbox while the others sleep (service/backpressure.py says why)."""
     depth = [200]
     bp = Backpressure(lambda: depth[0], high=100, low=10, timeout=30)
     woke: list[int] = []
-    callers = []
-    for i in range(3):
-        t = threading.Thread(target=lambda i=i: (bp.pause(), woke.append(i)))
+
+    def pause_as(i: int) -> threading.Thread:
+        t = threading.Thread(target=lambda: (bp.pause(), woke.append(i)))
+        before = bp.waiting
         t.start()
-        callers.append(t)
         deadline = time.monotonic() + 10
-        while bp.waiting < i + 1 and time.monotonic() < deadline:
+        while bp.waiting < before + 1 and time.monotonic() < deadline:
             time.sleep(0.005)
-        assert bp.waiting == i + 1
-    time.sleep(0.05)  # the last one counted itself before it waits: let it reach the wait
-    depth[0] = 10
-    for i in range(3):
+        assert bp.waiting == before + 1
+        return t
+
+    def relieve_expect(expected: list[int]) -> None:
         bp.relieve()
         deadline = time.monotonic() + 10
-        while len(woke) < i + 1 and time.monotonic() < deadline:
+        while len(woke) < len(expected) and time.monotonic() < deadline:
             time.sleep(0.005)
         time.sleep(0.05)  # a second wake-up would show here
-        assert woke == list(range(i + 1)) and bp.waiting == 2 - i
+        assert woke == expected
+
+    callers = [pause_as(i) for i in range(3)]
+    depth[0] = 10
+    relieve_expect([0])  # the longest waiting
+    relieve_expect([0])  # 0 is still refilling (it has not paused again): nobody
+    depth[0] = 0
+    relieve_expect([0, 1])  # the mailbox ran dry: the next one, whatever 0 does
+    depth[0] = 200
+    callers.append(pause_as(3))  # a caller pausing: the one woken has stopped refilling
+    depth[0] = 10
+    relieve_expect([0, 1, 2])  # 2 paused before 3
+    relieve_expect([0, 1, 2])
+    depth[0] = 0
+    relieve_expect([0, 1, 2, 3])
     for t in callers:
         t.join(5)
-    assert bp.pauses == 3
+    assert bp.pauses == 4 and bp.timeouts == 0 and bp.waiting == 0
 
 
 def test_a_paused_caller_keeps_its_place_while_batches_finish() -> None:

@@ -69,8 +69,9 @@ class WakeOneBounded:
     """Stop 30's first wake-one, switched in place for an A/B (``HIGH/LOW/bounded``): callers
     wait on one ``threading.Condition`` (woken one per batch, longest waiting first), and a
     pause ends after 5 ms whatever the device thread does. gpumsg's Backpressure keeps a
-    caller's place past the bound while batches finish. (``turn`` and ``one100``, measured in
-    stop 30's first runs, are in this file as of commit aae5276.)"""
+    caller's place past the bound while batches finish. (``one100``, and ``turn`` on this
+    Condition, measured in stop 30's first runs, are in this file as of commit aae5276; ``turn``
+    on the FIFO of turns, measured in run 6, then became gpumsg's own wake-up.)"""
 
     room = __import__("threading").Condition(__import__("threading").Lock())
     waiting = 0
@@ -100,9 +101,25 @@ class WakeOneBounded:
                 WakeOneBounded.room.notify()
 
 
+class WakeEachBatch:
+    """A predecessor (``HIGH/LOW/each``): gpumsg's wake-up as it was at commit 3140107, waking
+    the longest-waiting caller after every batch that leaves ``low`` or fewer messages, even
+    while the caller woken before is still refilling."""
+
+    @staticmethod
+    def relieve(bp: Any) -> None:
+        bp.batches += 1
+        turns = bp._turns
+        if turns and bp._qsize() <= bp.low:
+            with bp._mutex:
+                if turns:
+                    turns.popleft().release()
+
+
 def use_wake(mode: str) -> None:
     """Switch every Backpressure of the process to ``mode`` in place: ``one`` (gpumsg's),
-    ``bounded`` (:class:`WakeOneBounded`) or ``all`` (:class:`WakeAll`). The device thread and
+    ``each`` (:class:`WakeEachBatch`), ``bounded`` (:class:`WakeOneBounded`) or ``all``
+    (:class:`WakeAll`). The device thread and
     the callers look the methods up at each call; switch only while no caller is paused."""
     from gpumsg.service import backpressure as mod
 
@@ -111,6 +128,7 @@ def use_wake(mode: str) -> None:
         use_wake.own = (cls.pause, cls.relieve)  # type: ignore[attr-defined]
     ways = {"all": (WakeAll.pause, WakeAll.relieve),
             "bounded": (WakeOneBounded.pause, WakeOneBounded.relieve),
+            "each": (use_wake.own[0], WakeEachBatch.relieve),  # type: ignore[attr-defined]
             "one": use_wake.own}  # type: ignore[attr-defined]
     if mode not in ways:
         raise ValueError(f"wake mode must be one of {sorted(ways)}, got {mode!r}")
@@ -159,7 +177,8 @@ def main() -> None:
     args = parser.parse_args()
     rng = np.random.default_rng()
     settings = []
-    for pair in args.settings.split(","):  # HIGH/LOW or HIGH/LOW/WAKE (one, bounded, all)
+    # HIGH/LOW or HIGH/LOW/WAKE (one, each, bounded, all), WAKE@MS setting gpumsg's bound
+    for pair in args.settings.split(","):
         high, low, *wake = pair.split("/")
         settings.append((int(high), int(low), wake[0] if wake else "one"))
     results: dict[str, dict[str, list[float]]] = {
@@ -228,8 +247,10 @@ def main() -> None:
             # each round starts with another setting: no setting always follows the same one
             for high, low, wake in (settings[rnd % len(settings):]
                                     + settings[:rnd % len(settings)]):
-                use_wake(wake)
+                mode, _, ms = wake.partition("@")
+                use_wake(mode)
                 bp.high, bp.low = high, low
+                bp.timeout = float(ms) / 1e3 if ms else default_timeout
                 r = results[f"{high}/{low}/{wake}"]
 
                 def add(key: str, value: float, r: dict = r) -> None:
@@ -278,11 +299,13 @@ def main() -> None:
     for s, m in medians.items():
         lines.append(f"| {s} | " + " | ".join(f"{m[k]:.3g}" for k in keys) + " |")
     lines += ["", f"- medians of {args.rounds} rounds; settings alternate within each round "
-              "(0/0: off; wake: one = a relief wakes the longest-waiting caller, who keeps "
-              "its place while batches finish (a pause ends early after "
+              "(0/0: off; wake: one = a relief wakes the longest-waiting caller once the one "
+              "woken before has paused again, and a caller keeps its place while batches "
+              "finish (a pause ends early after "
               f"{default_timeout * 1e3:g} ms without a batch); bounded = the same on a "
-              "Condition, every pause ending at 5 ms; all = every caller at once, 5 ms, as in "
-              "stops 22-29); threads: "
+              "Condition, every pause ending at 5 ms; each = one, but waking the next caller "
+              "after every batch even while the last woken still refills; @MS: the bound; "
+              "all = every caller at once, 5 ms, as in stops 22-29); threads: "
               f"{args.thread_ops} SGEMMs in all over 1 or 8 threads (ops/s); "
               "alloc: 2000 1 KiB allocations issued, the last awaited; conv5_x: "
               "600 pipelined calls then one wait, beside torch's conv2d in the same round",

@@ -45,8 +45,11 @@ LOW = 64
 #: (it is stuck, or its done-callback waits for something the paused caller holds). While
 #: batches finish, a caller keeps its place until its turn: with a plain 5 ms bound, more than
 #: half the pauses of eight pipelining threads ended at the bound (their turns are further
-#: apart), and each such caller went on posting beside the one whose turn it was (H100, stop 30)
-PAUSE_TIMEOUT = 0.005
+#: apart), and each such caller went on posting beside the one whose turn it was. A paused
+#: caller looks at the device thread's progress once per bound, and each look takes the GIL:
+#: at 5 ms those looks doubled the GIL handovers of eight pipelining threads against 50 ms
+#: (H100, stop 30); 20 ms keeps them rare and a stuck device thread's callers waiting briefly
+PAUSE_TIMEOUT = 0.02
 
 _local = threading.local()
 _allocate_lock = threading.Lock
@@ -79,8 +82,8 @@ class Backpressure:
     """The pause and the wake-up of one mailbox (see the module). ``qsize`` is the mailbox's
     ``qsize``; ``high`` 0 turns the pause off."""
 
-    __slots__ = ("_qsize", "high", "low", "timeout", "_mutex", "_turns", "batches", "pauses",
-                 "timeouts")
+    __slots__ = ("_qsize", "high", "low", "timeout", "_mutex", "_turns", "_woken", "batches",
+                 "pauses", "timeouts")
 
     def __init__(self, qsize: Any, high: int = HIGH, low: int = LOW,
                  timeout: float = PAUSE_TIMEOUT) -> None:
@@ -93,6 +96,8 @@ class Backpressure:
         self._mutex = threading.Lock()
         #: one held lock per paused caller, longest waiting first: a relief releases the first
         self._turns: deque[Any] = deque()
+        # a relief woke a caller and no caller has paused since: that one is still refilling
+        self._woken = False
         #: batches the device thread has finished (a paused caller's sign of its progress)
         self.batches = 0
         #: pauses taken so far, and those of them that ended at ``timeout`` (statistics)
@@ -119,6 +124,7 @@ class Backpressure:
                 return
             self._turns.append(turn)
             self.pauses += 1
+            self._woken = False  # the caller whose turn it was has stopped, or another came
         while True:
             seen = self.batches
             if turn.acquire(True, self.timeout):
@@ -134,13 +140,18 @@ class Backpressure:
 
     def relieve(self) -> None:
         """Device thread, after each batch: count it, and once ``low`` or fewer messages are
-        left wake the caller that has waited longest. One per batch: a woken caller refills
-        the mailbox on its own, and the next batch wakes the next caller if it has not."""
+        left wake the caller that has waited longest, unless the caller woken before is still
+        refilling (no caller has paused since) and messages are left: one caller posts at a
+        time. An empty mailbox wakes the next caller whatever happened to the last one."""
         self.batches += 1
-        if self._turns and self._qsize() <= self.low:
-            with self._mutex:
-                if self._turns:
-                    self._turns.popleft().release()
+        turns = self._turns
+        if turns:
+            left = self._qsize()
+            if left <= self.low and (not self._woken or not left):
+                with self._mutex:
+                    if turns:
+                        self._woken = True
+                        turns.popleft().release()
 
     def release(self) -> None:
         """The device thread is finishing: no pause from now on, and none left waiting."""
