@@ -6,11 +6,12 @@ in each driver or library call and then waits up to a switch interval to get it 
 callers post back to back it issues about one message per interval, and with eight posting
 threads one handover in nine. A caller that pauses sleeps on a lock, not on the GIL: the device
 thread then runs its batches without waiting for the GIL at every call. Paused callers are
-woken one at a time, longest waiting first: one caller refills the mailbox while the others
-sleep, where waking them all made eight callers hand the GIL to each other while the device
-thread waited. Measured on the H100 (docs/performance.md): pipelined bursts no longer fall into
-a slow regime, convolutions at the host floor gain a little, and eight pipelining threads
-issue 4-29% more than when a relief woke them all.
+woken one at a time, longest waiting first, the next once the last woken has paused again: one
+caller refills the mailbox while the others sleep, where waking them all made eight callers
+hand the GIL to each other while the device thread waited. Measured on the H100
+(docs/performance.md): pipelined bursts no longer fall into a slow regime, convolutions at the
+host floor gain a little, and eight pipelining threads issue 4-29% more than when a relief
+woke them all, blocking as often per op as one caller.
 
 Two sides, two threads:
 
@@ -18,9 +19,9 @@ Two sides, two threads:
   ``high`` messages or more; it waits until the device thread wakes it, or until the device
   thread has finished no batch for ``timeout`` seconds (bounded: a pause can cost latency,
   never a deadlock);
-* the device thread calls :meth:`Backpressure.relieve` between batches; when a caller waits
-  and ``low`` messages or fewer are left, it wakes the caller that has waited longest (one per
-  batch).
+* the device thread calls :meth:`Backpressure.relieve` after each batch; when a caller waits,
+  ``low`` messages or fewer are left and the caller woken before has paused again (or none
+  are left), it wakes the caller that has waited longest.
 
 The service's own threads (the device thread, the completion threads, which may run callers'
 done-callbacks that post) never pause: :func:`exempt_this_thread` marks them.
