@@ -11,7 +11,7 @@ from concurrent.futures import Future
 import pytest
 
 from gpumsg.messages.device import Stats
-from gpumsg.service.backpressure import Backpressure, exempt_this_thread
+from gpumsg.service.backpressure import WAKE_GRACE, Backpressure, exempt_this_thread
 
 
 class _HeldReply(Future):
@@ -113,13 +113,14 @@ def test_a_relief_wakes_one_caller_longest_waiting_first() -> None:
     relieve_expect([0])  # 0 is still refilling (it has not paused again): nobody
     depth[0] = 0
     relieve_expect([0, 1])  # the mailbox ran dry: the next one, whatever 0 does
-    depth[0] = 200
-    callers.append(pause_as(3))  # a caller pausing: the one woken has stopped refilling
     depth[0] = 10
-    relieve_expect([0, 1, 2])  # 2 paused before 3
-    relieve_expect([0, 1, 2])
-    depth[0] = 0
-    relieve_expect([0, 1, 2, 3])
+    for _ in range(WAKE_GRACE):  # 1 neither paused again nor let the mailbox run dry ...
+        relieve_expect([0, 1])
+    relieve_expect([0, 1, 2])  # ... within the grace: the next one is woken anyway
+    depth[0] = 200
+    callers.append(pause_as(4))  # a caller pausing: the one woken has stopped refilling
+    depth[0] = 10
+    relieve_expect([0, 1, 2, 4])  # at once, without waiting out the grace
     for t in callers:
         t.join(5)
     assert bp.pauses == 4 and bp.timeouts == 0 and bp.waiting == 0

@@ -21,7 +21,8 @@ Two sides, two threads:
   never a deadlock);
 * the device thread calls :meth:`Backpressure.relieve` after each batch; when a caller waits,
   ``low`` messages or fewer are left and the caller woken before has paused again (or none
-  are left), it wakes the caller that has waited longest.
+  are left, or :data:`WAKE_GRACE` batches have passed), it wakes the caller that has waited
+  longest.
 
 The service's own threads (the device thread, the completion threads, which may run callers'
 done-callbacks that post) never pause: :func:`exempt_this_thread` marks them.
@@ -34,7 +35,8 @@ import threading
 from collections import deque
 from typing import Any
 
-__all__ = ["Backpressure", "exempt_this_thread", "configured", "HIGH", "LOW", "PAUSE_TIMEOUT"]
+__all__ = ["Backpressure", "exempt_this_thread", "configured", "HIGH", "LOW", "PAUSE_TIMEOUT",
+           "WAKE_GRACE"]
 
 #: a caller pauses when the mailbox holds this many messages after its put ...
 HIGH = 128
@@ -51,6 +53,11 @@ LOW = 64
 #: at 5 ms those looks doubled the GIL handovers of eight pipelining threads against 50 ms
 #: (H100, stop 30); 20 ms keeps them rare and a stuck device thread's callers waiting briefly
 PAUSE_TIMEOUT = 0.02
+
+#: batches a woken caller has to refill the mailbox and pause again before the next paused
+#: caller is woken anyway (it may have stopped posting while another caller, who never pauses,
+#: keeps the mailbox from running dry): one or two batches are its usual time
+WAKE_GRACE = 2
 
 _local = threading.local()
 _allocate_lock = threading.Lock
@@ -83,7 +90,7 @@ class Backpressure:
     """The pause and the wake-up of one mailbox (see the module). ``qsize`` is the mailbox's
     ``qsize``; ``high`` 0 turns the pause off."""
 
-    __slots__ = ("_qsize", "high", "low", "timeout", "_mutex", "_turns", "_woken", "batches",
+    __slots__ = ("_qsize", "high", "low", "timeout", "_mutex", "_turns", "_woken_at", "batches",
                  "pauses", "timeouts")
 
     def __init__(self, qsize: Any, high: int = HIGH, low: int = LOW,
@@ -97,8 +104,9 @@ class Backpressure:
         self._mutex = threading.Lock()
         #: one held lock per paused caller, longest waiting first: a relief releases the first
         self._turns: deque[Any] = deque()
-        # a relief woke a caller and no caller has paused since: that one is still refilling
-        self._woken = False
+        # the batch after which a relief woke a caller, while no caller has paused since (that
+        # one is refilling the mailbox); -1: none
+        self._woken_at = -1
         #: batches the device thread has finished (a paused caller's sign of its progress)
         self.batches = 0
         #: pauses taken so far, and those of them that ended at ``timeout`` (statistics)
@@ -125,7 +133,7 @@ class Backpressure:
                 return
             self._turns.append(turn)
             self.pauses += 1
-            self._woken = False  # the caller whose turn it was has stopped, or another came
+            self._woken_at = -1  # the caller whose turn it was has stopped, or another came
         while True:
             seen = self.batches
             if turn.acquire(True, self.timeout):
@@ -142,16 +150,18 @@ class Backpressure:
     def relieve(self) -> None:
         """Device thread, after each batch: count it, and once ``low`` or fewer messages are
         left wake the caller that has waited longest, unless the caller woken before is still
-        refilling (no caller has paused since) and messages are left: one caller posts at a
-        time. An empty mailbox wakes the next caller whatever happened to the last one."""
-        self.batches += 1
+        refilling (no caller has paused since, within :data:`WAKE_GRACE` batches) and messages
+        are left: one caller posts at a time. An empty mailbox wakes the next caller whatever
+        happened to the last one."""
+        batches = self.batches = self.batches + 1
         turns = self._turns
         if turns:
             left = self._qsize()
-            if left <= self.low and (not self._woken or not left):
+            if left <= self.low and (not left or self._woken_at < 0
+                                     or batches - self._woken_at > WAKE_GRACE):
                 with self._mutex:
                     if turns:
-                        self._woken = True
+                        self._woken_at = batches
                         turns.popleft().release()
 
     def release(self) -> None:
