@@ -83,8 +83,8 @@ def test_pause_waits_for_relieve_and_is_bounded() -> None:
 
 def test_a_relief_wakes_one_caller_longest_waiting_first() -> None:
     """Paused callers are woken one at a time, in the order they paused, and the next only
-    once the woken one has paused again (or the mailbox ran dry): one caller refills the
-    mailbox while the others sleep (service/backpressure.py says why)."""
+    once a caller has paused again (or the mailbox ran dry, or WAKE_GRACE batches passed): one
+    caller refills the mailbox while the others sleep (service/backpressure.py says why)."""
     depth = [200]
     bp = Backpressure(lambda: depth[0], high=100, low=10, timeout=30)
     woke: list[int] = []
@@ -130,14 +130,14 @@ def test_a_paused_caller_keeps_its_place_while_batches_finish() -> None:
     """The bound ends a pause only when the device thread finishes no batch for that long (it
     is stuck): while batches finish, a caller whose turn is far off keeps waiting in its place."""
     depth = [200]
-    bp = Backpressure(lambda: depth[0], high=100, low=10, timeout=0.05)
+    bp = Backpressure(lambda: depth[0], high=100, low=10, timeout=0.2)
     woke: list[float] = []
     t = threading.Thread(target=lambda: (bp.pause(), woke.append(time.perf_counter())))
     t.start()
     deadline = time.monotonic() + 10
     while bp.waiting < 1 and time.monotonic() < deadline:
         time.sleep(0.005)
-    end = time.monotonic() + 0.5  # ten bounds, a batch every 10 ms, the mailbox still full
+    end = time.monotonic() + 1.0  # five bounds, a batch every 10 ms, the mailbox still full
     while time.monotonic() < end:
         bp.relieve()
         time.sleep(0.01)
