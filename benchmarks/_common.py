@@ -94,6 +94,19 @@ def compare(ours: tuple[Callable[[], Any], Callable[[], Any]],
     return statistics.median(runs[0]), statistics.median(runs[1])
 
 
+def copy_operands(dev: Any, nbytes: int) -> tuple[Any, Any, Any]:
+    """The operands of a copy benchmark: ``nbytes`` of random float32 on the host, the same in a
+    new device buffer of ``dev`` and in a new page-locked buffer. Returns (host array, device
+    buffer, pinned buffer)."""
+    import numpy as np
+
+    host = np.random.default_rng().standard_normal(nbytes // 4, dtype=np.float32)
+    buf = dev.to_device(host).result()
+    pinned = dev.alloc_pinned((host.size,), np.float32).result()
+    pinned.array[:] = host
+    return host, buf, pinned
+
+
 def environment() -> dict[str, Any]:
     env: dict[str, Any] = {
         "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from _common import gbps, write_results
+from _common import copy_operands, gbps, write_results
 
 import gpumsg
 
@@ -17,11 +17,8 @@ def measure(dev: gpumsg.Device, mib: int) -> list[dict]:
     nbytes = mib * MiB
     n = nbytes // 4
     reps = 20 if mib <= 64 else 7
-    host = np.random.default_rng().standard_normal(n, dtype=np.float32)
-    buf = dev.to_device(host).result()
-    pinned = dev.alloc_pinned((n,), np.float32).result()
+    host, buf, pinned = copy_operands(dev, nbytes)
     pin = pinned.array
-    pin[:] = host
     pageable_out = np.empty(n, np.float32)
     ours = {
         "H2D pinned": gbps(lambda: dev.copy_from_host(buf, pin).result(), nbytes, reps),

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from _common import gbps, median_us, rate_us, write_results
+from _common import copy_operands, gbps, median_us, rate_us, write_results
 
 import gpumsg
 from gpumsg.supervision.client import configured_start_method
@@ -99,11 +99,8 @@ def copy_cases(dev: Any, mib: int, checks: list[Callable[[], bool]]
                ) -> dict[str, Callable[[], float]]:
     nbytes = mib * MiB
     n = nbytes // 4
-    host = np.random.default_rng().standard_normal(n, dtype=np.float32)
-    buf = dev.to_device(host).result()
-    pinned = dev.alloc_pinned((n,), np.float32).result()
+    host, buf, pinned = copy_operands(dev, nbytes)
     pin = pinned.array
-    pin[:] = host
     out = np.empty(n, np.float32)
     checks.append(lambda: bool(np.array_equal(out, host) and np.array_equal(pin, host)))
 
