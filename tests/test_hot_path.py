@@ -35,6 +35,30 @@ def test_device_thread_serves_while_long_work_runs(dev) -> None:
     assert dev.stats().result().ops_in_flight == 0
 
 
+def test_the_device_thread_waits_for_running_work_up_to_its_settle(dev) -> None:
+    """``settle_seconds`` decides who answers work that completes after the mailbox ran dry:
+    the device thread itself within it, a completion thread after it (a worker process waits
+    longer than a thread-isolated device: supervision/worker.py)."""
+    ctx = dev._worker.ctx
+    try:
+        for settle, want in ((5.0, "gpumsg-device-"), (0.0, "-completion")):
+            ctx.settle_seconds = settle
+            names: list[str] = []
+            noted = threading.Event()
+
+            def note(_f: Any, names: list[str] = names, noted: threading.Event = noted) -> None:
+                names.append(threading.current_thread().name)
+                noted.set()
+
+            f = dev.inject_fault("hang", seconds=0.1)  # done well after the batch was issued
+            f.add_done_callback(note)
+            f.result(timeout=30)
+            assert noted.wait(30)
+            assert want in names[0], (settle, names)
+    finally:
+        ctx.settle_seconds = gpumsg.service.context.SETTLE_SECONDS
+
+
 def test_completions_answer_in_issue_order(dev, rng) -> None:
     buf = dev.alloc(256, np.uint8).result()
     for _ in range(3):

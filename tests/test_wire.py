@@ -21,7 +21,7 @@ from gpumsg.supervision.wire import (
     encode_replies,
     message_frame,
 )
-from gpumsg.supervision.worker import Outbox, SocketMailbox, configured_spin
+from gpumsg.supervision.worker import Outbox, SocketMailbox, configured_settle, configured_spin
 
 
 def _load(rng, budget, memory: bool) -> DeviceLoad:
@@ -81,6 +81,34 @@ def test_the_spin_is_configured_by_the_environment(monkeypatch) -> None:
         monkeypatch.setenv("GPUMSG_WORKER_SPIN_US", text)
         with pytest.raises(ValueError, match="GPUMSG_WORKER_SPIN_US"):
             configured_spin()
+
+
+def test_the_worker_settle_is_configured_by_the_environment(monkeypatch) -> None:
+    from gpumsg.service.context import SETTLE_SECONDS
+
+    monkeypatch.delenv("GPUMSG_WORKER_SETTLE_US", raising=False)
+    monkeypatch.setattr(worker_mod.os, "cpu_count", lambda: 16)
+    assert configured_settle() == worker_mod.WORKER_SETTLE_SECONDS > SETTLE_SECONDS
+    monkeypatch.setattr(worker_mod.os, "cpu_count", lambda: 2)  # a core would be taken
+    assert configured_settle() == SETTLE_SECONDS
+    for text, want in (("0", SETTLE_SECONDS), ("off", SETTLE_SECONDS), (" 900 ", 900e-6),
+                       ("1000000", 1.0)):
+        monkeypatch.setenv("GPUMSG_WORKER_SETTLE_US", text)
+        assert configured_settle() == pytest.approx(want)
+    for text in ("-1", "long", "2e6"):
+        monkeypatch.setenv("GPUMSG_WORKER_SETTLE_US", text)
+        with pytest.raises(ValueError, match="GPUMSG_WORKER_SETTLE_US"):
+            configured_settle()
+
+
+def test_a_worker_is_given_its_settle(monkeypatch) -> None:
+    monkeypatch.setenv("GPUMSG_WORKER_SETTLE_US", "700")
+    with gpumsg.open_device(0, backend="sim", isolation="process", standby=False) as dev:
+        assert dev._worker._config["settle"] == pytest.approx(700e-6)
+        assert dev.stats().result(timeout=60).generation == 0
+    monkeypatch.setenv("GPUMSG_WORKER_SETTLE_US", "soon")
+    with pytest.raises(ValueError, match="GPUMSG_WORKER_SETTLE_US"):
+        gpumsg.open_device(0, backend="sim", isolation="process", standby=False)
 
 
 class _Sink:

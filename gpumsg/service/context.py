@@ -152,6 +152,9 @@ class DeviceContext:
         self._scratch: Any = None
         #: what handlers derive from repeated messages (service/derived.py)
         self.derived = DerivedMemo()
+        #: how long :meth:`settle` waits for running batches before it hands them over, in
+        #: seconds (a worker process sets its own: supervision/worker.py)
+        self.settle_seconds = SETTLE_SECONDS
         # backends whose event query does not give other threads a turn pause while settling
         pause = getattr(type(backend), "event_pause", None)
         self._pause = backend.event_pause if pause is not None and \
@@ -413,12 +416,13 @@ class DeviceContext:
 
     def settle(self, waiting: Callable[[], int]) -> None:
         """Before the device thread blocks on an empty mailbox: answer the batches that complete
-        within :data:`SETTLE_SECONDS`, leave at once when ``waiting()`` (messages arrived), and
-        hand what is still running to the watcher threads."""
+        within ``settle_seconds`` (:data:`SETTLE_SECONDS` unless set), leave at once when
+        ``waiting()`` (messages arrived), and hand what is still running to the watcher
+        threads."""
         running = self.reap()
         if running is None:
             return
-        deadline = _perf_counter() + SETTLE_SECONDS
+        deadline = _perf_counter() + self.settle_seconds
         pause = self._pause
         query = self.backend.event_query
         while not waiting():

@@ -63,7 +63,7 @@ from ..messages.device import (
 from .codec import register, registered
 from .shm import SharedHostPool, SharedSegment, close_quietly
 from .wire import Receiver, Sender, decode_replies, dumps, immutable, loads, message_frame
-from .worker import STOP_SEQ, configured_spin, worker_main
+from .worker import STOP_SEQ, configured_settle, configured_spin, worker_main
 
 __all__ = ["ProcessWorker"]
 
@@ -271,7 +271,7 @@ class ProcessWorker:
                         "memory": memory, "allow_fault_injection": allow_fault_injection,
                         "shutdown_timeout": shutdown_timeout,
                         "pinned_staging_limit": pinned_staging_limit,
-                        "spin": configured_spin()}
+                        "spin": configured_spin(), "settle": configured_settle()}
         self._lock = threading.RLock()
         self._pending: dict[int, list] = {}  # seq -> [message, reply], in seq order
         self._pickled: dict[int, tuple[Any, bytes]] = {}  # id(message) -> (message, pickle)

@@ -24,14 +24,15 @@ import numpy as np
 
 from .. import libs  # noqa: F401  (registers every library's handlers in this process)
 from ..backends import make_backend
-from ..service.context import DeviceContext
+from ..service.context import SETTLE_SECONDS, DeviceContext
 from ..service.state import DeviceState
 from ..service.worker import STOP, serve
 from .shm import close_quietly, open_existing
 from .wire import Receiver, Sender, encode, encode_replies, immutable, loads, split_message
 
 __all__ = ["worker_main", "take_environment", "RemoteReply", "SocketMailbox", "Outbox",
-           "STOP_SEQ", "configured_spin", "SPIN_SECONDS"]
+           "STOP_SEQ", "configured_spin", "configured_settle", "SPIN_SECONDS",
+           "WORKER_SETTLE_SECONDS"]
 
 #: the sequence number of the message that asks the worker to finish and exit
 STOP_SEQ = -1
@@ -49,15 +50,22 @@ SPIN_SECONDS = 250e-6
 _SPIN_MIN_CORES = 4
 
 
-def configured_spin() -> float:
-    """The spin of process isolation in seconds: how long the worker's idle device thread, and
-    a caller waiting for its answer (supervision/client.py), poll the socket before they block.
-    From ``GPUMSG_WORKER_SPIN_US`` (microseconds; ``0`` or ``off`` turns it off); unset,
-    :data:`SPIN_SECONDS` on a machine of at least four cores, else 0. Anything else raises
+#: how long the worker's device thread, about to block, keeps waiting for running work itself
+#: before it hands it to a completion thread (thread isolation: 150 µs,
+#: :data:`~gpumsg.service.context.SETTLE_SECONDS`). Blocked for longer than a few hundred µs,
+#: a thread of the H100's host takes ~100 µs to wake (its virtual CPU has gone idle): after a
+#: 64 MiB copy (1.2 ms) the next message waited that long for the device thread. In a worker
+#: process waiting costs no caller the GIL, only a core (docs/performance.md, stop 31)
+WORKER_SETTLE_SECONDS = 3e-3
+
+
+def _configured_us(name: str, default: float) -> float:
+    """Seconds from the environment variable ``name`` (microseconds; ``0`` or ``off``: 0);
+    unset, ``default`` on a machine of at least four cores, else 0. Anything else raises
     ValueError naming it."""
-    value = os.environ.get("GPUMSG_WORKER_SPIN_US", "").strip().lower()
+    value = os.environ.get(name, "").strip().lower()
     if not value:
-        return SPIN_SECONDS if (os.cpu_count() or 1) >= _SPIN_MIN_CORES else 0.0
+        return default if (os.cpu_count() or 1) >= _SPIN_MIN_CORES else 0.0
     if value == "off":
         return 0.0
     try:
@@ -65,9 +73,26 @@ def configured_spin() -> float:
     except ValueError:
         us = -1.0
     if not 0 <= us <= 1e6:
-        raise ValueError(f"GPUMSG_WORKER_SPIN_US must be 'off' or microseconds (0 to 1e6), got "
-                         f"{value!r}")
+        raise ValueError(f"{name} must be 'off' or microseconds (0 to 1e6), got {value!r}")
     return us * 1e-6
+
+
+def configured_spin() -> float:
+    """The spin of process isolation in seconds: how long the worker's idle device thread, and
+    a caller waiting for its answer (supervision/client.py), poll the socket before they block.
+    From ``GPUMSG_WORKER_SPIN_US`` (microseconds; ``0`` or ``off`` turns it off); unset,
+    :data:`SPIN_SECONDS` on a machine of at least four cores, else 0. Anything else raises
+    ValueError naming it."""
+    return _configured_us("GPUMSG_WORKER_SPIN_US", SPIN_SECONDS)
+
+
+def configured_settle() -> float:
+    """How long a worker's device thread waits for running work before handing it over, in
+    seconds: ``GPUMSG_WORKER_SETTLE_US`` (microseconds); unset, :data:`WORKER_SETTLE_SECONDS`
+    on a machine of at least four cores; ``0``, ``off`` or fewer cores: thread isolation's
+    :data:`~gpumsg.service.context.SETTLE_SECONDS`. Raises ValueError as
+    :func:`configured_spin`."""
+    return _configured_us("GPUMSG_WORKER_SETTLE_US", WORKER_SETTLE_SECONDS) or SETTLE_SECONDS
 
 
 class Outbox:
@@ -265,6 +290,7 @@ def worker_main(sock: Any, config: dict[str, Any]) -> None:
             sender.send(encode(("failed", RuntimeError(repr(exc)))))
         sender.drain(30)
         return
+    ctx.settle_seconds = config.get("settle", SETTLE_SECONDS)
     mailbox.idle = lambda: ctx.in_flight() == 0
     counter_shm = open_existing(config["counter"])
     views = [np.frombuffer(counter_shm.buf, np.int64, 1)]
