@@ -10,6 +10,7 @@ thread isolation it also measures what the wait costs other Python threads: a th
 in a Python loop while the main thread copies (its iterations per ms beside the copies).
 
     PYTHONPATH=$PWD python3 tools/settle_ab.py [--rounds 5] [--settle 150,3000]
+        [--thread 150,3000] [--process 150,3000]
 
 Writes ``$OUT/settle_ab.json`` and ``.md`` when OUT is set.
 """
@@ -99,17 +100,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--mib", type=int, default=64)
-    parser.add_argument("--settle", default="150,3000", help="µs values to compare")
+    parser.add_argument("--settle", default="150,3000", help="µs values to compare (both "
+                        "isolations, unless --thread or --process is given)")
+    parser.add_argument("--thread", default=None, help="thread isolation's settle µs values")
+    parser.add_argument("--process", default=None, help="worker settle µs values")
     parser.add_argument("--copies", type=int, default=10)
     args = parser.parse_args()
-    values = [int(v) for v in args.settle.split(",")]
+    thread_settings = (args.thread or args.settle).split(",")
+    process_values = [int(v) for v in (args.process or args.settle).split(",") if v]
     thread_dev = gpumsg.open_device(0)
     ctx = thread_dev._worker.ctx
     configs: dict[str, tuple[Any, dict[str, Callable[[], Any]], Any]] = {}
     thread_cases = cases(thread_dev, args.mib)
-    for us in values:
-        configs[f"thread@{us}"] = (thread_dev, thread_cases, us)
-    for us in values:
+    for setting in thread_settings:
+        configs[f"thread@{setting}"] = (thread_dev, thread_cases, int(setting))
+    for us in process_values:
         os.environ["GPUMSG_WORKER_SETTLE_US"] = str(us)
         dev = gpumsg.open_device(0, isolation="process", standby=False)
         configs[f"process@{us}"] = (dev, cases(dev, args.mib), None)
@@ -148,7 +153,7 @@ def main() -> None:
         lines.append(f"| {case} | " + " | ".join(
             f"{med[(n, case)]:.1f}" if (n, case) in med else "" for n in names) + " |")
     ratios = []
-    base = f"thread@{values[0]}"
+    base = f"thread@{thread_settings[0]}"
     for name in names:
         if name == base:
             continue
