@@ -114,6 +114,35 @@ def test_pinned_host_buffers_copy_directly(dev, rng) -> None:
         pinned.array  # noqa: B018
 
 
+def test_pinned_copies_at_an_offset_inside_a_block(dev, rng) -> None:
+    """A pinned array that starts inside its block is copied from and to that offset, and
+    the copy into it resolves to the caller's array (or fails with the device's error)."""
+    src_block = dev.alloc_pinned((300,), np.float64).result()
+    dst_block = dev.alloc_pinned((300,), np.float64).result()
+    src_block.array[:] = rng.standard_normal(300)
+    dst_block.array[:] = 0.0
+    buf = dev.alloc((100,), np.float64)
+    dev.copy_from_host(buf, src_block.array[57:157]).result()
+    out = dst_block.array[123:223]
+    assert dev.copy_to_host(buf, out=out).result() is out
+    np.testing.assert_array_equal(out, src_block.array[57:157])
+    assert not dst_block.array[:123].any() and not dst_block.array[223:].any()
+    assert dev._staging.pool.staging_in_use == 0  # straight from and to the pinned blocks
+
+
+def test_a_pinned_copy_reports_a_poisoned_device(backend, rng) -> None:
+    with gpumsg.open_device(0, backend=backend, allow_fault_injection=True) as dev:
+        pinned = dev.alloc_pinned((64,), np.float32).result()
+        buf = dev.to_device(rng.standard_normal(64).astype(np.float32)).result()
+        fault = dev.inject_fault("illegal_address")
+        dev.memset(buf, 0)  # behind the fault on the compute stream: the copy waits for it
+        copied = dev.copy_to_host(buf, out=pinned.array)
+        with pytest.raises(gpumsg.ContextPoisoned):
+            fault.result(timeout=60)
+        with pytest.raises(gpumsg.ContextPoisoned):
+            copied.result(timeout=60)
+
+
 def test_copy_to_host_into_pageable_out(dev, rng) -> None:
     host = random_array(rng, (16, 9), "i32", "C")
     buf = dev.to_device(host)

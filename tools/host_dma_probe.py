@@ -298,7 +298,26 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--copies", type=int, default=10)
     parser.add_argument("--skip-gpumsg", action="store_true")
+    parser.add_argument("--legs-only", action="store_true",
+                        help="only thread isolation's legs (of each size in --legs-mib)")
+    parser.add_argument("--legs-mib", default="", help="sizes for the legs, comma-separated "
+                        "(default: --mib)")
     args = parser.parse_args()
+    legs_sizes = [int(v) for v in args.legs_mib.split(",") if v] or [args.mib]
+    if args.legs_only:
+        text = [f"# thread isolation's legs per copy, {legs_sizes} MiB", ""]
+        result_legs = {}
+        for mib in legs_sizes:
+            legs = legs_part(mib, args.copies)
+            result_legs[mib] = legs
+            for direction, d in legs.items():
+                text.append(f"- {mib} MiB {direction}: " + ", ".join(
+                    f"{k} {v}" for k, v in d["legs_us"].items())
+                    + f"; completion seen on {d['completed_on']}")
+        print("\n".join(text), flush=True)
+        save_diagnostic("host_dma_legs", {"environment": environment(), "legs": result_legs},
+                        "\n".join(text) + "\n")
+        return
     thp = thp_settings()
     print("THP:", thp, flush=True)
     raw, huge = raw_part(args.mib, args.rounds, args.copies)

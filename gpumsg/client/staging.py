@@ -123,6 +123,18 @@ class ReleaseOnReply:
         self.pool.release(self.block)
 
 
+class _Answering(GpuFuture):
+    """A future that resolves to ``answer`` when the device answers its message (a copy into
+    the caller's own host memory resolves to the caller's array)."""
+
+    def __init__(self, answer: Any) -> None:
+        super().__init__()
+        self._answer = answer
+
+    def set_result(self, result: Any) -> None:
+        super().set_result(self._answer)
+
+
 class _BlockFuture(GpuFuture):
     """A future that holds a host block of ``pool`` until the device has answered; each kind
     below says when it gives the block back."""
@@ -216,10 +228,11 @@ class HostStaging:
         if hit is None:
             return None
         block, offset = hit
-        return HostRef(self.pool.kind, block.id, offset, raw.nbytes)
+        return _HOSTREF(self.pool.kind, block.id, offset, raw.nbytes)  # all of it ours
 
     def upload(self, dst: BufRef, raw: np.ndarray, dst_offset: int) -> Future:
-        """Copy the bytes ``raw`` (contiguous uint8) into ``dst`` at byte ``dst_offset``."""
+        """Copy the bytes ``raw`` (contiguous uint8) into ``dst`` at byte ``dst_offset``. The
+        caller has checked ``dst`` and the span (its messages are built unchecked here)."""
         device = self._device
         n = raw.nbytes
         direct = self.find(raw)
@@ -228,7 +241,7 @@ class HostStaging:
             if n == 0:
                 fut.set_result(None)
             else:
-                device._post(CopyFromHost(dst, direct, dst_offset), fut)
+                device._post(_UPLOAD(dst, direct, dst_offset), fut)
             return fut
         if n <= CHUNK:  # the common case: one chunk, its own future answers
             return self._upload_chunk(dst, raw, dst_offset, n)
@@ -261,9 +274,9 @@ class HostStaging:
             return done
         direct = None if fresh else self.find(raw)
         if direct is not None:
-            fut = GpuFuture()
-            device._post(CopyToHost(src, direct, src_offset, n), fut)
-            return gather([fut], result)
+            fut = _Answering(result)
+            device._post(_DOWNLOAD(src, direct, src_offset, n), fut)
+            return fut
         if n <= CHUNK:  # one chunk answers ``result`` itself: no gathering future
             return self._download_chunk(src, src_offset, raw, n, result)
         return gather([self._download_chunk(src, src_offset + off, raw[off:off + CHUNK],
