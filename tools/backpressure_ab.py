@@ -116,6 +116,48 @@ class WakeEachBatch:
                     turns.popleft().release()
 
 
+class WakeSticky:
+    """A variant (``HIGH/LOW/sticky``): gpumsg's wake-one, except that a caller who pauses
+    again after its turn goes to the front of the line, for up to ``turns`` turns in a row,
+    then to the back: the posting moves to another thread (another CPU, cold caches) a
+    ``turns``-th as often."""
+
+    turns = 4
+
+    @staticmethod
+    def pause(bp: Any) -> None:
+        from gpumsg.service.backpressure import _allocate_lock, _local
+
+        if getattr(_local, "exempt", False):
+            return
+        turn = _allocate_lock()
+        turn.acquire()
+        with bp._mutex:
+            if not bp.high or bp._qsize() <= bp.low:
+                return
+            had = getattr(_local, "sticky", 0)
+            if had and had < WakeSticky.turns:
+                bp._turns.appendleft(turn)
+                _local.sticky = had + 1
+            else:
+                bp._turns.append(turn)
+                _local.sticky = 1
+            bp.pauses += 1
+            bp._woken_at = -1
+        while True:
+            seen = bp.batches
+            if turn.acquire(True, bp.timeout):
+                return
+            if bp.batches == seen:
+                break
+        with bp._mutex:
+            bp.timeouts += 1
+            try:
+                bp._turns.remove(turn)
+            except ValueError:
+                pass
+
+
 def use_wake(mode: str) -> None:
     """Switch every Backpressure of the process to ``mode`` in place: ``one`` (gpumsg's),
     ``each`` (:class:`WakeEachBatch`), ``bounded`` (:class:`WakeOneBounded`) or ``all``
@@ -129,6 +171,7 @@ def use_wake(mode: str) -> None:
     ways = {"all": (WakeAll.pause, WakeAll.relieve),
             "bounded": (WakeOneBounded.pause, WakeOneBounded.relieve),
             "each": (use_wake.own[0], WakeEachBatch.relieve),  # type: ignore[attr-defined]
+            "sticky": (WakeSticky.pause, use_wake.own[1]),  # type: ignore[attr-defined]
             "one": use_wake.own}  # type: ignore[attr-defined]
     if mode not in ways:
         raise ValueError(f"wake mode must be one of {sorted(ways)}, got {mode!r}")
@@ -304,7 +347,9 @@ def main() -> None:
               "finish (a pause ends early after "
               f"{default_timeout * 1e3:g} ms without a batch); bounded = the same on a "
               "Condition, every pause ending at 5 ms; each = one, but waking the next caller "
-              "after every batch even while the last woken still refills; @MS: the bound; "
+              "after every batch even while the last woken still refills; sticky = one, but "
+              "a caller pausing again after its turn goes to the front, up to "
+              f"{WakeSticky.turns} turns in a row; @MS: the bound; "
               "all = every caller at once, 5 ms, as in stops 22-29); threads: "
               f"{args.thread_ops} SGEMMs in all over 1 or 8 threads (ops/s); "
               "alloc: 2000 1 KiB allocations issued, the last awaited; conv5_x: "
