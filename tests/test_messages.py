@@ -145,3 +145,28 @@ def test_invalid_field_is_named(make, field: str) -> None:
         make()
     assert info.value.field == field
     assert field in str(info.value)
+
+
+def test_fast_init_whole_stores_every_field_as_given() -> None:
+    """``BufRef.whole`` (the client's mint, which has checked and derived everything) builds
+    the same reference as the constructor, derived ``size`` included, without __post_init__;
+    ``unchecked`` exists only where every field is an init field."""
+    made = ref(3, (4, 5))
+    whole = BufRef.whole(7, 3, 0, "f32", (4, 5), "F", 80, 20)  # type: ignore[attr-defined]
+    assert whole == made and whole.size == made.size == 20
+    assert pickle.loads(pickle.dumps(whole)) == made
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        whole.size = 1  # type: ignore[misc]
+    # stored as given: the caller's derivation is trusted (a wrong one shows, it is not redone)
+    assert BufRef.whole(7, 3, 0, "f32", (4, 5), "F", 80, 99).size == 99  # type: ignore[attr-defined]
+    assert not hasattr(BufRef, "unchecked") and hasattr(HostRef, "unchecked")
+    assert not hasattr(HostRef, "whole")
+
+
+def test_minted_reference_matches_the_checked_one(dev) -> None:
+    """``Device._mint``'s fast path (a BufRef built whole) gives what the checked path gives."""
+    fast = dev._mint((3, 4), np.float64, "C")
+    slow = dev._mint_checked((3, 4), np.float64, "C")
+    assert (fast.dtype, fast.shape, fast.order, fast.nbytes, fast.size) == \
+        (slow.dtype, slow.shape, slow.order, slow.nbytes, slow.size) == ("f64", (3, 4), "C", 96, 12)
+    assert fast.id != slow.id

@@ -180,8 +180,10 @@ class BufferFuture(GpuFuture):
     """The future of a new buffer. It can be passed to later calls before it resolves (the
     device runs messages in order), and resolves to its :class:`GpuBuffer`."""
 
-    def __init__(self, buffer: GpuBuffer) -> None:
-        super().__init__()
+    def __init__(self, buffer: GpuBuffer) -> None:  # GpuFuture.__init__'s three, inlined
+        self._state = _fb.PENDING
+        self._result = None
+        self._exception = None
         self.buffer = buffer
 
     @property
@@ -200,7 +202,7 @@ class BufferFuture(GpuFuture):
         # the buffer (Device.send_writing) with its own reply: callers get the buffer.
         if type(result) is int:
             self.buffer._ptr = result
-        super().set_result(self.buffer)
+        self._resolve_with(self.buffer, None)
 
 
 def buffer_after(done: Future, buffer: GpuBuffer) -> BufferFuture:

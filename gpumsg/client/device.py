@@ -74,6 +74,7 @@ _STATS = Stats()
 #: or free blocks the client is using
 _INTERNAL = frozenset({AllocPinned, FreePinned, RegisterHostMemory, UnregisterHostMemory})
 _ALLOC = Alloc.unchecked  # type: ignore[attr-defined]
+_MINTED = BufRef.whole  # type: ignore[attr-defined]
 #: messages memoized per Device for repeated identical calls (see Device.sgemm)
 _MEMO_SIZE = 256
 #: dtype as callers pass it (np.float32, "f32", np.dtype(...)) -> (short name, itemsize)
@@ -395,8 +396,9 @@ class Device:
                 nbytes = size * itemsize
                 if nbytes <= self._max_bytes:
                     state = self._state
-                    return BufRef(state.token, self._next_id(), state.generation, name, shape,
-                                  order, nbytes)
+                    # every field checked above, and the size derived: no __post_init__
+                    return _MINTED(state.token, self._next_id(), state.generation, name, shape,
+                                   order, nbytes, size)
         return self._mint_checked(shape, name, order)
 
     @staticmethod
@@ -434,9 +436,14 @@ class Device:
 
     def alloc(self, shape: Any, dtype: Any = np.float32, order: str = "F") -> BufferFuture:
         """Allocate an uninitialized buffer (column-major by default, like cuBLAS)."""
-        self._check_open()
+        state = self._state
+        if not state.accepting:
+            raise state.refusal
         ref = self._mint(shape, dtype, order)
-        fut = BufferFuture(self._new_buffer(ref))
+        buf = GpuBuffer(self, ref)
+        if self._live is not None:
+            self._live[ref.id] = buf
+        fut = BufferFuture(buf)
         # the reference was minted (and so checked) just now: the message is built without
         # validating it again
         self._post(_ALLOC(ref), fut)

@@ -112,11 +112,19 @@ def fast_init(cls: type[T]) -> type[T]:
     if all(f.init for f in fields.values()):
         src += (f"def unchecked({', '.join(names)}):\n    self = _new(_cls)\n"
                 + "".join(line + "\n" for line in stores) + "    return self\n")
+    else:
+        # ``whole(...)``: every field, derived ones too, stored as given without
+        # __post_init__, for a caller that has checked the values and derived the rest itself
+        # (the client minting a BufRef)
+        src += (f"def whole({', '.join(fields)}):\n    self = _new(_cls)\n"
+                + "".join(f"    _set{i}(self, {name})\n" for i, name in enumerate(fields))
+                + "    return self\n")
     env["_new"] = object.__new__
     env["_cls"] = cls
     exec(src, env)  # noqa: S102 - generated from the class's own field names, as dataclasses does
-    if "unchecked" in env:
-        cls.unchecked = staticmethod(env["unchecked"])  # type: ignore[attr-defined]
+    for name in ("unchecked", "whole"):
+        if name in env:
+            setattr(cls, name, staticmethod(env[name]))
     init = env["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__module__ = cls.__module__

@@ -89,7 +89,8 @@ def _check_mine(ctx: DeviceContext, owner: int, what: str) -> None:
 @handles(Alloc)
 def _alloc(ctx: DeviceContext, msg: Alloc, reply: Any) -> None:
     ref = msg.out
-    _check_mine(ctx, ref.owner, "out")
+    if ref.owner != ctx.token:  # _check_mine, inlined on the path of every allocation
+        _check_mine(ctx, ref.owner, "out")
     if ref.generation != ctx.state.generation:
         raise GpuRefStale(f"out: {ref.describe()} is from generation {ref.generation}")
     if ref.id in ctx.buffers:
@@ -107,7 +108,8 @@ def _alloc(ctx: DeviceContext, msg: Alloc, reply: Any) -> None:
     alloc.write_stream = COMPUTE
     alloc.write_seq = ctx.next_seq(COMPUTE)
     ctx.buffers[ref.id] = alloc
-    ctx.reply_now(reply, alloc.ptr)
+    if reply is not None:
+        reply.set_result(alloc.ptr)
 
 
 @handles(Free)

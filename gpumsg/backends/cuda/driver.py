@@ -332,7 +332,8 @@ class CudaBackend(Backend):
             raise CudaError(2, "CUDA_ERROR_OUT_OF_MEMORY", function + " (injected)")
 
     def pool_alloc(self, pool: Any, nbytes: int, stream: Any) -> int:
-        self._injected_oom("cuMemAllocFromPoolAsync")
+        if self._oom_pending:  # injected faults (tests): no call for the other allocations
+            self._injected_oom("cuMemAllocFromPoolAsync")
         err, ptr = _cu.cuMemAllocFromPoolAsync(nbytes, pool, stream)
         if err:
             raise _fail(err, "cuMemAllocFromPoolAsync")
