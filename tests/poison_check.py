@@ -41,3 +41,21 @@ def check(backend) -> None:
     else:
         raise AssertionError("buffers of a poisoned device are stale")
     dev.close(timeout=30)
+
+
+def check_pinned_copy(backend) -> None:
+    """A copy into a pinned array, queued behind a sticky fault, fails with ContextPoisoned."""
+    rng = np.random.default_rng()
+    with gpumsg.open_device(0, backend=backend, allow_fault_injection=True) as dev:
+        pinned = dev.alloc_pinned((64,), np.float32).result()
+        buf = dev.to_device(rng.standard_normal(64).astype(np.float32)).result()
+        fault = dev.inject_fault("illegal_address")
+        dev.memset(buf, 0)  # behind the fault on the compute stream: the copy waits for it
+        copied = dev.copy_to_host(buf, out=pinned.array)
+        for f in (fault, copied):
+            try:
+                f.result(timeout=60)
+            except gpumsg.ContextPoisoned:
+                pass
+            else:
+                raise AssertionError("work behind a sticky fault must fail")
