@@ -436,6 +436,8 @@ class Device:
 
     def alloc(self, shape: Any, dtype: Any = np.float32, order: str = "F") -> BufferFuture:
         """Allocate an uninitialized buffer (column-major by default, like cuBLAS)."""
+        # _check_open and _new_buffer written out: a pipelined allocation is mostly call
+        # overhead on the client (docs/performance.md, stop 31)
         state = self._state
         if not state.accepting:
             raise state.refusal
