@@ -52,7 +52,7 @@ def per_call_us(fn: Any, n: int = N) -> float:
     return (time.perf_counter_ns() - t0) / n / 1e3
 
 
-def held_pool_alloc(cu: Any) -> Any:
+def held_pool_alloc() -> Any:
     """A CudaBackend.pool_alloc through ctypes that holds the GIL."""
     fn = ctypes.PyDLL("libcuda.so.1").cuMemAllocFromPoolAsync
     fn.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p)
@@ -89,9 +89,8 @@ def main() -> None:
         stream = ctx.compute.obj
         pool = ctx.memory.upstream.pool if hasattr(ctx.memory, "upstream") else ctx.memory.pool
 
-        # -- the pieces, on this thread (the device thread idles in its mailbox) ---------------
-        cu.cuCtxSetCurrent(cu.cuCtxGetCurrent()[1] if int(cu.cuCtxGetCurrent()[1]) else
-                           cu.cuDevicePrimaryCtxRetain(cu.cuDeviceGet(0)[1])[1])
+        # -- the pieces, on this thread (the device thread idles in its mailbox; start_bare
+        # made the primary context current here) -----------------------------------------------
         legs: dict[str, list[float]] = {}
 
         def leg(name: str, value: float) -> None:
@@ -149,7 +148,7 @@ def main() -> None:
 
         # -- pipelined, switched in place -------------------------------------------------------
         binding_alloc = backend.pool_alloc
-        held_alloc = held_pool_alloc(cu)
+        held_alloc = held_pool_alloc()
 
         def release_ours(keep: list) -> None:
             keep.clear()
