@@ -239,3 +239,96 @@ def test_launches_behind_a_hung_kernel_leave_the_interpreter_running() -> None:
         ref = ah.astype(np.float64) @ bh.astype(np.float64)
         assert np.abs(dev.copy_to_host(c).result() - ref).max() < 1e-4 * np.abs(ref).max()
         assert dev.blas.replay_info().result()["cublas"]["launches"] >= 30000
+
+
+class _RecordingCublas:
+    """A stand-in cuBLAS library: every function records (name, args) and succeeds."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def __getattr__(self, name: str):
+        def fn(*args):
+            self.calls.append((name, *args))
+            return 0
+        return fn
+
+
+def test_the_cublas_workspace_is_set_again_after_every_stream(monkeypatch) -> None:
+    """cublasSetStream resets cuBLAS's workspace to its own pool (cuBLAS documentation), so the
+    handle sets ours again after each, on the GEMM handle and on the reduction handle: without
+    it a call captured for a replay allocates a workspace inside its graph (the GPU test below
+    sees that graph)."""
+    from types import SimpleNamespace
+
+    from gpumsg.libs.cublas.bindings import WORKSPACE_BYTES
+    from gpumsg.libs.cublas.handle import CublasHandle
+
+    monkeypatch.setenv("GPUMSG_BLAS_REPLAY", "0")  # no driver here
+    class Stream:
+        def __int__(self) -> int:
+            return 0x77
+
+    lib = _RecordingCublas()
+    ctx = SimpleNamespace(memory=SimpleNamespace(allocate=lambda n, s: 0x5000),
+                          compute=SimpleNamespace(obj=Stream()))
+    h = CublasHandle(ctx, lib)
+    assert h._ws == 0x5000
+    made = len(lib.calls)
+    s1 = Stream()
+    h.bind(s1)
+    assert [c[0] for c in lib.calls[made:]] == ["cublasSetStream_v2", "cublasSetWorkspace_v2"]
+    assert lib.calls[-1][1:] == (h.raw_handle, 0x5000, WORKSPACE_BYTES)
+    h.bind(s1)  # the same stream: nothing to set
+    assert len(lib.calls) == made + 2
+    h.dot(s1, "f32", 8, 0x100, 1, 0x200, 1, False, 0x300)
+    names = [c[0] for c in lib.calls[made + 2:]]
+    assert names[names.index("cublasSetStream_v2") + 1] == "cublasSetWorkspace_v2"
+    assert names[-1] == "cublasSdot_v2"
+
+
+@pytest.mark.gpu
+def test_a_captured_cublas_call_allocates_no_memory_in_its_graph() -> None:
+    """The capture that a replay makes, made here on the device's compute stream with its
+    cuBLAS handle (the device thread idle): the graph holds the memset and the GEMM kernel, and
+    no memory alloc or free node (a workspace allocated per replay; before the fix it held
+    both)."""
+    need_backend("cuda")
+    from cuda.bindings import driver as cu
+
+    batch, s = 64, 128
+    rng = np.random.default_rng()
+    host = rng.standard_normal((batch, s, s), dtype=np.float32).astype(gpumsg.as_dtype("bf16"))
+    with gpumsg.open_device(0, backend="cuda") as dev:
+        a = dev.to_device(host).result()
+        c = dev.alloc((batch, s, s), "bf16", order="C").result()
+        dev.blas.gemm_strided_batched(a, a, c, s, s, s, batch, s * s, s * s, s * s).result()
+        dev.synchronize().result()
+        h = dev._worker.ctx.libraries["cublas"]
+        stream = dev._worker.ctx.compute.obj
+        pa = a.__cuda_array_interface__["data"][0]
+        pc = c.__cuda_array_interface__["data"][0]
+        _, ordinal = cu.cuDeviceGet(0)
+        _, primary = cu.cuDevicePrimaryCtxRetain(ordinal)
+        try:
+            assert not cu.cuCtxSetCurrent(primary)[0]  # this thread launches too
+            mode = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+            assert not cu.cuStreamBeginCapture(int(stream), mode)[0]
+            h._gemm_strided_now(stream, "bf16", "default", "N", "N", s, s, s, 1.0, pa, s, s * s,
+                                pa, s, s * s, 0.0, pc, s, s * s, batch)
+            err, graph = cu.cuStreamEndCapture(int(stream))
+            assert not err, err
+            _, _, count = cu.cuGraphGetNodes(graph, 0)
+            _, nodes, _ = cu.cuGraphGetNodes(graph, count)
+            kinds = [cu.cuGraphNodeGetType(node)[1].name for node in nodes]
+            cu.cuGraphDestroy(graph)
+        finally:
+            cu.cuCtxSetCurrent(cu.CUcontext(0))
+            cu.cuDevicePrimaryCtxRelease(ordinal)
+        assert "CU_GRAPH_NODE_TYPE_KERNEL" in kinds
+        memory_nodes = {"CU_GRAPH_NODE_TYPE_MEM_ALLOC", "CU_GRAPH_NODE_TYPE_MEM_FREE"}
+        assert not memory_nodes & set(kinds), kinds
+        # the GEMM itself (column-major C = A A on row-major storage: c = a @ a per batch)
+        ref = host[:2].astype(np.float64) @ host[:2].astype(np.float64)
+        got = np.asarray(dev.copy_to_host(c).result()[:2], np.float64)
+        assert np.linalg.norm(got - ref) <= 2e-2 * np.linalg.norm(ref)

@@ -95,11 +95,10 @@ class CublasHandle:
         self._bound: Any = direct_bound
         if ctx is not None:
             # an explicit workspace from the device's pool, as torch gives cuBLAS: some kernel
-            # choices (split-K) depend on having one
+            # choices (split-K) depend on having one, and without one a captured call
+            # allocates its workspace inside the graph (see _set_stream). Both handles use it:
+            # they issue on one stream, so never at the same time
             self._ws = ctx.memory.allocate(WORKSPACE_BYTES, ctx.compute.obj)
-            self._check(self.lib.cublasSetWorkspace_v2(self.raw_handle, self._ws,
-                                                        WORKSPACE_BYTES),
-                        "cublasSetWorkspace_v2")
             if enabled("GPUMSG_BLAS_REPLAY"):
                 from ...backends.cuda.driver import _driver, raw_graph_launch
 
@@ -114,11 +113,23 @@ class CublasHandle:
         if status:
             raise status_error(self.lib, "cublas", status, function)
 
+    def _set_stream(self, handle: int, stream: Any) -> None:
+        """``cublasSetStream`` on ``handle``, then our workspace again: setting the stream
+        resets cuBLAS's workspace to the library's own pool (cuBLAS documentation, "Handle
+        management"). Without this a call captured for a replay allocates and frees that
+        workspace inside its graph (memory alloc and free nodes around the kernels), which
+        cost every replay of a 512 x 128^3 bf16 strided-batched GEMM 0.6-0.8 µs of GPU time on
+        the H100 (docs/performance.md, stop 32)."""
+        self._check(self.lib.cublasSetStream_v2(handle, int(stream)), "cublasSetStream_v2")
+        if self._ws:
+            self._check(self.lib.cublasSetWorkspace_v2(handle, self._ws, WORKSPACE_BYTES),
+                        "cublasSetWorkspace_v2")
+
     def bind(self, stream: Any) -> None:
-        """Make the handle issue on ``stream`` (a backend stream object)."""
+        """Make the handle issue on ``stream`` (a backend stream object), with our
+        workspace."""
         if stream is not self._bound_stream:
-            self._check(self.lib.cublasSetStream_v2(self.raw_handle, int(stream)),
-                        "cublasSetStream_v2")
+            self._set_stream(self.raw_handle, stream)
             self._bound_stream = stream
 
     def _call(self, stream: Any, name: str, *args: Any) -> None:
@@ -140,7 +151,7 @@ class CublasHandle:
             self._check(self.lib.cublasSetPointerMode_v2(h, POINTER_DEVICE),
                         "cublasSetPointerMode_v2")
         if stream is not self._reduction_stream:
-            self._check(self.lib.cublasSetStream_v2(h, int(stream)), "cublasSetStream_v2")
+            self._set_stream(h, stream)
             self._reduction_stream = stream
         status = getattr(self.lib, name)(h, *args)
         if status:
