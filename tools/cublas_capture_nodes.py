@@ -1,6 +1,9 @@
-"""The nodes of a captured cuBLAS strided-batched GEMM on gpumsg's handle, as the handle is
-bound (stream set after the workspace) and with the workspace set again after the stream
-(diagnostic, GPU). Prints node types per capture."""
+"""The nodes of cuBLAS calls captured on gpumsg's compute stream with its handle, as the handle
+is bound, and again after the workspace is set once more from here (diagnostic, GPU; stop 32):
+on the stop-31 tree the first captures held memory alloc and free nodes, since cublasSetStream
+had reset the workspace. Prints the node types per call (a strided-batched 512 x 128^3 bf16
+GEMM, a 64^3 SGEMM, a 1M-element dot). Replays count such graphs themselves now
+(``dev.blas.replay_info()``, ``with_memory_nodes``)."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import numpy as np
 from cuda.bindings import driver as cu
 
 import gpumsg
+from gpumsg.backends.cuda.replays import node_types
 
 
 def capture_types(stream, call) -> list[str]:
@@ -18,9 +22,7 @@ def capture_types(stream, call) -> list[str]:
     call()
     err, graph = cu.cuStreamEndCapture(int(stream))
     assert not err, err
-    err, nodes, count = cu.cuGraphGetNodes(graph, 0)
-    err, nodes, count = cu.cuGraphGetNodes(graph, count)
-    types = [cu.cuGraphNodeGetType(node)[1].name for node in nodes]
+    types = node_types(cu, graph)
     cu.cuGraphDestroy(graph)
     return types
 

@@ -24,32 +24,34 @@ import json
 import os
 import statistics
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from conv_timeline import save
+from strided_pace import bmm_operands
 
 import gpumsg
 
 
 def timed(torch: Any, stream: Any, enqueue: Callable[[], None], settle: Callable[[], None],
-          cycles: int, n: int) -> tuple[float, bool]:
-    """(GPU µs per call, whether the host outran the sleep) of ``enqueue`` (n calls) on
-    ``stream`` behind a sleep; ``settle`` returns once the calls are on the stream."""
+          cycles: int, sleep_s: float, n: int) -> tuple[float, bool]:
+    """(GPU µs per call, whether the host may have outrun the sleep) of ``enqueue`` (n calls)
+    on ``stream`` behind a sleep of ``cycles`` (``sleep_s`` seconds when measured alone);
+    ``settle`` returns once the calls are on the stream."""
     start = torch.cuda.Event(enable_timing=True)
     end = torch.cuda.Event(enable_timing=True)
-    done = torch.cuda.Event()
     torch.cuda.synchronize()
+    t0 = time.perf_counter()
     with torch.cuda.stream(stream):
         torch.cuda._sleep(cycles)
         start.record(stream)
-        done.record(stream)
     enqueue()
     settle()
     with torch.cuda.stream(stream):
         end.record(stream)
-    outran = done.query()  # the sleep ended before every call was on the stream
+    outran = time.perf_counter() - t0 > 0.9 * sleep_s  # the GPU may have waited for the host
     end.synchronize()
     return start.elapsed_time(end) * 1e3 / n, outran
 
@@ -59,11 +61,7 @@ def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 600
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
     batch, s = 512, 128
-    bf16 = gpumsg.as_dtype("bf16")
-    rng = np.random.default_rng()
-    hosts = [rng.standard_normal((batch, s, s), dtype=np.float32).astype(bf16) for _ in range(2)]
-    ta, tb = (torch.from_numpy(h.astype(np.float32)).cuda().to(torch.bfloat16) for h in hosts)
-    tc = torch.empty(batch, s, s, device="cuda", dtype=torch.bfloat16)
+    hosts, (ta, tb, tc) = bmm_operands(torch, batch, s)
     replay = os.environ.get("GPUMSG_BLAS_REPLAY", "1")
     cycles = 2_000 * 40 * n  # ~40 µs per call at ~2 GHz: longer than any way takes to enqueue
     with gpumsg.open_device(0) as dev:
@@ -238,14 +236,15 @@ def main() -> None:
         torch.cuda._sleep(cycles)
         e1.record()
         e1.synchronize()
-        print(json.dumps({"sleep_ms": e0.elapsed_time(e1), "cycles": cycles}), flush=True)
+        sleep_s = e0.elapsed_time(e1) * 1e-3
+        print(json.dumps({"sleep_ms": sleep_s * 1e3, "cycles": cycles}), flush=True)
         got: dict[str, list[float]] = {k: [] for k in ways}
         outran: dict[str, int] = {k: 0 for k in ways}
         names = list(ways)
         for r in range(rounds):
             for name in names[r % len(names):] + names[:r % len(names)]:
                 enqueue, st, settle = ways[name]
-                us, late = timed(torch, st, enqueue, settle, cycles, n)
+                us, late = timed(torch, st, enqueue, settle, cycles, sleep_s, n)
                 got[name].append(us)
                 outran[name] += late
         dev.synchronize().result()

@@ -22,9 +22,8 @@ import sys
 import tempfile
 from typing import Any
 
-import numpy as np
 from conv_timeline import save, timeline
-from strided_pace import SPIN
+from strided_pace import SPIN, bmm_operands
 
 import gpumsg
 
@@ -69,11 +68,7 @@ def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 600
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     batch, s = 512, 128
-    bf16 = gpumsg.as_dtype("bf16")
-    rng = np.random.default_rng()
-    hosts = [rng.standard_normal((batch, s, s), dtype=np.float32).astype(bf16) for _ in range(2)]
-    ta, tb = (torch.from_numpy(h.astype(np.float32)).cuda().to(torch.bfloat16) for h in hosts)
-    tc = torch.empty(batch, s, s, device="cuda", dtype=torch.bfloat16)
+    hosts, (ta, tb, tc) = bmm_operands(torch, batch, s)
     replay = os.environ.get("GPUMSG_BLAS_REPLAY", "1")
     rows: list[dict[str, Any]] = []
     with gpumsg.open_device(0) as dev:

@@ -42,6 +42,16 @@ extern "C" __global__ void spin(long long cycles) {
 """
 
 
+def bmm_operands(torch: Any, batch: int, s: int) -> tuple[list[Any], tuple[Any, Any, Any]]:
+    """Two random (batch, s, s) bf16 host arrays, and torch's A and B made from them and an
+    empty C, on the GPU."""
+    bf16 = gpumsg.as_dtype("bf16")
+    rng = np.random.default_rng()
+    hosts = [rng.standard_normal((batch, s, s), dtype=np.float32).astype(bf16) for _ in range(2)]
+    ta, tb = (torch.from_numpy(h.astype(np.float32)).cuda().to(torch.bfloat16) for h in hosts)
+    return hosts, (ta, tb, torch.empty(batch, s, s, device="cuda", dtype=torch.bfloat16))
+
+
 def gpu_pace(torch: Any, hosts: list[Any], n: int, rounds: int) -> dict[str, Any]:
     """µs per call of the GPU alone: n calls queued behind a spin, less the spin alone."""
     batch, s = 512, 128
@@ -122,11 +132,7 @@ def main() -> None:
     out_path = sys.argv[3] if len(sys.argv) > 3 else None
     every = 100
     batch, s = 512, 128
-    bf16 = gpumsg.as_dtype("bf16")
-    rng = np.random.default_rng()
-    hosts = [rng.standard_normal((batch, s, s), dtype=np.float32).astype(bf16) for _ in range(2)]
-    ta, tb = (torch.from_numpy(h.astype(np.float32)).cuda().to(torch.bfloat16) for h in hosts)
-    tc = torch.empty(batch, s, s, device="cuda", dtype=torch.bfloat16)
+    hosts, (ta, tb, tc) = bmm_operands(torch, batch, s)
 
     def torch_run() -> float:
         torch.cuda.synchronize()

@@ -159,6 +159,8 @@ class FakeGraphDriver:
     def __init__(self) -> None:
         self.capturing, self.refuse, self.launched, self.destroyed = False, False, [], []
         self.graphs = 0
+        #: the node types every captured graph holds (cuGraphGetNodes, cuGraphNodeGetType)
+        self.node_types = ["CU_GRAPH_NODE_TYPE_KERNEL"]
 
     def cuStreamBeginCapture(self, stream, mode):
         assert mode == 1 and not self.capturing
@@ -174,6 +176,13 @@ class FakeGraphDriver:
 
     def cuGraphInstantiate(self, graph, flags):
         return 0, ("exec", graph)
+
+    def cuGraphGetNodes(self, graph, count):
+        nodes = list(self.node_types)
+        return 0, (nodes[:count] if count else None), len(nodes)
+
+    def cuGraphNodeGetType(self, node):
+        return 0, type("CUgraphNodeType", (), {"name": node})()
 
     def cuGraphDestroy(self, graph) -> None: ...
 

@@ -290,6 +290,7 @@ def test_repeated_gemms_are_replayed_with_fresh_inputs(dev, backend, rng) -> Non
         r = info[lib]
         assert r["enabled"] and r["refused"] == "", (lib, r)
         assert r["captures"] >= calls and r["launches"] >= 2 * calls, (lib, r)
+        assert r["with_memory_nodes"] == 0, (lib, r)  # no workspace allocated per replay
 
 
 def test_a_repeated_gemm_message_keeps_its_launcher(dev, rng) -> None:

@@ -499,6 +499,7 @@ def test_conv_graph_replays_follow_the_buffers(cuda_dev, rng, layout: str) -> No
         assert_close(first(dev.copy_to_host(dw).result(), layout), dw_ref, "bf16", 2.0)
     after = dev.dnn.cache_info().result()["replay"]
     assert after["enabled"] and after["refused"] == [], after
+    assert after["with_memory_nodes"] == 0, after  # workspaces are ours, not allocated per launch
     # rounds 2-4 of three directions are replays (round 2 captures, then launches)
     assert after["launches"] - before["launches"] >= 9, (before, after)
     y2 = dev.dnn.conv2d(dxd, dwd, bias=dbias, activation="relu", **kw)

@@ -36,7 +36,8 @@ def test_second_call_is_captured_then_launched_alone() -> None:
         r.call("gemm", call, 7, 1, 2.0, "N")
     assert call.under_capture == [False, True]  # as usual, captured, then launches only
     assert cu.launched == [(("exec", 1), 7)] * 3
-    assert r.info() == {"graphs": 1, "captures": 1, "launches": 3, "refused": ""}
+    assert r.info() == {"graphs": 1, "captures": 1, "launches": 3, "refused": "",
+                        "with_memory_nodes": 0}
     r.call("gemm", call, 8, 1, 2.0, "N")  # another stream, tag or argument: a key of its own
     r.call("gemv", call, 7, 1, 2.0, "N")
     r.call("gemm", call, 7, 1, 3.0, "N")
@@ -79,6 +80,26 @@ def test_a_failing_call_is_not_captured_next_time() -> None:
     for _ in range(3):
         r.call("gemm", call, 1, 5)
     assert r.captures == 1 and r.launches == 2
+
+
+def test_captures_holding_memory_nodes_are_counted() -> None:
+    """A graph that allocates or frees memory does so at every launch: ``info`` counts the
+    captures that hold such nodes (a library that made its own workspace under capture)."""
+    from gpumsg.backends.cuda.replays import node_types
+
+    cu = FakeGraphDriver()
+    r, call = GraphReplays(cu), _Calls(cu)
+    r.call("gemm", call, 7, 1)
+    r.call("gemm", call, 7, 1)
+    assert r.info()["captures"] == 1 and r.info()["with_memory_nodes"] == 0
+    cu.node_types = ["CU_GRAPH_NODE_TYPE_MEM_ALLOC", "CU_GRAPH_NODE_TYPE_MEMSET",
+                     "CU_GRAPH_NODE_TYPE_KERNEL", "CU_GRAPH_NODE_TYPE_MEM_FREE"]
+    assert node_types(cu, 1) == cu.node_types
+    r.call("gemm", call, 7, 2)
+    r.call("gemm", call, 7, 2)
+    r.call("gemm", call, 7, 2)
+    assert r.info()["captures"] == 2 and r.info()["with_memory_nodes"] == 1
+    assert r.launches == 3  # a graph with memory nodes is still replayed: it computes right
 
 
 def test_refused_capture_falls_back_for_good() -> None:
@@ -288,47 +309,31 @@ def test_the_cublas_workspace_is_set_again_after_every_stream(monkeypatch) -> No
 
 
 @pytest.mark.gpu
-def test_a_captured_cublas_call_allocates_no_memory_in_its_graph() -> None:
-    """The capture that a replay makes, made here on the device's compute stream with its
-    cuBLAS handle (the device thread idle): the graph holds the memset and the GEMM kernel, and
-    no memory alloc or free node (a workspace allocated per replay; before the fix it held
-    both)."""
+def test_replayed_cublas_graphs_allocate_no_memory() -> None:
+    """A strided-batched 512 x 128^3 bf16 GEMM and a 1M-element dot, each repeated until
+    replayed: their captured graphs hold the kernels (and the GEMM's memset) but no memory
+    alloc or free node, which cuBLAS puts in when it makes its own workspace under capture (it
+    did for both before the handle set its workspace after cublasSetStream, stop 32). Both
+    results are checked."""
     need_backend("cuda")
-    from cuda.bindings import driver as cu
-
-    batch, s = 64, 128
+    batch, s, n = 512, 128, 1 << 20
     rng = np.random.default_rng()
     host = rng.standard_normal((batch, s, s), dtype=np.float32).astype(gpumsg.as_dtype("bf16"))
+    xh = rng.standard_normal(n, dtype=np.float32)
     with gpumsg.open_device(0, backend="cuda") as dev:
         a = dev.to_device(host).result()
         c = dev.alloc((batch, s, s), "bf16", order="C").result()
-        dev.blas.gemm_strided_batched(a, a, c, s, s, s, batch, s * s, s * s, s * s).result()
-        dev.synchronize().result()
-        h = dev._worker.ctx.libraries["cublas"]
-        stream = dev._worker.ctx.compute.obj
-        pa = a.__cuda_array_interface__["data"][0]
-        pc = c.__cuda_array_interface__["data"][0]
-        _, ordinal = cu.cuDeviceGet(0)
-        _, primary = cu.cuDevicePrimaryCtxRetain(ordinal)
-        try:
-            assert not cu.cuCtxSetCurrent(primary)[0]  # this thread launches too
-            mode = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
-            assert not cu.cuStreamBeginCapture(int(stream), mode)[0]
-            h._gemm_strided_now(stream, "bf16", "default", "N", "N", s, s, s, 1.0, pa, s, s * s,
-                                pa, s, s * s, 0.0, pc, s, s * s, batch)
-            err, graph = cu.cuStreamEndCapture(int(stream))
-            assert not err, err
-            _, _, count = cu.cuGraphGetNodes(graph, 0)
-            _, nodes, _ = cu.cuGraphGetNodes(graph, count)
-            kinds = [cu.cuGraphNodeGetType(node)[1].name for node in nodes]
-            cu.cuGraphDestroy(graph)
-        finally:
-            cu.cuCtxSetCurrent(cu.CUcontext(0))
-            cu.cuDevicePrimaryCtxRelease(ordinal)
-        assert "CU_GRAPH_NODE_TYPE_KERNEL" in kinds
-        memory_nodes = {"CU_GRAPH_NODE_TYPE_MEM_ALLOC", "CU_GRAPH_NODE_TYPE_MEM_FREE"}
-        assert not memory_nodes & set(kinds), kinds
-        # the GEMM itself (column-major C = A A on row-major storage: c = a @ a per batch)
+        x = dev.to_device(xh).result()
+        for _ in range(3):  # as usual, captured, replayed
+            dev.blas.gemm_strided_batched(a, a, c, s, s, s, batch, s * s, s * s, s * s)
+            dot = dev.blas.dot(x, x).result()
+        info = dev.blas.replay_info().result()["cublas"]
+        # column-major C = A A on row-major storage: c = a @ a per matrix
         ref = host[:2].astype(np.float64) @ host[:2].astype(np.float64)
         got = np.asarray(dev.copy_to_host(c).result()[:2], np.float64)
-        assert np.linalg.norm(got - ref) <= 2e-2 * np.linalg.norm(ref)
+    for kind in (info, info["reductions"]):
+        assert kind["captures"] >= 1 and kind["launches"] >= 1, info
+        assert kind["with_memory_nodes"] == 0, info
+    assert np.linalg.norm(got - ref) <= 2e-2 * np.linalg.norm(ref)
+    want = float(np.dot(xh.astype(np.float64), xh))
+    assert abs(dot - want) <= 1e-5 * want

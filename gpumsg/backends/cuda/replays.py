@@ -22,9 +22,32 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["GraphReplays", "direct", "direct_bound", "enabled"]
+__all__ = ["GraphReplays", "MEMORY_NODE_TYPES", "direct", "direct_bound", "enabled",
+           "node_types"]
 
 _OFF = ("0", "no", "off", "false")
+
+#: graph nodes that allocate or free device memory on every launch: a library that makes its own
+#: workspace under capture puts them around its kernels (cuBLAS did while gpumsg's workspace
+#: was reset by cublasSetStream, stop 32), and each launch then pays for them on the GPU
+MEMORY_NODE_TYPES = frozenset(("CU_GRAPH_NODE_TYPE_MEM_ALLOC", "CU_GRAPH_NODE_TYPE_MEM_FREE"))
+
+
+def node_types(driver: Any, graph: Any) -> list[str]:
+    """The type names (``CUgraphNodeType`` members) of ``graph``'s nodes, in the driver's order;
+    ``driver`` is ``cuda.bindings.driver``. An error of the driver leaves the list short."""
+    err, _, count = driver.cuGraphGetNodes(graph, 0)
+    if err or not count:
+        return []
+    err, nodes, _ = driver.cuGraphGetNodes(graph, count)
+    if err:
+        return []
+    names = []
+    for node in nodes:
+        err, kind = driver.cuGraphNodeGetType(node)
+        if not err:
+            names.append(kind.name)
+    return names
 
 
 def enabled(variable: str) -> bool:
@@ -65,7 +88,7 @@ class GraphReplays:
     """
 
     __slots__ = ("driver", "capacity", "recording", "raw_launch", "execs", "seen", "reason",
-                 "launches", "captures")
+                 "launches", "captures", "with_memory_nodes")
 
     def __init__(self, driver: Any, capacity: int = 8,
                  recording: Callable[[], bool] | None = None,
@@ -79,6 +102,8 @@ class GraphReplays:
         #: why nothing more is captured ("" while captures go on)
         self.reason = ""
         self.launches = self.captures = 0
+        #: graphs captured with nodes that allocate or free memory (:data:`MEMORY_NODE_TYPES`)
+        self.with_memory_nodes = 0
 
     def call(self, tag: str, fn: Callable[..., Any], stream: Any, *args: Any) -> None:
         """``fn(stream, *args)``, replayed by the key ``(tag, stream, *args)``: ``args`` must be
@@ -167,6 +192,8 @@ class GraphReplays:
         exec_ = None
         if graph is not None and int(graph):
             if not failure:
+                if MEMORY_NODE_TYPES.intersection(node_types(cu, graph)):
+                    self.with_memory_nodes += 1
                 err, exec_ = cu.cuGraphInstantiate(graph, 0)
                 if err:
                     failure, exec_ = f"cuGraphInstantiate: error {int(err)}", None
@@ -184,9 +211,11 @@ class GraphReplays:
         return exec_
 
     def info(self) -> dict[str, Any]:
-        """Graphs held, captures and launches so far, and why capturing stopped ("")."""
+        """Graphs held, captures and launches so far, why capturing stopped (""), and how many
+        captures held memory nodes (each launch of those allocates and frees device memory)."""
         return {"graphs": len(self.execs), "captures": self.captures,
-                "launches": self.launches, "refused": self.reason}
+                "launches": self.launches, "refused": self.reason,
+                "with_memory_nodes": self.with_memory_nodes}
 
     def close(self) -> None:
         """Destroy the graphs (errors ignored: the context may be failing)."""

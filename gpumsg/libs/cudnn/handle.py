@@ -1145,7 +1145,8 @@ class DnnHandle:
         (``graph_plans``, ``legacy_plans``), the frontend's state (``frontend``: its version,
         or why it is not used), the last reasons a problem fell back (``graph_declines``) and
         the CUDA-graph replays of graph-path executes (``replay``: whether on, graphs held,
-        captures and launches of the plans held now, why plans refused to be captured)."""
+        captures and launches of the plans held now, why plans refused to be captured, and how
+        many captures held memory alloc or free nodes)."""
         info: dict[str, Any] = dict(self.cache.info())
         frontend(self.lib)
         info.update(graph_plans=self.paths["graph"], legacy_plans=self.paths["legacy"],
@@ -1156,7 +1157,8 @@ class DnnHandle:
                           "graphs": sum(len(r.execs) for r in replays),
                           "captures": sum(r.captures for r in replays),
                           "launches": sum(r.launches for r in replays),
-                          "refused": [r.reason for r in replays if r.reason][:4]}
+                          "refused": [r.reason for r in replays if r.reason][:4],
+                          "with_memory_nodes": sum(r.with_memory_nodes for r in replays)}
         return info
 
     def close(self) -> None:
