@@ -23,14 +23,13 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from conv_timeline import save
-from strided_pace import bmm_operands
+from strided_gap import probe_setup
 
 import gpumsg
 
@@ -58,11 +57,7 @@ def timed(torch: Any, stream: Any, enqueue: Callable[[], None], settle: Callable
 
 def main() -> None:
     import torch
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 600
-    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
-    batch, s = 512, 128
-    hosts, (ta, tb, tc) = bmm_operands(torch, batch, s)
-    replay = os.environ.get("GPUMSG_BLAS_REPLAY", "1")
+    n, rounds, batch, s, hosts, (ta, tb, tc), replay = probe_setup(torch, 5)
     cycles = 2_000 * 40 * n  # ~40 µs per call at ~2 GHz: longer than any way takes to enqueue
     with gpumsg.open_device(0) as dev:
         prelude = os.environ.get("GAP_PRELUDE", "")

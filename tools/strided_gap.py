@@ -63,13 +63,20 @@ def busiest(streams: dict[int, list]) -> list:
     return streams[max(streams, key=lambda st: sum(1 for o in streams[st] if o[2] == "kernel"))]
 
 
+def probe_setup(torch: Any, rounds: int) -> tuple[int, int, int, int, list[Any], tuple, str]:
+    """The probes' common start: n and rounds from the command line (defaults 600 and
+    ``rounds``), the 512 x 128^3 problem, its host arrays and torch operands, and the replay
+    setting (``GPUMSG_BLAS_REPLAY``)."""
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 600
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else rounds
+    batch, s = 512, 128
+    hosts, operands = bmm_operands(torch, batch, s)
+    return n, rounds, batch, s, hosts, operands, os.environ.get("GPUMSG_BLAS_REPLAY", "1")
+
+
 def main() -> None:
     import torch
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 600
-    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-    batch, s = 512, 128
-    hosts, (ta, tb, tc) = bmm_operands(torch, batch, s)
-    replay = os.environ.get("GPUMSG_BLAS_REPLAY", "1")
+    n, rounds, batch, s, hosts, (ta, tb, tc), replay = probe_setup(torch, 3)
     rows: list[dict[str, Any]] = []
     with gpumsg.open_device(0) as dev:
         kernel = dev.kernels.compile(SPIN, "spin").result()
