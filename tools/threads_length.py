@@ -23,6 +23,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
 
 import bench_overhead as bo  # noqa: E402
+from conv_timeline import save  # noqa: E402
 
 import gpumsg  # noqa: E402
 
@@ -63,10 +64,7 @@ def main() -> None:
                    "ratios": [m / o for o, m in pairs]}
             rows.append(row)
             print(json.dumps(row), flush=True)
-        out = os.environ.get("OUT")
-        if out:
-            with open(os.path.join(out, "threads_length.json"), "w") as f:
-                json.dump(rows, f, indent=1)
+        save("threads_length.json", rows)
     finally:
         ops.close()
         svc.close()
