@@ -286,6 +286,7 @@ def test_the_cublas_workspace_is_set_again_after_every_stream(monkeypatch) -> No
     from gpumsg.libs.cublas.handle import CublasHandle
 
     monkeypatch.setenv("GPUMSG_BLAS_REPLAY", "0")  # no driver here
+
     class Stream:
         def __int__(self) -> int:
             return 0x77
