@@ -11,14 +11,18 @@ them; medians over the rounds. ``--switch``:
   copy back (``reduction_replays``), or none (issued as calls).
 - ``interval`` (modes from ``--intervals``, seconds, default ``50e-6,1e-3,5e-3``): the
   interpreter's GIL switch interval (client/gil.py sets 50 µs while a device is open).
+- ``settle`` (modes from ``--settles``, seconds, default ``150e-6,0,30e-6``): how long the
+  device thread asks for running work's completion before it blocks on an empty mailbox and
+  hands that work to the completion threads (``DeviceContext.settle_seconds``).
 
 Every mode is measured in every round; the order of the modes rotates from round to round.
 
-Writes ``$OUT/<name>.json`` and ``.md`` (launch_hold_ab, derived_ab, reductions_ab or
-switch_interval_ab).
+Writes ``$OUT/<name>.json`` and ``.md`` (launch_hold_ab, derived_ab, reductions_ab,
+switch_interval_ab or settle_ab_inplace).
 
-    python3 tools/inplace_ab.py [--switch launch|derived|reductions|interval] [--rounds 7]
-                                [--intervals 50e-6,1e-3,5e-3] [--thread-ops 2000]
+    python3 tools/inplace_ab.py [--switch launch|derived|reductions|interval|settle]
+                                [--rounds 7] [--intervals 50e-6,1e-3,5e-3]
+                                [--settles 150e-6,0,30e-6] [--thread-ops 2000]
 """
 # ruff: noqa: E731 - small closures over one problem's buffers
 from __future__ import annotations
@@ -85,8 +89,16 @@ def interval_name(seconds: float) -> str:
     return f"{seconds * 1e3:g}ms" if seconds >= 1e-3 else f"{seconds * 1e6:g}us"
 
 
-def switches(dev: Any, what: str, intervals: list[float]) -> dict[str, Callable[[], int]]:
+def switches(dev: Any, what: str, intervals: list[float], settles: list[float] = ()
+             ) -> dict[str, Callable[[], int]]:
     """mode -> a function that puts the idle device in that mode."""
+    if what == "settle":
+        def put_settle(value: float) -> int:
+            dev.synchronize().result()
+            dev._worker.ctx.settle_seconds = value
+            return 1
+        return {f"settle {interval_name(v) if v else '0'}": (lambda v=v: put_settle(v))
+                for v in settles}
     if what == "interval":
         def put_interval(value: float) -> int:
             dev.synchronize().result()
@@ -237,10 +249,12 @@ def main() -> None:
     import torch
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--switch", choices=("launch", "derived", "reductions", "interval"),
+    ap.add_argument("--switch", choices=("launch", "derived", "reductions", "interval",
+                                         "settle"),
                     default="launch")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--intervals", default="50e-6,1e-3,5e-3")
+    ap.add_argument("--settles", default="150e-6,0,30e-6")
     ap.add_argument("--thread-ops", type=int, default=2000,
                     help="SGEMMs per burst of the thread cases (round trips: two fifths)")
     ap.add_argument("--cases", default="", help="only the cases whose name contains one of "
@@ -259,7 +273,8 @@ def main() -> None:
             finish()
             theirs()
             tfinish()
-        modes = switches(dev, opts.switch, [float(v) for v in opts.intervals.split(",")])
+        modes = switches(dev, opts.switch, [float(v) for v in opts.intervals.split(",")],
+                         [float(v) for v in opts.settles.split(",")])
         names = list(modes)
         for rnd in range(opts.rounds):
             order = names[rnd % len(names):] + names[:rnd % len(names)]
@@ -292,7 +307,8 @@ def main() -> None:
                        "spread": {k: [round(min(v), 1), round(max(v), 1)] for k, v in row.items()}})
         print(json.dumps(result[-1]), flush=True)
     name = {"launch": "launch_hold_ab", "derived": "derived_ab",
-            "reductions": "reductions_ab", "interval": "switch_interval_ab"}[opts.switch]
+            "reductions": "reductions_ab", "interval": "switch_interval_ab",
+            "settle": "settle_ab_inplace"}[opts.switch]
     lines = [f"# {name}", "",
              f"{env.get('device', '')} · driver {env.get('driver', '')} · {env.get('date', '')}",
              "", f"Per-call µs of n pipelined calls then one wait; switch `{opts.switch}`, modes "
