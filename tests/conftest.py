@@ -38,6 +38,30 @@ def dev(backend: str):
 
 
 @pytest.fixture
+def posted():
+    """``posted(dev, *types)``: the list of the messages of those types that ``dev`` puts in
+    its mailbox from then on (every send path ends in ``dev._post``), until the test ends."""
+    undo = []
+
+    def record(d, *types: type) -> list:
+        seen: list = []
+        real = d._post
+
+        def post(msg, reply) -> None:
+            if isinstance(msg, types):
+                seen.append(msg)
+            real(msg, reply)
+
+        d._post = post
+        undo.append((d, real))
+        return seen
+
+    yield record
+    for d, real in reversed(undo):
+        d._post = real
+
+
+@pytest.fixture
 def rng() -> np.random.Generator:
     # fresh inputs on every run: the code must compute the function on any valid input
     return np.random.default_rng()

@@ -125,7 +125,7 @@ def test_repeated_sgemm_keeps_every_check(dev, rng) -> None:
     assert dev.stats().result().generation == dev.generation  # the device still serves
 
 
-def test_repeated_gemms_reuse_their_message_and_keep_every_check(dev, rng) -> None:
+def test_repeated_gemms_reuse_their_message_and_keep_every_check(dev, rng, posted) -> None:
     """dev.blas.gemm / gemm_strided_batched through MessageMemo: the same call sends the same
     message; a float where an int belongs, a bool, a freed buffer are still refused at the call
     even after the int-typed call was memoized."""
@@ -133,39 +133,71 @@ def test_repeated_gemms_reuse_their_message_and_keep_every_check(dev, rng) -> No
     host = [rng.standard_normal((batch, s, s)).astype(np.float32) for _ in range(2)]
     a, b = (dev.to_device(h).result() for h in host)
     c = dev.alloc((batch, s, s), np.float32, order="C").result()
-    sent = []
-    real_send = dev.send
-    dev.send = lambda msg: sent.append(msg) or real_send(msg)  # type: ignore[method-assign]
-    try:
-        for _ in range(3):
-            dev.blas.gemm_strided_batched(b, a, c, s, s, s, batch, s * s, s * s, s * s).result()
-        assert sent[0] is sent[1] is sent[2]
-        with pytest.raises(gpumsg.InvalidMessage, match="m"):
-            dev.blas.gemm_strided_batched(b, a, c, float(s), s, s, batch, s * s, s * s, s * s)
-        with pytest.raises(gpumsg.InvalidMessage, match="batch"):
-            dev.blas.gemm_strided_batched(b, a, c, s, s, s, True, s * s, s * s, s * s)
-        dev.blas.gemm_strided_batched(b, a, c, s, s, s, batch, s * s, s * s, s * s,
-                                      alpha=2.0).result()
-        assert sent[-1] is not sent[0] and sent[-1].alpha == 2.0
-        ref = 2 * np.einsum("bij,bjk->bik", host[0].astype(np.float64), host[1])
-        np.testing.assert_allclose(dev.copy_to_host(c).result(), ref, rtol=1e-4, atol=1e-4)
-        m = host[0][0].astype(np.float32, order="F")
-        g = dev.to_device(m).result()
-        out = dev.alloc((s, s), np.float32).result()
-        for _ in range(2):
-            dev.blas.gemm(g, g, out, s, s, s).result()
-        assert sent[-1] is sent[-2]
-        np.testing.assert_allclose(dev.copy_to_host(out).result(), m.astype(np.float64) @ m,
-                                   rtol=1e-4, atol=1e-4)
-        out.free().result()
-        with pytest.raises(gpumsg.GpuRefStale):
-            dev.blas.gemm(g, g, out, s, s, s)
-    finally:
-        del dev.send
+    sent = posted(dev, messages.GemmStridedBatched, messages.Gemm)
+    for _ in range(3):
+        dev.blas.gemm_strided_batched(b, a, c, s, s, s, batch, s * s, s * s, s * s).result()
+    assert sent[0] is sent[1] is sent[2]
+    with pytest.raises(gpumsg.InvalidMessage, match="m"):
+        dev.blas.gemm_strided_batched(b, a, c, float(s), s, s, batch, s * s, s * s, s * s)
+    with pytest.raises(gpumsg.InvalidMessage, match="batch"):
+        dev.blas.gemm_strided_batched(b, a, c, s, s, s, True, s * s, s * s, s * s)
+    dev.blas.gemm_strided_batched(b, a, c, s, s, s, batch, s * s, s * s, s * s,
+                                  alpha=2.0).result()
+    assert sent[-1] is not sent[0] and sent[-1].alpha == 2.0
+    ref = 2 * np.einsum("bij,bjk->bik", host[0].astype(np.float64), host[1])
+    np.testing.assert_allclose(dev.copy_to_host(c).result(), ref, rtol=1e-4, atol=1e-4)
+    m = host[0][0].astype(np.float32, order="F")
+    g = dev.to_device(m).result()
+    out = dev.alloc((s, s), np.float32).result()
+    for _ in range(2):
+        dev.blas.gemm(g, g, out, s, s, s).result()
+    assert sent[-1] is sent[-2]
+    np.testing.assert_allclose(dev.copy_to_host(out).result(), m.astype(np.float64) @ m,
+                               rtol=1e-4, atol=1e-4)
+    out.free().result()
+    with pytest.raises(gpumsg.GpuRefStale):
+        dev.blas.gemm(g, g, out, s, s, s)
     assert dev.stats().result().generation == dev.generation  # the device still serves
 
 
-def test_repeated_lt_matmuls_reuse_their_message_and_keep_every_check(dev, rng) -> None:
+def test_a_repeated_call_skips_the_screening_but_not_a_refusal(dev, backend, rng,
+                                                               posted) -> None:
+    """Device.send_entry: a memoized message screened once at this generation goes straight to
+    the mailbox on later calls; one that failed its screening (a buffer of another device) is
+    screened, and refused, at every call; so is every call while a graph records."""
+    xh, yh = (rng.standard_normal(4096).astype(np.float32) for _ in range(2))
+    x, y = dev.to_device(xh).result(), dev.to_device(yh).result()
+    screened = []
+    real_screen = dev._screen
+    dev._screen = lambda msg: screened.append(msg) or real_screen(msg)  # type: ignore[method-assign]
+    try:
+        sent = posted(dev, messages.Dot)
+        got = [dev.blas.dot(x, y).result() for _ in range(3)]
+        assert len(sent) == 3 and sent[0] is sent[1] is sent[2]
+        assert len(screened) == 1
+        ref = float(np.dot(xh.astype(np.float64), yh))
+        assert all(abs(g - ref) < 1e-4 * np.sqrt(xh.size) for g in got)
+        with gpumsg.open_device(0, backend=backend) as other:
+            z = other.to_device(yh).result()
+            for _ in range(2):
+                with pytest.raises(gpumsg.InvalidMessage, match="another device"):
+                    dev.blas.dot(x, z)
+        assert len(screened) == 3
+        w = dev.to_device(yh).result()
+        dev.blas.axpy(x, w, 0.5).result()  # kept, screened
+        with dev.graph() as g:
+            dev.blas.axpy(x, w, 0.5)
+        assert [type(m).__name__ for m in screened].count("Axpy") == 2  # and when recorded
+        g.launch().result()
+        g.close()
+        np.testing.assert_allclose(dev.copy_to_host(w).result(), yh + xh.astype(np.float64),
+                                   rtol=1e-5, atol=1e-5)
+    finally:
+        del dev._screen
+    assert abs(dev.blas.dot(x, y).result() - ref) < 1e-4 * np.sqrt(xh.size)
+
+
+def test_repeated_lt_matmuls_reuse_their_message_and_keep_every_check(dev, rng, posted) -> None:
     """dev.blas.lt_matmul through MessageMemo.built (its buffers are not Matmul's leading
     fields): the same call sends the same message; another bias buffer, another epilogue or a
     freed bias is a message of its own or refused at the call."""
@@ -175,30 +207,25 @@ def test_repeated_lt_matmuls_reuse_their_message_and_keep_every_check(dev, rng) 
     a, b = dev.to_device(ha).result(), dev.to_device(hb).result()
     bias = [dev.to_device(h).result() for h in hbias]
     d = dev.alloc((m, n), np.float32).result()
-    sent = []
-    real_send = dev.send
-    dev.send = lambda msg: sent.append(msg) or real_send(msg)  # type: ignore[method-assign]
-    try:
-        for _ in range(3):
-            dev.blas.lt_matmul(a, b, d, m, n, k, transa="T", epilogue="bias",
-                               bias=bias[0]).result()
-        assert sent[0] is sent[1] is sent[2]
-        ref = ha.T.astype(np.float64) @ hb
-        np.testing.assert_allclose(dev.copy_to_host(d).result(), ref + hbias[0][:, None],
-                                   rtol=1e-4, atol=1e-4)
-        dev.blas.lt_matmul(a, b, d, m, n, k, transa="T", epilogue="relu_bias",
-                           bias=bias[1]).result()
-        assert sent[-1] is not sent[0] and sent[-1].bias is bias[1].ref
-        np.testing.assert_allclose(dev.copy_to_host(d).result(),
-                                   np.maximum(ref + hbias[1][:, None], 0), rtol=1e-4, atol=1e-4)
-        with pytest.raises(gpumsg.InvalidMessage, match="m"):
-            dev.blas.lt_matmul(a, b, d, float(m), n, k, transa="T", epilogue="bias",
-                               bias=bias[0])
-        bias[0].free().result()
-        with pytest.raises(gpumsg.GpuRefStale):
-            dev.blas.lt_matmul(a, b, d, m, n, k, transa="T", epilogue="bias", bias=bias[0])
-    finally:
-        del dev.send
+    sent = posted(dev, messages.Matmul)
+    for _ in range(3):
+        dev.blas.lt_matmul(a, b, d, m, n, k, transa="T", epilogue="bias",
+                           bias=bias[0]).result()
+    assert sent[0] is sent[1] is sent[2]
+    ref = ha.T.astype(np.float64) @ hb
+    np.testing.assert_allclose(dev.copy_to_host(d).result(), ref + hbias[0][:, None],
+                               rtol=1e-4, atol=1e-4)
+    dev.blas.lt_matmul(a, b, d, m, n, k, transa="T", epilogue="relu_bias",
+                       bias=bias[1]).result()
+    assert sent[-1] is not sent[0] and sent[-1].bias is bias[1].ref
+    np.testing.assert_allclose(dev.copy_to_host(d).result(),
+                               np.maximum(ref + hbias[1][:, None], 0), rtol=1e-4, atol=1e-4)
+    with pytest.raises(gpumsg.InvalidMessage, match="m"):
+        dev.blas.lt_matmul(a, b, d, float(m), n, k, transa="T", epilogue="bias",
+                           bias=bias[0])
+    bias[0].free().result()
+    with pytest.raises(gpumsg.GpuRefStale):
+        dev.blas.lt_matmul(a, b, d, m, n, k, transa="T", epilogue="bias", bias=bias[0])
     assert dev.stats().result().generation == dev.generation  # the device still serves
 
 
@@ -223,25 +250,25 @@ def test_the_memo_keys_on_argument_types_and_buffer_identity() -> None:
     assert memo.message(Probe, (ref,), (1.0,)) is not first  # 1 == 1.0, but not the same call
     assert memo.message(Probe, (other,), (1,)) is not first
     assert len(built) == 3
-    memo.message(Probe, (ref,), (True,))  # not plain: built every time
-    memo.message(Probe, (ref,), (True,))
-    assert len(built) == 5
+    true = memo.message(Probe, (ref,), (True,))  # True == 1, but not the same call
+    assert true is not first and memo.message(Probe, (ref,), (True,)) is true
+    assert len(built) == 4
     memo.message(Probe, (ref,), ((1, 2),))
     kept = built[-1]
-    assert memo.message(Probe, (ref,), ((1, 2),)) is kept and len(built) == 6
+    assert memo.message(Probe, (ref,), ((1, 2),)) is kept and len(built) == 5
     # (1.0, 2) == (1, 2), but the key writes each item with its type: another call
-    assert memo.message(Probe, (ref,), ((1.0, 2),)) is not kept and len(built) == 7
+    assert memo.message(Probe, (ref,), ((1.0, 2),)) is not kept and len(built) == 6
     memo.message(Probe, (ref,), ([1, 2],))  # a list: built every time, never kept
     memo.message(Probe, (ref,), ([1, 2],))
-    assert len(built) == 9
+    assert len(built) == 8
     zero = memo.message(Probe, (ref,), (0.0,))
     assert memo.message(Probe, (ref,), (0.0,)) is zero
     assert memo.message(Probe, (ref,), (-0.0,)) is not zero  # -0.0 == 0.0, another call
-    assert len(built) == 11
+    assert len(built) == 10
     for odd in (np.float64(0.0), np.int64(1), object()):  # not plain: built every time
         memo.message(Probe, (ref,), (odd,))
         memo.message(Probe, (ref,), (odd,))
-    assert len(built) == 17
+    assert len(built) == 16
     assert len(memo._memo) <= 2  # bounded
 
 

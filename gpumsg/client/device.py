@@ -334,6 +334,28 @@ class Device:
         self._post(msg, fut)
         return fut
 
+    def send_entry(self, entry: list, writing: Any = None) -> Future:
+        """:meth:`send` (or :meth:`send_writing` with ``writing``) for an entry
+        ``[message, stamp]`` of a :class:`~gpumsg.messages.memo.MessageMemo`. The stamp is
+        the generation the message was screened for: a repeated call at that generation, with
+        no graph recording, goes straight to the mailbox. The screening's verdict cannot have
+        changed: a kept message holds the same references (owner and generation are theirs
+        for life), and a freed or stale buffer already raised when the memo took its ``ref``."""
+        state = self._state
+        if entry[1] == state.generation and self._recorder is None:
+            if writing is None:
+                fut = GpuFuture()
+            elif type(writing) is GpuBuffer:
+                fut = BufferFuture(writing)
+            else:
+                return self.send_writing(entry[0], writing)
+            self._post(entry[0], fut)
+            return fut
+        generation = state.generation  # before the screening: a rebuild meanwhile fails it
+        fut = self.send(entry[0]) if writing is None else self.send_writing(entry[0], writing)
+        entry[1] = generation
+        return fut
+
     def _screen(self, msg: Message) -> None:
         """What every message sent is checked for on the caller's thread: a message of the
         public protocol, an open device, references of this device and generation, and what

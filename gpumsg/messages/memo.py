@@ -3,6 +3,10 @@
 Messages are immutable, so a call repeated with the same buffers and the same arguments can send
 the message it built the first time. Building one runs every field's validation: 10-60 us of
 the caller's time for a GEMM or a convolution message, against about 2 us for a lookup here.
+
+Each kept message sits in an *entry*, ``[message, stamp]``: the stamp belongs to the sender
+(``Device.send_entry`` writes there the device generation it screened the message for, so that
+a repeated call skips the screening too). The memo only makes and keeps entries.
 """
 
 from __future__ import annotations
@@ -17,11 +21,11 @@ __all__ = ["MessageMemo", "plain"]
 
 
 def plain(value: Any) -> bool:
-    """Whether a non-buffer argument may key the memo: an int, float or str, None, or a tuple
-    of ints. (Bools, arrays, complex numbers and other objects are not memoized: their checks
+    """Whether a non-buffer argument may key the memo: an int, float, bool or str, None, or a
+    tuple of ints. (Arrays, complex numbers and other objects are not memoized: their checks
     run every time.)"""
     t = type(value)
-    if t is int or t is str or t is float or value is None:
+    if t is int or t is str or t is float or value is None or t is bool:
         return True
     return t is tuple and all(type(v) is int for v in value)
 
@@ -41,35 +45,44 @@ class MessageMemo:
 
     def __init__(self, size: int = 256) -> None:
         self.size = size
-        self._memo: dict[tuple, Message] = {}
+        self._memo: dict[tuple, list] = {}
         self._names: dict[type, tuple[str, ...]] = {}
 
     def message(self, msg_type: type, buffers: tuple, args: tuple) -> Message:
+        return self.entry(msg_type, buffers, args)[0]
+
+    def entry(self, msg_type: type, buffers: tuple, args: tuple) -> list:
+        """The entry ``[message, stamp]`` of the call (a new one, stamp None, when the call was
+        not seen or may not be kept)."""
         refs = tuple([getattr(b, "ref", b) for b in buffers])
-        key, msg = self._find(msg_type, refs, args)
-        if msg is None:
-            msg = msg_type(*refs, *args)
+        key, entry = self._find(msg_type, refs, args)
+        if entry is None:
+            entry = [msg_type(*refs, *args), None]
             names = self._names.get(msg_type)
             if names is None:
                 names = self._names[msg_type] = tuple(msg_type.__dataclass_fields__)[:len(refs)]
-            self._keep(key, names, refs, args, msg)
-        return msg
+            self._keep(key, names, refs, args, entry)
+        return entry
 
     def built(self, kind: Any, names: tuple[str, ...], buffers: tuple, args: tuple,
               build: Callable[[tuple], Message]) -> Message:
-        """:meth:`message` for a message whose buffers are not its leading fields, or that a
+        return self.built_entry(kind, names, buffers, args, build)[0]
+
+    def built_entry(self, kind: Any, names: tuple[str, ...], buffers: tuple, args: tuple,
+                    build: Callable[[tuple], Message]) -> list:
+        """:meth:`entry` for a message whose buffers are not its leading fields, or that a
         call derives from its buffers: ``build(refs)`` makes it, ``names`` are the fields that
         hold ``buffers``, in order, and ``kind`` (the message type, or the name of a call that
         builds messages of several types) keeps its keys apart from other calls'."""
         refs = tuple([getattr(b, "ref", b) for b in buffers])
-        key, msg = self._find(kind, refs, args)
-        if msg is None:
-            msg = build(refs)
-            self._keep(key, names, refs, args, msg)
-        return msg
+        key, entry = self._find(kind, refs, args)
+        if entry is None:
+            entry = [build(refs), None]
+            self._keep(key, names, refs, args, entry)
+        return entry
 
     def _find(self, kind: Any, refs: tuple, args: tuple) -> tuple[tuple | None, Any]:
-        """The key of a call and its kept message, or None. The key holds the arguments as
+        """The key of a call and its kept entry, or None. The key holds the arguments as
         their marshal encoding (version 2), which writes each value's exact type with it
         (``True``, ``1`` and ``1.0`` differ; ``-0.0`` and ``0.0`` too), items of tuples
         included, in one C call. Only calls whose arguments were all plain were kept, so an
@@ -82,11 +95,13 @@ class MessageMemo:
         return key, self._memo.get(key)
 
     def _keep(self, key: tuple | None, names: tuple[str, ...], refs: tuple, args: tuple,
-              msg: Message) -> None:
-        """Keep ``msg`` (just built, so valid) under ``key`` if its call may key the memo and
-        it holds the references of the key (``names`` are its fields that hold them)."""
+              entry: list) -> None:
+        """Keep ``entry`` (its message just built, so valid) under ``key`` if its call may key
+        the memo and the message holds the references of the key (``names`` are its fields
+        that hold them)."""
         if key is None:
             return
+        msg = entry[0]
         for name, r in zip(names, refs, strict=True):
             if (type(r) is not BufRef and r is not None) or getattr(msg, name) is not r:
                 return
@@ -96,4 +111,4 @@ class MessageMemo:
         memo = self._memo
         if len(memo) >= self.size:
             memo.clear()
-        memo[key] = msg
+        memo[key] = entry

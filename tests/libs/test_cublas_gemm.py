@@ -138,34 +138,30 @@ def test_matmul_row_major(dev, rng, shapes, dtype: str) -> None:
     assert rel_err(dev.copy_to_host(target).result(), ref) < TOL[dtype]
 
 
-def test_repeated_matmul_into_out_reuses_its_message_and_keeps_every_check(dev, rng) -> None:
+def test_repeated_matmul_into_out_reuses_its_message_and_keeps_every_check(dev, rng,
+                                                                          posted) -> None:
     """``matmul(a, b, out=c)`` repeated: one message, sent again, with fresh inputs written into
     the same buffers each round (results against float64); the future resolves to ``out``; a
     wrong ``out``, a freed operand are refused at the call after the message was kept."""
     da = dev.alloc((3, 6, 5), np.float32, order="C").result()
     db = dev.alloc((5, 4), np.float32, order="C").result()
     out = dev.alloc((3, 6, 4), np.float32, order="C").result()
-    sent = []
-    real_send = dev.send_writing
-    dev.send_writing = lambda msg, buf: sent.append(msg) or real_send(msg, buf)  # type: ignore[method-assign]
-    try:
-        for _ in range(3):
-            a, b = rand(rng, (3, 6, 5), "f32"), rand(rng, (5, 4), "f32")
-            dev.copy_from_host(da, np.ascontiguousarray(a)).result()
-            dev.copy_from_host(db, np.ascontiguousarray(b)).result()
-            assert dev.blas.matmul(da, db, out=out).result() is out
-            ref = a.astype(np.float64) @ b.astype(np.float64)
-            assert rel_err(dev.copy_to_host(out).result(), ref) < TOL["f32"]
-        assert sent[0] is sent[1] is sent[2]
-        with pytest.raises(gpumsg.InvalidMessage, match="out"):
-            dev.blas.matmul(da, db, out=dev.alloc((3, 6, 4), np.float64, order="C"))
-        with pytest.raises(gpumsg.InvalidMessage, match="out"):
-            dev.blas.matmul(da, db, out=da)
-        db.free().result()
-        with pytest.raises(gpumsg.GpuRefStale):
-            dev.blas.matmul(da, db, out=out)
-    finally:
-        del dev.send_writing
+    sent = posted(dev, gpumsg.messages.GemmStridedBatched, gpumsg.messages.Gemm)
+    for _ in range(3):
+        a, b = rand(rng, (3, 6, 5), "f32"), rand(rng, (5, 4), "f32")
+        dev.copy_from_host(da, np.ascontiguousarray(a)).result()
+        dev.copy_from_host(db, np.ascontiguousarray(b)).result()
+        assert dev.blas.matmul(da, db, out=out).result() is out
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        assert rel_err(dev.copy_to_host(out).result(), ref) < TOL["f32"]
+    assert len(sent) == 3 and sent[0] is sent[1] is sent[2]
+    with pytest.raises(gpumsg.InvalidMessage, match="out"):
+        dev.blas.matmul(da, db, out=dev.alloc((3, 6, 4), np.float64, order="C"))
+    with pytest.raises(gpumsg.InvalidMessage, match="out"):
+        dev.blas.matmul(da, db, out=da)
+    db.free().result()
+    with pytest.raises(gpumsg.GpuRefStale):
+        dev.blas.matmul(da, db, out=out)
     assert dev.stats().result().generation == dev.generation  # the device still serves
 
 

@@ -32,13 +32,21 @@ class Blas:
     def _send(self, msg: Any) -> Future:
         return self._dev.send(msg)
 
+    def _memo_send(self, msg_type: type, buffers: tuple, args: tuple) -> Future:
+        """``send(msg_type(*buffers, *args))`` through the memo (``buffers``: the message's
+        leading fields)."""
+        dev = self._dev
+        dev._check_open()
+        return dev.send_entry(self._memo.entry(msg_type, buffers, args))
+
     # -- GEMM family
     def gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, alpha: Any = 1.0,
              beta: Any = 0.0, transa: Any = "N", transb: Any = "N", lda: int | None = None,
              ldb: int | None = None, ldc: int | None = None, compute: str = "default") -> Future:
         """C = alpha op(A) op(B) + beta C (f32, f64, f16, bf16, c64, c128)."""
-        self._dev._check_open()
-        return self._send(self._memo.message(msgs.Gemm, (a, b, c), (
+        dev = self._dev
+        dev._check_open()
+        return dev.send_entry(self._memo.entry(msgs.Gemm, (a, b, c), (
             m, n, k, alpha, beta, transa, transb, lda, ldb, ldc, compute)))
 
     def gemm_strided_batched(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, batch: int,
@@ -46,8 +54,9 @@ class Blas:
                              beta: Any = 0.0, transa: Any = "N", transb: Any = "N",
                              lda: int | None = None, ldb: int | None = None,
                              ldc: int | None = None, compute: str = "default") -> Future:
-        self._dev._check_open()
-        return self._send(self._memo.message(msgs.GemmStridedBatched, (a, b, c), (
+        dev = self._dev
+        dev._check_open()
+        return dev.send_entry(self._memo.entry(msgs.GemmStridedBatched, (a, b, c), (
             m, n, k, batch, stride_a, stride_b, stride_c, alpha, beta, transa, transb, lda, ldb,
             ldc, compute)))
 
@@ -71,13 +80,11 @@ class Blas:
         if out is None:
             ra, rb = as_ref(a, "a"), as_ref(b, "b")
             out = dev.alloc(_matmul_shape(ra, rb), ra.dtype, order="C")
-            msg = _matmul_message(ra, rb, out.ref, compute)
-        else:
-            msg = self._memo.built(
-                "matmul", ("b", "a", "c"), (a, b, out), (compute,),
-                lambda refs: _matmul_message(as_ref(refs[0], "a"), as_ref(refs[1], "b"),
-                                             _matmul_out(refs[2], refs[0], refs[1]), compute))
-        return dev.send_writing(msg, out)
+            return dev.send_writing(_matmul_message(ra, rb, out.ref, compute), out)
+        return dev.send_entry(self._memo.built_entry(
+            "matmul", ("b", "a", "c"), (a, b, out), (compute,),
+            lambda refs: _matmul_message(as_ref(refs[0], "a"), as_ref(refs[1], "b"),
+                                         _matmul_out(refs[2], refs[0], refs[1]), compute)), out)
 
     def replay_info(self) -> Future:
         """Resolves to how the GEMMs were replayed: ``{"cublas": {...}, "cublaslt": {...}}``.
@@ -93,86 +100,88 @@ class Blas:
     # -- level 1
     def axpy(self, x: Any, y: Any, alpha: Any = 1.0, n: int | None = None, incx: int = 1,
              incy: int = 1) -> Future:
-        return self._send(msgs.Axpy(x, y, alpha, n, incx, incy))
+        return self._memo_send(msgs.Axpy, (x, y), (alpha, n, incx, incy))
 
     def scal(self, x: Any, alpha: Any, n: int | None = None, incx: int = 1) -> Future:
-        return self._send(msgs.Scal(x, alpha, n, incx))
+        return self._memo_send(msgs.Scal, (x,), (alpha, n, incx))
 
     def dot(self, x: Any, y: Any, n: int | None = None, incx: int = 1, incy: int = 1,
             conjugate: bool = False) -> Future:
         """Resolves to a Python float/complex; complex vectors: dotu, or dotc with
         ``conjugate=True``."""
-        return self._send(msgs.Dot(x, y, n, incx, incy, conjugate))
+        return self._memo_send(msgs.Dot, (x, y), (n, incx, incy, conjugate))
 
     def dotc(self, x: Any, y: Any, n: int | None = None, incx: int = 1, incy: int = 1) -> Future:
         return self.dot(x, y, n, incx, incy, conjugate=True)
 
     def nrm2(self, x: Any, n: int | None = None, incx: int = 1) -> Future:
-        return self._send(msgs.Nrm2(x, n, incx))
+        return self._memo_send(msgs.Nrm2, (x,), (n, incx))
 
     def asum(self, x: Any, n: int | None = None, incx: int = 1) -> Future:
-        return self._send(msgs.Asum(x, n, incx))
+        return self._memo_send(msgs.Asum, (x,), (n, incx))
 
     def iamax(self, x: Any, n: int | None = None, incx: int = 1) -> Future:
         """Resolves to the 0-based index of the element of largest |re| + |im|."""
-        return self._send(msgs.Iamax(x, n, incx))
+        return self._memo_send(msgs.Iamax, (x,), (n, incx))
 
     def iamin(self, x: Any, n: int | None = None, incx: int = 1) -> Future:
         """Resolves to the 0-based index of the element of smallest |re| + |im|."""
-        return self._send(msgs.Iamin(x, n, incx))
+        return self._memo_send(msgs.Iamin, (x,), (n, incx))
 
     def copy(self, x: Any, y: Any, n: int | None = None, incx: int = 1, incy: int = 1) -> Future:
-        return self._send(msgs.Copy(x, y, n, incx, incy))
+        return self._memo_send(msgs.Copy, (x, y), (n, incx, incy))
 
     def swap(self, x: Any, y: Any, n: int | None = None, incx: int = 1, incy: int = 1) -> Future:
-        return self._send(msgs.Swap(x, y, n, incx, incy))
+        return self._memo_send(msgs.Swap, (x, y), (n, incx, incy))
 
     def rot(self, x: Any, y: Any, c: float, s: Any, n: int | None = None, incx: int = 1,
             incy: int = 1) -> Future:
-        return self._send(msgs.Rot(x, y, c, s, n, incx, incy))
+        return self._memo_send(msgs.Rot, (x, y), (c, s, n, incx, incy))
 
     # -- level 2
     def gemv(self, a: Any, x: Any, y: Any, m: int, n: int, alpha: Any = 1.0, beta: Any = 0.0,
              trans: Any = "N", lda: int | None = None, incx: int = 1, incy: int = 1) -> Future:
-        return self._send(msgs.Gemv(a, x, y, m, n, alpha, beta, trans, lda, incx, incy))
+        return self._memo_send(msgs.Gemv, (a, x, y), (m, n, alpha, beta, trans, lda, incx, incy))
 
     def ger(self, x: Any, y: Any, a: Any, m: int, n: int, alpha: Any = 1.0, incx: int = 1,
             incy: int = 1, lda: int | None = None, conjugate: bool = False) -> Future:
-        return self._send(msgs.Ger(x, y, a, m, n, alpha, incx, incy, lda, conjugate))
+        return self._memo_send(msgs.Ger, (x, y, a), (m, n, alpha, incx, incy, lda, conjugate))
 
     def symv(self, a: Any, x: Any, y: Any, n: int, alpha: Any = 1.0, beta: Any = 0.0,
              uplo: str = "L", lda: int | None = None, incx: int = 1, incy: int = 1) -> Future:
-        return self._send(msgs.Symv(a, x, y, n, alpha, beta, uplo, lda, incx, incy))
+        return self._memo_send(msgs.Symv, (a, x, y), (n, alpha, beta, uplo, lda, incx, incy))
 
     def trsv(self, a: Any, x: Any, n: int, uplo: str = "L", trans: Any = "N", diag: str = "N",
              lda: int | None = None, incx: int = 1) -> Future:
-        return self._send(msgs.Trsv(a, x, n, uplo, trans, diag, lda, incx))
+        return self._memo_send(msgs.Trsv, (a, x), (n, uplo, trans, diag, lda, incx))
 
     # -- level 3
     def geam(self, a: Any, b: Any, c: Any, m: int, n: int, alpha: Any = 1.0, beta: Any = 0.0,
              transa: Any = "N", transb: Any = "N", lda: int | None = None,
              ldb: int | None = None, ldc: int | None = None) -> Future:
-        return self._send(msgs.Geam(a, b, c, m, n, alpha, beta, transa, transb, lda, ldb, ldc))
+        return self._memo_send(msgs.Geam, (a, b, c),
+                               (m, n, alpha, beta, transa, transb, lda, ldb, ldc))
 
     def syrk(self, a: Any, c: Any, n: int, k: int, alpha: Any = 1.0, beta: Any = 0.0,
              uplo: str = "L", trans: Any = "N", lda: int | None = None,
              ldc: int | None = None) -> Future:
-        return self._send(msgs.Syrk(a, c, n, k, alpha, beta, uplo, trans, lda, ldc))
+        return self._memo_send(msgs.Syrk, (a, c), (n, k, alpha, beta, uplo, trans, lda, ldc))
 
     def symm(self, a: Any, b: Any, c: Any, m: int, n: int, alpha: Any = 1.0, beta: Any = 0.0,
              side: str = "L", uplo: str = "L", lda: int | None = None, ldb: int | None = None,
              ldc: int | None = None) -> Future:
-        return self._send(msgs.Symm(a, b, c, m, n, alpha, beta, side, uplo, lda, ldb, ldc))
+        return self._memo_send(msgs.Symm, (a, b, c), (m, n, alpha, beta, side, uplo, lda, ldb, ldc))
 
     def trmm(self, a: Any, b: Any, c: Any, m: int, n: int, alpha: Any = 1.0, side: str = "L",
              uplo: str = "L", trans: Any = "N", diag: str = "N", lda: int | None = None,
              ldb: int | None = None, ldc: int | None = None) -> Future:
-        return self._send(msgs.Trmm(a, b, c, m, n, alpha, side, uplo, trans, diag, lda, ldb, ldc))
+        return self._memo_send(msgs.Trmm, (a, b, c),
+                               (m, n, alpha, side, uplo, trans, diag, lda, ldb, ldc))
 
     def trsm(self, a: Any, b: Any, m: int, n: int, alpha: Any = 1.0, side: str = "L",
              uplo: str = "L", trans: Any = "N", diag: str = "N", lda: int | None = None,
              ldb: int | None = None) -> Future:
-        return self._send(msgs.Trsm(a, b, m, n, alpha, side, uplo, trans, diag, lda, ldb))
+        return self._memo_send(msgs.Trsm, (a, b), (m, n, alpha, side, uplo, trans, diag, lda, ldb))
 
 
 def _matmul_shape(ra: BufRef, rb: BufRef) -> tuple[int, ...]:
