@@ -338,3 +338,29 @@ def test_replayed_cublas_graphs_allocate_no_memory() -> None:
     assert np.linalg.norm(got - ref) <= 2e-2 * np.linalg.norm(ref)
     want = float(np.dot(xh.astype(np.float64), xh))
     assert abs(dot - want) <= 1e-5 * want
+
+
+@pytest.mark.gpu
+def test_bursts_of_reductions_keep_their_graphs() -> None:
+    """Bursts of 200 dots of one pair of vectors, each burst held in flight behind a hung
+    kernel, spread over more than 64 result slots, so more than 64 graphs (each copies into
+    its own slot). Slots come back last-given first, so every burst reuses the slots of the
+    ones before: every graph is kept and none is captured twice (with room for 64 graphs,
+    bursts of more than 64 evicted graphs and captured them again at every burst). Every
+    result is checked."""
+    need_backend("cuda")
+    n, burst = 1 << 16, 200
+    xh = np.random.default_rng().standard_normal(n, dtype=np.float32)
+    want = float(np.dot(xh.astype(np.float64), xh))
+    with gpumsg.open_device(0, backend="cuda", allow_fault_injection=True) as dev:
+        x = dev.to_device(xh).result()
+        # the handles and the fault's kernel made first: making a handle may wait for the GPU
+        dev.inject_fault("hang", seconds=0.01).result()
+        assert abs(dev.blas.dot(x, x).result() - want) <= 1e-5 * want
+        for _ in range(4):
+            dev.inject_fault("hang", seconds=0.5)
+            dots = [dev.blas.dot(x, x) for _ in range(burst)]
+            assert all(abs(d.result(timeout=30) - want) <= 1e-5 * want for d in dots)
+        red = dev.blas.replay_info().result()["cublas"]["reductions"]
+    assert red["graphs"] > 64 and red["launches"] > burst, red
+    assert red["captures"] == red["graphs"], red  # none evicted, none captured again
