@@ -162,7 +162,7 @@ def test_repeated_gemms_reuse_their_message_and_keep_every_check(dev, rng, poste
 
 def test_a_repeated_call_skips_the_screening_but_not_a_refusal(dev, backend, rng,
                                                                posted) -> None:
-    """Device.send_entry: a memoized message screened once at this generation goes straight to
+    """Device._send_entry: a memoized message screened once at this generation goes straight to
     the mailbox on later calls; one that failed its screening (a buffer of another device) is
     screened, and refused, at every call; so is every call while a graph records."""
     xh, yh = (rng.standard_normal(4096).astype(np.float32) for _ in range(2))

@@ -334,7 +334,7 @@ class Device:
         self._post(msg, fut)
         return fut
 
-    def send_entry(self, entry: list, writing: Any = None) -> Future:
+    def _send_entry(self, entry: list, writing: Any = None) -> Future:
         """:meth:`send` (or :meth:`send_writing` with ``writing``) for an entry
         ``[message, stamp]`` of a :class:`~gpumsg.messages.memo.MessageMemo`. The stamp is
         the generation the message was screened for: a repeated call at that generation, with

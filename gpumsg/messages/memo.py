@@ -5,7 +5,7 @@ the message it built the first time. Building one runs every field's validation:
 the caller's time for a GEMM or a convolution message, against about 2 us for a lookup here.
 
 Each kept message sits in an *entry*, ``[message, stamp]``: the stamp belongs to the sender
-(``Device.send_entry`` writes there the device generation it screened the message for, so that
+(``Device._send_entry`` writes there the device generation it screened the message for, so that
 a repeated call skips the screening too). The memo only makes and keeps entries.
 """
 

@@ -37,7 +37,7 @@ class Blas:
         leading fields)."""
         dev = self._dev
         dev._check_open()
-        return dev.send_entry(self._memo.entry(msg_type, buffers, args))
+        return dev._send_entry(self._memo.entry(msg_type, buffers, args))
 
     # -- GEMM family
     def gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, alpha: Any = 1.0,
@@ -46,7 +46,7 @@ class Blas:
         """C = alpha op(A) op(B) + beta C (f32, f64, f16, bf16, c64, c128)."""
         dev = self._dev
         dev._check_open()
-        return dev.send_entry(self._memo.entry(msgs.Gemm, (a, b, c), (
+        return dev._send_entry(self._memo.entry(msgs.Gemm, (a, b, c), (
             m, n, k, alpha, beta, transa, transb, lda, ldb, ldc, compute)))
 
     def gemm_strided_batched(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, batch: int,
@@ -56,7 +56,7 @@ class Blas:
                              ldc: int | None = None, compute: str = "default") -> Future:
         dev = self._dev
         dev._check_open()
-        return dev.send_entry(self._memo.entry(msgs.GemmStridedBatched, (a, b, c), (
+        return dev._send_entry(self._memo.entry(msgs.GemmStridedBatched, (a, b, c), (
             m, n, k, batch, stride_a, stride_b, stride_c, alpha, beta, transa, transb, lda, ldb,
             ldc, compute)))
 
@@ -81,7 +81,7 @@ class Blas:
             ra, rb = as_ref(a, "a"), as_ref(b, "b")
             out = dev.alloc(_matmul_shape(ra, rb), ra.dtype, order="C")
             return dev.send_writing(_matmul_message(ra, rb, out.ref, compute), out)
-        return dev.send_entry(self._memo.built_entry(
+        return dev._send_entry(self._memo.built_entry(
             "matmul", ("b", "a", "c"), (a, b, out), (compute,),
             lambda refs: _matmul_message(as_ref(refs[0], "a"), as_ref(refs[1], "b"),
                                          _matmul_out(refs[2], refs[0], refs[1]), compute)), out)

@@ -63,7 +63,7 @@ class Dnn:
         self._memo = MessageMemo()
 
     def _memo_send(self, msg_type: type, buffers: tuple, args: tuple) -> Future:
-        return self._dev.send_entry(self._memo.entry(msg_type, buffers, args))
+        return self._dev._send_entry(self._memo.entry(msg_type, buffers, args))
 
     def conv(self, x: Any, w: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
              dilation: Any = 1, groups: int = 1, layout: str = "NCHW", activation: str = "none",
@@ -91,7 +91,7 @@ class Dnn:
             msg = ConvForward(x, w, y, stride, padding, dilation, groups, layout, math,
                               algo, workspace_limit, bias, activation, act_coef)
             return dev.send_writing(msg, y)
-        return dev.send_entry(self._memo.built_entry(
+        return dev._send_entry(self._memo.built_entry(
             ConvForward, _CONV_BUFFERS, (x, w, out, bias),
             (stride, padding, dilation, groups, layout, math, algo, workspace_limit, activation,
              act_coef),
