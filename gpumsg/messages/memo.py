@@ -64,10 +64,6 @@ class MessageMemo:
             self._keep(key, names, refs, args, entry)
         return entry
 
-    def built(self, kind: Any, names: tuple[str, ...], buffers: tuple, args: tuple,
-              build: Callable[[tuple], Message]) -> Message:
-        return self.built_entry(kind, names, buffers, args, build)[0]
-
     def built_entry(self, kind: Any, names: tuple[str, ...], buffers: tuple, args: tuple,
                     build: Callable[[tuple], Message]) -> list:
         """:meth:`entry` for a message whose buffers are not its leading fields, or that a

@@ -44,21 +44,17 @@ class Blas:
              beta: Any = 0.0, transa: Any = "N", transb: Any = "N", lda: int | None = None,
              ldb: int | None = None, ldc: int | None = None, compute: str = "default") -> Future:
         """C = alpha op(A) op(B) + beta C (f32, f64, f16, bf16, c64, c128)."""
-        dev = self._dev
-        dev._check_open()
-        return dev._send_entry(self._memo.entry(msgs.Gemm, (a, b, c), (
-            m, n, k, alpha, beta, transa, transb, lda, ldb, ldc, compute)))
+        return self._memo_send(msgs.Gemm, (a, b, c), (
+            m, n, k, alpha, beta, transa, transb, lda, ldb, ldc, compute))
 
     def gemm_strided_batched(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, batch: int,
                              stride_a: int, stride_b: int, stride_c: int, alpha: Any = 1.0,
                              beta: Any = 0.0, transa: Any = "N", transb: Any = "N",
                              lda: int | None = None, ldb: int | None = None,
                              ldc: int | None = None, compute: str = "default") -> Future:
-        dev = self._dev
-        dev._check_open()
-        return dev._send_entry(self._memo.entry(msgs.GemmStridedBatched, (a, b, c), (
+        return self._memo_send(msgs.GemmStridedBatched, (a, b, c), (
             m, n, k, batch, stride_a, stride_b, stride_c, alpha, beta, transa, transb, lda, ldb,
-            ldc, compute)))
+            ldc, compute))
 
     def gemm_batched(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, alpha: Any = 1.0,
                      beta: Any = 0.0, transa: Any = "N", transb: Any = "N",
