@@ -198,9 +198,9 @@ def test_a_repeated_call_skips_the_screening_but_not_a_refusal(dev, backend, rng
 
 
 def test_repeated_lt_matmuls_reuse_their_message_and_keep_every_check(dev, rng, posted) -> None:
-    """dev.blas.lt_matmul through MessageMemo.built_entry (its buffers are not Matmul's leading
-    fields): the same call sends the same message; another bias buffer, another epilogue or a
-    freed bias is a message of its own or refused at the call."""
+    """dev.blas.lt_matmul through MessageMemo.entry with a build (its buffers are not Matmul's
+    leading fields): the same call sends the same message; another bias buffer, another
+    epilogue or a freed bias is a message of its own or refused at the call."""
     m, n, k = 12, 10, 8
     ha, hb = (rng.standard_normal(s).astype(np.float32, order="F") for s in ((k, m), (k, n)))
     hbias = [rng.standard_normal(m).astype(np.float32) for _ in range(2)]

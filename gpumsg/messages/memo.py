@@ -51,30 +51,26 @@ class MessageMemo:
     def message(self, msg_type: type, buffers: tuple, args: tuple) -> Message:
         return self.entry(msg_type, buffers, args)[0]
 
-    def entry(self, msg_type: type, buffers: tuple, args: tuple) -> list:
+    def entry(self, kind: Any, buffers: tuple, args: tuple,
+              build: Callable[[tuple], Message] | None = None,
+              names: tuple[str, ...] | None = None) -> list:
         """The entry ``[message, stamp]`` of the call (a new one, stamp None, when the call was
-        not seen or may not be kept)."""
-        refs = tuple([getattr(b, "ref", b) for b in buffers])
-        key, entry = self._find(msg_type, refs, args)
-        if entry is None:
-            entry = [msg_type(*refs, *args), None]
-            names = self._names.get(msg_type)
-            if names is None:
-                names = self._names[msg_type] = tuple(msg_type.__dataclass_fields__)[:len(refs)]
-            self._keep(key, names, refs, args, entry)
-        return entry
-
-    def built_entry(self, kind: Any, names: tuple[str, ...], buffers: tuple, args: tuple,
-                    build: Callable[[tuple], Message]) -> list:
-        """:meth:`entry` for a message whose buffers are not its leading fields, or that a
-        call derives from its buffers: ``build(refs)`` makes it, ``names`` are the fields that
-        hold ``buffers``, in order, and ``kind`` (the message type, or the name of a call that
-        builds messages of several types) keeps its keys apart from other calls'."""
+        not seen or may not be kept). Without ``build``, ``kind`` is the message type and
+        ``buffers`` its leading fields. A message whose buffers are not its leading fields, or
+        that a call derives from its buffers, gives ``build(refs)`` to make it and ``names``,
+        the fields that hold ``buffers``, in order; ``kind`` (the message type, or the name of
+        a call that builds messages of several types) keeps its keys apart from other calls'."""
         refs = tuple([getattr(b, "ref", b) for b in buffers])
         key, entry = self._find(kind, refs, args)
         if entry is None:
-            entry = [build(refs), None]
-            self._keep(key, names, refs, args, entry)
+            if build is None:
+                entry = [kind(*refs, *args), None]
+                names = self._names.get(kind)
+                if names is None:
+                    names = self._names[kind] = tuple(kind.__dataclass_fields__)[:len(refs)]
+            else:
+                entry = [build(refs), None]
+            self._keep(key, names, refs, args, entry)  # type: ignore[arg-type]
         return entry
 
     def _find(self, kind: Any, refs: tuple, args: tuple) -> tuple[tuple | None, Any]:

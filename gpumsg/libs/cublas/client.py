@@ -77,10 +77,11 @@ class Blas:
             ra, rb = as_ref(a, "a"), as_ref(b, "b")
             out = dev.alloc(_matmul_shape(ra, rb), ra.dtype, order="C")
             return dev.send_writing(_matmul_message(ra, rb, out.ref, compute), out)
-        return dev._send_entry(self._memo.built_entry(
-            "matmul", ("b", "a", "c"), (a, b, out), (compute,),
+        return dev._send_entry(self._memo.entry(
+            "matmul", (a, b, out), (compute,),
             lambda refs: _matmul_message(as_ref(refs[0], "a"), as_ref(refs[1], "b"),
-                                         _matmul_out(refs[2], refs[0], refs[1]), compute)), out)
+                                         _matmul_out(refs[2], refs[0], refs[1]), compute),
+            ("b", "a", "c")), out)
 
     def replay_info(self) -> Future:
         """Resolves to how the GEMMs were replayed: ``{"cublas": {...}, "cublaslt": {...}}``.

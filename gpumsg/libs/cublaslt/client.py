@@ -57,8 +57,8 @@ class BlasLt:
             return Matmul(ra, rb, rd, m, n, k, rc, alpha, beta, transa, transb, lda, ldb, ldc,
                           ldd, epilogue, rbias, raux, aux_ld, compute, *rscales)
 
-        return dev._send_entry(self._memo.built_entry(
-            Matmul, _BUFFER_FIELDS, (a, b, d, c, bias, aux, *scales), args, build))
+        return dev._send_entry(self._memo.entry(
+            Matmul, (a, b, d, c, bias, aux, *scales), args, build, _BUFFER_FIELDS))
 
     def lt_cache_info(self) -> Future:
         """Resolves to the cuBLASLt plan cache's counters: hits, misses, size, capacity."""

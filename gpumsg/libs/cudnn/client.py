@@ -91,12 +91,13 @@ class Dnn:
             msg = ConvForward(x, w, y, stride, padding, dilation, groups, layout, math,
                               algo, workspace_limit, bias, activation, act_coef)
             return dev.send_writing(msg, y)
-        return dev._send_entry(self._memo.built_entry(
-            ConvForward, _CONV_BUFFERS, (x, w, out, bias),
+        return dev._send_entry(self._memo.entry(
+            ConvForward, (x, w, out, bias),
             (stride, padding, dilation, groups, layout, math, algo, workspace_limit, activation,
              act_coef),
             lambda r: ConvForward(r[0], r[1], r[2], stride, padding, dilation, groups, layout,
-                                  math, algo, workspace_limit, r[3], activation, act_coef)))
+                                  math, algo, workspace_limit, r[3], activation, act_coef),
+            _CONV_BUFFERS))
 
     conv1d = conv2d = conv3d = conv
 
