@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import DeviceClosed
 from ..memory.pinned import PinnedBlock, PinnedPool
 from ..messages.base import BufRef, HostRef
 from ..messages.device import AllocPinned, CopyFromHost, CopyToHost
@@ -80,8 +81,16 @@ class DevicePinnedPool:
         self._pool = pool
 
     def grow(self, nbytes: int, staging: bool) -> PinnedBlock:
+        """A new block of at least ``nbytes``, made by the device thread. Raises the device's
+        refusal (DeviceClosed) when the device closed, and freed its pool, between making the
+        block and this lookup."""
         block_id = self._device._request(AllocPinned(nbytes, staging))
-        return self._pool.get(block_id)  # type: ignore[return-value]
+        block = self._pool.get(block_id)
+        if block is None:
+            self._device._check_open()
+            raise DeviceClosed(f"pinned block {block_id} was freed as soon as it was made: "
+                               "the device is closing")
+        return block
 
     def take_cached(self, nbytes: int, staging: bool = False) -> PinnedBlock | None:
         return self._pool.take_cached(nbytes, staging)

@@ -210,3 +210,26 @@ def test_close_with_a_hung_kernel_fails_what_did_not_run(isolation: str) -> None
     for f in [stuck, *behind]:
         with pytest.raises(gpumsg.DeviceClosed):
             f.result(timeout=10)
+
+
+def test_a_pinned_block_freed_by_close_right_after_it_was_made_raises_device_closed() -> None:
+    """The race the submit-during-close test above once hit (an AttributeError from the staging
+    path): the device thread answers AllocPinned, then close() frees the pool before the caller
+    looks the new block up. The caller gets the device's refusal, DeviceClosed."""
+    from gpumsg.client.staging import DevicePinnedPool
+
+    class ClosedRightAfter:
+        """A device that made block 7, then closed (and freed its pool) at once."""
+
+        def _request(self, msg) -> int:
+            return 7
+
+        def _check_open(self) -> None:
+            raise gpumsg.DeviceClosed("the device was closed")
+
+    class EmptyPool:
+        def get(self, block_id: int):
+            return None
+
+    with pytest.raises(gpumsg.DeviceClosed):
+        DevicePinnedPool(ClosedRightAfter(), EmptyPool()).grow(1024, staging=True)
