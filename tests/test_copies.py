@@ -68,6 +68,68 @@ def test_repeated_whole_copies_take_the_short_path_and_keep_every_check(dev, rng
         dev.copy_from_host(other, flat)
 
 
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_repeated_staged_copies_reuse_their_message_per_block(dev, rng, posted,
+                                                              order: str) -> None:
+    """A staging block keeps the last message that named it: repeated copies of one buffer
+    post one message object per block; another buffer through the same block gets its own;
+    every download answers a new array of its own, with the buffer's values at that time."""
+    a = dev.alloc((9, 7), "f32", order=order).result()
+    b = dev.alloc((63,), "f32").result()
+    sent = posted(dev, gpumsg.messages.CopyToHost, gpumsg.messages.CopyFromHost)
+    seen = []
+    for _ in range(6):
+        ha, hb = random_array(rng, (9, 7), "f32", "C"), random_array(rng, (63,), "f32")
+        dev.copy_from_host(a, ha).result()
+        dev.copy_from_host(b, hb).result()
+        back_a, back_b = dev.copy_to_host(a).result(), dev.copy_to_host(b).result()
+        np.testing.assert_array_equal(back_a, ha)
+        np.testing.assert_array_equal(back_b, hb)
+        assert back_a.flags.owndata and back_b.flags.owndata
+        assert back_a.flags.f_contiguous if order == "F" else back_a.flags.c_contiguous
+        assert all(back_a is not old for old in seen)
+        seen.append(back_a)
+    assert len(sent) == 24
+    for ref in (a.ref, b.ref):
+        for kind in (gpumsg.messages.CopyToHost, gpumsg.messages.CopyFromHost):
+            mine = [m for m in sent if type(m) is kind and
+                    (m.src if kind is gpumsg.messages.CopyToHost else m.dst) is ref]
+            host = [m.dst if kind is gpumsg.messages.CopyToHost else m.src for m in mine]
+            assert len(mine) == 6 and all(h.nbytes == ref.nbytes for h in host)
+            # one message object per staging block used, so fewer objects than copies
+            assert len({id(m) for m in mine}) == len({h.block for h in host}) < 6
+
+
+@pytest.mark.parametrize("kind", ["new array", "into out"])
+def test_a_failed_copy_out_of_the_staging_block_answers_the_caller(kind: str) -> None:
+    """Copying a finished download out of its staging block can fail (no memory for the
+    array): the caller's future gets the error, the block goes back to its pool, and nothing
+    is raised into the thread answering (the device thread or a completion thread)."""
+    from gpumsg.client.staging import _ChunkDownload, _NewArrayDownload
+
+    class Pool:
+        def __init__(self) -> None:
+            self.released: list = []
+
+        def release(self, block) -> None:
+            self.released.append(block)
+
+    class Block:
+        @property
+        def bytes(self):
+            raise MemoryError("no memory for the copy")
+
+    pool, block = Pool(), Block()
+    if kind == "new array":
+        fut = _NewArrayDownload(pool, block, 16, np.dtype(np.float32), (4,), "C")
+    else:
+        fut = _ChunkDownload(pool, block, np.empty(16, np.uint8), None)
+    fut.set_result(None)  # what the answering thread calls: it must not raise
+    with pytest.raises(MemoryError, match="no memory"):
+        fut.result(0)
+    assert pool.released == [block]
+
+
 def test_flat_partial_copies(dev, rng) -> None:
     full = random_array(rng, (100,), "f64")
     buf = dev.to_device(full)

@@ -6,6 +6,7 @@
 #   tools/ab_trees.sh STEP...   STEP: rate (tools/gemm_issue_rate.py) or a benchmark's name
 #   (bench_blas, bench_overhead, ...). Logs and each tree's results files go to $OUT/<step>_<tree>*
 #   (at most 8 files come back: name few steps). STEP_TIMEOUT (s, default 150) bounds each run.
+#   REPEAT=n runs the whole list n times (files of round r > 1 end in _r<r>).
 set -u
 export NCCL_NVLS_ENABLE=0
 OUT=${OUT:-/tmp/out}
@@ -19,7 +20,7 @@ NEW=$PWD
 BASE=/tmp/ab_base
 rm -rf "$BASE" && mkdir -p "$BASE" && tar -xf base.tar -C "$BASE" || exit 1
 run() {  # run TREE_DIR LABEL STEP
-  local dir=$1 label=$2 step=$3 tmp=/tmp/ab_$2_$3
+  local dir=$1 label=$2$SUFFIX step=$3 tmp=/tmp/ab_$2_$3
   rm -rf "$tmp" && mkdir -p "$tmp"
   if [ "$step" = rate ]; then
     (cd "$dir" && PYTHONPATH=$site$dir timeout "${STEP_TIMEOUT:-150}" python3 \
@@ -32,7 +33,10 @@ run() {  # run TREE_DIR LABEL STEP
   fi
   echo "$step $label done at $(date +%T)"
 }
-for step in "$@"; do
-  run "$BASE" base "$step"
-  run "$NEW" new "$step"
+for r in $(seq 1 "${REPEAT:-1}"); do
+  SUFFIX=""; [ "$r" -gt 1 ] && SUFFIX=_r$r
+  for step in "$@"; do
+    run "$BASE" base "$step"
+    run "$NEW" new "$step"
+  done
 done

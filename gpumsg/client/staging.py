@@ -44,6 +44,8 @@ CHUNK = 16 << 20
 _PARALLEL_MIN = 4 << 20
 _MEMCPY_THREADS = max(1, min(8, os.cpu_count() or 1))
 _executor: ThreadPoolExecutor | None = None
+#: staging messages a host block keeps for reuse (HostStaging._message)
+_KEPT_PER_BLOCK = 8
 
 
 def _memcpy_pool() -> ThreadPoolExecutor:
@@ -167,10 +169,45 @@ class _ChunkDownload(_BlockFuture):
     def set_result(self, result: Any) -> None:
         try:
             copy_bytes(self._dest, self._block.bytes[:self._dest.nbytes])
-        except BaseException:
+        except BaseException as exc:  # noqa: BLE001 - the copy's failure is the caller's answer
             self._pool.release(self._block)
-            raise
+            super().set_exception(exc)
+            return
         super().set_result(self._answer)
+        self._pool.release(self._block)
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        self._pool.release(self._block)
+        super().set_exception(exception)
+
+
+class _NewArrayDownload(_BlockFuture):
+    """A whole buffer's download of one chunk into a new array: when the DMA into the staging
+    block is done, copy the block out into a new array of ``shape``, ``dtype`` and ``order``,
+    answer it, and give the block back. Making the array here, in one copy, costs less than
+    the caller's making an empty one up front and this copying into it."""
+
+    def __init__(self, pool: Any, block: Any, nbytes: int, dtype: np.dtype,
+                 shape: tuple[int, ...], order: str) -> None:
+        super().__init__(pool, block)
+        self._nbytes = nbytes
+        self._dtype = dtype
+        self._shape = shape
+        self._order = order
+
+    def set_result(self, result: Any) -> None:
+        try:
+            flat = self._block.bytes[:self._nbytes].view(self._dtype)
+            if len(self._shape) == 1:
+                array = flat.copy()
+            else:
+                order = self._order
+                array = flat.reshape(self._shape, order=order).copy(order=order)
+        except BaseException as exc:  # noqa: BLE001 - the copy's failure is the caller's answer
+            self._pool.release(self._block)
+            super().set_exception(exc)
+            return
+        super().set_result(array)
         self._pool.release(self._block)
 
     def set_exception(self, exception: BaseException | None) -> None:
@@ -261,14 +298,39 @@ class HostStaging:
         block = self.acquire(m)
         fut = _ChunkUpload(self.pool, block)
         try:
-            copy_bytes(block.bytes[:m], raw)
+            if m < _PARALLEL_MIN:
+                np.copyto(block.bytes[:m], raw)
+            else:
+                copy_bytes(block.bytes[:m], raw)
             # dst and the span were checked by the caller's message; the block is ours
-            self._device._post(_UPLOAD(dst, _HOSTREF(self.pool.kind, block.id, 0, m),
-                                       dst_offset), fut)
+            self._device._post(self._message(block, _UPLOAD, dst, dst_offset, m), fut)
         except BaseException:
             self.pool.release(block)
             raise
         return fut
+
+    def _message(self, block: Any, kind: Any, ref: BufRef, offset: int, m: int) -> Any:
+        """The staging message ``kind`` (``_UPLOAD`` or ``_DOWNLOAD``) between ``ref`` at byte
+        ``offset`` and the first ``m`` bytes of ``block``. A message is immutable and names
+        the block, so the block keeps the last few made for it: a repeated copy through the
+        same block (the pool gives the last block back first) reuses its message instead of
+        building a HostRef and a message. The key holds ``id(ref)``, which cannot name another
+        object while the kept message holds ``ref``; a buffer's reference is one object for
+        life, owner and generation included."""
+        kept = block.sent
+        key = (kind, id(ref), offset, m)
+        if kept is None:
+            kept = block.sent = {}
+        else:
+            msg = kept.get(key)
+            if msg is not None:
+                return msg
+            if len(kept) >= _KEPT_PER_BLOCK:
+                kept.clear()
+        host = _HOSTREF(self.pool.kind, block.id, 0, m)
+        msg = _UPLOAD(ref, host, offset) if kind is _UPLOAD else _DOWNLOAD(ref, host, offset, m)
+        kept[key] = msg
+        return msg
 
     def download(self, src: BufRef, src_offset: int, raw: np.ndarray, result: Any,
                  fresh: bool = False) -> Future:
@@ -297,8 +359,24 @@ class HostStaging:
         block = self.acquire(m)
         fut = _ChunkDownload(self.pool, block, raw, result)
         try:
-            self._device._post(_DOWNLOAD(src, _HOSTREF(self.pool.kind, block.id, 0, m),
-                                         src_offset, m), fut)
+            self._device._post(self._message(block, _DOWNLOAD, src, src_offset, m), fut)
+        except BaseException:
+            self.pool.release(block)
+            raise
+        return fut
+
+    def download_new(self, src: BufRef, dtype: np.dtype) -> Future:
+        """Copy all of ``src`` (at most :data:`CHUNK` bytes) into a new array of its shape,
+        ``dtype`` and order; the future answers the array. The caller has checked ``src``."""
+        n = src.nbytes
+        if n == 0:
+            done = GpuFuture()
+            done.set_result(np.empty(src.shape, dtype, order=src.order))  # type: ignore
+            return done
+        block = self.acquire(n)
+        fut = _NewArrayDownload(self.pool, block, n, dtype, src.shape, src.order)
+        try:
+            self._device._post(self._message(block, _DOWNLOAD, src, 0, n), fut)
         except BaseException:
             self.pool.release(block)
             raise

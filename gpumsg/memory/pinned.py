@@ -45,9 +45,11 @@ def size_class(nbytes: int) -> int:
 
 class PinnedBlock:
     """One host block. ``staging``: taken by a staging copy (counted against the staging
-    limit) rather than by a pinned host buffer. ``handle``: what the pool made it from."""
+    limit) rather than by a pinned host buffer. ``handle``: what the pool made it from.
+    ``sent``: the last few staging messages that named this block, kept by the client's
+    staging (client/staging.py) so that a repeated copy through the block reuses its own."""
 
-    __slots__ = ("id", "ptr", "nbytes", "bytes", "in_use", "staging", "handle")
+    __slots__ = ("id", "ptr", "nbytes", "bytes", "in_use", "staging", "handle", "sent")
 
     def __init__(self, block_id: int, ptr: int, nbytes: int, view: np.ndarray | None = None,
                  handle: Any = None) -> None:
@@ -59,6 +61,7 @@ class PinnedBlock:
         self.in_use = True
         self.staging = False
         self.handle = handle
+        self.sent: Any = None
 
 
 class BlockPool(abc.ABC):
