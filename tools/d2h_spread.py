@@ -13,11 +13,13 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
 import sys
 from typing import Any
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(HERE, "tools"))
+from _fresh import child_main, in_fresh_processes  # noqa: E402
+
 ROUNDS = 7
 
 
@@ -95,20 +97,12 @@ def child(n: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        print("RESULT " + json.dumps(child(int(sys.argv[2]))), flush=True)
+    if child_main(child):
         return
     procs = int(sys.argv[1]) if len(sys.argv) > 1 else 6
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 1500
     results = []
-    for i in range(procs):
-        run = subprocess.run([sys.executable, __file__, "--child", str(n)], capture_output=True,
-                             text=True, timeout=300)
-        line = [x for x in run.stdout.splitlines() if x.startswith("RESULT ")]
-        if not line:
-            print(run.stdout[-2000:], run.stderr[-4000:], flush=True)
-            continue
-        r = json.loads(line[0][7:])
+    for i, r in enumerate(in_fresh_processes(__file__, procs, n, 300)):
         r["process"] = i
         results.append(r)
         m = r["medians"]

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(HERE, "tools"))
+from _fresh import child_main, in_fresh_processes  # noqa: E402
+
 DTYPES = ("tf32", "fp16", "bf16")
 
 
@@ -35,20 +37,12 @@ def child(repeats: int) -> dict[str, list[list[float]]]:
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        print("RESULT " + json.dumps(child(int(sys.argv[2]))), flush=True)
+    if child_main(child):
         return
     procs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 6
     results = []
-    for i in range(procs):
-        run = subprocess.run([sys.executable, __file__, "--child", str(repeats)],
-                             capture_output=True, text=True, timeout=500)
-        line = [x for x in run.stdout.splitlines() if x.startswith("RESULT ")]
-        if not line:
-            print(run.stdout[-2000:], run.stderr[-4000:], flush=True)
-            continue
-        r = json.loads(line[0][7:])
+    for i, r in enumerate(in_fresh_processes(__file__, procs, repeats, 500)):
         results.append(r)
         for name, rows in r.items():
             print(f"process {i} {name}: ratios {[x[2] for x in rows]}; gpumsg "
