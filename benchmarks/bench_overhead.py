@@ -16,11 +16,12 @@ Each gpumsg/bare pair is measured ``ROUNDS`` times alternately; medians.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import statistics
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from queue import SimpleQueue
 from typing import Any
@@ -221,6 +222,28 @@ def operands(dev: Any, host: list[np.ndarray], xh: np.ndarray, yh: np.ndarray) -
     x, y = dev.to_device(xh).result(), dev.to_device(yh).result()
     buf = dev.alloc(256, np.float32).result()
     return a, b, c, x, y, buf
+
+
+@contextlib.contextmanager
+def side_by_side(vector: int = 1 << 20) -> Iterator[tuple[Any, BareService, BareOps, tuple]]:
+    """For the diagnostics in tools/: gpumsg's device 0 and the bare service beside it, with
+    random operands, closed on exit. Yields ``(dev, service, ops, operands)``, the last being
+    :func:`operands`'s six buffers (``vector`` elements in the two ``dot`` vectors)."""
+    from cuda.bindings import driver as cu
+
+    rng = np.random.default_rng()
+    host = [rng.standard_normal((64, 64)).astype(np.float32, order="F") for _ in range(2)]
+    xh, yh = (rng.standard_normal(vector).astype(np.float32) for _ in range(2))
+    dev = gpumsg.open_device(0)
+    try:
+        svc, ops = start_bare(cu, host, xh, yh)
+        try:
+            yield dev, svc, ops, operands(dev, host, xh, yh)
+        finally:
+            ops.close()
+            svc.close()
+    finally:
+        dev.close()
 
 
 def aggregate(make_op: Callable[[], Callable[[], Future]], threads: int, total: int,

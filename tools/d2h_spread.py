@@ -28,20 +28,11 @@ def child(n: int) -> dict[str, Any]:
     sys.path.insert(0, os.path.join(HERE, "tools"))
     import numpy as np
     from _common import median_us
-    from bench_overhead import start_bare
-    from cuda.bindings import driver as cu
+    from bench_overhead import side_by_side
 
-    import gpumsg
-
-    rng = np.random.default_rng()
-    host = [rng.standard_normal((64, 64)).astype(np.float32, order="F") for _ in range(2)]
-    xh, yh = (rng.standard_normal(1 << 10).astype(np.float32) for _ in range(2))
-    kib = rng.standard_normal(256).astype(np.float32)
-    dev = gpumsg.open_device(0)
-    svc, ops = start_bare(cu, host, xh, yh)
-    post = svc.post
-    try:
-        buf = dev.alloc(256, np.float32).result()
+    kib = np.random.default_rng().standard_normal(256).astype(np.float32)
+    with side_by_side(1 << 10) as (dev, svc, ops, (*_, buf)):  # buf: 1 KiB
+        post = svc.post
         dev.copy_from_host(buf, kib).result()
         np.copyto(ops.pinned_view[:1024], kib.view(np.uint8))
         post(ops.h2d, 1024).result()
@@ -90,10 +81,6 @@ def child(n: int) -> dict[str, Any]:
                                       for k, v in legs.items() if v},
                 "D2H legs (p90)": {k: round(sorted(v)[int(0.9 * len(v))], 2)
                                    for k, v in legs.items() if v}}
-    finally:
-        svc.close()
-        ops.close()
-        dev.close()
 
 
 def main() -> None:

@@ -25,22 +25,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import bench_overhead as bo  # noqa: E402
 from conv_timeline import save  # noqa: E402
 
-import gpumsg  # noqa: E402
-
 
 def main() -> None:
-    from cuda.bindings import driver as cu
-
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     totals = [int(v) for v in sys.argv[2:]] or [8000, 32000]
-    rng = np.random.default_rng()
-    host = [rng.standard_normal((64, 64)).astype(np.float32, order="F") for _ in range(2)]
-    xh, yh = (rng.standard_normal(1 << 20).astype(np.float32) for _ in range(2))
-    dev = gpumsg.open_device(0)
-    svc, ops = bo.start_bare(cu, host, xh, yh)
-    try:
-        a, b, _c, _x, _y, _buf = bo.operands(dev, host, xh, yh)
-
+    with bo.side_by_side() as (dev, svc, ops, (a, b, *_)):
         def ours() -> Any:
             mine = dev.alloc((64, 64), np.float32).result()
             return lambda: dev.sgemm(a, b, mine, 64, 64, 64)
@@ -55,20 +44,16 @@ def main() -> None:
                     one = bo.aggregate(make, 1, total, False)
                     many = bo.aggregate(make, bo.THREADS, total, False)
                     got.setdefault((name, total), []).append((one, many))
-        rows = []
-        for (name, total), pairs in got.items():
-            row = {"side": name, "total_ops": total, "rounds": rounds,
-                   "ratio_median": statistics.median(m / o for o, m in pairs),
-                   "one_ops_per_s": statistics.median(o for o, _ in pairs),
-                   "eight_ops_per_s": statistics.median(m for _, m in pairs),
-                   "ratios": [m / o for o, m in pairs]}
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-        save("threads_length.json", rows)
-    finally:
-        ops.close()
-        svc.close()
-        dev.close()
+    rows = []
+    for (name, total), pairs in got.items():
+        row = {"side": name, "total_ops": total, "rounds": rounds,
+               "ratio_median": statistics.median(m / o for o, m in pairs),
+               "one_ops_per_s": statistics.median(o for o, _ in pairs),
+               "eight_ops_per_s": statistics.median(m for _, m in pairs),
+               "ratios": [m / o for o, m in pairs]}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    save("threads_length.json", rows)
 
 
 if __name__ == "__main__":

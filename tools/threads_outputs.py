@@ -25,21 +25,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import bench_overhead as bo  # noqa: E402
 from conv_timeline import save  # noqa: E402
 
-import gpumsg  # noqa: E402
-
 
 def main() -> None:
-    from cuda.bindings import driver as cu
-
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 7
     total = int(sys.argv[2]) if len(sys.argv) > 2 else 8000
-    rng = np.random.default_rng()
-    host = [rng.standard_normal((64, 64)).astype(np.float32, order="F") for _ in range(2)]
-    xh, yh = (rng.standard_normal(1 << 20).astype(np.float32) for _ in range(2))
-    dev = gpumsg.open_device(0)
-    svc, ops = bo.start_bare(cu, host, xh, yh)
-    try:
-        a, b, c, _x, _y, _buf = bo.operands(dev, host, xh, yh)
+    with bo.side_by_side() as (dev, svc, ops, (a, b, c, *_)):
         outs = [dev.alloc((64, 64), np.float32).result() for _ in range(bo.THREADS)]
         handed = itertools.cycle(outs)
 
@@ -71,22 +61,18 @@ def main() -> None:
         for _ in range(rounds):
             for name, (make, threads) in cases.items():
                 got[name].append(bo.aggregate(make, threads, total, False))
-        base = got["1 thread, 1 output"]
-        rows = []
-        for name, rates in got.items():
-            ref = got["bare, 1 thread"] if name.startswith("bare") else base
-            row = {"case": name, "kops_per_s": round(statistics.median(rates) / 1e3, 2),
-                   "ratio_to_one_thread_paired": round(
-                       statistics.median(r / o for r, o in zip(rates, ref)), 3),
-                   "rates": [round(r) for r in rates]}
-            rows.append(row)
-            print(json.dumps(row), flush=True)
         print(dev.blas.replay_info().result(), flush=True)
-        save("threads_outputs.json", rows)
-    finally:
-        ops.close()
-        svc.close()
-        dev.close()
+    base = got["1 thread, 1 output"]
+    rows = []
+    for name, rates in got.items():
+        ref = got["bare, 1 thread"] if name.startswith("bare") else base
+        row = {"case": name, "kops_per_s": round(statistics.median(rates) / 1e3, 2),
+               "ratio_to_one_thread_paired": round(
+                   statistics.median(r / o for r, o in zip(rates, ref)), 3),
+               "rates": [round(r) for r in rates]}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    save("threads_outputs.json", rows)
 
 
 if __name__ == "__main__":
