@@ -11,7 +11,7 @@ from conftest import random_array, run_python
 from poison_check import check_pinned_copy
 
 import gpumsg
-from gpumsg.client.staging import CHUNK
+from gpumsg.client.staging import CHUNK, NEW_ARRAY_LIMIT
 from gpumsg.dtypes import ALLOC_DTYPES
 
 
@@ -147,6 +147,18 @@ def test_zero_size_buffers(dev) -> None:
     assert buf.nbytes == 0
     dev.copy_from_host(buf, np.empty((0, 4), np.float32)).result()
     assert dev.copy_to_host(buf).result().shape == (0, 4)
+
+
+@pytest.mark.parametrize("nbytes", [NEW_ARRAY_LIMIT - 256, NEW_ARRAY_LIMIT])
+def test_whole_downloads_either_side_of_the_new_array_limit(dev, rng, nbytes: int) -> None:
+    """Below the limit a download makes its array out of the staging block, from it up the
+    array is made first and filled over the memcpy threads: either way a new array of the
+    buffer's values, shape and order."""
+    host = random_array(rng, (nbytes // 256, 64), "f32", "F")
+    buf = dev.to_device(host).result()
+    back = dev.copy_to_host(buf).result()
+    assert back.shape == host.shape and back.flags.f_contiguous and back.flags.owndata
+    np.testing.assert_array_equal(back, host)
 
 
 def test_large_staged_copy_crosses_chunks(dev, rng) -> None:

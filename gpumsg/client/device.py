@@ -64,7 +64,13 @@ from .buffers import (
 )
 from .gil import SWITCH, configured_interval
 from .graph import Graph
-from .staging import CHUNK, DevicePinnedPool, HostStaging, ReleaseOnReply, ReleasingFuture
+from .staging import (
+    NEW_ARRAY_LIMIT,
+    DevicePinnedPool,
+    HostStaging,
+    ReleaseOnReply,
+    ReleasingFuture,
+)
 
 __all__ = ["Device", "open_device", "devices", "register_isolation"]
 
@@ -561,7 +567,7 @@ class Device:
     def _download(self, ref: BufRef, offset: int, nbytes: int, out: np.ndarray | None) -> Future:
         dtype = as_dtype(ref.dtype)
         if offset == 0 and nbytes == ref.nbytes:
-            if nbytes <= CHUNK:  # the common case: the array is made from the staging block
+            if nbytes < NEW_ARRAY_LIMIT:  # the common case: made from the staging block
                 return self._staging.download_new(ref, dtype)
             result = np.empty(ref.shape, dtype, order=ref.order)  # type: ignore[call-overload]
         elif nbytes % dtype.itemsize == 0 and offset % dtype.itemsize == 0:

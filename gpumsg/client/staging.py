@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .device import Device
 
 __all__ = ["HostStaging", "DevicePinnedPool", "ReleaseOnReply", "ReleasingFuture", "copy_bytes",
-           "CHUNK"]
+           "CHUNK", "NEW_ARRAY_LIMIT"]
 
 #: the chunk messages of a copy already validated as a whole (see Message.unchecked)
 _UPLOAD = CopyFromHost.unchecked  # type: ignore[attr-defined]
@@ -42,6 +42,9 @@ _HOSTREF = HostRef.unchecked  # type: ignore[attr-defined]
 CHUNK = 16 << 20
 #: below this a single thread copies; above, the copy is split over the memcpy threads
 _PARALLEL_MIN = 4 << 20
+#: a whole-buffer download below this makes its array out of the staging block in one copy
+#: (HostStaging.download_new); a larger one copies into an array made up front, over threads
+NEW_ARRAY_LIMIT = _PARALLEL_MIN
 _MEMCPY_THREADS = max(1, min(8, os.cpu_count() or 1))
 _executor: ThreadPoolExecutor | None = None
 #: staging messages a host block keeps for reuse (HostStaging._message)
@@ -366,8 +369,9 @@ class HostStaging:
         return fut
 
     def download_new(self, src: BufRef, dtype: np.dtype) -> Future:
-        """Copy all of ``src`` (at most :data:`CHUNK` bytes) into a new array of its shape,
-        ``dtype`` and order; the future answers the array. The caller has checked ``src``."""
+        """Copy all of ``src`` (less than :data:`NEW_ARRAY_LIMIT` bytes) into a new array of its
+        shape, ``dtype`` and order; the future answers the array. The caller has checked
+        ``src``."""
         n = src.nbytes
         if n == 0:
             done = GpuFuture()
