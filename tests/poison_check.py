@@ -49,6 +49,9 @@ def check_pinned_copy(backend) -> None:
     with gpumsg.open_device(0, backend=backend, allow_fault_injection=True) as dev:
         pinned = dev.alloc_pinned((64,), np.float32).result()
         buf = dev.to_device(rng.standard_normal(64).astype(np.float32)).result()
+        # keep compute busy, so that the fault is seen only after the copy was posted (else
+        # the copy may be refused at the call, and the test would not cover its answer)
+        dev.inject_fault("hang", seconds=0.3)
         fault = dev.inject_fault("illegal_address")
         dev.memset(buf, 0)  # behind the fault on the compute stream: the copy waits for it
         copied = dev.copy_to_host(buf, out=pinned.array)

@@ -117,6 +117,27 @@ def test_real_out_of_memory_is_typed(backend) -> None:
         np.testing.assert_array_equal(dev.copy_to_host(dev.to_device(x)).result(), x)
 
 
+def test_a_stream_ordered_free_is_reusable_by_the_next_allocation_at_once() -> None:
+    """The simulator models stream-ordered reuse: memory freed on the compute stream serves
+    the next allocation on it even while the stream is still busy with earlier work (as
+    ``cuMemAllocFromPoolAsync`` may on a GPU), and that earlier work still sees the freed
+    buffer's memory. Before, the allocation failed whenever the simulated stream lagged."""
+    from gpumsg.backends.sim import SimBackend
+
+    with gpumsg.open_device(0, backend=SimBackend(total_bytes=64 * MiB),
+                            allow_fault_injection=True) as dev:
+        big = dev.alloc((40 * MiB,), np.uint8).result()
+        hang = dev.inject_fault("hang", seconds=0.5)  # the compute stream stays busy
+        filled = dev.memset(big, 7)  # queued behind the hang: writes big after its free
+        big.free()
+        again = dev.alloc((40 * MiB,), np.uint8)
+        assert again.result(timeout=30).nbytes == 40 * MiB
+        assert not hang.done()  # served while the stream was still busy
+        hang.result(timeout=30)
+        assert filled.result(timeout=30) is None  # the memory was still there for it
+        assert dev.stats().result().total_bytes == 64 * MiB
+
+
 def test_trim_releases_pool_cache(dev) -> None:
     bufs = [dev.alloc((MiB,), np.float32).result() for _ in range(4)]
     for b in bufs:

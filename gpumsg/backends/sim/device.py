@@ -137,6 +137,8 @@ class SimBackend(Backend):
         self._mem: dict[int, np.ndarray] = {}
         self._bases: list[int] = []
         self._owner_pool: dict[int, _Pool | None] = {}
+        #: freed in stream order, their memory kept until the stream reaches the free
+        self._freeing: set[int] = set()
         self._next = _DEVICE_BASE
         self._direct_used = 0
         self._pools: list[_Pool] = []
@@ -268,18 +270,33 @@ class SimBackend(Backend):
 
     def _release(self, addr: int) -> None:
         with self._lock:
-            arr = self._mem.pop(addr, None)
-            if arr is None:
-                raise SimFault(700, f"free of unknown device address {addr:#x}")
-            del self._bases[bisect.bisect_left(self._bases, addr)]
-            pool = self._owner_pool.pop(addr)
-            if pool is None:
-                self._direct_used -= arr.nbytes
-            else:
-                pool.used -= arr.nbytes
-                pool.cached += arr.nbytes
-                if pool.cached > pool.release_threshold:
-                    pool.cached = 0  # "released back to the OS"
+            self._account_release(addr)
+            self._drop(addr)
+
+    def _account_release(self, addr: int) -> None:
+        """Give ``addr``'s bytes back to its pool's or the direct count (under the lock)."""
+        arr = self._mem.get(addr)
+        if arr is None or addr in self._freeing:
+            raise SimFault(700, f"free of unknown device address {addr:#x}")
+        pool = self._owner_pool[addr]
+        if pool is None:
+            self._direct_used -= arr.nbytes
+        else:
+            pool.used -= arr.nbytes
+            pool.cached += arr.nbytes
+            if pool.cached > pool.release_threshold:
+                pool.cached = 0  # "released back to the OS"
+
+    def _drop(self, addr: int) -> None:
+        """Forget ``addr``'s memory: later accesses fault (under the lock)."""
+        self._freeing.discard(addr)
+        self._mem.pop(addr)
+        del self._bases[bisect.bisect_left(self._bases, addr)]
+        self._owner_pool.pop(addr)
+
+    def _drop_freed(self, addr: int) -> None:
+        with self._lock:
+            self._drop(addr)
 
     def view(self, ptr: int, nbytes: int) -> np.ndarray:
         """The device bytes [ptr, ptr+nbytes) as a writable uint8 array; an out-of-bounds or
@@ -345,8 +362,20 @@ class SimBackend(Backend):
             return pool.used + pool.cached, pool.used
 
     def free_async(self, ptr: int, stream: _Stream) -> None:
+        """A stream-ordered free. Its bytes count as free at once: an allocation ordered after
+        it may reuse them, as ``cuMemAllocFromPoolAsync`` on the same stream may (the service
+        allocates and frees on its compute stream). The memory itself goes when the stream
+        reaches the free, so work queued before it still reads and writes it."""
         self._check_sticky("cuMemFreeAsync")
-        stream.put(lambda: self._release(ptr), always=True)
+        with self._lock:
+            known = ptr in self._mem and ptr not in self._freeing
+            if known:
+                self._account_release(ptr)
+                self._freeing.add(ptr)
+        if known:
+            stream.put(lambda: self._drop_freed(ptr), always=True)
+        else:  # an unknown or double free faults when the stream reaches it, as on a GPU
+            stream.put(lambda: self._release(ptr), always=True)
 
     def mem_alloc(self, nbytes: int) -> int:
         return self._allocate(nbytes, None, "cuMemAlloc")
