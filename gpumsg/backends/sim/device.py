@@ -160,6 +160,7 @@ class SimBackend(Backend):
         with self._lock:
             self._mem.clear()
             self._bases.clear()
+            self._freeing.clear()
             self._host.clear()
 
     def context_handle(self) -> int:
@@ -288,11 +289,12 @@ class SimBackend(Backend):
                 pool.cached = 0  # "released back to the OS"
 
     def _drop(self, addr: int) -> None:
-        """Forget ``addr``'s memory: later accesses fault (under the lock)."""
+        """Forget ``addr``'s memory: later accesses fault (under the lock). Nothing to do when
+        ``close`` has already forgotten everything."""
         self._freeing.discard(addr)
-        self._mem.pop(addr)
-        del self._bases[bisect.bisect_left(self._bases, addr)]
-        self._owner_pool.pop(addr)
+        if self._mem.pop(addr, None) is not None:
+            del self._bases[bisect.bisect_left(self._bases, addr)]
+            self._owner_pool.pop(addr)
 
     def _drop_freed(self, addr: int) -> None:
         with self._lock:
