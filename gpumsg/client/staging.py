@@ -162,21 +162,26 @@ class _BlockFuture(GpuFuture):
 class _ChunkDownload(_BlockFuture):
     """One device-to-host chunk: when the DMA into the staging block is done, copy the block
     out to the destination, answer, and give the block back (after answering: the waiting
-    caller wakes meanwhile)."""
+    caller wakes meanwhile). A failing copy out answers the error instead."""
 
     def __init__(self, pool: Any, block: Any, dest: np.ndarray, answer: Any = None) -> None:
         super().__init__(pool, block)
         self._dest = dest
         self._answer = answer  # what the future resolves to (the whole copy's result)
 
+    def _copy_out(self) -> Any:
+        """Copy the block out; returns what the future answers."""
+        copy_bytes(self._dest, self._block.bytes[:self._dest.nbytes])
+        return self._answer
+
     def set_result(self, result: Any) -> None:
         try:
-            copy_bytes(self._dest, self._block.bytes[:self._dest.nbytes])
+            answer = self._copy_out()
         except BaseException as exc:  # noqa: BLE001 - the copy's failure is the caller's answer
             self._pool.release(self._block)
             super().set_exception(exc)
             return
-        super().set_result(self._answer)
+        super().set_result(answer)
         self._pool.release(self._block)
 
     def set_exception(self, exception: BaseException | None) -> None:
@@ -184,38 +189,26 @@ class _ChunkDownload(_BlockFuture):
         super().set_exception(exception)
 
 
-class _NewArrayDownload(_BlockFuture):
-    """A whole buffer's download of one chunk into a new array: when the DMA into the staging
-    block is done, copy the block out into a new array of ``shape``, ``dtype`` and ``order``,
-    answer it, and give the block back. Making the array here, in one copy, costs less than
-    the caller's making an empty one up front and this copying into it."""
+class _NewArrayDownload(_ChunkDownload):
+    """A whole buffer's download below :data:`NEW_ARRAY_LIMIT` into a new array: the copy out
+    of the block makes the array, of ``shape``, ``dtype`` and ``order``, and answers it.
+    Making the array here, in one copy, costs less than the caller's making an empty one up
+    front and copying into it."""
 
     def __init__(self, pool: Any, block: Any, nbytes: int, dtype: np.dtype,
                  shape: tuple[int, ...], order: str) -> None:
-        super().__init__(pool, block)
+        _BlockFuture.__init__(self, pool, block)  # no destination: _copy_out makes it
         self._nbytes = nbytes
         self._dtype = dtype
         self._shape = shape
         self._order = order
 
-    def set_result(self, result: Any) -> None:
-        try:
-            flat = self._block.bytes[:self._nbytes].view(self._dtype)
-            if len(self._shape) == 1:
-                array = flat.copy()
-            else:
-                order = self._order
-                array = flat.reshape(self._shape, order=order).copy(order=order)
-        except BaseException as exc:  # noqa: BLE001 - the copy's failure is the caller's answer
-            self._pool.release(self._block)
-            super().set_exception(exc)
-            return
-        super().set_result(array)
-        self._pool.release(self._block)
-
-    def set_exception(self, exception: BaseException | None) -> None:
-        self._pool.release(self._block)
-        super().set_exception(exception)
+    def _copy_out(self) -> np.ndarray:
+        flat = self._block.bytes[:self._nbytes].view(self._dtype)
+        if len(self._shape) == 1:
+            return flat.copy()
+        order = self._order
+        return flat.reshape(self._shape, order=order).copy(order=order)
 
 
 class _ChunkUpload(_BlockFuture):
