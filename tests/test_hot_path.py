@@ -414,3 +414,43 @@ def test_the_device_memo_keys_on_message_identity_and_stamp() -> None:
     for i in range(10):
         memo.get(messages.Free(ref), i, lambda: build("e"))
     assert len(memo) <= 4
+
+
+def test_repeated_copies_and_fills_reuse_their_message_and_keep_every_check(dev, backend, rng,
+                                                                             posted) -> None:
+    """dev.copy and dev.memset go through the device's memo: a repeated call posts the same
+    message; other offsets or values build their own; a freed buffer, a buffer of another
+    device and a closed device are refused at the call."""
+    h = rng.standard_normal(1024).astype(np.float32)
+    src, dst = dev.to_device(h).result(), dev.alloc(1024, np.float32).result()
+    sent = posted(dev, messages.CopyDevice, messages.Memset)
+    for _ in range(2):
+        dev.memset(dst, 0xFF).result()
+        dev.copy(dst, src, 2048).result()
+    assert sent[0] is sent[2] and sent[1] is sent[3] and sent[0] is not sent[1]
+    got = dev.copy_to_host(dst).result()
+    np.testing.assert_array_equal(got[:512], h[:512])
+    assert np.all(got[512:].view(np.uint32) == 0xFFFFFFFF)
+    dev.copy(dst, src, 2048, dst_offset=2048).result()
+    dev.memset(dst, 0, nbytes=1024).result()
+    assert len({id(m) for m in sent}) == 4
+    got = dev.copy_to_host(dst).result()
+    assert np.all(got[:256] == 0)
+    np.testing.assert_array_equal(got[256:512], h[256:512])
+    np.testing.assert_array_equal(got[512:], h[:512])
+    with pytest.raises(gpumsg.InvalidMessage, match="dst_offset"):
+        dev.copy(dst, src, 2048, dst_offset=4096)  # past the end, refused at the call
+    with gpumsg.open_device(0, backend=backend) as other:
+        far = other.to_device(h).result()
+        for _ in range(2):
+            with pytest.raises(gpumsg.InvalidMessage, match="another device"):
+                dev.copy(dst, far, 2048)
+    src.free().result()
+    with pytest.raises(gpumsg.GpuRefStale):
+        dev.copy(dst, src, 2048)
+    with gpumsg.open_device(0, backend=backend) as short:
+        a = short.alloc(16, np.float32).result()
+        short.memset(a, 1).result()
+    with pytest.raises(gpumsg.DeviceClosed):
+        short.memset(a, 1)
+    assert dev.stats().result().generation == dev.generation  # the device still serves

@@ -49,6 +49,7 @@ from ..messages.device import (
     WatchGeneration,
     accepted_array_dtype,
 )
+from ..messages.memo import MessageMemo
 from ..service import interop as _interop  # noqa: F401 (registers the DLPack handlers)
 from ..service.registry import LIBRARIES
 from ..service.state import DeviceState
@@ -79,6 +80,9 @@ _STATS = Stats()
 #: client does not know of (a staging block never given back: every later staged copy waits)
 #: or free blocks the client is using
 _INTERNAL = frozenset({AllocPinned, FreePinned, RegisterHostMemory, UnregisterHostMemory})
+#: the buffers of a message whose class keeps this ``refs`` are its ``__buffers__`` fields; a
+#: class with its own (a launch's arguments, a sparse matrix's arrays) is checked through it
+_FIELD_REFS = Message.refs
 _ALLOC = Alloc.unchecked  # type: ignore[attr-defined]
 _MINTED = BufRef.whole  # type: ignore[attr-defined]
 #: messages memoized per Device for repeated identical calls (see Device.sgemm)
@@ -195,6 +199,8 @@ class Device:
         self.props = self._worker.props
         self._max_bytes = min(self.props.total_bytes, MAX_NBYTES)
         self._sgemm_memo: dict[tuple, Sgemm] = {}
+        #: the device's own repeated calls (copies, fills), as the libraries keep theirs
+        self._memo = MessageMemo()
         self._staging = HostStaging(self, host_pool)
         self._next_id = _buffer_ids.__next__
         self._submit = submit = self._worker.submit
@@ -386,6 +392,9 @@ class Device:
                 continue
             self._check_refs(msg)
             break
+        else:
+            if t.refs is not _FIELD_REFS:  # buffers inside other fields (a launch's args)
+                self._check_refs(msg)
         if self._recorder is not None:
             self._recorder.screen(msg)  # refuse before staging host data
 
@@ -589,9 +598,11 @@ class Device:
 
     def copy(self, dst: Any, src: Any, nbytes: int | None = None, dst_offset: int = 0,
              src_offset: int = 0) -> Future:
-        """Device-to-device copy of ``nbytes`` bytes (default: all of ``src``), byte offsets."""
+        """Device-to-device copy of ``nbytes`` bytes (default: all of ``src``), byte offsets.
+        A repeated copy posts the message it built and checked the first time."""
         self._check_open()
-        return self.send(CopyDevice(dst, src, dst_offset, src_offset, nbytes))
+        return self._send_entry(self._memo.entry(CopyDevice, (dst, src),
+                                                 (dst_offset, src_offset, nbytes)))
 
     def copy_peer(self, dst: Any = None, src: Any = None, nbytes: int | None = None,
                   dst_offset: int = 0, src_offset: int = 0, timeout: float = 60.0) -> Future:
@@ -605,9 +616,10 @@ class Device:
 
     def memset(self, dst: Any, value: int, offset: int = 0, nbytes: int | None = None,
                width: int = 1) -> Future:
-        """Fill bytes of ``dst`` with a 1-, 2- or 4-byte pattern (byte offset and count)."""
+        """Fill bytes of ``dst`` with a 1-, 2- or 4-byte pattern (byte offset and count). A
+        repeated fill posts the message it built and checked the first time."""
         self._check_open()
-        return self.send(Memset(dst, value, offset, nbytes, width))
+        return self._send_entry(self._memo.entry(Memset, (dst,), (value, offset, nbytes, width)))
 
     # -- user kernels and graphs (libs/nvrtc, client/graph.py) -------------------------------------
     def compile(self, source: str, name: str, options: Any = (), headers: Any = None,

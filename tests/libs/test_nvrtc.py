@@ -12,6 +12,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from conftest import need_backend
 from harness import BadArg, assert_close, check_bad_args, wide
 from kernels import BLOCK_SUM, BROKEN, SAXPY, SCALE, SCALE_HEADERS
 
@@ -222,3 +223,71 @@ def test_kernel_of_another_device_is_refused(dev) -> None:
         x = other.alloc(64, np.float32)
         with pytest.raises(gpumsg.InvalidMessage, match="another device"):
             other.launch(k, 1, 64, (1.0, x, x, 64)).result(timeout=30)
+
+
+def test_a_repeated_launch_reuses_its_message_and_keeps_every_check(dev, backend, rng,
+                                                                    posted) -> None:
+    """dev.launch: the same kernel, buffers and values post the message built the first time
+    (and the device keeps its packed launcher); any other value, or a value of another type,
+    builds its own; a freed buffer and a buffer of another device are refused at the call."""
+    from gpumsg.messages.nvrtc import Launch
+
+    k = _saxpy(dev)
+    n = int(rng.integers(500, 2000))
+    xh, yh = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    x, y = dev.to_device(xh).result(), dev.to_device(yh).result()
+    sent = posted(dev, Launch)
+    grid = (n + 255) // 256
+    args = (np.float32(0.5), x, y, np.int32(n))
+    for _ in range(3):
+        dev.launch(k, grid, 256, args)
+    dev.launch(k, grid, 256, [np.float32(0.5), x, y, np.int32(n)]).result()  # a list, equal
+    assert len(sent) == 4 and all(m is sent[0] for m in sent)
+    expect = yh.astype(np.float64) + 4 * 0.5 * xh
+    assert_close(dev.copy_to_host(y).result(), expect, "f32")
+    # new data in the same buffer: the kept launch reads what the buffer holds now
+    dev.copy_from_host(x, 2 * xh).result()
+    dev.launch(k, grid, 256, args).result()
+    expect += 0.5 * 2 * xh
+    assert_close(dev.copy_to_host(y).result(), expect, "f32")
+    # another value, and the same value in other types, are other calls
+    for a in (0.25, np.float64(0.5), 0.5, np.float32(-0.0), -0.0, 0.0):
+        dev.launch(k, grid, 256, (a, x, y, n)).result()
+        expect += float(a) * 2 * xh
+    assert len({id(m) for m in sent}) == 7
+    assert_close(dev.copy_to_host(y).result(), expect, "f32")
+    z = dev.to_device(xh).result()
+    dev.launch(k, grid, 256, (0.5, z, y, n)).result()
+    expect += 0.5 * xh
+    z.free().result()
+    with pytest.raises(gpumsg.GpuRefStale):
+        dev.launch(k, grid, 256, (0.5, z, y, n))
+    with gpumsg.open_device(0, backend=backend) as other:
+        w = other.to_device(xh).result()
+        for _ in range(2):
+            with pytest.raises(gpumsg.InvalidMessage, match="another device"):
+                dev.launch(k, grid, 256, (0.5, w, y, n))
+        with pytest.raises(gpumsg.InvalidMessage, match="another device"):
+            other.launch(k, grid, 256, (0.5, w, w, n))  # the kernel, refused at the call
+    assert_close(dev.copy_to_host(y).result(), expect, "f32")  # the device still serves
+
+
+@pytest.mark.gpu
+def test_launches_through_the_binding_when_raw_launches_are_off(monkeypatch, rng) -> None:
+    """GPUMSG_RAW_LAUNCH=0: user kernels launch through cuda.bindings' cuLaunchKernel instead
+    of the ctypes one, with the same results, repeated launches included."""
+    from gpumsg.backends.cuda import driver
+
+    need_backend("cuda")
+    monkeypatch.setattr(driver, "_RAW_LAUNCH", [])
+    monkeypatch.setenv("GPUMSG_RAW_LAUNCH", "0")
+    with gpumsg.open_device(0, backend="cuda") as dev:
+        k = _saxpy(dev)
+        n = 1000
+        xh, yh = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+        x, y = dev.to_device(xh).result(), dev.to_device(yh).result()
+        for _ in range(3):
+            dev.launch(k, 4, 256, (1.5, x, y, n))
+        assert dev._worker.ctx.libraries["nvrtc"]._raw is None  # read after the launches
+        assert_close(dev.copy_to_host(y).result(), yh + 4.5 * xh.astype(np.float64), "f32")
+    monkeypatch.setattr(driver, "_RAW_LAUNCH", [])

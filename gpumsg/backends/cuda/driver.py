@@ -18,11 +18,12 @@ from typing import Any
 from ...errors import CudaError, InvalidMessage
 from ..base import Backend, DeviceProperties
 
-__all__ = ["CudaBackend", "cuda_available", "guarded_launch", "raw_graph_launch"]
+__all__ = ["CudaBackend", "cuda_available", "guarded_launch", "raw_graph_launch",
+           "raw_kernel_launch"]
 
 _cu: Any = None
 _LOCK = threading.Lock()
-_RAW_LAUNCH: list[Any] = []  # [(the CDLL cuGraphLaunch, the PyDLL one)], once looked up
+_RAW_LAUNCH: list[Any] = []  # [{symbol: (its CDLL function, its PyDLL one)}], once looked up
 _NOT_READY = 600
 _ERROR_NAMES: dict[int, str] = {}
 
@@ -69,6 +70,29 @@ def raw_graph_launch(in_flight: Callable[[], int] | None = None
       soname.
 
     Raises InvalidMessage for another value."""
+    return _raw_entry("cuGraphLaunch", in_flight)
+
+
+def raw_kernel_launch(in_flight: Callable[[], int] | None = None) -> Callable[..., int] | None:
+    """``cuLaunchKernel(function, grid x, y, z, block x, y, z, shared bytes, stream,
+    params, extra)`` through ctypes, as :func:`raw_graph_launch` (the same
+    ``GPUMSG_RAW_LAUNCH`` modes, the same bound on holding the GIL): the function, stream and
+    ``void**`` parameter array as ints, ``extra`` None, the CUresult answered as an int. User
+    kernels launch through it (libs/nvrtc/handle.py)."""
+    return _raw_entry("cuLaunchKernel", in_flight)
+
+
+#: libcuda's launch entry points called through ctypes, with their parameter types
+_RAW_SYMBOLS: dict[str, tuple] = {
+    "cuGraphLaunch": (ctypes.c_void_p, ctypes.c_void_p),
+    "cuLaunchKernel": (ctypes.c_void_p, *(ctypes.c_uint,) * 7, ctypes.c_void_p,
+                       ctypes.c_void_p, ctypes.c_void_p),
+}
+
+
+def _raw_entry(symbol: str, in_flight: Callable[[], int] | None) -> Callable[..., int] | None:
+    """The guarded ctypes call of ``symbol`` (one of :data:`_RAW_SYMBOLS`) in the mode
+    ``GPUMSG_RAW_LAUNCH`` says, or None for the binding."""
     if not _RAW_LAUNCH:
         with _LOCK:
             if not _RAW_LAUNCH:
@@ -77,37 +101,38 @@ def raw_graph_launch(in_flight: Callable[[], int] | None = None
                     raise InvalidMessage(f"GPUMSG_RAW_LAUNCH must be one of "
                                          f"{', '.join(_RAW_MODES)}, got {mode!r}",
                                          field="GPUMSG_RAW_LAUNCH")
-                found: tuple = (None, None)
+                found: dict[str, tuple] = {}
                 if mode != "0":
                     try:
-                        found = (_launch_fn(ctypes.CDLL),
-                                 _launch_fn(ctypes.PyDLL) if mode == "hold" else None)
+                        found = {name: (_launch_fn(ctypes.CDLL, name),
+                                        _launch_fn(ctypes.PyDLL, name) if mode == "hold"
+                                        else None) for name in _RAW_SYMBOLS}
                     except (OSError, AttributeError):
-                        pass
+                        found = {}
                 _RAW_LAUNCH.append(found)
-    release, hold = _RAW_LAUNCH[0]
+    release, hold = _RAW_LAUNCH[0].get(symbol, (None, None))
     return guarded_launch(release, hold, in_flight)
 
 
 def guarded_launch(release: Any, hold: Any, in_flight: Callable[[], int] | None,
                    limit: int = HOLD_IN_FLIGHT) -> Any:
-    """``hold(exec, stream)`` while ``in_flight() < limit``, else ``release(exec, stream)``;
-    ``release`` alone where there is no ``hold`` or no ``in_flight``."""
+    """``hold(*args)`` while ``in_flight() < limit``, else ``release(*args)``; ``release``
+    alone where there is no ``hold`` or no ``in_flight``."""
     if hold is None or in_flight is None or release is None:
         return release
 
-    def launch(exec_: int, stream: int) -> int:
+    def launch(*args: Any) -> int:
         if in_flight() < limit:
-            return hold(exec_, stream)
-        return release(exec_, stream)
+            return hold(*args)
+        return release(*args)
 
     return launch
 
 
-def _launch_fn(loader: Any) -> Any:
-    """libcuda's cuGraphLaunch opened with ``loader`` (CDLL releases the GIL, PyDLL holds it)."""
-    fn = loader("libcuda.so.1").cuGraphLaunch
-    fn.argtypes = (ctypes.c_void_p, ctypes.c_void_p)
+def _launch_fn(loader: Any, symbol: str) -> Any:
+    """libcuda's ``symbol`` opened with ``loader`` (CDLL releases the GIL, PyDLL holds it)."""
+    fn = getattr(loader("libcuda.so.1"), symbol)
+    fn.argtypes = _RAW_SYMBOLS[symbol]
     fn.restype = ctypes.c_int
     return fn
 

@@ -4,11 +4,15 @@ message (caller's threads)."""
 
 from __future__ import annotations
 
+import marshal
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ...errors import InvalidMessage
+from ...messages.base import BufRef
 from ...messages.nvrtc import Kernel, Launch, LoadModule
 from ..loader import LibraryNotFound
 from .compiler import compile_program
@@ -18,6 +22,13 @@ if TYPE_CHECKING:
     from ...client.device import Device
 
 __all__ = ["Kernels"]
+
+#: launch messages kept for repeated calls, per device (when full it starts again)
+_MEMO_SIZE = 256
+#: how a launch argument's type enters the memo key (:func:`_launch_key`), found once per type
+_PLAIN, _NUMPY, _OTHER = "plain", "numpy", "other"
+_ARG_KIND: dict[type, str] = {int: _PLAIN, float: _PLAIN, bool: _PLAIN, str: _PLAIN,
+                              type(None): _PLAIN}
 
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
@@ -46,6 +57,7 @@ class Kernels:
 
     def __init__(self, device: Device) -> None:
         self._dev = device
+        self._memo: dict[tuple, list] = {}
 
     def _arch(self) -> str:
         major, minor = self._dev.props.compute_capability
@@ -148,8 +160,86 @@ class Kernels:
     def launch(self, kernel: Kernel, grid: Any, block: Any, args: Any = (), shared: int = 0,
                reads: Any = None, writes: Any = None) -> Future:
         """Launch ``kernel`` on the compute stream (see :class:`~gpumsg.messages.nvrtc.Launch`);
-        a future of None."""
+        a future of None. A repeated launch (the same kernel, buffers and values) posts the
+        message it built and checked the first time."""
         if isinstance(kernel, Future):
             kernel = kernel.result()
-        return self._dev.send(Launch(kernel, grid, block, tuple(args) if isinstance(
-            args, list) else args, shared, reads, writes))
+        if isinstance(args, list):
+            args = tuple(args)
+        dev = self._dev
+        key, refs = _launch_key(kernel, grid, block, args, shared, reads, writes)
+        entry = self._memo.get(key) if key is not None else None
+        if entry is None:
+            if type(kernel) is Kernel and kernel.owner != dev._state.token:
+                raise InvalidMessage(f"kernel: {kernel.name!r} was compiled for another device",
+                                     field="kernel")
+            msg = Launch(kernel, grid, block, args, shared, reads, writes)
+            entry = [msg, None]
+            if key is not None and _holds(msg, kernel, refs):
+                memo = self._memo
+                if len(memo) >= _MEMO_SIZE:
+                    memo.clear()
+                memo[key] = entry
+        return dev._send_entry(entry)
+
+
+def _launch_key(kernel: Any, grid: Any, block: Any, args: Any, shared: Any, reads: Any,
+                writes: Any) -> tuple[tuple | None, list[BufRef]]:
+    """The memo key of a launch and the references it names, or (None, []) for a call that is
+    not kept. The key holds the kernel and each buffer's reference by identity (the kept
+    message holds them; taking a buffer's ``ref`` raises for a freed or stale buffer), and
+    everything else by its marshal encoding, which writes each value's type with it
+    (``True``, ``1`` and ``1.0`` differ, as do ``0.0`` and ``-0.0``); a NumPy scalar by its
+    type and bytes."""
+    if type(kernel) is not Kernel or type(args) is not tuple:
+        return None, []
+    refs: list[BufRef] = []
+    values: list[Any] = []
+    numpy: list[tuple] = []
+    for a in args:
+        t = type(a)
+        kind = _ARG_KIND.get(t)
+        if kind is None:
+            kind = _ARG_KIND[t] = _NUMPY if issubclass(t, np.generic) else _OTHER
+        if kind is _PLAIN:
+            values.append(a)
+        elif kind is _NUMPY:
+            numpy.append((t, a.tobytes()))
+            values.append(None)
+        else:
+            ref = a if t is BufRef else getattr(a, "ref", None)
+            if ref is None:
+                values.append(a)  # marshal writes it, or the call is not kept
+            elif type(ref) is BufRef:
+                refs.append(ref)
+                values.append(None)
+            else:  # host memory or another kind of reference: checked every time
+                return None, []
+    named: list[Any] = []
+    for field in (reads, writes):
+        if field is None:
+            named.append(None)
+            continue
+        items = field if isinstance(field, (tuple, list)) else (field,)
+        for item in items:
+            ref = item if type(item) is BufRef else getattr(item, "ref", None)
+            if type(ref) is not BufRef:
+                return None, []
+            refs.append(ref)
+        named.append(len(items))
+    try:
+        blob = marshal.dumps((grid, block, shared, tuple(values), tuple(named)), 2)
+    except ValueError:  # an argument marshal cannot write: checked every time
+        return None, []
+    return (id(kernel), *map(id, refs), blob, *numpy), refs
+
+
+def _holds(msg: Launch, kernel: Kernel, refs: list[BufRef]) -> bool:
+    """Whether ``msg`` holds the kernel and every reference of its key, so that the ids in
+    the key cannot be reused while the kept message lives."""
+    if msg.kernel is not kernel:
+        return False
+    held = {id(a) for a in msg.args if type(a) is BufRef}
+    held.update(id(r) for r in msg.reads)
+    held.update(id(r) for r in msg.writes)
+    return all(id(r) in held for r in refs)

@@ -10,11 +10,12 @@ copied into the graph node).
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ...backends.cuda.driver import _driver, _fail
+from ...backends.cuda.driver import _driver, _fail, raw_kernel_launch
 from ...errors import InvalidMessage
 from .functions import LoadedFunctions
 
@@ -51,6 +52,8 @@ class NvrtcHandle:
         self.modules: dict[str, Any] = {}
         self.functions = LoadedFunctions()
         self._shared_set: dict[Any, int] = {}
+        #: cuLaunchKernel through ctypes (backends/cuda/driver.py), or None for the binding
+        self._raw = raw_kernel_launch(ctx.compute.in_flight if ctx is not None else None)
 
     def load(self, key: str, image: bytes, kind: str, symbols: tuple[str, ...]) -> None:
         """Load ``image`` under ``key`` unless loaded, and look up ``symbols`` in it."""
@@ -77,20 +80,55 @@ class NvrtcHandle:
     def function(self, module: str, symbol: str) -> Any:
         return self.functions.lookup(module, symbol)
 
-    def launch(self, stream: Any, fn: Any, grid: tuple, block: tuple, shared: int,
-               kinds: tuple[str, ...], values: list[Any], refs: list[Any]) -> None:
-        cu = self._cu
+    def _allow_shared(self, fn: Any, shared: int) -> None:
+        """Let ``fn`` take ``shared`` bytes of dynamic shared memory (beyond the default 48 KiB
+        a kernel must opt in, once per function and size)."""
         if shared > _DEFAULT_SHARED_LIMIT and self._shared_set.get(fn, 0) < shared:
+            cu = self._cu
             attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             err = cu.cuFuncSetAttribute(fn, attr, shared)[0]
             if err:
                 raise _fail(err, "cuFuncSetAttribute")
             self._shared_set[fn] = shared
-        params, _holders = pack(kinds, values)
-        err = cu.cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                                shared, stream, ctypes.addressof(params), 0)[0]
-        if err:
-            raise _fail(err, "cuLaunchKernel")
+
+    def launch(self, stream: Any, fn: Any, grid: tuple, block: tuple, shared: int,
+               kinds: tuple[str, ...], values: list[Any], refs: list[Any]) -> None:
+        """Launch ``fn`` once with these arguments (packed for this call)."""
+        self.bound(fn, grid, block, shared, kinds, values, refs)(stream)
+
+    def bound(self, fn: Any, grid: tuple, block: tuple, shared: int, kinds: tuple[str, ...],
+              values: list[Any], refs: list[Any]) -> Callable[[Any], None]:
+        """``launch(stream)``: ``cuLaunchKernel`` of ``fn`` with these arguments on ``stream``.
+        The parameters are packed once, into memory the launcher keeps (the driver copies
+        them at each call), so a repeated launch message whose handler keeps the launcher
+        (service/derived.py) passes one address instead of packing its arguments again."""
+        self._allow_shared(fn, shared)
+        params, holders = pack(kinds, values)
+        address = ctypes.addressof(params)
+        gx, gy, gz = grid
+        bx, by, bz = block
+        raw = self._raw
+        if raw is None:
+            cu = self._cu
+
+            def launch(stream: Any) -> None:
+                err = cu.cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shared, stream, address,
+                                        0)[0]
+                if err:
+                    raise _fail(err, "cuLaunchKernel")
+        else:
+            function = int(fn)
+            last: list[Any] = [None, 0]  # the stream object last given, and its handle
+
+            def launch(stream: Any) -> None:
+                if stream is not last[0]:
+                    last[0], last[1] = stream, int(stream)
+                err = raw(function, gx, gy, gz, bx, by, bz, shared, last[1], address, None)
+                if err:
+                    raise _fail(err, "cuLaunchKernel")
+
+        launch.keep = (params, holders)  # type: ignore[attr-defined]  # the packed values
+        return launch
 
     def close(self) -> None:
         for module in self.modules.values():

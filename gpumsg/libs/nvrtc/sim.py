@@ -83,5 +83,15 @@ class SimNvrtc:
 
         stream.put(run)
 
+    def bound(self, fn: Any, grid: tuple, block: tuple, shared: int, kinds: tuple[str, ...],
+              values: list[Any], refs: list[Any]) -> Callable[[Any], None]:
+        """``launch(stream)``: :meth:`launch` with these arguments (the CUDA handle's
+        interface; the simulator has nothing to pack)."""
+
+        def launch(stream: Any) -> None:
+            self.launch(stream, fn, grid, block, shared, kinds, values, refs)
+
+        return launch
+
     def close(self) -> None:
         self.functions.clear()
