@@ -43,7 +43,8 @@ from .base import (
     message,
 )
 
-__all__ = ["FftSpec", "FftPlan", "FftExec", "FftCacheInfo", "FftCacheConfig", "FFT_KINDS",
+__all__ = ["FftSpec", "FftPlan", "FftExec", "FftCacheInfo", "FftCacheConfig", "FftReplayInfo",
+           "FFT_KINDS",
            "FFT_PRECISIONS", "HALF", "COMPLEX_OF", "REAL_OF", "PRECISION_OF", "half_size",
            "layout_span"]
 
@@ -317,3 +318,10 @@ class FftCacheConfig(Message):
         if self.capacity is not None:
             _int(self, "capacity", self.capacity, 1, 1 << 20)
         _bool(self, "clear", self.clear)
+
+
+@message()
+class FftReplayInfo(Message):
+    """Reply with the replays of repeated executions (CUDA graphs, see ``libs/cufft/handle.py``):
+    ``{"enabled"}`` plus, where enabled, ``{"graphs", "captures", "launches", "refused",
+    "with_memory_nodes"}``; ``{"enabled": None}`` while the device has not used cuFFT."""

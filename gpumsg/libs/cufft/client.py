@@ -29,6 +29,7 @@ copy of the input, since cuFFT's C2R overwrites its input.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from concurrent.futures import Future
@@ -39,6 +40,7 @@ from ...errors import InvalidMessage
 from ...messages import fft as msgs
 from ...messages.base import BufRef
 from ...messages.fft import FftSpec, half_size
+from ...messages.memo import MessageMemo
 
 if TYPE_CHECKING:
     from ...client.device import Device
@@ -57,6 +59,13 @@ YIELD_BYTES: int | None = 16 << 20
 _ITEM = {"f32": 4, "f64": 8, "c64": 8, "c128": 16}
 _COMPLEX = {"f32": "c64", "f64": "c128", "c64": "c64", "c128": "c128"}
 _REAL = {"c64": "f32", "c128": "f64", "f32": "f32", "f64": "f64"}
+#: the FftExec fields that hold execute's buffers, in the memo's order
+_EXEC_BUFFERS = ("x", "out")
+#: FftExec built without validation: for the NumPy-shaped layer, whose recipe checked the
+#: layouts for buffers of exactly the shapes and dtypes it is used with
+_UNCHECKED = msgs.FftExec.unchecked  # type: ignore[attr-defined]
+#: specs remembered by identity (``Fft._spec_ids``) before that map starts again
+_SPEC_IDS = 256
 
 
 class Plan:
@@ -105,7 +114,7 @@ class _Pass:
 
 class _Recipe:
     __slots__ = ("resize", "copy_input", "work_shape", "passes", "out_shape", "out_dtype",
-                 "scale")
+                 "scale", "single")
 
     def __init__(self) -> None:
         self.resize: list[tuple[int, int]] = []  # (axis, new length), in order
@@ -115,6 +124,17 @@ class _Recipe:
         self.out_shape: tuple[int, ...] = ()
         self.out_dtype = ""
         self.scale = 1.0
+        #: the common case (innermost axes, no n/s, not C2R): one execution from the input
+        #: into the new output, nothing else to send (see Fft._run)
+        self.single: _Pass | None = None
+
+    def finish(self) -> _Recipe:
+        """Note whether the recipe is one execution from the input into the output."""
+        if (len(self.passes) == 1 and not self.resize and not self.copy_input):
+            p = self.passes[0]
+            if p.src == "in" and p.dst == "out" and not p.pad_in and not p.pad_out:
+                self.single = p
+        return self
 
 
 def _runs(axes: list[int], limit: int = 3) -> list[tuple[int, ...]]:
@@ -168,6 +188,17 @@ class Fft:
     def __init__(self, device: Device) -> None:
         self._dev = device
         self._recipes: dict[tuple, _Recipe] = {}
+        # a repeated execute (same spec, buffers and arguments) sends the message it built the
+        # first time: validating an FftExec is most of the call's cost (messages/memo.py)
+        self._memo = MessageMemo()
+        # the memo's key names a spec by a token: equal specs share one (they are the same
+        # plan), and a token is never given to another spec, so a kept key cannot come to mean
+        # another transform. Hashing a spec costs more than the rest of the lookup, so the
+        # token of a spec object is found by its identity first: id -> (spec, token), the spec
+        # held so that its id is not reused while the entry lives.
+        self._tokens: dict[FftSpec, int] = {}
+        self._spec_ids: dict[int, tuple[FftSpec, int]] = {}
+        self._next_token = itertools.count()
 
     # -- explicit plans ------------------------------------------------------------------------
     def plan(self, shape: Any, batch: int = 1, kind: str = "c2c", dtype: Any = "c64",
@@ -205,16 +236,55 @@ class Fft:
         ``x`` for an in-place plan; leave it None then) on the compute stream. Unnormalized;
         ``scale`` multiplies all of ``out`` afterwards. Out-of-place C2R overwrites ``x``.
         Resolves to None."""
-        self._dev._check_open()
+        dev = self._dev
+        dev._check_open()
         spec = plan.spec if isinstance(plan, Plan) else plan
         if out is None:
             out = x
-        msg = msgs.FftExec(spec, x, out, direction, repeat, x_step, out_step, x_offset,
-                           out_offset, scale)
-        fut = self._dev.send(msg)
+        args = (direction, repeat, x_step, out_step, x_offset, out_offset, scale)
+        hit = self._spec_ids.get(id(spec))
+        token = hit[1] if hit is not None and hit[0] is spec else self._token(spec)
+        if token is None:  # not a well-formed FftSpec: the message says what is wrong
+            msg = msgs.FftExec(spec, x, out, *args)
+            fut = dev.send(msg)
+        else:
+            # the same spec, buffers and arguments: the message built (and checked) the first
+            # time, sent without screening again at this generation (Device._send_entry). The
+            # memo takes each buffer's ``ref`` first, which raises for a freed or stale buffer
+            entry = self._memo.entry(
+                token, (x, out), args,
+                lambda refs: msgs.FftExec(spec, refs[0], refs[1], *args), _EXEC_BUFFERS)
+            msg = entry[0]
+            fut = dev._send_entry(entry)
         if YIELD_BYTES is not None and msg.out.nbytes >= YIELD_BYTES:
             time.sleep(0)  # let the device thread issue it now (see YIELD_BYTES)
         return fut
+
+    def _token(self, spec: Any) -> int | None:
+        """The memo's token of ``spec`` (the same for equal specs, never reused), or None
+        for anything but a hashable FftSpec (such a call is built and checked every time)."""
+        if type(spec) is not FftSpec:
+            return None
+        try:
+            token = self._tokens.get(spec)
+        except TypeError:  # FftSpec.unchecked with unhashable fields
+            return None
+        if token is None:
+            if len(self._tokens) >= _SPEC_IDS:
+                self._tokens.clear()  # tokens are never reused, so kept keys stay right
+            token = self._tokens[spec] = next(self._next_token)
+        if len(self._spec_ids) >= _SPEC_IDS:
+            self._spec_ids.clear()
+        self._spec_ids[id(spec)] = (spec, token)
+        return token
+
+    def replay_info(self) -> Future:
+        """Resolves to how repeated executions were replayed: an execution repeated with the
+        same plan, buffers and arguments is captured as a CUDA graph the second time and
+        launched from then on. ``enabled`` (``GPUMSG_FFT_REPLAY=0`` turns it off; None: cuFFT
+        not used yet; False on the simulator), and the graphs held, captures, launches, and
+        why capturing stopped (``refused``)."""
+        return self._dev.send(msgs.FftReplayInfo())
 
     def cache_info(self) -> Future:
         """Resolves to the plan cache's counters: hits, misses, size, capacity, evictions,
@@ -403,7 +473,7 @@ class Fft:
             rec.scale = 1.0 / math.sqrt(total)
         elif (norm == "forward") == (direction == "forward"):
             rec.scale = 1.0 / total
-        return rec
+        return rec.finish()
 
     def _resized(self, src: Any, shape: tuple[int, ...], dtype: str, axis: int,
                  length: int) -> Any:
@@ -428,7 +498,24 @@ class Fft:
         return new
 
     def _run(self, rec: _Recipe, x: Any, r: BufRef) -> Any:
+        """Send the recipe's messages for input ``x`` (its reference ``r``, checked live and
+        current by the caller); the future of the new output buffer.
+
+        The messages are built without validating them again: the recipe was worked out (and
+        its layouts checked) for buffers of exactly these shapes and dtypes. The last message
+        that writes the output goes through ``send_writing``: its own future resolves to the
+        output, where ``buffer_after`` would add a second future, a done-callback and its
+        condition on every call (about half of this path's client time)."""
         dev = self._dev
+        p = rec.single
+        if p is not None:  # one execution, input -> new output: two messages (Alloc, FftExec)
+            out = dev.alloc(rec.out_shape, rec.out_dtype, order="C")
+            oref = out.ref
+            fut = dev.send_writing(_UNCHECKED(p.spec, r, oref, p.direction, p.repeat, p.x_step,
+                                              p.out_step, 0, 0, rec.scale), out)
+            if YIELD_BYTES is not None and oref.nbytes >= YIELD_BYTES:
+                time.sleep(0)  # let the device thread issue it now (see YIELD_BYTES)
+            return fut
         temps = []
         work: Any = x
         shape = r.shape
@@ -442,12 +529,11 @@ class Fft:
             temps.append(work)
         out = dev.alloc(rec.out_shape, rec.out_dtype, order="C")
         done: Future | None = None
+        result: Future | None = None  # the output's future, when the last message is an FftExec
         passes = rec.passes
         last = len(passes) - 1
         send = dev.send
-        # the recipe was worked out (and its layouts checked) for buffers of exactly these
-        # shapes and dtypes, so the messages are built without validating them again
-        make = msgs.FftExec.unchecked  # type: ignore[attr-defined]
+        make = _UNCHECKED
         wref = r if work is x else work.ref
         oref = out.ref
         for i, p in enumerate(passes):
@@ -469,12 +555,17 @@ class Fft:
                                      ldb=row + 1, ldc=row)
                 temps.append(pad)
                 continue
-            done = send(make(p.spec, xb, ob, p.direction, p.repeat, p.x_step, p.out_step, 0, 0,
-                             scale))
+            msg = make(p.spec, xb, ob, p.direction, p.repeat, p.x_step, p.out_step, 0, 0, scale)
+            if i == last and ob is oref:
+                result = dev.send_writing(msg, out)
+            else:
+                done = send(msg)
         for t in temps:  # stream-ordered behind the transforms that read them
             t.buffer.free()
         if YIELD_BYTES is not None and oref.nbytes >= YIELD_BYTES:
             time.sleep(0)  # let the device thread issue it now (see YIELD_BYTES)
+        if result is not None:
+            return result
         if done is None:
             return out
         return dev.buffer_after(done, out)

@@ -14,23 +14,47 @@ device memory and may synchronize) is deferred until an event recorded at evicti
 completed; it is retried each time a plan is made, and at close (after the streams drained).
 A plan that a CUDA graph recorded is never destroyed before the device closes: the graph's nodes
 use its memory.
+
+A repeated execution (the same plan, pointers, direction, repetition and scale on the same
+stream) is captured as a CUDA graph the second time and replayed from then on with one
+``cuGraphLaunch`` (:class:`~gpumsg.backends.cuda.replays.GraphReplays`; ``GPUMSG_FFT_REPLAY=0``
+turns it off). cuFFT supports stream capture of its executions on single-GPU plans (cuFFT
+documentation, "CUDA Graphs Support"); what a captured execution reads besides device memory is
+fixed here: the plan (its handle and its own device memory), its work area (set once with
+``cufftSetWorkArea``; auto-allocation is off, so an execution allocates nothing), the pointers,
+the direction, the repetition and steps, the stream, and the cuBLAS ``scal`` of a scale (its
+factor read on the host at capture, in host pointer mode). All of it is in the replay key. A
+graph must not outlive its plan's memory: every plan that leaves the cache destroys all the
+replay graphs first (evictions are rare: a workload that evicts pays a plan creation, which
+costs far more than the captures to redo).
+
+The device thread's side of a repeated message is derived once (:class:`ExecCall`, kept in the
+device's ``DerivedMemo`` per message and pointers): the plan lookup, the pointers and the
+launcher. The cache's ``epoch`` counts the plans that left it: while it is unchanged the plan an
+``ExecCall`` holds is still cached (it only counts the hit and keeps the LRU order); otherwise
+it looks its plan up again (made on a miss).
 """
 
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from typing import Any
 
+from ...backends.cuda.replays import GraphReplays, direct_bound, enabled
 from ...errors import LibraryError
-from ...messages.fft import HALF, FftSpec
+from ...messages.fft import HALF, FftExec, FftSpec
 from ...service.plans import PlanCache
 from ..loader import LoadedLibrary, c_size_t, load
 from .bindings import EXEC, FFT_TYPE, STATUS_NAMES, XT_TYPE
 
-__all__ = ["CufftHandle", "FftPlanObj", "status_error", "DEFAULT_CAPACITY"]
+__all__ = ["CufftHandle", "FftPlanObj", "ExecCall", "status_error", "DEFAULT_CAPACITY",
+           "REPLAY_CAPACITY"]
 
 #: plans a device keeps by default (dev.fft.cache_config(capacity=...) changes it)
 DEFAULT_CAPACITY = 64
+#: CUDA graphs of repeated executions kept per device (a few KiB of device memory each)
+REPLAY_CAPACITY = 64
 
 
 def status_error(status: int, function: str) -> LibraryError:
@@ -62,6 +86,90 @@ def _ll(values: tuple[int, ...]) -> Any:
     return (ctypes.c_int64 * len(values))(*values)
 
 
+class ExecCall:
+    """What one :class:`~gpumsg.messages.fft.FftExec` issues, derived once per message and
+    buffer pointers (the handler keeps it in the device's ``DerivedMemo``): the spec, the byte
+    pointers and steps, the direction, the scale step, and the launcher bound to its plan.
+
+    ``lib`` is the device's cuFFT handle or the simulator's; both keep ``plans`` (a
+    :class:`~gpumsg.service.plans.PlanCache`), ``epoch`` (plans that left the cache so far),
+    ``recent`` (the plan last looked up or made: the most recent of the LRU order),
+    ``plan(spec)``, ``run(stream, plan, *args)`` (the call itself) and ``launcher(stream,
+    plan, *args)`` (its replayed form). :meth:`launcher` answers ``launch(stream)`` for the
+    envelope, to be called on the ``stream`` given here (FftExec always runs on the compute
+    stream): the object itself where the call is not replayed (fewer objects kept per
+    message: the NumPy-shaped layer's messages are each sent once).
+
+    Only a message that comes again is replayed: the first launcher of a message issues the
+    call as usual, the one of its second use goes through the handle's replays. A message sent
+    once (the NumPy-shaped layer's, whose output is new at every call) never reaches the
+    replays, so outputs that cycle through more pool addresses than the replays keep graphs
+    for cannot make the calls alternate between runs and captures."""
+
+    __slots__ = ("lib", "spec", "stream", "args", "overwrites_input", "plan", "key", "epoch",
+                 "launch", "repeated")
+
+    def __init__(self, lib: Any, msg: FftExec, x_ptr: int, out_ptr: int, stream: Any) -> None:
+        spec = msg.spec
+        iitem, oitem = spec.in_item, spec.out_item
+        scale = None
+        if msg.scale != 1.0:
+            # cuBLAS scal over all of ``out`` (its real view) after the executions
+            ref = msg.out
+            scale = (ref.dtype, out_ptr, ref.size, msg.scale)
+        self.lib = lib
+        self.spec = spec
+        self.stream = stream
+        self.args = (-1 if msg.direction == "forward" else 1, x_ptr + msg.x_offset * iitem,
+                     out_ptr + msg.out_offset * oitem, msg.repeat, msg.x_step * iitem,
+                     msg.out_step * oitem, scale)
+        #: an out-of-place C2R overwrites its input (cuFFT), which the message then writes
+        self.overwrites_input = spec.kind == "c2r" and not spec.inplace
+        self.plan: Any = None
+        self.key: Any = None  # the plan's key object in the cache (its LRU entry)
+        self.epoch = -1  # no plan yet
+        self.launch: Any = None  # the replayed launcher, once the message came again
+        self.repeated = False  # launched through the replays (the message came again)
+
+    def launcher(self) -> Callable[[Any], None]:
+        """``launch(stream)`` of this call, with its plan: the one bound before while no plan
+        has left the cache since (a hit, counted, and made the most recent), else the plan
+        looked up again (made on a miss; raises what making it raises)."""
+        lib = self.lib
+        if self.epoch == lib.epoch:  # our plan is cached still
+            lib.plans.hits += 1
+            plan = self.plan
+            if lib.recent is not plan:  # else the most recent already: nothing to move
+                lib.plans._plans.move_to_end(self.key)  # (hashes the spec)
+                lib.recent = plan
+            launch = self.launch
+            if launch is None:  # the message came again: replay it from now on
+                self.repeated = True
+                launch = self.launch = lib.launcher(self.stream, plan, *self.args)
+            return launch
+        recent = lib.recent
+        if recent is not None and recent.spec is self.spec:
+            # the plan made or used last, under this very spec object (the NumPy-shaped layer
+            # sends its recipe's spec at every call): a hit, found without hashing the spec
+            lib.plans.hits += 1
+            plan = recent
+        else:
+            plan, _ = lib.plan(self.spec)
+        if self.epoch >= 0:  # bound before, and its plan left the cache since
+            self.repeated = True
+        self.plan = plan
+        self.key = plan.spec  # the very object the cache keys it by
+        self.epoch = lib.epoch  # after the lookup: making a plan may evict another
+        if not self.repeated:
+            return self  # (not kept in ``launch``: a reference to itself would be a cycle)
+        launch = self.launch = lib.launcher(self.stream, plan, *self.args)
+        return launch
+
+    def __call__(self, stream: Any) -> None:
+        """The call, not replayed (the launcher of a message's first use)."""
+        self.lib.run(stream, self.plan, *self.args)
+
+
 class CufftHandle:
     """The cuFFT plan cache of one device, used only from that device's thread."""
 
@@ -70,8 +178,24 @@ class CufftHandle:
         self._ctx = ctx
         self.raw_handle = 0  # cuFFT has no library handle (each plan is one)
         self.plans = PlanCache(DEFAULT_CAPACITY, release=self._retire)
+        #: plans that left the cache so far (an ExecCall's plan is cached while it is unchanged)
+        self.epoch = 0
+        #: the plan last looked up or made, the most recent of the cache's LRU order (an
+        #: ExecCall of that plan has no entry to move)
+        self.recent: FftPlanObj | None = None
         self._retired: list[tuple[Any, FftPlanObj]] = []
         self._kept: list[FftPlanObj] = []  # evicted, but recorded in a graph
+        #: repeated executions replayed as CUDA graphs (GPUMSG_FFT_REPLAY=0: off); ``_bound``
+        #: is its ``bound`` or, without replays, a plain launcher of the same call
+        self.replays: GraphReplays | None = None
+        self._bound: Any = direct_bound
+        if enabled("GPUMSG_FFT_REPLAY"):
+            from ...backends.cuda.driver import _driver, raw_graph_launch
+
+            self.replays = GraphReplays(_driver(), REPLAY_CAPACITY,
+                                        lambda: ctx.capture is not None,
+                                        raw_graph_launch(ctx.compute.in_flight))
+            self._bound = self.replays.bound
 
     def _check(self, status: int, function: str) -> None:
         if status:
@@ -86,10 +210,12 @@ class CufftHandle:
         """The plan of ``spec`` and whether it was a cache hit; made on a miss."""
         plan = self.plans.get(spec)
         if plan is not None:
+            self.recent = plan
             return plan, True
         self._reap()
         plan = self._make(spec)
         self.plans.put(spec, plan)
+        self.recent = plan
         return plan, False
 
     def _make(self, spec: FftSpec) -> FftPlanObj:
@@ -131,6 +257,14 @@ class CufftHandle:
 
     def _retire(self, plan: FftPlanObj) -> None:
         """Called by the cache for each plan that leaves it."""
+        self.epoch += 1
+        if self.recent is plan:
+            self.recent = None
+        if self.replays is not None:
+            # no replay graph may outlive the memory of the plan it launches (its handle's own
+            # buffers, its work area): all go, before either is released. A graph still
+            # running is freed by the driver when it completes.
+            self.replays.close()
         ctx = self._ctx
         stream = ctx.compute.obj
         if plan.captured:
@@ -170,6 +304,34 @@ class CufftHandle:
         return self.info()
 
     # -- execution -----------------------------------------------------------------------------
+    def run(self, stream: Any, plan: FftPlanObj, direction: int, x: int, out: int,
+            repeat: int, x_step: int, out_step: int, scale: tuple | None) -> None:
+        """:meth:`execute` with these arguments, then :meth:`scale` of ``scale`` (``(dtype,
+        ptr, count, factor)``, or None), on ``stream``."""
+        self.execute(stream, plan, direction, x, out, repeat, x_step, out_step)
+        if scale is not None:
+            self.scale(stream, *scale)
+
+    def launcher(self, stream: Any, plan: FftPlanObj, direction: int, x: int, out: int,
+                 repeat: int, x_step: int, out_step: int,
+                 scale: tuple | None) -> Callable[[Any], None]:
+        """``launch(stream)``: :meth:`run` with these arguments on ``stream``, a repeated
+        launch replayed (where replays are on). The replay key holds the plan with its handle
+        and work area, every argument and the stream (see the module docstring)."""
+        return self._bound("fft", self._run_keyed, stream, plan, plan.handle, plan.work,
+                           direction, x, out, repeat, x_step, out_step, scale)
+
+    def _run_keyed(self, stream: Any, plan: FftPlanObj, handle: int, work: int,
+                   direction: int, x: int, out: int, repeat: int, x_step: int, out_step: int,
+                   scale: tuple | None) -> None:
+        # ``handle`` and ``work`` are the plan's: in the replay key, not read here
+        self.run(stream, plan, direction, x, out, repeat, x_step, out_step, scale)
+
+    def replay_info(self) -> dict[str, Any]:
+        """The replays: on or off, graphs held, captures, launches, why refused."""
+        r = self.replays
+        return {"enabled": False} if r is None else {"enabled": True, **r.info()}
+
     def execute(self, stream: Any, plan: FftPlanObj, direction: int, x: int, out: int,
                 repeat: int, x_step: int, out_step: int) -> None:
         """``repeat`` executions of ``plan`` on ``stream``; steps in bytes."""
@@ -199,7 +361,10 @@ class CufftHandle:
             n -= k
 
     def close(self) -> None:
-        """At device shutdown (the streams have drained): destroy every plan."""
+        """At device shutdown (the streams have drained): destroy the replay graphs, then
+        every plan."""
+        if self.replays is not None:
+            self.replays.close()
         self.plans.clear()
         backend = self._ctx.backend
         for event, plan in self._retired:

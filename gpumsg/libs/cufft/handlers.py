@@ -1,13 +1,20 @@
 """Handlers of the cuFFT messages (device thread): look the plan up (made on a miss), then
-issue the execution(s) and the optional scaling through the envelope on the compute stream."""
+issue the execution(s) and the optional scaling through the envelope on the compute stream.
+
+A repeated FftExec (the client sends a repeated ``execute`` as the same message object) keeps
+what it derives, per message and buffer pointers, in the device's ``DerivedMemo``
+(:class:`~gpumsg.libs.cufft.handle.ExecCall`: the plan, the byte pointers, the launcher of the
+call, replayed as a CUDA graph on the GPU): the handler then resolves the buffers, and the
+envelope issues the kept launcher."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ...errors import GraphCaptureError
-from ...messages.fft import FftCacheConfig, FftCacheInfo, FftExec, FftPlan
+from ...messages.fft import FftCacheConfig, FftCacheInfo, FftExec, FftPlan, FftReplayInfo
 from ...service.registry import COMPUTE, handles
+from .handle import ExecCall
 
 __all__: list[str] = []
 
@@ -20,36 +27,25 @@ def _plan(ctx: Any, msg: FftPlan, reply: Any) -> None:
 
 @handles(FftExec)
 def _exec(ctx: Any, msg: FftExec, reply: Any) -> None:
-    spec = msg.spec
     x = ctx.resolve(msg.x, "x")
-    out = x if spec.inplace else ctx.resolve_out(msg.out, "out")
+    out = x if msg.spec.inplace else ctx.resolve_out(msg.out, "out")
     lib = ctx.library("cufft")
-    capture = ctx.capture is not None
-    if capture and not lib.cached(spec):
-        # making a plan allocates device memory, which a stream capture forbids
-        raise GraphCaptureError("FftExec cannot be recorded with a plan that does not exist "
-                                "yet: make it first (dev.fft.plan(...).result()) and record "
-                                "after", "FftExec")
-    plan, _ = lib.plan(spec)
-    if capture:
-        plan.captured = True  # the graph's nodes use its memory: kept until the device closes
-    direction = -1 if msg.direction == "forward" else 1
-    writes = (out, x) if spec.kind == "c2r" and not spec.inplace else (out,)
-    xp = x.ptr + msg.x_offset * plan.in_item
-    op = out.ptr + msg.out_offset * plan.out_item
-    xs, os_ = msg.x_step * plan.in_item, msg.out_step * plan.out_item
-    if msg.scale == 1.0:
-        ctx.run(reply, COMPUTE, (x,), writes, lib.execute, plan, direction, xp, op, msg.repeat,
-                xs, os_)
-        return
-    execute, scale, repeat, factor = lib.execute, lib.scale, msg.repeat, msg.scale
-    ref = msg.out
-
-    def launch(stream: Any) -> None:
-        execute(stream, plan, direction, xp, op, repeat, xs, os_)
-        scale(stream, ref.dtype, out.ptr, ref.size, factor)
-
-    ctx.run(reply, COMPUTE, (x,), writes, launch)
+    xp, op = x.ptr, out.ptr
+    call = ctx.derived.get(msg, (xp, op), lambda: ExecCall(lib, msg, xp, op, ctx.compute.obj))
+    if ctx.capture is not None:
+        # a dev.graph() recording: the plan must exist already (making one allocates device
+        # memory, which a stream capture forbids), and the graph's nodes use its memory, so it
+        # is kept until the device closes. (The launcher issues the call itself while a
+        # recording is on: no replay graph is made or launched inside another capture.)
+        if not lib.cached(msg.spec):
+            raise GraphCaptureError("FftExec cannot be recorded with a plan that does not "
+                                    "exist yet: make it first (dev.fft.plan(...).result()) "
+                                    "and record after", "FftExec")
+        launch = call.launcher()
+        call.plan.captured = True
+    else:
+        launch = call.launcher()
+    ctx.run(reply, COMPUTE, (x,), (out, x) if call.overwrites_input else (out,), launch)
 
 
 @handles(FftCacheInfo)
@@ -60,3 +56,9 @@ def _cache_info(ctx: Any, msg: FftCacheInfo, reply: Any) -> None:
 @handles(FftCacheConfig)
 def _cache_config(ctx: Any, msg: FftCacheConfig, reply: Any) -> None:
     ctx.reply_now(reply, ctx.library("cufft").configure(msg.capacity, msg.clear))
+
+
+@handles(FftReplayInfo)
+def _replay_info(ctx: Any, msg: FftReplayInfo, reply: Any) -> None:
+    handle = ctx.libraries.get("cufft")  # not created here: asking is not using
+    ctx.reply_now(reply, {"enabled": None} if handle is None else handle.replay_info())

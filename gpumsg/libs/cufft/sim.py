@@ -7,6 +7,7 @@ with NaN here, so a caller that relies on it fails in CI); the plan cache is the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -82,7 +83,16 @@ class SimCufft:
     def __init__(self, ctx: Any) -> None:
         self.sim: SimBackend = ctx.backend
         self.raw_handle = id(self)
-        self.plans = PlanCache(DEFAULT_CAPACITY)
+        self.plans = PlanCache(DEFAULT_CAPACITY, release=self._retire)
+        #: plans that left the cache so far (as the GPU handle's: handle.ExecCall reads it)
+        self.epoch = 0
+        #: the plan last looked up or made (the most recent of the LRU order)
+        self.recent: SimPlan | None = None
+
+    def _retire(self, plan: SimPlan) -> None:
+        self.epoch += 1
+        if self.recent is plan:
+            self.recent = None
 
     def cached(self, spec: FftSpec) -> bool:
         return spec in self.plans._plans
@@ -90,6 +100,7 @@ class SimCufft:
     def plan(self, spec: FftSpec) -> tuple[SimPlan, bool]:
         plan = self.plans.get(spec)
         if plan is not None:
+            self.recent = plan
             return plan, True
         # what cuFFT's plan creation refuses on values a checked FftSpec never holds
         if (min(spec.n) < 1 or spec.batch < 1 or min(spec.istride, spec.ostride) < 1
@@ -97,6 +108,7 @@ class SimCufft:
             raise status_error(8, "cufftMakePlanMany64")
         plan = SimPlan(spec)
         self.plans.put(spec, plan)
+        self.recent = plan
         return plan, False
 
     def info(self) -> dict[str, int]:
@@ -110,6 +122,29 @@ class SimCufft:
         if capacity is not None:
             self.plans.resize(capacity)
         return self.info()
+
+    def run(self, stream: Any, plan: SimPlan, direction: int, x: int, out: int, repeat: int,
+            x_step: int, out_step: int, scale: tuple | None) -> None:
+        """:meth:`execute`, then :meth:`scale` of ``scale`` (``(dtype, ptr, count, factor)``
+        or None)."""
+        self.execute(stream, plan, direction, x, out, repeat, x_step, out_step)
+        if scale is not None:
+            self.scale(stream, *scale)
+
+    def launcher(self, stream: Any, plan: SimPlan, direction: int, x: int, out: int,
+                 repeat: int, x_step: int, out_step: int,
+                 scale: tuple | None) -> Callable[[Any], None]:
+        """``launch(stream)``: :meth:`run` with these arguments. The simulator replays
+        nothing: every launch runs the call."""
+        run = self.run
+
+        def launch(on: Any) -> None:
+            run(on, plan, direction, x, out, repeat, x_step, out_step, scale)
+
+        return launch
+
+    def replay_info(self) -> dict[str, Any]:
+        return {"enabled": False}
 
     def execute(self, stream: Any, plan: SimPlan, direction: int, x: int, out: int,
                 repeat: int, x_step: int, out_step: int) -> None:
