@@ -42,7 +42,7 @@ from .blas import INT32_MAX
 __all__ = ["SparseRef", "SPARSE_DTYPES", "INDEX_DTYPES", "FORMATS", "SparseCreate",
            "SparseDestroy", "SpMV", "SpMM", "SpGEMMStart", "SpGEMMFinish", "SpSV", "SDDMM",
            "SpSM", "SparseToDense", "DenseToSparseStart", "DenseToSparseFinish", "SparseConvert",
-           "SparseCacheInfo", "sparse_field"]
+           "SparseCacheInfo", "SparseReplayInfo", "sparse_field"]
 
 SPARSE_DTYPES = ("f32", "f64", "c64", "c128")
 INDEX_DTYPES = ("i32", "i64")
@@ -541,3 +541,9 @@ class SparseConvert(_Sparse):
 @message()
 class SparseCacheInfo(Message):
     """The cuSPARSE workspace-size cache counters of the device (hits, misses, size)."""
+
+
+@message()
+class SparseReplayInfo(Message):
+    """How repeated SpMVs and SpMMs were replayed as CUDA graphs on the device (see
+    ``dev.sparse.replay_info``)."""

@@ -218,11 +218,19 @@ class GraphReplays:
                 "with_memory_nodes": self.with_memory_nodes}
 
     def close(self) -> None:
-        """Destroy the graphs (errors ignored: the context may be failing)."""
-        execs, self.execs = self.execs, OrderedDict()
-        for exec_ in execs.values():
+        """Destroy the graphs (errors ignored: the context may be failing). The object stays
+        usable: later calls run and are captured again."""
+        self.forget(lambda key: True)
+
+    def forget(self, gone: Callable[[tuple], bool]) -> None:
+        """Destroy the graphs of the keys for which ``gone(key)`` is true and forget that those
+        keys ran (what they launch is going away: a plan, a matrix's workspace). A graph still
+        running on the GPU is freed by the driver once it completes."""
+        for key in [k for k in self.execs if gone(k)]:
+            exec_ = self.execs.pop(key)
             try:
                 self.driver.cuGraphExecDestroy(exec_)
-            except Exception:  # noqa: BLE001, S110
+            except Exception:  # noqa: BLE001, S110 - the context may be failing
                 pass
-        self.seen.clear()
+        for key in [k for k in self.seen if gone(k)]:
+            del self.seen[key]

@@ -71,6 +71,10 @@ SPEC = LibrarySpec(
         # (handle, opA, opB, alpha, matA, matB, beta, matC, computeType, alg, &size | buffer)
         Fn("cusparseSpMM_bufferSize", c_int, (_H, _i, _i, _p, _M, _D, _p, _D, _i, _i, P(_z))),
         Fn("cusparseSpMM", c_int, (_H, _i, _i, _p, _M, _D, _p, _D, _i, _i, _p)),
+        # the same arguments; must run before an SpMM is captured in a CUDA graph (cuSPARSE
+        # documentation, cusparseSpMM "optimizations"): optional, without it no SpMM replays
+        Fn("cusparseSpMM_preprocess", c_int, (_H, _i, _i, _p, _M, _D, _p, _D, _i, _i, _p),
+           optional=True),
         Fn("cusparseSpGEMM_createDescr", c_int, (P(_G),)),
         Fn("cusparseSpGEMM_destroyDescr", c_int, (_G,)),
         # (handle, opA, opB, alpha, matA, matB, beta, matC, computeType, alg, spgemmDescr,

@@ -25,6 +25,7 @@ from ...errors import InvalidMessage
 from ...messages import sparse as msgs
 from ...messages.base import BufRef, as_ref
 from ...messages.blas import INT32_MAX
+from ...messages.memo import MessageMemo
 from ...messages.sparse import SparseRef
 
 if TYPE_CHECKING:
@@ -179,6 +180,25 @@ class Sparse:
 
     def __init__(self, device: Device) -> None:
         self._dev = device
+        # an SpMV/SpMM repeated with the same matrix, buffers and arguments reuses its message
+        self._memo = MessageMemo()
+
+    def _memo_send(self, kind: str, msg_type: type, m: SparseMatrix, buffers: tuple,
+                   names: tuple[str, str], args: tuple, writing: Any) -> Future:
+        """``send_writing(msg_type(m, *buffers, *args), writing)`` through the memo: the message
+        is built, validated and screened once per distinct call, then sent again as is.
+
+        Every call still takes ``m.sparse_ref`` (GpuRefStale for a freed matrix, or one whose
+        buffers were freed or are stale) and each buffer's ``ref`` (the memo: freed or stale
+        buffers), and the device must be open. The key names the matrix by the identity of
+        its SparseRef, which the kept message holds (so the id is not reused while the entry
+        lives): two matrices over the same buffers never share a message."""
+        dev = self._dev
+        dev._check_open()
+        ref = m.sparse_ref
+        return dev._send_entry(self._memo.entry(
+            (kind, id(ref)), buffers, args, lambda refs: msg_type(ref, *refs, *args),
+            names), writing)
 
     # -- making matrices -----------------------------------------------------------------------
     @staticmethod
@@ -306,6 +326,9 @@ class Sparse:
             _no_beta(beta, "y")
             rows, cols = ref.shape
             y = dev.alloc((rows if op in ("N", "n") else cols,), ref.dtype)
+        elif type(m) is SparseMatrix:  # y given: a repeated call reuses its message
+            return self._memo_send("spmv", msgs.SpMV, m, (x, y), ("x", "y"), (alpha, beta, op),
+                                   y)
         return dev.send_writing(msgs.SpMV(m, x, y, alpha, beta, op), y)
 
     def spmm(self, m: Any, b: Any, c: Any = None, alpha: Any = 1.0, beta: Any = 0.0,
@@ -320,6 +343,9 @@ class Sparse:
                 raise InvalidMessage("b: expected a 2-D GpuBuffer", field="b")
             rows = ref.shape[0] if op in ("N", "n") else ref.shape[1]
             c = dev.alloc((rows, rb.shape[1]), ref.dtype, order="C")
+        elif type(m) is SparseMatrix:  # c given: a repeated call reuses its message
+            return self._memo_send("spmm", msgs.SpMM, m, (b, c), ("b", "c"), (alpha, beta, op),
+                                   c)
         return dev.send_writing(msgs.SpMM(m, b, c, alpha, beta, op), c)
 
     def spsv(self, m: Any, x: Any, y: Any = None, alpha: Any = 1.0, op: str = "N",
@@ -473,6 +499,15 @@ class Sparse:
     def cache_info(self) -> Future:
         """Resolves to the workspace-size counters (hits, misses, size)."""
         return self._dev.send(msgs.SparseCacheInfo())
+
+    def replay_info(self) -> Future:
+        """Resolves to how repeated SpMVs and SpMMs were replayed. An ``spmv``/``spmm`` repeated
+        with the same matrix, buffers and arguments is captured as a CUDA graph the second time
+        and replayed from then on (the same kernels on the same addresses). The dict says
+        whether that is on (``GPUMSG_SPARSE_REPLAY=0`` turns it off; False on the simulator),
+        and the SpMV graphs held, captures, launches and why capturing stopped; the same for
+        SpMM under ``"spmm"``."""
+        return self._dev.send(msgs.SparseReplayInfo())
 
 
 def name_np(name: str) -> np.dtype:

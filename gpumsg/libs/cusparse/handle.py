@@ -10,16 +10,28 @@ descriptors are cached by (pointer, shape, dtype): a repeated SpMV on the same b
 (``cusparseSpMV_preprocess``, where the library has it: NVIDIA's advice for a matrix used by
 repeated SpMVs). Scalars are passed in host pointer mode (read during the call). Arrays of no
 elements (NULL in the pool) are passed as a small dummy allocation: cuSPARSE reads none of it.
+
+A repeated SpMV or SpMM message (the client sends it as the same object) keeps a launcher
+(:meth:`CusparseHandle.spmv_bound`, kept per message in the device's ``DerivedMemo``): the
+record lookup, the dense descriptors, the workspace, the scalars and the library call's
+arguments are derived once, and re-derived only when the handle's ``epoch`` moved (a matrix
+made or destroyed, a dense descriptor released). The call itself is replayed as a CUDA graph
+from its second run on (``GraphReplays``; cuSPARSE documents SpMV and, after
+``cusparseSpMM_preprocess``, SpMM as capturable). ``GPUMSG_SPARSE_REPLAY=0`` turns replays off.
 """
 
 from __future__ import annotations
 
 import ctypes
+import itertools
+import marshal
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from ...backends.cuda.replays import GraphReplays, direct_bound, enabled
 from ...dtypes import CUDA_DATA_TYPE, dtype_of
 from ...errors import InvalidMessage, LibraryError
 from ...messages.sparse import SparseRef
@@ -41,7 +53,8 @@ from .bindings import (
     SPMM_BSR_ALG1,
 )
 
-__all__ = ["CusparseHandle", "SizeCounter", "DEVICE_SCALARS_ENV"]
+__all__ = ["CusparseHandle", "SizeCounter", "DEVICE_SCALARS_ENV", "REPLAY_ENV",
+           "REPLAY_CAPACITY"]
 
 #: set to 1 to pass SpMV's alpha and beta from device memory (pointer mode device) instead of
 #: host memory: an experiment on where the SpMV gap to torch comes from (bench_sparse.py runs
@@ -49,6 +62,12 @@ __all__ = ["CusparseHandle", "SizeCounter", "DEVICE_SCALARS_ENV"]
 DEVICE_SCALARS_ENV = "GPUMSG_CUSPARSE_DEVICE_SCALARS"
 _SLOT = 32  # bytes per (alpha, beta) pair: two c128 at most
 _SLOTS = 1024
+#: set to 0 to issue every repeated SpMV/SpMM as a library call instead of a CUDA graph replay
+REPLAY_ENV = "GPUMSG_SPARSE_REPLAY"
+#: CUDA graphs of repeated SpMVs (and, apart, SpMMs) kept per handle, a few KiB each
+REPLAY_CAPACITY = 64
+#: (dtype, alpha, beta) pairs kept in host memory that is never rewritten (see _pair)
+_PAIRS = 1024
 
 
 class SizeCounter:
@@ -66,12 +85,19 @@ class SizeCounter:
 class _Matrix:
     """The device-side state of one sparse matrix."""
 
-    __slots__ = ("ref", "desc", "ws", "spsv")
+    __slots__ = ("ref", "desc", "ws", "spsv", "serial", "prepped", "alive")
 
-    def __init__(self, ref: SparseRef, desc: int) -> None:
+    def __init__(self, ref: SparseRef, desc: int, serial: int) -> None:
         self.ref = ref
         self.desc = desc
-        self.ws: dict[tuple, tuple[int, int]] = {}  # key -> (device ptr, bytes)
+        #: unique for the handle's life (a matrix id may be created again, and a descriptor's
+        #: address reused): what replay keys name the matrix by
+        self.serial = serial
+        self.ws: dict[Any, tuple[int, int]] = {}  # key -> (device ptr, bytes)
+        #: SpMM workspace keys whose cusparseSpMM_preprocess succeeded (only those replay)
+        self.prepped: set[tuple] = set()
+        #: False once destroyed: a launcher holding the record derives again (and fails)
+        self.alive = True
         #: (kind, op, uplo, diag, ...) -> (SpSV/SpSM descriptor, workspace ptr, bytes)
         self.spsv: dict[tuple, tuple[int, int, int]] = {}
 
@@ -97,8 +123,25 @@ class CusparseHandle:
         self._scalar_dev = 0
         self._scalar_host: Any = None
         self._pointer_mode = 0
-        self._vecs = PlanCache(256, release=lambda d: self.lib.cusparseDestroyDnVec(d))
-        self._mats = PlanCache(64, release=lambda d: self.lib.cusparseDestroyDnMat(d))
+        #: moves whenever a dense descriptor is released, which a kept launcher may hold
+        #: (_Bound; a destroyed matrix says so itself: _Matrix.alive)
+        self._epoch = 0
+        self._serials = itertools.count(1)
+        self._vecs = PlanCache(256, release=self._release_vec)
+        self._mats = PlanCache(64, release=self._release_mat)
+        #: alpha/beta pairs by value, never rewritten while the handle lives: a launcher and a
+        #: captured graph may point at them for good (_pair)
+        self._pairs: dict[tuple, tuple[Any, int, int]] = {}
+        #: repeated SpMVs and SpMMs replayed as CUDA graphs, apart (a capture refused by one
+        #: stops only that one); None where off or on a backend without graphs
+        self.spmv_replays: GraphReplays | None = None
+        self.spmm_replays: GraphReplays | None = None
+        if enabled(REPLAY_ENV):
+            from ...backends.cuda.driver import _driver, raw_graph_launch
+
+            self.spmv_replays, self.spmm_replays = (
+                GraphReplays(_driver(), REPLAY_CAPACITY, lambda: ctx.capture is not None,
+                             raw_graph_launch(ctx.compute.in_flight)) for _ in range(2))
         # host scalars (alpha, beta) per dtype: written before each call, read during it
         self._scalars = {t: np.zeros(2, dtype_of(t)) for t in ("f32", "f64", "c64", "c128")}
         self._scalar_ptrs = {t: (a.ctypes.data, a.ctypes.data + a.itemsize)
@@ -129,6 +172,30 @@ class CusparseHandle:
             self._check(self.lib.cusparseSetPointerMode(self.raw_handle, mode),
                         "cusparseSetPointerMode")
             self._pointer_mode = mode
+
+    def _pair(self, dtype: str, alpha: Any, beta: Any) -> tuple[Any, int, int] | None:
+        """(array, &alpha, &beta): host scalars of these values that are never rewritten, so
+        that a kept launcher and a captured graph may point at them for the handle's life (in
+        host pointer mode cuSPARSE reads them during the call; a capture records their values
+        then). Keyed by the values' marshal encoding, which tells -0.0 from 0.0. None once
+        :data:`_PAIRS` pairs are held: such calls are not kept or replayed."""
+        key = (dtype, marshal.dumps((alpha, beta), 2))
+        found = self._pairs.get(key)
+        if found is None:
+            if len(self._pairs) >= _PAIRS:
+                return None
+            arr = np.array([alpha, beta], dtype_of(dtype))
+            base = arr.ctypes.data
+            found = self._pairs[key] = (arr, base, base + arr.itemsize)
+        return found
+
+    def _release_vec(self, d: int) -> None:
+        self._epoch += 1  # a kept launcher may hold it (_Bound)
+        self.lib.cusparseDestroyDnVec(d)
+
+    def _release_mat(self, d: int) -> None:
+        self._epoch += 1
+        self.lib.cusparseDestroyDnMat(d)
 
     def _device_ab(self, stream: Any, dtype: str, alpha: Any, beta: Any) -> tuple[int, int]:
         """Device addresses of (alpha, beta), or (0, 0) when every slot is taken."""
@@ -242,12 +309,15 @@ class CusparseHandle:
         """Create (or re-create) the descriptor of ``ref`` over the given device pointers."""
         if ref.id in self.matrices:
             self.destroy(ref.id)
-        self.matrices[ref.id] = _Matrix(ref, self._create_desc(ref, ptr, idx, val))
+        self.matrices[ref.id] = _Matrix(ref, self._create_desc(ref, ptr, idx, val),
+                                        next(self._serials))
 
     def destroy(self, mid: int) -> None:
         rec = self.matrices.pop(mid, None)
         if rec is None:
             return
+        rec.alive = False  # launchers holding the record derive again (and fail: it is gone)
+        self._forget(rec.serial)  # before its workspaces go
         for ptr, nbytes in rec.ws.values():
             self._free(ptr, nbytes)
         for key, (descr, ptr, nbytes) in rec.spsv.items():
@@ -259,7 +329,33 @@ class CusparseHandle:
         self.sizes.size -= len(rec.ws) + len(rec.spsv)
         self.lib.cusparseDestroySpMat(rec.desc)
 
+    def _forget(self, serial: int) -> None:
+        """Destroy the replay graphs of a destroyed matrix (its serial is never used again, so
+        they would only wait for eviction; their workspace is about to be freed)."""
+        for replays in (self.spmv_replays, self.spmm_replays):
+            if replays is not None:
+                replays.forget(lambda key: key[2] == serial)
+
     # -- products ------------------------------------------------------------------------------
+    def _spmv_ws(self, rec: _Matrix, o: int, pa: int, vx: int, pb: int, vy: int, t: int) -> int:
+        """The kept SpMV workspace of ``rec`` for operation ``o`` (sized, allocated and, for
+        CSR, preprocessed on first use), counted as a hit or a miss."""
+        entry = rec.ws.get(o)
+        if entry is None:
+            self.sizes.misses += 1
+            nbytes = self._size("cusparseSpMV_bufferSize", o, pa, rec.desc, vx, pb, vy, t,
+                                ALG_DEFAULT)
+            entry = rec.ws[o] = (self._alloc(nbytes), nbytes)
+            self.sizes.size += 1
+            pre = self.lib.cusparseSpMV_preprocess
+            if pre is not None and o == 0 and rec.ref.format == "csr":
+                # an optimization only: without it (status != 0) SpMV works the same
+                pre(self.raw_handle, o, pa, rec.desc, vx, pb, vy, t, ALG_DEFAULT,
+                    entry[0] or None)
+        else:
+            self.sizes.hits += 1
+        return entry[0]
+
     def spmv(self, stream: Any, mid: int, op: str, alpha: Any, x: int, beta: Any, y: int,
              nx: int, ny: int) -> None:
         rec = self._record(mid)
@@ -271,32 +367,76 @@ class CusparseHandle:
         h = self.raw_handle
         if stream is not self._bound_stream:
             self._bind(stream)
-        entry = rec.ws.get(o)
-        if entry is None:
-            self.sizes.misses += 1
-            nbytes = self._size("cusparseSpMV_bufferSize", o, pa, rec.desc, vx, pb, vy, t,
-                                ALG_DEFAULT)
-            entry = rec.ws[o] = (self._alloc(nbytes), nbytes)
-            self.sizes.size += 1
-            pre = self.lib.cusparseSpMV_preprocess
-            if pre is not None and o == 0 and rec.ref.format == "csr":
-                # an optimization only: without it (status != 0) SpMV works the same
-                pre(h, o, pa, rec.desc, vx, pb, vy, t, ALG_DEFAULT, entry[0] or None)
-        else:
-            self.sizes.hits += 1
+        ws = self._spmv_ws(rec, o, pa, vx, pb, vy, t)
         if self._device_scalars:
             da, db = self._device_ab(stream, dtype, alpha, beta)
             if da:
                 self._mode(True)
-                st = self.lib.cusparseSpMV(h, o, da, rec.desc, vx, db, vy, t, ALG_DEFAULT,
-                                           entry[0])
+                st = self.lib.cusparseSpMV(h, o, da, rec.desc, vx, db, vy, t, ALG_DEFAULT, ws)
                 self._mode(False)
                 if st:
                     self._check(st, "cusparseSpMV")
                 return
-        st = self.lib.cusparseSpMV(h, o, pa, rec.desc, vx, pb, vy, t, ALG_DEFAULT, entry[0])
+        st = self.lib.cusparseSpMV(h, o, pa, rec.desc, vx, pb, vy, t, ALG_DEFAULT, ws)
         if st:
             self._check(st, "cusparseSpMV")
+
+    def spmv_bound(self, stream: Any, mid: int, op: str, alpha: Any, x: int, beta: Any, y: int,
+                   nx: int, ny: int) -> Callable[[Any], None]:
+        """``launch(stream)``: :meth:`spmv` with these arguments on ``stream`` (the stream it
+        was bound for), for a handler that keeps it per message and pointers
+        (service/derived.py). What the call needs is derived at its first launch and again
+        only after the handle's epoch moved; from the second launch on the call is replayed
+        as a CUDA graph. Raises what :meth:`spmv` raises (a destroyed matrix: InvalidMessage)."""
+        if self._device_scalars:  # the experiment keeps its own path
+            return direct_bound("spmv", self.spmv, stream, mid, op, alpha, x, beta, y, nx, ny)
+        return _Bound(self, lambda: self._derive_spmv(stream, mid, op, alpha, x, beta, y, nx,
+                                                      ny))
+
+    def _derive_spmv(self, stream: Any, mid: int, op: str, alpha: Any, x: int, beta: Any,
+                     y: int, nx: int, ny: int) -> tuple[Callable[[Any], None], _Matrix]:
+        rec = self._record(mid)
+        dtype = rec.ref.dtype
+        t = CUDA_DATA_TYPE[dtype]
+        vx, vy = self._dnvec(x, nx, dtype), self._dnvec(y, ny, dtype)
+        o = OP[op]
+        pair = self._pair(dtype, alpha, beta)
+        if pair is None:  # no lasting scalars left: the plain call, every time
+            return _plain(self.spmv, mid, op, alpha, x, beta, y, nx, ny), rec
+        _, pa, pb = pair
+        if stream is not self._bound_stream:
+            self._bind(stream)  # the preprocess of a new workspace runs on it
+        ws = self._spmv_ws(rec, o, pa, vx, pb, vy, t)
+        return self._launcher("cusparseSpMV", self.spmv_replays, self.lib.cusparseSpMV,
+                              (self.raw_handle, o, pa, rec.desc, vx, pb, vy, t, ALG_DEFAULT, ws),
+                              ("spmv", id(stream), rec.serial, o, x, nx, y, ny, dtype, pa,
+                               ws)), rec
+
+    def _launcher(self, name: str, replays: GraphReplays | None, fn: Any, args: tuple,
+                  key: tuple) -> Callable[[Any], None]:
+        """``launch(stream)`` of ``fn(*args)`` on the bound stream, through ``replays`` by
+        ``key`` where given. The key holds everything the call reads besides device memory:
+        the stream, the matrix (by serial: its descriptor, its arrays' addresses, its
+        workspace), the operation, the dense operands' addresses and shapes, the dtype, the
+        lasting scalars' address (their values), the workspace; ``key[2]`` is the serial."""
+        check = self._check
+        bind = self._bind
+
+        def now(on: Any) -> None:
+            if on is not self._bound_stream:
+                bind(on)
+            status = fn(*args)
+            if status:
+                check(status, name)
+
+        if replays is None:
+            return now
+        call_keyed = replays.call_keyed
+
+        def replayed(on: Any) -> None:
+            call_keyed(key, now, on, ())
+
+        return replayed
 
     def spmm(self, stream: Any, mid: int, op: str, alpha: Any, b: int, b_shape: tuple,
              beta: Any, c: int, c_shape: tuple) -> None:
@@ -307,11 +447,69 @@ class CusparseHandle:
         pa, pb = self._ab(dtype, alpha, beta)
         o = OP[op]
         alg = SPMM_BSR_ALG1 if rec.ref.format == "bsr" else ALG_DEFAULT
-        ws = self._workspace(rec, ("spmm", o, b_shape[1]), lambda: self._size(
-            "cusparseSpMM_bufferSize", o, 0, pa, rec.desc, mb, pb, mc, t, alg))
         self._bind(stream)
+        ws = self._spmm_ws(rec, o, b_shape[1], pa, mb, pb, mc, t, alg)
         self._check(self.lib.cusparseSpMM(self.raw_handle, o, 0, pa, rec.desc, mb, pb, mc, t,
                                           alg, ws), "cusparseSpMM")
+
+    def _spmm_ws(self, rec: _Matrix, o: int, width: int, pa: int, mb: int, pb: int, mc: int,
+                 t: int, alg: int) -> int:
+        """The kept SpMM workspace of ``rec`` for (operation, dense width), counted as a hit
+        or a miss. A new one is preprocessed (``cusparseSpMM_preprocess``, where the library
+        has it) on the bound stream: cuSPARSE needs that before an SpMM is captured, and it
+        may speed up CSR. Its other arguments are those of every later call with this
+        workspace (same operation, width, dtype, algorithm), as the preprocess requires."""
+        key = ("spmm", o, width)
+        entry = rec.ws.get(key)
+        if entry is None:
+            self.sizes.misses += 1
+            nbytes = self._size("cusparseSpMM_bufferSize", o, 0, pa, rec.desc, mb, pb, mc, t,
+                                alg)
+            entry = rec.ws[key] = (self._alloc(nbytes), nbytes)
+            self.sizes.size += 1
+            pre = self.lib.cusparseSpMM_preprocess
+            if pre is not None and pre(self.raw_handle, o, 0, pa, rec.desc, mb, pb, mc, t, alg,
+                                       entry[0] or None) == 0:
+                rec.prepped.add(key)
+        else:
+            self.sizes.hits += 1
+        return entry[0]
+
+    def spmm_bound(self, stream: Any, mid: int, op: str, alpha: Any, b: int, b_shape: tuple,
+                   beta: Any, c: int, c_shape: tuple) -> Callable[[Any], None]:
+        """``launch(stream)``: :meth:`spmm` with these arguments, kept per message as
+        :meth:`spmv_bound` is; replayed only where its workspace was preprocessed."""
+        return _Bound(self, lambda: self._derive_spmm(stream, mid, op, alpha, b, b_shape, beta,
+                                                      c, c_shape))
+
+    def _derive_spmm(self, stream: Any, mid: int, op: str, alpha: Any, b: int, b_shape: tuple,
+                     beta: Any, c: int, c_shape: tuple) -> tuple[Callable[[Any], None], _Matrix]:
+        rec = self._record(mid)
+        dtype = rec.ref.dtype
+        t = CUDA_DATA_TYPE[dtype]
+        mb, mc = self._dnmat(b, *b_shape, dtype), self._dnmat(c, *c_shape, dtype)
+        o = OP[op]
+        pair = self._pair(dtype, alpha, beta)
+        if pair is None:
+            return _plain(self.spmm, mid, op, alpha, b, b_shape, beta, c, c_shape), rec
+        _, pa, pb = pair
+        alg = SPMM_BSR_ALG1 if rec.ref.format == "bsr" else ALG_DEFAULT
+        if stream is not self._bound_stream:
+            self._bind(stream)
+        ws = self._spmm_ws(rec, o, b_shape[1], pa, mb, pb, mc, t, alg)
+        replays = self.spmm_replays if ("spmm", o, b_shape[1]) in rec.prepped else None
+        return self._launcher("cusparseSpMM", replays, self.lib.cusparseSpMM,
+                              (self.raw_handle, o, 0, pa, rec.desc, mb, pb, mc, t, alg, ws),
+                              ("spmm", id(stream), rec.serial, o, b, b_shape, c, c_shape,
+                               dtype, pa, ws, alg)), rec
+
+    def replay_info(self) -> dict[str, Any]:
+        """The SpMV and SpMM replays: on or off, graphs held, captures, launches, why
+        refused (``backends/cuda/replays.py``)."""
+        r, m = self.spmv_replays, self.spmm_replays
+        if r is None or m is None:
+            return {"enabled": False}
+        return {"enabled": True, **r.info(), "spmm": m.info()}
 
     def spgemm_start(self, stream: Any, plan: int, a_id: int, b_id: int, alpha: Any) -> None:
         """Work estimation and compute of C = alpha A B, kept under ``plan``. cuSPARSE learns
@@ -559,6 +757,9 @@ class CusparseHandle:
                     "cusparseCsr2cscEx2")
 
     def close(self) -> None:
+        for replays in (self.spmv_replays, self.spmm_replays):
+            if replays is not None:  # before the workspaces and handle their kernels use go
+                replays.close()
         for plan in list(self.plans):
             self.drop(plan)
         for mid in list(self.matrices):
@@ -582,3 +783,67 @@ class CusparseHandle:
         if self.raw_handle:
             self.lib.cusparseDestroy(self.raw_handle)
             self.raw_handle = 0
+
+
+class _Bound:
+    """The launcher a repeated SpMV/SpMM message keeps (``launch(stream)``): ``derive()``
+    returns the launch of the call with every argument derived, and the matrix record it
+    holds. It runs again whenever that record was destroyed or the handle's epoch moved (a
+    dense descriptor it holds may be gone), so a destroyed matrix still fails here as
+    :meth:`CusparseHandle.spmv` would. Each launch that derives nothing counts a workspace hit,
+    as a call that looks its workspace up does."""
+
+    __slots__ = ("handle", "derive", "epoch", "rec", "run", "counting")
+
+    def __init__(self, handle: CusparseHandle,
+                 derive: Callable[[], tuple[Callable[[Any], None], _Matrix]]) -> None:
+        self.handle = handle
+        self.derive = derive
+        self.epoch = -1
+        self.rec: Any = _GONE
+        self.run: Callable[[Any], None] = _GONE.run
+        self.counting = True
+
+    def __call__(self, stream: Any) -> None:
+        h = self.handle
+        if self.epoch != h._epoch or not self.rec.alive:
+            self.rec = _GONE  # until a derive succeeds
+            run, rec = self.derive()
+            # read after deriving: the descriptors it made may have evicted others
+            self.epoch = h._epoch
+            self.run, self.rec = run, rec
+            self.counting = type(run) is not _Plain
+        elif self.counting:
+            h.sizes.hits += 1
+        self.run(stream)
+
+
+class _Gone:
+    """What a launcher holds before its first derive and after a failed one."""
+
+    alive = False
+
+    @staticmethod
+    def run(stream: Any) -> None:
+        raise AssertionError("a launcher ran without deriving")
+
+
+_GONE = _Gone()
+
+
+class _Plain:
+    """``launch(stream)`` = ``fn(stream, *args)``, the handle's full call (which counts its own
+    workspace lookups): what a launcher falls back to when it cannot keep lasting scalars."""
+
+    __slots__ = ("fn", "args")
+
+    def __init__(self, fn: Callable[..., None], args: tuple) -> None:
+        self.fn = fn
+        self.args = args
+
+    def __call__(self, stream: Any) -> None:
+        self.fn(stream, *self.args)
+
+
+def _plain(fn: Callable[..., None], *args: Any) -> _Plain:
+    return _Plain(fn, args)

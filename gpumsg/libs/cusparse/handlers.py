@@ -24,6 +24,7 @@ from ...messages.sparse import (
     SparseCreate,
     SparseDestroy,
     SparseRef,
+    SparseReplayInfo,
     SparseToDense,
     SpGEMMDrop,
     SpGEMMFinish,
@@ -64,25 +65,43 @@ def _destroy(ctx: Any, msg: SparseDestroy, reply: Any) -> None:
 @handles(SpMV)
 def _spmv(ctx: Any, msg: SpMV, reply: Any) -> None:
     a = msg.a
-    p, i, v = _read(ctx, a, "a")
-    x = ctx.resolve(msg.x, "x")
+    resolve = ctx.resolve
+    p, i, v = resolve(a.ptr, "a"), resolve(a.idx, "a"), resolve(a.val, "a")
+    x = resolve(msg.x, "x")
     beta = msg.beta
-    y = ctx.resolve(msg.y, "y") if beta != 0 else ctx.resolve_out(msg.y, "y")
-    reads = (p, i, v, x, y) if beta != 0 else (p, i, v, x)
-    ctx.run(reply, COMPUTE, reads, (y,), ctx.library("cusparse").spmv, a.id, msg.op,
-            msg.alpha, x.ptr, beta, y.ptr, msg.x.size, msg.y.size)
+    if beta != 0:
+        y = resolve(msg.y, "y")
+        reads: tuple = (p, i, v, x, y)
+    else:
+        y = ctx.resolve_out(msg.y, "y")
+        reads = (p, i, v, x)
+    # a repeated message (the client sends it as the same object) keeps its launcher: the
+    # dense descriptors, workspace, scalars and call are derived once (handle.spmv_bound);
+    # the matrix is named by id, its record looked up again whenever the handle changed
+    ctx.run(reply, COMPUTE, reads, (y,), ctx.derived.get(
+        msg, (x.ptr, y.ptr), lambda: ctx.library("cusparse").spmv_bound(
+            ctx.compute.obj, a.id, msg.op, msg.alpha, x.ptr, beta, y.ptr, msg.x.size,
+            msg.y.size)))
 
 
 @handles(SpMM)
 def _spmm(ctx: Any, msg: SpMM, reply: Any) -> None:
     a = msg.a
-    p, i, v = _read(ctx, a, "a")
-    b = ctx.resolve(msg.b, "b")
+    resolve = ctx.resolve
+    p, i, v = resolve(a.ptr, "a"), resolve(a.idx, "a"), resolve(a.val, "a")
+    b = resolve(msg.b, "b")
     beta = msg.beta
-    c = ctx.resolve(msg.c, "c") if beta != 0 else ctx.resolve_out(msg.c, "c")
-    reads = (p, i, v, b, c) if beta != 0 else (p, i, v, b)
-    ctx.run(reply, COMPUTE, reads, (c,), ctx.library("cusparse").spmm, a.id, msg.op,
-            msg.alpha, b.ptr, msg.b.shape, beta, c.ptr, msg.c.shape)
+    if beta != 0:
+        c = resolve(msg.c, "c")
+        reads: tuple = (p, i, v, b, c)
+    else:
+        c = ctx.resolve_out(msg.c, "c")
+        reads = (p, i, v, b)
+    # a repeated message keeps its launcher, as SpMV's does
+    ctx.run(reply, COMPUTE, reads, (c,), ctx.derived.get(
+        msg, (b.ptr, c.ptr), lambda: ctx.library("cusparse").spmm_bound(
+            ctx.compute.obj, a.id, msg.op, msg.alpha, b.ptr, msg.b.shape, beta, c.ptr,
+            msg.c.shape)))
 
 
 @handles(SpGEMMStart)
@@ -204,3 +223,8 @@ def _convert(ctx: Any, msg: SparseConvert, reply: Any) -> None:
 @handles(SparseCacheInfo)
 def _cache_info(ctx: Any, msg: SparseCacheInfo, reply: Any) -> None:
     ctx.reply_now(reply, ctx.library("cusparse").sizes.info())
+
+
+@handles(SparseReplayInfo)
+def _replay_info(ctx: Any, msg: SparseReplayInfo, reply: Any) -> None:
+    ctx.reply_now(reply, ctx.library("cusparse").replay_info())

@@ -11,10 +11,12 @@ as the CUDA handle's (one query per operation and shape, per matrix)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from ...backends.cuda.replays import direct_bound
 from ...backends.sim.device import SimBackend
 from ...backends.sim.views import vector
 from ...dtypes import dtype_of
@@ -135,6 +137,21 @@ class SimCusparse:
             yv[...] = out
 
         stream.put(run)
+
+    # a repeated message's launcher, as the CUDA handle binds it (every launch is the full
+    # call here: the record is looked up and the workspace counted each time, nothing replayed)
+    def spmv_bound(self, stream: Any, mid: int, op: str, alpha: Any, x: int, beta: Any, y: int,
+                   nx: int, ny: int) -> Callable[[Any], None]:
+        return direct_bound("spmv", self.spmv, stream, mid, op, alpha, x, beta, y, nx, ny)
+
+    def spmm_bound(self, stream: Any, mid: int, op: str, alpha: Any, b: int, b_shape: tuple,
+                   beta: Any, c: int, c_shape: tuple) -> Callable[[Any], None]:
+        return direct_bound("spmm", self.spmm, stream, mid, op, alpha, b, b_shape, beta, c,
+                            c_shape)
+
+    def replay_info(self) -> dict[str, Any]:
+        """The simulator issues every call as it comes: no CUDA graphs to replay."""
+        return {"enabled": False}
 
     def spmm(self, stream: Any, mid: int, op: str, alpha: Any, b: int, b_shape: tuple,
              beta: Any, c: int, c_shape: tuple) -> None:
