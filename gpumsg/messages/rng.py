@@ -142,7 +142,11 @@ class Generate(Message):
     raw integers: u32, or u64 for the Sobol64 generators). For quasi-random generators ``n`` is a
     multiple of ``dimensions``. An odd ``n`` of normal/lognormal values from a pseudo-random
     generator (cuRAND generates those in pairs) consumes ``n + 1`` values of the stream; the
-    result is deterministic all the same. Replies None when the values are written."""
+    result is deterministic all the same. Replies None when the values are written.
+
+    The message holds no position in the stream (the generator's state, on the device,
+    advances at each draw), so the same message sent again draws the next values: the client
+    posts one message for a draw it repeats into the same ``out`` (``Generator._draw``)."""
 
     generator: int
     kind: str

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 from ...dtypes import dtype_name
 from ...errors import InvalidMessage
 from ...messages import rng as msgs
+from ...messages.base import BufRef
+from ...messages.memo import MessageMemo
 
 if TYPE_CHECKING:
     from ...client.device import Device
@@ -68,6 +70,8 @@ class Generator:
         self.ordering: str = msg.ordering  # type: ignore[assignment]
         self.dimensions: int = msg.dimensions  # type: ignore[assignment]
         self.ready: Future = dev.send(msg)
+        #: the messages of repeated draws into an ``out`` buffer (see _draw)
+        self._memo = MessageMemo(size=64)
         self._finalizer = weakref.finalize(self, _destroy, dev, self.id, dev._state.generation,
                                            self.ready)
 
@@ -86,41 +90,63 @@ class Generator:
 
     def _draw(self, distribution: str, shape: Any, dtype: Any, out: Any, mean: float = 0.0,
               std: float = 1.0, lam: float = 1.0) -> Any:
-        self._check()
+        if not self._finalizer.alive:
+            raise InvalidMessage(f"generator: {self!r} was closed", field="generator")
         dev = self._dev
+        state = dev._state
+        if not state.accepting:
+            raise state.refusal
         if out is None:
-            if shape is None:
-                raise InvalidMessage("shape: give a shape or an out buffer", field="shape")
-            dims = _shape(shape)
-            dt = dtype_name(dtype, "dtype")
-            # check everything that does not need the buffer before allocating it
-            if distribution in ("uniform", "normal", "lognormal") and dt not in ("f32", "f64"):
-                raise InvalidMessage(f"dtype: {distribution} values are f32 or f64, not {dt}",
-                                     field="dtype")
-            if distribution == "poisson" and dt != "u32":
-                raise InvalidMessage(f"dtype: Poisson values are u32, not {dt}", field="dtype")
-            if distribution == "bits" and dt != msgs.bits_dtype(self.kind):
-                raise InvalidMessage(
-                    f"dtype: the raw integers of {self.kind} are {msgs.bits_dtype(self.kind)}, "
-                    f"not {dt} (64-bit integers come only from sobol64 and scrambled_sobol64)",
-                    field="dtype")
-            n = math.prod(dims)
-            buf = dev.alloc(dims, dt, order="C")
-            try:
-                msg = msgs.Generate(self.id, self.kind, self.dimensions, distribution, buf, n,
-                                    mean, std, lam)
-            except BaseException:
-                buf.buffer.free()
-                raise
-            return dev.send_writing(msg, buf)
-        ref = getattr(out, "ref", None)
-        if ref is None:
+            return self._draw_new(distribution, shape, dtype, mean, std, lam)
+        # A draw into ``out`` repeated with the same arguments posts the message it built the
+        # first time: a Generate holds no position in the stream (the generator's state
+        # advances on the device), so the same message draws the next values. The memo takes
+        # ``out.ref``, which raises for a freed or stale buffer, before its lookup; the device
+        # and the generator were checked above. ``dtype`` is not read when ``out`` is given.
+        return dev._send_entry(self._memo.entry(
+            "generate", (out,), (distribution, shape, mean, std, lam),
+            lambda refs: self._into(distribution, out, refs[0], shape, mean, std, lam),
+            ("out",)), out)
+
+    def _into(self, distribution: str, out: Any, ref: Any, shape: Any, mean: float,
+              std: float, lam: float) -> msgs.Generate:
+        """The message of a draw into ``out`` (``ref``: its reference, or ``out`` itself when
+        it has none)."""
+        if type(ref) is not BufRef:
             raise InvalidMessage(f"out: expected a GpuBuffer or its future, got "
                                  f"{type(out).__name__}", field="out")
         n = ref.size if shape is None else math.prod(_shape(shape))
-        msg = msgs.Generate(self.id, self.kind, self.dimensions, distribution, out, n, mean, std,
-                            lam)
-        return dev.send_writing(msg, out)
+        return msgs.Generate(self.id, self.kind, self.dimensions, distribution, ref, n, mean,
+                             std, lam)
+
+    def _draw_new(self, distribution: str, shape: Any, dtype: Any, mean: float, std: float,
+                  lam: float) -> Any:
+        """A draw into a new C-ordered buffer of ``shape``."""
+        dev = self._dev
+        if shape is None:
+            raise InvalidMessage("shape: give a shape or an out buffer", field="shape")
+        dims = _shape(shape)
+        dt = dtype_name(dtype, "dtype")
+        # check everything that does not need the buffer before allocating it
+        if distribution in ("uniform", "normal", "lognormal") and dt not in ("f32", "f64"):
+            raise InvalidMessage(f"dtype: {distribution} values are f32 or f64, not {dt}",
+                                 field="dtype")
+        if distribution == "poisson" and dt != "u32":
+            raise InvalidMessage(f"dtype: Poisson values are u32, not {dt}", field="dtype")
+        if distribution == "bits" and dt != msgs.bits_dtype(self.kind):
+            raise InvalidMessage(
+                f"dtype: the raw integers of {self.kind} are {msgs.bits_dtype(self.kind)}, "
+                f"not {dt} (64-bit integers come only from sobol64 and scrambled_sobol64)",
+                field="dtype")
+        n = math.prod(dims)
+        buf = dev.alloc(dims, dt, order="C")
+        try:
+            msg = msgs.Generate(self.id, self.kind, self.dimensions, distribution, buf, n,
+                                mean, std, lam)
+        except BaseException:
+            buf.buffer.free()
+            raise
+        return dev.send_writing(msg, buf)
 
     # -- distributions -------------------------------------------------------------------------
     def uniform(self, shape: Any = None, dtype: Any = "f32", out: Any = None) -> Any:

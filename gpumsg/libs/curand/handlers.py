@@ -2,7 +2,10 @@
 
 Creating, reseeding and destroying a generator are host calls answered at once (they run in
 message order, so a ``Generate`` sent right after ``CreateGenerator`` finds the generator).
-``Generate`` issues through the envelope on the compute stream, writing ``out``.
+``Generate`` issues through the envelope on the compute stream, writing ``out``; a repeated
+``Generate`` message keeps the launcher its first call derived (the device's ``DerivedMemo``).
+Draws are never replayed as CUDA graphs: a captured draw would repeat its offset, where cuRAND
+advances the generator's state on the host at each call.
 """
 
 from __future__ import annotations
@@ -37,8 +40,17 @@ def _destroy(ctx: Any, msg: DestroyGenerator, reply: Any) -> None:
 @handles(Generate)
 def _generate(ctx: Any, msg: Generate, reply: Any) -> None:
     lib = ctx.library("curand")
-    lib.get(msg.generator, msg.kind, msg.dimensions)  # InvalidMessage before anything is issued
+    # the generator is looked up at every call (destroyed, or replaced by a Mersenne Twister's
+    # reseed); one of another kind or dimensions is refused before anything is issued
+    g = lib.generators.get(msg.generator)
+    if g is None or g.kind != msg.kind or g.dimensions != msg.dimensions:
+        g = lib.get(msg.generator, msg.kind, msg.dimensions)  # raises InvalidMessage
+    ref = msg.out
     # a partial fill keeps the rest of the buffer: then ``out`` must hold valid contents
-    out = (ctx.resolve_out if msg.n == msg.out.size else ctx.resolve)(msg.out, "out")
-    ctx.run(reply, COMPUTE, (), (out,), lib.generate, msg.generator, msg.distribution,
-            msg.out.dtype, out.ptr, msg.n, msg.mean, msg.std, msg.lam)
+    out = (ctx.resolve_out if msg.n == ref.size else ctx.resolve)(ref, "out")
+    ptr = out.ptr
+    # a repeated message (the client sends it as the same object) keeps its launcher; it
+    # holds no stream position, so each launch draws the next values
+    ctx.run(reply, COMPUTE, (), (out,), ctx.derived.get(
+        msg, ptr, lambda: lib.generate_bound(msg.kind, msg.distribution, ref.dtype, ptr, msg.n,
+                                             msg.mean, msg.std, msg.lam)), g)

@@ -21,6 +21,7 @@ out dimension after dimension, ``n`` a multiple of the dimensions.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -126,9 +127,21 @@ class SimCurand:
         if self.generators.pop(generator, None) is None:
             raise unknown_generator(generator)
 
+    def generate_bound(self, kind: str, distribution: str, dtype: str, out: int, n: int,
+                       mean: float, std: float, lam: float) -> Callable[[Any, Any], None]:
+        """``launch(stream, g)``, as the CUDA handle's: :meth:`generate` from the generator
+        ``g`` the caller looked up (nothing to work out ahead here)."""
+        def launch(stream: Any, g: _SimGenerator) -> None:
+            self._generate(stream, g, distribution, dtype, out, n, mean, std, lam)
+
+        return launch
+
     def generate(self, stream: Any, generator: int, distribution: str, dtype: str, out: int,
                  n: int, mean: float, std: float, lam: float) -> None:
-        g = self.get(generator)
+        self._generate(stream, self.get(generator), distribution, dtype, out, n, mean, std, lam)
+
+    def _generate(self, stream: Any, g: _SimGenerator, distribution: str, dtype: str, out: int,
+                  n: int, mean: float, std: float, lam: float) -> None:
         if n == 0:
             return
         # the position advances now, in issue order; the values are computed on the stream
