@@ -269,6 +269,11 @@ def test_the_memo_keys_on_argument_types_and_buffer_identity() -> None:
         memo.message(Probe, (ref,), (odd,))
         memo.message(Probe, (ref,), (odd,))
     assert len(built) == 16
+    c = memo.message(Probe, (ref,), (1 + 0j,))  # complex scalars key by value and type
+    assert memo.message(Probe, (ref,), (1 + 0j,)) is c and len(built) == 17
+    assert memo.message(Probe, (ref,), (1.0,)) is not c  # 1.0 == 1+0j, another call
+    assert memo.message(Probe, (ref,), (complex(1, -0.0),)) is not c  # nor is 1-0j
+    assert len(built) == 19
     assert len(memo._memo) <= 2  # bounded
 
 

@@ -21,11 +21,11 @@ __all__ = ["MessageMemo", "plain"]
 
 
 def plain(value: Any) -> bool:
-    """Whether a non-buffer argument may key the memo: an int, float, bool or str, None, or a
-    tuple of ints. (Arrays, complex numbers and other objects are not memoized: their checks
-    run every time.)"""
+    """Whether a non-buffer argument may key the memo: an int, float, complex, bool or str,
+    None, or a tuple of ints. (Arrays and other objects are not memoized: their checks run
+    every time.)"""
     t = type(value)
-    if t is int or t is str or t is float or value is None or t is bool:
+    if t is int or t is str or t is float or value is None or t is bool or t is complex:
         return True
     return t is tuple and all(type(v) is int for v in value)
 

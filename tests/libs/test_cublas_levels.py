@@ -12,6 +12,7 @@ from harness import rel_err, tolerance, wide
 from test_cublas_gemm import opnd, rand, scalars
 
 import gpumsg
+from gpumsg import messages
 
 DTYPES = ["f32", "f64", "c64", "c128"]
 TOL = {d: tolerance(d) for d in DTYPES}
@@ -281,3 +282,204 @@ def test_level3_argument_checks(dev) -> None:
         dev.blas.symm(a, dev.alloc((6, 6), np.float64), a, 6, 6)
     with pytest.raises(gpumsg.InvalidMessage, match="not transposed"):
         dev.blas.geam(a, dev.alloc((6, 6), np.float64), a, 6, 6, transa="T")
+
+
+# -- repeated level-1/2 calls -------------------------------------------------------------------
+
+LEVEL_TYPES = (messages.Axpy, messages.Scal, messages.Copy, messages.Swap, messages.Rot,
+               messages.Gemv, messages.Ger, messages.Symv, messages.Trsv)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_repeated_level_calls_follow_their_inputs(dev, rng, backend: str, posted,
+                                                  dtype: str) -> None:
+    """Four rounds of the same nine level-1/2 calls on the same buffers, with fresh inputs
+    written into them every round, every result against float64. The client sends each call
+    as the same message every round (real scalars); the device thread keeps one launcher per
+    message, however many rounds; on a GPU the second round is captured as CUDA graphs and the
+    later ones replayed, so a graph keyed on too little (another buffer, a scalar) or a launcher
+    kept for the wrong message shows as a wrong result."""
+    ctx = dev._worker.ctx
+    n, m = 40, 24
+    real = dtype in ("f32", "f64")
+    alpha, beta = scalars(rng, dtype)
+    c, s = 0.6, (0.8 if real else complex(0.6, 0.53))
+    shapes = {"x": (2 * n,), "y": (n,), "z": (n,), "w": (n,), "p": (n,), "q": (n,),
+              "a": (m, n), "ym": (m,), "u": (m,), "v": (n,), "a2": (m, n), "sq": (n, n),
+              "y3": (n,), "t": (n, n), "r": (n,)}
+    d = {k: dev.alloc(shape, dtype).result() for k, shape in shapes.items()}
+    sent = posted(dev, *LEVEL_TYPES)
+    before = len(ctx.derived)
+    tol = TOL[dtype] * 10
+    for rnd in range(4):
+        h = {k: rand(rng, shape, dtype) for k, shape in shapes.items()}
+        h["t"] = triangular(rng, n, dtype, "L")
+        for k, buf in d.items():
+            dev.copy_from_host(buf, h[k])
+        w = {k: wide(v) for k, v in h.items()}
+        blas = dev.blas
+        blas.axpy(d["x"], d["y"], alpha, n, 2, 1)
+        blas.scal(d["z"], alpha, n)
+        blas.copy(d["x"], d["w"], n, 2, 1)
+        blas.swap(d["p"], d["q"], n)
+        blas.rot(d["p"], d["q"], c, s, n)
+        blas.gemv(d["a"], d["x"], d["ym"], m, n, alpha, beta, "N", lda=m, incx=2)
+        blas.ger(d["u"], d["v"], d["a2"], m, n, alpha)
+        blas.symv(d["sq"], d["v"], d["y3"], n, alpha, beta, "L")
+        blas.trsv(d["t"], d["r"], n, "L", "N", "N")
+        got = {k: dev.copy_to_host(d[k]).result() for k in d}
+        xs = w["x"][::2]
+        assert rel_err(got["y"], w["y"] + alpha * xs) < tol, rnd
+        assert rel_err(got["z"], alpha * w["z"]) < tol, rnd
+        assert rel_err(got["w"], xs) < tol, rnd
+        p, q = w["q"], w["p"]  # swapped, then rotated
+        assert rel_err(got["p"], c * p + s * q) < tol, rnd
+        assert rel_err(got["q"], c * q - np.conj(s) * p) < tol, rnd
+        assert rel_err(got["ym"], alpha * w["a"] @ xs + beta * w["ym"]) < tol, rnd
+        assert rel_err(got["a2"], w["a2"] + alpha * np.outer(w["u"], w["v"])) < tol, rnd
+        full = np.tril(w["sq"]) + np.tril(w["sq"], -1).T
+        assert rel_err(got["y3"], alpha * full @ w["v"] + beta * w["y3"]) < tol, rnd
+        assert rel_err(tri(h["t"], "L", "N") @ wide(got["r"]), w["r"]) < tol, rnd
+        # the same messages every round, complex scalars included (the memo keys them by
+        # value and type)
+        assert [type(x) for x in sent[9 * rnd:]] == list(LEVEL_TYPES), rnd
+        if rnd:
+            assert all(a is b for a, b in zip(sent[:9], sent[9 * rnd:], strict=True)), rnd
+    assert len(ctx.derived) == before + 9  # one launcher per message
+    levels = dev.blas.replay_info().result()["cublas"].get("levels")
+    if backend == "cuda":
+        assert levels["enabled"] and levels["refused"] == "", levels
+        assert levels["captures"] == 9 and levels["launches"] >= 27, levels
+        assert levels["with_memory_nodes"] == 0, levels  # no workspace allocated per replay
+
+
+def test_a_repeated_level_call_keeps_every_check(backend: str, rng, posted) -> None:
+    """A repeated axpy/gemv goes through the memo and the kept launcher, and still: another
+    scalar is another message (and result), a value equal as a key but of another type is
+    refused, a freed or stale buffer and a closed device are refused at the call site."""
+    n = 64
+    xh, yh = rand(rng, (n,), "f32"), rand(rng, (n,), "f32")
+    dev = gpumsg.open_device(0, backend=backend)
+    try:
+        sent = posted(dev, messages.Axpy)
+        x, y = dev.to_device(xh).result(), dev.to_device(yh).result()
+        for _ in range(3):
+            dev.blas.axpy(x, y, 0.5).result()
+        assert len(sent) == 3 and sent[0] is sent[1] is sent[2]
+        dev.blas.axpy(x, y, -2.0).result()  # another scalar: another message and graph
+        assert sent[-1] is not sent[0] and sent[-1].alpha == -2.0
+        ref = wide(yh) + 3 * 0.5 * wide(xh) - 2.0 * wide(xh)
+        assert rel_err(dev.copy_to_host(y).result(), ref) < TOL["f32"] * 10
+        with pytest.raises(gpumsg.InvalidMessage, match="n"):
+            dev.blas.axpy(x, y, 0.5, n=float(n))  # n=64 was memoized as an int
+        with pytest.raises(gpumsg.InvalidMessage, match="incx"):
+            dev.blas.axpy(x, y, 0.5, incx=True)
+        z = dev.to_device(yh).result()
+        dev.blas.axpy(x, z, 0.5).result()
+        z.free().result()
+        with pytest.raises(gpumsg.GpuRefStale, match="freed"):
+            dev.blas.axpy(x, z, 0.5)
+        assert rel_err(dev.copy_to_host(y).result(), ref) < TOL["f32"] * 10  # still serves
+    finally:
+        dev.close()
+    with pytest.raises(gpumsg.GpuError):
+        dev.blas.axpy(x, y, 0.5)
+
+
+def test_a_repeated_level_call_refuses_a_stale_buffer(backend: str, rng) -> None:
+    """After the worker was replaced (a new generation), the kept message of a repeated call
+    names buffers of the old generation: the call is refused at the call site."""
+    dev = gpumsg.open_device(0, backend=backend, isolation="process", allow_fault_injection=True,
+                             watchdog=2.0, max_restarts=2, standby=False)
+    try:
+        x, y = (dev.to_device(rand(rng, (32,), "f32")).result() for _ in range(2))
+        for _ in range(2):
+            dev.blas.axpy(x, y, 0.5).result(timeout=60)
+        with pytest.raises(gpumsg.ContextPoisoned):
+            dev.inject_fault("illegal_address").result(timeout=60)
+        dev.watch_generation(0).result(timeout=60)
+        assert x.is_stale()
+        with pytest.raises(gpumsg.GpuRefStale):
+            dev.blas.axpy(x, y, 0.5)
+        fresh = [dev.to_device(rand(rng, (32,), "f32")).result() for _ in range(2)]
+        dev.blas.axpy(*fresh, 0.5).result(timeout=60)  # the device serves
+    finally:
+        dev.close(timeout=60)
+
+
+class _StubCublas:
+    """A cuBLAS stand-in for the CUDA handle without a GPU: each function records its name and
+    arguments (ctypes values as Python values) and answers ``status``."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+        self.status = 0
+
+    def __getattr__(self, name: str):
+        import ctypes
+
+        if name == "cublasGetStatusName":
+            return lambda status: b"CUBLAS_STATUS_STUB"
+
+        def fn(*args):
+            self.calls.append((name, *(a.value if isinstance(a, ctypes._SimpleCData) else a
+                                       for a in args)))
+            return self.status
+
+        if name.startswith("cublas") and name.endswith("_v2") and "Create" not in name:
+            from gpumsg.libs.cublas.bindings import SPEC
+
+            types = {f.name: f.argtypes for f in SPEC.functions}
+            fn.argtypes = list(types.get(name, ()))  # type: ignore[attr-defined]
+        return fn
+
+
+def test_a_level_launcher_issues_its_bound_call_and_replays_by_key() -> None:
+    """CublasHandle.level_bound on a stand-in library and graph driver (what the GPU path runs,
+    checked here): the launcher calls the function of the dtype with the arguments as typed
+    ctypes values (the scalar by the address of its value), binds the stream only when it
+    changed, raises LibraryError on a status; its key holds the scalars and pointers, so
+    another alpha is another graph, and a zero-size call is never captured."""
+    import ctypes
+
+    from harness import FakeGraphDriver
+
+    from gpumsg.backends.cuda.replays import GraphReplays
+    from gpumsg.libs.cublas.handle import CublasHandle
+
+    class Stream:
+        def __int__(self) -> int:
+            return 0x77
+
+    lib = _StubCublas()
+    h = CublasHandle(None, lib)
+    cu = FakeGraphDriver()
+    h.level_replays = GraphReplays(cu, 8)
+    h._level_bound = h.level_replays.bound
+    s1 = Stream()
+    launch = h.level_bound("axpy", s1, "f32", 100, 0.25, 0x1000, 2, 0x2000, 1)
+    made = len(lib.calls)
+    launch(s1)
+    names = [c[0] for c in lib.calls[made:]]
+    assert names == ["cublasSetStream_v2", "cublasSaxpy_v2"]
+    call = lib.calls[-1]
+    assert call[2] == 100 and call[4:] == (0x1000, 2, 0x2000, 1)
+    assert ctypes.c_float.from_address(call[3]).value == 0.25  # alpha, by address
+    launch(s1)  # captured now (no second SetStream), then launched
+    launch(s1)
+    assert [c[0] for c in lib.calls[made + 2:]] == ["cublasSaxpy_v2"]
+    assert h.level_replays.captures == 1 and len(cu.launched) == 2
+    other = h.level_bound("axpy", s1, "f32", 100, 0.5, 0x1000, 2, 0x2000, 1)
+    other(s1)
+    other(s1)
+    assert h.level_replays.captures == 2  # another scalar, another graph
+    z = h.level_bound("gemv", s1, "c64", "T", 0, 5, 1j, 0x10, 1, 0x20, 1, 0j, 0x30, 1)
+    for _ in range(3):
+        z(s1)
+    assert h.level_replays.captures == 2 and lib.calls[-1][0] == "cublasCgemv_v2"
+    assert lib.calls[-1][2:4] == (1, 0)  # CUBLAS_OP_T, m = 0
+    lib.status = 7
+    bad = h.level_bound("scal", s1, "f64", 10, 2.0, 0x40, 1)
+    with pytest.raises(gpumsg.LibraryError, match="cublasDscal_v2"):
+        bad(s1)
+    assert h.level_replays.reason == ""  # a failing call is not captured, and stops nothing

@@ -34,7 +34,7 @@ from .bindings import (
 )
 
 __all__ = ["CublasHandle", "ScalarCache", "status_error", "REPLAY_CAPACITY",
-           "REDUCTION_REPLAY_CAPACITY"]
+           "REDUCTION_REPLAY_CAPACITY", "LEVEL_REPLAY_CAPACITY"]
 
 #: CUDA graphs of repeated GEMMs kept per handle (a few KiB of device memory each)
 REPLAY_CAPACITY = 64
@@ -45,6 +45,39 @@ REPLAY_CAPACITY = 64
 #: and captured again at every burst (pipelined ``dot``: 37-45 against 23-27 µs per call).
 #: One chunk of slots' worth.
 REDUCTION_REPLAY_CAPACITY = CHUNK_SLOTS
+#: CUDA graphs of repeated level-1/2 calls (axpy, gemv, ...): one per message, pointers and
+#: scalars, as for the GEMMs
+LEVEL_REPLAY_CAPACITY = 64
+
+
+#: the size arguments of each level-1/2 call (by position in the method's arguments after
+#: the dtype): a call where one is 0 issues no kernel
+_SIZES = {"axpy": (0,), "scal": (0,), "copy": (0,), "swap": (0,), "rot": (0,),
+          "gemv": (1, 2), "ger": (0, 1), "symv": (1,), "trsv": (3,)}
+
+
+def _no_work(method: str, args: tuple) -> bool:
+    """Whether the level-1/2 call ``method(dtype, *rest)`` = ``args`` has a zero size."""
+    return any(args[1 + i] == 0 for i in _SIZES[method])
+
+
+def _c_args(fn: Any, values: list) -> tuple[tuple, tuple]:
+    """``values`` (a cuBLAS function's arguments after the handle) as instances of its declared
+    ctypes types, made once for a launcher: ctypes passes an instance of the declared type as
+    it is, where it converts a Python int at every call (0.3-0.5 us each on a slow host). A
+    host scalar (a ctypes pointer from :class:`ScalarCache`) becomes its address; the
+    pointers are returned too, for the launcher to keep the values alive. ``values`` as they
+    are where the function declares no types."""
+    types = getattr(fn, "argtypes", None)
+    keep = tuple(v for v in values if isinstance(v, ctypes._Pointer))
+    if not types:
+        return tuple(values), keep
+    out = []
+    for t, v in zip(types[1:], values, strict=True):
+        if isinstance(v, ctypes._Pointer):
+            v = ctypes.addressof(v.contents)
+        out.append(t(v))
+    return tuple(out), keep
 
 
 class ScalarCache:
@@ -100,8 +133,12 @@ class CublasHandle:
         #: reductions (dot, nrm2, ...) and the copy of their result slot, replayed apart from
         #: the GEMMs: a capture refused here stops only these (handlers._reduction)
         self.reduction_replays: GraphReplays | None = None
+        #: level-1/2 calls (axpy, gemv, ...) repeated by one message, replayed apart from the
+        #: GEMMs too (:meth:`level_bound`); GPUMSG_BLAS_LEVEL_REPLAY=0 issues them as usual
+        self.level_replays: GraphReplays | None = None
         self._issue: Any = direct
         self._bound: Any = direct_bound
+        self._level_bound: Any = direct_bound
         if ctx is not None:
             # an explicit workspace from the device's pool, as torch gives cuBLAS: some kernel
             # choices (split-K) depend on having one, and without one a captured call
@@ -111,12 +148,15 @@ class CublasHandle:
             if enabled("GPUMSG_BLAS_REPLAY"):
                 from ...backends.cuda.driver import _driver, raw_graph_launch
 
-                self.replays, self.reduction_replays = (
+                self.replays, self.reduction_replays, self.level_replays = (
                     GraphReplays(_driver(), capacity, lambda: ctx.capture is not None,
                                  raw_graph_launch(ctx.compute.in_flight))
-                    for capacity in (REPLAY_CAPACITY, REDUCTION_REPLAY_CAPACITY))
+                    for capacity in (REPLAY_CAPACITY, REDUCTION_REPLAY_CAPACITY,
+                                     LEVEL_REPLAY_CAPACITY))
                 self._issue = self.replays.call
                 self._bound = self.replays.bound
+                if enabled("GPUMSG_BLAS_LEVEL_REPLAY"):
+                    self._level_bound = self.level_replays.bound
 
     # -- plumbing ----------------------------------------------------------------------------------
     def _check(self, status: int, function: str) -> None:
@@ -243,15 +283,55 @@ class CublasHandle:
                    self.scalar(dtype, beta), c_ptrs, t, ldc, batch,
                    COMPUTE_TYPE[dtype, compute], GEMM_DEFAULT_ALGO)
 
-    # -- level 1 -----------------------------------------------------------------------------------
+    # -- level 1 and 2 ---------------------------------------------------------------------------
+    # Each call is described once by ``_<method>_args(dtype, ...)``: the cuBLAS function's name
+    # and its arguments after the handle (scalars as pointers to host values). The methods
+    # issue that at once; :meth:`level_bound` binds it for a repeated message.
+
+    def level_bound(self, method: str, stream: Any, *args: Any) -> Callable[[Any], None]:
+        """``launch(stream)``: the level-1/2 call ``method`` (axpy, scal, copy, swap, rot, gemv,
+        ger, symv, trsv) with ``args``, the method's arguments after the stream, on ``stream``;
+        a repeated launch is replayed as a CUDA graph (:attr:`level_replays`). The function,
+        its arguments as ctypes values and the replay key are made here once: a handler keeps
+        the launcher of a repeated message (service/derived.py).
+
+        The key is ``(method, stream, *args)``: with the handle (one per replays object, in
+        host pointer mode, with its one workspace) that is everything the call reads besides
+        device memory; the scalars are in it by value, as cuBLAS reads them from the host when
+        the call is made (so a graph holds the values it was captured with). A call with a
+        zero size issues no kernel and is not replayed (its graph would be empty)."""
+        name, *values = getattr(self, f"_{method}_args")(*args)
+        fn = getattr(self.lib, name)
+        cargs, keep = _c_args(fn, values)
+        handle = c_void_p(self.raw_handle)
+        lib = self.lib
+
+        def now(on: Any, *_key: Any) -> None:
+            if on is not self._bound_stream:
+                self.bind(on)
+            status = fn(handle, *cargs)
+            if status:
+                raise status_error(lib, "cublas", status, name)
+
+        now.keep = keep  # type: ignore[attr-defined]  # the host scalars cargs point at
+        if _no_work(method, args):
+            return direct_bound(method, now, stream, *args)
+        return self._level_bound(method, now, stream, *args)
+
+    def _axpy_args(self, dtype: str, n: int, alpha: Any, x: int, incx: int, y: int,
+                   incy: int) -> tuple:
+        return (f"cublas{LETTER[dtype]}axpy_v2", n, self.scalar(dtype, alpha), x, incx, y,
+                incy)
+
     def axpy(self, stream: Any, dtype: str, n: int, alpha: Any, x: int, incx: int, y: int,
              incy: int) -> None:
-        self._call(stream, f"cublas{LETTER[dtype]}axpy_v2", n, self.scalar(dtype, alpha), x,
-                   incx, y, incy)
+        self._call(stream, *self._axpy_args(dtype, n, alpha, x, incx, y, incy))
+
+    def _scal_args(self, dtype: str, n: int, alpha: Any, x: int, incx: int) -> tuple:
+        return f"cublas{LETTER[dtype]}scal_v2", n, self.scalar(dtype, alpha), x, incx
 
     def scal(self, stream: Any, dtype: str, n: int, alpha: Any, x: int, incx: int) -> None:
-        self._call(stream, f"cublas{LETTER[dtype]}scal_v2", n, self.scalar(dtype, alpha), x,
-                   incx)
+        self._call(stream, *self._scal_args(dtype, n, alpha, x, incx))
 
     def dot(self, stream: Any, dtype: str, n: int, x: int, incx: int, y: int, incy: int,
             conjugate: bool, result: int) -> None:
@@ -273,41 +353,70 @@ class CublasHandle:
     def iamin(self, stream: Any, dtype: str, n: int, x: int, incx: int, result: int) -> None:
         self._reduce(stream, f"cublasI{LETTER[dtype].lower()}amin_v2", n, x, incx, result)
 
+    def _copy_args(self, dtype: str, n: int, x: int, incx: int, y: int, incy: int) -> tuple:
+        return f"cublas{LETTER[dtype]}copy_v2", n, x, incx, y, incy
+
     def copy(self, stream: Any, dtype: str, n: int, x: int, incx: int, y: int,
              incy: int) -> None:
-        self._call(stream, f"cublas{LETTER[dtype]}copy_v2", n, x, incx, y, incy)
+        self._call(stream, *self._copy_args(dtype, n, x, incx, y, incy))
+
+    def _swap_args(self, dtype: str, n: int, x: int, incx: int, y: int, incy: int) -> tuple:
+        return f"cublas{LETTER[dtype]}swap_v2", n, x, incx, y, incy
 
     def swap(self, stream: Any, dtype: str, n: int, x: int, incx: int, y: int,
              incy: int) -> None:
-        self._call(stream, f"cublas{LETTER[dtype]}swap_v2", n, x, incx, y, incy)
+        self._call(stream, *self._swap_args(dtype, n, x, incx, y, incy))
+
+    def _rot_args(self, dtype: str, n: int, x: int, incx: int, y: int, incy: int, c: float,
+                  s: Any) -> tuple:
+        real = {"f32": "f32", "c64": "f32", "f64": "f64", "c128": "f64"}[dtype]
+        return (f"cublas{LETTER[dtype]}rot_v2", n, x, incx, y, incy, self.scalar(real, c),
+                self.scalar(dtype, s))
 
     def rot(self, stream: Any, dtype: str, n: int, x: int, incx: int, y: int, incy: int,
             c: float, s: Any) -> None:
-        real = {"f32": "f32", "c64": "f32", "f64": "f64", "c128": "f64"}[dtype]
-        self._call(stream, f"cublas{LETTER[dtype]}rot_v2", n, x, incx, y, incy,
-                   self.scalar(real, c), self.scalar(dtype, s))
+        self._call(stream, *self._rot_args(dtype, n, x, incx, y, incy, c, s))
 
     # -- level 2 -----------------------------------------------------------------------------------
+    def _gemv_args(self, dtype: str, trans: str, m: int, n: int, alpha: Any, a: int, lda: int,
+                   x: int, incx: int, beta: Any, y: int, incy: int) -> tuple:
+        return (f"cublas{LETTER[dtype]}gemv_v2", OP[trans], m, n, self.scalar(dtype, alpha), a,
+                lda, x, incx, self.scalar(dtype, beta), y, incy)
+
     def gemv(self, stream: Any, dtype: str, trans: str, m: int, n: int, alpha: Any, a: int,
              lda: int, x: int, incx: int, beta: Any, y: int, incy: int) -> None:
-        self._call(stream, f"cublas{LETTER[dtype]}gemv_v2", OP[trans], m, n,
-                   self.scalar(dtype, alpha), a, lda, x, incx, self.scalar(dtype, beta), y, incy)
+        self._call(stream, *self._gemv_args(dtype, trans, m, n, alpha, a, lda, x, incx, beta,
+                                            y, incy))
+
+    def _ger_args(self, dtype: str, m: int, n: int, alpha: Any, x: int, incx: int, y: int,
+                  incy: int, a: int, lda: int, conjugate: bool) -> tuple:
+        x_ = LETTER[dtype]
+        name = f"cublas{x_}ger_v2" if x_ in "SD" else f"cublas{x_}ger{'c' if conjugate else 'u'}_v2"
+        return name, m, n, self.scalar(dtype, alpha), x, incx, y, incy, a, lda
 
     def ger(self, stream: Any, dtype: str, m: int, n: int, alpha: Any, x: int, incx: int,
             y: int, incy: int, a: int, lda: int, conjugate: bool) -> None:
-        x_ = LETTER[dtype]
-        name = f"cublas{x_}ger_v2" if x_ in "SD" else f"cublas{x_}ger{'c' if conjugate else 'u'}_v2"
-        self._call(stream, name, m, n, self.scalar(dtype, alpha), x, incx, y, incy, a, lda)
+        self._call(stream, *self._ger_args(dtype, m, n, alpha, x, incx, y, incy, a, lda,
+                                           conjugate))
+
+    def _symv_args(self, dtype: str, uplo: str, n: int, alpha: Any, a: int, lda: int, x: int,
+                   incx: int, beta: Any, y: int, incy: int) -> tuple:
+        return (f"cublas{LETTER[dtype]}symv_v2", FILL[uplo], n, self.scalar(dtype, alpha), a,
+                lda, x, incx, self.scalar(dtype, beta), y, incy)
 
     def symv(self, stream: Any, dtype: str, uplo: str, n: int, alpha: Any, a: int, lda: int,
              x: int, incx: int, beta: Any, y: int, incy: int) -> None:
-        self._call(stream, f"cublas{LETTER[dtype]}symv_v2", FILL[uplo], n,
-                   self.scalar(dtype, alpha), a, lda, x, incx, self.scalar(dtype, beta), y, incy)
+        self._call(stream, *self._symv_args(dtype, uplo, n, alpha, a, lda, x, incx, beta, y,
+                                            incy))
+
+    def _trsv_args(self, dtype: str, uplo: str, trans: str, diag: str, n: int, a: int, lda: int,
+                   x: int, incx: int) -> tuple:
+        return (f"cublas{LETTER[dtype]}trsv_v2", FILL[uplo], OP[trans], DIAG[diag], n, a, lda,
+                x, incx)
 
     def trsv(self, stream: Any, dtype: str, uplo: str, trans: str, diag: str, n: int, a: int,
              lda: int, x: int, incx: int) -> None:
-        self._call(stream, f"cublas{LETTER[dtype]}trsv_v2", FILL[uplo], OP[trans], DIAG[diag],
-                   n, a, lda, x, incx)
+        self._call(stream, *self._trsv_args(dtype, uplo, trans, diag, n, a, lda, x, incx))
 
     # -- level 3 -----------------------------------------------------------------------------------
     def geam(self, stream: Any, dtype: str, transa: str, transb: str, m: int, n: int,
@@ -338,14 +447,16 @@ class CublasHandle:
 
     def replay_info(self) -> dict[str, Any]:
         """The GEMM replays: on or off, graphs held, captures, launches, why refused; the same
-        for the reductions' under ``reductions``."""
-        r, red = self.replays, self.reduction_replays
-        if r is None or red is None:
+        for the reductions' under ``reductions`` and the level-1/2 calls' under ``levels``
+        (with ``enabled``: whether they are replayed)."""
+        r, red, lvl = self.replays, self.reduction_replays, self.level_replays
+        if r is None or red is None or lvl is None:
             return {"enabled": False}
-        return {"enabled": True, **r.info(), "reductions": red.info()}
+        return {"enabled": True, **r.info(), "reductions": red.info(),
+                "levels": {"enabled": self._level_bound == lvl.bound, **lvl.info()}}
 
     def close(self) -> None:
-        for replays in (self.replays, self.reduction_replays):
+        for replays in (self.replays, self.reduction_replays, self.level_replays):
             if replays is not None:  # before the workspace and handle their kernels use go
                 replays.close()
         if self._reduction_handle:

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ...backends.cuda.replays import direct_bound
 from ...messages.blas import (
     Asum,
     Axpy,
@@ -153,39 +154,63 @@ def _reads_with(msg: Any, out: str, inputs: tuple[str, ...]) -> tuple[str, ...]:
     return inputs if msg.beta == 0 else inputs + (out,)
 
 
+# Level 1 and 2: each handler resolves its buffers (inputs first, in the order of the fields;
+# a pure output with resolve_out) and issues the launcher that its message keeps in the
+# device's DerivedMemo (service/derived.py), by the buffers' pointers: the client sends a
+# repeated call as the same message object, so the function, its arguments and the replay key
+# are worked out once per message (``_level``), not per call.
+
+
+def _level(ctx: Any, method: str, *args: Any) -> Any:
+    """The launcher of the level-1/2 call ``method`` with ``args`` (the handle method's
+    arguments after the stream) on the compute stream: the CUDA handle's ``level_bound``
+    (bound ctypes arguments, replayed when repeated), or the handle's method called as it is
+    (the simulator's handle)."""
+    blas = ctx.library("cublas")
+    stream = ctx.compute.obj
+    bound = getattr(blas, "level_bound", None)
+    if bound is None:
+        return direct_bound(method, getattr(blas, method), stream, *args)
+    return bound(method, stream, *args)
+
+
 @handles(Axpy)
 def _axpy(ctx: Any, msg: Axpy, reply: Any) -> None:
-    p, r, w = _operands(ctx, msg, ("x", "y"), ("y",))
-    ctx.run(reply, COMPUTE, r, w, ctx.library("cublas").axpy, msg.x.dtype, msg.n, msg.alpha,
-            p["x"].ptr, msg.incx, p["y"].ptr, msg.incy)
+    x = ctx.resolve(msg.x, "x")
+    y = ctx.resolve(msg.y, "y")
+    ctx.run(reply, COMPUTE, (x, y), (y,), ctx.derived.get(msg, (x.ptr, y.ptr), lambda: _level(
+        ctx, "axpy", msg.x.dtype, msg.n, msg.alpha, x.ptr, msg.incx, y.ptr, msg.incy)))
 
 
 @handles(Scal)
 def _scal(ctx: Any, msg: Scal, reply: Any) -> None:
-    p, r, w = _operands(ctx, msg, ("x",), ("x",))
-    ctx.run(reply, COMPUTE, r, w, ctx.library("cublas").scal, msg.x.dtype, msg.n, msg.alpha,
-            p["x"].ptr, msg.incx)
+    x = ctx.resolve(msg.x, "x")
+    ctx.run(reply, COMPUTE, (x,), (x,), ctx.derived.get(msg, x.ptr, lambda: _level(
+        ctx, "scal", msg.x.dtype, msg.n, msg.alpha, x.ptr, msg.incx)))
 
 
 @handles(Copy)
 def _copy(ctx: Any, msg: Copy, reply: Any) -> None:
-    p, r, w = _operands(ctx, msg, ("x",), ("y",))
-    ctx.run(reply, COMPUTE, r, w, ctx.library("cublas").copy, msg.x.dtype, msg.n, p["x"].ptr,
-            msg.incx, p["y"].ptr, msg.incy)
+    x = ctx.resolve(msg.x, "x")
+    y = ctx.resolve_out(msg.y, "y")
+    ctx.run(reply, COMPUTE, (x,), (y,), ctx.derived.get(msg, (x.ptr, y.ptr), lambda: _level(
+        ctx, "copy", msg.x.dtype, msg.n, x.ptr, msg.incx, y.ptr, msg.incy)))
 
 
 @handles(Swap)
 def _swap(ctx: Any, msg: Swap, reply: Any) -> None:
-    p, r, w = _operands(ctx, msg, ("x", "y"), ("x", "y"))
-    ctx.run(reply, COMPUTE, r, w, ctx.library("cublas").swap, msg.x.dtype, msg.n, p["x"].ptr,
-            msg.incx, p["y"].ptr, msg.incy)
+    x = ctx.resolve(msg.x, "x")
+    y = ctx.resolve(msg.y, "y")
+    ctx.run(reply, COMPUTE, (x, y), (x, y), ctx.derived.get(msg, (x.ptr, y.ptr), lambda: _level(
+        ctx, "swap", msg.x.dtype, msg.n, x.ptr, msg.incx, y.ptr, msg.incy)))
 
 
 @handles(Rot)
 def _rot(ctx: Any, msg: Rot, reply: Any) -> None:
-    p, r, w = _operands(ctx, msg, ("x", "y"), ("x", "y"))
-    ctx.run(reply, COMPUTE, r, w, ctx.library("cublas").rot, msg.x.dtype, msg.n, p["x"].ptr,
-            msg.incx, p["y"].ptr, msg.incy, msg.c, msg.s)
+    x = ctx.resolve(msg.x, "x")
+    y = ctx.resolve(msg.y, "y")
+    ctx.run(reply, COMPUTE, (x, y), (x, y), ctx.derived.get(msg, (x.ptr, y.ptr), lambda: _level(
+        ctx, "rot", msg.x.dtype, msg.n, x.ptr, msg.incx, y.ptr, msg.incy, msg.c, msg.s)))
 
 
 #: result dtype of the reductions, by operand dtype
@@ -267,35 +292,53 @@ def _iamin(ctx: Any, msg: Iamin, reply: Any) -> None:
     _reduction(ctx, msg, reply, "iamin", "i4", _zero_based)
 
 
+def _matrix_vector(ctx: Any, msg: Any) -> tuple[Any, Any, Any, tuple]:
+    """A, x and y of gemv/symv, and what the call reads: y only when beta is not 0 (then it is
+    only written, and only needs to be allocated)."""
+    a = ctx.resolve(msg.a, "a")
+    x = ctx.resolve(msg.x, "x")
+    if msg.beta == 0:
+        return a, x, ctx.resolve_out(msg.y, "y"), (a, x)
+    y = ctx.resolve(msg.y, "y")
+    return a, x, y, (a, x, y)
+
+
 @handles(Gemv)
 def _gemv(ctx: Any, msg: Gemv, reply: Any) -> None:
-    p, r, w = _operands(ctx, msg, _reads_with(msg, "y", ("a", "x")), ("y",))
-    ctx.run(reply, COMPUTE, r, w, ctx.library("cublas").gemv, msg.a.dtype, msg.trans, msg.m,
-            msg.n, msg.alpha, p["a"].ptr, msg.lda, p["x"].ptr, msg.incx, msg.beta, p["y"].ptr,
-            msg.incy)
+    a, x, y, reads = _matrix_vector(ctx, msg)
+    ctx.run(reply, COMPUTE, reads, (y,), ctx.derived.get(
+        msg, (a.ptr, x.ptr, y.ptr), lambda: _level(
+            ctx, "gemv", msg.a.dtype, msg.trans, msg.m, msg.n, msg.alpha, a.ptr, msg.lda, x.ptr,
+            msg.incx, msg.beta, y.ptr, msg.incy)))
 
 
 @handles(Ger)
 def _ger(ctx: Any, msg: Ger, reply: Any) -> None:
-    p, r, w = _operands(ctx, msg, ("x", "y", "a"), ("a",))
-    ctx.run(reply, COMPUTE, r, w, ctx.library("cublas").ger, msg.a.dtype, msg.m, msg.n,
-            msg.alpha, p["x"].ptr, msg.incx, p["y"].ptr, msg.incy, p["a"].ptr, msg.lda,
-            msg.conjugate)
+    x = ctx.resolve(msg.x, "x")
+    y = ctx.resolve(msg.y, "y")
+    a = ctx.resolve(msg.a, "a")
+    ctx.run(reply, COMPUTE, (x, y, a), (a,), ctx.derived.get(
+        msg, (x.ptr, y.ptr, a.ptr), lambda: _level(
+            ctx, "ger", msg.a.dtype, msg.m, msg.n, msg.alpha, x.ptr, msg.incx, y.ptr, msg.incy,
+            a.ptr, msg.lda, msg.conjugate)))
 
 
 @handles(Symv)
 def _symv(ctx: Any, msg: Symv, reply: Any) -> None:
-    p, r, w = _operands(ctx, msg, _reads_with(msg, "y", ("a", "x")), ("y",))
-    ctx.run(reply, COMPUTE, r, w, ctx.library("cublas").symv, msg.a.dtype, msg.uplo, msg.n,
-            msg.alpha, p["a"].ptr, msg.lda, p["x"].ptr, msg.incx, msg.beta, p["y"].ptr,
-            msg.incy)
+    a, x, y, reads = _matrix_vector(ctx, msg)
+    ctx.run(reply, COMPUTE, reads, (y,), ctx.derived.get(
+        msg, (a.ptr, x.ptr, y.ptr), lambda: _level(
+            ctx, "symv", msg.a.dtype, msg.uplo, msg.n, msg.alpha, a.ptr, msg.lda, x.ptr,
+            msg.incx, msg.beta, y.ptr, msg.incy)))
 
 
 @handles(Trsv)
 def _trsv(ctx: Any, msg: Trsv, reply: Any) -> None:
-    p, r, w = _operands(ctx, msg, ("a", "x"), ("x",))
-    ctx.run(reply, COMPUTE, r, w, ctx.library("cublas").trsv, msg.a.dtype, msg.uplo, msg.trans,
-            msg.diag, msg.n, p["a"].ptr, msg.lda, p["x"].ptr, msg.incx)
+    a = ctx.resolve(msg.a, "a")
+    x = ctx.resolve(msg.x, "x")
+    ctx.run(reply, COMPUTE, (a, x), (x,), ctx.derived.get(msg, (a.ptr, x.ptr), lambda: _level(
+        ctx, "trsv", msg.a.dtype, msg.uplo, msg.trans, msg.diag, msg.n, a.ptr, msg.lda, x.ptr,
+        msg.incx)))
 
 
 @handles(Geam)
