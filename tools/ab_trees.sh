@@ -4,7 +4,8 @@
 # carried with .whl) beside the working tree, each step run on both, alternating, so that a
 # change of host between calls cannot masquerade as an effect.
 #   tools/ab_trees.sh STEP...   STEP: rate (tools/gemm_issue_rate.py) or a benchmark's name
-#   (bench_blas, bench_overhead, ...). Logs and each tree's results files go to $OUT/<step>_<tree>*
+#   (bench_blas, bench_overhead, ...), with arguments after a colon, split on commas
+#   (bench_small_ops:--cpu). Logs and each tree's results files go to $OUT/<step>_<tree>*
 #   (at most 8 files come back: name few steps). STEP_TIMEOUT (s, default 150) bounds each run.
 #   REPEAT=n runs the whole list n times (files of round r > 1 end in _r<r>).
 set -u
@@ -20,14 +21,17 @@ NEW=$PWD
 BASE=/tmp/ab_base
 rm -rf "$BASE" && mkdir -p "$BASE" && tar -xf base.tar -C "$BASE" || exit 1
 run() {  # run TREE_DIR LABEL STEP
-  local dir=$1 label=$2$SUFFIX step=$3 tmp=/tmp/ab_$2_$3
+  local dir=$1 label=$2$SUFFIX step=$3 name=${3%%:*} args="" tmp
+  [ "$name" != "$step" ] && args=${step#*:}
+  step=${step//[:,]/_}  # the files' names
+  tmp=/tmp/ab_$2_$step
   rm -rf "$tmp" && mkdir -p "$tmp"
   if [ "$step" = rate ]; then
     (cd "$dir" && PYTHONPATH=$site$dir timeout "${STEP_TIMEOUT:-150}" python3 \
       tools/gemm_issue_rate.py) > "$OUT/${step}_$label.txt" 2>&1
   else
     (cd "$dir/benchmarks" && OUT=$tmp PYTHONPATH=$site$dir timeout "${STEP_TIMEOUT:-150}" \
-      python3 "$step.py") > "$tmp/log.txt" 2>&1
+      python3 "$name.py" ${args//,/ }) > "$tmp/log.txt" 2>&1
     for f in "$tmp"/*.md; do [ -f "$f" ] && cp "$f" "$OUT/${step}_$label.md"; done
     tail -3 "$tmp/log.txt"
   fi

@@ -83,7 +83,7 @@ from .device import (
     UnregisterHostMemory,
     WatchGeneration,
 )
-from .fft import FftCacheConfig, FftCacheInfo, FftExec, FftPlan, FftSpec
+from .fft import FftCacheConfig, FftCacheInfo, FftExec, FftPlan, FftReplayInfo, FftSpec
 from .graph import CaptureGraph, DestroyGraph, LaunchGraph, UpdateGraph
 from .interop import Adopt, ExportSync
 from .nvrtc import Kernel, Launch, LoadModule
@@ -122,6 +122,7 @@ from .sparse import (
     SparseCreate,
     SparseDestroy,
     SparseRef,
+    SparseReplayInfo,
     SparseToDense,
     SpGEMMDrop,
     SpGEMMFinish,
@@ -163,9 +164,9 @@ __all__ = [
     # cusparse
     "SparseRef", "SparseCreate", "SparseDestroy", "SpMV", "SpMM", "SpGEMMStart", "SpGEMMFinish",
     "SpGEMMDrop", "SpSV", "SpSM", "SDDMM", "SparseToDense", "DenseToSparseStart",
-    "DenseToSparseFinish", "SparseConvert", "SparseCacheInfo",
+    "DenseToSparseFinish", "SparseConvert", "SparseCacheInfo", "SparseReplayInfo",
     # cufft
-    "FftSpec", "FftPlan", "FftExec", "FftCacheInfo", "FftCacheConfig",
+    "FftSpec", "FftPlan", "FftExec", "FftCacheInfo", "FftCacheConfig", "FftReplayInfo",
     # interop (DLPack)
     "ExportSync", "Adopt",
     # attention (cudnn graph API)
