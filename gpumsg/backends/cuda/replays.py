@@ -22,8 +22,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["GraphReplays", "MEMORY_NODE_TYPES", "direct", "direct_bound", "enabled",
-           "node_types"]
+__all__ = ["GraphReplays", "MEMORY_NODE_TYPES", "device_replays", "direct", "direct_bound",
+           "enabled", "node_types"]
 
 _OFF = ("0", "no", "off", "false")
 
@@ -53,6 +53,17 @@ def node_types(driver: Any, graph: Any) -> list[str]:
 def enabled(variable: str) -> bool:
     """Whether the replays named by the environment ``variable`` are on (the default)."""
     return os.environ.get(variable, "1").strip().lower() not in _OFF
+
+
+def device_replays(ctx: Any, capacity: int) -> GraphReplays:
+    """The replays of a library handle of ``ctx``'s device (a service DeviceContext on CUDA):
+    launched through ctypes (:func:`~gpumsg.backends.cuda.driver.raw_graph_launch`, holding
+    the GIL while the compute stream's work in flight is under its bound), and bypassed while
+    the device records a ``dev.graph`` (``ctx.capture``)."""
+    from .driver import _driver, raw_graph_launch
+
+    return GraphReplays(_driver(), capacity, lambda: ctx.capture is not None,
+                        raw_graph_launch(ctx.compute.in_flight))
 
 
 def direct(tag: str, fn: Callable[..., Any], stream: Any, *args: Any) -> None:

@@ -12,7 +12,7 @@ import ctypes
 from collections.abc import Callable
 from typing import Any
 
-from ...backends.cuda.replays import GraphReplays, direct, direct_bound, enabled
+from ...backends.cuda.replays import GraphReplays, device_replays, direct, direct_bound, enabled
 from ...dtypes import CUDA_DATA_TYPE
 from ...errors import LibraryError
 from ...service.scratch import CHUNK_SLOTS
@@ -146,13 +146,9 @@ class CublasHandle:
             # they issue on one stream, so never at the same time
             self._ws = ctx.memory.allocate(WORKSPACE_BYTES, ctx.compute.obj)
             if enabled("GPUMSG_BLAS_REPLAY"):
-                from ...backends.cuda.driver import _driver, raw_graph_launch
-
                 self.replays, self.reduction_replays, self.level_replays = (
-                    GraphReplays(_driver(), capacity, lambda: ctx.capture is not None,
-                                 raw_graph_launch(ctx.compute.in_flight))
-                    for capacity in (REPLAY_CAPACITY, REDUCTION_REPLAY_CAPACITY,
-                                     LEVEL_REPLAY_CAPACITY))
+                    device_replays(ctx, capacity) for capacity in (
+                        REPLAY_CAPACITY, REDUCTION_REPLAY_CAPACITY, LEVEL_REPLAY_CAPACITY))
                 self._issue = self.replays.call
                 self._bound = self.replays.bound
                 if enabled("GPUMSG_BLAS_LEVEL_REPLAY"):

@@ -14,7 +14,7 @@ import ctypes
 import dataclasses
 from typing import Any
 
-from ...backends.cuda.replays import GraphReplays, direct, enabled
+from ...backends.cuda.replays import GraphReplays, device_replays, direct, enabled
 from ...dtypes import CUDA_DATA_TYPE
 from ...errors import LibraryError
 from ...messages.blaslt import EPILOGUES
@@ -113,11 +113,7 @@ class LtHandle:
         self.replays: GraphReplays | None = None
         self._issue: Any = direct
         if enabled("GPUMSG_BLAS_REPLAY"):
-            from ...backends.cuda.driver import _driver, raw_graph_launch
-
-            self.replays = GraphReplays(_driver(), REPLAY_CAPACITY,
-                                        lambda: ctx.capture is not None,
-                                        raw_graph_launch(ctx.compute.in_flight))
+            self.replays = device_replays(ctx, REPLAY_CAPACITY)
             self._issue = self.replays.call
 
     def _check(self, status: int, function: str) -> None:

@@ -41,7 +41,7 @@ import ctypes
 from collections.abc import Callable
 from typing import Any
 
-from ...backends.cuda.replays import GraphReplays, direct_bound, enabled
+from ...backends.cuda.replays import GraphReplays, device_replays, direct_bound, enabled
 from ...errors import LibraryError
 from ...messages.fft import HALF, FftExec, FftSpec
 from ...service.plans import PlanCache
@@ -190,11 +190,7 @@ class CufftHandle:
         self.replays: GraphReplays | None = None
         self._bound: Any = direct_bound
         if enabled("GPUMSG_FFT_REPLAY"):
-            from ...backends.cuda.driver import _driver, raw_graph_launch
-
-            self.replays = GraphReplays(_driver(), REPLAY_CAPACITY,
-                                        lambda: ctx.capture is not None,
-                                        raw_graph_launch(ctx.compute.in_flight))
+            self.replays = device_replays(ctx, REPLAY_CAPACITY)
             self._bound = self.replays.bound
 
     def _check(self, status: int, function: str) -> None:

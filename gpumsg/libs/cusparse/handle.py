@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ...backends.cuda.replays import GraphReplays, direct_bound, enabled
+from ...backends.cuda.replays import GraphReplays, device_replays, direct_bound, enabled
 from ...dtypes import CUDA_DATA_TYPE, dtype_of
 from ...errors import InvalidMessage, LibraryError
 from ...messages.sparse import SparseRef
@@ -137,11 +137,8 @@ class CusparseHandle:
         self.spmv_replays: GraphReplays | None = None
         self.spmm_replays: GraphReplays | None = None
         if enabled(REPLAY_ENV):
-            from ...backends.cuda.driver import _driver, raw_graph_launch
-
             self.spmv_replays, self.spmm_replays = (
-                GraphReplays(_driver(), REPLAY_CAPACITY, lambda: ctx.capture is not None,
-                             raw_graph_launch(ctx.compute.in_flight)) for _ in range(2))
+                device_replays(ctx, REPLAY_CAPACITY) for _ in range(2))
         # host scalars (alpha, beta) per dtype: written before each call, read during it
         self._scalars = {t: np.zeros(2, dtype_of(t)) for t in ("f32", "f64", "c64", "c128")}
         self._scalar_ptrs = {t: (a.ctypes.data, a.ctypes.data + a.itemsize)

@@ -11,6 +11,7 @@ second message, which fills it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -62,46 +63,38 @@ def _destroy(ctx: Any, msg: SparseDestroy, reply: Any) -> None:
     ctx.reply_now(reply)
 
 
-@handles(SpMV)
-def _spmv(ctx: Any, msg: SpMV, reply: Any) -> None:
+def _product(ctx: Any, msg: Any, reply: Any, dense: str, out: str,
+             bind: Callable[[Any, Any], Any]) -> None:
+    """SpMV or SpMM: ``msg.a`` times the dense field ``dense`` into ``out`` (read too when
+    beta != 0). A repeated message (the client sends it as the same object) keeps its
+    launcher, ``bind(dense_alloc, out_alloc)`` (the handle's ``spmv_bound``/``spmm_bound``):
+    the dense descriptors, workspace, scalars and call are derived once; the matrix is named
+    by id, its record looked up again whenever the handle changed."""
     a = msg.a
     resolve = ctx.resolve
     p, i, v = resolve(a.ptr, "a"), resolve(a.idx, "a"), resolve(a.val, "a")
-    x = resolve(msg.x, "x")
-    beta = msg.beta
-    if beta != 0:
-        y = resolve(msg.y, "y")
-        reads: tuple = (p, i, v, x, y)
+    d = resolve(getattr(msg, dense), dense)
+    if msg.beta != 0:
+        o = resolve(getattr(msg, out), out)
+        reads: tuple = (p, i, v, d, o)
     else:
-        y = ctx.resolve_out(msg.y, "y")
-        reads = (p, i, v, x)
-    # a repeated message (the client sends it as the same object) keeps its launcher: the
-    # dense descriptors, workspace, scalars and call are derived once (handle.spmv_bound);
-    # the matrix is named by id, its record looked up again whenever the handle changed
-    ctx.run(reply, COMPUTE, reads, (y,), ctx.derived.get(
-        msg, (x.ptr, y.ptr), lambda: ctx.library("cusparse").spmv_bound(
-            ctx.compute.obj, a.id, msg.op, msg.alpha, x.ptr, beta, y.ptr, msg.x.size,
-            msg.y.size)))
+        o = ctx.resolve_out(getattr(msg, out), out)
+        reads = (p, i, v, d)
+    ctx.run(reply, COMPUTE, reads, (o,), ctx.derived.get(msg, (d.ptr, o.ptr), lambda: bind(d, o)))
+
+
+@handles(SpMV)
+def _spmv(ctx: Any, msg: SpMV, reply: Any) -> None:
+    _product(ctx, msg, reply, "x", "y", lambda x, y: ctx.library("cusparse").spmv_bound(
+        ctx.compute.obj, msg.a.id, msg.op, msg.alpha, x.ptr, msg.beta, y.ptr, msg.x.size,
+        msg.y.size))
 
 
 @handles(SpMM)
 def _spmm(ctx: Any, msg: SpMM, reply: Any) -> None:
-    a = msg.a
-    resolve = ctx.resolve
-    p, i, v = resolve(a.ptr, "a"), resolve(a.idx, "a"), resolve(a.val, "a")
-    b = resolve(msg.b, "b")
-    beta = msg.beta
-    if beta != 0:
-        c = resolve(msg.c, "c")
-        reads: tuple = (p, i, v, b, c)
-    else:
-        c = ctx.resolve_out(msg.c, "c")
-        reads = (p, i, v, b)
-    # a repeated message keeps its launcher, as SpMV's does
-    ctx.run(reply, COMPUTE, reads, (c,), ctx.derived.get(
-        msg, (b.ptr, c.ptr), lambda: ctx.library("cusparse").spmm_bound(
-            ctx.compute.obj, a.id, msg.op, msg.alpha, b.ptr, msg.b.shape, beta, c.ptr,
-            msg.c.shape)))
+    _product(ctx, msg, reply, "b", "c", lambda b, c: ctx.library("cusparse").spmm_bound(
+        ctx.compute.obj, msg.a.id, msg.op, msg.alpha, b.ptr, msg.b.shape, msg.beta, c.ptr,
+        msg.c.shape))
 
 
 @handles(SpGEMMStart)
