@@ -34,6 +34,8 @@ import gpumsg
 N_PIPE = 2000
 N_RT = 1000
 RUNS = 5
+#: outputs the cycling SGEMM case writes in turn
+CYCLE = 100
 KERNEL = r"""
 extern "C" __global__ void scale(float* a, float s, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -86,6 +88,26 @@ def build_cases(dev: Any, torch: Any, cupy: Any) -> tuple[list[Case], list[str]]
         tc_ = torch.empty(64, 64, device="cuda")
     cases.append(("SGEMM 64^3 (reference)", lambda: dev.sgemm(ga, gb, gc, 64, 64, 64),
                   (lambda: torch.mm(ta_, tb_, out=tc_)) if cuda else None, "torch.mm(out=)"))
+
+    # -- the same SGEMM into 100 outputs in turn: more distinct repeated calls than the GEMM
+    # replays held graphs for (64) before stop 35 ------------------------------------------------
+    outs = [dev.alloc((64, 64), np.float32).result() for _ in range(CYCLE)]
+    turn = [0]
+
+    def cycling() -> Any:
+        i = turn[0] = (turn[0] + 1) % CYCLE
+        return dev.sgemm(ga, gb, outs[i], 64, 64, 64)
+
+    if cuda:
+        touts = [torch.empty(64, 64, device="cuda") for _ in range(CYCLE)]
+        tturn = [0]
+
+        def tcycling() -> Any:
+            i = tturn[0] = (tturn[0] + 1) % CYCLE
+            return torch.mm(ta_, tb_, out=touts[i])
+
+    cases.append((f"SGEMM 64^3 into {CYCLE} outputs in turn", cycling,
+                  tcycling if cuda else None, "torch.mm(out=)"))
 
     # -- cuFFT: 4 x 4096 c64, explicit plan into a kept output, and NumPy-shaped ---------------
     hx = (rng.standard_normal((4, 4096)) + 1j * rng.standard_normal((4, 4096))).astype(np.complex64)
