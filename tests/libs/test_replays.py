@@ -142,6 +142,36 @@ def test_capacity_destroys_least_recently_launched_and_close_destroys_the_rest()
     assert sorted(cu.destroyed) == [("exec", 1), ("exec", 2), ("exec", 3)] and not r.execs
 
 
+def test_more_recurring_calls_than_graphs_grow_the_capacity_instead_of_recapturing() -> None:
+    """Ten calls that recur in turn through replays of capacity 4: each graph would be evicted
+    before its call came again, so every other call of each would be a capture. A key
+    captured again after its eviction doubles the capacity (4 -> 8 -> 16), after which every
+    call launches its graph; past ``max_capacity`` capturing stops instead."""
+    cu = FakeGraphDriver()
+    call = _Calls(cu)
+    r = GraphReplays(cu, capacity=4)
+    for _ in range(30):
+        for key in range(10):
+            r.call("gemm", call, 0, key)
+    assert r.capacity == 16 and r.reason == ""
+    assert r.captures <= 30  # ten, and a few more while the capacity grew (300 calls in all)
+    before = (r.captures, r.launches)
+    for key in range(10):
+        r.call("gemm", call, 0, key)
+    assert r.captures == before[0] and r.launches == before[1] + 10  # launches only now
+    capped = GraphReplays(FakeGraphDriver(), capacity=4, max_capacity=8)
+    for _ in range(30):
+        for key in range(10):
+            capped.call("gemm", _Calls(cu), 0, key)
+    assert capped.capacity == 8 and "recur" in capped.reason
+    assert capped.captures <= 20  # no more captures once it stopped
+    one_off = GraphReplays(FakeGraphDriver(), capacity=4)
+    for key in range(100):  # calls made twice each and never again: no growth
+        for _ in range(2):
+            one_off.call("gemm", call, 0, key)
+    assert one_off.capacity == 4 and one_off.reason == ""
+
+
 def test_direct_and_the_environment_switch(monkeypatch) -> None:
     seen = []
     direct("gemm", lambda s, *a: seen.append((s, a)), 3, 1, 2)

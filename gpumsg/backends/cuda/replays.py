@@ -26,6 +26,10 @@ __all__ = ["GraphReplays", "MEMORY_NODE_TYPES", "device_replays", "direct", "dir
            "enabled", "node_types"]
 
 _OFF = ("0", "no", "off", "false")
+#: a GraphReplays' capacity grows up to this many times its initial one (see _recaptured),
+#: and by growing to no more than MAX_GRAPHS graphs (a few KiB of device memory each)
+MAX_GROWTH = 16
+MAX_GRAPHS = 1024
 
 #: graph nodes that allocate or free device memory on every launch: a library that makes its own
 #: workspace under capture puts them around its kernels (cuBLAS did while gpumsg's workspace
@@ -88,7 +92,9 @@ class GraphReplays:
     instantiates and launches the graph; from then on it launches the graph alone. If a capture
     fails (a call that cannot be captured) nothing of it was issued: the call runs as usual, and
     this object stops capturing (``reason`` says why). ``capacity`` bounds the graphs kept, the
-    least recently launched destroyed first; :meth:`close` destroys the rest (before the library
+    least recently launched destroyed first; it doubles (up to ``max_capacity``) each time a
+    key whose graph it evicted is captured again, since then more distinct calls recur than it
+    holds, and capturing stops past that; :meth:`close` destroys the rest (before the library
     that owns their kernels and workspaces goes away).
 
     ``driver`` is ``cuda.bindings.driver`` (tests pass a stand-in). ``recording`` answers
@@ -98,18 +104,26 @@ class GraphReplays:
     answers the CUresult as an int (:func:`~gpumsg.backends.cuda.driver.raw_graph_launch`).
     """
 
-    __slots__ = ("driver", "capacity", "recording", "raw_launch", "execs", "seen", "reason",
-                 "launches", "captures", "with_memory_nodes")
+    __slots__ = ("driver", "capacity", "max_capacity", "recording", "raw_launch", "execs",
+                 "seen", "evicted", "reason", "launches", "captures", "with_memory_nodes")
 
     def __init__(self, driver: Any, capacity: int = 8,
                  recording: Callable[[], bool] | None = None,
-                 raw_launch: Callable[[int, int], int] | None = None) -> None:
+                 raw_launch: Callable[[int, int], int] | None = None,
+                 max_capacity: int | None = None) -> None:
         self.driver = driver
         self.raw_launch = raw_launch
         self.capacity = capacity
+        #: what ``capacity`` may grow to when graphs are evicted before their keys come again
+        #: (:meth:`_recaptured`): by default 16 times the initial one, at most MAX_GRAPHS
+        self.max_capacity = max(capacity, max_capacity if max_capacity is not None
+                                else min(MAX_GROWTH * capacity, MAX_GRAPHS))
         self.recording = recording
         self.execs: OrderedDict[tuple, Any] = OrderedDict()
         self.seen: OrderedDict[tuple, None] = OrderedDict()
+        #: keys whose graph the capacity evicted, the latest few, with the capacity then: one
+        #: captured again at that capacity means that more distinct calls recur than it holds
+        self.evicted: OrderedDict[tuple, int] = OrderedDict()
         #: why nothing more is captured ("" while captures go on)
         self.reason = ""
         self.launches = self.captures = 0
@@ -216,10 +230,29 @@ class GraphReplays:
             return None
         self.execs[key] = exec_
         self.captures += 1
+        if self.evicted.pop(key, None) == self.capacity:  # not one evicted at a smaller one
+            self._recaptured()
+        evicted = self.evicted
         while len(self.execs) > self.capacity:
-            _, old = self.execs.popitem(last=False)
+            gone, old = self.execs.popitem(last=False)
             cu.cuGraphExecDestroy(old)  # one still running is freed when it completes
+            evicted[gone] = self.capacity
+            if len(evicted) > 4 * self.capacity:
+                evicted.popitem(last=False)
         return exec_
+
+    def _recaptured(self) -> None:
+        """A key whose graph was evicted came again and was captured again: more distinct
+        calls recur than ``capacity`` graphs hold, and at that rate every other call of each
+        would be a capture (it runs as usual when its graph is gone, is captured the time
+        after, and evicted before it comes again). Double the capacity, up to
+        ``max_capacity``; past that, stop capturing (``reason``): the calls run as usual, as
+        without replays, rather than pay a capture every other time."""
+        if self.capacity < self.max_capacity:
+            self.capacity = min(2 * self.capacity, self.max_capacity)
+        else:
+            self.reason = (f"more distinct calls recur than {self.max_capacity} graphs hold: "
+                           "each would be captured again before it is launched")
 
     def info(self) -> dict[str, Any]:
         """Graphs held, captures and launches so far, why capturing stopped (""), and how many
