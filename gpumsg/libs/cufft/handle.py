@@ -97,17 +97,18 @@ class ExecCall:
     ``plan(spec)``, ``run(stream, plan, *args)`` (the call itself) and ``launcher(stream,
     plan, *args)`` (its replayed form). :meth:`launcher` answers ``launch(stream)`` for the
     envelope, to be called on the ``stream`` given here (FftExec always runs on the compute
-    stream): the object itself where the call is not replayed (fewer objects kept per
-    message: the NumPy-shaped layer's messages are each sent once).
+    stream).
 
-    Only a message that comes again is replayed: the first launcher of a message issues the
-    call as usual, the one of its second use goes through the handle's replays. A message sent
-    once (the NumPy-shaped layer's, whose output is new at every call) never reaches the
-    replays, so outputs that cycle through more pool addresses than the replays keep graphs
-    for cannot make the calls alternate between runs and captures."""
+    Every execution goes through the handle's replays, which key a call by value: a message
+    sent once (the NumPy-shaped layer's, whose output is new at every call) still finds the
+    graph of an earlier one where its plan and pointers recur (the pool hands a dropped
+    output's address to the next allocation of its size). Where more distinct executions recur
+    than the replays hold graphs for, their capacity grows, and past its bound they stop
+    capturing (backends/cuda/replays.py), so outputs that cycle through many addresses cannot
+    make the calls alternate between runs and captures."""
 
     __slots__ = ("lib", "spec", "stream", "args", "overwrites_input", "plan", "key", "epoch",
-                 "launch", "repeated")
+                 "launch")
 
     def __init__(self, lib: Any, msg: FftExec, x_ptr: int, out_ptr: int, stream: Any) -> None:
         spec = msg.spec
@@ -128,8 +129,7 @@ class ExecCall:
         self.plan: Any = None
         self.key: Any = None  # the plan's key object in the cache (its LRU entry)
         self.epoch = -1  # no plan yet
-        self.launch: Any = None  # the replayed launcher, once the message came again
-        self.repeated = False  # launched through the replays (the message came again)
+        self.launch: Any = None  # the launcher bound to ``plan``
 
     def launcher(self) -> Callable[[Any], None]:
         """``launch(stream)`` of this call, with its plan: the one bound before while no plan
@@ -142,11 +142,7 @@ class ExecCall:
             if lib.recent is not plan:  # else the most recent already: nothing to move
                 lib.plans._plans.move_to_end(self.key)  # (hashes the spec)
                 lib.recent = plan
-            launch = self.launch
-            if launch is None:  # the message came again: replay it from now on
-                self.repeated = True
-                launch = self.launch = lib.launcher(self.stream, plan, *self.args)
-            return launch
+            return self.launch
         recent = lib.recent
         if recent is not None and recent.spec is self.spec:
             # the plan made or used last, under this very spec object (the NumPy-shaped layer
@@ -155,19 +151,11 @@ class ExecCall:
             plan = recent
         else:
             plan, _ = lib.plan(self.spec)
-        if self.epoch >= 0:  # bound before, and its plan left the cache since
-            self.repeated = True
         self.plan = plan
         self.key = plan.spec  # the very object the cache keys it by
         self.epoch = lib.epoch  # after the lookup: making a plan may evict another
-        if not self.repeated:
-            return self  # (not kept in ``launch``: a reference to itself would be a cycle)
         launch = self.launch = lib.launcher(self.stream, plan, *self.args)
         return launch
-
-    def __call__(self, stream: Any) -> None:
-        """The call, not replayed (the launcher of a message's first use)."""
-        self.lib.run(stream, self.plan, *self.args)
 
 
 class CufftHandle:

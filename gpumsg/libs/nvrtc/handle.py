@@ -117,13 +117,18 @@ class NvrtcHandle:
                 if err:
                     raise _fail(err, "cuLaunchKernel")
         else:
-            function = int(fn)
-            last: list[Any] = [None, 0]  # the stream object last given, and its handle
+            # the arguments as instances of their declared ctypes types, made once: ctypes
+            # passes those as they are, where it converts a Python int at every call
+            args: list[Any] = [ctypes.c_void_p(int(fn)),
+                               *(ctypes.c_uint(v) for v in (gx, gy, gz, bx, by, bz, shared)),
+                               None, ctypes.c_void_p(address), None]
+            last: list[Any] = [None]  # the stream object whose handle is args[8]
 
             def launch(stream: Any) -> None:
                 if stream is not last[0]:
-                    last[0], last[1] = stream, int(stream)
-                err = raw(function, gx, gy, gz, bx, by, bz, shared, last[1], address, None)
+                    last[0] = stream
+                    args[8] = ctypes.c_void_p(int(stream))
+                err = raw(*args)
                 if err:
                     raise _fail(err, "cuLaunchKernel")
 
