@@ -459,3 +459,31 @@ def test_repeated_copies_and_fills_reuse_their_message_and_keep_every_check(dev,
     with pytest.raises(gpumsg.DeviceClosed):
         short.memset(a, 1)
     assert dev.stats().result().generation == dev.generation  # the device still serves
+
+
+def test_repeated_copies_and_fills_are_replayed_with_fresh_data(dev, backend, rng) -> None:
+    """On the GPU a repeated copy or fill is captured as a CUDA graph the second time and
+    launched after (DeviceContext.driver_bound). Fresh data goes into the source before every
+    round and the destination is checked each time, so a replay that copied stale bytes, or
+    to another place, fails. Zero-byte copies and fills issue nothing and are answered."""
+    src, dst = dev.alloc(2048, np.float32).result(), dev.alloc(2048, np.float32).result()
+    for rnd in range(5):
+        h = rng.standard_normal(2048).astype(np.float32)
+        dev.copy_from_host(src, h)
+        dev.memset(dst, 0x7F, nbytes=4096)
+        dev.copy(dst, src, 4096, dst_offset=4096, src_offset=4096)
+        got = dev.copy_to_host(dst).result()
+        assert np.all(got[:1024].view(np.uint32) == 0x7F7F7F7F), rnd
+        np.testing.assert_array_equal(got[1024:], h[1024:], err_msg=str(rnd))
+    dev.copy(dst, src, 0).result()
+    dev.memset(dst, 0, nbytes=0).result()
+    np.testing.assert_array_equal(dev.copy_to_host(dst).result()[1024:], h[1024:])
+    dev.synchronize().result()
+    info = dev._worker.ctx.driver_replay_info()  # read while the device thread is idle
+    if backend == "sim":
+        assert info == {"enabled": False}
+        return
+    # each of the two calls: round 1 as usual, round 2 captured and launched, 3-5 launched
+    assert info["enabled"] and info["refused"] == "", info
+    assert info["captures"] == 2 and info["launches"] == 8, info
+    assert info["with_memory_nodes"] == 0, info

@@ -118,6 +118,10 @@ class StreamSlot:
         return self.seq - self.done_seq
 
 
+#: CUDA graphs of the device's own repeated driver calls (copies, fills) kept per device
+DRIVER_REPLAY_CAPACITY = 64
+
+
 class DeviceContext:
     """The device thread's world: backend, streams, buffers, memory, libraries, completion."""
 
@@ -152,6 +156,10 @@ class DeviceContext:
         self._scratch: Any = None
         #: what handlers derive from repeated messages (service/derived.py)
         self.derived = DerivedMemo()
+        #: the device's own repeated driver calls (copies, fills) replayed as CUDA graphs:
+        #: made on first use (:meth:`driver_bound`)
+        self._driver_replays: Any = None
+        self._driver_bound: Any = None
         #: how long :meth:`settle` waits for running batches before it hands them over, in
         #: seconds (a worker process sets its own: supervision/worker.py)
         self.settle_seconds = SETTLE_SECONDS
@@ -247,6 +255,30 @@ class DeviceContext:
             if self.on_library_opened is not None:
                 self.on_library_opened(name)
         return lib
+
+    def driver_bound(self) -> Callable[..., Callable[[Any], None]]:
+        """``bound(tag, fn, stream, *args)``: the launcher of the device's own driver call
+        ``fn(stream, *args)`` (a copy, a fill) for a handler that keeps it per message. On CUDA
+        a repeated call is replayed as a CUDA graph (``GraphReplays``: one launch through
+        ctypes, holding the GIL, where the binding's call converts its arguments and lets a
+        posting caller take the GIL); ``GPUMSG_DRIVER_REPLAY=0``, and the simulator, call
+        ``fn`` each time. ``args`` must be plain values that say everything ``fn`` issues."""
+        bound = self._driver_bound
+        if bound is None:
+            from ..backends.cuda.replays import device_replays, direct_bound, enabled
+
+            if self.backend.kind == "cuda" and enabled("GPUMSG_DRIVER_REPLAY"):
+                self._driver_replays = device_replays(self, DRIVER_REPLAY_CAPACITY)
+                bound = self._driver_replays.bound
+            else:
+                bound = direct_bound
+            self._driver_bound = bound
+        return bound
+
+    def driver_replay_info(self) -> dict[str, Any]:
+        """The driver calls' replays: ``{"enabled": False}`` until made or where off."""
+        r = self._driver_replays
+        return {"enabled": False} if r is None else {"enabled": True, **r.info()}
 
     @property
     def scratch(self) -> Any:
@@ -579,6 +611,8 @@ class DeviceContext:
             for lib in self.libraries.values():
                 lib.close()
             self.libraries.clear()
+            if self._driver_replays is not None:
+                self._driver_replays.close()
             self.memory.close()
             self.pinned.close()
             for slot in self.streams:

@@ -155,15 +155,32 @@ def _copy_to_host(ctx: DeviceContext, msg: CopyToHost, reply: Any) -> None:
 def _copy_device(ctx: DeviceContext, msg: CopyDevice, reply: Any) -> None:
     src = ctx.resolve(msg.src, "src")
     dst = ctx.resolve_out(msg.dst, "dst")
-    ctx.run(reply, COMPUTE, (src,), (dst,), ctx.backend.copy_dtod, dst.ptr + msg.dst_offset,
-            src.ptr + msg.src_offset, msg.nbytes)
+    if not msg.nbytes:  # nothing to issue, nor to capture
+        ctx.run(reply, COMPUTE, (src,), (dst,), _nothing)
+        return
+    # a repeated copy (the client sends it as the same message) keeps its launcher, replayed
+    # as a CUDA graph (DeviceContext.driver_bound)
+    ctx.run(reply, COMPUTE, (src,), (dst,), ctx.derived.get(
+        msg, (dst.ptr, src.ptr), lambda: ctx.driver_bound()(
+            "copy", ctx.backend.copy_dtod, ctx.compute.obj, dst.ptr + msg.dst_offset,
+            src.ptr + msg.src_offset, msg.nbytes)))
 
 
 @handles(Memset)
 def _memset(ctx: DeviceContext, msg: Memset, reply: Any) -> None:
     dst = ctx.resolve_out(msg.dst, "dst")
-    ctx.run(reply, COMPUTE, (), (dst,), ctx.backend.memset, dst.ptr + msg.offset, msg.value,
-            msg.nbytes // msg.width, msg.width)
+    if not msg.nbytes:
+        ctx.run(reply, COMPUTE, (), (dst,), _nothing)
+        return
+    # a repeated fill keeps its launcher, as a copy does
+    ctx.run(reply, COMPUTE, (), (dst,), ctx.derived.get(
+        msg, dst.ptr, lambda: ctx.driver_bound()(
+            "memset", ctx.backend.memset, ctx.compute.obj, dst.ptr + msg.offset, msg.value,
+            msg.nbytes // msg.width, msg.width)))
+
+
+def _nothing(stream: Any) -> None:
+    """An operation with no bytes: ordered and answered like any other, nothing issued."""
 
 
 @handles(Synchronize)
