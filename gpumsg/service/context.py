@@ -118,7 +118,7 @@ class StreamSlot:
         return self.seq - self.done_seq
 
 
-#: CUDA graphs of the device's own repeated driver calls (copies, fills) kept per device
+#: CUDA graphs of the device's own repeated driver calls (copies) kept per device
 DRIVER_REPLAY_CAPACITY = 64
 
 
@@ -156,8 +156,8 @@ class DeviceContext:
         self._scratch: Any = None
         #: what handlers derive from repeated messages (service/derived.py)
         self.derived = DerivedMemo()
-        #: the device's own repeated driver calls (copies, fills) replayed as CUDA graphs:
-        #: made on first use (:meth:`driver_bound`)
+        #: the device's own repeated driver calls (device-to-device copies) replayed as CUDA
+        #: graphs: made on first use (:meth:`driver_bound`)
         self._driver_replays: Any = None
         self._driver_bound: Any = None
         #: how long :meth:`settle` waits for running batches before it hands them over, in
@@ -258,7 +258,8 @@ class DeviceContext:
 
     def driver_bound(self) -> Callable[..., Callable[[Any], None]]:
         """``bound(tag, fn, stream, *args)``: the launcher of the device's own driver call
-        ``fn(stream, *args)`` (a copy, a fill) for a handler that keeps it per message. On CUDA
+        ``fn(stream, *args)`` (a device-to-device copy) for a handler that keeps it per
+        message. On CUDA
         a repeated call is replayed as a CUDA graph (``GraphReplays``: one launch through
         ctypes, holding the GIL, where the binding's call converts its arguments and lets a
         posting caller take the GIL); ``GPUMSG_DRIVER_REPLAY=0``, and the simulator, call

@@ -168,15 +168,11 @@ def _copy_device(ctx: DeviceContext, msg: CopyDevice, reply: Any) -> None:
 
 @handles(Memset)
 def _memset(ctx: DeviceContext, msg: Memset, reply: Any) -> None:
+    # issued as it is: a fill replayed as a graph measured 0.4-0.9 µs more of the device
+    # thread than cuMemsetD8Async itself (H100, stop 35), unlike a copy
     dst = ctx.resolve_out(msg.dst, "dst")
-    if not msg.nbytes:
-        ctx.run(reply, COMPUTE, (), (dst,), _nothing)
-        return
-    # a repeated fill keeps its launcher, as a copy does
-    ctx.run(reply, COMPUTE, (), (dst,), ctx.derived.get(
-        msg, dst.ptr, lambda: ctx.driver_bound()(
-            "memset", ctx.backend.memset, ctx.compute.obj, dst.ptr + msg.offset, msg.value,
-            msg.nbytes // msg.width, msg.width)))
+    ctx.run(reply, COMPUTE, (), (dst,), ctx.backend.memset, dst.ptr + msg.offset, msg.value,
+            msg.nbytes // msg.width, msg.width)
 
 
 def _nothing(stream: Any) -> None:
