@@ -293,8 +293,8 @@ def _iamin(ctx: Any, msg: Iamin, reply: Any) -> None:
 
 
 def _matrix_vector(ctx: Any, msg: Any) -> tuple[Any, Any, Any, tuple]:
-    """A, x and y of gemv/symv, and what the call reads: y only when beta is not 0 (then it is
-    only written, and only needs to be allocated)."""
+    """A, x and y of gemv/symv, and what the call reads: y too when beta is not 0 (with beta
+    0, y is only written, so it need only be allocated)."""
     a = ctx.resolve(msg.a, "a")
     x = ctx.resolve(msg.x, "x")
     if msg.beta == 0:
