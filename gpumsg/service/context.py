@@ -259,11 +259,11 @@ class DeviceContext:
     def driver_bound(self) -> Callable[..., Callable[[Any], None]]:
         """``bound(tag, fn, stream, *args)``: the launcher of the device's own driver call
         ``fn(stream, *args)`` (a device-to-device copy) for a handler that keeps it per
-        message. On CUDA
-        a repeated call is replayed as a CUDA graph (``GraphReplays``: one launch through
-        ctypes, holding the GIL, where the binding's call converts its arguments and lets a
-        posting caller take the GIL); ``GPUMSG_DRIVER_REPLAY=0``, and the simulator, call
-        ``fn`` each time. ``args`` must be plain values that say everything ``fn`` issues."""
+        message. On CUDA a repeated call is replayed as a CUDA graph (``GraphReplays``: one
+        launch through ctypes, holding the GIL, where the binding's call converts its
+        arguments and lets a posting caller take the GIL); ``GPUMSG_DRIVER_REPLAY=0``, and the
+        simulator, call ``fn`` each time. ``args`` must be plain values that say everything
+        ``fn`` issues."""
         bound = self._driver_bound
         if bound is None:
             from ..backends.cuda.replays import device_replays, direct_bound, enabled
