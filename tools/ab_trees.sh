@@ -7,7 +7,9 @@
 #   (bench_blas, bench_overhead, ...), with arguments after a colon, split on commas
 #   (bench_small_ops:--cpu). Logs and each tree's results files go to $OUT/<step>_<tree>*
 #   (at most 8 files come back: name few steps). STEP_TIMEOUT (s, default 150) bounds each run.
-#   REPEAT=n runs the whole list n times (files of round r > 1 end in _r<r>).
+#   REPEAT=n runs the whole list n times (files of round r > 1 end in _r<r>); even rounds run
+#   the working tree first: the tree run second in a pair read bench_overhead's eight-thread
+#   row lower in 8 of 9 pairs, whichever tree it was (stop 35), so use an even REPEAT there.
 set -u
 export NCCL_NVLS_ENABLE=0
 OUT=${OUT:-/tmp/out}
@@ -40,7 +42,12 @@ run() {  # run TREE_DIR LABEL STEP
 for r in $(seq 1 "${REPEAT:-1}"); do
   SUFFIX=""; [ "$r" -gt 1 ] && SUFFIX=_r$r
   for step in "$@"; do
-    run "$BASE" base "$step"
-    run "$NEW" new "$step"
+    if [ $((r % 2)) -eq 1 ]; then
+      run "$BASE" base "$step"
+      run "$NEW" new "$step"
+    else
+      run "$NEW" new "$step"
+      run "$BASE" base "$step"
+    fi
   done
 done
