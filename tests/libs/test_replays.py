@@ -394,3 +394,50 @@ def test_bursts_of_reductions_keep_their_graphs() -> None:
         red = dev.blas.replay_info().result()["cublas"]["reductions"]
     assert red["graphs"] > 64 and red["launches"] > burst, red
     assert red["captures"] == red["graphs"], red  # none evicted, none captured again
+
+
+@pytest.mark.gpu
+def test_every_replay_switch_turns_its_replays_off(monkeypatch) -> None:
+    """GPUMSG_FFT_REPLAY, GPUMSG_SPARSE_REPLAY, GPUMSG_BLAS_LEVEL_REPLAY and
+    GPUMSG_DRIVER_REPLAY at 0: repeated FFT executions, SpMVs, axpys and copies run as usual
+    (nothing captured) and stay right; the GEMM replays, switched apart, still capture."""
+    import scipy.sparse as sp
+
+    need_backend("cuda")
+    for name in ("GPUMSG_FFT_REPLAY", "GPUMSG_SPARSE_REPLAY", "GPUMSG_BLAS_LEVEL_REPLAY",
+                 "GPUMSG_DRIVER_REPLAY"):
+        monkeypatch.setenv(name, "0")
+    rng = np.random.default_rng()
+    with gpumsg.open_device(0, backend="cuda") as dev:
+        xh = (rng.standard_normal((2, 64)) + 1j * rng.standard_normal((2, 64))).astype(
+            np.complex64)
+        x, out = dev.to_device(xh).result(), dev.alloc((2, 64), np.complex64).result()
+        plan = dev.fft.plan((64,), 2, "c2c", "c64")
+        a = sp.random(50, 40, density=0.2, format="csr", dtype=np.float32, random_state=1)
+        m = dev.sparse.csr(a)
+        vh, wh = rng.standard_normal(40).astype(np.float32), rng.standard_normal(50).astype(
+            np.float32)
+        v, y = dev.to_device(vh).result(), dev.alloc(50, np.float32).result()
+        w, z = dev.to_device(wh).result(), dev.alloc(50, np.float32).result()
+        for _ in range(3):
+            dev.fft.execute(plan, x, out)
+            dev.sparse.spmv(m, v, y)
+            dev.blas.axpy(w, y, 0.5)  # y = A v + 0.5 w, each round
+            dev.copy(z, y)
+        dev.synchronize().result()
+        ref_fft = np.fft.fft(xh.astype(np.complex128), axis=-1)
+        assert np.abs(dev.copy_to_host(out).result().reshape(2, 64) - ref_fft).max() < 1e-4 * \
+            np.abs(ref_fft).max()
+        ref_y = a.astype(np.float64) @ vh + 0.5 * wh
+        np.testing.assert_allclose(dev.copy_to_host(z).result(), ref_y, rtol=1e-4, atol=1e-4)
+        assert dev.fft.replay_info().result() == {"enabled": False}
+        assert dev.sparse.replay_info().result() == {"enabled": False}
+        levels = dev.blas.replay_info().result()["cublas"]["levels"]
+        assert not levels["enabled"] and levels["captures"] == 0, levels
+        assert dev._worker.ctx.driver_replay_info() == {"enabled": False}
+        g = dev.to_device(rng.standard_normal((8, 8)).astype(np.float32, order="F")).result()
+        c = dev.alloc((8, 8), np.float32).result()
+        for _ in range(3):
+            dev.sgemm(g, g, c, 8, 8, 8)
+        dev.synchronize().result()
+        assert dev.blas.replay_info().result()["cublas"]["captures"] >= 1  # not switched off

@@ -91,7 +91,9 @@ class Blas:
         second time and replayed from then on (the same kernels on the same addresses; a few us
         of host time instead of the library's 10-25). Each entry says whether that is on
         (``GPUMSG_BLAS_REPLAY=0`` turns it off; None: the handle was not used yet; False on the
-        simulator), and the graphs held, captures, launches, and why capturing stopped."""
+        simulator), and the graphs held, captures, launches, and why capturing stopped. The
+        cuBLAS entry says the same of the reductions under ``reductions`` and of the level-1/2
+        calls under ``levels`` (``GPUMSG_BLAS_LEVEL_REPLAY=0`` turns only those off)."""
         return self._send(msgs.BlasReplayInfo())
 
     # -- level 1
