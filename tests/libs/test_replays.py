@@ -411,7 +411,8 @@ def test_every_replay_switch_turns_its_replays_off(monkeypatch) -> None:
     with gpumsg.open_device(0, backend="cuda") as dev:
         xh = (rng.standard_normal((2, 64)) + 1j * rng.standard_normal((2, 64))).astype(
             np.complex64)
-        x, out = dev.to_device(xh).result(), dev.alloc((2, 64), np.complex64).result()
+        x = dev.to_device(xh).result()
+        out = dev.alloc((2, 64), np.complex64, order="C").result()
         plan = dev.fft.plan((64,), 2, "c2c", "c64")
         a = sp.random(50, 40, density=0.2, format="csr", dtype=np.float32, random_state=1)
         m = dev.sparse.csr(a)
