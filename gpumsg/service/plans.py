@@ -31,6 +31,14 @@ class PlanCache:
         self._plans.move_to_end(key)
         return plan
 
+    def hit(self, key: Any = None) -> None:
+        """Count a hit on a plan the caller kept and knows to be cached still (cuFFT's
+        ExecCall: the cache's evictions are counted apart); with ``key``, make it the most
+        recent, as :meth:`get` does."""
+        self.hits += 1
+        if key is not None:
+            self._plans.move_to_end(key)
+
     def __contains__(self, key: Any) -> bool:
         """Whether ``key`` has a plan (not counted as a hit or a miss, not made recent)."""
         return key in self._plans

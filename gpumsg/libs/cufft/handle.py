@@ -137,17 +137,18 @@ class ExecCall:
         looked up again (made on a miss; raises what making it raises)."""
         lib = self.lib
         if self.epoch == lib.epoch:  # our plan is cached still
-            lib.plans.hits += 1
             plan = self.plan
-            if lib.recent is not plan:  # else the most recent already: nothing to move
-                lib.plans._plans.move_to_end(self.key)  # (hashes the spec)
+            if lib.recent is plan:  # the most recent already: nothing to move
+                lib.plans.hit()
+            else:
+                lib.plans.hit(self.key)  # (hashes the spec)
                 lib.recent = plan
             return self.launch
         recent = lib.recent
         if recent is not None and recent.spec is self.spec:
             # the plan made or used last, under this very spec object (the NumPy-shaped layer
             # sends its recipe's spec at every call): a hit, found without hashing the spec
-            lib.plans.hits += 1
+            lib.plans.hit()
             plan = recent
         else:
             plan, _ = lib.plan(self.spec)
@@ -188,7 +189,7 @@ class CufftHandle:
     # -- the cache -----------------------------------------------------------------------------
     def cached(self, spec: FftSpec) -> bool:
         """Whether the plan of ``spec`` is cached (no counting, no LRU change)."""
-        return spec in self.plans._plans
+        return spec in self.plans
 
     def plan(self, spec: FftSpec) -> tuple[FftPlanObj, bool]:
         """The plan of ``spec`` and whether it was a cache hit; made on a miss."""
@@ -277,7 +278,7 @@ class CufftHandle:
 
     def info(self) -> dict[str, int]:
         out = self.plans.info()
-        out["workspace_bytes"] = sum(p.work_bytes for p in self.plans._plans.values())
+        out["workspace_bytes"] = sum(p.work_bytes for p in self.plans.values())
         return out
 
     def configure(self, capacity: int | None, clear: bool) -> dict[str, int]:

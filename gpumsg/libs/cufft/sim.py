@@ -95,7 +95,7 @@ class SimCufft:
             self.recent = None
 
     def cached(self, spec: FftSpec) -> bool:
-        return spec in self.plans._plans
+        return spec in self.plans
 
     def plan(self, spec: FftSpec) -> tuple[SimPlan, bool]:
         plan = self.plans.get(spec)
