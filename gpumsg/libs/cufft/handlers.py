@@ -32,19 +32,18 @@ def _exec(ctx: Any, msg: FftExec, reply: Any) -> None:
     lib = ctx.library("cufft")
     xp, op = x.ptr, out.ptr
     call = ctx.derived.get(msg, (xp, op), lambda: ExecCall(lib, msg, xp, op, ctx.compute.obj))
-    if ctx.capture is not None:
-        # a dev.graph() recording: the plan must exist already (making one allocates device
-        # memory, which a stream capture forbids), and the graph's nodes use its memory, so it
-        # is kept until the device closes. (The launcher issues the call itself while a
-        # recording is on: no replay graph is made or launched inside another capture.)
-        if not lib.cached(msg.spec):
-            raise GraphCaptureError("FftExec cannot be recorded with a plan that does not "
-                                    "exist yet: make it first (dev.fft.plan(...).result()) "
-                                    "and record after", "FftExec")
-        launch = call.launcher()
+    # a dev.graph() recording: the plan must exist already (making one allocates device
+    # memory, which a stream capture forbids), and the graph's nodes use its memory, so it is
+    # kept until the device closes. (The launcher issues the call itself while a recording is
+    # on: no replay graph is made or launched inside another capture.)
+    recording = ctx.capture is not None
+    if recording and not lib.cached(msg.spec):
+        raise GraphCaptureError("FftExec cannot be recorded with a plan that does not exist "
+                                "yet: make it first (dev.fft.plan(...).result()) and record "
+                                "after", "FftExec")
+    launch = call.launcher()
+    if recording:
         call.plan.captured = True
-    else:
-        launch = call.launcher()
     ctx.run(reply, COMPUTE, (x,), (out, x) if call.overwrites_input else (out,), launch)
 
 
