@@ -85,3 +85,124 @@ def test_future_can_stand_for_its_buffer(dev, rng) -> None:
     assert fut.cancel() is False
     np.testing.assert_array_equal(dev.copy_to_host(fut).result(), host)
     assert fut.result() is fut.buffer
+
+
+# -- a new buffer and the message that writes it, as one message (AllocThen) ------------------
+def test_a_call_answering_a_new_buffer_sends_one_message(dev, rng, posted) -> None:
+    """``matmul`` without ``out`` posts one AllocThen: the product is right, and the new
+    buffer's pointer is known once its future resolved. With the fusion off (process
+    isolation's way) the same call posts an Alloc and the Gemm, with the same result."""
+    a0, b0 = (rng.standard_normal((5, 7)), rng.standard_normal((7, 3)))
+    a, b = dev.to_device(a0).result(), dev.to_device(b0).result()
+    sent = posted(dev, gpumsg.messages.Message)
+    c = dev.blas.matmul(a, b).result(timeout=60)
+    assert [type(m).__name__ for m in sent] == ["AllocThen"]
+    assert sent[0].out is c.ref and sent[0].then.written() == [c.ref]
+    assert c.raw_device_ptr() == dev._worker.ctx.buffers[c.ref.id].ptr
+    np.testing.assert_allclose(dev.copy_to_host(c).result(), a0 @ b0, rtol=1e-12)
+    sent.clear()
+    dev._fuse_alloc = False
+    d = dev.blas.matmul(a, b).result(timeout=60)
+    assert [type(m).__name__ for m in sent] == ["Alloc", "Gemm"]
+    assert d.raw_device_ptr() and d.ref.id != c.ref.id
+    np.testing.assert_allclose(dev.copy_to_host(d).result(), a0 @ b0, rtol=1e-12)
+
+
+def test_alloc_then_is_the_clients_own(dev) -> None:
+    out = dev.alloc((4,), np.float32).result()
+    src = dev.alloc((4,), np.float32).result()
+    with pytest.raises(gpumsg.InvalidMessage, match="AllocThen"):
+        dev.send(gpumsg.messages.AllocThen(out.ref, gpumsg.messages.CopyDevice(out, src)))
+    with pytest.raises(gpumsg.InvalidMessage, match="then"):
+        gpumsg.messages.AllocThen(out.ref, gpumsg.messages.Alloc(out.ref))
+
+
+def test_alloc_then_whose_allocation_fails_fails_only_that_call(dev, rng) -> None:
+    a0 = rng.standard_normal((4, 4))
+    a = dev.to_device(a0).result()
+    dev.inject_fault("oom", count=2).result()  # the pool retries once after trimming
+    with pytest.raises(gpumsg.OutOfMemory):
+        dev.blas.matmul(a, a).result(timeout=60)
+    np.testing.assert_allclose(dev.copy_to_host(dev.blas.matmul(a, a)).result(), a0 @ a0,
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["AllocThen", "Alloc+Gemm"])
+def test_a_new_buffer_whose_operation_fails_is_marked_and_freed(dev, rng, fused) -> None:
+    """The allocation succeeds and the operation fails on the device (an input whose own
+    allocation failed): the call's future fails naming the cause, the new buffer's contents
+    are marked invalid for readers, the device keeps serving, and the dropped buffers are
+    freed: the failed input's and the output's. (Before, both leaked in either form: the
+    failure kept in each buffer's record held, through its traceback's frames, the reply that
+    held the buffer.)"""
+    dev._fuse_alloc = fused
+    b0 = rng.standard_normal((4, 4))
+    b = dev.to_device(b0).result()
+    dev.synchronize().result(timeout=60)
+    live = len(dev._worker.ctx.buffers)
+    dev.inject_fault("oom", count=2).result()  # the pool retries once after trimming
+    x = dev.alloc((4, 4), np.float64, order="C")  # fails on the device
+    y = dev.blas.matmul(x, b)
+    with pytest.raises(gpumsg.DependencyFailed):
+        y.result(timeout=60)
+    with pytest.raises(gpumsg.DependencyFailed):
+        dev.copy_to_host(y.buffer).result(timeout=60)
+    np.testing.assert_allclose(dev.copy_to_host(dev.blas.matmul(b, b)).result(), b0 @ b0,
+                               rtol=1e-12)
+    del x, y
+    gc.collect()
+    dev.synchronize().result(timeout=60)
+    assert len(dev._worker.ctx.buffers) == live
+
+
+def test_an_unnamed_buffer_dropped_on_the_device_thread_is_freed_without_a_message(
+        dev, rng) -> None:
+    """Allocations nobody named, their futures let go at once: each dies on the device thread
+    when its Alloc is answered, and the device loop frees it itself: no Free is posted and the
+    memory comes back. Outputs dropped elsewhere (a NumPy-shaped FFT's, answered by whichever
+    thread sees its completion) come back either way. A buffer named by another message posts
+    its Free, which follows that message through the mailbox."""
+    x = dev.to_device((rng.standard_normal(64) + 1j * rng.standard_normal(64))
+                      .astype(np.complex64)).result()
+    dev.synchronize().result(timeout=60)
+    ctx = dev._worker.ctx
+    live = len(ctx.buffers)
+    frees: list = []  # a finalizer's Free goes through _submit, not _post
+    submit = dev._submit
+    dev._submit = lambda msg, reply: (frees.append(msg), submit(msg, reply))
+    for _ in range(50):
+        dev.alloc((256,), np.float32)  # the future let go at once
+    dev.synchronize().result(timeout=60)
+    dev.synchronize().result(timeout=60)  # a turn after the one that let the last go
+    assert frees == [] and len(ctx.buffers) == live
+    for _ in range(50):
+        dev.fft.fft(x)
+    dev.synchronize().result(timeout=60)
+    gc.collect()
+    dev.synchronize().result(timeout=60)
+    assert len(ctx.buffers) == live
+    frees.clear()
+    named = dev.alloc((4,), np.float32)
+    dev.memset(named, 0)  # names it
+    del named
+    gc.collect()
+    dev.synchronize().result(timeout=60)
+    assert [type(m).__name__ for m in frees] == ["Free"]
+    assert len(ctx.buffers) == live
+
+
+def test_a_dropped_output_named_by_a_later_message_is_not_freed_early(dev, rng) -> None:
+    """``y = fft(x)``, then a message reading y posted, then y's future dropped: the second
+    message must still find y (freed behind it, not at the end of y's own turn)."""
+    x0 = (rng.standard_normal(64) + 1j * rng.standard_normal(64)).astype(np.complex64)
+    x = dev.to_device(x0).result()
+    outs = []
+    for _ in range(20):
+        y = dev.fft.fft(x)
+        z = dev.alloc((64,), np.complex64, order="C")
+        dev.copy(z, y)
+        del y
+        outs.append(z)
+    for z in outs:
+        np.testing.assert_allclose(dev.copy_to_host(z).result(timeout=60), np.fft.fft(x0),
+                                   rtol=1e-4, atol=1e-3)

@@ -204,6 +204,11 @@ class BufferFuture(GpuFuture):
             self.buffer._ptr = result
         self._resolve_with(self.buffer, None)
 
+    def set_pointer(self, ptr: int) -> None:
+        """The device thread made the buffer's allocation (``AllocThen``): its address, told
+        before the operation writing the buffer completes and answers this future."""
+        self.buffer._ptr = ptr
+
 
 def buffer_after(done: Future, buffer: GpuBuffer) -> BufferFuture:
     """A future of ``buffer`` that resolves once ``done`` (the operation writing it) has, or
@@ -243,20 +248,29 @@ class GpuBuffer:
     It records the device and the generation it was made in; using it after :meth:`free`, after
     its device closed or was rebuilt raises :class:`~gpumsg.errors.GpuRefStale` before anything
     is sent. When the last reference goes, a ``Free`` message is posted (no CUDA call is ever
-    made from the finalizer). Buffers are column-major ('F') unless allocated with order='C'.
+    made from the finalizer); a buffer that no message but the one making it named, dropped on
+    the device thread (its future answered and let go), is freed by the device loop without a
+    message. Buffers are column-major ('F') unless allocated with order='C'.
     """
 
-    __slots__ = ("_device", "_ref", "_ptr", "_freed", "__weakref__")
+    __slots__ = ("_device", "_ref", "_ptr", "_freed", "_named", "__weakref__")
 
     def __init__(self, device: Device, ref: BufRef) -> None:
         self._device = device
         self._ref = ref
         self._ptr: int | None = None
         self._freed = False
+        #: false while no message but its producer can name the buffer: set false by the
+        #: makers that post only the producer (``Device.alloc``, ``Device._send_new``), true
+        #: again once the reference is taken (every other message that names a buffer takes
+        #: it). An unnamed buffer dropped on the device thread is freed there without a
+        #: message (Device._post_free).
+        self._named = True
 
     @property
     def ref(self) -> BufRef:
         """The message-level reference. Raises GpuRefStale if the buffer cannot be used."""
+        self._named = True
         if self._freed:
             raise GpuRefStale(f"{self._ref.describe()} was freed")
         state = self._device._state
@@ -376,7 +390,7 @@ class GpuBuffer:
         if not self._freed:
             self._freed = True
             try:
-                self._device._post_free(self._ref)
+                self._device._post_free(self._ref, self._named)
             except Exception:  # noqa: BLE001 - interpreter shutdown, closed device
                 pass
 

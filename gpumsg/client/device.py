@@ -30,6 +30,7 @@ from ..messages.blas import Sgemm
 from ..messages.device import (
     Alloc,
     AllocPinned,
+    AllocThen,
     CopyDevice,
     CopyFromHost,
     CopyToHost,
@@ -79,11 +80,13 @@ _STATS = Stats()
 #: the client's own host-memory protocol: sent by hand, they would hand the device blocks the
 #: client does not know of (a staging block never given back: every later staged copy waits)
 #: or free blocks the client is using
-_INTERNAL = frozenset({AllocPinned, FreePinned, RegisterHostMemory, UnregisterHostMemory})
+_INTERNAL = frozenset({AllocPinned, FreePinned, RegisterHostMemory, UnregisterHostMemory,
+                       AllocThen})
 #: the buffers of a message whose class keeps this ``refs`` are its ``__buffers__`` fields; a
 #: class with its own (a launch's arguments, a sparse matrix's arrays) is checked through it
 _FIELD_REFS = Message.refs
 _ALLOC = Alloc.unchecked  # type: ignore[attr-defined]
+_ALLOC_THEN = AllocThen.unchecked  # type: ignore[attr-defined]
 _MINTED = BufRef.whole  # type: ignore[attr-defined]
 #: messages memoized per Device for repeated identical calls (see Device.sgemm)
 _MEMO_SIZE = 256
@@ -207,6 +210,9 @@ class Device:
         # thread isolation: put (message, reply) in the mailbox with no call in between
         mailbox = self._worker.mailbox if isolation == "thread" else None
         self._put = mailbox.put if mailbox is not None else lambda item: submit(*item)
+        #: a new buffer and the message that writes it go as one AllocThen (thread isolation:
+        #: its reply learns the pointer from the device thread; see _send_new)
+        self._fuse_alloc = mailbox is not None
         if mailbox is not None:
             self._post = self._post_thread  # type: ignore[method-assign]
             self._qsize = mailbox.qsize
@@ -346,6 +352,24 @@ class Device:
         self._post(msg, fut)
         return fut
 
+    def _send_new(self, ref: BufRef, msg: Message) -> BufferFuture:
+        """Allocate the buffer ``ref`` names (minted by :meth:`_mint`, not sent yet) and send
+        ``msg``, which writes it: the future resolves to the new buffer once ``msg`` has
+        completed, or fails with the allocation's error or ``msg``'s. ``msg`` is screened
+        first: nothing is allocated for a message refused here. In thread isolation the two go
+        as one message (``AllocThen``); while a graph records, and in process isolation, as
+        ``Alloc`` then ``msg``."""
+        self._screen(msg)
+        buf = self._new_buffer(ref)
+        fut = BufferFuture(buf)
+        if self._fuse_alloc and self._recorder is None:
+            buf._named = False  # only its producer names it yet
+            self._post(_ALLOC_THEN(ref, msg), fut)
+        else:
+            self._post(_ALLOC(ref), PointerSink(buf))
+            self._post(msg, fut)
+        return fut
+
     def _send_entry(self, entry: list, writing: Any = None) -> Future:
         """:meth:`send` (or :meth:`send_writing` with ``writing``) for an entry
         ``[message, stamp]`` of a :class:`~gpumsg.messages.memo.MessageMemo`. The stamp is
@@ -480,6 +504,7 @@ class Device:
             raise state.refusal
         ref = self._mint(shape, dtype, order)
         buf = GpuBuffer(self, ref)
+        buf._named = False  # only the Alloc names it yet
         if self._live is not None:
             self._live[ref.id] = buf
         fut = BufferFuture(buf)
@@ -523,11 +548,15 @@ class Device:
         self._post(Free(ref), fut)
         return fut
 
-    def _post_free(self, ref: BufRef) -> None:
-        """From a finalizer: no lock (the finalizer may run inside ``_post``), no reply."""
+    def _post_free(self, ref: BufRef, named: bool = True) -> None:
+        """From a finalizer: no lock (the finalizer may run inside ``_post``), no reply. A
+        buffer whose reference no message but its producer took (``named`` false), dropped on
+        the device thread, is handed to the device loop instead, which frees it at the end of
+        its turn: every message that could use it has been handled (service/worker.py)."""
         state = self._state
         if state.accepting and ref.generation == state.generation:
-            self._submit(Free(ref), None)
+            if named or not self._fuse_alloc or not self._worker.drop(ref):
+                self._submit(Free(ref), None)
 
     def copy_from_host(self, dst: Any, array: Any, offset: int = 0) -> Future:
         """Copy ``array`` into ``dst``. An array of ``dst``'s shape is copied whole (any memory

@@ -66,6 +66,7 @@ from .device import (
     STREAMS,
     Alloc,
     AllocPinned,
+    AllocThen,
     CopyDevice,
     CopyFromHost,
     CopyToHost,
@@ -135,8 +136,9 @@ from .sparse import (
 
 __all__ = [
     "Message", "message", "BufRef", "HostRef", "STREAMS", "FAULT_KINDS",
-    "Alloc", "Free", "CopyFromHost", "CopyToHost", "CopyDevice", "Memset", "Synchronize",
-    "Stats", "SnapshotContext", "SnapshotStream", "SnapshotChildren", "WatchGeneration",
+    "Alloc", "AllocThen", "Free", "CopyFromHost", "CopyToHost", "CopyDevice", "Memset",
+    "Synchronize", "Stats", "SnapshotContext", "SnapshotStream", "SnapshotChildren",
+    "WatchGeneration",
     "AllocPinned", "FreePinned", "TrimMemory", "InjectFault", "Sgemm", "Gemm",
     "GemmStridedBatched", "GemmBatched", "Axpy", "Scal", "Dot", "Nrm2", "Asum", "Iamax", "Iamin",
     "Copy", "Swap", "Rot", "Gemv", "Ger", "Symv", "Trsv", "Geam", "Syrk", "Symm", "Trmm", "Trsm",

@@ -7,6 +7,7 @@ each message runs on is part of its contract:
 message             stream        reply
 ==================  ============  ==================================================
 Alloc               compute       the device pointer (int) once the allocation exists
+AllocThen           then's        then's reply (the client's own: see its docstring)
 Free                compute       None (stream-ordered behind every recorded use)
 CopyFromHost        h2d           None once the data is on the device
 CopyToHost          d2h           None once the data is in host memory
@@ -42,6 +43,7 @@ from .base import (
 
 __all__ = [
     "Alloc",
+    "AllocThen",
     "Free",
     "CopyFromHost",
     "CopyToHost",
@@ -92,6 +94,35 @@ class Alloc(Message):
     def __post_init__(self) -> None:
         _set(self, "out", _ref(self, "out", self.out))
         _check_ref_consistent(self, "out", self.out)
+
+
+@message(buffers=("out",))
+class AllocThen(Message):
+    """Allocate ``out`` as :class:`Alloc` does, then handle ``then``, a message that writes
+    it, in the same turn of the device thread: a call that answers a new buffer (the
+    NumPy-shaped FFTs, ``matmul`` without ``out``, a draw of a new shape) costs one message
+    instead of two.
+
+    The client's own protocol in thread isolation (``Device.send`` refuses it): the reply is
+    the client's future of the new buffer, told the device pointer when the allocation is made
+    (``set_pointer``) and answered as ``then`` is. If the allocation fails, so does the reply,
+    with the allocation's error, and ``then`` is not run."""
+
+    out: BufRef
+    then: Message
+
+    def __post_init__(self) -> None:
+        _set(self, "out", _ref(self, "out", self.out))
+        _check_ref_consistent(self, "out", self.out)
+        if not isinstance(self.then, Message) or isinstance(self.then, (Alloc, AllocThen)):
+            raise _fail(self, "then", f"expected a message that writes out, got "
+                        f"{type(self.then).__name__}")
+
+    def refs(self) -> list[BufRef]:
+        return [self.out, *self.then.refs()]
+
+    def written(self) -> list[BufRef]:
+        return self.then.written()
 
 
 @message(buffers=("buffer",))

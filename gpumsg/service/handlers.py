@@ -14,6 +14,7 @@ from ..messages.base import HostRef
 from ..messages.device import (
     Alloc,
     AllocPinned,
+    AllocThen,
     CopyDevice,
     CopyFromHost,
     CopyToHost,
@@ -32,7 +33,7 @@ from ..messages.device import (
 )
 from .context import DeviceAllocation, DeviceContext
 from .graph import keeps_alive  # also registers the graph messages
-from .registry import COMPUTE, D2H, H2D, STREAM_INDEX, handles
+from .registry import COMPUTE, D2H, H2D, HANDLERS, STREAM_INDEX, handles
 
 __all__: list[str] = []
 
@@ -88,7 +89,26 @@ def _check_mine(ctx: DeviceContext, owner: int, what: str) -> None:
 
 @handles(Alloc)
 def _alloc(ctx: DeviceContext, msg: Alloc, reply: Any) -> None:
-    ref = msg.out
+    ptr = _allocate(ctx, msg.out)
+    if reply is not None:
+        reply.set_result(ptr)
+
+
+@handles(AllocThen)
+def _alloc_then(ctx: DeviceContext, msg: AllocThen, reply: Any) -> None:
+    reply.set_pointer(_allocate(ctx, msg.out))  # the client's BufferFuture (thread isolation)
+    then = msg.then
+    handler = HANDLERS.get(type(then))
+    if handler is None:
+        raise InvalidMessage(f"then: the device has no handler for {type(then).__name__}",
+                             field="then")
+    ctx.current = then  # what a trace names
+    handler(ctx, then, reply)
+
+
+def _allocate(ctx: DeviceContext, ref: Any) -> int:
+    """Allocate the buffer ``ref`` names; its device pointer. A failure is kept where the
+    buffer's dependants will find it (they fail naming this cause), then raised."""
     if ref.owner != ctx.token:  # _check_mine, inlined on the path of every allocation
         _check_mine(ctx, ref.owner, "out")
     if ref.generation != ctx.state.generation:
@@ -108,14 +128,21 @@ def _alloc(ctx: DeviceContext, msg: Alloc, reply: Any) -> None:
     alloc.write_stream = COMPUTE
     alloc.write_seq = ctx.next_seq(COMPUTE)
     ctx.buffers[ref.id] = alloc
-    if reply is not None:
-        reply.set_result(alloc.ptr)
+    return alloc.ptr
 
 
 @handles(Free)
 def _free(ctx: DeviceContext, msg: Free, reply: Any) -> None:
     ref = msg.buffer
     _check_mine(ctx, ref.owner, "buffer")
+    free_buffer(ctx, ref)
+    ctx.reply_now(reply, None)
+
+
+def free_buffer(ctx: DeviceContext, ref: Any) -> None:
+    """Release the buffer ``ref`` names, stream-ordered behind its recorded uses (nothing if
+    it is not allocated, or of another generation). ``Free`` does this, and the device loop
+    for the buffers dropped on the device thread (service/worker.py)."""
     alloc = ctx.buffers.get(ref.id)
     if alloc is not None and ref.generation == ctx.state.generation:
         del ctx.buffers[ref.id]
@@ -125,7 +152,6 @@ def _free(ctx: DeviceContext, msg: Free, reply: Any) -> None:
                 alloc.release(ctx)  # type: ignore[attr-defined]
             else:
                 ctx.memory.deallocate(alloc.ptr, ref.nbytes, ctx.compute.obj)
-    ctx.reply_now(reply, None)
 
 
 @handles(CopyFromHost)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
+import traceback
 from queue import Empty, SimpleQueue
 from typing import Any
 
@@ -33,15 +34,31 @@ def _fail(reply: Any, error: BaseException) -> None:
         reply.set_exception(error)
 
 
+def _drop_locals(error: BaseException) -> None:
+    """Clear the local variables of the finished frames in ``error``'s traceback (and its
+    causes'). A failure outlives its message (a buffer's ``failed``, a future's exception), and
+    a handler's frame holds the message's reply, which can hold the very buffer that failed:
+    kept through the traceback, that buffer was never dropped, so never freed. The traceback's
+    lines stay."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        traceback.clear_frames(error.__traceback__)  # the running frame (this loop) is skipped
+        error = error.__cause__ or error.__context__  # type: ignore[assignment]
+
+
 def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | None,
-          on_dispatch: Any = None, backpressure: Backpressure | None = None) -> None:
+          on_dispatch: Any = None, backpressure: Backpressure | None = None,
+          dropped: list | None = None) -> None:
     """Run the device loop until :data:`STOP` arrives, then shut the context down.
 
     ``on_dispatch(reply)`` is called as each message starts (a worker process counts them for
     its supervisor). In a worker process the loop ends as soon as the context is poisoned: the
     supervisor replays, on a new worker, what was not started. ``backpressure`` (thread
     isolation) is relieved between batches: callers paused on a full mailbox are woken once
-    the device thread has taken most of it."""
+    the device thread has taken most of it. ``dropped`` (thread isolation) collects the
+    references of buffers that died on this thread unnamed (:meth:`DeviceWorker.drop`): they
+    are freed at the end of each turn, without a message."""
     dispatch = HANDLERS  # filled at import time: the device messages and every library
     get, get_nowait, qsize = mailbox.get, mailbox.get_nowait, mailbox.qsize
     state = ctx.state
@@ -58,6 +75,8 @@ def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | No
         ctx.epoch += 1
         item = get()
         ctx.epoch += 1
+        if dropped:  # died since the last turn's end (on this thread, answering late)
+            _free_dropped(ctx, dropped)
         batch = [item]
         n = qsize()
         if n:
@@ -83,6 +102,7 @@ def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | No
             try:
                 handler(ctx, msg, reply)
             except CudaError as exc:
+                _drop_locals(exc)
                 if exc.sticky:
                     error = ctx.poison(exc, f"raised by {type(msg).__name__}")
                     ctx.fail_pending(error)
@@ -91,6 +111,7 @@ def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | No
                     ctx.mark_outputs_failed(msg, exc)
                     _fail(reply, exc)
             except Exception as exc:  # GpuError, or a bug in a handler: fail only this message
+                _drop_locals(exc)
                 ctx.mark_outputs_failed(msg, exc)
                 _fail(reply, exc)
         # drop this batch's references before blocking again: a reply that stayed referenced
@@ -114,7 +135,27 @@ def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | No
         except CudaError as exc:
             if exc.sticky:
                 ctx.fail_pending(ctx.poison(exc, "observed between batches"))
+        if dropped:  # buffers that died in this turn (replies answered, the batch let go)
+            _free_dropped(ctx, dropped)
     ctx.shutdown(shutdown_timeout)
+
+
+def _free_dropped(ctx: DeviceContext, dropped: list) -> None:
+    """Free the buffers in ``dropped`` (emptied). Each died on the device thread with no
+    message but its producer ever naming it, and that producer was handled (its reply held
+    the buffer until answered): nothing left in the mailbox can use it."""
+    free = _device_handlers.free_buffer
+    while dropped:
+        ref = dropped.pop()
+        if ctx.state.poisoned is not None:
+            continue
+        try:
+            free(ctx, ref)
+        except CudaError as exc:
+            if exc.sticky:
+                ctx.fail_pending(ctx.poison(exc, "raised freeing a dropped buffer"))
+        except GpuError:  # noqa: S110 - as a Free nobody waits for: nothing to answer
+            pass
 
 
 class DeviceWorker:
@@ -132,6 +173,9 @@ class DeviceWorker:
         self._ready = threading.Event()
         self._late_lock = threading.Lock()
         self._finished = False  # the loop ended and drained the mailbox
+        #: buffers that died on the device thread, never named by a message but their
+        #: producer's; the loop frees them (see drop)
+        self.dropped: list = []
         self._thread = threading.Thread(
             target=self._run, name=f"gpumsg-device-{backend.ordinal}", daemon=True,
             args=(backend, memory, trace, allow_fault_injection, shutdown_timeout,
@@ -161,10 +205,11 @@ class DeviceWorker:
 
                 prof = cProfile.Profile()
                 prof.runcall(serve, self.ctx, self.mailbox, shutdown_timeout,
-                             backpressure=self.backpressure)
+                             backpressure=self.backpressure, dropped=self.dropped)
                 prof.dump_stats(f"{profile_to}.device{backend.ordinal}")
             else:
-                serve(self.ctx, self.mailbox, shutdown_timeout, backpressure=self.backpressure)
+                serve(self.ctx, self.mailbox, shutdown_timeout, backpressure=self.backpressure,
+                      dropped=self.dropped)
         finally:
             self.backpressure.release()  # nothing will relieve a pause any more
             with self._late_lock:
@@ -201,6 +246,16 @@ class DeviceWorker:
 
     def submit(self, msg: Any, reply: Any) -> None:
         self.mailbox.put((msg, reply))
+
+    def drop(self, ref: Any) -> bool:
+        """A buffer's last reference went (its finalizer); whether it is freed here, without
+        a ``Free`` message: only on the device thread itself (a reply answered, a batch let
+        go), and only for a buffer no message but its producer names (``named`` false on the
+        client), which the caller has checked. Elsewhere the caller posts ``Free``."""
+        if threading.get_ident() != self._thread.ident:
+            return False
+        self.dropped.append(ref)
+        return True
 
     def stop(self) -> None:
         self.mailbox.put((STOP, None))

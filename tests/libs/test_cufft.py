@@ -570,22 +570,26 @@ def test_repeated_executions_are_replayed_with_fresh_inputs(dev, backend, rng) -
     assert info["with_memory_nodes"] == 0, info  # the work area is the plan's: no allocation
 
 
-def test_numpy_shaped_call_is_two_messages_and_a_new_buffer(dev, rng, posted) -> None:
-    """``fft(x)`` on innermost axes: an Alloc and one FftExec, the returned future resolves to
-    a new buffer once the transform completed (send_writing), and a dropped output is freed."""
+def test_numpy_shaped_call_is_one_message_and_a_new_buffer(dev, rng, posted) -> None:
+    """``fft(x)`` on innermost axes: one AllocThen (the output's allocation and its FftExec),
+    the returned future resolves to a new buffer, its pointer known, once the transform
+    completed, and a dropped output is freed."""
     x0 = crand(rng, (4, 64), np.complex64)
     x = dev.to_device(x0).result()
     dev.synchronize().result(timeout=60)
     live = len(dev._worker.ctx.buffers)  # read while the device thread is idle
-    sent = posted(dev, gpumsg.messages.Alloc, FftExec)
+    sent = posted(dev, gpumsg.messages.Alloc, gpumsg.messages.AllocThen, FftExec)
     outs = [dev.fft.fft(x, norm="ortho") for _ in range(3)]
     bufs = [f.result(timeout=60) for f in outs]
-    assert [type(m).__name__ for m in sent] == ["Alloc", "FftExec"] * 3
+    assert [type(m).__name__ for m in sent] == ["AllocThen"] * 3
+    assert all(type(m.then) is FftExec and m.then.out is m.out for m in sent)
     assert len({b.ref.id for b in bufs}) == 3 and all(b.ref.id != x.ref.id for b in bufs)
+    ctx = dev._worker.ctx
+    assert [b.raw_device_ptr() for b in bufs] == [ctx.buffers[b.ref.id].ptr for b in bufs]
     for b in bufs:
         assert_close(host(dev, b), np.fft.fft(wide(x0), norm="ortho"), "c64", 5)
-    assert sent[1].scale == pytest.approx(1 / 8)
-    assert len(dev._worker.ctx.buffers) == live + 3
+    assert sent[1].then.scale == pytest.approx(1 / 8)
+    assert len(ctx.buffers) == live + 3
     del outs, bufs, b
     gc.collect()
     dev.synchronize().result(timeout=60)

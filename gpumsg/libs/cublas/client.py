@@ -75,8 +75,8 @@ class Blas:
         dev._check_open()
         if out is None:
             ra, rb = as_ref(a, "a"), as_ref(b, "b")
-            out = dev.alloc(_matmul_shape(ra, rb), ra.dtype, order="C")
-            return dev.send_writing(_matmul_message(ra, rb, out.ref, compute), out)
+            ro = dev._mint(_matmul_shape(ra, rb), ra.dtype, "C")
+            return dev._send_new(ro, _matmul_message(ra, rb, ro, compute))
         return dev._send_entry(self._memo.entry(
             "matmul", (a, b, out), (compute,),
             lambda refs: _matmul_message(as_ref(refs[0], "a"), as_ref(refs[1], "b"),

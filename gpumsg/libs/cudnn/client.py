@@ -87,10 +87,10 @@ class Dnn:
                 shape = ()
             if len(shape) != len(xr.shape) or any(s <= 0 for s in shape):
                 shape = xr.shape  # a bad argument: the message names the field
-            y = dev.alloc(shape, xr.dtype, order="C")
+            y = dev._mint(shape, xr.dtype, "C")
             msg = ConvForward(x, w, y, stride, padding, dilation, groups, layout, math,
                               algo, workspace_limit, bias, activation, act_coef)
-            return dev.send_writing(msg, y)
+            return dev._send_new(y, msg)
         return dev._send_entry(self._memo.entry(
             ConvForward, (x, w, out, bias),
             (stride, padding, dilation, groups, layout, math, algo, workspace_limit, activation,
@@ -114,9 +114,9 @@ class Dnn:
             return self._memo_send(ConvBackwardData, (dy, w, out),
                                    (stride, padding, dilation, groups, layout, math, algo,
                                     workspace_limit))
-        dx = dev.alloc(x_shape, as_ref(dy, "dy").dtype, order="C")
-        return dev.send_writing(ConvBackwardData(dy, w, dx, stride, padding, dilation, groups,
-                                                 layout, math, algo, workspace_limit), dx)
+        dx = dev._mint(x_shape, as_ref(dy, "dy").dtype, "C")
+        return dev._send_new(dx, ConvBackwardData(dy, w, dx, stride, padding, dilation, groups,
+                                                  layout, math, algo, workspace_limit))
 
     def conv_backward_filter(self, x: Any, dy: Any, w_shape: Any, stride: Any = 1,
                              padding: Any = 0, dilation: Any = 1, groups: int = 1,
@@ -131,9 +131,10 @@ class Dnn:
             return self._memo_send(ConvBackwardFilter, (x, dy, out),
                                    (stride, padding, dilation, groups, layout, math, algo,
                                     workspace_limit))
-        dw = dev.alloc(w_shape, as_ref(x, "x").dtype, order="C")
-        return dev.send_writing(ConvBackwardFilter(x, dy, dw, stride, padding, dilation, groups,
-                                                   layout, math, algo, workspace_limit), dw)
+        dw = dev._mint(w_shape, as_ref(x, "x").dtype, "C")
+        return dev._send_new(dw, ConvBackwardFilter(x, dy, dw, stride, padding, dilation,
+                                                    groups, layout, math, algo,
+                                                    workspace_limit))
 
     conv2d_backward_data = conv_backward_data
     conv2d_backward_filter = conv_backward_filter
@@ -144,23 +145,34 @@ class Dnn:
         r = as_ref(ref_of, field)
         return self._dev.alloc(tuple(r.shape) if shape is None else shape, r.dtype, order="C")
 
+    def _new_like(self, ref_of: Any, out: Any, shape: Any = None, field: str = "x") -> Any:
+        """``out``, or the reference of a new C-ordered buffer like ``ref_of`` (``shape``
+        instead of its shape), minted but not allocated yet: :meth:`_send` sends its
+        allocation with the message that writes it."""
+        if out is not None:
+            return out
+        r = as_ref(ref_of, field)
+        return self._dev._mint(tuple(r.shape) if shape is None else shape, r.dtype, "C")
+
     def _send(self, msg_type: type, out: Any, given: Any, *args: Any) -> Future:
+        """``msg_type(*args)`` into ``given``, or into ``out`` (from :meth:`_new_like`), a new
+        buffer allocated with it."""
         dev = self._dev
-        return dev.send(msg_type(*args)) if given is not None else dev.send_writing(
-            msg_type(*args), out)
+        msg = msg_type(*args)
+        return dev.send(msg) if given is not None else dev._send_new(out, msg)
 
     def activation(self, x: Any, activation: str = "relu", act_coef: float | None = None,
                    out: Any = None) -> Future:
         """act(x) elementwise (``out`` may be x: in place)."""
         self._dev._check_open()
-        y = self._like(x, out)
+        y = self._new_like(x, out)
         return self._send(Activation, y, out, x, y, activation, act_coef)
 
     def activation_backward(self, x: Any, y: Any, dy: Any, activation: str = "relu",
                             act_coef: float | None = None, out: Any = None) -> Future:
         """dx = act'(x) * dy, given x and y = act(x)."""
         self._dev._check_open()
-        dx = self._like(x, out)
+        dx = self._new_like(x, out)
         return self._send(ActivationBackward, dx, out, x, y, dy, dx, activation, act_coef)
 
     def softmax(self, x: Any, mode: str = "channel", log: bool = False, layout: str = "NCHW",
@@ -168,14 +180,14 @@ class Dnn:
         """softmax (or log-softmax) of x over channels ("channel") or over everything but the
         batch ("instance"); x is (N, C, ...) in ``layout``."""
         self._dev._check_open()
-        y = self._like(x, out)
+        y = self._new_like(x, out)
         return self._send(Softmax, y, out, x, y, mode, log, layout)
 
     def softmax_backward(self, y: Any, dy: Any, mode: str = "channel", log: bool = False,
                          layout: str = "NCHW", out: Any = None) -> Future:
         """The gradient of :meth:`softmax` given its output y and dy."""
         self._dev._check_open()
-        dx = self._like(y, out, field="y")
+        dx = self._new_like(y, out, field="y")
         return self._send(SoftmaxBackward, dx, out, y, dy, dx, mode, log, layout)
 
     def pool(self, x: Any, window: Any = 2, stride: Any = None, padding: Any = 0,
@@ -197,7 +209,7 @@ class Dnn:
                         shape = cand
             except (TypeError, ValueError, ArithmeticError, IndexError):
                 pass
-            y = self._like(x, None, shape)
+            y = self._new_like(x, None, shape)
         return self._send(Pool, y, out, x, y, window, stride, padding, mode, layout)
 
     def pool_backward(self, x: Any, y: Any, dy: Any, window: Any = 2, stride: Any = None,
@@ -205,7 +217,7 @@ class Dnn:
                       out: Any = None) -> Future:
         """The gradient of :meth:`pool` given x, its output y and dy."""
         self._dev._check_open()
-        dx = self._like(x, out)
+        dx = self._new_like(x, out)
         return self._send(PoolBackward, dx, out, x, y, dy, dx, window, stride, padding, mode,
                           layout)
 
@@ -236,7 +248,7 @@ class Dnn:
                              eps: float = 1e-5, layout: str = "NCHW", out: Any = None) -> Future:
         """y = gamma (x - mean) / sqrt(var + eps) + beta per channel (f32 vectors of C)."""
         self._dev._check_open()
-        y = self._like(x, out)
+        y = self._new_like(x, out)
         return self._send(BatchNormInference, y, out, x, gamma, beta, mean, var, y, eps, layout)
 
     def batch_norm_backward(self, x: Any, dy: Any, gamma: Any, save_mean: Any, save_invstd: Any,

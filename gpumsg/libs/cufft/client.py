@@ -502,17 +502,18 @@ class Fft:
         current by the caller); the future of the new output buffer.
 
         The messages are built without validating them again: the recipe was worked out (and
-        its layouts checked) for buffers of exactly these shapes and dtypes. The last message
-        that writes the output goes through ``send_writing``: its own future resolves to the
-        output, where ``buffer_after`` would add a second future, a done-callback and its
-        condition on every call (about half of this path's client time)."""
+        its layouts checked) for buffers of exactly these shapes and dtypes. A single
+        execution and its new output go as one message (``Device._send_new``). Otherwise the
+        last message that writes the output goes through ``send_writing``: its own future
+        resolves to the output, where ``buffer_after`` would add a second future, a
+        done-callback and its condition on every call (about half of this path's client
+        time)."""
         dev = self._dev
         p = rec.single
-        if p is not None:  # one execution, input -> new output: two messages (Alloc, FftExec)
-            out = dev.alloc(rec.out_shape, rec.out_dtype, order="C")
-            oref = out.ref
-            fut = dev.send_writing(_UNCHECKED(p.spec, r, oref, p.direction, p.repeat, p.x_step,
-                                              p.out_step, 0, 0, rec.scale), out)
+        if p is not None:  # one execution, input -> new output: one message (AllocThen)
+            oref = dev._mint(rec.out_shape, rec.out_dtype, "C")
+            fut = dev._send_new(oref, _UNCHECKED(p.spec, r, oref, p.direction, p.repeat,
+                                                 p.x_step, p.out_step, 0, 0, rec.scale))
             if YIELD_BYTES is not None and oref.nbytes >= YIELD_BYTES:
                 time.sleep(0)  # let the device thread issue it now (see YIELD_BYTES)
             return fut

@@ -94,6 +94,7 @@ class ExecCall:
     ``lib`` is the device's cuFFT handle or the simulator's; both keep ``plans`` (a
     :class:`~gpumsg.service.plans.PlanCache`), ``epoch`` (plans that left the cache so far),
     ``recent`` (the plan last looked up or made: the most recent of the LRU order),
+    ``calls`` (ExecCalls kept by value: :func:`exec_call`),
     ``plan(spec)``, ``run(stream, plan, *args)`` (the call itself) and ``launcher(stream,
     plan, *args)`` (its replayed form). :meth:`launcher` answers ``launch(stream)`` for the
     envelope, to be called on the ``stream`` given here (FftExec always runs on the compute
@@ -159,6 +160,31 @@ class ExecCall:
         return launch
 
 
+#: ExecCalls kept by value per handle (``lib.calls``): at most this many, then it starts again
+EXEC_CALLS = 256
+
+
+def exec_call(lib: Any, msg: FftExec, x_ptr: int, out_ptr: int, stream: Any) -> ExecCall:
+    """The :class:`ExecCall` of ``msg`` on these pointers, kept by value in ``lib.calls``: a
+    message sent once (the NumPy-shaped layer's, whose output is new at every call) finds the
+    call of an earlier message with the same spec object, pointers and arguments (the pool
+    hands a dropped output's address to the next allocation of its size), its plan and
+    launcher already bound. The entry holds the spec, so the id in its key is not reused."""
+    spec = msg.spec
+    out = msg.out
+    key = (id(spec), msg.direction, x_ptr, out_ptr, msg.x_offset, msg.out_offset, msg.repeat,
+           msg.x_step, msg.out_step, msg.scale, out.dtype, out.size)
+    calls = lib.calls
+    kept = calls.get(key)
+    if kept is not None and kept[0] is spec:
+        return kept[1]
+    call = ExecCall(lib, msg, x_ptr, out_ptr, stream)
+    if len(calls) >= EXEC_CALLS:
+        calls.clear()
+    calls[key] = (spec, call)
+    return call
+
+
 class CufftHandle:
     """The cuFFT plan cache of one device, used only from that device's thread."""
 
@@ -172,6 +198,8 @@ class CufftHandle:
         #: the plan last looked up or made, the most recent of the cache's LRU order (an
         #: ExecCall of that plan has no entry to move)
         self.recent: FftPlanObj | None = None
+        #: ExecCalls by value (:func:`exec_call`)
+        self.calls: dict[tuple, tuple[Any, ExecCall]] = {}
         self._retired: list[tuple[Any, FftPlanObj]] = []
         self._kept: list[FftPlanObj] = []  # evicted, but recorded in a graph
         #: repeated executions replayed as CUDA graphs (GPUMSG_FFT_REPLAY=0: off); ``_bound``

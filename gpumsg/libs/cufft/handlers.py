@@ -5,7 +5,8 @@ A repeated FftExec (the client sends a repeated ``execute`` as the same message 
 what it derives, per message and buffer pointers, in the device's ``DerivedMemo``
 (:class:`~gpumsg.libs.cufft.handle.ExecCall`: the plan, the byte pointers, the launcher of the
 call, replayed as a CUDA graph on the GPU): the handler then resolves the buffers, and the
-envelope issues the kept launcher."""
+envelope issues the kept launcher. A message sent once finds the ExecCall of an earlier one with
+the same spec, pointers and arguments (:func:`~gpumsg.libs.cufft.handle.exec_call`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 from ...errors import GraphCaptureError
 from ...messages.fft import FftCacheConfig, FftCacheInfo, FftExec, FftPlan, FftReplayInfo
 from ...service.registry import COMPUTE, handles
-from .handle import ExecCall
+from .handle import exec_call
 
 __all__: list[str] = []
 
@@ -31,7 +32,7 @@ def _exec(ctx: Any, msg: FftExec, reply: Any) -> None:
     out = x if msg.spec.inplace else ctx.resolve_out(msg.out, "out")
     lib = ctx.library("cufft")
     xp, op = x.ptr, out.ptr
-    call = ctx.derived.get(msg, (xp, op), lambda: ExecCall(lib, msg, xp, op, ctx.compute.obj))
+    call = ctx.derived.get(msg, (xp, op), lambda: exec_call(lib, msg, xp, op, ctx.compute.obj))
     # a dev.graph() recording: the plan must exist already (making one allocates device
     # memory, which a stream capture forbids), and the graph's nodes use its memory, so it is
     # kept until the device closes. (The launcher issues the call itself while a recording is

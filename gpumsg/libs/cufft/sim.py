@@ -88,6 +88,8 @@ class SimCufft:
         self.epoch = 0
         #: the plan last looked up or made (the most recent of the LRU order)
         self.recent: SimPlan | None = None
+        #: ExecCalls by value (handle.exec_call)
+        self.calls: dict[tuple, tuple[Any, Any]] = {}
 
     def _retire(self, plan: SimPlan) -> None:
         self.epoch += 1

@@ -139,14 +139,10 @@ class Generator:
                 f"not {dt} (64-bit integers come only from sobol64 and scrambled_sobol64)",
                 field="dtype")
         n = math.prod(dims)
-        buf = dev.alloc(dims, dt, order="C")
-        try:
-            msg = msgs.Generate(self.id, self.kind, self.dimensions, distribution, buf, n,
-                                mean, std, lam)
-        except BaseException:
-            buf.buffer.free()
-            raise
-        return dev.send_writing(msg, buf)
+        ref = dev._mint(dims, dt, "C")
+        msg = msgs.Generate(self.id, self.kind, self.dimensions, distribution, ref, n, mean,
+                            std, lam)
+        return dev._send_new(ref, msg)
 
     # -- distributions -------------------------------------------------------------------------
     def uniform(self, shape: Any = None, dtype: Any = "f32", out: Any = None) -> Any:

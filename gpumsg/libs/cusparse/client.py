@@ -325,8 +325,9 @@ class Sparse:
             ref = _sparse_ref(m)
             _no_beta(beta, "y")
             rows, cols = ref.shape
-            y = dev.alloc((rows if op in ("N", "n") else cols,), ref.dtype)
-        elif type(m) is SparseMatrix:  # y given: a repeated call reuses its message
+            new = dev._mint((rows if op in ("N", "n") else cols,), ref.dtype, "F")
+            return dev._send_new(new, msgs.SpMV(m, x, new, alpha, beta, op))
+        if type(m) is SparseMatrix:  # y given: a repeated call reuses its message
             return self._memo_send("spmv", msgs.SpMV, m, (x, y), ("x", "y"), (alpha, beta, op),
                                    y)
         return dev.send_writing(msgs.SpMV(m, x, y, alpha, beta, op), y)
@@ -342,8 +343,9 @@ class Sparse:
             if type(rb) is not BufRef or len(rb.shape) != 2:
                 raise InvalidMessage("b: expected a 2-D GpuBuffer", field="b")
             rows = ref.shape[0] if op in ("N", "n") else ref.shape[1]
-            c = dev.alloc((rows, rb.shape[1]), ref.dtype, order="C")
-        elif type(m) is SparseMatrix:  # c given: a repeated call reuses its message
+            new = dev._mint((rows, rb.shape[1]), ref.dtype, "C")
+            return dev._send_new(new, msgs.SpMM(m, b, new, alpha, beta, op))
+        if type(m) is SparseMatrix:  # c given: a repeated call reuses its message
             return self._memo_send("spmm", msgs.SpMM, m, (b, c), ("b", "c"), (alpha, beta, op),
                                    c)
         return dev.send_writing(msgs.SpMM(m, b, c, alpha, beta, op), c)
@@ -355,7 +357,8 @@ class Sparse:
         dev = self._dev
         if y is None:
             ref = _sparse_ref(m)
-            y = dev.alloc((ref.shape[0],), ref.dtype)
+            new = dev._mint((ref.shape[0],), ref.dtype, "F")
+            return dev._send_new(new, msgs.SpSV(m, x, new, alpha, op, uplo, diag))
         return dev.send_writing(msgs.SpSV(m, x, y, alpha, op, uplo, diag), y)
 
     def spsm(self, m: Any, b: Any, c: Any = None, alpha: Any = 1.0, op: str = "N",
@@ -368,7 +371,8 @@ class Sparse:
             rb = getattr(b, "ref", None)
             if type(rb) is not BufRef:
                 raise InvalidMessage("b: expected a GpuBuffer or its future", field="b")
-            c = dev.alloc(rb.shape, getattr(ref, "dtype", rb.dtype), order="C")
+            new = dev._mint(rb.shape, getattr(ref, "dtype", rb.dtype), "C")
+            return dev._send_new(new, msgs.SpSM(m, b, new, alpha, op, uplo, diag))
         return dev.send_writing(msgs.SpSM(m, b, c, alpha, op, uplo, diag), c)
 
     def sddmm(self, a: Any, b: Any, c: Any, alpha: Any = 1.0, beta: Any = 0.0,
@@ -444,7 +448,8 @@ class Sparse:
         dev = self._dev
         if out is None:
             ref = _sparse_ref(m)
-            out = dev.alloc(ref.shape, ref.dtype, order="C")
+            new = dev._mint(ref.shape, ref.dtype, "C")
+            return dev._send_new(new, msgs.SparseToDense(m, new))
         return dev.send_writing(msgs.SparseToDense(m, out), out)
 
     def from_dense(self, dense: Any, index_dtype: Any = "i32") -> Future:
