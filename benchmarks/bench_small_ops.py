@@ -130,6 +130,12 @@ def build_cases(dev: Any, torch: Any, cupy: Any) -> tuple[list[Case], list[str]]
                   (lambda: torch.fft.fft(tx, out=to)) if cuda else None, "torch.fft.fft(out=)"))
     cases.append(("FFT c64 4 x 4096, NumPy-shaped (new output)", lambda: dev.fft.fft(x),
                   (lambda: torch.fft.fft(tx)) if cuda else None, "torch.fft.fft"))
+    # the NumPy-shaped FFT's two other messages alone: an output allocated, then dropped (its
+    # Free posted by the finalizer)
+    cases.append(("new 128 KiB buffer, dropped at once",
+                  lambda: dev.alloc(hx.shape, np.complex64, order="C"),
+                  (lambda: torch.empty(hx.shape, dtype=torch.complex64, device="cuda"))
+                  if cuda else None, "torch.empty"))
 
     # -- cuSPARSE: SpMV 10k x 10k, 10 per row, f32, into a kept y ------------------------------
     n = 10_000
