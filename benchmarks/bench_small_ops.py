@@ -89,6 +89,14 @@ def build_cases(dev: Any, torch: Any, cupy: Any) -> tuple[list[Case], list[str]]
     cases.append(("SGEMM 64^3 (reference)", lambda: dev.sgemm(ga, gb, gc, 64, 64, 64),
                   (lambda: torch.mm(ta_, tb_, out=tc_)) if cuda else None, "torch.mm(out=)"))
 
+    # -- the same product NumPy-shaped: `matmul(a, b)` of C-ordered buffers, a new output -----
+    ca, cb = dev.to_device(np.ascontiguousarray(ha)).result(), \
+        dev.to_device(np.ascontiguousarray(hb)).result()
+    got = dev.copy_to_host(dev.blas.matmul(ca, cb)).result()
+    assert np.allclose(got, ha.astype(np.float64) @ hb, rtol=1e-4, atol=1e-4), "matmul"
+    cases.append(("matmul 64^3 f32, new output", lambda: dev.blas.matmul(ca, cb),
+                  (lambda: torch.mm(ta_, tb_)) if cuda else None, "torch.mm"))
+
     # -- the same SGEMM into 100 outputs in turn: more distinct repeated calls than the GEMM
     # replays held graphs for (64) before stop 35 ------------------------------------------------
     outs = [dev.alloc((64, 64), np.float32).result() for _ in range(CYCLE)]
@@ -166,6 +174,10 @@ def build_cases(dev: Any, torch: Any, cupy: Any) -> tuple[list[Case], list[str]]
     tr = torch.empty(4096, device="cuda") if cuda else None
     cases.append(("cuRAND normal f32 4096 into out", lambda: gen.normal(out=r),
                   (lambda: tr.normal_()) if cuda else None, "tensor.normal_()"))
+    got = dev.copy_to_host(gen.normal(4096)).result()
+    assert abs(got.mean()) < 0.1 and abs(got.std() - 1) < 0.1, "normal, new output"
+    cases.append(("cuRAND normal f32 4096, new output", lambda: gen.normal(4096),
+                  (lambda: torch.randn(4096, device="cuda")) if cuda else None, "torch.randn"))
 
     # -- cuBLAS level 1: axpy 4096 f32 ---------------------------------------------------------
     hp, hq = (rng.standard_normal(4096).astype(np.float32) for _ in range(2))

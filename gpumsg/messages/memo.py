@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import marshal
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
 from .base import BufRef, Message
 
-__all__ = ["MessageMemo", "plain"]
+__all__ = ["MessageMemo", "OutputTemplates", "plain", "with_output"]
 
 
 def plain(value: Any) -> bool:
@@ -104,3 +105,52 @@ class MessageMemo:
         if len(memo) >= self.size:
             memo.clear()
         memo[key] = entry
+
+
+#: per message class: a getter of all its fields, and each field's index
+_FIELDS: dict[type, tuple[Callable[[Any], tuple], dict[str, int]]] = {}
+
+
+def with_output(msg: Message, field: str, ref: BufRef) -> Message:
+    """A copy of ``msg`` holding ``ref`` in ``field``, built without validating it again: for
+    a message validated with an output of exactly ``ref``'s shape, dtype, order, owner and
+    generation (a new output minted as the first was), whose other fields are unchanged."""
+    cls = type(msg)
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        names = tuple(cls.__dataclass_fields__)  # type: ignore[attr-defined]
+        fields = _FIELDS[cls] = (attrgetter(*names), {n: i for i, n in enumerate(names)})
+    values = list(fields[0](msg))
+    values[fields[1][field]] = ref
+    return cls.unchecked(*values)  # type: ignore[attr-defined]
+
+
+class OutputTemplates:
+    """The messages of repeated calls that answer a new buffer (``matmul(a, b)``, a draw of a
+    new shape): each is built and validated once, with the first output minted for it, and a
+    repeated call copies it with its own new output (:func:`with_output`) instead of
+    validating every field again.
+
+    ``get(key, refs)`` answers ``(out_shape, message)`` kept under ``key`` if it was built
+    from the very references ``refs`` (held by the kept message, so their ids in a key are
+    not reused), else None; ``put(key, refs, out_shape, message)`` keeps one. The key must hold
+    everything else the message was built from, by value and type. At most ``size`` entries;
+    when full it starts again."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._kept: dict[tuple, tuple[tuple, tuple, Message]] = {}
+
+    def get(self, key: tuple, refs: tuple) -> tuple[tuple, Message] | None:
+        kept = self._kept.get(key)
+        if kept is None:
+            return None
+        for held, r in zip(kept[0], refs, strict=True):
+            if held is not r:
+                return None
+        return kept[1], kept[2]
+
+    def put(self, key: tuple, refs: tuple, out_shape: tuple, message: Message) -> None:
+        if len(self._kept) >= self.size:
+            self._kept.clear()
+        self._kept[key] = (refs, out_shape, message)

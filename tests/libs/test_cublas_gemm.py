@@ -165,6 +165,35 @@ def test_repeated_matmul_into_out_reuses_its_message_and_keeps_every_check(dev, 
     assert dev.stats().result().generation == dev.generation  # the device still serves
 
 
+def test_repeated_matmul_without_out_copies_its_checked_message(dev, rng, posted) -> None:
+    """``matmul(a, b)`` repeated: each call posts one AllocThen whose GEMM is the first call's
+    message with the call's own new output (nothing else differs), the products are right,
+    the outputs distinct; other operands of the same shapes get their own message; a freed
+    operand is refused at the call."""
+    a, b, a2 = (rand(rng, s, "f32").copy(order="C") for s in ((3, 6, 5), (5, 4), (3, 6, 5)))
+    da, db, da2 = dev.to_device(a), dev.to_device(b), dev.to_device(a2)
+    sent = posted(dev, gpumsg.messages.AllocThen)
+    outs = [dev.blas.matmul(da, db).result() for _ in range(3)]
+    gemms = [m.then for m in sent]
+    assert len(gemms) == 3 and all(type(g) is gpumsg.messages.GemmStridedBatched for g in gemms)
+    assert [g.c for g in gemms] == [o.ref for o in outs] and len({o.ref.id for o in outs}) == 3
+    first = gemms[0]
+    for g in gemms[1:]:
+        assert g.a is first.a and g.b is first.b
+        assert [getattr(g, f) for f in first.__dataclass_fields__ if f != "c"] == \
+            [getattr(first, f) for f in first.__dataclass_fields__ if f != "c"]
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    for o in outs:
+        assert rel_err(dev.copy_to_host(o).result(), ref) < TOL["f32"]
+    other = dev.blas.matmul(da2, db).result()
+    assert sent[-1].then.b is not first.b  # the GEMM's b is the left operand (row-major swap)
+    assert rel_err(dev.copy_to_host(other).result(),
+                   a2.astype(np.float64) @ b.astype(np.float64)) < TOL["f32"]
+    db.result().free().result()
+    with pytest.raises(gpumsg.GpuRefStale):
+        dev.blas.matmul(da, db)
+
+
 def test_matmul_refuses_bad_shapes(dev) -> None:
     a = dev.alloc((4, 5), np.float32, order="C")
     with pytest.raises(gpumsg.InvalidMessage, match="align"):

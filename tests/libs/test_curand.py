@@ -631,3 +631,25 @@ BAD = [
 @pytest.mark.parametrize("case", BAD, ids=str)
 def test_bad_arguments(dev, case: BadArg) -> None:
     check_bad_args(dev, case)
+
+
+def test_repeated_draw_of_a_new_shape_copies_its_checked_message(dev, rng, posted) -> None:
+    """``normal(shape)`` repeated: each call posts one AllocThen whose Generate is the first
+    call's message with its own new output; the draws differ and follow the law; other
+    arguments get their own message; a bad dtype is refused at every call."""
+    g = make(dev, rng, "philox")
+    sent = posted(dev, gpumsg.messages.AllocThen)
+    draws = [g.normal(1 << 16) for _ in range(3)]
+    xs = [host(dev, d) for d in draws]
+    gens = [m.then for m in sent]
+    assert len(gens) == 3 and [m.out for m in gens] == [d.result().ref for d in draws]
+    assert all(m.n == 1 << 16 and m.distribution == "normal" for m in gens)
+    assert not np.array_equal(xs[0], xs[1]) and not np.array_equal(xs[1], xs[2])
+    for x in xs:
+        moments_ok(x, 0.0, 1.0, 3.0)
+    y = host(dev, g.normal(1 << 16, mean=5.0))
+    assert sent[-1].then.mean == 5.0
+    moments_ok(y, 5.0, 1.0, 3.0)
+    for _ in range(2):
+        with pytest.raises(gpumsg.InvalidMessage, match="dtype"):
+            g.normal(16, dtype="i32")

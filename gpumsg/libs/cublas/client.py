@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import InvalidMessage
 from ...messages import blas as msgs
 from ...messages.base import BufRef, as_ref, as_refs
-from ...messages.memo import MessageMemo
+from ...messages.memo import MessageMemo, OutputTemplates, with_output
 
 if TYPE_CHECKING:
     from ...client.device import Device
@@ -28,6 +28,8 @@ class Blas:
         self._dev = device
         # a GEMM repeated with the same buffers and arguments reuses its message
         self._memo = MessageMemo()
+        #: ``matmul(a, b)`` without ``out``: its message, validated once per operands
+        self._new_outputs = OutputTemplates()
 
     def _send(self, msg: Any) -> Future:
         return self._dev.send(msg)
@@ -70,13 +72,23 @@ class Blas:
         """``a @ b`` for C-ordered 2-D or 3-D buffers with NumPy semantics: (M,K)@(K,N),
         (B,M,K)@(B,K,N), and a 2-D operand broadcast against a 3-D one. Resolves to ``out``
         (allocated C-ordered when None). A call repeated with the same buffers, ``out``
-        included, reuses its message (the checks below ran when it was built)."""
+        included, reuses its message (the checks below ran when it was built); without
+        ``out``, it copies the message checked the first time with its new output."""
         dev = self._dev
         dev._check_open()
         if out is None:
             ra, rb = as_ref(a, "a"), as_ref(b, "b")
-            ro = dev._mint(_matmul_shape(ra, rb), ra.dtype, "C")
-            return dev._send_new(ro, _matmul_message(ra, rb, ro, compute))
+            key = (id(ra), id(rb), compute) if type(compute) is str else None
+            kept = self._new_outputs.get(key, (ra, rb)) if key is not None else None
+            if kept is not None:  # the same operands: the message checked the first time
+                ro = dev._mint(kept[0], ra.dtype, "C")
+                return dev._send_new(ro, with_output(kept[1], "c", ro))
+            shape = _matmul_shape(ra, rb)
+            ro = dev._mint(shape, ra.dtype, "C")
+            msg = _matmul_message(ra, rb, ro, compute)
+            if key is not None:
+                self._new_outputs.put(key, (ra, rb), shape, msg)
+            return dev._send_new(ro, msg)
         return dev._send_entry(self._memo.entry(
             "matmul", (a, b, out), (compute,),
             lambda refs: _matmul_message(as_ref(refs[0], "a"), as_ref(refs[1], "b"),

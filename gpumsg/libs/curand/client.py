@@ -12,6 +12,7 @@ garbage collected, or when the device closes.
 from __future__ import annotations
 
 import itertools
+import marshal
 import math
 import numbers
 import weakref
@@ -22,7 +23,7 @@ from ...dtypes import dtype_name
 from ...errors import InvalidMessage
 from ...messages import rng as msgs
 from ...messages.base import BufRef
-from ...messages.memo import MessageMemo
+from ...messages.memo import MessageMemo, OutputTemplates, with_output
 
 if TYPE_CHECKING:
     from ...client.device import Device
@@ -72,6 +73,8 @@ class Generator:
         self.ready: Future = dev.send(msg)
         #: the messages of repeated draws into an ``out`` buffer (see _draw)
         self._memo = MessageMemo(size=64)
+        #: the messages of draws of a new shape, validated once per arguments (_draw_new)
+        self._new_outputs = OutputTemplates()
         self._finalizer = weakref.finalize(self, _destroy, dev, self.id, dev._state.generation,
                                            self.ready)
 
@@ -121,8 +124,20 @@ class Generator:
 
     def _draw_new(self, distribution: str, shape: Any, dtype: Any, mean: float, std: float,
                   lam: float) -> Any:
-        """A draw into a new C-ordered buffer of ``shape``."""
+        """A draw into a new C-ordered buffer of ``shape``. A draw repeated with the same
+        arguments copies the message checked the first time with its new output."""
         dev = self._dev
+        # the arguments by value and exact type (marshal writes both; ``1`` and ``1.0``
+        # differ, a list shape is read as it is now); a call with an object marshal cannot
+        # write (a NumPy dtype) is checked every time
+        try:
+            key: tuple | None = (marshal.dumps((distribution, shape, dtype, mean, std, lam), 2),)
+        except ValueError:
+            key = None
+        kept = self._new_outputs.get(key, ()) if key is not None else None
+        if kept is not None:
+            ref = dev._mint(kept[0], kept[1].out.dtype, "C")
+            return dev._send_new(ref, with_output(kept[1], "out", ref))
         if shape is None:
             raise InvalidMessage("shape: give a shape or an out buffer", field="shape")
         dims = _shape(shape)
@@ -142,6 +157,8 @@ class Generator:
         ref = dev._mint(dims, dt, "C")
         msg = msgs.Generate(self.id, self.kind, self.dimensions, distribution, ref, n, mean,
                             std, lam)
+        if key is not None:
+            self._new_outputs.put(key, (), dims, msg)
         return dev._send_new(ref, msg)
 
     # -- distributions -------------------------------------------------------------------------
