@@ -41,8 +41,11 @@ def main() -> None:
         return dev.send_writing(fc._UNCHECKED(p.spec, x.ref, out.ref, p.direction, p.repeat,
                                               p.x_step, p.out_step, 0, 0, recipe.scale), out)
 
+    ma = dev.to_device(rng.standard_normal((64, 64)).astype(np.float32)).result()
     cases = {
         "numpy fft(x)": lambda: dev.fft.fft(x),
+        "matmul(a, a), new output": lambda: dev.blas.matmul(ma, ma),
+        "numpy fft(x) after matmul": lambda: dev.fft.fft(x),
         "explicit execute": lambda: dev.fft.execute(plan, x, out),
         "fresh message, fixed out": fresh_msg_fixed_out,
         "alloc + drop": lambda: dev.alloc(hx.shape, np.complex64, order="C"),
