@@ -170,8 +170,12 @@ def test_an_unnamed_buffer_dropped_on_the_device_thread_is_freed_without_a_messa
     frees: list = []  # a finalizer's Free goes through _submit, not _post
     submit = dev._submit
     dev._submit = lambda msg, reply: (frees.append(msg), submit(msg, reply))
+    # the device thread held up meanwhile, so that every future is let go here before its
+    # Alloc is answered (else the caller may hold the last reference: then a Free is posted)
+    stalled = dev.inject_fault("stall", seconds=0.5)
     for _ in range(50):
         dev.alloc((256,), np.float32)  # the future let go at once
+    assert not stalled.done()
     dev.synchronize().result(timeout=60)
     dev.synchronize().result(timeout=60)  # a turn after the one that let the last go
     assert frees == [] and len(ctx.buffers) == live
