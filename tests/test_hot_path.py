@@ -399,7 +399,8 @@ def test_posts_racing_close_are_answered_or_refused() -> None:
 
 def test_the_device_memo_keys_on_message_identity_and_stamp() -> None:
     """DerivedMemo (service/derived.py): a value is built once per message object and stamp; an
-    equal but distinct message, or another stamp, builds anew; it stays bounded."""
+    equal but distinct message, or another stamp, builds anew; it stays bounded. ``by_value``
+    keys by plain values; ``once`` builds without keeping."""
     from gpumsg.service.derived import DerivedMemo
 
     memo, built = DerivedMemo(size=4), []
@@ -419,6 +420,21 @@ def test_the_device_memo_keys_on_message_identity_and_stamp() -> None:
     for i in range(10):
         memo.get(messages.Free(ref), i, lambda: build("e"))
     assert len(memo) <= 4
+    # by value: the same key finds what the first built, whatever the message; bounded too
+    built.clear()
+    first = memo.by_value(("t", 1, 2.0), lambda: build("f"))
+    assert memo.by_value(("t", 1, 2.0), lambda: build("g")) is first and built == ["f"]
+    assert memo.by_value(("t", 1, 3.0), lambda: build("h")) is not first
+    for i in range(10):
+        memo.by_value(("t", i), lambda: build("i"))
+    assert len(memo._values) <= 4
+    # a message that is never sent again (an AllocThen's): built every time, nothing kept
+    built.clear()
+    memo.once = True
+    size = len(memo)
+    fresh = messages.Free(ref)
+    assert memo.get(fresh, 0, lambda: build("j")) is not memo.get(fresh, 0, lambda: build("k"))
+    assert built == ["j", "k"] and len(memo) == size
 
 
 def test_repeated_copies_and_fills_reuse_their_message_and_keep_every_check(dev, backend, rng,

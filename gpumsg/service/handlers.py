@@ -103,7 +103,12 @@ def _alloc_then(ctx: DeviceContext, msg: AllocThen, reply: Any) -> None:
         raise InvalidMessage(f"then: the device has no handler for {type(then).__name__}",
                              field="then")
     ctx.current = then  # what a trace names
-    handler(ctx, then, reply)
+    derived = ctx.derived
+    derived.once = True  # ``then`` is never sent again: nothing of it is kept by identity
+    try:
+        handler(ctx, then, reply)
+    finally:
+        derived.once = False
 
 
 def _allocate(ctx: DeviceContext, ref: Any) -> int:

@@ -3,7 +3,8 @@
 Creating, reseeding and destroying a generator are host calls answered at once (they run in
 message order, so a ``Generate`` sent right after ``CreateGenerator`` finds the generator).
 ``Generate`` issues through the envelope on the compute stream, writing ``out``; a repeated
-``Generate`` message keeps the launcher its first call derived (the device's ``DerivedMemo``).
+``Generate`` message keeps the launcher its first call derived (the device's ``DerivedMemo``),
+and one sent once finds the launcher of an earlier one with the same values (``by_value``).
 Draws are never replayed as CUDA graphs: a captured draw would repeat its offset, where cuRAND
 advances the generator's state on the host at each call.
 """
@@ -49,8 +50,11 @@ def _generate(ctx: Any, msg: Generate, reply: Any) -> None:
     # a partial fill keeps the rest of the buffer: then ``out`` must hold valid contents
     out = (ctx.resolve_out if msg.n == ref.size else ctx.resolve)(ref, "out")
     ptr = out.ptr
-    # a repeated message (the client sends it as the same object) keeps its launcher; it
-    # holds no stream position, so each launch draws the next values
-    ctx.run(reply, COMPUTE, (), (out,), ctx.derived.get(
-        msg, ptr, lambda: lib.generate_bound(msg.kind, msg.distribution, ref.dtype, ptr, msg.n,
-                                             msg.mean, msg.std, msg.lam)), g)
+    # a repeated message (the client sends it as the same object) keeps its launcher, and a
+    # message sent once (a draw of a new shape) finds the launcher of an earlier one with the
+    # same values; a launcher holds no stream position, so each launch draws the next values
+    derived = ctx.derived
+    ctx.run(reply, COMPUTE, (), (out,), derived.get(msg, ptr, lambda: derived.by_value(
+        ("curand", msg.kind, msg.distribution, ref.dtype, ptr, msg.n, msg.mean, msg.std,
+         msg.lam), lambda: lib.generate_bound(msg.kind, msg.distribution, ref.dtype, ptr,
+                                              msg.n, msg.mean, msg.std, msg.lam))), g)
