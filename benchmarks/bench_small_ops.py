@@ -96,6 +96,9 @@ def build_cases(dev: Any, torch: Any, cupy: Any) -> tuple[list[Case], list[str]]
     assert np.allclose(got, ha.astype(np.float64) @ hb, rtol=1e-4, atol=1e-4), "matmul"
     cases.append(("matmul 64^3 f32, new output", lambda: dev.blas.matmul(ca, cb),
                   (lambda: torch.mm(ta_, tb_)) if cuda else None, "torch.mm"))
+    co = dev.alloc((64, 64), np.float32, order="C").result()
+    cases.append(("matmul 64^3 f32 into out", lambda: dev.blas.matmul(ca, cb, out=co),
+                  (lambda: torch.mm(ta_, tb_, out=tc_)) if cuda else None, "torch.mm(out=)"))
 
     # -- the same SGEMM into 100 outputs in turn: more distinct repeated calls than the GEMM
     # replays held graphs for (64) before stop 35 ------------------------------------------------

@@ -194,6 +194,32 @@ def test_repeated_matmul_without_out_copies_its_checked_message(dev, rng, posted
         dev.blas.matmul(da, db)
 
 
+def test_a_small_gemm_keeps_its_launcher_per_message_and_by_value(dev, rng) -> None:
+    """A small GEMM (cuBLASLt) keeps one launcher per repeated message; ``matmul`` into new
+    outputs keeps none by identity (each GEMM is sent once) and finds its launcher by value.
+    The products stay right."""
+    ctx = dev._worker.ctx
+    a, b = (rand(rng, (16, 16), "f32").copy(order="C") for _ in range(2))
+    da, db = dev.to_device(a).result(), dev.to_device(b).result()
+    out = dev.alloc((16, 16), np.float32, order="C").result()
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    for _ in range(3):
+        dev.blas.matmul(da, db, out=out).result()
+    kept = len(ctx.derived)
+    for _ in range(3):
+        dev.blas.matmul(da, db, out=out).result()
+    assert len(ctx.derived) == kept  # the repeated message's launcher, kept
+    assert rel_err(dev.copy_to_host(out).result(), ref) < TOL["f32"]
+    # new outputs (each GEMM a message sent once): none keeps an entry by identity, each
+    # finds or makes its launcher by value (an address the pool hands out again finds one)
+    for _ in range(8):
+        got = dev.copy_to_host(dev.blas.matmul(da, db)).result()
+        assert rel_err(got, ref) < TOL["f32"]
+    assert len(ctx.derived) == kept
+    assert any(k[0] == "lt gemm" and k[14] == out.raw_device_ptr()
+               for k in ctx.derived._values)
+
+
 def test_matmul_refuses_bad_shapes(dev) -> None:
     a = dev.alloc((4, 5), np.float32, order="C")
     with pytest.raises(gpumsg.InvalidMessage, match="align"):

@@ -54,10 +54,23 @@ def _gemm(ctx: Any, msg: Any, reply: Any, dtype: str, compute: str) -> None:
     engine = GEMM_ENGINE
     if engine == "auto":
         engine = "lt" if msg.m * msg.n * msg.k < AUTO_LT_FLOPS else "gemmex"
-    lib = ctx.library("cublaslt" if engine == "lt" else "cublas")
-    ctx.run(reply, COMPUTE, reads, (c,), lib.gemm, dtype, compute, msg.transa, msg.transb,
-            msg.m, msg.n, msg.k, msg.alpha, a.ptr, msg.lda, b.ptr, msg.ldb, msg.beta, c.ptr,
-            msg.ldc)
+    if engine == "lt":  # small: host-bound, so its launcher is kept (per message, by value)
+        ctx.run(reply, COMPUTE, reads, (c,), ctx.derived.get(
+            msg, (a.ptr, b.ptr, c.ptr), lambda: _lt_gemm(ctx, msg, dtype, compute, a, b, c)))
+        return
+    ctx.run(reply, COMPUTE, reads, (c,), ctx.library("cublas").gemm, dtype, compute,
+            msg.transa, msg.transb, msg.m, msg.n, msg.k, msg.alpha, a.ptr, msg.lda, b.ptr,
+            msg.ldb, msg.beta, c.ptr, msg.ldc)
+
+
+def _lt_gemm(ctx: Any, msg: Any, dtype: str, compute: str, a: Any, b: Any, c: Any) -> Any:
+    """The cuBLASLt launcher of a small GEMM, found by value where an earlier message (a
+    ``matmul`` into a new output at an address the pool hands out again) made it."""
+    args = (dtype, compute, msg.transa, msg.transb, msg.m, msg.n, msg.k, msg.alpha, a.ptr,
+            msg.lda, b.ptr, msg.ldb, msg.beta, c.ptr, msg.ldc)
+    lt = ctx.library("cublaslt")
+    return ctx.derived.by_value(("lt gemm", *args),
+                                lambda: lt.gemm_bound(ctx.compute.obj, *args))
 
 
 @handles(Sgemm)

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
-from ...backends.cuda.replays import GraphReplays, device_replays, direct, enabled
+from ...backends.cuda.replays import GraphReplays, device_replays, direct, direct_bound, enabled
 from ...dtypes import CUDA_DATA_TYPE
 from ...errors import LibraryError
 from ...messages.blaslt import EPILOGUES
@@ -112,9 +113,11 @@ class LtHandle:
         #: handle's GEMMs are (GPUMSG_BLAS_REPLAY=0 turns both off)
         self.replays: GraphReplays | None = None
         self._issue: Any = direct
+        self._bound: Any = direct_bound
         if enabled("GPUMSG_BLAS_REPLAY"):
             self.replays = device_replays(ctx, REPLAY_CAPACITY)
             self._issue = self.replays.call
+            self._bound = self.replays.bound
 
     def _check(self, status: int, function: str) -> None:
         if status:
@@ -231,12 +234,33 @@ class LtHandle:
         self._issue("gemm", self._gemm_now, stream, dtype, compute, transa, transb, m, n, k,
                     alpha, a, lda, b, ldb, beta, c, ldc)
 
+    def gemm_bound(self, stream: Any, dtype: str, compute: str, transa: str, transb: str,
+                   m: int, n: int, k: int, alpha: Any, a: int, lda: int, b: int, ldb: int,
+                   beta: Any, c: int, ldc: int) -> Callable[[Any], None]:
+        """``launch(stream)``: :meth:`gemm` with these arguments on ``stream``, its replay key
+        built once (a handler keeps the launcher per message, or by value:
+        service/derived.py)."""
+        if m == 0 or n == 0:
+            cublas = self._ctx.library("cublas")
+            args = (dtype, compute, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+
+            def empty(on: Any) -> None:
+                cublas.gemm(on, *args)
+
+            return empty
+        return self._bound("gemm", self._gemm_now, stream, dtype, compute, transa, transb, m,
+                           n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+
     def _gemm_now(self, stream: Any, dtype: str, compute: str, transa: str, transb: str,
                   m: int, n: int, k: int, alpha: Any, a: int, lda: int, b: int, ldb: int,
                   beta: Any, c: int, ldc: int) -> None:
         key = (dtype, compute, transa, transb, m, n, k, lda, ldb, ldc)
         plan = self.cache.get(key)
         if plan is None:
+            if key in self._unplannable:  # a bound launcher's call (gemm checks before)
+                self._ctx.library("cublas").gemm(stream, dtype, compute, transa, transb, m, n,
+                                                 k, alpha, a, lda, b, ldb, beta, c, ldc)
+                return
             call = LtCall(dtype, dtype, dtype, dtype, compute, transa, transb, m, n, k, lda, ldb,
                           ldc, ldc, "none", None, None, alpha, beta, a, b, c, c)
             try:

@@ -4,6 +4,7 @@ same plan-cache bookkeeping as on a GPU (so CI tests hits and misses)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import ml_dtypes
@@ -123,6 +124,13 @@ class SimLt:
             self._plan((dtype, compute, transa, transb, m, n, k, lda, ldb, ldc))
         stream.put(lambda: gemm(self.sim, dtype, compute, transa, transb, m, n, k, alpha, a, lda,
                                 b, ldb, beta, c, ldc))
+
+    def gemm_bound(self, stream: Any, *args: Any) -> Callable[[Any], None]:
+        """``launch(stream)``: :meth:`gemm` with these arguments, as the CUDA handle's."""
+        def launch(on: Any) -> None:
+            self.gemm(on, *args)
+
+        return launch
 
     def cache_info(self) -> dict[str, int]:
         return self.cache.info()
