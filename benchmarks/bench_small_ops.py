@@ -6,7 +6,8 @@ pipelined (``N_PIPE`` calls issued, then one wait; µs per call) and round trip 
 waited for; median µs). The cases write into preallocated outputs where the API allows one
 (``execute(plan, x, out)``, ``spmv(m, x, y)``, ``normal(out=)``, ...), as the peer does with
 ``out=`` or an in-place method; the NumPy-shaped FFT allocates its output per call on every
-side. A peer without the call leaves its column empty. Every gpumsg result is checked against NumPy/SciPy in float64 first.
+side. A peer without the call leaves its column empty. Every gpumsg result is checked
+against NumPy/SciPy in float64 first. SMALL_OPS_N_PIPE and SMALL_OPS_N_RT shorten a trial run.
 
 ``--profile``: cProfile (Python 3.12 sees every thread) of each gpumsg case's pipelined
 calls, the top functions by own time, written to ``small_ops_profile.txt``. ``--cpu``: per
