@@ -233,19 +233,6 @@ def write_results(name: str, rows: list[dict[str, Any]], notes: list[str],
     print("\n".join(lines))
 
 
-def save_diagnostic(name: str, doc: dict[str, Any], text: str,
-                    default_dir: str | None = None) -> None:
-    """A diagnostic tool's ``name.json`` (``doc``) and ``name.md`` (``text``), written to $OUT,
-    else to ``default_dir``, else nowhere."""
-    out = os.environ.get("OUT") or default_dir
-    if not out:
-        return
-    with open(os.path.join(out, f"{name}.json"), "w") as f:
-        json.dump(doc, f, indent=1)
-    with open(os.path.join(out, f"{name}.md"), "w") as f:
-        f.write(text + "\n")
-
-
 def _fmt(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.3g}" if abs(v) < 100 else f"{v:.1f}"

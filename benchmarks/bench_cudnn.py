@@ -209,8 +209,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--warmup", type=float, default=0.3)
-    parser.add_argument("--out", default=None, help="results folder (default: $OUT or "
-                        "benchmarks/results)")
+    parser.add_argument("--out", default=None, help="output folder (default: "
+                        "benchmarks/out)")
     args = parser.parse_args()
     TIMING.update(repeats=args.repeats, warmup_s=args.warmup)
     if args.out:

@@ -32,7 +32,7 @@ def _moments(x: np.ndarray) -> tuple[float, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=None, help="results folder (default: $OUT or results/)")
+    ap.add_argument("--out", default=None, help="output folder (default: benchmarks/out)")
     ap.add_argument("--n", type=int, default=N)
     args = ap.parse_args()
     if args.out:

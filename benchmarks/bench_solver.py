@@ -5,7 +5,7 @@ copy of the input plus the factorization on both sides (torch: ``lu_factor_ex``,
 cuSOLVER, the same library underneath). gpumsg reads ``info`` back without blocking (copied on
 the stream, checked at completion). The batched rows separate the costs of the NumPy-shaped
 ``cholesky_batched`` (copy + potrfBatched + zeroing above the diagonal) from the raw
-``potrf_batched`` (copy + potrfBatched). Writes benchmarks/results/solver.{json,md} (or $OUT).
+``potrf_batched`` (copy + potrfBatched). Writes solver.{json,md} to the output folder.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ plus the in-place factorization on both sides
 (torch: ``linalg.cholesky_ex`` / ``linalg.lu_factor_ex``, the variants that do not synchronize
 to check ``info``; torch's preferred linalg library set to cuSOLVER, the same library
 underneath). gpumsg checks ``info`` without blocking: copied back on the stream, read at
-completion. Writes benchmarks/results/solver_sparse.{json,md} (or $OUT)."""
+completion. Writes solver_sparse.{json,md} to the output folder."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ small SpMV (10k rows) where the per-call host cost shows. All three hold the sam
 call writes a fresh or reused output, then the run waits once. The ratio is the faster peer's
 time over gpumsg's (>= 0.95 is the target). Also: the host cost of issuing one gpumsg SpMV (the
 repeated call is one cusparseSpMV: descriptors, buffer size and workspace are cached), and the
-workspace-size cache counters. Writes benchmarks/results/sparse.{json,md} (or $OUT)."""
+workspace-size cache counters. Writes sparse.{json,md} to the output folder."""
 
 from __future__ import annotations
 

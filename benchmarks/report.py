@@ -55,12 +55,38 @@ def load(path: str) -> dict[str, Any] | None:
             doc = json.load(f)
     except (OSError, ValueError):
         return None
+    if isinstance(doc, dict) and isinstance(doc.get("runs"), dict) and "rows" not in doc:
+        doc = _from_runs(doc)
     if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
         return None
     if "benchmark" not in doc or not isinstance(doc.get("environment"), dict):
         return None
     doc["benchmark"] = ALIASES.get(doc["benchmark"], doc["benchmark"])
     return doc
+
+
+def _from_runs(doc: dict[str, Any]) -> dict[str, Any]:
+    """A document of labelled runs (``bench_reliability``: ``{"runs": {label: run}}``) as one
+    row per run: its label, backend, device and date and the scalar figures of each part."""
+    rows = []
+    envs = []
+    for label, run in doc["runs"].items():
+        if not isinstance(run, dict):
+            continue
+        env = run.get("environment") or {}
+        envs.append(env)
+        row: dict[str, Any] = {"run": label, "backend": run.get("backend", ""),
+                               "device": env.get("device", ""), "date": env.get("date", "")}
+        parts = [run] + [p for p in run.values() if isinstance(p, dict) and p is not env]
+        for part in parts:
+            row.update((k, v) for k, v in part.items()
+                       if isinstance(v, (int, float, str)) and k not in row and k != "label")
+        rows.append(row)
+    newest = max(envs, key=lambda e: str(e.get("date", "")), default={})
+    return {"benchmark": doc.get("benchmark", "runs"), "environment": newest, "rows": rows,
+            "columns": ["run", "backend", "date", "faults", "client_ops", "lost", "wrong",
+                        "untyped", "recovery_median_ms", "recovery_p99_ms", "seconds"],
+            "notes": doc.get("notes", [])}
 
 
 def merge(src: str, results: str) -> list[str]:

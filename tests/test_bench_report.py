@@ -154,3 +154,24 @@ def test_plots(tmp_path: Path) -> None:
     for f in files:
         assert (plots / f).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "![gemm](../plots/gemm.png)" in md.read_text()
+
+
+def test_labelled_runs_become_rows(tmp_path: Path) -> None:
+    """bench_reliability's format: runs by label, each with its environment and figures."""
+    older = {**ENV, "date": "2030-01-01 00:00 UTC"}
+    doc = {"benchmark": "reliability", "notes": ["n"], "runs": {
+        "a": {"label": "a", "backend": "sim", "environment": older,
+              "faults": {"faults": 8, "lost": 0, "wrong": 0, "recovery_median_ms": 120.5,
+                         "by_kind": {"oom": 8}}, "seconds": 3.0},
+        "b": {"label": "b", "backend": "cuda", "environment": ENV,
+              "faults": {"faults": 100, "lost": 0, "wrong": 1, "recovery_median_ms": 278.4}}}}
+    path = tmp_path / "reliability.json"
+    path.write_text(json.dumps(doc))
+    loaded = report.load(str(path))
+    assert loaded is not None
+    assert loaded["environment"]["date"] == ENV["date"]  # the newest run's
+    assert [r["run"] for r in loaded["rows"]] == ["a", "b"]
+    assert loaded["rows"][1]["wrong"] == 1 and loaded["rows"][0]["seconds"] == 3.0
+    assert "by_kind" not in loaded["rows"][0]
+    text = report.render({"reliability": loaded}, {}, "plots")
+    assert "| b | cuda | 2031-02-03 04:05 UTC | 100 | 0 | 1 | 278.4 |  |" in text
