@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from ...messages.collective import check_batch
+
 __all__ = ["compute"]
 
 
@@ -40,7 +42,12 @@ def _reduce(parts: list[np.ndarray], o: Any) -> np.ndarray:
 
 def compute(inputs: dict[int, list], n: int) -> dict[int, list]:
     """NCCL's semantics on NumPy: ``inputs[rank]`` = [(CollOp, send data or None)] (one entry
-    per op of that rank's batch), answers ``out[rank]`` = [(op index, values of its recv)]."""
+    per op of that rank's batch), answers ``out[rank]`` = [(op index, values of its recv)].
+    Raises InvalidMessage where the ranks disagree (see
+    :func:`~gpumsg.messages.collective.check_batch`): the communicator refuses such a batch at
+    the call, but a Collective message may come from elsewhere, and a value computed from rank
+    0's count and dtype alone would be wrong without a word."""
+    check_batch([[o for o, _ in inputs[r]] for r in range(n)])
     out: dict[int, list] = {r: [] for r in inputs}
     colls = {r: [(i, o, x) for i, (o, x) in enumerate(ops) if o.kind not in ("send", "recv")]
              for r, ops in inputs.items()}

@@ -36,6 +36,8 @@ class SimComm:
         self.async_error = 0
         self.arrived: dict[int, dict[int, tuple[Any, list]]] = {}
         self.done: set[int] = set()
+        #: batch -> [the error of its computation, ranks yet to hear of it]
+        self.failed: dict[int, list] = {}
 
     def abort(self) -> None:
         with self.cond:
@@ -51,12 +53,24 @@ class SimComm:
             if len(slot) == self.nranks:
                 try:
                     _compute(slot, self.nranks)
+                except Exception as exc:
+                    # every rank's kernel fails, not only this one's: the others would report
+                    # success with their outputs never written
+                    if self.nranks > 1:
+                        self.failed[seq] = [exc, self.nranks - 1]
+                    raise
                 finally:
                     self.done.add(seq)
                     del self.arrived[seq]
                     self.cond.notify_all()
                 return
             self.cond.wait_for(lambda: seq in self.done or self.aborted, SIM_TIMEOUT)
+            failed = self.failed.get(seq)
+            if failed is not None:
+                failed[1] -= 1
+                if not failed[1]:
+                    del self.failed[seq]
+                raise RuntimeError(f"rank {rank}: batch {seq} failed: {failed[0]!r}")
             if seq not in self.done:
                 self.aborted = True
                 self.cond.notify_all()
