@@ -151,8 +151,8 @@ def check_batch(ops: Sequence[Sequence[Any]], pairs: bool = True) -> None:
                 if got != want:
                     raise InvalidMessage(
                         f"Collective.ops[{i}].{name}: rank {r} has {got!r} where rank 0's "
-                        f"ops[{i0}] ({o0.kind}) has {want!r}: every rank of a {o0.kind} must "
-                        f"use the same {name}", field=f"ops[{i}].{name}")
+                        f"ops[{i0}] ({o0.kind}) has {want!r}: every rank's {o0.kind} must use "
+                        f"the same {name}", field=f"ops[{i}].{name}")
     if not pairs:
         return
     # point to point: NCCL matches the j-th send from p to q with the j-th recv on q from p
