@@ -221,9 +221,11 @@ class Communicator:
 
     def _issue(self, ops: list[list[CollOp]], out: CollectiveFuture | None = None
                ) -> CollectiveFuture:
-        # before anything is enqueued: NCCL trusts every rank's count and dtype (see
-        # check_batch); a send or recv without its partner would wait for ever
-        check_batch(ops)
+        # before anything is enqueued: a send or recv without its partner would wait for ever,
+        # and one whose partner disagrees would be read or written out of bounds (the
+        # collectives were checked call by call, in _submit)
+        if any(o.kind in ("send", "recv") for rank_ops in ops for o in rank_ops):
+            check_batch(ops)
         out = out or CollectiveFuture(self.nranks)
         with self._build_lock:
             try:
@@ -232,7 +234,10 @@ class Communicator:
                 _fail_all(out, exc)
                 return out
             comm = self.comm_id
-            msgs = [Collective(comm, r, self.nranks, tuple(ops[r])) for r in range(self.nranks)]
+            # every op passed its rank's message checks in _submit (they look at one op at a
+            # time, so a batch of checked ops needs no second pass)
+            msgs = [Collective.unchecked(comm, r, self.nranks, tuple(ops[r]))
+                    for r in range(self.nranks)]
             inner: list[tuple[int, Future]] = []
             with ORDER_LOCK:
                 for m in msgs:
