@@ -32,6 +32,7 @@ import ray
 
 from ..client.buffers import GpuFuture
 from ..errors import CollectiveError, GpuError, GpuRefStale, InvalidMessage, WorkerDied
+from ..messages.collective import CollOp, check_batch
 from .actor import DeviceActor
 from .handles import Handle
 
@@ -411,6 +412,10 @@ class RemoteCommunicator:
                 pass
 
     def _run(self, per_rank: list[list[tuple]]) -> Future:
+        # before anything is sent: NCCL trusts each rank's count and dtype, so ranks that
+        # disagree would read and write out of bounds (InvalidMessage names the rank)
+        check_batch([[CollOp(kind, None, None, count, dtype, **extra)
+                      for kind, _, _, count, dtype, extra in ops] for ops in per_rank])
         out: Future = GpuFuture()
         futs = []
         for r, d in enumerate(self.devices):
