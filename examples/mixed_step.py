@@ -7,9 +7,9 @@ step's only wait. What a step costs is the service's round trip, not the GPU's w
 
 Every step's answer is checked against NumPy float64::
 
-    python examples/mixed_step.py                  # 2000 steps
-    python examples/mixed_step.py --small          # 50 steps (also GPUMSG_EXAMPLES_SMALL=1)
-    python examples/mixed_step.py --backend sim
+    python examples/mixed_step.py                  # on a GPU: 2000 steps
+    python examples/mixed_step.py --backend sim    # the NumPy simulator: 50 steps
+    python examples/mixed_step.py --size full      # 2000 steps wherever it runs
 
 Exit status 0 when every answer agrees with NumPy, 1 otherwise.
 """
@@ -55,21 +55,26 @@ def relative_error(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.linalg.norm(got - want) / np.linalg.norm(want))
 
 
-def small_run() -> bool:
-    return os.environ.get("GPUMSG_EXAMPLES_SMALL", "") not in ("", "0")
+def small_sizes(size: str, backend: str) -> bool:
+    """``--size small`` or ``full`` as asked; ``auto`` (the default; ``GPUMSG_EXAMPLES_SIZE``
+    overrides it): full on a GPU, small on the simulator."""
+    if size == "auto":
+        size = os.environ.get("GPUMSG_EXAMPLES_SIZE", "auto")
+    return size == "small" or (size != "full" and backend != "cuda")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", default="auto", choices=("auto", "cuda", "sim"))
     ap.add_argument("--device", type=int, default=0)
-    ap.add_argument("--small", action="store_true", help="few steps")
+    ap.add_argument("--size", default="auto", choices=("auto", "small", "full"),
+                    help="full on a GPU and small on the simulator unless told")
     args = ap.parse_args(argv)
-    steps = SMALL_STEPS if args.small or small_run() else FULL_STEPS
     rng = np.random.default_rng()
-    w_host = rng.standard_normal((SIDE, SIDE)).astype(np.float32)
-    inputs = [rng.standard_normal((SIDE, SIDE)).astype(np.float32) for _ in range(steps)]
     with gpumsg.open_device(args.device, backend=args.backend) as dev:
+        steps = SMALL_STEPS if small_sizes(args.size, dev.backend) else FULL_STEPS
+        w_host = rng.standard_normal((SIDE, SIDE)).astype(np.float32)
+        inputs = [rng.standard_normal((SIDE, SIDE)).astype(np.float32) for _ in range(steps)]
         w = dev.to_device(w_host).result()
         xb = dev.alloc((SIDE, SIDE), np.float32, order="C").result()
         yb = dev.alloc((SIDE, SIDE), np.float32, order="C").result()

@@ -16,9 +16,9 @@ tensor cuDNN's softmax normalizes over channels: that buffer is allocated as the
 
 Every answer is checked against NumPy float64::
 
-    python examples/mlp_serving.py                 # 1024 wide, batch 32, 8 clients x 25 requests
-    python examples/mlp_serving.py --small         # 64 wide, batch 8 (also GPUMSG_EXAMPLES_SMALL=1)
-    python examples/mlp_serving.py --backend sim
+    python examples/mlp_serving.py                 # on a GPU: 1024 wide, batch 32, 8 x 25 requests
+    python examples/mlp_serving.py --backend sim   # the NumPy simulator: 64 wide, batch 8
+    python examples/mlp_serving.py --size full     # the full model wherever it runs
 
 Exit status 0 when every answer agrees with NumPy, 1 otherwise.
 """
@@ -30,6 +30,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +38,8 @@ import numpy as np
 
 import gpumsg
 
-#: (width, batch, classes, clients, requests per client) of a full run and of a small one
+#: (width, batch, classes, clients, requests per client) of a full run (on a GPU) and of a
+#: small one (the simulator, CI)
 FULL = (1024, 32, 1024, 8, 25)
 SMALL = (64, 8, 16, 8, 4)
 #: float32 products over 1024 terms, GELU and softmax against float64: relative error of the
@@ -67,6 +69,7 @@ class Model:
     bs: list[np.ndarray]
     dev_ws: list[Any] = field(default_factory=list)
     dev_bs: list[Any] = field(default_factory=list)
+    _ws64: list[np.ndarray] = field(default_factory=list, repr=False)
 
     @classmethod
     def random(cls, width: int, classes: int, seed: int | None = None) -> Model:
@@ -84,9 +87,11 @@ class Model:
 
     def reference(self, x: np.ndarray) -> np.ndarray:
         """The probabilities in NumPy float64."""
+        if not self._ws64:
+            self._ws64 = [w.astype(np.float64) for w in self.ws]
         h = x.astype(np.float64)
-        for i, (w, b) in enumerate(zip(self.ws, self.bs)):
-            h = h @ w.astype(np.float64) + b
+        for i, (w, b) in enumerate(zip(self._ws64, self.bs)):
+            h = h @ w + b
             if i < 2:
                 h = gelu(h)
         return softmax(h)
@@ -138,62 +143,88 @@ def relative_error(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.linalg.norm(got - want) / np.linalg.norm(want))
 
 
-def serve(dev: gpumsg.Device, model: Model, batch: int, clients: int, requests: int,
-          check: bool = True, seed: int | None = None) -> tuple[float, float]:
-    """``clients`` threads, each sending ``requests`` requests of fresh random inputs.
-    Returns ``(requests per second, the largest relative error seen)`` (error 0.0 when
-    ``check`` is off). A client that fails makes this raise."""
-    width = model.ws[0].shape[0]
-    sessions = [Session(dev, model, batch) for _ in range(clients)]
+def run_clients(infers: list[Callable[[np.ndarray], np.ndarray]], batch: int, width: int,
+                requests: int, reference: Callable[[np.ndarray], np.ndarray] | None = None,
+                seed: int | None = None) -> tuple[float, float]:
+    """One thread per ``infers[i]`` (a client's request function), each sending ``requests``
+    requests of fresh random ``(batch, width)`` float32 inputs after one untimed request (the
+    libraries load and plan on first use). Returns ``(requests per second, the largest relative
+    error against reference(x))``; the error is 0.0 without ``reference``. A client that fails
+    makes this raise its error."""
+    clients = len(infers)
     errors: list[float] = []
     failures: list[BaseException] = []
     start = threading.Barrier(clients + 1)
     lock = threading.Lock()
 
-    def client(session: Session, k: int) -> None:
+    def client(infer: Callable[[np.ndarray], np.ndarray], k: int) -> None:
         rng = np.random.default_rng(None if seed is None else seed + k)
         inputs = [rng.standard_normal((batch, width)).astype(np.float32)
                   for _ in range(requests)]
         worst = 0.0
         try:
+            infer(inputs[0])
             start.wait()
             for x in inputs:
-                probs = session.infer(x)
-                if check:
-                    worst = max(worst, relative_error(probs, model.reference(x)))
-        except BaseException as exc:  # noqa: BLE001 - reported by serve()
+                out = infer(x)
+                if reference is not None:
+                    worst = max(worst, relative_error(out, reference(x)))
+        except threading.BrokenBarrierError:
+            pass  # another client failed first
+        except BaseException as exc:  # noqa: BLE001 - raised again by run_clients
             with lock:
                 failures.append(exc)
+            start.abort()
         with lock:
             errors.append(worst)
 
-    threads = [threading.Thread(target=client, args=(s, k)) for k, s in enumerate(sessions)]
+    threads = [threading.Thread(target=client, args=(f, k)) for k, f in enumerate(infers)]
     for t in threads:
         t.start()
-    start.wait()
+    try:
+        start.wait()
+    except threading.BrokenBarrierError:
+        pass
     t0 = time.perf_counter()
     for t in threads:
         t.join()
     dt = time.perf_counter() - t0
-    for s in sessions:
-        s.free()
     if failures:
         raise failures[0]
     return clients * requests / dt, max(errors)
 
 
-def small_run() -> bool:
-    return os.environ.get("GPUMSG_EXAMPLES_SMALL", "") not in ("", "0")
+def serve(dev: gpumsg.Device, model: Model, batch: int, clients: int, requests: int,
+          check: bool = True, seed: int | None = None) -> tuple[float, float]:
+    """``clients`` threads, each with its own :class:`Session`, sending ``requests`` requests
+    (see :func:`run_clients`); each answer checked against NumPy float64 when ``check``."""
+    sessions = [Session(dev, model, batch) for _ in range(clients)]
+    try:
+        return run_clients([s.infer for s in sessions], batch, model.ws[0].shape[0], requests,
+                           model.reference if check else None, seed)
+    finally:
+        for s in sessions:
+            s.free()
+
+
+def small_sizes(size: str, backend: str) -> bool:
+    """``--size small`` or ``full`` as asked; ``auto`` (the default; ``GPUMSG_EXAMPLES_SIZE``
+    overrides it): full on a GPU, small on the simulator."""
+    if size == "auto":
+        size = os.environ.get("GPUMSG_EXAMPLES_SIZE", "auto")
+    return size == "small" or (size != "full" and backend != "cuda")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", default="auto", choices=("auto", "cuda", "sim"))
     ap.add_argument("--device", type=int, default=0)
-    ap.add_argument("--small", action="store_true", help="a small model and few requests")
+    ap.add_argument("--size", default="auto", choices=("auto", "small", "full"),
+                    help="full on a GPU and small on the simulator unless told")
     args = ap.parse_args(argv)
-    width, batch, classes, clients, requests = SMALL if args.small or small_run() else FULL
     with gpumsg.open_device(args.device, backend=args.backend) as dev:
+        small = small_sizes(args.size, dev.backend)
+        width, batch, classes, clients, requests = SMALL if small else FULL
         model = Model.random(width, classes).upload(dev)
         rate, worst = serve(dev, model, batch, clients, requests)
         model.free()
