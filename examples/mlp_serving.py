@@ -120,16 +120,15 @@ class Session:
     def infer(self, x: np.ndarray) -> np.ndarray:
         """The probabilities ``(batch, classes)`` for the float32 input ``x`` ``(batch, width)``."""
         dev, m = self.dev, self.model
-        blas = dev.blas
         dev.copy_from_host(self.x, x.T)  # (width, batch) F-ordered: X^T column-major
         src = self.x
         for i in range(2):
             out_features, in_features = m.ws[i].shape[1], m.ws[i].shape[0]
-            blas.lt_matmul(m.dev_ws[i], src, self.h[i], m=out_features, n=self.batch,
-                           k=in_features, epilogue="gelu_bias", bias=m.dev_bs[i])
+            dev.blas.lt_matmul(m.dev_ws[i], src, self.h[i], m=out_features, n=self.batch,
+                               k=in_features, epilogue="gelu_bias", bias=m.dev_bs[i])
             src = self.h[i]
-        blas.lt_matmul(m.dev_ws[2], src, self.logits, m=self.classes, n=self.batch,
-                       k=m.ws[2].shape[0], epilogue="bias", bias=m.dev_bs[2])
+        dev.blas.lt_matmul(m.dev_ws[2], src, self.logits, m=self.classes, n=self.batch,
+                           k=m.ws[2].shape[0], epilogue="bias", bias=m.dev_bs[2])
         dev.dnn.softmax(self.logits, mode="channel", out=self.probs)
         out = dev.copy_to_host(self.probs).result()  # the request's one wait
         return out.reshape(self.batch, self.classes)
