@@ -41,11 +41,13 @@ TOLERANCE = 1e-5
 BLOCK = 256
 
 SOURCE = r"""
-extern "C" __global__ void spectral_multiply(float2* u, const float2* k, int n) {
+// u[i] *= k[i] for complex64 arrays of n elements (interleaved real, imaginary floats)
+extern "C" __global__ void spectral_multiply(float* u, const float* k, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
-        float2 a = u[i], b = k[i];
-        u[i] = make_float2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+        float ar = u[2 * i], ai = u[2 * i + 1], br = k[2 * i], bi = k[2 * i + 1];
+        u[2 * i] = ar * br - ai * bi;
+        u[2 * i + 1] = ar * bi + ai * br;
     }
 }
 """
