@@ -15,7 +15,8 @@ from conftest import ROOT
 
 import gpumsg
 
-EXAMPLES = ["cg_poisson", "mlp_serving", "spectral_step", "mixed_step"]
+EXAMPLES = ["cg_poisson", "cg_device_scalars", "mlp_serving", "spectral_step",
+            "mixed_step"]
 
 
 def load(name: str) -> ModuleType:
@@ -62,6 +63,23 @@ def test_cg_check_refuses_an_iteration_short() -> None:
         prob.free()
     assert not cg.check(x, history + [history[-1]], prob.b_host, 16, 10)[0]
     assert cg.check(x, history, prob.b_host, 16, 9)[0]
+
+
+def test_cg_device_scalars_follow_numpy_every_iteration() -> None:
+    """The r.r the device-side loop records for each iteration is NumPy's, and running it again
+    (the scalars and the iteration count reset) gives the same."""
+    cg, dsc = load("cg_poisson"), load("cg_device_scalars")
+    n, iters = 12, 15
+    with gpumsg.open_device(0, backend="sim") as dev:
+        prob = dsc.cg_poisson.setup(dev, n)
+        ds = dsc.prepare(dev, iters)
+        for _ in range(2):
+            dsc.cg(dev, prob, ds)
+            history = dev.copy_to_host(ds.history).result()
+            _, want = cg.cg_numpy(prob.b_host, n, iters)
+            np.testing.assert_allclose(history, want, rtol=1e-10)
+        ds.free()
+        prob.free()
 
 
 def test_poisson_csr_is_the_stencil(rng: np.random.Generator) -> None:
