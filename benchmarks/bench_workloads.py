@@ -1,6 +1,6 @@
 """Whole workloads beside torch and CuPy in one process: the programs of ``examples/``, timed.
 
-    python benchmarks/bench_workloads.py [--quick] [--only cg,serving,spectral,mixed]
+    python benchmarks/bench_workloads.py [--quick] [--only cg,cg-device,serving,spectral,mixed]
                                          [--backend auto|cuda|sim] [--out DIR]
 
 * ``cg``: conjugate gradient on the 2-D Poisson equation (5-point stencil as CSR), 64^2 and
@@ -8,6 +8,9 @@
   (gpumsg: cuSPARSE SpMV, cuBLAS dot/axpy/scal; torch: a sparse CSR tensor, ``torch.dot(...)
   .item()``, ``add_(alpha=)``; CuPy: ``cupyx.scipy.sparse.csr_matrix``, ``float(cupy.dot)``,
   in-place array arithmetic). ms per iteration.
+* ``cg-device``: the same iterations with the scalars kept on the device, nothing waited for
+  until x comes back (gpumsg: NVRTC dot/update kernels over a scalar buffer and cuSPARSE SpMV;
+  torch/CuPy: the same loop with 0-d device arrays for alpha and beta). ms per iteration.
 * ``serving``: a 3-layer MLP (1024 wide, batch 32, bias + GELU) and a softmax served to 8 client
   threads, each request uploaded, computed and downloaded (gpumsg: cuBLASLt epilogues, cuDNN
   softmax; torch: ``addmm`` + ``F.gelu(approximate="tanh")`` + ``softmax`` + ``.cpu()``; CuPy:
@@ -47,12 +50,13 @@ import gpumsg
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
 
-import cg_poisson  # noqa: E402  (examples/ is a folder of scripts)
+import cg_device_scalars  # noqa: E402  (examples/ is a folder of scripts)
+import cg_poisson  # noqa: E402
 import mixed_step  # noqa: E402
 import mlp_serving  # noqa: E402
 import spectral_step  # noqa: E402
 
-WORKLOADS = ("cg", "serving", "spectral", "mixed")
+WORKLOADS = ("cg", "cg-device", "serving", "spectral", "mixed")
 COLUMNS = ["workload", "size", "unit", "gpumsg", "torch", "cupy", "gpumsg/torch",
            "gpumsg/cupy", "runs"]
 
@@ -209,6 +213,94 @@ def _cupy_cg(cupy: Any, indptr: np.ndarray, indices: np.ndarray, data: np.ndarra
             x += alpha * p
             r -= alpha * ap
             rr_new = float(cupy.dot(r, r))
+            p *= rr_new / rr
+            p += r
+            rr = rr_new
+        return x
+
+    return solve
+
+
+# -- (b) CG with device scalars -----------------------------------------------------------------
+def bench_cg_device(dev: Any, torch: Any, cupy: Any, grids: tuple[int, ...], iters: int,
+                    repeats: int) -> list[dict[str, Any]]:
+    rows = []
+    ds = cg_device_scalars.prepare(dev, iters)
+    for n in grids:
+        prob = cg_poisson.setup(dev, n)
+        indptr, indices, data = cg_poisson.poisson_csr(n)
+        b = prob.b_host
+        x_ref, _ = cg_poisson.cg_numpy(b, n, iters)
+        tol = cg_poisson.TOLERANCE
+
+        cg_device_scalars.cg(dev, prob, ds)
+        assert_close(f"gpumsg device-scalar CG {n}^2", dev.copy_to_host(prob.x).result(), x_ref,
+                     tol)
+        sides: dict[str, Side] = {
+            "gpumsg": synced(lambda prob=prob: cg_device_scalars.cg(dev, prob, ds),
+                             lambda: dev.synchronize().result(), iters)}
+        if torch is not None:
+            t = _torch_cg_device(torch, indptr, indices, data, b)
+            assert_close(f"torch device-scalar CG {n}^2", t(iters).cpu().numpy(), x_ref, tol)
+            sides["torch"] = synced(lambda t=t: t(iters), torch.cuda.synchronize, iters)
+        if cupy is not None:
+            c = _cupy_cg_device(cupy, indptr, indices, data, b)
+            assert_close(f"CuPy device-scalar CG {n}^2", cupy.asnumpy(c(iters)), x_ref, tol)
+            sides["cupy"] = synced(lambda c=c: c(iters), cupy.cuda.runtime.deviceSynchronize,
+                                   iters)
+        rows.append(row("CG, device scalars (f64)", f"{n}^2, {iters} it", "ms/iteration", 1e3,
+                        alternate(sides, repeats)))
+        prob.free()
+    ds.free()
+    return rows
+
+
+def _torch_cg_device(torch: Any, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
+                     b_host: np.ndarray) -> Callable[[int], Any]:
+    size = b_host.size
+    a = torch.sparse_csr_tensor(torch.from_numpy(indptr), torch.from_numpy(indices),
+                                torch.from_numpy(data), (size, size), device="cuda")
+    b = torch.from_numpy(b_host).cuda()
+    x, r, p = (torch.empty_like(b) for _ in range(3))
+
+    def solve(iters: int) -> Any:
+        x.zero_()
+        r.copy_(b)
+        p.copy_(b)
+        rr = torch.dot(r, r)
+        for _ in range(iters):
+            ap = torch.mv(a, p)
+            alpha = rr / torch.dot(p, ap)  # 0-d tensors: no host read
+            x.addcmul_(alpha, p)
+            r.addcmul_(alpha, ap, value=-1.0)
+            rr_new = torch.dot(r, r)
+            p.mul_(rr_new / rr).add_(r)
+            rr = rr_new
+        return x
+
+    return solve
+
+
+def _cupy_cg_device(cupy: Any, indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
+                    b_host: np.ndarray) -> Callable[[int], Any]:
+    import cupyx.scipy.sparse as csp
+
+    size = b_host.size
+    a = csp.csr_matrix((cupy.asarray(data), cupy.asarray(indices), cupy.asarray(indptr)),
+                       shape=(size, size))
+    b = cupy.asarray(b_host)
+
+    def solve(iters: int) -> Any:
+        x = cupy.zeros_like(b)
+        r = b.copy()
+        p = b.copy()
+        rr = cupy.dot(r, r)
+        for _ in range(iters):
+            ap = a @ p
+            alpha = rr / cupy.dot(p, ap)  # 0-d arrays: no host read
+            x += alpha * p
+            r -= alpha * ap
+            rr_new = cupy.dot(r, r)
             p *= rr_new / rr
             p += r
             rr = rr_new
@@ -443,6 +535,10 @@ def main(argv: list[str] | None = None) -> int:
             grids = cg_poisson.GRIDS if on_gpu else cg_poisson.SMALL_GRIDS
             iters = cg_poisson.ITERS if on_gpu else cg_poisson.SMALL_ITERS
             rows += bench_cg(dev, torch, cupy, grids, iters, repeats)
+        if "cg-device" in chosen:
+            grids = cg_poisson.GRIDS if on_gpu else cg_poisson.SMALL_GRIDS
+            iters = cg_poisson.ITERS if on_gpu else cg_poisson.SMALL_ITERS
+            rows += bench_cg_device(dev, torch, cupy, grids, iters, repeats)
         if "serving" in chosen:
             sizes = mlp_serving.FULL if on_gpu else mlp_serving.SMALL
             requests = (20 if args.quick else 50) if on_gpu else sizes[4]
