@@ -2,7 +2,7 @@
 
 The same 2-D Poisson problem and iterations as ``cg_poisson.py`` (float64), but alpha and beta
 never reach the host. cuBLAS's reductions answer host scalars, so the dot products and updates
-are three small CUDA kernels compiled with NVRTC, reading and writing a 4-element scalar
+are four small CUDA kernels compiled with NVRTC, reading and writing a 4-element scalar
 buffer ``s = [r.r, p.Ap, r.r new, iteration]``; the SpMV is cuSPARSE's. An iteration is one
 SpMV and five launches, all the same messages every iteration, issued without waiting: the
 host only downloads x and the history of r.r at the end.
@@ -132,7 +132,7 @@ def _cg_advance(launch: Any, s: np.ndarray, history: np.ndarray) -> None:
 class DeviceScalars:
     """The compiled kernels and the scalar and history buffers of one CG run."""
 
-    kernels: dict[str, Any]
+    compiled: dict[str, Any]
     s: Any        # [r.r, p.Ap, r.r new, iteration], float64
     history: Any  # r.r after each iteration, float64
     iters: int
@@ -145,17 +145,17 @@ class DeviceScalars:
 def prepare(dev: gpumsg.Device, iters: int) -> DeviceScalars:
     """Compile the kernels for ``dev`` and allocate the scalars and a history of ``iters``."""
     futures = {name: dev.compile(SOURCE, name) for name in KERNELS}
-    kernels = {name: f.result() for name, f in futures.items()}
+    compiled = {name: f.result() for name, f in futures.items()}
     s = dev.alloc((4,), np.float64).result()
     history = dev.alloc((iters,), np.float64).result()
-    return DeviceScalars(kernels, s, history, iters)
+    return DeviceScalars(compiled, s, history, iters)
 
 
 def cg(dev: gpumsg.Device, prob: cg_poisson.Problem, ds: DeviceScalars) -> Any:
     """``ds.iters`` CG iterations on ``A x = b`` from ``x = 0``, nothing waited for; x is left
     in ``prob.x`` and r.r after each iteration in ``ds.history``. Returns the last launch's
     future."""
-    k, s, n = ds.kernels, ds.s, prob.n * prob.n
+    k, s, n = ds.compiled, ds.s, prob.n * prob.n
     grid = (min(-(-n // BLOCK), MAX_BLOCKS),)
     block = (BLOCK,)
     x, r, p, ap = prob.x, prob.r, prob.p, prob.ap

@@ -41,17 +41,14 @@ TOLERANCE = 1e-5
 BLOCK = 256
 
 SOURCE = r"""
-// u[i] *= k[i] for complex64 arrays of n elements (interleaved real, imaginary floats)
-extern "C" __global__ void spectral_multiply(float* u, const float* k, int n) {
+extern "C" __global__ void spectral_multiply(float2* u, const float2* k, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
-        float ar = u[2 * i], ai = u[2 * i + 1], br = k[2 * i], bi = k[2 * i + 1];
-        u[2 * i] = ar * br - ai * bi;
-        u[2 * i + 1] = ar * bi + ai * br;
+        float2 a = u[i], b = k[i];
+        u[i] = make_float2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
     }
 }
 """
-
 
 @sim_kernel("spectral_multiply")
 def _spectral_multiply(launch: Any, u: np.ndarray, k: np.ndarray, n: np.int32) -> None:
