@@ -173,7 +173,7 @@ def test_pinned_host_buffers_copy_directly(dev, rng) -> None:
     pinned = dev.alloc_pinned((64, 32), np.float32, order="F").result()
     arr = pinned.array
     arr[...] = random_array(rng, (64, 32), "f32")
-    buf = dev.alloc((64, 32), np.float32)
+    buf = dev.alloc((64, 32), np.float32, order="F")
     dev.copy_from_host(buf, arr).result()
     out_pinned = dev.alloc_pinned((64, 32), np.float32, order="F").result()
     out = out_pinned.array

@@ -263,7 +263,7 @@ class GpuBuffer:
     is sent. When the last reference goes, a ``Free`` message is posted (no CUDA call is ever
     made from the finalizer); a buffer that no message but the one making it named, dropped on
     the device thread (its future answered and let go), is freed by the device loop without a
-    message. Buffers are column-major ('F') unless allocated with order='C'.
+    message. A buffer has NumPy's memory order: C (row-major) unless made with order='F'.
     """
 
     __slots__ = ("_device", "_ref", "_ptr", "_freed", "_named", "__weakref__")

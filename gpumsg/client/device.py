@@ -24,6 +24,7 @@ from ..backends import Backend, make_backend
 from ..dtypes import as_dtype, dtype_name
 from ..errors import DeviceClosed, GpuRefStale, InvalidMessage, OutOfMemory
 from ..libs import namespaces
+from ..libs.cublas.order import gemm_args
 from ..memory.config import MemorySpec
 from ..messages.base import MAX_NBYTES, BufRef, Message, as_ref
 from ..messages.blas import Sgemm
@@ -201,7 +202,7 @@ class Device:
             host_pool = self._worker.host_pool(self)
         self.props = self._worker.props
         self._max_bytes = min(self.props.total_bytes, MAX_NBYTES)
-        self._sgemm_memo: dict[tuple, Sgemm] = {}
+        self._sgemm_memo: dict[tuple, tuple] = {}
         #: the device's own repeated calls (copies, fills), as the libraries keep theirs
         self._memo = MessageMemo()
         self._staging = HostStaging(self, host_pool)
@@ -495,8 +496,8 @@ class Device:
         return BufRef(self._state.token, self._next_id(), self._state.generation, name, shape,
                       order, nbytes)
 
-    def alloc(self, shape: Any, dtype: Any = np.float32, order: str = "F") -> BufferFuture:
-        """Allocate an uninitialized buffer (column-major by default, like cuBLAS)."""
+    def alloc(self, shape: Any, dtype: Any = np.float32, order: str = "C") -> BufferFuture:
+        """Allocate an uninitialized buffer; C order (row-major) by default, as NumPy's."""
         # _check_open and _new_buffer written out: a pipelined allocation is mostly call
         # overhead on the client (docs/performance.md, stop 31)
         state = self._state
@@ -672,11 +673,16 @@ class Device:
         return Graph(self, named)
 
     # -- BLAS -------------------------------------------------------------------------------------
-    def sgemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, alpha: float = 1.0,
-              beta: float = 0.0, transa: Any = "N", transb: Any = "N", lda: int | None = None,
-              ldb: int | None = None, ldc: int | None = None) -> Future:
-        """C = alpha op(A) op(B) + beta C in float32, with cuBLAS semantics (column-major,
-        leading dimensions in elements). Resolves to None."""
+    def sgemm(self, a: Any, b: Any, c: Any, m: int | None = None, n: int | None = None,
+              k: int | None = None, alpha: float = 1.0, beta: float = 0.0, transa: Any = "N",
+              transb: Any = "N", lda: int | None = None, ldb: int | None = None,
+              ldc: int | None = None) -> Future:
+        """C = alpha op(A) op(B) + beta C in float32 (cuBLAS's sgemm). Each buffer is read in
+        its own order: a 2-D buffer is the matrix its shape and order say (a C-ordered C is
+        computed as the column-major C^T = op(B)^T op(A)^T); ``m``, ``n``, ``k`` and the leading
+        dimensions default from the shapes, and an explicit one contradicting a buffer is
+        refused naming the field and the order. Flat buffers are column-major storage with
+        explicit dimensions (:mod:`gpumsg.libs.cublas.order`). Resolves to None."""
         state = self._state
         if not state.accepting:
             raise state.refusal
@@ -685,20 +691,24 @@ class Device:
         # A repeated call reuses its (immutable) message: validating and building one is half
         # the client's time. Only plain arguments are memoized, so that the key's equality
         # (1 == 1.0 == True) cannot stand in for a check; the references by identity.
-        plain = (type(m) is int and type(n) is int and type(k) is int and type(alpha) is float
+        plain = ((m is None or type(m) is int) and (n is None or type(n) is int)
+                 and (k is None or type(k) is int) and type(alpha) is float
                  and alpha != 0.0 and type(beta) is float and type(transa) is str
                  and type(transb) is str and (lda is None or type(lda) is int)
                  and (ldb is None or type(ldb) is int) and (ldc is None or type(ldc) is int))
         if plain:
             key = (id(ra), id(rb), id(rc), m, n, k, alpha, beta, transa, transb, lda, ldb, ldc)
-            msg = self._sgemm_memo.get(key)
-            if msg is None or msg.a is not ra or msg.b is not rb or msg.c is not rc:
+            kept = self._sgemm_memo.get(key)
+            if kept is None or kept[1] is not ra or kept[2] is not rb or kept[3] is not rc:
                 msg = self._new_sgemm(ra, rb, rc, m, n, k, alpha, beta, transa, transb, lda,
                                       ldb, ldc)
                 memo = self._sgemm_memo
                 if len(memo) >= _MEMO_SIZE:
                     memo.clear()
-                memo[key] = msg  # holds ra, rb, rc: their ids are not reused while it lives
+                # holds ra, rb, rc: their ids are not reused while it lives
+                memo[key] = (msg, ra, rb, rc)
+            else:
+                msg = kept[0]
         else:
             msg = self._new_sgemm(ra, rb, rc, m, n, k, alpha, beta, transa, transb, lda, ldb,
                                   ldc)
@@ -706,8 +716,11 @@ class Device:
         self._post(msg, fut)
         return fut
 
-    def _new_sgemm(self, *args: Any) -> Sgemm:
-        msg = Sgemm(*args)
+    def _new_sgemm(self, a: Any, b: Any, c: Any, m: Any, n: Any, k: Any, alpha: Any,
+                   beta: Any, transa: Any, transb: Any, lda: Any, ldb: Any, ldc: Any) -> Sgemm:
+        a, b, c, m, n, k, transa, transb, lda, ldb, ldc = gemm_args(
+            a, b, c, m, n, k, transa, transb, lda, ldb, ldc)
+        msg = Sgemm(a, b, c, m, n, k, alpha, beta, transa, transb, lda, ldb, ldc)
         token = self._state.token
         if msg.a.owner != token or msg.b.owner != token or msg.c.owner != token:
             self._check_refs(msg)
