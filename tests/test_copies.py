@@ -239,7 +239,7 @@ def test_device_to_device_copy(dev, rng) -> None:
     dev.copy(dst, src).result()
     np.testing.assert_array_equal(dev.copy_to_host(dst).result(), host)
     # a range within one buffer
-    dev.copy(dst, dst, nbytes=8 * 16, dst_offset=0, src_offset=8 * 32).result()
+    dev.copy_bytes(dst, dst, nbytes=8 * 16, dst_offset=0, src_offset=8 * 32).result()
     expect = host.copy()
     expect[:16] = host[32:48]
     np.testing.assert_array_equal(dev.copy_to_host(dst).result(), expect)

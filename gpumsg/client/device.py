@@ -135,6 +135,29 @@ def _flat_bytes(arr: np.ndarray, order: str) -> np.ndarray:
     return flat.view(np.uint8)
 
 
+def same_layout(a: BufRef, b: BufRef) -> bool:
+    """Whether two buffers of one shape lay their elements out alike: the same order, or a
+    shape with at most one dimension above 1 (where C and F orders coincide)."""
+    return a.order == b.order or sum(1 for d in a.shape if d > 1) <= 1
+
+
+def _checked_copy(dst: Any, src: Any) -> CopyDevice:
+    """The CopyDevice of ``Device.copy``: whole buffers of one dtype, shape and layout."""
+    rd, rs = as_ref(dst, "dst"), as_ref(src, "src")
+    if rd.dtype != rs.dtype:
+        raise InvalidMessage(f"dst: {rd.describe()} and src {rs.describe()} differ in dtype; "
+                             "copy converts nothing (copy_bytes copies raw bytes)", field="dst")
+    if rd.shape != rs.shape:
+        raise InvalidMessage(f"dst: {rd.describe()} and src {rs.describe()} differ in shape",
+                             field="dst")
+    if not same_layout(rd, rs):
+        raise InvalidMessage(f"dst: {rd.describe()} is in {rd.order} order and src "
+                             f"{rs.describe()} in {rs.order} order; copy does not transpose "
+                             f"(allocate dst with order='{rs.order}', or copy through the host)",
+                             field="order")
+    return CopyDevice(rd, rs)
+
+
 def _host_array(value: Any, field: str) -> np.ndarray:
     """``np.asarray(value)``; a value NumPy cannot make an array of (a ragged list, ...)
     raises InvalidMessage naming ``field``."""
@@ -626,10 +649,27 @@ class Device:
         ref = as_ref(buf, "dst")
         return int(offset) * as_dtype(ref.dtype).itemsize
 
-    def copy(self, dst: Any, src: Any, nbytes: int | None = None, dst_offset: int = 0,
-             src_offset: int = 0) -> Future:
-        """Device-to-device copy of ``nbytes`` bytes (default: all of ``src``), byte offsets.
-        A repeated copy posts the message it built and checked the first time."""
+    def copy(self, dst: Any, src: Any) -> Future:
+        """Copy buffer ``src`` into buffer ``dst`` (device to device), checked: the two must
+        have the same dtype, the same shape and the same memory layout. Buffers of different
+        orders are refused (InvalidMessage naming both orders), never silently transposed: a
+        reordering copy would be a transpose, which this call does not do (copy through the
+        host, or compute the transpose, e.g. with ``blas.matmul`` or ``blas.gemm``).
+        Orders are the same layout, and accepted, where at most one dimension exceeds 1. A
+        raw byte copy is :meth:`copy_bytes`. Resolves to None; a repeated copy posts the
+        message it built and checked the first time."""
+        self._check_open()
+        return self._send_entry(self._memo.entry(
+            "copy", (dst, src), (), lambda refs: _checked_copy(refs[0], refs[1]),
+            ("dst", "src")))
+
+    def copy_bytes(self, dst: Any, src: Any, nbytes: int | None = None, dst_offset: int = 0,
+                   src_offset: int = 0) -> Future:
+        """Raw device-to-device copy of ``nbytes`` bytes (default: all of ``src`` from
+        ``src_offset``), byte offsets. Nothing but the byte ranges is checked: dtype, shape
+        and order are not (a f32 buffer copied into a f64 one holds reinterpreted bits; a
+        C-ordered one copied into an F-ordered one holds the transpose). Use :meth:`copy` for
+        arrays. Resolves to None."""
         self._check_open()
         return self._send_entry(self._memo.entry(CopyDevice, (dst, src),
                                                  (dst_offset, src_offset, nbytes)))

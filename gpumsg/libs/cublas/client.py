@@ -35,6 +35,16 @@ class Blas:
         self._memo = MessageMemo()
         #: ``matmul(a, b)`` without ``out``: its message, validated once per operands
         self._new_outputs = OutputTemplates()
+        #: the same calls on raw column-major storage, for the libraries built on them (a
+        #: transpose through ``geam``, say): 2-D buffers of either order are read column-major
+        #: as stored, with the dimensions and leading dimensions given, as cuBLAS itself does
+        raw = object.__new__(type(self))
+        raw.__dict__.update(self.__dict__)
+        raw._checked = False
+        self.raw = raw
+
+    #: whether the column-major-only calls refuse C-ordered matrices (False: ``raw``)
+    _checked = True
 
     def _send(self, msg: Any) -> Future:
         return self._dev.send(msg)
@@ -69,7 +79,8 @@ class Blas:
                              beta: Any = 0.0, transa: Any = "N", transb: Any = "N",
                              lda: int | None = None, ldb: int | None = None,
                              ldc: int | None = None, compute: str = "default") -> Future:
-        refuse_c_order("gemm_strided_batched", a=a, b=b, c=c)
+        if self._checked:
+            refuse_c_order("gemm_strided_batched", a=a, b=b, c=c)
         return self._memo_send(msgs.GemmStridedBatched, (a, b, c), (
             m, n, k, batch, stride_a, stride_b, stride_c, alpha, beta, transa, transb, lda, ldb,
             ldc, compute))
@@ -187,50 +198,58 @@ class Blas:
 
     def ger(self, x: Any, y: Any, a: Any, m: int, n: int, alpha: Any = 1.0, incx: int = 1,
             incy: int = 1, lda: int | None = None, conjugate: bool = False) -> Future:
-        refuse_c_order("ger", a=a)
+        if self._checked:
+            refuse_c_order("ger", a=a)
         return self._memo_send(msgs.Ger, (x, y, a), (m, n, alpha, incx, incy, lda, conjugate))
 
     def symv(self, a: Any, x: Any, y: Any, n: int, alpha: Any = 1.0, beta: Any = 0.0,
              uplo: str = "L", lda: int | None = None, incx: int = 1, incy: int = 1) -> Future:
-        refuse_c_order("symv", a=a)
+        if self._checked:
+            refuse_c_order("symv", a=a)
         return self._memo_send(msgs.Symv, (a, x, y), (n, alpha, beta, uplo, lda, incx, incy))
 
     def trsv(self, a: Any, x: Any, n: int, uplo: str = "L", trans: Any = "N", diag: str = "N",
              lda: int | None = None, incx: int = 1) -> Future:
-        refuse_c_order("trsv", a=a)
+        if self._checked:
+            refuse_c_order("trsv", a=a)
         return self._memo_send(msgs.Trsv, (a, x), (n, uplo, trans, diag, lda, incx))
 
     # -- level 3
     def geam(self, a: Any, b: Any, c: Any, m: int, n: int, alpha: Any = 1.0, beta: Any = 0.0,
              transa: Any = "N", transb: Any = "N", lda: int | None = None,
              ldb: int | None = None, ldc: int | None = None) -> Future:
-        refuse_c_order("geam", a=a, b=b, c=c)
+        if self._checked:
+            refuse_c_order("geam", a=a, b=b, c=c)
         return self._memo_send(msgs.Geam, (a, b, c),
                                (m, n, alpha, beta, transa, transb, lda, ldb, ldc))
 
     def syrk(self, a: Any, c: Any, n: int, k: int, alpha: Any = 1.0, beta: Any = 0.0,
              uplo: str = "L", trans: Any = "N", lda: int | None = None,
              ldc: int | None = None) -> Future:
-        refuse_c_order("syrk", a=a, c=c)
+        if self._checked:
+            refuse_c_order("syrk", a=a, c=c)
         return self._memo_send(msgs.Syrk, (a, c), (n, k, alpha, beta, uplo, trans, lda, ldc))
 
     def symm(self, a: Any, b: Any, c: Any, m: int, n: int, alpha: Any = 1.0, beta: Any = 0.0,
              side: str = "L", uplo: str = "L", lda: int | None = None, ldb: int | None = None,
              ldc: int | None = None) -> Future:
-        refuse_c_order("symm", a=a, b=b, c=c)
+        if self._checked:
+            refuse_c_order("symm", a=a, b=b, c=c)
         return self._memo_send(msgs.Symm, (a, b, c), (m, n, alpha, beta, side, uplo, lda, ldb, ldc))
 
     def trmm(self, a: Any, b: Any, c: Any, m: int, n: int, alpha: Any = 1.0, side: str = "L",
              uplo: str = "L", trans: Any = "N", diag: str = "N", lda: int | None = None,
              ldb: int | None = None, ldc: int | None = None) -> Future:
-        refuse_c_order("trmm", a=a, b=b, c=c)
+        if self._checked:
+            refuse_c_order("trmm", a=a, b=b, c=c)
         return self._memo_send(msgs.Trmm, (a, b, c),
                                (m, n, alpha, side, uplo, trans, diag, lda, ldb, ldc))
 
     def trsm(self, a: Any, b: Any, m: int, n: int, alpha: Any = 1.0, side: str = "L",
              uplo: str = "L", trans: Any = "N", diag: str = "N", lda: int | None = None,
              ldb: int | None = None) -> Future:
-        refuse_c_order("trsm", a=a, b=b)
+        if self._checked:
+            refuse_c_order("trsm", a=a, b=b)
         return self._memo_send(msgs.Trsm, (a, b), (m, n, alpha, side, uplo, trans, diag, lda, ldb))
 
 

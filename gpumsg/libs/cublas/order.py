@@ -169,7 +169,7 @@ def refuse_c_order(call: str, **buffers: Any) -> None:
             ref = as_ref(value, field)
         except InvalidMessage:
             continue  # the message says what is wrong with it
-        if len(ref.shape) > 1 and ref.order == "C":
+        if len(ref.shape) == 2 and ref.order == "C":
             raise InvalidMessage(
                 f"{field}: {call} reads column-major matrices and {_where(ref)} is C-ordered "
                 "(it would be read as its transpose); allocate it with order='F', or pass flat "
