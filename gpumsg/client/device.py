@@ -158,6 +158,76 @@ def _checked_copy(dst: Any, src: Any) -> CopyDevice:
     return CopyDevice(rd, rs)
 
 
+#: the options that only a supervised worker process has, with their defaults
+_PROCESS_OPTIONS = (("watchdog", None), ("max_restarts", 3), ("restart_window", 60.0),
+                    ("standby", True))
+
+
+def _refuse_process_options(watchdog: Any, max_restarts: Any, restart_window: Any,
+                            standby: Any) -> None:
+    """Thread isolation has no supervisor: an option of one (a watchdog, restarts, a standby
+    worker) other than its default would do nothing, so it is refused."""
+    given = {"watchdog": watchdog, "max_restarts": max_restarts,
+             "restart_window": restart_window, "standby": standby}
+    for name, default in _PROCESS_OPTIONS:
+        if given[name] != default:
+            raise InvalidMessage(
+                f"{name}={given[name]!r} needs isolation='process': a device thread in this "
+                "process has no supervisor to watch, restart or stand in for it", field=name)
+
+
+def _is_main_test(node: Any) -> bool:
+    """Whether ``node`` is the test ``__name__ == "__main__"`` (either way round)."""
+    import ast
+
+    if not isinstance(node, ast.Compare) or len(node.ops) != 1 or \
+            not isinstance(node.ops[0], ast.Eq):
+        return False
+    sides = (node.left, node.comparators[0])
+    names = [s for s in sides if isinstance(s, ast.Name) and s.id == "__name__"]
+    consts = [s for s in sides if isinstance(s, ast.Constant) and s.value == "__main__"]
+    return len(names) == 1 and len(consts) == 1
+
+
+def _unguarded_main() -> str | None:
+    """Why a worker process cannot be started from here, or None. A worker process imports
+    the main script again (spawn and forkserver both do): a script that opens a
+    process-isolated device at import time, outside ``if __name__ == "__main__":``, would
+    open one again in every worker, which dies. Found by reading the script: the line of the
+    main module running now must lie inside such a block."""
+    import ast
+    import sys
+    import tokenize
+
+    frame = sys._getframe(1)
+    outer = None
+    while frame is not None:  # the main module's top-level frame, outermost
+        if frame.f_code.co_name == "<module>" and \
+                frame.f_globals.get("__name__") in ("__main__", "__mp_main__"):
+            outer = frame
+        frame = frame.f_back
+    if outer is None:
+        return None
+    hint = ("put the code that opens a device with isolation='process' under "
+            "`if __name__ == \"__main__\":` (worker processes import the main script again)")
+    if outer.f_globals.get("__name__") == "__mp_main__":
+        return f"this is a worker process importing the main script: {hint}"
+    path = outer.f_globals.get("__file__")
+    if not path:
+        return None
+    try:
+        with tokenize.open(path) as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    line = outer.f_lineno
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_main_test(node.test) and \
+                node.body[0].lineno <= line <= (node.body[-1].end_lineno or line):
+            return None
+    return f"{path}, line {line}: {hint}"
+
+
 def _host_array(value: Any, field: str) -> np.ndarray:
     """``np.asarray(value)``; a value NumPy cannot make an array of (a ragged list, ...)
     raises InvalidMessage naming ``field``."""
@@ -195,6 +265,16 @@ class Device:
                                  f"{isolation!r}", field="isolation")
         if trace is not None and not isinstance(trace, KernelTrace):
             raise InvalidMessage("trace must be a KernelTrace", field="trace")
+        if isolation == "thread":
+            _refuse_process_options(watchdog, max_restarts, restart_window, standby)
+        else:
+            why = _unguarded_main()
+            if why:
+                raise InvalidMessage(why, field="isolation")
+            if isinstance(backend, str):  # checked here: the worker process would only die
+                from ..backends import resolve_backend
+
+                backend = resolve_backend(backend, ordinal)
         # the switch interval (client/gil.py); a bad value is refused before a start. In
         # process isolation the device thread runs under the worker's GIL
         interval = configured_interval(shares_the_gil=isolation == "thread")
@@ -895,9 +975,16 @@ def open_device(ordinal: int = 0, backend: str | Backend = "auto", isolation: st
 
 def devices(backend: str = "auto") -> list[dict[str, Any]]:
     """The devices a backend offers: ``[{"ordinal", "name", "backend"}]``, without opening
-    a service."""
+    a service. ``"auto"``: the GPUs where a driver and a GPU are present, else the simulated
+    devices (as many as configured: ``gpumsg.backends.sim.device.SIM_DEVICES``, or the
+    ``GPUMSG_SIM_DEVICES`` environment variable); ``"cuda"``: the GPUs (none without a
+    driver); ``"sim"``: the simulated devices. The ordinals listed are those open_device
+    accepts, and what open_devices() opens."""
     from ..backends import cuda_available
 
+    if backend not in ("auto", "cuda", "sim"):
+        raise InvalidMessage(f"backend must be 'auto', 'cuda' or 'sim', got {backend!r}",
+                             field="backend")
     if backend in ("auto", "cuda"):
         ok, why = cuda_available()
         if ok:
@@ -912,7 +999,10 @@ def devices(backend: str = "auto") -> list[dict[str, Any]]:
             return out
         if backend == "cuda":
             return []
-    return [{"ordinal": 0, "name": "gpumsg simulator", "backend": "sim"}]
+    from ..backends.sim.device import sim_device_count
+
+    return [{"ordinal": i, "name": "gpumsg simulator", "backend": "sim"}
+            for i in range(sim_device_count())]
 
 
 def _close_all() -> None:
