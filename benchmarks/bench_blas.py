@@ -84,7 +84,7 @@ def gelu_case(dev, torch, size: int) -> dict:
     w_h = rng.standard_normal((k, n), dtype=np.float32).astype(gpumsg.bfloat16)
     b_h = rng.standard_normal(m, dtype=np.float32).astype(gpumsg.bfloat16)
     x, w, bias = (dev.to_device(np.asfortranarray(v)) for v in (x_h, w_h, b_h))
-    d = dev.alloc((m, n), "bf16")
+    d = dev.alloc((m, n), "bf16", order="F")
     last = [dev.synchronize()]
 
     def issue() -> None:

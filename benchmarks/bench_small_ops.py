@@ -215,11 +215,11 @@ def build_cases(dev: Any, torch: Any, cupy: Any) -> tuple[list[Case], list[str]]
     # -- the driver: memset and device-to-device copy of 4 KiB ---------------------------------
     hs = rng.standard_normal(1024).astype(np.float32)
     s, d = dev.to_device(hs).result(), dev.alloc((1024,), np.float32).result()
-    dev.copy(d, s, 4096).result()
+    dev.copy_bytes(d, s, 4096).result()
     assert np.array_equal(dev.copy_to_host(d).result(), hs), "copy"
     if cuda:
         ts, td = torch.from_numpy(hs).cuda(), torch.empty(1024, device="cuda")
-    cases.append(("device-to-device copy 4 KiB", lambda: dev.copy(d, s, 4096),
+    cases.append(("device-to-device copy 4 KiB", lambda: dev.copy_bytes(d, s, 4096),
                   (lambda: td.copy_(ts)) if cuda else None, "tensor.copy_"))
     cases.append(("memset 4 KiB", lambda: dev.memset(d, 0),
                   (lambda: td.zero_()) if cuda else None, "tensor.zero_()"))

@@ -89,7 +89,7 @@ def fused_gelu(dev: gpumsg.Device, size: int, who: str) -> None:
         return
     x, w, bias = (dev.to_device(np.asfortranarray(v.astype(gpumsg.bfloat16)))
                   for v in (x_h, w_h, b_h))
-    d = dev.alloc((size, size), "bf16")
+    d = dev.alloc((size, size), "bf16", order="F")
     last = [dev.synchronize()]
 
     def issue() -> None:
