@@ -160,8 +160,9 @@ def gemv_args(a: Any, m: Any, n: Any, trans: Any, lda: Any) -> tuple:
 
 
 def refuse_c_order(call: str, **buffers: Any) -> None:
-    """For the calls that take column-major matrices only: a C-ordered 2-D (or higher)
-    buffer is refused naming its order, rather than read as its transpose."""
+    """For the calls that take column-major matrices only: a C-ordered 2-D buffer (with more
+    than one row and column) is refused naming its order, rather than read as its
+    transpose."""
     for field, value in buffers.items():
         if value is None:
             continue
@@ -169,7 +170,8 @@ def refuse_c_order(call: str, **buffers: Any) -> None:
             ref = as_ref(value, field)
         except InvalidMessage:
             continue  # the message says what is wrong with it
-        if len(ref.shape) == 2 and ref.order == "C":
+        # a row or column vector is laid out alike in either order
+        if len(ref.shape) == 2 and ref.order == "C" and min(ref.shape) > 1:
             raise InvalidMessage(
                 f"{field}: {call} reads column-major matrices and {_where(ref)} is C-ordered "
                 "(it would be read as its transpose); allocate it with order='F', or pass flat "

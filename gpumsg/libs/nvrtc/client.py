@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...errors import InvalidMessage
-from ...messages.base import BufRef
+from ...messages.base import BufRef, as_ref
 from ...messages.nvrtc import Kernel, Launch, LoadModule, Untyped
 from ..loader import LibraryNotFound
 from .compiler import compile_program
@@ -166,11 +166,11 @@ class Kernels:
         done.add_done_callback(resolve)
         return out
 
-    @staticmethod
-    def untyped(buffer: Any) -> Untyped:
+    def untyped(self, buffer: Any) -> Untyped:
         """``buffer`` as a launch argument whose dtype is not checked against the element type
         its pointer parameter declares: the explicit cast (a ``float*`` reading f64 memory as
         floats, say). Without it such a launch is refused."""
+        as_ref(buffer, "buffer")  # a buffer (or its future) of a live device, else refused
         return Untyped(buffer)
 
     def launch(self, kernel: Kernel, grid: Any, block: Any, args: Any = (), shared: int = 0,
