@@ -31,7 +31,15 @@ def _failed_solve(dev):
         SingularMatrix
 
 
-PRODUCERS = {"cholesky": _failed_cholesky, "solve": _failed_solve}
+def _failed_cholesky_batched(dev):
+    """A batched Cholesky whose second matrix is not positive definite (potrfBatched's info
+    array, read at completion)."""
+    stack = np.stack([np.eye(3) * 2.0, -np.eye(3), np.eye(3)])
+    return dev.linalg.cholesky_batched(dev.to_device(stack)), NotPositiveDefinite
+
+
+PRODUCERS = {"cholesky": _failed_cholesky, "solve": _failed_solve,
+             "cholesky_batched": _failed_cholesky_batched}
 
 
 def _readers(dev, x, rng):
@@ -42,6 +50,8 @@ def _readers(dev, x, rng):
     yield "copy", lambda: dev.copy(dev.alloc(shape, x.dtype), x)
     yield "chained copy_to_host", lambda: dev.copy_to_host(dev.copy(dev.alloc(shape, x.dtype),
                                                                      x).result())
+    if len(shape) == 3:
+        return
     if square:
         yield "matmul", lambda: dev.blas.matmul(x, x)
         yield "matmul then host", lambda: dev.copy_to_host(dev.blas.matmul(x, x))
