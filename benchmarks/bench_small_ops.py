@@ -330,7 +330,7 @@ def _driver_cases(dev: Any, torch: Any, cupy: Any, rng: Any) -> list[Case]:
     """The driver: memset and device-to-device copy of 4 KiB."""
     hs = rng.standard_normal(1024).astype(np.float32)
     s, d = dev.to_device(hs).result(), dev.alloc((1024,), np.float32).result()
-    dev.copy(d, s, 4096).result()
+    dev.copy_bytes(d, s, 4096).result()
     assert np.array_equal(dev.copy_to_host(d).result(), hs), "copy"
     ts = td = cs = cd = None
     if torch is not None:
@@ -338,7 +338,7 @@ def _driver_cases(dev: Any, torch: Any, cupy: Any, rng: Any) -> list[Case]:
     if cupy is not None:
         cs, cd = cupy.asarray(hs), cupy.empty(1024, np.float32)
     return [
-        Case("device-to-device copy 4 KiB", lambda: dev.copy(d, s, 4096),
+        Case("device-to-device copy 4 KiB", lambda: dev.copy_bytes(d, s, 4096),
              _peer(torch and (lambda: td.copy_(ts))), "tensor.copy_",
              _peer(cupy and (lambda: cupy.copyto(cd, cs))), "cupy.copyto"),
         Case("memset 4 KiB", lambda: dev.memset(d, 0),

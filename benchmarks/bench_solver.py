@@ -33,10 +33,10 @@ def big_case(dev, torch, kind: str, dtype: str, n: int) -> dict:
     tdt = {"f32": torch.float32, "f64": torch.float64}[dtype]
     a_h = _input(rng, kind, n, npdt)
     a = dev.to_device(np.asfortranarray(a_h))
-    work = dev.alloc((n, n), dtype)
+    work = dev.alloc((n, n), dtype, order="F")
     ipiv = dev.alloc((n,), np.int64)
     w = dev.alloc((n,), dtype)
-    u, v = dev.alloc((n, n), dtype), dev.alloc((n, n), dtype)
+    u, v = dev.alloc((n, n), dtype, order="F"), dev.alloc((n, n), dtype, order="F")
     last = [dev.synchronize()]
 
     def issue() -> None:

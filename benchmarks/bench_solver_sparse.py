@@ -28,7 +28,7 @@ def factor_case(dev, torch, kind: str, dtype: str, n: int) -> dict:
     else:
         a_h = (rng.standard_normal((n, n)) + 2 * np.sqrt(n) * np.eye(n)).astype(npdt)
     a = dev.to_device(np.asfortranarray(a_h))  # symmetric or not, column-major is what we pass
-    work = dev.alloc((n, n), dtype)
+    work = dev.alloc((n, n), dtype, order="F")
     ipiv = dev.alloc((n,), np.int64)
     last = [dev.synchronize()]
 

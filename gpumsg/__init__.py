@@ -6,10 +6,10 @@ NumPy simulator otherwise::
 
     import numpy as np, gpumsg
     with gpumsg.open_device(0) as dev:
-        a = dev.to_device(np.random.rand(512, 256).astype(np.float32, order="F"))
-        b = dev.to_device(np.random.rand(256, 128).astype(np.float32, order="F"))
-        c = dev.alloc((512, 128), np.float32)
-        dev.sgemm(a, b, c, m=512, n=128, k=256)
+        a = dev.to_device(np.random.rand(512, 256).astype(np.float32))
+        b = dev.to_device(np.random.rand(256, 128).astype(np.float32))
+        c = dev.alloc((512, 128), np.float32)  # C order, as NumPy's
+        dev.sgemm(a, b, c)  # m, n, k from the shapes; each buffer read in its own order
         out = dev.copy_to_host(c).result()
 """
 
@@ -31,6 +31,7 @@ from .errors import (
     DependencyFailed,
     DeviceClosed,
     DidNotConverge,
+    DriverNotFound,
     FaultInjectionDisabled,
     GpuError,
     GpuRefStale,
@@ -63,6 +64,6 @@ __all__ = [
     "WorkerDied", "OperationTimeout", "Unrecoverable", "OutOfMemory", "OutOfBudget",
     "LibraryError", "CudaError", "DependencyFailed", "FaultInjectionDisabled",
     "CompileError", "GraphCaptureError",
-    "LinAlgError", "SingularMatrix", "NotPositiveDefinite", "DidNotConverge",
+    "LinAlgError", "SingularMatrix", "NotPositiveDefinite", "DidNotConverge", "DriverNotFound",
     "open_devices", "DeviceGroup", "Communicator", "CollectiveError",
 ]

@@ -47,7 +47,7 @@ def test_replayed_100_times_equals_eager(dev, rng) -> None:
     w = [dev.to_device(_rand(rng, (N, N))) for _ in range(2)]
     x0 = _rand(rng, (N, N))
     x = dev.to_device(x0)
-    bufs = [dev.alloc((N, N), np.float32) for _ in range(4)]
+    bufs = [dev.alloc((N, N), np.float32, order="F") for _ in range(4)]
     _sequence(dev, k, x, w, *bufs)  # eager
     eager = [dev.copy_to_host(b).result() for b in bufs[2:]]
     for b in bufs:
@@ -75,7 +75,7 @@ def test_replayed_100_times_equals_eager(dev, rng) -> None:
 def test_update_repoints_a_buffer(dev, rng) -> None:
     a0, a1, b0 = _rand(rng, (N, N)), _rand(rng, (N, N)), _rand(rng, (N, N))
     a, a_new, b = dev.to_device(a0), dev.to_device(a1), dev.to_device(b0)
-    c, c_new = dev.alloc((N, N), np.float32), dev.alloc((N, N), np.float32)
+    c, c_new = dev.alloc((N, N), np.float32, order="F"), dev.alloc((N, N), np.float32, order="F")
     with dev.graph(a=a) as g:
         dev.blas.gemm(a, b, c, N, N, N)
     g.launch().result(timeout=60)
@@ -85,18 +85,18 @@ def test_update_repoints_a_buffer(dev, rng) -> None:
     g.launch().result(timeout=60)
     assert_close(dev.copy_to_host(c_new).result(), wide(a1) @ wide(b0), "tf32")
     with pytest.raises(gpumsg.InvalidMessage, match="dtype, shape and size"):
-        g.update(a=dev.alloc((N, N + 1), np.float32))
+        g.update(a=dev.alloc((N, N + 1), np.float32, order="F"))
     with pytest.raises(gpumsg.InvalidMessage, match="no buffer of that name"):
         g.update(z=a)
 
 
 def test_graph_keeps_dropped_buffers_alive(dev, rng) -> None:
     x0 = _rand(rng, (N, N))
-    out = dev.alloc((N, N), np.float32)
+    out = dev.alloc((N, N), np.float32, order="F")
 
     def record():
         x = dev.to_device(x0)
-        tmp = dev.alloc((N, N), np.float32)
+        tmp = dev.alloc((N, N), np.float32, order="F")
         with dev.graph() as g:
             dev.copy(tmp, x)
             dev.blas.gemm(tmp, x, out, N, N, N)
@@ -188,7 +188,7 @@ def test_graph_in_a_worker_process(rng) -> None:
     a0, b0 = _rand(rng, (N, N)), _rand(rng, (N, N))
     with gpumsg.open_device(0, backend="sim", isolation="process", standby=False) as dev:
         a, b = dev.to_device(a0), dev.to_device(b0)
-        c, d = dev.alloc((N, N), np.float32), dev.alloc((N, N), np.float32)
+        c, d = dev.alloc((N, N), np.float32, order="F"), dev.alloc((N, N), np.float32, order="F")
         with dev.graph() as g:
             dev.memset(d, 0)
             dev.blas.gemm(a, b, c, N, N, N)

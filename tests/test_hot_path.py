@@ -206,7 +206,7 @@ def test_repeated_lt_matmuls_reuse_their_message_and_keep_every_check(dev, rng, 
     hbias = [rng.standard_normal(m).astype(np.float32) for _ in range(2)]
     a, b = dev.to_device(ha).result(), dev.to_device(hb).result()
     bias = [dev.to_device(h).result() for h in hbias]
-    d = dev.alloc((m, n), np.float32).result()
+    d = dev.alloc((m, n), np.float32, order="F").result()
     sent = posted(dev, messages.Matmul)
     for _ in range(3):
         dev.blas.lt_matmul(a, b, d, m, n, k, transa="T", epilogue="bias",
@@ -447,12 +447,12 @@ def test_repeated_copies_and_fills_reuse_their_message_and_keep_every_check(dev,
     sent = posted(dev, messages.CopyDevice, messages.Memset)
     for _ in range(2):
         dev.memset(dst, 0xFF).result()
-        dev.copy(dst, src, 2048).result()
+        dev.copy_bytes(dst, src, 2048).result()
     assert sent[0] is sent[2] and sent[1] is sent[3] and sent[0] is not sent[1]
     got = dev.copy_to_host(dst).result()
     np.testing.assert_array_equal(got[:512], h[:512])
     assert np.all(got[512:].view(np.uint32) == 0xFFFFFFFF)
-    dev.copy(dst, src, 2048, dst_offset=2048).result()
+    dev.copy_bytes(dst, src, 2048, dst_offset=2048).result()
     dev.memset(dst, 0, nbytes=1024).result()
     assert len({id(m) for m in sent}) == 4
     got = dev.copy_to_host(dst).result()
@@ -460,15 +460,15 @@ def test_repeated_copies_and_fills_reuse_their_message_and_keep_every_check(dev,
     np.testing.assert_array_equal(got[256:512], h[256:512])
     np.testing.assert_array_equal(got[512:], h[:512])
     with pytest.raises(gpumsg.InvalidMessage, match="dst_offset"):
-        dev.copy(dst, src, 2048, dst_offset=4096)  # past the end, refused at the call
+        dev.copy_bytes(dst, src, 2048, dst_offset=4096)  # past the end, refused at the call
     with gpumsg.open_device(0, backend=backend) as other:
         far = other.to_device(h).result()
         for _ in range(2):
             with pytest.raises(gpumsg.InvalidMessage, match="another device"):
-                dev.copy(dst, far, 2048)
+                dev.copy_bytes(dst, far, 2048)
     src.free().result()
     with pytest.raises(gpumsg.GpuRefStale):
-        dev.copy(dst, src, 2048)
+        dev.copy_bytes(dst, src, 2048)
     with gpumsg.open_device(0, backend=backend) as short:
         a = short.alloc(16, np.float32).result()
         short.memset(a, 1).result()
@@ -488,11 +488,11 @@ def test_repeated_copies_are_replayed_with_fresh_data(dev, backend, rng) -> None
         h = rng.standard_normal(2048).astype(np.float32)
         dev.copy_from_host(src, h)
         dev.memset(dst, 0x7F, nbytes=4096)
-        dev.copy(dst, src, 4096, dst_offset=4096, src_offset=4096)
+        dev.copy_bytes(dst, src, 4096, dst_offset=4096, src_offset=4096)
         got = dev.copy_to_host(dst).result()
         assert np.all(got[:1024].view(np.uint32) == 0x7F7F7F7F), rnd
         np.testing.assert_array_equal(got[1024:], h[1024:], err_msg=str(rnd))
-    dev.copy(dst, src, 0).result()
+    dev.copy_bytes(dst, src, 0).result()
     dev.memset(dst, 0, nbytes=0).result()
     np.testing.assert_array_equal(dev.copy_to_host(dst).result()[1024:], h[1024:])
     dev.synchronize().result()

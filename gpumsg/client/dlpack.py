@@ -159,11 +159,17 @@ _DELETER = DELETER(_delete_export)
 
 
 def _capsule_destructor(capsule: int) -> None:
-    """A capsule that no consumer took (still named dltensor*): call the deleter ourselves."""
-    for name in (b"dltensor_versioned", b"dltensor"):
-        if _capsule_valid(capsule, name):
-            _delete_export(_capsule_pointer(capsule, name))
-            return
+    """A capsule that no consumer took (still named dltensor*): call the deleter ourselves.
+    Nothing may escape a ctypes callback (it would be printed as "Exception ignored"): a
+    consumer that failed and left its error set makes the capsule calls fail too; the export
+    then stays registered (its buffer alive) rather than freed blind."""
+    try:
+        for name in (b"dltensor_versioned", b"dltensor"):
+            if _capsule_valid(capsule, name):
+                _delete_export(_capsule_pointer(capsule, name))
+                return
+    except Exception:  # noqa: BLE001, S110 - see the docstring
+        pass
 
 
 _DESTRUCTOR = _CAPSULE_DESTRUCTOR(_capsule_destructor)
@@ -217,8 +223,14 @@ def _strides(buf: GpuBuffer) -> tuple[int, ...]:
     return tuple(out)
 
 
+#: dtypes that NumPy's DLPack import does not take (it fails with a SystemError and leaves an
+#: error behind for the capsule's destructor): a host (kDLCPU) export of them is refused to
+#: every consumer but gpumsg's own import
+_NOT_NUMPY = frozenset({"bf16", "e4m3", "e5m2"})
+
+
 def export(buf: GpuBuffer, stream: Any = None, max_version: Any = None, dl_device: Any = None,
-           copy: bool | None = None) -> Any:
+           copy: bool | None = None, any_dtype: bool = False) -> Any:
     """``buf.__dlpack__``: a DLPack capsule of ``buf`` (zero copy unless ``copy``).
 
     ``stream``: the consumer's stream (CUDA: ``None`` the legacy default stream, 1 legacy, 2
@@ -238,6 +250,12 @@ def export(buf: GpuBuffer, stream: Any = None, max_version: Any = None, dl_devic
                           "are not valid in this process")
     versioned = max_version is not None and tuple(max_version)[0] >= 1
     mine = dlpack_device(buf)
+    to_host = mine[0] == KDLCPU or (dl_device is not None and tuple(dl_device)[0] == KDLCPU)
+    if to_host and not any_dtype and buf.ref.dtype in _NOT_NUMPY:
+        raise BufferError(f"{buf.ref.describe()}: a {buf.ref.dtype} buffer is not exported to "
+                          "host DLPack consumers (NumPy's DLPack has no such dtype); use "
+                          "dev.copy_to_host(buffer).result(), or dev.from_dlpack on another "
+                          "gpumsg device")
     if dl_device is not None and tuple(dl_device) != mine:
         if tuple(dl_device) == (KDLCPU, 0) and copy is not False:
             host = dev.copy_to_host(buf).result()
@@ -419,6 +437,12 @@ def from_dlpack(dev: Device, obj: Any) -> BufferFuture:
             raise InvalidMessage(f"obj is on DLPack device ({kind}, {ordinal}); the simulator "
                                  "adopts host (kDLCPU) memory", field="obj")
         stream = None
+    from .buffers import BufferFuture, GpuBuffer
+
+    if isinstance(obj, (GpuBuffer, BufferFuture)):  # gpumsg to gpumsg: every dtype
+        source = obj.result() if isinstance(obj, BufferFuture) else obj
+        capsule = export(source, stream, VERSION, any_dtype=True)
+        return _adopt(dev, obj, capsule)
     try:
         capsule = obj.__dlpack__(stream=stream, max_version=VERSION)
     except TypeError:  # a producer older than DLPack 1.0's keywords

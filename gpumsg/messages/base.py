@@ -162,7 +162,7 @@ class BufRef:
         return dtype_of(self.dtype).itemsize
 
     def describe(self) -> str:
-        return f"buffer #{self.id} ({self.dtype}{list(self.shape)})"
+        return f"buffer #{self.id} ({self.dtype}{list(self.shape)}, {self.order} order)"
 
 
 @fast_init

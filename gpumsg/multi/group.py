@@ -639,15 +639,15 @@ class DeviceGroup:
 
 
 def open_devices(ordinals: Sequence[int] | None = None, backend: str = "auto",
-                 sim_count: int = 2, **open_device_kwargs: Any) -> DeviceGroup:
-    """Open a :class:`DeviceGroup`: ``ordinals`` (default: every device the backend offers;
-    on the simulator ``sim_count`` devices), each with ``open_device(ordinal, backend, ...)``."""
+                 **open_device_kwargs: Any) -> DeviceGroup:
+    """Open a :class:`DeviceGroup`: ``ordinals`` (default: every device that
+    ``devices(backend)`` lists: the GPUs, or the configured simulated devices), each with
+    ``open_device(ordinal, backend, ...)``."""
     if ordinals is None:
-        found = devices(backend)
-        if found and found[0]["backend"] == "sim":
-            ordinals = list(range(sim_count))
-        else:
-            ordinals = [d["ordinal"] for d in found]
+        ordinals = [d["ordinal"] for d in devices(backend)]
+        if not ordinals:
+            raise InvalidMessage(f"open_devices: backend {backend!r} offers no device here",
+                                 field="backend")
     opened: list[Device] = []
     try:
         for o in ordinals:

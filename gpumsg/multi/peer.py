@@ -431,8 +431,9 @@ def copy_peer(dst_dev: Any, dst: Any = None, src: Any = None, nbytes: int | None
     if src_dev is dst_dev:  # one device: an ordinary device-to-device copy
         if dst is None:
             out = dst_dev.alloc(sref.shape, sref.dtype, sref.order)
-            return dst_dev.buffer_after(dst_dev.copy(out, sbuf, n, dst_offset, src_offset), out)
-        return dst_dev.copy(dbuf, sbuf, n, dst_offset, src_offset)
+            return dst_dev.buffer_after(
+                dst_dev.copy_bytes(out, sbuf, n, dst_offset, src_offset), out)
+        return dst_dev.copy_bytes(dbuf, sbuf, n, dst_offset, src_offset)
     link = peer_link(src_dev, dst_dev)
     staged = not link["can_access"]
     if not staged:

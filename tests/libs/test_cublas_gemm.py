@@ -225,7 +225,7 @@ def test_matmul_refuses_bad_shapes(dev) -> None:
     with pytest.raises(gpumsg.InvalidMessage, match="align"):
         dev.blas.matmul(a, dev.alloc((4, 5), np.float32, order="C"))
     with pytest.raises(gpumsg.InvalidMessage, match="F-ordered"):
-        dev.blas.matmul(a, dev.alloc((5, 2), np.float32))
+        dev.blas.matmul(a, dev.alloc((5, 2), np.float32, order="F"))
     with pytest.raises(gpumsg.InvalidMessage, match="batch"):
         dev.blas.matmul(dev.alloc((2, 4, 5), np.float32, order="C"),
                         dev.alloc((3, 5, 2), np.float32, order="C"))
@@ -291,7 +291,7 @@ def test_repeated_gemms_are_replayed_with_fresh_inputs(dev, backend, rng) -> Non
               "lt_bias": ((k, m), (k, n), (m, n))}
     dtypes = {"sgemm": "f32", "gemm_lt": "bf16", "gemm_ex": "f32", "strided": "bf16",
               "lt_bias": "f16"}
-    bufs = {name: [dev.alloc(s, gpumsg.as_dtype(dtypes[name])) for s in shape]
+    bufs = {name: [dev.alloc(s, gpumsg.as_dtype(dtypes[name]), order="F") for s in shape]
             for name, shape in shapes.items()}
     bias = dev.alloc((m,), gpumsg.as_dtype("f16"))
     alpha, beta = 0.75, -0.5

@@ -211,7 +211,7 @@ def test_geam(dev, rng, dtype: str, transa: str, transb: str) -> None:
     a = rand(rng, (m, n) if transa == "N" else (n, m), dtype)
     b = rand(rng, (m, n) if transb == "N" else (n, m), dtype)
     alpha, beta = scalars(rng, dtype)
-    c = dev.alloc((m, n), dtype)
+    c = dev.alloc((m, n), dtype, order="F")
     dev.blas.geam(dev.to_device(a), dev.to_device(b), c, m, n, alpha, beta, transa, transb)
     ref = alpha * opnd(a, transa) + beta * opnd(b, transb)
     assert rel_err(dev.copy_to_host(c).result(), ref) < TOL[dtype]
@@ -262,7 +262,7 @@ def test_trmm_and_trsm(dev, rng, dtype: str, side: str, uplo: str, trans: str,
     alpha, _ = scalars(rng, dtype)
     t = opnd(tri(a, uplo, diag), trans)
     da, db = dev.to_device(a), dev.to_device(b)
-    c = dev.alloc((m, n), dtype)
+    c = dev.alloc((m, n), dtype, order="F")
     dev.blas.trmm(da, db, c, m, n, alpha, side, uplo, trans, diag)
     prod = t @ wide(b) if side == "L" else wide(b) @ t
     assert rel_err(dev.copy_to_host(c).result(), alpha * prod) < TOL[dtype]
@@ -273,15 +273,15 @@ def test_trmm_and_trsm(dev, rng, dtype: str, side: str, uplo: str, trans: str,
 
 
 def test_level3_argument_checks(dev) -> None:
-    a = dev.alloc((6, 6), np.float64)
+    a = dev.alloc((6, 6), np.float64, order="F")
     with pytest.raises(gpumsg.InvalidMessage, match="uplo"):
-        dev.blas.syrk(a, dev.alloc((6, 6), np.float64), 6, 6, uplo="X")
+        dev.blas.syrk(a, dev.alloc((6, 6), np.float64, order="F"), 6, 6, uplo="X")
     with pytest.raises(gpumsg.InvalidMessage, match="side"):
-        dev.blas.trsm(a, dev.alloc((6, 6), np.float64), 6, 6, side="up")
+        dev.blas.trsm(a, dev.alloc((6, 6), np.float64, order="F"), 6, 6, side="up")
     with pytest.raises(gpumsg.InvalidMessage, match="alias"):
-        dev.blas.symm(a, dev.alloc((6, 6), np.float64), a, 6, 6)
+        dev.blas.symm(a, dev.alloc((6, 6), np.float64, order="F"), a, 6, 6)
     with pytest.raises(gpumsg.InvalidMessage, match="not transposed"):
-        dev.blas.geam(a, dev.alloc((6, 6), np.float64), a, 6, 6, transa="T")
+        dev.blas.geam(a, dev.alloc((6, 6), np.float64, order="F"), a, 6, 6, transa="T")
 
 
 # -- repeated level-1/2 calls -------------------------------------------------------------------
@@ -307,7 +307,7 @@ def test_repeated_level_calls_follow_their_inputs(dev, rng, backend: str, posted
     shapes = {"x": (2 * n,), "y": (n,), "z": (n,), "w": (n,), "p": (n,), "q": (n,),
               "a": (m, n), "ym": (m,), "u": (m,), "v": (n,), "a2": (m, n), "sq": (n, n),
               "y3": (n,), "t": (n, n), "r": (n,)}
-    d = {k: dev.alloc(shape, dtype).result() for k, shape in shapes.items()}
+    d = {k: dev.alloc(shape, dtype, order="F").result() for k, shape in shapes.items()}
     sent = posted(dev, *LEVEL_TYPES)
     before = len(ctx.derived)
     tol = TOL[dtype] * 10

@@ -954,7 +954,7 @@ BAD = [
     BadArg("backward filter: dw channels",
            lambda d: d.dnn.conv_backward_filter(_x(d), _x(d, (2, 3, 4, 4)), (3, 2, 3, 3)),
            field="dw"),
-    BadArg("column-major buffer", lambda d: d.dnn.conv2d(d.alloc((2, 4, 6, 6), "f32"),
+    BadArg("column-major buffer", lambda d: d.dnn.conv2d(d.alloc((2, 4, 6, 6), "f32", order="F"),
                                                          _x(d, (3, 4, 3, 3))), field="x"),
 ]
 

@@ -259,7 +259,8 @@ BAD = [
     BadArg("f32 refused", lambda d: _sdpa(d, *(_t(d, dtype="f32"),) * 3), field="q"),
     BadArg("dtype mix", lambda d: _sdpa(d, k=_t(d, dtype="f16")), field="k"),
     BadArg("3-D q", lambda d: _sdpa(d, q=_t(d, (4, 16, 32))), field="q"),
-    BadArg("column-major q", lambda d: _sdpa(d, q=d.alloc((2, 4, 16, 32), "bf16")), field="q"),
+    BadArg("column-major q",
+           lambda d: _sdpa(d, q=d.alloc((2, 4, 16, 32), "bf16", order="F")), field="q"),
     BadArg("causal not a bool", lambda d: _sdpa(d, causal=1), field="causal"),
     BadArg("causal alignment unknown", lambda d: _sdpa(d, causal="lower"), field="causal"),
     BadArg("bottom-right with S_q > S_kv", lambda d: _sdpa(

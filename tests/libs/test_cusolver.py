@@ -509,8 +509,8 @@ def test_gesvdj_raw_econ_padded(dev, rng, dtype: str) -> None:
     m, n, pad = 17, 11, 3
     a = np.asfortranarray(rand(rng, (m + pad, n), dtype))
     da = dev.to_device(a)
-    s, u, v = dev.alloc((n,), msgs_real(dtype)), dev.alloc((m + pad, n), dtype), dev.alloc(
-        (n, n), dtype)
+    s, u, v = dev.alloc((n,), msgs_real(dtype)), dev.alloc((m + pad, n), dtype, order="F"), \
+        dev.alloc((n, n), dtype, order="F")
     dev.linalg.gesvdj(da, s, m, n, u, v, econ=True, lda=m + pad, ldu=m + pad).result(
         timeout=60)
     U, S, V = wide(host(dev, u))[:m], wide(host(dev, s)), wide(host(dev, v))

@@ -151,7 +151,7 @@ class _Client:
     def op_lt(self) -> tuple:
         m, n, k = (int(v) for v in self.rng.integers(1, 40, 3))
         a, b = self.f32(m, k), self.f32(k, n)
-        d = self.dev.alloc((m, n), np.float32)
+        d = self.dev.alloc((m, n), np.float32, order="F")
         self.dev.blas.lt_matmul(self.dev.to_device(a), self.dev.to_device(b), d, m, n, k,
                                 epilogue="relu")
         out = self.dev.copy_to_host(d)

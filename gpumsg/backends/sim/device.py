@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import bisect
+import os
 import random
 import threading
 import time
@@ -29,11 +30,35 @@ from ...errors import CudaError
 from ...memory.pinned import host_view
 from ..base import Backend, DeviceProperties
 
-__all__ = ["SimBackend", "SimFault", "PEER_ACCESS"]
+__all__ = ["SimBackend", "SimFault", "PEER_ACCESS", "SIM_DEVICES", "sim_device_count"]
 
 #: whether simulated devices opened from now on can access each other's memory (False: peer
 #: copies between them are staged through host memory, as between GPUs without P2P)
 PEER_ACCESS = True
+#: how many simulated devices there are (ordinals 0 to SIM_DEVICES - 1): what ``devices()`` lists
+#: and ``open_devices()`` opens on the simulator, and the ordinals ``open_device`` accepts.
+#: The environment variable ``GPUMSG_SIM_DEVICES`` overrides it.
+SIM_DEVICES = 4
+
+
+def sim_device_count() -> int:
+    """The number of simulated devices: ``GPUMSG_SIM_DEVICES`` if set, else
+    :data:`SIM_DEVICES`."""
+    raw = os.environ.get("GPUMSG_SIM_DEVICES")
+    if raw is None or not raw.strip():
+        return SIM_DEVICES
+    try:
+        n = int(raw)
+    except ValueError:
+        n = -1
+    if n < 1:
+        from ...errors import InvalidMessage
+
+        raise InvalidMessage(f"GPUMSG_SIM_DEVICES must be a positive integer, got {raw!r}",
+                             field="GPUMSG_SIM_DEVICES")
+    return n
+
+
 #: context handle -> live simulated device (what EnablePeerAccess names a peer by)
 _SIMS: weakref.WeakValueDictionary[int, SimBackend] = weakref.WeakValueDictionary()
 

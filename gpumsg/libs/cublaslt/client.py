@@ -10,6 +10,7 @@ import numpy as np
 
 from ...messages.blaslt import BlasLtCacheInfo, Matmul
 from ...messages.memo import MessageMemo
+from ..cublas.order import refuse_c_order
 
 if TYPE_CHECKING:
     from ...client.device import Device
@@ -54,6 +55,8 @@ class BlasLt:
 
         def build(refs: tuple) -> Matmul:
             ra, rb, rd, rc, rbias, raux, *rscales = refs
+            # column-major matrices only: a C-ordered one would be read as its transpose
+            refuse_c_order("lt_matmul", a=ra, b=rb, d=rd, c=rc, aux=raux)
             return Matmul(ra, rb, rd, m, n, k, rc, alpha, beta, transa, transb, lda, ldb, ldc,
                           ldd, epilogue, rbias, raux, aux_ld, compute, *rscales)
 

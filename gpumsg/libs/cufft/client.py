@@ -490,10 +490,10 @@ class Fft:
             dev.memset(new, 0)
         if keep * inner and outer:
             if outer == 1:
-                dev.copy(new, src, keep * inner * _ITEM[dtype])
+                dev.copy_bytes(new, src, keep * inner * _ITEM[dtype])
             else:
                 # rows of keep*inner elements, old*inner apart in src, length*inner in new
-                dev.blas.geam(src, src, new, keep * inner, outer, 1.0, 0.0, lda=old * inner,
+                dev.blas.raw.geam(src, src, new, keep * inner, outer, 1.0, 0.0, lda=old * inner,
                               ldb=old * inner, ldc=length * inner)
         return new
 
@@ -526,7 +526,7 @@ class Fft:
             temps.append(work)
         if rec.copy_input and not temps:
             work = dev.alloc(shape, r.dtype, order="C")
-            dev.copy(work, x)
+            dev.copy_bytes(work, x)
             temps.append(work)
         out = dev.alloc(rec.out_shape, rec.out_dtype, order="C")
         done: Future | None = None
@@ -544,7 +544,7 @@ class Fft:
             if p.pad_in:  # real input rows an odd number apart: through even-spaced rows
                 row = p.pad_in
                 pad = dev.alloc((p.repeat, row + 1), p.spec.in_dtype, order="C")
-                dev.blas.geam(xb, xb, pad, row, p.repeat, lda=row, ldb=row, ldc=row + 1)
+                dev.blas.raw.geam(xb, xb, pad, row, p.repeat, lda=row, ldb=row, ldc=row + 1)
                 temps.append(pad)
                 xb = pad.ref
             if p.pad_out:  # real output rows an odd number apart: written spaced, then packed
@@ -552,7 +552,7 @@ class Fft:
                 pad = dev.alloc((p.repeat, row + 1), p.spec.out_dtype, order="C")
                 send(make(p.spec, xb, pad.ref, p.direction, p.repeat, p.x_step, p.out_step, 0,
                           0, 1.0))
-                done = dev.blas.geam(pad, pad, ob, row, p.repeat, scale, 0.0, lda=row + 1,
+                done = dev.blas.raw.geam(pad, pad, ob, row, p.repeat, scale, 0.0, lda=row + 1,
                                      ldb=row + 1, ldc=row)
                 temps.append(pad)
                 continue

@@ -197,7 +197,7 @@ class Linalg:
         C-ordered (m, n) matrix ``a`` (cuBLAS geam transposes the memory)."""
         work = self._dev.alloc((m, max(n, cols or 0)), dtype, order="F")
         if m and n:
-            self._dev.blas.geam(a, a, work, m, n, transa="T", lda=max(n, 1), ldb=max(m, 1))
+            self._dev.blas.raw.geam(a, a, work, m, n, transa="T", lda=max(n, 1), ldb=max(m, 1))
         return work
 
     def _to_rows(self, work: Any, rows: int, cols: int, ld: int, dtype: str) -> tuple:
@@ -205,7 +205,7 @@ class Linalg:
         out = self._dev.alloc((rows, cols), dtype, order="C")
         if not rows or not cols:
             return out, self._dev.synchronize()
-        return out, self._dev.blas.geam(work, work, out, cols, rows, transa="T", lda=ld,
+        return out, self._dev.blas.raw.geam(work, work, out, cols, rows, transa="T", lda=ld,
                                         ldb=max(cols, 1))
 
     def qr(self, a: Any, mode: str = "reduced") -> Future:
@@ -263,7 +263,7 @@ class Linalg:
         # conjugated eigenvectors, the other triangle
         flip = "U" if uplo == "L" else "L"
         work = dev.alloc((n, n), dt, order="F")
-        dev.copy(work, a)
+        dev.copy_bytes(work, a)
         w = dev.alloc((n,), msgs.REAL_DTYPE[dt])
         bwork = None
         if b is not None:
@@ -272,7 +272,7 @@ class Linalg:
                 raise InvalidMessage(f"b: expected {r.shape} {dt}, got {rb.describe()}",
                                      field="b")
             bwork = dev.alloc((n, n), dt, order="F")
-            dev.copy(bwork, b)
+            dev.copy_bytes(bwork, b)
             step = self.sygvd(work, bwork, w, n, 1, flip)
         elif method == "syevd":
             step = self.syevd(work, w, n, flip)
@@ -281,7 +281,7 @@ class Linalg:
         v = dev.alloc((n, n), dt, order="C")
         steps = [step]
         if n:  # C-ordered V's memory is V^T = (conj V')^T = V'^H
-            steps.append(dev.blas.geam(work, work, v, n, n, transa=_herm(dt), lda=n, ldb=n))
+            steps.append(dev.blas.raw.geam(work, work, v, n, n, transa=_herm(dt), lda=n, ldb=n))
         work.buffer.free()
         if bwork is not None:
             bwork.buffer.free()
@@ -314,7 +314,7 @@ class Linalg:
             # V_B = conj(U) (gesvdj) gives u by a conjugate transpose, VT_B = U^T (gesvd) is
             # u's memory
             work = dev.alloc((n, m), dt, order="F")
-            dev.copy(work, a)
+            dev.copy_bytes(work, a)
             temps.append(work)
             if method == "gesvd":
                 job = ("A" if full_matrices else "S") if compute_uv else "N"
@@ -330,7 +330,7 @@ class Linalg:
                                          ldu=max(n, 1), ldv=max(m, 1), tol=tol,
                                          max_sweeps=max_sweeps))
                 if m and ucols:
-                    steps.append(dev.blas.geam(vb, vb, u, ucols, m, transa=_herm(dt),
+                    steps.append(dev.blas.raw.geam(vb, vb, u, ucols, m, transa=_herm(dt),
                                                lda=max(m, 1), ldb=max(ucols, 1)))
         else:  # gesvd needs rows >= columns: factor A itself (m > n), column-major
             work = self._to_cols(a, m, n, dt)
@@ -341,9 +341,9 @@ class Linalg:
                 vc = dev.alloc((n, n), dt, order="F")
                 temps += [uc, vc]
                 steps.append(self.gesvd(work, s, m, n, uc, vc, job, job))
-                steps.append(dev.blas.geam(uc, uc, u, ucols, m, transa="T", lda=max(m, 1),
+                steps.append(dev.blas.raw.geam(uc, uc, u, ucols, m, transa="T", lda=max(m, 1),
                                            ldb=max(ucols, 1)))
-                steps.append(dev.blas.geam(vc, vc, vh, n, n, transa="T", lda=max(n, 1),
+                steps.append(dev.blas.raw.geam(vc, vc, vh, n, n, transa="T", lda=max(n, 1),
                                            ldb=max(n, 1)))
             else:
                 steps.append(self.gesvd(work, s, m, n, None, None, "N", "N"))
@@ -358,14 +358,14 @@ class Linalg:
         dev = self._dev
         n, dt = r.shape[0], r.dtype
         work = dev.alloc((n, n), dt, order="C")
-        dev.copy(work, a)
+        dev.copy_bytes(work, a)
         # the memory is A^T = conj(A): its upper triangle is A's lower one; conj(A)^-1 =
         # (A^-1)^T is the C-ordered memory of A^-1 itself
         steps = [self.potrf(work, n, "U"), self.potri(work, n, "U")]
         out = dev.alloc((n, n), dt, order="C")
         if n:
             steps.append(self.zero_triangle(work, n, n, "L", lda=n))
-            steps.append(dev.blas.geam(work, work, out, n, n, 1.0, 1.0, "N", _herm(dt), lda=n,
+            steps.append(dev.blas.raw.geam(work, work, out, n, n, 1.0, 1.0, "N", _herm(dt), lda=n,
                                        ldb=n))
             steps.append(dev.blas.scal(out, 0.5, n, n + 1))  # the diagonal was added twice
         work.buffer.free()
@@ -386,7 +386,7 @@ class Linalg:
             return out
         lu = dev.alloc((n, n), dt, order="C")
         ipiv = dev.alloc((n,), np.int64)
-        dev.copy(lu, a)
+        dev.copy_bytes(lu, a)
         factored = self.getrf(lu, n, n, ipiv)
         diag = dev.alloc((n,), dt)
         dev.blas.copy(lu, diag, n, n + 1, 1)
@@ -457,12 +457,12 @@ class Linalg:
         steps = [self.geqrf(work, tau, m, n)]
         if len(rb.shape) == 1:
             bw = dev.alloc((m,), dt)
-            dev.copy(bw, b)
+            dev.copy_bytes(bw, b)
         else:
             bw = self._to_cols(b, m, k, dt)
         if m and n and k:
             steps.append(self.ormqr(work, tau, bw, m, k, n, "L", _herm(dt), lda=m, ldc=m))
-            steps.append(dev.blas.trsm(work, bw, n, k, 1.0, "L", "U", "N", "N", lda=m, ldb=m))
+            steps.append(dev.blas.raw.trsm(work, bw, n, k, 1.0, "L", "U", "N", "N", lda=m, ldb=m))
         if len(rb.shape) == 1:
             out = dev.alloc((n,), dt)
             if n:
@@ -492,7 +492,7 @@ class Linalg:
         src_i (ld): a strided batched GEMM against a shared identity (no batched geam)."""
         dev = self._dev
         eye = dev.to_device(np.eye(cols, dtype=np.dtype(_NP[dt])), order="F")
-        done = dev.blas.gemm_strided_batched(
+        done = dev.blas.raw.gemm_strided_batched(
             eye, src, dst, cols, rows, cols, batch, 0, stride_src, stride_dst,
             transb="C" if conj and dt in ("c64", "c128") else "T", lda=cols, ldb=ld, ldc=cols)
         eye.buffer.free()
@@ -510,7 +510,7 @@ class Linalg:
         r = self._stack(stack, "stack")
         batch, n, dt = r.shape[0], r.shape[1], r.dtype
         work = dev.alloc(r.shape, dt, order="C")
-        dev.copy(work, stack)
+        dev.copy_bytes(work, stack)
         w = dev.alloc((batch, n), msgs.REAL_DTYPE[dt], order="C")
         steps = [self.syevj_batched(work, w, n, batch, "U" if uplo == "L" else "L", tol=tol,
                                     max_sweeps=max_sweeps)]
@@ -540,7 +540,7 @@ class Linalg:
                                  f"{msgs.BATCHED_JACOBI_MAX} x {msgs.BATCHED_JACOBI_MAX}, got "
                                  f"{m} x {n}", field="stack")
         work = dev.alloc(r.shape, dt, order="C")
-        dev.copy(work, stack)
+        dev.copy_bytes(work, stack)
         s = dev.alloc((batch, k), msgs.REAL_DTYPE[dt], order="C")
         # each item's memory is B = A^T (n x m): U_B = conj(V) (n x n), V_B = conj(U) (m x m)
         if not compute_uv:
@@ -560,7 +560,7 @@ class Linalg:
             steps.append(self._transpose_batched(vb, u, m, ucols, m, batch, m * m, ucols * m,
                                                  dt, True))
             eye = dev.to_device(np.eye(n, dtype=np.dtype(_NP[dt])), order="F")
-            steps.append(dev.blas.gemm_strided_batched(eye, ub, vh, n, vrows, n, batch, 0,
+            steps.append(dev.blas.raw.gemm_strided_batched(eye, ub, vh, n, vrows, n, batch, 0,
                                                        n * n, n * vrows, lda=n, ldb=n, ldc=n))
             eye.buffer.free()
         for x in (work, ub, vb):
@@ -587,12 +587,12 @@ class Linalg:
                                  field="b")
         k = rb.shape[2] if len(rb.shape) == 3 else 1
         lu = dev.alloc(ra.shape, dt, order="C")
-        dev.copy(lu, a)
+        dev.copy_bytes(lu, a)
         ipiv = dev.alloc((max(batch * n, 1),), np.int32) if pivot else None
         steps = [self.getrf_batched(lu, n, batch, ipiv)]  # LU of each A^T
         out = dev.alloc(rb.shape, dt, order="C")
         if len(rb.shape) == 2:
-            dev.copy(out, b)
+            dev.copy_bytes(out, b)
             steps.append(self.getrs_batched(lu, out, n, 1, batch, ipiv, "T"))
         elif batch and n and k:
             cols = dev.alloc((batch, k, n), dt, order="C")  # each: column-major n x k
@@ -615,7 +615,7 @@ class Linalg:
         r = self._square(a)
         n = r.shape[0]
         out = dev.alloc((n, n), r.dtype, order="C")
-        dev.copy(out, a)
+        dev.copy_bytes(out, a)
         # row-major lower triangle = column-major upper triangle of the transpose
         done = self.potrf(out, n, uplo="U", clean=True)
         return dev.buffer_after(done, out)
@@ -662,21 +662,21 @@ class Linalg:
                                  field="b")
         lu = dev.alloc((n, n), ra.dtype, order="C")
         ipiv = dev.alloc((max(n, 1),), np.int64) if pivot else None
-        dev.copy(lu, a)
+        dev.copy_bytes(lu, a)
         factored = self.getrf(lu, n, n, ipiv)  # LU of A^T (the column-major view)
         if len(rb.shape) == 1:
             x = dev.alloc((n,), ra.dtype)
-            dev.copy(x, b)
+            dev.copy_bytes(x, b)
             solved = self.getrs(lu, x, n, 1, ipiv, trans="T")
             out = x
         else:
             k = rb.shape[1]
             cols = dev.alloc((n, k), ra.dtype, order="F")
             # b's memory is the column-major k x n matrix B^T: transpose it into n x k
-            dev.blas.geam(b, b, cols, n, k, transa="T", lda=max(k, 1), ldb=max(n, 1))
+            dev.blas.raw.geam(b, b, cols, n, k, transa="T", lda=max(k, 1), ldb=max(n, 1))
             self.getrs(lu, cols, n, k, ipiv, trans="T")
             out = dev.alloc((n, k), ra.dtype, order="C")
-            solved = dev.blas.geam(cols, cols, out, k, n, transa="T", lda=max(n, 1),
+            solved = dev.blas.raw.geam(cols, cols, out, k, n, transa="T", lda=max(n, 1),
                                    ldb=max(k, 1))
             cols.buffer.free()
         lu.buffer.free()

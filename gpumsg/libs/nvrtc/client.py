@@ -12,11 +12,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...errors import InvalidMessage
-from ...messages.base import BufRef
-from ...messages.nvrtc import Kernel, Launch, LoadModule
+from ...messages.base import BufRef, as_ref
+from ...messages.nvrtc import Kernel, Launch, LoadModule, Untyped
 from ..loader import LibraryNotFound
 from .compiler import compile_program
-from .signature import explicit_params, kernel_params
+from .signature import (
+    explicit_params,
+    explicit_pointer_dtypes,
+    kernel_params,
+    pointer_dtypes,
+)
 
 if TYPE_CHECKING:
     from ...client.device import Device
@@ -92,6 +97,8 @@ class Kernels:
                                  field="headers")
         params = (explicit_params(signature, name) if signature is not None
                   else kernel_params(source, name))  # typed at the call site
+        pointees = (explicit_pointer_dtypes(signature) if signature is not None
+                    else pointer_dtypes(source, name))
         arch = self._arch()
         for o in opts:
             if o.startswith(("-arch=", "--gpu-architecture=")):
@@ -118,7 +125,7 @@ class Kernels:
                     msg = LoadModule(program.key, program.image, program.kind, (symbol,))
                 dev.send(msg).result()
                 out.set_result(Kernel(token, msg.key, name, symbol, params,
-                                      program is not None and program.from_cache))
+                                      program is not None and program.from_cache, pointees))
             except BaseException as exc:  # noqa: BLE001 - handed to the caller's future
                 out.set_exception(exc)
 
@@ -140,6 +147,7 @@ class Kernels:
             raise InvalidMessage("kernels: expected {symbol: signature}", field="kernels")
         image = bytes(image)
         params = {s: explicit_params(sig, s) for s, sig in kernels.items()}
+        pointees = {s: explicit_pointer_dtypes(sig) for s, sig in kernels.items()}
         kind = "sim" if dev.backend != "cuda" else (
             "cubin" if image[:4] == b"\x7fELF" else "ptx")
         key = hashlib.sha256(image).hexdigest()
@@ -152,10 +160,18 @@ class Kernels:
             if exc is not None:
                 out.set_exception(exc)
             else:
-                out.set_result({s: Kernel(token, key, s, s, p) for s, p in params.items()})
+                out.set_result({s: Kernel(token, key, s, s, p, False, pointees[s])
+                                for s, p in params.items()})
 
         done.add_done_callback(resolve)
         return out
+
+    def untyped(self, buffer: Any) -> Untyped:
+        """``buffer`` as a launch argument whose dtype is not checked against the element type
+        its pointer parameter declares: the explicit cast (a ``float*`` reading f64 memory as
+        floats, say). Without it such a launch is refused."""
+        as_ref(buffer, "buffer")  # a buffer (or its future) of a live device, else refused
+        return Untyped(buffer)
 
     def launch(self, kernel: Kernel, grid: Any, block: Any, args: Any = (), shared: int = 0,
                reads: Any = None, writes: Any = None) -> Future:
