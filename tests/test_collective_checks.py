@@ -137,7 +137,7 @@ def test_all_reduce_disagreements(group, refused, rng):
     refused(lambda: comm.all_reduce(bufs, bad), f"out[{last}]", last, "f64")
     bad[last] = group[last].alloc((6,), np.float32)
     refused(lambda: comm.all_reduce(bufs, bad), f"out[{last}]", last, "shape (6,)")
-    bad[0] = group[0].alloc((2, 3), np.float32)  # alloc's default order is F
+    bad[0] = group[0].alloc((2, 3), np.float32, order="F")
     refused(lambda: comm.all_reduce(bufs, [bad[0]] + outs[1:]), "out[0]", 0, "F-ordered")
     _unchanged(group, bufs, xs)
     comm.all_reduce(bufs, outs).result(60)
