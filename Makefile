@@ -37,7 +37,7 @@ demo: install
 	$(PY) -m gpumsg demo
 
 lint: install
-	$(PY) -m ruff check gpumsg tests benchmarks tools
+	$(PY) -m ruff check gpumsg tests benchmarks tools examples
 
 # -- benchmarks: torch and CuPy are the peers; they are not installed here (the GPU box has them)
 bench: install

@@ -24,7 +24,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SUITE = ["bench_overhead", "bench_gemm", "bench_blas", "bench_fft", "bench_copies",
          "bench_small_ops", "bench_alloc", "bench_supervision", "bench_graphs", "bench_rng",
          "bench_solver", "bench_solver_sparse", "bench_sparse", "bench_cudnn", "bench_cudnn_norm",
-         "bench_cudnn_rnn", "bench_attention", "bench_conv_graph", "bench_interop"]
+         "bench_cudnn_rnn", "bench_attention", "bench_conv_graph", "bench_interop",
+         "bench_workloads"]
 
 #: what RESULTS.md needs; the seconds each took on an H100 are in the comments
 HEADLINE = ["bench_gemm",            # GEMM by size and type beside torch and CuPy (~70 s)
@@ -33,7 +34,8 @@ HEADLINE = ["bench_gemm",            # GEMM by size and type beside torch and Cu
             "bench_small_ops",       # small-op latency beside torch and CuPy (~40 s)
             "bench_overhead",        # per message beside a bare service (~20 s)
             "bench_blas",            # 4096^3/8192^3 GEMMs, bmm, bias+GELU, dot (~40 s)
-            "bench_supervision"]     # process isolation and recovery (~45 s)
+            "bench_supervision",     # process isolation and recovery (~45 s)
+            "bench_workloads:--quick"]  # whole programs beside torch and CuPy
 
 
 def run(spec: str, out: str, timeout: float) -> int:
