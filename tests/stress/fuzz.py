@@ -321,13 +321,16 @@ class FuzzReport:
     refused: dict[str, int] = dataclasses.field(default_factory=dict)
     #: the accepted message types that were checked, with counts
     checked_types: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: the differential pass: valid random calls, each compared with float64
+    valid_cases: int = 0
     defects: list[str] = dataclasses.field(default_factory=list)
     by_target: dict[str, int] = dataclasses.field(default_factory=dict)
     seconds: float = 0.0
 
     def figures(self) -> dict[str, Any]:
         return {"cases": self.cases, "tried": self.cases, "accepted": self.succeeded,
-                "checked": self.checked, "wrong": self.wrong, "untyped": self.untyped,
+                "valid_cases": self.valid_cases, "checked": self.checked,
+                "wrong": self.wrong, "untyped": self.untyped,
                 "hangs": self.hangs, "typed_at_call": self.typed_at_call,
                 "typed_in_future": self.typed_in_future, "succeeded": self.succeeded,
                 "refused_by_type": dict(sorted(self.refused.items())),
@@ -485,6 +488,51 @@ def _check_answer(mat: Materializer, sent: list, answer: Any, where: str,
 READ_ONLY_MESSAGES = {"Free", "Stats", "CopyToHost", "Synchronize"}
 
 
+def differential(mat: Materializer, cases: int, report: FuzzReport) -> None:
+    """``cases`` calls with valid random arguments (oracles.valid_call), spread over the
+    calls that have a float64 reference: each must succeed and be right."""
+    calls = oracles.VALID_CALLS
+    for i in range(cases):
+        call = calls[i % len(calls)]
+        kwargs = oracles.valid_call(mat.rng, call)
+        dev = mat.dev
+        mat.snapshots.clear()
+        mat.buffers.clear()
+        args = {}
+        for name, value in kwargs.items():
+            if oracles.is_buffer_arg(name):
+                buf = dev.to_device(value).result(WAIT_S)
+                mat.snapshots[buf.ref.id], mat.buffers[buf.ref.id] = value, buf
+                args[name] = buf
+            else:
+                args[name] = value
+        where = f"valid {call}({', '.join(f'{k}={v!r}' for k, v in kwargs.items() if not oracles.is_buffer_arg(k))})"  # noqa: E501
+        report.valid_cases += 1
+        sent: list = []
+        real_post = dev._post
+
+        def record(msg: Any, reply: Any, sent: list = sent, real_post: Any = real_post) -> None:
+            sent.append(msg)
+            real_post(msg, reply)
+
+        dev._post = record
+        try:
+            target = dev
+            for part in call.split("."):
+                target = getattr(target, part)
+            answer = target(**args).result(WAIT_S)
+        except Exception as exc:  # noqa: BLE001 - a valid call must succeed
+            report.defects.append(f"{where}: a valid call failed: {exc!r}")
+            continue
+        finally:
+            dev._post = real_post
+        checked, found = report.checked, len(report.defects)
+        _check_answer(mat, sent, answer, where, report)
+        if report.checked == checked and len(report.defects) == found:
+            report.defects.append(f"{where}: the valid call's answer was not checked "
+                                  f"(sent {[type(m).__name__ for m in sent]})")
+
+
 def _runner(mat: Materializer, target: Target, report: FuzzReport) -> Any:
     def one(tokens: dict[str, str]) -> None:
         run_case(mat, target, tokens, report)
@@ -520,7 +568,11 @@ def campaign(cases: int, backend: str = "sim", seed_value: int | None = None,
     engine = "hypothesis" if HAVE_HYPOTHESIS else "random (no hypothesis here)"
     log(f"fuzz: {len(tlist)} targets x {per} cases, backend {backend}, {engine}, "
         + ("derandomized" if seed_value is None else f"seed {seed_value}"))
-    rng = np.random.default_rng()
+    # the data (and the valid calls' arguments) from a logged seed, so a wrong answer repeats
+    data_seed = seed_value if seed_value is not None else \
+        int(os.environ.get("GPUMSG_TEST_SEED") or np.random.SeedSequence().entropy % (1 << 63))
+    log(f"fuzz: data seed {data_seed}")
+    rng = np.random.default_rng(data_seed)
     dev = gpumsg.open_device(0, backend=backend)
     foreign = gpumsg.open_device(0, backend=backend)
     closing = gpumsg.open_device(0, backend=backend)
@@ -541,6 +593,8 @@ def campaign(cases: int, backend: str = "sim", seed_value: int | None = None,
             passes += 1
             todo = [t for t in tlist if t.params]
             n = max(1, -(-(cases - report.cases) // max(len(todo), 1)))
+        # then valid calls with random arguments, every answer compared with float64
+        differential(mat, max(len(oracles.VALID_CALLS), cases // 10), report)
     finally:
         report.seconds = time.perf_counter() - t0
         mat.dev.close()

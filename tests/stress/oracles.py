@@ -253,3 +253,95 @@ def check_message(msg: Any, snapshots: dict[int, np.ndarray], read: Callable[[An
         elif not abs(complex(result) - complex(value)) <= tol:
             raise Mismatch(f"{name}: {result!r}, expected {value!r} (tolerance {tol:.3g})")
     return True
+
+
+# -- valid calls: random arguments inside each call's contract -----------------------------------
+
+#: the calls the differential pass draws valid arguments for (Device or namespace method)
+VALID_CALLS = ("sgemm", "blas.gemm", "blas.axpy", "blas.scal", "blas.dot", "blas.nrm2",
+               "blas.asum", "blas.iamax", "blas.iamin", "blas.copy", "blas.swap", "blas.gemv",
+               "blas.geam")
+_BUFFER_ARGS = ("a", "b", "c", "x", "y")
+
+
+def _host(rng: np.random.Generator, size: int, dtype: str) -> np.ndarray:
+    import gpumsg
+
+    x = rng.standard_normal(size) + 0.1
+    if dtype in ("c64", "c128"):
+        x = x + 1j * rng.standard_normal(size)
+    return x.astype(gpumsg.as_dtype(dtype))
+
+
+def valid_call(rng: np.random.Generator, call: str) -> dict[str, Any]:
+    """Keyword arguments of a valid ``call`` (buffers as host arrays, 1-D, with slack after
+    the last element the call touches): random sizes, strides, leading dimensions, every
+    option value, every dtype the call takes, alpha/beta including 0."""
+    dtypes = ["f32"] if call == "sgemm" else ["f32", "f64", "c64", "c128"]
+    if call == "blas.gemm":
+        dtypes += ["f16", "bf16"]
+    dt = str(rng.choice(dtypes))
+    cplx = dt in ("c64", "c128")
+
+    def scalar(zero_ok: bool) -> Any:
+        if zero_ok and rng.random() < 0.25:
+            return 0.0
+        v = float(rng.uniform(-2, 2))
+        return complex(v, float(rng.uniform(-1, 1))) if cplx else v
+
+    def size(lo: int = 1, hi: int = 9) -> int:
+        return int(rng.integers(lo, hi + 1))
+
+    def trans() -> str:
+        return str(rng.choice(["N", "T", "C"] if cplx or call != "sgemm" else ["N", "T"]))
+
+    def mat(rows: int, cols: int) -> tuple[np.ndarray, int]:
+        ld = rows + int(rng.integers(0, 3))
+        return _host(rng, ld * (cols - 1) + rows + int(rng.integers(0, 4)), dt), ld
+
+    def vec(n: int) -> tuple[np.ndarray, int]:
+        inc = int(rng.integers(1, 4))
+        return _host(rng, (n - 1) * inc + 1 + int(rng.integers(0, 3)), dt), inc
+
+    if call in ("sgemm", "blas.gemm", "blas.geam"):
+        m, n, k = size(), size(), size()
+        ta, tb = trans(), trans()
+        if call == "blas.geam":
+            a, lda = mat(*((m, n) if ta == "N" else (n, m)))
+            b, ldb = mat(*((m, n) if tb == "N" else (n, m)))
+            c, ldc = mat(m, n)
+            return dict(a=a, b=b, c=c, m=m, n=n, alpha=scalar(False), beta=scalar(True),
+                        transa=ta, transb=tb, lda=lda, ldb=ldb, ldc=ldc)
+        a, lda = mat(*((m, k) if ta == "N" else (k, m)))
+        b, ldb = mat(*((k, n) if tb == "N" else (n, k)))
+        c, ldc = mat(m, n)
+        if dt in ("f16", "bf16"):
+            alpha, beta = float(rng.uniform(0.5, 1.5)), float(rng.choice([0.0, -0.5]))
+        else:
+            alpha, beta = scalar(False), scalar(True)
+        return dict(a=a, b=b, c=c, m=m, n=n, k=k, alpha=alpha, beta=beta, transa=ta,
+                    transb=tb, lda=lda, ldb=ldb, ldc=ldc)
+    if call == "blas.gemv":
+        m, n, t = size(), size(), trans()
+        a, lda = mat(m, n)
+        x, incx = vec(n if t == "N" else m)
+        y, incy = vec(m if t == "N" else n)
+        return dict(a=a, x=x, y=y, m=m, n=n, alpha=scalar(False), beta=scalar(True), trans=t,
+                    lda=lda, incx=incx, incy=incy)
+    n = size(1, 40)
+    x, incx = vec(n)
+    if call in ("blas.nrm2", "blas.asum", "blas.iamax", "blas.iamin"):
+        return dict(x=x, n=n, incx=incx)
+    if call == "blas.scal":
+        return dict(x=x, alpha=scalar(False), n=n, incx=incx)
+    y, incy = vec(n)
+    if call == "blas.axpy":
+        return dict(x=x, y=y, alpha=scalar(False), n=n, incx=incx, incy=incy)
+    if call == "blas.dot":
+        return dict(x=x, y=y, n=n, incx=incx, incy=incy, conjugate=bool(cplx and
+                                                                       rng.random() < 0.5))
+    return dict(x=x, y=y, n=n, incx=incx, incy=incy)  # copy, swap
+
+
+def is_buffer_arg(name: str) -> bool:
+    return name in _BUFFER_ARGS

@@ -44,6 +44,7 @@ def test_fuzz_campaign() -> None:
         f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     report = json.loads(lines[-1][len("REPORT "):])
     figures, defects = report["figures"], report["defects"]
+    print("\n".join(ln for ln in proc.stdout.splitlines() if not ln.startswith("REPORT ")))
     print(json.dumps(figures, indent=1))
     assert figures["tried"] >= cases
     assert figures["targets"] == report["targets"]
