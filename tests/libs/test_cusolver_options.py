@@ -210,9 +210,11 @@ def check_eigen(a_full, vals, vecs, dtype: str, what: str) -> None:
     err = np.max(np.abs(w(vals) - ref)) / scale
     assert err <= bound(dtype, n, c=16), f"{what}: eigenvalues off by {err:.3g}"
     if vecs is not None:
-        assert_orthonormal(vecs, dtype, c=64, what=f"{what} vectors")
+        # (MRRR and Jacobi keep orthogonality to ~n u / relative gap: a margin for close
+        # eigenvalues; a wrong vector set is off by O(1))
+        assert_orthonormal(vecs, dtype, c=256, what=f"{what} vectors")
         resid = np.linalg.norm(a_full @ w(vecs) - w(vecs) * w(vals)) / scale
-        assert resid <= bound(dtype, n, c=16), f"{what}: ||AV - VW|| / ||A|| = {resid:.3g}"
+        assert resid <= bound(dtype, n, c=256), f"{what}: ||AV - VW|| / ||A|| = {resid:.3g}"
 
 
 @pytest.mark.parametrize("vectors", (True, False))
@@ -277,28 +279,32 @@ def test_sygvd_each_itype_and_uplo(dev, rng, dtype: str, uplo: str, itype: int) 
     assert np.linalg.norm(g - np.eye(n)) <= bound(dtype, n, c=8, cond=cond)
 
 
+C_SVD = 32
+
+
 # -- SVD ------------------------------------------------------------------------------------------
 
 def check_svd(a, s, u, vh, dtype: str, what: str) -> None:
-    """Singular values against LAPACK's; orthonormal U and V; U S V^H = A where both come."""
+    """Singular values against LAPACK's; orthonormal U and V; U S V^H = A where both come
+    (the NumPy-shaped calls add transposes by GEMM: a few more roundings, hence C_SVD)."""
     a = w(a)
     p = min(a.shape)
     ref = np.linalg.svd(a, compute_uv=False)
     scale = ref[0]
-    assert np.max(np.abs(w(s)[:p] - ref)) <= bound(dtype, max(a.shape)) * scale, what
+    assert np.max(np.abs(w(s)[:p] - ref)) <= bound(dtype, max(a.shape), c=C_SVD) * scale, what
     if u is not None:
-        assert_orthonormal(u, dtype, c=8, what=f"{what} U")
+        assert_orthonormal(u, dtype, c=C_SVD, what=f"{what} U")
     if vh is not None:
-        assert_orthonormal(w(vh).conj().T, dtype, c=8, what=f"{what} V")
+        assert_orthonormal(w(vh).conj().T, dtype, c=C_SVD, what=f"{what} V")
     if u is not None and vh is not None:
         rebuilt = w(u)[:, :p] * w(s)[:p] @ w(vh)[:p]
-        assert rel_err(rebuilt, a) <= bound(dtype, max(a.shape), c=8), f"{what}: U S V^H != A"
+        assert rel_err(rebuilt, a) <= bound(dtype, max(a.shape), c=C_SVD), f"{what}: U S V^H != A"
     elif u is not None:  # U^H A = S V^H: its rows have the singular values as norms
         norms = np.linalg.norm(w(u)[:, :p].conj().T @ a, axis=1)
-        assert np.max(np.abs(norms - ref)) <= bound(dtype, max(a.shape), c=8) * scale, what
+        assert np.max(np.abs(norms - ref)) <= bound(dtype, max(a.shape), c=C_SVD) * scale, what
     elif vh is not None:
         norms = np.linalg.norm(a @ w(vh)[:p].conj().T, axis=0)
-        assert np.max(np.abs(norms - ref)) <= bound(dtype, max(a.shape), c=8) * scale, what
+        assert np.max(np.abs(norms - ref)) <= bound(dtype, max(a.shape), c=C_SVD) * scale, what
 
 
 @pytest.mark.parametrize("jobu,jobvt", list(itertools.product("ASN", "ASN")))
