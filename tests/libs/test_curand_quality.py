@@ -105,10 +105,20 @@ def low_mantissa_bits(u: np.ndarray, bits: int = 20) -> np.ndarray:
     return top.view(np.uint64) & np.uint64((1 << bits) - 1)
 
 
+#: kinds whose f64 values the library may build from one 32-bit word each (documented so for
+#: the equivalent generators of hipRAND, which follows cuRAND here): on a GPU their resolution
+#: test is an expected failure until a GPU run settles it
+LIBRARY_32_BIT_DOUBLES = ("mrg32k3a", "mtgp32")
+
+
 @pytest.mark.parametrize("kind", PSEUDO_KINDS)
-def test_f64_uniforms_have_more_than_32_bits(dev, kind: str) -> None:
+def test_f64_uniforms_have_more_than_32_bits(dev, backend: str, kind: str,
+                                             request: pytest.FixtureRequest) -> None:
     """(Sobol' points are exempt: point i < 2^k of an unscrambled sequence has k significant
     bits by construction, whatever the width of the generator.)"""
+    if backend == "cuda" and kind in LIBRARY_32_BIT_DOUBLES:
+        request.applymarker(pytest.mark.xfail(
+            reason=f"cuRAND may build {kind}'s doubles from 32 random bits", strict=False))
     u = draw(dev, kind, "uniform", "f64")
     low = low_mantissa_bits(u)
     assert low.size > N // 4
