@@ -122,7 +122,7 @@ def test_half_gemm_accumulates_in_fp32(dev, rng, dtype: str, transa: str, transb
     m, n, k = 24, 20, 256
     a = rand(rng, (m, k) if transa == "N" else (k, m), dtype)
     b = rand(rng, (k, n) if transb == "N" else (n, k), dtype)
-    dc = dev.alloc((m, n), dtype)
+    dc = dev.alloc((m, n), dtype, order="F")
     dev.blas.gemm(dev.to_device(a), dev.to_device(b), dc, m, n, k, 1.0, 0.0, transa, transb)
     exact = opm(a, transa) @ opm(b, transb)
     ref = _round(exact, dtype)
@@ -254,7 +254,7 @@ def test_geam_every_transpose_pair(dev, rng, dtype: str, transa: str, transb: st
     a = rand(rng, (m, n) if transa == "N" else (n, m), dtype)
     b = rand(rng, (m, n) if transb == "N" else (n, m), dtype)
     alpha, beta = random_scalars(rng, dtype)
-    dc = dev.alloc((m, n), dtype)
+    dc = dev.alloc((m, n), dtype, order="F")
     dev.blas.geam(dev.to_device(a), dev.to_device(b), dc, m, n, alpha, beta, transa, transb)
     assert_rel(host(dev, dc), alpha * opm(a, transa) + beta * opm(b, transb), dtype, n=2)
 
@@ -301,7 +301,7 @@ def test_trmm_every_option(dev, rng, dtype: str, side: str, uplo: str, trans: st
     ka = m if side == "L" else n
     a, b = well_conditioned_triangle(rng, ka, dtype), rand(rng, (m, n), dtype)
     alpha, _ = random_scalars(rng, dtype)
-    dc = dev.alloc((m, n), dtype)
+    dc = dev.alloc((m, n), dtype, order="F")
     dev.blas.trmm(dev.to_device(a), dev.to_device(b), dc, m, n, alpha, side, uplo, trans, diag)
     t = opm(triangle(a, uplo, diag), trans)
     ref = alpha * (t @ w(b) if side == "L" else w(b) @ t)

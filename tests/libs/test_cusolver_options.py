@@ -74,7 +74,7 @@ def test_getrs_every_trans(dev, rng, dtype: str, trans: str, pivot: bool) -> Non
     n, nrhs = 12, 3
     a, b = general(rng, n, dtype), rand(rng, (n, nrhs), dtype)
     da, db = dev.to_device(a), dev.to_device(b)
-    ipiv = dev.alloc((n,), np.int64) if pivot else None
+    ipiv = dev.alloc((n,), np.int64, order="F") if pivot else None
     dev.linalg.getrf(da, n, n, ipiv).result(timeout=60)
     lu = host(dev, da)
     if pivot:  # the factors reconstruct P A
@@ -102,7 +102,7 @@ def test_getrs_batched_every_trans(dev, rng, dtype: str, trans: str, pivot: bool
     a = np.concatenate([m.reshape(-1, order="F") for m in mats])
     b = np.concatenate([r.reshape(-1, order="F") for r in rhs])
     da, db = dev.to_device(a), dev.to_device(b)
-    ipiv = dev.alloc((n * batch,), np.int32) if pivot else None
+    ipiv = dev.alloc((n * batch,), np.int32, order="F") if pivot else None
     dev.linalg.getrf_batched(da, n, batch, ipiv).result(timeout=60)
     dev.linalg.getrs_batched(da, db, n, nrhs, batch, ipiv, trans).result(timeout=60)
     out = host(dev, db)
@@ -159,7 +159,7 @@ def test_potrs_batched_each_uplo(dev, rng, dtype: str, uplo: str) -> None:
 
 def _qr(dev, rng, dtype: str, m: int, n: int):
     a = rand(rng, (m, n), dtype)
-    da, tau = dev.to_device(a), dev.alloc((n,), dtype)
+    da, tau = dev.to_device(a), dev.alloc((n,), dtype, order="F")
     dev.linalg.geqrf(da, tau, m, n).result(timeout=60)
     return a, da, tau
 
@@ -225,7 +225,7 @@ def test_syevd_syevj_each_uplo(dev, rng, dtype: str, uplo: str, method: str,
                                vectors: bool) -> None:
     n = 10
     a = rand(rng, (n, n), dtype)
-    da, dw = dev.to_device(a), dev.alloc((n,), REAL[dtype])
+    da, dw = dev.to_device(a), dev.alloc((n,), REAL[dtype], order="F")
     getattr(dev.linalg, method)(da, dw, n, uplo, vectors).result(timeout=60)
     check_eigen(hermitian_of(a, uplo), host(dev, dw), host(dev, da) if vectors else None,
                 dtype, f"{method} {uplo}")
@@ -237,7 +237,7 @@ def test_syevj_batched_vectors_are_eigenvectors(dev, rng, dtype: str, uplo: str)
     n, batch = 6, 4
     mats = [rand(rng, (n, n), dtype) for _ in range(batch)]
     da = dev.to_device(np.concatenate([m.reshape(-1, order="F") for m in mats]))
-    dw = dev.alloc((n * batch,), REAL[dtype])
+    dw = dev.alloc((n * batch,), REAL[dtype], order="F")
     dev.linalg.syevj_batched(da, dw, n, batch, uplo).result(timeout=60)
     vecs, vals = host(dev, da), host(dev, dw)
     for i in range(batch):
@@ -263,7 +263,7 @@ def test_eigh_batched_vectors_are_orthonormal_eigenvectors(dev, rng, dtype: str)
 def test_sygvd_each_itype_and_uplo(dev, rng, dtype: str, uplo: str, itype: int) -> None:
     n = 8
     a, b = rand(rng, (n, n), dtype), hpd(rng, n, dtype)
-    da, db, dw = dev.to_device(a), dev.to_device(b), dev.alloc((n,), REAL[dtype])
+    da, db, dw = dev.to_device(a), dev.to_device(b), dev.alloc((n,), REAL[dtype], order="F")
     dev.linalg.sygvd(da, db, dw, n, itype, uplo).result(timeout=60)
     af, bf = hermitian_of(a, uplo), w(b)
     vals, vecs = w(host(dev, dw)), w(host(dev, da))
@@ -314,9 +314,9 @@ def test_gesvd_every_job(dev, rng, dtype: str, jobu: str, jobvt: str) -> None:
     a = rand(rng, (m, n), dtype)
     ucols = {"A": m, "S": n, "N": 0}[jobu]
     vrows = {"A": n, "S": n, "N": 0}[jobvt]
-    du = dev.alloc((m, ucols), dtype) if ucols else None
-    dvt = dev.alloc((vrows, n), dtype) if vrows else None
-    ds = dev.alloc((n,), REAL[dtype])
+    du = dev.alloc((m, ucols), dtype, order="F") if ucols else None
+    dvt = dev.alloc((vrows, n), dtype, order="F") if vrows else None
+    ds = dev.alloc((n,), REAL[dtype], order="F")
     dev.linalg.gesvd(dev.to_device(a), ds, m, n, du, dvt, jobu, jobvt).result(timeout=60)
     check_svd(a, host(dev, ds), host(dev, du) if du is not None else None,
               host(dev, dvt) if dvt is not None else None, dtype, f"gesvd {jobu}{jobvt}")
@@ -329,13 +329,13 @@ def test_gesvdj_econ_or_full(dev, rng, dtype: str, shape: tuple, econ: bool) -> 
     m, n = shape
     p = min(m, n)
     a = rand(rng, (m, n), dtype)
-    du = dev.alloc((m, p if econ else m), dtype)
-    dv = dev.alloc((n, p if econ else n), dtype)
-    ds = dev.alloc((p,), REAL[dtype])
+    du = dev.alloc((m, p if econ else m), dtype, order="F")
+    dv = dev.alloc((n, p if econ else n), dtype, order="F")
+    ds = dev.alloc((p,), REAL[dtype], order="F")
     dev.linalg.gesvdj(dev.to_device(a), ds, m, n, du, dv, econ=econ).result(timeout=60)
     v = host(dev, dv)
     check_svd(a, host(dev, ds), host(dev, du), w(v).conj().T, dtype, f"gesvdj econ={econ}")
-    s_only = dev.alloc((p,), REAL[dtype])
+    s_only = dev.alloc((p,), REAL[dtype], order="F")
     dev.linalg.gesvdj(dev.to_device(a), s_only, m, n, vectors=False).result(timeout=60)
     check_svd(a, host(dev, s_only), None, None, dtype, "gesvdj values only")
 
@@ -347,8 +347,8 @@ def test_gesvdj_batched_factors(dev, rng, dtype: str, shape: tuple) -> None:
     p, batch = min(m, n), 3
     mats = [rand(rng, (m, n), dtype) for _ in range(batch)]
     da = dev.to_device(np.concatenate([x.reshape(-1, order="F") for x in mats]))
-    ds = dev.alloc((p * batch,), REAL[dtype])
-    du, dv = dev.alloc((m * m * batch,), dtype), dev.alloc((n * n * batch,), dtype)
+    ds = dev.alloc((p * batch,), REAL[dtype], order="F")
+    du, dv = dev.alloc((m * m * batch,), dtype, order="F"), dev.alloc((n * n * batch,), dtype, order="F")
     dev.linalg.gesvdj_batched(da, ds, m, n, batch, du, dv).result(timeout=60)
     s, u, v = host(dev, ds), host(dev, du), host(dev, dv)
     for i in range(batch):
