@@ -348,7 +348,8 @@ def test_gesvdj_batched_factors(dev, rng, dtype: str, shape: tuple) -> None:
     mats = [rand(rng, (m, n), dtype) for _ in range(batch)]
     da = dev.to_device(np.concatenate([x.reshape(-1, order="F") for x in mats]))
     ds = dev.alloc((p * batch,), REAL[dtype], order="F")
-    du, dv = dev.alloc((m * m * batch,), dtype, order="F"), dev.alloc((n * n * batch,), dtype, order="F")
+    du = dev.alloc((m * m * batch,), dtype, order="F")
+    dv = dev.alloc((n * n * batch,), dtype, order="F")
     dev.linalg.gesvdj_batched(da, ds, m, n, batch, du, dv).result(timeout=60)
     s, u, v = host(dev, ds), host(dev, du), host(dev, dv)
     for i in range(batch):
