@@ -20,6 +20,7 @@ from .base import (
     _require_dtype,
     _scalar,
     _set,
+    check_extent,
     message,
 )
 
@@ -63,11 +64,8 @@ def check_matrix(msg: object, field: str, ref: BufRef, rows: int, cols: int, ld:
                     f"got {ld}")
     if ld > INT32_MAX:
         raise _fail(msg, ld_field, f"must fit in 32 bits, got {ld}")
-    if rows and cols:
-        need = offset + ld * (cols - 1) + rows
-        if need > ref.size:
-            raise _fail(msg, field, f"a {rows}x{cols} matrix with {ld_field}={ld} spans {need} "
-                        f"elements but {ref.describe()} holds {ref.size}")
+    check_extent(msg, field, ref, offset, ((rows, 1), (cols, ld)),
+                 f"a {rows}x{cols} matrix with {ld_field}={ld}")
 
 
 @message(buffers=("a", "b", "c"), writes=("c",))
@@ -222,9 +220,7 @@ def check_vector(msg: object, field: str, ref: BufRef, n: int, inc: int, inc_fie
         raise _fail(msg, inc_field, f"must be >= 1, got {inc}")
     if inc > INT32_MAX:  # cuBLAS takes a 32-bit int
         raise _fail(msg, inc_field, f"must be <= {INT32_MAX}, got {inc}")
-    if n and offset + (n - 1) * inc + 1 > ref.size:
-        raise _fail(msg, field, f"{n} elements at stride {inc} need {(n - 1) * inc + 1} "
-                    f"elements but {ref.describe()} holds {ref.size}")
+    check_extent(msg, field, ref, offset, ((n, inc),), f"{n} elements at stride {inc}")
 
 
 def _vector_n(msg: Any, ref: BufRef, inc: int) -> int:

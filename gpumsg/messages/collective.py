@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .base import BufRef, Message, _bool, _choice, _fail, _int, _ref, message
+from .base import BufRef, Message, _bool, _choice, _fail, _int, _ref, check_extent, message
 
 __all__ = ["CollOp", "Collective", "CommInit", "CommAbort", "CommPoll", "COLLECTIVES",
            "REDUCTIONS", "COLLECTIVE_DTYPES"]
@@ -68,8 +68,7 @@ def _check_op(msg: Any, i: int, o: Any, nranks: int, rank: int) -> None:
             continue
         if ref.dtype != o.dtype:
             raise _fail(msg, f"{f}.{name}", f"has dtype {ref.dtype}, the op is {o.dtype}")
-        if ref.size < n:
-            raise _fail(msg, f"{f}.{name}", f"holds {ref.size} elements, needs {n}")
+        check_extent(msg, f"{f}.{name}", ref, 0, ((n, 1),), f"{n} elements")
 
 
 @message()
