@@ -136,6 +136,8 @@ class DeviceContext:
         self.in_worker_process = in_worker_process
         self.queue_depth = queue_depth
         self.current: Any = None  # the message being handled (names traced operations)
+        if backend.kind == "sim":  # the simulator names the message in a fault
+            backend.issuer = lambda: self.current
         #: while a graph is recorded: the service.graph.Capture that takes the envelope's calls
         self.capture: Any = None
         #: called once with the ContextPoisoned error (a worker process tells its supervisor)
