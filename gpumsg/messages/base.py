@@ -159,7 +159,7 @@ def _as_int(msg: object, field: str, value: Any) -> Any:
     """``value`` as a Python int when it is a non-bool integer (NumPy's of any width
     included); a bool raises :class:`InvalidMessage`; anything else is returned for the
     field's validator to refuse with its own words."""
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
+    if isinstance(value, bool) or getattr(getattr(value, "dtype", None), "kind", "") == "b":
         raise _fail(msg, field, f"expected an integer, got {type(value).__name__}")
     if isinstance(value, numbers.Integral):
         return int(value)

@@ -10,7 +10,18 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .base import BufRef, Message, _bool, _choice, _fail, _int, _ref, check_extent, message
+from .base import (
+    BufRef,
+    Message,
+    _bool,
+    _choice,
+    _fail,
+    _int,
+    _ref,
+    check_extent,
+    fast_init,
+    message,
+)
 
 __all__ = ["CollOp", "Collective", "CommInit", "CommAbort", "CommPoll", "COLLECTIVES",
            "REDUCTIONS", "COLLECTIVE_DTYPES"]
@@ -23,6 +34,7 @@ COLLECTIVE_DTYPES = ("i8", "u8", "i32", "u32", "i64", "u64", "f16", "f32", "f64"
                      "e4m3", "e5m2")
 
 
+@fast_init
 @dataclasses.dataclass(frozen=True, slots=True)
 class CollOp:
     """One operation of a batch. ``count`` is elements per rank: the reduced / broadcast length,
