@@ -293,3 +293,96 @@ def test_every_message_type_is_enumerated() -> None:
     exported = [c for c in vars(M).values()
                 if inspect.isclass(c) and issubclass(c, Message) and c is not Message]
     assert len(MESSAGES) == len(exported) > 100
+
+
+# -- the call-site cases: NumPy integers and odd arguments on both backends -------------------
+
+
+def _ns(dev, *names: str):
+    """The first of the namespaces ``names`` the device has (raw library names first)."""
+    for name in names:
+        if hasattr(dev, name):
+            return getattr(dev, name)
+    raise AssertionError(f"no namespace among {names}")
+
+
+def _serving(dev) -> None:
+    x = np.arange(10, dtype=np.int64)
+    assert np.array_equal(dev.copy_to_host(dev.to_device(x)).result(), x)
+
+
+def _refused(dev, call, field: str | None = None) -> None:
+    with pytest.raises(InvalidMessage) as info:
+        out = call()
+        if hasattr(out, "result"):
+            out.result(timeout=60)
+    if field is not None:
+        assert info.value.field == field, str(info.value)
+        assert field in str(info.value)
+    _serving(dev)
+
+
+def test_numpy_strides_do_not_reach_outside(dev) -> None:
+    host = np.arange(1, 9, dtype=np.float32)
+    x = dev.to_device(host)
+    blas = _ns(dev, "cublas", "blas")
+    _refused(dev, lambda: blas.nrm2(x, n=8, incx=np.int8(100)), "x")
+    _refused(dev, lambda: blas.scal(x, 2.0, n=8, incx=np.int8(100)), "x")
+    a = dev.to_device(np.eye(8))
+    solver = _ns(dev, "cusolver", "linalg")
+    _refused(dev, lambda: solver.potrf(a, n=np.int32(2**31 - 1)), "a")
+    np.testing.assert_array_equal(dev.copy_to_host(x).result(), host)
+    # the same NumPy integers, in range, are taken as their values
+    want = float(np.linalg.norm(host[::2][:4].astype(np.float64)))
+    got = blas.nrm2(x, n=np.uint8(4), incx=np.int16(2)).result()
+    assert abs(got - want) <= 1e-5 * want
+
+
+def test_numpy_batch_does_not_wrap(dev) -> None:
+    a = dev.to_device(np.ones((4, 4), np.float32))
+    b = dev.to_device(np.ones((4, 4), np.float32))
+    c = dev.alloc((4, 4), np.float32)
+    blas = _ns(dev, "cublas", "blas")
+    _refused(dev, lambda: blas.gemm_strided_batched(
+        a, b, c, 4, 4, 4, batch=np.int16(32767), stride_a=16, stride_b=16, stride_c=16))
+
+
+def test_numpy_copy_range_is_refused_and_dst_stays_valid(dev) -> None:
+    dst = dev.to_device(np.arange(64, dtype=np.uint8))
+    src = dev.to_device(np.arange(64, dtype=np.uint8)[::-1].copy())
+    _refused(dev, lambda: dev.copy(dst, src, dst_offset=np.uint8(200), nbytes=np.uint8(100)))
+    np.testing.assert_array_equal(dev.copy_to_host(dst).result(), np.arange(64, dtype=np.uint8))
+    dev.copy(dst, src, dst_offset=np.uint8(4), nbytes=np.uint16(8)).result()
+    want = np.arange(64, dtype=np.uint8)
+    want[4:12] = np.arange(64, dtype=np.uint8)[::-1][:8]
+    np.testing.assert_array_equal(dev.copy_to_host(dst).result(), want)
+
+
+def test_odd_arguments_are_typed(dev) -> None:
+    x = dev.to_device(np.ones((2, 3, 4, 4), np.float32))
+    v = dev.to_device(np.ones(3, np.float32))
+    dnn = _ns(dev, "cudnn", "dnn")
+    _refused(dev, lambda: dnn.batch_norm_inference(x, v, v, v, None), "var")
+    _refused(dev, lambda: dev.from_dlpack(np.array([object(), object()])), "obj")
+    m = dev.to_device(np.eye(4, dtype=np.float32))
+    flag = memoryview(bytearray(b"N"))
+    blas = _ns(dev, "cublas", "blas")
+    _refused(dev, lambda: blas.gemm(m, m, dev.alloc((4, 4), np.float32), 4, 4, 4, transa=flag),
+             "transa")
+    z = dev.to_device(np.ones(8, np.complex64))
+    _refused(dev, lambda: dev.fft.fft(z, axis=flag), "axis")
+    _refused(dev, lambda: dev.fft.fft(z, norm=flag), "norm")
+    _refused(dev, lambda: dev.open_libraries(np.array(["cublas"])), "names")
+
+
+def test_copy_peer_offsets_are_typed(backend: str) -> None:
+    d0 = gpumsg.open_device(0, backend=backend)
+    d1 = gpumsg.open_device(1 if backend == "sim" else 0, backend=backend)
+    try:
+        dst = d0.alloc((16,), np.float32)
+        src = d1.to_device(np.ones(16, np.float32))
+        _refused(d0, lambda: d0.copy_peer(dst, src, src_offset="C"), "src_offset")
+        _refused(d0, lambda: d0.copy_peer(dst, src, dst_offset="C"), "dst_offset")
+    finally:
+        d1.close()
+        d0.close()

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..dtypes import dtype_name, dtype_of
-from ..errors import InvalidMessage
+from ..errors import GpuError, InvalidMessage
 
 __all__ = ["Message", "BufRef", "HostRef", "message", "MAX_NBYTES", "as_ref", "as_refs",
            "check_choice", "check_extent", "touched"]
@@ -117,7 +117,12 @@ def fast_init(cls: type[T]) -> type[T]:
     body.extend(coerce)
     env["_PLAIN"] = _PLAIN
     if hasattr(cls, "__post_init__"):
-        body.append("    self.__post_init__()")
+        # a validator that trips over an odd value (None where a buffer goes, an unhashable
+        # flag) still answers InvalidMessage, never a bare TypeError or AttributeError
+        body.append("    try:\n        self.__post_init__()\n    except _GpuError:\n"
+                    "        raise\n    except _UNTYPED as exc:\n"
+                    "        raise _untyped(self, exc) from exc")
+        env.update(_GpuError=GpuError, _UNTYPED=_UNTYPED, _untyped=_untyped)
     src = f"def __init__(self, {', '.join(args)}):\n" + "\n".join(body or ["    pass"]) + "\n"
     # ``unchecked(...)``: the same fields stored without __post_init__, for values the client
     # derived from a message it has validated (the staging chunks of a checked copy)
@@ -153,6 +158,26 @@ def fast_init(cls: type[T]) -> type[T]:
 _NUMERIC_FIELDS = {"int": "int", "int | None": "int", "Any": "any",
                    "tuple[int, ...]": "any", "tuple[int, ...] | None": "any"}
 _PLAIN = frozenset((int, float, str, bool, complex, type(None)))
+
+
+_UNTYPED = (TypeError, ValueError, AttributeError, KeyError, IndexError, OverflowError,
+            ZeroDivisionError)
+
+
+def _untyped(msg: object, exc: Exception) -> InvalidMessage:
+    """The InvalidMessage for a validator's untyped error: it names the first field whose
+    value is not of a kind messages hold (a buffer, a number, a string, a tuple, None)."""
+    field = None
+    for name in getattr(type(msg), "__dataclass_fields__", {}):
+        value = getattr(msg, name, None)
+        if type(value) not in _PLAIN and type(value) not in (BufRef, tuple) and not (
+                dataclasses.is_dataclass(value)):
+            field = name
+            break
+    where = f"{type(msg).__name__}.{field}" if field else type(msg).__name__
+    got = f" (got {type(getattr(msg, field)).__name__})" if field else ""
+    return InvalidMessage(f"{where}: invalid argument{got}: {type(exc).__name__}: {exc}",
+                          field=field)
 
 
 def _as_int(msg: object, field: str, value: Any) -> Any:

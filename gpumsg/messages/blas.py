@@ -48,7 +48,7 @@ def trans_code(msg: object, field: str, value: Any) -> str:
     """Normalize a transpose flag ('N', 'T', 'C', or a bool) to 'N', 'T' or 'C'."""
     try:
         out = _TRANS.get(value)
-    except TypeError:
+    except (TypeError, ValueError):  # unhashable, or a writable memoryview
         out = None
     if out is None:
         raise _fail(msg, field, f"must be 'N', 'T' or 'C' (or a bool), got {value!r}")
