@@ -12,6 +12,7 @@ import numpy as np
 
 from ...backends.cuda.replays import direct_bound
 from ...backends.sim.device import SimBackend
+from ...backends.sim.numerics import solve_triangular
 from ...backends.sim.views import matrix, vector
 from ...dtypes import dtype_of
 
@@ -272,7 +273,8 @@ class SimCublas:
                 return
             xv = vector(sim, x, n, incx, t)
             tri = op(triangle(matrix(sim, a, n, n, lda, t), uplo, diag), trans)
-            xv[...] = np.linalg.solve(tri, xv).astype(t)
+            # substitution, not np.linalg.solve: a zero pivot gives inf/NaN as cuBLAS does
+            xv[...] = solve_triangular(tri, xv, (uplo == "L") == (trans == "N")).astype(t)
 
         stream.put(run)
 
@@ -344,7 +346,9 @@ class SimCublas:
             ta = op(triangle(matrix(sim, a, ka, ka, lda, t), uplo, diag), trans)
             bm = matrix(sim, b, m, n, ldb, t)
             rhs = alpha * bm
-            x = np.linalg.solve(ta, rhs) if side == "L" else np.linalg.solve(ta.T, rhs.T).T
+            lower = (uplo == "L") == (trans == "N")  # of op(A)
+            x = solve_triangular(ta, rhs, lower) if side == "L" else \
+                solve_triangular(ta.T, rhs.T, not lower).T
             bm[...] = x.astype(t)
 
         stream.put(run)
