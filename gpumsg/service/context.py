@@ -570,7 +570,8 @@ class DeviceContext:
             p.name, p.ordinal, self.backend.kind, p.compute_capability, self.state.generation,
             view[0], view[1], view[2], view[3], self._budget_limit, self.pinned.reserved,
             self.queue_depth(), in_flight, completed,
-            stats.statistics() if stats is not None else None)
+            stats.statistics() if stats is not None else None,
+            tuple(sorted(getattr(self, "workspace_bytes", {}).items())))
 
     def forget_driver_view(self) -> None:
         """Make the next Stats ask the driver (after trimming, say)."""

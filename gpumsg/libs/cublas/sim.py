@@ -15,6 +15,8 @@ from ...backends.sim.device import SimBackend
 from ...backends.sim.numerics import solve_triangular
 from ...backends.sim.views import matrix, vector
 from ...dtypes import dtype_of
+from ..workspace import optional_workspace, release_workspace
+from .bindings import WORKSPACE_BYTES
 
 __all__ = ["SimCublas", "gemm", "op", "tf32", "blend"]
 
@@ -87,6 +89,10 @@ class SimCublas:
     def __init__(self, ctx: Any) -> None:
         self.sim: SimBackend = ctx.backend
         self.raw_handle = id(self)
+        # the workspace the CUDA handle takes (and degrades) from the same memory resource:
+        # budgets and Stats count the same on both backends
+        self._ctx = ctx
+        self._ws, self._ws_bytes = optional_workspace(ctx, "cublas", WORKSPACE_BYTES)
 
     # each public method: (stream, dtype, ...) like the CUDA handle
     def gemm(self, stream: Any, *args: Any) -> None:
@@ -358,4 +364,5 @@ class SimCublas:
         return {"enabled": False}
 
     def close(self) -> None:
-        pass
+        release_workspace(self._ctx, "cublas", self._ws, self._ws_bytes)
+        self._ws = self._ws_bytes = 0
