@@ -420,9 +420,12 @@ def touched(offset: int, dims: tuple[tuple[int, int], ...]) -> tuple[int, int] |
     column-major matrix ((rows, 1), (cols, ld)), a strided batch adds (batch, stride). None when
     a count is 0 (nothing is touched). Computed in Python integers, which do not wrap: every
     value is turned into one first (``operator.index``), so a NumPy scalar cannot overflow."""
-    lo = hi = operator.index(offset)
+    lo = hi = offset if type(offset) is int else operator.index(offset)
     for count, stride in dims:
-        count, stride = operator.index(count), operator.index(stride)
+        if type(count) is not int:
+            count = operator.index(count)
+        if type(stride) is not int:
+            stride = operator.index(stride)
         if count <= 0:
             return None
         step = (count - 1) * stride
@@ -434,18 +437,20 @@ def touched(offset: int, dims: tuple[tuple[int, int], ...]) -> tuple[int, int] |
 
 
 def check_extent(msg: object, field: str, ref: BufRef, offset: int,
-                 dims: tuple[tuple[int, int], ...], what: str = "", *,
+                 dims: tuple[tuple[int, int], ...], what: str | Callable[[], str] = "", *,
                  unit: str = "elements") -> None:
     """The bounds check every message shares: the access described by ``offset`` and ``dims``
     (see :func:`touched`) stays inside ``ref`` — its elements, or its bytes with
-    ``unit="bytes"`` — or :class:`InvalidMessage` naming ``field`` says how far it reaches."""
+    ``unit="bytes"`` — or :class:`InvalidMessage` naming ``field`` says how far it reaches,
+    describing the access as ``what`` (a string, or a callable made into one only then)."""
     span = touched(offset, dims)
     if span is None:
         return
     lo, hi = span
     size = ref.nbytes if unit == "bytes" else ref.size
     if lo < 0 or hi >= size:
-        desc = what or ", ".join(f"{c} at stride {s}" for c, s in dims)
+        desc = (what() if callable(what) else what) or ", ".join(
+            f"{c} at stride {s}" for c, s in dims)
         where = f"[{lo}, {hi}]" if lo < 0 else f"up to {unit[:-1]} {hi}"
         raise _fail(msg, field, f"{desc} from offset {offset} reaches {unit} {where} but "
                     f"{ref.describe()} holds {size} {unit}")
