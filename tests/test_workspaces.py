@@ -81,3 +81,28 @@ def test_workspaces_cross_the_process_boundary() -> None:
         _blas(dev).scal(buf, 3.0).result(timeout=60)
         assert _workspaces(dev) == {"cublas": WORKSPACE_BYTES}
         np.testing.assert_array_equal(dev.copy_to_host(buf).result(timeout=60), np.full(8, 3.0))
+
+
+def test_fft_plan_work_area_evicts_idle_plans(backend, rng) -> None:
+    """A cuFFT plan needs its work area (the minimum it asks for): with the budget full, the
+    idle cached plans give theirs back first, and the transform runs. (The simulator's plans
+    hold no work area: there the case does not arise.)"""
+    with gpumsg.open_device(0, backend=backend, memory=MemoryConfig(budget=512 * MiB)) as dev:
+        n1 = (1 << 20) + 3 * 5 * 7  # not a product of small primes: a large work area
+        x1 = dev.to_device(np.ones(n1, np.complex64))
+        dev.fft.fft(x1).result(timeout=60).free()
+        x1.free()
+        first = dev.fft.cache_info().result(timeout=60)["workspace_bytes"]
+        if not first:
+            pytest.skip("this backend's FFT plans hold no work area")
+        n2 = (1 << 18) + 3 * 5 * 7  # a smaller plan of its own
+        x2 = (rng.standard_normal(n2) + 1j * rng.standard_normal(n2)).astype(np.complex64)
+        d2 = dev.to_device(x2)
+        # room for the output, not for a second work area: the first plan's must go
+        held = _fill_budget(dev, n2 * 8 + (64 << 10))
+        y2 = dev.fft.fft(d2).result(timeout=60)
+        ref = np.fft.fft(x2.astype(np.complex128))
+        got = dev.copy_to_host(y2).result(timeout=60)
+        assert np.max(np.abs(got - ref)) <= 1e-4 * np.max(np.abs(ref))
+        assert _workspaces(dev).get("cufft", 0) < first + n2 * 8
+        del held

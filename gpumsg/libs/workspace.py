@@ -4,16 +4,20 @@ cuBLAS and cuBLASLt run with a workspace of any size, none included (a smaller o
 narrows the kernels they may pick: split-K and some Lt algorithms need scratch). A handle made
 when the memory budget or the device is full must not make a call on existing buffers fail for
 want of that optional scratch: :func:`optional_workspace` takes the first of a list of sizes,
-largest first, that the device's memory resource gives, down to none. What each library holds
-shows in ``Stats`` (``DeviceLoad.workspaces``)."""
+largest first, that the device's memory resource gives, down to none. A workspace a library
+cannot do without (a cuFFT plan's work area: the minimum the plan asks for) comes from
+:func:`required_workspace`, which first gives back what the library keeps idle. What each
+library holds shows in ``Stats`` (``DeviceLoad.workspaces``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import OutOfBudget, OutOfMemory
 
-__all__ = ["optional_workspace", "release_workspace", "held", "WORKSPACE_STEPS"]
+__all__ = ["optional_workspace", "release_workspace", "required_workspace", "count", "held",
+           "WORKSPACE_STEPS"]
 
 #: the sizes tried after a library's preferred one, largest first (bytes); 0 ends the list
 WORKSPACE_STEPS = (4 << 20, 1 << 20, 0)
@@ -59,3 +63,31 @@ def release_workspace(ctx: Any, library: str, ptr: int, nbytes: int) -> None:
         table[library] = left
     else:
         table.pop(library, None)
+
+
+def count(ctx: Any, library: str, nbytes: int) -> None:
+    """Add ``nbytes`` (negative: remove) to what :func:`held` shows for ``library``."""
+    table = held(ctx)
+    left = table.get(library, 0) + nbytes
+    if left > 0:
+        table[library] = left
+    else:
+        table.pop(library, None)
+
+
+def required_workspace(ctx: Any, library: str, nbytes: int, stream: Any,
+                       make_room: Callable[[], None] | None = None) -> int:
+    """A workspace ``library`` cannot run without (its size is the minimum the library asked
+    for): ``nbytes`` from the memory resource on ``stream``; when the budget or the device
+    refuses, ``make_room()`` gives back what the library keeps idle (cached plans' work areas)
+    and the allocation is tried once more. Counted in :func:`held`; the refusal if it still
+    fails."""
+    try:
+        ptr = ctx.memory.allocate(nbytes, stream)
+    except (OutOfBudget, OutOfMemory):
+        if make_room is None:
+            raise
+        make_room()
+        ptr = ctx.memory.allocate(nbytes, stream)
+    count(ctx, library, nbytes)
+    return ptr
