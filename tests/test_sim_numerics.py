@@ -14,7 +14,7 @@ import pytest
 import scipy.sparse as sp
 
 import gpumsg
-from gpumsg.errors import ContextPoisoned, LinAlgError
+from gpumsg.errors import ContextPoisoned, LibraryError, LinAlgError
 
 N = 6
 #: the row whose pivot is zero
@@ -157,9 +157,11 @@ def test_eigh_of_unwritten_memory(dev) -> None:
 def test_poisson_of_huge_mean(dev) -> None:
     rand = _ns(dev, "curand", "random")
     g = rand.generator("philox", seed=7)
-    out = g.poisson((64,), lam=1e308)
-    values = _host(dev, out.result(timeout=60) if hasattr(out, "result") else out)
-    assert values.dtype == np.uint32 and values.shape == (64,)
+    try:
+        values = _host(dev, g.poisson((64,), lam=1e308))
+        assert values.dtype == np.uint32 and values.shape == (64,)
+    except LibraryError:  # cuRAND may refuse such a mean by its status: typed, not a fault
+        assert dev.stats().result(timeout=60).backend == "cuda"
     _serving(dev)
     # a large mean the simulator draws by the normal approximation stays near it
     big = _host(dev, g.poisson((4096,), lam=1e9))
