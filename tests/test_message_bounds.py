@@ -6,7 +6,7 @@ of the nested specs it exports: SparseRef, FftSpec, RnnSpec, ...), from the fiel
 buffers from a pool of live simulator buffers of several dtypes and shapes, integers from an
 extreme pool (0, 1, negatives, 2**31±1, 2**63-1, NumPy scalars of every width, bools), strings
 from the names the message modules define. An accepted message of a library or copy type is
-then run on the simulator, whose memory is bounds-checked per allocation with a 1 TiB unmapped
+then run on the simulator, whose memory is bounds-checked per allocation with a 256 GiB unmapped
 guard after each: a byte touched outside the buffers would be an illegal-address fault, which
 the test reports naming the message. ``GPUMSG_BOUNDS_SEED`` and ``GPUMSG_BOUNDS_TRIALS``
 change the seed and the number of trials per type.

@@ -2,9 +2,9 @@
 
 * Device memory is NumPy byte arrays at fake, bounds-checked device addresses; a stray access is
   an illegal-address fault (sticky, like on a GPU) naming the message that issued the work.
-  Allocations lie ``GUARD`` bytes apart, so an access that overruns one buffer by less than that
-  faults instead of landing in a neighbour. Fresh allocations are filled with 0xFF bytes
-  (NaN for floats) so that reading unwritten memory shows.
+  Allocations lie ``GUARD`` bytes (256 GiB) apart, so an access that overruns one buffer by
+  less than that faults instead of landing in a neighbour. Fresh allocations are filled with
+  0xFF bytes (NaN for floats) so that reading unwritten memory shows.
 * Each stream is a thread running its operations in order, asynchronously from the caller; events
   mark points in a stream, and ``stream_wait_event`` makes one stream wait for another's point.
   ``jitter`` adds random delays to every operation, to shake out missing cross-stream waits.
@@ -42,9 +42,10 @@ _SIMS: weakref.WeakValueDictionary[int, SimBackend] = weakref.WeakValueDictionar
 
 _DEVICE_BASE = 0x7F00_0000_0000
 _ALIGN = 512
-#: address space left unmapped after each allocation (1 TiB; 2**23 allocations still fit below
-#: 2**64, as the uint64 pointer arrays of batched calls need)
-GUARD = 1 << 40
+#: address space left unmapped after each allocation (256 GiB, 64 times the default device:
+#: 2**25 allocations of one device still fit below 2**64, as the uint64 pointer arrays of
+#: batched calls need)
+GUARD = 1 << 38
 _ERROR_NAMES = {2: "CUDA_ERROR_OUT_OF_MEMORY", 700: "CUDA_ERROR_ILLEGAL_ADDRESS",
                 719: "CUDA_ERROR_LAUNCH_FAILED", 1: "CUDA_ERROR_INVALID_VALUE"}
 
