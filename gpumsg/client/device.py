@@ -873,6 +873,9 @@ class Device:
         in opening order; with no names it only asks. Raises InvalidMessage for a name gpumsg
         does not know."""
         for name in names:
+            if not isinstance(name, str):
+                raise InvalidMessage(f"open_libraries: names: expected library names (str), got "
+                                     f"{type(name).__name__}", field="names")
             if name not in LIBRARIES:
                 raise InvalidMessage(f"open_libraries: no library {name!r}; known: "
                                      f"{', '.join(LIBRARIES)}", field="names")

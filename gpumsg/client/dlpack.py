@@ -444,9 +444,14 @@ def from_dlpack(dev: Device, obj: Any) -> BufferFuture:
         capsule = export(source, stream, VERSION, any_dtype=True)
         return _adopt(dev, obj, capsule)
     try:
-        capsule = obj.__dlpack__(stream=stream, max_version=VERSION)
-    except TypeError:  # a producer older than DLPack 1.0's keywords
-        capsule = obj.__dlpack__(stream=stream)
+        try:
+            capsule = obj.__dlpack__(stream=stream, max_version=VERSION)
+        except TypeError:  # a producer older than DLPack 1.0's keywords
+            capsule = obj.__dlpack__(stream=stream)
+    except BufferError as exc:  # the producer cannot export it (object dtype, ...)
+        raise InvalidMessage(f"obj: expected an array DLPack can export (integer, float or "
+                             f"complex elements); its producer refused: {exc}",
+                             field="obj") from None
     return _adopt(dev, obj, capsule)
 
 

@@ -12,7 +12,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import InvalidMessage
-from .base import BufRef, Message, _bool, _choice, _fail, _int, _ref, message
+from .base import (
+    BufRef,
+    Message,
+    _bool,
+    _choice,
+    _fail,
+    _int,
+    _ref,
+    check_extent,
+    fast_init,
+    message,
+)
 
 __all__ = ["CollOp", "Collective", "CommInit", "CommAbort", "CommPoll", "COLLECTIVES",
            "REDUCTIONS", "COLLECTIVE_DTYPES", "check_batch"]
@@ -25,6 +36,7 @@ COLLECTIVE_DTYPES = ("i8", "u8", "i32", "u32", "i64", "u64", "f16", "f32", "f64"
                      "e4m3", "e5m2")
 
 
+@fast_init
 @dataclasses.dataclass(frozen=True, slots=True)
 class CollOp:
     """One operation of a batch. ``count`` is elements per rank: the reduced / broadcast length,
@@ -70,8 +82,7 @@ def _check_op(msg: Any, i: int, o: Any, nranks: int, rank: int) -> None:
             continue
         if ref.dtype != o.dtype:
             raise _fail(msg, f"{f}.{name}", f"has dtype {ref.dtype}, the op is {o.dtype}")
-        if ref.size < n:
-            raise _fail(msg, f"{f}.{name}", f"holds {ref.size} elements, needs {n}")
+        check_extent(msg, f"{f}.{name}", ref, 0, ((n, 1),), f"{n} elements")
 
 
 @message()

@@ -500,6 +500,9 @@ def _channels(layout: str, shape: tuple[int, ...]) -> int:
 
 def _stat(msg: object, field: str, ref: BufRef, c: int, what: str = "channel") -> None:
     """A per-channel f32 vector of ``c`` elements (statistics, scale, shift)."""
+    if type(ref) is not BufRef:  # None or anything else where a vector is required
+        raise _fail(msg, field, f"expected a GpuBuffer of {c} f32 elements (one per {what}), "
+                    f"got {type(ref).__name__}")
     if ref.dtype != "f32":
         raise _fail(msg, field, f"{ref.describe()} must be f32 (statistics and parameters are "
                     "f32 for every input precision)")

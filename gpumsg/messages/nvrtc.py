@@ -17,7 +17,7 @@ import math
 import numbers
 from typing import Any
 
-from .base import BufRef, Message, _choice, _fail, _int, _ref, _set, message
+from .base import BufRef, Message, _choice, _fail, _int, _ref, _set, fast_init, message
 
 __all__ = ["Kernel", "LoadModule", "Launch", "Untyped", "SCALAR_KINDS",
            "MAX_THREADS_PER_BLOCK"]
@@ -35,6 +35,7 @@ MAX_SHARED_BYTES = 227 << 10
 IMAGE_KINDS = ("cubin", "ptx", "sim")
 
 
+@fast_init
 @dataclasses.dataclass(frozen=True, slots=True)
 class Kernel:
     """One kernel of a loaded module (see the module docstring). ``owner`` is the device

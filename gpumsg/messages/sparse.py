@@ -34,6 +34,7 @@ from .base import (
     _ref,
     _scalar,
     _set,
+    check_extent,
     fast_init,
     message,
 )
@@ -97,9 +98,8 @@ class SparseRef:
         need = ((self.ptr, "ptr", nptr[self.format]), (self.idx, "idx", self.nnz),
                 (self.val, "val", self.nnz * b * b))
         for ref, name, n in need:
-            if ref.size < n:
-                raise _fail(self, name, f"{self.format} of shape {shape} with nnz={self.nnz} "
-                            f"needs {n} elements, {ref.describe()} holds {ref.size}")
+            check_extent(self, name, ref, 0, ((n, 1),),
+                         f"{self.format} of shape {shape} with nnz={self.nnz}")
         if self.idx.dtype == "i32" and max(self.nnz, rows, cols) > INT32_MAX:
             raise _fail(self, "idx", "32-bit indices cannot address this matrix; use i64")
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import numbers
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -425,6 +426,11 @@ def copy_peer(dst_dev: Any, dst: Any = None, src: Any = None, nbytes: int | None
         if dbuf.device is not dst_dev:
             raise InvalidMessage(f"dst must be a buffer of device {dst_dev.ordinal}", field="dst")
         dref: BufRef = dbuf.ref
+    for name, value in (("src_offset", src_offset), ("dst_offset", dst_offset)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+            raise InvalidMessage(f"{name} must be a non-negative int (bytes), got {value!r}",
+                                 field=name)
+    src_offset, dst_offset = int(src_offset), int(dst_offset)
     n = sref.nbytes - src_offset if nbytes is None else nbytes
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise InvalidMessage(f"nbytes must be a positive int, got {n!r}", field="nbytes")

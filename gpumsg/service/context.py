@@ -256,6 +256,8 @@ class DeviceContext:
         self.in_worker_process = in_worker_process
         self.queue_depth = queue_depth
         self.current: Any = None  # the message being handled (names traced operations)
+        if backend.kind == "sim":  # the simulator names the message in a fault
+            backend.issuer = lambda: self.current
         #: while a graph is recorded: the service.graph.Capture that takes the envelope's calls
         self.capture: Any = None
         #: called once with the ContextPoisoned error (a worker process tells its supervisor)
@@ -711,7 +713,8 @@ class DeviceContext:
             p.name, p.ordinal, self.backend.kind, p.compute_capability, self.state.generation,
             view[0], view[1], view[2], view[3], self._budget_limit, self.pinned.reserved,
             self.queue_depth(), in_flight, completed,
-            stats.statistics() if stats is not None else None)
+            stats.statistics() if stats is not None else None,
+            tuple(sorted(getattr(self, "workspace_bytes", {}).items())))
 
     def forget_driver_view(self) -> None:
         """Make the next Stats ask the driver (after trimming, say)."""

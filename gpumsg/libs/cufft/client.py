@@ -350,7 +350,8 @@ class Fft:
         key = (kind, direction, r.shape, r.dtype, r.order, s, axes, norm, rank)
         try:
             recipe = self._recipes.get(key)
-        except TypeError:  # unhashable arguments (lists): worked out each time
+        except (TypeError, ValueError):  # unhashable arguments (lists, memoryviews): worked
+            # out each time
             recipe, key = None, None
         if recipe is None:
             recipe = self._recipe(kind, direction, r, s, axes, norm, rank)
