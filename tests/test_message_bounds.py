@@ -379,9 +379,9 @@ def test_numpy_batch_does_not_wrap(dev) -> None:
 def test_numpy_copy_range_is_refused_and_dst_stays_valid(dev) -> None:
     dst = dev.to_device(np.arange(64, dtype=np.uint8))
     src = dev.to_device(np.arange(64, dtype=np.uint8)[::-1].copy())
-    _refused(dev, lambda: dev.copy(dst, src, dst_offset=np.uint8(200), nbytes=np.uint8(100)))
+    _refused(dev, lambda: dev.copy_bytes(dst, src, dst_offset=np.uint8(200), nbytes=np.uint8(100)))
     np.testing.assert_array_equal(dev.copy_to_host(dst).result(), np.arange(64, dtype=np.uint8))
-    dev.copy(dst, src, dst_offset=np.uint8(4), nbytes=np.uint16(8)).result()
+    dev.copy_bytes(dst, src, dst_offset=np.uint8(4), nbytes=np.uint16(8)).result()
     want = np.arange(64, dtype=np.uint8)
     want[4:12] = np.arange(64, dtype=np.uint8)[::-1][:8]
     np.testing.assert_array_equal(dev.copy_to_host(dst).result(), want)
