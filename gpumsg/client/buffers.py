@@ -190,6 +190,19 @@ class BufferFuture(GpuFuture):
     def ref(self) -> BufRef:
         return self.buffer.ref
 
+    # what the buffer will be, known before it resolves (the reference was minted with it)
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.buffer.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.buffer.dtype
+
+    @property
+    def order(self) -> str:
+        return self.buffer.order
+
     def __dlpack__(self, **kwargs: Any) -> Any:
         """DLPack export of the buffer, once it exists (see :meth:`GpuBuffer.__dlpack__`)."""
         return self.result().__dlpack__(**kwargs)

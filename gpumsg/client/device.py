@@ -66,6 +66,7 @@ from .buffers import (
 )
 from .gil import SWITCH, configured_interval
 from .graph import Graph
+from .port import Port
 from .staging import (
     NEW_ARRAY_LIMIT,
     DevicePinnedPool,
@@ -221,6 +222,11 @@ class Device:
         #: the Graph being recorded (client/graph.py), or None; see _set_recorder
         self._recorder: Any = None
         self._post_direct = self._post
+        #: the protocol library clients use (gpumsg/libs); applications use the methods here
+        self.port = Port(self, check_open=self._check_open, send=self.send,
+                         send_writing=self.send_writing, send_new=self._send_new,
+                         mint=self._mint, send_memo=self._send_entry, state=self._state,
+                         submit=self._submit)
         # the library namespaces: ``dev.blas.gemm(...)``, ``dev.blas.dot(...)``, ...
         for name, cls in _NAMESPACES.items():
             setattr(self, name, cls(self))

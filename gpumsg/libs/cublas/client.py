@@ -38,8 +38,8 @@ class Blas:
         """``send(msg_type(*buffers, *args))`` through the memo (``buffers``: the message's
         leading fields)."""
         dev = self._dev
-        dev._check_open()
-        return dev._send_entry(self._memo.entry(msg_type, buffers, args))
+        dev.port.check_open()
+        return dev.port.send_memo(self._memo.entry(msg_type, buffers, args))
 
     # -- GEMM family
     def gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, alpha: Any = 1.0,
@@ -63,7 +63,7 @@ class Blas:
                      lda: int | None = None, ldb: int | None = None, ldc: int | None = None,
                      compute: str = "default") -> Future:
         """One GEMM per (a[i], b[i], c[i]); the sequences hold buffers or their futures."""
-        self._dev._check_open()
+        self._dev.port.check_open()
         return self._send(msgs.GemmBatched(as_refs(a, "a"), as_refs(b, "b"),
                                         as_refs(c, "c"), m, n, k, alpha, beta, transa,
                                         transb, lda, ldb, ldc, compute))
@@ -75,21 +75,21 @@ class Blas:
         included, reuses its message (the checks below ran when it was built); without
         ``out``, it copies the message checked the first time with its new output."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         if out is None:
             ra, rb = as_ref(a, "a"), as_ref(b, "b")
             key = (id(ra), id(rb), compute) if type(compute) is str else None
             kept = self._new_outputs.get(key, (ra, rb)) if key is not None else None
             if kept is not None:  # the same operands: the message checked the first time
-                ro = dev._mint(kept[0], ra.dtype, "C")
-                return dev._send_new(ro, with_output(kept[1], "c", ro))
+                ro = dev.port.mint(kept[0], ra.dtype, "C")
+                return dev.port.send_new(ro, with_output(kept[1], "c", ro))
             shape = _matmul_shape(ra, rb)
-            ro = dev._mint(shape, ra.dtype, "C")
+            ro = dev.port.mint(shape, ra.dtype, "C")
             msg = _matmul_message(ra, rb, ro, compute)
             if key is not None:
                 self._new_outputs.put(key, (ra, rb), shape, msg)
-            return dev._send_new(ro, msg)
-        return dev._send_entry(self._memo.entry(
+            return dev.port.send_new(ro, msg)
+        return dev.port.send_memo(self._memo.entry(
             "matmul", (a, b, out), (compute,),
             lambda refs: _matmul_message(as_ref(refs[0], "a"), as_ref(refs[1], "b"),
                                          _matmul_out(refs[2], refs[0], refs[1]), compute),

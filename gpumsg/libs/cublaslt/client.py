@@ -43,7 +43,7 @@ class BlasLt:
         """One cuBLASLt matmul (see :class:`~gpumsg.messages.blaslt.Matmul`). fp8 scales may be
         Python floats: they are uploaded as f32 device scalars first."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         scales = []
         for s in (scale_a, scale_b, scale_c, scale_d):
             if isinstance(s, (int, float)) and not isinstance(s, bool):
@@ -57,7 +57,7 @@ class BlasLt:
             return Matmul(ra, rb, rd, m, n, k, rc, alpha, beta, transa, transb, lda, ldb, ldc,
                           ldd, epilogue, rbias, raux, aux_ld, compute, *rscales)
 
-        return dev._send_entry(self._memo.entry(
+        return dev.port.send_memo(self._memo.entry(
             Matmul, (a, b, d, c, bias, aux, *scales), args, build, _BUFFER_FIELDS))
 
     def lt_cache_info(self) -> Future:

@@ -82,7 +82,7 @@ class DnnAttention:
         seed or advance the offset by at least B * H * S_q * S_kv. Work runs on the compute
         stream; bad arguments raise InvalidMessage naming the field here."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         qr = as_ref(q, "q")
         lq, lkv = self._masks(q, k, seq_len_q, seq_len_kv)
         o = out if out is not None else self._alloc(tuple(qr.shape), qr.dtype)
@@ -109,7 +109,7 @@ class DnnAttention:
         gradient ``do`` and the ``stats`` of its training pass, with the same masks, scale and
         dropout (probability, seed and offset: the forward's mask is replayed)."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         qr, kr = as_ref(q, "q"), as_ref(k, "k")
         lq, lkv = self._masks(q, k, seq_len_q, seq_len_kv)
         dq = self._alloc(tuple(qr.shape), qr.dtype)

@@ -263,7 +263,7 @@ class Rnn:
         wait). InvalidMessage (field "seed") outside 0 .. 2**64 - 1."""
         seed = self.seed if seed is None else seed
         if self.dropout_states is None:
-            self._dev._check_open()
+            self._dev.port.check_open()
             self.dropout_states = self._dev.alloc((max(self.dropout_states_bytes, 1),), "u8",
                                                   order="C")
         done = self._dev.send(RnnDropoutInit(self.dropout_states, seed))
@@ -279,7 +279,7 @@ class Rnn:
         layers, draws the masks from (and advances) :attr:`dropout_states`, seeding them first
         if this is the network's first training forward. Omitted hx/cx are zeros."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         seq_lengths = _lengths(seq_lengths)
         t, b = self._seq_dims(x, "x")
         w = self._check_w(w, "w")
@@ -313,7 +313,7 @@ class Rnn:
         reserve (``cudnnRNNBackwardData_v8``; it updates the reserve for
         :meth:`backward_weights`). Omitted dhy/dcy are zeros."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         t, b = self._seq_dims(y, "y")
         w = self._check_w(w, "w")
         spec = self.spec
@@ -334,7 +334,7 @@ class Rnn:
         ``accumulate=False`` overwrites dw with the gradient; ``True`` adds to it (cuDNN's
         only mode). Read it torch-named with :meth:`get_weights`."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         given = dw is not None
         if given:
             self._check_w(dw, "dw")
@@ -384,7 +384,7 @@ class DnnRnn:
         training forwards) as in torch; ``seed`` seeds the dropout masks (default: one drawn
         at random, kept in ``Rnn.seed``). Bad arguments raise InvalidMessage naming the field.
         Waits for the weight table the first time a spec is used."""
-        self._dev._check_open()
+        self._dev.port.check_open()
         spec = RnnSpec(cell, input_size, hidden_size, num_layers, bidirectional, dtype, bias,
                        math, algo, proj_size, dropout)
         if not isinstance(batch_first, bool):

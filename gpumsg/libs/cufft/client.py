@@ -213,7 +213,7 @@ class Fft:
         complex values interleaved in f16/bf16 buffers, no ``scale``); layout fields as cuFFT's
         advanced layout, in elements (see :mod:`gpumsg.messages.fft`). Raises InvalidMessage
         naming the field."""
-        self._dev._check_open()
+        self._dev.port.check_open()
         try:
             name = dtype_name(dtype, "dtype")
         except InvalidMessage as exc:
@@ -237,7 +237,7 @@ class Fft:
         ``scale`` multiplies all of ``out`` afterwards. Out-of-place C2R overwrites ``x``.
         Resolves to None."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         spec = plan.spec if isinstance(plan, Plan) else plan
         if out is None:
             out = x
@@ -255,7 +255,7 @@ class Fft:
                 token, (x, out), args,
                 lambda refs: msgs.FftExec(spec, refs[0], refs[1], *args), _EXEC_BUFFERS)
             msg = entry[0]
-            fut = dev._send_entry(entry)
+            fut = dev.port.send_memo(entry)
         if YIELD_BYTES is not None and msg.out.nbytes >= YIELD_BYTES:
             time.sleep(0)  # let the device thread issue it now (see YIELD_BYTES)
         return fut
@@ -345,7 +345,7 @@ class Fft:
     def _numpy(self, kind: str, direction: str, x: Any, s: Any, axes: Any, norm: Any,
                rank: int | None) -> Any:
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         r = _ref(x, "x")
         key = (kind, direction, r.shape, r.dtype, r.order, s, axes, norm, rank)
         try:
@@ -511,8 +511,8 @@ class Fft:
         dev = self._dev
         p = rec.single
         if p is not None:  # one execution, input -> new output: one message (AllocThen)
-            oref = dev._mint(rec.out_shape, rec.out_dtype, "C")
-            fut = dev._send_new(oref, _UNCHECKED(p.spec, r, oref, p.direction, p.repeat,
+            oref = dev.port.mint(rec.out_shape, rec.out_dtype, "C")
+            fut = dev.port.send_new(oref, _UNCHECKED(p.spec, r, oref, p.direction, p.repeat,
                                                  p.x_step, p.out_step, 0, 0, rec.scale))
             if YIELD_BYTES is not None and oref.nbytes >= YIELD_BYTES:
                 time.sleep(0)  # let the device thread issue it now (see YIELD_BYTES)

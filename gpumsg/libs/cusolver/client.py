@@ -216,7 +216,7 @@ class Linalg:
         NumPy's."""
         check_choice(mode, "mode", ("reduced", "complete", "r"))
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         r = self._matrix(a)
         m, n = r.shape
         k = min(m, n)
@@ -256,7 +256,7 @@ class Linalg:
         check_choice(method, "method", ("syevd", "syevj"))
         check_choice(uplo, "uplo", ("L", "U"))
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         r = self._square(a)
         n, dt = r.shape[0], r.dtype
         # the column-major view of the memory is A^T = conj(A): the same eigenvalues,
@@ -299,7 +299,7 @@ class Linalg:
             if not isinstance(flag, bool):
                 raise InvalidMessage(f"{name}: expected True or False, got {flag!r}", field=name)
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         r = self._matrix(a)
         m, n = r.shape
         k, dt = min(m, n), r.dtype
@@ -377,7 +377,7 @@ class Linalg:
         factors (getrf; the diagonal and the pivots are copied back and reduced on the host at
         completion, in float64). A singular matrix gives (0, -inf), as NumPy."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         r = self._square(a)
         n, dt = r.shape[0], r.dtype
         out: Future = Future()
@@ -439,7 +439,7 @@ class Linalg:
         Returns a new C-ordered buffer of shape (n,) or (n, k). Rank is not checked: a
         rank-deficient A gives non-finite values."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         r = self._matrix(a)
         m, n = r.shape
         dt = r.dtype
@@ -506,7 +506,7 @@ class Linalg:
         (``batch_item``, ``failed_items``)."""
         check_choice(uplo, "uplo", ("L", "U"))
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         r = self._stack(stack, "stack")
         batch, n, dt = r.shape[0], r.shape[1], r.dtype
         work = dev.alloc(r.shape, dt, order="C")
@@ -531,7 +531,7 @@ class Linalg:
             if not isinstance(flag, bool):
                 raise InvalidMessage(f"{name}: expected True or False, got {flag!r}", field=name)
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         r = self._stack(stack, "stack", square=False)
         batch, m, n = r.shape
         k, dt = min(m, n), r.dtype
@@ -576,7 +576,7 @@ class Linalg:
         if not isinstance(pivot, bool):
             raise InvalidMessage(f"pivot: expected True or False, got {pivot!r}", field="pivot")
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         ra = self._stack(a, "a")
         batch, n, dt = ra.shape[0], ra.shape[1], ra.dtype
         rb = _ref(b)
@@ -611,7 +611,7 @@ class Linalg:
         definite C-ordered matrix ``a`` (only its lower triangle is read), as a new C-ordered
         buffer with zeros above the diagonal. Fails with NotPositiveDefinite."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         r = self._square(a)
         n = r.shape[0]
         out = dev.alloc((n, n), r.dtype, order="C")
@@ -626,7 +626,7 @@ class Linalg:
         zeros above the diagonal. The first failing item fails the future with
         NotPositiveDefinite (``batch_item``; ``failed_items`` lists them all)."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         r = _ref(stack)
         if not isinstance(r, BufRef) or len(r.shape) != 3 or r.shape[1] != r.shape[2]:
             raise InvalidMessage("stack: expected a (batch, n, n) GpuBuffer, got "
@@ -646,7 +646,7 @@ class Linalg:
         if not isinstance(pivot, bool):
             raise InvalidMessage(f"pivot: expected True or False, got {pivot!r}", field="pivot")
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         ra = self._square(a)
         rb = _ref(b)
         n = ra.shape[0]

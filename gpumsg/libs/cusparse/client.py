@@ -146,10 +146,8 @@ class SparseMatrix:
             return
         self._freed = True
         try:
-            dev = self._dev
-            state = dev._state
-            if state.accepting and self._ref.val.generation == state.generation:
-                dev._submit(msgs.SparseDestroy.unchecked(self._ref), None)
+            self._dev.port.post_unanswered(msgs.SparseDestroy.unchecked(self._ref),
+                                           self._ref.val.generation)
         except Exception:  # noqa: BLE001
             pass
 
@@ -194,9 +192,9 @@ class Sparse:
         its SparseRef, which the kept message holds (so the id is not reused while the entry
         lives): two matrices over the same buffers never share a message."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         ref = m.sparse_ref
-        return dev._send_entry(self._memo.entry(
+        return dev.port.send_memo(self._memo.entry(
             (kind, id(ref)), buffers, args, lambda refs: msg_type(ref, *refs, *args),
             names), writing)
 
@@ -325,8 +323,8 @@ class Sparse:
             ref = _sparse_ref(m)
             _no_beta(beta, "y")
             rows, cols = ref.shape
-            new = dev._mint((rows if op in ("N", "n") else cols,), ref.dtype, "F")
-            return dev._send_new(new, msgs.SpMV(m, x, new, alpha, beta, op))
+            new = dev.port.mint((rows if op in ("N", "n") else cols,), ref.dtype, "F")
+            return dev.port.send_new(new, msgs.SpMV(m, x, new, alpha, beta, op))
         if type(m) is SparseMatrix:  # y given: a repeated call reuses its message
             return self._memo_send("spmv", msgs.SpMV, m, (x, y), ("x", "y"), (alpha, beta, op),
                                    y)
@@ -343,8 +341,8 @@ class Sparse:
             if type(rb) is not BufRef or len(rb.shape) != 2:
                 raise InvalidMessage("b: expected a 2-D GpuBuffer", field="b")
             rows = ref.shape[0] if op in ("N", "n") else ref.shape[1]
-            new = dev._mint((rows, rb.shape[1]), ref.dtype, "C")
-            return dev._send_new(new, msgs.SpMM(m, b, new, alpha, beta, op))
+            new = dev.port.mint((rows, rb.shape[1]), ref.dtype, "C")
+            return dev.port.send_new(new, msgs.SpMM(m, b, new, alpha, beta, op))
         if type(m) is SparseMatrix:  # c given: a repeated call reuses its message
             return self._memo_send("spmm", msgs.SpMM, m, (b, c), ("b", "c"), (alpha, beta, op),
                                    c)
@@ -357,8 +355,8 @@ class Sparse:
         dev = self._dev
         if y is None:
             ref = _sparse_ref(m)
-            new = dev._mint((ref.shape[0],), ref.dtype, "F")
-            return dev._send_new(new, msgs.SpSV(m, x, new, alpha, op, uplo, diag))
+            new = dev.port.mint((ref.shape[0],), ref.dtype, "F")
+            return dev.port.send_new(new, msgs.SpSV(m, x, new, alpha, op, uplo, diag))
         return dev.send_writing(msgs.SpSV(m, x, y, alpha, op, uplo, diag), y)
 
     def spsm(self, m: Any, b: Any, c: Any = None, alpha: Any = 1.0, op: str = "N",
@@ -371,8 +369,8 @@ class Sparse:
             rb = getattr(b, "ref", None)
             if type(rb) is not BufRef:
                 raise InvalidMessage("b: expected a GpuBuffer or its future", field="b")
-            new = dev._mint(rb.shape, getattr(ref, "dtype", rb.dtype), "C")
-            return dev._send_new(new, msgs.SpSM(m, b, new, alpha, op, uplo, diag))
+            new = dev.port.mint(rb.shape, getattr(ref, "dtype", rb.dtype), "C")
+            return dev.port.send_new(new, msgs.SpSM(m, b, new, alpha, op, uplo, diag))
         return dev.send_writing(msgs.SpSM(m, b, c, alpha, op, uplo, diag), c)
 
     def sddmm(self, a: Any, b: Any, c: Any, alpha: Any = 1.0, beta: Any = 0.0,
@@ -448,8 +446,8 @@ class Sparse:
         dev = self._dev
         if out is None:
             ref = _sparse_ref(m)
-            new = dev._mint(ref.shape, ref.dtype, "C")
-            return dev._send_new(new, msgs.SparseToDense(m, new))
+            new = dev.port.mint(ref.shape, ref.dtype, "C")
+            return dev.port.send_new(new, msgs.SparseToDense(m, new))
         return dev.send_writing(msgs.SparseToDense(m, out), out)
 
     def from_dense(self, dense: Any, index_dtype: Any = "i32") -> Future:

@@ -77,7 +77,7 @@ class Kernels:
         the kernel runs its registered NumPy version (``sim.sim_kernel``); the source is still
         compiled when NVRTC is installed, so compile errors surface there too."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         if not isinstance(source, str) or not source.strip():
             raise InvalidMessage("source: expected CUDA C++ source text", field="source")
         if not isinstance(name, str) or not name.strip():
@@ -97,7 +97,7 @@ class Kernels:
             if o.startswith(("-arch=", "--gpu-architecture=")):
                 arch = o.split("=", 1)[1]
         simulated = dev.backend != "cuda"
-        token = dev._state.token
+        token = dev.port.token
         out: Future = Future()
 
         def work() -> None:
@@ -132,7 +132,7 @@ class Kernels:
         import hashlib
 
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         if not isinstance(image, (bytes, bytearray)) or not image:
             raise InvalidMessage("image: expected the bytes of a CUBIN or PTX image",
                                  field="image")
@@ -144,7 +144,7 @@ class Kernels:
             "cubin" if image[:4] == b"\x7fELF" else "ptx")
         key = hashlib.sha256(image).hexdigest()
         done = dev.send(LoadModule(key, image, kind, tuple(kernels)))
-        token = dev._state.token
+        token = dev.port.token
         out: Future = Future()
 
         def resolve(f: Future) -> None:
@@ -170,7 +170,7 @@ class Kernels:
         key, refs = _launch_key(kernel, grid, block, args, shared, reads, writes)
         entry = self._memo.get(key) if key is not None else None
         if entry is None:
-            if type(kernel) is Kernel and kernel.owner != dev._state.token:
+            if type(kernel) is Kernel and kernel.owner != dev.port.token:
                 raise InvalidMessage(f"kernel: {kernel.name!r} was compiled for another device",
                                      field="kernel")
             msg = Launch(kernel, grid, block, args, shared, reads, writes)
@@ -180,7 +180,7 @@ class Kernels:
                 if len(memo) >= _MEMO_SIZE:
                     memo.clear()
                 memo[key] = entry
-        return dev._send_entry(entry)
+        return dev.port.send_memo(entry)
 
 
 def _launch_key(kernel: Any, grid: Any, block: Any, args: Any, shared: Any, reads: Any,
