@@ -26,7 +26,7 @@ def gemm_case(dev, torch, name: str, size: int) -> dict:
     last = [dev.synchronize()]
 
     def issue() -> None:
-        last[0] = dev.blas.gemm(a, b, c, size, size, size, compute=compute)
+        last[0] = dev.cublas.gemm(a, b, c, size, size, size, compute=compute)
 
     ta = torch.from_numpy(a_h.astype(np.float32)).to(tdt).cuda()
     tb = torch.from_numpy(b_h.astype(np.float32)).to(tdt).cuda()
@@ -56,11 +56,11 @@ def bmm_case(dev, torch, name: str, convenience: bool = False) -> dict:
     last = [dev.synchronize()]
     if convenience:
         def issue() -> None:
-            last[0] = dev.blas.matmul(a, b, out=out)
+            last[0] = dev.linalg.matmul(a, b, out=out)
     else:
         def issue() -> None:  # row-major C = A B is column-major C^T = B^T A^T
-            last[0] = dev.blas.gemm_strided_batched(b, a, out, s, s, s, batch, s * s, s * s,
-                                                    s * s)
+            last[0] = dev.cublas.gemm_strided_batched(b, a, out, s, s, s, batch, s * s, s * s,
+                                                      s * s)
     ta = torch.from_numpy(a_h.astype(np.float32)).to(tdt).cuda()
     tb = torch.from_numpy(b_h.astype(np.float32)).to(tdt).cuda()
     tc = torch.empty(batch, s, s, device="cuda", dtype=tdt)
@@ -88,8 +88,8 @@ def gelu_case(dev, torch, size: int) -> dict:
     last = [dev.synchronize()]
 
     def issue() -> None:
-        last[0] = dev.blas.lt_matmul(x, w, d, m, n, k, transa="T", epilogue="gelu_bias",
-                                     bias=bias)
+        last[0] = dev.cublaslt.matmul(x, w, d, m, n, k, transa="T", epilogue="gelu_bias",
+                                      bias=bias)
 
     # the same math in torch: D^T (n x m, row-major) = gelu(W^T X + b) ...
     tx = torch.from_numpy(x_h.astype(np.float32)).to(torch.bfloat16).cuda()  # k x m
@@ -116,13 +116,13 @@ def dot_cases(dev, torch) -> list[dict]:
     x_h, y_h = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
     x, y = dev.to_device(x_h).result(), dev.to_device(y_h).result()
     tx, ty = torch.from_numpy(x_h).cuda(), torch.from_numpy(y_h).cuda()
-    ours_rt = median_us(lambda: dev.blas.dot(x, y).result(), 2000)
+    ours_rt = median_us(lambda: dev.cublas.dot(x, y).result(), 2000)
     theirs_rt = median_us(lambda: torch.dot(tx, ty).item(), 2000)
-    value = dev.blas.dot(x, y).result()
+    value = dev.cublas.dot(x, y).result()
     err = abs(value - float(np.dot(x_h.astype(np.float64), y_h))) / np.sqrt(n)
 
     def ours_batch() -> None:
-        futures = [dev.blas.dot(x, y) for _ in range(100)]
+        futures = [dev.cublas.dot(x, y) for _ in range(100)]
         [f.result() for f in futures]
 
     def theirs_batch() -> None:
@@ -154,8 +154,8 @@ def main() -> None:
         rows.append(gelu_case(dev, torch, 4096))
         rows.append(gelu_case(dev, torch, 1024))
         rows.extend(dot_cases(dev, torch))
-        cache = dev.blas.lt_cache_info().result()
-        replays = dev.blas.replay_info().result()
+        cache = dev.cublaslt.cache_info().result()
+        replays = dev.cublas.replay_info().result()
     notes = ["ratio = gpumsg speed / torch speed (> 1: gpumsg faster); TFLOP/s from wall time of "
              "n pipelined calls then one wait, n sized for >= 30 ms of torch's work (steady "
              "state); both sides warmed up 0.3 s, then 5 alternating runs each, medians",

@@ -358,10 +358,10 @@ def main() -> None:
 
         # -- dot --------------------------------------------------------------------------------
         dt = row("dot 1M f32 round trip", *paired(
-            lambda: median_us(lambda: dev.blas.dot(x, y).result(), N_RT),
+            lambda: median_us(lambda: dev.cublas.dot(x, y).result(), N_RT),
             lambda: median_us(lambda: post(ops.dot).result(), N_RT)), 1.3)
         ref_dot = float(np.dot(xh.astype(np.float64), yh))
-        got = (dev.blas.dot(x, y).result(), post(ops.dot).result())
+        got = (dev.cublas.dot(x, y).result(), post(ops.dot).result())
         notes.append(f"dot checked against NumPy float64 ({ref_dot:.4f}): gpumsg {got[0]:.4f}, "
                      f"bare {got[1]:.4f}")
         assert all(abs(g - ref_dot) < 1e-3 * np.sqrt(xh.size) for g in got)
@@ -451,7 +451,7 @@ def main() -> None:
         except Exception as exc:  # noqa: BLE001
             notes.append(f"raw cuBLAS unavailable: {exc!r}")
         notes.append("gpumsg's GEMMs replayed as CUDA graphs (GPUMSG_BLAS_REPLAY=0 turns it "
-                     f"off; the bare service calls cuBLAS): {dev.blas.replay_info().result()}")
+                     f"off; the bare service calls cuBLAS): {dev.cublas.replay_info().result()}")
         ops.close()
         svc.close()
     finally:

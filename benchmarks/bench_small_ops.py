@@ -92,12 +92,12 @@ def build_cases(dev: Any, torch: Any, cupy: Any) -> tuple[list[Case], list[str]]
     # -- the same product NumPy-shaped: `matmul(a, b)` of C-ordered buffers, a new output -----
     ca, cb = dev.to_device(np.ascontiguousarray(ha)).result(), \
         dev.to_device(np.ascontiguousarray(hb)).result()
-    got = dev.copy_to_host(dev.blas.matmul(ca, cb)).result()
+    got = dev.copy_to_host(dev.linalg.matmul(ca, cb)).result()
     assert np.allclose(got, ha.astype(np.float64) @ hb, rtol=1e-4, atol=1e-4), "matmul"
-    cases.append(("matmul 64^3 f32, new output", lambda: dev.blas.matmul(ca, cb),
+    cases.append(("matmul 64^3 f32, new output", lambda: dev.linalg.matmul(ca, cb),
                   (lambda: torch.mm(ta_, tb_)) if cuda else None, "torch.mm"))
     co = dev.alloc((64, 64), np.float32, order="C").result()
-    cases.append(("matmul 64^3 f32 into out", lambda: dev.blas.matmul(ca, cb, out=co),
+    cases.append(("matmul 64^3 f32 into out", lambda: dev.linalg.matmul(ca, cb, out=co),
                   (lambda: torch.mm(ta_, tb_, out=tc_)) if cuda else None, "torch.mm(out=)"))
 
     # -- the same SGEMM into 100 outputs in turn: more distinct repeated calls than the GEMM
@@ -124,10 +124,10 @@ def build_cases(dev: Any, torch: Any, cupy: Any) -> tuple[list[Case], list[str]]
     hx = (rng.standard_normal((4, 4096)) + 1j * rng.standard_normal((4, 4096))).astype(np.complex64)
     x = dev.to_device(hx).result()
     out = dev.alloc(hx.shape, np.complex64, order="C").result()
-    plan = dev.fft.plan((4096,), 4, "c2c", "c64")
+    plan = dev.cufft.plan((4096,), 4, "c2c", "c64")
     plan.result()
     ref = np.fft.fft(hx.astype(np.complex128), axis=-1)
-    dev.fft.execute(plan, x, out).result()
+    dev.cufft.execute(plan, x, out).result()
     got = dev.copy_to_host(out).result().reshape(hx.shape)
     assert np.abs(got - ref).max() < 1e-4 * np.abs(ref).max(), "fft execute"
     got = dev.copy_to_host(dev.fft.fft(x).result()).result()
@@ -137,7 +137,7 @@ def build_cases(dev: Any, torch: Any, cupy: Any) -> tuple[list[Case], list[str]]
         tx = torch.from_numpy(hx).cuda()
         to = torch.empty_like(tx)
     cases.append(("FFT c64 4 x 4096, explicit plan into out",
-                  lambda: dev.fft.execute(plan, x, out),
+                  lambda: dev.cufft.execute(plan, x, out),
                   (lambda: torch.fft.fft(tx, out=to)) if cuda else None, "torch.fft.fft(out=)"))
     cases.append(("FFT c64 4 x 4096, NumPy-shaped (new output)", lambda: dev.fft.fft(x),
                   (lambda: torch.fft.fft(tx)) if cuda else None, "torch.fft.fft"))
@@ -152,10 +152,10 @@ def build_cases(dev: Any, torch: Any, cupy: Any) -> tuple[list[Case], list[str]]
     n = 10_000
     a = sp.random(n, n, density=10 / n, format="csr", dtype=np.float32, random_state=rng)
     hv = rng.standard_normal(n).astype(np.float32)
-    m = dev.sparse.csr(a)
+    m = dev.cusparse.csr(a)
     v = dev.to_device(hv).result()
     yv = dev.alloc((n,), np.float32).result()
-    dev.sparse.spmv(m, v, yv).result()
+    dev.cusparse.spmv(m, v, yv).result()
     ref_y = a.astype(np.float64) @ hv.astype(np.float64)
     got = dev.copy_to_host(yv).result()
     assert np.abs(got - ref_y).max() < 1e-4 * (1 + np.abs(ref_y).max()), "spmv"
@@ -165,11 +165,11 @@ def build_cases(dev: Any, torch: Any, cupy: Any) -> tuple[list[Case], list[str]]
                                      torch.from_numpy(a.data), size=a.shape).cuda()
         tv = torch.from_numpy(hv).cuda()
         ty = torch.empty(n, device="cuda")
-    cases.append(("SpMV CSR 10k x 10k, 10/row, f32, into y", lambda: dev.sparse.spmv(m, v, yv),
+    cases.append(("SpMV CSR 10k x 10k, 10/row, f32, into y", lambda: dev.cusparse.spmv(m, v, yv),
                   (lambda: torch.mv(ta, tv, out=ty)) if cuda else None, "torch.mv(csr, out=)"))
 
     # -- cuRAND: 4096 normal f32 into a kept buffer --------------------------------------------
-    gen = dev.random.generator("philox", seed=1234)
+    gen = dev.curand.generator("philox", seed=1234)
     r = dev.alloc((4096,), np.float32).result()
     gen.normal(out=r, mean=0.0, std=1.0).result()
     got = dev.copy_to_host(r).result()
@@ -185,12 +185,12 @@ def build_cases(dev: Any, torch: Any, cupy: Any) -> tuple[list[Case], list[str]]
     # -- cuBLAS level 1: axpy 4096 f32 ---------------------------------------------------------
     hp, hq = (rng.standard_normal(4096).astype(np.float32) for _ in range(2))
     p, q = dev.to_device(hp).result(), dev.to_device(hq).result()
-    dev.blas.axpy(p, q, 0.5).result()
+    dev.cublas.axpy(p, q, 0.5).result()
     got = dev.copy_to_host(q).result()
     assert np.allclose(got, hq.astype(np.float64) + 0.5 * hp, rtol=1e-5, atol=1e-5), "axpy"
     if cuda:
         tp, tq = torch.from_numpy(hp).cuda(), torch.from_numpy(hq).cuda()
-    cases.append(("axpy f32 4096", lambda: dev.blas.axpy(p, q, 0.5),
+    cases.append(("axpy f32 4096", lambda: dev.cublas.axpy(p, q, 0.5),
                   (lambda: tq.add_(tp, alpha=0.5)) if cuda else None, "tensor.add_(alpha=)"))
 
     # -- a compiled kernel: scale 4096 f32 -----------------------------------------------------

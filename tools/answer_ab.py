@@ -111,7 +111,7 @@ def main() -> None:
             "1 KiB H2D round trip": lambda: median_us(
                 lambda: dev.copy_from_host(buf, kib).result(), n),
             "1 KiB D2H round trip": lambda: median_us(lambda: dev.copy_to_host(buf).result(), n),
-            "dot 1M f32 round trip": lambda: median_us(lambda: dev.blas.dot(x, y).result(), n),
+            "dot 1M f32 round trip": lambda: median_us(lambda: dev.cublas.dot(x, y).result(), n),
             "alloc+free round trip": lambda: median_us(
                 lambda: dev.alloc(256, np.float32).result().free().result(), n),
             "8 threads of SGEMM round trips (µs per op)": lambda: threads(

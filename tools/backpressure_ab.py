@@ -252,7 +252,7 @@ def main() -> None:
                 .contiguous(memory_format=torch.channels_last)
             tw = torch.randn(512, 512, 3, 3, device="cuda", dtype=torch.bfloat16) \
                 .contiguous(memory_format=torch.channels_last)
-            conv = lambda: dev.dnn.conv2d(x, w, padding=1, layout="NHWC", out=y)  # noqa: E731
+            conv = lambda: dev.nn.conv2d(x, w, padding=1, layout="NHWC", out=y)  # noqa: E731
             per_op_us(conv, 100)
 
             def torch_conv_us(n: int) -> float:
@@ -272,8 +272,8 @@ def main() -> None:
             ta, tb = (torch.from_numpy(h.astype(np.float32)).cuda().to(torch.bfloat16)
                       for h in bh)
             tc = torch.empty(512, 128, 128, device="cuda", dtype=torch.bfloat16)
-            strided = lambda: dev.blas.gemm_strided_batched(  # noqa: E731
-                sb, sa, sc, 128, 128, 128, 512, 128 * 128, 128 * 128, 128 * 128)
+            strided = lambda: dev.cublas.gemm_strided_batched(  # noqa: E731
+                  sb, sa, sc, 128, 128, 128, 512, 128 * 128, 128 * 128, 128 * 128)
             per_op_us(strided, 100)
 
             def torch_bmm_us(n: int) -> float:

@@ -27,7 +27,7 @@ def main() -> None:
         last = [dev.synchronize()]
 
         def ours() -> None:
-            last[0] = dev.blas.gemm_strided_batched(b, a, c, s, s, s, batch, s * s, s * s, s * s)
+            last[0] = dev.cublas.gemm_strided_batched(b, a, c, s, s, s, batch, s * s, s * s, s * s)
 
         ta, tb = (torch.from_numpy(h.astype(np.float32)).cuda().to(torch.bfloat16) for h in bh)
         tc = torch.empty(batch, s, s, device="cuda", dtype=torch.bfloat16)

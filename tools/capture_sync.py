@@ -47,11 +47,11 @@ def main() -> None:
         x = dev.to_device(np.ones(1 << 20, np.float32)).result()
         m = [dev.to_device(np.ones((64, 64), np.float32)).result() for _ in range(3)]
         dev.inject_fault("hang", seconds=0.01).result()  # the fault kernel loaded
-        dev.blas.dot(x, x).result()  # handles made, the dot's key seen
+        dev.cublas.dot(x, x).result()  # handles made, the dot's key seen
         dev.sgemm(m[0], m[1], m[2], 64, 64, 64).result()
         blas = dev._worker.ctx.library("cublas")
         for label, replays, op in (
-                ("dot", blas.reduction_replays, lambda: dev.blas.dot(x, x)),
+                ("dot", blas.reduction_replays, lambda: dev.cublas.dot(x, x)),
                 ("sgemm", blas.replays, lambda: dev.sgemm(m[0], m[1], m[2], 64, 64, 64))):
             proxy = TimedDriver(replays.driver)
             replays.driver = proxy

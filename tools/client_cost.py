@@ -57,7 +57,7 @@ def calls(dev: Any) -> dict[str, Callable[[], Any]]:
     a, b, out = (dev.alloc((batch, s, s), "bf16", order="C").result() for _ in range(3))
     m64 = [dev.alloc((64, 64), np.float32).result() for _ in range(3)]
     x, y = (dev.to_device(np.ones(1024, np.float32)).result() for _ in range(2))
-    blas = dev.blas
+    blas = dev.cublas
     return {
         "sgemm 64^3": lambda: dev.sgemm(m64[0], m64[1], m64[2], 64, 64, 64),
         "gemm f32 64^3": lambda: blas.gemm(m64[0], m64[1], m64[2], 64, 64, 64),

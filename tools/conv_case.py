@@ -40,13 +40,13 @@ def conv_pair(dev: Any, torch: Any, rng: Any, c: int, k: int, r: int, s: int, p:
     bwd = torch.ops.aten.convolution_backward
     last: list[Any] = [None]
     if direction == "fwd":
-        post = lambda: dev.dnn.conv2d(x, w, out=y, **kw)
+        post = lambda: dev.nn.conv2d(x, w, out=y, **kw)
         theirs = lambda: F.conv2d(tx, tw, stride=s, padding=p)
     elif direction == "bwd_data":
-        post = lambda: dev.dnn.conv_backward_data(dy, w, x_h.shape, out=dx, **kw)
+        post = lambda: dev.cudnn.conv_backward_data(dy, w, x_h.shape, out=dx, **kw)
         theirs = lambda: bwd(tdy, tx, tw, None, *geo, [True, False, False])
     else:
-        post = lambda: dev.dnn.conv_backward_filter(x, dy, w_h.shape, out=dw, **kw)
+        post = lambda: dev.cudnn.conv_backward_filter(x, dy, w_h.shape, out=dw, **kw)
         theirs = lambda: bwd(tdy, tx, tw, None, *geo, [False, True, False])
 
     def ours() -> Any:

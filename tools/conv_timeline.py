@@ -1,6 +1,6 @@
 """Where the GPU time of pipelined convolutions goes, gpumsg beside torch (diagnostic, H100).
 
-Runs n pipelined ResNet-50-shaped convolutions (batch 64, NHWC bf16) through ``dev.dnn`` and
+Runs n pipelined ResNet-50-shaped convolutions (batch 64, NHWC bf16) through ``dev.cudnn`` and
 through torch under ``torch.profiler`` (CUPTI sees every stream of the process), then reads the
 kernel timeline of each side's stream: kernels per call, kernel time per call, busy span per
 call and the idle gaps between consecutive GPU operations. Equal kernel time with a longer span

@@ -3,7 +3,7 @@ is bound, and again after the workspace is set once more from here (diagnostic, 
 on the stop-31 tree the first captures held memory alloc and free nodes, since cublasSetStream
 had reset the workspace. Prints the node types per call (a strided-batched 512 x 128^3 bf16
 GEMM, a 64^3 SGEMM, a 1M-element dot). Replays count such graphs themselves now
-(``dev.blas.replay_info()``, ``with_memory_nodes``)."""
+(``dev.cublas.replay_info()``, ``with_memory_nodes``)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def main() -> None:
         host = rng.standard_normal((batch, s, s), dtype=np.float32).astype(bf16)
         a = dev.to_device(host).result()
         c = dev.alloc((batch, s, s), "bf16", order="C").result()
-        dev.blas.gemm_strided_batched(a, a, c, s, s, s, batch, s * s, s * s, s * s).result()
+        dev.cublas.gemm_strided_batched(a, a, c, s, s, s, batch, s * s, s * s, s * s).result()
         dev.synchronize().result()
         h = dev._worker.ctx.libraries["cublas"]
         # this thread launches too: the device's (primary) context made current here
@@ -51,7 +51,7 @@ def main() -> None:
         y = dev.alloc((64, 64), np.float32).result()
         v = dev.to_device(np.ones(1 << 20, np.float32)).result()
         dev.sgemm(x, x, y, 64, 64, 64).result()
-        dev.blas.dot(v, v).result()
+        dev.cublas.dot(v, v).result()
         dev.synchronize().result()
         px, py, pv = (t.__cuda_array_interface__["data"][0] for t in (x, y, v))
         calls = {

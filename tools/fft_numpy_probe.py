@@ -31,7 +31,7 @@ def main() -> None:
     hx = (rng.standard_normal((4, 4096)) + 1j * rng.standard_normal((4, 4096))).astype(np.complex64)
     x = dev.to_device(hx).result()
     out = dev.alloc(hx.shape, np.complex64, order="C").result()
-    plan = dev.fft.plan((4096,), 4, "c2c", "c64")
+    plan = dev.cufft.plan((4096,), 4, "c2c", "c64")
     plan.result()
     dev.fft.fft(x).result()
     recipe = next(iter(dev.fft._recipes.values()))
@@ -44,9 +44,9 @@ def main() -> None:
     ma = dev.to_device(rng.standard_normal((64, 64)).astype(np.float32)).result()
     cases = {
         "numpy fft(x)": lambda: dev.fft.fft(x),
-        "matmul(a, a), new output": lambda: dev.blas.matmul(ma, ma),
+        "matmul(a, a), new output": lambda: dev.linalg.matmul(ma, ma),
         "numpy fft(x) after matmul": lambda: dev.fft.fft(x),
-        "explicit execute": lambda: dev.fft.execute(plan, x, out),
+        "explicit execute": lambda: dev.cufft.execute(plan, x, out),
         "fresh message, fixed out": fresh_msg_fixed_out,
         "alloc + drop": lambda: dev.alloc(hx.shape, np.complex64, order="C"),
     }
@@ -54,9 +54,9 @@ def main() -> None:
         for _ in range(300):
             fn()
         fn().result()
-        before = dev.fft.replay_info().result()
+        before = dev.cufft.replay_info().result()
         times = [pipe(fn) for _ in range(5)]
-        after = dev.fft.replay_info().result()
+        after = dev.cufft.replay_info().result()
         rounds = ", ".join(f"{t:.1f}" for t in times)
         captures = after.get("captures", 0) - before.get("captures", 0)
         launches = after.get("launches", 0) - before.get("launches", 0)

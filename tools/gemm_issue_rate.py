@@ -27,10 +27,10 @@ def main(n: int = 1000, rounds: int = 7) -> None:
         c = dev.alloc((batch, s, s), "bf16", order="C").result()
         small = [dev.alloc((64, 64), np.float32).result() for _ in range(3)]
         cases = {
-            "strided 512 x 128^3 bf16": lambda: dev.blas.gemm_strided_batched(
+            "strided 512 x 128^3 bf16": lambda: dev.cublas.gemm_strided_batched(
                 b, a, c, s, s, s, batch, s * s, s * s, s * s),
             "sgemm 64^3": lambda: dev.sgemm(small[0], small[1], small[2], 64, 64, 64),
-            "strided 8 x 16^3 bf16": lambda: dev.blas.gemm_strided_batched(
+            "strided 8 x 16^3 bf16": lambda: dev.cublas.gemm_strided_batched(
                 b, a, c, 16, 16, 16, 8, s * s, s * s, s * s),
         }
         for label, fn in cases.items():
@@ -62,7 +62,7 @@ def main(n: int = 1000, rounds: int = 7) -> None:
                   f"{statistics.median(total):.1f} us/call, caller alone "
                   f"{statistics.median(alone):.1f} us/call", flush=True)
         pieces(dev, b, a, c, s, batch, n, rounds)
-        print("replays:", dev.blas.replay_info().result())
+        print("replays:", dev.cublas.replay_info().result())
 
 
 def pieces(dev: gpumsg.Device, b: Any, a: Any, c: Any, s: int, batch: int, n: int,
@@ -71,13 +71,13 @@ def pieces(dev: gpumsg.Device, b: Any, a: Any, c: Any, s: int, batch: int, n: in
     the cyclic garbage collector on and off."""
     from gpumsg.messages.blas import GemmStridedBatched
 
-    memo = dev.blas._memo
+    memo = dev.cublas._memo
     args = (s, s, s, batch, s * s, s * s, s * s, 1.0, 0.0, "N", "N", None, None, None, "default")
     msg = memo.message(GemmStridedBatched, (b, a, c), args)
     parts = {
         "memo lookup": lambda: memo.message(GemmStridedBatched, (b, a, c), args),
         "send (post skipped)": lambda: dev.send(msg),
-        "whole call (post skipped)": lambda: dev.blas.gemm_strided_batched(
+        "whole call (post skipped)": lambda: dev.cublas.gemm_strided_batched(
             b, a, c, s, s, s, batch, s * s, s * s, s * s),
     }
     post = dev._post

@@ -59,7 +59,7 @@ def plain_gemm(dev: gpumsg.Device, name: str, dtype: str, compute: str, who: str
         last = [dev.synchronize()]
 
         def issue() -> None:
-            last[0] = dev.blas.gemm(a, a, c, size, size, size, compute=compute)
+            last[0] = dev.cublas.gemm(a, a, c, size, size, size, compute=compute)
 
         kernels(f"GEMM {size}^3 {name} gpumsg", issue, lambda: last[0].result())
         return
@@ -93,8 +93,8 @@ def fused_gelu(dev: gpumsg.Device, size: int, who: str) -> None:
     last = [dev.synchronize()]
 
     def issue() -> None:
-        last[0] = dev.blas.lt_matmul(x, w, d, size, size, size, transa="T", epilogue=who,
-                                     bias=bias if who != "none" else None)
+        last[0] = dev.cublaslt.matmul(x, w, d, size, size, size, transa="T", epilogue=who,
+                                      bias=bias if who != "none" else None)
 
     kernels(f"Lt {size}^3 bf16 epilogue={who} gpumsg", issue, lambda: last[0].result(),
             calls=50)

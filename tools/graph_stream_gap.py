@@ -10,8 +10,8 @@ the device thread has issued the n calls. Ways:
 
 - ``torch direct`` / ``torch graph`` on torch's default stream, on a stream torch made, and on
   gpumsg's compute stream (gpumsg idle meanwhile);
-- ``gpumsg``: ``dev.blas.gemm_strided_batched`` (replayed as a graph unless
-  ``GPUMSG_BLAS_REPLAY=0``).
+- ``gpumsg``: ``dev.cublas.gemm_strided_batched`` (replayed as a graph unless
+    ``GPUMSG_BLAS_REPLAY=0``).
 
 Ways rotate, ``rounds`` times; medians. A way whose enqueue outlasted the sleep is flagged.
 
@@ -88,7 +88,7 @@ def main() -> None:
         torch.cuda.synchronize()
 
         def ours() -> Any:
-            return dev.blas.gemm_strided_batched(b, a, c, s, s, s, batch, s * s, s * s, s * s)
+            return dev.cublas.gemm_strided_batched(b, a, c, s, s, s, batch, s * s, s * s, s * s)
 
         for _ in range(300):
             ours()
@@ -194,8 +194,8 @@ def main() -> None:
             assert not h.lib.cublasSetWorkspace_v2(h.raw_handle, ptr, ws_bytes)
 
             def call() -> Any:
-                return dev.blas.gemm_strided_batched(gb, ga, gc, s, s, s, batch, s * s, s * s,
-                                                     s * s)
+                return dev.cublas.gemm_strided_batched(gb, ga, gc, s, s, s, batch, s * s, s * s,
+                                                       s * s)
             for _ in range(5):
                 call()
             dev.synchronize().result()

@@ -66,7 +66,7 @@ def main() -> None:
         t_all = time.perf_counter() - t0
         stop.set()
         ticker.join()
-        info = dev.blas.replay_info().result()
+        info = dev.cublas.replay_info().result()
     print(json.dumps({"unbounded": opts.unbounded, "posts": opts.posts, "hang_s": opts.hang,
                       "posting_s": round(t_posted, 3), "stats_round_trip_s": round(t_stats, 3),
                       "stats_in_flight": stats.ops_in_flight, "all_done_s": round(t_all, 3),

@@ -142,10 +142,10 @@ def cases(dev: Any, torch: Any, thread_ops: int = 2000
     last: list[Any] = [None]
 
     def strided() -> None:
-        last[0] = dev.blas.gemm_strided_batched(b, a, c, s, s, s, batch, s * s, s * s, s * s)
+        last[0] = dev.cublas.gemm_strided_batched(b, a, c, s, s, s, batch, s * s, s * s, s * s)
 
     def matmul() -> None:
-        last[0] = dev.blas.matmul(a, b, out=c)
+        last[0] = dev.linalg.matmul(a, b, out=c)
 
     small = [dev.to_device(rng.standard_normal((64, 64), dtype=np.float32)).result()
              for _ in range(3)]
@@ -217,9 +217,9 @@ def cases(dev: Any, torch: Any, thread_ops: int = 2000
         "matmul 3-D 512x128^3 bf16": (matmul, wait, lambda: torch.bmm(ta, tb, out=tc), sync,
                                       1500),
         "sgemm 64^3": (sgemm, wait, lambda: torch.mm(t64[0], t64[1], out=t64[2]), sync, 2000),
-        "dot 1M f32 round trip": (lambda: dev.blas.dot(x, y).result(), nothing,
+        "dot 1M f32 round trip": (lambda: dev.cublas.dot(x, y).result(), nothing,
                                   lambda: torch.dot(tx, ty).item(), nothing, 500),
-        "nrm2 1M f32 round trip": (lambda: dev.blas.nrm2(x).result(), nothing,
+        "nrm2 1M f32 round trip": (lambda: dev.cublas.nrm2(x).result(), nothing,
                                    lambda: torch.linalg.vector_norm(tx).item(), nothing, 500),
         "1 KiB H2D round trip": (lambda: dev.copy_from_host(kb, kh).result(), nothing,
                                  lambda: tk.copy_(torch.from_numpy(kh)), sync, 500),

@@ -108,7 +108,7 @@ def pipelined(dev: gpumsg.Device, label: str) -> None:
     lastd = [dev.synchronize()]
 
     def dot() -> None:
-        lastd[0] = dev.blas.dot(x, x)
+        lastd[0] = dev.cublas.dot(x, x)
 
     d = rate_us(dot, lambda: lastd[0].result(), 3000)
     stats_rt = median_us(lambda: dev.stats().result(), 2000)
@@ -152,7 +152,7 @@ def hot(out_dir: str, strided: bool = False) -> None:
         c = dev.alloc((batch, s, s), "bf16", order="C").result()
 
         def call() -> Future:
-            return dev.blas.gemm_strided_batched(a, a, c, s, s, s, batch, s * s, s * s, s * s)
+            return dev.cublas.gemm_strided_batched(a, a, c, s, s, s, batch, s * s, s * s, s * s)
     else:
         a = dev.to_device(np.random.rand(64, 64).astype(np.float32, order="F")).result()
         c = dev.alloc((64, 64)).result()

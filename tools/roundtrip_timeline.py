@@ -88,7 +88,7 @@ def main() -> None:
             "sgemm 64^3": lambda: dev.sgemm(s64[0], s64[1], s64[2], 64, 64, 64).result(),
             "1 KiB H2D": lambda: dev.copy_from_host(buf, kib).result(),
             "1 KiB D2H": lambda: dev.copy_to_host(buf).result(),
-            "dot 1M f32": lambda: dev.blas.dot(x, x).result(),
+            "dot 1M f32": lambda: dev.cublas.dot(x, x).result(),
             "Stats": lambda: dev.stats().result(),
             "alloc 1 KiB": lambda: dev.alloc((256,), np.float32).result(),
         }

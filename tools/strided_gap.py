@@ -79,12 +79,12 @@ def main() -> None:
     n, rounds, batch, s, hosts, (ta, tb, tc), replay = probe_setup(torch, 3)
     rows: list[dict[str, Any]] = []
     with gpumsg.open_device(0) as dev:
-        kernel = dev.kernels.compile(SPIN, "spin").result()
+        kernel = dev.nvrtc.compile(SPIN, "spin").result()
         a, b = (dev.to_device(h).result() for h in hosts)
         c = dev.alloc((batch, s, s), "bf16", order="C").result()
 
         def ours() -> Any:
-            return dev.blas.gemm_strided_batched(b, a, c, s, s, s, batch, s * s, s * s, s * s)
+            return dev.cublas.gemm_strided_batched(b, a, c, s, s, s, batch, s * s, s * s, s * s)
 
         for _ in range(300):
             ours()

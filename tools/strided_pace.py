@@ -59,7 +59,7 @@ def gpu_pace(torch: Any, hosts: list[Any], n: int, rounds: int) -> dict[str, Any
     tc = torch.empty(batch, s, s, device="cuda", dtype=torch.bfloat16)
     spin_s = n * 40e-6  # longer than either side takes to enqueue n calls
     with gpumsg.open_device(0) as dev:
-        kernel = dev.kernels.compile(SPIN, "spin").result()
+        kernel = dev.nvrtc.compile(SPIN, "spin").result()
         a, b = (dev.to_device(h).result() for h in hosts)
         c = dev.alloc((batch, s, s), "bf16", order="C").result()
         # the spin's clock rate: time one spin of a known count of cycles
@@ -70,7 +70,7 @@ def gpu_pace(torch: Any, hosts: list[Any], n: int, rounds: int) -> dict[str, Any
         cycles = int(probe / (time.perf_counter() - t0) * spin_s)
 
         for _ in range(200):
-            dev.blas.gemm_strided_batched(b, a, c, s, s, s, batch, s * s, s * s, s * s)
+            dev.cublas.gemm_strided_batched(b, a, c, s, s, s, batch, s * s, s * s, s * s)
         dev.synchronize().result()
         ev = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         ev[0].record()
@@ -90,8 +90,8 @@ def gpu_pace(torch: Any, hosts: list[Any], n: int, rounds: int) -> dict[str, Any
                 t0 = time.perf_counter()
                 dev.launch(kernel, 1, 1, (cycles,))
                 for _ in range(n):
-                    last = dev.blas.gemm_strided_batched(gb, ga, gc, s, s, s, batch, s * s,
-                                                         s * s, s * s)
+                    last = dev.cublas.gemm_strided_batched(gb, ga, gc, s, s, s, batch, s * s,
+                                                           s * s, s * s)
                 last.result()
                 ours.append((time.perf_counter() - t0 - alone) * 1e6 / n)
                 torch.cuda.synchronize()
@@ -157,8 +157,8 @@ def main() -> None:
                     c = dev.alloc((batch, s, s), "bf16", order="C").result()
 
                     def call(dev: Any = dev, a: Any = a, b: Any = b, c: Any = c) -> Any:
-                        return dev.blas.gemm_strided_batched(b, a, c, s, s, s, batch, s * s,
-                                                             s * s, s * s)
+                        return dev.cublas.gemm_strided_batched(b, a, c, s, s, s, batch, s * s,
+                                                               s * s, s * s)
 
                     end = time.perf_counter() + 0.3
                     while time.perf_counter() < end:

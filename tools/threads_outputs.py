@@ -61,7 +61,7 @@ def main() -> None:
         for _ in range(rounds):
             for name, (make, threads) in cases.items():
                 got[name].append(bo.aggregate(make, threads, total, False))
-        print(dev.blas.replay_info().result(), flush=True)
+        print(dev.cublas.replay_info().result(), flush=True)
     base = got["1 thread, 1 output"]
     rows = []
     for name, rates in got.items():

@@ -1,4 +1,4 @@
-"""``dev.blas``: the cuBLAS messages as methods that return futures (caller's thread).
+"""``dev.cublas``: the cuBLAS messages as methods that return futures (caller's thread).
 
 Matrices are column-major with explicit leading dimensions (cuBLAS semantics), except
 :meth:`Blas.matmul`, which takes C-ordered buffers with NumPy's ``@`` semantics. Reductions
@@ -14,15 +14,16 @@ from ...errors import InvalidMessage
 from ...messages import blas as msgs
 from ...messages.base import BufRef, as_ref, as_refs
 from ...messages.memo import MessageMemo, OutputTemplates, with_output
+from ..namespace import view
 
 if TYPE_CHECKING:
     from ...client.device import Device
 
-__all__ = ["Blas"]
+__all__ = ["Blas", "Cublas", "Matmul"]
 
 
 class Blas:
-    """The BLAS surface of one device (``dev.blas``)."""
+    """The BLAS surface of one device (``dev.cublas``)."""
 
     def __init__(self, device: Device) -> None:
         self._dev = device
@@ -242,3 +243,11 @@ def _matmul_message(ra: BufRef, rb: BufRef, ro: BufRef, compute: str) -> Any:
     return msgs.GemmStridedBatched(rb, ra, ro, N, M, K, shape[0], K * N if batch_b else 0,
                                    M * K if batch_a else 0, M * N, 1.0, 0.0, "N", "N", N, K, N,
                                    compute)
+
+
+#: ``dev.cublas``: the raw cuBLAS calls (column-major, explicit sizes and leading dimensions)
+Cublas = view("Cublas", "Raw cuBLAS (``dev.cublas``): level 1, 2 and 3 BLAS and the GEMM family "
+              "with cuBLAS semantics.", (Blas,),
+              [n for n in vars(Blas) if not n.startswith("_") and n != "matmul"])
+#: ``dev.linalg.matmul``: NumPy's ``matmul`` (joins cuSOLVER's NumPy-level calls)
+Matmul = view("Matmul", "NumPy's ``matmul`` through cuBLAS.", (Blas,), ["matmul"])

@@ -1,4 +1,4 @@
-"""``dev.dnn``: the cuDNN messages as methods that return futures (caller's thread)."""
+"""``dev.cudnn``: the cuDNN messages as methods that return futures (caller's thread)."""
 
 from __future__ import annotations
 
@@ -34,6 +34,8 @@ from ...messages.cudnn import (
     pool_output_shape,
 )
 from ...messages.memo import MessageMemo
+from ..answers import Dropout as DropoutOutputs
+from ..answers import NormGrads, NormOutputs, tuple_after
 
 if TYPE_CHECKING:
     from ...client.device import Device
@@ -49,7 +51,7 @@ def _tuple(value: Any, nd: int) -> tuple:
 
 
 class Dnn:
-    """``dev.dnn``: convolutions through cuDNN (see :mod:`gpumsg.messages.cudnn` for layouts
+    """``dev.cudnn``: convolutions through cuDNN (see :mod:`gpumsg.messages.cudnn` for layouts
     and precisions). Each method returns a future; the ones that allocate their output return a
     future of the new buffer (row-major, the input's dtype)."""
 
@@ -230,10 +232,10 @@ class Dnn:
 
     def batch_norm_train(self, x: Any, gamma: Any, beta: Any, running_mean: Any = None,
                          running_var: Any = None, factor: float = 0.1, eps: float = 1e-5,
-                         layout: str = "NCHW", out: Any = None) -> tuple[Future, Future, Future]:
+                         layout: str = "NCHW", out: Any = None) -> Future:
         """Training-mode batch normalization (see
-        :class:`~gpumsg.messages.cudnn.BatchNormTrain`): futures of (y, save_mean,
-        save_invstd); the running statistics (f32 vectors, optional) are updated in place with
+        :class:`~gpumsg.messages.cudnn.BatchNormTrain`): a future of (y, mean, invstd), the
+        saved statistics; the running statistics (f32 vectors, optional) are updated in place with
         the exponential average ``factor`` (torch's ``momentum``)."""
         dev = self._dev
         dev.port.check_open()
@@ -241,8 +243,7 @@ class Dnn:
         mean, invstd = self._stat_vector(x, layout), self._stat_vector(x, layout)
         done = dev.send(BatchNormTrain(x, gamma, beta, y, mean, invstd, running_mean,
                                        running_var, factor, eps, layout))
-        return (done if out is not None else dev.buffer_after(done, y),
-                dev.buffer_after(done, mean), dev.buffer_after(done, invstd))
+        return tuple_after(done, NormOutputs, y, mean, invstd)
 
     def batch_norm_inference(self, x: Any, gamma: Any, beta: Any, mean: Any, var: Any,
                              eps: float = 1e-5, layout: str = "NCHW", out: Any = None) -> Future:
@@ -252,9 +253,8 @@ class Dnn:
         return self._send(BatchNormInference, y, out, x, gamma, beta, mean, var, y, eps, layout)
 
     def batch_norm_backward(self, x: Any, dy: Any, gamma: Any, save_mean: Any, save_invstd: Any,
-                            eps: float = 1e-5, layout: str = "NCHW"
-                            ) -> tuple[Future, Future, Future]:
-        """Futures of (dx, dgamma, dbeta), the gradients of :meth:`batch_norm_train` given its
+                            eps: float = 1e-5, layout: str = "NCHW") -> Future:
+        """A future of (dx, dgamma, dbeta), the gradients of :meth:`batch_norm_train` given its
         saved statistics."""
         dev = self._dev
         dev.port.check_open()
@@ -262,8 +262,7 @@ class Dnn:
         dgamma, dbeta = self._stat_vector(x, layout), self._stat_vector(x, layout)
         done = dev.send(BatchNormBackward(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
                                           eps, layout))
-        return (dev.buffer_after(done, dx), dev.buffer_after(done, dgamma),
-                dev.buffer_after(done, dbeta))
+        return tuple_after(done, NormGrads, dx, dgamma, dbeta)
 
     # -- layer, group and instance norms --------------------------------------------------------
     def _vec(self, n: int) -> Any:
@@ -286,13 +285,12 @@ class Dnn:
 
     def layer_norm(self, x: Any, gamma: Any = None, beta: Any = None, normalized_ndim: int = 1,
                    eps: float = 1e-5, out: Any = None, mean_out: Any = None,
-                   invstd_out: Any = None) -> tuple[Future, Future, Future]:
-        """Futures of (y, mean, invstd): x normalized over its last ``normalized_ndim``
+                   invstd_out: Any = None) -> Future:
+        """A future of (y, mean, invstd): x normalized over its last ``normalized_ndim``
         dimensions, then y = x_hat gamma + beta (f32 vectors of the normalized size, optional;
         see :class:`~gpumsg.messages.cudnn.LayerNorm` for how cuDNN runs it). ``out``,
         ``mean_out`` and ``invstd_out`` (optional) receive y and the per-row f32 statistics;
-        given all three, nothing is allocated (as inside a ``dev.graph`` recording), and each
-        future resolves once the message is done."""
+        given all three, nothing is allocated (as inside a ``dev.graph`` recording)."""
         dev = self._dev
         dev.port.check_open()
         y = self._like(x, out)
@@ -300,13 +298,11 @@ class Dnn:
         mean = mean_out if mean_out is not None else self._vec(rows)
         inv = invstd_out if invstd_out is not None else self._vec(rows)
         done = dev.send(LayerNorm(x, y, mean, inv, gamma, beta, normalized_ndim, eps))
-        return tuple(done if given is not None else dev.buffer_after(done, buf)  # type: ignore[return-value]
-                     for buf, given in ((y, out), (mean, mean_out), (inv, invstd_out)))
+        return tuple_after(done, NormOutputs, y, mean, inv)
 
     def layer_norm_backward(self, x: Any, dy: Any, mean: Any, invstd: Any, gamma: Any = None,
-                            normalized_ndim: int = 1, eps: float = 1e-5
-                            ) -> tuple[Future, Future | None, Future | None]:
-        """Futures of (dx, dgamma, dbeta) of :meth:`layer_norm` (the last two None without
+                            normalized_ndim: int = 1, eps: float = 1e-5) -> Future:
+        """A future of (dx, dgamma, dbeta) of :meth:`layer_norm` (the last two None without
         gamma)."""
         dev = self._dev
         dev.port.check_open()
@@ -314,12 +310,11 @@ class Dnn:
         dg, db = self._affine_grads(gamma)
         done = dev.send(LayerNormBackward(x, dy, mean, invstd, dx, gamma, dg, db,
                                           normalized_ndim, eps))
-        return (dev.buffer_after(done, dx), None if dg is None else dev.buffer_after(done, dg),
-                None if db is None else dev.buffer_after(done, db))
+        return tuple_after(done, NormGrads, dx, dg, db)
 
     def group_norm(self, x: Any, groups: int, gamma: Any = None, beta: Any = None,
-                   eps: float = 1e-5, out: Any = None) -> tuple[Future, Future, Future]:
-        """Futures of (y, mean, invstd) of a group norm of x (N, C, *spatial), NCHW; mean and
+                   eps: float = 1e-5, out: Any = None) -> Future:
+        """A future of (y, mean, invstd) of a group norm of x (N, C, *spatial), NCHW; mean and
         invstd are (N * groups) f32 (see :class:`~gpumsg.messages.cudnn.GroupNorm`)."""
         dev = self._dev
         dev.port.check_open()
@@ -327,28 +322,25 @@ class Dnn:
         rows = self._rows(x, groups=groups)
         mean, inv = self._vec(rows), self._vec(rows)
         done = dev.send(GroupNorm(x, y, mean, inv, groups, gamma, beta, eps))
-        return (done if out is not None else dev.buffer_after(done, y),
-                dev.buffer_after(done, mean), dev.buffer_after(done, inv))
+        return tuple_after(done, NormOutputs, y, mean, inv)
 
     def group_norm_backward(self, x: Any, dy: Any, mean: Any, invstd: Any, groups: int,
-                            gamma: Any = None, eps: float = 1e-5
-                            ) -> tuple[Future, Future | None, Future | None]:
-        """Futures of (dx, dgamma, dbeta) of :meth:`group_norm` (None, None without gamma)."""
+                            gamma: Any = None, eps: float = 1e-5) -> Future:
+        """A future of (dx, dgamma, dbeta) of :meth:`group_norm` (None, None without gamma)."""
         dev = self._dev
         dev.port.check_open()
         dx = self._like(x, None)
         dg, db = self._affine_grads(gamma)
         done = dev.send(GroupNormBackward(x, dy, mean, invstd, dx, groups, gamma, dg, db, eps))
-        return (dev.buffer_after(done, dx), None if dg is None else dev.buffer_after(done, dg),
-                None if db is None else dev.buffer_after(done, db))
+        return tuple_after(done, NormGrads, dx, dg, db)
 
     def instance_norm(self, x: Any, gamma: Any = None, beta: Any = None, eps: float = 1e-5,
-                      out: Any = None) -> tuple[Future, Future, Future]:
+                      out: Any = None) -> Future:
         """:meth:`group_norm` with one group per channel."""
         return self.group_norm(x, _channels(x), gamma, beta, eps, out)
 
     def instance_norm_backward(self, x: Any, dy: Any, mean: Any, invstd: Any, gamma: Any = None,
-                               eps: float = 1e-5) -> tuple[Future, Future | None, Future | None]:
+                               eps: float = 1e-5) -> Future:
         """:meth:`group_norm_backward` with one group per channel."""
         return self.group_norm_backward(x, dy, mean, invstd, _channels(x), gamma, eps)
 
@@ -363,19 +355,20 @@ class Dnn:
             n = self._reserve[key] = int(self._dev.send(DropoutReserveSize(x)).result())
         return n
 
-    def dropout(self, x: Any, p: float = 0.5, seed: int = 0, out: Any = None
-                ) -> tuple[Future, Future]:
-        """Futures of (y, reserve): y = x * mask / (1 - p), the mask a function of (seed, p,
+    #: for dropout and its backward, which dev.nn shows without dropout_reserve_bytes
+    _dropout_reserve_bytes = dropout_reserve_bytes
+
+    def dropout(self, x: Any, p: float = 0.5, seed: int = 0, out: Any = None) -> Future:
+        """A future of (y, reserve): y = x * mask / (1 - p), the mask a function of (seed, p,
         x's size) only (see :class:`~gpumsg.messages.cudnn.Dropout`); ``reserve`` (u8) holds
         it for :meth:`dropout_backward`. ``out`` may be x (in place)."""
         dev = self._dev
         dev.port.check_open()
-        nbytes = max(self.dropout_reserve_bytes(x), 1)
+        nbytes = max(self._dropout_reserve_bytes(x), 1)
         y = self._like(x, out)
         reserve = dev.alloc((nbytes,), "u8", order="C")
         done = dev.send(Dropout(x, y, reserve, p, seed))
-        return (done if out is not None else dev.buffer_after(done, y),
-                dev.buffer_after(done, reserve))
+        return tuple_after(done, DropoutOutputs, y, reserve)
 
     def dropout_backward(self, dy: Any, reserve: Any, p: float = 0.5, seed: int = 0,
                          out: Any = None) -> Future:
@@ -383,7 +376,7 @@ class Dnn:
         self._dev.port.check_open()
         dx = self._like(dy, out)
         msg = DropoutBackward(dy, reserve, dx, p, seed)  # checks the fields first
-        need = self.dropout_reserve_bytes(dy)
+        need = self._dropout_reserve_bytes(dy)
         if msg.reserve.nbytes < need:
             raise InvalidMessage(f"DropoutBackward.reserve: {msg.reserve.describe()} holds "
                                  f"{msg.reserve.nbytes} bytes; this dropout needs {need}",

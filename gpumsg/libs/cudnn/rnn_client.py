@@ -1,10 +1,10 @@
-"""``dev.dnn.rnn`` / ``lstm`` / ``gru``: recurrent networks with torch-like parameters (caller's
-thread). Joins the ``dev.dnn`` namespace (registered as the library "cudnn_rnn", which shares
+"""``dev.cudnn.rnn`` / ``lstm`` / ``gru``: recurrent networks with torch-like parameters (caller's
+thread). Joins the ``dev.cudnn`` namespace (registered as the library "cudnn_rnn", which shares
 the device's cuDNN handle).
 
 ::
 
-    lstm = dev.dnn.lstm(input_size=256, hidden_size=512, num_layers=2, bidirectional=True,
+    lstm = dev.cudnn.lstm(input_size=256, hidden_size=512, num_layers=2, bidirectional=True,
                         dtype="f16")
     lstm.set_weights(torch_module.state_dict())      # torch names and shapes, any subset
     y, hy, cy, _ = lstm(x)                           # inference: futures of new buffers
@@ -13,7 +13,7 @@ the device's cuDNN handle).
     grads = lstm.get_weights(dw.result())             # torch-named gradients (NumPy)
 
     # torch's nn.LSTM(..., proj_size=64, dropout=0.2); masks seeded by 7
-    lstm = dev.dnn.lstm(256, 512, 2, proj_size=64, dropout=0.2, seed=7)
+    lstm = dev.cudnn.lstm(256, 512, 2, proj_size=64, dropout=0.2, seed=7)
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ class Rnn:
     """One recurrent network on a device: its :class:`~gpumsg.messages.cudnn_rnn.RnnSpec`, its
     weight space (``weights``, a 1-D buffer of the spec's dtype, uninitialized until
     :meth:`set_weights` or :meth:`reset_parameters`) and torch-named access to it. Build it with
-    ``dev.dnn.rnn(...)``, ``dev.dnn.lstm(...)`` or ``dev.dnn.gru(...)``.
+    ``dev.cudnn.rnn(...)``, ``dev.cudnn.lstm(...)`` or ``dev.cudnn.gru(...)``.
 
     Dropout between layers (``spec.dropout`` > 0, two layers or more): the network owns a
     dropout-states buffer (``dropout_states``), seeded with ``seed`` before its first training
@@ -357,11 +357,11 @@ class Rnn:
 
 
 class DnnRnn:
-    """The RNN part of ``dev.dnn`` (mixed into the cuDNN namespace class)."""
+    """The RNN part of ``dev.cudnn`` (mixed into the cuDNN namespace class)."""
 
     _dev: Device
 
-    def __init__(self, device: Device) -> None:  # not run when combined with dev.dnn's class
+    def __init__(self, device: Device) -> None:  # not run when combined with dev.cudnn's class
         self._dev = device
 
     def rnn_weight_info(self, spec: RnnSpec) -> dict[str, Any]:

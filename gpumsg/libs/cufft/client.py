@@ -1,9 +1,9 @@
-"""``dev.fft``: explicit cuFFT plans and their execution, and NumPy-shaped transforms
-(caller's thread).
+"""``dev.cufft``: explicit cuFFT plans and their execution; ``dev.fft``: NumPy's transforms
+(caller's thread). One implementation class serves both namespaces (two views of it).
 
-Explicit: ``plan = dev.fft.plan(shape=(4096,), batch=64, kind="c2c", dtype="c64")`` describes a
+Explicit: ``plan = dev.cufft.plan(shape=(4096,), batch=64, kind="c2c", dtype="c64")`` describes a
 plan (an :class:`~gpumsg.messages.fft.FftSpec`) and has the device make it now (``plan.result()``
-waits for that); ``dev.fft.execute(plan, x, out, direction="forward")`` runs it (unnormalized,
+waits for that); ``dev.cufft.execute(plan, x, out, direction="forward")`` runs it (unnormalized,
 like cuFFT). The plan lives in the device's plan cache; if it was evicted meanwhile, the
 execution makes it again.
 
@@ -41,11 +41,12 @@ from ...messages import fft as msgs
 from ...messages.base import BufRef
 from ...messages.fft import FftSpec, half_size
 from ...messages.memo import MessageMemo
+from ..namespace import view
 
 if TYPE_CHECKING:
     from ...client.device import Device
 
-__all__ = ["Fft", "Plan"]
+__all__ = ["Cufft", "Fft", "FftCalls", "Plan"]
 
 NORMS = ("backward", "ortho", "forward")
 #: after posting a transform whose output has at least this many bytes, the caller yields the
@@ -64,7 +65,7 @@ _EXEC_BUFFERS = ("x", "out")
 #: FftExec built without validation: for the NumPy-shaped layer, whose recipe checked the
 #: layouts for buffers of exactly the shapes and dtypes it is used with
 _UNCHECKED = msgs.FftExec.unchecked  # type: ignore[attr-defined]
-#: specs remembered by identity (``Fft._spec_ids``) before that map starts again
+#: specs remembered by identity (``FftCalls._spec_ids``) before that map starts again
 _SPEC_IDS = 256
 
 
@@ -182,8 +183,8 @@ def _ref(x: Any, field: str) -> BufRef:
     return r
 
 
-class Fft:
-    """The FFT surface of one device (``dev.fft``)."""
+class FftCalls:
+    """The FFT calls of one device: the implementation behind ``dev.cufft`` and ``dev.fft``."""
 
     def __init__(self, device: Device) -> None:
         self._dev = device
@@ -493,8 +494,8 @@ class Fft:
                 dev.copy(new, src, keep * inner * _ITEM[dtype])
             else:
                 # rows of keep*inner elements, old*inner apart in src, length*inner in new
-                dev.blas.geam(src, src, new, keep * inner, outer, 1.0, 0.0, lda=old * inner,
-                              ldb=old * inner, ldc=length * inner)
+                dev.cublas.geam(src, src, new, keep * inner, outer, 1.0, 0.0, lda=old * inner,
+                                ldb=old * inner, ldc=length * inner)
         return new
 
     def _run(self, rec: _Recipe, x: Any, r: BufRef) -> Any:
@@ -544,7 +545,7 @@ class Fft:
             if p.pad_in:  # real input rows an odd number apart: through even-spaced rows
                 row = p.pad_in
                 pad = dev.alloc((p.repeat, row + 1), p.spec.in_dtype, order="C")
-                dev.blas.geam(xb, xb, pad, row, p.repeat, lda=row, ldb=row, ldc=row + 1)
+                dev.cublas.geam(xb, xb, pad, row, p.repeat, lda=row, ldb=row, ldc=row + 1)
                 temps.append(pad)
                 xb = pad.ref
             if p.pad_out:  # real output rows an odd number apart: written spaced, then packed
@@ -552,8 +553,8 @@ class Fft:
                 pad = dev.alloc((p.repeat, row + 1), p.spec.out_dtype, order="C")
                 send(make(p.spec, xb, pad.ref, p.direction, p.repeat, p.x_step, p.out_step, 0,
                           0, 1.0))
-                done = dev.blas.geam(pad, pad, ob, row, p.repeat, scale, 0.0, lda=row + 1,
-                                     ldb=row + 1, ldc=row)
+                done = dev.cublas.geam(pad, pad, ob, row, p.repeat, scale, 0.0, lda=row + 1,
+                                       ldb=row + 1, ldc=row)
                 temps.append(pad)
                 continue
             msg = make(p.spec, xb, ob, p.direction, p.repeat, p.x_step, p.out_step, 0, 0, scale)
@@ -570,6 +571,17 @@ class Fft:
         if done is None:
             return out
         return dev.buffer_after(done, out)
+
+
+#: ``dev.cufft``: explicit plans, their execution, and the plan cache
+Cufft = view("Cufft", "Raw cuFFT (``dev.cufft``): explicit plans (``plan``), their execution "
+             "(``execute``, unnormalized) and the plan cache.", (FftCalls,),
+             ["plan", "execute", "replay_info", "cache_info", "cache_config"])
+#: ``dev.fft``: numpy.fft's names
+Fft = view("Fft", "NumPy's ``fft`` (``dev.fft``): numpy.fft names and arguments on C-ordered "
+           "buffers.", (FftCalls,),
+           ["fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn",
+            "rfftn", "irfftn"])
 
 
 def _as_tuple(value: Any) -> Any:

@@ -1,6 +1,7 @@
-"""``dev.random``: cuRAND generators as client objects (caller's thread).
+"""``dev.curand``: cuRAND generators as client objects (caller's thread); NumPy's API on top of
+them is ``dev.random`` (numpy_random.py).
 
-``dev.random.generator(kind, seed=..., offset=..., ordering=..., dimensions=...)`` sends one
+``dev.curand.generator(kind, seed=..., offset=..., ordering=..., dimensions=...)`` sends one
 :class:`~gpumsg.messages.rng.CreateGenerator` and returns a :class:`Generator` at once (its
 ``ready`` future resolves when the device has made it; later calls may be sent before that).
 Each draw (``uniform``, ``normal``, ``lognormal``, ``poisson``, ``integers``) fills a new
@@ -28,7 +29,7 @@ from ...messages.memo import MessageMemo, OutputTemplates, with_output
 if TYPE_CHECKING:
     from ...client.device import Device
 
-__all__ = ["Random", "Generator"]
+__all__ = ["Curand", "Generator"]
 
 _generator_ids = itertools.count(1)
 
@@ -209,8 +210,8 @@ class Generator:
         self.close()
 
 
-class Random:
-    """The random-number surface of one device (``dev.random``)."""
+class Curand:
+    """Raw cuRAND (``dev.curand``): device-side generators and their draws into buffers."""
 
     def __init__(self, device: Device) -> None:
         self._dev = device

@@ -1,4 +1,4 @@
-"""``dev.sparse``: device sparse matrices and the cuSPARSE messages as methods returning futures
+"""``dev.cusparse``: device sparse matrices and the cuSPARSE messages as methods returning futures
 (caller's thread).
 
 A :class:`SparseMatrix` is the client's handle of one device sparse matrix: its three buffers
@@ -27,11 +27,12 @@ from ...messages.base import BufRef, as_ref
 from ...messages.blas import INT32_MAX
 from ...messages.memo import MessageMemo
 from ...messages.sparse import SparseRef
+from ..namespace import view
 
 if TYPE_CHECKING:
     from ...client.device import Device
 
-__all__ = ["Sparse", "SparseMatrix"]
+__all__ = ["Cusparse", "Sparse", "SparseMatrix"]
 
 _ids = itertools.count(1)
 _NP_INDEX = {"i32": np.int32, "i64": np.int64}
@@ -173,8 +174,9 @@ class SparseMatrix:
         return f"<gpumsg.SparseMatrix {self._ref.describe()}{state}>"
 
 
-class Sparse:
-    """The sparse linear algebra surface of one device (``dev.sparse``)."""
+class Cusparse:
+    """Raw cuSPARSE (``dev.cusparse``): device sparse matrices, their descriptors, SpMV, SpMM,
+    SpSV, SpSM, SDDMM, SpGEMM and conversions."""
 
     def __init__(self, device: Device) -> None:
         self._dev = device
@@ -511,6 +513,13 @@ class Sparse:
         and the SpMV graphs held, captures, launches and why capturing stopped; the same for
         SpMM under ``"spmm"``."""
         return self._dev.send(msgs.SparseReplayInfo())
+
+
+#: ``dev.sparse``: SciPy's names for what cuSPARSE does here (``scipy.sparse.csr_array(m)``
+#: -> ``dev.cusparse.csr_array(m)``: a SciPy matrix or a dense array made a device matrix)
+Sparse = view("Sparse", "SciPy's sparse names (``dev.sparse``): device sparse arrays made from "
+              "a SciPy sparse matrix or a dense array.", (Cusparse,),
+              {"csr_array": "csr", "csc_array": "csc", "coo_array": "coo", "bsr_array": "bsr"})
 
 
 def name_np(name: str) -> np.dtype:

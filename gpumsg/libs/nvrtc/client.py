@@ -1,4 +1,4 @@
-"""``dev.kernels`` (also ``dev.compile``, ``dev.launch``, ``dev.load_module``): compile CUDA C++
+"""``dev.nvrtc`` (also ``dev.compile``, ``dev.launch``, ``dev.load_module``): compile CUDA C++
 with NVRTC on a helper thread of the caller's process, load it on the device, launch it as a
 message (caller's threads)."""
 
@@ -21,7 +21,7 @@ from .signature import explicit_params, kernel_params
 if TYPE_CHECKING:
     from ...client.device import Device
 
-__all__ = ["Kernels"]
+__all__ = ["Nvrtc"]
 
 #: launch messages kept for repeated calls, per device (when full it starts again)
 _MEMO_SIZE = 256
@@ -52,8 +52,8 @@ def _strs(value: Any, field: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-class Kernels:
-    """User kernels on one device (``dev.kernels``)."""
+class Nvrtc:
+    """User kernels on one device (``dev.nvrtc``)."""
 
     def __init__(self, device: Device) -> None:
         self._dev = device
