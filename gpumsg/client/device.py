@@ -787,9 +787,9 @@ class Device:
         return self.send(InjectFault(kind, stream, seconds, count))
 
     # -- pinned host memory -----------------------------------------------------------------------
-    def alloc_pinned(self, shape: Any, dtype: Any = np.float32, order: str = "C") -> Future:
-        """Page-locked host memory as a :class:`PinnedHostBuffer` (resolves to it). Copies from
-        and to it need no staging."""
+    def alloc_pinned(self, shape: Any, dtype: Any = np.float32, order: str = "C") -> GpuFuture:
+        """A future of page-locked host memory, a :class:`PinnedHostBuffer`, resolved at once
+        (one future per call, like every method). Copies from and to it need no staging."""
         self._check_open()
         ref = self._mint(shape, dtype, order)
         pool = self._staging.pool

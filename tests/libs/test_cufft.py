@@ -608,7 +608,6 @@ def _plan(dev, **kw):
 
 
 BAD = [
-    BadArg("fft of real data", lambda d: d.fft.fft(_c(d, dtype=np.float32)), field="x"),
     BadArg("rfft of complex data", lambda d: d.fft.rfft(_c(d)), field="x"),
     BadArg("f16 input", lambda d: d.fft.rfft(_c(d, dtype=np.float16)), field="x"),
     BadArg("bad norm", lambda d: d.fft.fft(_c(d), norm="unitary"), field="norm"),

@@ -11,9 +11,9 @@ NumPy-shaped: ``fft, ifft, rfft, irfft, fft2, ifft2, rfft2, irfft2, fftn, ifftn,
 with NumPy's ``n``/``s``, ``axis``/``axes`` and ``norm`` ("backward", "ortho", "forward") on any
 axes of a C-ordered buffer; each returns a future of a new C-ordered buffer and never modifies
 its input. The complex transforms take complex buffers (c64, c128) and the real ones real
-buffers (f32, f64); the precision of the result is the input's (NumPy would compute in
-float64). Departures from NumPy: a real input to ``fft``/``ifft`` is refused (use ``rfft``), and
-so are repeated axes.
+buffers (f32, f64); a real input to a complex transform (``fft``, ``ifft``, ``irfft``, ...) is
+made complex first, as NumPy does (f32 -> c64, f64 -> c128). The precision of the result is the
+input's (NumPy would compute in float64). Departure from NumPy: repeated axes are refused.
 
 How a call maps onto cuFFT (worked out once per call signature and memoized): the transformed
 axes are grouped into runs of adjacent axes (at most 3 per plan); each run is one cuFFT plan
@@ -42,6 +42,7 @@ from ...messages.base import BufRef
 from ...messages.fft import FftSpec, half_size
 from ...messages.memo import MessageMemo
 from ..namespace import view
+from ..nvrtc.elementwise import launch
 
 if TYPE_CHECKING:
     from ...client.device import Device
@@ -348,6 +349,11 @@ class FftCalls:
         dev = self._dev
         dev.port.check_open()
         r = _ref(x, "x")
+        upcast = kind != "r2c" and r.dtype in ("f32", "f64") and (r.order == "C" or
+                                                                   len(r.shape) <= 1)
+        if upcast:  # NumPy transforms real input as complex: f32 -> c64, f64 -> c128
+            x = self._as_complex(x, r)
+            r = x.ref
         key = (kind, direction, r.shape, r.dtype, r.order, s, axes, norm, rank)
         try:
             recipe = self._recipes.get(key)
@@ -359,7 +365,18 @@ class FftCalls:
                 if len(self._recipes) >= 512:
                     self._recipes.clear()
                 self._recipes[key] = recipe
-        return self._run(recipe, x, r)
+        out = self._run(recipe, x, r)
+        if upcast:
+            x.buffer.free()  # after the transform's reads (stream-ordered)
+        return out
+
+    def _as_complex(self, x: Any, r: BufRef) -> Any:
+        """A new C-ordered complex buffer holding the real buffer ``x`` (imaginary parts 0)."""
+        dev = self._dev
+        xc = dev.alloc(r.shape, _COMPLEX[r.dtype], order="C")
+        if r.size:
+            launch(dev, f"gm_real_to_complex_{r.dtype}", r.size, (x, xc, r.size), (x,), (xc,))
+        return xc
 
     def _recipe(self, kind: str, direction: str, r: BufRef, s: Any, axes: Any, norm: Any,
                 rank: int | None) -> _Recipe:
@@ -379,7 +396,8 @@ class FftCalls:
                                  "F-ordered)", field="x")
         want = ("f32", "f64") if kind == "r2c" else ("c64", "c128")
         if r.dtype not in want:
-            hint = " (use rfft for real data)" if kind == "c2c" and r.dtype in _REAL else ""
+            hint = " (an F-ordered real buffer is not made complex)" \
+                if kind != "r2c" and r.dtype in _REAL else ""
             raise InvalidMessage(f"x: {r.describe()} has dtype {r.dtype}; this transform takes "
                                  f"{' or '.join(want)}{hint}", field="x")
         if s is not None:

@@ -128,9 +128,8 @@ def _integers_kernel(launch: Any, bits: np.ndarray, out: np.ndarray, n: Any, low
 @sim_kernel("gm_real_to_complex_f32")
 @sim_kernel("gm_real_to_complex_f64")
 def _real_to_complex(launch: Any, x: np.ndarray, out: np.ndarray, n: Any) -> None:
-    m = int(n)
-    out[0:2 * m:2] = x[:m]
-    out[1:2 * m:2] = 0
+    m = int(n)  # ``out`` arrives as the complex buffer's own dtype
+    out[:m] = x[:m]
 
 
 # -- compiling once per device, launching --------------------------------------------------
