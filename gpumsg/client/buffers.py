@@ -17,7 +17,7 @@ from ..memory.pinned import host_view
 from ..messages.base import BufRef, HostRef
 
 if TYPE_CHECKING:
-    from .device import Device
+    from .core import DeviceCore as Device
 
 __all__ = ["GpuFuture", "BufferFuture", "GpuBuffer", "PinnedHostBuffer", "buffer_after", "gather"]
 

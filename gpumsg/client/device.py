@@ -554,7 +554,8 @@ class Device:
         freed. See :func:`gpumsg.client.dlpack.from_dlpack`."""
         from .dlpack import from_dlpack
 
-        return from_dlpack(self, obj)
+        # the classes handed over: dlpack.py imports nothing of buffers.py, which imports it
+        return from_dlpack(self, obj, future=BufferFuture, sink=PointerSink)
 
     def free(self, buffer: Any) -> Future:
         """Free a buffer (the same as ``buffer.free()``)."""
