@@ -176,10 +176,11 @@ def test_direct_and_the_environment_switch(monkeypatch) -> None:
     seen = []
     direct("gemm", lambda s, *a: seen.append((s, a)), 3, 1, 2)
     assert seen == [(3, (1, 2))]
-    monkeypatch.setenv("GPUMSG_TEST_REPLAY", "off")
-    assert not enabled("GPUMSG_TEST_REPLAY")
-    monkeypatch.setenv("GPUMSG_TEST_REPLAY", "1")
-    assert enabled("GPUMSG_TEST_REPLAY") and enabled("GPUMSG_UNSET_REPLAY_VARIABLE")
+    monkeypatch.setenv("GPUMSG_FFT_REPLAY", "off")
+    assert not enabled("GPUMSG_FFT_REPLAY")
+    monkeypatch.setenv("GPUMSG_FFT_REPLAY", "1")
+    monkeypatch.delenv("GPUMSG_SPARSE_REPLAY", raising=False)
+    assert enabled("GPUMSG_FFT_REPLAY") and enabled("GPUMSG_SPARSE_REPLAY")
 
 
 def test_a_raw_launcher_takes_the_handles_as_ints_and_its_errors_raise() -> None:
