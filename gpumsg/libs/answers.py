@@ -1,6 +1,8 @@
 """One shape of answer: a call with several outputs returns ONE future that resolves to the
 tuple of them (a NamedTuple where names help), never a tuple of futures. The NamedTuples of the
-libraries' answers live here."""
+libraries' answers live here. To chain such a call into the next one without waiting for it,
+pass its outputs where the call takes them (``out=``, ``mean_out=``, ``stats=``, ...): the
+buffers are known before the future resolves."""
 
 from __future__ import annotations
 
