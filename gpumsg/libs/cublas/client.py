@@ -99,7 +99,7 @@ class Blas:
     def replay_info(self) -> Future:
         """Resolves to how the GEMMs were replayed: ``{"cublas": {...}, "cublaslt": {...}}``.
 
-        A GEMM (``sgemm``, ``gemm``, ``gemm_strided_batched``, ``matmul``, ``dev.blaslt``'s
+        A GEMM (``sgemm``, ``gemm``, ``gemm_strided_batched``, ``matmul``, ``dev.cublaslt``'s
         matmuls) repeated with the same buffers and arguments is captured as a CUDA graph the
         second time and replayed from then on (the same kernels on the same addresses; a few us
         of host time instead of the library's 10-25). Each entry says whether that is on
