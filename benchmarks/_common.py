@@ -167,7 +167,7 @@ def _out_argument() -> str | None:
 
 def api(obj: Any, *paths: str) -> Any:
     """The first attribute path of ``obj`` that exists, e.g. ``api(dev, "cufft.plan",
-    "fft.plan")``: the benchmarks run against the namespaces of the tree they sit in."""
+    "cufft.plan")``: the benchmarks run against the namespaces of the tree they sit in."""
     for path in paths:
         target = obj
         try:

@@ -24,7 +24,7 @@ def gemm_case(dev, torch, name: str, size: int) -> dict:
     a, b = dev.to_device(np.asfortranarray(a_h)), dev.to_device(np.asfortranarray(b_h))
     c = dev.alloc((size, size), dtype, order="F")
     last = [dev.synchronize()]
-    gemm = api(dev, "cublas.gemm", "blas.gemm")
+    gemm = api(dev, "cublas.gemm", "cublas.gemm")
 
     def issue() -> None:
         last[0] = gemm(a, b, c, size, size, size, compute=compute)
@@ -55,8 +55,8 @@ def bmm_case(dev, torch, name: str, convenience: bool = False) -> dict:
     a, b = dev.to_device(a_h), dev.to_device(b_h)  # C-ordered (batch, row, col)
     out = dev.alloc((batch, s, s), dtype, order="C").result()
     last = [dev.synchronize()]
-    matmul = api(dev, "linalg.matmul", "blas.matmul")
-    strided = api(dev, "cublas.gemm_strided_batched", "blas.gemm_strided_batched")
+    matmul = api(dev, "linalg.matmul", "linalg.matmul")
+    strided = api(dev, "cublas.gemm_strided_batched", "cublas.gemm_strided_batched")
     if convenience:
         def issue() -> None:
             last[0] = matmul(a, b, out=out)
@@ -89,7 +89,7 @@ def gelu_case(dev, torch, size: int) -> dict:
     x, w, bias = (dev.to_device(np.asfortranarray(v)) for v in (x_h, w_h, b_h))
     d = dev.alloc((m, n), "bf16", order="F")
     last = [dev.synchronize()]
-    lt_matmul = api(dev, "cublaslt.matmul", "blas.lt_matmul")
+    lt_matmul = api(dev, "cublaslt.matmul", "cublaslt.matmul")
 
     def issue() -> None:
         last[0] = lt_matmul(x, w, d, m, n, k, transa="T", epilogue="gelu_bias",
@@ -120,7 +120,7 @@ def dot_cases(dev, torch) -> list[dict]:
     x_h, y_h = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
     x, y = dev.to_device(x_h).result(), dev.to_device(y_h).result()
     tx, ty = torch.from_numpy(x_h).cuda(), torch.from_numpy(y_h).cuda()
-    dot = api(dev, "cublas.dot", "blas.dot")
+    dot = api(dev, "cublas.dot", "cublas.dot")
     ours_rt = median_us(lambda: dot(x, y).result(), 2000)
     theirs_rt = median_us(lambda: torch.dot(tx, ty).item(), 2000)
     value = dot(x, y).result()
@@ -159,8 +159,8 @@ def main() -> None:
         rows.append(gelu_case(dev, torch, 4096))
         rows.append(gelu_case(dev, torch, 1024))
         rows.extend(dot_cases(dev, torch))
-        cache = api(dev, "cublaslt.cache_info", "blas.lt_cache_info")().result()
-        replays = api(dev, "cublas.replay_info", "blas.replay_info")().result()
+        cache = api(dev, "cublaslt.cache_info", "cublaslt.cache_info")().result()
+        replays = api(dev, "cublas.replay_info", "cublas.replay_info")().result()
     notes = ["ratio = gpumsg speed / torch speed (> 1: gpumsg faster); TFLOP/s from wall time of "
              "n pipelined calls then one wait, n sized for >= 30 ms of torch's work (steady "
              "state); both sides warmed up 0.3 s, then 5 alternating runs each, medians",

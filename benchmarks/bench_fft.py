@@ -2,10 +2,10 @@
 4096^2 c64, 3-D 256^3 R2C, plus one inverse with the default ("backward") normalization and one
 small, host-bound transform. Steady state, pipelined: n calls issued, then one wait.
 
-gpumsg is timed two ways: the explicit plan path (``dev.fft.plan`` once, then
-``dev.fft.execute(plan, x, out)`` into a preallocated output: one message per call) and the
+gpumsg is timed two ways: the explicit plan path (``dev.cufft.plan`` once, then
+``dev.cufft.execute(plan, x, out)`` into a preallocated output: one message per call) and the
 NumPy-shaped path (``dev.fft.fft(x)``: a new output per call, like torch, so an Alloc and a Free
-message ride along). The plan-cache rows time ``dev.fft.plan(...).result()`` round trips on a hit
+message ride along). The plan-cache rows time ``dev.cufft.plan(...).result()`` round trips on a hit
 and on a miss (cache emptied before each), beside torch's cuFFT plan cache emptied / not.
 Writes ``fft.{json,md}`` to the output folder.
 
@@ -49,7 +49,7 @@ def _data(rng, kind: str, shape: tuple) -> np.ndarray:
 
 def _explicit(dev, kind: str, shape: tuple, x) -> tuple:
     """The plan and output buffer of the explicit path for the same transform."""
-    plan_of = api(dev, "cufft.plan", "fft.plan")
+    plan_of = api(dev, "cufft.plan", "cufft.plan")
     if kind == "r2c":
         plan = plan_of(shape, 1, "r2c", "f32")
         out_shape = shape[:-1] + (shape[-1] // 2 + 1,)
@@ -96,7 +96,7 @@ def case(dev, torch, cupy, name: str, kind: str, shape: tuple, ours: str, theirs
     del got, ref
     if kind != "c2c-inv":
         plan, out = _explicit(dev, kind, shape, x)
-        ex = api(dev, "cufft.execute", "fft.execute")
+        ex = api(dev, "cufft.execute", "cufft.execute")
 
         def explicit() -> None:
             last[0] = ex(plan, x, out, direction)
@@ -104,7 +104,7 @@ def case(dev, torch, cupy, name: str, kind: str, shape: tuple, ours: str, theirs
         ours_s, torch_s = compare((explicit, lambda: last[0].result()),
                                   (torch_call, torch.cuda.synchronize), repeats=7,
                                   warmup_s=0.5)
-        rows.append({"case": name, "path": "explicit plan dev.fft.execute",
+        rows.append({"case": name, "path": "explicit plan dev.cufft.execute",
                      "gpumsg_us": ours_s * 1e6, "peer": "torch", "peer_us": torch_s * 1e6,
                      "ratio": torch_s / ours_s, "target": ">= 0.97"})
         print(rows[-1], flush=True)
@@ -123,11 +123,11 @@ def case(dev, torch, cupy, name: str, kind: str, shape: tuple, ours: str, theirs
 
 
 def plan_cost(dev, torch) -> list[dict]:
-    """Round trip of dev.fft.plan(...).result() on a hit and on a miss; torch beside it."""
+    """Round trip of dev.cufft.plan(...).result() on a hit and on a miss; torch beside it."""
     shape, batch = (1 << 16,), 8
 
-    plan_of = api(dev, "cufft.plan", "fft.plan")
-    clear = api(dev, "cufft.cache_config", "fft.cache_config")
+    plan_of = api(dev, "cufft.plan", "cufft.plan")
+    clear = api(dev, "cufft.cache_config", "cufft.cache_config")
 
     def make():
         return plan_of(shape, batch, "c2c", "c64").result()
@@ -163,10 +163,10 @@ def plan_cost(dev, torch) -> list[dict]:
         t_miss.append(time.perf_counter_ns() - t0)
     med = statistics.median
     return [
-        {"case": "plan 2^16 x8 c64: cache hit", "path": "dev.fft.plan(...).result()",
+        {"case": "plan 2^16 x8 c64: cache hit", "path": "dev.cufft.plan(...).result()",
          "gpumsg_us": med(hits) / 1e3, "peer": "torch fft+sync, plan cached",
          "peer_us": med(t_hit) / 1e3, "target": "(reported)"},
-        {"case": "plan 2^16 x8 c64: fresh plan", "path": "dev.fft.plan(...).result()",
+        {"case": "plan 2^16 x8 c64: fresh plan", "path": "dev.cufft.plan(...).result()",
          "gpumsg_us": med(misses) / 1e3, "peer": "torch fft+sync, plan cache cleared",
          "peer_us": med(t_miss) / 1e3, "target": "(reported)"},
     ]
@@ -209,12 +209,12 @@ def _kernels_of(dev, torch, name: str, shape: tuple, n: tuple, batch: int,
     h = _data(np.random.default_rng(), "c2c", shape)
     x = dev.to_device(h)
     out = dev.alloc(shape, np.complex64, order="C")
-    plan = api(dev, "cufft.plan", "fft.plan")(n, batch, "c2c", "c64")
+    plan = api(dev, "cufft.plan", "cufft.plan")(n, batch, "c2c", "c64")
     plan.result()
     tx = torch.from_numpy(h).cuda()
     last = [dev.synchronize()]
     fn = torch.fft.fft if len(n) == 1 else torch.fft.fft2
-    execute = api(dev, "cufft.execute", "fft.execute")
+    execute = api(dev, "cufft.execute", "cufft.execute")
 
     def ours() -> None:
         last[0] = execute(plan, x, out)
@@ -257,7 +257,7 @@ def long_runs(dev, torch, case: tuple) -> dict:
     tx = torch.from_numpy(h).cuda()
     plan, out = _explicit(dev, case[1], case[2], x)
     last = [dev.synchronize()]
-    execute = api(dev, "cufft.execute", "fft.execute")
+    execute = api(dev, "cufft.execute", "cufft.execute")
 
     def explicit() -> None:
         last[0] = execute(plan, x, out)
@@ -267,7 +267,7 @@ def long_runs(dev, torch, case: tuple) -> dict:
                               repeats=5, warmup_s=0.5, min_run_s=0.15)
     x.buffer.free()
     out.buffer.free()
-    return {"case": case[0] + " (runs of 150 ms)", "path": "explicit plan dev.fft.execute",
+    return {"case": case[0] + " (runs of 150 ms)", "path": "explicit plan dev.cufft.execute",
             "gpumsg_us": ours_s * 1e6, "peer": "torch", "peer_us": torch_s * 1e6,
             "ratio": torch_s / ours_s, "target": "(diagnostic)"}
 
@@ -360,7 +360,7 @@ def main() -> None:
                 cupy.get_default_memory_pool().free_all_blocks()
         rows += plan_cost(dev, torch)
         print(rows[-2:], flush=True)
-        info = api(dev, "cufft.cache_info", "fft.cache_info")().result()
+        info = api(dev, "cufft.cache_info", "cufft.cache_info")().result()
         kern: list[str] = []
         if not headline:
             rows.append(long_runs(dev, torch, CASES[0]))
@@ -376,7 +376,7 @@ def main() -> None:
         "alternating runs, medians; times are per call",
         "NumPy-shaped path: dev.fft.<f>(x) allocates its output per call (Alloc + FftExec "
         "messages; the output's Free follows when the caller drops it), as torch.fft does; "
-        "explicit path: dev.fft.execute(plan, x, out) into one preallocated output",
+        "explicit path: dev.cufft.execute(plan, x, out) into one preallocated output",
         "ifft row: both scale by 1/n after the transform (gpumsg: one cuBLAS scal in the same "
         "message; torch: a mul_)",
         "rel_err: NumPy-shaped output vs numpy.fft in float64 (leading rows)",

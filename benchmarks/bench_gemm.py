@@ -36,7 +36,7 @@ def gemm_row(dev: Any, torch: Any, cupy: Any, name: str, size: int) -> dict[str,
     a = dev.to_device(np.asfortranarray(a_h))
     b = dev.to_device(np.asfortranarray(b_h))
     c = dev.alloc((size, size), dtype, order="F")
-    gemm = api(dev, "cublas.gemm", "blas.gemm")
+    gemm = api(dev, "cublas.gemm", "cublas.gemm")
     last = [dev.synchronize()]
 
     def issue() -> None:

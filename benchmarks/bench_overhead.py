@@ -296,7 +296,7 @@ def main() -> None:
 
         a, b, c, x, y, buf = operands(dev, host, xh, yh)
         sgemm = api(dev, "sgemm", "cublas.sgemm")
-        dot = api(dev, "cublas.dot", "blas.dot")
+        dot = api(dev, "cublas.dot", "cublas.dot")
 
         def row(case: str, ours: float, bare: float, target: float | None,
                 note: str = "") -> dict[str, Any]:
@@ -452,7 +452,7 @@ def main() -> None:
                          f"own): {raw_pipe:.1f} us/op issue rate, {raw_rt:.1f} us issue + sync")
         except Exception as exc:  # noqa: BLE001
             notes.append(f"raw cuBLAS unavailable: {exc!r}")
-        replays = api(dev, "cublas.replay_info", "blas.replay_info")().result()
+        replays = api(dev, "cublas.replay_info", "cublas.replay_info")().result()
         notes.append("gpumsg's GEMMs replayed as CUDA graphs (GPUMSG_BLAS_REPLAY=0 turns it "
                      f"off; the bare service calls cuBLAS): {replays}")
         ops.close()

@@ -132,7 +132,7 @@ def _gemm_cases(dev: Any, torch: Any, cupy: Any, rng: Any) -> list[Case]:
                       "cupy.matmul(out=)"))
 
     # the same product NumPy-shaped: `matmul(a, b)` of C-ordered buffers, a new output
-    matmul = api(dev, "linalg.matmul", "blas.matmul")
+    matmul = api(dev, "linalg.matmul", "linalg.matmul")
     ca, cb = (dev.to_device(np.ascontiguousarray(h)).result() for h in (ha, hb))
     got = dev.copy_to_host(matmul(ca, cb)).result()
     assert np.allclose(got, ha.astype(np.float64) @ hb, rtol=1e-4, atol=1e-4), "matmul"
@@ -181,9 +181,9 @@ def _fft_cases(dev: Any, torch: Any, cupy: Any, rng: Any) -> list[Case]:
     hx = (rng.standard_normal((4, 4096)) + 1j * rng.standard_normal((4, 4096))).astype(np.complex64)
     x = dev.to_device(hx).result()
     out = dev.alloc(hx.shape, np.complex64, order="C").result()
-    plan = api(dev, "cufft.plan", "fft.plan")((4096,), 4, "c2c", "c64")
+    plan = api(dev, "cufft.plan", "cufft.plan")((4096,), 4, "c2c", "c64")
     plan.result()
-    execute = api(dev, "cufft.execute", "fft.execute")
+    execute = api(dev, "cufft.execute", "cufft.execute")
     ref = np.fft.fft(hx.astype(np.complex128), axis=-1)
     execute(plan, x, out).result()
     got = dev.copy_to_host(out).result().reshape(hx.shape)
@@ -216,8 +216,8 @@ def _sparse_cases(dev: Any, torch: Any, cupy: Any, rng: Any) -> list[Case]:
     n = 10_000
     a = sp.random(n, n, density=10 / n, format="csr", dtype=np.float32, random_state=rng)
     hv = rng.standard_normal(n).astype(np.float32)
-    m = api(dev, "cusparse.csr", "sparse.csr")(a)
-    spmv = api(dev, "cusparse.spmv", "sparse.spmv")
+    m = api(dev, "cusparse.csr", "cusparse.csr")(a)
+    spmv = api(dev, "cusparse.spmv", "cusparse.spmv")
     v = dev.to_device(hv).result()
     yv = dev.alloc((n,), np.float32, order="C").result()
     spmv(m, v, yv).result()
@@ -251,7 +251,7 @@ def _sparse_cases(dev: Any, torch: Any, cupy: Any, rng: Any) -> list[Case]:
 
 def _rng_cases(dev: Any, torch: Any, cupy: Any, rng: Any) -> list[Case]:
     """cuRAND: 4096 normal f32 into a kept buffer, and a new output."""
-    gen = api(dev, "curand.generator", "random.generator")("philox", seed=1234)
+    gen = api(dev, "curand.generator", "curand.generator")("philox", seed=1234)
     r = dev.alloc((4096,), np.float32, order="C").result()
     gen.normal(out=r, mean=0.0, std=1.0).result()
     got = dev.copy_to_host(r).result()
@@ -279,7 +279,7 @@ def _blas1_cases(dev: Any, torch: Any, cupy: Any, rng: Any) -> list[Case]:
     """cuBLAS level 1: axpy 4096 f32."""
     hp, hq = (rng.standard_normal(4096).astype(np.float32) for _ in range(2))
     p, q = dev.to_device(hp).result(), dev.to_device(hq).result()
-    axpy = api(dev, "cublas.axpy", "blas.axpy")
+    axpy = api(dev, "cublas.axpy", "cublas.axpy")
     axpy(p, q, 0.5).result()
     got = dev.copy_to_host(q).result()
     assert np.allclose(got, hq.astype(np.float64) + 0.5 * hp, rtol=1e-5, atol=1e-5), "axpy"

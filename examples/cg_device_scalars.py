@@ -161,12 +161,12 @@ def cg(dev: gpumsg.Device, prob: cg_poisson.Problem, ds: DeviceScalars) -> Any:
     x, r, p, ap = prob.x, prob.r, prob.p, prob.ap
     dev.memset(x, 0)
     dev.memset(s, 0)
-    dev.blas.copy(prob.b, r)
-    dev.blas.copy(prob.b, p)
+    dev.cublas.copy(prob.b, r)
+    dev.cublas.copy(prob.b, p)
     dev.launch(k["cg_dot"], grid, block, (r, r, s, 0, n))
     done = None
     for _ in range(ds.iters):
-        dev.sparse.spmv(prob.a, p, ap)
+        dev.cusparse.spmv(prob.a, p, ap)
         dev.launch(k["cg_dot"], grid, block, (p, ap, s, 1, n))
         dev.launch(k["cg_update_xr"], grid, block, (x, r, p, ap, s, n))
         dev.launch(k["cg_dot"], grid, block, (r, r, s, 2, n))

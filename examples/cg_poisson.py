@@ -109,7 +109,7 @@ def setup(dev: gpumsg.Device, n: int, seed: int | None = None) -> Problem:
     b_host = rng.standard_normal(n * n)
     indptr, indices, data = poisson_csr(n)
     csr = tuple(dev.to_device(arr).result() for arr in (indptr, indices, data))
-    a = dev.sparse.from_buffers("csr", (n * n, n * n), *csr)
+    a = dev.cusparse.from_buffers("csr", (n * n, n * n), *csr)
     b = dev.to_device(b_host).result()
     x, r, p, ap = (dev.alloc((n * n,), np.float64).result() for _ in range(4))
     return Problem(n, b_host, a, csr, b, x, r, p, ap)
@@ -118,7 +118,7 @@ def setup(dev: gpumsg.Device, n: int, seed: int | None = None) -> Problem:
 def cg(dev: gpumsg.Device, prob: Problem, iters: int) -> list[float]:
     """``iters`` CG iterations on ``A x = b`` from ``x = 0``; x is left in ``prob.x``.
     Returns ``r.r`` after each iteration (each one read to the host as the loop runs)."""
-    blas, sparse = dev.blas, dev.sparse
+    blas, sparse = dev.cublas, dev.cusparse
     x, r, p, ap = prob.x, prob.r, prob.p, prob.ap
     dev.memset(x, 0)
     blas.copy(prob.b, r)

@@ -38,7 +38,7 @@ def step(dev: gpumsg.Device, x: np.ndarray, w: Any) -> np.ndarray:
     """``x @ w`` for a host array ``x`` and a device buffer ``w``: upload, matmul, download;
     the download is the one wait."""
     xb = dev.to_device(x)
-    y = dev.blas.matmul(xb, w)
+    y = dev.linalg.matmul(xb, w)
     return dev.copy_to_host(y).result()
 
 
@@ -47,7 +47,7 @@ def step_into(dev: gpumsg.Device, x: np.ndarray, w: Any, xb: Any, yb: Any,
     """:func:`step` through buffers made once (``xb``, ``yb`` on the device, ``out`` on the
     host)."""
     dev.copy_from_host(xb, x)
-    dev.blas.matmul(xb, w, out=yb)
+    dev.linalg.matmul(xb, w, out=yb)
     return dev.copy_to_host(yb, out=out).result()
 
 

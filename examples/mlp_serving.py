@@ -124,12 +124,12 @@ class Session:
         src = self.x
         for i in range(2):
             out_features, in_features = m.ws[i].shape[1], m.ws[i].shape[0]
-            dev.blas.lt_matmul(m.dev_ws[i], src, self.h[i], m=out_features, n=self.batch,
-                               k=in_features, epilogue="gelu_bias", bias=m.dev_bs[i])
+            dev.cublaslt.matmul(m.dev_ws[i], src, self.h[i], m=out_features, n=self.batch,
+                                k=in_features, epilogue="gelu_bias", bias=m.dev_bs[i])
             src = self.h[i]
-        dev.blas.lt_matmul(m.dev_ws[2], src, self.logits, m=self.classes, n=self.batch,
-                           k=m.ws[2].shape[0], epilogue="bias", bias=m.dev_bs[2])
-        dev.dnn.softmax(self.logits, mode="channel", out=self.probs)
+        dev.cublaslt.matmul(m.dev_ws[2], src, self.logits, m=self.classes, n=self.batch,
+                            k=m.ws[2].shape[0], epilogue="bias", bias=m.dev_bs[2])
+        dev.nn.softmax(self.logits, mode="channel", out=self.probs)
         out = dev.copy_to_host(self.probs).result()  # the request's one wait
         return out.reshape(self.batch, self.classes)
 

@@ -23,6 +23,7 @@ from .client import (
     devices,
     open_device,
 )
+from .config import Config, configure
 from .dtypes import as_dtype, bfloat16, dtype_name
 from .errors import (
     CompileError,
@@ -57,7 +58,8 @@ GpuRef = GpuBuffer  # the name the design seeds use
 __version__ = "0.1.0"
 
 __all__ = [
-    "open_device", "devices", "Device", "GpuBuffer", "GpuRef", "BufferFuture", "GpuFuture",
+    "open_device", "devices", "Device", "Config", "configure", "GpuBuffer", "GpuRef",
+    "BufferFuture", "GpuFuture",
     "PinnedHostBuffer", "DeviceLoad", "MemoryConfig", "KernelTrace", "RecordingTrace",
     "NvtxTrace", "OpRecord", "messages", "as_dtype", "dtype_name", "bfloat16",
     "GpuError", "InvalidMessage", "GpuRefStale", "DeviceClosed", "ContextPoisoned",

@@ -35,7 +35,7 @@ def _failed_cholesky_batched(dev):
     """A batched Cholesky whose second matrix is not positive definite (potrfBatched's info
     array, read at completion)."""
     stack = np.stack([np.eye(3) * 2.0, -np.eye(3), np.eye(3)])
-    return dev.linalg.cholesky_batched(dev.to_device(stack)), NotPositiveDefinite
+    return dev.linalg.cholesky(dev.to_device(stack)), NotPositiveDefinite
 
 
 PRODUCERS = {"cholesky": _failed_cholesky, "solve": _failed_solve,
@@ -53,16 +53,16 @@ def _readers(dev, x, rng):
     if len(shape) == 3:
         return
     if square:
-        yield "matmul", lambda: dev.blas.matmul(x, x)
-        yield "matmul then host", lambda: dev.copy_to_host(dev.blas.matmul(x, x))
+        yield "matmul", lambda: dev.linalg.matmul(x, x)
+        yield "matmul then host", lambda: dev.copy_to_host(dev.linalg.matmul(x, x))
         yield "cholesky", lambda: dev.linalg.cholesky(x)
-        csr = dev.sparse.csr(np.eye(shape[0]))
-        yield "sparse spmm", lambda: dev.sparse.spmm(csr, x)
+        csr = dev.cusparse.csr(np.eye(shape[0]))
+        yield "sparse spmm", lambda: dev.cusparse.spmm(csr, x)
     else:
-        csr = dev.sparse.csr(np.eye(shape[0]))
-        yield "sparse spmv", lambda: dev.sparse.spmv(csr, x)
-        yield "sparse spmv then host", lambda: dev.copy_to_host(dev.sparse.spmv(csr, x))
-        yield "dot", lambda: dev.blas.dot(x, x)
+        csr = dev.cusparse.csr(np.eye(shape[0]))
+        yield "sparse spmv", lambda: dev.cusparse.spmv(csr, x)
+        yield "sparse spmv then host", lambda: dev.copy_to_host(dev.cusparse.spmv(csr, x))
+        yield "dot", lambda: dev.cublas.dot(x, x)
 
 
 @pytest.mark.parametrize("producer", sorted(PRODUCERS))
@@ -83,7 +83,7 @@ def test_every_reader_of_a_failed_output_fails(dev, rng, producer: str, when: st
         x.result()
     # the device keeps serving
     a = random_array(rng, (3, 3), np.float64)
-    out = dev.copy_to_host(dev.blas.matmul(dev.to_device(a), dev.to_device(a))).result()
+    out = dev.copy_to_host(dev.linalg.matmul(dev.to_device(a), dev.to_device(a))).result()
     np.testing.assert_allclose(out, a @ a, rtol=1e-12)
 
 
@@ -92,8 +92,8 @@ def test_readers_of_a_reader_fail_too(dev, when: str) -> None:
     """The matmul queued behind a failed Cholesky produced nothing valid: its own readers fail,
     naming the first cause."""
     L, _ = _failed_cholesky(dev)
-    m = dev.blas.matmul(L, L)
-    m2 = dev.blas.matmul(m, m)
+    m = dev.linalg.matmul(L, L)
+    m2 = dev.linalg.matmul(m, m)
     if when == "after":
         with pytest.raises(DependencyFailed):
             m.result()
@@ -120,7 +120,7 @@ def test_success_is_not_gated_into_failure(dev, rng) -> None:
     a = random_array(rng, (5, 5), np.float64)
     spd = a @ a.T + 5 * np.eye(5)
     L = dev.linalg.cholesky(dev.to_device(spd))
-    m = dev.blas.matmul(L, L)
+    m = dev.linalg.matmul(L, L)
     host = dev.copy_to_host(m).result(timeout=60)
     ref = np.linalg.cholesky(spd)
     np.testing.assert_allclose(host, ref @ ref, rtol=1e-10)
@@ -135,7 +135,7 @@ def test_poisoned_stream_fails_queued_readers(when: str, rng) -> None:
     try:
         a = dev.to_device(random_array(rng, (4, 4), np.float32)).result()
         fault = dev.inject_fault("illegal_address")
-        m = dev.blas.matmul(a, a)
+        m = dev.linalg.matmul(a, a)
         host = dev.copy_to_host(m)
         if when == "after":
             with pytest.raises(ContextPoisoned):

@@ -30,11 +30,11 @@ def _sequence(dev, k, x, w, h1, h2, out, lt_out) -> None:
     -> out = h2 @ w1 (GEMM) -> lt_out = relu(h2 @ w1) (cuBLASLt epilogue), with a memset first
     (h2 is overwritten by the copy, so every replay computes the same function of x)."""
     dev.memset(h2, 0)
-    dev.blas.gemm(x, w[0], h1, N, N, N)
+    dev.cublas.gemm(x, w[0], h1, N, N, N)
     dev.copy(h2, h1)
     dev.launch(k, (N * N + 255) // 256, 256, (2.0, h1, h2, N * N), reads=(h1, h2), writes=(h2,))
-    dev.blas.gemm(h2, w[1], out, N, N, N)
-    dev.blas.lt_matmul(h2, w[1], lt_out, N, N, N, epilogue="relu")
+    dev.cublas.gemm(h2, w[1], out, N, N, N)
+    dev.cublaslt.matmul(h2, w[1], lt_out, N, N, N, epilogue="relu")
 
 
 def _reference(x, w):
@@ -77,7 +77,7 @@ def test_update_repoints_a_buffer(dev, rng) -> None:
     a, a_new, b = dev.to_device(a0), dev.to_device(a1), dev.to_device(b0)
     c, c_new = dev.alloc((N, N), np.float32, order="F"), dev.alloc((N, N), np.float32, order="F")
     with dev.graph(a=a) as g:
-        dev.blas.gemm(a, b, c, N, N, N)
+        dev.cublas.gemm(a, b, c, N, N, N)
     g.launch().result(timeout=60)
     assert_close(dev.copy_to_host(c).result(), wide(a0) @ wide(b0), "tf32")
     g.update(a=a_new).result(timeout=60)
@@ -99,7 +99,7 @@ def test_graph_keeps_dropped_buffers_alive(dev, rng) -> None:
         tmp = dev.alloc((N, N), np.float32, order="F")
         with dev.graph() as g:
             dev.copy(tmp, x)
-            dev.blas.gemm(tmp, x, out, N, N, N)
+            dev.cublas.gemm(tmp, x, out, N, N, N)
         return g
 
     g = record()  # x and tmp are garbage once record() returns
@@ -116,8 +116,8 @@ def test_graph_keeps_dropped_buffers_alive(dev, rng) -> None:
 
 
 REFUSED = [
-    ("Dot", lambda dev, x: dev.blas.dot(x, x)),
-    ("Nrm2", lambda dev, x: dev.blas.nrm2(x)),
+    ("Dot", lambda dev, x: dev.cublas.dot(x, x)),
+    ("Nrm2", lambda dev, x: dev.cublas.nrm2(x)),
     ("CopyToHost", lambda dev, x: dev.copy_to_host(x)),
     ("CopyFromHost", lambda dev, x: dev.copy_from_host(x, np.ones(8, np.float32))),
     ("Alloc", lambda dev, x: dev.alloc(8, np.float32)),
@@ -191,7 +191,7 @@ def test_graph_in_a_worker_process(rng) -> None:
         c, d = dev.alloc((N, N), np.float32, order="F"), dev.alloc((N, N), np.float32, order="F")
         with dev.graph() as g:
             dev.memset(d, 0)
-            dev.blas.gemm(a, b, c, N, N, N)
+            dev.cublas.gemm(a, b, c, N, N, N)
             dev.copy(d, c)
         for _ in range(5):
             g.launch()

@@ -34,7 +34,7 @@ def test_defaults_are_c(dev) -> None:
     assert dev.to_device(np.ones((3, 4))).result().order == "C"
     # an F-ordered host array keeps its layout, as np.asarray does
     assert dev.to_device(np.asfortranarray(np.ones((3, 4)))).result().order == "F"
-    assert dev.blas.matmul(dev.alloc((2, 3)), dev.alloc((3, 2))).result().order == "C"
+    assert dev.linalg.matmul(dev.alloc((2, 3)), dev.alloc((3, 2))).result().order == "C"
 
 
 ORDERS = list(itertools.product("CF", repeat=3))
@@ -82,10 +82,10 @@ def test_gemm_reads_each_order(dev, rng, dtype: str, oa: str, ob: str, oc: str) 
         da, db, dc = dev.to_device(a), dev.to_device(b), dev.to_device(c)
         if bad:
             with pytest.raises(gpumsg.InvalidMessage, match="order") as info:
-                dev.blas.gemm(da, db, dc, transa=transa, transb=transb)
+                dev.cublas.gemm(da, db, dc, transa=transa, transb=transb)
             assert info.value.field in ("transa", "transb")
             continue
-        dev.blas.gemm(da, db, dc, alpha=1.5, beta=-0.5, transa=transa, transb=transb)
+        dev.cublas.gemm(da, db, dc, alpha=1.5, beta=-0.5, transa=transa, transb=transb)
         ref = 1.5 * op(a, transa) @ op(b, transb) - 0.5 * op(c, "N")
         assert rel_err(dev.copy_to_host(dc).result(), ref) < TOL[dtype], (transa, transb)
 
@@ -98,7 +98,7 @@ def test_gemv_reads_order(dev, rng, oa: str, trans: str) -> None:
     x = rand(rng, (n if trans == "N" else m,), "f64", "C")
     y = rand(rng, (m if trans == "N" else n,), "f64", "C")
     dy = dev.to_device(y)
-    dev.blas.gemv(dev.to_device(a), dev.to_device(x), dy, alpha=2.0, beta=0.5, trans=trans)
+    dev.cublas.gemv(dev.to_device(a), dev.to_device(x), dy, alpha=2.0, beta=0.5, trans=trans)
     ref = 2.0 * op(a, trans) @ x + 0.5 * y
     assert rel_err(dev.copy_to_host(dy).result(), ref) < TOL["f64"]
 
@@ -108,8 +108,8 @@ def test_gemm_batched_reads_order(dev, rng) -> None:
     As = [rand(rng, (m, k), "f32", "C") for _ in range(3)]
     Bs = [rand(rng, (k, n), "f32", "C") for _ in range(3)]
     cs = [dev.alloc((m, n), np.float32) for _ in range(3)]
-    dev.blas.gemm_batched([dev.to_device(x) for x in As], [dev.to_device(x) for x in Bs], cs,
-                          m, n, k).result()
+    dev.cublas.gemm_batched([dev.to_device(x) for x in As], [dev.to_device(x) for x in Bs], cs,
+                            m, n, k).result()
     for A, B, c in zip(As, Bs, cs, strict=True):
         assert rel_err(dev.copy_to_host(c).result(), A.astype(np.float64) @ B) < TOL["f32"]
 
@@ -138,7 +138,7 @@ def test_contradicting_arguments_are_refused(dev, order: str) -> None:
         dev.sgemm(a, b, c, 4, 5, 4)
     assert info.value.field == "k"
     with pytest.raises(gpumsg.InvalidMessage, match=f"{order} order") as info:
-        dev.blas.gemm(a, b, c, m=5)
+        dev.cublas.gemm(a, b, c, m=5)
     assert info.value.field == "m"
     # a leading block of a larger buffer is fine
     dev.sgemm(a, b, c, 2, 2, 2).result()
@@ -147,7 +147,7 @@ def test_contradicting_arguments_are_refused(dev, order: str) -> None:
 def test_column_major_only_calls_refuse_c_order(dev) -> None:
     a = dev.alloc((4, 4), np.float64)
     with pytest.raises(gpumsg.InvalidMessage, match="C-ordered") as info:
-        dev.blas.trsm(a, dev.alloc((4, 2), np.float64), 4, 2)
+        dev.cublas.trsm(a, dev.alloc((4, 2), np.float64), 4, 2)
     assert info.value.field == "a"
 
 

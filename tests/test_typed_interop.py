@@ -38,7 +38,7 @@ def test_pointer_parameter_dtype_is_checked(dev, rng) -> None:
     np.testing.assert_allclose(dev.copy_to_host(dy).result(), 2.0 * x.astype(np.float64) + y,
                                rtol=1e-6)
     # the explicit cast: f64 memory read through float*
-    dev.launch(k, (1,), (n // 2,), (1.0, dev.kernels.untyped(x64), y32, n // 2)).result(
+    dev.launch(k, (1,), (n // 2,), (1.0, dev.nvrtc.untyped(x64), y32, n // 2)).result(
         timeout=60)
 
 

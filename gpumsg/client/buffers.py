@@ -17,7 +17,7 @@ from ..memory.pinned import host_view
 from ..messages.base import BufRef, HostRef
 
 if TYPE_CHECKING:
-    from .device import Device
+    from .core import DeviceCore as Device
 
 __all__ = ["GpuFuture", "BufferFuture", "GpuBuffer", "PinnedHostBuffer", "buffer_after", "gather"]
 
@@ -190,7 +190,7 @@ class BufferFuture(GpuFuture):
     def ref(self) -> BufRef:
         return self.buffer.ref
 
-    # what the buffer is, known before the future resolves
+    # what the buffer will be, known before it resolves (the reference was minted with it)
     @property
     def shape(self) -> tuple[int, ...]:
         return self.buffer.shape

@@ -67,6 +67,7 @@ from .buffers import (
 )
 from .gil import SWITCH, configured_interval
 from .graph import Graph
+from .port import Port
 from .staging import (
     NEW_ARRAY_LIMIT,
     DevicePinnedPool,
@@ -106,7 +107,7 @@ def _yield_gil() -> None:
 #: stale reference by a single lookup
 _buffer_ids = itertools.count(1)
 _open_devices: weakref.WeakSet[Device] = weakref.WeakSet()
-#: client namespace name -> class (``dev.blas``, ...), from the registered libraries
+#: client namespace name -> class (``dev.cublas``, ``dev.linalg``, ...), from the libraries
 _NAMESPACES = namespaces()
 #: isolation name -> factory of the worker a Device talks to (besides "thread"); the
 #: supervision package registers "process"
@@ -241,14 +242,29 @@ def _host_array(value: Any, field: str) -> np.ndarray:
 class Device:
     """A client of one device service. Create it with :func:`open_device`.
 
-    Besides the methods below, each registered library adds a namespace (``dev.blas``, ...)."""
+    Besides the methods below, each registered library adds its raw namespace, named after it
+    (``dev.cublas``, ``dev.cublaslt``, ``dev.cusolver``, ``dev.cufft``, ``dev.curand``,
+    ``dev.cusparse``, ``dev.cudnn``, ``dev.nvrtc``), and the NumPy-level namespaces
+    ``dev.linalg``, ``dev.fft``, ``dev.random``, ``dev.sparse`` (SciPy's names) and ``dev.nn``
+    (torch.nn.functional's names) sit on top of them (gpumsg/libs/namespace.py)."""
 
-    blas: Any  # cuBLAS and cuBLASLt (gpumsg/libs/cublas, gpumsg/libs/cublaslt)
+    cublas: Any
+    cublaslt: Any
+    cusolver: Any
+    cufft: Any
+    curand: Any
+    cusparse: Any
+    cudnn: Any
+    nvrtc: Any
+    linalg: Any
+    fft: Any
+    random: Any
+    sparse: Any
+    nn: Any
     #: copy_peer's implementation, set by gpumsg.multi.peer (a layer above the client)
     _peer_copy: Any = None
     #: this device counts in the GIL switch interval's open devices (client/gil.py)
     _switch_held = False
-    kernels: Any  # NVRTC (gpumsg/libs/nvrtc)
 
     def __init__(self, ordinal: int = 0, backend: str | Backend = "auto",
                  isolation: str = "thread", memory: MemorySpec = "pool",
@@ -325,7 +341,12 @@ class Device:
         #: the Graph being recorded (client/graph.py), or None; see _set_recorder
         self._recorder: Any = None
         self._post_direct = self._post
-        # the library namespaces: ``dev.blas.gemm(...)``, ``dev.blas.dot(...)``, ...
+        #: the protocol library clients use (gpumsg/libs); applications use the methods here
+        self.port = Port(self, check_open=self._check_open, send=self.send,
+                         send_writing=self.send_writing, send_new=self._send_new,
+                         mint=self._mint, send_memo=self._send_entry, state=self._state,
+                         submit=self._submit)
+        # the library namespaces: ``dev.cublas.gemm(...)``, ``dev.linalg.solve(...)``, ...
         for name, cls in _NAMESPACES.items():
             setattr(self, name, cls(self))
         _open_devices.add(self)
@@ -637,7 +658,8 @@ class Device:
         freed. See :func:`gpumsg.client.dlpack.from_dlpack`."""
         from .dlpack import from_dlpack
 
-        return from_dlpack(self, obj)
+        # the classes handed over: dlpack.py imports nothing of buffers.py, which imports it
+        return from_dlpack(self, obj, future=BufferFuture, sink=PointerSink, buffer=GpuBuffer)
 
     def free(self, buffer: Any) -> Future:
         """Free a buffer (the same as ``buffer.free()``)."""
@@ -774,18 +796,18 @@ class Device:
     # -- user kernels and graphs (libs/nvrtc, client/graph.py) -------------------------------------
     def compile(self, source: str, name: str, options: Any = (), headers: Any = None,
                 name_expressions: Any = (), signature: Any = None, cache: bool = True) -> Future:
-        """Compile a CUDA C++ kernel for this device: ``dev.kernels.compile``."""
-        return self.kernels.compile(source, name, options, headers, name_expressions, signature,
+        """Compile a CUDA C++ kernel for this device: ``dev.nvrtc.compile``."""
+        return self.nvrtc.compile(source, name, options, headers, name_expressions, signature,
                                     cache)
 
     def load_module(self, image: bytes, kernels: dict[str, Any]) -> Future:
-        """Load a precompiled CUBIN/PTX image: ``dev.kernels.load_module``."""
-        return self.kernels.load_module(image, kernels)
+        """Load a precompiled CUBIN/PTX image: ``dev.nvrtc.load_module``."""
+        return self.nvrtc.load_module(image, kernels)
 
     def launch(self, kernel: Any, grid: Any, block: Any, args: Any = (), shared: int = 0,
                reads: Any = None, writes: Any = None) -> Future:
-        """Launch a compiled kernel on the compute stream: ``dev.kernels.launch``."""
-        return self.kernels.launch(kernel, grid, block, args, shared, reads, writes)
+        """Launch a compiled kernel on the compute stream: ``dev.nvrtc.launch``."""
+        return self.nvrtc.launch(kernel, grid, block, args, shared, reads, writes)
 
     def graph(self, **named: Any) -> Graph:
         """``with dev.graph() as g:`` records the messages sent inside; ``g.launch()`` replays
@@ -902,9 +924,9 @@ class Device:
         return self.send(InjectFault(kind, stream, seconds, count))
 
     # -- pinned host memory -----------------------------------------------------------------------
-    def alloc_pinned(self, shape: Any, dtype: Any = np.float32, order: str = "C") -> Future:
-        """Page-locked host memory as a :class:`PinnedHostBuffer` (resolves to it). Copies from
-        and to it need no staging."""
+    def alloc_pinned(self, shape: Any, dtype: Any = np.float32, order: str = "C") -> GpuFuture:
+        """A future of page-locked host memory, a :class:`PinnedHostBuffer`, resolved at once
+        (one future per call, like every method). Copies from and to it need no staging."""
         self._check_open()
         ref = self._mint(shape, dtype, order)
         pool = self._staging.pool

@@ -27,6 +27,7 @@ from __future__ import annotations
 import ctypes
 import threading
 import weakref
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,8 +38,8 @@ from ..messages.interop import HOST_CONSUMER, NO_SYNC, Adopt, ExportSync
 from ..service.interop import PER_THREAD_STREAM, register_release
 
 if TYPE_CHECKING:
-    from .buffers import BufferFuture, GpuBuffer
-    from .device import Device
+    from .core import BufferCore as GpuBuffer
+    from .core import DeviceCore as Device
 
 __all__ = ["export", "dlpack_device", "from_dlpack", "KDLCPU", "KDLCUDA", "is_readonly"]
 
@@ -406,7 +407,7 @@ def _layout(shape: tuple[int, ...], strides: tuple[int, ...] | None) -> str:
                          "compact C- or F-ordered (make it contiguous first)", field="obj")
 
 
-def from_dlpack(dev: Device, obj: Any) -> BufferFuture:
+def from_dlpack(dev: Device, obj: Any, *, future: Any, sink: Any, buffer: Any) -> Future:
     """``dev.from_dlpack(obj)``: adopt a DLPack producer's memory as a buffer of ``dev``,
     without a copy. Resolves to the :class:`~gpumsg.client.buffers.GpuBuffer` (the future can be
     passed to later calls at once).
@@ -437,12 +438,12 @@ def from_dlpack(dev: Device, obj: Any) -> BufferFuture:
             raise InvalidMessage(f"obj is on DLPack device ({kind}, {ordinal}); the simulator "
                                  "adopts host (kDLCPU) memory", field="obj")
         stream = None
-    from .buffers import BufferFuture, GpuBuffer
-
-    if isinstance(obj, (GpuBuffer, BufferFuture)):  # gpumsg to gpumsg: every dtype
-        source = obj.result() if isinstance(obj, BufferFuture) else obj
+    # ``future``/``buffer``: the client's BufferFuture and GpuBuffer classes (buffers.py
+    # imports this module, so they are handed over by the caller)
+    if isinstance(obj, (buffer, future)):  # gpumsg to gpumsg: every dtype
+        source = obj.result() if isinstance(obj, future) else obj
         capsule = export(source, stream, VERSION, any_dtype=True)
-        return _adopt(dev, obj, capsule)
+        return _adopt(dev, obj, capsule, future, sink)
     try:
         try:
             capsule = obj.__dlpack__(stream=stream, max_version=VERSION)
@@ -452,11 +453,12 @@ def from_dlpack(dev: Device, obj: Any) -> BufferFuture:
         raise InvalidMessage(f"obj: expected an array DLPack can export (integer, float or "
                              f"complex elements); its producer refused: {exc}",
                              field="obj") from None
-    return _adopt(dev, obj, capsule)
+    return _adopt(dev, obj, capsule, future, sink)
 
 
-def _adopt(dev: Device, producer: Any, capsule: Any) -> BufferFuture:
-    from .buffers import BufferFuture, PointerSink
+def _adopt(dev: Device, producer: Any, capsule: Any, future: Any, sink: Any) -> Future:
+    """``future``/``sink``: the client's BufferFuture and PointerSink classes, handed over by
+    the caller (buffers.py imports this module)."""
 
     cap = ctypes.c_void_p(id(capsule))
     if _capsule_valid(cap, b"dltensor_versioned"):
@@ -507,7 +509,7 @@ def _adopt(dev: Device, producer: Any, capsule: Any) -> BufferFuture:
 
         weakref.finalize(buf, forget, None)
     token = register_release(release)
-    fut = BufferFuture(buf)
+    fut = future(buf)
     # On CUDA the pointer is the producer's: the buffer exists for every later message as soon
     # as Adopt is in the mailbox (FIFO), so the future resolves now, with no round trip (an
     # Adopt that fails, on a poisoned context, gives the producer back and later uses fail).
@@ -515,7 +517,7 @@ def _adopt(dev: Device, producer: Any, capsule: Any) -> BufferFuture:
     now = dev.backend == "cuda"
     try:
         dev._post(Adopt.unchecked(msg.out, msg.ptr, readonly, token),
-                  PointerSink(buf) if now else fut)
+                  sink(buf) if now else fut)
     except GpuError:
         from ..service.interop import run_release
 

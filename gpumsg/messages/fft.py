@@ -195,7 +195,7 @@ class FftSpec:
 def _spec(msg: Any) -> FftSpec:
     spec = msg.spec
     if type(spec) is not FftSpec:
-        raise _fail(msg, "spec", f"expected an FftSpec (dev.fft.plan(...)), got "
+        raise _fail(msg, "spec", f"expected an FftSpec (dev.cufft.plan(...)), got "
                     f"{type(spec).__name__}")
     return spec
 

@@ -123,7 +123,7 @@ def _scalar_arg(msg: object, field: str, kind: str, value: Any) -> int | float |
 
 class Untyped:
     """A buffer passed to a kernel's pointer parameter as raw memory: its dtype is not checked
-    against the element type the parameter declares (``dev.kernels.untyped(buf)``). The
+    against the element type the parameter declares (``dev.nvrtc.untyped(buf)``). The
     explicit way to reinterpret, say, f64 data through a ``float*``."""
 
     __slots__ = ("buffer",)
@@ -185,7 +185,7 @@ class Launch(Message):
                         raise _fail(self, f"args[{i}]", f"{k.name} declares parameter {i} a "
                                     f"pointer to {want} but {ref.describe()} holds "
                                     f"{ref.dtype}; pass a {want} buffer, or "
-                                    "dev.kernels.untyped(buffer) to reinterpret its memory")
+                                    "dev.nvrtc.untyped(buffer) to reinterpret its memory")
                 out.append(ref)
                 if ref.id not in ids:
                     ids.add(ref.id)

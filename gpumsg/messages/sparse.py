@@ -1,4 +1,4 @@
-"""cuSPARSE generic-API messages (``dev.sparse``): sparse matrices as device handles, SpMV, SpMM,
+"""cuSPARSE generic-API messages (``dev.cusparse``): sparse matrices as device handles, SpMV, SpMM,
 SpGEMM, triangular solves, SDDMM and format conversions.
 
 A sparse matrix travels in messages as a :class:`SparseRef`: plain data naming its format,
@@ -546,4 +546,4 @@ class SparseCacheInfo(Message):
 @message()
 class SparseReplayInfo(Message):
     """How repeated SpMVs and SpMMs were replayed as CUDA graphs on the device (see
-    ``dev.sparse.replay_info``)."""
+    ``dev.cusparse.replay_info``)."""

@@ -52,7 +52,7 @@ def test_gemm_every_transpose_pair(dev, rng, dtype: str, transa: str, transb: st
     c = rand(rng, (m, n), dtype)
     alpha, beta = random_scalars(rng, dtype)
     dc = dev.to_device(c)
-    dev.blas.gemm(dev.to_device(a), dev.to_device(b), dc, m, n, k, alpha, beta, transa, transb)
+    dev.cublas.gemm(dev.to_device(a), dev.to_device(b), dc, m, n, k, alpha, beta, transa, transb)
     ref = alpha * opm(a, transa) @ opm(b, transb) + beta * w(c)
     assert_rel(host(dev, dc), ref, dtype, n=k, what=f"gemm {transa}{transb}")
 
@@ -69,8 +69,8 @@ def test_gemm_strided_batched_every_transpose_pair(dev, rng, dtype: str, transa:
         rand(rng, (sc * batch,), dtype)
     alpha, beta = random_scalars(rng, dtype)
     dc = dev.to_device(c)
-    dev.blas.gemm_strided_batched(dev.to_device(a), dev.to_device(b), dc, m, n, k, batch, sa, sb,
-                                  sc, alpha, beta, transa, transb, lda=ash[0], ldb=bsh[0], ldc=m)
+    dev.cublas.gemm_strided_batched(dev.to_device(a), dev.to_device(b), dc, m, n, k, batch, sa, sb,
+                                    sc, alpha, beta, transa, transb, lda=ash[0], ldb=bsh[0], ldc=m)
     out = host(dev, dc)
     for i in range(batch):
         am = a[i * sa:i * sa + m * k].reshape(ash, order="F")
@@ -91,9 +91,9 @@ def test_gemm_batched_pointer_arrays_every_transpose(dev, rng, dtype: str, trans
              for _ in range(batch)]
     alpha, beta = random_scalars(rng, dtype)
     cs = [dev.to_device(it[2]) for it in items]
-    dev.blas.gemm_batched([dev.to_device(it[0]) for it in items],
-                          [dev.to_device(it[1]) for it in items], cs, m, n, k, alpha, beta,
-                          transa, transb).result(timeout=60)
+    dev.cublas.gemm_batched([dev.to_device(it[0]) for it in items],
+                            [dev.to_device(it[1]) for it in items], cs, m, n, k, alpha, beta,
+                            transa, transb).result(timeout=60)
     for (a, b, c), dc in zip(items, cs):
         ref = alpha * opm(a, transa) @ opm(b, transb) + beta * w(c)
         assert_rel(host(dev, dc), ref, dtype, n=k)
@@ -123,7 +123,7 @@ def test_half_gemm_accumulates_in_fp32(dev, rng, dtype: str, transa: str, transb
     a = rand(rng, (m, k) if transa == "N" else (k, m), dtype)
     b = rand(rng, (k, n) if transb == "N" else (n, k), dtype)
     dc = dev.alloc((m, n), dtype, order="F")
-    dev.blas.gemm(dev.to_device(a), dev.to_device(b), dc, m, n, k, 1.0, 0.0, transa, transb)
+    dev.cublas.gemm(dev.to_device(a), dev.to_device(b), dc, m, n, k, 1.0, 0.0, transa, transb)
     exact = opm(a, transa) @ opm(b, transb)
     ref = _round(exact, dtype)
     tol = unit_roundoff(dtype) + bound("f32", k)
@@ -140,7 +140,7 @@ def test_half_gemm_alpha_beta(dev, rng, dtype: str) -> None:
     m, n, k = 16, 12, 128
     a, b, c = rand(rng, (m, k), dtype), rand(rng, (k, n), dtype), rand(rng, (m, n), dtype)
     dc = dev.to_device(c)
-    dev.blas.gemm(dev.to_device(a), dev.to_device(b), dc, m, n, k, 0.75, -0.5)
+    dev.cublas.gemm(dev.to_device(a), dev.to_device(b), dc, m, n, k, 0.75, -0.5)
     ref = _round(0.75 * (w(a) @ w(b)) - 0.5 * w(c), dtype)
     err = rel_err(host(dev, dc), ref)
     assert err <= unit_roundoff(dtype) + bound("f32", k), err
@@ -156,15 +156,15 @@ def test_level1_every_option(dev, rng, dtype: str) -> None:
     dx, dy = dev.to_device(x), dev.to_device(y)
     scale = np.linalg.norm(xs) * np.linalg.norm(ys)
     for conj in (False, True):
-        got = dev.blas.dot(dx, dy, n, incx, incy, conjugate=conj).result(timeout=60)
+        got = dev.cublas.dot(dx, dy, n, incx, incy, conjugate=conj).result(timeout=60)
         ref = np.sum((xs.conj() if conj else xs) * ys)
         assert abs(got - ref) <= bound(dtype, n) * scale, (conj, got, ref)
-    assert abs(dev.blas.nrm2(dx, n, incx).result() - np.linalg.norm(xs)) \
+    assert abs(dev.cublas.nrm2(dx, n, incx).result() - np.linalg.norm(xs)) \
         <= bound(dtype, n) * np.linalg.norm(xs)
     s1 = np.sum(np.abs(xs.real) + np.abs(xs.imag))
-    assert abs(dev.blas.asum(dx, n, incx).result() - s1) <= bound(dtype, n) * s1
+    assert abs(dev.cublas.asum(dx, n, incx).result() - s1) <= bound(dtype, n) * s1
     alpha, _ = random_scalars(rng, dtype)
-    dev.blas.axpy(dx, dy, alpha, n, incx, incy)
+    dev.cublas.axpy(dx, dy, alpha, n, incx, incy)
     ref = w(y).copy()
     ref[::incy] += alpha * xs
     assert_rel(host(dev, dy), ref, dtype, n=2)
@@ -181,7 +181,7 @@ def test_gemv_every_trans(dev, rng, dtype: str, trans: str) -> None:
     y = rand(rng, (m if trans == "N" else n,), dtype)
     alpha, beta = random_scalars(rng, dtype)
     dy = dev.to_device(y)
-    dev.blas.gemv(dev.to_device(a), dev.to_device(x), dy, m, n, alpha, beta, trans)
+    dev.cublas.gemv(dev.to_device(a), dev.to_device(x), dy, m, n, alpha, beta, trans)
     assert_rel(host(dev, dy), alpha * opm(a, trans) @ w(x) + beta * w(y), dtype, n=max(m, n))
 
 
@@ -194,7 +194,7 @@ def test_ger_both_conjugations(dev, rng, dtype: str, conjugate: bool) -> None:
     x, y, a = rand(rng, (m,), dtype), rand(rng, (n,), dtype), rand(rng, (m, n), dtype)
     alpha, _ = random_scalars(rng, dtype)
     da = dev.to_device(a)
-    dev.blas.ger(dev.to_device(x), dev.to_device(y), da, m, n, alpha, conjugate=conjugate)
+    dev.cublas.ger(dev.to_device(x), dev.to_device(y), da, m, n, alpha, conjugate=conjugate)
     yy = w(y).conj() if conjugate else w(y)
     assert_rel(host(dev, da), w(a) + alpha * np.outer(w(x), yy), dtype, n=2)
 
@@ -212,7 +212,7 @@ def test_symv_each_uplo(dev, rng, dtype: str, uplo: str) -> None:
     a, x, y = rand(rng, (n, n), dtype), rand(rng, (n,), dtype), rand(rng, (n,), dtype)
     alpha, beta = random_scalars(rng, dtype)
     dy = dev.to_device(y)
-    dev.blas.symv(dev.to_device(a), dev.to_device(x), dy, n, alpha, beta, uplo)
+    dev.cublas.symv(dev.to_device(a), dev.to_device(x), dy, n, alpha, beta, uplo)
     assert_rel(host(dev, dy), alpha * symmetric_of(a, uplo) @ w(x) + beta * w(y), dtype, n=n)
 
 
@@ -240,7 +240,7 @@ def test_trsv_every_option(dev, rng, dtype: str, uplo: str, trans: str, diag: st
     n = 17
     a, x = well_conditioned_triangle(rng, n, dtype), rand(rng, (n,), dtype)
     dx = dev.to_device(x)
-    dev.blas.trsv(dev.to_device(a), dx, n, uplo, trans, diag)
+    dev.cublas.trsv(dev.to_device(a), dx, n, uplo, trans, diag)
     t = opm(triangle(a, uplo, diag), trans)
     assert_rel(host(dev, dx), np.linalg.solve(t, w(x)), dtype, n=n, cond=np.linalg.cond(t))
 
@@ -255,7 +255,7 @@ def test_geam_every_transpose_pair(dev, rng, dtype: str, transa: str, transb: st
     b = rand(rng, (m, n) if transb == "N" else (n, m), dtype)
     alpha, beta = random_scalars(rng, dtype)
     dc = dev.alloc((m, n), dtype, order="F")
-    dev.blas.geam(dev.to_device(a), dev.to_device(b), dc, m, n, alpha, beta, transa, transb)
+    dev.cublas.geam(dev.to_device(a), dev.to_device(b), dc, m, n, alpha, beta, transa, transb)
     assert_rel(host(dev, dc), alpha * opm(a, transa) + beta * opm(b, transb), dtype, n=2)
 
 
@@ -267,7 +267,7 @@ def test_syrk_every_option(dev, rng, dtype: str, uplo: str, trans: str) -> None:
     c = rand(rng, (n, n), dtype)
     alpha, beta = random_scalars(rng, dtype)
     dc = dev.to_device(c)
-    dev.blas.syrk(dev.to_device(a), dc, n, k, alpha, beta, uplo, trans)
+    dev.cublas.syrk(dev.to_device(a), dc, n, k, alpha, beta, uplo, trans)
     op_a = opm(a, trans)
     full = alpha * op_a @ op_a.T + beta * w(c)  # symmetric rank-k: A A^T, not A A^H
     mask = np.tri(n, dtype=bool) if uplo == "L" else np.tri(n, dtype=bool).T
@@ -284,7 +284,7 @@ def test_symm_every_option(dev, rng, dtype: str, side: str, uplo: str) -> None:
     a, b, c = rand(rng, (ka, ka), dtype), rand(rng, (m, n), dtype), rand(rng, (m, n), dtype)
     alpha, beta = random_scalars(rng, dtype)
     dc = dev.to_device(c)
-    dev.blas.symm(dev.to_device(a), dev.to_device(b), dc, m, n, alpha, beta, side, uplo)
+    dev.cublas.symm(dev.to_device(a), dev.to_device(b), dc, m, n, alpha, beta, side, uplo)
     s = symmetric_of(a, uplo)
     prod = s @ w(b) if side == "L" else w(b) @ s
     assert_rel(host(dev, dc), alpha * prod + beta * w(c), dtype, n=ka)
@@ -302,7 +302,7 @@ def test_trmm_every_option(dev, rng, dtype: str, side: str, uplo: str, trans: st
     a, b = well_conditioned_triangle(rng, ka, dtype), rand(rng, (m, n), dtype)
     alpha, _ = random_scalars(rng, dtype)
     dc = dev.alloc((m, n), dtype, order="F")
-    dev.blas.trmm(dev.to_device(a), dev.to_device(b), dc, m, n, alpha, side, uplo, trans, diag)
+    dev.cublas.trmm(dev.to_device(a), dev.to_device(b), dc, m, n, alpha, side, uplo, trans, diag)
     t = opm(triangle(a, uplo, diag), trans)
     ref = alpha * (t @ w(b) if side == "L" else w(b) @ t)
     assert_rel(host(dev, dc), ref, dtype, n=ka)
@@ -317,7 +317,7 @@ def test_trsm_every_option(dev, rng, dtype: str, side: str, uplo: str, trans: st
     a, b = well_conditioned_triangle(rng, ka, dtype), rand(rng, (m, n), dtype)
     alpha, _ = random_scalars(rng, dtype)
     db = dev.to_device(b)
-    dev.blas.trsm(dev.to_device(a), db, m, n, alpha, side, uplo, trans, diag)
+    dev.cublas.trsm(dev.to_device(a), db, m, n, alpha, side, uplo, trans, diag)
     t = opm(triangle(a, uplo, diag), trans)
     ref = np.linalg.solve(t, alpha * w(b)) if side == "L" else \
         np.linalg.solve(t.T, alpha * w(b).T).T

@@ -34,9 +34,9 @@ def host(dev, buf) -> np.ndarray:
 def draw(dev, kind: str, dist: str, dtype: str = "f64", n: int = N, dimensions: int = 1,
          **kw) -> np.ndarray:
     if kind in PSEUDO_KINDS:
-        g = dev.random.generator(kind, seed=SEED)
+        g = dev.curand.generator(kind, seed=SEED)
     else:
-        g = dev.random.generator(kind, dimensions=dimensions)
+        g = dev.curand.generator(kind, dimensions=dimensions)
     if dist == "poisson":
         return host(dev, g.poisson((n,), **kw))
     if dist == "bits":

@@ -75,7 +75,7 @@ def test_getrs_every_trans(dev, rng, dtype: str, trans: str, pivot: bool) -> Non
     a, b = general(rng, n, dtype), rand(rng, (n, nrhs), dtype)
     da, db = dev.to_device(a), dev.to_device(b)
     ipiv = dev.alloc((n,), np.int64, order="F") if pivot else None
-    dev.linalg.getrf(da, n, n, ipiv).result(timeout=60)
+    dev.cusolver.getrf(da, n, n, ipiv).result(timeout=60)
     lu = host(dev, da)
     if pivot:  # the factors reconstruct P A
         perm = host(dev, ipiv) - 1
@@ -86,7 +86,7 @@ def test_getrs_every_trans(dev, rng, dtype: str, trans: str, pivot: bool) -> Non
         pa = w(a)
     low = np.tril(w(lu), -1) + np.eye(n)
     assert_rel(low @ np.triu(w(lu)), pa, dtype, n=n, what="L U = P A")
-    dev.linalg.getrs(da, db, n, nrhs, ipiv, trans).result(timeout=60)
+    dev.cusolver.getrs(da, db, n, nrhs, ipiv, trans).result(timeout=60)
     t = opm(a, trans)
     assert_rel(host(dev, db), np.linalg.solve(t, w(b)), dtype, n=n, cond=np.linalg.cond(t),
                what=f"getrs {trans}")
@@ -103,8 +103,8 @@ def test_getrs_batched_every_trans(dev, rng, dtype: str, trans: str, pivot: bool
     b = np.concatenate([r.reshape(-1, order="F") for r in rhs])
     da, db = dev.to_device(a), dev.to_device(b)
     ipiv = dev.alloc((n * batch,), np.int32, order="F") if pivot else None
-    dev.linalg.getrf_batched(da, n, batch, ipiv).result(timeout=60)
-    dev.linalg.getrs_batched(da, db, n, nrhs, batch, ipiv, trans).result(timeout=60)
+    dev.cusolver.getrf_batched(da, n, batch, ipiv).result(timeout=60)
+    dev.cusolver.getrs_batched(da, db, n, nrhs, batch, ipiv, trans).result(timeout=60)
     out = host(dev, db)
     for i in range(batch):
         t = opm(mats[i], trans)
@@ -125,16 +125,16 @@ def test_potrf_potrs_potri_each_uplo(dev, rng, dtype: str, uplo: str) -> None:
     stored = np.asfortranarray(np.where(mask, a, junk))
     b = rand(rng, (n, nrhs), dtype)
     da, db = dev.to_device(stored), dev.to_device(b)
-    dev.linalg.potrf(da, n, uplo).result(timeout=60)
+    dev.cusolver.potrf(da, n, uplo).result(timeout=60)
     f = host(dev, da)
     tri = np.tril(w(f)) if uplo == "L" else np.triu(w(f))
     rebuilt = tri @ tri.conj().T if uplo == "L" else tri.conj().T @ tri
     cond = np.linalg.cond(w(a))
     assert_rel(rebuilt, w(a), dtype, n=n, what="factor reconstruction")
     np.testing.assert_array_equal(f[~mask], junk[~mask])
-    dev.linalg.potrs(da, db, n, nrhs, uplo).result(timeout=60)
+    dev.cusolver.potrs(da, db, n, nrhs, uplo).result(timeout=60)
     assert_rel(host(dev, db), np.linalg.solve(w(a), w(b)), dtype, n=n, cond=cond, what="potrs")
-    dev.linalg.potri(da, n, uplo).result(timeout=60)
+    dev.cusolver.potri(da, n, uplo).result(timeout=60)
     inv = host(dev, da)
     assert_rel(w(inv)[mask], np.linalg.inv(w(a))[mask], dtype, n=n, cond=cond, what="potri")
 
@@ -147,8 +147,8 @@ def test_potrs_batched_each_uplo(dev, rng, dtype: str, uplo: str) -> None:
     rhs = [rand(rng, (n,), dtype) for _ in range(batch)]
     da = dev.to_device(np.concatenate([m.reshape(-1, order="F") for m in mats]))
     db = dev.to_device(np.concatenate(rhs))
-    dev.linalg.potrf_batched(da, n, batch, uplo).result(timeout=60)
-    dev.linalg.potrs_batched(da, db, n, batch, 1, uplo).result(timeout=60)
+    dev.cusolver.potrf_batched(da, n, batch, uplo).result(timeout=60)
+    dev.cusolver.potrs_batched(da, db, n, batch, 1, uplo).result(timeout=60)
     out = host(dev, db)
     for i in range(batch):
         assert_rel(out[i * n:(i + 1) * n], np.linalg.solve(w(mats[i]), w(rhs[i])), dtype, n=n,
@@ -160,7 +160,7 @@ def test_potrs_batched_each_uplo(dev, rng, dtype: str, uplo: str) -> None:
 def _qr(dev, rng, dtype: str, m: int, n: int):
     a = rand(rng, (m, n), dtype)
     da, tau = dev.to_device(a), dev.alloc((n,), dtype, order="F")
-    dev.linalg.geqrf(da, tau, m, n).result(timeout=60)
+    dev.cusolver.geqrf(da, tau, m, n).result(timeout=60)
     return a, da, tau
 
 
@@ -169,7 +169,7 @@ def test_geqrf_orgqr_orthonormal_and_reconstructs(dev, rng, dtype: str) -> None:
     m, n = 14, 9
     a, da, tau = _qr(dev, rng, dtype, m, n)
     r = np.triu(w(host(dev, da))[:n])
-    dev.linalg.orgqr(da, tau, m, n, n).result(timeout=60)
+    dev.cusolver.orgqr(da, tau, m, n, n).result(timeout=60)
     q = host(dev, da)
     assert_orthonormal(q, dtype, what="orgqr Q")
     assert_rel(w(q) @ r, w(a), dtype, n=m, what="Q R = A")
@@ -194,7 +194,7 @@ def test_ormqr_every_side_and_trans(dev, rng, dtype: str, side: str) -> None:
     for trans in trans_for(dtype):
         c = rand(rng, (m, n), dtype)
         dc = dev.to_device(c)
-        dev.linalg.ormqr(da, tau, dc, m, n, k, side, trans).result(timeout=60)
+        dev.cusolver.ormqr(da, tau, dc, m, n, k, side, trans).result(timeout=60)
         oq = opm(q, trans)
         ref = oq @ w(c) if side == "L" else w(c) @ oq
         assert_rel(host(dev, dc), ref, dtype, n=rows, what=f"ormqr {side}{trans}")
@@ -238,7 +238,7 @@ def test_syevj_batched_vectors_are_eigenvectors(dev, rng, dtype: str, uplo: str)
     mats = [rand(rng, (n, n), dtype) for _ in range(batch)]
     da = dev.to_device(np.concatenate([m.reshape(-1, order="F") for m in mats]))
     dw = dev.alloc((n * batch,), REAL[dtype], order="F")
-    dev.linalg.syevj_batched(da, dw, n, batch, uplo).result(timeout=60)
+    dev.cusolver.syevj_batched(da, dw, n, batch, uplo).result(timeout=60)
     vecs, vals = host(dev, da), host(dev, dw)
     for i in range(batch):
         check_eigen(hermitian_of(mats[i], uplo), vals[i * n:(i + 1) * n],
@@ -251,7 +251,7 @@ def test_eigh_batched_vectors_are_orthonormal_eigenvectors(dev, rng, dtype: str)
     n, batch = 5, 3
     stack = np.stack([hermitian_of(rand(rng, (n, n), dtype), "L") for _ in range(batch)])
     stack = stack.astype(gpumsg.as_dtype(dtype))
-    wb, vb = dev.linalg.eigh_batched(dev.to_device(stack)).result(timeout=60)
+    wb, vb = dev.linalg.eigh(dev.to_device(stack)).result(timeout=60)
     vals, vecs = host(dev, wb), host(dev, vb)
     for i in range(batch):
         check_eigen(w(stack[i]), vals[i], vecs[i], dtype, f"item {i}")
@@ -264,7 +264,7 @@ def test_sygvd_each_itype_and_uplo(dev, rng, dtype: str, uplo: str, itype: int) 
     n = 8
     a, b = rand(rng, (n, n), dtype), hpd(rng, n, dtype)
     da, db, dw = dev.to_device(a), dev.to_device(b), dev.alloc((n,), REAL[dtype], order="F")
-    dev.linalg.sygvd(da, db, dw, n, itype, uplo).result(timeout=60)
+    dev.cusolver.sygvd(da, db, dw, n, itype, uplo).result(timeout=60)
     af, bf = hermitian_of(a, uplo), w(b)
     vals, vecs = w(host(dev, dw)), w(host(dev, da))
     ref = sla.eigh(af, bf, type=itype, eigvals_only=True)
@@ -317,7 +317,7 @@ def test_gesvd_every_job(dev, rng, dtype: str, jobu: str, jobvt: str) -> None:
     du = dev.alloc((m, ucols), dtype, order="F") if ucols else None
     dvt = dev.alloc((vrows, n), dtype, order="F") if vrows else None
     ds = dev.alloc((n,), REAL[dtype], order="F")
-    dev.linalg.gesvd(dev.to_device(a), ds, m, n, du, dvt, jobu, jobvt).result(timeout=60)
+    dev.cusolver.gesvd(dev.to_device(a), ds, m, n, du, dvt, jobu, jobvt).result(timeout=60)
     check_svd(a, host(dev, ds), host(dev, du) if du is not None else None,
               host(dev, dvt) if dvt is not None else None, dtype, f"gesvd {jobu}{jobvt}")
 
@@ -332,11 +332,11 @@ def test_gesvdj_econ_or_full(dev, rng, dtype: str, shape: tuple, econ: bool) -> 
     du = dev.alloc((m, p if econ else m), dtype, order="F")
     dv = dev.alloc((n, p if econ else n), dtype, order="F")
     ds = dev.alloc((p,), REAL[dtype], order="F")
-    dev.linalg.gesvdj(dev.to_device(a), ds, m, n, du, dv, econ=econ).result(timeout=60)
+    dev.cusolver.gesvdj(dev.to_device(a), ds, m, n, du, dv, econ=econ).result(timeout=60)
     v = host(dev, dv)
     check_svd(a, host(dev, ds), host(dev, du), w(v).conj().T, dtype, f"gesvdj econ={econ}")
     s_only = dev.alloc((p,), REAL[dtype], order="F")
-    dev.linalg.gesvdj(dev.to_device(a), s_only, m, n, vectors=False).result(timeout=60)
+    dev.cusolver.gesvdj(dev.to_device(a), s_only, m, n, vectors=False).result(timeout=60)
     check_svd(a, host(dev, s_only), None, None, dtype, "gesvdj values only")
 
 
@@ -350,7 +350,7 @@ def test_gesvdj_batched_factors(dev, rng, dtype: str, shape: tuple) -> None:
     ds = dev.alloc((p * batch,), REAL[dtype], order="F")
     du = dev.alloc((m * m * batch,), dtype, order="F")
     dv = dev.alloc((n * n * batch,), dtype, order="F")
-    dev.linalg.gesvdj_batched(da, ds, m, n, batch, du, dv).result(timeout=60)
+    dev.cusolver.gesvdj_batched(da, ds, m, n, batch, du, dv).result(timeout=60)
     s, u, v = host(dev, ds), host(dev, du), host(dev, dv)
     for i in range(batch):
         ui = u[i * m * m:(i + 1) * m * m].reshape((m, m), order="F")
@@ -363,8 +363,8 @@ def test_gesvdj_batched_factors(dev, rng, dtype: str, shape: tuple) -> None:
 def test_svd_batched_factors(dev, rng, dtype: str, full: bool) -> None:
     batch, m, n = 3, 6, 4
     stack = np.stack([rand(rng, (m, n), dtype) for _ in range(batch)])
-    ub, sb, vb = dev.linalg.svd_batched(dev.to_device(np.ascontiguousarray(stack)),
-                                        full_matrices=full).result(timeout=60)
+    ub, sb, vb = dev.linalg.svd(dev.to_device(np.ascontiguousarray(stack)),
+                                full_matrices=full).result(timeout=60)
     u, s, vh = host(dev, ub), host(dev, sb), host(dev, vb)
     for i in range(batch):
         check_svd(stack[i], s[i], u[i], vh[i], dtype, f"item {i}")

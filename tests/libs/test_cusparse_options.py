@@ -62,7 +62,7 @@ def host(dev, buf) -> np.ndarray:
 
 
 def upload(dev, a, fmt: str):
-    return dev.sparse.bsr(a, 3) if fmt == "bsr" else getattr(dev.sparse, fmt)(a)
+    return dev.cusparse.bsr(a, 3) if fmt == "bsr" else getattr(dev.cusparse, fmt)(a)
 
 
 def scalars(dtype: str) -> tuple:
@@ -80,7 +80,7 @@ def test_spmv_every_op(dev, rng, dtype: str, fmt: str, op: str) -> None:
     y0 = values(rng, m if op == "N" else n, dtype)
     alpha, beta = scalars(dtype)
     y = dev.to_device(y0)
-    dev.sparse.spmv(mat, dev.to_device(x), y, alpha, beta, op)
+    dev.cusparse.spmv(mat, dev.to_device(x), y, alpha, beta, op)
     ref = alpha * opm(a.toarray(), op) @ w(x) + beta * w(y0)
     assert_rel(host(dev, y), ref, dtype, n=max(m, n), what=f"spmv {fmt} {op}")
     mat.free().result(timeout=60)
@@ -97,7 +97,7 @@ def test_spmm_every_op(dev, rng, dtype: str, fmt: str, op: str) -> None:
     b, c0 = dense(rng, (rows_b, k), dtype), dense(rng, (rows_c, k), dtype)
     alpha, beta = scalars(dtype)
     c = dev.to_device(c0)
-    dev.sparse.spmm(mat, dev.to_device(b), c, alpha, beta, op)
+    dev.cusparse.spmm(mat, dev.to_device(b), c, alpha, beta, op)
     ref = alpha * opm(a.toarray(), op) @ w(b) + beta * w(c0)
     assert_rel(host(dev, c), ref, dtype, n=max(m, n), what=f"spmm {fmt} {op}")
     mat.free().result(timeout=60)
@@ -131,8 +131,8 @@ def test_spsv_every_option(dev, rng, dtype: str, fmt: str, op: str, uplo: str,
     mat = upload(dev, a, fmt)
     x = values(rng, n, dtype)
     alpha = scalars(dtype)[0]
-    y = host(dev, dev.sparse.spsv(mat, dev.to_device(x), alpha=alpha, op=op, uplo=uplo,
-                                  diag=diag))
+    y = host(dev, dev.cusparse.spsv(mat, dev.to_device(x), alpha=alpha, op=op, uplo=uplo,
+                                    diag=diag))
     t = opm(triangle(a.toarray(), uplo, diag), op)
     assert_rel(y, np.linalg.solve(t, alpha * w(x)), dtype, n=n, cond=np.linalg.cond(t),
                what=f"spsv {op}{uplo}{diag}")
@@ -149,8 +149,8 @@ def test_spsm_every_option(dev, rng, dtype: str, fmt: str, op: str, uplo: str,
     mat = upload(dev, a, fmt)
     b = dense(rng, (n, k), dtype)
     alpha = scalars(dtype)[0]
-    c = host(dev, dev.sparse.spsm(mat, dev.to_device(b), alpha=alpha, op=op, uplo=uplo,
-                                  diag=diag))
+    c = host(dev, dev.cusparse.spsm(mat, dev.to_device(b), alpha=alpha, op=op, uplo=uplo,
+                                    diag=diag))
     t = opm(triangle(a.toarray(), uplo, diag), op)
     assert_rel(c, np.linalg.solve(t, alpha * w(b)), dtype, n=n, cond=np.linalg.cond(t),
                what=f"spsm {op}{uplo}{diag}")
@@ -165,9 +165,9 @@ def test_sddmm_every_op_pair(dev, rng, dtype: str, opa: str, opb: str) -> None:
     a = dense(rng, (m, k) if opa == "N" else (k, m), dtype)
     b = dense(rng, (k, n) if opb == "N" else (n, k), dtype)
     alpha, beta = scalars(dtype)
-    mc = dev.sparse.csr(c)
-    dev.sparse.sddmm(dev.to_device(a), dev.to_device(b), mc, alpha, beta, opa,
-                     opb).result(timeout=60)
+    mc = dev.cusparse.csr(c)
+    dev.cusparse.sddmm(dev.to_device(a), dev.to_device(b), mc, alpha, beta, opa,
+                       opb).result(timeout=60)
     spy = c.toarray() != 0
     ref = np.where(spy, alpha * (opm(a, opa) @ opm(b, opb)) + beta * w(c.toarray()), 0)
     assert_rel(mc.to_scipy().toarray(), ref, dtype, n=k, what=f"sddmm {opa}{opb}")

@@ -1,5 +1,5 @@
 """The fuzz campaign: every public ``Device`` method, every method of every library namespace
-(``dev.blas``, ``dev.linalg``, ``dev.dnn``, ``dev.kernels``, ...) and every ``Message`` subclass
+(``dev.cublas``, ``dev.linalg``, ``dev.cudnn``, ``dev.nvrtc``, ...) and every ``Message`` subclass
 exported by :mod:`gpumsg.messages`, found by introspection (a library added later is fuzzed
 without touching this file), called with arguments drawn by hypothesis: wrong types, negative,
 NaN, huge and zero sizes, mismatched dtypes and shapes, bad leading dimensions and strides,

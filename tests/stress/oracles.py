@@ -258,9 +258,10 @@ def check_message(msg: Any, snapshots: dict[int, np.ndarray], read: Callable[[An
 # -- valid calls: random arguments inside each call's contract -----------------------------------
 
 #: the calls the differential pass draws valid arguments for (Device or namespace method)
-VALID_CALLS = ("sgemm", "blas.gemm", "blas.axpy", "blas.scal", "blas.dot", "blas.nrm2",
-               "blas.asum", "blas.iamax", "blas.iamin", "blas.copy", "blas.swap", "blas.gemv",
-               "blas.geam")
+VALID_CALLS = ("sgemm", "cublas.gemm", "cublas.axpy", "cublas.scal", "cublas.dot", "cublas.nrm2",
+               "cublas.asum", "cublas.iamax", "cublas.iamin", "cublas.copy", "cublas.swap",
+               "cublas.gemv",
+               "cublas.geam")
 _BUFFER_ARGS = ("a", "b", "c", "x", "y")
 
 
@@ -278,7 +279,7 @@ def valid_call(rng: np.random.Generator, call: str) -> dict[str, Any]:
     the last element the call touches): random sizes, strides, leading dimensions, every
     option value, every dtype the call takes, alpha/beta including 0."""
     dtypes = ["f32"] if call == "sgemm" else ["f32", "f64", "c64", "c128"]
-    if call == "blas.gemm":
+    if call == "cublas.gemm":
         dtypes += ["f16", "bf16"]
     dt = str(rng.choice(dtypes))
     cplx = dt in ("c64", "c128")
@@ -303,10 +304,10 @@ def valid_call(rng: np.random.Generator, call: str) -> dict[str, Any]:
         inc = int(rng.integers(1, 4))
         return _host(rng, (n - 1) * inc + 1 + int(rng.integers(0, 3)), dt), inc
 
-    if call in ("sgemm", "blas.gemm", "blas.geam"):
+    if call in ("sgemm", "cublas.gemm", "cublas.geam"):
         m, n, k = size(), size(), size()
         ta, tb = trans(), trans()
-        if call == "blas.geam":
+        if call == "cublas.geam":
             a, lda = mat(*((m, n) if ta == "N" else (n, m)))
             b, ldb = mat(*((m, n) if tb == "N" else (n, m)))
             c, ldc = mat(m, n)
@@ -321,7 +322,7 @@ def valid_call(rng: np.random.Generator, call: str) -> dict[str, Any]:
             alpha, beta = scalar(False), scalar(True)
         return dict(a=a, b=b, c=c, m=m, n=n, k=k, alpha=alpha, beta=beta, transa=ta,
                     transb=tb, lda=lda, ldb=ldb, ldc=ldc)
-    if call == "blas.gemv":
+    if call == "cublas.gemv":
         m, n, t = size(), size(), trans()
         a, lda = mat(m, n)
         x, incx = vec(n if t == "N" else m)
@@ -330,14 +331,14 @@ def valid_call(rng: np.random.Generator, call: str) -> dict[str, Any]:
                     lda=lda, incx=incx, incy=incy)
     n = size(1, 40)
     x, incx = vec(n)
-    if call in ("blas.nrm2", "blas.asum", "blas.iamax", "blas.iamin"):
+    if call in ("cublas.nrm2", "cublas.asum", "cublas.iamax", "cublas.iamin"):
         return dict(x=x, n=n, incx=incx)
-    if call == "blas.scal":
+    if call == "cublas.scal":
         return dict(x=x, alpha=scalar(False), n=n, incx=incx)
     y, incy = vec(n)
-    if call == "blas.axpy":
+    if call == "cublas.axpy":
         return dict(x=x, y=y, alpha=scalar(False), n=n, incx=incx, incy=incy)
-    if call == "blas.dot":
+    if call == "cublas.dot":
         return dict(x=x, y=y, n=n, incx=incx, incy=incy, conjugate=bool(cplx and
                                                                        rng.random() < 0.5))
     return dict(x=x, y=y, n=n, incx=incx, incy=incy)  # copy, swap

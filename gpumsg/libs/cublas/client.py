@@ -1,4 +1,4 @@
-"""``dev.blas``: the cuBLAS messages as methods that return futures (caller's thread).
+"""``dev.cublas``: the cuBLAS messages as methods that return futures (caller's thread).
 
 The GEMM family and ``gemv`` read each buffer's own memory order (see
 :mod:`gpumsg.libs.cublas.order`): a 2-D buffer is the matrix its shape and order say, a
@@ -18,16 +18,17 @@ from ...errors import InvalidMessage
 from ...messages import blas as msgs
 from ...messages.base import BufRef, as_ref, as_refs
 from ...messages.memo import MessageMemo, OutputTemplates, with_output
+from ..namespace import view
 from .order import gemm_args, gemv_args, refuse_c_order
 
 if TYPE_CHECKING:
     from ...client.device import Device
 
-__all__ = ["Blas"]
+__all__ = ["Blas", "Cublas", "Matmul"]
 
 
 class Blas:
-    """The BLAS surface of one device (``dev.blas``)."""
+    """The BLAS surface of one device (``dev.cublas``)."""
 
     def __init__(self, device: Device) -> None:
         self._dev = device
@@ -53,8 +54,8 @@ class Blas:
         """``send(msg_type(*buffers, *args))`` through the memo (``buffers``: the message's
         leading fields)."""
         dev = self._dev
-        dev._check_open()
-        return dev._send_entry(self._memo.entry(msg_type, buffers, args))
+        dev.port.check_open()
+        return dev.port.send_memo(self._memo.entry(msg_type, buffers, args))
 
     # -- GEMM family
     def gemm(self, a: Any, b: Any, c: Any, m: int | None = None, n: int | None = None,
@@ -66,11 +67,11 @@ class Blas:
         and the leading dimensions default from 2-D buffers' shapes. A repeated call reuses the
         message it built and checked the first time."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         rc = as_ref(c, "c")
         swapped = len(rc.shape) == 2 and rc.order == "C"
         args = (m, n, k, alpha, beta, transa, transb, lda, ldb, ldc, compute)
-        return dev._send_entry(self._memo.entry(
+        return dev.port.send_memo(self._memo.entry(
             "gemm", (a, b, c), args, lambda refs: _gemm_message(refs, args),
             ("b", "a", "c") if swapped else ("a", "b", "c")))
 
@@ -90,7 +91,7 @@ class Blas:
                      lda: int | None = None, ldb: int | None = None, ldc: int | None = None,
                      compute: str = "default") -> Future:
         """One GEMM per (a[i], b[i], c[i]); the sequences hold buffers or their futures."""
-        self._dev._check_open()
+        self._dev.port.check_open()
         ra, rb, rc = as_refs(a, "a"), as_refs(b, "b"), as_refs(c, "c")
         if ra and rb and rc:  # every item alike: the first one's layout is the call's
             for field, refs in (("a", ra), ("b", rb), ("c", rc)):
@@ -111,21 +112,21 @@ class Blas:
         included, reuses its message (the checks below ran when it was built); without
         ``out``, it copies the message checked the first time with its new output."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         if out is None:
             ra, rb = as_ref(a, "a"), as_ref(b, "b")
             key = (id(ra), id(rb), compute) if type(compute) is str else None
             kept = self._new_outputs.get(key, (ra, rb)) if key is not None else None
             if kept is not None:  # the same operands: the message checked the first time
-                ro = dev._mint(kept[0], ra.dtype, "C")
-                return dev._send_new(ro, with_output(kept[1], "c", ro))
+                ro = dev.port.mint(kept[0], ra.dtype, "C")
+                return dev.port.send_new(ro, with_output(kept[1], "c", ro))
             shape = _matmul_shape(ra, rb)
-            ro = dev._mint(shape, ra.dtype, "C")
+            ro = dev.port.mint(shape, ra.dtype, "C")
             msg = _matmul_message(ra, rb, ro, compute)
             if key is not None:
                 self._new_outputs.put(key, (ra, rb), shape, msg)
-            return dev._send_new(ro, msg)
-        return dev._send_entry(self._memo.entry(
+            return dev.port.send_new(ro, msg)
+        return dev.port.send_memo(self._memo.entry(
             "matmul", (a, b, out), (compute,),
             lambda refs: _matmul_message(as_ref(refs[0], "a"), as_ref(refs[1], "b"),
                                          _matmul_out(refs[2], refs[0], refs[1]), compute),
@@ -134,7 +135,7 @@ class Blas:
     def replay_info(self) -> Future:
         """Resolves to how the GEMMs were replayed: ``{"cublas": {...}, "cublaslt": {...}}``.
 
-        A GEMM (``sgemm``, ``gemm``, ``gemm_strided_batched``, ``matmul``, ``dev.blaslt``'s
+        A GEMM (``sgemm``, ``gemm``, ``gemm_strided_batched``, ``matmul``, ``dev.cublaslt``'s
         matmuls) repeated with the same buffers and arguments is captured as a CUDA graph the
         second time and replayed from then on (the same kernels on the same addresses; a few us
         of host time instead of the library's 10-25). Each entry says whether that is on
@@ -191,9 +192,9 @@ class Blas:
              incx: int = 1, incy: int = 1) -> Future:
         """y = alpha op(A) x + beta y; ``a`` read in its own order (``m`` x ``n`` is A as
         stored, defaulting from a 2-D buffer's shape)."""
-        self._dev._check_open()
+        self._dev.port.check_open()
         args = (m, n, alpha, beta, trans, lda, incx, incy)
-        return self._dev._send_entry(self._memo.entry(
+        return self._dev.port.send_memo(self._memo.entry(
             "gemv", (a, x, y), args, lambda refs: _gemv_message(refs, args), ("a", "x", "y")))
 
     def ger(self, x: Any, y: Any, a: Any, m: int, n: int, alpha: Any = 1.0, incx: int = 1,
@@ -315,3 +316,11 @@ def _gemv_message(refs: tuple, args: tuple) -> Any:
     m, n, alpha, beta, trans, lda, incx, incy = args
     a, m, n, trans, lda = gemv_args(refs[0], m, n, trans, lda)
     return msgs.Gemv(a, refs[1], refs[2], m, n, alpha, beta, trans, lda, incx, incy)
+
+
+#: ``dev.cublas``: the raw cuBLAS calls (column-major, explicit sizes and leading dimensions)
+Cublas = view("Cublas", "Raw cuBLAS (``dev.cublas``): level 1, 2 and 3 BLAS and the GEMM family "
+              "with cuBLAS semantics.", (Blas,),
+              [n for n in vars(Blas) if not n.startswith("_") and n != "matmul"])
+#: ``dev.linalg.matmul``: NumPy's ``matmul`` (joins cuSOLVER's NumPy-level calls)
+Matmul = view("Matmul", "NumPy's ``matmul`` through cuBLAS.", (Blas,), ["matmul"])

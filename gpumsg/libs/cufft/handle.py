@@ -52,7 +52,7 @@ from .bindings import EXEC, FFT_TYPE, STATUS_NAMES, XT_TYPE
 __all__ = ["CufftHandle", "FftPlanObj", "ExecCall", "status_error", "DEFAULT_CAPACITY",
            "REPLAY_CAPACITY"]
 
-#: plans a device keeps by default (dev.fft.cache_config(capacity=...) changes it)
+#: plans a device keeps by default (dev.cufft.cache_config(capacity=...) changes it)
 DEFAULT_CAPACITY = 64
 #: CUDA graphs of repeated executions kept per device (a few KiB of device memory each)
 REPLAY_CAPACITY = 64

@@ -1,4 +1,4 @@
-"""``dev.kernels`` (also ``dev.compile``, ``dev.launch``, ``dev.load_module``): compile CUDA C++
+"""``dev.nvrtc`` (also ``dev.compile``, ``dev.launch``, ``dev.load_module``): compile CUDA C++
 with NVRTC on a helper thread of the caller's process, load it on the device, launch it as a
 message (caller's threads)."""
 
@@ -26,7 +26,7 @@ from .signature import (
 if TYPE_CHECKING:
     from ...client.device import Device
 
-__all__ = ["Kernels"]
+__all__ = ["Nvrtc"]
 
 #: launch messages kept for repeated calls, per device (when full it starts again)
 _MEMO_SIZE = 256
@@ -57,8 +57,8 @@ def _strs(value: Any, field: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-class Kernels:
-    """User kernels on one device (``dev.kernels``)."""
+class Nvrtc:
+    """User kernels on one device (``dev.nvrtc``)."""
 
     def __init__(self, device: Device) -> None:
         self._dev = device
@@ -82,7 +82,7 @@ class Kernels:
         the kernel runs its registered NumPy version (``sim.sim_kernel``); the source is still
         compiled when NVRTC is installed, so compile errors surface there too."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         if not isinstance(source, str) or not source.strip():
             raise InvalidMessage("source: expected CUDA C++ source text", field="source")
         if not isinstance(name, str) or not name.strip():
@@ -104,7 +104,7 @@ class Kernels:
             if o.startswith(("-arch=", "--gpu-architecture=")):
                 arch = o.split("=", 1)[1]
         simulated = dev.backend != "cuda"
-        token = dev._state.token
+        token = dev.port.token
         out: Future = Future()
 
         def work() -> None:
@@ -139,7 +139,7 @@ class Kernels:
         import hashlib
 
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         if not isinstance(image, (bytes, bytearray)) or not image:
             raise InvalidMessage("image: expected the bytes of a CUBIN or PTX image",
                                  field="image")
@@ -152,7 +152,7 @@ class Kernels:
             "cubin" if image[:4] == b"\x7fELF" else "ptx")
         key = hashlib.sha256(image).hexdigest()
         done = dev.send(LoadModule(key, image, kind, tuple(kernels)))
-        token = dev._state.token
+        token = dev.port.token
         out: Future = Future()
 
         def resolve(f: Future) -> None:
@@ -186,7 +186,7 @@ class Kernels:
         key, refs = _launch_key(kernel, grid, block, args, shared, reads, writes)
         entry = self._memo.get(key) if key is not None else None
         if entry is None:
-            if type(kernel) is Kernel and kernel.owner != dev._state.token:
+            if type(kernel) is Kernel and kernel.owner != dev.port.token:
                 raise InvalidMessage(f"kernel: {kernel.name!r} was compiled for another device",
                                      field="kernel")
             msg = Launch(kernel, grid, block, args, shared, reads, writes)
@@ -196,7 +196,7 @@ class Kernels:
                 if len(memo) >= _MEMO_SIZE:
                     memo.clear()
                 memo[key] = entry
-        return dev._send_entry(entry)
+        return dev.port.send_memo(entry)
 
 
 def _launch_key(kernel: Any, grid: Any, block: Any, args: Any, shared: Any, reads: Any,
