@@ -80,7 +80,7 @@ class _Opened:
         self.open_devices = gpumsg.open_devices
 
     def device(self, ordinal: int = 0, backend: str = "auto", *args, **kw):
-        d = self.open_device(ordinal, self.backend, *args, **kw)
+        d = self.open_device(ordinal, *args, backend=self.backend, **kw)
         self.devices.append(d)
         return d
 
@@ -89,7 +89,7 @@ class _Opened:
             found = [d for d in gpumsg.devices("cuda") if d["backend"] == "cuda"]
             if len(found) < 2 and (ordinals is None or len(ordinals) > len(found)):
                 pytest.skip(f"the example needs two GPUs, {len(found)} here")
-        g = self.open_devices(ordinals, self.backend, *args, **kw)
+        g = self.open_devices(ordinals, *args, backend=self.backend, **kw)
         self.devices.append(g)
         return g
 
