@@ -1,19 +1,33 @@
 # make demo / make test work on a fresh machine: they build .venv and install what they need.
+# Without a GPU that is the package and its test tools (the simulator runs everything); with one
+# (nvidia-smi or libcuda found) also the CUDA 12 runtime wheels and the cuDNN frontend.
+# EXTRAS overrides the choice (CI: EXTRAS=test,cu12,ray, see .ci/run).
 # On a machine whose Python already has the dependencies (the lent GPU box, which has no
 # network), use the *-here targets: they run from the tree with the current interpreter.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
 
-.PHONY: install test demo bench lint test-here gpu-test-here bench-here clean stress stress-here
+# a GPU is here if nvidia-smi lists one or the driver's libcuda is installed
+HAVE_GPU := $(shell (nvidia-smi -L >/dev/null 2>&1 || ldconfig -p 2>/dev/null | grep -q 'libcuda\.so') && echo 1)
+comma := ,
+EXTRAS ?= $(if $(HAVE_GPU),test$(comma)cu12$(comma)dnn,test)
+# one stamp per set of extras: asking for other extras installs them
+STAMP = $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
+# where a benchmark run writes (git-ignored); $OUT on the GPU box
+BENCH_OUT ?= $(if $(OUT),$(OUT),benchmarks/out)
+
+.PHONY: install test demo bench bench-headline bench-report lint test-here gpu-test-here \
+	bench-here bench-headline-here clean stress stress-here
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,cu12,ray]'
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 test: install
@@ -22,12 +36,23 @@ test: install
 demo: install
 	$(PY) -m gpumsg demo
 
-bench: install
-	$(PY) benchmarks/run_all.py
-
 lint: install
-	$(PY) -m ruff check gpumsg tests benchmarks tools
+	$(PY) -m ruff check gpumsg tests benchmarks tools examples
 
+# -- benchmarks: torch and CuPy are the peers; they are not installed here (the GPU box has them)
+bench: install
+	GPUMSG_BENCH_OUT=$(BENCH_OUT) $(PY) benchmarks/run_all.py
+
+bench-headline: install
+	GPUMSG_BENCH_OUT=$(BENCH_OUT) $(PY) benchmarks/run_all.py --headline
+
+# RESULTS.md and benchmarks/plots/ from the last run in $(BENCH_OUT) (and the kept
+# benchmarks/results/); needs only matplotlib, installed into the venv when missing
+bench-report: | $(PY)
+	$(PY) -c 'import matplotlib' 2>/dev/null || $(PY) -m pip install --quiet matplotlib
+	$(PY) benchmarks/report.py --src $(BENCH_OUT)
+
+# -- the GPU box: no network, its own Python
 test-here:
 	PYTHONPATH=$(CURDIR) $(PYTHON) -m pytest -q
 
@@ -35,11 +60,15 @@ gpu-test-here:
 	PYTHONPATH=$(CURDIR) $(PYTHON) -m pytest -q -m gpu
 
 bench-here:
-	PYTHONPATH=$(CURDIR) $(PYTHON) benchmarks/run_all.py
+	GPUMSG_BENCH_OUT=$(BENCH_OUT) PYTHONPATH=$(CURDIR) $(PYTHON) benchmarks/run_all.py
 
-# the full reliability campaigns of tests/stress (issue 15): 10,000 fuzz cases
-# (GPUMSG_STRESS_CASES), 8 x 10,000 soak operations, 100 faults; GPUMSG_STRESS_BACKEND=cuda on
-# a GPU (default sim). `make test` runs the same files at CI size.
+# what RESULTS.md is made from, in about five minutes on one H100
+bench-headline-here:
+	GPUMSG_BENCH_OUT=$(BENCH_OUT) PYTHONPATH=$(CURDIR) $(PYTHON) benchmarks/run_all.py --headline
+
+# the full reliability campaigns of tests/stress: 10,000 fuzz cases (GPUMSG_STRESS_CASES),
+# 8 x 10,000 soak operations, 100 faults; GPUMSG_STRESS_BACKEND=cuda on a GPU (default sim).
+# `make test` runs the same files at CI size.
 STRESS_ENV = GPUMSG_STRESS=full GPUMSG_STRESS_CASES=$${GPUMSG_STRESS_CASES:-10000}
 
 stress: install

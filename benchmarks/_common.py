@@ -1,9 +1,9 @@
 """Shared helpers for the benchmark scripts: timing, environment, and result files.
 
 Every script measures gpumsg beside its peer (torch, CuPy, the raw library call) in the same
-process and run, reports medians (after warm-up) and the ratio, and writes
-``<name>.json`` plus ``<name>.md`` to ``benchmarks/results/`` (or to ``$OUT`` when set, as on the
-lent GPU machine), stamped with the device, driver and date.
+process and run, reports medians (after warm-up) and the ratio, and writes ``<name>.json`` plus
+``<name>.md`` to the output folder (:func:`results_dir`), stamped with the device, driver and
+date. ``benchmarks/report.py`` turns the JSON files into ``benchmarks/RESULTS.md`` and plots.
 """
 
 from __future__ import annotations
@@ -141,18 +141,79 @@ def environment() -> dict[str, Any]:
     return env
 
 
+#: where a run's raw files go unless told otherwise (git-ignored)
+DEFAULT_OUT = os.path.join(HERE, "out")
+
+
 def results_dir() -> str:
-    out = os.environ.get("OUT")
-    path = out if out else os.path.join(HERE, "results")
+    """The output folder: ``--out DIR`` on the command line, else ``$GPUMSG_BENCH_OUT``, else
+    ``$OUT`` (the folder that comes back from the GPU machine), else ``benchmarks/out/``."""
+    path = (_out_argument() or os.environ.get("GPUMSG_BENCH_OUT") or os.environ.get("OUT")
+            or DEFAULT_OUT)
     os.makedirs(path, exist_ok=True)
     return path
+
+
+def _out_argument() -> str | None:
+    """The value of ``--out DIR`` / ``--out=DIR`` in ``sys.argv``, if given."""
+    argv = sys.argv[1:]
+    for i, arg in enumerate(argv):
+        if arg == "--out" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--out="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def api(obj: Any, *paths: str) -> Any:
+    """The first attribute path of ``obj`` that exists, e.g. ``api(dev, "cufft.plan",
+    "cufft.plan")``: the benchmarks run against the namespaces of the tree they sit in."""
+    for path in paths:
+        target = obj
+        try:
+            for part in path.split("."):
+                target = getattr(target, part)
+        except AttributeError:
+            continue
+        return target
+    raise AttributeError(f"none of {paths} on {type(obj).__name__}")
+
+
+def compare_many(sides: list[tuple[Callable[[], Any], Callable[[], Any]]],
+                 repeats: int = 5, warmup_s: float = 0.3, min_run_s: float = 0.03
+                 ) -> list[float]:
+    """:func:`compare` for any number of (issue, finish) pairs: seconds per operation of each,
+    in steady state, their runs alternating; a run is sized from the last side's speed (the
+    peer's, by convention)."""
+    for issue, finish in sides:
+        t_end = time.perf_counter() + warmup_s
+        while time.perf_counter() < t_end:
+            issue()
+            finish()
+    issue, finish = sides[-1]
+    t0 = time.perf_counter()
+    for _ in range(5):
+        issue()
+    finish()
+    per_op = (time.perf_counter() - t0) / 5
+    n = max(10, min(2000, int(min_run_s / per_op) + 1))
+    runs: list[list[float]] = [[] for _ in sides]
+    for _ in range(repeats):
+        for (issue, finish), out in zip(sides, runs):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                issue()
+            finish()
+            out.append((time.perf_counter() - t0) / n)
+    return [statistics.median(r) for r in runs]
 
 
 def write_results(name: str, rows: list[dict[str, Any]], notes: list[str],
                   columns: list[str], extra: dict[str, Any] | None = None) -> None:
     """Write ``name.json`` (everything) and ``name.md`` (a table of ``columns``)."""
     env = environment()
-    doc = {"benchmark": name, "environment": env, "rows": rows, "notes": notes}
+    doc = {"benchmark": name, "environment": env, "columns": columns, "rows": rows,
+           "notes": notes}
     if extra:
         doc.update(extra)
     path = results_dir()
@@ -170,19 +231,6 @@ def write_results(name: str, rows: list[dict[str, Any]], notes: list[str],
     with open(os.path.join(path, f"{name}.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
-
-
-def save_diagnostic(name: str, doc: dict[str, Any], text: str,
-                    default_dir: str | None = None) -> None:
-    """A diagnostic tool's ``name.json`` (``doc``) and ``name.md`` (``text``), written to $OUT,
-    else to ``default_dir``, else nowhere."""
-    out = os.environ.get("OUT") or default_dir
-    if not out:
-        return
-    with open(os.path.join(out, f"{name}.json"), "w") as f:
-        json.dump(doc, f, indent=1)
-    with open(os.path.join(out, f"{name}.md"), "w") as f:
-        f.write(text + "\n")
 
 
 def _fmt(v: Any) -> str:

@@ -129,7 +129,7 @@ def main() -> None:
                 for r in rows:
                     if r["case"] == name and r["torch_backend"] == best["torch_backend"]:
                         r["best"] = True
-        cache = dev.dnn.attention_cache_info().result()
+        cache = dev.cudnn.attention_cache_info().result()
     try:
         import cudnn
 

@@ -6,7 +6,7 @@ beside ``torch.addmm`` followed by GELU; ``dot`` round trip and pipelined beside
 from __future__ import annotations
 
 import numpy as np
-from _common import compare, median_us, write_results
+from _common import api, compare, median_us, write_results
 
 import gpumsg
 
@@ -22,11 +22,12 @@ def gemm_case(dev, torch, name: str, size: int) -> dict:
     a_h = rng.standard_normal((size, size), dtype=np.float32).astype(gpumsg.as_dtype(dtype))
     b_h = rng.standard_normal((size, size), dtype=np.float32).astype(gpumsg.as_dtype(dtype))
     a, b = dev.to_device(np.asfortranarray(a_h)), dev.to_device(np.asfortranarray(b_h))
-    c = dev.alloc((size, size), dtype)
+    c = dev.alloc((size, size), dtype, order="F")
     last = [dev.synchronize()]
+    gemm = api(dev, "cublas.gemm", "cublas.gemm")
 
     def issue() -> None:
-        last[0] = dev.blas.gemm(a, b, c, size, size, size, compute=compute)
+        last[0] = gemm(a, b, c, size, size, size, compute=compute)
 
     ta = torch.from_numpy(a_h.astype(np.float32)).to(tdt).cuda()
     tb = torch.from_numpy(b_h.astype(np.float32)).to(tdt).cuda()
@@ -54,12 +55,14 @@ def bmm_case(dev, torch, name: str, convenience: bool = False) -> dict:
     a, b = dev.to_device(a_h), dev.to_device(b_h)  # C-ordered (batch, row, col)
     out = dev.alloc((batch, s, s), dtype, order="C").result()
     last = [dev.synchronize()]
+    matmul = api(dev, "linalg.matmul", "linalg.matmul")
+    strided = api(dev, "cublas.gemm_strided_batched", "cublas.gemm_strided_batched")
     if convenience:
         def issue() -> None:
-            last[0] = dev.blas.matmul(a, b, out=out)
+            last[0] = matmul(a, b, out=out)
     else:
         def issue() -> None:  # row-major C = A B is column-major C^T = B^T A^T
-            last[0] = dev.blas.gemm_strided_batched(b, a, out, s, s, s, batch, s * s, s * s,
+            last[0] = strided(b, a, out, s, s, s, batch, s * s, s * s,
                                                     s * s)
     ta = torch.from_numpy(a_h.astype(np.float32)).to(tdt).cuda()
     tb = torch.from_numpy(b_h.astype(np.float32)).to(tdt).cuda()
@@ -84,11 +87,12 @@ def gelu_case(dev, torch, size: int) -> dict:
     w_h = rng.standard_normal((k, n), dtype=np.float32).astype(gpumsg.bfloat16)
     b_h = rng.standard_normal(m, dtype=np.float32).astype(gpumsg.bfloat16)
     x, w, bias = (dev.to_device(np.asfortranarray(v)) for v in (x_h, w_h, b_h))
-    d = dev.alloc((m, n), "bf16")
+    d = dev.alloc((m, n), "bf16", order="F")
     last = [dev.synchronize()]
+    lt_matmul = api(dev, "cublaslt.matmul", "cublaslt.matmul")
 
     def issue() -> None:
-        last[0] = dev.blas.lt_matmul(x, w, d, m, n, k, transa="T", epilogue="gelu_bias",
+        last[0] = lt_matmul(x, w, d, m, n, k, transa="T", epilogue="gelu_bias",
                                      bias=bias)
 
     # the same math in torch: D^T (n x m, row-major) = gelu(W^T X + b) ...
@@ -116,13 +120,14 @@ def dot_cases(dev, torch) -> list[dict]:
     x_h, y_h = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
     x, y = dev.to_device(x_h).result(), dev.to_device(y_h).result()
     tx, ty = torch.from_numpy(x_h).cuda(), torch.from_numpy(y_h).cuda()
-    ours_rt = median_us(lambda: dev.blas.dot(x, y).result(), 2000)
+    dot = api(dev, "cublas.dot", "cublas.dot")
+    ours_rt = median_us(lambda: dot(x, y).result(), 2000)
     theirs_rt = median_us(lambda: torch.dot(tx, ty).item(), 2000)
-    value = dev.blas.dot(x, y).result()
+    value = dot(x, y).result()
     err = abs(value - float(np.dot(x_h.astype(np.float64), y_h))) / np.sqrt(n)
 
     def ours_batch() -> None:
-        futures = [dev.blas.dot(x, y) for _ in range(100)]
+        futures = [dot(x, y) for _ in range(100)]
         [f.result() for f in futures]
 
     def theirs_batch() -> None:
@@ -154,8 +159,8 @@ def main() -> None:
         rows.append(gelu_case(dev, torch, 4096))
         rows.append(gelu_case(dev, torch, 1024))
         rows.extend(dot_cases(dev, torch))
-        cache = dev.blas.lt_cache_info().result()
-        replays = dev.blas.replay_info().result()
+        cache = api(dev, "cublaslt.cache_info", "cublaslt.cache_info")().result()
+        replays = api(dev, "cublas.replay_info", "cublas.replay_info")().result()
     notes = ["ratio = gpumsg speed / torch speed (> 1: gpumsg faster); TFLOP/s from wall time of "
              "n pipelined calls then one wait, n sized for >= 30 ms of torch's work (steady "
              "state); both sides warmed up 0.3 s, then 5 alternating runs each, medians",

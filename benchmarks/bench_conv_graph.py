@@ -81,7 +81,7 @@ def main() -> None:
                                timing)
                 print(row, flush=True)
                 rows.append(row)
-        info = dev.dnn.cache_info().result()
+        info = dev.cudnn.cache_info().result()
     ratios = sorted(r["ratio"] for r in rows)
     notes = [f"{args.per_graph} identical convolutions per graph (fixed buffers); times per "
              "convolution; ratio = torch eager / gpumsg graph (> 1: gpumsg's recorded "

@@ -1,5 +1,5 @@
 """cuDNN convolutions beside torch in the same run: ResNet-50-shaped convolutions (batch 64,
-NHWC, bf16) forward, backward data and backward filter through ``dev.dnn`` beside
+NHWC, bf16) forward, backward data and backward filter through ``dev.cudnn`` beside
 ``torch.nn.functional.conv2d`` and ``torch.ops.aten.convolution_backward`` (which call cuDNN
 themselves) on channels-last tensors. Both sides use cuDNN's heuristics (torch's
 ``cudnn.benchmark`` off, gpumsg's default ``algo="heuristic"``); gpumsg's ``algo="find"`` (every
@@ -58,17 +58,17 @@ def conv_cases(dev, torch, name: str, c: int, k: int, r: int, s: int, p: int, hw
     conv_bwd = torch.ops.aten.convolution_backward
     geo = ([s, s], [p, p], [1, 1], False, [0, 0], 1)
     ours_fns = {
-        "fwd": lambda: last.__setitem__(0, dev.dnn.conv2d(x, w, out=y, **kw)),
-        "bwd_data": lambda: last.__setitem__(0, dev.dnn.conv_backward_data(
+        "fwd": lambda: last.__setitem__(0, dev.nn.conv2d(x, w, out=y, **kw)),
+        "bwd_data": lambda: last.__setitem__(0, dev.cudnn.conv_backward_data(
             dy, w, x_h.shape, out=dx, **kw)),
-        "bwd_filter": lambda: last.__setitem__(0, dev.dnn.conv_backward_filter(
+        "bwd_filter": lambda: last.__setitem__(0, dev.cudnn.conv_backward_filter(
             x, dy, w_h.shape, out=dw, **kw)),
     }
     find_fns = {
-        "fwd": lambda: last.__setitem__(0, dev.dnn.conv2d(x, w, out=y, **fkw)),
-        "bwd_data": lambda: last.__setitem__(0, dev.dnn.conv_backward_data(
+        "fwd": lambda: last.__setitem__(0, dev.nn.conv2d(x, w, out=y, **fkw)),
+        "bwd_data": lambda: last.__setitem__(0, dev.cudnn.conv_backward_data(
             dy, w, x_h.shape, out=dx, **fkw)),
-        "bwd_filter": lambda: last.__setitem__(0, dev.dnn.conv_backward_filter(
+        "bwd_filter": lambda: last.__setitem__(0, dev.cudnn.conv_backward_filter(
             x, dy, w_h.shape, out=dw, **fkw)),
     }
     torch_fns = {
@@ -112,7 +112,7 @@ def softmax_case(dev, torch, rows_n: int = 8192, cols: int = 8192) -> dict:
     last = [dev.synchronize()]
 
     def ours() -> None:
-        last[0] = dev.dnn.softmax(x, "channel", out=y)
+        last[0] = dev.nn.softmax(x, "channel", out=y)
 
     ours_s, theirs_s = compare((ours, lambda: last[0].result()),
                                (lambda: torch.softmax(tx, dim=-1), torch.cuda.synchronize),
@@ -176,14 +176,14 @@ def host_costs(dev, torch, n: int = 400) -> dict:
         tw = torch.randn(k, c, 3, 3, device="cuda", dtype=torch.bfloat16) \
             .contiguous(memory_format=torch.channels_last)
         for _ in range(50):
-            last = dev.dnn.conv2d(x, w, padding=1, layout="NHWC", out=y)
+            last = dev.nn.conv2d(x, w, padding=1, layout="NHWC", out=y)
         last.result()
         DnnHandle.conv, graph_mod.GraphPlan.run = conv, run
         try:
             spent.update(conv=0.0, run=0.0, calls=0, replay=replay)
             t0 = time.perf_counter()
             for _ in range(n):
-                last = dev.dnn.conv2d(x, w, padding=1, layout="NHWC", out=y)
+                last = dev.nn.conv2d(x, w, padding=1, layout="NHWC", out=y)
             t_issue = time.perf_counter() - t0
             last.result()
             t_all = time.perf_counter() - t0
@@ -209,8 +209,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--warmup", type=float, default=0.3)
-    parser.add_argument("--out", default=None, help="results folder (default: $OUT or "
-                        "benchmarks/results)")
+    parser.add_argument("--out", default=None, help="output folder (default: "
+                        "benchmarks/out)")
     args = parser.parse_args()
     TIMING.update(repeats=args.repeats, warmup_s=args.warmup)
     if args.out:
@@ -224,7 +224,7 @@ def main() -> None:
             rows.extend(conv_cases(dev, torch, *case))
         rows.append(softmax_case(dev, torch))
         costs = host_costs(dev, torch)
-        cache = dev.dnn.cache_info().result()
+        cache = dev.cudnn.cache_info().result()
     notes = [f"batch {BATCH}, NHWC (torch: channels_last), bf16 with f32 accumulation",
              "ratio = gpumsg speed / torch speed (> 1: gpumsg faster); TFLOP/s from wall time of "
              "n pipelined calls then one wait (n sized for >= 30 ms of torch's work); both warmed "

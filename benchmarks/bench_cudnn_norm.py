@@ -294,7 +294,7 @@ def dropout_cases(dev, torch, n: int = 64 << 20, p: float = 0.5) -> list[dict]:
     x = dev.to_device(x_h)
     y = dev.alloc((n,), "f16", order="C").result()
     dx = dev.alloc((n,), "f16", order="C").result()
-    nres = dev.dnn.dropout_reserve_bytes(x)
+    nres = dev.cudnn.dropout_reserve_bytes(x)
     reserve = dev.alloc((nres,), "u8", order="C").result()
     tx = torch.from_numpy(x_h).cuda()
     nbytes = x_h.nbytes
@@ -336,7 +336,7 @@ def main() -> None:
             except Exception as exc:  # noqa: BLE001 - one failing group must not hide the rest
                 errors.append(f"{name}: {type(exc).__name__}: {exc}")
                 print(errors[-1], flush=True)
-        cache = dev.dnn.cache_info().result()
+        cache = dev.cudnn.cache_info().result()
     notes = ["ratio = gpumsg speed / torch speed (> 1: gpumsg faster); GB/s = minimum traffic "
              "(inputs read once, outputs written once) / time; time from n pipelined messages "
              "then one wait (n sized for >= 30 ms of torch's work), 0.3 s warm-up each, 5 "

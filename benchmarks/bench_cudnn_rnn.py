@@ -28,7 +28,7 @@ def lstm_cases(dev, torch, dtype: str, tf32: bool, algo: str = "auto") -> list[d
     ndt = {"f16": np.float16, "f32": np.float32}[dtype]
     rng = np.random.default_rng()
     mod = torch.nn.LSTM(IN, H, 1).cuda().to(tdt)
-    net = dev.dnn.lstm(IN, H, 1, dtype=dtype, math="tf32" if tf32 else "default", algo=algo)
+    net = dev.cudnn.lstm(IN, H, 1, dtype=dtype, math="tf32" if tf32 else "default", algo=algo)
     chosen = dev.send(RnnSpaceInfo(net.spec, T, B)).result()["algo"]
     state = {k: v.detach().float().cpu().numpy() for k, v in mod.state_dict().items()}
     net.set_weights(state).result()
@@ -106,7 +106,7 @@ def main() -> None:
                 traceback.print_exc()
                 rows.append({"case": f"LSTM {dtype}{' tf32' if tf32 else ''}",
                              "error": f"{type(exc).__name__}: {exc}"})
-        cache = dev.dnn.rnn_cache_info().result()
+        cache = dev.cudnn.rnn_cache_info().result()
     notes = ["ratio = gpumsg speed / torch speed (> 1: gpumsg faster); time from n pipelined "
              "calls then one wait (n sized for >= 30 ms of torch's work, at least 10), 0.5 s "
              "warm-up each, 5 alternating runs, medians; TFLOP/s counts the forward as "

@@ -2,20 +2,30 @@
 4096^2 c64, 3-D 256^3 R2C, plus one inverse with the default ("backward") normalization and one
 small, host-bound transform. Steady state, pipelined: n calls issued, then one wait.
 
-gpumsg is timed two ways: the explicit plan path (``dev.fft.plan`` once, then
-``dev.fft.execute(plan, x, out)`` into a preallocated output: one message per call) and the
+gpumsg is timed two ways: the explicit plan path (``dev.cufft.plan`` once, then
+``dev.cufft.execute(plan, x, out)`` into a preallocated output: one message per call) and the
 NumPy-shaped path (``dev.fft.fft(x)``: a new output per call, like torch, so an Alloc and a Free
-message ride along). The plan-cache rows time ``dev.fft.plan(...).result()`` round trips on a hit
+message ride along). The plan-cache rows time ``dev.cufft.plan(...).result()`` round trips on a hit
 and on a miss (cache emptied before each), beside torch's cuFFT plan cache emptied / not.
-Writes benchmarks/results/fft.{json,md} (or $OUT)."""
+Writes ``fft.{json,md}`` to the output folder.
+
+The size sweep (``fft_sizes.{json,md}``): 1-D c64 transforms of 2^8 to 2^22 points, batched to
+2^22 points per call, NumPy-shaped on every side (a new output per call): gpumsg's
+``dev.fft.fft`` beside ``torch.fft.fft`` and ``cupy.fft.fft``.
+
+    python benchmarks/bench_fft.py [--headline] [--out DIR]
+        --headline: the sweep and the fixed cases, without the profiler's kernel report
+"""
 
 from __future__ import annotations
 
 import statistics
+import sys
 import time
+from typing import Any
 
 import numpy as np
-from _common import compare, write_results
+from _common import api, compare, compare_many, write_results
 
 import gpumsg
 from gpumsg.libs.cufft import client as fft_client
@@ -39,14 +49,15 @@ def _data(rng, kind: str, shape: tuple) -> np.ndarray:
 
 def _explicit(dev, kind: str, shape: tuple, x) -> tuple:
     """The plan and output buffer of the explicit path for the same transform."""
+    plan_of = api(dev, "cufft.plan", "cufft.plan")
     if kind == "r2c":
-        plan = dev.fft.plan(shape, 1, "r2c", "f32")
+        plan = plan_of(shape, 1, "r2c", "f32")
         out_shape = shape[:-1] + (shape[-1] // 2 + 1,)
     elif len(shape) == 2 and shape[0] == shape[1] == 4096:
-        plan = dev.fft.plan(shape, 1, "c2c", "c64")
+        plan = plan_of(shape, 1, "c2c", "c64")
         out_shape = shape
     else:
-        plan = dev.fft.plan(shape[1:], shape[0], "c2c", "c64")
+        plan = plan_of(shape[1:], shape[0], "c2c", "c64")
         out_shape = shape
     plan.result()
     out = dev.alloc(out_shape, np.complex64, order="C")
@@ -85,7 +96,7 @@ def case(dev, torch, cupy, name: str, kind: str, shape: tuple, ours: str, theirs
     del got, ref
     if kind != "c2c-inv":
         plan, out = _explicit(dev, kind, shape, x)
-        ex = dev.fft.execute
+        ex = api(dev, "cufft.execute", "cufft.execute")
 
         def explicit() -> None:
             last[0] = ex(plan, x, out, direction)
@@ -93,7 +104,7 @@ def case(dev, torch, cupy, name: str, kind: str, shape: tuple, ours: str, theirs
         ours_s, torch_s = compare((explicit, lambda: last[0].result()),
                                   (torch_call, torch.cuda.synchronize), repeats=7,
                                   warmup_s=0.5)
-        rows.append({"case": name, "path": "explicit plan dev.fft.execute",
+        rows.append({"case": name, "path": "explicit plan dev.cufft.execute",
                      "gpumsg_us": ours_s * 1e6, "peer": "torch", "peer_us": torch_s * 1e6,
                      "ratio": torch_s / ours_s, "target": ">= 0.97"})
         print(rows[-1], flush=True)
@@ -112,11 +123,14 @@ def case(dev, torch, cupy, name: str, kind: str, shape: tuple, ours: str, theirs
 
 
 def plan_cost(dev, torch) -> list[dict]:
-    """Round trip of dev.fft.plan(...).result() on a hit and on a miss; torch beside it."""
+    """Round trip of dev.cufft.plan(...).result() on a hit and on a miss; torch beside it."""
     shape, batch = (1 << 16,), 8
 
+    plan_of = api(dev, "cufft.plan", "cufft.plan")
+    clear = api(dev, "cufft.cache_config", "cufft.cache_config")
+
     def make():
-        return dev.fft.plan(shape, batch, "c2c", "c64").result()
+        return plan_of(shape, batch, "c2c", "c64").result()
 
     make()
     hits = []
@@ -126,7 +140,7 @@ def plan_cost(dev, torch) -> list[dict]:
         hits.append(time.perf_counter_ns() - t0)
     misses = []
     for _ in range(30):
-        dev.fft.cache_config(clear=True).result()
+        clear(clear=True).result()
         dev.synchronize().result()
         t0 = time.perf_counter_ns()
         info = make()
@@ -149,10 +163,10 @@ def plan_cost(dev, torch) -> list[dict]:
         t_miss.append(time.perf_counter_ns() - t0)
     med = statistics.median
     return [
-        {"case": "plan 2^16 x8 c64: cache hit", "path": "dev.fft.plan(...).result()",
+        {"case": "plan 2^16 x8 c64: cache hit", "path": "dev.cufft.plan(...).result()",
          "gpumsg_us": med(hits) / 1e3, "peer": "torch fft+sync, plan cached",
          "peer_us": med(t_hit) / 1e3, "target": "(reported)"},
-        {"case": "plan 2^16 x8 c64: fresh plan", "path": "dev.fft.plan(...).result()",
+        {"case": "plan 2^16 x8 c64: fresh plan", "path": "dev.cufft.plan(...).result()",
          "gpumsg_us": med(misses) / 1e3, "peer": "torch fft+sync, plan cache cleared",
          "peer_us": med(t_miss) / 1e3, "target": "(reported)"},
     ]
@@ -195,14 +209,15 @@ def _kernels_of(dev, torch, name: str, shape: tuple, n: tuple, batch: int,
     h = _data(np.random.default_rng(), "c2c", shape)
     x = dev.to_device(h)
     out = dev.alloc(shape, np.complex64, order="C")
-    plan = dev.fft.plan(n, batch, "c2c", "c64")
+    plan = api(dev, "cufft.plan", "cufft.plan")(n, batch, "c2c", "c64")
     plan.result()
     tx = torch.from_numpy(h).cuda()
     last = [dev.synchronize()]
     fn = torch.fft.fft if len(n) == 1 else torch.fft.fft2
+    execute = api(dev, "cufft.execute", "cufft.execute")
 
     def ours() -> None:
-        last[0] = dev.fft.execute(plan, x, out)
+        last[0] = execute(plan, x, out)
 
     lines = _profile(torch, f"{name} gpumsg explicit", ours, lambda: last[0].result(), calls)
     numpy_fn = dev.fft.fft if len(n) == 1 else dev.fft.fft2
@@ -242,29 +257,102 @@ def long_runs(dev, torch, case: tuple) -> dict:
     tx = torch.from_numpy(h).cuda()
     plan, out = _explicit(dev, case[1], case[2], x)
     last = [dev.synchronize()]
+    execute = api(dev, "cufft.execute", "cufft.execute")
 
     def explicit() -> None:
-        last[0] = dev.fft.execute(plan, x, out)
+        last[0] = execute(plan, x, out)
 
     ours_s, torch_s = compare((explicit, lambda: last[0].result()),
                               (lambda: torch.fft.fft(tx), torch.cuda.synchronize),
                               repeats=5, warmup_s=0.5, min_run_s=0.15)
     x.buffer.free()
     out.buffer.free()
-    return {"case": case[0] + " (runs of 150 ms)", "path": "explicit plan dev.fft.execute",
+    return {"case": case[0] + " (runs of 150 ms)", "path": "explicit plan dev.cufft.execute",
             "gpumsg_us": ours_s * 1e6, "peer": "torch", "peer_us": torch_s * 1e6,
             "ratio": torch_s / ours_s, "target": "(diagnostic)"}
+
+
+#: points per transform of the size sweep; each call transforms SWEEP_POINTS points in all
+SWEEP_SIZES = tuple(1 << p for p in range(8, 23, 2))
+SWEEP_POINTS = 1 << 22
+
+
+def sweep(dev: Any, torch: Any, cupy: Any, sizes: tuple[int, ...] = SWEEP_SIZES,
+          points: int = SWEEP_POINTS) -> list[dict[str, Any]]:
+    """1-D c64 FFTs by length, ``points // n`` of them per call; the NumPy-shaped call on every
+    side (a new output each time). GFLOP/s by the usual 5 n log2(n) count per transform."""
+    rng = np.random.default_rng()
+    return [_sweep_row(dev, torch, cupy, rng, n, points) for n in sizes]
+
+
+def _sweep_row(dev: Any, torch: Any, cupy: Any, rng: Any, n: int, points: int
+               ) -> dict[str, Any]:
+    batch = max(1, points // n)
+    h = _data(rng, "c2c", (batch, n))
+    x = dev.to_device(h)
+    last = [dev.synchronize()]
+
+    def ours() -> None:
+        last[0] = dev.fft.fft(x)
+
+    sides = [(ours, lambda: last[0].result())]
+    if cupy is not None:
+        cx = cupy.asarray(h)
+        sides.append((lambda: cupy.fft.fft(cx), cupy.cuda.runtime.deviceSynchronize))
+    if torch is not None:
+        tx = torch.from_numpy(h).cuda()
+        sides.append((lambda: torch.fft.fft(tx), torch.cuda.synchronize))
+    times = compare_many(sides if len(sides) > 1 else sides * 2,
+                         min_run_s=0.03 if torch is not None else 0.0)
+    got = dev.copy_to_host(last[0].result()).result()[:2]
+    ref = np.fft.fft(h[:2].astype(np.complex128))
+    err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+    flop = 5.0 * n * np.log2(n) * batch
+    row: dict[str, Any] = {"n": n, "batch": batch, "gpumsg_us": times[0] * 1e6,
+                           "torch_us": "", "cupy_us": "", "ratio_torch": "",
+                           "ratio_cupy": "", "gpumsg_gflops": flop / times[0] / 1e9,
+                           "torch_gflops": "", "cupy_gflops": "", "rel_err": err}
+    if torch is not None:
+        row.update(torch_us=times[-1] * 1e6, ratio_torch=times[-1] / times[0],
+                   torch_gflops=flop / times[-1] / 1e9)
+        del tx
+        torch.cuda.empty_cache()
+    if cupy is not None:
+        row.update(cupy_us=times[1] * 1e6, ratio_cupy=times[1] / times[0],
+                   cupy_gflops=flop / times[1] / 1e9)
+        del cx
+        cupy.get_default_memory_pool().free_all_blocks()
+    x.result().free()
+    print(row, flush=True)
+    return row
+
+
+def write_sweep(rows: list[dict[str, Any]], backend: str) -> None:
+    write_results("fft_sizes", rows, [
+        f"1-D c64 FFTs of n points, batched to {SWEEP_POINTS} points per call; each side's "
+        "NumPy-shaped call (a new output per call): dev.fft.fft, torch.fft.fft, cupy.fft.fft",
+        "µs per call in steady state: calls issued back to back, then one wait; every side "
+        "warmed up 0.3 s, then 5 alternating runs, medians",
+        "ratio_torch, ratio_cupy = the peer's time / gpumsg's (> 1: gpumsg faster); GFLOP/s "
+        "counts 5 n log2(n) per transform",
+        "rel_err: gpumsg's first two transforms against numpy.fft in float64",
+        f"backend: {backend}"],
+        ["n", "batch", "gpumsg_us", "torch_us", "cupy_us", "ratio_torch", "ratio_cupy",
+         "gpumsg_gflops", "rel_err"])
 
 
 def main() -> None:
     import torch
 
+    headline = "--headline" in sys.argv
     try:
         import cupy
     except Exception:  # noqa: BLE001
         cupy = None
     rows: list[dict] = []
     with gpumsg.open_device(0) as dev:
+        write_sweep(sweep(dev, torch, cupy), dev.backend)
+        torch.cuda.empty_cache()
         for c in CASES:
             rows += case(dev, torch, cupy, *c)
             torch.cuda.empty_cache()
@@ -272,21 +360,23 @@ def main() -> None:
                 cupy.get_default_memory_pool().free_all_blocks()
         rows += plan_cost(dev, torch)
         print(rows[-2:], flush=True)
-        rows.append(long_runs(dev, torch, CASES[0]))
-        print(rows[-1], flush=True)
-        info = dev.fft.cache_info().result()
-        try:
-            kern = kernel_report(dev, torch)
-        except Exception as exc:  # noqa: BLE001 - a diagnostic: report, do not fail the run
-            kern = [f"kernel report failed: {type(exc).__name__}: {exc}"]
-        print("\n".join(kern), flush=True)
+        info = api(dev, "cufft.cache_info", "cufft.cache_info")().result()
+        kern: list[str] = []
+        if not headline:
+            rows.append(long_runs(dev, torch, CASES[0]))
+            print(rows[-1], flush=True)
+            try:
+                kern = kernel_report(dev, torch)
+            except Exception as exc:  # noqa: BLE001 - a diagnostic: report, do not fail
+                kern = [f"kernel report failed: {type(exc).__name__}: {exc}"]
+            print("\n".join(kern), flush=True)
     notes = [
         "ratio = torch time / other time (> 1: faster than torch); wall time of n pipelined "
         "calls then one wait, n sized for >= 30 ms of torch's work; both warmed up, then 7 "
         "alternating runs, medians; times are per call",
         "NumPy-shaped path: dev.fft.<f>(x) allocates its output per call (Alloc + FftExec "
         "messages; the output's Free follows when the caller drops it), as torch.fft does; "
-        "explicit path: dev.fft.execute(plan, x, out) into one preallocated output",
+        "explicit path: dev.cufft.execute(plan, x, out) into one preallocated output",
         "ifft row: both scale by 1/n after the transform (gpumsg: one cuBLAS scal in the same "
         "message; torch: a mul_)",
         "rel_err: NumPy-shaped output vs numpy.fft in float64 (leading rows)",

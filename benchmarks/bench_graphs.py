@@ -36,7 +36,7 @@ def graph_cases(dev, torch) -> list[dict]:
     cs = [dev.alloc((S, S), np.float32) for _ in range(OPS)]
     with dev.graph() as g:
         for c in cs:
-            dev.blas.gemm(a, b, c, S, S, S)
+            dev.cublas.gemm(a, b, c, S, S, S)
     g.ready.result()
     last = [g.launch()]
 
@@ -64,7 +64,7 @@ def graph_cases(dev, torch) -> list[dict]:
 
     def eager_ours() -> None:
         for c in cs:
-            last[0] = dev.blas.gemm(a, b, c, S, S, S)
+            last[0] = dev.cublas.gemm(a, b, c, S, S, S)
 
     ours, theirs = compare((issue_graph, lambda: last[0].result()),
                            (tg.replay, torch.cuda.synchronize))

@@ -170,7 +170,7 @@ def bench_ray(n: int, quick: bool) -> None:
     c = rd.alloc((64, 64), np.float32).result()
 
     def gemm():
-        return rd.blas.gemm(a, b, c, 64, 64, 64)
+        return rd.cublas.gemm(a, b, c, 64, 64, 64)
 
     def pipelined(issue, wait) -> float:
         samples = []

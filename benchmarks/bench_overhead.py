@@ -27,7 +27,7 @@ from queue import SimpleQueue
 from typing import Any
 
 import numpy as np
-from _common import median_us, rate_us, write_results
+from _common import api, median_us, rate_us, write_results
 
 import gpumsg
 
@@ -218,7 +218,7 @@ def operands(dev: Any, host: list[np.ndarray], xh: np.ndarray, yh: np.ndarray) -
     """gpumsg's buffers for the cases, made and awaited: ``(a, b, c, x, y, buf)``: the two 64^3
     SGEMM inputs and its output, the two ``dot`` vectors, and a 1 KiB buffer."""
     a, b = (dev.to_device(h).result() for h in host)
-    c = dev.alloc((64, 64), np.float32).result()
+    c = dev.alloc((64, 64), np.float32, order="F").result()
     x, y = dev.to_device(xh).result(), dev.to_device(yh).result()
     buf = dev.alloc(256, np.float32).result()
     return a, b, c, x, y, buf
@@ -295,6 +295,8 @@ def main() -> None:
         post = svc.post
 
         a, b, c, x, y, buf = operands(dev, host, xh, yh)
+        sgemm = api(dev, "sgemm", "cublas.sgemm")
+        dot = api(dev, "cublas.dot", "cublas.dot")
 
         def row(case: str, ours: float, bare: float, target: float | None,
                 note: str = "") -> dict[str, Any]:
@@ -308,10 +310,10 @@ def main() -> None:
 
         # -- 64^3 SGEMM ------------------------------------------------------------------------
         sg_pipe = row("64^3 SGEMM pipelined (per op)", *paired(
-            lambda: pipelined(lambda: dev.sgemm(a, b, c, 64, 64, 64)),
+            lambda: pipelined(lambda: sgemm(a, b, c, 64, 64, 64)),
             lambda: pipelined(lambda: post(ops.sgemm))), 1.15)
         sg_rt = row("64^3 SGEMM round trip", *paired(
-            lambda: median_us(lambda: dev.sgemm(a, b, c, 64, 64, 64).result(), N_RT),
+            lambda: median_us(lambda: sgemm(a, b, c, 64, 64, 64).result(), N_RT),
             lambda: median_us(lambda: post(ops.sgemm).result(), N_RT)), 1.15)
         ref = host[0].astype(np.float64) @ host[1]
         err_ours = np.abs(dev.copy_to_host(c).result() - ref).max()
@@ -358,10 +360,10 @@ def main() -> None:
 
         # -- dot --------------------------------------------------------------------------------
         dt = row("dot 1M f32 round trip", *paired(
-            lambda: median_us(lambda: dev.blas.dot(x, y).result(), N_RT),
+            lambda: median_us(lambda: dot(x, y).result(), N_RT),
             lambda: median_us(lambda: post(ops.dot).result(), N_RT)), 1.3)
         ref_dot = float(np.dot(xh.astype(np.float64), yh))
-        got = (dev.blas.dot(x, y).result(), post(ops.dot).result())
+        got = (dot(x, y).result(), post(ops.dot).result())
         notes.append(f"dot checked against NumPy float64 ({ref_dot:.4f}): gpumsg {got[0]:.4f}, "
                      f"bare {got[1]:.4f}")
         assert all(abs(g - ref_dot) < 1e-3 * np.sqrt(xh.size) for g in got)
@@ -382,8 +384,8 @@ def main() -> None:
 
         # -- 8 client threads -------------------------------------------------------------------
         def ours_gemm_op() -> Callable[[], Future]:
-            mine = dev.alloc((64, 64), np.float32).result()
-            return lambda: dev.sgemm(a, b, mine, 64, 64, 64)
+            mine = dev.alloc((64, 64), np.float32, order="F").result()
+            return lambda: sgemm(a, b, mine, 64, 64, 64)
 
         def bare_gemm_op() -> Callable[[], Future]:
             return lambda: post(ops.sgemm)
@@ -450,8 +452,9 @@ def main() -> None:
                          f"own): {raw_pipe:.1f} us/op issue rate, {raw_rt:.1f} us issue + sync")
         except Exception as exc:  # noqa: BLE001
             notes.append(f"raw cuBLAS unavailable: {exc!r}")
+        replays = api(dev, "cublas.replay_info", "cublas.replay_info")().result()
         notes.append("gpumsg's GEMMs replayed as CUDA graphs (GPUMSG_BLAS_REPLAY=0 turns it "
-                     f"off; the bare service calls cuBLAS): {dev.blas.replay_info().result()}")
+                     f"off; the bare service calls cuBLAS): {replays}")
         ops.close()
         svc.close()
     finally:

@@ -145,8 +145,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--watchdog", type=float, default=1.0)
     ap.add_argument("--fault-budget", type=float, default=None,
                     help="seconds after which no further fault is injected")
-    ap.add_argument("--out", default=None, help="results folder (default: $OUT or "
-                    "benchmarks/results)")
+    ap.add_argument("--out", default=None, help="output folder (default: "
+                    "benchmarks/out)")
     ap.add_argument("--merge", default=None, help="add the runs of another reliability.json")
     ap.add_argument("--note", action="append", default=[], help="a line for the notes")
     args = ap.parse_args(argv)

@@ -32,7 +32,7 @@ def _moments(x: np.ndarray) -> tuple[float, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=None, help="results folder (default: $OUT or results/)")
+    ap.add_argument("--out", default=None, help="output folder (default: benchmarks/out)")
     ap.add_argument("--n", type=int, default=N)
     args = ap.parse_args()
     if args.out:
@@ -49,7 +49,7 @@ def main() -> None:
 
         for ordering in ("default", "best", "dynamic"):
             try:
-                g = dev.random.generator("philox", seed=1234, ordering=ordering)
+                g = dev.curand.generator("philox", seed=1234, ordering=ordering)
                 g.ready.result()
             except gpumsg.GpuError as exc:
                 rows.append({"case": f"philox ordering={ordering}", "note": f"refused: {exc}"})
@@ -83,7 +83,7 @@ def main() -> None:
             def cupy_fill() -> None:
                 curand.generateNormal(cg, c_out.data.ptr, n, 0.0, 1.0)
 
-            g = dev.random.generator("philox", seed=1234)
+            g = dev.curand.generator("philox", seed=1234)
             out = dev.alloc((n,), "f32", order="C").result()
             last = [g.normal(out=out)]
             last[0].result()
@@ -160,7 +160,7 @@ def main() -> None:
             rows.append({"case": "CuPy", "note": f"not measured: {type(exc).__name__}: {exc}"})
 
         # fresh buffer per call beside torch.randn allocating
-        g = dev.random.generator("philox", seed=1234)
+        g = dev.curand.generator("philox", seed=1234)
         last = [g.normal((n,), "f32")]
         last[0].result()
         tk: list = []
@@ -182,7 +182,7 @@ def main() -> None:
         m = 64 << 20
         out = dev.alloc((m,), "f32", order="C").result()
         for kind in RNG_KINDS:
-            g = dev.random.generator(kind, **({"seed": 7} if kind in PSEUDO_KINDS else {}))
+            g = dev.curand.generator(kind, **({"seed": 7} if kind in PSEUDO_KINDS else {}))
             for dist in ("uniform", "normal"):
                 try:
                     getattr(g, dist)(out=out).result()
@@ -222,20 +222,20 @@ def probe(dev) -> dict:
         accepted[kind] = []
         for ordering in PSEUDO_ORDERINGS:
             try:
-                g = dev.random.generator(kind, seed=5, ordering=ordering)
+                g = dev.curand.generator(kind, seed=5, ordering=ordering)
                 g.uniform((1024,)).result()
                 accepted[kind].append(ordering)
                 g.close()
             except gpumsg.GpuError as exc:
                 accepted[kind].append(f"!{ordering}:{type(exc).__name__}")
         try:
-            whole = dev.copy_to_host(dev.random.generator(kind, seed=5).uniform((3000,))).result()
-            g = dev.random.generator(kind, seed=5)
+            whole = dev.copy_to_host(dev.curand.generator(kind, seed=5).uniform((3000,))).result()
+            g = dev.curand.generator(kind, seed=5)
             a = dev.copy_to_host(g.uniform((1000,))).result()
             b = dev.copy_to_host(g.uniform((2000,))).result()
             continues[kind] = {"n_then_m": bool(np.array_equal(np.concatenate([a, b]), whole))}
             if kind not in NO_OFFSET_KINDS:
-                skip = dev.copy_to_host(dev.random.generator(kind, seed=5, offset=1000).uniform(
+                skip = dev.copy_to_host(dev.curand.generator(kind, seed=5, offset=1000).uniform(
                     (2000,))).result()
                 continues[kind]["offset_skips"] = bool(np.array_equal(skip, whole[1000:]))
         except gpumsg.GpuError as exc:
@@ -248,7 +248,7 @@ def probe(dev) -> dict:
         for dist, count in (("uniform", 1), ("uniform", 3), ("uniform", 1001), ("normal", 3),
                             ("poisson", 1001), ("normal", 1 << 20)):
             try:
-                g = dev.random.generator(kind, **kw)
+                g = dev.curand.generator(kind, **kw)
                 kwargs = {"lam": 3.0} if dist == "poisson" else {}
                 getattr(g, dist)((count,), **kwargs).result()
                 lengths[kind][f"{dist}:{count}"] = "ok"
@@ -257,7 +257,7 @@ def probe(dev) -> dict:
                 lengths[kind][f"{dist}:{count}"] = f"{type(exc).__name__}: {exc}"
         try:
             t0 = time.perf_counter()
-            g = dev.random.generator(kind, **kw)
+            g = dev.curand.generator(kind, **kw)
             g.ready.result()
             t1 = time.perf_counter()
             g.uniform((1024,)).result()

@@ -5,7 +5,7 @@ copy of the input plus the factorization on both sides (torch: ``lu_factor_ex``,
 cuSOLVER, the same library underneath). gpumsg reads ``info`` back without blocking (copied on
 the stream, checked at completion). The batched rows separate the costs of the NumPy-shaped
 ``cholesky_batched`` (copy + potrfBatched + zeroing above the diagonal) from the raw
-``potrf_batched`` (copy + potrfBatched). Writes benchmarks/results/solver.{json,md} (or $OUT).
+``potrf_batched`` (copy + potrfBatched). Writes solver.{json,md} to the output folder.
 """
 
 from __future__ import annotations
@@ -33,22 +33,22 @@ def big_case(dev, torch, kind: str, dtype: str, n: int) -> dict:
     tdt = {"f32": torch.float32, "f64": torch.float64}[dtype]
     a_h = _input(rng, kind, n, npdt)
     a = dev.to_device(np.asfortranarray(a_h))
-    work = dev.alloc((n, n), dtype)
+    work = dev.alloc((n, n), dtype, order="F")
     ipiv = dev.alloc((n,), np.int64)
     w = dev.alloc((n,), dtype)
-    u, v = dev.alloc((n, n), dtype), dev.alloc((n, n), dtype)
+    u, v = dev.alloc((n, n), dtype, order="F"), dev.alloc((n, n), dtype, order="F")
     last = [dev.synchronize()]
 
     def issue() -> None:
         dev.copy(work, a)
         if kind == "potrf":
-            last[0] = dev.linalg.potrf(work, n, "L")
+            last[0] = dev.cusolver.potrf(work, n, "L")
         elif kind == "getrf":
-            last[0] = dev.linalg.getrf(work, n, n, ipiv)
+            last[0] = dev.cusolver.getrf(work, n, n, ipiv)
         elif kind == "syevd":
-            last[0] = dev.linalg.syevd(work, w, n, "L")
+            last[0] = dev.cusolver.syevd(work, w, n, "L")
         else:
-            last[0] = dev.linalg.gesvdj(work, w, n, n, u, v)
+            last[0] = dev.cusolver.gesvdj(work, w, n, n, u, v)
 
     ta = torch.from_numpy(np.ascontiguousarray(a_h.T)).to(tdt).cuda()
     theirs = {"potrf": lambda: torch.linalg.cholesky_ex(ta),
@@ -106,14 +106,14 @@ def batched_case(dev, torch, dtype: str, batch: int, n: int, variant: str,
 
     def issue() -> None:
         if variant == "cholesky_batched":
-            last[0] = dev.linalg.cholesky_batched(stack)
+            last[0] = dev.linalg.cholesky(stack)
             outs.append(last[0])
             if len(outs) > 4:
                 outs.pop(0).buffer.free()
         else:
             dev.copy(work, stack)
-            last[0] = dev.linalg.potrf_batched(work, n, batch, "L" if variant == "raw L" else "U",
-                                               clean=variant == "clean")
+            last[0] = dev.cusolver.potrf_batched(work, n, batch, "L" if variant == "raw L" else "U",
+                                                 clean=variant == "clean")
 
     ts = torch.from_numpy(stack_h).cuda()
     fn = getattr(torch.linalg, peer)
@@ -145,8 +145,8 @@ def probe_gesvdj_batched(dev) -> dict:
     s = dev.alloc((batch, n), "f64", order="C")
     out = {"probe": "gesvdjBatched 3x24^2 f64 max_sweeps=1"}
     try:
-        dev.linalg.gesvdj_batched(dev.to_device(stack), s, n, n, batch, vectors=False,
-                                  max_sweeps=1).result()
+        dev.cusolver.gesvdj_batched(dev.to_device(stack), s, n, n, batch, vectors=False,
+                                    max_sweeps=1).result()
         got = dev.copy_to_host(s).result()
         ref = np.stack([np.linalg.svd(x, compute_uv=False) for x in stack])
         out["raised"] = None
@@ -179,7 +179,7 @@ def main() -> None:
                     n = 2048  # keep the run inside its time limit
                 rows.append(big_case(dev, torch, kind, dtype, n))
                 print(rows[-1], flush=True)
-        cache = dev.linalg.cache_info().result()
+        cache = dev.cusolver.cache_info().result()
     notes = ["ratio = torch time / gpumsg time (> 1: gpumsg faster); potrf/getrf/batched: wall "
              "time of n pipelined calls then one wait (n sized for >= 30 ms of torch's work), "
              "warmed up, 5 alternating runs, medians; syevd/gesvdj: one warm call each, then 3 "

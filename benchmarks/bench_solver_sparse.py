@@ -4,7 +4,7 @@ plus the in-place factorization on both sides
 (torch: ``linalg.cholesky_ex`` / ``linalg.lu_factor_ex``, the variants that do not synchronize
 to check ``info``; torch's preferred linalg library set to cuSOLVER, the same library
 underneath). gpumsg checks ``info`` without blocking: copied back on the stream, read at
-completion. Writes benchmarks/results/solver_sparse.{json,md} (or $OUT)."""
+completion. Writes solver_sparse.{json,md} to the output folder."""
 
 from __future__ import annotations
 
@@ -28,16 +28,16 @@ def factor_case(dev, torch, kind: str, dtype: str, n: int) -> dict:
     else:
         a_h = (rng.standard_normal((n, n)) + 2 * np.sqrt(n) * np.eye(n)).astype(npdt)
     a = dev.to_device(np.asfortranarray(a_h))  # symmetric or not, column-major is what we pass
-    work = dev.alloc((n, n), dtype)
+    work = dev.alloc((n, n), dtype, order="F")
     ipiv = dev.alloc((n,), np.int64)
     last = [dev.synchronize()]
 
     def issue() -> None:
         dev.copy(work, a)
         if kind == "potrf":
-            last[0] = dev.linalg.potrf(work, n, "L")
+            last[0] = dev.cusolver.potrf(work, n, "L")
         else:
-            last[0] = dev.linalg.getrf(work, n, n, ipiv)
+            last[0] = dev.cusolver.getrf(work, n, n, ipiv)
 
     ta = torch.from_numpy(np.ascontiguousarray(a_h.T)).to(tdt).cuda()  # the same column-major A
     if kind == "potrf":
@@ -79,7 +79,7 @@ def batched_case(dev, torch, dtype: str, batch: int, n: int) -> dict:
     outs: list = []
 
     def issue() -> None:
-        last[0] = dev.linalg.cholesky_batched(stack)
+        last[0] = dev.linalg.cholesky(stack)
         outs.append(last[0])
         if len(outs) > 4:
             outs.pop(0).buffer.free()
@@ -109,7 +109,7 @@ def main() -> None:
         for dtype in ("f64", "f32"):
             rows.append(batched_case(dev, torch, dtype, 10000, 32))
             print(rows[-1], flush=True)
-        cache = dev.linalg.cache_info().result()
+        cache = dev.cusolver.cache_info().result()
     notes = ["ratio = torch time / gpumsg time (> 1: gpumsg faster); wall time of n pipelined "
              "calls then one wait, n sized for >= 30 ms of torch's work; both warmed up, then "
              "5 alternating runs, medians",

@@ -4,7 +4,7 @@ small SpMV (10k rows) where the per-call host cost shows. All three hold the sam
 call writes a fresh or reused output, then the run waits once. The ratio is the faster peer's
 time over gpumsg's (>= 0.95 is the target). Also: the host cost of issuing one gpumsg SpMV (the
 repeated call is one cusparseSpMV: descriptors, buffer size and workspace are cached), and the
-workspace-size cache counters. Writes benchmarks/results/sparse.{json,md} (or $OUT)."""
+workspace-size cache counters. Writes sparse.{json,md} to the output folder."""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def case(dev, torch, cupy, csx, kind: str, dtype: str, rows: int, k: int = 1) ->
     rng = np.random.default_rng()
     npdt = gpumsg.as_dtype(dtype)
     a = make_matrix(rng, rows, npdt)
-    m = dev.sparse.csr(a)
+    m = dev.cusparse.csr(a)
     ta, ca = peers(torch, cupy, csx, a)
     if kind == "spmv":
         xh = rng.standard_normal(rows).astype(npdt)
@@ -107,7 +107,7 @@ def case(dev, torch, cupy, csx, kind: str, dtype: str, rows: int, k: int = 1) ->
         ref = a.astype(np.float64) @ xh.astype(np.float64)
     m.ready.result()
     last = [dev.synchronize()]
-    op = dev.sparse.spmv if kind == "spmv" else dev.sparse.spmm
+    op = dev.cusparse.spmv if kind == "spmv" else dev.cusparse.spmm
 
     def ours() -> None:
         last[0] = op(m, x, y)
@@ -212,7 +212,7 @@ def issue_cost(dev, rows: int = 10_000) -> dict:
     inside the timed region, the queue is drained every 200 calls)."""
     rng = np.random.default_rng()
     a = make_matrix(rng, rows, np.float32)
-    m = dev.sparse.csr(a)
+    m = dev.cusparse.csr(a)
     x = dev.to_device(rng.standard_normal(rows).astype(np.float32))
     y = dev.alloc((rows,), np.float32)
     m.ready.result()
@@ -220,7 +220,7 @@ def issue_cost(dev, rows: int = 10_000) -> dict:
     last = None
     for i in range(3000):
         t0 = time.perf_counter_ns()
-        last = dev.sparse.spmv(m, x, y)
+        last = dev.cusparse.spmv(m, x, y)
         samples.append(time.perf_counter_ns() - t0)
         if i % 200 == 199:
             last.result()
@@ -251,7 +251,7 @@ def main() -> None:
                      "spmv_call_us_host_scalars": float("nan"),
                      "spmv_call_us_device_scalars": float("nan")}
         print(block, flush=True)
-        cache = dev.sparse.cache_info().result()
+        cache = dev.cusparse.cache_info().result()
     # the experiment on the SpMV gap: alpha/beta from device memory (see handle.py)
     from gpumsg.libs.cusparse.handle import DEVICE_SCALARS_ENV
 
@@ -273,9 +273,9 @@ def main() -> None:
         "the peer's work, both warmed up, then 5 alternating runs, medians; gpumsg runs once "
         "beside each peer and each ratio uses the run beside that peer (gpumsg_us: the run "
         "beside the faster peer)",
-        "gpumsg writes into a reused y/C (dev.sparse.spmv(m, x, y)); torch and CuPy allocate "
+        "gpumsg writes into a reused y/C (dev.cusparse.spmv(m, x, y)); torch and CuPy allocate "
         "their output from their caching allocators (A @ x)",
-        f"host cost of one dev.sparse.spmv call (10k-row matrix, issue only): "
+        f"host cost of one dev.cusparse.spmv call (10k-row matrix, issue only): "
         f"{cost['issue_us_median']:.1f} us median",
         f"cuSPARSE workspace-size cache at the end: {cache} (one bufferSize query per matrix, "
         "op and dense width; repeated calls are one cusparseSpMV/SpMM each)",

@@ -6,10 +6,10 @@ NumPy simulator otherwise::
 
     import numpy as np, gpumsg
     with gpumsg.open_device(0) as dev:
-        a = dev.to_device(np.random.rand(512, 256).astype(np.float32, order="F"))
-        b = dev.to_device(np.random.rand(256, 128).astype(np.float32, order="F"))
-        c = dev.alloc((512, 128), np.float32)
-        dev.sgemm(a, b, c, m=512, n=128, k=256)
+        a = dev.to_device(np.random.rand(512, 256).astype(np.float32))
+        b = dev.to_device(np.random.rand(256, 128).astype(np.float32))
+        c = dev.alloc((512, 128), np.float32)  # C order, as NumPy's
+        dev.sgemm(a, b, c)  # m, n, k from the shapes; each buffer read in its own order
         out = dev.copy_to_host(c).result()
 """
 
@@ -23,6 +23,7 @@ from .client import (
     devices,
     open_device,
 )
+from .config import Config, configure
 from .dtypes import as_dtype, bfloat16, dtype_name
 from .errors import (
     CompileError,
@@ -31,6 +32,7 @@ from .errors import (
     DependencyFailed,
     DeviceClosed,
     DidNotConverge,
+    DriverNotFound,
     FaultInjectionDisabled,
     GpuError,
     GpuRefStale,
@@ -56,13 +58,14 @@ GpuRef = GpuBuffer  # the name the design seeds use
 __version__ = "0.1.0"
 
 __all__ = [
-    "open_device", "devices", "Device", "GpuBuffer", "GpuRef", "BufferFuture", "GpuFuture",
+    "open_device", "devices", "Device", "Config", "configure", "GpuBuffer", "GpuRef",
+    "BufferFuture", "GpuFuture",
     "PinnedHostBuffer", "DeviceLoad", "MemoryConfig", "KernelTrace", "RecordingTrace",
     "NvtxTrace", "OpRecord", "messages", "as_dtype", "dtype_name", "bfloat16",
     "GpuError", "InvalidMessage", "GpuRefStale", "DeviceClosed", "ContextPoisoned",
     "WorkerDied", "OperationTimeout", "Unrecoverable", "OutOfMemory", "OutOfBudget",
     "LibraryError", "CudaError", "DependencyFailed", "FaultInjectionDisabled",
     "CompileError", "GraphCaptureError",
-    "LinAlgError", "SingularMatrix", "NotPositiveDefinite", "DidNotConverge",
+    "LinAlgError", "SingularMatrix", "NotPositiveDefinite", "DidNotConverge", "DriverNotFound",
     "open_devices", "DeviceGroup", "Communicator", "CollectiveError",
 ]

@@ -28,6 +28,7 @@ __all__ = [
     "SingularMatrix",
     "NotPositiveDefinite",
     "DidNotConverge",
+    "DriverNotFound",
     "STICKY_CUDA_ERRORS",
 ]
 
@@ -142,6 +143,12 @@ class LibraryError(GpuError):
         self.status = status
         self.name = name
         self.function = function
+
+
+class DriverNotFound(GpuError):
+    """``backend="cuda"`` was asked for where there is no usable NVIDIA driver, GPU or
+    ``cuda-bindings``; the message says what to install (``backend="auto"`` falls back to the
+    simulator instead)."""
 
 
 class CudaError(GpuError):

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import zlib
 
 import numpy as np
 import pytest
@@ -61,10 +62,65 @@ def posted():
         d._post = real
 
 
+#: the environment variable that fixes the suite's random seed (``--seed`` does the same)
+SEED_ENV = "GPUMSG_TEST_SEED"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--seed", action="store", default=None, type=int,
+                     help=f"the seed of the rng fixture (default: ${SEED_ENV}, else fresh)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # fresh inputs on every run (the code must compute the function on any valid input), but
+    # from one logged seed, so that a failing run can be repeated exactly
+    seed = config.getoption("--seed")
+    if seed is None and os.environ.get(SEED_ENV):
+        seed = int(os.environ[SEED_ENV])
+    if seed is None:
+        seed = int(np.random.SeedSequence().entropy % (1 << 63))
+    config.stash[_SEED_KEY] = seed
+    config.addinivalue_line("markers", "mutation: plants known bugs in a copy of the tree and "
+                            "checks the suite catches each (slow; GPUMSG_MUTATION=1 runs it)")
+
+
+_SEED_KEY = pytest.StashKey[int]()
+
+
+def suite_seed(config: pytest.Config) -> int:
+    """The seed every ``rng`` fixture of this run derives from."""
+    return config.stash[_SEED_KEY]
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    seed = suite_seed(config)
+    return f"random seed: {seed} (repeat with {SEED_ENV}={seed} or --seed {seed})"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    if report.failed and "rng" in getattr(item, "fixturenames", ()):
+        seed = suite_seed(item.config)
+        report.sections.append(("random seed", f"{SEED_ENV}={seed} pytest '{item.nodeid}'"))
+    return report
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("GPUMSG_MUTATION") == "1":
+        return
+    skip = pytest.mark.skip(reason="mutation check: set GPUMSG_MUTATION=1 to run it")
+    for item in items:
+        if "mutation" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture
-def rng() -> np.random.Generator:
-    # fresh inputs on every run: the code must compute the function on any valid input
-    return np.random.default_rng()
+def rng(request: pytest.FixtureRequest) -> np.random.Generator:
+    """A generator seeded from the run's logged seed and the test's id: each test draws its
+    own reproducible stream, whatever else runs (``--seed`` / $GPUMSG_TEST_SEED repeat it)."""
+    test_key = zlib.crc32(request.node.nodeid.encode())
+    return np.random.default_rng([suite_seed(request.config), test_key])
 
 
 def random_array(rng: np.random.Generator, shape, dtype, order: str = "C") -> np.ndarray:

@@ -95,14 +95,14 @@ def test_a_call_answering_a_new_buffer_sends_one_message(dev, rng, posted) -> No
     a0, b0 = (rng.standard_normal((5, 7)), rng.standard_normal((7, 3)))
     a, b = dev.to_device(a0).result(), dev.to_device(b0).result()
     sent = posted(dev, gpumsg.messages.Message)
-    c = dev.blas.matmul(a, b).result(timeout=60)
+    c = dev.linalg.matmul(a, b).result(timeout=60)
     assert [type(m).__name__ for m in sent] == ["AllocThen"]
     assert sent[0].out is c.ref and sent[0].then.written() == [c.ref]
     assert c.raw_device_ptr() == dev._worker.ctx.buffers[c.ref.id].ptr
     np.testing.assert_allclose(dev.copy_to_host(c).result(), a0 @ b0, rtol=1e-12)
     sent.clear()
     dev._fuse_alloc = False
-    d = dev.blas.matmul(a, b).result(timeout=60)
+    d = dev.linalg.matmul(a, b).result(timeout=60)
     assert [type(m).__name__ for m in sent] == ["Alloc", "Gemm"]
     assert d.raw_device_ptr() and d.ref.id != c.ref.id
     np.testing.assert_allclose(dev.copy_to_host(d).result(), a0 @ b0, rtol=1e-12)
@@ -122,8 +122,8 @@ def test_alloc_then_whose_allocation_fails_fails_only_that_call(dev, rng) -> Non
     a = dev.to_device(a0).result()
     dev.inject_fault("oom", count=2).result()  # the pool retries once after trimming
     with pytest.raises(gpumsg.OutOfMemory):
-        dev.blas.matmul(a, a).result(timeout=60)
-    np.testing.assert_allclose(dev.copy_to_host(dev.blas.matmul(a, a)).result(), a0 @ a0,
+        dev.linalg.matmul(a, a).result(timeout=60)
+    np.testing.assert_allclose(dev.copy_to_host(dev.linalg.matmul(a, a)).result(), a0 @ a0,
                                rtol=1e-12)
 
 
@@ -142,12 +142,12 @@ def test_a_new_buffer_whose_operation_fails_is_marked_and_freed(dev, rng, fused)
     live = len(dev._worker.ctx.buffers)
     dev.inject_fault("oom", count=2).result()  # the pool retries once after trimming
     x = dev.alloc((4, 4), np.float64, order="C")  # fails on the device
-    y = dev.blas.matmul(x, b)
+    y = dev.linalg.matmul(x, b)
     with pytest.raises(gpumsg.DependencyFailed):
         y.result(timeout=60)
     with pytest.raises(gpumsg.DependencyFailed):
         dev.copy_to_host(y.buffer).result(timeout=60)
-    np.testing.assert_allclose(dev.copy_to_host(dev.blas.matmul(b, b)).result(), b0 @ b0,
+    np.testing.assert_allclose(dev.copy_to_host(dev.linalg.matmul(b, b)).result(), b0 @ b0,
                                rtol=1e-12)
     del x, y
     gc.collect()

@@ -173,7 +173,7 @@ def test_pinned_host_buffers_copy_directly(dev, rng) -> None:
     pinned = dev.alloc_pinned((64, 32), np.float32, order="F").result()
     arr = pinned.array
     arr[...] = random_array(rng, (64, 32), "f32")
-    buf = dev.alloc((64, 32), np.float32)
+    buf = dev.alloc((64, 32), np.float32, order="F")
     dev.copy_from_host(buf, arr).result()
     out_pinned = dev.alloc_pinned((64, 32), np.float32, order="F").result()
     out = out_pinned.array
@@ -239,7 +239,7 @@ def test_device_to_device_copy(dev, rng) -> None:
     dev.copy(dst, src).result()
     np.testing.assert_array_equal(dev.copy_to_host(dst).result(), host)
     # a range within one buffer
-    dev.copy(dst, dst, nbytes=8 * 16, dst_offset=0, src_offset=8 * 32).result()
+    dev.copy_bytes(dst, dst, nbytes=8 * 16, dst_offset=0, src_offset=8 * 32).result()
     expect = host.copy()
     expect[:16] = host[32:48]
     np.testing.assert_array_equal(dev.copy_to_host(dst).result(), expect)

@@ -76,7 +76,7 @@ def test_an_open_device_runs_with_the_short_interval(monkeypatch, interval) -> N
         assert sys.getswitchinterval() == pytest.approx(SHORT_S, rel=0.05)
         x = dev.to_device(np.array([1.0, 2.0], np.float32))
         y = dev.to_device(np.array([3.0, 4.0], np.float32))
-        assert dev.blas.dot(x, y).result() == 11.0
+        assert dev.cublas.dot(x, y).result() == 11.0
     assert sys.getswitchinterval() == pytest.approx(0.003)
 
 
@@ -87,5 +87,5 @@ def test_a_process_isolation_device_leaves_the_interval_alone(monkeypatch, inter
         assert sys.getswitchinterval() == pytest.approx(0.003)
         x = dev.to_device(np.array([1.0, 2.0], np.float32))
         y = dev.to_device(np.array([3.0, 4.0], np.float32))
-        assert dev.blas.dot(x, y).result() == 11.0
+        assert dev.cublas.dot(x, y).result() == 11.0
     assert sys.getswitchinterval() == pytest.approx(0.003)

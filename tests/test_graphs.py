@@ -30,11 +30,11 @@ def _sequence(dev, k, x, w, h1, h2, out, lt_out) -> None:
     -> out = h2 @ w1 (GEMM) -> lt_out = relu(h2 @ w1) (cuBLASLt epilogue), with a memset first
     (h2 is overwritten by the copy, so every replay computes the same function of x)."""
     dev.memset(h2, 0)
-    dev.blas.gemm(x, w[0], h1, N, N, N)
+    dev.cublas.gemm(x, w[0], h1, N, N, N)
     dev.copy(h2, h1)
     dev.launch(k, (N * N + 255) // 256, 256, (2.0, h1, h2, N * N), reads=(h1, h2), writes=(h2,))
-    dev.blas.gemm(h2, w[1], out, N, N, N)
-    dev.blas.lt_matmul(h2, w[1], lt_out, N, N, N, epilogue="relu")
+    dev.cublas.gemm(h2, w[1], out, N, N, N)
+    dev.cublaslt.matmul(h2, w[1], lt_out, N, N, N, epilogue="relu")
 
 
 def _reference(x, w):
@@ -47,7 +47,7 @@ def test_replayed_100_times_equals_eager(dev, rng) -> None:
     w = [dev.to_device(_rand(rng, (N, N))) for _ in range(2)]
     x0 = _rand(rng, (N, N))
     x = dev.to_device(x0)
-    bufs = [dev.alloc((N, N), np.float32) for _ in range(4)]
+    bufs = [dev.alloc((N, N), np.float32, order="F") for _ in range(4)]
     _sequence(dev, k, x, w, *bufs)  # eager
     eager = [dev.copy_to_host(b).result() for b in bufs[2:]]
     for b in bufs:
@@ -75,9 +75,9 @@ def test_replayed_100_times_equals_eager(dev, rng) -> None:
 def test_update_repoints_a_buffer(dev, rng) -> None:
     a0, a1, b0 = _rand(rng, (N, N)), _rand(rng, (N, N)), _rand(rng, (N, N))
     a, a_new, b = dev.to_device(a0), dev.to_device(a1), dev.to_device(b0)
-    c, c_new = dev.alloc((N, N), np.float32), dev.alloc((N, N), np.float32)
+    c, c_new = dev.alloc((N, N), np.float32, order="F"), dev.alloc((N, N), np.float32, order="F")
     with dev.graph(a=a) as g:
-        dev.blas.gemm(a, b, c, N, N, N)
+        dev.cublas.gemm(a, b, c, N, N, N)
     g.launch().result(timeout=60)
     assert_close(dev.copy_to_host(c).result(), wide(a0) @ wide(b0), "tf32")
     g.update(a=a_new).result(timeout=60)
@@ -85,21 +85,21 @@ def test_update_repoints_a_buffer(dev, rng) -> None:
     g.launch().result(timeout=60)
     assert_close(dev.copy_to_host(c_new).result(), wide(a1) @ wide(b0), "tf32")
     with pytest.raises(gpumsg.InvalidMessage, match="dtype, shape and size"):
-        g.update(a=dev.alloc((N, N + 1), np.float32))
+        g.update(a=dev.alloc((N, N + 1), np.float32, order="F"))
     with pytest.raises(gpumsg.InvalidMessage, match="no buffer of that name"):
         g.update(z=a)
 
 
 def test_graph_keeps_dropped_buffers_alive(dev, rng) -> None:
     x0 = _rand(rng, (N, N))
-    out = dev.alloc((N, N), np.float32)
+    out = dev.alloc((N, N), np.float32, order="F")
 
     def record():
         x = dev.to_device(x0)
-        tmp = dev.alloc((N, N), np.float32)
+        tmp = dev.alloc((N, N), np.float32, order="F")
         with dev.graph() as g:
             dev.copy(tmp, x)
-            dev.blas.gemm(tmp, x, out, N, N, N)
+            dev.cublas.gemm(tmp, x, out, N, N, N)
         return g
 
     g = record()  # x and tmp are garbage once record() returns
@@ -116,8 +116,8 @@ def test_graph_keeps_dropped_buffers_alive(dev, rng) -> None:
 
 
 REFUSED = [
-    ("Dot", lambda dev, x: dev.blas.dot(x, x)),
-    ("Nrm2", lambda dev, x: dev.blas.nrm2(x)),
+    ("Dot", lambda dev, x: dev.cublas.dot(x, x)),
+    ("Nrm2", lambda dev, x: dev.cublas.nrm2(x)),
     ("CopyToHost", lambda dev, x: dev.copy_to_host(x)),
     ("CopyFromHost", lambda dev, x: dev.copy_from_host(x, np.ones(8, np.float32))),
     ("Alloc", lambda dev, x: dev.alloc(8, np.float32)),
@@ -188,10 +188,10 @@ def test_graph_in_a_worker_process(rng) -> None:
     a0, b0 = _rand(rng, (N, N)), _rand(rng, (N, N))
     with gpumsg.open_device(0, backend="sim", isolation="process", standby=False) as dev:
         a, b = dev.to_device(a0), dev.to_device(b0)
-        c, d = dev.alloc((N, N), np.float32), dev.alloc((N, N), np.float32)
+        c, d = dev.alloc((N, N), np.float32, order="F"), dev.alloc((N, N), np.float32, order="F")
         with dev.graph() as g:
             dev.memset(d, 0)
-            dev.blas.gemm(a, b, c, N, N, N)
+            dev.cublas.gemm(a, b, c, N, N, N)
             dev.copy(d, c)
         for _ in range(5):
             g.launch()

@@ -126,7 +126,7 @@ def test_repeated_sgemm_keeps_every_check(dev, rng) -> None:
 
 
 def test_repeated_gemms_reuse_their_message_and_keep_every_check(dev, rng, posted) -> None:
-    """dev.blas.gemm / gemm_strided_batched through MessageMemo: the same call sends the same
+    """dev.cublas.gemm / gemm_strided_batched through MessageMemo: the same call sends the same
     message; a float where an int belongs, a bool, a freed buffer are still refused at the call
     even after the int-typed call was memoized."""
     batch, s = 3, 8
@@ -135,14 +135,14 @@ def test_repeated_gemms_reuse_their_message_and_keep_every_check(dev, rng, poste
     c = dev.alloc((batch, s, s), np.float32, order="C").result()
     sent = posted(dev, messages.GemmStridedBatched, messages.Gemm)
     for _ in range(3):
-        dev.blas.gemm_strided_batched(b, a, c, s, s, s, batch, s * s, s * s, s * s).result()
+        dev.cublas.gemm_strided_batched(b, a, c, s, s, s, batch, s * s, s * s, s * s).result()
     assert sent[0] is sent[1] is sent[2]
     with pytest.raises(gpumsg.InvalidMessage, match="m"):
-        dev.blas.gemm_strided_batched(b, a, c, float(s), s, s, batch, s * s, s * s, s * s)
+        dev.cublas.gemm_strided_batched(b, a, c, float(s), s, s, batch, s * s, s * s, s * s)
     with pytest.raises(gpumsg.InvalidMessage, match="batch"):
-        dev.blas.gemm_strided_batched(b, a, c, s, s, s, True, s * s, s * s, s * s)
-    dev.blas.gemm_strided_batched(b, a, c, s, s, s, batch, s * s, s * s, s * s,
-                                  alpha=2.0).result()
+        dev.cublas.gemm_strided_batched(b, a, c, s, s, s, True, s * s, s * s, s * s)
+    dev.cublas.gemm_strided_batched(b, a, c, s, s, s, batch, s * s, s * s, s * s,
+                                    alpha=2.0).result()
     assert sent[-1] is not sent[0] and sent[-1].alpha == 2.0
     ref = 2 * np.einsum("bij,bjk->bik", host[0].astype(np.float64), host[1])
     np.testing.assert_allclose(dev.copy_to_host(c).result(), ref, rtol=1e-4, atol=1e-4)
@@ -150,13 +150,13 @@ def test_repeated_gemms_reuse_their_message_and_keep_every_check(dev, rng, poste
     g = dev.to_device(m).result()
     out = dev.alloc((s, s), np.float32).result()
     for _ in range(2):
-        dev.blas.gemm(g, g, out, s, s, s).result()
+        dev.cublas.gemm(g, g, out, s, s, s).result()
     assert sent[-1] is sent[-2]
     np.testing.assert_allclose(dev.copy_to_host(out).result(), m.astype(np.float64) @ m,
                                rtol=1e-4, atol=1e-4)
     out.free().result()
     with pytest.raises(gpumsg.GpuRefStale):
-        dev.blas.gemm(g, g, out, s, s, s)
+        dev.cublas.gemm(g, g, out, s, s, s)
     assert dev.stats().result().generation == dev.generation  # the device still serves
 
 
@@ -172,7 +172,7 @@ def test_a_repeated_call_skips_the_screening_but_not_a_refusal(dev, backend, rng
     dev._screen = lambda msg: screened.append(msg) or real_screen(msg)  # type: ignore[method-assign]
     try:
         sent = posted(dev, messages.Dot)
-        got = [dev.blas.dot(x, y).result() for _ in range(3)]
+        got = [dev.cublas.dot(x, y).result() for _ in range(3)]
         assert len(sent) == 3 and sent[0] is sent[1] is sent[2]
         assert len(screened) == 1
         ref = float(np.dot(xh.astype(np.float64), yh))
@@ -181,12 +181,12 @@ def test_a_repeated_call_skips_the_screening_but_not_a_refusal(dev, backend, rng
             z = other.to_device(yh).result()
             for _ in range(2):
                 with pytest.raises(gpumsg.InvalidMessage, match="another device"):
-                    dev.blas.dot(x, z)
+                    dev.cublas.dot(x, z)
         assert len(screened) == 3
         w = dev.to_device(yh).result()
-        dev.blas.axpy(x, w, 0.5).result()  # kept, screened
+        dev.cublas.axpy(x, w, 0.5).result()  # kept, screened
         with dev.graph() as g:
-            dev.blas.axpy(x, w, 0.5)
+            dev.cublas.axpy(x, w, 0.5)
         assert [type(m).__name__ for m in screened].count("Axpy") == 2  # and when recorded
         g.launch().result()
         g.close()
@@ -194,11 +194,11 @@ def test_a_repeated_call_skips_the_screening_but_not_a_refusal(dev, backend, rng
                                    rtol=1e-5, atol=1e-5)
     finally:
         del dev._screen
-    assert abs(dev.blas.dot(x, y).result() - ref) < 1e-4 * np.sqrt(xh.size)
+    assert abs(dev.cublas.dot(x, y).result() - ref) < 1e-4 * np.sqrt(xh.size)
 
 
 def test_repeated_lt_matmuls_reuse_their_message_and_keep_every_check(dev, rng, posted) -> None:
-    """dev.blas.lt_matmul through MessageMemo.entry with a build (its buffers are not Matmul's
+    """dev.cublaslt.matmul through MessageMemo.entry with a build (its buffers are not Matmul's
     leading fields): the same call sends the same message; another bias buffer, another
     epilogue or a freed bias is a message of its own or refused at the call."""
     m, n, k = 12, 10, 8
@@ -206,26 +206,26 @@ def test_repeated_lt_matmuls_reuse_their_message_and_keep_every_check(dev, rng, 
     hbias = [rng.standard_normal(m).astype(np.float32) for _ in range(2)]
     a, b = dev.to_device(ha).result(), dev.to_device(hb).result()
     bias = [dev.to_device(h).result() for h in hbias]
-    d = dev.alloc((m, n), np.float32).result()
+    d = dev.alloc((m, n), np.float32, order="F").result()
     sent = posted(dev, messages.Matmul)
     for _ in range(3):
-        dev.blas.lt_matmul(a, b, d, m, n, k, transa="T", epilogue="bias",
-                           bias=bias[0]).result()
+        dev.cublaslt.matmul(a, b, d, m, n, k, transa="T", epilogue="bias",
+                            bias=bias[0]).result()
     assert sent[0] is sent[1] is sent[2]
     ref = ha.T.astype(np.float64) @ hb
     np.testing.assert_allclose(dev.copy_to_host(d).result(), ref + hbias[0][:, None],
                                rtol=1e-4, atol=1e-4)
-    dev.blas.lt_matmul(a, b, d, m, n, k, transa="T", epilogue="relu_bias",
-                       bias=bias[1]).result()
+    dev.cublaslt.matmul(a, b, d, m, n, k, transa="T", epilogue="relu_bias",
+                        bias=bias[1]).result()
     assert sent[-1] is not sent[0] and sent[-1].bias is bias[1].ref
     np.testing.assert_allclose(dev.copy_to_host(d).result(),
                                np.maximum(ref + hbias[1][:, None], 0), rtol=1e-4, atol=1e-4)
     with pytest.raises(gpumsg.InvalidMessage, match="m"):
-        dev.blas.lt_matmul(a, b, d, float(m), n, k, transa="T", epilogue="bias",
-                           bias=bias[0])
+        dev.cublaslt.matmul(a, b, d, float(m), n, k, transa="T", epilogue="bias",
+                            bias=bias[0])
     bias[0].free().result()
     with pytest.raises(gpumsg.GpuRefStale):
-        dev.blas.lt_matmul(a, b, d, m, n, k, transa="T", epilogue="bias", bias=bias[0])
+        dev.cublaslt.matmul(a, b, d, m, n, k, transa="T", epilogue="bias", bias=bias[0])
     assert dev.stats().result().generation == dev.generation  # the device still serves
 
 
@@ -337,12 +337,12 @@ def test_reduction_slots_are_given_back_once() -> None:
     with gpumsg.open_device(0, backend="sim") as dev:
         x = dev.to_device(np.arange(1.0, 65.0, dtype=np.float32)).result()
         for _ in range(5):
-            assert dev.blas.dot(x, x).result() == float(np.sum(np.arange(1.0, 65.0) ** 2))
+            assert dev.cublas.dot(x, x).result() == float(np.sum(np.arange(1.0, 65.0) ** 2))
         scratch = dev._worker.ctx.scratch
         free = list(scratch._free)
         assert len({id(s) for s in free}) == len(free)
         n = len(free)
-        assert dev.blas.nrm2(x).result() == pytest.approx(np.linalg.norm(np.arange(1.0, 65.0)))
+        assert dev.cublas.nrm2(x).result() == pytest.approx(np.linalg.norm(np.arange(1.0, 65.0)))
         dev.synchronize().result()
         assert len(scratch._free) == n
 
@@ -447,12 +447,12 @@ def test_repeated_copies_and_fills_reuse_their_message_and_keep_every_check(dev,
     sent = posted(dev, messages.CopyDevice, messages.Memset)
     for _ in range(2):
         dev.memset(dst, 0xFF).result()
-        dev.copy(dst, src, 2048).result()
+        dev.copy_bytes(dst, src, 2048).result()
     assert sent[0] is sent[2] and sent[1] is sent[3] and sent[0] is not sent[1]
     got = dev.copy_to_host(dst).result()
     np.testing.assert_array_equal(got[:512], h[:512])
     assert np.all(got[512:].view(np.uint32) == 0xFFFFFFFF)
-    dev.copy(dst, src, 2048, dst_offset=2048).result()
+    dev.copy_bytes(dst, src, 2048, dst_offset=2048).result()
     dev.memset(dst, 0, nbytes=1024).result()
     assert len({id(m) for m in sent}) == 4
     got = dev.copy_to_host(dst).result()
@@ -460,15 +460,15 @@ def test_repeated_copies_and_fills_reuse_their_message_and_keep_every_check(dev,
     np.testing.assert_array_equal(got[256:512], h[256:512])
     np.testing.assert_array_equal(got[512:], h[:512])
     with pytest.raises(gpumsg.InvalidMessage, match="dst_offset"):
-        dev.copy(dst, src, 2048, dst_offset=4096)  # past the end, refused at the call
+        dev.copy_bytes(dst, src, 2048, dst_offset=4096)  # past the end, refused at the call
     with gpumsg.open_device(0, backend=backend) as other:
         far = other.to_device(h).result()
         for _ in range(2):
             with pytest.raises(gpumsg.InvalidMessage, match="another device"):
-                dev.copy(dst, far, 2048)
+                dev.copy_bytes(dst, far, 2048)
     src.free().result()
     with pytest.raises(gpumsg.GpuRefStale):
-        dev.copy(dst, src, 2048)
+        dev.copy_bytes(dst, src, 2048)
     with gpumsg.open_device(0, backend=backend) as short:
         a = short.alloc(16, np.float32).result()
         short.memset(a, 1).result()
@@ -488,11 +488,11 @@ def test_repeated_copies_are_replayed_with_fresh_data(dev, backend, rng) -> None
         h = rng.standard_normal(2048).astype(np.float32)
         dev.copy_from_host(src, h)
         dev.memset(dst, 0x7F, nbytes=4096)
-        dev.copy(dst, src, 4096, dst_offset=4096, src_offset=4096)
+        dev.copy_bytes(dst, src, 4096, dst_offset=4096, src_offset=4096)
         got = dev.copy_to_host(dst).result()
         assert np.all(got[:1024].view(np.uint32) == 0x7F7F7F7F), rnd
         np.testing.assert_array_equal(got[1024:], h[1024:], err_msg=str(rnd))
-    dev.copy(dst, src, 0).result()
+    dev.copy_bytes(dst, src, 0).result()
     dev.memset(dst, 0, nbytes=0).result()
     np.testing.assert_array_equal(dev.copy_to_host(dst).result()[1024:], h[1024:])
     dev.synchronize().result()

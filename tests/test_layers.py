@@ -18,7 +18,7 @@ ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 
 #: top-level part of the package -> its layer; a part may import its own layer and lower ones
 LAYER = {
-    "errors": 0, "dtypes": 0,
+    "errors": 0, "dtypes": 0, "config": 0,
     "messages": 1, "memory": 1,
     "backends": 2,
     "service": 3,

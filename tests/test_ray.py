@@ -51,7 +51,7 @@ def test_round_trip_and_gemm(group, rng) -> None:
     b = random_array(rng, (4, 5), "f64", order="F")
     da, db = rd.to_device(a), rd.to_device(b)  # futures, passed on before they resolve
     dc = rd.alloc((6, 5), np.float64)
-    done = rd.blas.gemm(da, db, dc, 6, 5, 4)
+    done = rd.cublas.gemm(da, db, dc, 6, 5, 4)
     out = rd.copy_to_host(dc).result(timeout=60)
     assert done.result(timeout=60) is None
     assert np.allclose(out, a @ b, rtol=1e-12, atol=1e-12)
@@ -78,7 +78,7 @@ def test_pipelined_chain_keeps_order(group, rng) -> None:
 def test_matmul_returns_a_remote_buffer(group, rng) -> None:
     rd = group[1]
     a, b = random_array(rng, (7, 3), "f32"), random_array(rng, (3, 9), "f32")
-    out = rd.blas.matmul(rd.to_device(a), rd.to_device(b))
+    out = rd.linalg.matmul(rd.to_device(a), rd.to_device(b))
     host = rd.copy_to_host(out).result(timeout=60)  # the future as an argument
     ref = a.astype(np.float64) @ b.astype(np.float64)
     assert np.linalg.norm(host - ref) / np.linalg.norm(ref) < 2e-5
@@ -117,7 +117,7 @@ def test_errors_are_gpumsg_types(group, rng, case) -> None:
             rd.copy_to_host(x)
     elif case == "no method":
         with pytest.raises(InvalidMessage, match="no method"):
-            rd.blas.no_such_thing(x).result(timeout=60)
+            rd.cublas.no_such_thing(x).result(timeout=60)
     elif case == "private method":
         with pytest.raises(AttributeError):
             rd._post  # noqa: B018
@@ -184,7 +184,7 @@ def test_cuda_actors(cluster, rng) -> None:
     rg = gray.open_devices(num_gpus=1, backend="cuda")
     try:
         a = random_array(rng, (64, 64), "f32")
-        out = rg[0].blas.matmul(rg[0].to_device(a), rg[0].to_device(a))
+        out = rg[0].linalg.matmul(rg[0].to_device(a), rg[0].to_device(a))
         host = rg[0].copy_to_host(out).result(timeout=60)
         ref = a.astype(np.float64) @ a.astype(np.float64)
         assert np.linalg.norm(host - ref) / np.linalg.norm(ref) < 5e-3

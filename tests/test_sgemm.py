@@ -59,7 +59,7 @@ def test_k_zero_scales_c(dev, rng) -> None:
     a = dev.alloc((8, 1), np.float32)
     b = dev.alloc((1, 8), np.float32)
     c = dev.to_device(c_host)
-    dev.sgemm(a, b, c, 8, 8, 0, alpha=1.0, beta=2.0, lda=8, ldb=1).result()
+    dev.sgemm(a, b, c, 8, 8, 0, alpha=1.0, beta=2.0).result()
     np.testing.assert_allclose(dev.copy_to_host(c).result(), 2 * c_host, rtol=1e-6)
 
 

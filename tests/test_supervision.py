@@ -39,7 +39,7 @@ def test_process_device_works_like_a_thread_device(pdev, rng) -> None:
     pdev.sgemm(pdev.to_device(a_h), pdev.to_device(b_h), c, 48, 16, 32)
     out = pdev.copy_to_host(c).result(timeout=60)
     assert np.linalg.norm(out - a_h.astype(np.float64) @ b_h) / np.linalg.norm(out) < 1e-5
-    assert pdev.blas.dot(pdev.to_device(np.arange(4.0)), pdev.to_device(np.ones(4))).result(
+    assert pdev.cublas.dot(pdev.to_device(np.arange(4.0)), pdev.to_device(np.ones(4))).result(
         timeout=60) == 6.0
     load = pdev.stats().result(timeout=60)
     assert load.generation == 0 and load.total_bytes > 0
@@ -410,7 +410,7 @@ def test_a_forked_worker_sees_the_environment_set_after_the_server_started(monke
     def replays_on(dev) -> bool:
         a = dev.to_device(np.ones((8, 8), np.float32, order="F"))
         dev.sgemm(a, a, dev.alloc((8, 8), np.float32), 8, 8, 8).result(timeout=60)  # a handle
-        return dev.blas.replay_info().result(timeout=60)["cublas"]["enabled"]
+        return dev.cublas.replay_info().result(timeout=60)["cublas"]["enabled"]
 
     with gpumsg.open_device(0, backend="cuda", isolation="process") as first:
         assert replays_on(first) is True

@@ -1,6 +1,7 @@
 """Every C function gpumsg binds resolves in the libraries found here: on CI those are the
 ``nvidia-*-cu12`` wheels (GPUMSG_REQUIRE_CU12=1 insists on CUDA 12), on the GPU machine the
-CUDA 13 toolkit's."""
+CUDA 13 toolkit's. A machine with neither (a simulator-only install) skips a library it lacks,
+unless GPUMSG_REQUIRE_CU12 is set."""
 
 from __future__ import annotations
 
@@ -9,14 +10,19 @@ import os
 
 import pytest
 
-from gpumsg.libs.loader import load, specs
+from gpumsg.libs.loader import LibraryNotFound, load, specs
 
 SPECS = specs()
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_every_bound_symbol_resolves(name: str) -> None:
-    lib = load(name)  # raises LibraryNotFound with the reason if it is missing
+    try:
+        lib = load(name)
+    except LibraryNotFound as exc:
+        if os.environ.get("GPUMSG_REQUIRE_CU12"):
+            raise
+        pytest.skip(f"{name} is not installed here ({exc}); GPUMSG_REQUIRE_CU12=1 insists")
     cdll = ctypes.CDLL(lib.path)
     missing = [fn.name for fn in SPECS[name].functions
                if not fn.optional and not hasattr(cdll, fn.name)]

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# The GPU check of a session, in one device call: the whole `-m gpu` suite (test modules that
+# The GPU check, in one call on the GPU machine: the whole `-m gpu` suite (test modules that
 # hold many handles run in processes of their own), then the benchmarks named as arguments.
-# Carry .whl for the optional extras (the cuDNN frontend). Logs go to $OUT (at most 8 files
-# come back): suite.txt, bench.txt and results.tar.gz (the benchmarks/results files the
-# benchmarks wrote).
-#   tools/gpu_check.sh bench_overhead bench_interop:--part=dlpack ...   (name:args, args split
-#   on commas); SUITE=0 skips the test suite, BENCH_TIMEOUT (s, default 240) bounds each benchmark,
-#   DEADLINE (s) the whole script: benchmarks that would start later are skipped; SUITE_TIMEOUT (s)
-#   bounds the main test run
+# Carry .whl for the optional extras (the cuDNN frontend). Logs go to $OUT (default /tmp/out):
+# suite.txt, bench.txt and results.tar.gz (the JSON and Markdown files the benchmarks wrote).
+#   tools/gpu_check.sh headline                      the run RESULTS.md is made from (~5 min)
+#   tools/gpu_check.sh bench_overhead bench_fft:--headline ...   (name:args, args split on commas)
+# SUITE=0 skips the test suite, BENCH_TIMEOUT (s, default 240; 600 for headline) bounds each
+# benchmark, DEADLINE (s) the whole script: benchmarks that would start later are skipped;
+# SUITE_TIMEOUT (s) bounds the main test run.
+# Back here: `mkdir -p benchmarks/out && tar xzf results.tar.gz -C benchmarks/out`, then
+# `make bench-report` (RESULTS.md and benchmarks/plots/).
 set -u
 T0=$(date +%s)
 export PYTHONPATH=$PWD NCCL_NVLS_ENABLE=0
@@ -36,10 +38,16 @@ for b in "$@"; do
   start=$(date +%s)
   left=$(( ${DEADLINE:-100000} - (start - T0) ))  # DEADLINE: seconds for the whole script
   [ "$left" -lt 20 ] && { echo "=== $b skipped: past DEADLINE" >> "$OUT/bench.txt"; continue; }
-  limit=${BENCH_TIMEOUT:-240}; [ "$left" -lt "$limit" ] && limit=$left
-  OUT="$OUT/res" timeout "$limit" python3 "benchmarks/$name.py" ${args//,/ } >> "$OUT/bench.txt" 2>&1 \
-    || echo "$b exited $?" >> "$OUT/bench.txt"
+  if [ "$name" = headline ]; then
+    limit=${BENCH_TIMEOUT:-600}; [ "$left" -lt "$limit" ] && limit=$left
+    timeout "$limit" python3 benchmarks/run_all.py --headline --out "$OUT/res" >> "$OUT/bench.txt" 2>&1 \
+      || echo "$b exited $?" >> "$OUT/bench.txt"
+  else
+    limit=${BENCH_TIMEOUT:-240}; [ "$left" -lt "$limit" ] && limit=$left
+    GPUMSG_BENCH_OUT="$OUT/res" timeout "$limit" python3 "benchmarks/$name.py" ${args//,/ } \
+      >> "$OUT/bench.txt" 2>&1 || echo "$b exited $?" >> "$OUT/bench.txt"
+  fi
   echo "=== $b took $(( $(date +%s) - start )) s" >> "$OUT/bench.txt"
 done
-tar czf "$OUT/results.tar.gz" -C "$OUT/res" . && rm -rf "$OUT/res"  # benchmarks write to $OUT
+tar czf "$OUT/results.tar.gz" -C "$OUT/res" . && rm -rf "$OUT/res"
 tail -60 "$OUT/bench.txt" 2>/dev/null

@@ -17,7 +17,7 @@ from ..memory.pinned import host_view
 from ..messages.base import BufRef, HostRef
 
 if TYPE_CHECKING:
-    from .device import Device
+    from .core import DeviceCore as Device
 
 __all__ = ["GpuFuture", "BufferFuture", "GpuBuffer", "PinnedHostBuffer", "buffer_after", "gather"]
 
@@ -190,12 +190,29 @@ class BufferFuture(GpuFuture):
     def ref(self) -> BufRef:
         return self.buffer.ref
 
+    # what the buffer will be, known before it resolves (the reference was minted with it)
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.buffer.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.buffer.dtype
+
+    @property
+    def order(self) -> str:
+        return self.buffer.order
+
     def __dlpack__(self, **kwargs: Any) -> Any:
         """DLPack export of the buffer, once it exists (see :meth:`GpuBuffer.__dlpack__`)."""
         return self.result().__dlpack__(**kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return self.buffer.__dlpack_device__()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """Refused, as :meth:`GpuBuffer.__array__`."""
+        return self.buffer.__array__(dtype, copy)
 
     def set_result(self, result: Any) -> None:
         # The device answers an allocation with the device pointer, an operation that wrote
@@ -250,7 +267,7 @@ class GpuBuffer:
     is sent. When the last reference goes, a ``Free`` message is posted (no CUDA call is ever
     made from the finalizer); a buffer that no message but the one making it named, dropped on
     the device thread (its future answered and let go), is freed by the device loop without a
-    message. Buffers are column-major ('F') unless allocated with order='C'.
+    message. A buffer has NumPy's memory order: C (row-major) unless made with order='F'.
     """
 
     __slots__ = ("_device", "_ref", "_ptr", "_freed", "_named", "__weakref__")
@@ -374,6 +391,12 @@ class GpuBuffer:
 
         return export(self, stream, max_version, dl_device, copy)
 
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """Refused: device memory does not become a NumPy array implicitly (that would wait on
+        the device and copy behind the caller's back). Raises TypeError naming the call."""
+        raise TypeError(f"{self._ref.describe()} is device memory: NumPy cannot use it "
+                        "directly; call dev.copy_to_host(buffer).result() for a NumPy array")
+
     def __dlpack_device__(self) -> tuple[int, int]:
         """``(kDLCUDA, ordinal)`` on CUDA; ``(kDLCPU, 0)`` on the simulator (host memory)."""
         from .dlpack import dlpack_device
@@ -421,6 +444,16 @@ class PinnedHostBuffer:
         self.order = order
         self.nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         self._freed = False
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """``np.asarray(pinned)``: the host memory itself (a view; a copy if ``copy`` or a
+        ``dtype`` conversion asks for one)."""
+        view = self.array
+        if dtype is not None and np.dtype(dtype) != view.dtype:
+            if copy is False:
+                raise ValueError("a dtype conversion needs a copy")
+            return view.astype(dtype)
+        return view.copy() if copy else view
 
     @property
     def array(self) -> np.ndarray:

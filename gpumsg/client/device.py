@@ -24,6 +24,7 @@ from ..backends import Backend, make_backend
 from ..dtypes import as_dtype, dtype_name
 from ..errors import DeviceClosed, GpuRefStale, InvalidMessage, OutOfMemory
 from ..libs import namespaces
+from ..libs.cublas.order import gemm_args
 from ..memory.config import MemorySpec
 from ..messages.base import MAX_NBYTES, BufRef, Message, as_ref
 from ..messages.blas import Sgemm
@@ -66,6 +67,7 @@ from .buffers import (
 )
 from .gil import SWITCH, configured_interval
 from .graph import Graph
+from .port import Port
 from .staging import (
     NEW_ARRAY_LIMIT,
     DevicePinnedPool,
@@ -105,7 +107,7 @@ def _yield_gil() -> None:
 #: stale reference by a single lookup
 _buffer_ids = itertools.count(1)
 _open_devices: weakref.WeakSet[Device] = weakref.WeakSet()
-#: client namespace name -> class (``dev.blas``, ...), from the registered libraries
+#: client namespace name -> class (``dev.cublas``, ``dev.linalg``, ...), from the libraries
 _NAMESPACES = namespaces()
 #: isolation name -> factory of the worker a Device talks to (besides "thread"); the
 #: supervision package registers "process"
@@ -134,6 +136,99 @@ def _flat_bytes(arr: np.ndarray, order: str) -> np.ndarray:
     return flat.view(np.uint8)
 
 
+def same_layout(a: BufRef, b: BufRef) -> bool:
+    """Whether two buffers of one shape lay their elements out alike: the same order, or a
+    shape with at most one dimension above 1 (where C and F orders coincide)."""
+    return a.order == b.order or sum(1 for d in a.shape if d > 1) <= 1
+
+
+def _checked_copy(dst: Any, src: Any) -> CopyDevice:
+    """The CopyDevice of ``Device.copy``: whole buffers of one dtype, shape and layout."""
+    rd, rs = as_ref(dst, "dst"), as_ref(src, "src")
+    if rd.dtype != rs.dtype:
+        raise InvalidMessage(f"dst: {rd.describe()} and src {rs.describe()} differ in dtype; "
+                             "copy converts nothing (copy_bytes copies raw bytes)", field="dst")
+    if rd.shape != rs.shape:
+        raise InvalidMessage(f"dst: {rd.describe()} and src {rs.describe()} differ in shape",
+                             field="dst")
+    if not same_layout(rd, rs):
+        raise InvalidMessage(f"dst: {rd.describe()} is in {rd.order} order and src "
+                             f"{rs.describe()} in {rs.order} order; copy does not transpose "
+                             f"(allocate dst with order='{rs.order}', or copy through the host)",
+                             field="order")
+    return CopyDevice(rd, rs)
+
+
+#: the options that only a supervised worker process has, with their defaults
+_PROCESS_OPTIONS = (("watchdog", None), ("max_restarts", 3), ("restart_window", 60.0),
+                    ("standby", True))
+
+
+def _refuse_process_options(watchdog: Any, max_restarts: Any, restart_window: Any,
+                            standby: Any) -> None:
+    """Thread isolation has no supervisor: an option of one (a watchdog, restarts, a standby
+    worker) other than its default would do nothing, so it is refused."""
+    given = {"watchdog": watchdog, "max_restarts": max_restarts,
+             "restart_window": restart_window, "standby": standby}
+    for name, default in _PROCESS_OPTIONS:
+        if given[name] != default:
+            raise InvalidMessage(
+                f"{name}={given[name]!r} needs isolation='process': a device thread in this "
+                "process has no supervisor to watch, restart or stand in for it", field=name)
+
+
+def _is_main_test(node: Any) -> bool:
+    """Whether ``node`` is the test ``__name__ == "__main__"`` (either way round)."""
+    import ast
+
+    if not isinstance(node, ast.Compare) or len(node.ops) != 1 or \
+            not isinstance(node.ops[0], ast.Eq):
+        return False
+    sides = (node.left, node.comparators[0])
+    names = [s for s in sides if isinstance(s, ast.Name) and s.id == "__name__"]
+    consts = [s for s in sides if isinstance(s, ast.Constant) and s.value == "__main__"]
+    return len(names) == 1 and len(consts) == 1
+
+
+def _unguarded_main() -> str | None:
+    """Why a worker process cannot be started from here, or None. A worker process imports
+    the main script again (spawn and forkserver both do): a script that opens a
+    process-isolated device at import time, outside ``if __name__ == "__main__":``, would
+    open one again in every worker, which dies. Found by reading the script: the line of the
+    main module running now must lie inside such a block."""
+    import ast
+    import sys
+    import tokenize
+
+    frame = sys._getframe(1)
+    outer = None
+    while frame is not None:  # the main module's top-level frame, outermost
+        if frame.f_code.co_name == "<module>" and \
+                frame.f_globals.get("__name__") in ("__main__", "__mp_main__"):
+            outer = frame
+        frame = frame.f_back
+    if outer is None:
+        return None
+    hint = ("put the code that opens a device with isolation='process' under "
+            "`if __name__ == \"__main__\":` (worker processes import the main script again)")
+    if outer.f_globals.get("__name__") == "__mp_main__":
+        return f"this is a worker process importing the main script: {hint}"
+    path = outer.f_globals.get("__file__")
+    if not path:
+        return None
+    try:
+        with tokenize.open(path) as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    line = outer.f_lineno
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_main_test(node.test) and \
+                node.body[0].lineno <= line <= (node.body[-1].end_lineno or line):
+            return None
+    return f"{path}, line {line}: {hint}"
+
+
 def _host_array(value: Any, field: str) -> np.ndarray:
     """``np.asarray(value)``; a value NumPy cannot make an array of (a ragged list, ...)
     raises InvalidMessage naming ``field``."""
@@ -147,14 +242,29 @@ def _host_array(value: Any, field: str) -> np.ndarray:
 class Device:
     """A client of one device service. Create it with :func:`open_device`.
 
-    Besides the methods below, each registered library adds a namespace (``dev.blas``, ...)."""
+    Besides the methods below, each registered library adds its raw namespace, named after it
+    (``dev.cublas``, ``dev.cublaslt``, ``dev.cusolver``, ``dev.cufft``, ``dev.curand``,
+    ``dev.cusparse``, ``dev.cudnn``, ``dev.nvrtc``), and the NumPy-level namespaces
+    ``dev.linalg``, ``dev.fft``, ``dev.random``, ``dev.sparse`` (SciPy's names) and ``dev.nn``
+    (torch.nn.functional's names) sit on top of them (gpumsg/libs/namespace.py)."""
 
-    blas: Any  # cuBLAS and cuBLASLt (gpumsg/libs/cublas, gpumsg/libs/cublaslt)
+    cublas: Any
+    cublaslt: Any
+    cusolver: Any
+    cufft: Any
+    curand: Any
+    cusparse: Any
+    cudnn: Any
+    nvrtc: Any
+    linalg: Any
+    fft: Any
+    random: Any
+    sparse: Any
+    nn: Any
     #: copy_peer's implementation, set by gpumsg.multi.peer (a layer above the client)
     _peer_copy: Any = None
     #: this device counts in the GIL switch interval's open devices (client/gil.py)
     _switch_held = False
-    kernels: Any  # NVRTC (gpumsg/libs/nvrtc)
 
     def __init__(self, ordinal: int = 0, backend: str | Backend = "auto",
                  isolation: str = "thread", memory: MemorySpec = "pool",
@@ -171,6 +281,16 @@ class Device:
                                  f"{isolation!r}", field="isolation")
         if trace is not None and not isinstance(trace, KernelTrace):
             raise InvalidMessage("trace must be a KernelTrace", field="trace")
+        if isolation == "thread":
+            _refuse_process_options(watchdog, max_restarts, restart_window, standby)
+        else:
+            why = _unguarded_main()
+            if why:
+                raise InvalidMessage(why, field="isolation")
+            if isinstance(backend, str):  # checked here: the worker process would only die
+                from ..backends import resolve_backend
+
+                backend = resolve_backend(backend, ordinal)
         # the switch interval (client/gil.py); a bad value is refused before a start. In
         # process isolation the device thread runs under the worker's GIL
         interval = configured_interval(shares_the_gil=isolation == "thread")
@@ -201,7 +321,7 @@ class Device:
             host_pool = self._worker.host_pool(self)
         self.props = self._worker.props
         self._max_bytes = min(self.props.total_bytes, MAX_NBYTES)
-        self._sgemm_memo: dict[tuple, Sgemm] = {}
+        self._sgemm_memo: dict[tuple, tuple] = {}
         #: the device's own repeated calls (copies, fills), as the libraries keep theirs
         self._memo = MessageMemo()
         self._staging = HostStaging(self, host_pool)
@@ -221,7 +341,12 @@ class Device:
         #: the Graph being recorded (client/graph.py), or None; see _set_recorder
         self._recorder: Any = None
         self._post_direct = self._post
-        # the library namespaces: ``dev.blas.gemm(...)``, ``dev.blas.dot(...)``, ...
+        #: the protocol library clients use (gpumsg/libs); applications use the methods here
+        self.port = Port(self, check_open=self._check_open, send=self.send,
+                         send_writing=self.send_writing, send_new=self._send_new,
+                         mint=self._mint, send_memo=self._send_entry, state=self._state,
+                         submit=self._submit)
+        # the library namespaces: ``dev.cublas.gemm(...)``, ``dev.linalg.solve(...)``, ...
         for name, cls in _NAMESPACES.items():
             setattr(self, name, cls(self))
         _open_devices.add(self)
@@ -495,8 +620,8 @@ class Device:
         return BufRef(self._state.token, self._next_id(), self._state.generation, name, shape,
                       order, nbytes)
 
-    def alloc(self, shape: Any, dtype: Any = np.float32, order: str = "F") -> BufferFuture:
-        """Allocate an uninitialized buffer (column-major by default, like cuBLAS)."""
+    def alloc(self, shape: Any, dtype: Any = np.float32, order: str = "C") -> BufferFuture:
+        """Allocate an uninitialized buffer; C order (row-major) by default, as NumPy's."""
         # _check_open and _new_buffer written out: a pipelined allocation is mostly call
         # overhead on the client (docs/performance.md, stop 31)
         state = self._state
@@ -533,7 +658,8 @@ class Device:
         freed. See :func:`gpumsg.client.dlpack.from_dlpack`."""
         from .dlpack import from_dlpack
 
-        return from_dlpack(self, obj)
+        # the classes handed over: dlpack.py imports nothing of buffers.py, which imports it
+        return from_dlpack(self, obj, future=BufferFuture, sink=PointerSink, buffer=GpuBuffer)
 
     def free(self, buffer: Any) -> Future:
         """Free a buffer (the same as ``buffer.free()``)."""
@@ -625,10 +751,27 @@ class Device:
         ref = as_ref(buf, "dst")
         return int(offset) * as_dtype(ref.dtype).itemsize
 
-    def copy(self, dst: Any, src: Any, nbytes: int | None = None, dst_offset: int = 0,
-             src_offset: int = 0) -> Future:
-        """Device-to-device copy of ``nbytes`` bytes (default: all of ``src``), byte offsets.
-        A repeated copy posts the message it built and checked the first time."""
+    def copy(self, dst: Any, src: Any) -> Future:
+        """Copy buffer ``src`` into buffer ``dst`` (device to device), checked: the two must
+        have the same dtype, the same shape and the same memory layout. Buffers of different
+        orders are refused (InvalidMessage naming both orders), never silently transposed: a
+        reordering copy would be a transpose, which this call does not do (copy through the
+        host, or compute the transpose, e.g. with ``blas.matmul`` or ``blas.gemm``).
+        Orders are the same layout, and accepted, where at most one dimension exceeds 1. A
+        raw byte copy is :meth:`copy_bytes`. Resolves to None; a repeated copy posts the
+        message it built and checked the first time."""
+        self._check_open()
+        return self._send_entry(self._memo.entry(
+            "copy", (dst, src), (), lambda refs: _checked_copy(refs[0], refs[1]),
+            ("dst", "src")))
+
+    def copy_bytes(self, dst: Any, src: Any, nbytes: int | None = None, dst_offset: int = 0,
+                   src_offset: int = 0) -> Future:
+        """Raw device-to-device copy of ``nbytes`` bytes (default: all of ``src`` from
+        ``src_offset``), byte offsets. Nothing but the byte ranges is checked: dtype, shape
+        and order are not (a f32 buffer copied into a f64 one holds reinterpreted bits; a
+        C-ordered one copied into an F-ordered one holds the transpose). Use :meth:`copy` for
+        arrays. Resolves to None."""
         self._check_open()
         return self._send_entry(self._memo.entry(CopyDevice, (dst, src),
                                                  (dst_offset, src_offset, nbytes)))
@@ -653,18 +796,18 @@ class Device:
     # -- user kernels and graphs (libs/nvrtc, client/graph.py) -------------------------------------
     def compile(self, source: str, name: str, options: Any = (), headers: Any = None,
                 name_expressions: Any = (), signature: Any = None, cache: bool = True) -> Future:
-        """Compile a CUDA C++ kernel for this device: ``dev.kernels.compile``."""
-        return self.kernels.compile(source, name, options, headers, name_expressions, signature,
+        """Compile a CUDA C++ kernel for this device: ``dev.nvrtc.compile``."""
+        return self.nvrtc.compile(source, name, options, headers, name_expressions, signature,
                                     cache)
 
     def load_module(self, image: bytes, kernels: dict[str, Any]) -> Future:
-        """Load a precompiled CUBIN/PTX image: ``dev.kernels.load_module``."""
-        return self.kernels.load_module(image, kernels)
+        """Load a precompiled CUBIN/PTX image: ``dev.nvrtc.load_module``."""
+        return self.nvrtc.load_module(image, kernels)
 
     def launch(self, kernel: Any, grid: Any, block: Any, args: Any = (), shared: int = 0,
                reads: Any = None, writes: Any = None) -> Future:
-        """Launch a compiled kernel on the compute stream: ``dev.kernels.launch``."""
-        return self.kernels.launch(kernel, grid, block, args, shared, reads, writes)
+        """Launch a compiled kernel on the compute stream: ``dev.nvrtc.launch``."""
+        return self.nvrtc.launch(kernel, grid, block, args, shared, reads, writes)
 
     def graph(self, **named: Any) -> Graph:
         """``with dev.graph() as g:`` records the messages sent inside; ``g.launch()`` replays
@@ -672,11 +815,16 @@ class Device:
         return Graph(self, named)
 
     # -- BLAS -------------------------------------------------------------------------------------
-    def sgemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, alpha: float = 1.0,
-              beta: float = 0.0, transa: Any = "N", transb: Any = "N", lda: int | None = None,
-              ldb: int | None = None, ldc: int | None = None) -> Future:
-        """C = alpha op(A) op(B) + beta C in float32, with cuBLAS semantics (column-major,
-        leading dimensions in elements). Resolves to None."""
+    def sgemm(self, a: Any, b: Any, c: Any, m: int | None = None, n: int | None = None,
+              k: int | None = None, alpha: float = 1.0, beta: float = 0.0, transa: Any = "N",
+              transb: Any = "N", lda: int | None = None, ldb: int | None = None,
+              ldc: int | None = None) -> Future:
+        """C = alpha op(A) op(B) + beta C in float32 (cuBLAS's sgemm). Each buffer is read in
+        its own order: a 2-D buffer is the matrix its shape and order say (a C-ordered C is
+        computed as the column-major C^T = op(B)^T op(A)^T); ``m``, ``n``, ``k`` and the leading
+        dimensions default from the shapes, and an explicit one contradicting a buffer is
+        refused naming the field and the order. Flat buffers are column-major storage with
+        explicit dimensions (:mod:`gpumsg.libs.cublas.order`). Resolves to None."""
         state = self._state
         if not state.accepting:
             raise state.refusal
@@ -685,20 +833,24 @@ class Device:
         # A repeated call reuses its (immutable) message: validating and building one is half
         # the client's time. Only plain arguments are memoized, so that the key's equality
         # (1 == 1.0 == True) cannot stand in for a check; the references by identity.
-        plain = (type(m) is int and type(n) is int and type(k) is int and type(alpha) is float
+        plain = ((m is None or type(m) is int) and (n is None or type(n) is int)
+                 and (k is None or type(k) is int) and type(alpha) is float
                  and alpha != 0.0 and type(beta) is float and type(transa) is str
                  and type(transb) is str and (lda is None or type(lda) is int)
                  and (ldb is None or type(ldb) is int) and (ldc is None or type(ldc) is int))
         if plain:
             key = (id(ra), id(rb), id(rc), m, n, k, alpha, beta, transa, transb, lda, ldb, ldc)
-            msg = self._sgemm_memo.get(key)
-            if msg is None or msg.a is not ra or msg.b is not rb or msg.c is not rc:
+            kept = self._sgemm_memo.get(key)
+            if kept is None or kept[1] is not ra or kept[2] is not rb or kept[3] is not rc:
                 msg = self._new_sgemm(ra, rb, rc, m, n, k, alpha, beta, transa, transb, lda,
                                       ldb, ldc)
                 memo = self._sgemm_memo
                 if len(memo) >= _MEMO_SIZE:
                     memo.clear()
-                memo[key] = msg  # holds ra, rb, rc: their ids are not reused while it lives
+                # holds ra, rb, rc: their ids are not reused while it lives
+                memo[key] = (msg, ra, rb, rc)
+            else:
+                msg = kept[0]
         else:
             msg = self._new_sgemm(ra, rb, rc, m, n, k, alpha, beta, transa, transb, lda, ldb,
                                   ldc)
@@ -706,8 +858,11 @@ class Device:
         self._post(msg, fut)
         return fut
 
-    def _new_sgemm(self, *args: Any) -> Sgemm:
-        msg = Sgemm(*args)
+    def _new_sgemm(self, a: Any, b: Any, c: Any, m: Any, n: Any, k: Any, alpha: Any,
+                   beta: Any, transa: Any, transb: Any, lda: Any, ldb: Any, ldc: Any) -> Sgemm:
+        a, b, c, m, n, k, transa, transb, lda, ldb, ldc = gemm_args(
+            a, b, c, m, n, k, transa, transb, lda, ldb, ldc)
+        msg = Sgemm(a, b, c, m, n, k, alpha, beta, transa, transb, lda, ldb, ldc)
         token = self._state.token
         if msg.a.owner != token or msg.b.owner != token or msg.c.owner != token:
             self._check_refs(msg)
@@ -740,6 +895,9 @@ class Device:
         in opening order; with no names it only asks. Raises InvalidMessage for a name gpumsg
         does not know."""
         for name in names:
+            if not isinstance(name, str):
+                raise InvalidMessage(f"open_libraries: names: expected library names (str), got "
+                                     f"{type(name).__name__}", field="names")
             if name not in LIBRARIES:
                 raise InvalidMessage(f"open_libraries: no library {name!r}; known: "
                                      f"{', '.join(LIBRARIES)}", field="names")
@@ -766,9 +924,9 @@ class Device:
         return self.send(InjectFault(kind, stream, seconds, count))
 
     # -- pinned host memory -----------------------------------------------------------------------
-    def alloc_pinned(self, shape: Any, dtype: Any = np.float32, order: str = "C") -> Future:
-        """Page-locked host memory as a :class:`PinnedHostBuffer` (resolves to it). Copies from
-        and to it need no staging."""
+    def alloc_pinned(self, shape: Any, dtype: Any = np.float32, order: str = "C") -> GpuFuture:
+        """A future of page-locked host memory, a :class:`PinnedHostBuffer`, resolved at once
+        (one future per call, like every method). Copies from and to it need no staging."""
         self._check_open()
         ref = self._mint(shape, dtype, order)
         pool = self._staging.pool
@@ -842,9 +1000,16 @@ def open_device(ordinal: int = 0, backend: str | Backend = "auto", isolation: st
 
 def devices(backend: str = "auto") -> list[dict[str, Any]]:
     """The devices a backend offers: ``[{"ordinal", "name", "backend"}]``, without opening
-    a service."""
+    a service. ``"auto"``: the GPUs where a driver and a GPU are present, else the simulated
+    devices (as many as configured: ``gpumsg.backends.sim.device.SIM_DEVICES``, or the
+    ``GPUMSG_SIM_DEVICES`` environment variable); ``"cuda"``: the GPUs (none without a
+    driver); ``"sim"``: the simulated devices. The ordinals listed are those open_device
+    accepts, and what open_devices() opens."""
     from ..backends import cuda_available
 
+    if backend not in ("auto", "cuda", "sim"):
+        raise InvalidMessage(f"backend must be 'auto', 'cuda' or 'sim', got {backend!r}",
+                             field="backend")
     if backend in ("auto", "cuda"):
         ok, why = cuda_available()
         if ok:
@@ -859,7 +1024,10 @@ def devices(backend: str = "auto") -> list[dict[str, Any]]:
             return out
         if backend == "cuda":
             return []
-    return [{"ordinal": 0, "name": "gpumsg simulator", "backend": "sim"}]
+    from ..backends.sim.device import sim_device_count
+
+    return [{"ordinal": i, "name": "gpumsg simulator", "backend": "sim"}
+            for i in range(sim_device_count())]
 
 
 def _close_all() -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import ctypes
 import threading
 import weakref
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,8 +38,8 @@ from ..messages.interop import HOST_CONSUMER, NO_SYNC, Adopt, ExportSync
 from ..service.interop import PER_THREAD_STREAM, register_release
 
 if TYPE_CHECKING:
-    from .buffers import BufferFuture, GpuBuffer
-    from .device import Device
+    from .core import BufferCore as GpuBuffer
+    from .core import DeviceCore as Device
 
 __all__ = ["export", "dlpack_device", "from_dlpack", "KDLCPU", "KDLCUDA", "is_readonly"]
 
@@ -159,11 +160,17 @@ _DELETER = DELETER(_delete_export)
 
 
 def _capsule_destructor(capsule: int) -> None:
-    """A capsule that no consumer took (still named dltensor*): call the deleter ourselves."""
-    for name in (b"dltensor_versioned", b"dltensor"):
-        if _capsule_valid(capsule, name):
-            _delete_export(_capsule_pointer(capsule, name))
-            return
+    """A capsule that no consumer took (still named dltensor*): call the deleter ourselves.
+    Nothing may escape a ctypes callback (it would be printed as "Exception ignored"): a
+    consumer that failed and left its error set makes the capsule calls fail too; the export
+    then stays registered (its buffer alive) rather than freed blind."""
+    try:
+        for name in (b"dltensor_versioned", b"dltensor"):
+            if _capsule_valid(capsule, name):
+                _delete_export(_capsule_pointer(capsule, name))
+                return
+    except Exception:  # noqa: BLE001, S110 - see the docstring
+        pass
 
 
 _DESTRUCTOR = _CAPSULE_DESTRUCTOR(_capsule_destructor)
@@ -217,8 +224,14 @@ def _strides(buf: GpuBuffer) -> tuple[int, ...]:
     return tuple(out)
 
 
+#: dtypes that NumPy's DLPack import does not take (it fails with a SystemError and leaves an
+#: error behind for the capsule's destructor): a host (kDLCPU) export of them is refused to
+#: every consumer but gpumsg's own import
+_NOT_NUMPY = frozenset({"bf16", "e4m3", "e5m2"})
+
+
 def export(buf: GpuBuffer, stream: Any = None, max_version: Any = None, dl_device: Any = None,
-           copy: bool | None = None) -> Any:
+           copy: bool | None = None, any_dtype: bool = False) -> Any:
     """``buf.__dlpack__``: a DLPack capsule of ``buf`` (zero copy unless ``copy``).
 
     ``stream``: the consumer's stream (CUDA: ``None`` the legacy default stream, 1 legacy, 2
@@ -238,6 +251,12 @@ def export(buf: GpuBuffer, stream: Any = None, max_version: Any = None, dl_devic
                           "are not valid in this process")
     versioned = max_version is not None and tuple(max_version)[0] >= 1
     mine = dlpack_device(buf)
+    to_host = mine[0] == KDLCPU or (dl_device is not None and tuple(dl_device)[0] == KDLCPU)
+    if to_host and not any_dtype and buf.ref.dtype in _NOT_NUMPY:
+        raise BufferError(f"{buf.ref.describe()}: a {buf.ref.dtype} buffer is not exported to "
+                          "host DLPack consumers (NumPy's DLPack has no such dtype); use "
+                          "dev.copy_to_host(buffer).result(), or dev.from_dlpack on another "
+                          "gpumsg device")
     if dl_device is not None and tuple(dl_device) != mine:
         if tuple(dl_device) == (KDLCPU, 0) and copy is not False:
             host = dev.copy_to_host(buf).result()
@@ -388,7 +407,7 @@ def _layout(shape: tuple[int, ...], strides: tuple[int, ...] | None) -> str:
                          "compact C- or F-ordered (make it contiguous first)", field="obj")
 
 
-def from_dlpack(dev: Device, obj: Any) -> BufferFuture:
+def from_dlpack(dev: Device, obj: Any, *, future: Any, sink: Any, buffer: Any) -> Future:
     """``dev.from_dlpack(obj)``: adopt a DLPack producer's memory as a buffer of ``dev``,
     without a copy. Resolves to the :class:`~gpumsg.client.buffers.GpuBuffer` (the future can be
     passed to later calls at once).
@@ -419,15 +438,27 @@ def from_dlpack(dev: Device, obj: Any) -> BufferFuture:
             raise InvalidMessage(f"obj is on DLPack device ({kind}, {ordinal}); the simulator "
                                  "adopts host (kDLCPU) memory", field="obj")
         stream = None
+    # ``future``/``buffer``: the client's BufferFuture and GpuBuffer classes (buffers.py
+    # imports this module, so they are handed over by the caller)
+    if isinstance(obj, (buffer, future)):  # gpumsg to gpumsg: every dtype
+        source = obj.result() if isinstance(obj, future) else obj
+        capsule = export(source, stream, VERSION, any_dtype=True)
+        return _adopt(dev, obj, capsule, future, sink)
     try:
-        capsule = obj.__dlpack__(stream=stream, max_version=VERSION)
-    except TypeError:  # a producer older than DLPack 1.0's keywords
-        capsule = obj.__dlpack__(stream=stream)
-    return _adopt(dev, obj, capsule)
+        try:
+            capsule = obj.__dlpack__(stream=stream, max_version=VERSION)
+        except TypeError:  # a producer older than DLPack 1.0's keywords
+            capsule = obj.__dlpack__(stream=stream)
+    except BufferError as exc:  # the producer cannot export it (object dtype, ...)
+        raise InvalidMessage(f"obj: expected an array DLPack can export (integer, float or "
+                             f"complex elements); its producer refused: {exc}",
+                             field="obj") from None
+    return _adopt(dev, obj, capsule, future, sink)
 
 
-def _adopt(dev: Device, producer: Any, capsule: Any) -> BufferFuture:
-    from .buffers import BufferFuture, PointerSink
+def _adopt(dev: Device, producer: Any, capsule: Any, future: Any, sink: Any) -> Future:
+    """``future``/``sink``: the client's BufferFuture and PointerSink classes, handed over by
+    the caller (buffers.py imports this module)."""
 
     cap = ctypes.c_void_p(id(capsule))
     if _capsule_valid(cap, b"dltensor_versioned"):
@@ -478,7 +509,7 @@ def _adopt(dev: Device, producer: Any, capsule: Any) -> BufferFuture:
 
         weakref.finalize(buf, forget, None)
     token = register_release(release)
-    fut = BufferFuture(buf)
+    fut = future(buf)
     # On CUDA the pointer is the producer's: the buffer exists for every later message as soon
     # as Adopt is in the mailbox (FIFO), so the future resolves now, with no round trip (an
     # Adopt that fails, on a poisoned context, gives the producer back and later uses fail).
@@ -486,7 +517,7 @@ def _adopt(dev: Device, producer: Any, capsule: Any) -> BufferFuture:
     now = dev.backend == "cuda"
     try:
         dev._post(Adopt.unchecked(msg.out, msg.ptr, readonly, token),
-                  PointerSink(buf) if now else fut)
+                  sink(buf) if now else fut)
     except GpuError:
         from ..service.interop import run_release
 

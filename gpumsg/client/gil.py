@@ -26,10 +26,10 @@ seconds for every device, or ``keep`` leaves the interpreter's own.
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 
+from ..config import setting
 from ..errors import InvalidMessage
 
 __all__ = ["SHORT_S", "SwitchInterval", "SWITCH", "configured_interval"]
@@ -44,7 +44,7 @@ def configured_interval(shares_the_gil: bool = True) -> float | None:
     device thread shares this interpreter's GIL (``shares_the_gil``: thread isolation), None
     when it does not (process isolation). Raises InvalidMessage for a value that is neither a
     positive number of seconds nor ``keep``."""
-    text = os.environ.get("GPUMSG_SWITCH_INTERVAL", "").strip().lower()
+    text = (setting("GPUMSG_SWITCH_INTERVAL") or "").strip().lower()
     if not text:
         return SHORT_S if shares_the_gil else None
     if text == "keep":

@@ -20,7 +20,7 @@ from ..messages.base import BufRef, _ref
 from ..messages.graph import CaptureGraph, DestroyGraph, LaunchGraph, UpdateGraph, refusal
 
 if TYPE_CHECKING:
-    from .device import Device
+    from .core import DeviceCore as Device
 
 __all__ = ["Graph"]
 

@@ -28,7 +28,7 @@ from ..messages.device import AllocPinned, CopyFromHost, CopyToHost
 from .buffers import GpuFuture, gather
 
 if TYPE_CHECKING:
-    from .device import Device
+    from .core import DeviceCore as Device
 
 __all__ = ["HostStaging", "DevicePinnedPool", "ReleaseOnReply", "ReleasingFuture", "copy_bytes",
            "CHUNK", "NEW_ARRAY_LIMIT"]

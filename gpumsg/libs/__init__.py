@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 
 from ..service.registry import LIBRARIES, Library
+from .namespace import EXTRA
 
 #: the library folders, in registration order: adding a library adds one name here
 FOLDERS = (
@@ -28,17 +29,29 @@ for _folder in FOLDERS:
 
 
 def namespaces() -> dict[str, type]:
-    """Client namespace name -> the class ``Device`` builds for it. Libraries that share a
-    namespace (cuBLAS and cuBLASLt: ``dev.blas``) are combined into one class."""
+    """Client namespace name -> the class ``Device`` builds for it (``cls(device)``): each
+    library's raw namespace (``dev.cublas``, ...) and the NumPy-level ones
+    (:mod:`gpumsg.libs.namespace`). Several classes serving one namespace (``dev.linalg``:
+    cuSOLVER's and cuBLAS's) are joined into one class whose construction builds each part."""
     parts: dict[str, list[type]] = {}
     for lib in LIBRARIES.values():
         if lib.namespace is not None and lib.client is not None:
             parts.setdefault(lib.namespace, []).append(lib.client)
-    out: dict[str, type] = {}
-    for name, classes in parts.items():
-        out[name] = classes[0] if len(classes) == 1 else type(classes[0].__name__,
-                                                              tuple(classes), {})
-    return out
+    for name, classes in EXTRA.items():
+        parts.setdefault(name, []).extend(classes)
+    return {name: classes[0] if len(classes) == 1 else _joined(name, classes)
+            for name, classes in parts.items()}
+
+
+def _joined(name: str, classes: list[type]) -> type:
+    def __init__(self: object, device: object) -> None:
+        # later parts' state wins where two set the same attribute: a MessageMemo keys its
+        # entries by message type, so parts may share one
+        for cls in classes:
+            cls.__init__(self, device)  # type: ignore[misc]
+
+    doc = " ".join(cls.__doc__ or "" for cls in classes).strip()
+    return type(name.title(), tuple(classes), {"__init__": __init__, "__doc__": doc})
 
 
 __all__ = ["FOLDERS", "LIBRARIES", "Library", "namespaces"]

@@ -12,14 +12,15 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+import operator
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..dtypes import dtype_name, dtype_of
-from ..errors import InvalidMessage
+from ..errors import GpuError, InvalidMessage
 
 __all__ = ["Message", "BufRef", "HostRef", "message", "MAX_NBYTES", "as_ref", "as_refs",
-           "check_choice"]
+           "check_choice", "check_extent", "touched"]
 
 #: Upper bound for any single byte count in a message (2**48: far above any device, far below
 #: overflow of the 64-bit sizes the driver takes).
@@ -83,7 +84,8 @@ def fast_init(cls: type[T]) -> type[T]:
         return cls
     args: list[str] = []
     body: list[str] = []
-    env: dict[str, Any] = {}
+    env: dict[str, Any] = {"_as_int": _as_int, "_plain": _plain}
+    coerce: list[str] = []
     for i, f in enumerate(fields.values()):
         if (f._field_type is not dataclasses._FIELD  # type: ignore[attr-defined]
                 or f.kw_only is True or f.default_factory is not dataclasses.MISSING):
@@ -99,12 +101,28 @@ def fast_init(cls: type[T]) -> type[T]:
                 env[f"_default{i}"] = f.default
                 args.append(f"{f.name}=_default{i}")
             body.append(f"    _set{i}(self, {f.name})")
+            # NumPy integers become Python ints before any validator does arithmetic on them
+            # (an np.int8 stride would wrap); a bool is refused where an int is expected
+            kind = _NUMERIC_FIELDS.get(str(f.type))
+            if kind == "int":
+                coerce.append(f"    if {f.name} is not None and type({f.name}) is not int:\n"
+                              f"        _set{i}(self, _as_int(self, {f.name!r}, {f.name}))")
+            elif kind == "any":
+                coerce.append(f"    if type({f.name}) not in _PLAIN:\n"
+                              f"        _set{i}(self, _plain({f.name}))")
         elif f.default is not dataclasses.MISSING:
             env[f"_default{i}"] = f.default
             body.append(f"    _set{i}(self, _default{i})")
     stores = list(body)
+    body.extend(coerce)
+    env["_PLAIN"] = _PLAIN
     if hasattr(cls, "__post_init__"):
-        body.append("    self.__post_init__()")
+        # a validator that trips over an odd value (None where a buffer goes, an unhashable
+        # flag) still answers InvalidMessage, never a bare TypeError or AttributeError
+        body.append("    try:\n        self.__post_init__()\n    except _GpuError:\n"
+                    "        raise\n    except _UNTYPED as exc:\n"
+                    "        raise _untyped(self, exc) from exc")
+        env.update(_GpuError=GpuError, _UNTYPED=_UNTYPED, _untyped=_untyped)
     src = f"def __init__(self, {', '.join(args)}):\n" + "\n".join(body or ["    pass"]) + "\n"
     # ``unchecked(...)``: the same fields stored without __post_init__, for values the client
     # derived from a message it has validated (the staging chunks of a checked copy)
@@ -132,6 +150,58 @@ def fast_init(cls: type[T]) -> type[T]:
     init.__annotations__ = cls.__init__.__annotations__
     cls.__init__ = init  # type: ignore[misc]
     return cls
+
+
+#: field annotations whose values are normalized before ``__post_init__``: "int" fields hold a
+#: Python int (or None) after construction, "any" fields (scalars or tuples of them) have
+#: their NumPy integers turned into Python ints
+_NUMERIC_FIELDS = {"int": "int", "int | None": "int", "Any": "any",
+                   "tuple[int, ...]": "any", "tuple[int, ...] | None": "any"}
+_PLAIN = frozenset((int, float, str, bool, complex, type(None)))
+
+
+_UNTYPED = (TypeError, ValueError, AttributeError, KeyError, IndexError, OverflowError,
+            ZeroDivisionError)
+
+
+def _untyped(msg: object, exc: Exception) -> InvalidMessage:
+    """The InvalidMessage for a validator's untyped error: it names the first field whose
+    value is not of a kind messages hold (a buffer, a number, a string, a tuple, None)."""
+    field = None
+    for name in getattr(type(msg), "__dataclass_fields__", {}):
+        value = getattr(msg, name, None)
+        if type(value) not in _PLAIN and type(value) not in (BufRef, tuple) and not (
+                dataclasses.is_dataclass(value)):
+            field = name
+            break
+    where = f"{type(msg).__name__}.{field}" if field else type(msg).__name__
+    got = f" (got {type(getattr(msg, field)).__name__})" if field else ""
+    return InvalidMessage(f"{where}: invalid argument{got}: {type(exc).__name__}: {exc}",
+                          field=field)
+
+
+def _as_int(msg: object, field: str, value: Any) -> Any:
+    """``value`` as a Python int when it is a non-bool integer (NumPy's of any width
+    included); a bool raises :class:`InvalidMessage`; anything else is returned for the
+    field's validator to refuse with its own words."""
+    if isinstance(value, bool) or getattr(getattr(value, "dtype", None), "kind", "") == "b":
+        raise _fail(msg, field, f"expected an integer, got {type(value).__name__}")
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with NumPy integers (itself, or the items of a tuple or list) made Python
+    ints; other values as they are."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (tuple, list)) and any(
+            type(v) is not int and isinstance(v, numbers.Integral) and not isinstance(v, bool)
+            for v in value):
+        return type(value)(int(v) if isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                           else v for v in value)
+    return value
 
 
 @fast_init
@@ -162,7 +232,7 @@ class BufRef:
         return dtype_of(self.dtype).itemsize
 
     def describe(self) -> str:
-        return f"buffer #{self.id} ({self.dtype}{list(self.shape)})"
+        return f"buffer #{self.id} ({self.dtype}{list(self.shape)}, {self.order} order)"
 
 
 @fast_init
@@ -344,7 +414,51 @@ def _dense_rows(msg: object, field: str, ref: BufRef) -> None:
         raise _fail(msg, field, f"{ref.describe()} has more than 2**31 - 1 elements")
 
 
+def touched(offset: int, dims: tuple[tuple[int, int], ...]) -> tuple[int, int] | None:
+    """The first and last unit (element or byte) an access touches: it starts ``offset`` units
+    into a buffer and walks ``dims``, pairs (count, stride) — a vector is ((n, inc),), a
+    column-major matrix ((rows, 1), (cols, ld)), a strided batch adds (batch, stride). None when
+    a count is 0 (nothing is touched). Computed in Python integers, which do not wrap: every
+    value is turned into one first (``operator.index``), so a NumPy scalar cannot overflow."""
+    lo = hi = offset if type(offset) is int else operator.index(offset)
+    for count, stride in dims:
+        if type(count) is not int:
+            count = operator.index(count)
+        if type(stride) is not int:
+            stride = operator.index(stride)
+        if count <= 0:
+            return None
+        step = (count - 1) * stride
+        if step < 0:
+            lo += step
+        else:
+            hi += step
+    return lo, hi
+
+
+def check_extent(msg: object, field: str, ref: BufRef, offset: int,
+                 dims: tuple[tuple[int, int], ...], what: str | Callable[[], str] = "", *,
+                 unit: str = "elements") -> None:
+    """The bounds check every message shares: the access described by ``offset`` and ``dims``
+    (see :func:`touched`) stays inside ``ref`` — its elements, or its bytes with
+    ``unit="bytes"`` — or :class:`InvalidMessage` naming ``field`` says how far it reaches,
+    describing the access as ``what`` (a string, or a callable made into one only then)."""
+    span = touched(offset, dims)
+    if span is None:
+        return
+    lo, hi = span
+    size = ref.nbytes if unit == "bytes" else ref.size
+    if lo < 0 or hi >= size:
+        desc = (what() if callable(what) else what) or ", ".join(
+            f"{c} at stride {s}" for c, s in dims)
+        where = f"[{lo}, {hi}]" if lo < 0 else f"up to {unit[:-1]} {hi}"
+        raise _fail(msg, field, f"{desc} from offset {offset} reaches {unit} {where} but "
+                    f"{ref.describe()} holds {size} {unit}")
+
+
 def _span(msg: object, field: str, ref: BufRef, offset: int, nbytes: int) -> None:
-    if offset + nbytes > ref.nbytes:
+    # an empty range still has to start inside the buffer or at its end
+    span = touched(offset, ((nbytes, 1),)) or (offset, offset - 1)
+    if span[0] < 0 or span[1] >= ref.nbytes:
         raise _fail(msg, field, f"{nbytes} bytes at offset {offset} exceed {ref.describe()} of "
                     f"{ref.nbytes} bytes")

@@ -20,6 +20,7 @@ from .base import (
     _require_dtype,
     _scalar,
     _set,
+    check_extent,
     message,
 )
 
@@ -47,7 +48,7 @@ def trans_code(msg: object, field: str, value: Any) -> str:
     """Normalize a transpose flag ('N', 'T', 'C', or a bool) to 'N', 'T' or 'C'."""
     try:
         out = _TRANS.get(value)
-    except TypeError:
+    except (TypeError, ValueError):  # unhashable, or a writable memoryview
         out = None
     if out is None:
         raise _fail(msg, field, f"must be 'N', 'T' or 'C' (or a bool), got {value!r}")
@@ -63,11 +64,14 @@ def check_matrix(msg: object, field: str, ref: BufRef, rows: int, cols: int, ld:
                     f"got {ld}")
     if ld > INT32_MAX:
         raise _fail(msg, ld_field, f"must fit in 32 bits, got {ld}")
-    if rows and cols:
-        need = offset + ld * (cols - 1) + rows
-        if need > ref.size:
-            raise _fail(msg, field, f"a {rows}x{cols} matrix with {ld_field}={ld} spans {need} "
-                        f"elements but {ref.describe()} holds {ref.size}")
+    # the common case accepted at once (Python ints, positive strides: the last element is
+    # the highest one, exactly as check_extent computes it); anything else goes through it
+    if (type(rows) is int and type(cols) is int and type(ld) is int and type(offset) is int
+            and rows > 0 and cols > 0 and 0 <= offset
+            and offset + ld * (cols - 1) + rows <= ref.size):
+        return
+    check_extent(msg, field, ref, offset, ((rows, 1), (cols, ld)),
+                 lambda: f"a {rows}x{cols} matrix with {ld_field}={ld}")
 
 
 @message(buffers=("a", "b", "c"), writes=("c",))
@@ -222,9 +226,10 @@ def check_vector(msg: object, field: str, ref: BufRef, n: int, inc: int, inc_fie
         raise _fail(msg, inc_field, f"must be >= 1, got {inc}")
     if inc > INT32_MAX:  # cuBLAS takes a 32-bit int
         raise _fail(msg, inc_field, f"must be <= {INT32_MAX}, got {inc}")
-    if n and offset + (n - 1) * inc + 1 > ref.size:
-        raise _fail(msg, field, f"{n} elements at stride {inc} need {(n - 1) * inc + 1} "
-                    f"elements but {ref.describe()} holds {ref.size}")
+    if (type(n) is int and type(inc) is int and type(offset) is int and n > 0 and 0 <= offset
+            and offset + (n - 1) * inc < ref.size):  # the common case, as in check_matrix
+        return
+    check_extent(msg, field, ref, offset, ((n, inc),), lambda: f"{n} elements at stride {inc}")
 
 
 def _vector_n(msg: Any, ref: BufRef, inc: int) -> int:

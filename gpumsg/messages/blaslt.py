@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import BufRef, Message, _choice, _fail, _ref, _require_dtype, _set, message
+from .base import BufRef, Message, _choice, _fail, _ref, _require_dtype, _set, check_extent, message
 from .blas import INT32_MAX, _alpha_beta, _dims, _ld, _trans, check_matrix
 
 __all__ = ["Matmul", "BlasLtCacheInfo", "EPILOGUES", "FP8"]
@@ -176,9 +176,8 @@ class Matmul(Message):
             length = self.n if ep == "bgradb" else self.m
             bias_type = c_type if ep in _BIAS_IN else d.dtype
             _require_dtype(self, "bias", bias, (bias_type,))
-            if bias.size < length:
-                raise _fail(self, "bias", f"{bias.describe()} is shorter than the {length} "
-                            "elements the epilogue uses")
+            check_extent(self, "bias", bias, 0, ((length, 1),),
+                         f"the {length} bias elements the epilogue uses")
         elif bias is not None:
             raise _fail(self, "bias", f"epilogue {ep!r} takes no bias")
         if ep in _AUX_OUT or ep in _AUX_IN:
@@ -201,9 +200,8 @@ class Matmul(Message):
             if ld > INT32_MAX:
                 raise _fail(self, "aux_ld", "too large")
             _set(self, "aux_ld", ld)
-            if aux.size < need:
-                raise _fail(self, "aux", f"{aux.describe()} holds {aux.size} elements; the "
-                            f"epilogue uses {need}")
+            check_extent(self, "aux", aux, 0, ((need, 1),),
+                         f"the {need} aux elements the epilogue uses")
         elif aux is not None:
             raise _fail(self, "aux", f"epilogue {ep!r} takes no aux buffer")
 

@@ -179,7 +179,7 @@ class ConvForward(_Conv):
     """y = act(conv(x, w) + bias): ``cudnnConvolutionForward``, then ``cudnnAddTensor`` and
     ``cudnnActivationForward`` in place on y when asked (see the module docstring for layouts).
     The plan (a cuDNN frontend graph where the ``nvidia-cudnn-frontend`` package is installed,
-    else a legacy algorithm) is chosen once per problem and cached (``dev.dnn.cache_info``):
+    else a legacy algorithm) is chosen once per problem and cached (``dev.cudnn.cache_info``):
     ``algo="heuristic"`` takes cuDNN's heuristic choice, ``algo="find"`` runs every candidate
     once and keeps the fastest; either the fastest whose workspace fits ``workspace_limit``
     bytes (None: any) and the pool."""
@@ -500,6 +500,9 @@ def _channels(layout: str, shape: tuple[int, ...]) -> int:
 
 def _stat(msg: object, field: str, ref: BufRef, c: int, what: str = "channel") -> None:
     """A per-channel f32 vector of ``c`` elements (statistics, scale, shift)."""
+    if type(ref) is not BufRef:  # None or anything else where a vector is required
+        raise _fail(msg, field, f"expected a GpuBuffer of {c} f32 elements (one per {what}), "
+                    f"got {type(ref).__name__}")
     if ref.dtype != "f32":
         raise _fail(msg, field, f"{ref.describe()} must be f32 (statistics and parameters are "
                     "f32 for every input precision)")
@@ -677,7 +680,7 @@ def _dropout_tensor(msg: object, field: str, ref: BufRef) -> None:
 def _reserve(msg: object, field: str, ref: BufRef) -> None:
     if ref.dtype != "u8" or len(ref.shape) != 1:
         raise _fail(msg, field, f"{ref.describe()} must be a 1-D u8 buffer (from "
-                    "dev.dnn.dropout)")
+                    "dev.nn.dropout)")
 
 
 @message(buffers=("x",))

@@ -39,6 +39,7 @@ from .base import (
     _real,
     _ref,
     _set,
+    check_extent,
     fast_init,
     message,
 )
@@ -194,7 +195,7 @@ class FftSpec:
 def _spec(msg: Any) -> FftSpec:
     spec = msg.spec
     if type(spec) is not FftSpec:
-        raise _fail(msg, "spec", f"expected an FftSpec (dev.fft.plan(...)), got "
+        raise _fail(msg, "spec", f"expected an FftSpec (dev.cufft.plan(...)), got "
                     f"{type(spec).__name__}")
     return spec
 
@@ -288,11 +289,9 @@ class FftExec(Message):
         for f, ref, span, off, step, item in (
                 ("x", x, spec.in_span, self.x_offset, self.x_step, iitem),
                 ("out", out, spec.out_span, self.out_offset, self.out_step, oitem)):
-            need = (off + (self.repeat - 1) * step + span) * item
-            if need > ref.nbytes:
-                raise _fail(self, f, f"the layout spans {need} bytes (offset {off}, "
-                            f"{self.repeat} run(s) {step} apart, {span} elements of "
-                            f"{item} bytes per run); {ref.describe()} holds {ref.nbytes}")
+            check_extent(self, f, ref, off * item, ((self.repeat, step * item), (span * item, 1)),
+                         f"the layout ({self.repeat} run(s) {step} elements apart, {span} "
+                         f"elements of {item} bytes per run)", unit="bytes")
 
     def written(self) -> list[BufRef]:
         if self.spec.kind == "c2r" and not self.spec.inplace:

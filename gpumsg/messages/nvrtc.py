@@ -17,9 +17,10 @@ import math
 import numbers
 from typing import Any
 
-from .base import BufRef, Message, _choice, _fail, _int, _ref, _set, message
+from .base import BufRef, Message, _choice, _fail, _int, _ref, _set, fast_init, message
 
-__all__ = ["Kernel", "LoadModule", "Launch", "SCALAR_KINDS", "MAX_THREADS_PER_BLOCK"]
+__all__ = ["Kernel", "LoadModule", "Launch", "Untyped", "SCALAR_KINDS",
+           "MAX_THREADS_PER_BLOCK"]
 
 #: scalar parameter kinds -> (is_integer, bits, signed)
 SCALAR_KINDS: dict[str, tuple[bool, int, bool]] = {
@@ -34,6 +35,7 @@ MAX_SHARED_BYTES = 227 << 10
 IMAGE_KINDS = ("cubin", "ptx", "sim")
 
 
+@fast_init
 @dataclasses.dataclass(frozen=True, slots=True)
 class Kernel:
     """One kernel of a loaded module (see the module docstring). ``owner`` is the device
@@ -45,6 +47,10 @@ class Kernel:
     symbol: str
     params: tuple[str, ...]
     from_cache: bool = dataclasses.field(default=False, compare=False)
+    #: per parameter, the element dtype a pointer parameter declares (``float*`` -> "f32"):
+    #: a buffer of another dtype is refused unless passed through :class:`Untyped`. None (or
+    #: an empty tuple: nothing declared) for scalars and ``void*``
+    pointees: tuple = ()
 
     def __repr__(self) -> str:
         return f"Kernel({self.name!r}, params={list(self.params)})"
@@ -115,6 +121,17 @@ def _scalar_arg(msg: object, field: str, kind: str, value: Any) -> int | float |
     return value
 
 
+class Untyped:
+    """A buffer passed to a kernel's pointer parameter as raw memory: its dtype is not checked
+    against the element type the parameter declares (``dev.nvrtc.untyped(buf)``). The
+    explicit way to reinterpret, say, f64 data through a ``float*``."""
+
+    __slots__ = ("buffer",)
+
+    def __init__(self, buffer: Any) -> None:
+        self.buffer = buffer
+
+
 @message()
 class Launch(Message):
     """Launch ``kernel`` on the compute stream with ``grid`` x ``block`` threads and ``shared``
@@ -159,7 +176,16 @@ class Launch(Message):
         for i, (kind, value) in enumerate(zip(k.params, args)):
             t = type(value)
             if kind == "ptr":
-                ref = _ref(self, f"args[{i}]", value)
+                if t is Untyped:
+                    ref = _ref(self, f"args[{i}]", value.buffer)
+                else:
+                    ref = _ref(self, f"args[{i}]", value)
+                    want = k.pointees[i] if k.pointees else None
+                    if want is not None and ref.dtype != want:
+                        raise _fail(self, f"args[{i}]", f"{k.name} declares parameter {i} a "
+                                    f"pointer to {want} but {ref.describe()} holds "
+                                    f"{ref.dtype}; pass a {want} buffer, or "
+                                    "dev.nvrtc.untyped(buffer) to reinterpret its memory")
                 out.append(ref)
                 if ref.id not in ids:
                     ids.add(ref.id)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import BufRef, Message, _bool, _fail, _int, message
+from .base import BufRef, Message, _bool, _fail, _int, check_extent, message
 
 __all__ = ["PeerQuery", "EnablePeerAccess", "GrantPoolAccess", "PeerCopySend", "PeerCopyRecv"]
 
@@ -63,8 +63,7 @@ def _check_copy(msg: Message, field: str, ref: BufRef, offset: int, nbytes: int,
     _int(msg, "handshake", handshake, lo=1)
     _int(msg, "nbytes", nbytes, lo=1)
     _int(msg, field + "_offset", offset)
-    if offset + nbytes > ref.nbytes:
-        raise _fail(msg, field, f"{nbytes} bytes at offset {offset} exceed {ref.describe()}")
+    check_extent(msg, field, ref, offset, ((nbytes, 1),), f"{nbytes} bytes", unit="bytes")
 
 
 def _check_timeout(msg: Any) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from .base import BufRef, Message, _choice, _fail, _int, _real, _ref, _set, message
+from .base import BufRef, Message, _choice, _fail, _int, _real, _ref, _set, check_extent, message
 
 __all__ = ["PSEUDO_KINDS", "QUASI_KINDS", "RNG_KINDS", "SOBOL64_KINDS", "PSEUDO_ORDERINGS",
            "QUASI_ORDERINGS", "ORDERINGS", "NO_OFFSET_KINDS", "DISTRIBUTIONS", "MAX_DIMENSIONS",
@@ -180,9 +180,7 @@ class Generate(Message):
             raise _fail(self, "out", f"{out.describe()} has dtype {out.dtype}; {dist} values of "
                         f"{self.kind} are " + " or ".join(allowed) + extra)
         n = _int(self, "n", self.n)
-        if n > out.size:
-            raise _fail(self, "out", f"{n} values do not fit in {out.describe()} of "
-                        f"{out.size} elements")
+        check_extent(self, "out", out, 0, ((n, 1),), f"{n} values")
         if dims > 1 and n % dims:
             raise _fail(self, "n", f"{n} values are not a whole number of {dims}-dimensional "
                         f"points ({self.kind} writes n/d values per dimension)")

@@ -25,6 +25,7 @@ from .base import (
     _ref,
     _require_dtype,
     _set,
+    check_extent,
     message,
 )
 from .blas import BLAS_DTYPES, _buffers, _dims, _ld, _side, _trans, _uplo, check_matrix
@@ -98,8 +99,7 @@ def _ipiv(msg: Any, count: int) -> None:
     ref = _ref(msg, "ipiv", msg.ipiv)
     _set(msg, "ipiv", ref)
     _require_dtype(msg, "ipiv", ref, ("i64",))
-    if ref.size < count:
-        raise _fail(msg, "ipiv", f"needs {count} i64 pivots, {ref.describe()} holds {ref.size}")
+    check_extent(msg, "ipiv", ref, 0, ((count, 1),), f"{count} i64 pivots")
     _distinct(msg, "ipiv", "a")
 
 
@@ -195,9 +195,7 @@ def _aux(msg: Any, field: str, dtype: str, count: int, what: str) -> None:
     ref = _ref(msg, field, getattr(msg, field))
     _set(msg, field, ref)
     _require_dtype(msg, field, ref, (dtype,))
-    if ref.size < count:
-        raise _fail(msg, field, f"needs {count} elements ({what}), {ref.describe()} holds "
-                    f"{ref.size}")
+    check_extent(msg, field, ref, 0, ((count, 1),), f"{count} elements ({what})")
     _distinct(msg, field, "a")
 
 
@@ -633,9 +631,7 @@ def _ipiv32(msg: Any, count: int) -> None:
     ref = _ref(msg, "ipiv", msg.ipiv)
     _set(msg, "ipiv", ref)
     _require_dtype(msg, "ipiv", ref, ("i32",))
-    if ref.size < count:
-        raise _fail(msg, "ipiv", f"needs {count} i32 pivots (n per matrix), {ref.describe()} "
-                    f"holds {ref.size}")
+    check_extent(msg, "ipiv", ref, 0, ((count, 1),), f"{count} i32 pivots (n per matrix)")
     _distinct(msg, "ipiv", "a")
 
 
@@ -723,10 +719,8 @@ class CholeskyBatched(Message):
     def __post_init__(self) -> None:
         _buffers(self, ("a", "out"), SOLVER_DTYPES)
         _dims(self, "n", "batch")
-        need = self.n * self.n * self.batch
         for field in ("a", "out"):
             ref = getattr(self, field)
-            if ref.size < need:
-                raise _fail(self, field, f"{self.batch} matrices of {self.n}x{self.n} need "
-                            f"{need} elements, {ref.describe()} holds {ref.size}")
+            check_extent(self, field, ref, 0, ((self.n * self.n, 1), (self.batch, self.n * self.n)),
+                         f"{self.batch} matrices of {self.n}x{self.n}")
         _distinct(self, "out", "a")

@@ -1,4 +1,4 @@
-"""cuSPARSE generic-API messages (``dev.sparse``): sparse matrices as device handles, SpMV, SpMM,
+"""cuSPARSE generic-API messages (``dev.cusparse``): sparse matrices as device handles, SpMV, SpMM,
 SpGEMM, triangular solves, SDDMM and format conversions.
 
 A sparse matrix travels in messages as a :class:`SparseRef`: plain data naming its format,
@@ -34,6 +34,7 @@ from .base import (
     _ref,
     _scalar,
     _set,
+    check_extent,
     fast_init,
     message,
 )
@@ -97,9 +98,8 @@ class SparseRef:
         need = ((self.ptr, "ptr", nptr[self.format]), (self.idx, "idx", self.nnz),
                 (self.val, "val", self.nnz * b * b))
         for ref, name, n in need:
-            if ref.size < n:
-                raise _fail(self, name, f"{self.format} of shape {shape} with nnz={self.nnz} "
-                            f"needs {n} elements, {ref.describe()} holds {ref.size}")
+            check_extent(self, name, ref, 0, ((n, 1),),
+                         f"{self.format} of shape {shape} with nnz={self.nnz}")
         if self.idx.dtype == "i32" and max(self.nnz, rows, cols) > INT32_MAX:
             raise _fail(self, "idx", "32-bit indices cannot address this matrix; use i64")
 
@@ -546,4 +546,4 @@ class SparseCacheInfo(Message):
 @message()
 class SparseReplayInfo(Message):
     """How repeated SpMVs and SpMMs were replayed as CUDA graphs on the device (see
-    ``dev.sparse.replay_info``)."""
+    ``dev.cusparse.replay_info``)."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import operator
 import os
 import threading
 import time
@@ -34,7 +35,16 @@ from typing import Any
 
 from ..client import Device, devices, open_device
 from ..errors import CollectiveError, GpuError, InvalidMessage
-from ..messages.collective import Collective, CollOp, CommAbort, CommInit, CommPoll, coll_op
+from ..messages.base import BufRef, as_ref
+from ..messages.collective import (
+    Collective,
+    CollOp,
+    CommAbort,
+    CommInit,
+    CommPoll,
+    check_batch,
+    coll_op,
+)
 from .peer import ORDER_LOCK, Topology, enable_peer_access, topology
 
 __all__ = ["DeviceGroup", "Communicator", "CollectiveFuture", "open_devices"]
@@ -59,6 +69,11 @@ class Communicator:
     Collective calls take one buffer per rank (a GpuBuffer, its future or a BufRef, on that
     rank's device) and return a :class:`CollectiveFuture`. ``count`` is the number of elements
     of the input (all_gather: of each rank's part; reduce_scatter: of each rank's output).
+    The ranks' buffers must agree: one dtype, one count (shape and order too where elements
+    pair up one to one), the size relations of all_gather / reduce_scatter, a send and its recv
+    alike. A call whose buffers disagree raises InvalidMessage naming the argument, the rank and
+    what was expected, before anything is enqueued (NCCL itself would read or write out of
+    bounds).
     """
 
     def __init__(self, devices: Sequence[Device], timeout: float = 60.0,
@@ -192,6 +207,12 @@ class Communicator:
         return list(bufs)
 
     def _submit(self, ops: list[list[CollOp]]) -> CollectiveFuture:
+        # refused at the call, also inside group(): each rank's ops as its message will check
+        # them (op, root, peer, its own buffers), then the ranks' collectives against rank 0's
+        for r in range(self.nranks):
+            if ops[r]:
+                Collective(0, r, self.nranks, tuple(ops[r]))
+        check_batch(ops, pairs=False)
         if self._pending is not None:
             for r in range(self.nranks):
                 self._pending[r] += ops[r]
@@ -200,6 +221,11 @@ class Communicator:
 
     def _issue(self, ops: list[list[CollOp]], out: CollectiveFuture | None = None
                ) -> CollectiveFuture:
+        # before anything is enqueued: a send or recv without its partner would wait for ever,
+        # and one whose partner disagrees would be read or written out of bounds (the
+        # collectives were checked call by call, in _submit)
+        if any(o.kind in ("send", "recv") for rank_ops in ops for o in rank_ops):
+            check_batch(ops)
         out = out or CollectiveFuture(self.nranks)
         with self._build_lock:
             try:
@@ -208,7 +234,10 @@ class Communicator:
                 _fail_all(out, exc)
                 return out
             comm = self.comm_id
-            msgs = [Collective(comm, r, self.nranks, tuple(ops[r])) for r in range(self.nranks)]
+            # every op passed its rank's message checks in _submit (they look at one op at a
+            # time, so a batch of checked ops needs no second pass)
+            msgs = [Collective.unchecked(comm, r, self.nranks, tuple(ops[r]))
+                    for r in range(self.nranks)]
             inner: list[tuple[int, Future]] = []
             with ORDER_LOCK:
                 for m in msgs:
@@ -306,83 +335,157 @@ class Communicator:
         self._pending_future = fut = CollectiveFuture(self.nranks)
         try:
             yield fut
-        except BaseException:
+        except BaseException as exc:
             self._pending = None
+            _refuse(fut, exc)  # nothing was issued: whoever holds the future hears why
             raise
         ops, self._pending = self._pending, None
-        self._issue(ops, fut)
+        try:
+            self._issue(ops, fut)
+        except InvalidMessage as exc:  # refused as a whole (unpaired send/recv): nothing issued
+            _refuse(fut, exc)
+            raise
 
     # -- the collectives
-    def _coll(self, kind: str, sends: Any, recvs: Any, counts: list[int], **kw: Any
+    # Each call checks, before anything is enqueued, that the ranks' buffers agree: NCCL reads
+    # ``count`` elements of ``dtype`` on every rank and does not check, so a rank whose buffer
+    # is shorter or of another dtype would be read or written out of bounds (the simulator
+    # would reduce the wrong elements). The reference is rank 0 (broadcast, reduce: the root).
+
+    def _coll(self, kind: str, sends: Any, recvs: Any, count: int, dtype: str, **kw: Any
               ) -> CollectiveFuture:
         ops: list[list[CollOp]] = [[] for _ in range(self.nranks)]
         for r in range(self.nranks):
-            s, v = sends[r], recvs[r]
-            ref = (s if s is not None else v)
-            ref = ref if hasattr(ref, "dtype") and hasattr(ref, "owner") else ref.ref
-            ops[r].append(coll_op(kind, s, v, counts[r], ref.dtype, **kw))
+            ops[r].append(coll_op(kind, sends[r], recvs[r], count, dtype, **kw))
         return self._submit(ops)
 
-    @staticmethod
-    def _size(b: Any) -> int:
-        ref = b if hasattr(b, "owner") else b.ref
-        return ref.size
+    def _root(self, root: Any) -> int:
+        """``root`` as a rank of this communicator (it picks the reference buffer, so it is
+        checked before any buffer is)."""
+        try:
+            r = None if isinstance(root, bool) else operator.index(root)
+        except TypeError:
+            r = None
+        if r is None or not 0 <= r < self.nranks:
+            raise InvalidMessage(f"root must be a rank of this communicator (0 to "
+                                 f"{self.nranks - 1}), got {root!r}", field="root")
+        return r
+
+    def _refs(self, bufs: Sequence[Any], field: str) -> list[BufRef]:
+        return [as_ref(b, f"{field}[{r}]") for r, b in enumerate(bufs)]
 
     def all_reduce(self, bufs: Sequence[Any], out: Sequence[Any] | None = None,
                    op: str = "sum", scale: float = 1.0) -> CollectiveFuture:
         """out[r] = op over ranks of bufs (in place when ``out`` is None). ``op``: sum, prod,
-        max, min, avg or premul_sum (each input times ``scale``, then summed)."""
+        max, min, avg or premul_sum (each input times ``scale``, then summed). Every bufs[r]
+        and out[r] has rank 0's dtype, shape and order (else InvalidMessage, nothing issued)."""
         bufs = self._per_rank(bufs, "bufs")
         out = bufs if out is None else self._per_rank(out, "out")
-        return self._coll("all_reduce", bufs, out, [self._size(b) for b in bufs], op=op,
-                          scale=scale)
+        ins, outs = self._refs(bufs, "bufs"), self._refs(out, "out")
+        want = ins[0]
+        for r in range(self.nranks):
+            _expect("all_reduce", "bufs", r, ins[r], want, want.size, "as rank 0's bufs",
+                    layout=True)
+            _expect("all_reduce", "out", r, outs[r], want, want.size, "as rank 0's bufs",
+                    layout=True)
+        return self._coll("all_reduce", bufs, out, want.size, want.dtype, op=op, scale=scale)
 
     def broadcast(self, bufs: Sequence[Any], root: int = 0) -> CollectiveFuture:
-        """bufs[r] = bufs[root] on every rank (in place)."""
+        """bufs[r] = bufs[root] on every rank (in place). Every bufs[r] has the root's dtype,
+        shape and order."""
         bufs = self._per_rank(bufs, "bufs")
-        return self._coll("broadcast", bufs, bufs, [self._size(bufs[0])] * self.nranks,
-                          root=root)
+        root = self._root(root)
+        ins = self._refs(bufs, "bufs")
+        want = ins[root]
+        for r in range(self.nranks):
+            _expect("broadcast", "bufs", r, ins[r], want, want.size, f"as root {root}'s bufs",
+                    layout=True)
+        return self._coll("broadcast", bufs, bufs, want.size, want.dtype, root=root)
 
     def reduce(self, bufs: Sequence[Any], out: Any, root: int = 0, op: str = "sum",
                scale: float = 1.0) -> CollectiveFuture:
-        """out (on ``root``) = op over ranks of bufs."""
+        """out (on ``root``) = op over ranks of bufs. Every bufs[r] and ``out`` have the root's
+        bufs' dtype, shape and order."""
         bufs = self._per_rank(bufs, "bufs")
+        root = self._root(root)
+        if self._rank_of(out, "out") != root:
+            raise InvalidMessage(f"reduce: out is not on the root's (rank {root}'s) device",
+                                 field="out")
+        ins = self._refs(bufs, "bufs")
+        want = ins[root]
+        for r in range(self.nranks):
+            _expect("reduce", "bufs", r, ins[r], want, want.size, f"as root {root}'s bufs",
+                    layout=True)
+        _expect("reduce", "out", root, as_ref(out, "out"), want, want.size,
+                f"as root {root}'s bufs", layout=True, index=False)
         recvs = [out if r == root else None for r in range(self.nranks)]
-        return self._coll("reduce", bufs, recvs, [self._size(b) for b in bufs], op=op,
-                          root=root, scale=scale)
+        return self._coll("reduce", bufs, recvs, want.size, want.dtype, op=op, root=root,
+                          scale=scale)
 
     def all_gather(self, bufs: Sequence[Any], out: Sequence[Any]) -> CollectiveFuture:
-        """out[r] = concatenation of bufs over ranks (each ``count`` = bufs[r].size)."""
+        """out[r] = concatenation of bufs over ranks: every bufs[r] holds as many elements of
+        one dtype as rank 0's, every out[r] nranks times that."""
         bufs, out = self._per_rank(bufs, "bufs"), self._per_rank(out, "out")
-        return self._coll("all_gather", bufs, out, [self._size(b) for b in bufs])
+        ins, outs = self._refs(bufs, "bufs"), self._refs(out, "out")
+        want = ins[0]
+        for r in range(self.nranks):
+            _expect("all_gather", "bufs", r, ins[r], want, want.size, "as rank 0's bufs")
+            _expect("all_gather", "out", r, outs[r], want, want.size * self.nranks,
+                    f"{self.nranks} ranks x rank 0's bufs of {want.size}")
+        return self._coll("all_gather", bufs, out, want.size, want.dtype)
 
     def reduce_scatter(self, bufs: Sequence[Any], out: Sequence[Any], op: str = "sum",
                        scale: float = 1.0) -> CollectiveFuture:
-        """out[r] = part r of (op over ranks of bufs); each out[r] holds bufs[r].size / nranks."""
+        """out[r] = part r of (op over ranks of bufs): every out[r] holds as many elements of
+        one dtype as rank 0's, every bufs[r] nranks times that."""
         bufs, out = self._per_rank(bufs, "bufs"), self._per_rank(out, "out")
-        return self._coll("reduce_scatter", bufs, out, [self._size(o) for o in out], op=op,
+        ins, outs = self._refs(bufs, "bufs"), self._refs(out, "out")
+        want = outs[0]
+        for r in range(self.nranks):
+            _expect("reduce_scatter", "out", r, outs[r], want, want.size, "as rank 0's out")
+            _expect("reduce_scatter", "bufs", r, ins[r], want, want.size * self.nranks,
+                    f"{self.nranks} ranks x rank 0's out of {want.size}")
+        return self._coll("reduce_scatter", bufs, out, want.size, want.dtype, op=op,
                           scale=scale)
 
     def send(self, buf: Any, peer: int, count: int | None = None) -> CollectiveFuture:
-        """Send ``buf`` (its rank is the device it lives on) to rank ``peer``. Pair it with the
-        peer's :meth:`recv` inside one :meth:`group`."""
-        r = self._rank_of(buf, "buf")
-        ops: list[list[CollOp]] = [[] for _ in range(self.nranks)]
-        ref = buf if hasattr(buf, "owner") else buf.ref
-        ops[r].append(coll_op("send", buf, None, count or ref.size, ref.dtype, peer=peer))
-        return self._submit(ops)
+        """Send ``buf`` (its rank is the device it lives on; ``count`` elements, default all)
+        to rank ``peer``. Pair it with the peer's :meth:`recv` of the same count and dtype
+        inside one :meth:`group` (an unpaired or disagreeing pair is refused when the group
+        is issued, nothing enqueued)."""
+        return self._p2p("send", buf, peer, count)
 
     def recv(self, buf: Any, peer: int, count: int | None = None) -> CollectiveFuture:
-        """Receive into ``buf`` from rank ``peer`` (see :meth:`send`)."""
+        """Receive ``count`` elements (default: all of ``buf``) into ``buf`` from rank
+        ``peer`` (see :meth:`send`)."""
+        return self._p2p("recv", buf, peer, count)
+
+    def _p2p(self, kind: str, buf: Any, peer: int, count: int | None) -> CollectiveFuture:
         r = self._rank_of(buf, "buf")
+        ref = as_ref(buf, "buf")
         ops: list[list[CollOp]] = [[] for _ in range(self.nranks)]
-        ref = buf if hasattr(buf, "owner") else buf.ref
-        ops[r].append(coll_op("recv", None, buf, count or ref.size, ref.dtype, peer=peer))
+        # count 0 is refused by the message's check, never read as "all of buf"
+        n = ref.size if count is None else count
+        send, recv = (buf, None) if kind == "send" else (None, buf)
+        ops[r].append(coll_op(kind, send, recv, n, ref.dtype, peer=peer))
         return self._submit(ops)
 
     def all_to_all(self, sends: Sequence[Sequence[Any]], recvs: Sequence[Sequence[Any]]
                    ) -> CollectiveFuture:
-        """sends[i][j] (on rank i) goes to recvs[j][i] (on rank j), as grouped send/recv."""
+        """sends[i][j] (on rank i) goes to recvs[j][i] (on rank j), as grouped send/recv; each
+        pair must agree in count and dtype (``sends[i][i]`` and ``recvs[i][i]`` are unused)."""
+        for name, grid in (("sends", sends), ("recvs", recvs)):
+            if len(grid) != self.nranks or any(len(row) != self.nranks for row in grid):
+                raise InvalidMessage(f"all_to_all: {name} must be {self.nranks} x "
+                                     f"{self.nranks} buffers ({name}[i][j]: rank i's)",
+                                     field=name)
+        for i in range(self.nranks):  # every pair, before the group issues anything
+            for j in range(self.nranks):
+                if i != j:
+                    sent = as_ref(sends[i][j], f"sends[{i}][{j}]")
+                    _expect("all_to_all", f"recvs[{j}][{i}]", j,
+                            as_ref(recvs[j][i], f"recvs[{j}][{i}]"), sent, sent.size,
+                            f"as sends[{i}][{j}], which rank {i} sends it", index=False)
         with self.group() as fut:
             for i in range(self.nranks):
                 for j in range(self.nranks):
@@ -390,6 +493,29 @@ class Communicator:
                         self.send(sends[i][j], peer=j)
                         self.recv(recvs[j][i], peer=i)
         return fut
+
+
+def _expect(kind: str, name: str, rank: int, ref: BufRef, want: BufRef, size: int, why: str,
+            layout: bool = False, index: bool | int = True) -> None:
+    """Refuse ``ref`` (argument ``name``, rank ``rank``'s) unless it holds ``size`` elements of
+    ``want``'s dtype and, with ``layout``, has ``want``'s shape and order; ``why`` says where
+    the expectation comes from. The error's field is ``name[rank]`` (``name`` alone with
+    ``index`` False, ``name[index]`` with an int)."""
+    field = name if index is False else f"{name}[{rank if index is True else index}]"
+    where = f"{kind}: {field} (rank {rank})"
+    if ref.dtype != want.dtype:
+        raise InvalidMessage(f"{where} holds {ref.dtype}, expected {want.dtype} ({why})",
+                             field=field)
+    if ref.size != size:
+        raise InvalidMessage(f"{where} holds {ref.size} elements, expected {size} ({why})",
+                             field=field)
+    if layout and ref.shape != want.shape:
+        raise InvalidMessage(f"{where} has shape {ref.shape}, expected {want.shape} ({why})",
+                             field=field)
+    if layout and len(ref.shape) > 1 and ref.order != want.order:
+        # same shape, other element order: the flat elements NCCL pairs are not the same ones
+        raise InvalidMessage(f"{where} is {ref.order}-ordered, expected {want.order} ({why})",
+                             field=field)
 
 
 class _Batch:
@@ -403,6 +529,15 @@ class _Batch:
         self.deadline = deadline
         self.remaining = len(inner)
         self.finished = False
+
+
+def _refuse(out: CollectiveFuture, exc: BaseException) -> None:
+    """Fail a batch that was never issued (every rank's future and ``out``) with ``exc``."""
+    for f in out.ranks:
+        if not f.done():
+            f.set_exception(exc)
+    if not out.done():
+        out.set_exception(exc)
 
 
 def _fail_all(out: CollectiveFuture, exc: CollectiveError) -> None:
@@ -504,15 +639,15 @@ class DeviceGroup:
 
 
 def open_devices(ordinals: Sequence[int] | None = None, backend: str = "auto",
-                 sim_count: int = 2, **open_device_kwargs: Any) -> DeviceGroup:
-    """Open a :class:`DeviceGroup`: ``ordinals`` (default: every device the backend offers;
-    on the simulator ``sim_count`` devices), each with ``open_device(ordinal, backend, ...)``."""
+                 **open_device_kwargs: Any) -> DeviceGroup:
+    """Open a :class:`DeviceGroup`: ``ordinals`` (default: every device that
+    ``devices(backend)`` lists: the GPUs, or the configured simulated devices), each with
+    ``open_device(ordinal, backend, ...)``."""
     if ordinals is None:
-        found = devices(backend)
-        if found and found[0]["backend"] == "sim":
-            ordinals = list(range(sim_count))
-        else:
-            ordinals = [d["ordinal"] for d in found]
+        ordinals = [d["ordinal"] for d in devices(backend)]
+        if not ordinals:
+            raise InvalidMessage(f"open_devices: backend {backend!r} offers no device here",
+                                 field="backend")
     opened: list[Device] = []
     try:
         for o in ordinals:

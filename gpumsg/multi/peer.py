@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import numbers
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -425,14 +426,20 @@ def copy_peer(dst_dev: Any, dst: Any = None, src: Any = None, nbytes: int | None
         if dbuf.device is not dst_dev:
             raise InvalidMessage(f"dst must be a buffer of device {dst_dev.ordinal}", field="dst")
         dref: BufRef = dbuf.ref
+    for name, value in (("src_offset", src_offset), ("dst_offset", dst_offset)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+            raise InvalidMessage(f"{name} must be a non-negative int (bytes), got {value!r}",
+                                 field=name)
+    src_offset, dst_offset = int(src_offset), int(dst_offset)
     n = sref.nbytes - src_offset if nbytes is None else nbytes
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise InvalidMessage(f"nbytes must be a positive int, got {n!r}", field="nbytes")
     if src_dev is dst_dev:  # one device: an ordinary device-to-device copy
         if dst is None:
             out = dst_dev.alloc(sref.shape, sref.dtype, sref.order)
-            return dst_dev.buffer_after(dst_dev.copy(out, sbuf, n, dst_offset, src_offset), out)
-        return dst_dev.copy(dbuf, sbuf, n, dst_offset, src_offset)
+            return dst_dev.buffer_after(
+                dst_dev.copy_bytes(out, sbuf, n, dst_offset, src_offset), out)
+        return dst_dev.copy_bytes(dbuf, sbuf, n, dst_offset, src_offset)
     link = peer_link(src_dev, dst_dev)
     staged = not link["can_access"]
     if not staged:

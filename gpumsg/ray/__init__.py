@@ -6,7 +6,7 @@
     ray.init()                                   # a local or existing cluster
     rg = gpumsg.ray.open_devices(num_gpus=8)     # one actor per GPU, placed by Ray
     x = rg[3].to_device(arr)                     # the Device API: futures, buffers, errors
-    rg.least_loaded().blas.gemm(...)             # placement by each actor's Stats
+    rg.least_loaded().cublas.gemm(...)             # placement by each actor's Stats
     comm = rg.nccl()                             # NCCL across actors, unique id through Ray
     comm.all_reduce([...]).result()
 

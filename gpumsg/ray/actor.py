@@ -1,7 +1,7 @@
 """The Ray actor that owns one gpumsg device (runs in the actor's process).
 
 Calls arrive as ``call(call_id, name, args, kwargs)``: ``name`` is a public method of
-:class:`~gpumsg.client.device.Device` or of one of its namespaces (``"blas.gemm"``); arguments
+:class:`~gpumsg.client.device.Device` or of one of its namespaces (``"cublas.gemm"``); arguments
 hold :class:`~gpumsg.ray.client.Handle` values where the caller passed remote buffers, resolved
 here to this actor's :class:`~gpumsg.client.buffers.GpuBuffer` objects. The actor is an asyncio
 actor: a call posts its message(s) synchronously, in arrival order, and then awaits the gpumsg

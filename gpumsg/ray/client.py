@@ -2,7 +2,7 @@
 :class:`RemoteBuffer`, :class:`RemoteFuture`, :class:`RemoteDeviceGroup` and
 :class:`RemoteCommunicator`.
 
-Every call is forwarded by name (``rd.to_device(x)``, ``rd.blas.gemm(a, b, c)``, ...): remote
+Every call is forwarded by name (``rd.to_device(x)``, ``rd.cublas.gemm(a, b, c)``, ...): remote
 buffers and futures in the arguments travel as :class:`~gpumsg.ray.handles.Handle` values,
 NumPy arrays through Ray's object store (arguments over 100 KiB are put there by Ray), and the
 result comes back as a :class:`RemoteFuture` (a ``concurrent.futures.Future`` over the call's
@@ -32,6 +32,7 @@ import ray
 
 from ..client.buffers import GpuFuture
 from ..errors import CollectiveError, GpuError, GpuRefStale, InvalidMessage, WorkerDied
+from ..messages.collective import CollOp, check_batch
 from .actor import DeviceActor
 from .handles import Handle
 
@@ -193,7 +194,7 @@ class _Method:
 
 class RemoteDevice:
     """The :class:`~gpumsg.client.device.Device` API of a device owned by a Ray actor. Any
-    public Device method or namespace method (``rd.blas.gemm``) is forwarded by name and
+    public Device method or namespace method (``rd.cublas.gemm``) is forwarded by name and
     returns a :class:`RemoteFuture`; buffers are :class:`RemoteBuffer` handles."""
 
     def __init__(self, actor: Any, index: int, timeout: float = 120.0) -> None:
@@ -411,6 +412,10 @@ class RemoteCommunicator:
                 pass
 
     def _run(self, per_rank: list[list[tuple]]) -> Future:
+        # before anything is sent: NCCL trusts each rank's count and dtype, so ranks that
+        # disagree would read and write out of bounds (InvalidMessage names the rank)
+        check_batch([[CollOp(kind, None, None, count, dtype, **extra)
+                      for kind, _, _, count, dtype, extra in ops] for ops in per_rank])
         out: Future = GpuFuture()
         futs = []
         for r, d in enumerate(self.devices):

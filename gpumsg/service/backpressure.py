@@ -30,10 +30,11 @@ done-callbacks that post) never pause: :func:`exempt_this_thread` marks them.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import deque
 from typing import Any
+
+from ..config import setting
 
 __all__ = ["Backpressure", "exempt_this_thread", "configured", "HIGH", "LOW", "PAUSE_TIMEOUT",
            "WAKE_GRACE"]
@@ -66,7 +67,7 @@ _allocate_lock = threading.Lock
 def configured() -> tuple[int, int]:
     """(high, low) from ``GPUMSG_BACKPRESSURE``: ``off`` (or ``0``) turns the pause off,
     ``HIGH/LOW`` sets both; unset, the defaults. Anything else raises ValueError naming it."""
-    value = os.environ.get("GPUMSG_BACKPRESSURE", "").strip()
+    value = (setting("GPUMSG_BACKPRESSURE") or "").strip()
     if not value:
         return HIGH, LOW
     if value in ("off", "0"):

@@ -22,6 +22,7 @@ conservative, never wrong.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -47,7 +48,8 @@ from .registry import COMPUTE, STREAM_INDEX, library_handle
 from .stats import DeviceLoad
 from .trace import OpRecord
 
-__all__ = ["DeviceContext", "DeviceAllocation", "StreamSlot", "SETTLE_SECONDS"]
+__all__ = ["DeviceContext", "DeviceAllocation", "StreamSlot", "SETTLE_SECONDS", "Verdict",
+           "dependency_error"]
 
 _log = logging.getLogger("gpumsg")
 #: how long the device thread, about to block on an empty mailbox, keeps asking whether its
@@ -69,7 +71,8 @@ class DeviceAllocation:
     with :class:`~gpumsg.errors.DependencyFailed`); ``alloc_failed``: the allocation itself failed.
     """
 
-    __slots__ = ("ref", "ptr", "write_stream", "write_seq", "reads", "failed", "alloc_failed")
+    __slots__ = ("ref", "ptr", "write_stream", "write_seq", "reads", "failed", "alloc_failed",
+                 "verdict")
     #: memory adopted from another library (service/interop.py): never the resource's to free
     external = False
     #: an adopted read-only tensor: the envelope refuses to write it
@@ -83,6 +86,123 @@ class DeviceAllocation:
         self.reads = list(_ZEROS)
         self.failed: BaseException | None = None
         self.alloc_failed = False
+        #: the :class:`Verdict` of the operation that last wrote the buffer when that
+        #: operation's success is known only at completion (None: no such doubt)
+        self.verdict: Verdict | None = None
+
+
+_VERDICT_LOCK = threading.Lock()
+
+
+class Verdict:
+    """Whether an operation whose failure is known only at completion succeeded: one whose
+    completion runs a check (cuSOLVER's ``info``, a count read back) or that read a buffer
+    carrying an undecided verdict. The buffers it wrote carry it (``DeviceAllocation.verdict``);
+    an operation that reads such a buffer before the verdict is in is *gated*: its reply waits
+    for the verdict and fails with :class:`~gpumsg.errors.DependencyFailed` if the producer
+    failed, and its own outputs carry its verdict in turn. So a failure reaches every reader,
+    whether it was issued before or after the failure was seen, and no failed output reaches
+    the host as data."""
+
+    __slots__ = ("error", "decided", "callbacks", "writes")
+
+    def __init__(self, writes: tuple) -> None:
+        self.error: BaseException | None = None
+        self.decided = False
+        self.callbacks: list[Callable[[BaseException | None], None]] | None = None
+        self.writes = writes  # the allocations the operation wrote
+
+    def on_decided(self, fn: Callable[[BaseException | None], None]) -> None:
+        """Call ``fn(error or None)`` once decided (at once if it is)."""
+        with _VERDICT_LOCK:
+            if not self.decided:
+                if self.callbacks is None:
+                    self.callbacks = []
+                self.callbacks.append(fn)
+                return
+        fn(self.error)
+
+    def decide(self, error: BaseException | None) -> None:
+        with _VERDICT_LOCK:
+            if self.decided:
+                return
+            self.decided = True
+            self.error = error
+            callbacks, self.callbacks = self.callbacks, None
+            if error is not None:
+                # the buffers it wrote hold no valid contents, unless something rewrote them
+                for a in self.writes:
+                    if a.verdict is self and a.failed is None:
+                        a.failed = error
+        self.writes = ()
+        for fn in callbacks or ():
+            fn(error)
+
+
+def dependency_error(ref: BufRef, cause: BaseException) -> DependencyFailed:
+    """The error of an operation that read ``ref``, whose producer failed with ``cause``
+    (named by the first failure of the chain: ``root``; ``__cause__`` is ``cause``)."""
+    root = getattr(cause, "root", cause)
+    via = "" if root is cause else f" {type(cause).__name__}, caused by"
+    exc = DependencyFailed(f"{ref.describe()} has no valid contents: the operation that should "
+                           f"have produced it failed with{via} {type(root).__name__}: {root}")
+    exc.__cause__ = cause
+    exc.root = root  # type: ignore[attr-defined]
+    return exc
+
+
+class _GatedReply:
+    """The reply of an operation that has a verdict or read undecided buffers: it decides the
+    operation's own verdict and answers the caller's ``reply`` only once every producer's
+    verdict is in (a failed producer fails it with DependencyFailed)."""
+
+    __slots__ = ("reply", "verdict", "gates", "lock", "left", "value", "error")
+
+    def __init__(self, reply: Any, verdict: Verdict | None,
+                 gates: list[tuple[Verdict, BufRef]]) -> None:
+        self.reply = reply
+        self.verdict = verdict
+        self.gates = gates
+        self.lock = threading.Lock()
+        self.left = len(gates) + 1  # the gates and the operation's own completion
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def set_result(self, value: Any) -> None:
+        self.value = value
+        self._arrive(None)
+        if self.gates:
+            gates, self.gates = self.gates, []
+            for verdict, ref in gates:
+                verdict.on_decided(lambda err, ref=ref: self._arrive(
+                    None if err is None else dependency_error(ref, err)))
+
+    def set_exception(self, exc: BaseException) -> None:
+        self.gates = []
+        with self.lock:
+            self.left = 1
+        self._arrive(exc)
+
+    def _arrive(self, error: BaseException | None) -> None:
+        with self.lock:
+            if error is not None and self.error is None:
+                self.error = error
+            self.left -= 1
+            if self.left:
+                return
+        error = self.error
+        if self.verdict is not None:
+            self.verdict.decide(error)
+        reply = self.reply
+        if reply is None:
+            return
+        if error is None:
+            reply.set_result(self.value)
+        else:
+            reply.set_exception(error)
+
+    def set_pointer(self, ptr: int) -> None:  # AllocThen's reply, passed through
+        self.reply.set_pointer(ptr)
 
 
 class StreamSlot:
@@ -136,6 +256,8 @@ class DeviceContext:
         self.in_worker_process = in_worker_process
         self.queue_depth = queue_depth
         self.current: Any = None  # the message being handled (names traced operations)
+        if backend.kind == "sim":  # the simulator names the message in a fault
+            backend.issuer = lambda: self.current
         #: while a graph is recorded: the service.graph.Capture that takes the envelope's calls
         self.capture: Any = None
         #: called once with the ContextPoisoned error (a worker process tells its supervisor)
@@ -208,10 +330,9 @@ class DeviceContext:
         """The allocation behind ``ref`` for an operation that reads it."""
         alloc = self._lookup(ref, field)
         if alloc.failed is not None:
-            raise DependencyFailed(
-                f"{field}: {ref.describe()} has no valid contents: the operation that should have "
-                f"produced it failed with {type(alloc.failed).__name__}: {alloc.failed}"
-            ) from alloc.failed
+            exc = dependency_error(ref, alloc.failed)
+            exc.args = (f"{field}: {exc}",)
+            raise exc
         return alloc
 
     def resolve_out(self, ref: BufRef, field: str) -> DeviceAllocation:
@@ -298,6 +419,28 @@ class DeviceContext:
         ``writes`` (DeviceAllocations) need; answer ``reply`` with ``value`` at completion."""
         if self.capture is not None:  # recording a graph (service/graph.py)
             return self.capture.issue(self, stream, reads, writes, fn, args, finish)
+        # reads whose producer's verdict is not in yet gate this operation's answer; one
+        # already failed fails it now
+        gates = None
+        for a in reads:
+            v = a.verdict
+            if v is not None:
+                if v.decided:
+                    if v.error is not None:
+                        exc = dependency_error(a.ref, v.error)
+                        if finish is not None:
+                            finish(None, exc)
+                        raise exc
+                    a.verdict = None
+                else:
+                    if gates is None:
+                        gates = []
+                    gates.append((v, a.ref))
+        verdict = None
+        if gates is not None or (finish is not None and writes):
+            if writes:
+                verdict = Verdict(writes)
+            reply = _GatedReply(reply, verdict, gates or [])
         slot = self.streams[stream]
         waited = slot.waited
         for a in reads:  # read after write on another stream
@@ -337,6 +480,8 @@ class DeviceContext:
             a.write_stream = stream
             a.write_seq = seq
             a.reads[:] = _ZEROS
+            # the verdict first: a failing verdict marks only what still carries it
+            a.verdict = verdict
             a.failed = None
         slot.pending.append((reply, value, finish, op))
 
@@ -568,7 +713,8 @@ class DeviceContext:
             p.name, p.ordinal, self.backend.kind, p.compute_capability, self.state.generation,
             view[0], view[1], view[2], view[3], self._budget_limit, self.pinned.reserved,
             self.queue_depth(), in_flight, completed,
-            stats.statistics() if stats is not None else None)
+            stats.statistics() if stats is not None else None,
+            tuple(sorted(getattr(self, "workspace_bytes", {}).items())))
 
     def forget_driver_view(self) -> None:
         """Make the next Stats ask the driver (after trimming, say)."""

@@ -51,9 +51,9 @@ class Library:
     ``handles`` maps a backend kind (``"cuda"``, ``"sim"``) to the factory of this device's
     handle object, called once on the device thread with the DeviceContext (the service caches
     it and calls its ``close()`` when the device shuts down). ``namespace``/``client`` name the
-    attribute of :class:`~gpumsg.client.device.Device` (``dev.blas``) and the class built with the
+    attribute of :class:`~gpumsg.client.device.Device` (``dev.cublas``) and the class built with the
     Device; several libraries may add methods to one namespace (cuBLAS and cuBLASLt both serve
-    ``dev.blas``). ``specs`` are the ctypes binding tables (for ``python -m gpumsg info``).
+    ``dev.cublas``). ``specs`` are the ctypes binding tables (for ``python -m gpumsg info``).
     """
 
     name: str

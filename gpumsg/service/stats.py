@@ -19,6 +19,8 @@ class DeviceLoad(NamedTuple):
     it holds from the driver and what buffers use); ``budget_bytes`` is the budget limit or None;
     ``queue_depth`` counts messages waiting in the mailbox; ``ops_in_flight`` operations issued
     and not yet observed complete; ``ops_completed`` operations completed since the device opened.
+    ``workspaces`` pairs each library holding a workspace with its bytes (0: the budget or the
+    device could not give one and the library runs without; see ``gpumsg.libs.workspace``).
     An immutable named tuple: plain data, cheap to build on the device thread.
     """
 
@@ -37,3 +39,4 @@ class DeviceLoad(NamedTuple):
     ops_in_flight: int
     ops_completed: int
     memory: MemoryStatistics | None = None
+    workspaces: tuple[tuple[str, int], ...] = ()

@@ -11,12 +11,12 @@ completion threads (see :mod:`gpumsg.service.completion`).
 
 from __future__ import annotations
 
-import os
 import threading
 import traceback
 from queue import Empty, SimpleQueue
 from typing import Any
 
+from ..config import setting
 from ..errors import CudaError, GpuError, InvalidMessage
 from . import handlers as _device_handlers  # noqa: F401  (registers the device messages)
 from .backpressure import Backpressure, configured, exempt_this_thread
@@ -199,7 +199,7 @@ class DeviceWorker:
             return
         self._ready.set()
         try:
-            profile_to = os.environ.get("GPUMSG_PROFILE")
+            profile_to = setting("GPUMSG_PROFILE")
             if profile_to:  # a cProfile of the device thread, for performance work
                 import cProfile
 

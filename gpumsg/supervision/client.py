@@ -44,6 +44,8 @@ from typing import Any
 
 import numpy as np
 
+from ..config import environ as config_environ
+from ..config import setting
 from ..errors import (
     DeviceClosed,
     GpuError,
@@ -129,7 +131,7 @@ def configured_start_method() -> str:
     ``forkserver`` where the platform has it, else ``spawn``. Neither ever forks a process that
     may hold CUDA: the fork server is a fresh interpreter that imports gpumsg and nothing else
     runs there. Raises InvalidMessage for any other value."""
-    value = os.environ.get("GPUMSG_WORKER_START", "").strip().lower()
+    value = (setting("GPUMSG_WORKER_START") or "").strip().lower()
     if not value:
         have = multiprocessing.get_all_start_methods()
         return "forkserver" if "forkserver" in have else "spawn"
@@ -421,7 +423,7 @@ class ProcessWorker:
         # the environment as it is now: a forked worker inherits the fork server's, as it was
         # when the server started
         config = dict(self._config, generation=generation, counter=counter.name,
-                      environ=dict(os.environ))
+                      environ={**config_environ(), **os.environ})
         process = mp.Process(target=worker_main, args=(child, config), daemon=True,
                              name=f"gpumsg-worker-{self._state.ordinal}")
         asked = time.monotonic()

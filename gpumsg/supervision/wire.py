@@ -106,7 +106,10 @@ def immutable(pickled: bytes) -> bool:
 
 
 def _pack_load(key: int, v: DeviceLoad) -> bytes | None:
-    """The record of answer ``key`` with ``v``, or None if a field does not fit one."""
+    """The record of answer ``key`` with ``v``, or None if a field does not fit one (a load
+    naming library workspaces goes pickled)."""
+    if v.workspaces:
+        return None
     try:
         name, backend = v.name.encode(), v.backend.encode()
         major, minor = v.compute_capability
@@ -136,7 +139,7 @@ def _unpack_loads(frame: Any) -> list:
         memory = None if f[14] == -1 else _new_tuple(MemoryStatistics, f[14:21])
         out.append((f[0], _new_tuple(DeviceLoad, (
             name, f[1], backend, (f[2], f[3]), f[4], f[5], f[6], f[7], f[8],
-            None if f[9] == -1 else f[9], f[10], f[11], f[12], f[13], memory))))
+            None if f[9] == -1 else f[9], f[10], f[11], f[12], f[13], memory, ()))))
     return out
 
 

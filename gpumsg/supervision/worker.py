@@ -24,6 +24,7 @@ import numpy as np
 
 from .. import libs  # noqa: F401  (registers every library's handlers in this process)
 from ..backends import make_backend
+from ..config import setting
 from ..service.context import SETTLE_SECONDS, DeviceContext
 from ..service.state import DeviceState
 from ..service.worker import STOP, serve
@@ -63,7 +64,7 @@ def _configured_us(name: str, default: float) -> float:
     """Seconds from the environment variable ``name`` (microseconds; ``0`` or ``off``: 0);
     unset, ``default`` on a machine of at least four cores, else 0. Anything else raises
     ValueError naming it."""
-    value = os.environ.get(name, "").strip().lower()
+    value = (setting(name) or "").strip().lower()
     if not value:
         return default if (os.cpu_count() or 1) >= _SPIN_MIN_CORES else 0.0
     if value == "off":

@@ -13,10 +13,10 @@ Typical use::
     def test_axpy(dev, rng):
         x, y = random_array(rng, (50,), "f32"), random_array(rng, (50,), "f32")
         dy = dev.to_device(y)
-        dev.blas.axpy(dev.to_device(x), dy, 2.0)
+        dev.cublas.axpy(dev.to_device(x), dy, 2.0)
         assert_close(dev.copy_to_host(dy).result(), 2.0 * wide(x) + wide(y), "f32")
 
-    BAD = [BadArg("dtype mix", lambda dev: dev.blas.dot(f32(dev), f64(dev)), field="y")]
+    BAD = [BadArg("dtype mix", lambda dev: dev.cublas.dot(f32(dev), f64(dev)), field="y")]
 
     @pytest.mark.parametrize("case", BAD, ids=str)
     def test_bad_arguments(dev, case):

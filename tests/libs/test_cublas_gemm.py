@@ -45,8 +45,8 @@ def test_gemm(dev, rng, dtype: str, transa: str, transb: str) -> None:
     c = rand(rng, (m + pad, n), dtype)
     alpha, beta = scalars(rng, dtype)
     dc = dev.to_device(c)
-    dev.blas.gemm(dev.to_device(a), dev.to_device(b), dc, m, n, k, alpha, beta, transa, transb,
-                  lda=a_rows + pad, ldb=b_rows + pad, ldc=m + pad)
+    dev.cublas.gemm(dev.to_device(a), dev.to_device(b), dc, m, n, k, alpha, beta, transa, transb,
+                    lda=a_rows + pad, ldb=b_rows + pad, ldc=m + pad)
     out = dev.copy_to_host(dc).result()
     ref = alpha * opnd(a[:a_rows], transa) @ opnd(b[:b_rows], transb) + beta * opnd(c[:m], "N")
     assert rel_err(out[:m], ref) < TOL[dtype]
@@ -58,13 +58,13 @@ def test_gemm_tf32_is_opt_in(dev, rng, dtype: str) -> None:
     m = n = k = 64
     a, b = rand(rng, (m, k), dtype), rand(rng, (k, n), dtype)
     c = dev.alloc((m, n), dtype)
-    dev.blas.gemm(dev.to_device(a), dev.to_device(b), c, m, n, k, compute="tf32")
+    dev.cublas.gemm(dev.to_device(a), dev.to_device(b), c, m, n, k, compute="tf32")
     assert rel_err(dev.copy_to_host(c).result(), opnd(a, "N") @ opnd(b, "N")) < TF32_TOL
     wide = {"f32": "f64", "c64": "c128"}[dtype]
     with pytest.raises(gpumsg.InvalidMessage, match="tf32"):
-        dev.blas.gemm(dev.to_device(rand(rng, (m, k), wide)),
-                      dev.to_device(rand(rng, (k, n), wide)), dev.alloc((m, n), wide), m, n, k,
-                      compute="tf32")
+        dev.cublas.gemm(dev.to_device(rand(rng, (m, k), wide)),
+                        dev.to_device(rand(rng, (k, n), wide)), dev.alloc((m, n), wide), m, n, k,
+                        compute="tf32")
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f64", "bf16", "c64"])
@@ -76,8 +76,8 @@ def test_gemm_strided_batched(dev, rng, dtype: str) -> None:
     c = rand(rng, (sc * batch,), dtype)
     alpha, beta = scalars(rng, dtype)
     dc = dev.to_device(c)
-    dev.blas.gemm_strided_batched(dev.to_device(a), dev.to_device(b), dc, m, n, k, batch, sa,
-                                  sb, sc, alpha, beta)
+    dev.cublas.gemm_strided_batched(dev.to_device(a), dev.to_device(b), dc, m, n, k, batch, sa,
+                                    sb, sc, alpha, beta)
     out = dev.copy_to_host(dc).result()
     for i in range(batch):
         am = a[i * sa:i * sa + m * k].reshape((m, k), order="F")
@@ -95,8 +95,8 @@ def test_gemm_strided_batched_broadcast_b(dev, rng) -> None:
     a = rand(rng, (m * k * batch,), "f64")
     b = rand(rng, (k, n), "f64")
     c = dev.alloc((m * n * batch,), np.float64)
-    dev.blas.gemm_strided_batched(dev.to_device(a), dev.to_device(b), c, m, n, k, batch, m * k,
-                                  0, m * n)
+    dev.cublas.gemm_strided_batched(dev.to_device(a), dev.to_device(b), c, m, n, k, batch, m * k,
+                                    0, m * n)
     out = dev.copy_to_host(c).result()
     for i in range(batch):
         ref = a[i * m * k:(i + 1) * m * k].reshape((m, k), order="F") @ b
@@ -112,7 +112,7 @@ def test_gemm_batched_pointer_arrays(dev, rng, dtype: str) -> None:
     A = [dev.to_device(h[0]) for h in hosts]
     B = [dev.to_device(h[1]) for h in hosts]
     C = [dev.to_device(h[2]) for h in hosts]
-    dev.blas.gemm_batched(A, B, C, m, n, k, alpha, beta, transa="T").result()
+    dev.cublas.gemm_batched(A, B, C, m, n, k, alpha, beta, transa="T").result()
     for (a, b, c), dc in zip(hosts, C):
         ref = alpha * opnd(a, "T") @ opnd(b, "N") + beta * opnd(c, "N")
         assert rel_err(dev.copy_to_host(dc).result(), ref) < TOL[dtype]
@@ -127,14 +127,14 @@ def test_matmul_row_major(dev, rng, shapes, dtype: str) -> None:
     b = rand(rng, sb, dtype).copy(order="C")
     da, db = dev.to_device(a), dev.to_device(b)
     assert da.result().order == "C"
-    out = dev.blas.matmul(da, db)
+    out = dev.linalg.matmul(da, db)
     res = dev.copy_to_host(out).result()
     ref = a.astype(np.float64) @ b.astype(np.float64)
     assert res.shape == ref.shape and res.flags.c_contiguous
     assert rel_err(res, ref) < TOL[dtype]
     # into an existing buffer
     target = dev.alloc(ref.shape, dtype, order="C")
-    assert dev.blas.matmul(da, db, out=target).result() is target.result()
+    assert dev.linalg.matmul(da, db, out=target).result() is target.result()
     assert rel_err(dev.copy_to_host(target).result(), ref) < TOL[dtype]
 
 
@@ -151,17 +151,17 @@ def test_repeated_matmul_into_out_reuses_its_message_and_keeps_every_check(dev, 
         a, b = rand(rng, (3, 6, 5), "f32"), rand(rng, (5, 4), "f32")
         dev.copy_from_host(da, np.ascontiguousarray(a)).result()
         dev.copy_from_host(db, np.ascontiguousarray(b)).result()
-        assert dev.blas.matmul(da, db, out=out).result() is out
+        assert dev.linalg.matmul(da, db, out=out).result() is out
         ref = a.astype(np.float64) @ b.astype(np.float64)
         assert rel_err(dev.copy_to_host(out).result(), ref) < TOL["f32"]
     assert len(sent) == 3 and sent[0] is sent[1] is sent[2]
     with pytest.raises(gpumsg.InvalidMessage, match="out"):
-        dev.blas.matmul(da, db, out=dev.alloc((3, 6, 4), np.float64, order="C"))
+        dev.linalg.matmul(da, db, out=dev.alloc((3, 6, 4), np.float64, order="C"))
     with pytest.raises(gpumsg.InvalidMessage, match="out"):
-        dev.blas.matmul(da, db, out=da)
+        dev.linalg.matmul(da, db, out=da)
     db.free().result()
     with pytest.raises(gpumsg.GpuRefStale):
-        dev.blas.matmul(da, db, out=out)
+        dev.linalg.matmul(da, db, out=out)
     assert dev.stats().result().generation == dev.generation  # the device still serves
 
 
@@ -173,7 +173,7 @@ def test_repeated_matmul_without_out_copies_its_checked_message(dev, rng, posted
     a, b, a2 = (rand(rng, s, "f32").copy(order="C") for s in ((3, 6, 5), (5, 4), (3, 6, 5)))
     da, db, da2 = dev.to_device(a), dev.to_device(b), dev.to_device(a2)
     sent = posted(dev, gpumsg.messages.AllocThen)
-    outs = [dev.blas.matmul(da, db).result() for _ in range(3)]
+    outs = [dev.linalg.matmul(da, db).result() for _ in range(3)]
     gemms = [m.then for m in sent]
     assert len(gemms) == 3 and all(type(g) is gpumsg.messages.GemmStridedBatched for g in gemms)
     assert [g.c for g in gemms] == [o.ref for o in outs] and len({o.ref.id for o in outs}) == 3
@@ -185,13 +185,13 @@ def test_repeated_matmul_without_out_copies_its_checked_message(dev, rng, posted
     ref = a.astype(np.float64) @ b.astype(np.float64)
     for o in outs:
         assert rel_err(dev.copy_to_host(o).result(), ref) < TOL["f32"]
-    other = dev.blas.matmul(da2, db).result()
+    other = dev.linalg.matmul(da2, db).result()
     assert sent[-1].then.b is not first.b  # the GEMM's b is the left operand (row-major swap)
     assert rel_err(dev.copy_to_host(other).result(),
                    a2.astype(np.float64) @ b.astype(np.float64)) < TOL["f32"]
     db.result().free().result()
     with pytest.raises(gpumsg.GpuRefStale):
-        dev.blas.matmul(da, db)
+        dev.linalg.matmul(da, db)
 
 
 def test_a_small_gemm_keeps_its_launcher_per_message_and_by_value(dev, rng) -> None:
@@ -204,16 +204,16 @@ def test_a_small_gemm_keeps_its_launcher_per_message_and_by_value(dev, rng) -> N
     out = dev.alloc((16, 16), np.float32, order="C").result()
     ref = a.astype(np.float64) @ b.astype(np.float64)
     for _ in range(3):
-        dev.blas.matmul(da, db, out=out).result()
+        dev.linalg.matmul(da, db, out=out).result()
     kept = len(ctx.derived)
     for _ in range(3):
-        dev.blas.matmul(da, db, out=out).result()
+        dev.linalg.matmul(da, db, out=out).result()
     assert len(ctx.derived) == kept  # the repeated message's launcher, kept
     assert rel_err(dev.copy_to_host(out).result(), ref) < TOL["f32"]
     # new outputs (each GEMM a message sent once): none keeps an entry by identity, each
     # finds or makes its launcher by value (an address the pool hands out again finds one)
     for _ in range(8):
-        got = dev.copy_to_host(dev.blas.matmul(da, db)).result()
+        got = dev.copy_to_host(dev.linalg.matmul(da, db)).result()
         assert rel_err(got, ref) < TOL["f32"]
     assert len(ctx.derived) == kept
     assert any(k[0] == "lt gemm" and k[14] == out.raw_device_ptr()
@@ -223,14 +223,14 @@ def test_a_small_gemm_keeps_its_launcher_per_message_and_by_value(dev, rng) -> N
 def test_matmul_refuses_bad_shapes(dev) -> None:
     a = dev.alloc((4, 5), np.float32, order="C")
     with pytest.raises(gpumsg.InvalidMessage, match="align"):
-        dev.blas.matmul(a, dev.alloc((4, 5), np.float32, order="C"))
+        dev.linalg.matmul(a, dev.alloc((4, 5), np.float32, order="C"))
     with pytest.raises(gpumsg.InvalidMessage, match="F-ordered"):
-        dev.blas.matmul(a, dev.alloc((5, 2), np.float32))
+        dev.linalg.matmul(a, dev.alloc((5, 2), np.float32, order="F"))
     with pytest.raises(gpumsg.InvalidMessage, match="batch"):
-        dev.blas.matmul(dev.alloc((2, 4, 5), np.float32, order="C"),
-                        dev.alloc((3, 5, 2), np.float32, order="C"))
+        dev.linalg.matmul(dev.alloc((2, 4, 5), np.float32, order="C"),
+                          dev.alloc((3, 5, 2), np.float32, order="C"))
     with pytest.raises(gpumsg.InvalidMessage, match="dtype"):
-        dev.blas.matmul(a, dev.alloc((5, 2), np.float64, order="C"))
+        dev.linalg.matmul(a, dev.alloc((5, 2), np.float64, order="C"))
 
 
 def _f32(dev, shape=(8, 8)):
@@ -238,20 +238,20 @@ def _f32(dev, shape=(8, 8)):
 
 
 BAD = [
-    BadArg("dtype mix", lambda d: d.blas.gemm(_f32(d), d.alloc((8, 8), np.float64), _f32(d),
+    BadArg("dtype mix", lambda d: d.cublas.gemm(_f32(d), d.alloc((8, 8), np.float64), _f32(d),
                                               8, 8, 8), match="share one dtype"),
-    BadArg("output aliases input", lambda d: (lambda a: d.blas.gemm(a, _f32(d), a, 8, 8, 8))(
+    BadArg("output aliases input", lambda d: (lambda a: d.cublas.gemm(a, _f32(d), a, 8, 8, 8))(
         _f32(d)), match="alias"),
-    BadArg("lda below m", lambda d: d.blas.gemm(_f32(d), _f32(d), _f32(d), 8, 8, 8, lda=4),
+    BadArg("lda below m", lambda d: d.cublas.gemm(_f32(d), _f32(d), _f32(d), 8, 8, 8, lda=4),
            field="lda"),
-    BadArg("complex alpha on reals", lambda d: d.blas.gemm(_f32(d), _f32(d), _f32(d), 8, 8, 8,
+    BadArg("complex alpha on reals", lambda d: d.cublas.gemm(_f32(d), _f32(d), _f32(d), 8, 8, 8,
                                                            alpha=1j), match="complex|real"),
-    BadArg("strided batches overlap", lambda d: d.blas.gemm_strided_batched(
+    BadArg("strided batches overlap", lambda d: d.cublas.gemm_strided_batched(
         _f32(d, (100,)), _f32(d, (100,)), _f32(d, (100,)), 4, 4, 4, 3, 16, 16, 8),
         match="overlap"),
-    BadArg("batched lists differ", lambda d: d.blas.gemm_batched(
+    BadArg("batched lists differ", lambda d: d.cublas.gemm_batched(
         [_f32(d)], [_f32(d)], [_f32(d), _f32(d)], 8, 8, 8), match="same length"),
-    BadArg("freed operand", lambda d: (lambda a: (a.free(), d.blas.gemm(a, _f32(d), _f32(d),
+    BadArg("freed operand", lambda d: (lambda a: (a.free(), d.cublas.gemm(a, _f32(d), _f32(d),
                                                                          8, 8, 8)))(
         _f32(d).result()), error=gpumsg.GpuRefStale),
 ]
@@ -265,17 +265,17 @@ def test_gemm_bad_arguments(dev, case: BadArg) -> None:
 def test_heuristic_cache_fills_and_hits(dev, rng) -> None:
     a = dev.to_device(rand(rng, (24, 24), "f32"))
     c = dev.alloc((24, 24), np.float32)
-    before = dev.blas.lt_cache_info().result()
+    before = dev.cublaslt.cache_info().result()
     for _ in range(5):
-        dev.blas.gemm(a, a, c, 24, 24, 24)
-    after = dev.blas.lt_cache_info().result()
-    # a repeat replayed as a CUDA graph looks no plan up (dev.blas.replay_info)
-    launches = dev.blas.replay_info().result()["cublaslt"].get("launches", 0)
+        dev.cublas.gemm(a, a, c, 24, 24, 24)
+    after = dev.cublaslt.cache_info().result()
+    # a repeat replayed as a CUDA graph looks no plan up (dev.cublas.replay_info)
+    launches = dev.cublas.replay_info().result()["cublaslt"].get("launches", 0)
     assert after["misses"] == before["misses"] + 1
     assert after["hits"] + launches >= before["hits"] + 4
     assert after["size"] == before["size"] + 1
-    dev.blas.gemm(a, a, c, 24, 24, 23).result()  # another shape: another plan
-    assert dev.blas.lt_cache_info().result()["misses"] == after["misses"] + 1
+    dev.cublas.gemm(a, a, c, 24, 24, 23).result()  # another shape: another plan
+    assert dev.cublaslt.cache_info().result()["misses"] == after["misses"] + 1
 
 
 def test_repeated_gemms_are_replayed_with_fresh_inputs(dev, backend, rng) -> None:
@@ -291,7 +291,7 @@ def test_repeated_gemms_are_replayed_with_fresh_inputs(dev, backend, rng) -> Non
               "lt_bias": ((k, m), (k, n), (m, n))}
     dtypes = {"sgemm": "f32", "gemm_lt": "bf16", "gemm_ex": "f32", "strided": "bf16",
               "lt_bias": "f16"}
-    bufs = {name: [dev.alloc(s, gpumsg.as_dtype(dtypes[name])) for s in shape]
+    bufs = {name: [dev.alloc(s, gpumsg.as_dtype(dtypes[name]), order="F") for s in shape]
             for name, shape in shapes.items()}
     bias = dev.alloc((m,), gpumsg.as_dtype("f16"))
     alpha, beta = 0.75, -0.5
@@ -306,14 +306,14 @@ def test_repeated_gemms_are_replayed_with_fresh_inputs(dev, backend, rng) -> Non
         a, b, c = bufs["sgemm"]
         dev.sgemm(a, b, c, m, n, k, alpha, beta)
         a, b, c = bufs["gemm_lt"]
-        dev.blas.gemm(a, b, c, m, n, k, alpha, beta)
+        dev.cublas.gemm(a, b, c, m, n, k, alpha, beta)
         a, b, c = bufs["gemm_ex"]
-        dev.blas.gemm(a, b, c, big, big, big, alpha, beta)
+        dev.cublas.gemm(a, b, c, big, big, big, alpha, beta)
         a, b, c = bufs["strided"]
-        dev.blas.gemm_strided_batched(a, b, c, m, n, k, batch, m * k, k * n, m * n, alpha, beta)
+        dev.cublas.gemm_strided_batched(a, b, c, m, n, k, batch, m * k, k * n, m * n, alpha, beta)
         a, b, d = bufs["lt_bias"]
-        dev.blas.lt_matmul(a, b, d, m, n, k, transa="T", epilogue="bias", bias=bias,
-                           alpha=alpha)
+        dev.cublaslt.matmul(a, b, d, m, n, k, transa="T", epilogue="bias", bias=bias,
+                            alpha=alpha)
         for name in ("sgemm", "gemm_lt", "gemm_ex"):
             ha, hb_, hc = host[name]
             ref = alpha * opnd(ha, "N") @ opnd(hb_, "N") + beta * opnd(hc, "N")
@@ -331,7 +331,7 @@ def test_repeated_gemms_are_replayed_with_fresh_inputs(dev, backend, rng) -> Non
         ha, hb_, _ = host["lt_bias"]
         ref = alpha * opnd(ha, "T") @ opnd(hb_, "N") + opnd(hb, "N")[:, None]
         assert rel_err(dev.copy_to_host(bufs["lt_bias"][2]).result(), ref) < TOL["f16"]
-    info = dev.blas.replay_info().result(timeout=60)
+    info = dev.cublas.replay_info().result(timeout=60)
     if backend == "sim":
         assert info == {"cublas": {"enabled": False}, "cublaslt": {"enabled": False}}
         return
@@ -362,7 +362,7 @@ def test_a_repeated_gemm_message_keeps_its_launcher(dev, rng) -> None:
             dev.copy_from_host(buf, h)
         dev.sgemm(a, b, c1, m, n, k)
         dev.sgemm(a, b, c2, m, n, k, 2.0)  # another message: its own launcher
-        dev.blas.gemm_strided_batched(sa, sb, sc, m, n, k, batch, m * k, k * n, m * n)
+        dev.cublas.gemm_strided_batched(sa, sb, sc, m, n, k, batch, m * k, k * n, m * n)
         ref = opnd(ha, "N") @ opnd(hb, "N")
         assert rel_err(dev.copy_to_host(c1).result(), ref) < TOL["f32"]
         assert rel_err(dev.copy_to_host(c2).result(), 2.0 * ref) < TOL["f32"]

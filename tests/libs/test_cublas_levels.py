@@ -27,26 +27,26 @@ def test_axpy_scal_copy_swap_rot(dev, rng, dtype: str) -> None:
     y = rand(rng, (n * incy,), dtype)
     alpha, _ = scalars(rng, dtype)
     dx, dy = dev.to_device(x), dev.to_device(y)
-    dev.blas.axpy(dx, dy, alpha, n, incx, incy)
+    dev.cublas.axpy(dx, dy, alpha, n, incx, incy)
     expect_y = wide(y)
     expect_y[::incy] += alpha * wide(x)[::incx]
     assert rel_err(dev.copy_to_host(dy).result(), expect_y) < TOL[dtype]
-    dev.blas.scal(dx, alpha, n, incx)
+    dev.cublas.scal(dx, alpha, n, incx)
     expect_x = wide(x)
     expect_x[::incx] *= alpha
     assert rel_err(dev.copy_to_host(dx).result(), expect_x) < TOL[dtype]
     # copy then swap
     z = dev.alloc((n,), dtype)
-    dev.blas.copy(dx, z, n, incx, 1)
+    dev.cublas.copy(dx, z, n, incx, 1)
     assert rel_err(dev.copy_to_host(z).result(), expect_x[::incx]) < TOL[dtype]
     before_y = dev.copy_to_host(dy).result()
-    dev.blas.swap(z, dy, n, 1, incy)
+    dev.cublas.swap(z, dy, n, 1, incy)
     assert rel_err(dev.copy_to_host(z).result(), wide(before_y)[::incy]) < TOL[dtype]
     # rotation
     c, s = 0.6, (0.8 if dtype in ("f32", "f64") else complex(0.6, 0.53))
     p, q = rand(rng, (n,), dtype), rand(rng, (n,), dtype)
     dp, dq = dev.to_device(p), dev.to_device(q)
-    dev.blas.rot(dp, dq, c, s)
+    dev.cublas.rot(dp, dq, c, s)
     assert rel_err(dev.copy_to_host(dp).result(), c * wide(p) + s * wide(q)) < TOL[dtype]
     assert rel_err(dev.copy_to_host(dq).result(), c * wide(q) - np.conj(s) * wide(p)) < TOL[dtype]
 
@@ -58,19 +58,19 @@ def test_reductions_return_python_scalars(dev, rng, dtype: str) -> None:
     y = rand(rng, (n,), dtype)
     dx, dy = dev.to_device(x), dev.to_device(y)
     xs = wide(x)[::incx]
-    dot = dev.blas.dot(dx, dy, n, incx).result()
+    dot = dev.cublas.dot(dx, dy, n, incx).result()
     assert isinstance(dot, complex if dtype in ("c64", "c128") else float)
     assert abs(dot - np.sum(xs * wide(y))) < TOL[dtype] * 50 * np.sqrt(n)
     if dtype in ("c64", "c128"):
-        dotc = dev.blas.dotc(dx, dy, n, incx).result()
+        dotc = dev.cublas.dotc(dx, dy, n, incx).result()
         assert abs(dotc - np.sum(xs.conj() * wide(y))) < TOL[dtype] * 50 * np.sqrt(n)
-    nrm = dev.blas.nrm2(dx, n, incx).result()
+    nrm = dev.cublas.nrm2(dx, n, incx).result()
     assert isinstance(nrm, float) and abs(nrm - np.linalg.norm(xs)) < TOL[dtype] * 10 * nrm
-    asum = dev.blas.asum(dx, n, incx).result()
+    asum = dev.cublas.asum(dx, n, incx).result()
     assert abs(asum - np.sum(np.abs(xs.real) + np.abs(xs.imag))) < TOL[dtype] * 10 * asum
     mag = np.abs(xs.real) + np.abs(xs.imag)
-    assert dev.blas.iamax(dx, n, incx).result() == int(np.argmax(mag))  # 0-based
-    assert dev.blas.iamin(dx, n, incx).result() == int(np.argmin(mag))
+    assert dev.cublas.iamax(dx, n, incx).result() == int(np.argmax(mag))  # 0-based
+    assert dev.cublas.iamin(dx, n, incx).result() == int(np.argmin(mag))
 
 
 def test_repeated_reductions_follow_their_inputs(dev, rng, backend: str) -> None:
@@ -84,12 +84,12 @@ def test_repeated_reductions_follow_their_inputs(dev, rng, backend: str) -> None
         dev.copy_from_host(dx, x)
         dev.copy_from_host(dy, y)
         xd, yd = wide(x), wide(y)
-        dot = dev.blas.dot(dx, dy).result()
+        dot = dev.cublas.dot(dx, dy).result()
         assert abs(dot - np.dot(xd, yd)) < TOL["f32"] * 50 * np.sqrt(n) * np.abs(xd).max()
-        nrm = dev.blas.nrm2(dx).result()
+        nrm = dev.cublas.nrm2(dx).result()
         assert abs(nrm - np.linalg.norm(xd)) < TOL["f32"] * 10 * nrm
-        assert dev.blas.iamax(dx).result() == int(np.argmax(np.abs(xd)))
-    info = dev.blas.replay_info().result()["cublas"]
+        assert dev.cublas.iamax(dx).result() == int(np.argmax(np.abs(xd)))
+    info = dev.cublas.replay_info().result()["cublas"]
     if backend == "cuda":
         red = info["reductions"]
         assert red["refused"] == "" and red["captures"] >= 3 and red["launches"] >= 9, red
@@ -101,7 +101,7 @@ def test_reductions_do_not_stall_the_device(dev, rng) -> None:
     dx = dev.to_device(x).result()
     dev.inject_fault("hang", seconds=0.6)  # the compute stream is busy for a while
     t0 = time.perf_counter()
-    futures = [dev.blas.dot(dx, dx) for _ in range(20)]
+    futures = [dev.cublas.dot(dx, dx) for _ in range(20)]
     issued = time.perf_counter() - t0
     stats = dev.stats().result(timeout=5)  # the device thread answers meanwhile
     answered = time.perf_counter() - t0
@@ -116,16 +116,16 @@ def test_reductions_do_not_stall_the_device(dev, rng) -> None:
 def test_level1_argument_checks(dev) -> None:
     x = dev.alloc((10,), np.float32)
     with pytest.raises(gpumsg.InvalidMessage) as info:
-        dev.blas.axpy(x, dev.alloc((10,), np.float32), n=6, incx=2)
+        dev.cublas.axpy(x, dev.alloc((10,), np.float32), n=6, incx=2)
     assert info.value.field == "x"
     with pytest.raises(gpumsg.InvalidMessage):
-        dev.blas.dot(x, dev.alloc((10,), np.float64))
+        dev.cublas.dot(x, dev.alloc((10,), np.float64))
     with pytest.raises(gpumsg.InvalidMessage):
-        dev.blas.scal(x, 1j)
+        dev.cublas.scal(x, 1j)
     with pytest.raises(gpumsg.InvalidMessage):
-        dev.blas.nrm2(dev.alloc((10,), np.int32))
+        dev.cublas.nrm2(dev.alloc((10,), np.int32))
     with pytest.raises(gpumsg.InvalidMessage, match="incx"):
-        dev.blas.asum(x, incx=0)
+        dev.cublas.asum(x, incx=0)
 
 
 # -- level 2 ------------------------------------------------------------------------------------
@@ -140,8 +140,8 @@ def test_gemv(dev, rng, dtype: str, trans: str) -> None:
     y = rand(rng, (yn,), dtype)
     alpha, beta = scalars(rng, dtype)
     dy = dev.to_device(y)
-    dev.blas.gemv(dev.to_device(a), dev.to_device(x), dy, m, n, alpha, beta, trans, lda=m + pad,
-                  incx=2)
+    dev.cublas.gemv(dev.to_device(a), dev.to_device(x), dy, m, n, alpha, beta, trans, lda=m + pad,
+                    incx=2)
     ref = alpha * opnd(a[:m], trans) @ wide(x)[::2] + beta * wide(y)
     assert rel_err(dev.copy_to_host(dy).result(), ref) < TOL[dtype]
 
@@ -153,7 +153,7 @@ def test_ger(dev, rng, dtype: str, conjugate: bool) -> None:
     x, y, a = rand(rng, (m,), dtype), rand(rng, (n,), dtype), rand(rng, (m, n), dtype)
     alpha, _ = scalars(rng, dtype)
     da = dev.to_device(a)
-    dev.blas.ger(dev.to_device(x), dev.to_device(y), da, m, n, alpha, conjugate=conjugate)
+    dev.cublas.ger(dev.to_device(x), dev.to_device(y), da, m, n, alpha, conjugate=conjugate)
     yy = wide(y).conj() if conjugate else wide(y)
     assert rel_err(dev.copy_to_host(da).result(), wide(a) + alpha * np.outer(wide(x), yy)) \
         < TOL[dtype]
@@ -169,7 +169,7 @@ def test_symv(dev, rng, dtype: str, uplo: str) -> None:
     x, y = rand(rng, (n,), dtype), rand(rng, (n,), dtype)
     alpha, beta = scalars(rng, dtype)
     dy = dev.to_device(y)
-    dev.blas.symv(dev.to_device(a), dev.to_device(x), dy, n, alpha, beta, uplo)
+    dev.cublas.symv(dev.to_device(a), dev.to_device(x), dy, n, alpha, beta, uplo)
     assert rel_err(dev.copy_to_host(dy).result(), alpha * full @ wide(x) + beta * wide(y)) \
         < TOL[dtype]
 
@@ -197,7 +197,7 @@ def test_trsv(dev, rng, dtype: str, uplo: str, trans: str, diag: str) -> None:
     a = triangular(rng, n, dtype, uplo)
     x = rand(rng, (n,), dtype)
     dx = dev.to_device(x)
-    dev.blas.trsv(dev.to_device(a), dx, n, uplo, trans, diag)
+    dev.cublas.trsv(dev.to_device(a), dx, n, uplo, trans, diag)
     got = wide(dev.copy_to_host(dx).result())
     assert rel_err(opnd(tri(a, uplo, diag), trans) @ got, wide(x)) < TOL[dtype] * 10
 
@@ -211,8 +211,8 @@ def test_geam(dev, rng, dtype: str, transa: str, transb: str) -> None:
     a = rand(rng, (m, n) if transa == "N" else (n, m), dtype)
     b = rand(rng, (m, n) if transb == "N" else (n, m), dtype)
     alpha, beta = scalars(rng, dtype)
-    c = dev.alloc((m, n), dtype)
-    dev.blas.geam(dev.to_device(a), dev.to_device(b), c, m, n, alpha, beta, transa, transb)
+    c = dev.alloc((m, n), dtype, order="F")
+    dev.cublas.geam(dev.to_device(a), dev.to_device(b), c, m, n, alpha, beta, transa, transb)
     ref = alpha * opnd(a, transa) + beta * opnd(b, transb)
     assert rel_err(dev.copy_to_host(c).result(), ref) < TOL[dtype]
 
@@ -225,7 +225,7 @@ def test_syrk_writes_one_triangle(dev, rng, dtype: str, uplo: str, trans: str) -
     c = rand(rng, (n, n), dtype)
     alpha, beta = scalars(rng, dtype)
     dc = dev.to_device(c)
-    dev.blas.syrk(dev.to_device(a), dc, n, k, alpha, beta, uplo, trans)
+    dev.cublas.syrk(dev.to_device(a), dc, n, k, alpha, beta, uplo, trans)
     got = wide(dev.copy_to_host(dc).result())
     oa = opnd(a, trans)
     full = alpha * oa @ oa.T + beta * wide(c)
@@ -245,7 +245,7 @@ def test_symm(dev, rng, dtype: str, side: str, uplo: str) -> None:
     b, c = rand(rng, (m, n), dtype), rand(rng, (m, n), dtype)
     alpha, beta = scalars(rng, dtype)
     dc = dev.to_device(c)
-    dev.blas.symm(dev.to_device(a), dev.to_device(b), dc, m, n, alpha, beta, side, uplo)
+    dev.cublas.symm(dev.to_device(a), dev.to_device(b), dc, m, n, alpha, beta, side, uplo)
     prod = sym @ wide(b) if side == "L" else wide(b) @ sym
     assert rel_err(dev.copy_to_host(dc).result(), alpha * prod + beta * wide(c)) < TOL[dtype]
 
@@ -262,26 +262,26 @@ def test_trmm_and_trsm(dev, rng, dtype: str, side: str, uplo: str, trans: str,
     alpha, _ = scalars(rng, dtype)
     t = opnd(tri(a, uplo, diag), trans)
     da, db = dev.to_device(a), dev.to_device(b)
-    c = dev.alloc((m, n), dtype)
-    dev.blas.trmm(da, db, c, m, n, alpha, side, uplo, trans, diag)
+    c = dev.alloc((m, n), dtype, order="F")
+    dev.cublas.trmm(da, db, c, m, n, alpha, side, uplo, trans, diag)
     prod = t @ wide(b) if side == "L" else wide(b) @ t
     assert rel_err(dev.copy_to_host(c).result(), alpha * prod) < TOL[dtype]
-    dev.blas.trsm(da, db, m, n, alpha, side, uplo, trans, diag)
+    dev.cublas.trsm(da, db, m, n, alpha, side, uplo, trans, diag)
     x = wide(dev.copy_to_host(db).result())
     back = t @ x if side == "L" else x @ t
     assert rel_err(back, alpha * wide(b)) < TOL[dtype] * 10
 
 
 def test_level3_argument_checks(dev) -> None:
-    a = dev.alloc((6, 6), np.float64)
+    a = dev.alloc((6, 6), np.float64, order="F")
     with pytest.raises(gpumsg.InvalidMessage, match="uplo"):
-        dev.blas.syrk(a, dev.alloc((6, 6), np.float64), 6, 6, uplo="X")
+        dev.cublas.syrk(a, dev.alloc((6, 6), np.float64, order="F"), 6, 6, uplo="X")
     with pytest.raises(gpumsg.InvalidMessage, match="side"):
-        dev.blas.trsm(a, dev.alloc((6, 6), np.float64), 6, 6, side="up")
+        dev.cublas.trsm(a, dev.alloc((6, 6), np.float64, order="F"), 6, 6, side="up")
     with pytest.raises(gpumsg.InvalidMessage, match="alias"):
-        dev.blas.symm(a, dev.alloc((6, 6), np.float64), a, 6, 6)
+        dev.cublas.symm(a, dev.alloc((6, 6), np.float64, order="F"), a, 6, 6)
     with pytest.raises(gpumsg.InvalidMessage, match="not transposed"):
-        dev.blas.geam(a, dev.alloc((6, 6), np.float64), a, 6, 6, transa="T")
+        dev.cublas.geam(a, dev.alloc((6, 6), np.float64, order="F"), a, 6, 6, transa="T")
 
 
 # -- repeated level-1/2 calls -------------------------------------------------------------------
@@ -307,7 +307,7 @@ def test_repeated_level_calls_follow_their_inputs(dev, rng, backend: str, posted
     shapes = {"x": (2 * n,), "y": (n,), "z": (n,), "w": (n,), "p": (n,), "q": (n,),
               "a": (m, n), "ym": (m,), "u": (m,), "v": (n,), "a2": (m, n), "sq": (n, n),
               "y3": (n,), "t": (n, n), "r": (n,)}
-    d = {k: dev.alloc(shape, dtype).result() for k, shape in shapes.items()}
+    d = {k: dev.alloc(shape, dtype, order="F").result() for k, shape in shapes.items()}
     sent = posted(dev, *LEVEL_TYPES)
     before = len(ctx.derived)
     tol = TOL[dtype] * 10
@@ -317,7 +317,7 @@ def test_repeated_level_calls_follow_their_inputs(dev, rng, backend: str, posted
         for k, buf in d.items():
             dev.copy_from_host(buf, h[k])
         w = {k: wide(v) for k, v in h.items()}
-        blas = dev.blas
+        blas = dev.cublas
         blas.axpy(d["x"], d["y"], alpha, n, 2, 1)
         blas.scal(d["z"], alpha, n)
         blas.copy(d["x"], d["w"], n, 2, 1)
@@ -346,7 +346,7 @@ def test_repeated_level_calls_follow_their_inputs(dev, rng, backend: str, posted
         if rnd:
             assert all(a is b for a, b in zip(sent[:9], sent[9 * rnd:], strict=True)), rnd
     assert len(ctx.derived) == before + 9  # one launcher per message
-    levels = dev.blas.replay_info().result()["cublas"].get("levels")
+    levels = dev.cublas.replay_info().result()["cublas"].get("levels")
     if backend == "cuda":
         assert levels["enabled"] and levels["refused"] == "", levels
         assert levels["captures"] == 9 and levels["launches"] >= 27, levels
@@ -364,26 +364,26 @@ def test_a_repeated_level_call_keeps_every_check(backend: str, rng, posted) -> N
         sent = posted(dev, messages.Axpy)
         x, y = dev.to_device(xh).result(), dev.to_device(yh).result()
         for _ in range(3):
-            dev.blas.axpy(x, y, 0.5).result()
+            dev.cublas.axpy(x, y, 0.5).result()
         assert len(sent) == 3 and sent[0] is sent[1] is sent[2]
-        dev.blas.axpy(x, y, -2.0).result()  # another scalar: another message and graph
+        dev.cublas.axpy(x, y, -2.0).result()  # another scalar: another message and graph
         assert sent[-1] is not sent[0] and sent[-1].alpha == -2.0
         ref = wide(yh) + 3 * 0.5 * wide(xh) - 2.0 * wide(xh)
         assert rel_err(dev.copy_to_host(y).result(), ref) < TOL["f32"] * 10
         with pytest.raises(gpumsg.InvalidMessage, match="n"):
-            dev.blas.axpy(x, y, 0.5, n=float(n))  # n=64 was memoized as an int
+            dev.cublas.axpy(x, y, 0.5, n=float(n))  # n=64 was memoized as an int
         with pytest.raises(gpumsg.InvalidMessage, match="incx"):
-            dev.blas.axpy(x, y, 0.5, incx=True)
+            dev.cublas.axpy(x, y, 0.5, incx=True)
         z = dev.to_device(yh).result()
-        dev.blas.axpy(x, z, 0.5).result()
+        dev.cublas.axpy(x, z, 0.5).result()
         z.free().result()
         with pytest.raises(gpumsg.GpuRefStale, match="freed"):
-            dev.blas.axpy(x, z, 0.5)
+            dev.cublas.axpy(x, z, 0.5)
         assert rel_err(dev.copy_to_host(y).result(), ref) < TOL["f32"] * 10  # still serves
     finally:
         dev.close()
     with pytest.raises(gpumsg.GpuError):
-        dev.blas.axpy(x, y, 0.5)
+        dev.cublas.axpy(x, y, 0.5)
 
 
 def test_a_repeated_level_call_refuses_a_stale_buffer(backend: str, rng) -> None:
@@ -394,15 +394,15 @@ def test_a_repeated_level_call_refuses_a_stale_buffer(backend: str, rng) -> None
     try:
         x, y = (dev.to_device(rand(rng, (32,), "f32")).result() for _ in range(2))
         for _ in range(2):
-            dev.blas.axpy(x, y, 0.5).result(timeout=60)
+            dev.cublas.axpy(x, y, 0.5).result(timeout=60)
         with pytest.raises(gpumsg.ContextPoisoned):
             dev.inject_fault("illegal_address").result(timeout=60)
         dev.watch_generation(0).result(timeout=60)
         assert x.is_stale()
         with pytest.raises(gpumsg.GpuRefStale):
-            dev.blas.axpy(x, y, 0.5)
+            dev.cublas.axpy(x, y, 0.5)
         fresh = [dev.to_device(rand(rng, (32,), "f32")).result() for _ in range(2)]
-        dev.blas.axpy(*fresh, 0.5).result(timeout=60)  # the device serves
+        dev.cublas.axpy(*fresh, 0.5).result(timeout=60)  # the device serves
     finally:
         dev.close(timeout=60)
 

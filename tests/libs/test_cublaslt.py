@@ -54,10 +54,10 @@ class Problem:
         self.x = self.alpha * oa @ ob + (self.beta * f64(self.c) if with_c else 0)
 
     def run(self, dev, epilogue: str, **kw):
-        d = dev.alloc((M, N), self.dtype)
-        fut = dev.blas.lt_matmul(self.da, self.db, d, M, N, K, c=self.dc, alpha=self.alpha,
-                                 beta=self.beta, transa=self.transa, transb=self.transb,
-                                 epilogue=epilogue, **kw)
+        d = dev.alloc((M, N), self.dtype, order="F")
+        fut = dev.cublaslt.matmul(self.da, self.db, d, M, N, K, c=self.dc, alpha=self.alpha,
+                                  beta=self.beta, transa=self.transa, transb=self.transb,
+                                  epilogue=epilogue, **kw)
         fut.result()
         return f64(dev.copy_to_host(d).result())
 
@@ -144,14 +144,16 @@ def test_bgradb(dev, rng, transa: str) -> None:
 
 
 def test_bias_gradient_layouts_without_kernels_are_refused(dev) -> None:
-    a, b = dev.alloc((K, M)), dev.alloc((K, N))
+    a, b = dev.alloc((K, M), order="F"), dev.alloc((K, N), order="F")
     with pytest.raises(gpumsg.InvalidMessage) as info:
-        dev.blas.lt_matmul(a, b, dev.alloc((M, N)), M, N, K, transa="T", epilogue="bgrada",
-                           bias=dev.alloc((M,)))
+        dev.cublaslt.matmul(a, b, dev.alloc((M, N), order="F"), M, N, K, transa="T",
+                            epilogue="bgrada",
+                            bias=dev.alloc((M,)))
     assert info.value.field == "transa"
     with pytest.raises(gpumsg.InvalidMessage) as info:
-        dev.blas.lt_matmul(dev.alloc((M, K)), b, dev.alloc((M, N)), M, N, K, epilogue="bgradb",
-                           bias=dev.alloc((N,)))
+        dev.cublaslt.matmul(dev.alloc((M, K), order="F"), b, dev.alloc((M, N), order="F"), M, N,
+                            K, epilogue="bgradb",
+                            bias=dev.alloc((N,)))
     assert info.value.field == "transb"
 
 
@@ -169,9 +171,9 @@ def test_fp8_with_scales(dev, rng, a_type: str, b_type: str, d_type: str) -> Non
     a = np.asfortranarray((rng.standard_normal((K, M)) * 2).astype(gpumsg.as_dtype(a_type)))
     b = np.asfortranarray((rng.standard_normal((K, N)) * 2).astype(gpumsg.as_dtype(b_type)))
     sa, sb = 0.5, 0.25
-    d = dev.alloc((M, N), d_type)
-    dev.blas.lt_matmul(dev.to_device(a), dev.to_device(b), d, M, N, K, transa="T", transb="N",
-                       scale_a=sa, scale_b=sb).result()
+    d = dev.alloc((M, N), d_type, order="F")
+    dev.cublaslt.matmul(dev.to_device(a), dev.to_device(b), d, M, N, K, transa="T", transb="N",
+                        scale_a=sa, scale_b=sb).result()
     ref = sa * sb * (f64(a).T @ f64(b))
     got = f64(dev.copy_to_host(d).result())
     # fp8 tensor cores accumulate with fewer bits than fp32 FMA: ~1e-4 relative for f32 out
@@ -179,24 +181,24 @@ def test_fp8_with_scales(dev, rng, a_type: str, b_type: str, d_type: str) -> Non
 
 
 def test_fp8_output_is_refused(dev) -> None:
-    a, b = dev.alloc((K, M), "e4m3"), dev.alloc((K, N), "e4m3")
+    a, b = dev.alloc((K, M), "e4m3", order="F"), dev.alloc((K, N), "e4m3", order="F")
     with pytest.raises(gpumsg.InvalidMessage) as info:
-        dev.blas.lt_matmul(a, b, dev.alloc((M, N), "e4m3"), M, N, K, transa="T")
+        dev.cublaslt.matmul(a, b, dev.alloc((M, N), "e4m3", order="F"), M, N, K, transa="T")
     assert info.value.field == "d"
 
 
 def test_plan_cache_hits_on_repeated_shapes(dev, rng) -> None:
     p = Problem(dev, rng, "f32", with_c=False)
-    info0 = dev.blas.lt_cache_info().result()
+    info0 = dev.cublaslt.cache_info().result()
     for _ in range(4):
         p.run(dev, "relu")
-    info1 = dev.blas.lt_cache_info().result()
-    # a repeat replayed as a CUDA graph looks no plan up (dev.blas.replay_info)
-    launches = dev.blas.replay_info().result()["cublaslt"].get("launches", 0)
+    info1 = dev.cublaslt.cache_info().result()
+    # a repeat replayed as a CUDA graph looks no plan up (dev.cublas.replay_info)
+    launches = dev.cublas.replay_info().result()["cublaslt"].get("launches", 0)
     assert info1["misses"] == info0["misses"] + 1
     assert info1["hits"] + launches >= info0["hits"] + 3
     p.run(dev, "gelu")  # another epilogue is another plan
-    info2 = dev.blas.lt_cache_info().result()
+    info2 = dev.cublaslt.cache_info().result()
     assert info2["misses"] == info1["misses"] + 1 and info2["size"] == info1["size"] + 1
 
 
@@ -223,20 +225,21 @@ BAD = [
 
 @pytest.mark.parametrize("what,bufs,kw,field", BAD, ids=[b[0] for b in BAD])
 def test_bad_arguments(dev, what, bufs, kw, field) -> None:
-    a, b, d = (dev.alloc(shape, dt) for dt, shape in (bufs["a"], bufs["b"], bufs["d"]))
+    a, b, d = (dev.alloc(shape, dt, order="F") for dt, shape in (bufs["a"], bufs["b"], bufs["d"]))
     with pytest.raises(gpumsg.InvalidMessage) as info:
-        dev.blas.lt_matmul(a, b, d, M, N, K, **kw)
+        dev.cublaslt.matmul(a, b, d, M, N, K, **kw)
     assert info.value.field == field
     x = np.arange(3.0)
     assert np.array_equal(dev.copy_to_host(dev.to_device(x)).result(), x)
 
 
 def test_aux_mask_needs_its_size(dev) -> None:
-    a, b, d = dev.alloc((M, K)), dev.alloc((K, N)), dev.alloc((M, N))
+    a, b, d = (dev.alloc((M, K), order="F"), dev.alloc((K, N), order="F"),
+               dev.alloc((M, N), order="F"))
     with pytest.raises(gpumsg.InvalidMessage, match="aux_ld"):
-        dev.blas.lt_matmul(a, b, d, M, N, K, epilogue="relu_aux",
-                           aux=dev.alloc((1024,), np.uint8), aux_ld=100)
+        dev.cublaslt.matmul(a, b, d, M, N, K, epilogue="relu_aux",
+                            aux=dev.alloc((1024,), np.uint8), aux_ld=100)
     with pytest.raises(gpumsg.InvalidMessage) as info:
-        dev.blas.lt_matmul(a, b, d, M, N, K, epilogue="relu_aux",
-                           aux=dev.alloc((16,), np.uint8), aux_ld=128)
+        dev.cublaslt.matmul(a, b, d, M, N, K, epilogue="relu_aux",
+                            aux=dev.alloc((16,), np.uint8), aux_ld=128)
     assert info.value.field == "aux"

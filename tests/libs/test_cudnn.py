@@ -121,9 +121,9 @@ def test_conv_three_directions(dev, rng, case: str, dtype: str, layout: str) -> 
     dx_ref, dw_ref = grads(dy)
     dx_dev, dw_dev = dev.to_device(last(x, layout)), dev.to_device(last(w, layout))
     ddy = dev.to_device(last(dy, layout))
-    y = dev.dnn.conv(dx_dev, dw_dev, **kw)
-    dx = dev.dnn.conv_backward_data(ddy, dw_dev, last(x, layout).shape, **kw)
-    dw = dev.dnn.conv_backward_filter(dx_dev, ddy, last(w, layout).shape, **kw)
+    y = dev.cudnn.conv(dx_dev, dw_dev, **kw)
+    dx = dev.cudnn.conv_backward_data(ddy, dw_dev, last(x, layout).shape, **kw)
+    dw = dev.cudnn.conv_backward_filter(dx_dev, ddy, last(w, layout).shape, **kw)
     # half precisions: a long reduction (backward filter sums over batch and space) rounds more
     assert_close(first(dev.copy_to_host(y).result(), layout), y_ref, PREC[dtype])
     assert_close(first(dev.copy_to_host(dx).result(), layout), dx_ref, PREC[dtype])
@@ -149,9 +149,9 @@ def test_convolutions_recorded_in_a_graph(dev, rng, layout: str) -> None:
                  for s in (y_shape, shape, wshape))
 
     def record() -> None:
-        dev.dnn.conv2d(xd, wd, bias=bd, activation="relu", out=y, **kw)
-        dev.dnn.conv_backward_data(dyd, wd, dx.shape, out=dx, **kw)
-        dev.dnn.conv_backward_filter(xd, dyd, dw.shape, out=dw, **kw)
+        dev.nn.conv2d(xd, wd, bias=bd, activation="relu", out=y, **kw)
+        dev.cudnn.conv_backward_data(dyd, wd, dx.shape, out=dx, **kw)
+        dev.cudnn.conv_backward_filter(xd, dyd, dw.shape, out=dw, **kw)
 
     def check(x, dy) -> None:
         y_ref, grads = ref_conv(x, w, *geo)
@@ -181,7 +181,7 @@ def test_convolutions_recorded_in_a_graph(dev, rng, layout: str) -> None:
     y1 = dev.alloc((2, 9, 9, 16) if layout == "NHWC" else (2, 16, 9, 9), "f32",
                    order="C").result()
     with dev.graph() as g2:
-        dev.dnn.conv2d(xd, wd, stride=1, padding=1, layout=layout, out=y1)
+        dev.nn.conv2d(xd, wd, stride=1, padding=1, layout=layout, out=y1)
     with pytest.raises(gpumsg.GraphCaptureError, match="run once"):
         g2.ready.result(timeout=60)
     g.launch().result(timeout=60)  # the first graph still replays
@@ -204,15 +204,15 @@ def test_pooling_activations_and_softmax_recorded_in_a_graph(dev, rng, layout: s
     o = outs
 
     def sequence() -> None:
-        dev.dnn.pool(xd, window=2, stride=2, layout=layout, out=o["pool"])
-        dev.dnn.pool_backward(xd, o["pool"], pd, window=2, stride=2, layout=layout,
-                              out=o["dpool"])
-        dev.dnn.activation(xd, "relu", out=o["relu"])
-        dev.dnn.activation_backward(xd, o["relu"], dyd, "relu", out=o["drelu"])
-        dev.dnn.activation(xd, "gelu", out=o["gelu"])
-        dev.dnn.activation_backward(xd, o["gelu"], dyd, "gelu", out=o["dgelu"])
-        dev.dnn.softmax(xd, layout=layout, out=o["soft"])
-        dev.dnn.softmax_backward(o["soft"], dyd, layout=layout, out=o["dsoft"])
+        dev.cudnn.pool(xd, window=2, stride=2, layout=layout, out=o["pool"])
+        dev.cudnn.pool_backward(xd, o["pool"], pd, window=2, stride=2, layout=layout,
+                                out=o["dpool"])
+        dev.cudnn.activation(xd, "relu", out=o["relu"])
+        dev.cudnn.activation_backward(xd, o["relu"], dyd, "relu", out=o["drelu"])
+        dev.cudnn.activation(xd, "gelu", out=o["gelu"])
+        dev.cudnn.activation_backward(xd, o["gelu"], dyd, "gelu", out=o["dgelu"])
+        dev.nn.softmax(xd, layout=layout, out=o["soft"])
+        dev.cudnn.softmax_backward(o["soft"], dyd, layout=layout, out=o["dsoft"])
 
     def inputs() -> None:
         dev.copy_from_host(xd, random_array(rng, shape, "f32"))
@@ -249,9 +249,9 @@ def test_graph_records_batch_norm_inference_and_layer_norm(dev, rng, dtype: str)
     mean, inv = dev.alloc((rows,), "f32").result(), dev.alloc((rows,), "f32").result()
 
     def sequence() -> None:
-        dev.dnn.batch_norm_inference(xb, bn["gamma"], bn["beta"], bn["mean"], bn["var"],
-                                     eps=1e-3, layout="NHWC", out=yb)
-        dev.dnn.layer_norm(xl, ln_g, ln_b, eps=1e-5, out=yl, mean_out=mean, invstd_out=inv)
+        dev.cudnn.batch_norm_inference(xb, bn["gamma"], bn["beta"], bn["mean"], bn["var"],
+                                       eps=1e-3, layout="NHWC", out=yb)
+        dev.nn.layer_norm(xl, ln_g, ln_b, eps=1e-5, out=yl, mean_out=mean, invstd_out=inv)
 
     def inputs() -> dict:
         host = {"xb": random_array(rng, (n, h, w, c), dtype),
@@ -314,9 +314,9 @@ def test_conv_with_out_reuses_its_message_and_keeps_every_check(dev, rng) -> Non
     dw = dev.alloc(w.shape, "f32", order="C")
     dx_ref, dw_ref = grads(dy)
     for _ in range(2):
-        dev.dnn.conv(dx_dev, dw_dev, out=y, **kw)
-        dev.dnn.conv_backward_data(ddy, dw_dev, x.shape, out=dx, **kw)
-        dev.dnn.conv_backward_filter(dx_dev, ddy, w.shape, out=dw, **kw)
+        dev.cudnn.conv(dx_dev, dw_dev, out=y, **kw)
+        dev.cudnn.conv_backward_data(ddy, dw_dev, x.shape, out=dx, **kw)
+        dev.cudnn.conv_backward_filter(dx_dev, ddy, w.shape, out=dw, **kw)
         assert_close(dev.copy_to_host(y).result(), y_ref, PREC["f32"])
         assert_close(dev.copy_to_host(dx).result(), dx_ref, PREC["f32"])
         assert_close(dev.copy_to_host(dw).result(), dw_ref, PREC["f32"], 2.0)
@@ -324,17 +324,17 @@ def test_conv_with_out_reuses_its_message_and_keeps_every_check(dev, rng) -> Non
     assert len(dev._worker.ctx.derived) == 3
     x2 = random_array(rng, x.shape, "f32")  # new contents, same buffer: a new result
     dev.copy_from_host(dx_dev.result(), x2)
-    dev.dnn.conv(dx_dev, dw_dev, out=y, **kw)
+    dev.cudnn.conv(dx_dev, dw_dev, out=y, **kw)
     assert_close(dev.copy_to_host(y).result(), ref_conv(x2, w, *geo)[0], PREC["f32"])
     w3 = random_array(rng, w.shape, "f32")  # another buffer of the same shape
-    dev.dnn.conv(dx_dev, dev.to_device(w3), out=y, **kw)
+    dev.cudnn.conv(dx_dev, dev.to_device(w3), out=y, **kw)
     assert_close(dev.copy_to_host(y).result(), ref_conv(x2, w3, *geo)[0], PREC["f32"])
     with pytest.raises(InvalidMessage) as info:
-        dev.dnn.conv(dx_dev, dw_dev, out=y, **{**kw, "stride": 1})  # y has the wrong shape now
+        dev.cudnn.conv(dx_dev, dw_dev, out=y, **{**kw, "stride": 1})  # y has the wrong shape now
     assert info.value.field == "y"
     dw_dev.result().free()
     with pytest.raises(gpumsg.GpuRefStale):
-        dev.dnn.conv(dx_dev, dw_dev, out=y, **kw)
+        dev.cudnn.conv(dx_dev, dw_dev, out=y, **kw)
     assert_close(dev.copy_to_host(dev.to_device(x)).result(), x, PREC["f32"])  # still serves
 
 
@@ -342,8 +342,8 @@ def test_conv_with_out_reuses_its_message_and_keeps_every_check(dev, rng) -> Non
 def test_conv_tf32(dev, rng, layout: str) -> None:
     x, w, geo = problem(rng, "stride_pad_groups", "f32", layout)
     y_ref, _ = ref_conv(x, w, *geo)
-    y = dev.dnn.conv2d(dev.to_device(last(x, layout)), dev.to_device(last(w, layout)),
-                       stride=geo[0], padding=geo[1], groups=geo[3], layout=layout, math="tf32")
+    y = dev.nn.conv2d(dev.to_device(last(x, layout)), dev.to_device(last(w, layout)),
+                      stride=geo[0], padding=geo[1], groups=geo[3], layout=layout, math="tf32")
     assert_close(first(dev.copy_to_host(y).result(), layout), y_ref, "tf32")
 
 
@@ -365,20 +365,20 @@ def test_conv_bias_activation(dev, rng, dtype: str, activation: str, coef) -> No
     y_ref, _ = ref_conv(x, w, *geo)
     y_ref = act_ref(y_ref + wide(b)[None, :, None, None], activation,
                     coef if coef is not None else 0.0)
-    y = dev.dnn.conv2d(dev.to_device(last(x, layout)), dev.to_device(last(w, layout)),
-                       bias=dev.to_device(b), stride=geo[0], padding=geo[1], groups=geo[3],
-                       layout=layout, activation=activation, act_coef=coef)
+    y = dev.nn.conv2d(dev.to_device(last(x, layout)), dev.to_device(last(w, layout)),
+                      bias=dev.to_device(b), stride=geo[0], padding=geo[1], groups=geo[3],
+                      layout=layout, activation=activation, act_coef=coef)
     assert_close(first(dev.copy_to_host(y).result(), layout), y_ref, PREC[dtype], 2.0)
 
 
 def test_algorithm_cache_and_workspace_limit(dev, rng) -> None:
     x, w, geo = problem(rng, "plain", "f32", "NCHW")
     dx, dw = dev.to_device(x), dev.to_device(w)
-    before = dev.dnn.cache_info().result()
-    y1 = dev.dnn.conv2d(dx, dw, workspace_limit=0)
-    y2 = dev.dnn.conv2d(dx, dw, workspace_limit=0)
-    y3 = dev.dnn.conv2d(dx, dw)  # another limit: another plan
-    after = dev.dnn.cache_info().result()
+    before = dev.cudnn.cache_info().result()
+    y1 = dev.nn.conv2d(dx, dw, workspace_limit=0)
+    y2 = dev.nn.conv2d(dx, dw, workspace_limit=0)
+    y3 = dev.nn.conv2d(dx, dw)  # another limit: another plan
+    after = dev.cudnn.cache_info().result()
     assert after["misses"] - before["misses"] == 2
     assert after["hits"] - before["hits"] == 1
     y_ref, _ = ref_conv(x, w, *geo)
@@ -401,15 +401,15 @@ def test_conv_find(dev, rng, case: str, dtype: str) -> None:
     dx_ref, dw_ref = grads(dy)
     dxd, dwd, ddy = dev.to_device(last(x, layout)), dev.to_device(last(w, layout)), \
         dev.to_device(last(dy, layout))
-    before = dev.dnn.cache_info().result()
+    before = dev.cudnn.cache_info().result()
     for _ in range(2):
-        y = dev.dnn.conv(dxd, dwd, **kw)
-        dx = dev.dnn.conv_backward_data(ddy, dwd, last(x, layout).shape, **kw)
-        dw = dev.dnn.conv_backward_filter(dxd, ddy, last(w, layout).shape, **kw)
+        y = dev.cudnn.conv(dxd, dwd, **kw)
+        dx = dev.cudnn.conv_backward_data(ddy, dwd, last(x, layout).shape, **kw)
+        dw = dev.cudnn.conv_backward_filter(dxd, ddy, last(w, layout).shape, **kw)
         assert_close(first(dev.copy_to_host(y).result(), layout), y_ref, PREC[dtype])
         assert_close(first(dev.copy_to_host(dx).result(), layout), dx_ref, PREC[dtype])
         assert_close(first(dev.copy_to_host(dw).result(), layout), dw_ref, PREC[dtype], 2.0)
-    after = dev.dnn.cache_info().result()
+    after = dev.cudnn.cache_info().result()
     assert after["hits"] - before["hits"] >= 3
 
 
@@ -448,17 +448,17 @@ def test_conv_graph_path(cuda_dev, rng, layout: str) -> None:
     dy = random_array(rng, y_ref.shape, "bf16")
     dx_ref, dw_ref = grads(dy)
     kw = dict(stride=1, padding=1, layout=layout)
-    before = dev.dnn.cache_info().result()
+    before = dev.cudnn.cache_info().result()
     dxd, dwd, ddy = dev.to_device(last(x, layout)), dev.to_device(last(w, layout)), \
         dev.to_device(last(dy, layout))
-    y = dev.dnn.conv2d(dxd, dwd, bias=dev.to_device(b), activation="relu", **kw)
-    dx = dev.dnn.conv_backward_data(ddy, dwd, last(x, layout).shape, **kw)
-    dw = dev.dnn.conv_backward_filter(dxd, ddy, last(w, layout).shape, **kw)
+    y = dev.nn.conv2d(dxd, dwd, bias=dev.to_device(b), activation="relu", **kw)
+    dx = dev.cudnn.conv_backward_data(ddy, dwd, last(x, layout).shape, **kw)
+    dw = dev.cudnn.conv_backward_filter(dxd, ddy, last(w, layout).shape, **kw)
     assert_close(first(dev.copy_to_host(y).result(), layout),
                  np.maximum(y_ref + wide(b)[None, :, None, None], 0), "bf16", 2.0)
     assert_close(first(dev.copy_to_host(dx).result(), layout), dx_ref, "bf16")
     assert_close(first(dev.copy_to_host(dw).result(), layout), dw_ref, "bf16", 2.0)
-    after = dev.dnn.cache_info().result()
+    after = dev.cudnn.cache_info().result()
     assert after["frontend"].startswith("cudnn-frontend"), after
     assert after["graph_plans"] - before["graph_plans"] == 3, after
 
@@ -483,26 +483,26 @@ def test_conv_graph_replays_follow_the_buffers(cuda_dev, rng, layout: str) -> No
         dev.to_device(b).result()
     y, dx, dw = (dev.alloc(last(np.empty(s), layout).shape, "bf16", order="C").result()
                  for s in (y_shape, shape, wshape))
-    before = dev.dnn.cache_info().result()["replay"]
+    before = dev.cudnn.cache_info().result()["replay"]
     for _ in range(4):
         x, dy = random_array(rng, shape, "bf16"), random_array(rng, y_shape, "bf16")
         dev.copy_from_host(dxd, last(x, layout))
         dev.copy_from_host(ddy, last(dy, layout))
         y_ref, grads = ref_conv(x, w, *geo)
         dx_ref, dw_ref = grads(dy)
-        dev.dnn.conv2d(dxd, dwd, bias=dbias, activation="relu", out=y, **kw)
-        dev.dnn.conv_backward_data(ddy, dwd, dx.shape, out=dx, **kw)
-        dev.dnn.conv_backward_filter(dxd, ddy, dw.shape, out=dw, **kw)
+        dev.nn.conv2d(dxd, dwd, bias=dbias, activation="relu", out=y, **kw)
+        dev.cudnn.conv_backward_data(ddy, dwd, dx.shape, out=dx, **kw)
+        dev.cudnn.conv_backward_filter(dxd, ddy, dw.shape, out=dw, **kw)
         assert_close(first(dev.copy_to_host(y).result(), layout),
                      np.maximum(y_ref + wide(b)[None, :, None, None], 0), "bf16", 2.0)
         assert_close(first(dev.copy_to_host(dx).result(), layout), dx_ref, "bf16")
         assert_close(first(dev.copy_to_host(dw).result(), layout), dw_ref, "bf16", 2.0)
-    after = dev.dnn.cache_info().result()["replay"]
+    after = dev.cudnn.cache_info().result()["replay"]
     assert after["enabled"] and after["refused"] == [], after
     assert after["with_memory_nodes"] == 0, after  # workspaces are ours, not allocated per launch
     # rounds 2-4 of three directions are replays (round 2 captures, then launches)
     assert after["launches"] - before["launches"] >= 9, (before, after)
-    y2 = dev.dnn.conv2d(dxd, dwd, bias=dbias, activation="relu", **kw)
+    y2 = dev.nn.conv2d(dxd, dwd, bias=dbias, activation="relu", **kw)
     assert_close(first(dev.copy_to_host(y2).result(), layout),
                  np.maximum(y_ref + wide(b)[None, :, None, None], 0), "bf16", 2.0)
 
@@ -517,14 +517,14 @@ def test_kernels_not_built_yet_are_refused_in_a_graph(cuda_dev, rng) -> None:
     x = dev.to_device(x_h).result()
     y = dev.alloc((4, 64), "f32", order="C").result()
     with dev.graph() as g:
-        dev.dnn.activation(x, "gelu", out=y)
+        dev.cudnn.activation(x, "gelu", out=y)
     with pytest.raises(gpumsg.GraphCaptureError, match="kernels are built"):
         g.ready.result(timeout=60)
-    dev.dnn.activation(x, "gelu", out=y).result(timeout=60)
+    dev.cudnn.activation(x, "gelu", out=y).result(timeout=60)
     eager = dev.copy_to_host(y).result()
     dev.memset(y, 0xFF)
     with dev.graph() as g:
-        dev.dnn.activation(x, "gelu", out=y)
+        dev.cudnn.activation(x, "gelu", out=y)
     g.launch().result(timeout=60)
     assert_close(dev.copy_to_host(y).result(), wide(eager), "f32")
 
@@ -539,8 +539,8 @@ def test_norm_kernels_not_built_yet_are_refused_in_a_graph(cuda_dev, rng) -> Non
     y = dev.alloc((2, 4, 4, 8), "f32", order="C").result()
     vec = [dev.to_device(random_array(rng, (8,), "f32", low=0.5)).result() for _ in range(4)]
     mean, inv = dev.alloc((32,), "f32").result(), dev.alloc((32,), "f32").result()
-    calls = (lambda: dev.dnn.batch_norm_inference(x, *vec, layout="NHWC", out=y),
-             lambda: dev.dnn.layer_norm(x, normalized_ndim=1, out=y, mean_out=mean,
+    calls = (lambda: dev.cudnn.batch_norm_inference(x, *vec, layout="NHWC", out=y),
+             lambda: dev.nn.layer_norm(x, normalized_ndim=1, out=y, mean_out=mean,
                                         invstd_out=inv))
     for call in calls:
         with dev.graph() as g:
@@ -566,12 +566,12 @@ def test_conv_legacy_fallback(cuda_dev, rng, monkeypatch) -> None:
     monkeypatch.setattr(graph, "_STATE", {"module": None, "reason": "test: no frontend"})
     dev = cuda_dev
     x, w, geo = problem(rng, "dilated", "f16", "NHWC")
-    before = dev.dnn.cache_info().result()
-    y = dev.dnn.conv2d(dev.to_device(last(x, "NHWC")), dev.to_device(last(w, "NHWC")),
-                       stride=geo[0], padding=geo[1], dilation=geo[2], layout="NHWC",
-                       workspace_limit=12345)
+    before = dev.cudnn.cache_info().result()
+    y = dev.nn.conv2d(dev.to_device(last(x, "NHWC")), dev.to_device(last(w, "NHWC")),
+                      stride=geo[0], padding=geo[1], dilation=geo[2], layout="NHWC",
+                      workspace_limit=12345)
     assert_close(first(dev.copy_to_host(y).result(), "NHWC"), ref_conv(x, w, *geo)[0], "f16")
-    after = dev.dnn.cache_info().result()
+    after = dev.cudnn.cache_info().result()
     assert after["legacy_plans"] - before["legacy_plans"] == 1
     assert after["frontend"] == "test: no frontend"
 
@@ -785,18 +785,18 @@ def test_activation_forward_backward(dev, rng, dtype: str, activation: str, coef
     h = 1e-6  # the derivative by central differences of the float64 reference
     grad = (act_ref(wide(x) + h, activation, c) - act_ref(wide(x) - h, activation, c)) / (2 * h)
     dx_dev = dev.to_device(x)
-    y = dev.dnn.activation(dx_dev, activation, act_coef=coef)
+    y = dev.cudnn.activation(dx_dev, activation, act_coef=coef)
     y_h = dev.copy_to_host(y).result()
     assert_close(y_h, y_ref, dtype)
     # the backward takes the forward's own output y
-    dx = dev.dnn.activation_backward(dx_dev, y, dev.to_device(dy), activation, act_coef=coef)
+    dx = dev.cudnn.activation_backward(dx_dev, y, dev.to_device(dy), activation, act_coef=coef)
     assert_close(dev.copy_to_host(dx).result(), wide(dy) * grad, dtype, 2.0)
 
 
 def test_activation_in_place(dev, rng) -> None:
     x = random_array(rng, (4, 9), "f32")
     d = dev.to_device(x)
-    dev.dnn.activation(d, "tanh", out=d).result()
+    dev.cudnn.activation(d, "tanh", out=d).result()
     assert_close(dev.copy_to_host(d).result(), np.tanh(wide(x)), "f32")
 
 
@@ -827,9 +827,9 @@ def test_softmax_forward_backward(dev, rng, dtype: str, layout: str, mode: str,
         dx_ref[idx] = np.sum((softmax_ref(plus, axes, log) - softmax_ref(minus, axes, log))
                              * wide(dy)) / (2 * h)
     dxd = dev.to_device(last(x, layout))
-    y = dev.dnn.softmax(dxd, mode, log, layout)
+    y = dev.nn.softmax(dxd, mode, log, layout)
     assert_close(first(dev.copy_to_host(y).result(), layout), y_ref, dtype)
-    dx = dev.dnn.softmax_backward(y, dev.to_device(last(dy, layout)), mode, log, layout)
+    dx = dev.cudnn.softmax_backward(y, dev.to_device(last(dy, layout)), mode, log, layout)
     assert_close(first(dev.copy_to_host(dx).result(), layout), dx_ref, dtype, 4.0)
 
 
@@ -893,16 +893,16 @@ def test_pool_forward_backward(dev, rng, case: str, mode: str, layout: str) -> N
                 dx_ref[(b, ch) + pos] += dy[(b, ch) + o]
     kw = dict(window=window, stride=stride, padding=padding, mode=mode, layout=layout)
     xd = dev.to_device(last(x, layout))
-    y = dev.dnn.pool(xd, **kw)
+    y = dev.cudnn.pool(xd, **kw)
     assert_close(first(dev.copy_to_host(y).result(), layout), y_ref, "f32")
-    dx = dev.dnn.pool_backward(xd, y, dev.to_device(last(dy, layout)), **kw)
+    dx = dev.cudnn.pool_backward(xd, y, dev.to_device(last(dy, layout)), **kw)
     assert_close(first(dev.copy_to_host(dx).result(), layout), dx_ref, "f32", 10.0)
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 def test_pool_half(dev, rng, dtype: str) -> None:
     x = random_array(rng, (2, 4, 6, 6), dtype)
-    y = dev.dnn.pool(dev.to_device(last(x, "NHWC")), 3, 2, 1, "avg", "NHWC")
+    y = dev.cudnn.pool(dev.to_device(last(x, "NHWC")), 3, 2, 1, "avg", "NHWC")
     assert_close(first(dev.copy_to_host(y).result(), "NHWC"),
                  pool_ref(wide(x), "avg", (3, 3), (2, 2), (1, 1)), dtype)
 
@@ -912,49 +912,49 @@ def _x(dev, shape=(2, 4, 6, 6), dtype="f32"):
 
 
 BAD = [
-    BadArg("channel mismatch", lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 3, 3, 3))), field="w",
+    BadArg("channel mismatch", lambda d: d.nn.conv2d(_x(d), _x(d, (3, 3, 3, 3))), field="w",
            match="channel mismatch"),
     BadArg("groups do not divide channels",
-           lambda d: d.dnn.conv2d(_x(d), _x(d, (6, 1, 3, 3)), groups=3), field="groups"),
+           lambda d: d.nn.conv2d(_x(d), _x(d, (6, 1, 3, 3)), groups=3), field="groups"),
     BadArg("groups do not divide K",
-           lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 2, 3, 3)), groups=2), field="groups"),
-    BadArg("output size <= 0", lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 4, 7, 7))), field="y",
+           lambda d: d.nn.conv2d(_x(d), _x(d, (3, 2, 3, 3)), groups=2), field="groups"),
+    BadArg("output size <= 0", lambda d: d.nn.conv2d(_x(d), _x(d, (3, 4, 7, 7))), field="y",
            match="<= 0"),
     BadArg("dilated kernel too large",
-           lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), dilation=3), field="y"),
-    BadArg("dtype mix", lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 4, 3, 3), "f16")), field="w"),
-    BadArg("f64 refused", lambda d: d.dnn.conv2d(_x(d, dtype="f64"), _x(d, (3, 4, 3, 3), "f64")),
+           lambda d: d.nn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), dilation=3), field="y"),
+    BadArg("dtype mix", lambda d: d.nn.conv2d(_x(d), _x(d, (3, 4, 3, 3), "f16")), field="w"),
+    BadArg("f64 refused", lambda d: d.nn.conv2d(_x(d, dtype="f64"), _x(d, (3, 4, 3, 3), "f64")),
            field="x"),
-    BadArg("rank mismatch", lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 4, 3))), field="w"),
-    BadArg("2-D input", lambda d: d.dnn.conv(_x(d, (4, 6)), _x(d, (3, 4))), field="x"),
-    BadArg("stride 0", lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), stride=0),
+    BadArg("rank mismatch", lambda d: d.nn.conv2d(_x(d), _x(d, (3, 4, 3))), field="w"),
+    BadArg("2-D input", lambda d: d.cudnn.conv(_x(d, (4, 6)), _x(d, (3, 4))), field="x"),
+    BadArg("stride 0", lambda d: d.nn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), stride=0),
            field="stride"),
-    BadArg("negative padding", lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), padding=-1),
+    BadArg("negative padding", lambda d: d.nn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), padding=-1),
            field="padding"),
     BadArg("wrong tuple length",
-           lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), stride=(1, 1, 1)), field="stride"),
-    BadArg("layout", lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), layout="CHWN"),
+           lambda d: d.nn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), stride=(1, 1, 1)), field="stride"),
+    BadArg("layout", lambda d: d.nn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), layout="CHWN"),
            field="layout"),
-    BadArg("algo", lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), algo="fastest"),
+    BadArg("algo", lambda d: d.nn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), algo="fastest"),
            field="algo"),
-    BadArg("tf32 on f16", lambda d: d.dnn.conv2d(_x(d, dtype="f16"),
+    BadArg("tf32 on f16", lambda d: d.nn.conv2d(_x(d, dtype="f16"),
                                                  _x(d, (3, 4, 3, 3), "f16"), math="tf32"),
            field="math"),
-    BadArg("bias length", lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)),
+    BadArg("bias length", lambda d: d.nn.conv2d(_x(d), _x(d, (3, 4, 3, 3)),
                                                  bias=_x(d, (4,))), field="bias"),
-    BadArg("activation", lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), activation="gelu"),
+    BadArg("activation", lambda d: d.nn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), activation="gelu"),
            field="activation"),
-    BadArg("coef on relu", lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), activation="relu",
+    BadArg("coef on relu", lambda d: d.nn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), activation="relu",
                                                   act_coef=2.0), field="act_coef"),
-    BadArg("wrong output shape", lambda d: d.dnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)),
+    BadArg("wrong output shape", lambda d: d.nn.conv2d(_x(d), _x(d, (3, 4, 3, 3)),
                                                         out=_x(d, (2, 3, 5, 5))), field="y"),
     BadArg("backward data: dy shape",
-           lambda d: d.dnn.conv_backward_data(_x(d, (2, 3, 5, 5)), _x(d, (3, 4, 3, 3)),
+           lambda d: d.cudnn.conv_backward_data(_x(d, (2, 3, 5, 5)), _x(d, (3, 4, 3, 3)),
                                               (2, 4, 6, 6)), field="dy"),
     BadArg("backward filter: dw channels",
-           lambda d: d.dnn.conv_backward_filter(_x(d), _x(d, (2, 3, 4, 4)), (3, 2, 3, 3)),
+           lambda d: d.cudnn.conv_backward_filter(_x(d), _x(d, (2, 3, 4, 4)), (3, 2, 3, 3)),
            field="dw"),
-    BadArg("column-major buffer", lambda d: d.dnn.conv2d(d.alloc((2, 4, 6, 6), "f32"),
+    BadArg("column-major buffer", lambda d: d.nn.conv2d(d.alloc((2, 4, 6, 6), "f32", order="F"),
                                                          _x(d, (3, 4, 3, 3))), field="x"),
 ]
 
@@ -965,20 +965,20 @@ def test_bad_arguments(dev, case) -> None:
 
 
 POINTWISE_BAD = [
-    BadArg("activation shape", lambda d: d.dnn.activation_backward(
+    BadArg("activation shape", lambda d: d.cudnn.activation_backward(
         _x(d), _x(d), _x(d, (2, 4, 6, 5))), field="dy"),
-    BadArg("activation none", lambda d: d.dnn.activation(_x(d), "none"), field="activation"),
-    BadArg("softmax mode", lambda d: d.dnn.softmax(_x(d), "spatial"), field="mode"),
-    BadArg("softmax log", lambda d: d.dnn.softmax(_x(d), log=1), field="log"),
-    BadArg("softmax 1-D", lambda d: d.dnn.softmax(_x(d, (5,))), field="x"),
-    BadArg("softmax f64", lambda d: d.dnn.softmax(_x(d, dtype="f64")), field="x"),
-    BadArg("pool window too big", lambda d: d.dnn.pool(_x(d), 7), field="y"),
-    BadArg("pool padding >= window", lambda d: d.dnn.pool(_x(d), 2, padding=2), field="padding"),
-    BadArg("pool 1-D", lambda d: d.dnn.pool(_x(d, (2, 4, 6)), 2), field="x"),
-    BadArg("pool mode", lambda d: d.dnn.pool(_x(d), 2, mode="min"), field="mode"),
-    BadArg("pool out shape", lambda d: d.dnn.pool(_x(d), 2, out=_x(d, (2, 4, 2, 2))),
+    BadArg("activation none", lambda d: d.cudnn.activation(_x(d), "none"), field="activation"),
+    BadArg("softmax mode", lambda d: d.nn.softmax(_x(d), "spatial"), field="mode"),
+    BadArg("softmax log", lambda d: d.nn.softmax(_x(d), log=1), field="log"),
+    BadArg("softmax 1-D", lambda d: d.nn.softmax(_x(d, (5,))), field="x"),
+    BadArg("softmax f64", lambda d: d.nn.softmax(_x(d, dtype="f64")), field="x"),
+    BadArg("pool window too big", lambda d: d.cudnn.pool(_x(d), 7), field="y"),
+    BadArg("pool padding >= window", lambda d: d.cudnn.pool(_x(d), 2, padding=2), field="padding"),
+    BadArg("pool 1-D", lambda d: d.cudnn.pool(_x(d, (2, 4, 6)), 2), field="x"),
+    BadArg("pool mode", lambda d: d.cudnn.pool(_x(d), 2, mode="min"), field="mode"),
+    BadArg("pool out shape", lambda d: d.cudnn.pool(_x(d), 2, out=_x(d, (2, 4, 2, 2))),
            field="y"),
-    BadArg("pool backward dy", lambda d: d.dnn.pool_backward(
+    BadArg("pool backward dy", lambda d: d.cudnn.pool_backward(
         _x(d), _x(d, (2, 4, 3, 3)), _x(d, (2, 4, 3, 2)), 2), field="dy"),
 ]
 
@@ -1043,8 +1043,8 @@ def test_batch_norm_train_inference_backward(dev, rng, shape: str, dtype: str,
     d_rm, d_rv = dev.to_device(rmean), dev.to_device(rvar)
     xd = dev.to_device(last(x, layout))
     gd, bd = dev.to_device(gamma), dev.to_device(beta)
-    y, sm, si = dev.dnn.batch_norm_train(xd, gd, bd, d_rm, d_rv, factor=factor, eps=eps,
-                                         layout=layout)
+    y, sm, si = dev.cudnn.batch_norm_train(xd, gd, bd, d_rm, d_rv, factor=factor, eps=eps,
+                                           layout=layout).result(60)
     assert_close(first(dev.copy_to_host(y).result(), layout), y_ref, dtype)
     tol = STAT_TOL[dtype]
     assert_close(dev.copy_to_host(sm).result(), mean, *tol)
@@ -1058,7 +1058,7 @@ def test_batch_norm_train_inference_backward(dev, rng, shape: str, dtype: str,
     shp = (1, -1) + (1,) * (x.ndim - 2)
     yi_ref = ((xw - wide(rm_h).reshape(shp)) / np.sqrt(wide(rv_h).reshape(shp) + eps)
               * wide(gamma).reshape(shp) + wide(beta).reshape(shp))
-    yi = dev.dnn.batch_norm_inference(xd, gd, bd, d_rm, d_rv, eps=eps, layout=layout)
+    yi = dev.cudnn.batch_norm_inference(xd, gd, bd, d_rm, d_rv, eps=eps, layout=layout)
     assert_close(first(dev.copy_to_host(yi).result(), layout), yi_ref, dtype)
     # backward: the reference's analytic gradients, themselves checked by finite differences
     # in test_batch_norm_reference_gradients
@@ -1069,8 +1069,8 @@ def test_batch_norm_train_inference_backward(dev, rng, shape: str, dtype: str,
     dgamma = (dyw * xhat).sum(axis=axes)
     dx_ref = (wide(gamma) * invstd).reshape(shp) * (
         dyw - (dbeta.reshape(shp) + xhat * dgamma.reshape(shp)) / m)
-    dx, dg, db = dev.dnn.batch_norm_backward(xd, dev.to_device(last(dy, layout)), gd, sm, si,
-                                             eps=eps, layout=layout)
+    dx, dg, db = dev.cudnn.batch_norm_backward(xd, dev.to_device(last(dy, layout)), gd, sm, si,
+                                               eps=eps, layout=layout).result(60)
     assert_close(first(dev.copy_to_host(dx).result(), layout), dx_ref, dtype, 4.0)
     gtol = ("f32", 50.0) if dtype == "f32" else (dtype, 1.0)
     assert_close(dev.copy_to_host(dg).result(), dgamma, *gtol)
@@ -1095,7 +1095,8 @@ def test_batch_norm_reference_gradients(rng) -> None:
 def test_batch_norm_without_running_statistics(dev, rng) -> None:
     x = random_array(rng, (4, 3, 2, 2), "f32")
     g, b = random_array(rng, (3,), "f32"), random_array(rng, (3,), "f32")
-    y, sm, si = dev.dnn.batch_norm_train(dev.to_device(x), dev.to_device(g), dev.to_device(b))
+    y, sm, si = dev.cudnn.batch_norm_train(dev.to_device(x), dev.to_device(g),
+                                           dev.to_device(b)).result(60)
     y_ref, mean, _, invstd = bn_ref(wide(x), wide(g), wide(b), 1e-5)
     assert_close(dev.copy_to_host(y).result(), y_ref, "f32")
     assert_close(dev.copy_to_host(si).result(), invstd, "f32", 10.0)
@@ -1110,34 +1111,34 @@ def dev_vec(d, n, dtype="f32"):
 
 
 NORM_BAD = [
-    BadArg("bn gamma length", lambda d: d.dnn.batch_norm_train(_x(d), _v(d, 3), _v(d)),
+    BadArg("bn gamma length", lambda d: d.cudnn.batch_norm_train(_x(d), _v(d, 3), _v(d)),
            field="gamma", match="4 elements"),
-    BadArg("bn gamma dtype", lambda d: d.dnn.batch_norm_train(_x(d), _v(d, 4, "f16"), _v(d)),
+    BadArg("bn gamma dtype", lambda d: d.cudnn.batch_norm_train(_x(d), _v(d, 4, "f16"), _v(d)),
            field="gamma", match="f32"),
-    BadArg("bn running_mean alone", lambda d: d.dnn.batch_norm_train(_x(d), _v(d), _v(d),
+    BadArg("bn running_mean alone", lambda d: d.cudnn.batch_norm_train(_x(d), _v(d), _v(d),
                                                                       running_mean=_v(d)),
            field="running_var"),
-    BadArg("bn factor", lambda d: d.dnn.batch_norm_train(_x(d), _v(d), _v(d), factor=1.5),
+    BadArg("bn factor", lambda d: d.cudnn.batch_norm_train(_x(d), _v(d), _v(d), factor=1.5),
            field="factor"),
-    BadArg("bn eps", lambda d: d.dnn.batch_norm_train(_x(d), _v(d), _v(d), eps=-1.0),
+    BadArg("bn eps", lambda d: d.cudnn.batch_norm_train(_x(d), _v(d), _v(d), eps=-1.0),
            field="eps"),
     BadArg("bn one value per channel",
-           lambda d: d.dnn.batch_norm_train(_x(d, (1, 4)), _v(d), _v(d)), field="x"),
-    BadArg("bn f64", lambda d: d.dnn.batch_norm_train(_x(d, dtype="f64"), _v(d), _v(d)),
+           lambda d: d.cudnn.batch_norm_train(_x(d, (1, 4)), _v(d), _v(d)), field="x"),
+    BadArg("bn f64", lambda d: d.cudnn.batch_norm_train(_x(d, dtype="f64"), _v(d), _v(d)),
            field="x"),
-    BadArg("bn NHWC channels", lambda d: d.dnn.batch_norm_train(_x(d), _v(d), _v(d),
+    BadArg("bn NHWC channels", lambda d: d.cudnn.batch_norm_train(_x(d), _v(d), _v(d),
                                                                  layout="NHWC"),
            field="gamma", match="6 elements"),
-    BadArg("bn layout", lambda d: d.dnn.batch_norm_train(_x(d), _v(d), _v(d), layout="CN"),
+    BadArg("bn layout", lambda d: d.cudnn.batch_norm_train(_x(d), _v(d), _v(d), layout="CN"),
            field="layout"),
-    BadArg("bn out alias", lambda d: (lambda x: d.dnn.batch_norm_train(x, _v(d), _v(d),
+    BadArg("bn out alias", lambda d: (lambda x: d.cudnn.batch_norm_train(x, _v(d), _v(d),
                                                                        out=x))(_x(d)),
            field="y", match="alias"),
     BadArg("bn inference var length",
-           lambda d: d.dnn.batch_norm_inference(_x(d), _v(d), _v(d), _v(d), _v(d, 5)),
+           lambda d: d.cudnn.batch_norm_inference(_x(d), _v(d), _v(d), _v(d), _v(d, 5)),
            field="var"),
     BadArg("bn backward dy shape",
-           lambda d: d.dnn.batch_norm_backward(_x(d), _x(d, (2, 4, 6, 5)), _v(d), _v(d), _v(d)),
+           lambda d: d.cudnn.batch_norm_backward(_x(d), _x(d, (2, 4, 6, 5)), _v(d), _v(d), _v(d)),
            field="dy"),
 ]
 
@@ -1156,7 +1157,7 @@ def test_dropout_forward_backward(dev, rng, dtype: str, p: float) -> None:
     dy = random_array(rng, x.shape, dtype)
     seed = int(rng.integers(0, 2**63))
     xd = dev.to_device(x)
-    y, reserve = dev.dnn.dropout(xd, p, seed)
+    y, reserve = dev.nn.dropout(xd, p, seed).result(60)
     y_h = wide(dev.copy_to_host(y).result())
     kept = y_h != 0  # x is never zero
     # the fraction dropped is p within 5 standard deviations of a binomial count
@@ -1165,24 +1166,22 @@ def test_dropout_forward_backward(dev, rng, dtype: str, p: float) -> None:
     # kept elements are scaled by 1 / (1 - p), dropped ones are zero
     assert_close(y_h, np.where(kept, wide(x) / (1 - p), 0.0), dtype)
     # backward applies the same mask and scale
-    dx = dev.dnn.dropout_backward(dev.to_device(dy), reserve, p, seed)
+    dx = dev.cudnn.dropout_backward(dev.to_device(dy), reserve, p, seed)
     assert_close(wide(dev.copy_to_host(dx).result()), np.where(kept, wide(dy) / (1 - p), 0.0),
                  dtype)
     # reproducible: the same seed gives the same mask, another seed another one
-    y2, _ = dev.dnn.dropout(xd, p, seed)
+    y2, _ = dev.nn.dropout(xd, p, seed).result(60)
     assert np.array_equal(wide(dev.copy_to_host(y2).result()) != 0, kept)
-    y3, _ = dev.dnn.dropout(xd, p, seed + 1)
+    y3, _ = dev.nn.dropout(xd, p, seed + 1).result(60)
     assert not np.array_equal(wide(dev.copy_to_host(y3).result()) != 0, kept)
 
 
 def test_dropout_in_place_and_p_zero(dev, rng) -> None:
     x = random_array(rng, (1000,), "f32")
     xd = dev.to_device(x)
-    y, _ = dev.dnn.dropout(xd, 0.0, 7, out=xd)
-    y.result()
+    y, _ = dev.nn.dropout(xd, 0.0, 7, out=xd).result(60)
     assert_close(dev.copy_to_host(xd).result(), wide(x), "f32")
-    y, r = dev.dnn.dropout(xd, 0.3, 7, out=xd)
-    y.result()
+    y, r = dev.nn.dropout(xd, 0.3, 7, out=xd).result(60)
     got = wide(dev.copy_to_host(xd).result())
     kept = got != 0
     assert_close(got, np.where(kept, wide(x) / 0.7, 0.0), "f32")
@@ -1190,20 +1189,20 @@ def test_dropout_in_place_and_p_zero(dev, rng) -> None:
 
 
 DROPOUT_BAD = [
-    BadArg("dropout p = 1", lambda d: d.dnn.dropout(_x(d), 1.0), field="p"),
-    BadArg("dropout p < 0", lambda d: d.dnn.dropout(_x(d), -0.1), field="p"),
-    BadArg("dropout seed", lambda d: d.dnn.dropout(_x(d), 0.5, -3), field="seed"),
-    BadArg("dropout f64", lambda d: d.dnn.dropout(_x(d, dtype="f64"), 0.5), field="x"),
-    BadArg("dropout bf16 (cuDNN refuses it)", lambda d: d.dnn.dropout(
+    BadArg("dropout p = 1", lambda d: d.nn.dropout(_x(d), 1.0), field="p"),
+    BadArg("dropout p < 0", lambda d: d.nn.dropout(_x(d), -0.1), field="p"),
+    BadArg("dropout seed", lambda d: d.nn.dropout(_x(d), 0.5, -3), field="seed"),
+    BadArg("dropout f64", lambda d: d.nn.dropout(_x(d, dtype="f64"), 0.5), field="x"),
+    BadArg("dropout bf16 (cuDNN refuses it)", lambda d: d.nn.dropout(
         d.to_device(np.ones((4, 5), gpumsg.as_dtype("bf16"))), 0.5),
            field="x", match="f32 or f16"),
-    BadArg("dropout reserve dtype", lambda d: d.dnn.dropout_backward(_x(d), _x(d), 0.5),
+    BadArg("dropout reserve dtype", lambda d: d.cudnn.dropout_backward(_x(d), _x(d), 0.5),
            field="reserve"),
     BadArg("dropout reserve too small",
-           lambda d: d.dnn.dropout_backward(_x(d), d.to_device(np.ones(1, np.uint8)), 0.5),
+           lambda d: d.cudnn.dropout_backward(_x(d), d.to_device(np.ones(1, np.uint8)), 0.5),
            field="reserve", match="needs"),
     BadArg("dropout dx shape",
-           lambda d: d.dnn.dropout_backward(_x(d), d.to_device(np.ones(300, np.uint8)), 0.5,
+           lambda d: d.cudnn.dropout_backward(_x(d), d.to_device(np.ones(300, np.uint8)), 0.5,
                                             out=_x(d, (2, 4, 6, 5))), field="dx"),
 ]
 
@@ -1258,13 +1257,13 @@ def test_layer_norm_forward_backward(dev, rng, case: str, affine: bool, dtype: s
     xd = dev.to_device(x)
     gd = dev.to_device(gamma) if affine else None
     bd = dev.to_device(beta) if affine else None
-    y, mu, inv = dev.dnn.layer_norm(xd, gd, bd, normalized_ndim=k, eps=eps)
+    y, mu, inv = dev.nn.layer_norm(xd, gd, bd, normalized_ndim=k, eps=eps).result(60)
     assert_close(dev.copy_to_host(y).result(), y_ref.reshape(shape), dtype)
     tol = STAT_TOL[dtype]
     assert_close(dev.copy_to_host(mu).result(), mean, *tol)
     assert_close(dev.copy_to_host(inv).result(), invstd, *tol)
-    dx, dg, db = dev.dnn.layer_norm_backward(xd, dev.to_device(dy), mu, inv, gd,
-                                             normalized_ndim=k, eps=eps)
+    dx, dg, db = dev.cudnn.layer_norm_backward(xd, dev.to_device(dy), mu, inv, gd,
+                                               normalized_ndim=k, eps=eps).result(60)
     assert_close(dev.copy_to_host(dx).result(), fx.reshape(shape), dtype, 4.0)
     if affine:
         gtol = ("f32", 50.0) if dtype == "f32" else (dtype, 1.0)
@@ -1291,12 +1290,13 @@ def test_layer_norm_wide_rows(dev, rng, dtype: str) -> None:
     dx_ref = invstd[:, None] * (g - xhat * (g * xhat).mean(axis=1, keepdims=True)
                                 - g.mean(axis=1, keepdims=True))
     xd = dev.to_device(x)
-    y, mu, inv = dev.dnn.layer_norm(xd, dev.to_device(gamma), dev.to_device(beta), eps=eps)
+    y, mu, inv = dev.nn.layer_norm(xd, dev.to_device(gamma), dev.to_device(beta),
+                                   eps=eps).result(60)
     assert_close(dev.copy_to_host(y).result(), y_ref.reshape(rows, d), dtype)
     assert_close(dev.copy_to_host(mu).result(), mean, *STAT_TOL[dtype])
     assert_close(dev.copy_to_host(inv).result(), invstd, *STAT_TOL[dtype])
-    dx, dg, db = dev.dnn.layer_norm_backward(xd, dev.to_device(dy), mu, inv,
-                                             dev.to_device(gamma), eps=eps)
+    dx, dg, db = dev.cudnn.layer_norm_backward(xd, dev.to_device(dy), mu, inv,
+                                               dev.to_device(gamma), eps=eps).result(60)
     assert_close(dev.copy_to_host(dx).result(), dx_ref, dtype, 4.0)
     assert_close(dev.copy_to_host(dg).result(), (dyw * xhat).sum(axis=0), dtype, 4.0)
     assert_close(dev.copy_to_host(db).result(), dyw.sum(axis=0), dtype, 4.0)
@@ -1338,14 +1338,15 @@ def test_group_norm_forward_backward(dev, rng, case: str, affine: bool, dtype: s
     gd = dev.to_device(gamma) if affine else None
     bd = dev.to_device(beta) if affine else None
     if groups == c:
-        y, mu, inv = dev.dnn.instance_norm(xd, gd, bd, eps=eps)
+        y, mu, inv = dev.nn.instance_norm(xd, gd, bd, eps=eps).result(60)
     else:
-        y, mu, inv = dev.dnn.group_norm(xd, groups, gd, bd, eps=eps)
+        y, mu, inv = dev.nn.group_norm(xd, groups, gd, bd, eps=eps).result(60)
     assert_close(dev.copy_to_host(y).result(), y_ref.reshape(shape), dtype)
     tol = STAT_TOL[dtype]
     assert_close(dev.copy_to_host(mu).result(), mean, *tol)
     assert_close(dev.copy_to_host(inv).result(), invstd, *tol)
-    dx, dg, db = dev.dnn.group_norm_backward(xd, dev.to_device(dy), mu, inv, groups, gd, eps=eps)
+    dx, dg, db = dev.cudnn.group_norm_backward(xd, dev.to_device(dy), mu, inv, groups, gd,
+                                               eps=eps).result(60)
     assert_close(dev.copy_to_host(dx).result(), fx.reshape(shape), dtype, 4.0)
     if affine:
         gtol = ("f32", 50.0) if dtype == "f32" else (dtype, 1.0)
@@ -1354,29 +1355,29 @@ def test_group_norm_forward_backward(dev, rng, case: str, affine: bool, dtype: s
 
 
 ROWNORM_BAD = [
-    BadArg("ln gamma length", lambda d: d.dnn.layer_norm(_x(d), _v(d, 5), _v(d, 6)),
+    BadArg("ln gamma length", lambda d: d.nn.layer_norm(_x(d), _v(d, 5), _v(d, 6)),
            field="gamma", match="6 elements"),
-    BadArg("ln beta missing", lambda d: d.dnn.layer_norm(_x(d), _v(d, 6)), field="beta"),
-    BadArg("ln normalized_ndim", lambda d: d.dnn.layer_norm(_x(d), normalized_ndim=5),
+    BadArg("ln beta missing", lambda d: d.nn.layer_norm(_x(d), _v(d, 6)), field="beta"),
+    BadArg("ln normalized_ndim", lambda d: d.nn.layer_norm(_x(d), normalized_ndim=5),
            field="normalized_ndim"),
-    BadArg("ln one feature", lambda d: d.dnn.layer_norm(_x(d, (4, 1))), field="x"),
-    BadArg("ln f64", lambda d: d.dnn.layer_norm(_x(d, dtype="f64")), field="x"),
-    BadArg("ln gamma f16", lambda d: d.dnn.layer_norm(_x(d), _v(d, 6, "f16"), _v(d, 6)),
+    BadArg("ln one feature", lambda d: d.nn.layer_norm(_x(d, (4, 1))), field="x"),
+    BadArg("ln f64", lambda d: d.nn.layer_norm(_x(d, dtype="f64")), field="x"),
+    BadArg("ln gamma f16", lambda d: d.nn.layer_norm(_x(d), _v(d, 6, "f16"), _v(d, 6)),
            field="gamma", match="f32"),
     BadArg("ln backward mean length",
-           lambda d: d.dnn.layer_norm_backward(_x(d), _x(d), _v(d, 47), _v(d, 48)),
+           lambda d: d.cudnn.layer_norm_backward(_x(d), _x(d), _v(d, 47), _v(d, 48)),
            field="mean"),
     BadArg("ln backward dy shape",
-           lambda d: d.dnn.layer_norm_backward(_x(d), _x(d, (2, 4, 6, 5)), _v(d, 48),
+           lambda d: d.cudnn.layer_norm_backward(_x(d), _x(d, (2, 4, 6, 5)), _v(d, 48),
                                                _v(d, 48)), field="dy"),
-    BadArg("gn groups", lambda d: d.dnn.group_norm(_x(d), 3), field="groups"),
-    BadArg("gn gamma length", lambda d: d.dnn.group_norm(_x(d), 2, _v(d, 2), _v(d, 2)),
+    BadArg("gn groups", lambda d: d.nn.group_norm(_x(d), 3), field="groups"),
+    BadArg("gn gamma length", lambda d: d.nn.group_norm(_x(d), 2, _v(d, 2), _v(d, 2)),
            field="gamma", match="4 elements"),
-    BadArg("gn 1-D", lambda d: d.dnn.group_norm(_x(d, (8,)), 1), field="x"),
+    BadArg("gn 1-D", lambda d: d.nn.group_norm(_x(d, (8,)), 1), field="x"),
     BadArg("gn backward invstd length",
-           lambda d: d.dnn.group_norm_backward(_x(d), _x(d), _v(d, 4), _v(d, 3), 2),
+           lambda d: d.cudnn.group_norm_backward(_x(d), _x(d), _v(d, 4), _v(d, 3), 2),
            field="invstd"),
-    BadArg("gn out alias", lambda d: (lambda x: d.dnn.group_norm(x, 2, out=x))(_x(d)),
+    BadArg("gn out alias", lambda d: (lambda x: d.nn.group_norm(x, 2, out=x))(_x(d)),
            field="y", match="alias"),
 ]
 

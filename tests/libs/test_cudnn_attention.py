@@ -1,4 +1,4 @@
-"""Scaled dot-product attention through cuDNN's graph API (``dev.dnn``): forward (inference
+"""Scaled dot-product attention through cuDNN's graph API (``dev.cudnn``): forward (inference
 and training, with the saved logsumexp) and backward against a float64 NumPy softmax(QKᵀ·scale)V
 computed head by head, with causal (top-left and bottom-right) and padding masks, S_q != S_kv,
 grouped and multi-query heads, head dimensions up to 256, f16 and bf16; the graph cache; bad
@@ -111,8 +111,9 @@ def test_attention_forward_backward(dev, rng, case: Case) -> None:
     qd, kd, vd = dev.to_device(q), dev.to_device(k), dev.to_device(v)
 
     o_ref, lse_ref = ref_attention(q, k, v, scale, case.causal, lq, lkv)
-    o, stats = dev.dnn.scaled_dot_product_attention(qd, kd, vd, causal=case.causal,
-                                                    scale=case.scale, training=True, **masks)
+    o, stats = dev.nn.scaled_dot_product_attention(qd, kd, vd, causal=case.causal,
+                                                   scale=case.scale, training=True,
+                                                   **masks).result(60)
     o_host = dev.copy_to_host(o).result()
     assert o_host.dtype == gpumsg.as_dtype(case.dtype)
     assert_close(valid(o_host, lq), o_ref, case.dtype)
@@ -121,13 +122,14 @@ def test_attention_forward_backward(dev, rng, case: Case) -> None:
     assert_close(valid(lse, lq), lse_ref, "f16")  # f32 statistics of half-precision scores
 
     # inference: no statistics, the same output
-    o_inf = dev.dnn.scaled_dot_product_attention(qd, kd, vd, causal=case.causal,
-                                                 scale=case.scale, **masks)
+    o_inf = dev.nn.scaled_dot_product_attention(qd, kd, vd, causal=case.causal,
+                                                scale=case.scale, **masks)
     assert_close(valid(dev.copy_to_host(o_inf).result(), lq), o_ref, case.dtype)
 
     # backward from the forward's own o and stats
-    grads = dev.dnn.scaled_dot_product_attention_backward(
-        qd, kd, vd, o, dev.to_device(do), stats, causal=case.causal, scale=case.scale, **masks)
+    grads = dev.cudnn.scaled_dot_product_attention_backward(
+        qd, kd, vd, o, dev.to_device(do), stats, causal=case.causal, scale=case.scale,
+        **masks).result(60)
     refs = ref_attention(q, k, v, scale, case.causal, lq, lkv, do)
     for name, got, ref, n in zip(("dq", "dk", "dv"), grads, refs, (lq, lkv, lkv)):
         out = dev.copy_to_host(got).result()
@@ -168,19 +170,19 @@ def test_attention_dropout_mask_scaling_and_replay(dev, rng, dtype: str) -> None
     qd, kd, ed = dev.to_device(q), dev.to_device(k), dev.to_device(eye)
     kw = dict(scale=scale, training=True, dropout=p, seed=seed)
 
-    o_eye, _ = dev.dnn.scaled_dot_product_attention(qd, kd, ed, offset=offset, **kw)
+    o_eye, _ = dev.nn.scaled_dot_product_attention(qd, kd, ed, offset=offset, **kw).result(60)
     got = wide(dev.copy_to_host(o_eye).result())
     probs = _dropout_ref(q, k, eye, scale, np.ones((b, h, sq, skv)), q)[4]
     kept = got != 0.0
     assert abs(kept.mean() - (1 - p)) < 0.06, kept.mean()  # 2048 draws: 6 standard deviations
     assert_close(got[kept], probs[kept] / (1 - p), dtype)  # kept ones scaled by 1/(1-p)
-    again, _ = dev.dnn.scaled_dot_product_attention(qd, kd, ed, offset=offset, **kw)
+    again, _ = dev.nn.scaled_dot_product_attention(qd, kd, ed, offset=offset, **kw).result(60)
     assert np.array_equal(wide(dev.copy_to_host(again).result()), got)  # replayed
     # a fresh mask: another seed, or the offset advanced by the elements drawn per call
     # (nearby offsets draw overlapping Philox streams: on the H100 offset + 1 changed 10%)
     for change in (dict(seed=seed + 1, offset=offset),
                    dict(seed=seed, offset=offset + b * h * sq * skv)):
-        other, _ = dev.dnn.scaled_dot_product_attention(qd, kd, ed, **{**kw, **change})
+        other, _ = dev.nn.scaled_dot_product_attention(qd, kd, ed, **{**kw, **change}).result(60)
         differ = ((wide(dev.copy_to_host(other).result()) != 0.0) != kept).mean()
         assert 0.3 < differ < 0.55, (change, differ)  # independent masks: 2 p (1 - p) = 0.42
 
@@ -188,12 +190,12 @@ def test_attention_dropout_mask_scaling_and_replay(dev, rng, dtype: str) -> None
     v = random_array(rng, (b, h, skv, d), dtype)
     do = random_array(rng, (b, h, sq, d), dtype)
     vd = dev.to_device(v)
-    o, stats = dev.dnn.scaled_dot_product_attention(qd, kd, vd, offset=offset, **kw)
+    o, stats = dev.nn.scaled_dot_product_attention(qd, kd, vd, offset=offset, **kw).result(60)
     o_ref, dq_ref, dk_ref, dv_ref, _ = _dropout_ref(q, k, v, scale, keep, do)
     assert_close(dev.copy_to_host(o).result(), o_ref, dtype)
-    grads = dev.dnn.scaled_dot_product_attention_backward(
+    grads = dev.cudnn.scaled_dot_product_attention_backward(
         qd, kd, vd, o, dev.to_device(do), stats, scale=scale, dropout=p, seed=seed,
-        offset=offset)
+        offset=offset).result(60)
     for fut, ref in zip(grads, (dq_ref, dk_ref, dv_ref)):
         assert_close(dev.copy_to_host(fut).result(), ref, dtype, 2.0)
 
@@ -207,13 +209,13 @@ def test_attention_device_lengths_and_cache(dev, rng) -> None:
     lkv = [int(x) for x in rng.integers(1, 33, size=3)]
     qd, kd, vd = dev.to_device(q), dev.to_device(k), dev.to_device(v)
     ref, _ = ref_attention(q, k, v, 0.25, True, [32] * 3, lkv)
-    before = dev.dnn.attention_cache_info().result()
+    before = dev.cudnn.attention_cache_info().result()
     lens = dev.to_device(np.array(lkv, np.int32))
-    o1 = dev.dnn.scaled_dot_product_attention(qd, kd, vd, causal=True, seq_len_kv=lens)
-    o2 = dev.dnn.scaled_dot_product_attention(qd, kd, vd, causal=True, seq_len_kv=lkv)
+    o1 = dev.nn.scaled_dot_product_attention(qd, kd, vd, causal=True, seq_len_kv=lens)
+    o2 = dev.nn.scaled_dot_product_attention(qd, kd, vd, causal=True, seq_len_kv=lkv)
     for o in (o1, o2):
         assert_close(dev.copy_to_host(o).result(), ref, "bf16")
-    after = dev.dnn.attention_cache_info().result()
+    after = dev.cudnn.attention_cache_info().result()
     assert after["misses"] - before["misses"] == 1
     assert after["hits"] - before["hits"] == 1
 
@@ -223,9 +225,8 @@ def test_attention_out_buffers(dev, rng) -> None:
     q = random_array(rng, (1, 2, 16, 8), "f16")
     qd = dev.to_device(q)
     out, st = dev.alloc(q.shape, "f16", order="C"), dev.alloc((1, 2, 16, 1), "f32", order="C")
-    done = dev.dnn.scaled_dot_product_attention(qd, qd, qd, training=True, out=out, stats=st)
-    for f in done:
-        f.result(timeout=60)
+    done = dev.nn.scaled_dot_product_attention(qd, qd, qd, training=True, out=out, stats=st)
+    done.result(timeout=60)
     o_ref, lse_ref = ref_attention(q, q, q, 1 / np.sqrt(8), False, [16], [16])
     assert_close(dev.copy_to_host(out).result(), o_ref, "f16")
     assert_close(dev.copy_to_host(st).result(), lse_ref, "f16")
@@ -236,14 +237,14 @@ def _t(dev, shape=(2, 4, 16, 32), dtype="bf16"):
 
 
 def _sdpa(d, q=None, k=None, v=None, **kw):
-    return d.dnn.scaled_dot_product_attention(q or _t(d), k or _t(d), v or _t(d), **kw)
+    return d.nn.scaled_dot_product_attention(q or _t(d), k or _t(d), v or _t(d), **kw)
 
 
 def _bwd(d, **over):
     args = dict(q=_t(d), k=_t(d), v=_t(d), o=_t(d), do=_t(d),
                 stats=d.to_device(np.zeros((2, 4, 16, 1), np.float32)))
     args.update({n: f(d) for n, f in over.items()})
-    return d.dnn.scaled_dot_product_attention_backward(**args)
+    return d.cudnn.scaled_dot_product_attention_backward(**args)
 
 
 BAD = [
@@ -259,7 +260,8 @@ BAD = [
     BadArg("f32 refused", lambda d: _sdpa(d, *(_t(d, dtype="f32"),) * 3), field="q"),
     BadArg("dtype mix", lambda d: _sdpa(d, k=_t(d, dtype="f16")), field="k"),
     BadArg("3-D q", lambda d: _sdpa(d, q=_t(d, (4, 16, 32))), field="q"),
-    BadArg("column-major q", lambda d: _sdpa(d, q=d.alloc((2, 4, 16, 32), "bf16")), field="q"),
+    BadArg("column-major q",
+           lambda d: _sdpa(d, q=d.alloc((2, 4, 16, 32), "bf16", order="F")), field="q"),
     BadArg("causal not a bool", lambda d: _sdpa(d, causal=1), field="causal"),
     BadArg("causal alignment unknown", lambda d: _sdpa(d, causal="lower"), field="causal"),
     BadArg("bottom-right with S_q > S_kv", lambda d: _sdpa(
@@ -340,9 +342,9 @@ def test_frontend_shares_gpumsgs_cudnn(rng) -> None:
         x = random_array(rng, (1, 2, 16, 8), "bf16")
         w = random_array(rng, (2, 2, 1, 1), "bf16")
         xd, wd = dev.to_device(x), dev.to_device(w)
-        c1 = dev.dnn.conv2d(xd, wd)
-        o = dev.dnn.scaled_dot_product_attention(xd, xd, xd, causal=True)
-        c2 = dev.dnn.conv2d(o, wd)
+        c1 = dev.nn.conv2d(xd, wd)
+        o = dev.nn.scaled_dot_product_attention(xd, xd, xd, causal=True)
+        c2 = dev.nn.conv2d(o, wd)
         ref, _ = ref_attention(x, x, x, 1 / np.sqrt(8), True, [16], [16])
         assert_close(dev.copy_to_host(o).result(), ref, "bf16")
         conv = lambda a: np.einsum("nchw,kc->nkhw", wide(a), wide(w)[:, :, 0, 0])  # noqa: E731

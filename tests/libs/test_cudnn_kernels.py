@@ -59,9 +59,9 @@ def test_gelu_forward_backward(dev, rng, dtype: str, mode: str, size: str) -> No
     x = (2 * wide(random_array(rng, shape, dtype))).astype(gpumsg.as_dtype(dtype))  # tails too
     dy = random_array(rng, shape, dtype)
     xd = dev.to_device(x)
-    y = dev.dnn.activation(xd, mode)
+    y = dev.cudnn.activation(xd, mode)
     assert_close(dev.copy_to_host(y).result(), gelu_ref(wide(x), mode), dtype)
-    dx = dev.dnn.activation_backward(xd, y, dev.to_device(dy), mode)
+    dx = dev.cudnn.activation_backward(xd, y, dev.to_device(dy), mode)
     assert_close(dev.copy_to_host(dx).result(), wide(dy) * gelu_grad_ref(wide(x), mode),
                  dtype, 2.0)
 
@@ -73,20 +73,20 @@ def test_gelu_in_place(dev, rng, mode: str) -> None:
     d = dev.to_device(x)
     g = dev.to_device(dy)
     xd = dev.to_device(x)
-    dev.dnn.activation_backward(xd, xd, g, mode, out=g).result()  # dx over dy
+    dev.cudnn.activation_backward(xd, xd, g, mode, out=g).result()  # dx over dy
     assert_close(dev.copy_to_host(g).result(), wide(dy) * gelu_grad_ref(wide(x), mode), "bf16",
                  2.0)
-    dev.dnn.activation(d, mode, out=d).result()
+    dev.cudnn.activation(d, mode, out=d).result()
     assert_close(dev.copy_to_host(d).result(), gelu_ref(wide(x), mode), "bf16")
 
 
 BAD = [
-    BadArg("gelu coef", lambda d: d.dnn.activation(d.to_device(np.ones(4, np.float32)), "gelu",
+    BadArg("gelu coef", lambda d: d.cudnn.activation(d.to_device(np.ones(4, np.float32)), "gelu",
                                                    act_coef=1.0), field="act_coef"),
-    BadArg("gelu name", lambda d: d.dnn.activation(d.to_device(np.ones(4, np.float32)),
+    BadArg("gelu name", lambda d: d.cudnn.activation(d.to_device(np.ones(4, np.float32)),
                                                    "gelu_erf"), field="activation"),
-    BadArg("gelu f64", lambda d: d.dnn.activation(d.to_device(np.ones(4)), "gelu"), field="x"),
-    BadArg("gelu fused in conv", lambda d: d.dnn.conv2d(
+    BadArg("gelu f64", lambda d: d.cudnn.activation(d.to_device(np.ones(4)), "gelu"), field="x"),
+    BadArg("gelu fused in conv", lambda d: d.nn.conv2d(
         d.to_device(np.ones((1, 4, 5, 5), np.float32)),
         d.to_device(np.ones((3, 4, 3, 3), np.float32)), activation="gelu_tanh"),
         field="activation"),
@@ -135,21 +135,22 @@ def test_layer_norm_paths(dev, rng, case: str, dtype: str) -> None:
     y_ref, mean, invstd, dx_ref, dg_ref, db_ref = ln_ref(wide(x), wide(dy), wide(gamma),
                                                          wide(beta), eps)
     xd = dev.to_device(x)
-    y, mu, inv = dev.dnn.layer_norm(xd, dev.to_device(gamma), dev.to_device(beta), eps=eps)
+    y, mu, inv = dev.nn.layer_norm(xd, dev.to_device(gamma), dev.to_device(beta),
+                                   eps=eps).result(60)
     assert_close(dev.copy_to_host(y).result(), y_ref, dtype)
     assert_close(dev.copy_to_host(mu).result(), mean, *STAT_TOL[dtype])
     assert_close(dev.copy_to_host(inv).result(), invstd, *STAT_TOL[dtype])
-    dx, dg, db = dev.dnn.layer_norm_backward(xd, dev.to_device(dy), mu, inv,
-                                             dev.to_device(gamma), eps=eps)
+    dx, dg, db = dev.cudnn.layer_norm_backward(xd, dev.to_device(dy), mu, inv,
+                                               dev.to_device(gamma), eps=eps).result(60)
     assert_close(dev.copy_to_host(dx).result(), dx_ref, dtype, 4.0)
     assert_close(dev.copy_to_host(dg).result(), dg_ref, dtype, 4.0)
     assert_close(dev.copy_to_host(db).result(), db_ref, dtype, 4.0)
     # without gamma/beta: the same statistics, dx of the plain normalization
-    y2, _, _ = dev.dnn.layer_norm(xd, eps=eps)
+    y2, _, _ = dev.nn.layer_norm(xd, eps=eps).result(60)
     ones = np.ones(d)
     y_ref2, _, _, dx_ref2, _, _ = ln_ref(wide(x), wide(dy), ones, 0 * ones, eps)
     assert_close(dev.copy_to_host(y2).result(), y_ref2, dtype)
-    dx2, _, _ = dev.dnn.layer_norm_backward(xd, dev.to_device(dy), mu, inv, eps=eps)
+    dx2, _, _ = dev.cudnn.layer_norm_backward(xd, dev.to_device(dy), mu, inv, eps=eps).result(60)
     assert_close(dev.copy_to_host(dx2).result(), dx_ref2, dtype, 4.0)
 
 
@@ -193,20 +194,20 @@ def test_unaligned_pointers(backend, rng, dtype: str) -> None:
         tdy, keep_dy = _torch_unaligned(torch, dy, dtype)
         torch.cuda.synchronize()
         xd, dyd = dev.from_dlpack(tx), dev.from_dlpack(tdy)
-        y, mu, inv = dev.dnn.layer_norm(xd, eps=1e-5)
+        y, mu, inv = dev.nn.layer_norm(xd, eps=1e-5).result(60)
         y_ref, _, _, dx_ref, _, _ = ln_ref(wide(x), wide(dy), np.ones(d), np.zeros(d), 1e-5)
         assert_close(dev.copy_to_host(y).result(), y_ref, dtype)
-        dx, _, _ = dev.dnn.layer_norm_backward(xd, dyd, mu, inv, eps=1e-5)
+        dx, _, _ = dev.cudnn.layer_norm_backward(xd, dyd, mu, inv, eps=1e-5).result(60)
         assert_close(dev.copy_to_host(dx).result(), dx_ref, dtype, 4.0)
-        g = dev.dnn.activation(xd, "gelu")
+        g = dev.cudnn.activation(xd, "gelu")
         assert_close(dev.copy_to_host(g).result(), gelu_ref(wide(x), "gelu"), dtype)
-        gx = dev.dnn.activation_backward(xd, g, dyd, "gelu")
+        gx = dev.cudnn.activation_backward(xd, g, dyd, "gelu")
         assert_close(dev.copy_to_host(gx).result(), wide(dy) * gelu_grad_ref(wide(x), "gelu"),
                      dtype, 2.0)
-        s = dev.dnn.softmax(xd, "channel")
+        s = dev.nn.softmax(xd, "channel")
         s_ref = softmax_ref(wide(x))
         assert_close(dev.copy_to_host(s).result(), s_ref, dtype)
-        sdx = dev.dnn.softmax_backward(s, dyd, "channel")
+        sdx = dev.cudnn.softmax_backward(s, dyd, "channel")
         assert_close(dev.copy_to_host(sdx).result(), softmax_grad_ref(s_ref, wide(dy), False),
                      dtype, 4.0)
         dev.synchronize().result()
@@ -264,10 +265,10 @@ def test_softmax_rows(dev, rng, case: str, log: bool, dtype: str) -> None:
     dy = random_array(rng, shape, dtype)
     xw = wide(x).reshape(rows, d)
     y_ref = softmax_ref(xw, log)
-    y = dev.dnn.softmax(dev.to_device(x), mode, log, layout)
+    y = dev.nn.softmax(dev.to_device(x), mode, log, layout)
     tol = 4.0 if log else 1.0  # log-probabilities near zero: a relative error of their sum
     assert_close(dev.copy_to_host(y).result().reshape(rows, d), y_ref, dtype, tol)
-    dx = dev.dnn.softmax_backward(y, dev.to_device(dy), mode, log, layout)
+    dx = dev.cudnn.softmax_backward(y, dev.to_device(dy), mode, log, layout)
     # the gradient from the device's own y (rounded to dtype), as the kernel sees it
     yw = wide(dev.copy_to_host(y).result()).reshape(rows, d)
     assert_close(dev.copy_to_host(dx).result().reshape(rows, d),
@@ -308,6 +309,6 @@ def test_batch_norm_inference_paths(dev, rng, case: str, dtype: str, layout: str
              * wide(gamma).reshape(shp) + wide(beta).reshape(shp))
     host = np.moveaxis(x, 1, -1).copy() if layout == "NHWC" else x
     vecs = [dev.to_device(v) for v in (gamma, beta, mean, var)]
-    y = dev.dnn.batch_norm_inference(dev.to_device(host), *vecs, eps=eps, layout=layout)
+    y = dev.cudnn.batch_norm_inference(dev.to_device(host), *vecs, eps=eps, layout=layout)
     got = dev.copy_to_host(y).result()
     assert_close(np.moveaxis(got, -1, 1) if layout == "NHWC" else got, y_ref, dtype)

@@ -113,8 +113,8 @@ def fd_gradients(f, arrays, eps=1e-6):
 
 def _net(dev, cell, dtype="f32", bidirectional=False, layers=2, isz=5, hsz=4,
          batch_first=False, bias=True, **kw):
-    return dev.dnn.rnn(cell, isz, hsz, layers, bidirectional=bidirectional, dtype=dtype,
-                       bias=bias, batch_first=batch_first, **kw)
+    return dev.cudnn.rnn(cell, isz, hsz, layers, bidirectional=bidirectional, dtype=dtype,
+                         bias=bias, batch_first=batch_first, **kw)
 
 
 def _rounded(a, dtype):
@@ -301,7 +301,7 @@ def test_persistent_and_standard_algorithms_agree(dev, rng, cell) -> None:
     persistent algorithm (where cuDNN accepts it), and it, "persist_static" and "standard" give
     the reference's forward and the same gradients from the same weight space."""
     t_len, batch, size = 6, 8, 128
-    nets = {a: dev.dnn.rnn(cell, size, size, 1, dtype="f16", algo=a)
+    nets = {a: dev.cudnn.rnn(cell, size, size, 1, dtype="f16", algo=a)
             for a in ("auto", "persist_static", "standard")}
     assert len({n.weight_bytes for n in nets.values()}) == 1
     params = {k: _rounded(v, "f16") for k, v in
@@ -664,10 +664,10 @@ def test_caches_count_hits(dev, rng) -> None:
     net = _net(dev, "rnn_tanh", isz=3, hsz=2, layers=1)
     net.reset_parameters(seed=int(rng.integers(1 << 30))).result()
     x = dev.to_device(random_array(rng, (4, 2, 3), "f32"))
-    before = dev.dnn.rnn_cache_info().result()
+    before = dev.cudnn.rnn_cache_info().result()
     for _ in range(3):
         net(x).y.result()
-    after = dev.dnn.rnn_cache_info().result()
+    after = dev.cudnn.rnn_cache_info().result()
     assert after["data"]["hits"] - before["data"]["hits"] >= 2
     assert after["data"]["size"] >= 1 and after["specs"]["size"] >= 1
 
@@ -678,7 +678,7 @@ def test_data_plan_eviction(dev, rng) -> None:
     net = _net(dev, "rnn_tanh", isz=3, hsz=2, layers=1)
     params = random_params(rng, net.param_shapes())
     net.set_weights(params).result()
-    before = dev.dnn.rnn_cache_info().result()["data"]["evictions"]
+    before = dev.cudnn.rnn_cache_info().result()["data"]["evictions"]
     outs = []
     for t_len in range(1, 72):
         x = random_array(rng, (t_len, 2, 3), "f32")
@@ -688,12 +688,12 @@ def test_data_plan_eviction(dev, rng) -> None:
         zeros = np.zeros((1, 2, 2))
         assert_close(_host(dev, y), ref_rnn("rnn_tanh", params, wide(x), zeros, zeros, 1, 1,
                                             lengths)[0], "f32", 5)
-    assert dev.dnn.rnn_cache_info().result()["data"]["evictions"] - before >= 71 - 64
+    assert dev.cudnn.rnn_cache_info().result()["data"]["evictions"] - before >= 71 - 64
 
 
 # -- bad arguments --------------------------------------------------------------------------------
 def _lstm(d, **kw):
-    return d.dnn.lstm(3, 4, 1, **kw)
+    return d.cudnn.lstm(3, 4, 1, **kw)
 
 
 def _buf(d, shape, dtype="f32"):
@@ -709,13 +709,13 @@ def _fwd_msg(d, **over):
 
 
 BAD = [
-    BadArg("unknown cell", lambda d: d.dnn.rnn("lstmx", 3, 4), field="cell"),
-    BadArg("hidden size 0", lambda d: d.dnn.rnn("gru", 3, 0), field="hidden_size"),
-    BadArg("f64 network", lambda d: d.dnn.lstm(3, 4, dtype="f64"), field="dtype"),
-    BadArg("tf32 on f16", lambda d: d.dnn.lstm(3, 4, dtype="f16", math="tf32"), field="math"),
-    BadArg("bidirectional not bool", lambda d: d.dnn.lstm(3, 4, bidirectional=1),
+    BadArg("unknown cell", lambda d: d.cudnn.rnn("lstmx", 3, 4), field="cell"),
+    BadArg("hidden size 0", lambda d: d.cudnn.rnn("gru", 3, 0), field="hidden_size"),
+    BadArg("f64 network", lambda d: d.cudnn.lstm(3, 4, dtype="f64"), field="dtype"),
+    BadArg("tf32 on f16", lambda d: d.cudnn.lstm(3, 4, dtype="f16", math="tf32"), field="math"),
+    BadArg("bidirectional not bool", lambda d: d.cudnn.lstm(3, 4, bidirectional=1),
            field="bidirectional"),
-    BadArg("batch_first not bool", lambda d: d.dnn.lstm(3, 4, batch_first="yes"),
+    BadArg("batch_first not bool", lambda d: d.cudnn.lstm(3, 4, batch_first="yes"),
            field="batch_first"),
     BadArg("x dtype", lambda d: _lstm(d)(_buf(d, (5, 2, 3), "f64")), field="x"),
     BadArg("x features", lambda d: _lstm(d)(_buf(d, (5, 2, 6))), field="x"),
@@ -728,7 +728,7 @@ BAD = [
         _buf(d, (5, 2, 3)), _buf(d, (1, 2, 4))), field="hx"),
     BadArg("c0 dtype", lambda d: _lstm(d)(_buf(d, (5, 2, 3)), None, _buf(d, (1, 2, 4), "f16")),
            field="cx"),
-    BadArg("c0 on a GRU", lambda d: d.dnn.gru(3, 4)(_buf(d, (5, 2, 3)), None,
+    BadArg("c0 on a GRU", lambda d: d.cudnn.gru(3, 4)(_buf(d, (5, 2, 3)), None,
                                                    _buf(d, (1, 2, 4))), field="cx"),
     BadArg("seq_lengths count", lambda d: _lstm(d)(_buf(d, (5, 2, 3)), seq_lengths=(5,)),
            field="seq_lengths"),
@@ -757,15 +757,15 @@ BAD = [
         RnnSpec("gru", 3, 4), _buf(d, (5, 2, 3)), _buf(d, (5, 2, 4)), _buf(d, (64,), "f16"),
         _buf(d, (64,), "u8"))), field="dw"),
     # projection
-    BadArg("proj_size on a GRU", lambda d: d.dnn.gru(3, 4, proj_size=2), field="proj_size"),
-    BadArg("proj_size on an RNN", lambda d: d.dnn.rnn("rnn_tanh", 3, 4, proj_size=2),
+    BadArg("proj_size on a GRU", lambda d: d.cudnn.gru(3, 4, proj_size=2), field="proj_size"),
+    BadArg("proj_size on an RNN", lambda d: d.cudnn.rnn("rnn_tanh", 3, 4, proj_size=2),
            field="proj_size"),
-    BadArg("proj_size = hidden_size", lambda d: d.dnn.lstm(3, 4, proj_size=4),
+    BadArg("proj_size = hidden_size", lambda d: d.cudnn.lstm(3, 4, proj_size=4),
            field="proj_size"),
-    BadArg("proj_size > hidden_size", lambda d: d.dnn.lstm(3, 4, proj_size=9),
+    BadArg("proj_size > hidden_size", lambda d: d.cudnn.lstm(3, 4, proj_size=9),
            field="proj_size"),
-    BadArg("proj_size negative", lambda d: d.dnn.lstm(3, 4, proj_size=-1), field="proj_size"),
-    BadArg("proj_size a float", lambda d: d.dnn.lstm(3, 4, proj_size=2.0), field="proj_size"),
+    BadArg("proj_size negative", lambda d: d.cudnn.lstm(3, 4, proj_size=-1), field="proj_size"),
+    BadArg("proj_size a float", lambda d: d.cudnn.lstm(3, 4, proj_size=2.0), field="proj_size"),
     BadArg("proj: h0 hidden_size wide", lambda d: _lstm(d, proj_size=2)(
         _buf(d, (5, 2, 3)), _buf(d, (1, 2, 4))), field="hx"),
     BadArg("proj: c0 proj_size wide", lambda d: _lstm(d, proj_size=2)(
@@ -777,14 +777,14 @@ BAD = [
         _buf(d, (5, 2, 3)), _buf(d, (4096,)), _buf(d, (64,), "u8"),
         dcy=_buf(d, (1, 2, 2)))), field="dcy"),
     # dropout
-    BadArg("dropout 1", lambda d: d.dnn.lstm(3, 4, 2, dropout=1.0), field="dropout"),
-    BadArg("dropout negative", lambda d: d.dnn.gru(3, 4, 2, dropout=-0.1), field="dropout"),
-    BadArg("dropout NaN", lambda d: d.dnn.gru(3, 4, 2, dropout=float("nan")), field="dropout"),
-    BadArg("dropout a string", lambda d: d.dnn.gru(3, 4, 2, dropout="0.5"), field="dropout"),
-    BadArg("seed negative", lambda d: d.dnn.lstm(3, 4, 2, dropout=0.5, seed=-1), field="seed"),
-    BadArg("seed too large", lambda d: d.dnn.lstm(3, 4, 2, dropout=0.5, seed=2**64),
+    BadArg("dropout 1", lambda d: d.cudnn.lstm(3, 4, 2, dropout=1.0), field="dropout"),
+    BadArg("dropout negative", lambda d: d.cudnn.gru(3, 4, 2, dropout=-0.1), field="dropout"),
+    BadArg("dropout NaN", lambda d: d.cudnn.gru(3, 4, 2, dropout=float("nan")), field="dropout"),
+    BadArg("dropout a string", lambda d: d.cudnn.gru(3, 4, 2, dropout="0.5"), field="dropout"),
+    BadArg("seed negative", lambda d: d.cudnn.lstm(3, 4, 2, dropout=0.5, seed=-1), field="seed"),
+    BadArg("seed too large", lambda d: d.cudnn.lstm(3, 4, 2, dropout=0.5, seed=2**64),
            field="seed"),
-    BadArg("reseed with a bad seed", lambda d: d.dnn.lstm(3, 4, 2, dropout=0.5).seed_dropout(
+    BadArg("reseed with a bad seed", lambda d: d.cudnn.lstm(3, 4, 2, dropout=0.5).seed_dropout(
         1.5), field="seed"),
     BadArg("training with dropout without states", lambda d: _fwd_msg(
         d, spec=RnnSpec("gru", 3, 4, 2, dropout=0.5), reserve=_buf(d, (1 << 16,), "u8")),

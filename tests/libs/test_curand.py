@@ -35,7 +35,7 @@ def seed_of(rng) -> int:
 def make(dev, rng, kind: str, **kw):
     if kind in PSEUDO and "seed" not in kw:
         kw["seed"] = seed_of(rng)
-    return dev.random.generator(kind, **kw)
+    return dev.curand.generator(kind, **kw)
 
 
 def moments_ok(x: np.ndarray, mean: float, var: float, mu4: float) -> None:
@@ -129,7 +129,7 @@ def test_same_seed_and_offset_same_numbers(dev, rng, kind: str) -> None:
     offset = 0 if kind in msgs.NO_OFFSET_KINDS else int(rng.integers(0, 1 << 20))
     draws = []
     for _ in range(2):
-        g = dev.random.generator(kind, seed=seed, offset=offset)
+        g = dev.curand.generator(kind, seed=seed, offset=offset)
         draws.append((host(dev, g.uniform((4096,))), host(dev, g.normal((4096,), "f64")),
                       host(dev, g.integers((1000,)))))
     for a, b in zip(*draws):
@@ -139,8 +139,8 @@ def test_same_seed_and_offset_same_numbers(dev, rng, kind: str) -> None:
 @pytest.mark.parametrize("kind", PSEUDO)
 def test_different_seeds_differ(dev, rng, kind: str) -> None:
     seed = seed_of(rng)
-    a = host(dev, dev.random.generator(kind, seed=seed).integers((4096,)))
-    b = host(dev, dev.random.generator(kind, seed=seed + 1).integers((4096,)))
+    a = host(dev, dev.curand.generator(kind, seed=seed).integers((4096,)))
+    b = host(dev, dev.curand.generator(kind, seed=seed + 1).integers((4096,)))
     assert np.mean(a == b) < 0.01
 
 
@@ -148,8 +148,8 @@ def test_different_seeds_differ(dev, rng, kind: str) -> None:
 def test_different_offsets_differ(dev, rng, kind: str) -> None:
     seed = seed_of(rng) if kind in PSEUDO else None
     k = int(rng.integers(1, 1 << 16))
-    a = host(dev, dev.random.generator(kind, seed=seed).integers((4096,)))
-    b = host(dev, dev.random.generator(kind, seed=seed, offset=k).integers((4096,)))
+    a = host(dev, dev.curand.generator(kind, seed=seed).integers((4096,)))
+    b = host(dev, dev.curand.generator(kind, seed=seed, offset=k).integers((4096,)))
     assert not np.array_equal(a, b)
 
 
@@ -159,18 +159,18 @@ def test_stream_continues(dev, rng, kind: str) -> None:
     offset k starts at value k (uniform f32 and raw integers)."""
     seed = seed_of(rng)
     n, m = 4 * int(rng.integers(1, 5000)), 4 * int(rng.integers(1, 5000))
-    whole = host(dev, dev.random.generator(kind, seed=seed).uniform((n + m,)))
-    g = dev.random.generator(kind, seed=seed)
+    whole = host(dev, dev.curand.generator(kind, seed=seed).uniform((n + m,)))
+    g = dev.curand.generator(kind, seed=seed)
     first, second = host(dev, g.uniform((n,))), host(dev, g.uniform((m,)))
     assert np.array_equal(np.concatenate([first, second]), whole)
-    skipped = host(dev, dev.random.generator(kind, seed=seed, offset=n).uniform((m,)))
+    skipped = host(dev, dev.curand.generator(kind, seed=seed, offset=n).uniform((m,)))
     assert np.array_equal(skipped, whole[n:])
 
 
 @pytest.mark.parametrize("kind", PSEUDO)
 def test_reseed_restarts(dev, rng, kind: str) -> None:
     seed = seed_of(rng)
-    g = dev.random.generator(kind, seed=seed)
+    g = dev.curand.generator(kind, seed=seed)
     a = host(dev, g.normal((1000,)))
     g.reseed(seed + 7)
     b = host(dev, g.normal((1000,)))
@@ -179,7 +179,7 @@ def test_reseed_restarts(dev, rng, kind: str) -> None:
     g.reseed()  # keeps the seed, back to the start
     d = host(dev, g.normal((1000,)))
     assert np.array_equal(a, c) and np.array_equal(a, d) and not np.array_equal(a, b)
-    fresh = host(dev, dev.random.generator(kind, seed=seed + 7).normal((1000,)))
+    fresh = host(dev, dev.curand.generator(kind, seed=seed + 7).normal((1000,)))
     assert np.array_equal(b, fresh)
     assert g.reseed(seed).result(timeout=30) is None
 
@@ -187,7 +187,7 @@ def test_reseed_restarts(dev, rng, kind: str) -> None:
 @pytest.mark.parametrize("kind", QUASI)
 def test_quasi_reseed_restarts_at_offset(dev, rng, kind: str) -> None:
     k = int(rng.integers(1, 500))
-    g = dev.random.generator(kind, dimensions=2)
+    g = dev.curand.generator(kind, dimensions=2)
     whole = host(dev, g.uniform((2 * 1024,)))
     g.reseed(offset=k)
     part = host(dev, g.uniform((2 * 256,)))
@@ -197,8 +197,8 @@ def test_quasi_reseed_restarts_at_offset(dev, rng, kind: str) -> None:
 @pytest.mark.parametrize("kind, ordering", [(k, o) for k in PSEUDO for o in msgs.ORDERINGS[k]])
 def test_orderings_deterministic(dev, rng, kind: str, ordering: str) -> None:
     seed = seed_of(rng)
-    a = host(dev, dev.random.generator(kind, seed=seed, ordering=ordering).uniform((10000,)))
-    b = host(dev, dev.random.generator(kind, seed=seed, ordering=ordering).uniform((10000,)))
+    a = host(dev, dev.curand.generator(kind, seed=seed, ordering=ordering).uniform((10000,)))
+    b = host(dev, dev.curand.generator(kind, seed=seed, ordering=ordering).uniform((10000,)))
     assert np.array_equal(a, b)
     moments_ok(a, 0.5, 1 / 12, 1 / 80)
 
@@ -210,13 +210,13 @@ def test_orderings_deterministic(dev, rng, kind: str, ordering: str) -> None:
 def test_odd_counts(dev, rng, kind: str, dtype: str, dist: str) -> None:
     seed = seed_of(rng)
     for n in (1, 3, 1001):
-        a = host(dev, getattr(dev.random.generator(kind, seed=seed), dist)((n,), dtype))
-        b = host(dev, getattr(dev.random.generator(kind, seed=seed), dist)((n,), dtype))
+        a = host(dev, getattr(dev.curand.generator(kind, seed=seed), dist)((n,), dtype))
+        b = host(dev, getattr(dev.curand.generator(kind, seed=seed), dist)((n,), dtype))
         assert np.array_equal(a, b) and np.all(np.isfinite(a)), n
         if n > 1:  # the first n - 1 values are those of an even request
-            c = host(dev, getattr(dev.random.generator(kind, seed=seed), dist)((n - 1,), dtype))
+            c = host(dev, getattr(dev.curand.generator(kind, seed=seed), dist)((n - 1,), dtype))
             assert np.array_equal(a[:-1], c)
-    big = host(dev, dev.random.generator(kind, seed=seed).normal((N + 1,), dtype))
+    big = host(dev, dev.curand.generator(kind, seed=seed).normal((N + 1,), dtype))
     ks_ok(big, stats.norm.cdf)
 
 
@@ -224,7 +224,7 @@ def test_odd_count_into_out(dev, rng) -> None:
     """A partial fill of ``out`` leaves the rest of the buffer as it was."""
     fill = rng.standard_normal(101).astype(np.float32) + 100
     out = dev.to_device(fill)
-    g = dev.random.generator("philox", seed=seed_of(rng))
+    g = dev.curand.generator("philox", seed=seed_of(rng))
     res = host(dev, g.normal((77,), out=out))
     assert np.array_equal(res[77:], fill[77:])
     assert np.all(np.abs(res[:77]) < 10)
@@ -234,12 +234,12 @@ def test_odd_count_into_out(dev, rng) -> None:
 @pytest.mark.parametrize("kind", QUASI)
 def test_sobol_low_discrepancy(dev, rng, kind: str) -> None:
     d, k = 3, 16
-    pts = host(dev, dev.random.generator(kind, dimensions=d).uniform((d << k,), "f64"))
+    pts = host(dev, dev.curand.generator(kind, dimensions=d).uniform((d << k,), "f64"))
     pts = pts.reshape(d, 1 << k)  # dimension after dimension
     # each dimension of the first 2^k points is stratified: its mean is 0.5 to ~2^-k
     assert np.all(np.abs(pts.mean(axis=1) - 0.5) < 5e-5), pts.mean(axis=1)
     # a pseudo-random stream of the same size misses by ~1e-3; compare discrepancies too
-    pseudo = host(dev, dev.random.generator("philox", seed=seed_of(rng)).uniform(
+    pseudo = host(dev, dev.curand.generator("philox", seed=seed_of(rng)).uniform(
         (d << 12,), "f64")).reshape(4096, d)
     from scipy.stats import qmc
 
@@ -254,8 +254,8 @@ def test_sobol_low_discrepancy(dev, rng, kind: str) -> None:
 def test_sobol_offset_skips_points(dev, rng, kind: str) -> None:
     d = 2
     k = int(rng.integers(1, 1000))
-    whole = host(dev, dev.random.generator(kind, dimensions=d).uniform((d * 2048,), "f64"))
-    part = host(dev, dev.random.generator(kind, dimensions=d, offset=k).uniform(
+    whole = host(dev, dev.curand.generator(kind, dimensions=d).uniform((d * 2048,), "f64"))
+    part = host(dev, dev.curand.generator(kind, dimensions=d, offset=k).uniform(
         (d * 1024,), "f64"))
     assert np.array_equal(part.reshape(d, -1), whole.reshape(d, -1)[:, k:k + 1024])
 
@@ -267,7 +267,7 @@ def _gen_msg(g, out, n=16, kind=None):
 
 
 def test_generator_lifetime(dev, rng) -> None:
-    g = dev.random.generator("xorwow", seed=seed_of(rng))
+    g = dev.curand.generator("xorwow", seed=seed_of(rng))
     assert g.ready.result(timeout=30) is None
     out = dev.alloc((16,), "f32", order="C")
     assert dev.send(_gen_msg(g, out)).result(timeout=30) is None
@@ -280,7 +280,7 @@ def test_generator_lifetime(dev, rng) -> None:
     with pytest.raises(gpumsg.InvalidMessage):
         dev.send(msgs.Generate(gid, "xorwow", 1, "uniform", out, 16)).result(timeout=30)
     # garbage collection destroys it on the device too
-    h = dev.random.generator("philox", seed=1)
+    h = dev.curand.generator("philox", seed=1)
     h.ready.result(timeout=30)
     hid = h.id
     del h
@@ -288,15 +288,15 @@ def test_generator_lifetime(dev, rng) -> None:
     with pytest.raises(gpumsg.InvalidMessage, match="no generator"):
         dev.send(msgs.Generate(hid, "philox", 1, "uniform", out, 16)).result(timeout=30)
     # a generator used from a `with` block
-    with dev.random.generator("mrg32k3a", seed=seed_of(rng)) as m:
+    with dev.curand.generator("mrg32k3a", seed=seed_of(rng)) as m:
         assert host(dev, m.uniform((8,))).shape == (8,)
     assert m.closed
 
 
 def test_device_close_destroys_generators(backend, rng) -> None:
     dev = gpumsg.open_device(0, backend=backend)
-    gens = [dev.random.generator(k, seed=seed_of(rng)) if k in PSEUDO else
-            dev.random.generator(k) for k in KINDS]
+    gens = [dev.curand.generator(k, seed=seed_of(rng)) if k in PSEUDO else
+            dev.curand.generator(k) for k in KINDS]
     outs = [g.uniform((64,)) for g in gens]
     for o in outs:
         o.result(timeout=60)
@@ -307,7 +307,7 @@ def test_device_close_destroys_generators(backend, rng) -> None:
 
 def test_pipelined_before_creation(dev, rng) -> None:
     """Draws sent before the creation is answered run after it (message order)."""
-    gs = [dev.random.generator("philox", seed=seed_of(rng)) for _ in range(8)]
+    gs = [dev.curand.generator("philox", seed=seed_of(rng)) for _ in range(8)]
     outs = [g.normal((1000,)) for g in gs]
     for g, o in zip(gs, outs):
         assert np.all(np.isfinite(host(dev, o)))
@@ -319,9 +319,9 @@ def test_process_isolation_same_numbers(rng) -> None:
     a thread-isolated device; closing one there destroys it in the worker."""
     seed = seed_of(rng)
     with gpumsg.open_device(0, backend="sim") as local:
-        ref = host(local, local.random.generator("xorwow", seed=seed, offset=9).normal((999,)))
+        ref = host(local, local.curand.generator("xorwow", seed=seed, offset=9).normal((999,)))
     with gpumsg.open_device(0, backend="sim", isolation="process", standby=False) as dev:
-        g = dev.random.generator("xorwow", seed=seed, offset=9)
+        g = dev.curand.generator("xorwow", seed=seed, offset=9)
         assert np.array_equal(host(dev, g.normal((999,))), ref)
         gid = g.id
         g.close()
@@ -331,9 +331,9 @@ def test_process_isolation_same_numbers(rng) -> None:
 
 
 def test_generator_repr_and_defaults(dev) -> None:
-    g = dev.random.generator()
+    g = dev.curand.generator()
     assert g.kind == "philox" and g.seed == 0 and g.ordering == "default" and g.dimensions == 1
-    q = dev.random.generator("scrambled_sobol64", dimensions=5)
+    q = dev.curand.generator("scrambled_sobol64", dimensions=5)
     assert "dimensions=5" in repr(q) and q.seed is None
 
 
@@ -353,7 +353,7 @@ def test_repeated_draws_into_out_reuse_their_message(dev, rng, posted, kind: str
     ctx = dev._worker.ctx
     seed = seed_of(rng) if kind in PSEUDO else None
     dims = 2 if kind in QUASI else None
-    g, twin = (dev.random.generator(kind, seed=seed, dimensions=dims) for _ in range(2))
+    g, twin = (dev.curand.generator(kind, seed=seed, dimensions=dims) for _ in range(2))
     n = 2 * int(rng.integers(500, 3000))
     sent = posted(dev, msgs.Generate)
     before = len(ctx.derived)
@@ -379,7 +379,7 @@ def test_a_repeated_draw_changes_with_its_arguments(dev, rng, posted) -> None:
     """Another mean or shape is another message, with its own effect; the first call again is
     the first message again. A partial fill keeps the rest of ``out``."""
     seed = seed_of(rng)
-    g, twin = (dev.random.generator("philox", seed=seed) for _ in range(2))
+    g, twin = (dev.curand.generator("philox", seed=seed) for _ in range(2))
     fill = rng.standard_normal(4096).astype(np.float32) + 100
     out = dev.to_device(fill).result()
     sent = posted(dev, msgs.Generate)
@@ -405,7 +405,7 @@ def test_a_repeated_draw_keeps_every_refusal(backend: str, rng, posted) -> None:
     with the generator named (the launcher it keeps does not keep the generator)."""
     dev = gpumsg.open_device(0, backend=backend)
     try:
-        g = dev.random.generator("philox", seed=seed_of(rng))
+        g = dev.curand.generator("philox", seed=seed_of(rng))
         out, other = (dev.alloc((256,), "f32", order="C").result() for _ in range(2))
         sent = posted(dev, msgs.Generate)
         for _ in range(2):
@@ -429,7 +429,7 @@ def test_a_repeated_draw_keeps_every_refusal(backend: str, rng, posted) -> None:
         with pytest.raises(gpumsg.InvalidMessage, match="no generator") as info:
             dev.send(kept).result(timeout=30)
         assert info.value.field == "generator"
-        h = dev.random.generator("xorwow", seed=1)
+        h = dev.curand.generator("xorwow", seed=1)
         h.normal(out=out).result(timeout=30)
         h.normal(out=out).result(timeout=30)
     finally:
@@ -444,7 +444,7 @@ def test_a_repeated_draw_refuses_a_stale_buffer(backend: str, rng) -> None:
     dev = gpumsg.open_device(0, backend=backend, isolation="process", allow_fault_injection=True,
                              watchdog=2.0, max_restarts=2, standby=False)
     try:
-        g = dev.random.generator("philox", seed=seed_of(rng))
+        g = dev.curand.generator("philox", seed=seed_of(rng))
         out = dev.alloc((64,), "f32", order="C").result(timeout=60)
         for _ in range(2):
             g.uniform(out=out).result(timeout=60)
@@ -455,7 +455,7 @@ def test_a_repeated_draw_refuses_a_stale_buffer(backend: str, rng) -> None:
         with pytest.raises(gpumsg.GpuRefStale):
             g.uniform(out=out)
         fresh = dev.alloc((64,), "f32", order="C").result(timeout=60)
-        h = dev.random.generator("philox", seed=seed_of(rng))
+        h = dev.curand.generator("philox", seed=seed_of(rng))
         for _ in range(2):
             x = host(dev, h.uniform(out=fresh))
             assert np.all((x > 0) & (x <= 1))
@@ -467,7 +467,7 @@ def test_a_kept_launcher_follows_a_replaced_generator(dev, rng) -> None:
     """A Mersenne Twister's reseed replaces its generator on the device (it takes no offset):
     the launcher kept for a repeated draw looks the generator up at every call, so the draw
     after the reseed restarts the stream."""
-    g = dev.random.generator("mt19937", seed=seed_of(rng))
+    g = dev.curand.generator("mt19937", seed=seed_of(rng))
     out = dev.alloc((1024,), "f32", order="C").result()
     first = host(dev, g.uniform(out=out))
     second = host(dev, g.uniform(out=out))
@@ -558,7 +558,7 @@ def test_a_draw_launcher_issues_its_bound_call() -> None:
 
 # -- bad arguments --------------------------------------------------------------------------------
 def _g(dev, kind="philox", **kw):
-    return dev.random.generator(kind, **kw)
+    return dev.curand.generator(kind, **kw)
 
 
 def _buf(dev, n, dtype):

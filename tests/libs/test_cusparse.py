@@ -1,4 +1,4 @@
-"""cuSPARSE (``dev.sparse``) against ``scipy.sparse`` in float64/complex128: random matrices of
+"""cuSPARSE (``dev.cusparse``) against ``scipy.sparse`` in float64/complex128: random matrices of
 several densities with empty rows, every value dtype and both index widths, CSR/CSC/COO/BSR,
 unsorted COO input with duplicates, SpMV/SpMM/SpGEMM/SpSV/SDDMM, dense <-> sparse and
 CSR <-> CSC, the workspace-size cache, the matrix handle's life cycle and a bad-argument table.
@@ -59,8 +59,8 @@ def rand_sparse(rng, m: int, n: int, density: float, dtype: str) -> sp.csr_matri
 
 def upload(dev, a: sp.spmatrix, fmt: str, index: str, block: int = 3):
     if fmt == "bsr":
-        return dev.sparse.bsr(a, block, index_dtype=index)
-    return getattr(dev.sparse, fmt)(a, index_dtype=index)
+        return dev.cusparse.bsr(a, block, index_dtype=index)
+    return getattr(dev.cusparse, fmt)(a, index_dtype=index)
 
 
 def host(dev, buf) -> np.ndarray:
@@ -82,11 +82,11 @@ def test_spmv(dev, rng, fmt: str, dtype: str, index: str, density: float) -> Non
     x, y0 = values(rng, n, dtype), values(rng, m, dtype)
     alpha, beta = (1.5 - 0.5j, 0.25 + 1j) if dtype in ("c64", "c128") else (1.5, -0.75)
     y = dev.to_device(y0)
-    dev.sparse.spmv(mat, dev.to_device(x), y, alpha, beta)
+    dev.cusparse.spmv(mat, dev.to_device(x), y, alpha, beta)
     ref = alpha * (wide(a.toarray()) @ wide(x)) + beta * wide(y0)
     assert_close(host(dev, y), ref, dtype, 10)
     # a new y, beta = 0 (y is not read)
-    out = host(dev, dev.sparse.spmv(mat, dev.to_device(x)))
+    out = host(dev, dev.cusparse.spmv(mat, dev.to_device(x)))
     assert_close(out, wide(a.toarray()) @ wide(x), dtype, 10)
     mat.free().result(timeout=60)
 
@@ -99,7 +99,7 @@ def test_spmv_transposed(dev, rng, fmt: str, dtype: str, op: str) -> None:
     a = rand_sparse(rng, m, n, 0.1, dtype)
     mat = upload(dev, a, fmt, "i32")
     x = values(rng, m, dtype)
-    out = host(dev, dev.sparse.spmv(mat, dev.to_device(x), op=op, alpha=2.0))
+    out = host(dev, dev.cusparse.spmv(mat, dev.to_device(x), op=op, alpha=2.0))
     assert out.shape == (n,)
     assert_close(out, 2.0 * (opm(wide(a.toarray()), op) @ wide(x)), dtype, 10)
 
@@ -123,22 +123,22 @@ def test_unsorted_coo_with_duplicates(dev, rng, dtype: str, index: str) -> None:
     for fmt in ("coo", "csr", "csc"):
         mat = upload(dev, a, fmt, index)
         assert mat.nnz == canonical.nnz, "uploads sum duplicates"
-        assert_close(host(dev, dev.sparse.spmv(mat, dev.to_device(x))), ref_dense @ wide(x),
+        assert_close(host(dev, dev.cusparse.spmv(mat, dev.to_device(x))), ref_dense @ wide(x),
                      dtype, 10)
-        assert_close(host(dev, dev.sparse.spmm(mat, dev.to_device(b))), ref_dense @ wide(b),
+        assert_close(host(dev, dev.cusparse.spmm(mat, dev.to_device(b))), ref_dense @ wide(b),
                      dtype, 10)
-        assert_close(host(dev, dev.sparse.to_dense(mat)), ref_dense, dtype)
+        assert_close(host(dev, dev.cusparse.to_dense(mat)), ref_dense, dtype)
         mat.free()
     # COO arrays given as they are, duplicates kept (sorted by row): products sum them
     order = np.lexsort((cols, rows))
     it = gpumsg.as_dtype(index)
-    raw = dev.sparse.from_buffers("coo", (m, n), dev.to_device(rows[order].astype(it)),
-                                  dev.to_device(cols[order].astype(it)),
-                                  dev.to_device(vals[order]))
+    raw = dev.cusparse.from_buffers("coo", (m, n), dev.to_device(rows[order].astype(it)),
+                                    dev.to_device(cols[order].astype(it)),
+                                    dev.to_device(vals[order]))
     assert raw.nnz == nnz
-    assert_close(host(dev, dev.sparse.spmv(raw, dev.to_device(x))), ref_dense @ wide(x), dtype,
+    assert_close(host(dev, dev.cusparse.spmv(raw, dev.to_device(x))), ref_dense @ wide(x), dtype,
                  10)
-    assert_close(host(dev, dev.sparse.spmm(raw, dev.to_device(b))), ref_dense @ wide(b), dtype,
+    assert_close(host(dev, dev.cusparse.spmm(raw, dev.to_device(b))), ref_dense @ wide(b), dtype,
                  10)
 
 
@@ -154,7 +154,7 @@ def test_spmm(dev, rng, fmt: str, op: str, dtype: str, index: str) -> None:
     b = values(rng, rows_b * k, dtype).reshape(rows_b, k)
     c0 = values(rng, (m if op == "N" else n) * k, dtype).reshape(-1, k)
     c = dev.to_device(c0)
-    dev.sparse.spmm(mat, dev.to_device(b), c, alpha=0.5, beta=2.0, op=op)
+    dev.cusparse.spmm(mat, dev.to_device(b), c, alpha=0.5, beta=2.0, op=op)
     ref = 0.5 * (opm(wide(a.toarray()), op) @ wide(b)) + 2.0 * wide(c0)
     assert_close(host(dev, c), ref, dtype, 10)
 
@@ -164,8 +164,8 @@ def test_spmm(dev, rng, fmt: str, op: str, dtype: str, index: str) -> None:
 def test_spgemm(dev, rng, dtype: str, index: str) -> None:
     a = rand_sparse(rng, 40, 50, 0.08, dtype)
     b = rand_sparse(rng, 50, 30, 0.1, dtype)
-    ma, mb = dev.sparse.csr(a, index_dtype=index), dev.sparse.csr(b, index_dtype=index)
-    c = dev.sparse.spgemm(ma, mb, alpha=2.0).result(timeout=60)
+    ma, mb = dev.cusparse.csr(a, index_dtype=index), dev.cusparse.csr(b, index_dtype=index)
+    c = dev.cusparse.spgemm(ma, mb, alpha=2.0).result(timeout=60)
     assert c.format == "csr" and c.shape == (40, 30) and c.index_dtype == gpumsg.as_dtype(index)
     ref = 2.0 * (wide(a.toarray()) @ wide(b.toarray()))
     assert c.nnz >= np.count_nonzero(ref)
@@ -175,10 +175,10 @@ def test_spgemm(dev, rng, dtype: str, index: str) -> None:
                for i in range(40)), "column indices sorted within rows"
     # the result is a usable matrix
     x = values(rng, 30, dtype)
-    assert_close(host(dev, dev.sparse.spmv(c, dev.to_device(x))), ref @ wide(x), dtype, 10)
+    assert_close(host(dev, dev.cusparse.spmv(c, dev.to_device(x))), ref @ wide(x), dtype, 10)
     # a product with nothing in it
-    z = dev.sparse.spgemm(ma, dev.sparse.csr(sp.csr_matrix((50, 30), dtype=a.dtype),
-                                             index_dtype=index)).result(timeout=60)
+    z = dev.cusparse.spgemm(ma, dev.cusparse.csr(sp.csr_matrix((50, 30), dtype=a.dtype),
+                                                 index_dtype=index)).result(timeout=60)
     assert z.nnz == 0 and np.all(z.to_scipy().toarray() == 0)
 
 
@@ -204,13 +204,13 @@ def test_spsv(dev, rng, fmt: str, dtype: str, op: str, uplo: str, diag: str) -> 
         t = t - np.diag(np.diag(t)) + np.eye(n)
     x = values(rng, n, dtype)
     mat = upload(dev, a, fmt, "i32" if dtype in ("f32", "c64") else "i64")
-    y = host(dev, dev.sparse.spsv(mat, dev.to_device(x), alpha=1.5, op=op, uplo=uplo,
-                                  diag=diag))
+    y = host(dev, dev.cusparse.spsv(mat, dev.to_device(x), alpha=1.5, op=op, uplo=uplo,
+                                    diag=diag))
     ref = np.linalg.solve(opm(t, op), 1.5 * wide(x))
     assert_close(y, ref, dtype, 50)
     # again on the same matrix (kept analysis descriptor), other right-hand side
     x2 = values(rng, n, dtype)
-    y2 = host(dev, dev.sparse.spsv(mat, dev.to_device(x2), op=op, uplo=uplo, diag=diag))
+    y2 = host(dev, dev.cusparse.spsv(mat, dev.to_device(x2), op=op, uplo=uplo, diag=diag))
     assert_close(y2, np.linalg.solve(opm(t, op), wide(x2)), dtype, 50)
 
 
@@ -228,8 +228,8 @@ def test_spsm(dev, rng, dtype: str, op: str, uplo: str, diag: str) -> None:
     b = values(rng, n * k, dtype).reshape(n, k)
     for fmt in ("csr", "coo"):
         mat = upload(dev, a, fmt, "i32" if dtype in ("f32", "c64") else "i64")
-        c = host(dev, dev.sparse.spsm(mat, dev.to_device(b), alpha=0.5, op=op, uplo=uplo,
-                                      diag=diag))
+        c = host(dev, dev.cusparse.spsm(mat, dev.to_device(b), alpha=0.5, op=op, uplo=uplo,
+                                        diag=diag))
         assert c.shape == (n, k)
         assert_close(c, np.linalg.solve(opm(t, op), 0.5 * wide(b)), dtype, 50)
 
@@ -240,8 +240,8 @@ def test_sddmm(dev, rng, dtype: str, index: str) -> None:
     m, n, k = 30, 25, 7
     c = rand_sparse(rng, m, n, 0.2, dtype)
     a, b = values(rng, m * k, dtype).reshape(m, k), values(rng, k * n, dtype).reshape(k, n)
-    mc = dev.sparse.csr(c, index_dtype=index)
-    dev.sparse.sddmm(dev.to_device(a), dev.to_device(b), mc, alpha=2.0, beta=0.5).result(60)
+    mc = dev.cusparse.csr(c, index_dtype=index)
+    dev.cusparse.sddmm(dev.to_device(a), dev.to_device(b), mc, alpha=2.0, beta=0.5).result(60)
     full = 2.0 * (wide(a) @ wide(b))
     spy = c.toarray() != 0
     ref = np.where(spy, full + 0.5 * wide(c.toarray()), 0)
@@ -255,33 +255,33 @@ def test_dense_roundtrip(dev, rng, density: float, dtype: str, index: str) -> No
     a = rand_sparse(rng, 33, 41, density, dtype)
     dense = a.toarray()
     for fmt in ("csr", "csc", "coo"):
-        got = host(dev, dev.sparse.to_dense(upload(dev, a, fmt, index)))
+        got = host(dev, dev.cusparse.to_dense(upload(dev, a, fmt, index)))
         assert np.array_equal(got, dense), fmt
-    mat = dev.sparse.from_dense(dev.to_device(dense), index_dtype=index).result(timeout=60)
+    mat = dev.cusparse.from_dense(dev.to_device(dense), index_dtype=index).result(timeout=60)
     assert mat.format == "csr" and mat.nnz == a.nnz and mat.index_dtype == gpumsg.as_dtype(index)
     back = mat.to_scipy()
     assert np.array_equal(back.indptr, a.indptr) and np.array_equal(back.indices, a.indices)
     assert np.array_equal(back.data, a.data)
     # all zeros
-    empty = dev.sparse.from_dense(dev.to_device(np.zeros((5, 4), dense.dtype))).result(60)
-    assert empty.nnz == 0 and np.all(host(dev, dev.sparse.to_dense(empty)) == 0)
+    empty = dev.cusparse.from_dense(dev.to_device(np.zeros((5, 4), dense.dtype))).result(60)
+    assert empty.nnz == 0 and np.all(host(dev, dev.cusparse.to_dense(empty)) == 0)
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 def test_csr_csc_conversion(dev, rng, dtype: str) -> None:
     a = rand_sparse(rng, 37, 29, 0.15, dtype)
-    csr = dev.sparse.csr(a)
-    csc = dev.sparse.convert(csr, "csc")
+    csr = dev.cusparse.csr(a)
+    csc = dev.cusparse.convert(csr, "csc")
     got = csc.to_scipy()
     ref = a.tocsc()
     ref.sort_indices()
     assert csc.format == "csc" and csc.shape == a.shape
     assert np.array_equal(got.indptr, ref.indptr) and np.array_equal(got.indices, ref.indices)
     assert np.array_equal(got.data, ref.data)
-    back = dev.sparse.convert(csc, "csr").to_scipy()
+    back = dev.cusparse.convert(csc, "csr").to_scipy()
     assert np.array_equal(back.indptr, a.indptr) and np.array_equal(back.data, a.data)
     x = values(rng, 29, dtype)
-    assert_close(host(dev, dev.sparse.spmv(csc, dev.to_device(x))), wide(a.toarray()) @ wide(x),
+    assert_close(host(dev, dev.cusparse.spmv(csc, dev.to_device(x))), wide(a.toarray()) @ wide(x),
                  dtype, 10)
 
 
@@ -289,17 +289,17 @@ def test_from_buffers_and_value_update(dev, rng) -> None:
     a = rand_sparse(rng, 20, 20, 0.2, "f64")
     ptr, idx = dev.to_device(a.indptr.astype(np.int64)), dev.to_device(a.indices.astype(np.int64))
     val = dev.to_device(a.data)
-    mat = dev.sparse.from_buffers("csr", (20, 20), ptr, idx, val)
+    mat = dev.cusparse.from_buffers("csr", (20, 20), ptr, idx, val)
     x = values(rng, 20, "f64")
-    assert_close(host(dev, dev.sparse.spmv(mat, dev.to_device(x))), a.toarray() @ x, "f64")
+    assert_close(host(dev, dev.cusparse.spmv(mat, dev.to_device(x))), a.toarray() @ x, "f64")
     # new values in the same buffer: the next product sees them (descriptor over the buffers)
     dev.copy_from_host(val, 3.0 * a.data)
-    assert_close(host(dev, dev.sparse.spmv(mat, dev.to_device(x))), 3.0 * (a.toarray() @ x),
+    assert_close(host(dev, dev.cusparse.spmv(mat, dev.to_device(x))), 3.0 * (a.toarray() @ x),
                  "f64")
     mat.free().result(timeout=60)
     assert np.array_equal(host(dev, val), 3.0 * a.data), "from_buffers leaves the buffers"
     with pytest.raises(gpumsg.GpuRefStale):
-        dev.sparse.spmv(mat, dev.to_device(x))
+        dev.cusparse.spmv(mat, dev.to_device(x))
 
 
 def test_workspace_sizes_cached(dev, rng) -> None:
@@ -309,16 +309,16 @@ def test_workspace_sizes_cached(dev, rng) -> None:
     gc.collect()
     gc.disable()  # no other matrix's finalizer changes the counters meanwhile
     try:
-        mat = dev.sparse.csr(a)
+        mat = dev.cusparse.csr(a)
         x, y = dev.to_device(values(rng, 64, "f32")), dev.alloc(64, np.float32)
-        before = dev.sparse.cache_info().result(timeout=60)
+        before = dev.cusparse.cache_info().result(timeout=60)
         for _ in range(20):
-            dev.sparse.spmv(mat, x, y)
-        after = dev.sparse.cache_info().result(timeout=60)
+            dev.cusparse.spmv(mat, x, y)
+        after = dev.cusparse.cache_info().result(timeout=60)
         assert after["misses"] - before["misses"] == 1
         assert after["hits"] - before["hits"] == 19
         mat.free().result(timeout=60)
-        assert dev.sparse.cache_info().result(timeout=60)["size"] == after["size"] - 1
+        assert dev.cusparse.cache_info().result(timeout=60)["size"] == after["size"] - 1
     finally:
         gc.enable()
 
@@ -331,13 +331,13 @@ def test_dropped_matrix_releases_its_descriptor(dev, rng) -> None:
     gc.disable()  # and no collection but the one below
     try:
         dev.synchronize().result(timeout=60)
-        base = dev.sparse.cache_info().result(timeout=60)["size"]
-        mat = dev.sparse.csr(rand_sparse(rng, 16, 16, 0.3, "f64"))
-        dev.sparse.spmv(mat, x).result(timeout=60)
-        assert dev.sparse.cache_info().result(timeout=60)["size"] == base + 1
+        base = dev.cusparse.cache_info().result(timeout=60)["size"]
+        mat = dev.cusparse.csr(rand_sparse(rng, 16, 16, 0.3, "f64"))
+        dev.cusparse.spmv(mat, x).result(timeout=60)
+        assert dev.cusparse.cache_info().result(timeout=60)["size"] == base + 1
         del mat
         gc.collect()  # (its ready future refers back to it)
-        assert dev.sparse.cache_info().result(timeout=60)["size"] == base
+        assert dev.cusparse.cache_info().result(timeout=60)["size"] == base
     finally:
         gc.enable()
 
@@ -353,49 +353,49 @@ def test_repeated_spmv_reuses_its_message_and_keeps_every_check(dev, rng, posted
     val = dev.to_device(a.data).result()
     ptr = dev.to_device(a.indptr.astype(np.int32)).result()
     idx = dev.to_device(a.indices.astype(np.int32)).result()
-    mat = dev.sparse.from_buffers("csr", (n, n), ptr, idx, val)
+    mat = dev.cusparse.from_buffers("csr", (n, n), ptr, idx, val)
     x, y = dev.alloc(n, np.float64).result(), dev.alloc(n, np.float64).result()
     sent = posted(dev, gpumsg.messages.SpMV)
     for _ in range(4):
         hx, hy, hv = values(rng, n, "f64"), values(rng, n, "f64"), values(rng, a.nnz, "f64")
         for buf, h in ((x, hx), (y, hy), (val, hv)):
             dev.copy_from_host(buf, h)
-        assert dev.sparse.spmv(mat, x, y, 0.5, -2.0).result(timeout=60) is y
+        assert dev.cusparse.spmv(mat, x, y, 0.5, -2.0).result(timeout=60) is y
         dense = sp.csr_matrix((hv, a.indices, a.indptr), shape=(n, n)).toarray()
         assert_close(host(dev, y), 0.5 * (dense @ hx) - 2.0 * hy, "f64", 10)
     assert len(sent) == 4 and all(m is sent[0] for m in sent)
     # another scalar, another y: messages of their own, results right
     y2 = dev.alloc(n, np.float64).result()
-    dev.sparse.spmv(mat, x, y2, 1.5)
-    dev.sparse.spmv(mat, x, y2, 1.5)
+    dev.cusparse.spmv(mat, x, y2, 1.5)
+    dev.cusparse.spmv(mat, x, y2, 1.5)
     assert sent[4] is sent[5] and sent[4] is not sent[0] and sent[4].y is y2.ref
     assert_close(host(dev, y2), 1.5 * (dense @ hx), "f64", 10)
     # two matrices over the same buffers, called with the same vectors and arguments: the CSC
     # reading of the CSR arrays is the transpose. Never one message for both
-    tr = dev.sparse.from_buffers("csc", (n, n), ptr, idx, val)
+    tr = dev.cusparse.from_buffers("csc", (n, n), ptr, idx, val)
     for _ in range(2):
-        dev.sparse.spmv(mat, x, y, 2.0)
+        dev.cusparse.spmv(mat, x, y, 2.0)
         assert_close(host(dev, y), 2.0 * (dense @ hx), "f64", 10)
-        dev.sparse.spmv(tr, x, y, 2.0)
+        dev.cusparse.spmv(tr, x, y, 2.0)
         assert_close(host(dev, y), 2.0 * (dense.T @ hx), "f64", 10)
     assert sent[-1] is not sent[-2] and sent[-1].a is tr.sparse_ref
     short = dev.alloc(7, np.float64).result()
     for _ in range(2):  # a call that fails its checks is never kept: refused every time
         with pytest.raises(gpumsg.InvalidMessage) as info:
-            dev.sparse.spmv(mat, x, short, 2.0)
+            dev.cusparse.spmv(mat, x, short, 2.0)
         assert info.value.field == "y"
     # refusals at the call site of a kept message
     tr.free().result(timeout=60)
     with pytest.raises(gpumsg.GpuRefStale):
-        dev.sparse.spmv(tr, x, y, 2.0)
+        dev.cusparse.spmv(tr, x, y, 2.0)
     x.free().result(timeout=60)
     with pytest.raises(gpumsg.GpuRefStale):
-        dev.sparse.spmv(mat, x, y, 2.0)
+        dev.cusparse.spmv(mat, x, y, 2.0)
     x = dev.to_device(hx).result()
-    assert_close(host(dev, dev.sparse.spmv(mat, x, y, 2.0)), 2.0 * (dense @ hx), "f64", 10)
+    assert_close(host(dev, dev.cusparse.spmv(mat, x, y, 2.0)), 2.0 * (dense @ hx), "f64", 10)
     val.free().result(timeout=60)  # a buffer the matrix is made of (from_buffers: the caller's)
     with pytest.raises(gpumsg.GpuRefStale):
-        dev.sparse.spmv(mat, x, y, 2.0)
+        dev.cusparse.spmv(mat, x, y, 2.0)
     device_still_serves(dev)
 
 
@@ -405,7 +405,7 @@ def test_repeated_spmm_reuses_its_message_and_keeps_every_check(dev, rng, posted
     after the message was kept."""
     m, n, k = 30, 20, 4
     a = rand_sparse(rng, m, n, 0.2, "c64")
-    mat = dev.sparse.coo(a)
+    mat = dev.cusparse.coo(a)
     b = dev.alloc((n, k), np.complex64, order="C").result()
     c = dev.alloc((m, k), np.complex64, order="C").result()
     sent = posted(dev, gpumsg.messages.SpMM)
@@ -413,22 +413,22 @@ def test_repeated_spmm_reuses_its_message_and_keeps_every_check(dev, rng, posted
         hb, hc = (values(rng, s[0] * s[1], "c64").reshape(s) for s in ((n, k), (m, k)))
         dev.copy_from_host(b, hb)
         dev.copy_from_host(c, hc)
-        dev.sparse.spmm(mat, b, c, 1 - 1j, 0.5)
+        dev.cusparse.spmm(mat, b, c, 1 - 1j, 0.5)
         ref = (1 - 1j) * (wide(a.toarray()) @ wide(hb)) + 0.5 * wide(hc)
         assert_close(host(dev, c), ref, "c64", 10)
     assert len(sent) == 3 and sent[0] is sent[1] is sent[2]
     ct = dev.alloc((n, k), np.complex64, order="C").result()
     hm = values(rng, m * k, "c64").reshape(m, k)
     dev.copy_from_host(c, hm)
-    dev.sparse.spmm(mat, c, ct, op="C")
+    dev.cusparse.spmm(mat, c, ct, op="C")
     assert sent[-1] is not sent[0]
     assert_close(host(dev, ct), wide(a.toarray()).conj().T @ wide(hm), "c64", 10)
     b.free().result(timeout=60)
     with pytest.raises(gpumsg.GpuRefStale):
-        dev.sparse.spmm(mat, b, c, 1 - 1j, 0.5)
+        dev.cusparse.spmm(mat, b, c, 1 - 1j, 0.5)
     mat.free().result(timeout=60)
     with pytest.raises(gpumsg.GpuRefStale):
-        dev.sparse.spmm(mat, c, ct, op="C")
+        dev.cusparse.spmm(mat, c, ct, op="C")
     device_still_serves(dev)
 
 
@@ -437,18 +437,18 @@ def test_kept_sparse_messages_are_refused_when_stale_or_closed(dev, rng) -> None
     closed is refused at the call site: GpuRefStale, DeviceClosed."""
     d = gpumsg.open_device(0, backend=dev.backend)
     try:
-        mat = d.sparse.csr(rand_sparse(rng, 10, 10, 0.3, "f32"))
+        mat = d.cusparse.csr(rand_sparse(rng, 10, 10, 0.3, "f32"))
         x, y = d.to_device(values(rng, 10, "f32")).result(), d.alloc(10, np.float32).result()
         for _ in range(2):
-            d.sparse.spmv(mat, x, y).result(timeout=60)
+            d.cusparse.spmv(mat, x, y).result(timeout=60)
         d.synchronize().result(timeout=60)
         d._state.bump()  # as a context rebuild would (process isolation)
         with pytest.raises(gpumsg.GpuRefStale):
-            d.sparse.spmv(mat, x, y)
+            d.cusparse.spmv(mat, x, y)
     finally:
         d.close()
     with pytest.raises(gpumsg.DeviceClosed):
-        d.sparse.spmv(mat, x, y)
+        d.cusparse.spmv(mat, x, y)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -461,7 +461,7 @@ def test_repeated_products_are_replayed_with_fresh_inputs(dev, rng, fmt: str) ->
     own call."""
     m, n, k = 48, 36, 3
     dtype = "f32"
-    before = dev.sparse.replay_info().result(timeout=60)
+    before = dev.cusparse.replay_info().result(timeout=60)
     for _life in range(2):
         a = rand_sparse(rng, m, n, 0.15, dtype)
         mat = upload(dev, a, fmt, "i32")
@@ -477,15 +477,15 @@ def test_repeated_products_are_replayed_with_fresh_inputs(dev, rng, fmt: str) ->
             hc = values(rng, m * k, dtype).reshape(m, k)
             for buf, h in ((x, hx), (y, hy), (b, hb), (c, hc)):
                 dev.copy_from_host(buf, h)
-            dev.sparse.spmv(mat, x, y, 0.75, -0.5)
-            dev.sparse.spmv(mat, x, z)
-            dev.sparse.spmm(mat, b, c, 2.0, 0.25)
+            dev.cusparse.spmv(mat, x, y, 0.75, -0.5)
+            dev.cusparse.spmv(mat, x, z)
+            dev.cusparse.spmm(mat, b, c, 2.0, 0.25)
             dense = wide(mat.to_scipy().toarray())  # the values the products read
             assert_close(host(dev, y), 0.75 * (dense @ wide(hx)) - 0.5 * wide(hy), dtype, 10)
             assert_close(host(dev, z), dense @ wide(hx), dtype, 10)
             assert_close(host(dev, c), 2.0 * (dense @ wide(hb)) + 0.25 * wide(hc), dtype, 10)
         mat.free().result(timeout=60)
-    info = dev.sparse.replay_info().result(timeout=60)
+    info = dev.cusparse.replay_info().result(timeout=60)
     if dev.backend == "sim":
         assert info == {"enabled": False}
         return
@@ -628,10 +628,10 @@ def test_the_cuda_handle_keeps_a_launcher_and_replays_it(monkeypatch) -> None:
 
 
 def test_freed_matrix_is_refused(dev, rng) -> None:
-    mat = dev.sparse.csr(rand_sparse(rng, 8, 8, 0.5, "f64"))
+    mat = dev.cusparse.csr(rand_sparse(rng, 8, 8, 0.5, "f64"))
     mat.free().result(timeout=60)
     with pytest.raises(gpumsg.GpuRefStale):
-        dev.sparse.spmv(mat, dev.to_device(np.ones(8)))
+        dev.cusparse.spmv(mat, dev.to_device(np.ones(8)))
     with pytest.raises(gpumsg.GpuRefStale):
         mat.free()
 
@@ -650,82 +650,82 @@ def _v(dev, n, dtype=np.float64):
 
 
 BAD = [
-    BadArg("spmv x length", lambda d: d.sparse.spmv(_m(d), _v(d, 7)), field="x"),
-    BadArg("spmv y length", lambda d: d.sparse.spmv(_m(d), _v(d, 6), _v(d, 6)), field="y"),
-    BadArg("spmv dtype mix", lambda d: d.sparse.spmv(_m(d), _v(d, 6, np.float32)), field="x"),
-    BadArg("spmv op", lambda d: d.sparse.spmv(_m(d), _v(d, 6), op="X"), field="op"),
-    BadArg("spmv complex alpha on real", lambda d: d.sparse.spmv(_m(d), _v(d, 6), alpha=1j),
+    BadArg("spmv x length", lambda d: d.cusparse.spmv(_m(d), _v(d, 7)), field="x"),
+    BadArg("spmv y length", lambda d: d.cusparse.spmv(_m(d), _v(d, 6), _v(d, 6)), field="y"),
+    BadArg("spmv dtype mix", lambda d: d.cusparse.spmv(_m(d), _v(d, 6, np.float32)), field="x"),
+    BadArg("spmv op", lambda d: d.cusparse.spmv(_m(d), _v(d, 6), op="X"), field="op"),
+    BadArg("spmv complex alpha on real", lambda d: d.cusparse.spmv(_m(d), _v(d, 6), alpha=1j),
            field="alpha"),
-    BadArg("spmv y aliases x", lambda d: (lambda v: d.sparse.spmv(_m(d, shape=(6, 6)), v, v))(
+    BadArg("spmv y aliases x", lambda d: (lambda v: d.cusparse.spmv(_m(d, shape=(6, 6)), v, v))(
         _v(d, 6)), field="y"),
-    BadArg("spmv new y with beta", lambda d: d.sparse.spmv(_m(d), _v(d, 6), beta=1.0),
+    BadArg("spmv new y with beta", lambda d: d.cusparse.spmv(_m(d), _v(d, 6), beta=1.0),
            field="beta"),
-    BadArg("spmv not a matrix", lambda d: d.sparse.spmv(_v(d, 6), _v(d, 6), _v(d, 6)),
+    BadArg("spmv not a matrix", lambda d: d.cusparse.spmv(_v(d, 6), _v(d, 6), _v(d, 6)),
            field="a"),
-    BadArg("spmm b rows", lambda d: d.sparse.spmm(_m(d), d.alloc((5, 3), np.float64, "C")),
+    BadArg("spmm b rows", lambda d: d.cusparse.spmm(_m(d), d.alloc((5, 3), np.float64, "C")),
            field="b"),
-    BadArg("spmm b F-ordered", lambda d: d.sparse.spmm(_m(d), d.alloc((6, 3), np.float64, "F")),
+    BadArg("spmm b F-ordered", lambda d: d.cusparse.spmm(_m(d), d.alloc((6, 3), np.float64, "F")),
            field="b"),
-    BadArg("spmm c shape", lambda d: d.sparse.spmm(_m(d), d.alloc((6, 3), np.float64, "C"),
+    BadArg("spmm c shape", lambda d: d.cusparse.spmm(_m(d), d.alloc((6, 3), np.float64, "C"),
                                                    d.alloc((8, 4), np.float64, "C")), field="c"),
-    BadArg("spmm bsr transposed", lambda d: d.sparse.spmm(
+    BadArg("spmm bsr transposed", lambda d: d.cusparse.spmm(
         _m(d, shape=(6, 6), fmt="bsr"), d.alloc((6, 2), np.float64, "C"), op="T"), field="op"),
-    BadArg("spgemm inner dims", lambda d: d.sparse.spgemm(_m(d), _m(d)), field="b"),
-    BadArg("spgemm csc", lambda d: d.sparse.spgemm(_m(d, fmt="csc"), _m(d, shape=(6, 4))),
+    BadArg("spgemm inner dims", lambda d: d.cusparse.spgemm(_m(d), _m(d)), field="b"),
+    BadArg("spgemm csc", lambda d: d.cusparse.spgemm(_m(d, fmt="csc"), _m(d, shape=(6, 4))),
            field="a"),
-    BadArg("spgemm dtype mix", lambda d: d.sparse.spgemm(_m(d), _m(d, "f32", shape=(6, 4))),
+    BadArg("spgemm dtype mix", lambda d: d.cusparse.spgemm(_m(d), _m(d, "f32", shape=(6, 4))),
            field="b"),
-    BadArg("spgemm index mix", lambda d: d.sparse.spgemm(_m(d), _m(d, index="i64", shape=(6, 4))),
+    BadArg("spgemm index mix", lambda d: d.cusparse.spgemm(_m(d), _m(d, index="i64", shape=(6, 4))),
            field="b"),
-    BadArg("spsv not square", lambda d: d.sparse.spsv(_m(d), _v(d, 8)), field="a"),
-    BadArg("spsv csc", lambda d: d.sparse.spsv(_m(d, shape=(6, 6), fmt="csc"), _v(d, 6)),
+    BadArg("spsv not square", lambda d: d.cusparse.spsv(_m(d), _v(d, 8)), field="a"),
+    BadArg("spsv csc", lambda d: d.cusparse.spsv(_m(d, shape=(6, 6), fmt="csc"), _v(d, 6)),
            field="a"),
-    BadArg("spsv uplo", lambda d: d.sparse.spsv(_m(d, shape=(6, 6)), _v(d, 6), uplo="X"),
+    BadArg("spsv uplo", lambda d: d.cusparse.spsv(_m(d, shape=(6, 6)), _v(d, 6), uplo="X"),
            field="uplo"),
-    BadArg("spsm b rows", lambda d: d.sparse.spsm(_m(d, shape=(6, 6)),
+    BadArg("spsm b rows", lambda d: d.cusparse.spsm(_m(d, shape=(6, 6)),
                                                   d.alloc((5, 2), np.float64, "C")), field="b"),
-    BadArg("spsm c shape", lambda d: d.sparse.spsm(_m(d, shape=(6, 6)),
+    BadArg("spsm c shape", lambda d: d.cusparse.spsm(_m(d, shape=(6, 6)),
                                                    d.alloc((6, 2), np.float64, "C"),
                                                    d.alloc((6, 3), np.float64, "C")), field="c"),
-    BadArg("spsm bsr", lambda d: d.sparse.spsm(_m(d, shape=(6, 6), fmt="bsr"),
+    BadArg("spsm bsr", lambda d: d.cusparse.spsm(_m(d, shape=(6, 6), fmt="bsr"),
                                                d.alloc((6, 2), np.float64, "C")), field="a"),
-    BadArg("sddmm shape", lambda d: d.sparse.sddmm(d.alloc((8, 2), np.float64, "C"),
+    BadArg("sddmm shape", lambda d: d.cusparse.sddmm(d.alloc((8, 2), np.float64, "C"),
                                                    d.alloc((2, 5), np.float64, "C"), _m(d)),
            field="c"),
-    BadArg("sddmm inner", lambda d: d.sparse.sddmm(d.alloc((8, 2), np.float64, "C"),
+    BadArg("sddmm inner", lambda d: d.cusparse.sddmm(d.alloc((8, 2), np.float64, "C"),
                                                    d.alloc((3, 6), np.float64, "C"), _m(d)),
            field="b"),
-    BadArg("to_dense out shape", lambda d: d.sparse.to_dense(_m(d), d.alloc((6, 8), np.float64,
+    BadArg("to_dense out shape", lambda d: d.cusparse.to_dense(_m(d), d.alloc((6, 8), np.float64,
                                                                             "C")), field="out"),
-    BadArg("to_dense bsr", lambda d: d.sparse.to_dense(_m(d, shape=(6, 6), fmt="bsr")),
+    BadArg("to_dense bsr", lambda d: d.cusparse.to_dense(_m(d, shape=(6, 6), fmt="bsr")),
            field="a"),
-    BadArg("from_dense 1-D", lambda d: d.sparse.from_dense(_v(d, 6)), field="dense"),
-    BadArg("from_dense index f32", lambda d: d.sparse.from_dense(
+    BadArg("from_dense 1-D", lambda d: d.cusparse.from_dense(_v(d, 6)), field="dense"),
+    BadArg("from_dense index f32", lambda d: d.cusparse.from_dense(
         d.alloc((3, 3), np.float64, "C"), index_dtype=np.float32), field="index_dtype"),
-    BadArg("convert i64", lambda d: d.sparse.convert(_m(d, index="i64"), "csc"), field="a"),
-    BadArg("convert to coo", lambda d: d.sparse.convert(_m(d), "coo"), field="format"),
-    BadArg("csr int values", lambda d: d.sparse.csr(sp.eye(3, dtype=np.int32)), field="dtype"),
-    BadArg("csr f16 array", lambda d: d.sparse.csr(np.eye(3, dtype=np.float16)), field="matrix"),
-    BadArg("csr f16 dtype", lambda d: d.sparse.csr(np.eye(3), dtype=np.float16), field="dtype"),
-    BadArg("csr index u8", lambda d: d.sparse.csr(np.eye(3), index_dtype=np.uint8),
+    BadArg("convert i64", lambda d: d.cusparse.convert(_m(d, index="i64"), "csc"), field="a"),
+    BadArg("convert to coo", lambda d: d.cusparse.convert(_m(d), "coo"), field="format"),
+    BadArg("csr int values", lambda d: d.cusparse.csr(sp.eye(3, dtype=np.int32)), field="dtype"),
+    BadArg("csr f16 array", lambda d: d.cusparse.csr(np.eye(3, dtype=np.float16)), field="matrix"),
+    BadArg("csr f16 dtype", lambda d: d.cusparse.csr(np.eye(3), dtype=np.float16), field="dtype"),
+    BadArg("csr index u8", lambda d: d.cusparse.csr(np.eye(3), index_dtype=np.uint8),
            field="index_dtype"),
-    BadArg("from_buffers index mix", lambda d: d.sparse.from_buffers(
+    BadArg("from_buffers index mix", lambda d: d.cusparse.from_buffers(
         "csr", (3, 3), d.alloc(4, np.int64), d.alloc(3, np.int32), d.alloc(3, np.float64)),
         field="ptr"),
-    BadArg("from_buffers float indices", lambda d: d.sparse.from_buffers(
+    BadArg("from_buffers float indices", lambda d: d.cusparse.from_buffers(
         "csr", (3, 3), d.alloc(4, np.float32), d.alloc(3, np.float32), d.alloc(3, np.float64)),
         field="idx"),
-    BadArg("from_buffers short ptr", lambda d: d.sparse.from_buffers(
+    BadArg("from_buffers short ptr", lambda d: d.cusparse.from_buffers(
         "csr", (3, 3), d.alloc(3, np.int32), d.alloc(3, np.int32), d.alloc(3, np.float64)),
         field="ptr"),
-    BadArg("from_buffers short values", lambda d: d.sparse.from_buffers(
+    BadArg("from_buffers short values", lambda d: d.cusparse.from_buffers(
         "coo", (3, 3), d.alloc(3, np.int32), d.alloc(3, np.int32), d.alloc(2, np.float64)),
         field="val"),
-    BadArg("from_buffers format", lambda d: d.sparse.from_buffers(
+    BadArg("from_buffers format", lambda d: d.cusparse.from_buffers(
         "ell", (3, 3), d.alloc(3, np.int32), d.alloc(3, np.int32), d.alloc(3, np.float64)),
         field="format"),
-    BadArg("bsr block", lambda d: d.sparse.bsr(np.eye(5), 2), field="block"),
-    BadArg("freed matrix", lambda d: (lambda m: (m.free(), d.sparse.spmv(m, _v(d, 6))))(_m(d)),
+    BadArg("bsr block", lambda d: d.cusparse.bsr(np.eye(5), 2), field="block"),
+    BadArg("freed matrix", lambda d: (lambda m: (m.free(), d.cusparse.spmv(m, _v(d, 6))))(_m(d)),
            error=gpumsg.GpuRefStale),
 ]
 

@@ -166,6 +166,6 @@ def test_bad_arguments(group):
     with pytest.raises(gpumsg.InvalidMessage, match="op"):
         comm.all_reduce(bufs, op="median")
     small = [d.alloc((2,), np.float32) for d in group]
-    with pytest.raises(gpumsg.InvalidMessage, match="recv"):
+    with pytest.raises(gpumsg.InvalidMessage, match="out"):
         comm.all_gather(bufs, small)
     comm.all_reduce(bufs).result(60)  # still serves

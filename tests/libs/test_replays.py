@@ -176,10 +176,11 @@ def test_direct_and_the_environment_switch(monkeypatch) -> None:
     seen = []
     direct("gemm", lambda s, *a: seen.append((s, a)), 3, 1, 2)
     assert seen == [(3, (1, 2))]
-    monkeypatch.setenv("GPUMSG_TEST_REPLAY", "off")
-    assert not enabled("GPUMSG_TEST_REPLAY")
-    monkeypatch.setenv("GPUMSG_TEST_REPLAY", "1")
-    assert enabled("GPUMSG_TEST_REPLAY") and enabled("GPUMSG_UNSET_REPLAY_VARIABLE")
+    monkeypatch.setenv("GPUMSG_FFT_REPLAY", "off")
+    assert not enabled("GPUMSG_FFT_REPLAY")
+    monkeypatch.setenv("GPUMSG_FFT_REPLAY", "1")
+    monkeypatch.delenv("GPUMSG_SPARSE_REPLAY", raising=False)
+    assert enabled("GPUMSG_FFT_REPLAY") and enabled("GPUMSG_SPARSE_REPLAY")
 
 
 def test_a_raw_launcher_takes_the_handles_as_ints_and_its_errors_raise() -> None:
@@ -289,7 +290,7 @@ def test_launches_behind_a_hung_kernel_leave_the_interpreter_running() -> None:
         assert gap[0] < 0.5, f"the interpreter stood still for {gap[0]:.2f} s"
         ref = ah.astype(np.float64) @ bh.astype(np.float64)
         assert np.abs(dev.copy_to_host(c).result() - ref).max() < 1e-4 * np.abs(ref).max()
-        assert dev.blas.replay_info().result()["cublas"]["launches"] >= 30000
+        assert dev.cublas.replay_info().result()["cublas"]["launches"] >= 30000
 
 
 class _RecordingCublas:
@@ -356,9 +357,9 @@ def test_replayed_cublas_graphs_allocate_no_memory() -> None:
         c = dev.alloc((batch, s, s), "bf16", order="C").result()
         x = dev.to_device(xh).result()
         for _ in range(3):  # as usual, captured, replayed
-            dev.blas.gemm_strided_batched(a, a, c, s, s, s, batch, s * s, s * s, s * s)
-            dot = dev.blas.dot(x, x).result()
-        info = dev.blas.replay_info().result()["cublas"]
+            dev.cublas.gemm_strided_batched(a, a, c, s, s, s, batch, s * s, s * s, s * s)
+            dot = dev.cublas.dot(x, x).result()
+        info = dev.cublas.replay_info().result()["cublas"]
         # column-major C = A A on row-major storage: c = a @ a per matrix
         ref = host[:2].astype(np.float64) @ host[:2].astype(np.float64)
         got = np.asarray(dev.copy_to_host(c).result()[:2], np.float64)
@@ -386,12 +387,12 @@ def test_bursts_of_reductions_keep_their_graphs() -> None:
         x = dev.to_device(xh).result()
         # the handles and the fault's kernel made first: making a handle may wait for the GPU
         dev.inject_fault("hang", seconds=0.01).result()
-        assert abs(dev.blas.dot(x, x).result() - want) <= 1e-5 * want
+        assert abs(dev.cublas.dot(x, x).result() - want) <= 1e-5 * want
         for _ in range(4):
             dev.inject_fault("hang", seconds=0.5)
-            dots = [dev.blas.dot(x, x) for _ in range(burst)]
+            dots = [dev.cublas.dot(x, x) for _ in range(burst)]
             assert all(abs(d.result(timeout=30) - want) <= 1e-5 * want for d in dots)
-        red = dev.blas.replay_info().result()["cublas"]["reductions"]
+        red = dev.cublas.replay_info().result()["cublas"]["reductions"]
     assert red["graphs"] > 64 and red["launches"] > burst, red
     assert red["captures"] == red["graphs"], red  # none evicted, none captured again
 
@@ -413,17 +414,17 @@ def test_every_replay_switch_turns_its_replays_off(monkeypatch) -> None:
             np.complex64)
         x = dev.to_device(xh).result()
         out = dev.alloc((2, 64), np.complex64, order="C").result()
-        plan = dev.fft.plan((64,), 2, "c2c", "c64")
+        plan = dev.cufft.plan((64,), 2, "c2c", "c64")
         a = sp.random(50, 40, density=0.2, format="csr", dtype=np.float32, random_state=1)
-        m = dev.sparse.csr(a)
+        m = dev.cusparse.csr(a)
         vh, wh = rng.standard_normal(40).astype(np.float32), rng.standard_normal(50).astype(
             np.float32)
         v, y = dev.to_device(vh).result(), dev.alloc(50, np.float32).result()
         w, z = dev.to_device(wh).result(), dev.alloc(50, np.float32).result()
         for _ in range(3):
-            dev.fft.execute(plan, x, out)
-            dev.sparse.spmv(m, v, y)
-            dev.blas.axpy(w, y, 0.5)  # y = A v + 0.5 w, each round
+            dev.cufft.execute(plan, x, out)
+            dev.cusparse.spmv(m, v, y)
+            dev.cublas.axpy(w, y, 0.5)  # y = A v + 0.5 w, each round
             dev.copy(z, y)
         dev.synchronize().result()
         ref_fft = np.fft.fft(xh.astype(np.complex128), axis=-1)
@@ -431,9 +432,9 @@ def test_every_replay_switch_turns_its_replays_off(monkeypatch) -> None:
             np.abs(ref_fft).max()
         ref_y = a.astype(np.float64) @ vh + 0.5 * wh
         np.testing.assert_allclose(dev.copy_to_host(z).result(), ref_y, rtol=1e-4, atol=1e-4)
-        assert dev.fft.replay_info().result() == {"enabled": False}
-        assert dev.sparse.replay_info().result() == {"enabled": False}
-        levels = dev.blas.replay_info().result()["cublas"]["levels"]
+        assert dev.cufft.replay_info().result() == {"enabled": False}
+        assert dev.cusparse.replay_info().result() == {"enabled": False}
+        levels = dev.cublas.replay_info().result()["cublas"]["levels"]
         assert not levels["enabled"] and levels["captures"] == 0, levels
         assert dev._worker.ctx.driver_replay_info() == {"enabled": False}
         g = dev.to_device(rng.standard_normal((8, 8)).astype(np.float32, order="F")).result()
@@ -441,4 +442,4 @@ def test_every_replay_switch_turns_its_replays_off(monkeypatch) -> None:
         for _ in range(3):
             dev.sgemm(g, g, c, 8, 8, 8)
         dev.synchronize().result()
-        assert dev.blas.replay_info().result()["cublas"]["captures"] >= 1  # not switched off
+        assert dev.cublas.replay_info().result()["cublas"]["captures"] >= 1  # not switched off

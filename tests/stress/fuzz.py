@@ -1,5 +1,5 @@
 """The fuzz campaign: every public ``Device`` method, every method of every library namespace
-(``dev.blas``, ``dev.linalg``, ``dev.dnn``, ``dev.kernels``, ...) and every ``Message`` subclass
+(``dev.cublas``, ``dev.linalg``, ``dev.cudnn``, ``dev.nvrtc``, ...) and every ``Message`` subclass
 exported by :mod:`gpumsg.messages`, found by introspection (a library added later is fuzzed
 without touching this file), called with arguments drawn by hypothesis: wrong types, negative,
 NaN, huge and zero sizes, mismatched dtypes and shapes, bad leading dimensions and strides,
@@ -7,8 +7,11 @@ freed, closed-device, foreign-device buffers and failed futures.
 
 Each case must end in a success or a typed gpumsg error (a :class:`gpumsg.GpuError`), raised at
 the call or through the future, within a bounded wait; then the device must answer a correct
-SGEMM. A case that breaks the rule is recorded (target, arguments, what escaped) instead of
-stopping the campaign, so one run reports every defect it finds.
+SGEMM. A success must also be right: the message the case posted is recomputed in float64 from
+the host arrays its buffers were made from (see oracles.py) and compared with what the device
+wrote or answered; a mismatch is a defect ("wrong"). A case that breaks the rule is recorded
+(target, arguments, what escaped) instead of stopping the campaign, so one run reports every
+defect it finds.
 
 Arguments are drawn as *tokens* (short names such as ``"f32_8x8_F"``, ``"freed"``, ``"nan"``)
 that are materialized into objects per case, so a failing case prints reproducibly.
@@ -28,6 +31,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 import numpy as np
+import oracles
 
 try:
     from hypothesis import HealthCheck, given, seed, settings
@@ -226,6 +230,10 @@ class Materializer:
     def __init__(self, dev: Device, foreign: Device, closed_buf: Any, rng: np.random.Generator
                  ) -> None:
         self.dev, self.foreign, self.closed_buf, self.rng = dev, foreign, closed_buf, rng
+        #: BufRef id -> (the host array the buffer was made from, the buffer): the inputs of
+        #: the float64 references of accepted calls (cleared per case)
+        self.snapshots: dict[int, np.ndarray] = {}
+        self.buffers: dict[int, Any] = {}
         self._foreign_buf = foreign.to_device(np.ones((8, 8), np.float32, order="F")).result()
 
     def _buf(self, spec: str) -> Any:
@@ -240,7 +248,10 @@ class Materializer:
             host = self.rng.standard_normal(shape) + 2.0
         host = np.asarray(host.astype(dtype), order=order)
         fut = self.dev.to_device(host, order=order)
-        return fut if spec.endswith("future") else fut.result(WAIT_S)
+        buf = fut.result(WAIT_S)
+        self.snapshots[buf.ref.id] = host
+        self.buffers[buf.ref.id] = buf
+        return fut if spec.endswith("future") else buf
 
     def value(self, token: str) -> Any:
         dev = self.dev
@@ -300,15 +311,36 @@ class FuzzReport:
     typed_at_call: int = 0
     typed_in_future: int = 0
     succeeded: int = 0
+    #: accepted cases whose answer was compared with a float64 reference, and those it missed
+    checked: int = 0
+    wrong: int = 0
+    #: errors that are not GpuErrors (at the call or through the future), and hangs
+    untyped: int = 0
+    hangs: int = 0
+    #: refusals by error type, at the call or through the future
+    refused: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: the accepted message types that were checked, with counts
+    checked_types: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: the differential pass: valid random calls, each compared with float64
+    valid_cases: int = 0
     defects: list[str] = dataclasses.field(default_factory=list)
     by_target: dict[str, int] = dataclasses.field(default_factory=dict)
     seconds: float = 0.0
 
     def figures(self) -> dict[str, Any]:
-        return {"cases": self.cases, "typed_at_call": self.typed_at_call,
+        return {"cases": self.cases, "tried": self.cases, "accepted": self.succeeded,
+                "valid_cases": self.valid_cases, "checked": self.checked,
+                "wrong": self.wrong, "untyped": self.untyped,
+                "hangs": self.hangs, "typed_at_call": self.typed_at_call,
                 "typed_in_future": self.typed_in_future, "succeeded": self.succeeded,
+                "refused_by_type": dict(sorted(self.refused.items())),
+                "checked_types": dict(sorted(self.checked_types.items())),
                 "defects": len(self.defects), "targets": len(self.by_target),
                 "seconds": round(self.seconds, 1)}
+
+    def refuse(self, exc: BaseException) -> None:
+        name = type(exc).__name__
+        self.refused[name] = self.refused.get(name, 0) + 1
 
 
 def sgemm_ok(dev: Device, rng: np.random.Generator) -> None:
@@ -349,6 +381,7 @@ def run_case(mat: Materializer, target: Target, tokens: dict[str, str],
 
     threading.Thread(target=body, daemon=True, name="fuzz-case").start()
     if not done.wait(3 * WAIT_S):
+        report.hangs += 1
         report.defects.append(f"{target}({tokens}): the case blocked for {3 * WAIT_S} s "
                               "(hang)")
         mat.dev = gpumsg.open_device(0, backend=mat.backend)
@@ -362,41 +395,142 @@ def _run_case(mat: Materializer, target: Target, tokens: dict[str, str],
     report.cases += 1
     report.by_target[str(target)] = report.by_target.get(str(target), 0) + 1
     where = f"{target}({', '.join(f'{k}={v}' for k, v in tokens.items())})"
+    mat.snapshots.clear()
+    mat.buffers.clear()
     try:
         args = mat.args(target, tokens)
     except Exception as exc:  # noqa: BLE001 - a fixture failure is a defect too
         report.defects.append(f"{where}: building arguments raised {exc!r}")
         return
+    sent: list = []
+    real_post = dev._post
+
+    def record(msg: Any, reply: Any) -> None:
+        sent.append(msg)
+        real_post(msg, reply)
+
+    dev._post = record  # every send path ends here: the messages this case sends
+    accepted, answer = False, None
     try:
-        out = _invoke(dev, target, args)
-    except gpumsg.GpuError:
-        report.typed_at_call += 1
-        out = None
-    except Exception as exc:  # noqa: BLE001
-        report.defects.append(f"{where}: {type(exc).__name__} escaped at the call: {exc}\n"
-                              + "".join(traceback.format_exception(exc)[-3:]))
-        out = None
-    else:
-        if isinstance(out, Future):
-            try:
-                out.result(WAIT_S)
-            except FutureTimeout:
-                report.defects.append(f"{where}: no answer within {WAIT_S} s (hang)")
-            except gpumsg.GpuError:
-                report.typed_in_future += 1
-            except Exception as exc:  # noqa: BLE001
-                report.defects.append(f"{where}: {type(exc).__name__} through the future: "
-                                      f"{exc}")
+        try:
+            out = _invoke(dev, target, args)
+        except gpumsg.GpuError as exc:
+            report.typed_at_call += 1
+            report.refuse(exc)
+            out = None
+        except Exception as exc:  # noqa: BLE001
+            report.untyped += 1
+            report.defects.append(f"{where}: {type(exc).__name__} escaped at the call: {exc}\n"
+                                  + "".join(traceback.format_exception(exc)[-3:]))
+            out = None
+        else:
+            if isinstance(out, Future):
+                try:
+                    answer = out.result(WAIT_S)
+                except FutureTimeout:
+                    report.hangs += 1
+                    report.defects.append(f"{where}: no answer within {WAIT_S} s (hang)")
+                except gpumsg.GpuError as exc:
+                    report.typed_in_future += 1
+                    report.refuse(exc)
+                except Exception as exc:  # noqa: BLE001
+                    report.untyped += 1
+                    report.defects.append(f"{where}: {type(exc).__name__} through the "
+                                          f"future: {exc}")
+                else:
+                    report.succeeded += 1
+                    accepted = True
             else:
                 report.succeeded += 1
-        else:
-            report.succeeded += 1
+                accepted, answer = True, out
+    finally:
+        dev._post = real_post
+    if accepted:
+        _check_answer(mat, sent, answer, where, report)
     try:
         sgemm_ok(dev, mat.rng)
     except Exception as exc:  # noqa: BLE001
         report.defects.append(f"{where}: the device then failed a SGEMM: {exc!r}")
         dev.close(timeout=10)
         mat.dev = gpumsg.open_device(0, backend=mat.backend)
+
+
+def _check_answer(mat: Materializer, sent: list, answer: Any, where: str,
+                  report: FuzzReport) -> None:
+    """Compare an accepted case's answer with its float64 reference, when the case sent
+    exactly one message that has one (oracles.py) and nothing else that writes."""
+    known = [m for m in sent if type(m).__name__ in oracles.ORACLES]
+    others = [m for m in sent if type(m).__name__ not in oracles.ORACLES
+              and type(m).__name__ not in READ_ONLY_MESSAGES]
+    if len(known) != 1 or others:
+        return
+    msg = known[0]
+
+    def read(ref: Any) -> Any:
+        return mat.dev.copy_to_host(mat.buffers[ref.id]).result(WAIT_S)
+
+    try:
+        checked = oracles.check_message(msg, mat.snapshots, read, answer)
+    except oracles.Mismatch as exc:
+        report.wrong += 1
+        report.defects.append(f"{where}: wrong answer: {exc}")
+        return
+    except Exception as exc:  # noqa: BLE001 - reading back the answer must work too
+        report.defects.append(f"{where}: checking the answer raised {exc!r}")
+        return
+    if checked:
+        report.checked += 1
+        name = type(msg).__name__
+        report.checked_types[name] = report.checked_types.get(name, 0) + 1
+
+
+#: messages a case may send besides the one checked without changing any buffer's contents
+READ_ONLY_MESSAGES = {"Free", "Stats", "CopyToHost", "Synchronize"}
+
+
+def differential(mat: Materializer, cases: int, report: FuzzReport) -> None:
+    """``cases`` calls with valid random arguments (oracles.valid_call), spread over the
+    calls that have a float64 reference: each must succeed and be right."""
+    calls = oracles.VALID_CALLS
+    for i in range(cases):
+        call = calls[i % len(calls)]
+        kwargs = oracles.valid_call(mat.rng, call)
+        dev = mat.dev
+        mat.snapshots.clear()
+        mat.buffers.clear()
+        args = {}
+        for name, value in kwargs.items():
+            if oracles.is_buffer_arg(name):
+                buf = dev.to_device(value).result(WAIT_S)
+                mat.snapshots[buf.ref.id], mat.buffers[buf.ref.id] = value, buf
+                args[name] = buf
+            else:
+                args[name] = value
+        where = f"valid {call}({', '.join(f'{k}={v!r}' for k, v in kwargs.items() if not oracles.is_buffer_arg(k))})"  # noqa: E501
+        report.valid_cases += 1
+        sent: list = []
+        real_post = dev._post
+
+        def record(msg: Any, reply: Any, sent: list = sent, real_post: Any = real_post) -> None:
+            sent.append(msg)
+            real_post(msg, reply)
+
+        dev._post = record
+        try:
+            target = dev
+            for part in call.split("."):
+                target = getattr(target, part)
+            answer = target(**args).result(WAIT_S)
+        except Exception as exc:  # noqa: BLE001 - a valid call must succeed
+            report.defects.append(f"{where}: a valid call failed: {exc!r}")
+            continue
+        finally:
+            dev._post = real_post
+        checked, found = report.checked, len(report.defects)
+        _check_answer(mat, sent, answer, where, report)
+        if report.checked == checked and len(report.defects) == found:
+            report.defects.append(f"{where}: the valid call's answer was not checked "
+                                  f"(sent {[type(m).__name__ for m in sent]})")
 
 
 def _runner(mat: Materializer, target: Target, report: FuzzReport) -> Any:
@@ -434,7 +568,11 @@ def campaign(cases: int, backend: str = "sim", seed_value: int | None = None,
     engine = "hypothesis" if HAVE_HYPOTHESIS else "random (no hypothesis here)"
     log(f"fuzz: {len(tlist)} targets x {per} cases, backend {backend}, {engine}, "
         + ("derandomized" if seed_value is None else f"seed {seed_value}"))
-    rng = np.random.default_rng()
+    # the data (and the valid calls' arguments) from a logged seed, so a wrong answer repeats
+    data_seed = seed_value if seed_value is not None else \
+        int(os.environ.get("GPUMSG_TEST_SEED") or np.random.SeedSequence().entropy % (1 << 63))
+    log(f"fuzz: data seed {data_seed}")
+    rng = np.random.default_rng(data_seed)
     dev = gpumsg.open_device(0, backend=backend)
     foreign = gpumsg.open_device(0, backend=backend)
     closing = gpumsg.open_device(0, backend=backend)
@@ -455,6 +593,8 @@ def campaign(cases: int, backend: str = "sim", seed_value: int | None = None,
             passes += 1
             todo = [t for t in tlist if t.params]
             n = max(1, -(-(cases - report.cases) // max(len(todo), 1)))
+        # then valid calls with random arguments, every answer compared with float64
+        differential(mat, max(len(oracles.VALID_CALLS), cases // 10), report)
     finally:
         report.seconds = time.perf_counter() - t0
         mat.dev.close()

@@ -123,8 +123,8 @@ class _Client:
         b = np.asfortranarray(self.rng.standard_normal((k, n)))
         c0 = np.asfortranarray(self.rng.standard_normal((m, n)))
         c = self.dev.to_device(c0)
-        self.dev.blas.gemm(self.dev.to_device(a), self.dev.to_device(b), c, m, n, k,
-                           alpha=0.5, beta=2.0)
+        self.dev.cublas.gemm(self.dev.to_device(a), self.dev.to_device(b), c, m, n, k,
+                             alpha=0.5, beta=2.0)
         out = self.dev.copy_to_host(c)
         return [out], lambda: _rel(out.result(), 0.5 * a @ b + 2.0 * c0), [c], 1e-12
 
@@ -132,8 +132,8 @@ class _Client:
         n = int(self.rng.integers(1, 2000))
         x, y = self.rng.standard_normal(n), self.rng.standard_normal(n)
         dx, dy = self.dev.to_device(x), self.dev.to_device(y)
-        self.dev.blas.axpy(dx, dy, 1.5)
-        dot = self.dev.blas.dot(dx, dy)
+        self.dev.cublas.axpy(dx, dy, 1.5)
+        dot = self.dev.cublas.dot(dx, dy)
         out = self.dev.copy_to_host(dy)
         ref = y + 1.5 * x
 
@@ -144,16 +144,16 @@ class _Client:
     def op_matmul(self) -> tuple:
         m, k, n = (int(v) for v in self.rng.integers(1, 40, 3))
         a, b = self.f32(m, k, order="C"), self.f32(k, n, order="C")
-        c = self.dev.blas.matmul(self.dev.to_device(a), self.dev.to_device(b))
+        c = self.dev.linalg.matmul(self.dev.to_device(a), self.dev.to_device(b))
         out = self.dev.copy_to_host(c)
         return [out], lambda: _rel(out.result(), a.astype(np.float64) @ b), [c], 1e-5
 
     def op_lt(self) -> tuple:
         m, n, k = (int(v) for v in self.rng.integers(1, 40, 3))
         a, b = self.f32(m, k), self.f32(k, n)
-        d = self.dev.alloc((m, n), np.float32)
-        self.dev.blas.lt_matmul(self.dev.to_device(a), self.dev.to_device(b), d, m, n, k,
-                                epilogue="relu")
+        d = self.dev.alloc((m, n), np.float32, order="F")
+        self.dev.cublaslt.matmul(self.dev.to_device(a), self.dev.to_device(b), d, m, n, k,
+                                 epilogue="relu")
         out = self.dev.copy_to_host(d)
         return [out], lambda: _rel(out.result(), np.maximum(a.astype(np.float64) @ b, 0)), \
             [d], 1e-5
@@ -188,7 +188,7 @@ class _Client:
         h = int(self.rng.integers(3, 10))
         x = self.f32(n, c, h, h, order="C")
         w = self.f32(k, c, 3, 3, order="C")
-        y = self.dev.dnn.conv(self.dev.to_device(x), self.dev.to_device(w), activation="relu")
+        y = self.dev.cudnn.conv(self.dev.to_device(x), self.dev.to_device(w), activation="relu")
         out = self.dev.copy_to_host(y)
         return [out], lambda: _rel(out.result(), np.maximum(_conv_ref(x, w), 0)), [y], 1e-4
 
@@ -215,8 +215,8 @@ class _Client:
         a = sp.random(rows, cols, density=0.2, format="csr", random_state=self.rng)
         a.data += 0.5
         x = self.rng.standard_normal(cols)
-        m = self.dev.sparse.csr(a)
-        y = self.dev.sparse.spmv(m, self.dev.to_device(x))
+        m = self.dev.cusparse.csr(a)
+        y = self.dev.cusparse.spmv(m, self.dev.to_device(x))
         out = self.dev.copy_to_host(y)
 
         def check() -> float:

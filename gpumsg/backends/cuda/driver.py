@@ -10,11 +10,11 @@ instead of going back to the driver at every synchronization.
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 from collections.abc import Callable
 from typing import Any
 
+from ...config import setting
 from ...errors import CudaError, InvalidMessage
 from ..base import Backend, DeviceProperties
 
@@ -96,7 +96,7 @@ def _raw_entry(symbol: str, in_flight: Callable[[], int] | None) -> Callable[...
     if not _RAW_LAUNCH:
         with _LOCK:
             if not _RAW_LAUNCH:
-                mode = os.environ.get("GPUMSG_RAW_LAUNCH", "hold").strip().lower() or "hold"
+                mode = (setting("GPUMSG_RAW_LAUNCH") or "hold").strip().lower() or "hold"
                 if mode not in _RAW_MODES:
                     raise InvalidMessage(f"GPUMSG_RAW_LAUNCH must be one of "
                                          f"{', '.join(_RAW_MODES)}, got {mode!r}",

@@ -17,10 +17,11 @@ results are the same whatever the memory holds by then.
 
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
+
+from ...config import setting
 
 __all__ = ["GraphReplays", "MEMORY_NODE_TYPES", "device_replays", "direct", "direct_bound",
            "enabled", "node_types"]
@@ -55,8 +56,9 @@ def node_types(driver: Any, graph: Any) -> list[str]:
 
 
 def enabled(variable: str) -> bool:
-    """Whether the replays named by the environment ``variable`` are on (the default)."""
-    return os.environ.get(variable, "1").strip().lower() not in _OFF
+    """Whether the replays named by option ``variable`` (gpumsg.config) are on (the
+    default)."""
+    return (setting(variable) or "1").strip().lower() not in _OFF
 
 
 def device_replays(ctx: Any, capacity: int) -> GraphReplays:

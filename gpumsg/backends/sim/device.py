@@ -1,8 +1,10 @@
 """The simulator: a device made of NumPy arrays and threads, with CUDA's semantics.
 
 * Device memory is NumPy byte arrays at fake, bounds-checked device addresses; a stray access is
-  an illegal-address fault (sticky, like on a GPU). Fresh allocations are filled with 0xFF bytes
-  (NaN for floats) so that reading unwritten memory shows.
+  an illegal-address fault (sticky, like on a GPU) naming the message that issued the work.
+  Allocations lie ``GUARD`` bytes (256 GiB) apart, so an access that overruns one buffer by
+  less than that faults instead of landing in a neighbour. Fresh allocations are filled with
+  0xFF bytes (NaN for floats) so that reading unwritten memory shows.
 * Each stream is a thread running its operations in order, asynchronously from the caller; events
   mark points in a stream, and ``stream_wait_event`` makes one stream wait for another's point.
   ``jitter`` adds random delays to every operation, to shake out missing cross-stream waits.
@@ -15,6 +17,8 @@
 from __future__ import annotations
 
 import bisect
+import operator
+import os
 import random
 import threading
 import time
@@ -29,16 +33,44 @@ from ...errors import CudaError
 from ...memory.pinned import host_view
 from ..base import Backend, DeviceProperties
 
-__all__ = ["SimBackend", "SimFault", "PEER_ACCESS"]
+__all__ = ["SimBackend", "SimFault", "PEER_ACCESS", "SIM_DEVICES", "sim_device_count"]
 
 #: whether simulated devices opened from now on can access each other's memory (False: peer
 #: copies between them are staged through host memory, as between GPUs without P2P)
 PEER_ACCESS = True
+#: how many simulated devices there are (ordinals 0 to SIM_DEVICES - 1): what ``devices()`` lists
+#: and ``open_devices()`` opens on the simulator, and the ordinals ``open_device`` accepts.
+#: The environment variable ``GPUMSG_SIM_DEVICES`` overrides it.
+SIM_DEVICES = 4
+
+
+def sim_device_count() -> int:
+    """The number of simulated devices: ``GPUMSG_SIM_DEVICES`` if set, else
+    :data:`SIM_DEVICES`."""
+    raw = os.environ.get("GPUMSG_SIM_DEVICES")
+    if raw is None or not raw.strip():
+        return SIM_DEVICES
+    try:
+        n = int(raw)
+    except ValueError:
+        n = -1
+    if n < 1:
+        from ...errors import InvalidMessage
+
+        raise InvalidMessage(f"GPUMSG_SIM_DEVICES must be a positive integer, got {raw!r}",
+                             field="GPUMSG_SIM_DEVICES")
+    return n
+
+
 #: context handle -> live simulated device (what EnablePeerAccess names a peer by)
 _SIMS: weakref.WeakValueDictionary[int, SimBackend] = weakref.WeakValueDictionary()
 
 _DEVICE_BASE = 0x7F00_0000_0000
 _ALIGN = 512
+#: address space left unmapped after each allocation (256 GiB, 64 times the default device:
+#: 2**25 allocations of one device still fit below 2**64, as the uint64 pointer arrays of
+#: batched calls need)
+GUARD = 1 << 38
 _ERROR_NAMES = {2: "CUDA_ERROR_OUT_OF_MEMORY", 700: "CUDA_ERROR_ILLEGAL_ADDRESS",
                 719: "CUDA_ERROR_LAUNCH_FAILED", 1: "CUDA_ERROR_INVALID_VALUE"}
 
@@ -64,8 +96,9 @@ class _Stream:
 
     def put(self, fn: Callable[[], Any], always: bool = False) -> None:
         """Enqueue ``fn``. Unless ``always``, it is skipped once the context is broken
-        (synchronization points always run, so nobody waits forever)."""
-        self._queue.put((fn, always))
+        (synchronization points always run, so nobody waits forever). The message being
+        handled when ``fn`` is enqueued is kept to name it in a fault."""
+        self._queue.put((fn, always, self._sim.issuer()))
 
     def _run(self) -> None:
         sim = self._sim
@@ -73,7 +106,7 @@ class _Stream:
             item = self._queue.get()
             if item is None:
                 return
-            fn, always = item
+            fn, always, issuer = item
             if not always:
                 if sim.sticky:
                     continue
@@ -82,13 +115,21 @@ class _Stream:
             try:
                 fn()
             except SimFault as fault:
-                sim.break_context(fault.code, str(fault))
+                sim.break_context(fault.code, f"{fault}{_issued_by(issuer)}")
             except Exception as exc:  # a bug in a simulated kernel: fail loudly, like a GPU would
-                sim.break_context(719, f"simulated kernel raised {exc!r}")
+                sim.break_context(719, f"simulated kernel raised {exc!r}{_issued_by(issuer)}")
 
     def close(self) -> None:
         self._queue.put(None)
         self._thread.join(timeout=10)
+
+
+def _issued_by(issuer: Any) -> str:
+    return "" if issuer is None else f" (work issued by {type(issuer).__name__})"
+
+
+def _no_issuer() -> Any:
+    return None
 
 
 class _Event:
@@ -146,6 +187,9 @@ class SimBackend(Backend):
         self._streams: list[_Stream] = []
         self._oom_pending = 0
         self._release_hangs = threading.Event()
+        #: the message being handled on the device thread (set by the service context), kept
+        #: with each stream operation so that a fault names it
+        self.issuer: Callable[[], Any] = _no_issuer
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def open(self) -> DeviceProperties:
@@ -261,7 +305,7 @@ class SimBackend(Backend):
                     pool.cached -= nbytes
                 pool.used += nbytes
             addr = self._next
-            self._next += -(-max(nbytes, 1) // _ALIGN) * _ALIGN + _ALIGN  # leave a guard gap
+            self._next += -(-max(nbytes, 1) // _ALIGN) * _ALIGN + GUARD
             arr = np.empty(nbytes, np.uint8)
             arr.fill(0xFF)
             self._mem[addr] = arr
@@ -303,6 +347,9 @@ class SimBackend(Backend):
     def view(self, ptr: int, nbytes: int) -> np.ndarray:
         """The device bytes [ptr, ptr+nbytes) as a writable uint8 array; an out-of-bounds or
         freed range raises :class:`SimFault` (an illegal address)."""
+        ptr, nbytes = operator.index(ptr), operator.index(nbytes)
+        if nbytes < 0:
+            raise SimFault(700, f"access of a negative byte count {nbytes} at {ptr:#x}")
         with self._lock:
             i = bisect.bisect_right(self._bases, ptr) - 1
             if i >= 0:
@@ -322,7 +369,7 @@ class SimBackend(Backend):
         self._check_sticky("adopt")
         with self._lock:
             addr = self._next
-            self._next += -(-max(nbytes, 1) // _ALIGN) * _ALIGN + _ALIGN
+            self._next += -(-max(nbytes, 1) // _ALIGN) * _ALIGN + GUARD
             self._mem[addr] = host_view(host_ptr, nbytes) if nbytes else np.empty(0, np.uint8)
             self._owner_pool[addr] = _EXTERNAL  # type: ignore[assignment]
             bisect.insort(self._bases, addr)

@@ -3,24 +3,27 @@
 The folder holds everything of one library: ``bindings.py`` (the C functions as data),
 ``handle.py`` (the per-device handle, device thread), ``handlers.py`` (message -> handle call,
 device thread), ``sim.py`` (the NumPy semantics of the simulator) and ``client.py`` (the
-``dev.blas`` methods, caller's thread). The messages live in :mod:`gpumsg.messages.blas`.
+``dev.cublas`` methods and NumPy's ``dev.linalg.matmul``, caller's thread). The messages live
+in :mod:`gpumsg.messages.blas`.
 """
 
 from ...messages import blas
 from ...messages.graph import capturable
 from ...service.registry import register_library
+from ..namespace import register_namespace
 from . import handlers  # noqa: F401  (registers the message handlers)
 from .bindings import SPEC
-from .client import Blas
+from .client import Blas, Cublas, Matmul
 from .handle import CublasHandle
 from .sim import SimCublas
 
-LIBRARY = register_library("cublas", cuda=CublasHandle, sim=SimCublas, namespace="blas",
-                           client=Blas, specs=(SPEC,))
+LIBRARY = register_library("cublas", cuda=CublasHandle, sim=SimCublas, namespace="cublas",
+                           client=Cublas, specs=(SPEC,))
+register_namespace("linalg", Matmul)
 
 # what dev.graph() may record; small GEMMs go through cuBLASLt's cached plans
 capturable(blas.Sgemm, blas.Gemm, blas.GemmStridedBatched, libraries=("cublas", "cublaslt"))
 capturable(blas.Axpy, blas.Scal, blas.Copy, blas.Swap, blas.Rot, blas.Gemv, blas.Ger, blas.Symv,
            blas.Trsv, blas.Geam, blas.Syrk, blas.Symm, blas.Trmm, blas.Trsm, libraries=("cublas",))
 
-__all__ = ["LIBRARY", "SPEC", "Blas", "CublasHandle", "SimCublas"]
+__all__ = ["LIBRARY", "SPEC", "Blas", "Cublas", "CublasHandle", "Matmul", "SimCublas"]

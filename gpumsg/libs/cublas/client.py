@@ -1,8 +1,12 @@
-"""``dev.blas``: the cuBLAS messages as methods that return futures (caller's thread).
+"""``dev.cublas``: the cuBLAS messages as methods that return futures (caller's thread).
 
-Matrices are column-major with explicit leading dimensions (cuBLAS semantics), except
-:meth:`Blas.matmul`, which takes C-ordered buffers with NumPy's ``@`` semantics. Reductions
-answer Python scalars; ``iamax``/``iamin`` are 0-based.
+The GEMM family and ``gemv`` read each buffer's own memory order (see
+:mod:`gpumsg.libs.cublas.order`): a 2-D buffer is the matrix its shape and order say, a
+C-ordered one handled as the transpose it is in column-major terms; ``m``, ``n``, ``k`` and the
+leading dimensions default from the shapes. Flat (non-2-D) buffers are column-major storage with
+explicit dimensions, as in cuBLAS. The other level-2/3 calls take column-major matrices and
+refuse C-ordered ones. :meth:`Blas.matmul` has NumPy's ``@`` semantics. Reductions answer
+Python scalars; ``iamax``/``iamin`` are 0-based.
 """
 
 from __future__ import annotations
@@ -14,15 +18,17 @@ from ...errors import InvalidMessage
 from ...messages import blas as msgs
 from ...messages.base import BufRef, as_ref, as_refs
 from ...messages.memo import MessageMemo, OutputTemplates, with_output
+from ..namespace import view
+from .order import gemm_args, gemv_args, refuse_c_order
 
 if TYPE_CHECKING:
     from ...client.device import Device
 
-__all__ = ["Blas"]
+__all__ = ["Blas", "Cublas", "Matmul"]
 
 
 class Blas:
-    """The BLAS surface of one device (``dev.blas``)."""
+    """The BLAS surface of one device (``dev.cublas``)."""
 
     def __init__(self, device: Device) -> None:
         self._dev = device
@@ -30,6 +36,16 @@ class Blas:
         self._memo = MessageMemo()
         #: ``matmul(a, b)`` without ``out``: its message, validated once per operands
         self._new_outputs = OutputTemplates()
+        #: the same calls on raw column-major storage, for the libraries built on them (a
+        #: transpose through ``geam``, say): 2-D buffers of either order are read column-major
+        #: as stored, with the dimensions and leading dimensions given, as cuBLAS itself does
+        raw = object.__new__(type(self))
+        raw.__dict__.update(self.__dict__)
+        raw._checked = False
+        self.raw = raw
+
+    #: whether the column-major-only calls refuse C-ordered matrices (False: ``raw``)
+    _checked = True
 
     def _send(self, msg: Any) -> Future:
         return self._dev.send(msg)
@@ -38,22 +54,34 @@ class Blas:
         """``send(msg_type(*buffers, *args))`` through the memo (``buffers``: the message's
         leading fields)."""
         dev = self._dev
-        dev._check_open()
-        return dev._send_entry(self._memo.entry(msg_type, buffers, args))
+        dev.port.check_open()
+        return dev.port.send_memo(self._memo.entry(msg_type, buffers, args))
 
     # -- GEMM family
-    def gemm(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, alpha: Any = 1.0,
-             beta: Any = 0.0, transa: Any = "N", transb: Any = "N", lda: int | None = None,
-             ldb: int | None = None, ldc: int | None = None, compute: str = "default") -> Future:
-        """C = alpha op(A) op(B) + beta C (f32, f64, f16, bf16, c64, c128)."""
-        return self._memo_send(msgs.Gemm, (a, b, c), (
-            m, n, k, alpha, beta, transa, transb, lda, ldb, ldc, compute))
+    def gemm(self, a: Any, b: Any, c: Any, m: int | None = None, n: int | None = None,
+             k: int | None = None, alpha: Any = 1.0, beta: Any = 0.0, transa: Any = "N",
+             transb: Any = "N", lda: int | None = None, ldb: int | None = None,
+             ldc: int | None = None, compute: str = "default") -> Future:
+        """C = alpha op(A) op(B) + beta C (f32, f64, f16, bf16, c64, c128), each buffer read in
+        its own order (a C-ordered C is computed as C^T = op(B)^T op(A)^T); ``m``, ``n``, ``k``
+        and the leading dimensions default from 2-D buffers' shapes. A repeated call reuses the
+        message it built and checked the first time."""
+        dev = self._dev
+        dev.port.check_open()
+        rc = as_ref(c, "c")
+        swapped = len(rc.shape) == 2 and rc.order == "C"
+        args = (m, n, k, alpha, beta, transa, transb, lda, ldb, ldc, compute)
+        return dev.port.send_memo(self._memo.entry(
+            "gemm", (a, b, c), args, lambda refs: _gemm_message(refs, args),
+            ("b", "a", "c") if swapped else ("a", "b", "c")))
 
     def gemm_strided_batched(self, a: Any, b: Any, c: Any, m: int, n: int, k: int, batch: int,
                              stride_a: int, stride_b: int, stride_c: int, alpha: Any = 1.0,
                              beta: Any = 0.0, transa: Any = "N", transb: Any = "N",
                              lda: int | None = None, ldb: int | None = None,
                              ldc: int | None = None, compute: str = "default") -> Future:
+        if self._checked:
+            refuse_c_order("gemm_strided_batched", a=a, b=b, c=c)
         return self._memo_send(msgs.GemmStridedBatched, (a, b, c), (
             m, n, k, batch, stride_a, stride_b, stride_c, alpha, beta, transa, transb, lda, ldb,
             ldc, compute))
@@ -63,10 +91,19 @@ class Blas:
                      lda: int | None = None, ldb: int | None = None, ldc: int | None = None,
                      compute: str = "default") -> Future:
         """One GEMM per (a[i], b[i], c[i]); the sequences hold buffers or their futures."""
-        self._dev._check_open()
-        return self._send(msgs.GemmBatched(as_refs(a, "a"), as_refs(b, "b"),
-                                        as_refs(c, "c"), m, n, k, alpha, beta, transa,
-                                        transb, lda, ldb, ldc, compute))
+        self._dev.port.check_open()
+        ra, rb, rc = as_refs(a, "a"), as_refs(b, "b"), as_refs(c, "c")
+        if ra and rb and rc:  # every item alike: the first one's layout is the call's
+            for field, refs in (("a", ra), ("b", rb), ("c", rc)):
+                if len({(r.shape, r.order) for r in refs}) > 1:
+                    raise InvalidMessage(f"{field}: the items of a batched GEMM must share one "
+                                         "shape and order", field=field)
+            _, _, _, m, n, k, transa, transb, lda, ldb, ldc = gemm_args(
+                ra[0], rb[0], rc[0], m, n, k, transa, transb, lda, ldb, ldc)
+            if len(rc[0].shape) == 2 and rc[0].order == "C":
+                ra, rb = rb, ra
+        return self._send(msgs.GemmBatched(ra, rb, rc, m, n, k, alpha, beta, transa,
+                                           transb, lda, ldb, ldc, compute))
 
     def matmul(self, a: Any, b: Any, out: Any = None, compute: str = "default") -> Future:
         """``a @ b`` for C-ordered 2-D or 3-D buffers with NumPy semantics: (M,K)@(K,N),
@@ -75,21 +112,21 @@ class Blas:
         included, reuses its message (the checks below ran when it was built); without
         ``out``, it copies the message checked the first time with its new output."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         if out is None:
             ra, rb = as_ref(a, "a"), as_ref(b, "b")
             key = (id(ra), id(rb), compute) if type(compute) is str else None
             kept = self._new_outputs.get(key, (ra, rb)) if key is not None else None
             if kept is not None:  # the same operands: the message checked the first time
-                ro = dev._mint(kept[0], ra.dtype, "C")
-                return dev._send_new(ro, with_output(kept[1], "c", ro))
+                ro = dev.port.mint(kept[0], ra.dtype, "C")
+                return dev.port.send_new(ro, with_output(kept[1], "c", ro))
             shape = _matmul_shape(ra, rb)
-            ro = dev._mint(shape, ra.dtype, "C")
+            ro = dev.port.mint(shape, ra.dtype, "C")
             msg = _matmul_message(ra, rb, ro, compute)
             if key is not None:
                 self._new_outputs.put(key, (ra, rb), shape, msg)
-            return dev._send_new(ro, msg)
-        return dev._send_entry(self._memo.entry(
+            return dev.port.send_new(ro, msg)
+        return dev.port.send_memo(self._memo.entry(
             "matmul", (a, b, out), (compute,),
             lambda refs: _matmul_message(as_ref(refs[0], "a"), as_ref(refs[1], "b"),
                                          _matmul_out(refs[2], refs[0], refs[1]), compute),
@@ -98,7 +135,7 @@ class Blas:
     def replay_info(self) -> Future:
         """Resolves to how the GEMMs were replayed: ``{"cublas": {...}, "cublaslt": {...}}``.
 
-        A GEMM (``sgemm``, ``gemm``, ``gemm_strided_batched``, ``matmul``, ``dev.blaslt``'s
+        A GEMM (``sgemm``, ``gemm``, ``gemm_strided_batched``, ``matmul``, ``dev.cublaslt``'s
         matmuls) repeated with the same buffers and arguments is captured as a CUDA graph the
         second time and replayed from then on (the same kernels on the same addresses; a few us
         of host time instead of the library's 10-25). Each entry says whether that is on
@@ -150,48 +187,70 @@ class Blas:
         return self._memo_send(msgs.Rot, (x, y), (c, s, n, incx, incy))
 
     # -- level 2
-    def gemv(self, a: Any, x: Any, y: Any, m: int, n: int, alpha: Any = 1.0, beta: Any = 0.0,
-             trans: Any = "N", lda: int | None = None, incx: int = 1, incy: int = 1) -> Future:
-        return self._memo_send(msgs.Gemv, (a, x, y), (m, n, alpha, beta, trans, lda, incx, incy))
+    def gemv(self, a: Any, x: Any, y: Any, m: int | None = None, n: int | None = None,
+             alpha: Any = 1.0, beta: Any = 0.0, trans: Any = "N", lda: int | None = None,
+             incx: int = 1, incy: int = 1) -> Future:
+        """y = alpha op(A) x + beta y; ``a`` read in its own order (``m`` x ``n`` is A as
+        stored, defaulting from a 2-D buffer's shape)."""
+        self._dev.port.check_open()
+        args = (m, n, alpha, beta, trans, lda, incx, incy)
+        return self._dev.port.send_memo(self._memo.entry(
+            "gemv", (a, x, y), args, lambda refs: _gemv_message(refs, args), ("a", "x", "y")))
 
     def ger(self, x: Any, y: Any, a: Any, m: int, n: int, alpha: Any = 1.0, incx: int = 1,
             incy: int = 1, lda: int | None = None, conjugate: bool = False) -> Future:
+        if self._checked:
+            refuse_c_order("ger", a=a)
         return self._memo_send(msgs.Ger, (x, y, a), (m, n, alpha, incx, incy, lda, conjugate))
 
     def symv(self, a: Any, x: Any, y: Any, n: int, alpha: Any = 1.0, beta: Any = 0.0,
              uplo: str = "L", lda: int | None = None, incx: int = 1, incy: int = 1) -> Future:
+        if self._checked:
+            refuse_c_order("symv", a=a)
         return self._memo_send(msgs.Symv, (a, x, y), (n, alpha, beta, uplo, lda, incx, incy))
 
     def trsv(self, a: Any, x: Any, n: int, uplo: str = "L", trans: Any = "N", diag: str = "N",
              lda: int | None = None, incx: int = 1) -> Future:
+        if self._checked:
+            refuse_c_order("trsv", a=a)
         return self._memo_send(msgs.Trsv, (a, x), (n, uplo, trans, diag, lda, incx))
 
     # -- level 3
     def geam(self, a: Any, b: Any, c: Any, m: int, n: int, alpha: Any = 1.0, beta: Any = 0.0,
              transa: Any = "N", transb: Any = "N", lda: int | None = None,
              ldb: int | None = None, ldc: int | None = None) -> Future:
+        if self._checked:
+            refuse_c_order("geam", a=a, b=b, c=c)
         return self._memo_send(msgs.Geam, (a, b, c),
                                (m, n, alpha, beta, transa, transb, lda, ldb, ldc))
 
     def syrk(self, a: Any, c: Any, n: int, k: int, alpha: Any = 1.0, beta: Any = 0.0,
              uplo: str = "L", trans: Any = "N", lda: int | None = None,
              ldc: int | None = None) -> Future:
+        if self._checked:
+            refuse_c_order("syrk", a=a, c=c)
         return self._memo_send(msgs.Syrk, (a, c), (n, k, alpha, beta, uplo, trans, lda, ldc))
 
     def symm(self, a: Any, b: Any, c: Any, m: int, n: int, alpha: Any = 1.0, beta: Any = 0.0,
              side: str = "L", uplo: str = "L", lda: int | None = None, ldb: int | None = None,
              ldc: int | None = None) -> Future:
+        if self._checked:
+            refuse_c_order("symm", a=a, b=b, c=c)
         return self._memo_send(msgs.Symm, (a, b, c), (m, n, alpha, beta, side, uplo, lda, ldb, ldc))
 
     def trmm(self, a: Any, b: Any, c: Any, m: int, n: int, alpha: Any = 1.0, side: str = "L",
              uplo: str = "L", trans: Any = "N", diag: str = "N", lda: int | None = None,
              ldb: int | None = None, ldc: int | None = None) -> Future:
+        if self._checked:
+            refuse_c_order("trmm", a=a, b=b, c=c)
         return self._memo_send(msgs.Trmm, (a, b, c),
                                (m, n, alpha, side, uplo, trans, diag, lda, ldb, ldc))
 
     def trsm(self, a: Any, b: Any, m: int, n: int, alpha: Any = 1.0, side: str = "L",
              uplo: str = "L", trans: Any = "N", diag: str = "N", lda: int | None = None,
              ldb: int | None = None) -> Future:
+        if self._checked:
+            refuse_c_order("trsm", a=a, b=b)
         return self._memo_send(msgs.Trsm, (a, b), (m, n, alpha, side, uplo, trans, diag, lda, ldb))
 
 
@@ -242,3 +301,26 @@ def _matmul_message(ra: BufRef, rb: BufRef, ro: BufRef, compute: str) -> Any:
     return msgs.GemmStridedBatched(rb, ra, ro, N, M, K, shape[0], K * N if batch_b else 0,
                                    M * K if batch_a else 0, M * N, 1.0, 0.0, "N", "N", N, K, N,
                                    compute)
+
+
+def _gemm_message(refs: tuple, args: tuple) -> Any:
+    """The Gemm message of ``Blas.gemm``'s call (the buffers' orders applied)."""
+    m, n, k, alpha, beta, transa, transb, lda, ldb, ldc, compute = args
+    a, b, c, m, n, k, ta, tb, lda, ldb, ldc = gemm_args(*refs, m, n, k, transa, transb, lda,
+                                                       ldb, ldc)
+    return msgs.Gemm(a, b, c, m, n, k, alpha, beta, ta, tb, lda, ldb, ldc, compute)
+
+
+def _gemv_message(refs: tuple, args: tuple) -> Any:
+    """The Gemv message of ``Blas.gemv``'s call (``a``'s order applied)."""
+    m, n, alpha, beta, trans, lda, incx, incy = args
+    a, m, n, trans, lda = gemv_args(refs[0], m, n, trans, lda)
+    return msgs.Gemv(a, refs[1], refs[2], m, n, alpha, beta, trans, lda, incx, incy)
+
+
+#: ``dev.cublas``: the raw cuBLAS calls (column-major, explicit sizes and leading dimensions)
+Cublas = view("Cublas", "Raw cuBLAS (``dev.cublas``): level 1, 2 and 3 BLAS and the GEMM family "
+              "with cuBLAS semantics.", (Blas,),
+              [n for n in vars(Blas) if not n.startswith("_") and n != "matmul"])
+#: ``dev.linalg.matmul``: NumPy's ``matmul`` (joins cuSOLVER's NumPy-level calls)
+Matmul = view("Matmul", "NumPy's ``matmul`` through cuBLAS.", (Blas,), ["matmul"])

@@ -17,6 +17,7 @@ from ...dtypes import CUDA_DATA_TYPE
 from ...errors import LibraryError
 from ...service.scratch import CHUNK_SLOTS
 from ..loader import LoadedLibrary, c_void_p, load
+from ..workspace import optional_workspace, release_workspace
 from .bindings import (
     C32,
     C64,
@@ -126,6 +127,7 @@ class CublasHandle:
         self.scalar = ScalarCache().get
         self._ctx = ctx
         self._ws = 0
+        self._ws_bytes = 0
         #: GEMMs repeated with the same arguments are replayed as CUDA graphs (see
         #: backends/cuda/replays.py; GPUMSG_BLAS_REPLAY=0 turns it off): ``_issue(tag, fn,
         #: stream, *args)`` runs ``fn(stream, *args)`` either way
@@ -143,8 +145,9 @@ class CublasHandle:
             # an explicit workspace from the device's pool, as torch gives cuBLAS: some kernel
             # choices (split-K) depend on having one, and without one a captured call
             # allocates its workspace inside the graph (see _set_stream). Both handles use it:
-            # they issue on one stream, so never at the same time
-            self._ws = ctx.memory.allocate(WORKSPACE_BYTES, ctx.compute.obj)
+            # they issue on one stream, so never at the same time. A smaller one, or none,
+            # when the budget or the device cannot give it: cuBLAS runs with any
+            self._ws, self._ws_bytes = optional_workspace(ctx, "cublas", WORKSPACE_BYTES)
             if enabled("GPUMSG_BLAS_REPLAY"):
                 self.replays, self.reduction_replays, self.level_replays = (
                     device_replays(ctx, capacity) for capacity in (
@@ -167,8 +170,8 @@ class CublasHandle:
         cost every replay of a 512 x 128^3 bf16 strided-batched GEMM 0.6-0.8 µs of GPU time on
         the H100 (docs/performance.md, stop 32)."""
         self._check(self.lib.cublasSetStream_v2(handle, int(stream)), "cublasSetStream_v2")
-        if self._ws:
-            self._check(self.lib.cublasSetWorkspace_v2(handle, self._ws, WORKSPACE_BYTES),
+        if self._ctx is not None:  # size 0: no workspace (not the library's own pool)
+            self._check(self.lib.cublasSetWorkspace_v2(handle, self._ws, self._ws_bytes),
                         "cublasSetWorkspace_v2")
 
     def bind(self, stream: Any) -> None:
@@ -461,6 +464,6 @@ class CublasHandle:
         if self.raw_handle:
             self.lib.cublasDestroy_v2(self.raw_handle)
             self.raw_handle = 0
-        if self._ws:
-            self._ctx.memory.deallocate(self._ws, WORKSPACE_BYTES, self._ctx.compute.obj)
-            self._ws = 0
+        if self._ctx is not None:
+            release_workspace(self._ctx, "cublas", self._ws, self._ws_bytes)
+            self._ws = self._ws_bytes = 0

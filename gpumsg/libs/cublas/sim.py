@@ -12,8 +12,11 @@ import numpy as np
 
 from ...backends.cuda.replays import direct_bound
 from ...backends.sim.device import SimBackend
+from ...backends.sim.numerics import solve_triangular
 from ...backends.sim.views import matrix, vector
 from ...dtypes import dtype_of
+from ..workspace import optional_workspace, release_workspace
+from .bindings import WORKSPACE_BYTES
 
 __all__ = ["SimCublas", "gemm", "op", "tf32", "blend"]
 
@@ -86,6 +89,10 @@ class SimCublas:
     def __init__(self, ctx: Any) -> None:
         self.sim: SimBackend = ctx.backend
         self.raw_handle = id(self)
+        # the workspace the CUDA handle takes (and degrades) from the same memory resource:
+        # budgets and Stats count the same on both backends
+        self._ctx = ctx
+        self._ws, self._ws_bytes = optional_workspace(ctx, "cublas", WORKSPACE_BYTES)
 
     # each public method: (stream, dtype, ...) like the CUDA handle
     def gemm(self, stream: Any, *args: Any) -> None:
@@ -272,7 +279,8 @@ class SimCublas:
                 return
             xv = vector(sim, x, n, incx, t)
             tri = op(triangle(matrix(sim, a, n, n, lda, t), uplo, diag), trans)
-            xv[...] = np.linalg.solve(tri, xv).astype(t)
+            # substitution, not np.linalg.solve: a zero pivot gives inf/NaN as cuBLAS does
+            xv[...] = solve_triangular(tri, xv, (uplo == "L") == (trans == "N")).astype(t)
 
         stream.put(run)
 
@@ -344,7 +352,9 @@ class SimCublas:
             ta = op(triangle(matrix(sim, a, ka, ka, lda, t), uplo, diag), trans)
             bm = matrix(sim, b, m, n, ldb, t)
             rhs = alpha * bm
-            x = np.linalg.solve(ta, rhs) if side == "L" else np.linalg.solve(ta.T, rhs.T).T
+            lower = (uplo == "L") == (trans == "N")  # of op(A)
+            x = solve_triangular(ta, rhs, lower) if side == "L" else \
+                solve_triangular(ta.T, rhs.T, not lower).T
             bm[...] = x.astype(t)
 
         stream.put(run)
@@ -354,4 +364,5 @@ class SimCublas:
         return {"enabled": False}
 
     def close(self) -> None:
-        pass
+        release_workspace(self._ctx, "cublas", self._ws, self._ws_bytes)
+        self._ws = self._ws_bytes = 0

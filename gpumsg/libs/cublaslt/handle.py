@@ -23,6 +23,7 @@ from ...service.plans import PlanCache
 from ..cublas.bindings import COMPUTE_TYPE, OP, WORKSPACE_BYTES, scale_type
 from ..cublas.handle import REPLAY_CAPACITY, ScalarCache, status_error
 from ..loader import c_int, c_void_p, load
+from ..workspace import optional_workspace, release_workspace
 from .bindings import (
     AUX_LD,
     AUX_POINTER,
@@ -107,7 +108,9 @@ class LtHandle:
         self.cache = PlanCache(256, self._destroy)
         self._unplannable: set[tuple] = set()
         self._scalars = ScalarCache()
-        self._ws = ctx.memory.allocate(WORKSPACE_BYTES, ctx.compute.obj)
+        # smaller, or none, when the budget or the device cannot give it: the heuristics then
+        # pick among the algorithms that fit (see _plan)
+        self._ws, self._ws_bytes = optional_workspace(ctx, "cublaslt", WORKSPACE_BYTES)
         self._matmul = self.lib.cublasLtMatmul
         #: matmuls repeated with the same call are replayed as CUDA graphs, as the cuBLAS
         #: handle's GEMMs are (GPUMSG_BLAS_REPLAY=0 turns both off)
@@ -163,7 +166,7 @@ class LtHandle:
             self._check(lib.cublasLtMatmulPreferenceCreate(ctypes.byref(pref)),
                         "cublasLtMatmulPreferenceCreate")
             try:
-                ws = ctypes.c_uint64(WORKSPACE_BYTES)
+                ws = ctypes.c_uint64(self._ws_bytes)
                 self._check(lib.cublasLtMatmulPreferenceSetAttribute(
                     pref, PREF_MAX_WORKSPACE, ctypes.byref(ws), 8),
                     "cublasLtMatmulPreferenceSetAttribute")
@@ -296,6 +299,5 @@ class LtHandle:
         if self.raw_handle:
             self.lib.cublasLtDestroy(self.raw_handle)
             self.raw_handle = 0
-        if self._ws:
-            self._ctx.memory.deallocate(self._ws, WORKSPACE_BYTES, self._ctx.compute.obj)
-            self._ws = 0
+        release_workspace(self._ctx, "cublaslt", self._ws, self._ws_bytes)
+        self._ws = self._ws_bytes = 0

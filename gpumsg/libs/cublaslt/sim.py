@@ -14,7 +14,9 @@ from ...backends.sim.device import SimBackend
 from ...backends.sim.views import matrix, vector
 from ...dtypes import dtype_of
 from ...service.plans import PlanCache
+from ..cublas.bindings import WORKSPACE_BYTES
 from ..cublas.sim import gemm, op, tf32
+from ..workspace import optional_workspace, release_workspace
 
 __all__ = ["SimLt", "lt_matmul"]
 
@@ -108,6 +110,9 @@ class SimLt:
         self.sim: SimBackend = ctx.backend
         self.raw_handle = id(self)
         self.cache = PlanCache(256)
+        # the CUDA handle's workspace, degraded the same way (budgets and Stats match)
+        self._ctx = ctx
+        self._ws, self._ws_bytes = optional_workspace(ctx, "cublaslt", WORKSPACE_BYTES)
 
     def _plan(self, key: Any) -> None:
         if self.cache.get(key) is None:
@@ -140,4 +145,5 @@ class SimLt:
         return {"enabled": False}
 
     def close(self) -> None:
-        pass
+        release_workspace(self._ctx, "cublaslt", self._ws, self._ws_bytes)
+        self._ws = self._ws_bytes = 0

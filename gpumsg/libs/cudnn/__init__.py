@@ -4,8 +4,9 @@ cuDNN 9's graph API where the ``nvidia-cudnn-frontend`` package is installed (``
 its legacy descriptor API otherwise, the plan chosen once per problem by cuDNN's heuristics or
 a timed search (``algo="find"``).
 
-Same layout as every library folder (see :mod:`gpumsg.libs.cublas`). Client namespace:
-``dev.dnn``. Messages: :mod:`gpumsg.messages.cudnn`.
+Same layout as every library folder (see :mod:`gpumsg.libs.cublas`). Client namespaces:
+``dev.nn`` (torch.nn.functional names) and ``dev.cudnn`` (the rest). Messages:
+:mod:`gpumsg.messages.cudnn`.
 """
 
 from ...messages.cudnn import (
@@ -23,14 +24,17 @@ from ...messages.cudnn import (
 )
 from ...messages.graph import capturable
 from ...service.registry import register_library
+from ..namespace import register_namespace
 from . import handlers  # noqa: F401  (registers the message handlers)
 from .bindings import SPEC
 from .client import Dnn
 from .handle import DnnHandle
+from .namespaces import Cudnn, Nn
 from .sim import SimDnn
 
-LIBRARY = register_library("cudnn", cuda=DnnHandle, sim=SimDnn, namespace="dnn", client=Dnn,
-                           specs=(SPEC,))
+LIBRARY = register_library("cudnn", cuda=DnnHandle, sim=SimDnn, namespace="cudnn",
+                           client=Cudnn, specs=(SPEC,))
+register_namespace("nn", Nn)
 # dev.graph() may record convolutions that ran once before (see DnnHandle.conv), and pooling,
 # activations, softmaxes, batch-norm inference and layer-norm forwards (their own kernels,
 # GELU's, the row softmax's, bn_infer's and layer_norm's, once built)
@@ -38,15 +42,13 @@ capturable(ConvForward, ConvBackwardData, ConvBackwardFilter, Activation, Activa
            Softmax, SoftmaxBackward, Pool, PoolBackward, BatchNormInference, LayerNorm,
            libraries=("cudnn",))
 
-# RNNs (v8 API): their own descriptor caches on the device's cuDNN handle; methods join dev.dnn
+# RNNs (v8 API): their own descriptor caches on the device's cuDNN handle; methods join dev.cudnn
 from . import rnn_handlers  # noqa: E402, F401  (registers the message handlers)
 from .rnn import RnnHandle  # noqa: E402
-from .rnn_client import DnnRnn  # noqa: E402
 from .rnn_sim import SimRnn  # noqa: E402
 
-RNN_LIBRARY = register_library("cudnn_rnn", cuda=RnnHandle, sim=SimRnn, namespace="dnn",
-                               client=DnnRnn)
+RNN_LIBRARY = register_library("cudnn_rnn", cuda=RnnHandle, sim=SimRnn)
 
 from . import attention_handlers  # noqa: E402,F401  (attention: library "cudnn_attention")
 
-__all__ = ["LIBRARY", "SPEC", "Dnn", "DnnHandle", "SimDnn"]
+__all__ = ["LIBRARY", "SPEC", "Cudnn", "Dnn", "DnnHandle", "Nn", "SimDnn"]

@@ -1,5 +1,5 @@
-"""``dev.dnn``'s attention methods (caller's thread): scaled dot-product attention forward
-and backward, returning futures. Mixed into ``dev.dnn`` by the library registry (the
+"""``dev.cudnn``'s attention methods (caller's thread): scaled dot-product attention forward
+and backward, returning futures. Mixed into ``dev.cudnn`` by the library registry (the
 "cudnn_attention" library shares cuDNN's namespace)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import numpy as np
 from ...errors import InvalidMessage
 from ...messages.attention import AttentionBackward, AttentionCacheInfo, AttentionForward
 from ...messages.base import BufRef, as_ref
+from ..answers import AttentionGrads, AttentionOutputs, tuple_after
 
 if TYPE_CHECKING:
     from ...client.device import Device
@@ -68,21 +69,21 @@ class DnnAttention:
                                      seq_len_kv: Any = None, training: bool = False,
                                      out: Any = None, stats: Any = None,
                                      dropout: float = 0.0, seed: int = 0, offset: int = 0
-                                     ) -> Future | tuple[Future, Future]:
+                                     ) -> Future:
         """o = softmax(scale q kᵀ + masks) v for q (B, H, S_q, D), k and v (B, H_kv, S_kv, D),
         f16 or bf16 (row-major). ``scale`` defaults to 1/sqrt(D); ``causal``: False, True (or
         "top_left": row i sees keys j <= i) or "bottom_right" (j <= i + S_kv - S_q, for
         queries that are the last S_q positions, as with a key/value cache);
         ``seq_len_q``/``seq_len_kv`` (device i32 (B,) buffers or host sequences of B lengths
         in 1..S; one alone means the other side is full) mask padding. Returns the
-        future of o (new, or ``out``); with ``training`` the pair (o, stats), stats the f32
+        future of o (new, or ``out``); with ``training`` a future of (o, stats), stats the f32
         (B, H, S_q, 1) logsumexp the backward needs (new, or ``stats``). ``dropout`` (training
         only): the probability of dropping each attention weight, the mask drawn from
         (``seed``, ``offset``); give the backward the same three; for a fresh mask change the
         seed or advance the offset by at least B * H * S_q * S_kv. Work runs on the compute
         stream; bad arguments raise InvalidMessage naming the field here."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         qr = as_ref(q, "q")
         lq, lkv = self._masks(q, k, seq_len_q, seq_len_kv)
         o = out if out is not None else self._alloc(tuple(qr.shape), qr.dtype)
@@ -92,10 +93,9 @@ class DnnAttention:
             st = self._alloc(tuple(shape), "f32")
         done = dev.send(AttentionForward(q, k, v, o, st if training else None, lq, lkv, causal,
                                          scale, dropout, seed, offset))
-        o_fut = done if out is not None else dev.buffer_after(done, o)
         if not training:
-            return o_fut
-        return o_fut, (done if stats is not None else dev.buffer_after(done, st))
+            return done if out is not None else dev.buffer_after(done, o)
+        return tuple_after(done, AttentionOutputs, o, st)
 
     def scaled_dot_product_attention_backward(self, q: Any, k: Any, v: Any, o: Any, do: Any,
                                               stats: Any, causal: bool | str = False,
@@ -103,13 +103,13 @@ class DnnAttention:
                                               seq_len_q: Any = None, seq_len_kv: Any = None,
                                               dropout: float = 0.0, seed: int = 0,
                                               offset: int = 0
-                                              ) -> tuple[Future, Future, Future]:
-        """Futures of (dq, dk, dv) (new buffers shaped like q, k, v) of
+                                              ) -> Future:
+        """A future of (dq, dk, dv) (new buffers shaped like q, k, v) of
         :meth:`scaled_dot_product_attention` given its inputs, its output ``o``, the output's
         gradient ``do`` and the ``stats`` of its training pass, with the same masks, scale and
         dropout (probability, seed and offset: the forward's mask is replayed)."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         qr, kr = as_ref(q, "q"), as_ref(k, "k")
         lq, lkv = self._masks(q, k, seq_len_q, seq_len_kv)
         dq = self._alloc(tuple(qr.shape), qr.dtype)
@@ -117,8 +117,7 @@ class DnnAttention:
         dv = self._alloc(tuple(kr.shape), kr.dtype)
         done = dev.send(AttentionBackward(q, k, v, o, do, stats, dq, dk, dv, lq, lkv, causal,
                                           scale, dropout, seed, offset))
-        return (dev.buffer_after(done, dq), dev.buffer_after(done, dk),
-                dev.buffer_after(done, dv))
+        return tuple_after(done, AttentionGrads, dq, dk, dv)
 
     def attention_cache_info(self) -> Future:
         """Resolves to the attention graph cache's counters: hits, misses, size, capacity,

@@ -1,6 +1,6 @@
 """Handlers of the attention messages (device thread), and the registration of attention as a
 library of its own ("cudnn_attention": its graphs live beside, not inside, the convolution
-handle; its client methods join ``dev.dnn``)."""
+handle; its client methods join ``dev.cudnn``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from ...messages.attention import (
 )
 from ...service.registry import COMPUTE, handles, register_library
 from .attention import AttentionCall, AttentionHandle
-from .attention_client import DnnAttention
 from .attention_sim import SimAttention
 
 __all__ = ["LIBRARY"]
@@ -68,5 +67,5 @@ def _attention_cache_info(ctx: Any, msg: AttentionCacheInfo, reply: Any) -> None
     ctx.reply_now(reply, ctx.library("cudnn_attention").cache_info())
 
 
-LIBRARY = register_library("cudnn_attention", cuda=AttentionHandle, sim=SimAttention,
-                           namespace="dnn", client=DnnAttention)
+# its client methods join cuDNN's namespaces (gpumsg/libs/cudnn/namespaces.py)
+LIBRARY = register_library("cudnn_attention", cuda=AttentionHandle, sim=SimAttention)

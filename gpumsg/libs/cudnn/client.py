@@ -1,4 +1,4 @@
-"""``dev.dnn``: the cuDNN messages as methods that return futures (caller's thread)."""
+"""``dev.cudnn``: the cuDNN messages as methods that return futures (caller's thread)."""
 
 from __future__ import annotations
 
@@ -34,6 +34,8 @@ from ...messages.cudnn import (
     pool_output_shape,
 )
 from ...messages.memo import MessageMemo
+from ..answers import Dropout as DropoutOutputs
+from ..answers import NormGrads, NormOutputs, tuple_after
 
 if TYPE_CHECKING:
     from ...client.device import Device
@@ -49,7 +51,7 @@ def _tuple(value: Any, nd: int) -> tuple:
 
 
 class Dnn:
-    """``dev.dnn``: convolutions through cuDNN (see :mod:`gpumsg.messages.cudnn` for layouts
+    """``dev.cudnn``: convolutions through cuDNN (see :mod:`gpumsg.messages.cudnn` for layouts
     and precisions). Each method returns a future; the ones that allocate their output return a
     future of the new buffer (row-major, the input's dtype)."""
 
@@ -63,7 +65,7 @@ class Dnn:
         self._memo = MessageMemo()
 
     def _memo_send(self, msg_type: type, buffers: tuple, args: tuple) -> Future:
-        return self._dev._send_entry(self._memo.entry(msg_type, buffers, args))
+        return self._dev.port.send_memo(self._memo.entry(msg_type, buffers, args))
 
     def conv(self, x: Any, w: Any, bias: Any = None, stride: Any = 1, padding: Any = 0,
              dilation: Any = 1, groups: int = 1, layout: str = "NCHW", activation: str = "none",
@@ -76,7 +78,7 @@ class Dnn:
         problem, the fastest kept; the first call synchronizes the device's stream). Bad shapes
         raise InvalidMessage here."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         if out is None:
             xr, wr = as_ref(x, "x"), as_ref(w, "w")
             nd = max(len(xr.shape) - 2, 1)
@@ -87,11 +89,11 @@ class Dnn:
                 shape = ()
             if len(shape) != len(xr.shape) or any(s <= 0 for s in shape):
                 shape = xr.shape  # a bad argument: the message names the field
-            y = dev._mint(shape, xr.dtype, "C")
+            y = dev.port.mint(shape, xr.dtype, "C")
             msg = ConvForward(x, w, y, stride, padding, dilation, groups, layout, math,
                               algo, workspace_limit, bias, activation, act_coef)
-            return dev._send_new(y, msg)
-        return dev._send_entry(self._memo.entry(
+            return dev.port.send_new(y, msg)
+        return dev.port.send_memo(self._memo.entry(
             ConvForward, (x, w, out, bias),
             (stride, padding, dilation, groups, layout, math, algo, workspace_limit, activation,
              act_coef),
@@ -109,13 +111,13 @@ class Dnn:
         """dx (shape ``x_shape``), the gradient of the forward convolution with respect to x
         (``algo``: as in :meth:`conv`)."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         if out is not None:
             return self._memo_send(ConvBackwardData, (dy, w, out),
                                    (stride, padding, dilation, groups, layout, math, algo,
                                     workspace_limit))
-        dx = dev._mint(x_shape, as_ref(dy, "dy").dtype, "C")
-        return dev._send_new(dx, ConvBackwardData(dy, w, dx, stride, padding, dilation, groups,
+        dx = dev.port.mint(x_shape, as_ref(dy, "dy").dtype, "C")
+        return dev.port.send_new(dx, ConvBackwardData(dy, w, dx, stride, padding, dilation, groups,
                                                   layout, math, algo, workspace_limit))
 
     def conv_backward_filter(self, x: Any, dy: Any, w_shape: Any, stride: Any = 1,
@@ -126,13 +128,13 @@ class Dnn:
         """dw (shape ``w_shape``), the gradient of the forward convolution with respect to w
         (``algo``: as in :meth:`conv`)."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         if out is not None:
             return self._memo_send(ConvBackwardFilter, (x, dy, out),
                                    (stride, padding, dilation, groups, layout, math, algo,
                                     workspace_limit))
-        dw = dev._mint(w_shape, as_ref(x, "x").dtype, "C")
-        return dev._send_new(dw, ConvBackwardFilter(x, dy, dw, stride, padding, dilation,
+        dw = dev.port.mint(w_shape, as_ref(x, "x").dtype, "C")
+        return dev.port.send_new(dw, ConvBackwardFilter(x, dy, dw, stride, padding, dilation,
                                                     groups, layout, math, algo,
                                                     workspace_limit))
 
@@ -152,26 +154,26 @@ class Dnn:
         if out is not None:
             return out
         r = as_ref(ref_of, field)
-        return self._dev._mint(tuple(r.shape) if shape is None else shape, r.dtype, "C")
+        return self._dev.port.mint(tuple(r.shape) if shape is None else shape, r.dtype, "C")
 
     def _send(self, msg_type: type, out: Any, given: Any, *args: Any) -> Future:
         """``msg_type(*args)`` into ``given``, or into ``out`` (from :meth:`_new_like`), a new
         buffer allocated with it."""
         dev = self._dev
         msg = msg_type(*args)
-        return dev.send(msg) if given is not None else dev._send_new(out, msg)
+        return dev.send(msg) if given is not None else dev.port.send_new(out, msg)
 
     def activation(self, x: Any, activation: str = "relu", act_coef: float | None = None,
                    out: Any = None) -> Future:
         """act(x) elementwise (``out`` may be x: in place)."""
-        self._dev._check_open()
+        self._dev.port.check_open()
         y = self._new_like(x, out)
         return self._send(Activation, y, out, x, y, activation, act_coef)
 
     def activation_backward(self, x: Any, y: Any, dy: Any, activation: str = "relu",
                             act_coef: float | None = None, out: Any = None) -> Future:
         """dx = act'(x) * dy, given x and y = act(x)."""
-        self._dev._check_open()
+        self._dev.port.check_open()
         dx = self._new_like(x, out)
         return self._send(ActivationBackward, dx, out, x, y, dy, dx, activation, act_coef)
 
@@ -179,21 +181,21 @@ class Dnn:
                 out: Any = None) -> Future:
         """softmax (or log-softmax) of x over channels ("channel") or over everything but the
         batch ("instance"); x is (N, C, ...) in ``layout``."""
-        self._dev._check_open()
+        self._dev.port.check_open()
         y = self._new_like(x, out)
         return self._send(Softmax, y, out, x, y, mode, log, layout)
 
     def softmax_backward(self, y: Any, dy: Any, mode: str = "channel", log: bool = False,
                          layout: str = "NCHW", out: Any = None) -> Future:
         """The gradient of :meth:`softmax` given its output y and dy."""
-        self._dev._check_open()
+        self._dev.port.check_open()
         dx = self._new_like(y, out, field="y")
         return self._send(SoftmaxBackward, dx, out, y, dy, dx, mode, log, layout)
 
     def pool(self, x: Any, window: Any = 2, stride: Any = None, padding: Any = 0,
              mode: str = "max", layout: str = "NCHW", out: Any = None) -> Future:
         """2-D or 3-D pooling: "max", "avg" (padding not counted) or "avg_include_pad"."""
-        self._dev._check_open()
+        self._dev.port.check_open()
         y = out
         if y is None:
             xr = as_ref(x, "x")
@@ -216,7 +218,7 @@ class Dnn:
                       padding: Any = 0, mode: str = "max", layout: str = "NCHW",
                       out: Any = None) -> Future:
         """The gradient of :meth:`pool` given x, its output y and dy."""
-        self._dev._check_open()
+        self._dev.port.check_open()
         dx = self._new_like(x, out)
         return self._send(PoolBackward, dx, out, x, y, dy, dx, window, stride, padding, mode,
                           layout)
@@ -230,40 +232,37 @@ class Dnn:
 
     def batch_norm_train(self, x: Any, gamma: Any, beta: Any, running_mean: Any = None,
                          running_var: Any = None, factor: float = 0.1, eps: float = 1e-5,
-                         layout: str = "NCHW", out: Any = None) -> tuple[Future, Future, Future]:
+                         layout: str = "NCHW", out: Any = None) -> Future:
         """Training-mode batch normalization (see
-        :class:`~gpumsg.messages.cudnn.BatchNormTrain`): futures of (y, save_mean,
-        save_invstd); the running statistics (f32 vectors, optional) are updated in place with
+        :class:`~gpumsg.messages.cudnn.BatchNormTrain`): a future of (y, mean, invstd), the
+        saved statistics; the running statistics (f32 vectors, optional) are updated in place with
         the exponential average ``factor`` (torch's ``momentum``)."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         y = self._like(x, out)
         mean, invstd = self._stat_vector(x, layout), self._stat_vector(x, layout)
         done = dev.send(BatchNormTrain(x, gamma, beta, y, mean, invstd, running_mean,
                                        running_var, factor, eps, layout))
-        return (done if out is not None else dev.buffer_after(done, y),
-                dev.buffer_after(done, mean), dev.buffer_after(done, invstd))
+        return tuple_after(done, NormOutputs, y, mean, invstd)
 
     def batch_norm_inference(self, x: Any, gamma: Any, beta: Any, mean: Any, var: Any,
                              eps: float = 1e-5, layout: str = "NCHW", out: Any = None) -> Future:
         """y = gamma (x - mean) / sqrt(var + eps) + beta per channel (f32 vectors of C)."""
-        self._dev._check_open()
+        self._dev.port.check_open()
         y = self._new_like(x, out)
         return self._send(BatchNormInference, y, out, x, gamma, beta, mean, var, y, eps, layout)
 
     def batch_norm_backward(self, x: Any, dy: Any, gamma: Any, save_mean: Any, save_invstd: Any,
-                            eps: float = 1e-5, layout: str = "NCHW"
-                            ) -> tuple[Future, Future, Future]:
-        """Futures of (dx, dgamma, dbeta), the gradients of :meth:`batch_norm_train` given its
+                            eps: float = 1e-5, layout: str = "NCHW") -> Future:
+        """A future of (dx, dgamma, dbeta), the gradients of :meth:`batch_norm_train` given its
         saved statistics."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         dx = self._like(x, None)
         dgamma, dbeta = self._stat_vector(x, layout), self._stat_vector(x, layout)
         done = dev.send(BatchNormBackward(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
                                           eps, layout))
-        return (dev.buffer_after(done, dx), dev.buffer_after(done, dgamma),
-                dev.buffer_after(done, dbeta))
+        return tuple_after(done, NormGrads, dx, dgamma, dbeta)
 
     # -- layer, group and instance norms --------------------------------------------------------
     def _vec(self, n: int) -> Any:
@@ -286,69 +285,62 @@ class Dnn:
 
     def layer_norm(self, x: Any, gamma: Any = None, beta: Any = None, normalized_ndim: int = 1,
                    eps: float = 1e-5, out: Any = None, mean_out: Any = None,
-                   invstd_out: Any = None) -> tuple[Future, Future, Future]:
-        """Futures of (y, mean, invstd): x normalized over its last ``normalized_ndim``
+                   invstd_out: Any = None) -> Future:
+        """A future of (y, mean, invstd): x normalized over its last ``normalized_ndim``
         dimensions, then y = x_hat gamma + beta (f32 vectors of the normalized size, optional;
         see :class:`~gpumsg.messages.cudnn.LayerNorm` for how cuDNN runs it). ``out``,
         ``mean_out`` and ``invstd_out`` (optional) receive y and the per-row f32 statistics;
-        given all three, nothing is allocated (as inside a ``dev.graph`` recording), and each
-        future resolves once the message is done."""
+        given all three, nothing is allocated (as inside a ``dev.graph`` recording)."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         y = self._like(x, out)
         rows = self._rows(x, normalized_ndim)
         mean = mean_out if mean_out is not None else self._vec(rows)
         inv = invstd_out if invstd_out is not None else self._vec(rows)
         done = dev.send(LayerNorm(x, y, mean, inv, gamma, beta, normalized_ndim, eps))
-        return tuple(done if given is not None else dev.buffer_after(done, buf)  # type: ignore[return-value]
-                     for buf, given in ((y, out), (mean, mean_out), (inv, invstd_out)))
+        return tuple_after(done, NormOutputs, y, mean, inv)
 
     def layer_norm_backward(self, x: Any, dy: Any, mean: Any, invstd: Any, gamma: Any = None,
-                            normalized_ndim: int = 1, eps: float = 1e-5
-                            ) -> tuple[Future, Future | None, Future | None]:
-        """Futures of (dx, dgamma, dbeta) of :meth:`layer_norm` (the last two None without
+                            normalized_ndim: int = 1, eps: float = 1e-5) -> Future:
+        """A future of (dx, dgamma, dbeta) of :meth:`layer_norm` (the last two None without
         gamma)."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         dx = self._like(x, None)
         dg, db = self._affine_grads(gamma)
         done = dev.send(LayerNormBackward(x, dy, mean, invstd, dx, gamma, dg, db,
                                           normalized_ndim, eps))
-        return (dev.buffer_after(done, dx), None if dg is None else dev.buffer_after(done, dg),
-                None if db is None else dev.buffer_after(done, db))
+        return tuple_after(done, NormGrads, dx, dg, db)
 
     def group_norm(self, x: Any, groups: int, gamma: Any = None, beta: Any = None,
-                   eps: float = 1e-5, out: Any = None) -> tuple[Future, Future, Future]:
-        """Futures of (y, mean, invstd) of a group norm of x (N, C, *spatial), NCHW; mean and
+                   eps: float = 1e-5, out: Any = None) -> Future:
+        """A future of (y, mean, invstd) of a group norm of x (N, C, *spatial), NCHW; mean and
         invstd are (N * groups) f32 (see :class:`~gpumsg.messages.cudnn.GroupNorm`)."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         y = self._like(x, out)
         rows = self._rows(x, groups=groups)
         mean, inv = self._vec(rows), self._vec(rows)
         done = dev.send(GroupNorm(x, y, mean, inv, groups, gamma, beta, eps))
-        return (done if out is not None else dev.buffer_after(done, y),
-                dev.buffer_after(done, mean), dev.buffer_after(done, inv))
+        return tuple_after(done, NormOutputs, y, mean, inv)
 
     def group_norm_backward(self, x: Any, dy: Any, mean: Any, invstd: Any, groups: int,
-                            gamma: Any = None, eps: float = 1e-5
-                            ) -> tuple[Future, Future | None, Future | None]:
-        """Futures of (dx, dgamma, dbeta) of :meth:`group_norm` (None, None without gamma)."""
+                            gamma: Any = None, eps: float = 1e-5) -> Future:
+        """A future of (dx, dgamma, dbeta) of :meth:`group_norm` (None, None without gamma)."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         dx = self._like(x, None)
         dg, db = self._affine_grads(gamma)
         done = dev.send(GroupNormBackward(x, dy, mean, invstd, dx, groups, gamma, dg, db, eps))
-        return (dev.buffer_after(done, dx), None if dg is None else dev.buffer_after(done, dg),
-                None if db is None else dev.buffer_after(done, db))
+        return tuple_after(done, NormGrads, dx, dg, db)
 
     def instance_norm(self, x: Any, gamma: Any = None, beta: Any = None, eps: float = 1e-5,
-                      out: Any = None) -> tuple[Future, Future, Future]:
+                      out: Any = None) -> Future:
         """:meth:`group_norm` with one group per channel."""
         return self.group_norm(x, _channels(x), gamma, beta, eps, out)
 
     def instance_norm_backward(self, x: Any, dy: Any, mean: Any, invstd: Any, gamma: Any = None,
-                               eps: float = 1e-5) -> tuple[Future, Future | None, Future | None]:
+                               eps: float = 1e-5) -> Future:
         """:meth:`group_norm_backward` with one group per channel."""
         return self.group_norm_backward(x, dy, mean, invstd, _channels(x), gamma, eps)
 
@@ -363,27 +355,28 @@ class Dnn:
             n = self._reserve[key] = int(self._dev.send(DropoutReserveSize(x)).result())
         return n
 
-    def dropout(self, x: Any, p: float = 0.5, seed: int = 0, out: Any = None
-                ) -> tuple[Future, Future]:
-        """Futures of (y, reserve): y = x * mask / (1 - p), the mask a function of (seed, p,
+    #: for dropout and its backward, which dev.nn shows without dropout_reserve_bytes
+    _dropout_reserve_bytes = dropout_reserve_bytes
+
+    def dropout(self, x: Any, p: float = 0.5, seed: int = 0, out: Any = None) -> Future:
+        """A future of (y, reserve): y = x * mask / (1 - p), the mask a function of (seed, p,
         x's size) only (see :class:`~gpumsg.messages.cudnn.Dropout`); ``reserve`` (u8) holds
         it for :meth:`dropout_backward`. ``out`` may be x (in place)."""
         dev = self._dev
-        dev._check_open()
-        nbytes = max(self.dropout_reserve_bytes(x), 1)
+        dev.port.check_open()
+        nbytes = max(self._dropout_reserve_bytes(x), 1)
         y = self._like(x, out)
         reserve = dev.alloc((nbytes,), "u8", order="C")
         done = dev.send(Dropout(x, y, reserve, p, seed))
-        return (done if out is not None else dev.buffer_after(done, y),
-                dev.buffer_after(done, reserve))
+        return tuple_after(done, DropoutOutputs, y, reserve)
 
     def dropout_backward(self, dy: Any, reserve: Any, p: float = 0.5, seed: int = 0,
                          out: Any = None) -> Future:
         """dx = dy * mask / (1 - p) with the forward's mask (its ``reserve``, p and seed)."""
-        self._dev._check_open()
+        self._dev.port.check_open()
         dx = self._like(dy, out)
         msg = DropoutBackward(dy, reserve, dx, p, seed)  # checks the fields first
-        need = self.dropout_reserve_bytes(dy)
+        need = self._dropout_reserve_bytes(dy)
         if msg.reserve.nbytes < need:
             raise InvalidMessage(f"DropoutBackward.reserve: {msg.reserve.describe()} holds "
                                  f"{msg.reserve.nbytes} bytes; this dropout needs {need}",

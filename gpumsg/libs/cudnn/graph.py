@@ -31,10 +31,11 @@ the stream around each candidate, once per problem, as ``cudnnFind*`` does).
 from __future__ import annotations
 
 import ctypes
-import os
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from ...config import setting
 
 if TYPE_CHECKING:
     from ...backends.cuda.replays import GraphReplays
@@ -62,8 +63,8 @@ def frontend(lib: Any) -> Any:
     if "module" in _STATE:
         return _STATE["module"]
     module, reason = None, ""
-    if os.environ.get("GPUMSG_CUDNN_FRONTEND", "1").strip().lower() in ("0", "no", "off",
-                                                                         "false"):
+    if (setting("GPUMSG_CUDNN_FRONTEND") or "1").strip().lower() in ("0", "no", "off",
+                                                                     "false"):
         reason = "disabled by GPUMSG_CUDNN_FRONTEND=0"
     else:
         try:

@@ -1,10 +1,10 @@
-"""``dev.dnn.rnn`` / ``lstm`` / ``gru``: recurrent networks with torch-like parameters (caller's
-thread). Joins the ``dev.dnn`` namespace (registered as the library "cudnn_rnn", which shares
+"""``dev.cudnn.rnn`` / ``lstm`` / ``gru``: recurrent networks with torch-like parameters (caller's
+thread). Joins the ``dev.cudnn`` namespace (registered as the library "cudnn_rnn", which shares
 the device's cuDNN handle).
 
 ::
 
-    lstm = dev.dnn.lstm(input_size=256, hidden_size=512, num_layers=2, bidirectional=True,
+    lstm = dev.cudnn.lstm(input_size=256, hidden_size=512, num_layers=2, bidirectional=True,
                         dtype="f16")
     lstm.set_weights(torch_module.state_dict())      # torch names and shapes, any subset
     y, hy, cy, _ = lstm(x)                           # inference: futures of new buffers
@@ -13,7 +13,7 @@ the device's cuDNN handle).
     grads = lstm.get_weights(dw.result())             # torch-named gradients (NumPy)
 
     # torch's nn.LSTM(..., proj_size=64, dropout=0.2); masks seeded by 7
-    lstm = dev.dnn.lstm(256, 512, 2, proj_size=64, dropout=0.2, seed=7)
+    lstm = dev.cudnn.lstm(256, 512, 2, proj_size=64, dropout=0.2, seed=7)
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ class Rnn:
     """One recurrent network on a device: its :class:`~gpumsg.messages.cudnn_rnn.RnnSpec`, its
     weight space (``weights``, a 1-D buffer of the spec's dtype, uninitialized until
     :meth:`set_weights` or :meth:`reset_parameters`) and torch-named access to it. Build it with
-    ``dev.dnn.rnn(...)``, ``dev.dnn.lstm(...)`` or ``dev.dnn.gru(...)``.
+    ``dev.cudnn.rnn(...)``, ``dev.cudnn.lstm(...)`` or ``dev.cudnn.gru(...)``.
 
     Dropout between layers (``spec.dropout`` > 0, two layers or more): the network owns a
     dropout-states buffer (``dropout_states``), seeded with ``seed`` before its first training
@@ -263,7 +263,7 @@ class Rnn:
         wait). InvalidMessage (field "seed") outside 0 .. 2**64 - 1."""
         seed = self.seed if seed is None else seed
         if self.dropout_states is None:
-            self._dev._check_open()
+            self._dev.port.check_open()
             self.dropout_states = self._dev.alloc((max(self.dropout_states_bytes, 1),), "u8",
                                                   order="C")
         done = self._dev.send(RnnDropoutInit(self.dropout_states, seed))
@@ -279,7 +279,7 @@ class Rnn:
         layers, draws the masks from (and advances) :attr:`dropout_states`, seeding them first
         if this is the network's first training forward. Omitted hx/cx are zeros."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         seq_lengths = _lengths(seq_lengths)
         t, b = self._seq_dims(x, "x")
         w = self._check_w(w, "w")
@@ -313,7 +313,7 @@ class Rnn:
         reserve (``cudnnRNNBackwardData_v8``; it updates the reserve for
         :meth:`backward_weights`). Omitted dhy/dcy are zeros."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         t, b = self._seq_dims(y, "y")
         w = self._check_w(w, "w")
         spec = self.spec
@@ -334,7 +334,7 @@ class Rnn:
         ``accumulate=False`` overwrites dw with the gradient; ``True`` adds to it (cuDNN's
         only mode). Read it torch-named with :meth:`get_weights`."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         given = dw is not None
         if given:
             self._check_w(dw, "dw")
@@ -357,11 +357,11 @@ class Rnn:
 
 
 class DnnRnn:
-    """The RNN part of ``dev.dnn`` (mixed into the cuDNN namespace class)."""
+    """The RNN part of ``dev.cudnn`` (mixed into the cuDNN namespace class)."""
 
     _dev: Device
 
-    def __init__(self, device: Device) -> None:  # not run when combined with dev.dnn's class
+    def __init__(self, device: Device) -> None:  # not run when combined with dev.cudnn's class
         self._dev = device
 
     def rnn_weight_info(self, spec: RnnSpec) -> dict[str, Any]:
@@ -384,7 +384,7 @@ class DnnRnn:
         training forwards) as in torch; ``seed`` seeds the dropout masks (default: one drawn
         at random, kept in ``Rnn.seed``). Bad arguments raise InvalidMessage naming the field.
         Waits for the weight table the first time a spec is used."""
-        self._dev._check_open()
+        self._dev.port.check_open()
         spec = RnnSpec(cell, input_size, hidden_size, num_layers, bidirectional, dtype, bias,
                        math, algo, proj_size, dropout)
         if not isinstance(batch_first, bool):

@@ -1,27 +1,30 @@
 """cuFFT: C2C/Z2Z, R2C/D2Z and C2R/Z2D transforms of rank 1 to 3, batched with cuFFT's advanced
-layout, as messages (``dev.fft``), with NumPy-shaped ``fft``/``rfft``/``fftn``/... on top.
+layout, as messages (``dev.cufft``), with NumPy's ``fft``/``rfft``/``fftn``/... on top
+(``dev.fft``).
 
 The folder holds everything of one library: ``bindings.py`` (the C functions as data),
 ``handle.py`` (the device's plan cache and work areas, device thread), ``handlers.py`` (message
 -> plan lookup and execution, device thread), ``sim.py`` (the numpy.fft semantics of the
-simulator) and ``client.py`` (the ``dev.fft`` methods, caller's thread). The messages live in
-:mod:`gpumsg.messages.fft`.
+simulator) and ``client.py`` (the ``dev.cufft`` and ``dev.fft`` methods, caller's thread). The
+messages live in :mod:`gpumsg.messages.fft`.
 """
 
 from ...messages import fft
 from ...messages.graph import capturable
 from ...service.registry import register_library
+from ..namespace import register_namespace
 from . import handlers  # noqa: F401  (registers the message handlers)
 from .bindings import SPEC
-from .client import Fft, Plan
+from .client import Cufft, Fft, Plan
 from .handle import CufftHandle
 from .sim import SimCufft
 
-LIBRARY = register_library("cufft", cuda=CufftHandle, sim=SimCufft, namespace="fft",
-                           client=Fft, specs=(SPEC,))
+LIBRARY = register_library("cufft", cuda=CufftHandle, sim=SimCufft, namespace="cufft",
+                           client=Cufft, specs=(SPEC,))
+register_namespace("fft", Fft)
 
 # an execution only enqueues work on the compute stream (its plan must exist before recording;
 # the scaling, when asked for, is a cuBLAS scal)
 capturable(fft.FftExec, libraries=("cufft", "cublas"))
 
-__all__ = ["LIBRARY", "SPEC", "CufftHandle", "Fft", "Plan", "SimCufft"]
+__all__ = ["LIBRARY", "SPEC", "Cufft", "CufftHandle", "Fft", "Plan", "SimCufft"]

@@ -1,9 +1,9 @@
-"""``dev.fft``: explicit cuFFT plans and their execution, and NumPy-shaped transforms
-(caller's thread).
+"""``dev.cufft``: explicit cuFFT plans and their execution; ``dev.fft``: NumPy's transforms
+(caller's thread). One implementation class serves both namespaces (two views of it).
 
-Explicit: ``plan = dev.fft.plan(shape=(4096,), batch=64, kind="c2c", dtype="c64")`` describes a
+Explicit: ``plan = dev.cufft.plan(shape=(4096,), batch=64, kind="c2c", dtype="c64")`` describes a
 plan (an :class:`~gpumsg.messages.fft.FftSpec`) and has the device make it now (``plan.result()``
-waits for that); ``dev.fft.execute(plan, x, out, direction="forward")`` runs it (unnormalized,
+waits for that); ``dev.cufft.execute(plan, x, out, direction="forward")`` runs it (unnormalized,
 like cuFFT). The plan lives in the device's plan cache; if it was evicted meanwhile, the
 execution makes it again.
 
@@ -11,9 +11,9 @@ NumPy-shaped: ``fft, ifft, rfft, irfft, fft2, ifft2, rfft2, irfft2, fftn, ifftn,
 with NumPy's ``n``/``s``, ``axis``/``axes`` and ``norm`` ("backward", "ortho", "forward") on any
 axes of a C-ordered buffer; each returns a future of a new C-ordered buffer and never modifies
 its input. The complex transforms take complex buffers (c64, c128) and the real ones real
-buffers (f32, f64); the precision of the result is the input's (NumPy would compute in
-float64). Departures from NumPy: a real input to ``fft``/``ifft`` is refused (use ``rfft``), and
-so are repeated axes.
+buffers (f32, f64); a real input to a complex transform (``fft``, ``ifft``, ``irfft``, ...) is
+made complex first, as NumPy does (f32 -> c64, f64 -> c128). The precision of the result is the
+input's (NumPy would compute in float64). Departure from NumPy: repeated axes are refused.
 
 How a call maps onto cuFFT (worked out once per call signature and memoized): the transformed
 axes are grouped into runs of adjacent axes (at most 3 per plan); each run is one cuFFT plan
@@ -41,11 +41,13 @@ from ...messages import fft as msgs
 from ...messages.base import BufRef
 from ...messages.fft import FftSpec, half_size
 from ...messages.memo import MessageMemo
+from ..namespace import view
+from ..nvrtc.elementwise import launch
 
 if TYPE_CHECKING:
     from ...client.device import Device
 
-__all__ = ["Fft", "Plan"]
+__all__ = ["Cufft", "Fft", "FftCalls", "Plan"]
 
 NORMS = ("backward", "ortho", "forward")
 #: after posting a transform whose output has at least this many bytes, the caller yields the
@@ -64,7 +66,7 @@ _EXEC_BUFFERS = ("x", "out")
 #: FftExec built without validation: for the NumPy-shaped layer, whose recipe checked the
 #: layouts for buffers of exactly the shapes and dtypes it is used with
 _UNCHECKED = msgs.FftExec.unchecked  # type: ignore[attr-defined]
-#: specs remembered by identity (``Fft._spec_ids``) before that map starts again
+#: specs remembered by identity (``FftCalls._spec_ids``) before that map starts again
 _SPEC_IDS = 256
 
 
@@ -182,8 +184,8 @@ def _ref(x: Any, field: str) -> BufRef:
     return r
 
 
-class Fft:
-    """The FFT surface of one device (``dev.fft``)."""
+class FftCalls:
+    """The FFT calls of one device: the implementation behind ``dev.cufft`` and ``dev.fft``."""
 
     def __init__(self, device: Device) -> None:
         self._dev = device
@@ -213,7 +215,7 @@ class Fft:
         complex values interleaved in f16/bf16 buffers, no ``scale``); layout fields as cuFFT's
         advanced layout, in elements (see :mod:`gpumsg.messages.fft`). Raises InvalidMessage
         naming the field."""
-        self._dev._check_open()
+        self._dev.port.check_open()
         try:
             name = dtype_name(dtype, "dtype")
         except InvalidMessage as exc:
@@ -237,7 +239,7 @@ class Fft:
         ``scale`` multiplies all of ``out`` afterwards. Out-of-place C2R overwrites ``x``.
         Resolves to None."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         spec = plan.spec if isinstance(plan, Plan) else plan
         if out is None:
             out = x
@@ -255,7 +257,7 @@ class Fft:
                 token, (x, out), args,
                 lambda refs: msgs.FftExec(spec, refs[0], refs[1], *args), _EXEC_BUFFERS)
             msg = entry[0]
-            fut = dev._send_entry(entry)
+            fut = dev.port.send_memo(entry)
         if YIELD_BYTES is not None and msg.out.nbytes >= YIELD_BYTES:
             time.sleep(0)  # let the device thread issue it now (see YIELD_BYTES)
         return fut
@@ -345,12 +347,18 @@ class Fft:
     def _numpy(self, kind: str, direction: str, x: Any, s: Any, axes: Any, norm: Any,
                rank: int | None) -> Any:
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         r = _ref(x, "x")
+        upcast = kind != "r2c" and r.dtype in ("f32", "f64") and (r.order == "C" or
+                                                                   len(r.shape) <= 1)
+        if upcast:  # NumPy transforms real input as complex: f32 -> c64, f64 -> c128
+            x = self._as_complex(x, r)
+            r = x.ref
         key = (kind, direction, r.shape, r.dtype, r.order, s, axes, norm, rank)
         try:
             recipe = self._recipes.get(key)
-        except TypeError:  # unhashable arguments (lists): worked out each time
+        except (TypeError, ValueError):  # unhashable arguments (lists, memoryviews): worked
+            # out each time
             recipe, key = None, None
         if recipe is None:
             recipe = self._recipe(kind, direction, r, s, axes, norm, rank)
@@ -358,7 +366,18 @@ class Fft:
                 if len(self._recipes) >= 512:
                     self._recipes.clear()
                 self._recipes[key] = recipe
-        return self._run(recipe, x, r)
+        out = self._run(recipe, x, r)
+        if upcast:
+            x.buffer.free()  # after the transform's reads (stream-ordered)
+        return out
+
+    def _as_complex(self, x: Any, r: BufRef) -> Any:
+        """A new C-ordered complex buffer holding the real buffer ``x`` (imaginary parts 0)."""
+        dev = self._dev
+        xc = dev.alloc(r.shape, _COMPLEX[r.dtype], order="C")
+        if r.size:
+            launch(dev, f"gm_real_to_complex_{r.dtype}", r.size, (x, xc, r.size), (x,), (xc,))
+        return xc
 
     def _recipe(self, kind: str, direction: str, r: BufRef, s: Any, axes: Any, norm: Any,
                 rank: int | None) -> _Recipe:
@@ -378,7 +397,8 @@ class Fft:
                                  "F-ordered)", field="x")
         want = ("f32", "f64") if kind == "r2c" else ("c64", "c128")
         if r.dtype not in want:
-            hint = " (use rfft for real data)" if kind == "c2c" and r.dtype in _REAL else ""
+            hint = " (an F-ordered real buffer is not made complex)" \
+                if kind != "r2c" and r.dtype in _REAL else ""
             raise InvalidMessage(f"x: {r.describe()} has dtype {r.dtype}; this transform takes "
                                  f"{' or '.join(want)}{hint}", field="x")
         if s is not None:
@@ -490,11 +510,11 @@ class Fft:
             dev.memset(new, 0)
         if keep * inner and outer:
             if outer == 1:
-                dev.copy(new, src, keep * inner * _ITEM[dtype])
+                dev.copy_bytes(new, src, keep * inner * _ITEM[dtype])
             else:
                 # rows of keep*inner elements, old*inner apart in src, length*inner in new
-                dev.blas.geam(src, src, new, keep * inner, outer, 1.0, 0.0, lda=old * inner,
-                              ldb=old * inner, ldc=length * inner)
+                dev.cublas.raw.geam(src, src, new, keep * inner, outer, 1.0, 0.0, lda=old * inner,
+                                    ldb=old * inner, ldc=length * inner)
         return new
 
     def _run(self, rec: _Recipe, x: Any, r: BufRef) -> Any:
@@ -511,8 +531,8 @@ class Fft:
         dev = self._dev
         p = rec.single
         if p is not None:  # one execution, input -> new output: one message (AllocThen)
-            oref = dev._mint(rec.out_shape, rec.out_dtype, "C")
-            fut = dev._send_new(oref, _UNCHECKED(p.spec, r, oref, p.direction, p.repeat,
+            oref = dev.port.mint(rec.out_shape, rec.out_dtype, "C")
+            fut = dev.port.send_new(oref, _UNCHECKED(p.spec, r, oref, p.direction, p.repeat,
                                                  p.x_step, p.out_step, 0, 0, rec.scale))
             if YIELD_BYTES is not None and oref.nbytes >= YIELD_BYTES:
                 time.sleep(0)  # let the device thread issue it now (see YIELD_BYTES)
@@ -526,7 +546,7 @@ class Fft:
             temps.append(work)
         if rec.copy_input and not temps:
             work = dev.alloc(shape, r.dtype, order="C")
-            dev.copy(work, x)
+            dev.copy_bytes(work, x)
             temps.append(work)
         out = dev.alloc(rec.out_shape, rec.out_dtype, order="C")
         done: Future | None = None
@@ -544,7 +564,7 @@ class Fft:
             if p.pad_in:  # real input rows an odd number apart: through even-spaced rows
                 row = p.pad_in
                 pad = dev.alloc((p.repeat, row + 1), p.spec.in_dtype, order="C")
-                dev.blas.geam(xb, xb, pad, row, p.repeat, lda=row, ldb=row, ldc=row + 1)
+                dev.cublas.raw.geam(xb, xb, pad, row, p.repeat, lda=row, ldb=row, ldc=row + 1)
                 temps.append(pad)
                 xb = pad.ref
             if p.pad_out:  # real output rows an odd number apart: written spaced, then packed
@@ -552,8 +572,8 @@ class Fft:
                 pad = dev.alloc((p.repeat, row + 1), p.spec.out_dtype, order="C")
                 send(make(p.spec, xb, pad.ref, p.direction, p.repeat, p.x_step, p.out_step, 0,
                           0, 1.0))
-                done = dev.blas.geam(pad, pad, ob, row, p.repeat, scale, 0.0, lda=row + 1,
-                                     ldb=row + 1, ldc=row)
+                done = dev.cublas.raw.geam(pad, pad, ob, row, p.repeat, scale, 0.0, lda=row + 1,
+                                           ldb=row + 1, ldc=row)
                 temps.append(pad)
                 continue
             msg = make(p.spec, xb, ob, p.direction, p.repeat, p.x_step, p.out_step, 0, 0, scale)
@@ -570,6 +590,17 @@ class Fft:
         if done is None:
             return out
         return dev.buffer_after(done, out)
+
+
+#: ``dev.cufft``: explicit plans, their execution, and the plan cache
+Cufft = view("Cufft", "Raw cuFFT (``dev.cufft``): explicit plans (``plan``), their execution "
+             "(``execute``, unnormalized) and the plan cache.", (FftCalls,),
+             ["plan", "execute", "replay_info", "cache_info", "cache_config"])
+#: ``dev.fft``: numpy.fft's names
+Fft = view("Fft", "NumPy's ``fft`` (``dev.fft``): numpy.fft names and arguments on C-ordered "
+           "buffers.", (FftCalls,),
+           ["fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn",
+            "rfftn", "irfftn"])
 
 
 def _as_tuple(value: Any) -> Any:

@@ -46,12 +46,13 @@ from ...errors import LibraryError
 from ...messages.fft import HALF, FftExec, FftSpec
 from ...service.plans import PlanCache
 from ..loader import LoadedLibrary, c_size_t, load
+from ..workspace import count, required_workspace
 from .bindings import EXEC, FFT_TYPE, STATUS_NAMES, XT_TYPE
 
 __all__ = ["CufftHandle", "FftPlanObj", "ExecCall", "status_error", "DEFAULT_CAPACITY",
            "REPLAY_CAPACITY"]
 
-#: plans a device keeps by default (dev.fft.cache_config(capacity=...) changes it)
+#: plans a device keeps by default (dev.cufft.cache_config(capacity=...) changes it)
 DEFAULT_CAPACITY = 64
 #: CUDA graphs of repeated executions kept per device (a few KiB of device memory each)
 REPLAY_CAPACITY = 64
@@ -257,16 +258,24 @@ class CufftHandle:
                     FFT_TYPE[spec.kind, spec.precision], spec.batch, ctypes.byref(ws)),
                     "cufftMakePlanMany64")
             if ws.value:
-                work = memory.allocate(ws.value, stream)
+                # the plan's minimum; with the budget full, the idle plans' work areas go first
+                work = required_workspace(self._ctx, "cufft", ws.value, stream,
+                                          self._make_room)
             self._check(lib.cufftSetWorkArea(handle, work or None), "cufftSetWorkArea")
         except BaseException:
             if work:
                 memory.deallocate(work, ws.value, stream)
+                count(self._ctx, "cufft", -ws.value)
             lib.cufftDestroy(handle)
             raise
         fn = (lib.cufftXtExec if spec.precision in HALF
               else getattr(lib, EXEC[spec.kind, spec.precision]))
         return FftPlanObj(spec, handle, work, ws.value, fn)
+
+    def _make_room(self) -> None:
+        """Retire every cached plan (their work areas go back to the pool, stream-ordered):
+        a new plan's work area comes before keeping idle ones when memory is short."""
+        self.plans.clear()
 
     def _retire(self, plan: FftPlanObj) -> None:
         """Called by the cache for each plan that leaves it."""
@@ -285,6 +294,7 @@ class CufftHandle:
             return
         if plan.work:
             ctx.memory.deallocate(plan.work, plan.work_bytes, stream)
+            count(ctx, "cufft", -plan.work_bytes)
             plan.work = 0
         event = ctx.backend.event_create()
         ctx.backend.event_record(event, stream)
@@ -387,5 +397,6 @@ class CufftHandle:
         for plan in self._kept:
             if plan.work:
                 self._ctx.memory.deallocate(plan.work, plan.work_bytes, self._ctx.compute.obj)
+                count(self._ctx, "cufft", -plan.work_bytes)
             self.lib.cufftDestroy(plan.handle)
         self._kept = []

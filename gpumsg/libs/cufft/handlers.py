@@ -40,7 +40,7 @@ def _exec(ctx: Any, msg: FftExec, reply: Any) -> None:
     recording = ctx.capture is not None
     if recording and not lib.cached(msg.spec):
         raise GraphCaptureError("FftExec cannot be recorded with a plan that does not exist "
-                                "yet: make it first (dev.fft.plan(...).result()) and record "
+                                "yet: make it first (dev.cufft.plan(...).result()) and record "
                                 "after", "FftExec")
     launch = call.launcher()
     if recording:

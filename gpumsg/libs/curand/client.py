@@ -1,6 +1,7 @@
-"""``dev.random``: cuRAND generators as client objects (caller's thread).
+"""``dev.curand``: cuRAND generators as client objects (caller's thread); NumPy's API on top of
+them is ``dev.random`` (numpy_random.py).
 
-``dev.random.generator(kind, seed=..., offset=..., ordering=..., dimensions=...)`` sends one
+``dev.curand.generator(kind, seed=..., offset=..., ordering=..., dimensions=...)`` sends one
 :class:`~gpumsg.messages.rng.CreateGenerator` and returns a :class:`Generator` at once (its
 ``ready`` future resolves when the device has made it; later calls may be sent before that).
 Each draw (``uniform``, ``normal``, ``lognormal``, ``poisson``, ``integers``) fills a new
@@ -28,7 +29,7 @@ from ...messages.memo import MessageMemo, OutputTemplates, with_output
 if TYPE_CHECKING:
     from ...client.device import Device
 
-__all__ = ["Random", "Generator"]
+__all__ = ["Curand", "Generator"]
 
 _generator_ids = itertools.count(1)
 
@@ -36,9 +37,7 @@ _generator_ids = itertools.count(1)
 def _destroy(dev: Device, generator: int, generation: int, ready: Future) -> None:
     if ready.done() and ready.exception() is not None:
         return  # it was never made
-    state = dev._state
-    if state.accepting and state.generation == generation:
-        dev._submit(msgs.DestroyGenerator(generator), None)
+    dev.port.post_unanswered(msgs.DestroyGenerator(generator), generation)
 
 
 def _shape(shape: Any) -> tuple[int, ...]:
@@ -61,7 +60,7 @@ class Generator:
 
     def __init__(self, dev: Device, kind: str, seed: int | None, offset: int,
                  ordering: str | None, dimensions: int | None) -> None:
-        dev._check_open()
+        dev.port.check_open()
         self._dev = dev
         self.id = next(_generator_ids)
         msg = msgs.CreateGenerator(self.id, kind, seed, offset, ordering, dimensions)
@@ -75,7 +74,7 @@ class Generator:
         self._memo = MessageMemo(size=64)
         #: the messages of draws of a new shape, validated once per arguments (_draw_new)
         self._new_outputs = OutputTemplates()
-        self._finalizer = weakref.finalize(self, _destroy, dev, self.id, dev._state.generation,
+        self._finalizer = weakref.finalize(self, _destroy, dev, self.id, dev.port.generation,
                                            self.ready)
 
     def __repr__(self) -> str:
@@ -89,16 +88,14 @@ class Generator:
     def _check(self) -> None:
         if not self._finalizer.alive:
             raise InvalidMessage(f"generator: {self!r} was closed", field="generator")
-        self._dev._check_open()
+        self._dev.port.check_open()
 
     def _draw(self, distribution: str, shape: Any, dtype: Any, out: Any, mean: float = 0.0,
               std: float = 1.0, lam: float = 1.0) -> Any:
         if not self._finalizer.alive:
             raise InvalidMessage(f"generator: {self!r} was closed", field="generator")
         dev = self._dev
-        state = dev._state
-        if not state.accepting:
-            raise state.refusal
+        dev.port.check_open()
         if out is None:
             return self._draw_new(distribution, shape, dtype, mean, std, lam)
         # A draw into ``out`` repeated with the same arguments posts the message it built the
@@ -106,7 +103,7 @@ class Generator:
         # advances on the device), so the same message draws the next values. The memo takes
         # ``out.ref``, which raises for a freed or stale buffer, before its lookup; the device
         # and the generator were checked above. ``dtype`` is not read when ``out`` is given.
-        return dev._send_entry(self._memo.entry(
+        return dev.port.send_memo(self._memo.entry(
             "generate", (out,), (distribution, shape, mean, std, lam),
             lambda refs: self._into(distribution, out, refs[0], shape, mean, std, lam),
             ("out",)), out)
@@ -136,8 +133,8 @@ class Generator:
             key = None
         kept = self._new_outputs.get(key, ()) if key is not None else None
         if kept is not None:
-            ref = dev._mint(kept[0], kept[1].out.dtype, "C")
-            return dev._send_new(ref, with_output(kept[1], "out", ref))
+            ref = dev.port.mint(kept[0], kept[1].out.dtype, "C")
+            return dev.port.send_new(ref, with_output(kept[1], "out", ref))
         if shape is None:
             raise InvalidMessage("shape: give a shape or an out buffer", field="shape")
         dims = _shape(shape)
@@ -154,12 +151,12 @@ class Generator:
                 f"not {dt} (64-bit integers come only from sobol64 and scrambled_sobol64)",
                 field="dtype")
         n = math.prod(dims)
-        ref = dev._mint(dims, dt, "C")
+        ref = dev.port.mint(dims, dt, "C")
         msg = msgs.Generate(self.id, self.kind, self.dimensions, distribution, ref, n, mean,
                             std, lam)
         if key is not None:
             self._new_outputs.put(key, (), dims, msg)
-        return dev._send_new(ref, msg)
+        return dev.port.send_new(ref, msg)
 
     # -- distributions -------------------------------------------------------------------------
     def uniform(self, shape: Any = None, dtype: Any = "f32", out: Any = None) -> Any:
@@ -213,8 +210,8 @@ class Generator:
         self.close()
 
 
-class Random:
-    """The random-number surface of one device (``dev.random``)."""
+class Curand:
+    """Raw cuRAND (``dev.curand``): device-side generators and their draws into buffers."""
 
     def __init__(self, device: Device) -> None:
         self._dev = device

@@ -74,6 +74,20 @@ def _box_muller(u1: np.ndarray, u2: np.ndarray) -> np.ndarray:
     return out
 
 
+#: above this mean the simulated Poisson draws come from the normal approximation (NumPy
+#: refuses means beyond about 9.2e18, where cuRAND still answers)
+POISSON_NORMAL = 1e7
+_COUNT_MAX = float(np.iinfo(np.uint32).max)
+
+
+def poisson_counts(x: np.ndarray) -> np.ndarray:
+    """Real-valued draws as cuRAND's unsigned 32-bit counts: rounded, and saturated at 0 and
+    2**32 - 1 as the GPU's float-to-unsigned conversion saturates (a NaN converts to 0)."""
+    with np.errstate(invalid="ignore"):
+        x = np.where(np.isnan(x), 0.0, np.rint(x))
+    return np.clip(x, 0.0, _COUNT_MAX).astype(np.uint32)
+
+
 class _SimGenerator:
     __slots__ = ("kind", "dimensions", "ordering", "seed", "key", "pos", "sv", "shift", "bits")
 
@@ -170,7 +184,9 @@ class SimCurand:
                 mean: float, std: float, lam: float) -> np.ndarray:
         if distribution == "poisson":
             rng = np.random.Generator(np.random.Philox(key=key ^ 1, counter=start))
-            return rng.poisson(lam, n).astype(np.uint32)
+            if lam <= POISSON_NORMAL:
+                return rng.poisson(lam, n).astype(np.uint32)
+            return poisson_counts(lam + np.sqrt(lam) * rng.standard_normal(n))
         double = dtype in ("f64", "u64")
         w = pseudo_words(key, start, count * (2 if double else 1))
         if distribution == "bits":
@@ -197,7 +213,9 @@ class SimCurand:
         from scipy import special, stats
 
         if distribution == "poisson":
-            return stats.poisson.ppf(u, lam).astype(np.uint32)
+            if lam <= POISSON_NORMAL:
+                return poisson_counts(stats.poisson.ppf(u, lam))
+            return poisson_counts(lam + np.sqrt(lam) * special.ndtri(u))
         z = special.ndtri(u) * std + mean
         return np.exp(z) if distribution == "lognormal" else z
 

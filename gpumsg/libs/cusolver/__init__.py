@@ -1,20 +1,23 @@
-"""cuSOLVER dense: LU and Cholesky factorizations and solves as messages (``dev.linalg``).
+"""cuSOLVER dense: LU and Cholesky factorizations and solves as messages: raw LAPACK names in
+``dev.cusolver``, NumPy's ``linalg`` names in ``dev.linalg``.
 
 The folder holds everything of one library: ``bindings.py`` (the C functions as data),
 ``handle.py`` (the per-device handle, device thread), ``handlers.py`` (message -> handle call,
 device thread; ``info`` read back at completion), ``sim.py`` (the NumPy/SciPy semantics of the
-simulator) and ``client.py`` (the ``dev.linalg`` methods, caller's thread). The messages live in
-:mod:`gpumsg.messages.solver`.
+simulator) and ``client.py`` (the ``dev.cusolver`` and ``dev.linalg`` methods, caller's thread).
+The messages live in :mod:`gpumsg.messages.solver`.
 """
 
 from ...service.registry import register_library
+from ..namespace import register_namespace
 from . import handlers  # noqa: F401  (registers the message handlers)
 from .bindings import SPEC
-from .client import Linalg
+from .client import Cusolver, Linalg
 from .handle import CusolverHandle
 from .sim import SimCusolver
 
-LIBRARY = register_library("cusolver", cuda=CusolverHandle, sim=SimCusolver, namespace="linalg",
-                           client=Linalg, specs=(SPEC,))
+LIBRARY = register_library("cusolver", cuda=CusolverHandle, sim=SimCusolver,
+                           namespace="cusolver", client=Cusolver, specs=(SPEC,))
+register_namespace("linalg", Linalg)
 
-__all__ = ["LIBRARY", "SPEC", "CusolverHandle", "Linalg", "SimCusolver"]
+__all__ = ["LIBRARY", "SPEC", "Cusolver", "CusolverHandle", "Linalg", "SimCusolver"]

@@ -1,7 +1,7 @@
-"""``dev.linalg``: the cuSOLVER messages as methods returning futures, and NumPy-shaped
-``cholesky``, ``solve``, ``inv``, ``det``, ``slogdet``, ``qr``, ``eigh``, ``svd``, ``lstsq`` and
-the batched ``cholesky_batched``, ``eigh_batched``, ``svd_batched``, ``solve_batched``
-(caller's thread). Functions of several outputs return a future of a tuple of GpuBuffers.
+"""``dev.cusolver``: the cuSOLVER messages as methods returning futures; ``dev.linalg``: NumPy's
+``cholesky``, ``solve``, ``inv``, ``det``, ``slogdet``, ``qr``, ``eigh``, ``svd``, ``lstsq``, the
+first four and ``eigh``/``svd`` also on (batch, n, n) stacks as NumPy takes them (caller's
+thread). Functions of several outputs return a future of a tuple of GpuBuffers.
 
 The raw methods (``potrf``, ``potrs``, ``getrf``, ``getrs``) take column-major matrices with
 explicit leading dimensions, as cuSOLVER does. The NumPy-shaped methods take C-ordered buffers
@@ -23,15 +23,21 @@ import numpy as np
 from ...errors import InvalidMessage, SingularMatrix
 from ...messages import solver as msgs
 from ...messages.base import BufRef, check_choice
+from ..answers import EighResult, QRResult, SVDResult, tuple_after
 
 if TYPE_CHECKING:
     from ...client.device import Device
 
-__all__ = ["Linalg"]
+__all__ = ["Cusolver", "Linalg"]
 
 
 def _ref(x: Any) -> Any:
     return getattr(x, "ref", x)
+
+
+def _ndim(x: Any) -> int:
+    """The number of dimensions of a buffer (0 for anything else: the checks say why)."""
+    return len(getattr(_ref(x), "shape", ()))
 
 
 def _after_all(*futures: Future) -> Future:
@@ -56,13 +62,13 @@ def _after_all(*futures: Future) -> Future:
     return out
 
 
-class Linalg:
-    """The dense linear algebra surface of one device (``dev.linalg``)."""
+class Cusolver:
+    """Raw cuSOLVER (``dev.cusolver``): LAPACK-named calls on column-major matrices with
+    explicit sizes and leading dimensions."""
 
     def __init__(self, device: Device) -> None:
         self._dev = device
 
-    # -- raw cuSOLVER (column-major) -----------------------------------------------------------
     def potrf(self, a: Any, n: int, uplo: str = "L", lda: int | None = None,
               clean: bool = False) -> Future:
         """Cholesky in place (see :class:`~gpumsg.messages.solver.Potrf`)."""
@@ -163,7 +169,16 @@ class Linalg:
         """Resolves to the workspace-size cache counters (hits, misses, size, ...)."""
         return self._dev.send(msgs.SolverCacheInfo())
 
-    # -- NumPy-shaped (C-ordered) --------------------------------------------------------------
+
+class Linalg:
+    """NumPy's ``linalg`` on one device (``dev.linalg``; ``matmul`` joins from cuBLAS): C-ordered
+    buffers in, new C-ordered buffers out; a 3-D input is a stack of matrices, as in NumPy."""
+
+    def __init__(self, device: Device) -> None:
+        self._dev = device
+        #: the raw calls the NumPy-level ones are made of (stateless: one of its own)
+        self._raw = Cusolver(device)
+
     def _square(self, a: Any, field: str = "a") -> Any:
         r = _ref(a)
         if not isinstance(r, BufRef):
@@ -197,7 +212,7 @@ class Linalg:
         C-ordered (m, n) matrix ``a`` (cuBLAS geam transposes the memory)."""
         work = self._dev.alloc((m, max(n, cols or 0)), dtype, order="F")
         if m and n:
-            self._dev.blas.geam(a, a, work, m, n, transa="T", lda=max(n, 1), ldb=max(m, 1))
+            self._dev.cublas.raw.geam(a, a, work, m, n, transa="T", lda=max(n, 1), ldb=max(m, 1))
         return work
 
     def _to_rows(self, work: Any, rows: int, cols: int, ld: int, dtype: str) -> tuple:
@@ -205,18 +220,18 @@ class Linalg:
         out = self._dev.alloc((rows, cols), dtype, order="C")
         if not rows or not cols:
             return out, self._dev.synchronize()
-        return out, self._dev.blas.geam(work, work, out, cols, rows, transa="T", lda=ld,
-                                        ldb=max(cols, 1))
+        return out, self._dev.cublas.raw.geam(work, work, out, cols, rows, transa="T", lda=ld,
+                                          ldb=max(cols, 1))
 
     def qr(self, a: Any, mode: str = "reduced") -> Future:
         """NumPy's ``linalg.qr`` of the C-ordered (m, n) matrix ``a`` (geqrf + orgqr; a, k =
-        min(m, n)): ``mode='reduced'`` resolves to (Q (m, k), R (k, n)), ``'complete'`` to
-        (Q (m, m), R (m, n)), ``'r'`` to R (k, n) alone; new C-ordered buffers, R with exact
-        zeros below the diagonal. Q has orthonormal columns; the signs are LAPACK's, as
-        NumPy's."""
+        min(m, n)): ``mode='reduced'`` resolves to a QRResult (Q (m, k), R (k, n)),
+        ``'complete'`` to (Q (m, m), R (m, n)), ``'r'`` to R (k, n) alone; new C-ordered
+        buffers, R with exact zeros below the diagonal. Q has orthonormal columns; the signs are
+        LAPACK's, as NumPy's."""
         check_choice(mode, "mode", ("reduced", "complete", "r"))
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         r = self._matrix(a)
         m, n = r.shape
         k = min(m, n)
@@ -224,46 +239,52 @@ class Linalg:
         complete = mode == "complete"
         work = self._to_cols(a, m, n, dt, m if complete else None)
         tau = dev.alloc((max(k, 1),), dt)
-        steps = [self.geqrf(work, tau, m, n)]
+        steps = [self._raw.geqrf(work, tau, m, n)]
         rrows = m if complete else k
         rout, _ = self._to_rows(work, rrows, n, max(m, 1), dt)
         # R's part below the diagonal (C order) is the strictly upper part of the column-major
         # n x rrows matrix in its memory
-        steps.append(self.zero_triangle(rout, n, rrows, "U", lda=max(n, 1)))
+        steps.append(self._raw.zero_triangle(rout, n, rrows, "U", lda=max(n, 1)))
         if mode == "r":
             work.buffer.free()
             tau.buffer.free()
             return dev.buffer_after(_after_all(*steps), rout)
         qcols = m if complete else k
         if m and qcols:
-            steps.append(self.orgqr(work, tau, m, qcols, k, lda=m))
+            steps.append(self._raw.orgqr(work, tau, m, qcols, k, lda=m))
         qout, done = self._to_rows(work, m, qcols, max(m, 1), dt)
         steps.append(done)
         work.buffer.free()
         tau.buffer.free()
-        return _tuple_after(_after_all(*steps), qout, rout)
+        return tuple_after(_after_all(*steps), QRResult, qout, rout)
 
     def eigh(self, a: Any, uplo: str = "L", method: str = "syevd", b: Any = None,
              tol: float = 0.0, max_sweeps: int = 100) -> Future:
         """NumPy's ``linalg.eigh`` of the Hermitian C-ordered (n, n) matrix ``a``, reading its
-        ``uplo`` triangle (NumPy's ``UPLO``): resolves to (w, v), eigenvalues ascending (real
-        dtype, (n,)) and orthonormal eigenvectors as the columns of v (C-ordered (n, n)).
+        ``uplo`` triangle (NumPy's ``UPLO``): resolves to an EighResult (eigenvalues w,
+        eigenvectors v), eigenvalues ascending (real dtype, (n,)) and orthonormal eigenvectors
+        as the columns of v (C-ordered (n, n)).
         ``method``: 'syevd' (divide and conquer, cusolverDnXsyevd) or 'syevj' (Jacobi, with
         ``tol`` and ``max_sweeps``). With ``b`` (Hermitian positive definite, same shape and
         dtype, its ``uplo`` triangle read): the generalized problem A v = w B v (sygvd; SciPy's
         ``eigh(a, b)``), v normalized so that v^H B v = I. Fails with DidNotConverge, or
         NotPositiveDefinite when B is not."""
+        if _ndim(a) == 3:  # a stack, as NumPy takes it: batched Jacobi (n <= 32)
+            if b is not None or method != "syevd":
+                raise InvalidMessage("a: a stack of matrices takes neither b nor method "
+                                     "(batched Jacobi)", field="a")
+            return self._eigh_batched(a, uplo, tol, max_sweeps)
         check_choice(method, "method", ("syevd", "syevj"))
         check_choice(uplo, "uplo", ("L", "U"))
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         r = self._square(a)
         n, dt = r.shape[0], r.dtype
         # the column-major view of the memory is A^T = conj(A): the same eigenvalues,
         # conjugated eigenvectors, the other triangle
         flip = "U" if uplo == "L" else "L"
         work = dev.alloc((n, n), dt, order="F")
-        dev.copy(work, a)
+        dev.copy_bytes(work, a)
         w = dev.alloc((n,), msgs.REAL_DTYPE[dt])
         bwork = None
         if b is not None:
@@ -272,34 +293,39 @@ class Linalg:
                 raise InvalidMessage(f"b: expected {r.shape} {dt}, got {rb.describe()}",
                                      field="b")
             bwork = dev.alloc((n, n), dt, order="F")
-            dev.copy(bwork, b)
-            step = self.sygvd(work, bwork, w, n, 1, flip)
+            dev.copy_bytes(bwork, b)
+            step = self._raw.sygvd(work, bwork, w, n, 1, flip)
         elif method == "syevd":
-            step = self.syevd(work, w, n, flip)
+            step = self._raw.syevd(work, w, n, flip)
         else:
-            step = self.syevj(work, w, n, flip, tol=tol, max_sweeps=max_sweeps)
+            step = self._raw.syevj(work, w, n, flip, tol=tol, max_sweeps=max_sweeps)
         v = dev.alloc((n, n), dt, order="C")
         steps = [step]
         if n:  # C-ordered V's memory is V^T = (conj V')^T = V'^H
-            steps.append(dev.blas.geam(work, work, v, n, n, transa=_herm(dt), lda=n, ldb=n))
+            steps.append(dev.cublas.raw.geam(work, work, v, n, n, transa=_herm(dt), lda=n, ldb=n))
         work.buffer.free()
         if bwork is not None:
             bwork.buffer.free()
-        return _tuple_after(_after_all(*steps), w, v)
+        return tuple_after(_after_all(*steps), EighResult, w, v)
 
     def svd(self, a: Any, full_matrices: bool = True, compute_uv: bool = True,
             method: str = "gesvdj", tol: float = 0.0, max_sweeps: int = 100) -> Any:
         """NumPy's ``linalg.svd`` of the C-ordered (m, n) matrix ``a`` (k = min(m, n)):
-        resolves to (u, s, vh) with u (m, m) or (m, k), s real (k,) descending, vh (n, n) or
-        (k, n), C-ordered, A = u diag(s) vh; with ``compute_uv=False`` a future of s alone.
-        ``method``: 'gesvdj' (Jacobi, ``tol``/``max_sweeps``) or 'gesvd' (QR iteration,
+        resolves to an SVDResult (U, S, Vh) with u (m, m) or (m, k), s real (k,) descending,
+        vh (n, n) or (k, n), C-ordered, A = u diag(s) vh; with ``compute_uv=False`` a future of
+        s alone. ``method``: 'gesvdj' (Jacobi, ``tol``/``max_sweeps``) or 'gesvd' (QR iteration,
         cusolverDnXgesvd). Fails with DidNotConverge."""
+        if _ndim(a) == 3:  # a stack, as NumPy takes it: batched Jacobi (m, n <= 32)
+            if method != "gesvdj":
+                raise InvalidMessage("method: a stack of matrices is decomposed by batched "
+                                     "Jacobi ('gesvdj')", field="method")
+            return self._svd_batched(a, full_matrices, compute_uv, tol, max_sweeps)
         check_choice(method, "method", ("gesvdj", "gesvd"))
         for name, flag in (("full_matrices", full_matrices), ("compute_uv", compute_uv)):
             if not isinstance(flag, bool):
                 raise InvalidMessage(f"{name}: expected True or False, got {flag!r}", field=name)
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         r = self._matrix(a)
         m, n = r.shape
         k, dt = min(m, n), r.dtype
@@ -314,24 +340,24 @@ class Linalg:
             # V_B = conj(U) (gesvdj) gives u by a conjugate transpose, VT_B = U^T (gesvd) is
             # u's memory
             work = dev.alloc((n, m), dt, order="F")
-            dev.copy(work, a)
+            dev.copy_bytes(work, a)
             temps.append(work)
             if method == "gesvd":
                 job = ("A" if full_matrices else "S") if compute_uv else "N"
-                steps.append(self.gesvd(work, s, n, m, vh, u, job, job, ldu=max(n, 1),
-                                        ldvt=max(ucols if full_matrices else k, 1)))
+                steps.append(self._raw.gesvd(work, s, n, m, vh, u, job, job, ldu=max(n, 1),
+                                             ldvt=max(ucols if full_matrices else k, 1)))
             elif not compute_uv:
-                steps.append(self.gesvdj(work, s, n, m, vectors=False, econ=not full_matrices,
-                                         tol=tol, max_sweeps=max_sweeps))
+                steps.append(self._raw.gesvdj(work, s, n, m, vectors=False, econ=not full_matrices,
+                                              tol=tol, max_sweeps=max_sweeps))
             else:
                 vb = dev.alloc((m, ucols), dt, order="F")
                 temps.append(vb)
-                steps.append(self.gesvdj(work, s, n, m, vh, vb, econ=not full_matrices,
-                                         ldu=max(n, 1), ldv=max(m, 1), tol=tol,
-                                         max_sweeps=max_sweeps))
+                steps.append(self._raw.gesvdj(work, s, n, m, vh, vb, econ=not full_matrices,
+                                              ldu=max(n, 1), ldv=max(m, 1), tol=tol,
+                                              max_sweeps=max_sweeps))
                 if m and ucols:
-                    steps.append(dev.blas.geam(vb, vb, u, ucols, m, transa=_herm(dt),
-                                               lda=max(m, 1), ldb=max(ucols, 1)))
+                    steps.append(dev.cublas.raw.geam(vb, vb, u, ucols, m, transa=_herm(dt),
+                                                 lda=max(m, 1), ldb=max(ucols, 1)))
         else:  # gesvd needs rows >= columns: factor A itself (m > n), column-major
             work = self._to_cols(a, m, n, dt)
             temps.append(work)
@@ -340,34 +366,34 @@ class Linalg:
                 uc = dev.alloc((m, ucols), dt, order="F")
                 vc = dev.alloc((n, n), dt, order="F")
                 temps += [uc, vc]
-                steps.append(self.gesvd(work, s, m, n, uc, vc, job, job))
-                steps.append(dev.blas.geam(uc, uc, u, ucols, m, transa="T", lda=max(m, 1),
-                                           ldb=max(ucols, 1)))
-                steps.append(dev.blas.geam(vc, vc, vh, n, n, transa="T", lda=max(n, 1),
-                                           ldb=max(n, 1)))
+                steps.append(self._raw.gesvd(work, s, m, n, uc, vc, job, job))
+                steps.append(dev.cublas.raw.geam(uc, uc, u, ucols, m, transa="T", lda=max(m, 1),
+                                             ldb=max(ucols, 1)))
+                steps.append(dev.cublas.raw.geam(vc, vc, vh, n, n, transa="T", lda=max(n, 1),
+                                             ldb=max(n, 1)))
             else:
-                steps.append(self.gesvd(work, s, m, n, None, None, "N", "N"))
+                steps.append(self._raw.gesvd(work, s, m, n, None, None, "N", "N"))
         for t in temps:
             t.buffer.free()
         done = _after_all(*steps) if steps else dev.synchronize()
         if not compute_uv:
             return dev.buffer_after(done, s)
-        return _tuple_after(done, u, s, vh)
+        return tuple_after(done, SVDResult, u, s, vh)
 
     def _inv_pos(self, a: Any, r: Any) -> Any:
         dev = self._dev
         n, dt = r.shape[0], r.dtype
         work = dev.alloc((n, n), dt, order="C")
-        dev.copy(work, a)
+        dev.copy_bytes(work, a)
         # the memory is A^T = conj(A): its upper triangle is A's lower one; conj(A)^-1 =
         # (A^-1)^T is the C-ordered memory of A^-1 itself
-        steps = [self.potrf(work, n, "U"), self.potri(work, n, "U")]
+        steps = [self._raw.potrf(work, n, "U"), self._raw.potri(work, n, "U")]
         out = dev.alloc((n, n), dt, order="C")
         if n:
-            steps.append(self.zero_triangle(work, n, n, "L", lda=n))
-            steps.append(dev.blas.geam(work, work, out, n, n, 1.0, 1.0, "N", _herm(dt), lda=n,
-                                       ldb=n))
-            steps.append(dev.blas.scal(out, 0.5, n, n + 1))  # the diagonal was added twice
+            steps.append(self._raw.zero_triangle(work, n, n, "L", lda=n))
+            steps.append(dev.cublas.raw.geam(work, work, out, n, n, 1.0, 1.0, "N", _herm(dt), lda=n,
+                                         ldb=n))
+            steps.append(dev.cublas.scal(out, 0.5, n, n + 1))  # the diagonal was added twice
         work.buffer.free()
         return dev.buffer_after(_after_all(*steps), out)
 
@@ -377,7 +403,7 @@ class Linalg:
         factors (getrf; the diagonal and the pivots are copied back and reduced on the host at
         completion, in float64). A singular matrix gives (0, -inf), as NumPy."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         r = self._square(a)
         n, dt = r.shape[0], r.dtype
         out: Future = Future()
@@ -386,10 +412,10 @@ class Linalg:
             return out
         lu = dev.alloc((n, n), dt, order="C")
         ipiv = dev.alloc((n,), np.int64)
-        dev.copy(lu, a)
-        factored = self.getrf(lu, n, n, ipiv)
+        dev.copy_bytes(lu, a)
+        factored = self._raw.getrf(lu, n, n, ipiv)
         diag = dev.alloc((n,), dt)
-        dev.blas.copy(lu, diag, n, n + 1, 1)
+        dev.cublas.copy(lu, diag, n, n + 1, 1)
         d_host, p_host = dev.copy_to_host(diag), dev.copy_to_host(ipiv)
         for x in (lu, ipiv, diag):
             x.buffer.free()
@@ -439,7 +465,7 @@ class Linalg:
         Returns a new C-ordered buffer of shape (n,) or (n, k). Rank is not checked: a
         rank-deficient A gives non-finite values."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         r = self._matrix(a)
         m, n = r.shape
         dt = r.dtype
@@ -454,19 +480,19 @@ class Linalg:
         k = rb.shape[1] if len(rb.shape) == 2 else 1
         work = self._to_cols(a, m, n, dt)
         tau = dev.alloc((max(n, 1),), dt)
-        steps = [self.geqrf(work, tau, m, n)]
+        steps = [self._raw.geqrf(work, tau, m, n)]
         if len(rb.shape) == 1:
             bw = dev.alloc((m,), dt)
-            dev.copy(bw, b)
+            dev.copy_bytes(bw, b)
         else:
             bw = self._to_cols(b, m, k, dt)
         if m and n and k:
-            steps.append(self.ormqr(work, tau, bw, m, k, n, "L", _herm(dt), lda=m, ldc=m))
-            steps.append(dev.blas.trsm(work, bw, n, k, 1.0, "L", "U", "N", "N", lda=m, ldb=m))
+            steps.append(self._raw.ormqr(work, tau, bw, m, k, n, "L", _herm(dt), lda=m, ldc=m))
+            steps.append(dev.cublas.raw.trsm(work, bw, n, k, 1.0, "L", "U", "N", "N", lda=m, ldb=m))
         if len(rb.shape) == 1:
             out = dev.alloc((n,), dt)
             if n:
-                steps.append(dev.blas.copy(bw, out, n))
+                steps.append(dev.cublas.copy(bw, out, n))
         else:
             out, done = self._to_rows(bw, n, k, max(m, 1), dt)
             steps.append(done)
@@ -492,38 +518,38 @@ class Linalg:
         src_i (ld): a strided batched GEMM against a shared identity (no batched geam)."""
         dev = self._dev
         eye = dev.to_device(np.eye(cols, dtype=np.dtype(_NP[dt])), order="F")
-        done = dev.blas.gemm_strided_batched(
+        done = dev.cublas.raw.gemm_strided_batched(
             eye, src, dst, cols, rows, cols, batch, 0, stride_src, stride_dst,
             transb="C" if conj and dt in ("c64", "c128") else "T", lda=cols, ldb=ld, ldc=cols)
         eye.buffer.free()
         return done
 
-    def eigh_batched(self, stack: Any, uplo: str = "L", tol: float = 0.0,
+    def _eigh_batched(self, stack: Any, uplo: str = "L", tol: float = 0.0,
                      max_sweeps: int = 100) -> Future:
-        """:meth:`eigh` of each matrix of a C-ordered (batch, n, n) Hermitian stack, n <= 32,
+        """``eigh`` of each matrix of a C-ordered (batch, n, n) Hermitian stack, n <= 32,
         by batched Jacobi (syevjBatched): resolves to (w (batch, n) ascending, v (batch, n, n)).
         The first item that did not converge fails the future with DidNotConverge
         (``batch_item``, ``failed_items``)."""
         check_choice(uplo, "uplo", ("L", "U"))
         dev = self._dev
-        dev._check_open()
-        r = self._stack(stack, "stack")
+        dev.port.check_open()
+        r = self._stack(stack, "a")
         batch, n, dt = r.shape[0], r.shape[1], r.dtype
         work = dev.alloc(r.shape, dt, order="C")
-        dev.copy(work, stack)
+        dev.copy_bytes(work, stack)
         w = dev.alloc((batch, n), msgs.REAL_DTYPE[dt], order="C")
-        steps = [self.syevj_batched(work, w, n, batch, "U" if uplo == "L" else "L", tol=tol,
-                                    max_sweeps=max_sweeps)]
+        steps = [self._raw.syevj_batched(work, w, n, batch, "U" if uplo == "L" else "L", tol=tol,
+                                         max_sweeps=max_sweeps)]
         v = dev.alloc(r.shape, dt, order="C")
         if batch and n:  # as eigh: each C-ordered V's memory is V'^H
             steps.append(self._transpose_batched(work, v, n, n, n, batch, n * n, n * n, dt,
                                                  True))
         work.buffer.free()
-        return _tuple_after(_after_all(*steps), w, v)
+        return tuple_after(_after_all(*steps), EighResult, w, v)
 
-    def svd_batched(self, stack: Any, full_matrices: bool = True,
+    def _svd_batched(self, stack: Any, full_matrices: bool = True,
                     compute_uv: bool = True, tol: float = 0.0, max_sweeps: int = 100) -> Any:
-        """:meth:`svd` of each matrix of a C-ordered (batch, m, n) stack, m, n <= 32, by batched
+        """``svd`` of each matrix of a C-ordered (batch, m, n) stack, m, n <= 32, by batched
         Jacobi (gesvdjBatched): resolves to (u, s, vh) stacks ((batch, m, m|k), (batch, k),
         (batch, n|k, n)), or a future of s alone with ``compute_uv=False``. DidNotConverge
         names the first failing item."""
@@ -531,27 +557,27 @@ class Linalg:
             if not isinstance(flag, bool):
                 raise InvalidMessage(f"{name}: expected True or False, got {flag!r}", field=name)
         dev = self._dev
-        dev._check_open()
-        r = self._stack(stack, "stack", square=False)
+        dev.port.check_open()
+        r = self._stack(stack, "a", square=False)
         batch, m, n = r.shape
         k, dt = min(m, n), r.dtype
         if max(m, n) > msgs.BATCHED_JACOBI_MAX:
-            raise InvalidMessage(f"stack: gesvdjBatched takes matrices up to "
+            raise InvalidMessage(f"a: gesvdjBatched takes matrices up to "
                                  f"{msgs.BATCHED_JACOBI_MAX} x {msgs.BATCHED_JACOBI_MAX}, got "
-                                 f"{m} x {n}", field="stack")
+                                 f"{m} x {n}", field="a")
         work = dev.alloc(r.shape, dt, order="C")
-        dev.copy(work, stack)
+        dev.copy_bytes(work, stack)
         s = dev.alloc((batch, k), msgs.REAL_DTYPE[dt], order="C")
         # each item's memory is B = A^T (n x m): U_B = conj(V) (n x n), V_B = conj(U) (m x m)
         if not compute_uv:
-            done = self.gesvdj_batched(work, s, n, m, batch, vectors=False, tol=tol,
-                                       max_sweeps=max_sweeps)
+            done = self._raw.gesvdj_batched(work, s, n, m, batch, vectors=False, tol=tol,
+                                            max_sweeps=max_sweeps)
             work.buffer.free()
             return dev.buffer_after(done, s)
         ub = dev.alloc((batch, n, n), dt, order="C")
         vb = dev.alloc((batch, m, m), dt, order="C")
-        steps = [self.gesvdj_batched(work, s, n, m, batch, ub, vb, tol=tol,
-                                     max_sweeps=max_sweeps)]
+        steps = [self._raw.gesvdj_batched(work, s, n, m, batch, ub, vb, tol=tol,
+                                          max_sweeps=max_sweeps)]
         ucols, vrows = (m, n) if full_matrices else (k, k)
         u = dev.alloc((batch, m, ucols), dt, order="C")
         vh = dev.alloc((batch, vrows, n), dt, order="C")
@@ -560,14 +586,14 @@ class Linalg:
             steps.append(self._transpose_batched(vb, u, m, ucols, m, batch, m * m, ucols * m,
                                                  dt, True))
             eye = dev.to_device(np.eye(n, dtype=np.dtype(_NP[dt])), order="F")
-            steps.append(dev.blas.gemm_strided_batched(eye, ub, vh, n, vrows, n, batch, 0,
+            steps.append(dev.cublas.raw.gemm_strided_batched(eye, ub, vh, n, vrows, n, batch, 0,
                                                        n * n, n * vrows, lda=n, ldb=n, ldc=n))
             eye.buffer.free()
         for x in (work, ub, vb):
             x.buffer.free()
-        return _tuple_after(_after_all(*steps), u, s, vh)
+        return tuple_after(_after_all(*steps), SVDResult, u, s, vh)
 
-    def solve_batched(self, a: Any, b: Any, pivot: bool = True) -> Any:
+    def _solve_batched(self, a: Any, b: Any, pivot: bool = True) -> Any:
         """:meth:`solve` for each system of a C-ordered (batch, n, n) stack ``a`` and
         right-hand sides ``b`` of shape (batch, n) or (batch, n, k): cuBLAS getrfBatched +
         getrsBatched (with or without pivoting). Returns a new C-ordered buffer of b's shape;
@@ -576,7 +602,7 @@ class Linalg:
         if not isinstance(pivot, bool):
             raise InvalidMessage(f"pivot: expected True or False, got {pivot!r}", field="pivot")
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         ra = self._stack(a, "a")
         batch, n, dt = ra.shape[0], ra.shape[1], ra.dtype
         rb = _ref(b)
@@ -587,17 +613,17 @@ class Linalg:
                                  field="b")
         k = rb.shape[2] if len(rb.shape) == 3 else 1
         lu = dev.alloc(ra.shape, dt, order="C")
-        dev.copy(lu, a)
+        dev.copy_bytes(lu, a)
         ipiv = dev.alloc((max(batch * n, 1),), np.int32) if pivot else None
-        steps = [self.getrf_batched(lu, n, batch, ipiv)]  # LU of each A^T
+        steps = [self._raw.getrf_batched(lu, n, batch, ipiv)]  # LU of each A^T
         out = dev.alloc(rb.shape, dt, order="C")
         if len(rb.shape) == 2:
-            dev.copy(out, b)
-            steps.append(self.getrs_batched(lu, out, n, 1, batch, ipiv, "T"))
+            dev.copy_bytes(out, b)
+            steps.append(self._raw.getrs_batched(lu, out, n, 1, batch, ipiv, "T"))
         elif batch and n and k:
             cols = dev.alloc((batch, k, n), dt, order="C")  # each: column-major n x k
             self._transpose_batched(b, cols, k, n, k, batch, n * k, n * k, dt, False)
-            steps.append(self.getrs_batched(lu, cols, n, k, batch, ipiv, "T"))
+            steps.append(self._raw.getrs_batched(lu, cols, n, k, batch, ipiv, "T"))
             steps.append(self._transpose_batched(cols, out, n, k, n, batch, n * k, n * k, dt,
                                                  False))
             cols.buffer.free()
@@ -610,30 +636,32 @@ class Linalg:
         """NumPy's ``linalg.cholesky``: the lower factor L (A = L L^H) of the Hermitian positive
         definite C-ordered matrix ``a`` (only its lower triangle is read), as a new C-ordered
         buffer with zeros above the diagonal. Fails with NotPositiveDefinite."""
+        if _ndim(a) == 3:  # a stack, as NumPy takes it
+            return self._cholesky_batched(a)
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         r = self._square(a)
         n = r.shape[0]
         out = dev.alloc((n, n), r.dtype, order="C")
-        dev.copy(out, a)
+        dev.copy_bytes(out, a)
         # row-major lower triangle = column-major upper triangle of the transpose
-        done = self.potrf(out, n, uplo="U", clean=True)
+        done = self._raw.potrf(out, n, uplo="U", clean=True)
         return dev.buffer_after(done, out)
 
-    def cholesky_batched(self, stack: Any) -> Any:
+    def _cholesky_batched(self, stack: Any) -> Any:
         """``numpy.linalg.cholesky`` of a C-ordered (batch, n, n) stack of Hermitian positive
         definite matrices (cuSOLVER potrfBatched): a new C-ordered stack of lower factors with
         zeros above the diagonal. The first failing item fails the future with
         NotPositiveDefinite (``batch_item``; ``failed_items`` lists them all)."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         r = _ref(stack)
         if not isinstance(r, BufRef) or len(r.shape) != 3 or r.shape[1] != r.shape[2]:
-            raise InvalidMessage("stack: expected a (batch, n, n) GpuBuffer, got "
-                                 f"{getattr(r, 'shape', type(r).__name__)}", field="stack")
+            raise InvalidMessage("a: expected a (batch, n, n) GpuBuffer, got "
+                                 f"{getattr(r, 'shape', type(r).__name__)}", field="a")
         if r.order != "C" or r.dtype not in msgs.SOLVER_DTYPES:
-            raise InvalidMessage(f"stack: expected a C-ordered buffer of {msgs.SOLVER_DTYPES}, "
-                                 f"got {r.describe()}", field="stack")
+            raise InvalidMessage(f"a: expected a C-ordered buffer of {msgs.SOLVER_DTYPES}, "
+                                 f"got {r.describe()}", field="a")
         batch, n = r.shape[0], r.shape[1]
         out = dev.alloc(r.shape, r.dtype, order="C")
         return dev.send_writing(msgs.CholeskyBatched(stack, out, n, batch), out)
@@ -643,10 +671,12 @@ class Linalg:
         (n, k), C-ordered like ``a``; LU with partial pivoting (getrf + getrs), or without
         (``pivot=False``: only for matrices that need none, such as diagonally dominant ones).
         Returns a new C-ordered buffer of b's shape; fails with SingularMatrix."""
+        if _ndim(a) == 3:  # a stack of systems, as NumPy takes it
+            return self._solve_batched(a, b, pivot)
         if not isinstance(pivot, bool):
             raise InvalidMessage(f"pivot: expected True or False, got {pivot!r}", field="pivot")
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         ra = self._square(a)
         rb = _ref(b)
         n = ra.shape[0]
@@ -662,21 +692,21 @@ class Linalg:
                                  field="b")
         lu = dev.alloc((n, n), ra.dtype, order="C")
         ipiv = dev.alloc((max(n, 1),), np.int64) if pivot else None
-        dev.copy(lu, a)
-        factored = self.getrf(lu, n, n, ipiv)  # LU of A^T (the column-major view)
+        dev.copy_bytes(lu, a)
+        factored = self._raw.getrf(lu, n, n, ipiv)  # LU of A^T (the column-major view)
         if len(rb.shape) == 1:
             x = dev.alloc((n,), ra.dtype)
-            dev.copy(x, b)
-            solved = self.getrs(lu, x, n, 1, ipiv, trans="T")
+            dev.copy_bytes(x, b)
+            solved = self._raw.getrs(lu, x, n, 1, ipiv, trans="T")
             out = x
         else:
             k = rb.shape[1]
             cols = dev.alloc((n, k), ra.dtype, order="F")
             # b's memory is the column-major k x n matrix B^T: transpose it into n x k
-            dev.blas.geam(b, b, cols, n, k, transa="T", lda=max(k, 1), ldb=max(n, 1))
-            self.getrs(lu, cols, n, k, ipiv, trans="T")
+            dev.cublas.raw.geam(b, b, cols, n, k, transa="T", lda=max(k, 1), ldb=max(n, 1))
+            self._raw.getrs(lu, cols, n, k, ipiv, trans="T")
             out = dev.alloc((n, k), ra.dtype, order="C")
-            solved = dev.blas.geam(cols, cols, out, k, n, transa="T", lda=max(n, 1),
+            solved = dev.cublas.raw.geam(cols, cols, out, k, n, transa="T", lda=max(n, 1),
                                    ldb=max(k, 1))
             cols.buffer.free()
         lu.buffer.free()
@@ -703,22 +733,6 @@ class Linalg:
 
 def _herm(dtype: str) -> str:
     return "C" if dtype in ("c64", "c128") else "T"
-
-
-def _tuple_after(done: Future, *outs: Any) -> Future:
-    """A future that resolves to the tuple of ``outs``' GpuBuffers once ``done`` has, or fails
-    with its error."""
-    out: Future = Future()
-
-    def relay(f: Future) -> None:
-        exc = f.exception()
-        if exc is not None:
-            out.set_exception(exc)
-        else:
-            out.set_result(tuple(getattr(b, "buffer", b) for b in outs))
-
-    done.add_done_callback(relay)
-    return out
 
 
 _NP = {"f32": np.float32, "f64": np.float64, "c64": np.complex64, "c128": np.complex128}

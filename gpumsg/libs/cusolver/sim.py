@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ...backends.sim.device import SimBackend
+from ...backends.sim.numerics import finite
 from ...backends.sim.views import matrix, vector
 from ...dtypes import dtype_of
 from ...service.plans import PlanCache
@@ -90,6 +91,10 @@ def potrf_one(sim: SimBackend, t: np.dtype, uplo: str, n: int, a: int, lda: int)
     return int(status)
 
 
+def _nan(shape: tuple, t: np.dtype) -> np.ndarray:
+    return np.full(shape, np.nan, dtype=np.result_type(t, np.float64))
+
+
 class SimCusolver:
     """The simulator's cuSOLVER handle: every method enqueues the NumPy/SciPy equivalent."""
 
@@ -100,7 +105,7 @@ class SimCusolver:
         self.workspaces = PlanCache(256)
         #: (base, stride bytes, count) -> device pointer array (see handlers.pointer_array)
         self.pointer_arrays: dict[tuple, tuple[int, int]] = {}
-        self.kernels = "sim"
+        self.nvrtc = "sim"
 
     def _info(self, ptr: int, value: int) -> None:
         self.sim.view(ptr, 4)[...] = np.array([value], np.int32).view(np.uint8)
@@ -304,8 +309,15 @@ class SimCusolver:
         am = matrix(self.sim, a, n, n, lda, t)
         if not n:
             return
+        wv = vector(self.sim, w, n, 1, dtype_of(REAL_OF[dtype]))
+        if not finite(np.tril(am) if uplo == "L" else np.triu(am)):
+            # a NaN/inf in the triangle read: NaN out, as the GPU's answer (SciPy would raise)
+            wv[...] = np.nan
+            if vectors:
+                am[...] = np.nan
+            return
         vals, vecs = eigh(np.array(am), lower=uplo == "L", driver=driver)
-        vector(self.sim, w, n, 1, dtype_of(REAL_OF[dtype]))[...] = vals
+        wv[...] = vals
         if vectors:
             am[...] = vecs
         # with vectors=False cuSOLVER leaves A destroyed; the simulator leaves it as it was
@@ -386,7 +398,14 @@ class SimCusolver:
 
             am = matrix(sim, a, n, n, lda, t)
             bfull = _hermitian(np.array(matrix(sim, b, n, n, ldb, t)), uplo, factor=True)
-            vals, vecs = eigh(_hermitian(np.array(am), uplo), bfull, type=itype)
+            afull = _hermitian(np.array(am), uplo)
+            if not finite(afull, bfull):  # NaN out, as the GPU's answer (SciPy would raise)
+                vector(sim, w, n, 1, dtype_of(REAL_OF[dtype]))[...] = np.nan
+                if vectors:
+                    am[...] = np.nan
+                self._info(info, 0)
+                return
+            vals, vecs = eigh(afull, bfull, type=itype)
             vector(sim, w, n, 1, dtype_of(REAL_OF[dtype]))[...] = vals
             if vectors:
                 am[...] = vecs
@@ -404,7 +423,10 @@ class SimCusolver:
             p = min(m, n)
             if p:
                 am = np.array(matrix(sim, a, m, n, lda, t))
-                uu, ss, vv = np.linalg.svd(am.astype(np.result_type(am, np.float64)))
+                if finite(am):
+                    uu, ss, vv = np.linalg.svd(am.astype(np.result_type(am, np.float64)))
+                else:  # NaN out, as the GPU's answer (NumPy would raise)
+                    uu, ss, vv = _nan((m, m), t), _nan((p,), t), _nan((n, n), t)
                 vector(sim, s, p, 1, dtype_of(REAL_OF[dtype]))[...] = ss
                 if jobu != "N":
                     cols = m if jobu == "A" else p
@@ -424,6 +446,9 @@ class SimCusolver:
         if not p:
             return 0
         am = np.array(matrix(sim, a, m, n, lda, t))
+        if not finite(am):  # NaN out, as the GPU's answer (NumPy would raise)
+            self._svd_nan(dtype, vectors, full, m, n, s, u, ldu, v, ldv)
+            return 0
         wide_a = am.astype(np.result_type(am, np.float64))
         gram = wide_a.conj().T @ wide_a if m >= n else wide_a @ wide_a.conj().T
         status = 0
@@ -438,12 +463,25 @@ class SimCusolver:
             matrix(sim, v, n, vcols, ldv, t)[...] = vh.conj().T[:, :vcols]
         return status
 
+    def _svd_nan(self, dtype: str, vectors: bool, full: bool, m: int, n: int, s: int, u: int,
+                 ldu: int, v: int, ldv: int) -> None:
+        """What the SVD of a matrix holding NaN/inf answers: NaN values (and vectors)."""
+        sim, t, p = self.sim, dtype_of(dtype), min(m, n)
+        vector(sim, s, p, 1, dtype_of(REAL_OF[dtype]))[...] = np.nan
+        if vectors:
+            ucols, vcols = (m, n) if full else (p, p)
+            matrix(sim, u, m, ucols, ldu, t)[...] = np.nan
+            matrix(sim, v, n, vcols, ldv, t)[...] = np.nan
+
     def _svd_limited(self, dtype: str, vectors: bool, m: int, n: int, a: int, lda: int, s: int,
                      u: int, ldu: int, v: int, ldv: int, tol: float, max_sweeps: int) -> None:
         """gesvdjBatched stopped after ``max_sweeps`` sweeps: Jacobi on A^H A (what one-sided
         Jacobi on A amounts to), singular values sqrt of its diagonal, descending."""
         sim, t = self.sim, dtype_of(dtype)
         am = np.array(matrix(sim, a, m, n, lda, t)).astype(np.complex128)
+        if not finite(am):
+            self._svd_nan(dtype, vectors, True, m, n, s, u, ldu, v, ldv)
+            return
         eps = float(np.finfo(dtype_of(REAL_OF[dtype])).eps)
         diag, vv, _ = jacobi_sweeps(am.conj().T @ am, max_sweeps, tol or eps)
         order = np.argsort(diag)[::-1]

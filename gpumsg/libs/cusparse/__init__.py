@@ -1,21 +1,25 @@
-"""cuSPARSE (generic API) as messages (``dev.sparse``): device sparse matrices (CSR, CSC, COO,
-BSR) with their descriptors, SpMV, SpMM, SpGEMM, SpSV, SDDMM and format conversions.
+"""cuSPARSE (generic API) as messages (``dev.cusparse``; SciPy's names in ``dev.sparse``): device
+sparse matrices (CSR, CSC, COO, BSR) with their descriptors, SpMV, SpMM, SpGEMM, SpSV, SDDMM and
+format conversions.
 
 The folder holds everything of one library: ``bindings.py`` (the C functions as data),
 ``handle.py`` (the per-device handle with the matrices' descriptors and workspaces, device
 thread), ``handlers.py`` (message -> handle call, device thread), ``sim.py`` (the SciPy semantics
-of the simulator) and ``client.py`` (``dev.sparse`` and :class:`SparseMatrix`, caller's thread).
+of the simulator) and ``client.py`` (``dev.cusparse``, ``dev.sparse`` and :class:`SparseMatrix`,
+caller's thread).
 The messages live in :mod:`gpumsg.messages.sparse`.
 """
 
 from ...service.registry import register_library
+from ..namespace import register_namespace
 from . import handlers  # noqa: F401  (registers the message handlers)
 from .bindings import SPEC
-from .client import Sparse, SparseMatrix
+from .client import Cusparse, Sparse, SparseMatrix
 from .handle import CusparseHandle
 from .sim import SimCusparse
 
-LIBRARY = register_library("cusparse", cuda=CusparseHandle, sim=SimCusparse, namespace="sparse",
-                           client=Sparse, specs=(SPEC,))
+LIBRARY = register_library("cusparse", cuda=CusparseHandle, sim=SimCusparse, namespace="cusparse",
+                           client=Cusparse, specs=(SPEC,))
+register_namespace("sparse", Sparse)
 
-__all__ = ["LIBRARY", "SPEC", "CusparseHandle", "SimCusparse", "Sparse", "SparseMatrix"]
+__all__ = ["LIBRARY", "SPEC", "Cusparse", "CusparseHandle", "SimCusparse", "Sparse", "SparseMatrix"]

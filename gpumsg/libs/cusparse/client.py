@@ -1,4 +1,4 @@
-"""``dev.sparse``: device sparse matrices and the cuSPARSE messages as methods returning futures
+"""``dev.cusparse``: device sparse matrices and the cuSPARSE messages as methods returning futures
 (caller's thread).
 
 A :class:`SparseMatrix` is the client's handle of one device sparse matrix: its three buffers
@@ -27,11 +27,12 @@ from ...messages.base import BufRef, as_ref
 from ...messages.blas import INT32_MAX
 from ...messages.memo import MessageMemo
 from ...messages.sparse import SparseRef
+from ..namespace import view
 
 if TYPE_CHECKING:
     from ...client.device import Device
 
-__all__ = ["Sparse", "SparseMatrix"]
+__all__ = ["Cusparse", "Sparse", "SparseMatrix"]
 
 _ids = itertools.count(1)
 _NP_INDEX = {"i32": np.int32, "i64": np.int64}
@@ -146,10 +147,8 @@ class SparseMatrix:
             return
         self._freed = True
         try:
-            dev = self._dev
-            state = dev._state
-            if state.accepting and self._ref.val.generation == state.generation:
-                dev._submit(msgs.SparseDestroy.unchecked(self._ref), None)
+            self._dev.port.post_unanswered(msgs.SparseDestroy.unchecked(self._ref),
+                                           self._ref.val.generation)
         except Exception:  # noqa: BLE001
             pass
 
@@ -175,8 +174,9 @@ class SparseMatrix:
         return f"<gpumsg.SparseMatrix {self._ref.describe()}{state}>"
 
 
-class Sparse:
-    """The sparse linear algebra surface of one device (``dev.sparse``)."""
+class Cusparse:
+    """Raw cuSPARSE (``dev.cusparse``): device sparse matrices, their descriptors, SpMV, SpMM,
+    SpSV, SpSM, SDDMM, SpGEMM and conversions."""
 
     def __init__(self, device: Device) -> None:
         self._dev = device
@@ -194,9 +194,9 @@ class Sparse:
         its SparseRef, which the kept message holds (so the id is not reused while the entry
         lives): two matrices over the same buffers never share a message."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         ref = m.sparse_ref
-        return dev._send_entry(self._memo.entry(
+        return dev.port.send_memo(self._memo.entry(
             (kind, id(ref)), buffers, args, lambda refs: msg_type(ref, *refs, *args),
             names), writing)
 
@@ -325,8 +325,8 @@ class Sparse:
             ref = _sparse_ref(m)
             _no_beta(beta, "y")
             rows, cols = ref.shape
-            new = dev._mint((rows if op in ("N", "n") else cols,), ref.dtype, "F")
-            return dev._send_new(new, msgs.SpMV(m, x, new, alpha, beta, op))
+            new = dev.port.mint((rows if op in ("N", "n") else cols,), ref.dtype, "F")
+            return dev.port.send_new(new, msgs.SpMV(m, x, new, alpha, beta, op))
         if type(m) is SparseMatrix:  # y given: a repeated call reuses its message
             return self._memo_send("spmv", msgs.SpMV, m, (x, y), ("x", "y"), (alpha, beta, op),
                                    y)
@@ -343,8 +343,8 @@ class Sparse:
             if type(rb) is not BufRef or len(rb.shape) != 2:
                 raise InvalidMessage("b: expected a 2-D GpuBuffer", field="b")
             rows = ref.shape[0] if op in ("N", "n") else ref.shape[1]
-            new = dev._mint((rows, rb.shape[1]), ref.dtype, "C")
-            return dev._send_new(new, msgs.SpMM(m, b, new, alpha, beta, op))
+            new = dev.port.mint((rows, rb.shape[1]), ref.dtype, "C")
+            return dev.port.send_new(new, msgs.SpMM(m, b, new, alpha, beta, op))
         if type(m) is SparseMatrix:  # c given: a repeated call reuses its message
             return self._memo_send("spmm", msgs.SpMM, m, (b, c), ("b", "c"), (alpha, beta, op),
                                    c)
@@ -357,8 +357,8 @@ class Sparse:
         dev = self._dev
         if y is None:
             ref = _sparse_ref(m)
-            new = dev._mint((ref.shape[0],), ref.dtype, "F")
-            return dev._send_new(new, msgs.SpSV(m, x, new, alpha, op, uplo, diag))
+            new = dev.port.mint((ref.shape[0],), ref.dtype, "F")
+            return dev.port.send_new(new, msgs.SpSV(m, x, new, alpha, op, uplo, diag))
         return dev.send_writing(msgs.SpSV(m, x, y, alpha, op, uplo, diag), y)
 
     def spsm(self, m: Any, b: Any, c: Any = None, alpha: Any = 1.0, op: str = "N",
@@ -371,8 +371,8 @@ class Sparse:
             rb = getattr(b, "ref", None)
             if type(rb) is not BufRef:
                 raise InvalidMessage("b: expected a GpuBuffer or its future", field="b")
-            new = dev._mint(rb.shape, getattr(ref, "dtype", rb.dtype), "C")
-            return dev._send_new(new, msgs.SpSM(m, b, new, alpha, op, uplo, diag))
+            new = dev.port.mint(rb.shape, getattr(ref, "dtype", rb.dtype), "C")
+            return dev.port.send_new(new, msgs.SpSM(m, b, new, alpha, op, uplo, diag))
         return dev.send_writing(msgs.SpSM(m, b, c, alpha, op, uplo, diag), c)
 
     def sddmm(self, a: Any, b: Any, c: Any, alpha: Any = 1.0, beta: Any = 0.0,
@@ -448,8 +448,8 @@ class Sparse:
         dev = self._dev
         if out is None:
             ref = _sparse_ref(m)
-            new = dev._mint(ref.shape, ref.dtype, "C")
-            return dev._send_new(new, msgs.SparseToDense(m, new))
+            new = dev.port.mint(ref.shape, ref.dtype, "C")
+            return dev.port.send_new(new, msgs.SparseToDense(m, new))
         return dev.send_writing(msgs.SparseToDense(m, out), out)
 
     def from_dense(self, dense: Any, index_dtype: Any = "i32") -> Future:
@@ -513,6 +513,13 @@ class Sparse:
         and the SpMV graphs held, captures, launches and why capturing stopped; the same for
         SpMM under ``"spmm"``."""
         return self._dev.send(msgs.SparseReplayInfo())
+
+
+#: ``dev.sparse``: SciPy's names for what cuSPARSE does here (``scipy.sparse.csr_array(m)``
+#: -> ``dev.cusparse.csr_array(m)``: a SciPy matrix or a dense array made a device matrix)
+Sparse = view("Sparse", "SciPy's sparse names (``dev.sparse``): device sparse arrays made from "
+              "a SciPy sparse matrix or a dense array.", (Cusparse,),
+              {"csr_array": "csr", "csc_array": "csc", "coo_array": "coo", "bsr_array": "bsr"})
 
 
 def name_np(name: str) -> np.dtype:

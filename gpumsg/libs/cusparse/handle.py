@@ -25,13 +25,13 @@ from __future__ import annotations
 import ctypes
 import itertools
 import marshal
-import os
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ...backends.cuda.replays import GraphReplays, device_replays, direct_bound, enabled
+from ...config import setting
 from ...dtypes import CUDA_DATA_TYPE, dtype_of
 from ...errors import InvalidMessage, LibraryError
 from ...messages.sparse import SparseRef
@@ -118,7 +118,7 @@ class CusparseHandle:
         self._dummy = 0
         # device scalars (DEVICE_SCALARS_ENV): (dtype, alpha, beta) -> device address of the
         # pair, written once from a pinned block that is never rewritten
-        self._device_scalars = os.environ.get(DEVICE_SCALARS_ENV) == "1"
+        self._device_scalars = setting(DEVICE_SCALARS_ENV) == "1"
         self._scalar_slots: dict[tuple, int] = {}
         self._scalar_dev = 0
         self._scalar_host: Any = None
@@ -770,7 +770,7 @@ class CusparseHandle:
             self._scalar_host = None
         # device scalars (DEVICE_SCALARS_ENV): (dtype, alpha, beta) -> device address of the
         # pair, written once from a pinned block that is never rewritten
-        self._device_scalars = os.environ.get(DEVICE_SCALARS_ENV) == "1"
+        self._device_scalars = setting(DEVICE_SCALARS_ENV) == "1"
         self._scalar_slots: dict[tuple, int] = {}
         self._scalar_dev = 0
         self._scalar_host: Any = None

@@ -18,6 +18,7 @@ import numpy as np
 
 from ...backends.cuda.replays import direct_bound
 from ...backends.sim.device import SimBackend
+from ...backends.sim.numerics import solve_triangular_csr
 from ...backends.sim.views import vector
 from ...dtypes import dtype_of
 from ...errors import InvalidMessage
@@ -213,8 +214,6 @@ class SimCusparse:
         self.plans.pop(plan, None)
 
     def _solve(self, rec: _Record, op: str, uplo: str, diag: str, rhs: np.ndarray) -> Any:
-        from scipy.sparse.linalg import spsolve_triangular
-
         sp = _sp()
         n = rec.ref.shape[0]
         a = self._load(rec).tocsr()
@@ -224,7 +223,9 @@ class SimCusparse:
             tri = tri + sp.identity(n, dtype=a.dtype)
         t = _op(tri, op).tocsr()
         lower = (uplo == "L") == (op == "N")
-        return spsolve_triangular(t, rhs, lower=lower) if n else rhs
+        # substitution with IEEE arithmetic, not spsolve_triangular (which raises on a zero
+        # pivot): cuSPARSE answers inf/NaN there
+        return solve_triangular_csr(t, rhs, lower) if n else rhs
 
     def spsv(self, stream: Any, mid: int, op: str, uplo: str, diag: str, alpha: Any, x: int,
              y: int, n: int) -> None:

@@ -1,7 +1,9 @@
 """NCCL: communicators and collectives across devices, as messages (one per member device).
 
 ``bindings.py`` (the C API as data), ``handle.py`` (a device's communicators, device thread),
-``sim.py`` (the rendezvous of the simulated devices), ``handlers.py``. The group-level API
+``sim.py`` (the rendezvous of the simulated devices), ``simnet.py`` (the rendezvous of
+process-isolated simulated members), ``semantics.py`` (NCCL's semantics on NumPy, which both
+rendezvous run), ``handlers.py``. The group-level API
 (``group.nccl()``) lives in :mod:`gpumsg.multi`; the messages in
 :mod:`gpumsg.messages.collective`.
 """

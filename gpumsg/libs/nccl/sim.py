@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 
 from ...dtypes import dtype_of
+from . import simnet
+from .semantics import compute
 
 __all__ = ["SimNccl", "SimComm", "SIM_TIMEOUT", "COMMS"]
 
@@ -22,11 +24,6 @@ SIM_TIMEOUT = 120.0
 _LOCK = threading.Lock()
 #: communicator id -> SimComm (the communicators of this process's simulated devices)
 COMMS: dict[int, SimComm] = {}
-
-
-def _work(dtype: str) -> np.dtype:
-    return np.dtype(np.float64) if dtype in ("f16", "bf16", "f32", "f64", "e4m3", "e5m2") \
-        else np.dtype(object)
 
 
 class SimComm:
@@ -39,6 +36,8 @@ class SimComm:
         self.async_error = 0
         self.arrived: dict[int, dict[int, tuple[Any, list]]] = {}
         self.done: set[int] = set()
+        #: batch -> [the error of its computation, ranks yet to hear of it]
+        self.failed: dict[int, list] = {}
 
     def abort(self) -> None:
         with self.cond:
@@ -54,12 +53,24 @@ class SimComm:
             if len(slot) == self.nranks:
                 try:
                     _compute(slot, self.nranks)
+                except Exception as exc:
+                    # every rank's kernel fails, not only this one's: the others would report
+                    # success with their outputs never written
+                    if self.nranks > 1:
+                        self.failed[seq] = [exc, self.nranks - 1]
+                    raise
                 finally:
                     self.done.add(seq)
                     del self.arrived[seq]
                     self.cond.notify_all()
                 return
             self.cond.wait_for(lambda: seq in self.done or self.aborted, SIM_TIMEOUT)
+            failed = self.failed.get(seq)
+            if failed is not None:
+                failed[1] -= 1
+                if not failed[1]:
+                    del self.failed[seq]
+                raise RuntimeError(f"rank {rank}: batch {seq} failed: {failed[0]!r}")
             if seq not in self.done:
                 self.aborted = True
                 self.cond.notify_all()
@@ -82,28 +93,6 @@ def _write(sim: Any, ptr: int, values: np.ndarray, dtype: str) -> None:
     sim.view(ptr, out.nbytes)[:] = np.ascontiguousarray(out).view(np.uint8).ravel()
 
 
-def _reduce(parts: list[np.ndarray], o: Any) -> np.ndarray:
-    w = _work(o.dtype)
-    xs = [p.astype(w) for p in parts]
-    if o.op in ("sum", "avg", "premul_sum"):
-        if o.op == "premul_sum":
-            xs = [x * o.scale for x in xs]
-        out = xs[0]
-        for x in xs[1:]:
-            out = out + x
-        if o.op == "avg":
-            n = len(xs)  # integers: truncated towards zero, as C division
-            out = out / n if w.kind == "f" else np.array(
-                [abs(v) // n * (1 if v >= 0 else -1) for v in out], dtype=object)
-        return out
-    if o.op == "prod":
-        out = xs[0]
-        for x in xs[1:]:
-            out = out * x
-        return out
-    return (np.maximum if o.op == "max" else np.minimum).reduce(np.stack(xs), axis=0)
-
-
 def _inputs(sim: Any, ops: list, nranks: int) -> list:
     """What one rank contributes to a batch: ``(CollOp, its send data or None)`` per op."""
     out = []
@@ -117,49 +106,6 @@ def _write_outputs(sim: Any, ops: list, outputs: list) -> None:
     for i, val in outputs:
         o, _, rp = ops[i]
         _write(sim, rp, val, o.dtype)
-
-
-def compute(inputs: dict[int, list], n: int) -> dict[int, list]:
-    """NCCL's semantics on NumPy: ``inputs[rank]`` = [(CollOp, send data or None)] (one entry
-    per op of that rank's batch), answers ``out[rank]`` = [(op index, values of its recv)]."""
-    out: dict[int, list] = {r: [] for r in inputs}
-    colls = {r: [(i, o, x) for i, (o, x) in enumerate(ops) if o.kind not in ("send", "recv")]
-             for r, ops in inputs.items()}
-    for k in range(len(colls[0])):
-        o = colls[0][k][1]
-        c = o.count
-        ins = {r: colls[r][k] for r in range(n)}
-        if o.kind in ("all_reduce", "reduce"):
-            red = _reduce([ins[r][2][:c] for r in range(n)], o)
-            for r, (i, _, _) in ins.items():
-                if o.kind == "all_reduce" or r == o.root:
-                    out[r].append((i, red))
-        elif o.kind == "broadcast":
-            val = ins[o.root][2][:c]
-            for r, (i, _, _) in ins.items():
-                out[r].append((i, val))
-        elif o.kind == "all_gather":
-            val = np.concatenate([ins[r][2][:c] for r in range(n)])
-            for r, (i, _, _) in ins.items():
-                out[r].append((i, val))
-        else:  # reduce_scatter
-            red = _reduce([ins[r][2][:c * n] for r in range(n)], o)
-            for r, (i, _, _) in ins.items():
-                out[r].append((i, red[r * c:(r + 1) * c]))
-    # point to point: the k-th send from p to r meets the k-th recv on r from p
-    sends: dict[tuple[int, int], list] = {}
-    for r, ops in inputs.items():
-        for o, x in ops:
-            if o.kind == "send":
-                sends.setdefault((r, o.peer), []).append(x)
-    for r, ops in inputs.items():
-        for i, (o, _) in enumerate(ops):
-            if o.kind == "recv":
-                queue = sends.get((o.peer, r))
-                if not queue:
-                    raise RuntimeError(f"rank {r} receives from {o.peer}, which sends nothing")
-                out[r].append((i, queue.pop(0)[:o.count]))
-    return out
 
 
 def _compute(slot: dict[int, tuple[Any, list]], n: int) -> None:
@@ -182,8 +128,6 @@ class SimNccl:
         self.raw_handle = 0
 
     def init(self, comm: int, rank: int, nranks: int, uid: bytes) -> None:
-        from . import simnet
-
         self.abort(comm)
         server = simnet.parse(uid)
         if server is not None:
@@ -212,8 +156,6 @@ class SimNccl:
             return
 
         def remote() -> None:
-            from . import simnet
-
             status, value = simnet.arrive(shared, comm, nranks, seq, rank,
                                           _inputs(sim, ops, nranks), SIM_TIMEOUT)
             if status == "ok":
@@ -235,8 +177,6 @@ class SimNccl:
             with _LOCK:
                 COMMS.pop(comm, None)
         elif shared is not None:
-            from . import simnet
-
             # best effort, off the device thread: it never waits on the rendezvous server
             threading.Thread(target=simnet.abort, args=(shared, comm), daemon=True,
                              name="gpumsg-simnet-abort").start()

@@ -18,6 +18,8 @@ import threading
 from multiprocessing.connection import Client, Listener
 from typing import Any
 
+from .semantics import compute
+
 __all__ = ["MAGIC", "unique_id", "parse", "arrive", "abort"]
 
 MAGIC = b"GPUMSG-SIMNET\0"
@@ -80,8 +82,6 @@ class _Server:
 
     def _arrive(self, comm: int, nranks: int, seq: int, rank: int, inputs: list,
                 timeout: float) -> tuple[str, Any]:
-        from .sim import compute
-
         room = self._room(comm, nranks)
         with room.cond:
             if room.aborted:

@@ -4,7 +4,7 @@ messages.
 ``bindings.py`` (NVRTC's C functions as data), ``compiler.py`` (compile on the caller's side, the
 on-disk image cache), ``signature.py`` (parameter types from the source), ``handle.py`` (modules
 and launches on CUDA, device thread), ``sim.py`` (the simulator's registry of NumPy kernels),
-``handlers.py`` and ``client.py`` (``dev.kernels``). The messages live in
+``handlers.py`` and ``client.py`` (``dev.nvrtc``). The messages live in
 :mod:`gpumsg.messages.nvrtc`.
 """
 
@@ -13,13 +13,13 @@ from ...messages.nvrtc import Launch
 from ...service.registry import register_library
 from . import handlers  # noqa: F401  (registers the message handlers)
 from .bindings import SPEC
-from .client import Kernels
+from .client import Nvrtc
 from .handle import NvrtcHandle
 from .sim import SIM_KERNELS, SimNvrtc, sim_kernel
 
-LIBRARY = register_library("nvrtc", cuda=NvrtcHandle, sim=SimNvrtc, namespace="kernels",
-                           client=Kernels, specs=(SPEC,))
+LIBRARY = register_library("nvrtc", cuda=NvrtcHandle, sim=SimNvrtc, namespace="nvrtc",
+                           client=Nvrtc, specs=(SPEC,))
 
 capturable(Launch)  # dev.graph() may record kernel launches
 
-__all__ = ["LIBRARY", "SPEC", "Kernels", "NvrtcHandle", "SimNvrtc", "SIM_KERNELS", "sim_kernel"]
+__all__ = ["LIBRARY", "SPEC", "Nvrtc", "NvrtcHandle", "SimNvrtc", "SIM_KERNELS", "sim_kernel"]

@@ -1,4 +1,4 @@
-"""``dev.kernels`` (also ``dev.compile``, ``dev.launch``, ``dev.load_module``): compile CUDA C++
+"""``dev.nvrtc`` (also ``dev.compile``, ``dev.launch``, ``dev.load_module``): compile CUDA C++
 with NVRTC on a helper thread of the caller's process, load it on the device, launch it as a
 message (caller's threads)."""
 
@@ -12,16 +12,21 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...errors import InvalidMessage
-from ...messages.base import BufRef
-from ...messages.nvrtc import Kernel, Launch, LoadModule
+from ...messages.base import BufRef, as_ref
+from ...messages.nvrtc import Kernel, Launch, LoadModule, Untyped
 from ..loader import LibraryNotFound
 from .compiler import compile_program
-from .signature import explicit_params, kernel_params
+from .signature import (
+    explicit_params,
+    explicit_pointer_dtypes,
+    kernel_params,
+    pointer_dtypes,
+)
 
 if TYPE_CHECKING:
     from ...client.device import Device
 
-__all__ = ["Kernels"]
+__all__ = ["Nvrtc"]
 
 #: launch messages kept for repeated calls, per device (when full it starts again)
 _MEMO_SIZE = 256
@@ -52,8 +57,8 @@ def _strs(value: Any, field: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-class Kernels:
-    """User kernels on one device (``dev.kernels``)."""
+class Nvrtc:
+    """User kernels on one device (``dev.nvrtc``)."""
 
     def __init__(self, device: Device) -> None:
         self._dev = device
@@ -77,7 +82,7 @@ class Kernels:
         the kernel runs its registered NumPy version (``sim.sim_kernel``); the source is still
         compiled when NVRTC is installed, so compile errors surface there too."""
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         if not isinstance(source, str) or not source.strip():
             raise InvalidMessage("source: expected CUDA C++ source text", field="source")
         if not isinstance(name, str) or not name.strip():
@@ -92,12 +97,14 @@ class Kernels:
                                  field="headers")
         params = (explicit_params(signature, name) if signature is not None
                   else kernel_params(source, name))  # typed at the call site
+        pointees = (explicit_pointer_dtypes(signature) if signature is not None
+                    else pointer_dtypes(source, name))
         arch = self._arch()
         for o in opts:
             if o.startswith(("-arch=", "--gpu-architecture=")):
                 arch = o.split("=", 1)[1]
         simulated = dev.backend != "cuda"
-        token = dev._state.token
+        token = dev.port.token
         out: Future = Future()
 
         def work() -> None:
@@ -118,7 +125,7 @@ class Kernels:
                     msg = LoadModule(program.key, program.image, program.kind, (symbol,))
                 dev.send(msg).result()
                 out.set_result(Kernel(token, msg.key, name, symbol, params,
-                                      program is not None and program.from_cache))
+                                      program is not None and program.from_cache, pointees))
             except BaseException as exc:  # noqa: BLE001 - handed to the caller's future
                 out.set_exception(exc)
 
@@ -132,7 +139,7 @@ class Kernels:
         import hashlib
 
         dev = self._dev
-        dev._check_open()
+        dev.port.check_open()
         if not isinstance(image, (bytes, bytearray)) or not image:
             raise InvalidMessage("image: expected the bytes of a CUBIN or PTX image",
                                  field="image")
@@ -140,11 +147,12 @@ class Kernels:
             raise InvalidMessage("kernels: expected {symbol: signature}", field="kernels")
         image = bytes(image)
         params = {s: explicit_params(sig, s) for s, sig in kernels.items()}
+        pointees = {s: explicit_pointer_dtypes(sig) for s, sig in kernels.items()}
         kind = "sim" if dev.backend != "cuda" else (
             "cubin" if image[:4] == b"\x7fELF" else "ptx")
         key = hashlib.sha256(image).hexdigest()
         done = dev.send(LoadModule(key, image, kind, tuple(kernels)))
-        token = dev._state.token
+        token = dev.port.token
         out: Future = Future()
 
         def resolve(f: Future) -> None:
@@ -152,10 +160,18 @@ class Kernels:
             if exc is not None:
                 out.set_exception(exc)
             else:
-                out.set_result({s: Kernel(token, key, s, s, p) for s, p in params.items()})
+                out.set_result({s: Kernel(token, key, s, s, p, False, pointees[s])
+                                for s, p in params.items()})
 
         done.add_done_callback(resolve)
         return out
+
+    def untyped(self, buffer: Any) -> Untyped:
+        """``buffer`` as a launch argument whose dtype is not checked against the element type
+        its pointer parameter declares: the explicit cast (a ``float*`` reading f64 memory as
+        floats, say). Without it such a launch is refused."""
+        as_ref(buffer, "buffer")  # a buffer (or its future) of a live device, else refused
+        return Untyped(buffer)
 
     def launch(self, kernel: Kernel, grid: Any, block: Any, args: Any = (), shared: int = 0,
                reads: Any = None, writes: Any = None) -> Future:
@@ -170,7 +186,7 @@ class Kernels:
         key, refs = _launch_key(kernel, grid, block, args, shared, reads, writes)
         entry = self._memo.get(key) if key is not None else None
         if entry is None:
-            if type(kernel) is Kernel and kernel.owner != dev._state.token:
+            if type(kernel) is Kernel and kernel.owner != dev.port.token:
                 raise InvalidMessage(f"kernel: {kernel.name!r} was compiled for another device",
                                      field="kernel")
             msg = Launch(kernel, grid, block, args, shared, reads, writes)
@@ -180,7 +196,7 @@ class Kernels:
                 if len(memo) >= _MEMO_SIZE:
                     memo.clear()
                 memo[key] = entry
-        return dev._send_entry(entry)
+        return dev.port.send_memo(entry)
 
 
 def _launch_key(kernel: Any, grid: Any, block: Any, args: Any, shared: Any, reads: Any,

@@ -18,6 +18,7 @@ import os
 import tempfile
 from typing import Any
 
+from ...config import setting
 from ...errors import CompileError, LibraryError
 from ..loader import load
 from .bindings import COMPILATION_ERROR
@@ -42,7 +43,7 @@ class Program:
 
 def cache_dir() -> str:
     """The folder of the on-disk image cache."""
-    path = os.environ.get("GPUMSG_CACHE_DIR")
+    path = setting("GPUMSG_CACHE_DIR")
     if not path:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         path = os.path.join(base, "gpumsg", "nvrtc")

@@ -15,7 +15,7 @@ from typing import Any
 from ...errors import InvalidMessage
 from ...messages.nvrtc import SCALAR_KINDS
 
-__all__ = ["kernel_params", "explicit_params"]
+__all__ = ["kernel_params", "explicit_params", "pointer_dtypes", "explicit_pointer_dtypes"]
 
 _C_KINDS = {
     "float": "f32", "double": "f64", "__half": "f16", "half": "f16", "bool": "bool",
@@ -77,9 +77,9 @@ def _param_kind(decl: str, subst: dict[str, str], name: str) -> str:
                          field="signature")
 
 
-def kernel_params(source: str, expression: str) -> tuple[str, ...]:
-    """The parameter kinds of kernel ``expression`` (a name, or a template instance
-    ``name<args>``) as declared in ``source``."""
+def _declarations(source: str, expression: str) -> tuple[list[str], dict[str, str]]:
+    """The parameter declarations of kernel ``expression`` in ``source``, and the template
+    parameters' substitutions."""
     base, _, targs_text = expression.partition("<")
     base = base.strip().split("::")[-1]
     targs = _split_top(targs_text.rstrip().removesuffix(">")) if targs_text else []
@@ -101,8 +101,43 @@ def kernel_params(source: str, expression: str) -> tuple[str, ...]:
         for n, a in zip(names, targs):
             subst[re.sub(r"=.*$", "", n).strip()] = a
     if not params_text or params_text == "void":
-        return ()
-    return tuple(_param_kind(p, subst, expression) for p in _split_top(params_text))
+        return [], subst
+    return _split_top(params_text), subst
+
+
+def kernel_params(source: str, expression: str) -> tuple[str, ...]:
+    """The parameter kinds of kernel ``expression`` (a name, or a template instance
+    ``name<args>``) as declared in ``source``."""
+    decls, subst = _declarations(source, expression)
+    return tuple(_param_kind(p, subst, expression) for p in decls)
+
+
+#: element types of pointer parameters beyond the scalar kinds
+_POINTEE_EXTRA = {"__nv_bfloat16": "bf16", "nv_bfloat16": "bf16", "float2": "c64",
+                  "cuFloatComplex": "c64", "cuComplex": "c64", "double2": "c128",
+                  "cuDoubleComplex": "c128"}
+
+
+def _pointee(decl: str, subst: dict[str, str]) -> str | None:
+    """The element dtype of a pointer declaration (``const float* __restrict__ x`` -> f32);
+    None for ``void*``, a pointer to pointer, or a type gpumsg does not know."""
+    decl = re.sub(r"=.*$", "", decl)
+    decl = re.sub(r"\[[^\]]*\]", "*", decl)
+    for tparam, targ in subst.items():
+        decl = re.sub(rf"\b{re.escape(tparam)}\b", targ, decl)
+    if decl.count("*") != 1 or "&" in decl:
+        return None
+    type_part = decl.split("*", 1)[0]
+    words = _QUALIFIERS.sub(" ", type_part).split()
+    text = " ".join(words)
+    return _C_KINDS.get(text) or _POINTEE_EXTRA.get(text)
+
+
+def pointer_dtypes(source: str, expression: str) -> tuple[str | None, ...]:
+    """Per parameter of kernel ``expression``: the element dtype a pointer parameter declares
+    (what a buffer passed to it must hold), None for scalars and untyped pointers."""
+    decls, subst = _declarations(source, expression)
+    return tuple(_pointee(p, subst) if ("*" in p or "[" in p) else None for p in decls)
 
 
 def explicit_params(signature: Any, name: str) -> tuple[str, ...]:
@@ -122,4 +157,16 @@ def explicit_params(signature: Any, name: str) -> tuple[str, ...]:
         else:
             raise InvalidMessage(f"{name}: signature[{i}] = {t!r} is not a ctypes scalar or "
                                  "pointer type, nor a kind name", field="signature")
+    return tuple(out)
+
+
+def explicit_pointer_dtypes(signature: Any) -> tuple[str | None, ...]:
+    """The element dtypes that an explicit signature declares for its pointers (a ctypes
+    ``POINTER(c_float)`` -> f32); None for scalars, ``c_void_p`` and ``"ptr"``."""
+    out: list[str | None] = []
+    for t in signature:
+        target = getattr(t, "_type_", None) if isinstance(t, type) and \
+            issubclass(t, ctypes._Pointer) else None
+        kind = _CTYPES.get(target) if target is not None else None
+        out.append(kind if kind not in (None, "ptr", "bool") else None)
     return tuple(out)

@@ -1,0 +1,348 @@
+"""Float64 references for the fuzz campaign's accepted calls: a call that succeeds must also
+give the right numbers.
+
+The campaign records the messages a case posts (every send path ends in ``Device._post``) and,
+for a case that posted exactly one message of a type listed here, recomputes that message's
+effect in NumPy from the host arrays its input buffers were made from, then compares the
+device's output buffers (the whole allocation: what must stay untouched is compared exactly)
+or the scalar the future resolved to. The messages are already validated and normalized
+(leading dimensions, ``n`` and transposes filled in), so a reference only has to follow
+cuBLAS's column-major semantics.
+
+Tolerances come from tests/tolerance.py: the unit roundoff of the type the arithmetic happens
+in, the reduction length, and one rounding of a 16-bit output."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+_TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if _TESTS not in sys.path:
+    sys.path.insert(0, _TESTS)
+
+from tolerance import bound, unit_roundoff  # noqa: E402
+
+__all__ = ["ORACLES", "Mismatch", "check_message"]
+
+_HALF = ("f16", "bf16")
+
+
+class Mismatch(AssertionError):
+    """The device's answer differs from the float64 reference beyond the tolerance."""
+
+
+def _wide(x: Any) -> np.ndarray:
+    x = np.asarray(x)
+    if x.dtype.kind == "c":
+        return x.astype(np.complex128)
+    return x.astype(np.float64)
+
+
+def _flat(host: np.ndarray) -> np.ndarray:
+    """A buffer's elements in memory order (its host array raveled in its own order)."""
+    return _wide(np.asarray(host).ravel(order="K"))
+
+
+def _matrix(mem: np.ndarray, rows: int, cols: int, ld: int) -> np.ndarray:
+    idx = np.arange(rows)[:, None] + ld * np.arange(cols)[None, :]
+    return mem[idx]
+
+
+def _vector(mem: np.ndarray, n: int, inc: int) -> np.ndarray:
+    return mem[np.arange(n) * inc]
+
+
+def _op(x: np.ndarray, trans: str) -> np.ndarray:
+    return x if trans == "N" else x.T if trans == "T" else x.T.conj()
+
+
+def _tol(dtype: str, n: int) -> float:
+    work = "f32" if dtype in _HALF else dtype
+    extra = 2 * unit_roundoff(dtype) if dtype in _HALF else 0.0
+    return bound(work, max(n, 1), c=8) + extra
+
+
+class _Expect:
+    """What one message must have written: per output buffer, the expected memory (a flat
+    array), the element positions computed in floating point (the rest must be unchanged
+    bit for bit) and the tolerance; or the expected scalar result."""
+
+    def __init__(self) -> None:
+        self.buffers: list[tuple[Any, np.ndarray, np.ndarray, float]] = []
+        self.result: tuple[Any, float, str] | None = None
+
+    def buffer(self, ref: Any, mem: np.ndarray, computed: np.ndarray, tol: float) -> None:
+        self.buffers.append((ref, mem, computed, tol))
+
+
+def _gemm(msg: Any, hosts: Callable[[Any], np.ndarray]) -> _Expect | None:
+    if getattr(msg, "compute", "default") != "default":
+        return None
+    a, b, c = hosts(msg.a), hosts(msg.b), hosts(msg.c)
+    ar, ac = (msg.m, msg.k) if msg.transa == "N" else (msg.k, msg.m)
+    br, bc = (msg.k, msg.n) if msg.transb == "N" else (msg.n, msg.k)
+    prod = _op(_matrix(a, ar, ac, msg.lda), msg.transa) @ _op(_matrix(b, br, bc, msg.ldb),
+                                                             msg.transb)
+    out = c.copy()
+    idx = np.arange(msg.m)[:, None] + msg.ldc * np.arange(msg.n)[None, :]
+    block = msg.alpha * prod
+    if msg.beta != 0:
+        block = block + msg.beta * c[idx]
+    out = out.astype(np.result_type(out, block))
+    out[idx] = block
+    e = _Expect()
+    e.buffer(msg.c, out, idx.ravel(), _tol(msg.c.dtype, msg.k + 1))
+    return e
+
+
+def _axpy(msg: Any, hosts: Callable[[Any], np.ndarray]) -> _Expect:
+    x, y = hosts(msg.x), hosts(msg.y)
+    idx = np.arange(msg.n) * msg.incy
+    out = y.astype(np.result_type(y, x, msg.alpha))
+    out[idx] = out[idx] + msg.alpha * _vector(x, msg.n, msg.incx)
+    e = _Expect()
+    e.buffer(msg.y, out, idx, _tol(msg.y.dtype, 2))
+    return e
+
+
+def _scal(msg: Any, hosts: Callable[[Any], np.ndarray]) -> _Expect:
+    x = hosts(msg.x)
+    idx = np.arange(msg.n) * msg.incx
+    out = x.astype(np.result_type(x, msg.alpha))
+    out[idx] = msg.alpha * out[idx]
+    e = _Expect()
+    e.buffer(msg.x, out, idx, _tol(msg.x.dtype, 1))
+    return e
+
+
+def _copy(msg: Any, hosts: Callable[[Any], np.ndarray]) -> _Expect:
+    x, y = hosts(msg.x), hosts(msg.y)
+    idx = np.arange(msg.n) * msg.incy
+    out = y.copy()
+    out[idx] = _vector(x, msg.n, msg.incx)
+    e = _Expect()
+    e.buffer(msg.y, out, np.zeros(0, int), 0.0)  # a copy is exact
+    return e
+
+
+def _swap(msg: Any, hosts: Callable[[Any], np.ndarray]) -> _Expect:
+    x, y = hosts(msg.x), hosts(msg.y)
+    ix, iy = np.arange(msg.n) * msg.incx, np.arange(msg.n) * msg.incy
+    ox, oy = x.copy(), y.copy()
+    ox[ix], oy[iy] = y[iy], x[ix]
+    e = _Expect()
+    e.buffer(msg.x, ox, np.zeros(0, int), 0.0)
+    e.buffer(msg.y, oy, np.zeros(0, int), 0.0)
+    return e
+
+
+def _reduction(kind: str) -> Callable[[Any, Callable[[Any], np.ndarray]], _Expect]:
+    def ref(msg: Any, hosts: Callable[[Any], np.ndarray]) -> _Expect:
+        x = _vector(hosts(msg.x), msg.n, msg.incx)
+        e = _Expect()
+        mag = np.abs(x.real) + np.abs(x.imag)
+        if kind == "dot":
+            y = _vector(hosts(msg.y), msg.n, msg.incy)
+            value = np.sum((x.conj() if msg.conjugate else x) * y)
+            scale = float(np.linalg.norm(x) * np.linalg.norm(y))
+        elif kind == "nrm2":
+            value = np.linalg.norm(x)
+            scale = float(value)
+        elif kind == "asum":
+            value = np.sum(mag)
+            scale = float(value)
+        else:  # iamax / iamin: 0-based, exact (ties broken by the first, as cuBLAS)
+            e.result = (int(np.argmax(mag) if kind == "iamax" else np.argmin(mag))
+                        if msg.n else -1, 0.0, kind)
+            return e
+        e.result = (value, _tol(msg.x.dtype, msg.n) * max(scale, 1e-300), kind)
+        return e
+
+    return ref
+
+
+def _gemv(msg: Any, hosts: Callable[[Any], np.ndarray]) -> _Expect:
+    a, x, y = hosts(msg.a), hosts(msg.x), hosts(msg.y)
+    xn, yn = (msg.n, msg.m) if msg.trans == "N" else (msg.m, msg.n)
+    prod = _op(_matrix(a, msg.m, msg.n, msg.lda), msg.trans) @ _vector(x, xn, msg.incx)
+    idx = np.arange(yn) * msg.incy
+    block = msg.alpha * prod
+    if msg.beta != 0:
+        block = block + msg.beta * y[idx]
+    out = y.astype(np.result_type(y, block))
+    out[idx] = block
+    e = _Expect()
+    e.buffer(msg.y, out, idx, _tol(msg.y.dtype, max(msg.m, msg.n) + 1))
+    return e
+
+
+def _geam(msg: Any, hosts: Callable[[Any], np.ndarray]) -> _Expect:
+    a, b, c = hosts(msg.a), hosts(msg.b), hosts(msg.c)
+    ar, ac = (msg.m, msg.n) if msg.transa == "N" else (msg.n, msg.m)
+    br, bc = (msg.m, msg.n) if msg.transb == "N" else (msg.n, msg.m)
+    block = msg.alpha * _op(_matrix(a, ar, ac, msg.lda), msg.transa)
+    if msg.beta != 0:
+        block = block + msg.beta * _op(_matrix(b, br, bc, msg.ldb), msg.transb)
+    idx = np.arange(msg.m)[:, None] + msg.ldc * np.arange(msg.n)[None, :]
+    out = c.astype(np.result_type(c, block))
+    out[idx] = block
+    e = _Expect()
+    e.buffer(msg.c, out, idx.ravel(), _tol(msg.c.dtype, 2))
+    return e
+
+
+#: message class name -> reference
+ORACLES: dict[str, Callable[[Any, Callable[[Any], np.ndarray]], _Expect | None]] = {
+    "Sgemm": _gemm, "Gemm": _gemm, "Axpy": _axpy, "Scal": _scal, "Copy": _copy,
+    "Swap": _swap, "Dot": _reduction("dot"), "Nrm2": _reduction("nrm2"),
+    "Asum": _reduction("asum"), "Iamax": _reduction("iamax"), "Iamin": _reduction("iamin"),
+    "Gemv": _gemv, "Geam": _geam,
+}
+
+
+def check_message(msg: Any, snapshots: dict[int, np.ndarray], read: Callable[[Any], Any],
+                  result: Any) -> bool:
+    """Check one accepted message: False when it has no oracle or an input was not made
+    from a known host array (nothing to compare with); True when it matched; raises
+    :class:`Mismatch` when it did not. ``snapshots`` maps a BufRef's id to the host array
+    its buffer was made from; ``read(ref)`` returns a buffer's current host copy."""
+    oracle = ORACLES.get(type(msg).__name__)
+    if oracle is None:
+        return False
+    refs = [getattr(msg, f) for f in ("a", "b", "c", "x", "y") if hasattr(msg, f)]
+    if any(getattr(r, "id", None) not in snapshots for r in refs):
+        return False
+    if len({r.id for r in refs}) != len(refs):
+        return False  # aliased operands: refused by the library or not meaningful here
+
+    def hosts(ref: Any) -> np.ndarray:
+        return _flat(snapshots[ref.id])
+
+    expect = oracle(msg, hosts)
+    if expect is None:
+        return False
+    name = type(msg).__name__
+    for ref, mem, computed, tol in expect.buffers:
+        got = _flat(read(ref))
+        if got.shape != mem.shape:
+            raise Mismatch(f"{name}: {ref.describe()} holds {got.size} elements, "
+                           f"expected {mem.size}")
+        keep = np.ones(mem.size, bool)
+        keep[computed] = False
+        if not np.array_equal(got[keep], mem[keep].astype(got.dtype), equal_nan=True):
+            bad = int(np.flatnonzero(got[keep] != mem[keep])[0])
+            raise Mismatch(f"{name}: {ref.describe()} changed an element it must not write "
+                           f"(memory position {np.flatnonzero(keep)[bad]})")
+        if computed.size:
+            ref_vals = mem[computed]
+            den = float(np.linalg.norm(ref_vals)) or 1.0
+            err = float(np.linalg.norm(got[computed] - ref_vals)) / den
+            if not err <= tol:
+                raise Mismatch(f"{name}: relative error {err:.3g} > {tol:.3g} in "
+                               f"{ref.describe()}")
+    if expect.result is not None:
+        value, tol, kind = expect.result
+        if kind in ("iamax", "iamin"):
+            if value >= 0 and result != value:
+                raise Mismatch(f"{name}: index {result!r}, expected {value}")
+        elif not abs(complex(result) - complex(value)) <= tol:
+            raise Mismatch(f"{name}: {result!r}, expected {value!r} (tolerance {tol:.3g})")
+    return True
+
+
+# -- valid calls: random arguments inside each call's contract -----------------------------------
+
+#: the calls the differential pass draws valid arguments for (Device or namespace method)
+VALID_CALLS = ("sgemm", "cublas.gemm", "cublas.axpy", "cublas.scal", "cublas.dot", "cublas.nrm2",
+               "cublas.asum", "cublas.iamax", "cublas.iamin", "cublas.copy", "cublas.swap",
+               "cublas.gemv",
+               "cublas.geam")
+_BUFFER_ARGS = ("a", "b", "c", "x", "y")
+
+
+def _host(rng: np.random.Generator, size: int, dtype: str) -> np.ndarray:
+    import gpumsg
+
+    x = rng.standard_normal(size) + 0.1
+    if dtype in ("c64", "c128"):
+        x = x + 1j * rng.standard_normal(size)
+    return x.astype(gpumsg.as_dtype(dtype))
+
+
+def valid_call(rng: np.random.Generator, call: str) -> dict[str, Any]:
+    """Keyword arguments of a valid ``call`` (buffers as host arrays, 1-D, with slack after
+    the last element the call touches): random sizes, strides, leading dimensions, every
+    option value, every dtype the call takes, alpha/beta including 0."""
+    dtypes = ["f32"] if call == "sgemm" else ["f32", "f64", "c64", "c128"]
+    if call == "cublas.gemm":
+        dtypes += ["f16", "bf16"]
+    dt = str(rng.choice(dtypes))
+    cplx = dt in ("c64", "c128")
+
+    def scalar(zero_ok: bool) -> Any:
+        if zero_ok and rng.random() < 0.25:
+            return 0.0
+        v = float(rng.uniform(-2, 2))
+        return complex(v, float(rng.uniform(-1, 1))) if cplx else v
+
+    def size(lo: int = 1, hi: int = 9) -> int:
+        return int(rng.integers(lo, hi + 1))
+
+    def trans() -> str:
+        return str(rng.choice(["N", "T", "C"] if cplx or call != "sgemm" else ["N", "T"]))
+
+    def mat(rows: int, cols: int) -> tuple[np.ndarray, int]:
+        ld = rows + int(rng.integers(0, 3))
+        return _host(rng, ld * (cols - 1) + rows + int(rng.integers(0, 4)), dt), ld
+
+    def vec(n: int) -> tuple[np.ndarray, int]:
+        inc = int(rng.integers(1, 4))
+        return _host(rng, (n - 1) * inc + 1 + int(rng.integers(0, 3)), dt), inc
+
+    if call in ("sgemm", "cublas.gemm", "cublas.geam"):
+        m, n, k = size(), size(), size()
+        ta, tb = trans(), trans()
+        if call == "cublas.geam":
+            a, lda = mat(*((m, n) if ta == "N" else (n, m)))
+            b, ldb = mat(*((m, n) if tb == "N" else (n, m)))
+            c, ldc = mat(m, n)
+            return dict(a=a, b=b, c=c, m=m, n=n, alpha=scalar(False), beta=scalar(True),
+                        transa=ta, transb=tb, lda=lda, ldb=ldb, ldc=ldc)
+        a, lda = mat(*((m, k) if ta == "N" else (k, m)))
+        b, ldb = mat(*((k, n) if tb == "N" else (n, k)))
+        c, ldc = mat(m, n)
+        if dt in ("f16", "bf16"):
+            alpha, beta = float(rng.uniform(0.5, 1.5)), float(rng.choice([0.0, -0.5]))
+        else:
+            alpha, beta = scalar(False), scalar(True)
+        return dict(a=a, b=b, c=c, m=m, n=n, k=k, alpha=alpha, beta=beta, transa=ta,
+                    transb=tb, lda=lda, ldb=ldb, ldc=ldc)
+    if call == "cublas.gemv":
+        m, n, t = size(), size(), trans()
+        a, lda = mat(m, n)
+        x, incx = vec(n if t == "N" else m)
+        y, incy = vec(m if t == "N" else n)
+        return dict(a=a, x=x, y=y, m=m, n=n, alpha=scalar(False), beta=scalar(True), trans=t,
+                    lda=lda, incx=incx, incy=incy)
+    n = size(1, 40)
+    x, incx = vec(n)
+    if call in ("cublas.nrm2", "cublas.asum", "cublas.iamax", "cublas.iamin"):
+        return dict(x=x, n=n, incx=incx)
+    if call == "cublas.scal":
+        return dict(x=x, alpha=scalar(False), n=n, incx=incx)
+    y, incy = vec(n)
+    if call == "cublas.axpy":
+        return dict(x=x, y=y, alpha=scalar(False), n=n, incx=incx, incy=incy)
+    if call == "cublas.dot":
+        return dict(x=x, y=y, n=n, incx=incx, incy=incy, conjugate=bool(cplx and
+                                                                       rng.random() < 0.5))
+    return dict(x=x, y=y, n=n, incx=incx, incy=incy)  # copy, swap
+
+
+def is_buffer_arg(name: str) -> bool:
+    return name in _BUFFER_ARGS
