@@ -496,6 +496,7 @@ GM_FT(float) GM_FT(double)
 #define GM_CT(C, F) \
   __device__ __forceinline__ F gm_abs(C z) { return gm_hypot(z.re, z.im); } \
   __device__ __forceinline__ C gm_conj(C z) { return C(z.re, -z.im); } \
+  __device__ __forceinline__ C gm_round(C z) { return C(gm_round(z.re), gm_round(z.im)); } \
   __device__ __forceinline__ F gm_real(C z) { return z.re; } \
   __device__ __forceinline__ F gm_imag(C z) { return z.im; } \
   __device__ __forceinline__ bool gm_isnan(C z) { return z.re != z.re || z.im != z.im; } \
