@@ -63,6 +63,7 @@ from ._dtypes import (
 from ._elementwise import *  # noqa: F403 - the standard's element-wise functions
 from ._elementwise import TABLE as _TABLE
 from ._elementwise import astype, clip, where
+from ._indexing import take, take_along_axis
 from ._info import __array_namespace_info__
 from ._kernels import ElementwiseKernel, ReductionKernel
 from ._linalg import matmul, matrix_transpose, tensordot, vecdot
@@ -70,6 +71,7 @@ from ._manipulation import (
     broadcast_arrays,
     broadcast_to,
     concat,
+    diff,
     expand_dims,
     flip,
     moveaxis,
@@ -120,17 +122,28 @@ def result_type(*arrays_and_dtypes: Any) -> np.dtype:
 
 
 def can_cast(from_: Any, to: Any, /) -> builtins.bool:
-    """Whether ``from_`` (a dtype or array) promotes to ``to`` without leaving the table."""
+    """Whether ``from_`` (a dtype or array) converts to ``to`` without loss of kind: within a
+    kind by the promotion table; bool to any dtype; integers to floating; real to complex of
+    at least the same precision."""
     src = _dtypes.check_dtype(from_.dtype if isinstance(from_, Array) else from_)
     dst = _dtypes.check_dtype(to)
     if src == dst:
         return True
-    try:
-        return _dtypes.result_type(src, dst) == dst and not (
-            _dtypes.kind_of(src) in "iu" and _dtypes.kind_of(dst) in "fc") and not (
-            _dtypes.kind_of(src) == "b" and dst != src)
-    except TypeError:
+    ks, kd = _dtypes.kind_of(src), _dtypes.kind_of(dst)
+    if ks == "b":
+        return True
+    if kd == "b":
         return False
+    if ks in "iu" and kd in "fc":
+        return True
+    if ks in "iu" and kd in "iu":
+        try:
+            return _dtypes.result_type(src, dst) == dst
+        except TypeError:
+            return False
+    if ks in "fc" and kd in "fc":
+        return _dtypes.result_type(src, dst) == dst
+    return False
 
 
 class finfo_object:
@@ -207,6 +220,7 @@ __all__ = [
     "sum", "prod", "max", "min", "mean", "var", "std", "all", "any", "count_nonzero",
     "argmax", "argmin", "cumulative_sum", "cumulative_prod",
     "reshape", "permute_dims", "expand_dims", "squeeze", "concat", "stack", "broadcast_to",
-    "broadcast_arrays", "flip", "roll", "tile", "repeat", "moveaxis", "unstack",
+    "broadcast_arrays", "flip", "roll", "tile", "repeat", "moveaxis", "unstack", "diff",
+    "take", "take_along_axis",
     "matmul", "tensordot", "vecdot", "matrix_transpose",
 ]

@@ -115,7 +115,8 @@ def new_array(dev: Any, shape: tuple[int, ...], dtype: np.dtype) -> Array:
 
 def asarray_host(dev: Any, host: np.ndarray, dtype: np.dtype) -> Array:
     """An array holding a copy of NumPy ``host`` (converted to ``dtype``)."""
-    arr = np.ascontiguousarray(np.asarray(host).astype(dtype, copy=False))
+    # np.array, not np.ascontiguousarray: that makes a 0-d array 1-d
+    arr = np.array(np.asarray(host).astype(dtype, copy=False), order="C", copy=None)
     if dtype == D.bool:
         arr = arr.view(np.uint8)
     buf = dev.to_device(arr, order="C")
@@ -298,20 +299,41 @@ class Array:
 
     def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
                    copy: Any = None) -> Any:
-        if self._dev.backend != "cuda" or self._dtype == D.bool:
-            # the simulator's memory is host memory: a NumPy copy is the host tensor
-            host = self._to_numpy()
-            kwargs: dict[str, Any] = {}
-            if max_version is not None:
-                kwargs["max_version"] = max_version
-            if copy is False:
-                raise BufferError("a zero-copy export of this array is not possible")
+        kwargs: dict[str, Any] = {}
+        if max_version is not None:
+            kwargs["max_version"] = max_version
+        if self._dev.backend != "cuda":
+            # the simulator's memory is host memory: a NumPy view of the buffer is the tensor
+            host = self._host_view() if copy is not True else self._to_numpy()
+            if dl_device is not None and tuple(dl_device) != (1, 0):
+                raise BufferError(f"cannot export to device {dl_device}")
             return host.__dlpack__(**kwargs)
-        src = self if (self._is_contiguous() and self._offset == 0 and
-                       self._buf_shape() == self._shape) else _copy(self)
+        if self._dtype == D.bool:
+            if copy is False:
+                raise BufferError("bool arrays are held as bytes: exporting them copies")
+            return self._to_numpy().__dlpack__(**kwargs)
+        plain = (self._is_contiguous() and self._offset == 0 and
+                 self._buf_shape() == self._shape)
+        if not plain and copy is False:
+            raise BufferError("a strided view cannot be exported without a copy")
+        src = self if plain else _copy(self)
         buf = src._buf.result() if isinstance(src._buf, Future) else src._buf
         return buf.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device,
                               copy=copy)
+
+    def _host_view(self) -> np.ndarray:
+        """On the simulator: a NumPy view of the elements (device memory is host memory)."""
+        buf = self._buf
+        if isinstance(buf, Future):
+            buf = buf.result()
+        flat = np.from_dlpack(buf).reshape(-1)
+        if self._dtype == D.bool:
+            flat = flat.view(np.bool_)
+        if self.size == 0:
+            return np.empty(self._shape, flat.dtype)
+        item = flat.dtype.itemsize
+        return as_strided(flat[self._offset:], self._shape,
+                          tuple(s * item for s in self._strides))
 
     def _buf_shape(self) -> tuple[int, ...]:
         buf = self._buf

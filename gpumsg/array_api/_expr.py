@@ -327,7 +327,18 @@ def _sign(x: Any) -> Any:
 
 
 def _floordiv(a: Any, b: Any) -> Any:
+    if _kind(a) == "f" or _kind(b) == "f":
+        # the standard's special cases: a zero or infinite operand gives floor(a / b)
+        a, b = np.asarray(a), np.asarray(b)
+        special = (b == 0) | np.isinf(a) | np.isinf(b)
+        return np.where(special, np.floor(a / b), np.floor_divide(a, b))
     return np.floor_divide(a, b)
+
+
+def _expm1(x: Any) -> Any:
+    if _kind(x) == "c":  # exp(z) - 1: NumPy's complex expm1 loses the special cases
+        return np.exp(x) - 1
+    return np.expm1(x)
 
 
 def _mod(a: Any, b: Any) -> Any:
@@ -339,7 +350,7 @@ def _imag(x: Any) -> Any:
 
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "abs": np.abs, "exp": np.exp, "expm1": np.expm1, "log": np.log, "log1p": np.log1p,
+    "abs": np.abs, "exp": np.exp, "expm1": _expm1, "log": np.log, "log1p": np.log1p,
     "log2": np.log2, "log10": np.log10, "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos,
     "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
     "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh,
@@ -476,8 +487,8 @@ GM_F2(fmod_, fmodf, fmod)
     if (m != (T)0) { if ((b < (T)0) != (m < (T)0)) m += b; } else m = gm_copysign((T)0, b); \
     return m; } \
   __device__ __forceinline__ T gm_floordiv(T a, T b) { \
+    if (b == (T)0 || gm_isinf(a) || gm_isinf(b)) return gm_floor(a / b); \
     T m = gm_fmod_(a, b); \
-    if (b == (T)0) return a / b; \
     T d = (a - m) / b; \
     if (m != (T)0 && ((b < (T)0) != (m < (T)0))) d -= (T)1; \
     if (d == (T)0) return gm_copysign((T)0, a / b); \

@@ -119,3 +119,35 @@ def setitem(x: Array, key: Any, value: Any) -> None:
     val = value._to_numpy() if isinstance(value, Array) else value
     host[_host_key(key)] = val
     cast_into(x, asarray_host(x.device, host, x.dtype))
+
+
+def _index_array(x: Array, indices: Any, name: str) -> np.ndarray:
+    if not isinstance(indices, Array) or D.kind_of(indices.dtype) not in "iu":
+        raise TypeError(f"{name}: indices must be an integer array")
+    if indices.device is not x.device:
+        raise ValueError(f"{name}: indices must be on the array's device")
+    return indices._to_numpy()
+
+
+def take(x: Array, indices: Array, /, *, axis: int | None = None) -> Array:
+    """Elements of ``x`` at ``indices`` along ``axis`` (through host memory, as integer-array
+    indexing)."""
+    if not isinstance(x, Array):
+        raise TypeError("take: x must be an array")
+    idx = _index_array(x, indices, "take")
+    if axis is None:
+        if x.ndim != 1:
+            raise ValueError("take: axis is required for arrays of more than one dimension")
+        axis = 0
+    return asarray_host(x.device, np.take(x._to_numpy(), idx, axis=axis), x.dtype)
+
+
+def take_along_axis(x: Array, indices: Array, /, *, axis: int = -1) -> Array:
+    """``x`` gathered at ``indices`` along ``axis`` (through host memory)."""
+    if not isinstance(x, Array):
+        raise TypeError("take_along_axis: x must be an array")
+    idx = _index_array(x, indices, "take_along_axis")
+    return asarray_host(x.device, np.take_along_axis(x._to_numpy(), idx, axis=axis), x.dtype)
+
+
+__all__ += ["take", "take_along_axis"]

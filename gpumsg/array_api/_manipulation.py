@@ -64,7 +64,7 @@ def matrix_transpose(x: Array, /) -> Array:
     return _arr(x, "matrix_transpose").mT
 
 
-def expand_dims(x: Array, /, *, axis: int = 0) -> Array:
+def expand_dims(x: Array, /, axis: int = 0) -> Array:
     x = _arr(x, "expand_dims")
     nd = x.ndim + 1
     a = operator.index(axis)
@@ -252,3 +252,30 @@ def unstack(x: Array, /, *, axis: int = 0) -> tuple[Array, ...]:
 
 _ = cast_into
 __all__ += ["matrix_transpose"]
+
+
+def diff(x: Array, /, *, axis: int = -1, n: int = 1, prepend: Array | None = None,
+         append: Array | None = None) -> Array:
+    """The ``n``-th forward difference along ``axis`` (slices and a subtraction kernel)."""
+    from ._elementwise import TABLE, apply
+
+    x = _arr(x, "diff")
+    if x.ndim == 0:
+        raise ValueError("diff needs at least one dimension")
+    n = operator.index(n)
+    if n < 0:
+        raise ValueError("diff: n must be non-negative")
+    a = _axis(axis, x.ndim)
+    parts = [p for p in (prepend, x, append) if p is not None]
+    if len(parts) > 1:
+        x = concat(parts, axis=a)
+    pre = (slice(None),) * a
+    name = "not_equal" if x.dtype == D.bool else "subtract"
+    for _ in range(n):
+        if x.shape[a] == 0:
+            break
+        x = apply(TABLE[name], x[pre + (slice(1, None),)], x[pre + (slice(None, -1),)])
+    return x
+
+
+__all__ += ["diff"]
