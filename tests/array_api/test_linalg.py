@@ -1,0 +1,64 @@
+"""matmul, tensordot, vecdot, matrix_transpose against NumPy (float64 references)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import FLOAT_TOL, random_values
+
+import gpumsg.array_api as xpm
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "int32", "uint8",
+                                   "float16"])
+@pytest.mark.parametrize("shapes", [((5, 7), (7, 3)), ((7,), (7, 4)), ((3, 7), (7,)),
+                                    ((7,), (7,)), ((2, 1, 4, 5), (3, 5, 2)),
+                                    ((4, 5), (2, 5, 6))])
+def test_matmul(xp, rng, dtype, shapes) -> None:
+    dt = getattr(xpm, dtype)
+    a = random_values(rng, shapes[0], dt, specials=False)
+    b = random_values(rng, shapes[1], dt, specials=False)
+    if np.dtype(dt).kind in "iu":
+        a, b = a % 7, b % 5  # small: no overflow, so NumPy's wrap does not matter
+    got = xp.asarray(a) @ xp.asarray(b)
+    wide = np.complex128 if np.dtype(dt).kind == "c" else np.float64
+    ref = np.matmul(a.astype(wide), b.astype(wide))
+    assert got.shape == ref.shape and got.dtype == dt
+    tol = FLOAT_TOL.get(dtype, 0) * 10
+    np.testing.assert_allclose(np.asarray(got).astype(wide), ref, rtol=tol, atol=tol)
+
+
+def test_matmul_of_views_and_errors(xp, rng) -> None:
+    h = random_values(rng, (6, 6), np.float64, False)
+    x = xp.asarray(h)
+    np.testing.assert_allclose(np.asarray(x.T @ x[::2].T), h.T @ h[::2].T)
+    np.testing.assert_allclose(np.asarray(xp.matrix_transpose(x)), h.T)
+    with pytest.raises(ValueError):
+        x @ xp.asarray(np.ones((5, 2)))
+    with pytest.raises(TypeError):
+        xp.asarray([True]) @ xp.asarray([True])
+
+
+def test_tensordot_vecdot(xp, rng) -> None:
+    a = random_values(rng, (3, 4, 5), np.float64, False)
+    b = random_values(rng, (4, 5, 2), np.float64, False)
+    xa, xb = xp.asarray(a), xp.asarray(b)
+    np.testing.assert_allclose(np.asarray(xp.tensordot(xa, xb)), np.tensordot(a, b))
+    np.testing.assert_allclose(np.asarray(xp.tensordot(xa, xb, axes=([1], [0]))),
+                               np.tensordot(a, b, axes=([1], [0])))
+    c = random_values(rng, (3, 5), np.complex128, False)
+    d = random_values(rng, (5,), np.complex128, False)
+    np.testing.assert_allclose(np.asarray(xp.vecdot(xp.asarray(c), xp.asarray(d))),
+                               np.sum(np.conj(c) * d, axis=-1))
+    np.testing.assert_allclose(np.asarray(xp.vecdot(xa, xa, axis=0)), np.sum(a * a, axis=0))
+
+
+def test_the_issue_example(xp, rng) -> None:
+    """``y = (x - x.mean(0)) / x.std(0); y.T @ y`` runs and matches NumPy."""
+    h = random_values(rng, (200, 16), np.float32, False)
+    x = xp.asarray(h)
+    y = (x - xp.mean(x, axis=0)) / xp.std(x, axis=0)
+    c = y.T @ y
+    hw = h.astype(np.float64)
+    hy = (hw - hw.mean(0)) / hw.std(0)
+    np.testing.assert_allclose(np.asarray(c), hy.T @ hy, rtol=1e-4, atol=1e-3)
