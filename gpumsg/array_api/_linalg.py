@@ -44,11 +44,52 @@ def _bstrides(x: Array, batch: tuple[int, ...], nb: int) -> tuple[int, ...]:
                               for k, (d, s) in enumerate(zip(xb, st)))
 
 
+def _as_stored(x: Array) -> tuple[str, int] | None:
+    """How cuBLAS (column-major) sees a 2-D row-major operand occupying its whole buffer from
+    element 0: ("N", ld) for a C-contiguous array (the buffer holds its transpose), ("T", ld)
+    for a transposed one (the buffer holds the matrix itself); None otherwise."""
+    r, c = x.shape
+    if x._offset != 0 or r == 0 or c == 0:
+        return None
+    buf = x.buffer.buffer if hasattr(x.buffer, "buffer") else x.buffer
+    if buf.size != r * c:
+        return None
+    if x.strides == (c, 1) or r == 1 and x.strides[1] == 1 or c == 1 and x.strides[0] == 1:
+        return ("N", c)
+    if x.strides == (1, r):
+        return ("T", r)
+    return None
+
+
+def _sgemm(a: Array, b: Array) -> Array | None:
+    """``a @ b`` of 2-D float32 operands through cuBLAS's SGEMM (``dev.sgemm``), or None when
+    the operands are not laid out for it. Row-major C = A B is column-major C^T = B^T A^T."""
+    sa, sb = _as_stored(a), _as_stored(b)
+    if sa is None or sb is None:
+        return None
+    n, k = a.shape
+    m = b.shape[1]
+    dev = a.device
+    out = new_array(dev, (n, m), D.float32)
+    done = dev.sgemm(b.buffer, a.buffer, out.buffer, m=m, n=n, k=k, transa=sb[0],
+                     transb=sa[0], lda=sb[1], ldb=sa[1], ldc=m)
+    out._wrote(done)
+    return out
+
+
 def matmul(x1: Array, x2: Array, /) -> Array:
+    """The standard's ``matmul``: 2-D float32 operands laid out for it go through cuBLAS's SGEMM,
+    everything else through the generated multiply-add reduction."""
     if not isinstance(x1, Array) or not isinstance(x2, Array):
         raise TypeError("matmul: both operands must be arrays")
     if x1.ndim == 0 or x2.ndim == 0:
         raise ValueError("matmul: operands must have at least one dimension")
+    if x1.ndim == 2 and x2.ndim == 2 and x1.dtype == D.float32 == x2.dtype and \
+            x1.shape[1] == x2.shape[0]:
+        check_device(x1, x2)
+        out = _sgemm(x1, x2)
+        if out is not None:
+            return out
     a, b = x1, x2
     if a.ndim == 1:
         a = a._view((1,) + a.shape, (0,) + a.strides, a._offset)

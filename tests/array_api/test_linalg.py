@@ -39,6 +39,22 @@ def test_matmul_of_views_and_errors(xp, rng) -> None:
         xp.asarray([True]) @ xp.asarray([True])
 
 
+def test_float32_matmul_goes_through_sgemm(xp, dev, posted, rng) -> None:
+    from gpumsg.messages.blas import Sgemm
+
+    h = random_values(rng, (33, 17), np.float32, False)
+    g = random_values(rng, (17, 9), np.float32, False)
+    x, y = xp.asarray(h), xp.asarray(g)
+    sent = posted(dev, Sgemm)
+    hw, gw = h.astype(np.float64), g.astype(np.float64)
+    for got, ref in ((x @ y, hw @ gw), (x.T @ x, hw.T @ hw), (x @ x.T, hw @ hw.T),
+                     (y.T @ x.T, gw.T @ hw.T)):
+        np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-5, atol=1e-4)
+    assert len(sent) == 4
+    np.testing.assert_allclose(np.asarray(x[1:] @ y), hw[1:] @ gw, rtol=1e-5, atol=1e-4)
+    assert len(sent) == 4  # an offset view takes the generated kernel
+
+
 def test_tensordot_vecdot(xp, rng) -> None:
     a = random_values(rng, (3, 4, 5), np.float64, False)
     b = random_values(rng, (4, 5, 2), np.float64, False)
