@@ -187,9 +187,27 @@ def apply(f: Func, *args: Any) -> Array:
     return out
 
 
+def _base(x: Array) -> Any:
+    buf = x.buffer
+    return buf.buffer if hasattr(buf, "buffer") else buf
+
+
+def _unaliased(target: Array, x: Any) -> Any:
+    """``x``, or a copy of it when it reads ``target``'s buffer through another view: a kernel
+    that writes one element while other threads read it elsewhere would race."""
+    if isinstance(x, Array) and _base(x) is _base(target) and (
+            x._offset != target._offset or x.strides != target.strides or
+            x.shape != target.shape):
+        from ._array import _copy
+
+        return _copy(x)
+    return x
+
+
 def apply_into(target: Array, name: str, other: Any) -> None:
     """``target <op>= other``: the result must have target's dtype and shape."""
     f = TABLE[name]
+    other = _unaliased(target, other)
     args = (target, other)
     dev, dt, compute, res = _resolve(f, args)
     if res != target.dtype:
@@ -210,6 +228,7 @@ def cast_into(out: Array, x: Any) -> None:
     dev = out.device
     if isinstance(x, Array):
         check_device(out, x)
+        x = _unaliased(out, x)
         shape = broadcast_shapes(out.shape, x.shape)
         if shape != out.shape:
             raise ValueError(f"cannot store shape {x.shape} into shape {out.shape}")

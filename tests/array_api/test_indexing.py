@@ -70,3 +70,16 @@ def test_scalar_conversions(xp) -> None:
         float(xp.asarray(np.complex64(1)))
     with pytest.raises(TypeError):
         bool(xp.asarray(np.zeros(3)))
+
+
+def test_overlapping_source_and_destination(xp, rng) -> None:
+    """A write whose source is another view of the same buffer reads the old values."""
+    h = random_values(rng, (200,), np.int32, False)
+    x = xp.asarray(h)
+    x[1:] = x[:-1]
+    h[1:] = h[:-1].copy()
+    np.testing.assert_array_equal(np.asarray(x), h)
+    m = random_values(rng, (40, 40), np.float64, False)
+    y = xp.asarray(m)
+    y += y.T
+    np.testing.assert_array_equal(np.asarray(y), m + m.T)
