@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidMessage
 from . import _dtypes as D
 from ._array import Array, asarray_host, check_device, new_array, resolve_device
 
@@ -315,5 +314,3 @@ def tril(x: Array, /, *, k: int = 0) -> Array:
 def triu(x: Array, /, *, k: int = 0) -> Array:
     return _tri(x, k, False)
 
-
-_ = InvalidMessage

@@ -15,9 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidMessage
 from . import _dtypes as D
-from ._array import Array, check_device, default_device, new_array
+from ._array import Array, check_device, new_array
 from ._codegen import ElementwiseSpec, launch_elementwise
 
 _pybool = builtins.bool
@@ -360,9 +359,4 @@ def astype(x: Array, dtype: Any, /, *, copy: bool = True, device: Any = None) ->
     return out
 
 
-def _default_float(dev: Any = None) -> np.dtype:
-    return D.float64
-
-
 __all__ += ["where", "clip", "astype"]
-_ = (InvalidMessage, default_device)

@@ -11,7 +11,7 @@ import numpy as np
 
 from . import _dtypes as D
 from ._array import Array, _copy, c_strides, check_device, new_array
-from ._elementwise import broadcast_shapes, cast_into
+from ._elementwise import broadcast_shapes
 
 __all__ = ["reshape", "permute_dims", "expand_dims", "squeeze", "concat", "stack",
            "broadcast_to", "broadcast_arrays", "flip", "roll", "tile", "repeat", "moveaxis",
@@ -250,7 +250,6 @@ def unstack(x: Array, /, *, axis: int = 0) -> tuple[Array, ...]:
     return tuple(x[pre + (i,)] for i in range(x.shape[a]))
 
 
-_ = cast_into
 __all__ += ["matrix_transpose"]
 
 

@@ -7,7 +7,6 @@ thread per row (a scan from CUB is the way to a parallel one)."""
 from __future__ import annotations
 
 import builtins
-import math
 from typing import Any
 
 import numpy as np
@@ -244,5 +243,3 @@ def cumulative_prod(x: Array, /, *, axis: Any = None, dtype: Any = None,
                     include_initial: bool = False) -> Array:
     return _cumulative(x, axis, dtype, include_initial, "cumulative_prod", np.cumprod, 1)
 
-
-_ = (math, new_array)
