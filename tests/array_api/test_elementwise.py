@@ -69,6 +69,11 @@ def _reference(name: str, xs: list[np.ndarray], out_dtype: np.dtype) -> np.ndarr
     wide = [x.astype(np.float64) if x.dtype in (D.float16, D.bfloat16) else x for x in xs]
     with np.errstate(all="ignore"):
         ref = REF[name](*wide)
+    if name == "floor_divide" and wide[0].dtype.kind == "f":
+        # the standard, unlike NumPy: a zero or infinite operand gives floor(x1 / x2)
+        a, b = wide
+        with np.errstate(all="ignore"):
+            ref = np.where((b == 0) | np.isinf(a) | np.isinf(b), np.floor(a / b), ref)
     if name == "divide" and xs[0].dtype.kind in "iu":
         ref = np.divide(*(x.astype(np.float64) for x in xs))
     return np.asarray(ref).astype(out_dtype)
