@@ -305,7 +305,8 @@ def where(condition: Array, x1: Any, x2: Any, /) -> Array:
 
 
 def clip(x: Array, /, min: Any = None, max: Any = None) -> Array:  # noqa: A002
-    """``x`` limited to [min, max] (either may be None); the result has ``x``'s dtype."""
+    """``x`` limited to [min, max] (either may be None; arrays broadcast with ``x``); the
+    result has ``x``'s dtype."""
     if not isinstance(x, Array):
         raise TypeError("clip: x must be an array")
     if D.kind_of(x.dtype) not in "iuf":
@@ -334,8 +335,6 @@ def clip(x: Array, /, min: Any = None, max: Any = None) -> Array:  # noqa: A002
         text = f"out = {fn}({text[6:]}, {name})"
         args.append(bound)
     shape = broadcast_shapes(*(a.shape for a in args if isinstance(a, Array)))
-    if shape != x.shape:
-        raise ValueError(f"clip: bounds must broadcast to x's shape {x.shape}")
     spec = ElementwiseSpec("clip", text, tuple(ins), (dt,) * len(ins), (("out", dt),))
     out = new_array(x.device, shape, dt)
     ops = [a._operand(shape) if isinstance(a, Array) else a for a in args]
