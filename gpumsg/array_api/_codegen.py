@@ -577,5 +577,10 @@ def launch_reduction(dev: Any, spec: ReductionSpec, out_shape: tuple[int, ...],
     for s in rsts:
         args += list(s)
     reads = [op.buffer for op in arrays] + [out.buffer]
-    return dev.launch(kernel, min(nout, MAX_GRID * 16), BLOCK, tuple(args),
+    # a block per output element: as many threads as there are elements to combine (a power
+    # of two from a warp up to BLOCK), so that short reductions do not idle most of the block
+    block = 32
+    while block < BLOCK and block < nred:
+        block *= 2
+    return dev.launch(kernel, min(nout, MAX_GRID * 16), block, tuple(args),
                       reads=reads, writes=[out.buffer])
