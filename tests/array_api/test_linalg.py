@@ -78,3 +78,31 @@ def test_the_issue_example(xp, rng) -> None:
     hw = h.astype(np.float64)
     hy = (hw - hw.mean(0)) / hw.std(0)
     np.testing.assert_allclose(np.asarray(c), hy.T @ hy, rtol=1e-4, atol=1e-3)
+
+
+def test_linalg_extension(xp, rng) -> None:
+    la = xp.linalg
+    h = random_values(rng, (2, 4, 5), np.float64, False)
+    x = xp.asarray(h)
+    for k in (-2, 0, 1, 7):
+        d = la.diagonal(x, offset=k)
+        assert d.buffer is x.buffer
+        np.testing.assert_array_equal(np.asarray(d), np.diagonal(h, k, -2, -1))
+        np.testing.assert_allclose(np.asarray(la.trace(x, offset=k)),
+                                   np.trace(h, k, axis1=-2, axis2=-1))
+    for ord_ in (2, 1, 0, np.inf, -np.inf, 3.5):
+        np.testing.assert_allclose(np.asarray(la.vector_norm(x, axis=-1, ord=ord_)),
+                                   np.linalg.norm(h, ord=ord_, axis=-1))
+    np.testing.assert_allclose(float(la.vector_norm(x)), np.linalg.norm(h.ravel()))
+    for ord_ in ("fro", 1, -1, np.inf, -np.inf):
+        np.testing.assert_allclose(np.asarray(la.matrix_norm(x, ord=ord_)),
+                                   np.linalg.norm(h, ord=ord_, axis=(-2, -1)))
+    a, b = rng.standard_normal((4, 3)), rng.standard_normal((3,))
+    np.testing.assert_allclose(np.asarray(la.cross(xp.asarray(a), xp.asarray(b))),
+                               np.cross(a, b))
+    np.testing.assert_allclose(np.asarray(la.outer(xp.asarray(b), xp.asarray(a[0]))),
+                               np.outer(b, a[0]))
+    m = rng.standard_normal((3, 3)) / 2
+    for n in (0, 1, 5):
+        np.testing.assert_allclose(np.asarray(la.matrix_power(xp.asarray(m), n)),
+                                   np.linalg.matrix_power(m, n), atol=1e-12)
