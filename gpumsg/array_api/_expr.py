@@ -261,7 +261,14 @@ def _eval(node: Node, env: dict[str, Any]) -> Any:
     if kind == "num":
         return node[1]
     if kind == "bin":
-        return _BIN[node[1]](_eval(node[2], env), _eval(node[3], env))
+        left, right = _eval(node[2], env), _eval(node[3], env)
+        try:
+            return _BIN[node[1]](left, right)
+        except OverflowError:
+            # a literal that does not fit the other operand's type: C computes in int or
+            # long long and converts at the store; so does this
+            return _BIN[node[1]](*(np.int64(v) if type(v) is int else v
+                                   for v in (left, right)))
     if kind == "un":
         return _UN[node[1]](_eval(node[2], env))
     if kind == "tern":

@@ -59,3 +59,11 @@ def test_reduction_kernel(xp, rng) -> None:
 def test_exported_from_gpumsg() -> None:
     assert gpumsg.ElementwiseKernel is ElementwiseKernel
     assert gpumsg.ReductionKernel is ReductionKernel
+
+
+def test_a_literal_wider_than_the_operand(xp) -> None:
+    """C computes ``x + 1000`` for an int8 ``x`` in int and wraps at the store."""
+    k = ElementwiseKernel("int8 x", "int8 y", "y = x + 1000", "wide_literal")
+    h = np.array([-128, -1, 0, 5, 127], np.int8)
+    got = k(xp.asarray(h))
+    np.testing.assert_array_equal(np.asarray(got), (h.astype(np.int64) + 1000).astype(np.int8))
