@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _array, _dtypes, _elementwise, _indexing, linalg
+from . import _array, _dtypes, _elementwise, _indexing, fft, linalg
 from ._array import Array, default_device, set_default_device
 from ._creation import (
     arange,
@@ -222,5 +222,5 @@ __all__ = [
     "reshape", "permute_dims", "expand_dims", "squeeze", "concat", "stack", "broadcast_to",
     "broadcast_arrays", "flip", "roll", "tile", "repeat", "moveaxis", "unstack", "diff",
     "take", "take_along_axis",
-    "matmul", "tensordot", "vecdot", "matrix_transpose", "linalg",
+    "matmul", "tensordot", "vecdot", "matrix_transpose", "linalg", "fft",
 ]
