@@ -106,3 +106,44 @@ def test_linalg_extension(xp, rng) -> None:
     for n in (0, 1, 5):
         np.testing.assert_allclose(np.asarray(la.matrix_power(xp.asarray(m), n)),
                                    np.linalg.matrix_power(m, n), atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex128"])
+def test_decompositions_and_solvers(xp, rng, dtype) -> None:
+    """The cuSOLVER part of the linalg extension on stacks of matrices."""
+    la = xp.linalg
+    dt = np.dtype(getattr(xpm, dtype))
+    tol = 2e-4 if dt in (np.float32, np.complex64) else 1e-10
+    a = random_values(rng, (2, 4, 4), dt, False)
+    spd = (a @ np.conj(np.swapaxes(a, -1, -2)) + 4 * np.eye(4)).astype(dt)
+    x = xp.asarray(spd)
+
+    def close(got, ref):
+        np.testing.assert_allclose(np.asarray(got), ref, rtol=tol, atol=tol)
+
+    close(la.cholesky(x), np.linalg.cholesky(spd))
+    close(la.cholesky(x, upper=True), np.conj(np.swapaxes(np.linalg.cholesky(spd), -1, -2)))
+    close(la.inv(x), np.linalg.inv(spd))
+    b = random_values(rng, (2, 4, 3), dt, False)
+    close(la.solve(x, xp.asarray(b)), np.linalg.solve(spd, b))
+    close(la.det(x), np.linalg.det(spd))
+    sign, logabs = la.slogdet(x)
+    ref_sign, ref_log = np.linalg.slogdet(spd)
+    close(sign, ref_sign)
+    close(logabs, ref_log)
+    close(la.eigvalsh(x), np.linalg.eigvalsh(spd))
+    w, v = la.eigh(x)
+    vv = np.asarray(v)
+    close(vv @ (np.asarray(w)[..., None] * np.conj(np.swapaxes(vv, -1, -2))), spd)
+    m = random_values(rng, (3, 5, 3), dt, False)
+    q, r = la.qr(xp.asarray(m))
+    close(np.asarray(q) @ np.asarray(r), m)
+    u, s, vh = la.svd(xp.asarray(m), full_matrices=False)
+    close(s, np.linalg.svd(m, compute_uv=False))
+    close((np.asarray(u) * np.asarray(s)[..., None, :]) @ np.asarray(vh), m)
+    close(la.svdvals(xp.asarray(m)), np.linalg.svd(m, compute_uv=False))
+    np.testing.assert_array_equal(np.asarray(la.matrix_rank(xp.asarray(m))),
+                                  np.linalg.matrix_rank(m))
+    close(la.pinv(xp.asarray(m)), np.linalg.pinv(m))
+    close(la.matrix_norm(xp.asarray(m), ord="nuc"), np.linalg.norm(m, ord="nuc", axis=(-2, -1)))
+    close(la.matrix_power(x[0], -2), np.linalg.matrix_power(spd[0], -2))
