@@ -209,20 +209,24 @@ def _arr(fut: Any, dev: Any) -> Array:
     return Array(fut, base.shape, D.check_dtype(base.dtype), dev)
 
 
-def _restack(parts: list[Array], batch: tuple[int, ...]) -> Array:
+def _restack(parts: list[Array], batch: tuple[int, ...], shape: tuple[int, ...],
+             dtype: Any, dev: Any) -> Array:
+    """The per-matrix results as one array of shape ``batch + shape`` (an empty stack gives an
+    empty array of that shape)."""
+    if not parts:
+        from ._creation import empty
+
+        return empty(batch + shape, dtype=dtype, device=dev)
     if not batch:
         return parts[0]
-    if not parts:
-        raise ValueError("an empty stack of matrices")
-    out = stack(parts, axis=0)
-    return reshape(out, batch + parts[0].shape)
+    return reshape(stack(parts, axis=0), batch + parts[0].shape)
 
 
 def cholesky(x: Array, /, *, upper: bool = False) -> Array:
     x = _stack_input(x, "cholesky")
     sol = _solver(x.device)
     parts = [_arr(sol.cholesky(m.buffer), x.device) for m in _items(x)]
-    low = _restack(parts, x.shape[:-2]) if parts else x
+    low = _restack(parts, x.shape[:-2], x.shape[-2:], x.dtype, x.device)
     if upper:
         from ._array import _copy
 
@@ -233,7 +237,8 @@ def cholesky(x: Array, /, *, upper: bool = False) -> Array:
 def inv(x: Array, /) -> Array:
     x = _stack_input(x, "inv")
     sol = _solver(x.device)
-    return _restack([_arr(sol.inv(m.buffer), x.device) for m in _items(x)], x.shape[:-2])
+    return _restack([_arr(sol.inv(m.buffer), x.device) for m in _items(x)], x.shape[:-2],
+                    x.shape[-2:], x.dtype, x.device)
 
 
 def solve(x1: Array, x2: Array, /) -> Array:
@@ -269,10 +274,7 @@ def solve(x1: Array, x2: Array, /) -> Array:
     for idx in np.ndindex(*batch):
         ai, bi = _copy(a[idx]), _copy(b[idx])
         parts.append(_arr(sol.solve(ai.buffer, bi.buffer), a.device))
-    if not batch:
-        return parts[0]
-    out = stack(parts, axis=0)
-    return reshape(out, batch + ((n,) if vec else b.shape[-2:]))
+    return _restack(parts, batch, (n,) if vec else b.shape[-2:], dt, a.device)
 
 
 def slogdet(x: Array, /) -> SlogdetResult:
@@ -306,8 +308,9 @@ def eigh(x: Array, /) -> EighResult:
         w, v = sol.eigh(m.buffer).result()
         ws.append(_arr(w, x.device))
         vs.append(_arr(v, x.device))
-    batch = x.shape[:-2]
-    return EighResult(_restack(ws, batch), _restack(vs, batch))
+    batch, n = x.shape[:-2], x.shape[-1]
+    return EighResult(_restack(ws, batch, (n,), D.real_dtype(x.dtype), x.device),
+                      _restack(vs, batch, (n, n), x.dtype, x.device))
 
 
 def eigvalsh(x: Array, /) -> Array:
@@ -324,8 +327,10 @@ def qr(x: Array, /, *, mode: str = "reduced") -> QRResult:
         q, r = sol.qr(m.buffer, mode=mode).result()
         qs.append(_arr(q, x.device))
         rs.append(_arr(r, x.device))
-    batch = x.shape[:-2]
-    return QRResult(_restack(qs, batch), _restack(rs, batch))
+    batch, (m, n) = x.shape[:-2], x.shape[-2:]
+    k = m if mode == "complete" else min(m, n)
+    return QRResult(_restack(qs, batch, (m, k), x.dtype, x.device),
+                    _restack(rs, batch, (k, n), x.dtype, x.device))
 
 
 def svd(x: Array, /, *, full_matrices: bool = True) -> SVDResult:
@@ -337,15 +342,18 @@ def svd(x: Array, /, *, full_matrices: bool = True) -> SVDResult:
         us.append(_arr(u, x.device))
         ss.append(_arr(s, x.device))
         vs.append(_arr(vh, x.device))
-    batch = x.shape[:-2]
-    return SVDResult(_restack(us, batch), _restack(ss, batch), _restack(vs, batch))
+    batch, (m, n) = x.shape[:-2], x.shape[-2:]
+    k = min(m, n)
+    return SVDResult(_restack(us, batch, (m, m if full_matrices else k), x.dtype, x.device),
+                     _restack(ss, batch, (k,), D.real_dtype(x.dtype), x.device),
+                     _restack(vs, batch, (n if full_matrices else k, n), x.dtype, x.device))
 
 
 def svdvals(x: Array, /) -> Array:
     x = _stack_input(x, "svdvals")
     sol = _solver(x.device)
     parts = [_arr(sol.svd(m.buffer, compute_uv=False), x.device) for m in _items(x)]
-    return _restack(parts, x.shape[:-2])
+    return _restack(parts, x.shape[:-2], (min(x.shape[-2:]),), D.real_dtype(x.dtype), x.device)
 
 
 def _tolerance(x: Array, s: Array, rtol: Any) -> Array:

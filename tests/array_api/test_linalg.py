@@ -147,3 +147,13 @@ def test_decompositions_and_solvers(xp, rng, dtype) -> None:
     close(la.pinv(xp.asarray(m)), np.linalg.pinv(m))
     close(la.matrix_norm(xp.asarray(m), ord="nuc"), np.linalg.norm(m, ord="nuc", axis=(-2, -1)))
     close(la.matrix_power(x[0], -2), np.linalg.matrix_power(spd[0], -2))
+
+
+def test_empty_stacks(xp) -> None:
+    la = xp.linalg
+    x = xp.asarray(np.zeros((0, 3, 2)))
+    assert la.pinv(x).shape == (0, 2, 3)
+    u, s, vh = la.svd(x)
+    assert (u.shape, s.shape, vh.shape) == ((0, 3, 3), (0, 2), (0, 2, 2))
+    assert la.inv(xp.asarray(np.zeros((2, 0, 3, 3)))).shape == (2, 0, 3, 3)
+    assert la.det(xp.asarray(np.zeros((0, 3, 3)))).shape == (0,)
