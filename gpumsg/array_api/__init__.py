@@ -100,6 +100,7 @@ from ._reductions import (
     sum,
     var,
 )
+from ._sorting import argsort, sort
 
 __array_api_version__ = "2024.12"
 
@@ -222,5 +223,5 @@ __all__ = [
     "reshape", "permute_dims", "expand_dims", "squeeze", "concat", "stack", "broadcast_to",
     "broadcast_arrays", "flip", "roll", "tile", "repeat", "moveaxis", "unstack", "diff",
     "take", "take_along_axis",
-    "matmul", "tensordot", "vecdot", "matrix_transpose", "linalg", "fft",
+    "matmul", "tensordot", "vecdot", "matrix_transpose", "linalg", "fft", "sort", "argsort",
 ]
