@@ -15,6 +15,7 @@ import threading
 from typing import Any
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from ..libs.nvrtc.sim import SIM_KERNELS, sim_kernel
 from . import _dtypes as D
@@ -202,3 +203,103 @@ def argsort(x: Array, /, *, axis: int = -1, descending: bool = False,
     """The positions that sort ``x`` along ``axis`` (int64; stable)."""
     return _sort(x, axis, bool(descending), True, "argsort")
 
+
+
+def _render_search(dt1: np.dtype, dt2: np.dtype, compute: np.dtype, right: bool) -> tuple[
+        str, str]:
+    """(name, source) of a binary search per element of ``x2`` in the sorted 1-D ``x1`` (NaN
+    ordered last, as the sort orders it)."""
+    ct = D.CTYPE[compute][1]
+    s1, s2 = D.CTYPE[dt1][0], D.CTYPE[dt2][0]
+    l1, l2 = D.CTYPE[dt1][3], D.CTYPE[dt2][3]
+    name = (f"gm_searchsorted_{D.storage_name(dt1)}_{D.storage_name(dt2)}_"
+            f"{D.storage_name(compute)}_{'r' if right else 'l'}")
+    # lt(a, b): a sorts before b, NaN after everything
+    test = "!gm_lt(key, m)" if right else "gm_lt(m, key)"
+    body = f"""
+__device__ __forceinline__ bool gm_lt({ct} a, {ct} b) {{
+  return a < b || (b != b && a == a); }}
+extern "C" __global__ void {name}(long long n2, long long n1, const {s1}* __restrict__ a,
+                                  long long off_a, long long stride_a,
+                                  const {s2}* __restrict__ v, long long* __restrict__ out) {{
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n2;
+       i += (long long)blockDim.x * gridDim.x) {{
+    const {ct} key = ({ct})({l2.format("v[i]")});
+    long long lo = 0, hi = n1;
+    while (lo < hi) {{
+      const long long mid = lo + (hi - lo) / 2;
+      const {ct} m = ({ct})({l1.format("a[off_a + mid * stride_a]")});
+      if ({test}) lo = mid + 1; else hi = mid;
+    }}
+    out[i] = lo;
+  }}
+}}
+"""
+    if name not in SIM_KERNELS:
+        sim_kernel(name)(_search_twin(dt1, dt2, compute, right))
+    return name, PRELUDE + body
+
+
+def _search_twin(dt1: np.dtype, dt2: np.dtype, compute: np.dtype, right: bool) -> Any:
+    comp = D.CTYPE[compute][2]
+
+    def run(info: Any, n2: Any, n1: Any, a: np.ndarray, off: Any, stride: Any, v: np.ndarray,
+            out: np.ndarray) -> None:
+        n2, n1, off, stride = int(n2), int(n1), int(off), int(stride)
+        if dt1 == D.bool:
+            a = a.view(np.bool_)
+        if dt2 == D.bool:
+            v = v.view(np.bool_)
+        sorted_ = as_strided(a[off:], (n1,), (stride * a.dtype.itemsize,)).astype(comp) \
+            if n1 else np.empty(0, comp)
+        keys = v[:n2].astype(comp)
+        out[:n2] = np.searchsorted(sorted_, keys, side="right" if right else "left")
+
+    return run
+
+
+def searchsorted(x1: Array, x2: Array, /, *, side: str = "left", sorter: Any = None) -> Array:
+    """Insertion positions of ``x2`` in the sorted 1-D ``x1`` (int64, ``x2``'s shape): one
+    binary search per element of ``x2``."""
+    from ._array import check_device
+
+    if not isinstance(x1, Array) or not isinstance(x2, Array):
+        raise TypeError("searchsorted: x1 and x2 must be arrays")
+    if x1.ndim != 1:
+        raise ValueError("searchsorted: x1 must be 1-D")
+    if side not in ("left", "right"):
+        raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+    dev = check_device(x1, x2)
+    compute = D.result_type(x1, x2)
+    if D.kind_of(compute) == "c":
+        raise TypeError("searchsorted: complex arrays have no order")
+    if sorter is not None:
+        from ._indexing import take
+
+        x1 = take(x1, sorter)
+    out = new_array(dev, x2.shape, D.int64)
+    if x2.size == 0:
+        return out
+    v = x2 if x2._is_contiguous() and x2._offset == 0 and x2._buf_shape() == x2.shape \
+        else _copy(x2)
+    name, source = _render_search(x1.dtype, x2.dtype, compute, side == "right")
+    key = (dev._state.token, name)
+    fut = _kernels.get(key)
+    if fut is None:
+        fut = _kernels[key] = dev.compile(source, name, signature=(
+            "i64", "i64", "ptr", "i64", "i64", "ptr", "ptr"))
+    try:
+        kernel = fut.result()
+    except BaseException:
+        _kernels.pop(key, None)
+        raise
+    n2 = x2.size
+    grid = max(1, min((n2 + 255) // 256, 1 << 16))
+    done = dev.launch(kernel, grid, 256, (n2, x1.shape[0], x1.buffer, x1._offset,
+                                          x1.strides[0], v.buffer, out.buffer),
+                      reads=[x1.buffer, v.buffer], writes=[out.buffer])
+    out._wrote(done)
+    return out
+
+
+__all__ += ["searchsorted"]

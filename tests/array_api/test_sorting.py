@@ -54,3 +54,27 @@ def test_long_rows_and_edges(xp, rng) -> None:
         xp.sort(xp.asarray(np.ones(3, np.complex64)))
     with pytest.raises(ValueError):
         xp.sort(xp.asarray(np.float32(1)))
+
+
+@pytest.mark.parametrize("dtype", ["int32", "uint8", "float32", "float64"])
+def test_searchsorted(xp, rng, dtype) -> None:
+    dt = np.dtype(getattr(xpm, dtype))
+    base = random_values(rng, (40,), dt)
+    if dt.kind in "iu":
+        base = (base % 9).astype(dt)
+    a = np.sort(base)
+    v = random_values(rng, (5, 6), dt)
+    if dt.kind in "iu":
+        v = (v % 11).astype(dt)
+    else:
+        v[0, :3] = [np.nan, -0.0, 0.0]
+    xa, xv = xp.asarray(a), xp.asarray(v)
+    for side in ("left", "right"):
+        got = xp.searchsorted(xa, xv, side=side)
+        assert got.dtype == xp.int64 and got.shape == v.shape
+        np.testing.assert_array_equal(np.asarray(got), np.searchsorted(a, v, side=side))
+    rev = xp.asarray(a[::-1].copy())[::-1]  # a strided (negative-stride) view of x1
+    np.testing.assert_array_equal(np.asarray(xp.searchsorted(rev, xv)), np.searchsorted(a, v))
+    perm = rng.permutation(40)
+    got = xp.searchsorted(xp.asarray(a[perm]), xv, sorter=xp.asarray(np.argsort(perm)))
+    np.testing.assert_array_equal(np.asarray(got), np.searchsorted(a, v))
