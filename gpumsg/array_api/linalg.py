@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from . import _dtypes as D
-from ._array import Array
-from ._elementwise import TABLE, apply
+from ._array import Array, new_array
+from ._codegen import ElementwiseSpec, launch_elementwise
+from ._elementwise import TABLE, apply, astype
 from ._linalg import matmul, matrix_transpose, tensordot, vecdot
 from ._manipulation import broadcast_arrays, expand_dims, reshape, stack
 from ._reductions import normalize_axes, reduce
@@ -121,17 +122,20 @@ def cross(x1: Array, x2: Array, /, *, axis: int = -1) -> Array:
     ax = normalize_axes(axis, a.ndim)[0] if a.ndim else 0
     if a.ndim == 0 or a.shape[ax] != 3:
         raise ValueError("cross: the axis must have 3 elements")
+    dt = D.result_type(a, b)
+    out = new_array(a.device, a.shape, dt)
     pre = (slice(None),) * ax
-
-    def part(v: Array, i: int) -> Array:
-        return v[pre + (i,)]
-
-    mul, sub = TABLE["multiply"], TABLE["subtract"]
-
-    def term(i: int, j: int) -> Array:
-        return apply(sub, apply(mul, part(a, i), part(b, j)), apply(mul, part(a, j), part(b, i)))
-
-    return stack([term(1, 2), term(2, 0), term(0, 1)], axis=ax)
+    spec = ElementwiseSpec("cross", "out = p * q - r * s",
+                           tuple((v, dt, False) for v in "pqrs"), (dt,) * 4, (("out", dt),))
+    for i, (j, k) in enumerate(((1, 2), (2, 0), (0, 1))):
+        # component i = a_j b_k - a_k b_j, one kernel written into its slice of the result
+        dst = out[pre + (i,)]
+        ops = [v[pre + (c,)] for v, c in ((a, j), (b, k), (a, k), (b, j))]
+        ops = [astype(o, dt, copy=False) if o.dtype != dt else o for o in ops]
+        done = launch_elementwise(a.device, spec, dst.shape, [dst._operand()],
+                                  [o._operand(dst.shape) for o in ops])
+        out._wrote(done)
+    return out
 
 
 def matrix_power(x: Array, n: int, /) -> Array:
