@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import ALL_DTYPES
+from array_helpers import ALL_DTYPES
 
 import gpumsg.array_api as xpm
 from gpumsg.array_api import _dtypes as D

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import ALL_DTYPES, random_values
+from array_helpers import ALL_DTYPES, random_values
 
 import gpumsg.array_api as xpm
 

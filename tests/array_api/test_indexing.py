@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import random_values
+from array_helpers import random_values
 
 KEYS = [0, -1, slice(None), slice(1, None, 2), slice(None, None, -1), (1, 2), (Ellipsis, 0),
         (None, slice(0, 2)), (slice(2, 0, -1), None, Ellipsis, 1), (), (slice(5, 9),),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import FLOAT_TOL, random_values
+from array_helpers import FLOAT_TOL, random_values
 
 import gpumsg.array_api as xpm
 

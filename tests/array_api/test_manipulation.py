@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import random_values
+from array_helpers import random_values
 
 
 def test_views_share_the_buffer(xp, rng) -> None:

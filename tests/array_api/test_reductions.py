@@ -7,7 +7,7 @@ import itertools
 
 import numpy as np
 import pytest
-from conftest import FLOAT_TOL, random_values
+from array_helpers import FLOAT_TOL, random_values
 
 import gpumsg.array_api as xpm
 

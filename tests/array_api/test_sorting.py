@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import random_values
+from array_helpers import random_values
 
 import gpumsg.array_api as xpm
 import gpumsg.array_api._sorting  # noqa: F401 (MAX_ROW)

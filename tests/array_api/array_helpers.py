@@ -1,12 +1,12 @@
-"""Fixtures of the array tests: ``xp`` is the namespace with its default device set to the
-``dev`` fixture's (the simulator always, the GPU where present)."""
+"""Helpers of the array tests (the ``xp`` fixture is in the suite's conftest): dtype lists,
+tolerances and random inputs with the standard's special values.
+
+Not a ``conftest.py``: the suite's own conftest is imported by name (``from conftest import``),
+and a second module of that name would shadow it."""
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
-
-import gpumsg.array_api as xp_module
 
 #: dtypes the tests run over, with the relative tolerance of a result of that dtype
 FLOAT_TOL = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 2e-5, "float64": 1e-12,
@@ -15,13 +15,6 @@ INT_DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "u
 FLOAT_DTYPES = ["float16", "bfloat16", "float32", "float64"]
 COMPLEX_DTYPES = ["complex64", "complex128"]
 ALL_DTYPES = ["bool"] + INT_DTYPES + FLOAT_DTYPES + COMPLEX_DTYPES
-
-
-@pytest.fixture
-def xp(dev):
-    old = xp_module.set_default_device(dev)
-    yield xp_module
-    xp_module.set_default_device(old)
 
 
 def special_values(dtype: np.dtype) -> np.ndarray:
