@@ -352,6 +352,21 @@ def _mod(a: Any, b: Any) -> Any:
     return np.remainder(a, b)
 
 
+def _tanh(x: Any) -> Any:
+    if _kind(x) != "c":
+        return np.tanh(x)
+    # the standard: tanh(+-inf + iy) = +-1 + 0j with the zero's sign of y (finite y)
+    x = np.asarray(x)
+    edge = np.isinf(x.real) & np.isfinite(x.imag)
+    res = np.asarray(np.tanh(x))
+    if edge.any():
+        ends = np.empty(x.shape, res.dtype)  # parts set one by one: 1j * -0.0 loses the sign
+        ends.real = np.copysign(1, x.real)
+        ends.imag = np.copysign(0, x.imag)
+        res = np.where(edge, ends, res)
+    return res
+
+
 def _imag(x: Any) -> Any:
     return np.imag(x) if _kind(x) == "c" else np.zeros_like(x)
 
@@ -360,7 +375,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "abs": np.abs, "exp": np.exp, "expm1": _expm1, "log": np.log, "log1p": np.log1p,
     "log2": np.log2, "log10": np.log10, "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos,
     "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
-    "cosh": np.cosh, "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh,
+    "cosh": np.cosh, "tanh": _tanh, "asinh": np.arcsinh, "acosh": np.arccosh,
     "atanh": np.arctanh, "floor": _same_int(np.floor), "ceil": _same_int(np.ceil),
     "trunc": _same_int(np.trunc), "round": _same_int(np.rint), "sign": _sign,
     "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite, "signbit": np.signbit,
@@ -548,7 +563,10 @@ GM_FT(float) GM_FT(double)
     return C(gm_sinh(z.re) * gm_cos(z.im), gm_cosh(z.re) * gm_sin(z.im)); } \
   __device__ __forceinline__ C gm_cosh(C z) { \
     return C(gm_cosh(z.re) * gm_cos(z.im), gm_sinh(z.re) * gm_sin(z.im)); } \
-  __device__ __forceinline__ C gm_tanh(C z) { return gm_sinh(z) / gm_cosh(z); } \
+  __device__ __forceinline__ C gm_tanh(C z) { \
+    if (gm_isinf(z.re) && gm_isfinite(z.im)) \
+      return C(gm_copysign((F)1, z.re), gm_copysign((F)0, z.im)); \
+    return gm_sinh(z) / gm_cosh(z); } \
   __device__ __forceinline__ C gm_asinh(C z) { return gm_log(z + gm_sqrt(z * z + C((F)1))); } \
   __device__ __forceinline__ C gm_acosh(C z) { \
     return gm_log(z + gm_sqrt(z + C((F)1)) * gm_sqrt(z - C((F)1))); } \

@@ -187,3 +187,14 @@ def test_where_clip_astype(xp, rng) -> None:
         got = xp.astype(xp.asarray(src), target)
         with np.errstate(all="ignore"):
             check_close(np.asarray(got), src.astype(target))
+
+
+def test_complex_tanh_at_infinity(xp) -> None:
+    """The standard: tanh(+-inf + iy) = +-1 + 0j, the zero with y's sign (finite y)."""
+    z = np.empty(3, np.complex128)
+    z.real = [np.inf, -np.inf, np.inf]
+    z.imag = [2.0, -3.0, -0.0]
+    got = np.asarray(xp.tanh(xp.asarray(z)))
+    np.testing.assert_array_equal(got.real, [1.0, -1.0, 1.0])
+    np.testing.assert_array_equal(np.signbit(got.imag), [False, True, True])
+    assert (got.imag == 0).all()
