@@ -78,3 +78,18 @@ def test_searchsorted(xp, rng, dtype) -> None:
     perm = rng.permutation(40)
     got = xp.searchsorted(xp.asarray(a[perm]), xv, sorter=xp.asarray(np.argsort(perm)))
     np.testing.assert_array_equal(np.asarray(got), np.searchsorted(a, v))
+
+
+def test_simulator_without_cccl_headers(monkeypatch) -> None:
+    """Where the CCCL headers are missing, the simulator still sorts (its twin)."""
+    import gpumsg
+    from gpumsg.array_api import _sorting
+
+    monkeypatch.setattr(_sorting, "_include_dir", lambda: None)
+    d = gpumsg.open_device(0, backend="sim")
+    try:
+        x = xpm.asarray(np.array([3.0, 1.0, 2.0, 1.0]), device=d)
+        np.testing.assert_array_equal(np.asarray(xpm.sort(x)), [1.0, 1.0, 2.0, 3.0])
+        np.testing.assert_array_equal(np.asarray(xpm.argsort(x, descending=True)), [0, 2, 1, 3])
+    finally:
+        d.close()
