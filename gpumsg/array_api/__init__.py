@@ -100,7 +100,7 @@ from ._reductions import (
     sum,
     var,
 )
-from ._sorting import argsort, searchsorted, sort
+from ._sorting import argsort, nonzero, searchsorted, sort
 
 __array_api_version__ = "2024.12"
 
@@ -224,5 +224,5 @@ __all__ = [
     "broadcast_arrays", "flip", "roll", "tile", "repeat", "moveaxis", "unstack", "diff",
     "take", "take_along_axis",
     "matmul", "tensordot", "vecdot", "matrix_transpose", "linalg", "fft", "sort", "argsort",
-    "searchsorted",
+    "searchsorted", "nonzero",
 ]

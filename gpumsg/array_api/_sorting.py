@@ -137,6 +137,12 @@ def _twin(dt: np.dtype, descending: bool, indices: bool) -> Any:
 
 def _kernel(dev: Any, dt: np.dtype, items: int, descending: bool, indices: bool) -> Any:
     name, source = render(dt, items, descending, indices)
+    return cub_kernel(dev, name, source, ("i64", "i32", "ptr", "ptr"))
+
+
+def cub_kernel(dev: Any, name: str, source: str, signature: tuple[str, ...]) -> Any:
+    """Kernel ``name`` of ``source`` (which includes CUB headers) on ``dev``, compiled once per
+    device. Without the CCCL headers the simulator loads its twin alone; a GPU cannot."""
     key = (dev._state.token, name)
     fut = _kernels.get(key)
     if fut is None:
@@ -144,7 +150,6 @@ def _kernel(dev: Any, dt: np.dtype, items: int, descending: bool, indices: bool)
             fut = _kernels.get(key)
             if fut is None:
                 inc = _include_dir()
-                signature = ("i64", "i32", "ptr", "ptr")
                 if inc is not None:
                     fut = dev.compile(source, name, options=(f"-I{inc}", "-std=c++17",
                                                              "-default-device"),
@@ -153,7 +158,7 @@ def _kernel(dev: Any, dt: np.dtype, items: int, descending: bool, indices: bool)
                     fut = dev.load_module(b"sim:" + name.encode(), {name: signature})
                 else:
                     raise NotImplementedError(
-                        "sorting needs the CCCL headers (pip install nvidia-cuda-cccl-cu12, or "
+                        "this needs the CCCL headers (pip install nvidia-cuda-cccl-cu12, or "
                         "a CUDA toolkit)")
                 _kernels[key] = fut
     try:
@@ -303,3 +308,138 @@ def searchsorted(x1: Array, x2: Array, /, *, side: str = "left", sorter: Any = N
 
 
 __all__ += ["searchsorted"]
+
+
+# -- nonzero: a count per tile (CUB BlockReduce), the tiles' offsets, a compaction per tile
+#    (CUB BlockScan) -------------------------------------------------------------------------
+TILE_ITEMS = 16
+TILE = THREADS * TILE_ITEMS
+
+
+def _render_nonzero(dt: np.dtype, write: bool) -> tuple[str, str]:
+    storage, ct = D.CTYPE[dt][0], D.CTYPE[dt][1]
+    test = f"(({ct})({D.CTYPE[dt][3].format('x[j]')}) != ({ct})0)"
+    name = f"gm_nonzero_{'write' if write else 'count'}_{D.storage_name(dt)}"
+    if dt == D.bool:
+        name += "_b"
+    head = f"""
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+extern "C" __global__ void {name}(long long n, long long ntiles, const {storage}* __restrict__ x,
+"""
+    if not write:
+        body = head + f"""                                  long long* __restrict__ counts) {{
+  typedef cub::BlockReduce<int, {THREADS}> Reduce;
+  __shared__ typename Reduce::TempStorage tmp;
+  for (long long t = blockIdx.x; t < ntiles; t += gridDim.x) {{
+    int c = 0;
+    for (int k = 0; k < {TILE_ITEMS}; ++k) {{
+      const long long j = t * {TILE} + threadIdx.x * {TILE_ITEMS} + k;
+      if (j < n && {test}) ++c;
+    }}
+    const int total = Reduce(tmp).Sum(c);
+    if (threadIdx.x == 0) counts[t] = total;
+    __syncthreads();
+  }}
+}}
+"""
+    else:
+        body = head + f"""                                  const long long* __restrict__ offsets,
+                                  long long* __restrict__ out) {{
+  typedef cub::BlockScan<int, {THREADS}> Scan;
+  __shared__ typename Scan::TempStorage tmp;
+  for (long long t = blockIdx.x; t < ntiles; t += gridDim.x) {{
+    int c = 0;
+    for (int k = 0; k < {TILE_ITEMS}; ++k) {{
+      const long long j = t * {TILE} + threadIdx.x * {TILE_ITEMS} + k;
+      if (j < n && {test}) ++c;
+    }}
+    int start;
+    Scan(tmp).ExclusiveSum(c, start);
+    long long at = offsets[t] + start;
+    for (int k = 0; k < {TILE_ITEMS}; ++k) {{
+      const long long j = t * {TILE} + threadIdx.x * {TILE_ITEMS} + k;
+      if (j < n && {test}) out[at++] = j;
+    }}
+    __syncthreads();
+  }}
+}}
+"""
+    if name not in SIM_KERNELS:
+        sim_kernel(name)(_nonzero_twin(dt, write))
+    return name, PRELUDE + body
+
+
+def _nonzero_twin(dt: np.dtype, write: bool) -> Any:
+    def flags(x: np.ndarray, n: int) -> np.ndarray:
+        v = x[:n].view(np.bool_) if dt == D.bool else x[:n]
+        return v != 0
+
+    if not write:
+        def count(info: Any, n: Any, ntiles: Any, x: np.ndarray, counts: np.ndarray) -> None:
+            n, ntiles = int(n), int(ntiles)
+            f = np.zeros(ntiles * TILE, bool)
+            f[:n] = flags(x, n)
+            counts[:ntiles] = f.reshape(ntiles, TILE).sum(axis=1)
+
+        return count
+
+    def compact(info: Any, n: Any, ntiles: Any, x: np.ndarray, offsets: np.ndarray,
+                out: np.ndarray) -> None:
+        n = int(n)
+        found = np.flatnonzero(flags(x, n))
+        out[:len(found)] = found
+
+    return compact
+
+
+def nonzero(x: Array, /) -> tuple[Array, ...]:
+    """The indices of the non-zero elements, one int64 array per dimension (C order). The
+    count is read back to size the result (a data-dependent shape: this call waits)."""
+    from ._array import asarray_host
+    from ._elementwise import TABLE, apply
+
+    if not isinstance(x, Array):
+        raise TypeError(f"nonzero: expected an array, got {type(x).__name__}")
+    if x.ndim == 0:
+        raise ValueError("nonzero: a 0-d array (use atleast_1d semantics explicitly)")
+    dev = x.device
+    n = x.size
+    flat = x if x._is_contiguous() and x._offset == 0 and x._buf_shape() == x.shape \
+        else _copy(x)
+    ntiles = (n + TILE - 1) // TILE
+    if n == 0:
+        found = new_array(dev, (0,), D.int64)
+    else:
+        name, source = _render_nonzero(x.dtype, False)
+        kernel = cub_kernel(dev, name, source, ("i64", "i64", "ptr", "ptr"))
+        counts = new_array(dev, (ntiles,), D.int64)
+        grid = min(ntiles, 1 << 16)
+        counts._wrote(dev.launch(kernel, grid, THREADS, (n, ntiles, flat.buffer, counts.buffer),
+                                 reads=[flat.buffer], writes=[counts.buffer]))
+        per_tile = np.asarray(counts)
+        offsets = np.concatenate([[0], np.cumsum(per_tile)[:-1]]).astype(np.int64)
+        total = int(per_tile.sum())
+        found = new_array(dev, (total,), D.int64)
+        if total:
+            offs = asarray_host(dev, offsets, D.int64)
+            name, source = _render_nonzero(x.dtype, True)
+            kernel = cub_kernel(dev, name, source, ("i64", "i64", "ptr", "ptr", "ptr"))
+            found._wrote(dev.launch(kernel, grid, THREADS,
+                                    (n, ntiles, flat.buffer, offs.buffer, found.buffer),
+                                    reads=[flat.buffer, offs.buffer], writes=[found.buffer]))
+    if x.ndim == 1:
+        return (found,)
+    out = []
+    stride = 1
+    strides = []
+    for d in reversed(x.shape):
+        strides.append(stride)
+        stride *= d
+    for d, st in zip(x.shape, reversed(strides)):
+        q = apply(TABLE["floor_divide"], found, st) if st != 1 else found
+        out.append(apply(TABLE["remainder"], q, d))
+    return tuple(out)
+
+
+__all__ += ["nonzero"]

@@ -93,3 +93,21 @@ def test_simulator_without_cccl_headers(monkeypatch) -> None:
         np.testing.assert_array_equal(np.asarray(xpm.argsort(x, descending=True)), [0, 2, 1, 3])
     finally:
         d.close()
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint64", "float16", "float32",
+                                   "complex128"])
+@pytest.mark.parametrize("shape", [(9000,), (3, 2000), (2, 3, 5), (0, 4)])
+def test_nonzero(xp, rng, dtype, shape) -> None:
+    dt = np.dtype(getattr(xpm, dtype))
+    h = random_values(rng, shape, dt)
+    if h.size:
+        h.reshape(-1)[rng.random(h.size) < 0.6] = 0  # zeros and -0 among the values
+    got = xp.nonzero(xp.asarray(h))
+    ref = np.nonzero(h)
+    assert len(got) == len(ref)
+    for g, r in zip(got, ref):
+        assert g.dtype == xp.int64
+        np.testing.assert_array_equal(np.asarray(g), r)
+    with pytest.raises(ValueError):
+        xp.nonzero(xp.asarray(np.float32(1)))
