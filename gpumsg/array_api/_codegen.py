@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import math
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +40,8 @@ _INT32_LIMIT = (1 << 31) - (1 << 22)
 
 _parsed: dict[str, Program] = {}
 _sources: dict[tuple, tuple[str, str]] = {}
-_kernels: dict[tuple, Any] = {}
+#: device -> {kernel name: future of its Kernel}; a closed device's entries go with it
+_kernels: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
@@ -495,21 +497,22 @@ def _reduction_twin(spec: ReductionSpec, ndo: int, ndr: int) -> Any:
 
 
 # -- compiling and launching ----------------------------------------------------------------------
-def kernel_for(dev: Any, name: str, source: str, kinds: tuple[str, ...]) -> Any:
+def kernel_for(dev: Any, name: str, source: str, kinds: tuple[str, ...],
+               options: tuple[str, ...] = ()) -> Any:
     """The compiled kernel ``name`` on ``dev`` (compiled once per device; NVRTC's disk cache
     keeps the image across processes)."""
-    key = (dev._state.token, name)
-    fut = _kernels.get(key)
-    if fut is None:
-        with _lock:
-            fut = _kernels.get(key)
-            if fut is None:
-                fut = dev.compile(source, name, signature=kinds)
-                _kernels[key] = fut
+    with _lock:
+        mine = _kernels.get(dev)
+        if mine is None:
+            mine = _kernels[dev] = {}
+        fut = mine.get(name)
+        if fut is None:
+            fut = mine[name] = dev.compile(source, name, options=options, signature=kinds)
     try:
         return fut.result()
     except BaseException:
-        _kernels.pop(key, None)
+        with _lock:
+            mine.pop(name, None)
         raise
 
 

@@ -12,6 +12,7 @@ NumPy twin (a stable argsort of the same canonical keys)."""
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ from numpy.lib.stride_tricks import as_strided
 from ..libs.nvrtc.sim import SIM_KERNELS, sim_kernel
 from . import _dtypes as D
 from ._array import Array, _copy, new_array
+from ._codegen import kernel_for
 from ._expr import PRELUDE
 from ._manipulation import moveaxis
 
@@ -27,8 +29,9 @@ __all__ = ["sort", "argsort", "MAX_ROW"]
 
 THREADS = 256
 MAX_ROW = THREADS * 16
-_kernels: dict[tuple, Any] = {}
 _lock = threading.Lock()
+#: device -> {name: future of the simulator's twin module}, where NVRTC cannot see CCCL
+_twins: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 #: key type and the padding that sorts after every real key, ascending / descending
 _FLOAT_KEY = ("float", "__int_as_float(0x7fc00000)", "__int_as_float(0xff800000)")
@@ -143,30 +146,22 @@ def _kernel(dev: Any, dt: np.dtype, items: int, descending: bool, indices: bool)
 def cub_kernel(dev: Any, name: str, source: str, signature: tuple[str, ...]) -> Any:
     """Kernel ``name`` of ``source`` (which includes CUB headers) on ``dev``, compiled once per
     device. Without the CCCL headers the simulator loads its twin alone; a GPU cannot."""
-    key = (dev._state.token, name)
-    fut = _kernels.get(key)
-    if fut is None:
-        with _lock:
-            fut = _kernels.get(key)
-            if fut is None:
-                inc = _include_dir()
-                if inc is not None:
-                    fut = dev.compile(source, name, options=(f"-I{inc}", "-std=c++17",
-                                                             "-default-device"),
-                                      signature=signature)
-                elif dev.backend == "sim":  # no CCCL headers here: the simulator's twin
-                    fut = dev.load_module(b"sim:" + name.encode(), {name: signature})
-                else:
-                    raise NotImplementedError(
-                        "this needs the CCCL headers (pip install nvidia-cuda-cccl-cu12, or "
-                        "a CUDA toolkit)")
-                _kernels[key] = fut
-    try:
-        found = fut.result()
-    except BaseException:
-        _kernels.pop(key, None)
-        raise
-    return found[name] if isinstance(found, dict) else found
+    inc = _include_dir()
+    if inc is not None:
+        return kernel_for(dev, name, source, signature,
+                          (f"-I{inc}", "-std=c++17", "-default-device"))
+    if dev.backend != "sim":
+        raise NotImplementedError("this needs the CCCL headers (pip install "
+                                  "nvidia-cuda-cccl-cu12, or a CUDA toolkit)")
+    # no CCCL headers here: the simulator loads its twin alone
+    with _lock:
+        mine = _twins.get(dev)
+        if mine is None:
+            mine = _twins[dev] = {}
+        fut = mine.get(name)
+        if fut is None:
+            fut = mine[name] = dev.load_module(b"sim:" + name.encode(), {name: signature})
+    return fut.result()[name]
 
 
 def _sort(x: Array, axis: int, descending: bool, indices: bool, name: str) -> Array:
@@ -288,16 +283,7 @@ def searchsorted(x1: Array, x2: Array, /, *, side: str = "left", sorter: Any = N
     v = x2 if x2._is_contiguous() and x2._offset == 0 and x2._buf_shape() == x2.shape \
         else _copy(x2)
     name, source = _render_search(x1.dtype, x2.dtype, compute, side == "right")
-    key = (dev._state.token, name)
-    fut = _kernels.get(key)
-    if fut is None:
-        fut = _kernels[key] = dev.compile(source, name, signature=(
-            "i64", "i64", "ptr", "i64", "i64", "ptr", "ptr"))
-    try:
-        kernel = fut.result()
-    except BaseException:
-        _kernels.pop(key, None)
-        raise
+    kernel = kernel_for(dev, name, source, ("i64", "i64", "ptr", "i64", "i64", "ptr", "ptr"))
     n2 = x2.size
     grid = max(1, min((n2 + 255) // 256, 1 << 16))
     done = dev.launch(kernel, grid, 256, (n2, x1.shape[0], x1.buffer, x1._offset,
