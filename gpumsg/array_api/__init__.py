@@ -100,7 +100,16 @@ from ._reductions import (
     sum,
     var,
 )
-from ._sorting import argsort, nonzero, searchsorted, sort
+from ._sorting import (
+    argsort,
+    nonzero,
+    searchsorted,
+    sort,
+    unique_all,
+    unique_counts,
+    unique_inverse,
+    unique_values,
+)
 
 __array_api_version__ = "2024.12"
 
@@ -224,5 +233,6 @@ __all__ = [
     "broadcast_arrays", "flip", "roll", "tile", "repeat", "moveaxis", "unstack", "diff",
     "take", "take_along_axis",
     "matmul", "tensordot", "vecdot", "matrix_transpose", "linalg", "fft", "sort", "argsort",
-    "searchsorted", "nonzero",
+    "searchsorted", "nonzero", "unique_all", "unique_counts", "unique_inverse",
+    "unique_values",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections import namedtuple
 from typing import Any
 
 import numpy as np
@@ -302,12 +303,19 @@ TILE_ITEMS = 16
 TILE = THREADS * TILE_ITEMS
 
 
-def _render_nonzero(dt: np.dtype, write: bool) -> tuple[str, str]:
+def _render_nonzero(dt: np.dtype, write: bool, values: np.dtype | None = None) -> tuple[
+        str, str]:
+    """The count kernel, or the write kernel: the positions of ``x``'s non-zero elements, or
+    (``values``) the elements of a second array at those positions."""
     storage, ct = D.CTYPE[dt][0], D.CTYPE[dt][1]
     test = f"(({ct})({D.CTYPE[dt][3].format('x[j]')}) != ({ct})0)"
     name = f"gm_nonzero_{'write' if write else 'count'}_{D.storage_name(dt)}"
     if dt == D.bool:
         name += "_b"
+    vs = "long long"
+    if values is not None:
+        vs = D.CTYPE[values][0]
+        name += f"_v{D.storage_name(values)}"
     head = f"""
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
@@ -330,8 +338,9 @@ extern "C" __global__ void {name}(long long n, long long ntiles, const {storage}
 }}
 """
     else:
-        body = head + f"""                                  const long long* __restrict__ offsets,
-                                  long long* __restrict__ out) {{
+        src = f"const {vs}* __restrict__ src, " if values is not None else ""
+        body = head + f"""  {src}const long long* __restrict__ offsets,
+                                  {vs}* __restrict__ out) {{
   typedef cub::BlockScan<int, {THREADS}> Scan;
   __shared__ typename Scan::TempStorage tmp;
   for (long long t = blockIdx.x; t < ntiles; t += gridDim.x) {{
@@ -345,18 +354,18 @@ extern "C" __global__ void {name}(long long n, long long ntiles, const {storage}
     long long at = offsets[t] + start;
     for (int k = 0; k < {TILE_ITEMS}; ++k) {{
       const long long j = t * {TILE} + threadIdx.x * {TILE_ITEMS} + k;
-      if (j < n && {test}) out[at++] = j;
+      if (j < n && {test}) out[at++] = {'src[j]' if values is not None else 'j'};
     }}
     __syncthreads();
   }}
 }}
 """
     if name not in SIM_KERNELS:
-        sim_kernel(name)(_nonzero_twin(dt, write))
+        sim_kernel(name)(_nonzero_twin(dt, write, values is not None))
     return name, PRELUDE + body
 
 
-def _nonzero_twin(dt: np.dtype, write: bool) -> Any:
+def _nonzero_twin(dt: np.dtype, write: bool, with_values: bool = False) -> Any:
     def flags(x: np.ndarray, n: int) -> np.ndarray:
         v = x[:n].view(np.bool_) if dt == D.bool else x[:n]
         return v != 0
@@ -370,50 +379,67 @@ def _nonzero_twin(dt: np.dtype, write: bool) -> Any:
 
         return count
 
-    def compact(info: Any, n: Any, ntiles: Any, x: np.ndarray, offsets: np.ndarray,
-                out: np.ndarray) -> None:
+    def compact(info: Any, n: Any, ntiles: Any, x: np.ndarray, *rest: np.ndarray) -> None:
         n = int(n)
         found = np.flatnonzero(flags(x, n))
-        out[:len(found)] = found
+        out = rest[-1]
+        out[:len(found)] = rest[0][found] if with_values else found
 
     return compact
+
+
+def _whole(x: Array) -> Array:
+    """``x`` as an array that occupies its whole buffer in C order (a copy when it does not)."""
+    return x if x._is_contiguous() and x._offset == 0 and x._buf_shape() == x.shape \
+        else _copy(x)
+
+
+def _compact(x: Array, values: Array | None = None) -> Array:
+    """The (C-order) positions of ``x``'s non-zero elements, or the elements of ``values`` (of
+    ``x``'s shape) there, as a new 1-D array. Waits for the count."""
+    from ._array import asarray_host
+
+    dev = x.device
+    n = x.size
+    flat = _whole(x)
+    src = _whole(values) if values is not None else None
+    out_dt = values.dtype if values is not None else D.int64
+    ntiles = (n + TILE - 1) // TILE
+    if n == 0:
+        return new_array(dev, (0,), out_dt)
+    name, source = _render_nonzero(x.dtype, False)
+    kernel = cub_kernel(dev, name, source, ("i64", "i64", "ptr", "ptr"))
+    counts = new_array(dev, (ntiles,), D.int64)
+    grid = min(ntiles, 1 << 16)
+    counts._wrote(dev.launch(kernel, grid, THREADS, (n, ntiles, flat.buffer, counts.buffer),
+                             reads=[flat.buffer], writes=[counts.buffer]))
+    per_tile = np.asarray(counts)
+    offsets = np.concatenate([[0], np.cumsum(per_tile)[:-1]]).astype(np.int64)
+    total = int(per_tile.sum())
+    found = new_array(dev, (total,), out_dt)
+    if total:
+        offs = asarray_host(dev, offsets, D.int64)
+        name, source = _render_nonzero(x.dtype, True, None if src is None else src.dtype)
+        extra = [] if src is None else [src.buffer]
+        signature = ("i64", "i64", "ptr") + ("ptr",) * (len(extra) + 2)
+        kernel = cub_kernel(dev, name, source, signature)
+        found._wrote(dev.launch(kernel, grid, THREADS,
+                                (n, ntiles, flat.buffer, *extra, offs.buffer, found.buffer),
+                                reads=[flat.buffer, *extra, offs.buffer],
+                                writes=[found.buffer]))
+    return found
 
 
 def nonzero(x: Array, /) -> tuple[Array, ...]:
     """The indices of the non-zero elements, one int64 array per dimension (C order). The
     count is read back to size the result (a data-dependent shape: this call waits)."""
-    from ._array import asarray_host
     from ._elementwise import TABLE, apply
 
     if not isinstance(x, Array):
         raise TypeError(f"nonzero: expected an array, got {type(x).__name__}")
     if x.ndim == 0:
         raise ValueError("nonzero: a 0-d array (use atleast_1d semantics explicitly)")
-    dev = x.device
-    n = x.size
-    flat = x if x._is_contiguous() and x._offset == 0 and x._buf_shape() == x.shape \
-        else _copy(x)
-    ntiles = (n + TILE - 1) // TILE
-    if n == 0:
-        found = new_array(dev, (0,), D.int64)
-    else:
-        name, source = _render_nonzero(x.dtype, False)
-        kernel = cub_kernel(dev, name, source, ("i64", "i64", "ptr", "ptr"))
-        counts = new_array(dev, (ntiles,), D.int64)
-        grid = min(ntiles, 1 << 16)
-        counts._wrote(dev.launch(kernel, grid, THREADS, (n, ntiles, flat.buffer, counts.buffer),
-                                 reads=[flat.buffer], writes=[counts.buffer]))
-        per_tile = np.asarray(counts)
-        offsets = np.concatenate([[0], np.cumsum(per_tile)[:-1]]).astype(np.int64)
-        total = int(per_tile.sum())
-        found = new_array(dev, (total,), D.int64)
-        if total:
-            offs = asarray_host(dev, offsets, D.int64)
-            name, source = _render_nonzero(x.dtype, True)
-            kernel = cub_kernel(dev, name, source, ("i64", "i64", "ptr", "ptr", "ptr"))
-            found._wrote(dev.launch(kernel, grid, THREADS,
-                                    (n, ntiles, flat.buffer, offs.buffer, found.buffer),
-                                    reads=[flat.buffer, offs.buffer], writes=[found.buffer]))
+    found = _compact(x)
     if x.ndim == 1:
         return (found,)
     out = []
@@ -429,3 +455,76 @@ def nonzero(x: Array, /) -> tuple[Array, ...]:
 
 
 __all__ += ["nonzero"]
+
+
+# -- unique_*: a stable sort, the first element of each run of equal values, compactions --------
+UniqueAllResult = namedtuple("UniqueAllResult", ["values", "indices", "inverse_indices",
+                                                 "counts"])
+UniqueCountsResult = namedtuple("UniqueCountsResult", ["values", "counts"])
+UniqueInverseResult = namedtuple("UniqueInverseResult", ["values", "inverse_indices"])
+
+
+def _runs(x: Array, name: str) -> tuple[Array, Array, Array]:
+    """(flat order: the stable argsort, sorted values, run starts: True where a sorted value
+    differs from the one before; NaNs differ from everything, so each is its own run)."""
+    from ._elementwise import TABLE, apply
+    from ._manipulation import reshape
+
+    if not isinstance(x, Array):
+        raise TypeError(f"{name}: expected an array, got {type(x).__name__}")
+    if D.kind_of(x.dtype) == "c":
+        raise TypeError(f"{name}: complex arrays are not supported")
+    flat = reshape(x, (-1,))
+    order = argsort(flat)
+    values = sort(flat)
+    starts = new_array(x.device, (flat.size,), D.bool)
+    if flat.size:
+        starts[0] = True
+        starts[1:] = apply(TABLE["not_equal"], values[1:], values[:-1])
+    return order, values, starts
+
+
+def unique_values(x: Array, /) -> Array:
+    """The distinct values of ``x`` (sorted; each NaN distinct)."""
+    _, values, starts = _runs(x, "unique_values")
+    return _compact(starts, values)
+
+
+def _counts(starts: Array, n: int) -> Array:
+    from ._array import asarray_host
+    from ._manipulation import concat, diff
+
+    first = _compact(starts)
+    return diff(concat([first, asarray_host(starts.device, np.array([n]), D.int64)]))
+
+
+def unique_counts(x: Array, /) -> UniqueCountsResult:
+    _, values, starts = _runs(x, "unique_counts")
+    return UniqueCountsResult(_compact(starts, values), _counts(starts, x.size))
+
+
+def _inverse(x: Array, order: Array, starts: Array) -> Array:
+    """Each element's index among the distinct values, in ``x``'s shape."""
+    from ._array import asarray_host
+    from ._manipulation import reshape
+    from ._reductions import cumulative_sum
+
+    group = cumulative_sum(starts, dtype=D.int64)  # 1-based group of each sorted position
+    inv = np.empty(x.size, np.int64)
+    # the scatter inv[order] = group - 1 goes through the host, as integer-array assignment
+    inv[np.asarray(order)] = np.asarray(group) - 1
+    return reshape(asarray_host(x.device, inv, D.int64), x.shape)
+
+
+def unique_inverse(x: Array, /) -> UniqueInverseResult:
+    order, values, starts = _runs(x, "unique_inverse")
+    return UniqueInverseResult(_compact(starts, values), _inverse(x, order, starts))
+
+
+def unique_all(x: Array, /) -> UniqueAllResult:
+    order, values, starts = _runs(x, "unique_all")
+    return UniqueAllResult(_compact(starts, values), _compact(starts, order),
+                           _inverse(x, order, starts), _counts(starts, x.size))
+
+
+__all__ += ["unique_all", "unique_counts", "unique_inverse", "unique_values"]

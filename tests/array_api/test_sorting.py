@@ -111,3 +111,27 @@ def test_nonzero(xp, rng, dtype, shape) -> None:
         np.testing.assert_array_equal(np.asarray(g), r)
     with pytest.raises(ValueError):
         xp.nonzero(xp.asarray(np.float32(1)))
+
+
+@pytest.mark.parametrize("dtype", ["int16", "uint8", "float32", "float64", "bool"])
+def test_unique(xp, rng, dtype) -> None:
+    dt = np.dtype(getattr(xpm, dtype))
+    h = random_values(rng, (6, 7), dt)
+    if dt.kind in "iu":
+        h = (h % 6).astype(dt)
+    elif dt.kind == "f":
+        h = np.round(h).astype(dt)  # repeats, with the NaNs, +-inf and +-0 mixed in
+    x = xp.asarray(h)
+    values, index, inverse, counts = np.unique(h, return_index=True, return_inverse=True,
+                                               return_counts=True, equal_nan=False)
+    got = xp.unique_all(x)
+    np.testing.assert_array_equal(np.asarray(got.values), values)
+    np.testing.assert_array_equal(np.asarray(got.indices), index)
+    np.testing.assert_array_equal(np.asarray(got.inverse_indices), inverse.reshape(h.shape))
+    np.testing.assert_array_equal(np.asarray(got.counts), counts)
+    np.testing.assert_array_equal(np.asarray(xp.unique_values(x)), values)
+    v, c = xp.unique_counts(x)
+    np.testing.assert_array_equal(np.asarray(c), counts)
+    v, inv = xp.unique_inverse(x)
+    np.testing.assert_array_equal(np.asarray(inv), inverse.reshape(h.shape))
+    assert xp.unique_values(xp.asarray(np.zeros(0, dt))).shape == (0,)
