@@ -104,11 +104,11 @@ MUTANTS = (
         ("tests/libs/test_cusparse_options.py", "-k", "spsv or spsm"),
     ),
     Mutant(
-        "sddmm_ops_drop_conjugate",
-        "SDDMM with opa/opb 'C' uses the transpose without conjugating",
+        "sddmm_t_conjugates",
+        "SDDMM with opa/opb 'T' applies the conjugate transpose",
         "gpumsg/libs/cusparse/sim.py",
         "    return m if op == \"N\" else m.T if op == \"T\" else m.conj().T\n\n\nclass",
-        "    return m if op == \"N\" else m.T\n\n\nclass",
+        "    return m if op == \"N\" else m.conj().T\n\n\nclass",
         ("tests/libs/test_cusparse_options.py", "-k", "sddmm"),
     ),
     Mutant(

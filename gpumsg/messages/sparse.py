@@ -262,7 +262,8 @@ class SparseDestroy(_Sparse):
 @_sparse_msg(sparse=("a",), buffers=("x", "y"), writes=("y",))
 class SpMV(_Sparse):
     """y = alpha op(A) x + beta y (``cusparseSpMV``), op 'N', 'T' or 'C'; x and y dense vectors
-    of A's dtype (with beta = 0, y is not read). CSR, CSC, COO and BSR."""
+    of A's dtype (with beta = 0, y is not read). CSR, CSC, COO and BSR (BSR: op 'N' only, as
+    cuSPARSE's BSR algorithm takes no other)."""
 
     a: SparseRef
     x: BufRef
@@ -275,6 +276,9 @@ class SpMV(_Sparse):
         a = sparse_field(self, "a")
         dtype = a.val.dtype
         op = _op(self, "op", dtype)
+        if a.format == "bsr" and op != "N":
+            raise _fail(self, "op", "cuSPARSE SpMV on BSR takes op 'N' only (convert the matrix "
+                        "to CSR for op(A) = A^T or A^H)")
         x = _dense(self, "x", dtype, 1)
         y = _dense(self, "y", dtype, 1)
         rows, cols = a.shape
@@ -433,7 +437,10 @@ class SpSM(_Sparse):
 @_sparse_msg(sparse=("c",), sparse_writes=("c",), buffers=("a", "b"))
 class SDDMM(_Sparse):
     """C = alpha (op(A) op(B)) .* spy(C) + beta C on C's stored entries (``cusparseSDDMM``):
-    dense C-ordered A and B, C CSR of the same dtype; only C's values are written."""
+    dense C-ordered A and B, C CSR of the same dtype; only C's values are written. ``opa`` and
+    ``opb`` are 'N' or 'T' ('C' is 'T' on real values): cuSPARSE's SDDMM has no conjugate
+    transpose, and given one on complex values it faults the context (misaligned address, seen
+    on an H100), so 'C' on complex operands is refused."""
 
     a: BufRef
     b: BufRef
@@ -445,8 +452,10 @@ class SDDMM(_Sparse):
 
     def __post_init__(self) -> None:
         c = sparse_field(self, "c", ("csr",))
-        _op(self, "opa", c.dtype)
-        _op(self, "opb", c.dtype)
+        for field in ("opa", "opb"):
+            if _op(self, field, c.dtype) == "C":
+                raise _fail(self, field, "cuSPARSE SDDMM takes 'N' or 'T' on complex values "
+                            "(conjugate the operand first for op 'C')")
         a = _dense(self, "a", c.dtype, 2)
         b = _dense(self, "b", c.dtype, 2)
         m, k = a.shape if self.opa == "N" else a.shape[::-1]
