@@ -105,10 +105,10 @@ def low_mantissa_bits(u: np.ndarray, bits: int = 20) -> np.ndarray:
     return top.view(np.uint64) & np.uint64((1 << bits) - 1)
 
 
-#: kinds whose f64 values the library may build from one 32-bit word each (documented so for
-#: the equivalent generators of hipRAND, which follows cuRAND here): on a GPU their resolution
-#: test is an expected failure until a GPU run settles it
-LIBRARY_32_BIT_DOUBLES = ("mrg32k3a", "mtgp32")
+#: kinds whose f64 uniforms cuRAND builds with less than 53 random bits (measured on an H100,
+#: cuRAND 13: xorwow, philox and mt19937 from one 32-bit word, one kind with its lowest mantissa
+#: bit always clear); the simulator gives 53 bits, so on a GPU the test is an expected failure
+LIBRARY_32_BIT_DOUBLES = ("xorwow", "philox", "mt19937", "mrg32k3a", "mtgp32")
 
 
 @pytest.mark.parametrize("kind", PSEUDO_KINDS)
@@ -132,9 +132,12 @@ def test_f64_uniforms_have_more_than_32_bits(dev, backend: str, kind: str,
 
 
 @pytest.mark.parametrize("kind", PSEUDO_KINDS)
-def test_f64_normals_are_distinct_and_unpaired(dev, kind: str) -> None:
+def test_f64_normals_are_distinct_and_unpaired(dev, backend: str, kind: str) -> None:
     z = draw(dev, kind, "normal", "f64")
-    assert np.unique(z).size == z.size
+    # doubles from 32 random bits (cuRAND's, see LIBRARY_32_BIT_DOUBLES) repeat by the birthday
+    # bound: about N^2 / 2^33 pairs; 53-bit ones never do at this size
+    repeats = z.size - np.unique(z).size
+    assert repeats <= (8 if backend == "cuda" and kind in LIBRARY_32_BIT_DOUBLES else 0), repeats
     # Box-Muller's two outputs per pair are independent normals: their squares uncorrelated
     sq = z.astype(np.float64) ** 2
     assert abs(pair_correlation(sq)) < 2 * Z / math.sqrt(N), pair_correlation(sq)
