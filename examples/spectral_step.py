@@ -35,8 +35,10 @@ from gpumsg.libs.nvrtc import sim_kernel
 #: (grid side, steps) of a full run (on a GPU) and of a small one (the simulator, CI)
 FULL = (256, 50)
 SMALL = (32, 5)
-#: float32 FFTs against float64: relative error of the field after the steps
-TOLERANCE = 1e-5
+#: float32 FFTs against float64: relative error of the field after the steps (each step's
+#: round trip adds a few times log2(n) f32 roundoffs; 1.0e-05 was measured on an H200 at 50
+#: steps of 256^2, so the bound leaves 4x room)
+TOLERANCE = 4e-5
 #: threads per block of the multiply
 BLOCK = 256
 
