@@ -50,7 +50,7 @@ EXTREME = [-1, -2, -2**31, 2**31 - 1, 2**31, 2**31 + 1, 2**32, 2**32 + 1, 2**48,
 SMALL = [0, 1, 2, 3, 4, 5, 7, 8, 16, 32, 63, 64, 128, 256]
 
 #: strings the message modules name (dtypes, modes, layouts, kinds, ...)
-STRINGS = sorted({s for mod in (M.cublas, M.blaslt, M.cudnn, M.cudnn_rnn, M.fft, M.rng, M.cusparse,
+STRINGS = sorted({s for mod in (M.blas, M.blaslt, M.cudnn, M.cudnn_rnn, M.fft, M.rng, M.sparse,
                                 M.collective, M.device, M.attention, M.nvrtc)
                   for v in vars(mod).values() if isinstance(v, tuple)
                   for s in v if isinstance(s, str)}
