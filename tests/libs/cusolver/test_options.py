@@ -226,7 +226,7 @@ def test_syevd_syevj_each_uplo(dev, rng, dtype: str, uplo: str, method: str,
     n = 10
     a = rand(rng, (n, n), dtype)
     da, dw = dev.to_device(a), dev.alloc((n,), REAL[dtype], order="F")
-    getattr(dev.linalg, method)(da, dw, n, uplo, vectors).result(timeout=60)
+    getattr(dev.cusolver, method)(da, dw, n, uplo, vectors).result(timeout=60)
     check_eigen(hermitian_of(a, uplo), host(dev, dw), host(dev, da) if vectors else None,
                 dtype, f"{method} {uplo}")
 
