@@ -130,7 +130,8 @@ def test_success_is_not_gated_into_failure(dev, rng) -> None:
 def test_poisoned_stream_fails_queued_readers(when: str, rng) -> None:
     """A failed launch (a sticky fault at completion) fails what was queued behind it and
     what comes after; nothing reaches the host as data. Simulator only: on a GPU the poisoned
-    context ends the process's use of CUDA (tests/test_poison.py covers it in a subprocess)."""
+    context ends the process's use of CUDA (tests/service/test_poison.py covers it in a
+    subprocess)."""
     dev = gpumsg.open_device(0, backend="sim", allow_fault_injection=True)
     try:
         a = dev.to_device(random_array(rng, (4, 4), np.float32)).result()
