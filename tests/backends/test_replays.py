@@ -345,7 +345,7 @@ def test_replayed_cublas_graphs_allocate_no_memory() -> None:
     """A strided-batched 512 x 128^3 bf16 GEMM and a 1M-element dot, each repeated until
     replayed: their captured graphs hold the kernels (and the GEMM's memset) but no memory
     alloc or free node, which cuBLAS puts in when it makes its own workspace under capture (it
-    did for both before the handle set its workspace after cublasSetStream, stop 32). Both
+    did for both before the handle set its workspace after cublasSetStream). Both
     results are checked."""
     need_backend("cuda")
     batch, s, n = 512, 128, 1 << 20
