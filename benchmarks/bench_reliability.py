@@ -1,4 +1,4 @@
-"""Reliability as figures (issue 15): the fuzz, soak and fault campaigns of tests/stress, run
+"""Reliability as figures: the fuzz, soak and fault campaigns of tests/stress, run
 once on one backend, their figures written to ``reliability.json`` (every run, by label) and
 ``reliability.md``.
 
@@ -98,7 +98,7 @@ def write(doc: dict[str, Any], path: str) -> None:
     with open(os.path.join(path, "reliability.json"), "w") as f:
         json.dump(doc, f, indent=1, default=str)
     lines = ["# reliability", "",
-             "Figures of the campaigns in tests/stress (issue 15), one row per run "
+             "Figures of the campaigns in tests/stress, one row per run "
              "(`benchmarks/bench_reliability.py`).", "",
              "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for r in doc["runs"].values():

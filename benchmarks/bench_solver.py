@@ -1,4 +1,4 @@
-"""cuSOLVER dense beside torch.linalg in the same run (issue 10): getrf, potrf, syevd and gesvdj
+"""cuSOLVER dense beside torch.linalg in the same run: getrf, potrf, syevd and gesvdj
 at 4096^2 in f64 and f32, and batched Cholesky of 10,000 32x32 matrices. Each call is a device
 copy of the input plus the factorization on both sides (torch: ``lu_factor_ex``,
 ``cholesky_ex``, ``eigh``, ``svd(driver='gesvdj')``; its preferred linalg library set to

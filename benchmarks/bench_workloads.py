@@ -317,11 +317,11 @@ def bench_serving(dev: Any, torch: Any, cupy: Any, sizes: tuple[int, ...], reque
     check_x = np.random.default_rng().standard_normal((batch, width)).astype(np.float32)
     want = model.reference(check_x)
     tol = mlp_serving.TOLERANCE
-    sessions = [mlp_serving.Session(dev, model, batch) for _ in range(clients)]
-    for s in sessions:
+    replicas = [mlp_serving.Client(dev, model, batch) for _ in range(clients)]
+    for s in replicas:
         assert_close("gpumsg MLP", s.infer(check_x), want, tol)
     infers: dict[str, list[Callable[[np.ndarray], np.ndarray]]] = {
-        "gpumsg": [s.infer for s in sessions]}
+        "gpumsg": [s.infer for s in replicas]}
     syncs: dict[str, Callable[[], Any]] = {"gpumsg": lambda: dev.synchronize().result()}
     if torch is not None:
         f = _torch_mlp(torch, model)
@@ -348,7 +348,7 @@ def bench_serving(dev: Any, torch: Any, cupy: Any, sizes: tuple[int, ...], reque
     out = row(f"MLP + softmax, {clients} client threads (f32)",
               f"{width} wide, batch {batch}, {clients} x {requests} req", "us/request", 1e6,
               runs, **{f"{k}_requests_per_s": v for k, v in rates.items()})
-    for s in sessions:
+    for s in replicas:
         s.free()
     model.free()
     return [out]

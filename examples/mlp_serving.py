@@ -101,7 +101,7 @@ class Model:
             buf.free()
 
 
-class Session:
+class Client:
     """One client's activation buffers and its request: upload, three matmuls, softmax,
     download."""
 
@@ -195,14 +195,14 @@ def run_clients(infers: list[Callable[[np.ndarray], np.ndarray]], batch: int, wi
 
 def serve(dev: gpumsg.Device, model: Model, batch: int, clients: int, requests: int,
           check: bool = True, seed: int | None = None) -> tuple[float, float]:
-    """``clients`` threads, each with its own :class:`Session`, sending ``requests`` requests
+    """``clients`` threads, each with its own :class:`Client`, sending ``requests`` requests
     (see :func:`run_clients`); each answer checked against NumPy float64 when ``check``."""
-    sessions = [Session(dev, model, batch) for _ in range(clients)]
+    replicas = [Client(dev, model, batch) for _ in range(clients)]
     try:
-        return run_clients([s.infer for s in sessions], batch, model.ws[0].shape[0], requests,
+        return run_clients([s.infer for s in replicas], batch, model.ws[0].shape[0], requests,
                            model.reference if check else None, seed)
     finally:
-        for s in sessions:
+        for s in replicas:
             s.free()
 
 

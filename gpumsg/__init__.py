@@ -55,6 +55,15 @@ from .service.trace import KernelTrace, NvtxTrace, OpRecord, RecordingTrace
 
 GpuRef = GpuBuffer  # the name the design seeds use
 
+
+def __getattr__(name: str) -> object:
+    # user kernels of the array namespace, imported when first asked for
+    if name in ("ElementwiseKernel", "ReductionKernel"):
+        from . import array_api
+
+        return getattr(array_api, name)
+    raise AttributeError(f"module 'gpumsg' has no attribute {name!r}")
+
 __version__ = "0.1.0"
 
 __all__ = [

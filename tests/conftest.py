@@ -153,3 +153,13 @@ def run_python(code: str, timeout: float = 120,
         e.update(env)
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
                           text=True, timeout=timeout, env=e)
+
+
+@pytest.fixture
+def xp(dev):
+    """``gpumsg.array_api`` with its default device set to ``dev`` (tests/array_api)."""
+    import gpumsg.array_api as namespace
+
+    old = namespace.set_default_device(dev)
+    yield namespace
+    namespace.set_default_device(old)

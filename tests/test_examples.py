@@ -125,13 +125,13 @@ def test_mlp_check_refuses_untransposed_weights(rng: np.random.Generator) -> Non
     mlp = load("mlp_serving")
     with gpumsg.open_device(0, backend="sim") as dev:
         model = mlp.Model.random(32, 32).upload(dev)
-        session = mlp.Session(dev, model, 4)
+        client = mlp.Client(dev, model, 4)
         x = rng.standard_normal((4, 32)).astype(np.float32)
-        right = session.infer(x)
+        right = client.infer(x)
         for buf, w in zip(model.dev_ws, model.ws):
             dev.copy_from_host(buf, np.asfortranarray(w))  # W, not W^T
-        wrong = session.infer(x)
-        session.free()
+        wrong = client.infer(x)
+        client.free()
         model.free()
     assert mlp.relative_error(right, model.reference(x)) < mlp.TOLERANCE
     assert mlp.relative_error(wrong, model.reference(x)) > 100 * mlp.TOLERANCE

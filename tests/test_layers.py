@@ -24,7 +24,7 @@ LAYER = {
     "service": 3,
     "libs": 4,
     "client": 5,
-    "supervision": 6, "multi": 6, "ray": 6,
+    "supervision": 6, "multi": 6, "ray": 6, "array_api": 6,
     "__init__": 7, "__main__": 7,
 }
 

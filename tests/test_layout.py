@@ -1,6 +1,6 @@
 """The tests are laid out as the package they test: each folder of tests/ is named after a
 package of gpumsg/ (tests/client for gpumsg/client, tests/libs/cufft for gpumsg/libs/cufft, ...),
-every library of gpumsg/libs/ has its folder of tests, every folder is a package (so that
+every library of gpumsg/libs/ has its folder of tests, the folders are packages (so that
 modules in different folders may share a name), and no file is longer than 600 lines."""
 
 from __future__ import annotations
@@ -13,6 +13,10 @@ MAX_LINES = 600
 #: folders of tests/ that are not named after a package: the reliability campaigns, whose
 #: modules the benchmarks import by their bare names (so the folder is not a package either)
 OWN_FOLDERS = {"stress"}
+#: folders of tests/ that are not packages: their modules import their helpers by bare name
+#: (tests/array_api's ``from array_helpers import``), so pytest imports them by bare name too,
+#: and no two of them may share a name
+PLAIN_FOLDERS = OWN_FOLDERS | {"array_api"}
 
 
 def _folders(path: str) -> set[str]:
@@ -69,16 +73,32 @@ def unmatched_folders(tests: str, package: str) -> list[str]:
 
 
 def folders_without_init(tests: str) -> list[str]:
-    """The folders under ``tests`` (outside :data:`OWN_FOLDERS`) that are not packages."""
+    """The folders under ``tests`` (outside :data:`PLAIN_FOLDERS`) that are not packages."""
     out = []
     for base, dirs, _ in os.walk(tests):
         rel = os.path.relpath(base, tests)
         if rel == ".":
-            dirs[:] = [d for d in dirs if d not in OWN_FOLDERS]
+            dirs[:] = [d for d in dirs if d not in PLAIN_FOLDERS]
         dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
         if not os.path.isfile(os.path.join(base, "__init__.py")):
             out.append("tests" if rel == "." else f"tests/{rel}")
     return sorted(out)
+
+
+def shared_plain_names(tests: str) -> list[str]:
+    """The module names that two files of the :data:`PLAIN_FOLDERS` share."""
+    seen: dict[str, str] = {}
+    out = []
+    for folder in sorted(PLAIN_FOLDERS):
+        for base, dirs, files in os.walk(os.path.join(tests, folder)):
+            dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    rel = os.path.relpath(os.path.join(base, name), tests)
+                    if name in seen:
+                        out.append(f"tests/{rel} and tests/{seen[name]}")
+                    seen.setdefault(name, rel)
+    return out
 
 
 def test_no_test_file_is_longer_than_600_lines() -> None:
@@ -96,6 +116,11 @@ def test_test_folders_are_packages() -> None:
     assert not bad, "add an __init__.py to:\n" + "\n".join(bad)
 
 
+def test_modules_imported_by_bare_name_have_names_of_their_own() -> None:
+    bad = shared_plain_names(os.path.join(ROOT, "tests"))
+    assert not bad, "rename one of:\n" + "\n".join(bad)
+
+
 def _tree(root, files: dict[str, str]) -> str:
     for rel, text in files.items():
         path = os.path.join(root, rel)
@@ -107,27 +132,30 @@ def _tree(root, files: dict[str, str]) -> str:
 
 def test_the_checks_catch_what_they_should(tmp_path) -> None:
     """Each check finds its defect in a small made-up tree, and passes the same tree fixed."""
-    package = {"pkg/__init__.py": "", "pkg/client/__init__.py": "",
+    package = {"pkg/__init__.py": "", "pkg/client/__init__.py": "", "pkg/array_api/__init__.py": "",
                "pkg/libs/__init__.py": "", "pkg/libs/cufft/__init__.py": "",
                "pkg/libs/curand/__init__.py": ""}
     good = {"t/__init__.py": "", "t/client/__init__.py": "", "t/libs/__init__.py": "",
             "t/libs/cufft/__init__.py": "", "t/libs/curand/__init__.py": "",
             "t/libs/cufft/test_a.py": "x = 1\n" * MAX_LINES, "t/libs/curand/test_c.py": "",
-            "t/stress/fuzz.py": "", **package}
+            "t/stress/fuzz.py": "", "t/array_api/test_fft.py": "", **package}
     root = _tree(tmp_path / "good", good)
     tests, pkg = os.path.join(root, "t"), os.path.join(root, "pkg")
     assert long_files(tests) == []
     assert unmatched_folders(tests, pkg) == []
     assert folders_without_init(tests) == []
+    assert shared_plain_names(tests) == []
 
     bad = dict(good)
     bad["t/libs/cufft/test_a.py"] += "x = 2\n"  # one line too many
     bad["t/libs/cublas/test_b.py"] = ""  # no gpumsg/libs/cublas, and no __init__.py
+    bad["t/stress/test_fft.py"] = ""  # the name of a module of tests/array_api
     del bad["t/libs/curand/__init__.py"]  # curand's folder no longer a package
     root = _tree(tmp_path / "bad", bad)
     tests, pkg = os.path.join(root, "t"), os.path.join(root, "pkg")
     assert long_files(tests) == [f"libs/cufft/test_a.py: {MAX_LINES + 1} lines"]
     assert unmatched_folders(tests, pkg) == ["tests/libs/cublas: no package gpumsg/libs/cublas"]
     assert folders_without_init(tests) == ["tests/libs/cublas", "tests/libs/curand"]
+    assert shared_plain_names(tests) == ["tests/stress/test_fft.py and tests/array_api/test_fft.py"]
     os.rename(os.path.join(tests, "libs", "curand"), os.path.join(tests, "libs", "curand_old"))
     assert "gpumsg/libs/curand: no folder tests/libs/curand" in unmatched_folders(tests, pkg)

@@ -623,7 +623,7 @@ class Device:
     def alloc(self, shape: Any, dtype: Any = np.float32, order: str = "C") -> BufferFuture:
         """Allocate an uninitialized buffer; C order (row-major) by default, as NumPy's."""
         # _check_open and _new_buffer written out: a pipelined allocation is mostly call
-        # overhead on the client (docs/performance.md, stop 31)
+        # overhead on the client (docs/performance.md)
         state = self._state
         if not state.accepting:
             raise state.refusal

@@ -90,7 +90,7 @@ from .interop import Adopt, ExportSync
 from .nvrtc import Kernel, Launch, LoadModule
 from .peer import EnablePeerAccess, GrantPoolAccess, PeerCopyRecv, PeerCopySend, PeerQuery
 from .rng import CreateGenerator, DestroyGenerator, Generate, SeedGenerator
-from .solver import (  # cusolver (issue 10: QR, eigen, SVD, potri, batched)
+from .solver import (  # cuSOLVER: LU, Cholesky, QR, eigen, SVD, batched
     CholeskyBatched,
     Geqrf,
     Gesvd,

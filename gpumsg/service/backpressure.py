@@ -52,7 +52,7 @@ LOW = 64
 #: apart), and each such caller went on posting beside the one whose turn it was. A paused
 #: caller looks at the device thread's progress once per bound, and each look takes the GIL:
 #: at 5 ms those looks doubled the GIL handovers of eight pipelining threads against 50 ms
-#: (H100, stop 30); 20 ms keeps them rare and a stuck device thread's callers waiting briefly
+#: (H100); 20 ms keeps them rare and a stuck device thread's callers waiting briefly
 PAUSE_TIMEOUT = 0.02
 
 #: batches a woken caller has to refill the mailbox and pause again before the next paused

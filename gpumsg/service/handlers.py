@@ -200,7 +200,7 @@ def _copy_device(ctx: DeviceContext, msg: CopyDevice, reply: Any) -> None:
 @handles(Memset)
 def _memset(ctx: DeviceContext, msg: Memset, reply: Any) -> None:
     # issued as it is: a fill replayed as a graph measured 0.4-0.9 µs more of the device
-    # thread than cuMemsetD8Async itself (H100, stop 35), unlike a copy
+    # thread than cuMemsetD8Async itself (H100), unlike a copy
     dst = ctx.resolve_out(msg.dst, "dst")
     ctx.run(reply, COMPUTE, (), (dst,), ctx.backend.memset, dst.ptr + msg.offset, msg.value,
             msg.nbytes // msg.width, msg.width)

@@ -56,7 +56,7 @@ _SPIN_MIN_CORES = 4
 #: :data:`~gpumsg.service.context.SETTLE_SECONDS`). Blocked for longer than a few hundred µs,
 #: a thread of the H100's host takes ~100 µs to wake (its virtual CPU has gone idle): after a
 #: 64 MiB copy (1.2 ms) the next message waited that long for the device thread. In a worker
-#: process waiting costs no caller the GIL, only a core (docs/performance.md, stop 31)
+#: process waiting costs no caller the GIL, only a core (docs/performance.md)
 WORKER_SETTLE_SECONDS = 3e-3
 
 

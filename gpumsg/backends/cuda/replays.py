@@ -34,7 +34,7 @@ MAX_GRAPHS = 1024
 
 #: graph nodes that allocate or free device memory on every launch: a library that makes its own
 #: workspace under capture puts them around its kernels (cuBLAS did while gpumsg's workspace
-#: was reset by cublasSetStream, stop 32), and each launch then pays for them on the GPU
+#: was reset by cublasSetStream), and each launch then pays for them on the GPU
 MEMORY_NODE_TYPES = frozenset(("CU_GRAPH_NODE_TYPE_MEM_ALLOC", "CU_GRAPH_NODE_TYPE_MEM_FREE"))
 
 

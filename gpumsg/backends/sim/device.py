@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import bisect
 import operator
-import os
 import random
 import threading
 import time
@@ -40,14 +39,16 @@ __all__ = ["SimBackend", "SimFault", "PEER_ACCESS", "SIM_DEVICES", "sim_device_c
 PEER_ACCESS = True
 #: how many simulated devices there are (ordinals 0 to SIM_DEVICES - 1): what ``devices()`` lists
 #: and ``open_devices()`` opens on the simulator, and the ordinals ``open_device`` accepts.
-#: The environment variable ``GPUMSG_SIM_DEVICES`` overrides it.
+#: The option ``sim_devices`` (gpumsg.config; ``GPUMSG_SIM_DEVICES``) overrides it.
 SIM_DEVICES = 4
 
 
 def sim_device_count() -> int:
-    """The number of simulated devices: ``GPUMSG_SIM_DEVICES`` if set, else
-    :data:`SIM_DEVICES`."""
-    raw = os.environ.get("GPUMSG_SIM_DEVICES")
+    """The number of simulated devices: the option ``sim_devices`` (``GPUMSG_SIM_DEVICES``) if
+    set, else :data:`SIM_DEVICES`."""
+    from ...config import setting
+
+    raw = setting("GPUMSG_SIM_DEVICES")
     if raw is None or not raw.strip():
         return SIM_DEVICES
     try:

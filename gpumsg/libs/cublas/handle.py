@@ -168,7 +168,7 @@ class CublasHandle:
         management"). Without this a call captured for a replay allocates and frees that
         workspace inside its graph (memory alloc and free nodes around the kernels), which
         cost every replay of a 512 x 128^3 bf16 strided-batched GEMM 0.6-0.8 µs of GPU time on
-        the H100 (docs/performance.md, stop 32)."""
+        the H100 (docs/performance.md)."""
         self._check(self.lib.cublasSetStream_v2(handle, int(stream)), "cublasSetStream_v2")
         if self._ctx is not None:  # size 0: no workspace (not the library's own pool)
             self._check(self.lib.cublasSetWorkspace_v2(handle, self._ws, self._ws_bytes),

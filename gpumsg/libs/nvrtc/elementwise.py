@@ -67,11 +67,11 @@ extern "C" __global__ void gm_integers_i32(const unsigned int* bits, int* out, l
     }
 }
 // out = (x, 0): a real array made complex (interleaved real and imaginary parts)
-extern "C" __global__ void gm_real_to_complex_f32(const float* x, float* out, long long n) {
-    GRID_STRIDE(i, n) { out[2 * i] = x[i]; out[2 * i + 1] = 0.0f; }
+extern "C" __global__ void gm_real_to_complex_f32(const float* x, float2* out, long long n) {
+    GRID_STRIDE(i, n) { out[i] = make_float2(x[i], 0.0f); }
 }
-extern "C" __global__ void gm_real_to_complex_f64(const double* x, double* out, long long n) {
-    GRID_STRIDE(i, n) { out[2 * i] = x[i]; out[2 * i + 1] = 0.0; }
+extern "C" __global__ void gm_real_to_complex_f64(const double* x, double2* out, long long n) {
+    GRID_STRIDE(i, n) { out[i] = make_double2(x[i], 0.0); }
 }
 """
 

@@ -1,0 +1,440 @@
+"""The array: a gpumsg buffer (or its future) seen with a shape, strides, offset and dtype.
+
+An operation validates its arguments, works out the result's shape and dtype, allocates the
+result and posts the kernel launch that writes it, and answers the new :class:`Array` at once:
+the device runs messages in order, so a chain of operations pipelines without a wait. Only reading
+a value waits (``bool``/``int``/``float``/``complex``, ``np.asarray``, ``to_device`` of another
+device). A view (a basic slice, ``.T``, ``reshape`` of a contiguous array, ...) shares the buffer.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import threading
+from concurrent.futures import Future
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from ..errors import InvalidMessage
+from . import _dtypes as D
+
+__all__ = ["Array", "default_device", "set_default_device", "asarray_host", "new_array",
+           "check_device", "c_strides", "is_c_contiguous"]
+
+_default: Any = None
+#: the operations behind the operators and methods, filled by the package (``__init__``) so that
+#: this module imports none of the modules that build on it
+OPS: dict[str, Any] = {}
+_default_lock = threading.Lock()
+
+
+def default_device() -> Any:
+    """The device used when a call names none: set by :func:`set_default_device`, else
+    ``gpumsg.open_device(0)`` (the first GPU, or the simulator where there is none), opened on
+    first use."""
+    global _default
+    dev = _default
+    if dev is None or dev.closed:
+        with _default_lock:
+            if _default is None or _default.closed:
+                from ..client.device import open_device
+
+                _default = open_device(0)
+            dev = _default
+    return dev
+
+
+def set_default_device(device: Any) -> Any:
+    """Make ``device`` (a gpumsg Device) the default; returns the previous one (or None)."""
+    global _default
+    from ..client.device import Device
+
+    if device is not None and not isinstance(device, Device):
+        raise InvalidMessage(f"device must be a gpumsg Device, got {type(device).__name__}",
+                             field="device")
+    with _default_lock:
+        old, _default = _default, device
+    return old
+
+
+def resolve_device(device: Any) -> Any:
+    if device is None:
+        return default_device()
+    from ..client.device import Device
+
+    if isinstance(device, Device):
+        if device.closed:
+            raise InvalidMessage(f"device {device.ordinal} is closed", field="device")
+        return device
+    raise InvalidMessage(f"device must be a gpumsg Device (e.g. x.device), got {device!r}",
+                         field="device")
+
+
+def check_device(*arrays: Any) -> Any:
+    """The one device of ``arrays`` (Arrays); InvalidMessage when they live on several."""
+    dev = None
+    for a in arrays:
+        if isinstance(a, Array):
+            if dev is None:
+                dev = a._dev
+            elif a._dev is not dev:
+                raise InvalidMessage(
+                    f"arrays on different devices ({dev!r} and {a._dev!r}): move one with "
+                    "to_device() first", field="device")
+    return dev
+
+
+def c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    out = []
+    acc = 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= max(d, 1)
+    return tuple(reversed(out))
+
+
+def is_c_contiguous(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    acc = 1
+    for d, s in zip(reversed(shape), reversed(strides)):
+        if d == 0:
+            return True
+        if d != 1 and s != acc:
+            return False
+        acc *= d
+    return True
+
+
+def new_array(dev: Any, shape: tuple[int, ...], dtype: np.dtype) -> Array:
+    """An uninitialized C-contiguous array."""
+    buf = dev.alloc(shape, D.storage_name(dtype), order="C")
+    return Array(buf, shape, dtype, dev)
+
+
+def asarray_host(dev: Any, host: np.ndarray, dtype: np.dtype) -> Array:
+    """An array holding a copy of NumPy ``host`` (converted to ``dtype``)."""
+    # np.array, not np.ascontiguousarray: that makes a 0-d array 1-d
+    arr = np.array(np.asarray(host).astype(dtype, copy=False), order="C", copy=None)
+    if dtype == D.bool:
+        arr = arr.view(np.uint8)
+    buf = dev.to_device(arr, order="C")
+    return Array(buf, tuple(arr.shape), dtype, dev)
+
+
+class Array:
+    """An array of the Array API standard on a gpumsg device (see the module docstring)."""
+
+    __slots__ = ("_buf", "_shape", "_strides", "_offset", "_dtype", "_dev", "__weakref__")
+
+    def __init__(self, buf: Any, shape: tuple[int, ...], dtype: np.dtype, dev: Any,
+                 strides: tuple[int, ...] | None = None, offset: int = 0) -> None:
+        self._buf = buf
+        self._shape = tuple(shape)
+        self._dtype = dtype
+        self._dev = dev
+        self._strides = c_strides(self._shape) if strides is None else tuple(strides)
+        self._offset = offset
+
+    # -- attributes --------------------------------------------------------------------------
+    @property
+    def dtype(self) -> np.dtype:
+        return self._dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self._shape)
+
+    @property
+    def device(self) -> Any:
+        return self._dev
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Element strides in the buffer (an extension: views share buffers)."""
+        return self._strides
+
+    @property
+    def buffer(self) -> Any:
+        """The gpumsg buffer (or its future) holding the elements."""
+        return self._buf
+
+    @property
+    def T(self) -> Array:
+        if self.ndim != 2:
+            raise ValueError(f"T needs a 2-D array, got {self.ndim}-D; use permute_dims or mT")
+        return self._view(self._shape[::-1], self._strides[::-1], self._offset)
+
+    @property
+    def mT(self) -> Array:
+        if self.ndim < 2:
+            raise ValueError("mT needs an array of at least 2 dimensions")
+        return self._view(self._shape[:-2] + self._shape[-2:][::-1],
+                          self._strides[:-2] + self._strides[-2:][::-1], self._offset)
+
+    def _view(self, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Array:
+        return Array(self._buf, shape, self._dtype, self._dev, strides, offset)
+
+    def _is_contiguous(self) -> bool:
+        return is_c_contiguous(self._shape, self._strides)
+
+    def _operand(self, shape: tuple[int, ...] | None = None) -> Any:
+        """This array as a kernel operand broadcast to ``shape`` (default: its own)."""
+        from ._codegen import Operand
+
+        st = self._strides
+        if shape is not None and shape != self._shape:
+            pad = len(shape) - self.ndim
+            st = (0,) * pad + tuple(0 if d == 1 and shape[pad + k] != 1 else s
+                                    for k, (d, s) in enumerate(zip(self._shape, st)))
+        return Operand(self._buf, self._dtype, self._offset, st)
+
+    def _wrote(self, done: Any) -> None:
+        """``done`` is the future of a launch that wrote this array's buffer: reading waits for
+        it and raises its error."""
+        if done is None:
+            return
+        from ..client.buffers import BufferFuture, GpuBuffer, buffer_after
+
+        buf = self._buf
+        base = buf.buffer if isinstance(buf, BufferFuture) else buf
+        if isinstance(base, GpuBuffer):
+            self._buf = buffer_after(done, base)
+
+    # -- reading -----------------------------------------------------------------------------
+    def _to_numpy(self) -> np.ndarray:
+        buf = self._buf
+        if isinstance(buf, Future):
+            buf = buf.result()
+        host = self._dev.copy_to_host(buf).result()
+        flat = host.reshape(-1)
+        if self._dtype == D.bool:
+            flat = flat.view(np.bool_)
+        if self.size == 0:
+            return np.empty(self._shape, flat.dtype)
+        item = flat.dtype.itemsize
+        view = as_strided(flat[self._offset:], self._shape,
+                          tuple(s * item for s in self._strides))
+        return np.array(view, copy=True)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self._to_numpy()
+        return out if dtype is None else out.astype(dtype)
+
+    def _scalar(self) -> Any:
+        if self.size != 1:
+            raise TypeError(f"only an array of one element converts to a Python scalar, got "
+                            f"shape {self._shape}")
+        return self._to_numpy().reshape(()).item()
+
+    def __bool__(self) -> builtins.bool:
+        return builtins.bool(self._scalar())
+
+    def __float__(self) -> float:
+        if D.kind_of(self._dtype) == "c":
+            raise TypeError("float() of a complex array; use real() first")
+        return float(self._scalar())
+
+    def __int__(self) -> int:
+        if D.kind_of(self._dtype) == "c":
+            raise TypeError("int() of a complex array")
+        v = self._scalar()
+        return int(v)
+
+    def __index__(self) -> int:
+        if D.kind_of(self._dtype) not in "iu":
+            raise TypeError(f"__index__ needs an integer array, got {self._dtype}")
+        return int(self._scalar())
+
+    def __complex__(self) -> complex:
+        return complex(self._scalar())
+
+    def __len__(self) -> int:
+        if not self._shape:
+            raise TypeError("len() of a 0-d array")
+        return self._shape[0]
+
+    def __iter__(self) -> Any:
+        if not self._shape:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self._shape[0]))
+
+    def __repr__(self) -> str:
+        try:
+            body = np.array2string(self._to_numpy(), separator=", ")
+        except Exception as exc:  # noqa: BLE001 - a failed producer: say so, do not raise
+            body = f"<{type(exc).__name__}: {exc}>"
+        return f"Array({body}, dtype={self._dtype}, device={self._dev.ordinal}:{self._dev.backend})"
+
+    __str__ = __repr__
+
+    # -- the standard's protocol ---------------------------------------------------------------
+    def __array_namespace__(self, *, api_version: str | None = None) -> Any:
+        if api_version is not None and api_version not in ("2021.12", "2022.12", "2023.12",
+                                                           "2024.12"):
+            raise ValueError(f"api_version {api_version!r} is not supported")
+        return OPS["namespace"]
+
+    def to_device(self, device: Any, /, *, stream: Any = None) -> Array:
+        if stream is not None:
+            raise ValueError("stream: gpumsg orders work itself; pass None")
+        dev = resolve_device(device)
+        if dev is self._dev:
+            return self
+        return asarray_host(dev, self._to_numpy(), self._dtype)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        if self._dev.backend == "cuda":
+            return (2, self._dev.ordinal)
+        return (1, 0)
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: Any = None) -> Any:
+        kwargs: dict[str, Any] = {}
+        if max_version is not None:
+            kwargs["max_version"] = max_version
+        if self._dev.backend != "cuda":
+            # the simulator's memory is host memory: a NumPy view of the buffer is the tensor
+            host = self._host_view() if copy is not True else self._to_numpy()
+            if dl_device is not None and tuple(dl_device) != (1, 0):
+                raise BufferError(f"cannot export to device {dl_device}")
+            return host.__dlpack__(**kwargs)
+        if self._dtype == D.bool:
+            if copy is False:
+                raise BufferError("bool arrays are held as bytes: exporting them copies")
+            return self._to_numpy().__dlpack__(**kwargs)
+        plain = (self._is_contiguous() and self._offset == 0 and
+                 self._buf_shape() == self._shape)
+        if not plain and copy is False:
+            raise BufferError("a strided view cannot be exported without a copy")
+        src = self if plain else _copy(self)
+        buf = src._buf.result() if isinstance(src._buf, Future) else src._buf
+        return buf.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device,
+                              copy=copy)
+
+    def _host_view(self) -> np.ndarray:
+        """On the simulator: a NumPy view of the elements (device memory is host memory)."""
+        buf = self._buf
+        if isinstance(buf, Future):
+            buf = buf.result()
+        flat = np.from_dlpack(buf).reshape(-1)
+        if self._dtype == D.bool:
+            flat = flat.view(np.bool_)
+        if self.size == 0:
+            return np.empty(self._shape, flat.dtype)
+        item = flat.dtype.itemsize
+        return as_strided(flat[self._offset:], self._shape,
+                          tuple(s * item for s in self._strides))
+
+    def _buf_shape(self) -> tuple[int, ...]:
+        buf = self._buf
+        return buf.buffer.shape if hasattr(buf, "buffer") else buf.shape
+
+    # -- indexing ----------------------------------------------------------------------------
+    def __getitem__(self, key: Any) -> Array:
+        return OPS["getitem"](self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        OPS["setitem"](self, key, value)
+
+    # -- operators ---------------------------------------------------------------------------
+    def _bin(self, name: str, other: Any, reflected: builtins.bool = False) -> Any:
+        if not isinstance(other, (Array, builtins.bool, int, float, complex)):
+            return NotImplemented
+        fn = OPS[name]
+        return fn(other, self) if reflected else fn(self, other)
+
+    def _inplace(self, name: str, other: Any) -> Array:
+        if not isinstance(other, (Array, builtins.bool, int, float, complex)):
+            return NotImplemented
+        OPS["apply_into"](self, name, other)
+        return self
+
+    def __add__(self, o: Any) -> Array: return self._bin("add", o)
+    def __radd__(self, o: Any) -> Array: return self._bin("add", o, True)
+    def __iadd__(self, o: Any) -> Array: return self._inplace("add", o)
+    def __sub__(self, o: Any) -> Array: return self._bin("subtract", o)
+    def __rsub__(self, o: Any) -> Array: return self._bin("subtract", o, True)
+    def __isub__(self, o: Any) -> Array: return self._inplace("subtract", o)
+    def __mul__(self, o: Any) -> Array: return self._bin("multiply", o)
+    def __rmul__(self, o: Any) -> Array: return self._bin("multiply", o, True)
+    def __imul__(self, o: Any) -> Array: return self._inplace("multiply", o)
+    def __truediv__(self, o: Any) -> Array: return self._bin("divide", o)
+    def __rtruediv__(self, o: Any) -> Array: return self._bin("divide", o, True)
+    def __itruediv__(self, o: Any) -> Array: return self._inplace("divide", o)
+    def __floordiv__(self, o: Any) -> Array: return self._bin("floor_divide", o)
+    def __rfloordiv__(self, o: Any) -> Array: return self._bin("floor_divide", o, True)
+    def __ifloordiv__(self, o: Any) -> Array: return self._inplace("floor_divide", o)
+    def __mod__(self, o: Any) -> Array: return self._bin("remainder", o)
+    def __rmod__(self, o: Any) -> Array: return self._bin("remainder", o, True)
+    def __imod__(self, o: Any) -> Array: return self._inplace("remainder", o)
+    def __pow__(self, o: Any) -> Array: return self._bin("pow", o)
+    def __rpow__(self, o: Any) -> Array: return self._bin("pow", o, True)
+    def __ipow__(self, o: Any) -> Array: return self._inplace("pow", o)
+    def __and__(self, o: Any) -> Array: return self._bin("bitwise_and", o)
+    def __rand__(self, o: Any) -> Array: return self._bin("bitwise_and", o, True)
+    def __iand__(self, o: Any) -> Array: return self._inplace("bitwise_and", o)
+    def __or__(self, o: Any) -> Array: return self._bin("bitwise_or", o)
+    def __ror__(self, o: Any) -> Array: return self._bin("bitwise_or", o, True)
+    def __ior__(self, o: Any) -> Array: return self._inplace("bitwise_or", o)
+    def __xor__(self, o: Any) -> Array: return self._bin("bitwise_xor", o)
+    def __rxor__(self, o: Any) -> Array: return self._bin("bitwise_xor", o, True)
+    def __ixor__(self, o: Any) -> Array: return self._inplace("bitwise_xor", o)
+    def __lshift__(self, o: Any) -> Array: return self._bin("bitwise_left_shift", o)
+    def __rlshift__(self, o: Any) -> Array: return self._bin("bitwise_left_shift", o, True)
+    def __ilshift__(self, o: Any) -> Array: return self._inplace("bitwise_left_shift", o)
+    def __rshift__(self, o: Any) -> Array: return self._bin("bitwise_right_shift", o)
+    def __rrshift__(self, o: Any) -> Array: return self._bin("bitwise_right_shift", o, True)
+    def __irshift__(self, o: Any) -> Array: return self._inplace("bitwise_right_shift", o)
+    def __lt__(self, o: Any) -> Array: return self._bin("less", o)
+    def __le__(self, o: Any) -> Array: return self._bin("less_equal", o)
+    def __gt__(self, o: Any) -> Array: return self._bin("greater", o)
+    def __ge__(self, o: Any) -> Array: return self._bin("greater_equal", o)
+    def __eq__(self, o: Any) -> Array: return self._bin("equal", o)  # type: ignore[override]
+    def __ne__(self, o: Any) -> Array: return self._bin("not_equal", o)  # type: ignore[override]
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __matmul__(self, o: Any) -> Array:
+        if not isinstance(o, Array):
+            return NotImplemented
+        return OPS["matmul"](self, o)
+
+    def __rmatmul__(self, o: Any) -> Array:
+        if not isinstance(o, Array):
+            return NotImplemented
+        return OPS["matmul"](o, self)
+
+    def __imatmul__(self, o: Any) -> Array:
+        res = OPS["matmul"](self, o)
+        if res.shape != self.shape or res.dtype != self.dtype:
+            raise ValueError("@= must keep the array's shape and dtype")
+        self[...] = res
+        return self
+
+    def __neg__(self) -> Array:
+        return OPS["negative"](self)
+
+    def __pos__(self) -> Array:
+        return OPS["positive"](self)
+
+    def __abs__(self) -> Array:
+        return OPS["abs"](self)
+
+    def __invert__(self) -> Array:
+        return OPS["bitwise_invert"](self)
+
+
+def _copy(x: Array) -> Array:
+    out = new_array(x._dev, x.shape, x.dtype)
+    OPS["copy_into"](out, x)
+    return out

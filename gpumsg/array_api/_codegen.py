@@ -1,0 +1,589 @@
+"""The kernel generator: one description -> CUDA source (compiled with NVRTC) and its NumPy twin.
+
+A kernel is specialised by the dtypes of its operands, by its layout (``contig``: every array
+operand is C-contiguous over the iteration space, indexed by the loop counter alone; else the
+number of dimensions left after merging the dimensions that every operand walks contiguously,
+with the extents and each operand's strides as arguments, broadcast dimensions having stride 0)
+and by its index width (32-bit unless an offset can pass 2**31). The loop is grid-stride.
+
+Arguments of a generated kernel, in order: the element count(s); a pointer per array operand
+(outputs first); the bits of each scalar operand as ``unsigned long long`` (two for complex128);
+each array operand's element offset; the extents; the strides. The simulator registers the
+NumPy twin of each kernel under its name (:func:`gpumsg.libs.nvrtc.sim.sim_kernel`): it takes
+the same arguments, rebuilds each operand as a strided NumPy view and evaluates the same parsed
+description (:mod:`._expr`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from ..libs.nvrtc.sim import SIM_KERNELS, sim_kernel
+from . import _dtypes as D
+from ._expr import PRELUDE, Program, evaluate, parse, render_c
+
+__all__ = ["ElementwiseSpec", "ReductionSpec", "Operand", "launch_elementwise",
+           "launch_reduction", "render_elementwise", "render_reduction", "scalar_bits"]
+
+BLOCK = 256
+#: cap of the grid of a grid-stride loop (enough to fill any current GPU many times over)
+MAX_GRID = 1 << 16
+_INT32_LIMIT = (1 << 31) - (1 << 22)
+
+_parsed: dict[str, Program] = {}
+_sources: dict[tuple, tuple[str, str]] = {}
+#: device -> {kernel name: future of its Kernel}; a closed device's entries go with it
+_kernels: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+def program(text: str) -> Program:
+    found = _parsed.get(text)
+    if found is None:
+        found = _parsed[text] = parse(text)
+    return found
+
+
+@dataclass(frozen=True)
+class Operand:
+    """An array operand as a kernel sees it: its buffer (a GpuBuffer or its future), its
+    dtype, its element offset in the buffer and its strides (elements) over the iteration
+    dimensions."""
+
+    buffer: Any
+    dtype: np.dtype
+    offset: int
+    strides: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ElementwiseSpec:
+    """``out_i = f(in_j)``: ``text`` is the operation (statements), ``ins`` the input names with
+    their dtypes and whether each is a scalar argument, ``casts`` the compute dtype each input is
+    converted to before the operation, ``outs`` the output names and dtypes."""
+
+    name: str
+    text: str
+    ins: tuple[tuple[str, np.dtype, bool], ...]
+    casts: tuple[np.dtype, ...]
+    outs: tuple[tuple[str, np.dtype], ...]
+
+
+@dataclass(frozen=True)
+class ReductionSpec:
+    """``out = post(reduce over the reduced dims of map(in_j)))``: ``map_expr`` is an
+    expression of the inputs, ``_j`` (the linear index in the reduced dims) and ``_n`` (their
+    element count); ``reduce_expr`` combines ``a`` and ``b``; ``post`` is statements assigning
+    the output from ``a`` (the result) and ``_n``; ``acc`` the accumulator dtype; the identity
+    is passed as a scalar (its value is not part of the kernel)."""
+
+    name: str
+    map_expr: str
+    reduce_expr: str
+    post: str
+    ins: tuple[tuple[str, np.dtype, bool], ...]
+    casts: tuple[np.dtype, ...]
+    acc: np.dtype
+    out: tuple[str, np.dtype]
+
+
+# -- scalars --------------------------------------------------------------------------------------
+def _compute(dt: np.dtype) -> np.dtype:
+    return D.CTYPE[dt][2]
+
+
+def scalar_bits(value: Any, dtype: np.dtype) -> tuple[int, ...]:
+    """The bits of ``value`` converted to ``dtype``'s compute type, as kernel arguments."""
+    cdt = _compute(dtype)
+    raw = np.array(value).astype(cdt).reshape(1).view(np.uint8)
+    if cdt.itemsize == 16:
+        return tuple(int(v) for v in raw.view(np.uint64))
+    padded = np.zeros(8, np.uint8)
+    padded[:cdt.itemsize] = raw
+    return (int(padded.view(np.uint64)[0]),)
+
+
+def _decode(bits: list[Any], dtype: np.dtype) -> Any:
+    cdt = _compute(dtype)
+    raw = np.array([int(b) for b in bits], np.uint64).view(np.uint8)[:cdt.itemsize]
+    return raw.view(cdt)[0]
+
+
+def _scalar_decl(var: str, dt: np.dtype, params: list[str], cparams: list[str]) -> str:
+    """C statements that make scalar ``var`` of compute type from its bits arguments."""
+    cdt = _compute(dt)
+    ctype = D.CTYPE[dt][1]
+    if cdt.itemsize == 16:
+        params += [f"{var}_b0", f"{var}_b1"]
+        cparams += [f"unsigned long long {var}_b0", f"unsigned long long {var}_b1"]
+        return (f"const {ctype} {var}_s(__longlong_as_double((long long){var}_b0), "
+                f"__longlong_as_double((long long){var}_b1));")
+    params.append(f"{var}_b")
+    cparams.append(f"unsigned long long {var}_b")
+    b = f"{var}_b"
+    if cdt == np.complex64:
+        return (f"const {ctype} {var}_s(__int_as_float((int)(unsigned int)({b} & 0xffffffffULL)),"
+                f" __int_as_float((int)(unsigned int)({b} >> 32)));")
+    if cdt == np.float32:
+        return f"const float {var}_s = __int_as_float((int)(unsigned int){b});"
+    if cdt == np.float64:
+        return f"const double {var}_s = __longlong_as_double((long long){b});"
+    if cdt == np.bool_:
+        return f"const bool {var}_s = ({b} & 1ULL) != 0;"
+    return f"const {ctype} {var}_s = ({ctype}){b};"
+
+
+# -- layout ---------------------------------------------------------------------------------------
+def simplify(shape: tuple[int, ...], strides: list[tuple[int, ...]]) -> tuple[
+        tuple[int, ...], list[tuple[int, ...]]]:
+    """Drop extent-1 dimensions and merge neighbours that every operand walks as one."""
+    keep = [k for k, d in enumerate(shape) if d != 1]
+    shp = [shape[k] for k in keep]
+    sts = [[s[k] for k in keep] for s in strides]
+    k = len(shp) - 1
+    while k > 0:
+        if all(s[k - 1] == s[k] * shp[k] for s in sts):
+            shp[k - 1] *= shp[k]
+            del shp[k]
+            for s in sts:
+                s[k - 1] = s[k]
+                del s[k]
+        k -= 1
+    return tuple(shp), [tuple(s) for s in sts]
+
+
+def _reach(op: Operand, shape: tuple[int, ...]) -> int:
+    return op.offset + sum(abs(s) * (d - 1) for s, d in zip(op.strides, shape) if d > 0)
+
+
+def _wide(n: int, ops: list[Operand], shape: tuple[int, ...]) -> bool:
+    return n >= _INT32_LIMIT or any(_reach(op, shape) >= _INT32_LIMIT for op in ops)
+
+
+# -- elementwise ----------------------------------------------------------------------------------
+def _index_code(idx: str, counter: str, ndim: int, names: list[str], dims: str,
+                strides: str, itype: str, indent: str) -> list[str]:
+    """C lines that split ``counter`` over ``ndim`` extents ``{dims}{k}`` and sum each operand's
+    ``{strides}{op}_{k}`` into ``{idx}{op}``."""
+    lines = [f"{indent}{itype} {idx}{op} = 0;" for op in names]
+    if ndim == 0:
+        return lines
+    lines.append(f"{indent}{{ {itype} r_ = {counter};")
+    for k in range(ndim - 1, 0, -1):
+        ext = f"({itype}){dims}{k}"
+        lines.append(f"{indent}  {{ {itype} c_ = r_ % {ext}; r_ /= {ext};")
+        lines += [f"{indent}    {idx}{op} += c_ * ({itype}){strides}{op}_{k};" for op in names]
+        lines.append(f"{indent}  }}")
+    lines += [f"{indent}  {idx}{op} += r_ * ({itype}){strides}{op}_0;" for op in names]
+    lines.append(f"{indent}}}")
+    return lines
+
+
+def _statements(prog: Program, declared: set[str], indent: str) -> list[str]:
+    lines = []
+    for name, node in prog.statements:
+        if name in declared:
+            lines.append(f"{indent}{name} = {render_c(node)};")
+        else:
+            declared.add(name)
+            lines.append(f"{indent}auto {name} = {render_c(node)};")
+    return lines
+
+
+def render_elementwise(spec: ElementwiseSpec, layout: Any, wide: bool) -> tuple[str, str,
+                                                                                 tuple[str, ...]]:
+    """(kernel name, CUDA source, parameter kinds) of ``spec`` for ``layout`` (``"contig"`` or
+    the number of dimensions) and index width."""
+    key = ("ew", spec, layout, wide)
+    found = _sources.get(key)
+    if found is not None:
+        return found  # type: ignore[return-value]
+    prog = program(spec.text)
+    itype = "long long" if wide else "int"
+    arrays = [(f"o{i}", dt) for i, (_, dt) in enumerate(spec.outs)]
+    arrays += [(f"i{j}", dt) for j, (_, dt, sc) in enumerate(spec.ins) if not sc]
+    cparams = ["long long n"]
+    kinds = ["i64"]
+    for i, (_, dt) in enumerate(spec.outs):
+        cparams.append(f"{D.CTYPE[dt][0]}* __restrict__ p_o{i}")
+        kinds.append("ptr")
+    for j, (_, dt, sc) in enumerate(spec.ins):
+        if not sc:
+            cparams.append(f"const {D.CTYPE[dt][0]}* __restrict__ p_i{j}")
+            kinds.append("ptr")
+    scal_lines: list[str] = []
+    for j, (_, dt, sc) in enumerate(spec.ins):
+        if sc:
+            params: list[str] = []
+            scal_lines.append("  " + _scalar_decl(f"i{j}", dt, params, cparams))
+            kinds += ["u64"] * len(params)
+    for op, _ in arrays:
+        cparams.append(f"long long off_{op}")
+        kinds.append("i64")
+    names = [op for op, _ in arrays]
+    ndim = 0 if layout == "contig" else int(layout)
+    for k in range(ndim):
+        cparams.append(f"long long d{k}")
+        kinds.append("i64")
+    for op in names:
+        for k in range(ndim):
+            cparams.append(f"long long s{op}_{k}")
+            kinds.append("i64")
+    digest = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
+    kname = f"gm_{spec.name}_{digest}"
+    body = [f'extern "C" __global__ void {kname}({", ".join(cparams)}) {{', *scal_lines,
+            f"  for ({itype} i = ({itype})blockIdx.x * blockDim.x + threadIdx.x; i < ({itype})n;"
+            f" i += ({itype})blockDim.x * gridDim.x) {{"]
+    if layout == "contig":
+        body += [f"    const {itype} x{op} = i;" for op in names]
+    else:
+        body += _index_code("x", "i", ndim, names, "d", "s", itype, "    ")
+    declared: set[str] = set()
+    for j, ((var, dt, sc), cdt) in enumerate(zip(spec.ins, spec.casts)):
+        ctype = D.CTYPE[cdt][1]
+        if sc:
+            body.append(f"    {ctype} {var} = ({ctype})(i{j}_s);")
+        else:
+            load = D.CTYPE[dt][3].format(f"p_i{j}[off_i{j} + xi{j}]")
+            body.append(f"    {ctype} {var} = ({ctype})({load});")
+        declared.add(var)
+    for var, dt in spec.outs:
+        if var not in declared:
+            body.append(f"    {D.CTYPE[dt][1]} {var};")
+            declared.add(var)
+    body += _statements(prog, declared, "    ")
+    for i, (var, dt) in enumerate(spec.outs):
+        store = D.CTYPE[dt][4].format(f"({D.CTYPE[dt][1]})({var})")
+        body.append(f"    p_o{i}[off_o{i} + xo{i}] = {store};")
+    body += ["  }", "}"]
+    source = PRELUDE + "\n" + "\n".join(body) + "\n"
+    result = (kname, source, tuple(kinds))
+    _sources[key] = result
+    if kname not in SIM_KERNELS:
+        sim_kernel(kname)(_elementwise_twin(spec, layout))
+    return result
+
+
+def _view(flat: np.ndarray, dt: np.dtype, offset: int, shape: tuple[int, ...],
+          strides: tuple[int, ...]) -> np.ndarray:
+    if dt == D.bool:
+        flat = flat.view(np.bool_)
+    if any(d == 0 for d in shape):
+        return np.empty(shape, flat.dtype)
+    item = flat.dtype.itemsize
+    return as_strided(flat[offset:], shape, tuple(s * item for s in strides))
+
+
+def _elementwise_twin(spec: ElementwiseSpec, layout: Any) -> Any:
+    prog = program(spec.text)
+    ndim = 0 if layout == "contig" else int(layout)
+    nout = len(spec.outs)
+    n_arr_in = sum(1 for _, _, sc in spec.ins if not sc)
+    nscal = [2 if _compute(dt).itemsize == 16 else 1 for _, dt, sc in spec.ins if sc]
+
+    def run(info: Any, n: Any, *args: Any) -> None:
+        n = int(n)
+        args = list(args)
+        ptrs = args[:nout + n_arr_in]
+        pos = nout + n_arr_in
+        scal_bits = []
+        for c in nscal:
+            scal_bits.append(args[pos:pos + c])
+            pos += c
+        offs = [int(v) for v in args[pos:pos + nout + n_arr_in]]
+        pos += nout + n_arr_in
+        if ndim == 0:
+            shape: tuple[int, ...] = (n,)
+            strides = [(1,)] * (nout + n_arr_in)
+        else:
+            shape = tuple(int(v) for v in args[pos:pos + ndim])
+            pos += ndim
+            strides = []
+            for _ in range(nout + n_arr_in):
+                strides.append(tuple(int(v) for v in args[pos:pos + ndim]))
+                pos += ndim
+        env: dict[str, Any] = {}
+        a = nout
+        s = 0
+        for (var, dt, sc), cdt in zip(spec.ins, spec.casts):
+            comp = _compute(cdt)
+            if sc:
+                env[var] = np.asarray(_decode(scal_bits[s], dt)).astype(comp)
+                s += 1
+            else:
+                env[var] = _view(ptrs[a], dt, offs[a], shape, strides[a]).astype(comp)
+                a += 1
+        env = evaluate(prog, env)
+        for i, (var, dt) in enumerate(spec.outs):
+            dst = _view(ptrs[i], dt, offs[i], shape, strides[i])
+            with np.errstate(all="ignore"):
+                val = np.asarray(env[var]).astype(_compute(dt)).astype(dst.dtype)
+            dst[...] = np.broadcast_to(val, shape)
+
+    return run
+
+
+# -- reductions -----------------------------------------------------------------------------------
+def render_reduction(spec: ReductionSpec, ndo: int, ndr: int, wide: bool) -> tuple[
+        str, str, tuple[str, ...]]:
+    """(name, source, parameter kinds) of a reduction over ``ndr`` reduced dimensions with
+    ``ndo`` output dimensions: one block per output element, a shared-memory tree per block."""
+    key = ("red", spec, ndo, ndr, wide)
+    found = _sources.get(key)
+    if found is not None:
+        return found  # type: ignore[return-value]
+    itype = "long long" if wide else "int"
+    acc_t = D.CTYPE[spec.acc][1]
+    out_var, out_dt = spec.out
+    cparams = ["long long nout", "long long nred", f"{D.CTYPE[out_dt][0]}* __restrict__ p_o0"]
+    kinds = ["i64", "i64", "ptr"]
+    arr = [j for j, (_, _, sc) in enumerate(spec.ins) if not sc]
+    for j in arr:
+        cparams.append(f"const {D.CTYPE[spec.ins[j][1]][0]}* __restrict__ p_i{j}")
+        kinds.append("ptr")
+    scal_lines = []
+    params: list[str] = []
+    scal_lines.append("  " + _scalar_decl("ident", spec.acc, params, cparams))
+    kinds += ["u64"] * len(params)
+    for j, (_, dt, sc) in enumerate(spec.ins):
+        if sc:
+            params = []
+            scal_lines.append("  " + _scalar_decl(f"i{j}", dt, params, cparams))
+            kinds += ["u64"] * len(params)
+    names_o = ["o0"] + [f"i{j}" for j in arr]
+    names_i = [f"i{j}" for j in arr]
+    for op in names_o:
+        cparams.append(f"long long off_{op}")
+        kinds.append("i64")
+    for k in range(ndo):
+        cparams.append(f"long long d{k}")
+        kinds.append("i64")
+    for k in range(ndr):
+        cparams.append(f"long long e{k}")
+        kinds.append("i64")
+    for op in names_o:
+        for k in range(ndo):
+            cparams.append(f"long long s{op}_{k}")
+            kinds.append("i64")
+    for op in names_i:
+        for k in range(ndr):
+            cparams.append(f"long long t{op}_{k}")
+            kinds.append("i64")
+    digest = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
+    kname = f"gm_{spec.name}_{digest}"
+    mapped = render_c(program(f"v_ = {spec.map_expr}").statements[0][1])
+    reduced = render_c(program(f"r_ = {spec.reduce_expr}").statements[0][1])
+    body = [f'extern "C" __global__ void {kname}({", ".join(cparams)}) {{', *scal_lines,
+            f"  __shared__ __align__(16) unsigned char sh_raw[{BLOCK} * sizeof({acc_t})];",
+            f"  {acc_t}* sh = ({acc_t}*)sh_raw;",
+            "  const long long _n = nred;",
+            f"  for ({itype} o = blockIdx.x; o < ({itype})nout; o += gridDim.x) {{"]
+    body += _index_code("x", "o", ndo, names_o, "d", "s", itype, "    ")
+    body += [f"    {acc_t} acc = ident_s;",
+             f"    for ({itype} j = threadIdx.x; j < ({itype})nred; j += blockDim.x) {{"]
+    body += _index_code("y", "j", ndr, names_i, "e", "t", itype, "      ")
+    body.append("      const long long _j = j;")
+    for j, ((var, dt, sc), cdt) in enumerate(zip(spec.ins, spec.casts)):
+        ctype = D.CTYPE[cdt][1]
+        if sc:
+            body.append(f"      const {ctype} {var} = ({ctype})(i{j}_s);")
+        else:
+            load = D.CTYPE[dt][3].format(f"p_i{j}[off_i{j} + xi{j} + yi{j}]")
+            body.append(f"      const {ctype} {var} = ({ctype})({load});")
+    body += [f"      const {acc_t} b = ({acc_t})({mapped});",
+             "      const auto a = acc;",
+             f"      acc = ({acc_t})({reduced});",
+             "    }",
+             "    sh[threadIdx.x] = acc;",
+             "    __syncthreads();",
+             "    for (int w_ = blockDim.x / 2; w_ > 0; w_ >>= 1) {",
+             "      if (threadIdx.x < w_) {",
+             f"        const {acc_t} a = sh[threadIdx.x]; const {acc_t} b = sh[threadIdx.x + w_];",
+             f"        sh[threadIdx.x] = ({acc_t})({reduced});",
+             "      }",
+             "      __syncthreads();",
+             "    }",
+             "    if (threadIdx.x == 0) {",
+             f"      const {acc_t} a = sh[0];",
+             f"      {D.CTYPE[out_dt][1]} {out_var};"]
+    body += _statements(program(spec.post), {out_var, "a"}, "      ")
+    store = D.CTYPE[out_dt][4].format(f"({D.CTYPE[out_dt][1]})({out_var})")
+    body += [f"      p_o0[off_o0 + xo0] = {store};",
+             "    }",
+             "    __syncthreads();",
+             "  }", "}"]
+    source = PRELUDE + "\n" + "\n".join(body) + "\n"
+    result = (kname, source, tuple(kinds))
+    _sources[key] = result
+    if kname not in SIM_KERNELS:
+        sim_kernel(kname)(_reduction_twin(spec, ndo, ndr))
+    return result
+
+
+def _reduction_twin(spec: ReductionSpec, ndo: int, ndr: int) -> Any:
+    mapped = program(f"v_ = {spec.map_expr}")
+    reduced = program(f"r_ = {spec.reduce_expr}")
+    post = program(spec.post)
+    arr = [j for j, (_, _, sc) in enumerate(spec.ins) if not sc]
+    sc_sizes = [2 if _compute(dt).itemsize == 16 else 1 for _, dt, sc in spec.ins if sc]
+    acc = _compute(spec.acc)
+    ident_n = 2 if acc.itemsize == 16 else 1
+
+    def run(info: Any, nout: Any, nred: Any, *args: Any) -> None:
+        nout, nred = int(nout), int(nred)
+        args = list(args)
+        ptrs = args[:1 + len(arr)]
+        pos = 1 + len(arr)
+        ident = np.asarray(_decode(args[pos:pos + ident_n], spec.acc)).astype(acc)
+        pos += ident_n
+        scal = []
+        for c in sc_sizes:
+            scal.append(args[pos:pos + c])
+            pos += c
+        nops = 1 + len(arr)
+        offs = [int(v) for v in args[pos:pos + nops]]
+        pos += nops
+        dims = tuple(int(v) for v in args[pos:pos + ndo])
+        pos += ndo
+        rdims = tuple(int(v) for v in args[pos:pos + ndr])
+        pos += ndr
+        ost = []
+        for _ in range(nops):
+            ost.append(tuple(int(v) for v in args[pos:pos + ndo]))
+            pos += ndo
+        rst = []
+        for _ in range(len(arr)):
+            rst.append(tuple(int(v) for v in args[pos:pos + ndr]))
+            pos += ndr
+        env: dict[str, Any] = {"_n": np.int64(nred),
+                               "_j": np.arange(nred, dtype=np.int64)[None, :]}
+        a = 1
+        s = 0
+        for (var, dt, sc), cdt in zip(spec.ins, spec.casts):
+            comp = _compute(cdt)
+            if sc:
+                env[var] = np.asarray(_decode(scal[s], dt)).astype(comp)
+                s += 1
+            else:
+                v = _view(ptrs[a], dt, offs[a], dims + rdims, ost[a] + rst[a - 1])
+                env[var] = v.reshape(nout, nred).astype(comp)
+                a += 1
+        with np.errstate(all="ignore"):
+            vals = np.asarray(evaluate(mapped, env)["v_"]).astype(acc)
+        vals = np.broadcast_to(vals, (nout, nred))
+        while vals.shape[1] > 1:
+            if vals.shape[1] % 2:
+                vals = np.concatenate([vals, np.broadcast_to(ident, (nout, 1))], axis=1)
+            with np.errstate(all="ignore"):
+                vals = np.asarray(evaluate(reduced, {"a": vals[:, 0::2], "b": vals[:, 1::2]})
+                                  ["r_"]).astype(acc)
+        res = vals[:, 0] if vals.shape[1] == 1 else np.broadcast_to(ident, (nout,))
+        out_var, out_dt = spec.out
+        penv = evaluate(post, {"a": res, "_n": np.int64(nred)})
+        dst = _view(ptrs[0], out_dt, offs[0], dims, ost[0])
+        with np.errstate(all="ignore"):
+            val = np.asarray(penv[out_var]).astype(_compute(out_dt)).astype(dst.dtype)
+        dst[...] = np.broadcast_to(val, (nout,)).reshape(dims)
+
+    return run
+
+
+# -- compiling and launching ----------------------------------------------------------------------
+def kernel_for(dev: Any, name: str, source: str, kinds: tuple[str, ...],
+               options: tuple[str, ...] = ()) -> Any:
+    """The compiled kernel ``name`` on ``dev`` (compiled once per device; NVRTC's disk cache
+    keeps the image across processes)."""
+    with _lock:
+        mine = _kernels.get(dev)
+        if mine is None:
+            mine = _kernels[dev] = {}
+        fut = mine.get(name)
+        if fut is None:
+            fut = mine[name] = dev.compile(source, name, options=options, signature=kinds)
+    try:
+        return fut.result()
+    except BaseException:
+        with _lock:
+            mine.pop(name, None)
+        raise
+
+
+def _grid(n: int) -> int:
+    return max(1, min(math.ceil(n / BLOCK), MAX_GRID))
+
+
+def launch_elementwise(dev: Any, spec: ElementwiseSpec, shape: tuple[int, ...],
+                       outs: list[Operand], ins: list[Any]) -> Any:
+    """Launch ``spec`` over ``shape``; ``ins`` are Operands or (for scalar inputs) values.
+    Returns the launch's future (None when there is nothing to do)."""
+    n = math.prod(shape)
+    if n == 0:
+        return None
+    arrays = list(outs) + [op for op, (_, _, sc) in zip(ins, spec.ins) if not sc]
+    shp, sts = simplify(shape, [op.strides for op in arrays])
+    contig = len(shp) <= 1 and all(s == (1,) * len(shp) for s in sts)
+    wide = _wide(n, arrays, shape)
+    layout: Any = "contig" if contig else len(shp)
+    name, source, kinds = render_elementwise(spec, layout, wide)
+    kernel = kernel_for(dev, name, source, kinds)
+    args: list[Any] = [n]
+    args += [op.buffer for op in arrays]
+    for value, (_, dt, sc) in zip(ins, spec.ins):
+        if sc:
+            args += list(scalar_bits(value, dt))
+    args += [op.offset for op in arrays]
+    if not contig:
+        args += list(shp)
+        for s in sts:
+            args += list(s)
+    writes = [op.buffer for op in outs]
+    return dev.launch(kernel, _grid(n), BLOCK, tuple(args), writes=writes)
+
+
+def launch_reduction(dev: Any, spec: ReductionSpec, out_shape: tuple[int, ...],
+                     red_shape: tuple[int, ...], out: Operand, ins: list[Any],
+                     identity: Any) -> Any:
+    """Launch ``spec``: ``out`` has strides over ``out_shape``; each array input has strides
+    over ``out_shape + red_shape``."""
+    nout = math.prod(out_shape)
+    nred = math.prod(red_shape)
+    if nout == 0:
+        return None
+    arrays = [op for op, (_, _, sc) in zip(ins, spec.ins) if not sc]
+    ndo = len(out_shape)
+    oshp, osts = simplify(out_shape, [out.strides] + [op.strides[:ndo] for op in arrays])
+    rshp, rsts = simplify(red_shape, [op.strides[ndo:] for op in arrays]) if arrays else \
+        (red_shape, [])
+    if not arrays:
+        rshp = ()
+    wide = _wide(max(nout, nred), [out] + arrays, out_shape) or any(
+        _reach(op, out_shape + red_shape) >= _INT32_LIMIT for op in arrays)
+    name, source, kinds = render_reduction(spec, len(oshp), len(rshp), wide)
+    kernel = kernel_for(dev, name, source, kinds)
+    args: list[Any] = [nout, nred, out.buffer] + [op.buffer for op in arrays]
+    args += list(scalar_bits(identity, spec.acc))
+    for value, (_, dt, sc) in zip(ins, spec.ins):
+        if sc:
+            args += list(scalar_bits(value, dt))
+    args += [out.offset] + [op.offset for op in arrays]
+    args += list(oshp) + list(rshp)
+    for s in osts:
+        args += list(s)
+    for s in rsts:
+        args += list(s)
+    reads = [op.buffer for op in arrays] + [out.buffer]
+    # a block per output element: as many threads as there are elements to combine (a power
+    # of two from a warp up to BLOCK), so that short reductions do not idle most of the block
+    block = 32
+    while block < BLOCK and block < nred:
+        block *= 2
+    return dev.launch(kernel, min(nout, MAX_GRID * 16), block, tuple(args),
+                      reads=reads, writes=[out.buffer])

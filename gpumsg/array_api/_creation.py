@@ -1,0 +1,316 @@
+"""Creation functions. Data from the host goes in with one copy; ``zeros`` is a memset; every
+other fill is a generated kernel. ``arange``, ``linspace`` and ``eye`` compute their (small,
+exact) values with NumPy on the host and copy them in."""
+
+from __future__ import annotations
+
+import builtins
+import math
+from typing import Any
+
+import numpy as np
+
+from . import _dtypes as D
+from ._array import Array, asarray_host, check_device, new_array, resolve_device
+
+__all__ = ["asarray", "empty", "empty_like", "zeros", "zeros_like", "ones", "ones_like",
+           "full", "full_like", "arange", "linspace", "eye", "from_dlpack", "meshgrid",
+           "tril", "triu"]
+
+_pybool = builtins.bool
+
+
+def _shape(shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, _pybool):
+        shape = (int(shape),)
+    try:
+        out = tuple(int(d) for d in shape)
+    except TypeError:
+        raise TypeError(f"shape must be an int or a tuple of ints, got {shape!r}") from None
+    if any(d < 0 for d in out):
+        raise ValueError(f"shape must not have negative sizes, got {out}")
+    return out
+
+
+def _dtype(dtype: Any, default: np.dtype) -> np.dtype:
+    return default if dtype is None else D.check_dtype(dtype)
+
+
+def _infer(obj: Any) -> np.dtype:
+    """The standard's default dtype for Python data (nested sequences of scalars)."""
+    flat: list[Any] = []
+
+    def walk(o: Any) -> None:
+        if isinstance(o, (list, tuple)):
+            for e in o:
+                walk(e)
+        else:
+            flat.append(o)
+
+    walk(obj)
+    kinds = set()
+    for v in flat:
+        if isinstance(v, Array):
+            kinds.add(D.kind_of(v.dtype))
+        elif isinstance(v, _pybool):
+            kinds.add("b")
+        elif isinstance(v, int):
+            kinds.add("i")
+        elif isinstance(v, float):
+            kinds.add("f")
+        elif isinstance(v, complex):
+            kinds.add("c")
+        else:
+            kinds.add("?")
+    if "c" in kinds:
+        return D.complex128
+    if "f" in kinds:
+        return D.float64
+    if "i" in kinds:
+        return D.int64
+    if kinds == {"b"}:
+        return D.bool
+    return D.float64
+
+
+def asarray(obj: Any, /, *, dtype: Any = None, device: Any = None, copy: Any = None) -> Array:
+    """An array from an Array, a NumPy array, a DLPack or buffer-protocol object, a Python
+    scalar or nested sequences of them."""
+    if isinstance(obj, Array):
+        x = obj
+        if device is not None:
+            dev = resolve_device(device)
+            if dev is not x.device:
+                if copy is False:
+                    raise ValueError("asarray: copy=False but the device differs")
+                x = x.to_device(dev)
+        dt = x.dtype if dtype is None else D.check_dtype(dtype)
+        if dt != x.dtype:
+            if copy is False:
+                raise ValueError("asarray: copy=False but the dtype differs")
+            from ._elementwise import astype
+
+            return astype(x, dt)
+        if copy:
+            from ._elementwise import astype
+
+            return astype(x, dt, copy=True)
+        return x
+    if copy is False:
+        raise ValueError("asarray: copy=False, but data from the host must be copied")
+    dev = resolve_device(device)
+    if isinstance(obj, (list, tuple)) and any(isinstance(v, Array) for v in _flat(obj)):
+        obj = _nested_host(obj)
+    if isinstance(obj, (np.ndarray, np.generic)):
+        host = np.asarray(obj)
+        dt = D.check_dtype(host.dtype) if dtype is None else D.check_dtype(dtype)
+    elif isinstance(obj, (list, tuple, _pybool, int, float, complex)):
+        dt = _infer(obj) if dtype is None else D.check_dtype(dtype)
+        if isinstance(obj, int) and not isinstance(obj, _pybool) and D.kind_of(dt) in "iu":
+            info = np.iinfo(dt)
+            if not info.min <= obj <= info.max:
+                raise OverflowError(f"{obj} does not fit {dt}")
+        host = np.asarray(obj, dtype=dt)
+    elif hasattr(obj, "__dlpack__"):
+        return from_dlpack(obj, device=device) if dtype is None else \
+            asarray(from_dlpack(obj, device=device), dtype=dtype)
+    else:
+        host = np.asarray(obj)
+        dt = D.check_dtype(host.dtype) if dtype is None else D.check_dtype(dtype)
+    if D.kind_of(np.dtype(host.dtype)) == "c" if host.dtype in D.ALL else False:
+        if D.kind_of(dt) != "c":
+            raise TypeError(f"asarray: complex data cannot become {dt}")
+    return asarray_host(dev, host, dt)
+
+
+def _flat(obj: Any) -> list[Any]:
+    out: list[Any] = []
+    for e in obj:
+        if isinstance(e, (list, tuple)):
+            out += _flat(e)
+        else:
+            out.append(e)
+    return out
+
+
+def _nested_host(obj: Any) -> Any:
+    if isinstance(obj, (list, tuple)):
+        return [_nested_host(e) for e in obj]
+    if isinstance(obj, Array):
+        return obj._to_numpy()
+    return obj
+
+
+def empty(shape: Any, *, dtype: Any = None, device: Any = None) -> Array:
+    return new_array(resolve_device(device), _shape(shape), _dtype(dtype, D.float64))
+
+
+def zeros(shape: Any, *, dtype: Any = None, device: Any = None) -> Array:
+    dev = resolve_device(device)
+    out = new_array(dev, _shape(shape), _dtype(dtype, D.float64))
+    if out.size:
+        out._wrote(dev.memset(out._buf, 0))
+    return out
+
+
+def full(shape: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Array:
+    if isinstance(fill_value, Array):
+        if fill_value.ndim != 0:
+            raise ValueError("full: fill_value must be a scalar")
+        fill_value = fill_value._scalar()
+    if not isinstance(fill_value, (_pybool, int, float, complex)):
+        raise TypeError(f"full: fill_value must be a Python scalar, got {fill_value!r}")
+    dt = _infer(fill_value) if dtype is None else D.check_dtype(dtype)
+    if isinstance(fill_value, complex) and D.kind_of(dt) != "c":
+        raise TypeError(f"full: a complex fill_value for {dt}")
+    if isinstance(fill_value, float) and D.kind_of(dt) in "biu":
+        raise TypeError(f"full: a float fill_value for {dt}")
+    dev = resolve_device(device)
+    out = new_array(dev, _shape(shape), dt)
+    from ._elementwise import cast_into
+
+    if out.size:
+        cast_into(out, fill_value)
+    return out
+
+
+def ones(shape: Any, *, dtype: Any = None, device: Any = None) -> Array:
+    dt = _dtype(dtype, D.float64)
+    return full(shape, True if dt == D.bool else 1, dtype=dt, device=device)
+
+
+def _like(x: Array, dtype: Any, device: Any) -> tuple[np.dtype, Any]:
+    if not isinstance(x, Array):
+        raise TypeError("x must be an array")
+    return (x.dtype if dtype is None else D.check_dtype(dtype),
+            x.device if device is None else device)
+
+
+def empty_like(x: Array, /, *, dtype: Any = None, device: Any = None) -> Array:
+    dt, dev = _like(x, dtype, device)
+    return empty(x.shape, dtype=dt, device=dev)
+
+
+def zeros_like(x: Array, /, *, dtype: Any = None, device: Any = None) -> Array:
+    dt, dev = _like(x, dtype, device)
+    return zeros(x.shape, dtype=dt, device=dev)
+
+
+def ones_like(x: Array, /, *, dtype: Any = None, device: Any = None) -> Array:
+    dt, dev = _like(x, dtype, device)
+    return ones(x.shape, dtype=dt, device=dev)
+
+
+def full_like(x: Array, /, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Array:
+    dt, dev = _like(x, dtype, device)
+    return full(x.shape, fill_value, dtype=dt, device=dev)
+
+
+def arange(start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None,
+           device: Any = None) -> Array:
+    if stop is None:
+        start, stop = 0, start
+    for v in (start, stop, step):
+        if not isinstance(v, (int, float)) or isinstance(v, _pybool):
+            raise TypeError("arange: start, stop and step must be ints or floats")
+    if step == 0:
+        raise ValueError("arange: step must not be 0")
+    dt = (D.float64 if any(isinstance(v, float) for v in (start, stop, step)) else D.int64) \
+        if dtype is None else D.check_dtype(dtype)
+    n = builtins.max(0, math.ceil((stop - start) / step))
+    host = (start + step * np.arange(n, dtype=np.float64 if D.kind_of(dt) == "f" else np.int64))
+    return asarray_host(resolve_device(device), host, dt)
+
+
+def linspace(start: Any, stop: Any, /, num: int, *, dtype: Any = None, device: Any = None,
+             endpoint: bool = True) -> Array:
+    cplx = isinstance(start, complex) or isinstance(stop, complex)
+    dt = (D.complex128 if cplx else D.float64) if dtype is None else D.check_dtype(dtype)
+    if D.kind_of(dt) not in "fc":
+        raise TypeError(f"linspace: dtype must be floating, got {dt}")
+    if cplx and D.kind_of(dt) != "c":
+        raise TypeError("linspace: complex bounds need a complex dtype")
+    host = np.linspace(start, stop, int(num), endpoint=endpoint,
+                       dtype=np.complex128 if D.kind_of(dt) == "c" else np.float64)
+    return asarray_host(resolve_device(device), host, dt)
+
+
+def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype: Any = None,
+        device: Any = None) -> Array:
+    dt = _dtype(dtype, D.float64)
+    host = np.eye(n_rows, n_cols, k=k, dtype=np.float64 if dt != D.bool else np.bool_)
+    return asarray_host(resolve_device(device), host, dt)
+
+
+def from_dlpack(x: Any, /, *, device: Any = None, copy: Any = None) -> Array:
+    """An array from a DLPack producer: on the device's own memory (a CUDA tensor on the
+    GPU, or host memory on the simulator) adopted without a copy; else copied in."""
+    if isinstance(x, Array):
+        return asarray(x, device=device, copy=copy)
+    dev = resolve_device(device)
+    if not hasattr(x, "__dlpack__"):
+        raise TypeError("from_dlpack: the object has no __dlpack__")
+    kind = x.__dlpack_device__()[0] if hasattr(x, "__dlpack_device__") else 1
+    if kind == 1:  # host memory
+        host = np.from_dlpack(x)
+        dt = D.check_dtype(host.dtype)
+        if dev.backend == "cuda" and copy is False:
+            raise BufferError("from_dlpack: host memory cannot be adopted by a GPU without a copy")
+        return asarray_host(dev, host, dt)
+    buf = dev.from_dlpack(x)
+    b = buf.buffer if hasattr(buf, "buffer") else buf
+    return Array(buf, b.shape, D.check_dtype(b.dtype), dev,
+                 None if b.order == "C" else tuple(
+                     int(np.prod(b.shape[:k])) for k in range(len(b.shape))))
+
+
+def meshgrid(*arrays: Array, indexing: str = "xy") -> list[Array]:
+    from ._manipulation import broadcast_to, reshape
+
+    if indexing not in ("xy", "ij"):
+        raise ValueError("meshgrid: indexing must be 'xy' or 'ij'")
+    if not arrays:
+        return []
+    check_device(*arrays)
+    dts = {a.dtype for a in arrays}
+    if len(dts) > 1:
+        raise TypeError("meshgrid: arrays must share a dtype")
+    for a in arrays:
+        if a.ndim != 1:
+            raise ValueError("meshgrid: arrays must be 1-D")
+    n = len(arrays)
+    shape = [a.size for a in arrays]
+    if indexing == "xy" and n > 1:
+        shape[0], shape[1] = shape[1], shape[0]
+    out = []
+    for i, a in enumerate(arrays):
+        s = [1] * n
+        pos = i
+        if indexing == "xy" and n > 1 and i < 2:
+            pos = 1 - i
+        s[pos] = a.size
+        v = broadcast_to(reshape(a, tuple(s)), tuple(shape))
+        from ._array import _copy
+
+        out.append(_copy(v))
+    return out
+
+
+def _tri(x: Array, k: int, lower: bool) -> Array:
+    from ._elementwise import where
+
+    if x.ndim < 2:
+        raise ValueError("tril/triu need at least 2 dimensions")
+    n, m = x.shape[-2:]
+    mask = np.tri(n, m, k=k, dtype=np.bool_) if lower else ~np.tri(n, m, k=k - 1, dtype=np.bool_)
+    zero: Any = False if x.dtype == D.bool else 0
+    return where(asarray_host(x.device, mask, D.bool), x, zero)
+
+
+def tril(x: Array, /, *, k: int = 0) -> Array:
+    return _tri(x, k, True)
+
+
+def triu(x: Array, /, *, k: int = 0) -> Array:
+    return _tri(x, k, False)
+

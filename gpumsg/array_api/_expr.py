@@ -1,0 +1,588 @@
+"""The one description language of generated kernels: a small C expression language.
+
+An element-wise operation is written once as C-like statements over named values::
+
+    out = a + b
+    out = c ? a : b
+    d = x - y; out = d * d
+
+It is parsed into a tree that is rendered two ways: CUDA C (every function call ``f(...)``
+becomes ``gm_f(...)``, an overloaded device function of :data:`PRELUDE`) and a NumPy evaluation
+(each node maps to the NumPy operation with C's meaning for the compute dtypes). The simulator
+runs the NumPy evaluation of the same tree the GPU kernel was generated from, so that a function
+is never written twice. Only the primitives (``exp``, ``floordiv``, ...) have two
+implementations: a device function here and its NumPy counterpart in :data:`FUNCTIONS`.
+
+Grammar (C precedence): ``?:``, ``||``, ``&&``, ``|``, ``^``, ``&``, ``== !=``,
+``< <= > >=``, ``<< >>``, ``+ -``, ``* / %``, unary ``- + ! ~``, calls, names, numbers,
+parentheses; statements are ``name = expr`` separated by ``;`` or new lines.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..errors import InvalidMessage
+
+__all__ = ["parse", "render_c", "evaluate", "FUNCTIONS", "CONSTANTS", "PRELUDE", "Program"]
+
+_TOKEN = re.compile(r"""\s*(?:
+    (?P<num>(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?[fFuUlL]*)
+  | (?P<name>[A-Za-z_][A-Za-z_0-9]*)
+  | (?P<op>\|\||&&|<<|>>|<=|>=|==|!=|[-+*/%<>!~&|^?:(),;=])
+)""", re.VERBOSE)
+
+#: binary operators by precedence level (lowest first)
+_LEVELS: list[tuple[str, ...]] = [("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="),
+                                  ("<", "<=", ">", ">="), ("<<", ">>"), ("+", "-"),
+                                  ("*", "/", "%")]
+
+Node = tuple  # ("var", name) | ("num", value) | ("bin", op, l, r) | ("un", op, x)
+#               | ("tern", c, a, b) | ("call", name, args)
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    pos = 0
+    text = text.replace("\n", ";")
+    while pos < len(text):
+        if text[pos:].strip() == "":
+            break
+        m = _TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            raise InvalidMessage(f"operation: cannot read {text[pos:pos + 20]!r}",
+                                 field="operation")
+        kind = m.lastgroup
+        assert kind is not None
+        out.append((kind, m.group(kind)))
+        pos = m.end()
+    return out
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.toks = _tokens(text)
+        self.i = 0
+
+    def peek(self) -> tuple[str, str] | None:
+        return self.toks[self.i] if self.i < len(self.toks) else None
+
+    def take(self, value: str | None = None) -> tuple[str, str]:
+        tok = self.peek()
+        if tok is None or (value is not None and tok[1] != value):
+            raise InvalidMessage(f"operation: expected {value or 'more'!r}, found "
+                                 f"{tok[1] if tok else 'the end'!r}", field="operation")
+        self.i += 1
+        return tok
+
+    def statements(self) -> list[tuple[str, Node]]:
+        out = []
+        while self.peek() is not None:
+            if self.peek() == ("op", ";"):
+                self.take()
+                continue
+            kind, name = self.take()
+            if kind != "name":
+                raise InvalidMessage(f"operation: a statement starts with a name, not {name!r}",
+                                     field="operation")
+            self.take("=")
+            out.append((name, self.expr()))
+            if self.peek() is not None:
+                self.take(";")
+        if not out:
+            raise InvalidMessage("operation: no statement", field="operation")
+        return out
+
+    def expr(self) -> Node:
+        cond = self.binary(0)
+        if self.peek() == ("op", "?"):
+            self.take()
+            a = self.expr()
+            self.take(":")
+            b = self.expr()
+            return ("tern", cond, a, b)
+        return cond
+
+    def binary(self, level: int) -> Node:
+        if level == len(_LEVELS):
+            return self.unary()
+        left = self.binary(level + 1)
+        while True:
+            tok = self.peek()
+            if tok is None or tok[0] != "op" or tok[1] not in _LEVELS[level]:
+                return left
+            self.take()
+            left = ("bin", tok[1], left, self.binary(level + 1))
+
+    def unary(self) -> Node:
+        tok = self.peek()
+        if tok is not None and tok[0] == "op" and tok[1] in ("-", "+", "!", "~"):
+            self.take()
+            return ("un", tok[1], self.unary())
+        return self.atom()
+
+    def atom(self) -> Node:
+        kind, text = self.take()
+        if kind == "num":
+            body = text.rstrip("fFuUlL")
+            if any(ch in body for ch in ".eE"):
+                return ("num", float(body))
+            return ("num", int(body))
+        if kind == "name":
+            if self.peek() == ("op", "("):
+                self.take()
+                args: list[Node] = []
+                if self.peek() != ("op", ")"):
+                    args.append(self.expr())
+                    while self.peek() == ("op", ","):
+                        self.take()
+                        args.append(self.expr())
+                self.take(")")
+                if text not in FUNCTIONS:
+                    raise InvalidMessage(f"operation: unknown function {text!r}; known: "
+                                         f"{', '.join(sorted(FUNCTIONS))}", field="operation")
+                return ("call", text, tuple(args))
+            return ("var", text)
+        if text == "(":
+            inner = self.expr()
+            self.take(")")
+            return inner
+        raise InvalidMessage(f"operation: unexpected {text!r}", field="operation")
+
+
+class Program:
+    """A parsed operation: its statements, the names it reads before assigning them
+    (``free``) and the names it assigns (``assigned``, in order)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.statements = _Parser(text).statements()
+        assigned: list[str] = []
+        free: list[str] = []
+
+        def walk(node: Node) -> None:
+            if node[0] == "var":
+                if node[1] not in assigned and node[1] not in free and \
+                        node[1] not in CONSTANTS:
+                    free.append(node[1])
+            elif node[0] == "bin":
+                walk(node[2])
+                walk(node[3])
+            elif node[0] == "un":
+                walk(node[2])
+            elif node[0] == "tern":
+                walk(node[1])
+                walk(node[2])
+                walk(node[3])
+            elif node[0] == "call":
+                for a in node[2]:
+                    walk(a)
+
+        for name, node in self.statements:
+            walk(node)
+            if name not in assigned:
+                assigned.append(name)
+        self.free = free
+        self.assigned = assigned
+
+
+def parse(text: str) -> Program:
+    return Program(text)
+
+
+# -- CUDA C ---------------------------------------------------------------------------------------
+def render_c(node: Node) -> str:
+    """The C expression of a node (fully parenthesized)."""
+    kind = node[0]
+    if kind == "var":
+        name = node[1]
+        return CONSTANTS[name][0] if name in CONSTANTS else name
+    if kind == "num":
+        v = node[1]
+        if isinstance(v, float):
+            return repr(v) if "e" in repr(v) or "." in repr(v) else repr(v) + ".0"
+        return f"{v}LL" if abs(v) >= 1 << 31 else str(v)
+    if kind == "bin":
+        return f"({render_c(node[2])} {node[1]} {render_c(node[3])})"
+    if kind == "un":
+        return f"({node[1]}{render_c(node[2])})"
+    if kind == "tern":
+        return f"({render_c(node[1])} ? {render_c(node[2])} : {render_c(node[3])})"
+    return f"gm_{node[1]}({', '.join(render_c(a) for a in node[2])})"
+
+
+# -- NumPy ----------------------------------------------------------------------------------------
+def _is_int(x: Any) -> bool:
+    return np.asarray(x).dtype.kind in "iub"
+
+
+def _c_div(a: Any, b: Any) -> Any:
+    if _is_int(a) and _is_int(b):  # C: truncation; a zero divisor gives 0 here
+        q = np.floor_divide(a, np.where(b == 0, 1, b))
+        r = np.fmod(a, np.where(b == 0, 1, b))
+        q = np.where((r != 0) & ((np.asarray(a) < 0) != (np.asarray(b) < 0)), q + 1, q)
+        return np.where(b == 0, 0, q)
+    return np.true_divide(a, b)
+
+
+_BIN: dict[str, Callable[[Any, Any], Any]] = {
+    "+": np.add, "-": np.subtract, "*": np.multiply, "/": _c_div, "%": np.fmod,
+    "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
+    "==": np.equal, "!=": np.not_equal, "&&": np.logical_and, "||": np.logical_or,
+    "&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor,
+    "<<": lambda a, b: _shl(a, b), ">>": lambda a, b: _shr(a, b),
+}
+_UN: dict[str, Callable[[Any], Any]] = {
+    "-": np.negative, "+": np.positive, "!": np.logical_not, "~": np.invert,
+}
+
+
+def evaluate(program: Program, env: dict[str, Any]) -> dict[str, Any]:
+    """Run ``program`` on NumPy values: ``env`` holds the free names; returns ``env`` with the
+    assigned names added. Floating-point warnings are silenced (the GPU gives inf/NaN too)."""
+    env = dict(env)
+    with np.errstate(all="ignore"):
+        for name, node in program.statements:
+            env[name] = _eval(node, env)
+    return env
+
+
+def _eval(node: Node, env: dict[str, Any]) -> Any:
+    kind = node[0]
+    if kind == "var":
+        name = node[1]
+        if name in env:
+            return env[name]
+        return CONSTANTS[name][1]
+    if kind == "num":
+        return node[1]
+    if kind == "bin":
+        left, right = _eval(node[2], env), _eval(node[3], env)
+        try:
+            return _BIN[node[1]](left, right)
+        except OverflowError:
+            # a literal that does not fit the other operand's type: C computes in int or
+            # long long and converts at the store; so does this
+            return _BIN[node[1]](*(np.int64(v) if type(v) is int else v
+                                   for v in (left, right)))
+    if kind == "un":
+        return _UN[node[1]](_eval(node[2], env))
+    if kind == "tern":
+        return np.where(_eval(node[1], env), _eval(node[2], env), _eval(node[3], env))
+    return FUNCTIONS[node[1]](*(_eval(a, env) for a in node[2]))
+
+
+# -- the primitives: NumPy counterparts of the gm_ device functions --------------------------------
+def _kind(x: Any) -> str:
+    return np.asarray(x).dtype.kind
+
+
+def _same_int(f: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A rounding function that leaves integers as they are (as the device function does)."""
+    return lambda x: x if _kind(x) in "iub" else f(x)
+
+
+def _width(x: Any) -> int:
+    return np.asarray(x).dtype.itemsize * 8
+
+
+def _shl(a: Any, b: Any) -> Any:
+    a = np.asarray(a)
+    b = np.asarray(b)
+    bad = (b < 0) | (b >= _width(a))
+    safe = np.where(bad, 0, b).astype(a.dtype)
+    return np.where(bad, np.zeros((), a.dtype), np.left_shift(a, safe)).astype(a.dtype)
+
+
+def _shr(a: Any, b: Any) -> Any:
+    a = np.asarray(a)
+    b = np.asarray(b)
+    bad = (b < 0) | (b >= _width(a))
+    safe = np.where(bad, 0, b).astype(a.dtype)
+    fill = np.where(a < 0, -1, 0).astype(a.dtype) if a.dtype.kind == "i" else \
+        np.zeros((), a.dtype)
+    return np.where(bad, fill, np.right_shift(a, safe)).astype(a.dtype)
+
+
+def _pow(a: Any, b: Any) -> Any:
+    if _kind(a) in "iu" and _kind(b) in "iu":
+        a = np.asarray(a)
+        b = np.asarray(b)
+        neg = b < 0
+        r = np.power(a, np.where(neg, 0, b).astype(b.dtype))
+        if a.dtype.kind == "i" or b.dtype.kind == "i":
+            # a negative exponent: 1 for a base of 1, +-1 for -1, else 0 (the device's rule)
+            odd = (b % 2) != 0
+            alt = np.where(a == 1, 1, np.where(a == -1, np.where(odd, -1, 1), 0))
+            r = np.where(neg, alt.astype(r.dtype), r)
+        return r
+    return np.power(a, b)
+
+
+def _sign(x: Any) -> Any:
+    if _kind(x) == "c":
+        x = np.asarray(x)
+        mag = np.abs(x)
+        return np.where(mag == 0, np.zeros((), x.dtype), x / np.where(mag == 0, 1, mag))
+    if _kind(x) == "b":
+        return x
+    return np.sign(x)
+
+
+def _floordiv(a: Any, b: Any) -> Any:
+    if _kind(a) == "f" or _kind(b) == "f":
+        # the standard's special cases: a zero or infinite operand gives floor(a / b)
+        a, b = np.asarray(a), np.asarray(b)
+        special = (b == 0) | np.isinf(a) | np.isinf(b)
+        return np.where(special, np.floor(a / b), np.floor_divide(a, b))
+    return np.floor_divide(a, b)
+
+
+def _expm1(x: Any) -> Any:
+    if _kind(x) == "c":  # exp(z) - 1: NumPy's complex expm1 loses the special cases
+        return np.exp(x) - 1
+    return np.expm1(x)
+
+
+def _mod(a: Any, b: Any) -> Any:
+    return np.remainder(a, b)
+
+
+def _tanh(x: Any) -> Any:
+    if _kind(x) != "c":
+        return np.tanh(x)
+    # the standard: tanh(+-inf + iy) = +-1 + 0j with the zero's sign of y (finite y)
+    x = np.asarray(x)
+    edge = np.isinf(x.real) & np.isfinite(x.imag)
+    res = np.asarray(np.tanh(x))
+    if edge.any():
+        ends = np.empty(x.shape, res.dtype)  # parts set one by one: 1j * -0.0 loses the sign
+        ends.real = np.copysign(1, x.real)
+        ends.imag = np.copysign(0, x.imag)
+        res = np.where(edge, ends, res)
+    return res
+
+
+def _imag(x: Any) -> Any:
+    return np.imag(x) if _kind(x) == "c" else np.zeros_like(x)
+
+
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "abs": np.abs, "exp": np.exp, "expm1": _expm1, "log": np.log, "log1p": np.log1p,
+    "log2": np.log2, "log10": np.log10, "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos,
+    "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
+    "cosh": np.cosh, "tanh": _tanh, "asinh": np.arcsinh, "acosh": np.arccosh,
+    "atanh": np.arctanh, "floor": _same_int(np.floor), "ceil": _same_int(np.ceil),
+    "trunc": _same_int(np.trunc), "round": _same_int(np.rint), "sign": _sign,
+    "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite, "signbit": np.signbit,
+    "maximum": np.maximum, "minimum": np.minimum, "floordiv": _floordiv, "mod": _mod,
+    "pow": _pow, "shl": _shl, "shr": _shr, "copysign": np.copysign, "hypot": np.hypot,
+    "atan2": np.arctan2, "nextafter": np.nextafter, "logaddexp": np.logaddexp,
+    "conj": np.conj, "real": np.real, "imag": _imag,
+}
+
+#: names usable in an operation without being inputs: C text, NumPy value
+CONSTANTS: dict[str, tuple[str, Any]] = {
+    "INFINITY": ("gm_inf()", np.inf), "NAN": ("gm_nan()", np.nan),
+    "true": ("true", True), "false": ("false", False),
+}
+
+
+# -- the device side of the primitives ---------------------------------------------------------
+PRELUDE = r"""
+// gpumsg.array_api prelude: the device functions behind the description language
+__device__ __forceinline__ float gm_inf() { return __int_as_float(0x7f800000); }
+__device__ __forceinline__ float gm_nan() { return __int_as_float(0x7fc00000); }
+__device__ __forceinline__ float gm_h2f(unsigned short h) {
+  float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+__device__ __forceinline__ unsigned short gm_f2h(float f) {
+  unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+__device__ __forceinline__ float gm_bf2f(unsigned short h) {
+  return __int_as_float(((unsigned int)h) << 16); }
+__device__ __forceinline__ unsigned short gm_f2bf(float f) {
+  unsigned short h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+
+template <class F> struct gm_cplx {
+  F re, im;
+  __device__ __forceinline__ gm_cplx(F r = 0, F i = 0) : re(r), im(i) {}
+  template <class G> __device__ __forceinline__ gm_cplx(gm_cplx<G> o) : re((F)o.re), im((F)o.im) {}
+  friend __device__ __forceinline__ gm_cplx operator+(gm_cplx a, gm_cplx b) {
+    return gm_cplx(a.re + b.re, a.im + b.im); }
+  friend __device__ __forceinline__ gm_cplx operator-(gm_cplx a, gm_cplx b) {
+    return gm_cplx(a.re - b.re, a.im - b.im); }
+  friend __device__ __forceinline__ gm_cplx operator*(gm_cplx a, gm_cplx b) {
+    return gm_cplx(a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re); }
+  friend __device__ __forceinline__ gm_cplx operator/(gm_cplx a, gm_cplx b) {
+    // scaled by the larger part of b, so that |b|^2 does not overflow
+    F s = fabs(b.re) > fabs(b.im) ? fabs(b.re) : fabs(b.im);
+    if (s == 0) return gm_cplx(a.re / s, a.im / s);
+    F br = b.re / s, bi = b.im / s, d = br * br + bi * bi;
+    return gm_cplx((a.re * br + a.im * bi) / (d * s), (a.im * br - a.re * bi) / (d * s)); }
+  friend __device__ __forceinline__ gm_cplx operator-(gm_cplx a) { return gm_cplx(-a.re, -a.im); }
+  friend __device__ __forceinline__ gm_cplx operator+(gm_cplx a) { return a; }
+  friend __device__ __forceinline__ bool operator==(gm_cplx a, gm_cplx b) {
+    return a.re == b.re && a.im == b.im; }
+  friend __device__ __forceinline__ bool operator!=(gm_cplx a, gm_cplx b) {
+    return !(a.re == b.re && a.im == b.im); }
+  __device__ __forceinline__ explicit operator bool() const { return re != 0 || im != 0; }
+};
+typedef gm_cplx<float> gm_c64;
+typedef gm_cplx<double> gm_c128;
+
+// integers (and bool) where a function has a meaning for them
+template <class T> __device__ __forceinline__ T gm_abs(T x) {
+  return x < (T)0 ? (T)(0 - x) : x; }
+template <class T> __device__ __forceinline__ T gm_sign(T x) {
+  return (T)((x > (T)0) - (x < (T)0)); }
+template <class T> __device__ __forceinline__ T gm_floor(T x) { return x; }
+template <class T> __device__ __forceinline__ T gm_ceil(T x) { return x; }
+template <class T> __device__ __forceinline__ T gm_trunc(T x) { return x; }
+template <class T> __device__ __forceinline__ T gm_round(T x) { return x; }
+template <class T> __device__ __forceinline__ bool gm_isnan(T) { return false; }
+template <class T> __device__ __forceinline__ bool gm_isinf(T) { return false; }
+template <class T> __device__ __forceinline__ bool gm_isfinite(T) { return true; }
+template <class T> __device__ __forceinline__ T gm_maximum(T a, T b) { return a > b ? a : b; }
+template <class T> __device__ __forceinline__ T gm_minimum(T a, T b) { return a < b ? a : b; }
+template <class T> __device__ __forceinline__ T gm_conj(T x) { return x; }
+template <class T> __device__ __forceinline__ T gm_real(T x) { return x; }
+template <class T> __device__ __forceinline__ T gm_imag(T) { return (T)0; }
+template <class T> __device__ __forceinline__ T gm_floordiv(T a, T b) {
+  if (b == (T)0) return (T)0;
+  if ((T)-1 < (T)0 && b == (T)-1) return (T)(0ULL - (unsigned long long)a);
+  T q = (T)(a / b);
+  if ((T)(a % b) != (T)0 && ((a < (T)0) != (b < (T)0))) q = (T)(q - 1);
+  return q; }
+template <class T> __device__ __forceinline__ T gm_mod(T a, T b) {
+  if (b == (T)0) return (T)0;
+  if ((T)-1 < (T)0 && b == (T)-1) return (T)0;
+  T r = (T)(a % b);
+  if (r != (T)0 && ((r < (T)0) != (b < (T)0))) r = (T)(r + b);
+  return r; }
+template <class T> __device__ __forceinline__ T gm_pow(T a, T b) {
+  if (b < (T)0) return a == (T)1 ? (T)1 : (a == (T)-1 ? ((b & 1) ? (T)-1 : (T)1) : (T)0);
+  unsigned long long r = 1, base = (unsigned long long)a, e = (unsigned long long)b;
+  while (e) { if (e & 1) r *= base; base *= base; e >>= 1; }
+  return (T)r; }
+template <class T> __device__ __forceinline__ T gm_shl(T a, T b) {
+  if (b < (T)0 || (unsigned long long)b >= 8 * sizeof(T)) return (T)0;
+  return (T)((unsigned long long)a << (int)b); }
+template <class T> __device__ __forceinline__ T gm_shr(T a, T b) {
+  if (b < (T)0 || (unsigned long long)b >= 8 * sizeof(T)) return a < (T)0 ? (T)-1 : (T)0;
+  return (T)(a >> (int)b); }
+
+// real floating point: float and double
+#define GM_F1(name, ff, fd) \
+  __device__ __forceinline__ float gm_##name(float x) { return ff(x); } \
+  __device__ __forceinline__ double gm_##name(double x) { return fd(x); }
+#define GM_F2(name, ff, fd) \
+  __device__ __forceinline__ float gm_##name(float x, float y) { return ff(x, y); } \
+  __device__ __forceinline__ double gm_##name(double x, double y) { return fd(x, y); }
+GM_F1(abs, fabsf, fabs) GM_F1(exp, expf, exp) GM_F1(expm1, expm1f, expm1) GM_F1(log, logf, log)
+GM_F1(log1p, log1pf, log1p) GM_F1(log2, log2f, log2) GM_F1(log10, log10f, log10)
+GM_F1(sqrt, sqrtf, sqrt) GM_F1(sin, sinf, sin) GM_F1(cos, cosf, cos) GM_F1(tan, tanf, tan)
+GM_F1(asin, asinf, asin) GM_F1(acos, acosf, acos) GM_F1(atan, atanf, atan)
+GM_F1(sinh, sinhf, sinh) GM_F1(cosh, coshf, cosh) GM_F1(tanh, tanhf, tanh)
+GM_F1(asinh, asinhf, asinh) GM_F1(acosh, acoshf, acosh) GM_F1(atanh, atanhf, atanh)
+GM_F1(floor, floorf, floor) GM_F1(ceil, ceilf, ceil) GM_F1(trunc, truncf, trunc)
+GM_F1(round, rintf, rint)
+GM_F2(pow, powf, pow) GM_F2(copysign, copysignf, copysign) GM_F2(hypot, hypotf, hypot)
+GM_F2(atan2, atan2f, atan2) GM_F2(nextafter, nextafterf, nextafter)
+GM_F2(fmod_, fmodf, fmod)
+#define GM_FT(T) \
+  __device__ __forceinline__ bool gm_isnan(T x) { return x != x; } \
+  __device__ __forceinline__ bool gm_isinf(T x) { return gm_abs(x) == (T)gm_inf(); } \
+  __device__ __forceinline__ bool gm_isfinite(T x) { return gm_abs(x) < (T)gm_inf(); } \
+  __device__ __forceinline__ bool gm_signbit(T x) { return gm_copysign((T)1, x) < (T)0; } \
+  __device__ __forceinline__ T gm_sign(T x) { return x > (T)0 ? (T)1 : (x < (T)0 ? (T)-1 : x); } \
+  __device__ __forceinline__ T gm_maximum(T a, T b) { return (a != a || a > b) ? a : b; } \
+  __device__ __forceinline__ T gm_minimum(T a, T b) { return (a != a || a < b) ? a : b; } \
+  __device__ __forceinline__ T gm_conj(T x) { return x; } \
+  __device__ __forceinline__ T gm_real(T x) { return x; } \
+  __device__ __forceinline__ T gm_imag(T) { return (T)0; } \
+  __device__ __forceinline__ T gm_mod(T a, T b) { \
+    T m = gm_fmod_(a, b); \
+    if (b == (T)0) return m; \
+    if (m != (T)0) { if ((b < (T)0) != (m < (T)0)) m += b; } else m = gm_copysign((T)0, b); \
+    return m; } \
+  __device__ __forceinline__ T gm_floordiv(T a, T b) { \
+    if (b == (T)0 || gm_isinf(a) || gm_isinf(b)) return gm_floor(a / b); \
+    T m = gm_fmod_(a, b); \
+    T d = (a - m) / b; \
+    if (m != (T)0 && ((b < (T)0) != (m < (T)0))) d -= (T)1; \
+    if (d == (T)0) return gm_copysign((T)0, a / b); \
+    T f = gm_floor(d); \
+    if (d - f > (T)0.5) f += (T)1; \
+    return f; } \
+  __device__ __forceinline__ T gm_logaddexp(T a, T b) { \
+    if (a == b) return a + (T)0.6931471805599453; \
+    T t = a - b; \
+    if (t > (T)0) return a + gm_log1p(gm_exp(-t)); \
+    if (t <= (T)0) return b + gm_log1p(gm_exp(t)); \
+    return t; }
+GM_FT(float) GM_FT(double)
+
+// complex
+#define GM_CT(C, F) \
+  __device__ __forceinline__ F gm_abs(C z) { return gm_hypot(z.re, z.im); } \
+  __device__ __forceinline__ C gm_conj(C z) { return C(z.re, -z.im); } \
+  __device__ __forceinline__ C gm_round(C z) { return C(gm_round(z.re), gm_round(z.im)); } \
+  __device__ __forceinline__ F gm_real(C z) { return z.re; } \
+  __device__ __forceinline__ F gm_imag(C z) { return z.im; } \
+  __device__ __forceinline__ bool gm_isnan(C z) { return z.re != z.re || z.im != z.im; } \
+  __device__ __forceinline__ bool gm_isinf(C z) { return gm_isinf(z.re) || gm_isinf(z.im); } \
+  __device__ __forceinline__ bool gm_isfinite(C z) { \
+    return gm_isfinite(z.re) && gm_isfinite(z.im); } \
+  __device__ __forceinline__ C gm_exp(C z) { \
+    F e = gm_exp(z.re); \
+    if (z.im == (F)0) return C(e, z.im); \
+    return C(e * gm_cos(z.im), e * gm_sin(z.im)); } \
+  __device__ __forceinline__ C gm_log(C z) { return C(gm_log(gm_abs(z)), gm_atan2(z.im, z.re)); } \
+  __device__ __forceinline__ C gm_sqrt(C z) { \
+    F r = gm_abs(z); \
+    if (r == (F)0) return C((F)0, z.im); \
+    if (gm_isinf(z.im)) return C((F)gm_inf(), z.im); \
+    F t = gm_sqrt((r + gm_abs(z.re)) / (F)2); \
+    if (z.re >= (F)0) return C(t, z.im / ((F)2 * t)); \
+    return C(gm_abs(z.im) / ((F)2 * t), gm_copysign(t, z.im)); } \
+  __device__ __forceinline__ C gm_expm1(C z) { return gm_exp(z) - C((F)1); } \
+  __device__ __forceinline__ C gm_log1p(C z) { return gm_log(z + C((F)1)); } \
+  __device__ __forceinline__ C gm_log2(C z) { \
+    C l = gm_log(z); return C(l.re / (F)0.6931471805599453, l.im / (F)0.6931471805599453); } \
+  __device__ __forceinline__ C gm_log10(C z) { \
+    C l = gm_log(z); return C(l.re / (F)2.302585092994046, l.im / (F)2.302585092994046); } \
+  __device__ __forceinline__ C gm_sin(C z) { \
+    return C(gm_sin(z.re) * gm_cosh(z.im), gm_cos(z.re) * gm_sinh(z.im)); } \
+  __device__ __forceinline__ C gm_cos(C z) { \
+    return C(gm_cos(z.re) * gm_cosh(z.im), -gm_sin(z.re) * gm_sinh(z.im)); } \
+  __device__ __forceinline__ C gm_tan(C z) { return gm_sin(z) / gm_cos(z); } \
+  __device__ __forceinline__ C gm_sinh(C z) { \
+    return C(gm_sinh(z.re) * gm_cos(z.im), gm_cosh(z.re) * gm_sin(z.im)); } \
+  __device__ __forceinline__ C gm_cosh(C z) { \
+    return C(gm_cosh(z.re) * gm_cos(z.im), gm_sinh(z.re) * gm_sin(z.im)); } \
+  __device__ __forceinline__ C gm_tanh(C z) { \
+    if (gm_isinf(z.re) && gm_isfinite(z.im)) \
+      return C(gm_copysign((F)1, z.re), gm_copysign((F)0, z.im)); \
+    return gm_sinh(z) / gm_cosh(z); } \
+  __device__ __forceinline__ C gm_asinh(C z) { return gm_log(z + gm_sqrt(z * z + C((F)1))); } \
+  __device__ __forceinline__ C gm_acosh(C z) { \
+    return gm_log(z + gm_sqrt(z + C((F)1)) * gm_sqrt(z - C((F)1))); } \
+  __device__ __forceinline__ C gm_atanh(C z) { \
+    return (gm_log(C((F)1) + z) - gm_log(C((F)1) - z)) * C((F)0.5); } \
+  __device__ __forceinline__ C gm_asin(C z) { \
+    C w = gm_asinh(C(-z.im, z.re)); return C(w.im, -w.re); } \
+  __device__ __forceinline__ C gm_acos(C z) { \
+    C w = gm_asin(z); return C((F)1.5707963267948966 - w.re, -w.im); } \
+  __device__ __forceinline__ C gm_atan(C z) { \
+    C w = gm_atanh(C(-z.im, z.re)); return C(w.im, -w.re); } \
+  __device__ __forceinline__ C gm_sign(C z) { \
+    F m = gm_abs(z); return m == (F)0 ? C((F)0) : C(z.re / m, z.im / m); } \
+  __device__ __forceinline__ C gm_pow(C a, C b) { \
+    if (b.re == (F)0 && b.im == (F)0) return C((F)1); \
+    if (a.re == (F)0 && a.im == (F)0 && b.im == (F)0 && b.re > (F)0) return C((F)0); \
+    return gm_exp(b * gm_log(a)); }
+GM_CT(gm_c64, float) GM_CT(gm_c128, double)
+"""

@@ -1,0 +1,245 @@
+"""Reductions: each is a map expression, a combiner and an identity (:class:`ReductionSpec`),
+generated into one kernel (one block per output element) and twinned with NumPy on the
+simulator. ``var``/``std`` and ``argmax``/``argmin`` are two launches (the mean, or the extreme
+value, then a reduction that reads it broadcast). ``cumulative_sum``/``cumulative_prod`` run one
+thread per row (a scan from CUB is the way to a parallel one)."""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import numpy as np
+
+from . import _dtypes as D
+from ._array import Array, asarray_host, new_array
+from ._codegen import Operand, ReductionSpec, launch_reduction
+
+__all__ = ["sum", "prod", "max", "min", "mean", "var", "std", "all", "any", "count_nonzero",
+           "argmax", "argmin", "cumulative_sum", "cumulative_prod", "reduce"]
+
+_pybool = builtins.bool
+
+
+def normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    items = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = []
+    for a in items:
+        a = int(a)
+        if not -ndim <= a < builtins.max(ndim, 1) or (ndim == 0 and a not in (0, -1)):
+            raise ValueError(f"axis {a} is out of range for {ndim} dimensions")
+        if ndim:
+            a %= ndim
+        if a in out:
+            raise ValueError(f"axis {a} repeated")
+        out.append(a)
+    return tuple(sorted(out)) if ndim else ()
+
+
+def reduce(x: Array, axis: Any, keepdims: bool, name: str, map_expr: str, reduce_expr: str,
+           identity: Any, acc: np.dtype, out_dt: np.dtype, post: str = "out = a",
+           extra: tuple[Array, ...] = (), casts: tuple[np.dtype, ...] | None = None) -> Array:
+    """Reduce ``x`` (and ``extra`` arrays of the result's keepdims shape, read broadcast) over
+    ``axis``: ``map_expr`` sees ``x`` (and ``m`` for the first extra), ``_j`` and ``_n``."""
+    if not isinstance(x, Array):
+        raise TypeError(f"{name}: expected an array, got {type(x).__name__}")
+    axes = normalize_axes(axis, x.ndim)
+    keep = [k for k in range(x.ndim) if k not in axes]
+    out_shape = tuple(x.shape[k] for k in keep)
+    red_shape = tuple(x.shape[k] for k in axes)
+    order = keep + list(axes)
+    ins: list[tuple[str, np.dtype, bool]] = [("x", x.dtype, False)]
+    ops = [Operand(x._buf, x.dtype, x._offset, tuple(x.strides[k] for k in order))]
+    for nm, e in zip(("m",), extra):
+        kd = e.strides
+        ins.append((nm, e.dtype, False))
+        ops.append(Operand(e._buf, e.dtype, e._offset,
+                           tuple(kd[k] for k in keep) + (0,) * len(axes)))
+    if casts is None:
+        casts = tuple(dt for _, dt, _ in ins)
+    spec = ReductionSpec(name, map_expr, reduce_expr, post, tuple(ins), casts, acc,
+                         ("out", out_dt))
+    out = new_array(x.device, out_shape, out_dt)
+    out._wrote(launch_reduction(x.device, spec, out_shape, red_shape, out._operand(), ops,
+                                identity))
+    if keepdims:
+        shape = tuple(1 if k in axes else x.shape[k] for k in range(x.ndim))
+        strides = []
+        it = iter(out.strides)
+        for k in range(x.ndim):
+            strides.append(0 if k in axes else next(it))
+        return Array(out._buf, shape, out_dt, out.device, tuple(strides), out._offset)
+    return out
+
+
+def _sum_dtype(x: Array, dtype: Any) -> np.dtype:
+    if dtype is not None:
+        return D.check_dtype(dtype)
+    k = D.kind_of(x.dtype)
+    if k in "bi":
+        return D.int64
+    if k == "u":
+        return D.uint64
+    return x.dtype
+
+
+def _acc(dt: np.dtype) -> np.dtype:
+    """Accumulate half precision in float32."""
+    return D.float32 if dt in (D.float16, D.bfloat16) else dt
+
+
+def sum(x: Array, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Array:  # noqa: A001
+    _numeric(x, "sum")
+    dt = _sum_dtype(x, dtype)
+    return reduce(x, axis, keepdims, "sum", "x", "a + b", 0, _acc(dt), dt,
+                  casts=(dt,))
+
+
+def prod(x: Array, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Array:
+    _numeric(x, "prod")
+    dt = _sum_dtype(x, dtype)
+    return reduce(x, axis, keepdims, "prod", "x", "a * b", 1, _acc(dt), dt, casts=(dt,))
+
+
+def _numeric(x: Any, name: str, kinds: str = "biufc") -> None:
+    if not isinstance(x, Array):
+        raise TypeError(f"{name}: expected an array, got {type(x).__name__}")
+    if D.kind_of(x.dtype) not in kinds:
+        raise TypeError(f"{name} is not defined for {x.dtype}")
+
+
+def _extreme(x: Array, axis: Any, keepdims: bool, big: bool) -> Array:
+    name = "max" if big else "min"
+    _numeric(x, name, "iuf")
+    if builtins.any(x.shape[k] == 0 for k in normalize_axes(axis, x.ndim)):
+        raise ValueError(f"{name} of an empty reduction has no identity")
+    acc = _acc(x.dtype)
+    if D.kind_of(x.dtype) == "f":
+        ident: Any = -np.inf if big else np.inf
+    else:
+        info = np.iinfo(x.dtype)
+        ident = int(info.min) if big else int(info.max)
+    fn = "maximum" if big else "minimum"
+    return reduce(x, axis, keepdims, name, "x", f"{fn}(a, b)", ident, acc, x.dtype,
+                  casts=(acc,))
+
+
+def max(x: Array, /, *, axis: Any = None, keepdims: bool = False) -> Array:  # noqa: A001
+    return _extreme(x, axis, keepdims, True)
+
+
+def min(x: Array, /, *, axis: Any = None, keepdims: bool = False) -> Array:  # noqa: A001
+    return _extreme(x, axis, keepdims, False)
+
+
+def mean(x: Array, /, *, axis: Any = None, keepdims: bool = False) -> Array:
+    _numeric(x, "mean", "fc")
+    acc = _acc(x.dtype)
+    return reduce(x, axis, keepdims, "mean", "x", "a + b", 0, acc, x.dtype,
+                  post="out = a / _n", casts=(acc,))
+
+
+def var(x: Array, /, *, axis: Any = None, correction: Any = 0.0,
+        keepdims: bool = False) -> Array:
+    _numeric(x, "var", "fc")
+    return _var(x, axis, correction, keepdims, False)
+
+
+def std(x: Array, /, *, axis: Any = None, correction: Any = 0.0,
+        keepdims: bool = False) -> Array:
+    _numeric(x, "std", "fc")
+    return _var(x, axis, correction, keepdims, True)
+
+
+def _var(x: Array, axis: Any, correction: Any, keepdims: bool, root: bool) -> Array:
+    if isinstance(correction, _pybool) or not isinstance(correction, (int, float)):
+        raise TypeError("correction must be an int or a float")
+    c = float(correction)
+    m = mean(x, axis=axis, keepdims=True)
+    acc = _acc(x.dtype)
+    real = D.real_dtype(acc)
+    out_dt = D.real_dtype(x.dtype)
+    value = f"a / (_n - {c!r})"
+    post = f"out = sqrt({value})" if root else f"out = {value}"
+    return reduce(x, axis, keepdims, "std" if root else "var",
+                  "real((x - m) * conj(x - m))", "a + b", 0, real, out_dt, post=post,
+                  extra=(m,), casts=(acc, acc))
+
+
+def all(x: Array, /, *, axis: Any = None, keepdims: bool = False) -> Array:  # noqa: A001
+    _numeric(x, "all")
+    return reduce(x, axis, keepdims, "all", "x != 0", "a && b", True, D.bool, D.bool)
+
+
+def any(x: Array, /, *, axis: Any = None, keepdims: bool = False) -> Array:  # noqa: A001
+    _numeric(x, "any")
+    return reduce(x, axis, keepdims, "any", "x != 0", "a || b", False, D.bool, D.bool)
+
+
+def count_nonzero(x: Array, /, *, axis: Any = None, keepdims: bool = False) -> Array:
+    _numeric(x, "count_nonzero")
+    return reduce(x, axis, keepdims, "count_nonzero", "x != 0 ? 1 : 0", "a + b", 0,
+                  D.int64, D.int64)
+
+
+def _arg(x: Array, axis: Any, keepdims: bool, big: bool) -> Array:
+    name = "argmax" if big else "argmin"
+    _numeric(x, name, "iuf")
+    if axis is not None and not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"{name}: axis must be an int or None")
+    axes = normalize_axes(axis, x.ndim)
+    if builtins.any(x.shape[k] == 0 for k in axes) or x.size == 0:
+        raise ValueError(f"{name} of an empty array")
+    m = _extreme(x, axis, True, big)
+    mapped = "(x == m || (m != m && x != x)) ? _j : _n"
+    res = reduce(x, axis, False, name, mapped, "minimum(a, b)", int(np.iinfo(np.int64).max),
+                 D.int64, D.int64, extra=(m,))
+    if keepdims:
+        shape = tuple(1 if k in axes else x.shape[k] for k in range(x.ndim))
+        from ._manipulation import reshape
+
+        return reshape(res, shape)
+    return res
+
+
+def argmax(x: Array, /, *, axis: Any = None, keepdims: bool = False) -> Array:
+    return _arg(x, axis, keepdims, True)
+
+
+def argmin(x: Array, /, *, axis: Any = None, keepdims: bool = False) -> Array:
+    return _arg(x, axis, keepdims, False)
+
+
+def _cumulative(x: Array, axis: Any, dtype: Any, include_initial: bool, name: str,
+                fn: Any, identity: int) -> Array:
+    _numeric(x, name, "biufc")
+    if axis is None:
+        if x.ndim > 1:
+            raise ValueError(f"{name}: axis is required for arrays of more than one dimension")
+        axis = 0
+    if x.ndim == 0:
+        raise ValueError(f"{name}: needs at least one dimension")
+    ax = normalize_axes(axis, x.ndim)[0]
+    dt = _sum_dtype(x, dtype)
+    # host scan until the CUB scan is generated: exact, but it waits for x's producers
+    host = x._to_numpy().astype(dt)
+    with np.errstate(all="ignore"):
+        res = fn(host, axis=ax, dtype=dt)
+    if include_initial:
+        shape = list(res.shape)
+        shape[ax] = 1
+        res = np.concatenate([np.full(shape, identity, dtype=dt), res], axis=ax)
+    return asarray_host(x.device, res, dt)
+
+
+def cumulative_sum(x: Array, /, *, axis: Any = None, dtype: Any = None,
+                   include_initial: bool = False) -> Array:
+    return _cumulative(x, axis, dtype, include_initial, "cumulative_sum", np.cumsum, 0)
+
+
+def cumulative_prod(x: Array, /, *, axis: Any = None, dtype: Any = None,
+                    include_initial: bool = False) -> Array:
+    return _cumulative(x, axis, dtype, include_initial, "cumulative_prod", np.cumprod, 1)
+

@@ -1,0 +1,148 @@
+"""The standard's ``fft`` extension over cuFFT (the device's NumPy-shaped FFT client).
+
+A transform takes a C-contiguous array (a strided view is copied first) and answers the new
+output array at once, like every other operation. ``fftfreq``/``rfftfreq`` are computed on the
+host and copied in; ``fftshift``/``ifftshift`` are ``roll``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import _dtypes as D
+from ._array import Array, _copy, asarray_host, resolve_device
+from ._elementwise import TABLE, apply
+from ._manipulation import roll
+from ._reductions import normalize_axes
+
+__all__ = ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft",
+           "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
+
+_NORMS = ("backward", "ortho", "forward")
+_SWAP = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
+
+
+def _client(dev: Any) -> Any:
+    # the cuFFT namespace of the device, under either of its names
+    found = getattr(dev, "cufft", None)
+    return found if found is not None else dev.fft
+
+
+def _input(x: Any, kinds: str, name: str) -> Array:
+    if not isinstance(x, Array):
+        raise TypeError(f"{name}: expected an array, got {type(x).__name__}")
+    if D.kind_of(x.dtype) not in kinds or x.dtype in (D.float16, D.bfloat16):
+        want = "complex" if kinds == "c" else "real float32/float64"
+        raise TypeError(f"{name} takes a {want} array, got {x.dtype}")
+    plain = x._is_contiguous() and x._offset == 0 and x._buf_shape() == x.shape
+    return x if plain else _copy(x)
+
+
+def _run(x: Array, method: str, norm: str, *args: Any) -> Array:
+    if norm not in _NORMS:
+        raise ValueError(f"norm must be one of {_NORMS}, got {norm!r}")
+    fut = getattr(_client(x.device), method)(x.buffer, *args, norm=norm)
+    buf = fut.buffer
+    return Array(fut, buf.shape, D.check_dtype(buf.dtype), x.device)
+
+
+def fft(x: Array, /, *, n: int | None = None, axis: int = -1,
+        norm: str = "backward") -> Array:
+    return _run(_input(x, "c", "fft"), "fft", norm, n, axis)
+
+
+def ifft(x: Array, /, *, n: int | None = None, axis: int = -1,
+         norm: str = "backward") -> Array:
+    return _run(_input(x, "c", "ifft"), "ifft", norm, n, axis)
+
+
+def _axes(x: Array, s: Any, axes: Any) -> tuple[Any, Any]:
+    if axes is not None:
+        axes = tuple(int(a) for a in axes)
+        normalize_axes(axes, x.ndim)  # range and repeats
+    if s is not None:
+        s = tuple(int(v) for v in s)
+    return s, axes
+
+
+def fftn(x: Array, /, *, s: Any = None, axes: Any = None, norm: str = "backward") -> Array:
+    x = _input(x, "c", "fftn")
+    return _run(x, "fftn", norm, *_axes(x, s, axes))
+
+
+def ifftn(x: Array, /, *, s: Any = None, axes: Any = None, norm: str = "backward") -> Array:
+    x = _input(x, "c", "ifftn")
+    return _run(x, "ifftn", norm, *_axes(x, s, axes))
+
+
+def rfft(x: Array, /, *, n: int | None = None, axis: int = -1,
+         norm: str = "backward") -> Array:
+    return _run(_input(x, "f", "rfft"), "rfft", norm, n, axis)
+
+
+def irfft(x: Array, /, *, n: int | None = None, axis: int = -1,
+          norm: str = "backward") -> Array:
+    return _run(_input(x, "c", "irfft"), "irfft", norm, n, axis)
+
+
+def rfftn(x: Array, /, *, s: Any = None, axes: Any = None, norm: str = "backward") -> Array:
+    x = _input(x, "f", "rfftn")
+    return _run(x, "rfftn", norm, *_axes(x, s, axes))
+
+
+def irfftn(x: Array, /, *, s: Any = None, axes: Any = None, norm: str = "backward") -> Array:
+    x = _input(x, "c", "irfftn")
+    return _run(x, "irfftn", norm, *_axes(x, s, axes))
+
+
+def hfft(x: Array, /, *, n: int | None = None, axis: int = -1,
+         norm: str = "backward") -> Array:
+    """The FFT of a Hermitian-symmetric signal: ``irfft(conj(x))`` with the norm swapped."""
+    x = _input(x, "c", "hfft")
+    if norm not in _NORMS:
+        raise ValueError(f"norm must be one of {_NORMS}, got {norm!r}")
+    return irfft(apply(TABLE["conj"], x), n=n, axis=axis, norm=_SWAP[norm])
+
+
+def ihfft(x: Array, /, *, n: int | None = None, axis: int = -1,
+          norm: str = "backward") -> Array:
+    """The inverse of :func:`hfft`: ``conj(rfft(x))`` with the norm swapped."""
+    if norm not in _NORMS:
+        raise ValueError(f"norm must be one of {_NORMS}, got {norm!r}")
+    return apply(TABLE["conj"], rfft(x, n=n, axis=axis, norm=_SWAP[norm]))
+
+
+def _freq_dtype(dtype: Any) -> np.dtype:
+    dt = D.float64 if dtype is None else D.check_dtype(dtype)
+    if D.kind_of(dt) != "f":
+        raise TypeError(f"frequencies need a real floating dtype, got {dt}")
+    return dt
+
+
+def fftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: Any = None) -> Array:
+    dt = _freq_dtype(dtype)
+    return asarray_host(resolve_device(device), np.fft.fftfreq(int(n), d), dt)
+
+
+def rfftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: Any = None) -> Array:
+    dt = _freq_dtype(dtype)
+    return asarray_host(resolve_device(device), np.fft.rfftfreq(int(n), d), dt)
+
+
+def _shift(x: Array, axes: Any, sign: int) -> Array:
+    if not isinstance(x, Array):
+        raise TypeError("expected an array")
+    axes = normalize_axes(axes, x.ndim)
+    if not axes:
+        return _copy(x)
+    return roll(x, tuple(sign * (x.shape[a] // 2) for a in axes), axis=axes)
+
+
+def fftshift(x: Array, /, *, axes: Any = None) -> Array:
+    return _shift(x, axes, 1)
+
+
+def ifftshift(x: Array, /, *, axes: Any = None) -> Array:
+    return _shift(x, axes, -1)

@@ -1,0 +1,130 @@
+"""The Array object: attributes, the namespace protocol, devices, asynchronous dispatch and
+its errors, DLPack, the inspection API."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from array_helpers import random_values
+
+import gpumsg
+import gpumsg.array_api as xpm
+from gpumsg.errors import InvalidMessage
+
+
+def test_attributes(xp, rng) -> None:
+    h = random_values(rng, (2, 3, 4), np.float32, False)
+    x = xp.asarray(h)
+    assert (x.shape, x.ndim, x.size, x.dtype) == ((2, 3, 4), 3, 24, xp.float32)
+    assert x.mT.shape == (2, 4, 3)
+    np.testing.assert_array_equal(np.asarray(x.mT), np.swapaxes(h, -1, -2))
+    np.testing.assert_array_equal(np.asarray(x[0].T), h[0].T)
+    with pytest.raises(ValueError):
+        _ = x.T
+    assert x.__array_namespace__() is xpm
+    assert xpm.__array_api_version__ == "2024.12"
+    assert len(x) == 2 and "float32" in repr(x)
+
+
+def test_operators(xp, rng) -> None:
+    a = random_values(rng, (3, 4), np.int32, False) % 100 + 1
+    b = random_values(rng, (3, 4), np.int32, False) % 7 + 1
+    x, y = xp.asarray(a), xp.asarray(b)
+    for got, ref in ((x + y, a + b), (x - y, a - b), (x * y, a * b), (x // y, a // b),
+                     (x % y, a % b), (x & y, a & b), (x | y, a | b), (x ^ y, a ^ b),
+                     (x << 2, a << 2), (x >> 1, a >> 1), (-x, -a), (+x, a), (~x, ~a),
+                     (abs(-x), a), (x < y, a < b), (x <= y, a <= b), (x > y, a > b),
+                     (x >= y, a >= b), (x == y, a == b), (x != y, a != b), (5 - x, 5 - a),
+                     (2 ** y, 2 ** b), (100 // y, 100 // b)):
+        np.testing.assert_array_equal(np.asarray(got), ref)
+    np.testing.assert_allclose(np.asarray(x / y), a / b)
+
+
+def test_devices(backend) -> None:
+    d1 = gpumsg.open_device(0, backend=backend)
+    d2 = gpumsg.open_device(0, backend=backend)
+    try:
+        x = xpm.asarray([1.0, 2.0], device=d1)
+        y = xpm.asarray([3.0, 4.0], device=d2)
+        assert x.device is d1 and y.device is d2
+        with pytest.raises(InvalidMessage):
+            x + y
+        z = x + y.to_device(d1)
+        np.testing.assert_array_equal(np.asarray(z), [4.0, 6.0])
+        assert xpm.zeros(3, device=d2).device is d2
+        with pytest.raises(InvalidMessage):
+            xpm.asarray([1.0], device="cuda:0")
+    finally:
+        d1.close()
+        d2.close()
+
+
+def test_chain_pipelines_without_waiting(xp, dev, posted) -> None:
+    """A chain of operations posts its launches without waiting; only the read waits."""
+    from gpumsg.messages.nvrtc import Launch
+
+    x = xp.asarray(np.arange(1000, dtype=np.float64))
+    float(xp.sum(x * 2.0 + 1.0))  # compiles the kernels once
+    launches = posted(dev, Launch)
+    y = x
+    for _ in range(20):
+        y = y * 2.0 + 1.0
+    assert len(launches) == 40
+    assert not y.buffer.done() or dev.backend == "sim"
+    ref = np.arange(1000, dtype=np.float64)
+    for _ in range(20):
+        ref = ref * 2.0 + 1.0
+    np.testing.assert_array_equal(np.asarray(y), ref)
+
+
+def test_a_failed_producer_raises_at_the_read(xp, backend, monkeypatch) -> None:
+    """The array answers at once; the launch's failure is raised where the value is read. A
+    failed kernel poisons its device, as on a GPU (it fails closed); other devices serve on."""
+    from gpumsg.array_api import _codegen
+
+    if backend != "sim":
+        pytest.skip("the failure is injected into the simulator's twin of the kernel")
+    x = xp.asarray(np.ones(4, np.float32))
+    y = xp.exp(x)  # generates (and registers) the kernel
+    name = next(n for n in _codegen.SIM_KERNELS if n.startswith("gm_exp_"))
+
+    def broken(*args):
+        raise RuntimeError("injected kernel failure")
+
+    monkeypatch.setitem(_codegen.SIM_KERNELS, name, broken)
+    d2 = gpumsg.open_device(0, backend="sim")  # loads the kernel from the registry anew
+    try:
+        z = xpm.exp(xpm.asarray(np.ones(4, np.float32), device=d2))
+        with pytest.raises(gpumsg.ContextPoisoned, match="injected"):
+            np.asarray(z)
+        with pytest.raises(gpumsg.GpuError):
+            xpm.asarray([1.0], device=d2) + 1
+    finally:
+        d2.close()
+    np.testing.assert_allclose(np.asarray(y), np.exp(np.ones(4, np.float32)))
+
+
+def test_dlpack(xp, backend, rng) -> None:
+    h = random_values(rng, (3, 4), np.float64, False)
+    x = xp.asarray(h)
+    dev_type, _ = x.__dlpack_device__()
+    assert dev_type == (1 if backend == "sim" else 2)
+    if backend == "sim":
+        v = np.from_dlpack(x[:, ::2])
+        np.testing.assert_array_equal(v, h[:, ::2])
+        y = xp.from_dlpack(h[1])
+        np.testing.assert_array_equal(np.asarray(y), h[1])
+
+
+def test_inspection(xp) -> None:
+    info = xp.__array_namespace_info__()
+    assert info.default_device() is xp.default_device()
+    assert info.default_dtypes()["real floating"] == xp.float64
+    assert set(info.dtypes(kind="signed integer")) == {"int8", "int16", "int32", "int64"}
+    assert "bool" in info.dtypes()
+    assert xp.isdtype(xp.float32, "real floating") and xp.isdtype(xp.int8, "numeric")
+    assert not xp.isdtype(xp.bool, ("integral", "real floating"))
+    assert xp.result_type(xp.int8, xp.uint8) == xp.int16
+    assert xp.can_cast(xp.int8, xp.int64) and not xp.can_cast(xp.float64, xp.float32)
+    assert xp.finfo(xp.float32).eps == np.finfo(np.float32).eps
+    assert xp.iinfo(xp.uint16).max == 65535

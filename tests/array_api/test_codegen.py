@@ -1,0 +1,128 @@
+"""The generator: the CUDA source of every element-wise function for every dtype it takes, in
+both layouts and index widths, and of the reductions, is rendered, and compiled with NVRTC where
+NVRTC is installed (no GPU is needed to compile). The description language's parser and its
+NumPy evaluation follow C."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from array_helpers import ALL_DTYPES
+
+import gpumsg.array_api as xpm
+from gpumsg.array_api import _dtypes as D
+from gpumsg.array_api._codegen import (
+    ElementwiseSpec,
+    ReductionSpec,
+    render_elementwise,
+    render_reduction,
+    scalar_bits,
+    simplify,
+)
+from gpumsg.array_api._elementwise import TABLE
+from gpumsg.array_api._expr import PRELUDE, evaluate, parse, render_c
+from gpumsg.errors import InvalidMessage
+
+
+def _nvrtc():
+    from gpumsg.libs.loader import LibraryNotFound
+    from gpumsg.libs.nvrtc.compiler import compile_program, nvrtc_version
+
+    try:
+        nvrtc_version()
+    except LibraryNotFound:
+        pytest.skip("NVRTC is not installed here")
+    return compile_program
+
+
+def _sources(dt_name: str) -> list[tuple[str, str]]:
+    dt = D.check_dtype(getattr(xpm, dt_name))
+    kind = D.kind_of(dt)
+    out = []
+    for f in TABLE.values():
+        if kind not in f.kinds:
+            continue
+        compute = D.float64 if f.result == "float" and kind in "iu" else dt
+        res = {"bool": D.bool, "real": D.real_dtype(compute)}.get(f.result, compute)
+        names = ("x", "y")[:f.nin]
+        for scalar_last in (False, True):
+            ins = tuple((n, dt, scalar_last and i == f.nin - 1 and f.nin == 2)
+                        for i, n in enumerate(names))
+            spec = ElementwiseSpec(f.name, f.text(D.kind_of(compute)), ins,
+                                   (compute,) * f.nin, (("out", res),))
+            for layout, wide in (("contig", False), (3, True), (2, False)):
+                name, src, kinds = render_elementwise(spec, layout, wide)
+                assert src.startswith(PRELUDE)
+                assert kinds[0] == "i64" and kinds.count("ptr") >= 2
+                out.append((name, src[len(PRELUDE):]))
+    if kind != "b":
+        acc = D.float32 if dt in (D.float16, D.bfloat16) else dt
+        spec = ReductionSpec("sum", "x", "a + b", "out = a / _n", (("x", dt, False),),
+                             (acc,), acc, ("out", dt))
+        for ndo, ndr in ((0, 1), (2, 2)):
+            name, src, _ = render_reduction(spec, ndo, ndr, ndo == 2)
+            out.append((name, src[len(PRELUDE):]))
+    return out
+
+
+@pytest.mark.parametrize("dt", ALL_DTYPES)
+def test_every_function_renders_and_compiles(dt: str) -> None:
+    """All kernels of one dtype in one translation unit: NVRTC must accept every one."""
+    bodies = list(dict(_sources(dt)).items())  # a unary function renders once per layout
+    assert bodies
+    compile_program = _nvrtc()
+    source = PRELUDE + "\n".join(body for _, body in bodies)
+    prog = compile_program(source, bodies[0][0], "sm_90", (), None,
+                           tuple(name for name, _ in bodies[1:]))
+    assert prog.image
+
+
+def test_contiguous_layout_has_no_index_math() -> None:
+    spec = ElementwiseSpec("add", "out = x + y", (("x", D.float32, False),
+                                                  ("y", D.float32, False)),
+                           (D.float32, D.float32), (("out", D.float32),))
+    _, src, kinds = render_elementwise(spec, "contig", False)
+    body = src[len(PRELUDE):]
+    assert "%" not in body and "int i = " in body
+    assert kinds == ("i64", "ptr", "ptr", "ptr", "i64", "i64", "i64")
+    _, src, _ = render_elementwise(spec, 2, True)
+    assert "long long i = " in src and "r_ % " in src
+
+
+def test_simplify_merges_contiguous_dims() -> None:
+    shp, sts = simplify((4, 1, 5, 6), [(30, 30, 6, 1), (0, 0, 6, 1)])
+    assert shp == (4, 30) and sts == [(30, 1), (0, 1)]
+    shp, sts = simplify((3, 4), [(1, 3)])  # transposed: nothing merges
+    assert shp == (3, 4)
+
+
+def test_scalar_bits_round_trip() -> None:
+    from gpumsg.array_api._codegen import _decode
+
+    for value, dt in ((-2.5, D.float32), (np.nan, D.float64), (-7, D.int8), (True, D.bool),
+                      (1.5 - 2j, D.complex64), (3 + 4j, D.complex128), (0.1, D.bfloat16)):
+        bits = scalar_bits(value, dt)
+        got = _decode(list(bits), dt)
+        want = np.array(value).astype(D.CTYPE[dt][2])
+        np.testing.assert_array_equal(got, want)
+
+
+def test_parser_precedence_and_c_rendering() -> None:
+    prog = parse("t = a + b * c; out = t > 2 ? -t : t % 3 << 1")
+    assert prog.free == ["a", "b", "c"] and prog.assigned == ["t", "out"]
+    assert render_c(prog.statements[0][1]) == "(a + (b * c))"
+    assert render_c(prog.statements[1][1]) == "((t > 2) ? (-t) : ((t % 3) << 1))"
+    env = evaluate(prog, {"a": np.int32(7), "b": np.int32(2), "c": np.int32(-3)})
+    assert env["out"] == ((7 + 2 * -3) % 3) << 1
+    with pytest.raises(InvalidMessage):
+        parse("out = frobnicate(a)")
+    with pytest.raises(InvalidMessage):
+        parse("out = a +")
+
+
+def test_c_division_in_the_twin() -> None:
+    """``/`` and ``%`` on integers truncate toward zero, as in C."""
+    env = evaluate(parse("q = a / b; r = a % b"), {"a": np.array([-7, 7, -7], np.int32),
+                                                   "b": np.array([2, -2, -2], np.int32)})
+    np.testing.assert_array_equal(env["q"], [-3, -3, 3])
+    np.testing.assert_array_equal(env["r"], [-1, 1, -1])

@@ -1,0 +1,94 @@
+"""Creation functions against NumPy; the dtypes the standard gives Python data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from array_helpers import ALL_DTYPES, random_values
+
+import gpumsg.array_api as xpm
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+def test_round_trip(xp, rng, dtype) -> None:
+    h = random_values(rng, (3, 4), getattr(xpm, dtype))
+    x = xp.asarray(h)
+    assert x.dtype == h.dtype and x.shape == h.shape and x.device is xp.default_device()
+    got = np.asarray(x)
+    assert got.dtype == h.dtype and got.tobytes() == h.tobytes()  # bit for bit, NaN included
+    z = xp.asarray(h[0, 0])
+    assert z.shape == () and z.ndim == 0 and z.size == 1
+
+
+def test_python_data(xp) -> None:
+    assert xp.asarray(True).dtype == xp.bool
+    assert xp.asarray([1, 2]).dtype == xp.int64
+    assert xp.asarray([1, 2.5]).dtype == xp.float64
+    assert xp.asarray([[1j]]).dtype == xp.complex128
+    assert xp.asarray(3).shape == ()
+    np.testing.assert_array_equal(np.asarray(xp.asarray([[1, 2], [3, 4]], dtype=xp.int8)),
+                                  np.array([[1, 2], [3, 4]], np.int8))
+    with pytest.raises(OverflowError):
+        xp.asarray(300, dtype=xp.uint8)
+    with pytest.raises(ValueError):
+        xp.asarray([1.0], copy=False)
+
+
+def test_asarray_of_an_array(xp, rng) -> None:
+    x = xp.asarray(random_values(rng, (5,), np.float32, False))
+    assert xp.asarray(x) is x
+    y = xp.asarray(x, copy=True)
+    assert y.buffer is not x.buffer
+    y[0] = 7.0
+    assert float(x[0]) != 7.0
+    assert xp.asarray(x, dtype=xp.float64).dtype == xp.float64
+
+
+def test_fills(xp) -> None:
+    np.testing.assert_array_equal(np.asarray(xp.zeros((2, 3), dtype=xp.int16)),
+                                  np.zeros((2, 3), np.int16))
+    np.testing.assert_array_equal(np.asarray(xp.ones(4, dtype=xp.bool)), np.ones(4, bool))
+    f = xp.full((2, 2), -0.0)
+    assert np.signbit(np.asarray(f)).all()
+    assert np.isnan(np.asarray(xp.full((3,), float("nan")))).all()
+    np.testing.assert_array_equal(np.asarray(xp.full((2,), 1 + 2j, dtype=xp.complex64)),
+                                  np.full(2, 1 + 2j, np.complex64))
+    x = xp.full((2, 3), 5, dtype=xp.uint32)
+    assert xp.zeros_like(x).dtype == xp.uint32
+    np.testing.assert_array_equal(np.asarray(xp.full_like(x, 9)), np.full((2, 3), 9))
+    np.testing.assert_array_equal(np.asarray(xp.ones_like(x, dtype=xp.float32)),
+                                  np.ones((2, 3), np.float32))
+    assert xp.empty((0, 4)).shape == (0, 4)
+    with pytest.raises(TypeError):
+        xp.full((2,), 1.5, dtype=xp.int32)
+
+
+def test_ranges(xp) -> None:
+    np.testing.assert_array_equal(np.asarray(xp.arange(5)), np.arange(5))
+    np.testing.assert_allclose(np.asarray(xp.arange(1.0, 2.0, 0.25)), np.arange(1, 2, 0.25))
+    np.testing.assert_array_equal(np.asarray(xp.arange(10, 2, -3)), np.arange(10, 2, -3))
+    np.testing.assert_allclose(np.asarray(xp.linspace(0, 1, 7)), np.linspace(0, 1, 7))
+    np.testing.assert_allclose(np.asarray(xp.linspace(0, 1, 4, endpoint=False)),
+                               np.linspace(0, 1, 4, endpoint=False))
+    np.testing.assert_array_equal(np.asarray(xp.eye(3, 4, k=1)), np.eye(3, 4, k=1))
+
+
+def test_meshgrid_tril_triu(xp, rng) -> None:
+    a, b = np.arange(3.0), np.arange(4.0) + 10
+    for indexing in ("xy", "ij"):
+        got = xp.meshgrid(xp.asarray(a), xp.asarray(b), indexing=indexing)
+        for g, r in zip(got, np.meshgrid(a, b, indexing=indexing)):
+            np.testing.assert_array_equal(np.asarray(g), r)
+    h = random_values(rng, (2, 4, 5), np.float64, False)
+    x = xp.asarray(h)
+    for k in (-1, 0, 2):
+        np.testing.assert_array_equal(np.asarray(xp.tril(x, k=k)), np.tril(h, k=k))
+        np.testing.assert_array_equal(np.asarray(xp.triu(x, k=k)), np.triu(h, k=k))
+
+
+def test_from_dlpack(xp, backend, rng) -> None:
+    h = random_values(rng, (3, 3), np.float32, False)
+    x = xp.from_dlpack(h)
+    np.testing.assert_array_equal(np.asarray(x), h)
+    y = xp.asarray(h)
+    np.testing.assert_array_equal(np.from_dlpack(y) if backend == "sim" else np.asarray(y), h)

@@ -1,0 +1,69 @@
+"""User kernels: ElementwiseKernel and ReductionKernel on the generator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from array_helpers import random_values
+
+import gpumsg
+from gpumsg.array_api import ElementwiseKernel, ReductionKernel
+from gpumsg.errors import InvalidMessage
+
+
+def test_elementwise_kernel(xp, rng) -> None:
+    sqdiff = ElementwiseKernel("T x, T y", "T z", "d = x - y; z = d * d", "sqdiff")
+    a = random_values(rng, (4, 5), np.float32, False)
+    b = random_values(rng, (5,), np.float32, False)
+    got = sqdiff(xp.asarray(a), xp.asarray(b))
+    assert got.dtype == xp.float32
+    np.testing.assert_allclose(np.asarray(got), (a - b) ** 2, rtol=1e-6)
+    got = sqdiff(xp.asarray(a), 1.5)  # a scalar takes the type T binds to
+    np.testing.assert_allclose(np.asarray(got), (a - np.float32(1.5)) ** 2, rtol=1e-6)
+
+
+def test_elementwise_kernel_outputs_and_types(xp, rng) -> None:
+    k = ElementwiseKernel("int32 a, float64 s", "float64 lo, bool big",
+                          "lo = a * s; big = a > 10 && s > 0", "two_outs")
+    a = rng.integers(-20, 20, 9).astype(np.int32)
+    lo = xp.empty((9,), dtype=xp.float64)
+    big = xp.empty((9,), dtype=xp.bool)
+    r = k(xp.asarray(a), 0.5, lo, big)
+    assert r[0] is lo and r[1] is big
+    np.testing.assert_allclose(np.asarray(lo), a * 0.5)
+    np.testing.assert_array_equal(np.asarray(big), a > 10)
+
+
+def test_elementwise_kernel_is_checked_when_made() -> None:
+    with pytest.raises(InvalidMessage):
+        ElementwiseKernel("T x", "T y", "y = x +", "bad")
+    with pytest.raises(InvalidMessage):
+        ElementwiseKernel("T x", "T y", "z = x", "unassigned")
+    with pytest.raises(InvalidMessage):
+        ElementwiseKernel("T x", "T y", "y = x + w", "unknown_name")
+    with pytest.raises(TypeError):
+        ElementwiseKernel("float33 x", "T y", "y = x", "bad_type")
+
+
+def test_reduction_kernel(xp, rng) -> None:
+    l2 = ReductionKernel("T x", "T y", "x * x", "a + b", "y = sqrt(a)", 0, "l2")
+    h = random_values(rng, (6, 9), np.float64, False)
+    x = xp.asarray(h)
+    np.testing.assert_allclose(np.asarray(l2(x, axis=1)), np.linalg.norm(h, axis=1))
+    np.testing.assert_allclose(float(l2(x)), np.linalg.norm(h))
+    amax = ReductionKernel("T x", "T y", "abs(x)", "maximum(a, b)", "y = a", "0", "absmax")
+    np.testing.assert_array_equal(np.asarray(amax(x, axis=0, keepdims=True)),
+                                  np.abs(h).max(0, keepdims=True))
+
+
+def test_exported_from_gpumsg() -> None:
+    assert gpumsg.ElementwiseKernel is ElementwiseKernel
+    assert gpumsg.ReductionKernel is ReductionKernel
+
+
+def test_a_literal_wider_than_the_operand(xp) -> None:
+    """C computes ``x + 1000`` for an int8 ``x`` in int and wraps at the store."""
+    k = ElementwiseKernel("int8 x", "int8 y", "y = x + 1000", "wide_literal")
+    h = np.array([-128, -1, 0, 5, 127], np.int8)
+    got = k(xp.asarray(h))
+    np.testing.assert_array_equal(np.asarray(got), (h.astype(np.int64) + 1000).astype(np.int8))

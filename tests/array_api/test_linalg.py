@@ -1,0 +1,159 @@
+"""matmul, tensordot, vecdot, matrix_transpose against NumPy (float64 references)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from array_helpers import FLOAT_TOL, random_values
+
+import gpumsg.array_api as xpm
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "int32", "uint8",
+                                   "float16"])
+@pytest.mark.parametrize("shapes", [((5, 7), (7, 3)), ((7,), (7, 4)), ((3, 7), (7,)),
+                                    ((7,), (7,)), ((2, 1, 4, 5), (3, 5, 2)),
+                                    ((4, 5), (2, 5, 6))])
+def test_matmul(xp, rng, dtype, shapes) -> None:
+    dt = getattr(xpm, dtype)
+    a = random_values(rng, shapes[0], dt, specials=False)
+    b = random_values(rng, shapes[1], dt, specials=False)
+    if np.dtype(dt).kind in "iu":
+        a, b = a % 7, b % 5  # small: no overflow, so NumPy's wrap does not matter
+    got = xp.asarray(a) @ xp.asarray(b)
+    wide = np.complex128 if np.dtype(dt).kind == "c" else np.float64
+    ref = np.matmul(a.astype(wide), b.astype(wide))
+    assert got.shape == ref.shape and got.dtype == dt
+    tol = FLOAT_TOL.get(dtype, 0) * 10
+    np.testing.assert_allclose(np.asarray(got).astype(wide), ref, rtol=tol, atol=tol)
+
+
+def test_matmul_of_views_and_errors(xp, rng) -> None:
+    h = random_values(rng, (6, 6), np.float64, False)
+    x = xp.asarray(h)
+    np.testing.assert_allclose(np.asarray(x.T @ x[::2].T), h.T @ h[::2].T)
+    np.testing.assert_allclose(np.asarray(xp.matrix_transpose(x)), h.T)
+    with pytest.raises(ValueError):
+        x @ xp.asarray(np.ones((5, 2)))
+    with pytest.raises(TypeError):
+        xp.asarray([True]) @ xp.asarray([True])
+
+
+def test_float32_matmul_goes_through_sgemm(xp, dev, posted, rng) -> None:
+    from gpumsg.messages.blas import Sgemm
+
+    h = random_values(rng, (33, 17), np.float32, False)
+    g = random_values(rng, (17, 9), np.float32, False)
+    x, y = xp.asarray(h), xp.asarray(g)
+    sent = posted(dev, Sgemm)
+    hw, gw = h.astype(np.float64), g.astype(np.float64)
+    for got, ref in ((x @ y, hw @ gw), (x.T @ x, hw.T @ hw), (x @ x.T, hw @ hw.T),
+                     (y.T @ x.T, gw.T @ hw.T)):
+        np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-5, atol=1e-4)
+    assert len(sent) == 4
+    np.testing.assert_allclose(np.asarray(x[1:] @ y), hw[1:] @ gw, rtol=1e-5, atol=1e-4)
+    assert len(sent) == 4  # an offset view takes the generated kernel
+
+
+def test_tensordot_vecdot(xp, rng) -> None:
+    a = random_values(rng, (3, 4, 5), np.float64, False)
+    b = random_values(rng, (4, 5, 2), np.float64, False)
+    xa, xb = xp.asarray(a), xp.asarray(b)
+    np.testing.assert_allclose(np.asarray(xp.tensordot(xa, xb)), np.tensordot(a, b))
+    np.testing.assert_allclose(np.asarray(xp.tensordot(xa, xb, axes=([1], [0]))),
+                               np.tensordot(a, b, axes=([1], [0])))
+    c = random_values(rng, (3, 5), np.complex128, False)
+    d = random_values(rng, (5,), np.complex128, False)
+    np.testing.assert_allclose(np.asarray(xp.vecdot(xp.asarray(c), xp.asarray(d))),
+                               np.sum(np.conj(c) * d, axis=-1))
+    np.testing.assert_allclose(np.asarray(xp.vecdot(xa, xa, axis=0)), np.sum(a * a, axis=0))
+
+
+def test_the_issue_example(xp, rng) -> None:
+    """``y = (x - x.mean(0)) / x.std(0); y.T @ y`` runs and matches NumPy."""
+    h = random_values(rng, (200, 16), np.float32, False)
+    x = xp.asarray(h)
+    y = (x - xp.mean(x, axis=0)) / xp.std(x, axis=0)
+    c = y.T @ y
+    hw = h.astype(np.float64)
+    hy = (hw - hw.mean(0)) / hw.std(0)
+    np.testing.assert_allclose(np.asarray(c), hy.T @ hy, rtol=1e-4, atol=1e-3)
+
+
+def test_linalg_extension(xp, rng) -> None:
+    la = xp.linalg
+    h = random_values(rng, (2, 4, 5), np.float64, False)
+    x = xp.asarray(h)
+    for k in (-2, 0, 1, 7):
+        d = la.diagonal(x, offset=k)
+        assert d.buffer is x.buffer
+        np.testing.assert_array_equal(np.asarray(d), np.diagonal(h, k, -2, -1))
+        np.testing.assert_allclose(np.asarray(la.trace(x, offset=k)),
+                                   np.trace(h, k, axis1=-2, axis2=-1))
+    for ord_ in (2, 1, 0, np.inf, -np.inf, 3.5):
+        np.testing.assert_allclose(np.asarray(la.vector_norm(x, axis=-1, ord=ord_)),
+                                   np.linalg.norm(h, ord=ord_, axis=-1))
+    np.testing.assert_allclose(float(la.vector_norm(x)), np.linalg.norm(h.ravel()))
+    for ord_ in ("fro", 1, -1, np.inf, -np.inf):
+        np.testing.assert_allclose(np.asarray(la.matrix_norm(x, ord=ord_)),
+                                   np.linalg.norm(h, ord=ord_, axis=(-2, -1)))
+    a, b = rng.standard_normal((4, 3)), rng.standard_normal((3,))
+    np.testing.assert_allclose(np.asarray(la.cross(xp.asarray(a), xp.asarray(b))),
+                               np.cross(a, b))
+    np.testing.assert_allclose(np.asarray(la.outer(xp.asarray(b), xp.asarray(a[0]))),
+                               np.outer(b, a[0]))
+    m = rng.standard_normal((3, 3)) / 2
+    for n in (0, 1, 5):
+        np.testing.assert_allclose(np.asarray(la.matrix_power(xp.asarray(m), n)),
+                                   np.linalg.matrix_power(m, n), atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex128"])
+def test_decompositions_and_solvers(xp, rng, dtype) -> None:
+    """The cuSOLVER part of the linalg extension on stacks of matrices."""
+    la = xp.linalg
+    dt = np.dtype(getattr(xpm, dtype))
+    tol = 2e-4 if dt in (np.float32, np.complex64) else 1e-10
+    a = random_values(rng, (2, 4, 4), dt, False)
+    spd = (a @ np.conj(np.swapaxes(a, -1, -2)) + 4 * np.eye(4)).astype(dt)
+    x = xp.asarray(spd)
+
+    def close(got, ref):
+        np.testing.assert_allclose(np.asarray(got), ref, rtol=tol, atol=tol)
+
+    close(la.cholesky(x), np.linalg.cholesky(spd))
+    close(la.cholesky(x, upper=True), np.conj(np.swapaxes(np.linalg.cholesky(spd), -1, -2)))
+    close(la.inv(x), np.linalg.inv(spd))
+    b = random_values(rng, (2, 4, 3), dt, False)
+    close(la.solve(x, xp.asarray(b)), np.linalg.solve(spd, b))
+    close(la.det(x), np.linalg.det(spd))
+    sign, logabs = la.slogdet(x)
+    ref_sign, ref_log = np.linalg.slogdet(spd)
+    close(sign, ref_sign)
+    close(logabs, ref_log)
+    close(la.eigvalsh(x), np.linalg.eigvalsh(spd))
+    w, v = la.eigh(x)
+    vv = np.asarray(v)
+    close(vv @ (np.asarray(w)[..., None] * np.conj(np.swapaxes(vv, -1, -2))), spd)
+    m = random_values(rng, (3, 5, 3), dt, False)
+    q, r = la.qr(xp.asarray(m))
+    close(np.asarray(q) @ np.asarray(r), m)
+    u, s, vh = la.svd(xp.asarray(m), full_matrices=False)
+    close(s, np.linalg.svd(m, compute_uv=False))
+    close((np.asarray(u) * np.asarray(s)[..., None, :]) @ np.asarray(vh), m)
+    close(la.svdvals(xp.asarray(m)), np.linalg.svd(m, compute_uv=False))
+    np.testing.assert_array_equal(np.asarray(la.matrix_rank(xp.asarray(m))),
+                                  np.linalg.matrix_rank(m))
+    close(la.pinv(xp.asarray(m)), np.linalg.pinv(m))
+    close(la.matrix_norm(xp.asarray(m), ord="nuc"), np.linalg.norm(m, ord="nuc", axis=(-2, -1)))
+    close(la.matrix_power(x[0], -2), np.linalg.matrix_power(spd[0], -2))
+
+
+def test_empty_stacks(xp) -> None:
+    la = xp.linalg
+    x = xp.asarray(np.zeros((0, 3, 2)))
+    assert la.pinv(x).shape == (0, 2, 3)
+    u, s, vh = la.svd(x)
+    assert (u.shape, s.shape, vh.shape) == ((0, 3, 3), (0, 2), (0, 2, 2))
+    assert la.inv(xp.asarray(np.zeros((2, 0, 3, 3)))).shape == (2, 0, 3, 3)
+    assert la.det(xp.asarray(np.zeros((0, 3, 3)))).shape == (0,)

@@ -1,0 +1,90 @@
+"""Manipulation functions against NumPy: views where possible, copies otherwise."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from array_helpers import random_values
+
+
+def test_views_share_the_buffer(xp, rng) -> None:
+    h = random_values(rng, (3, 4, 5), np.float32, False)
+    x = xp.asarray(h)
+    for y in (xp.reshape(x, (12, 5)), xp.permute_dims(x, (2, 0, 1)), xp.expand_dims(x, 1),
+              xp.squeeze(xp.expand_dims(x, 0), 0), xp.flip(x, axis=1), x.mT,
+              xp.broadcast_to(x[:, :1], (3, 4, 5)), xp.moveaxis(x, 0, -1)):
+        assert y.buffer is x.buffer
+    np.testing.assert_array_equal(np.asarray(xp.permute_dims(x, (2, 0, 1))),
+                                  h.transpose(2, 0, 1))
+    np.testing.assert_array_equal(np.asarray(xp.flip(x, axis=(0, 2))), h[::-1, :, ::-1])
+    np.testing.assert_array_equal(np.asarray(xp.flip(x)), h[::-1, ::-1, ::-1])
+    np.testing.assert_array_equal(np.asarray(xp.moveaxis(x, (0, 1), (2, 0))),
+                                  np.moveaxis(h, (0, 1), (2, 0)))
+    np.testing.assert_array_equal(np.asarray(xp.expand_dims(x, axis=-1)), h[..., None])
+
+
+def test_reshape_of_a_strided_view_copies(xp, rng) -> None:
+    h = random_values(rng, (6, 8), np.int16, False)
+    x = xp.asarray(h)
+    y = xp.reshape(x.T, (4, 12))
+    assert y.buffer is not x.buffer
+    np.testing.assert_array_equal(np.asarray(y), h.T.reshape(4, 12))
+    np.testing.assert_array_equal(np.asarray(xp.reshape(x, (-1,))), h.ravel())
+    with pytest.raises(ValueError):
+        xp.reshape(x.T, (48,), copy=False)
+    with pytest.raises(ValueError):
+        xp.reshape(x, (5, 10))
+
+
+def test_concat_stack_unstack(xp, rng) -> None:
+    a = random_values(rng, (2, 3), np.float64, False)
+    b = random_values(rng, (4, 3), np.float64, False)
+    c = random_values(rng, (2, 3), np.float32, False)
+    xa, xb, xc = xp.asarray(a), xp.asarray(b), xp.asarray(c)
+    np.testing.assert_array_equal(np.asarray(xp.concat([xa, xb])), np.concatenate([a, b]))
+    got = xp.concat([xa, xc], axis=1)
+    assert got.dtype == xp.float64
+    np.testing.assert_array_equal(np.asarray(got), np.concatenate([a, c], axis=1))
+    np.testing.assert_array_equal(np.asarray(xp.concat([xa, xb], axis=None)),
+                                  np.concatenate([a.ravel(), b.ravel()]))
+    np.testing.assert_array_equal(np.asarray(xp.stack([xa, xa.T.T], axis=1)),
+                                  np.stack([a, a], axis=1))
+    parts = xp.unstack(xb, axis=1)
+    assert len(parts) == 3
+    np.testing.assert_array_equal(np.asarray(parts[2]), b[:, 2])
+    with pytest.raises(ValueError):
+        xp.concat([xa, xp.asarray(np.zeros((2, 4)))])
+
+
+def test_roll_tile_repeat(xp, rng) -> None:
+    h = random_values(rng, (3, 5), np.int32, False)
+    x = xp.asarray(h)
+    np.testing.assert_array_equal(np.asarray(xp.roll(x, 2)), np.roll(h, 2))
+    np.testing.assert_array_equal(np.asarray(xp.roll(x, -1, axis=1)), np.roll(h, -1, axis=1))
+    np.testing.assert_array_equal(np.asarray(xp.roll(x, (1, 7), axis=(0, 1))),
+                                  np.roll(h, (1, 7), axis=(0, 1)))
+    np.testing.assert_array_equal(np.asarray(xp.tile(x, (2, 3))), np.tile(h, (2, 3)))
+    np.testing.assert_array_equal(np.asarray(xp.tile(x, (2, 1, 2))), np.tile(h, (2, 1, 2)))
+    np.testing.assert_array_equal(np.asarray(xp.repeat(x, 3, axis=1)), np.repeat(h, 3, axis=1))
+    np.testing.assert_array_equal(np.asarray(xp.repeat(x, 2)), np.repeat(h, 2))
+    reps = xp.asarray(np.array([1, 0, 2]))
+    np.testing.assert_array_equal(np.asarray(xp.repeat(x, reps, axis=0)),
+                                  np.repeat(h, [1, 0, 2], axis=0))
+
+
+def test_broadcast(xp, rng) -> None:
+    a = random_values(rng, (4, 1), np.float32, False)
+    b = random_values(rng, (3,), np.float32, False)
+    xa, xb = xp.broadcast_arrays(xp.asarray(a), xp.asarray(b))
+    assert xa.shape == xb.shape == (4, 3)
+    np.testing.assert_array_equal(np.asarray(xa), np.broadcast_to(a, (4, 3)))
+    with pytest.raises(ValueError):
+        xp.broadcast_to(xp.asarray(b), (3, 2))
+
+
+def test_diff(xp, rng) -> None:
+    h = random_values(rng, (4, 7), np.float64, False)
+    x = xp.asarray(h)
+    np.testing.assert_allclose(np.asarray(xp.diff(x, n=2)), np.diff(h, n=2))
+    np.testing.assert_allclose(np.asarray(xp.diff(x, axis=0, prepend=x[:1])),
+                               np.diff(h, axis=0, prepend=h[:1]))

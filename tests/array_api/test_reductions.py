@@ -1,0 +1,145 @@
+"""Reductions against NumPy float64 references: every axis combination, keepdims, strided
+inputs, the special values, and the standard's result dtypes."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from array_helpers import FLOAT_TOL, random_values
+
+import gpumsg.array_api as xpm
+
+SHAPE = (5, 6, 7)
+AXES = [None, 0, 1, 2, -1, (0, 2), (1, 2), (0, 1, 2)]
+
+
+def _close(got, ref, dtype) -> None:
+    got = np.asarray(got)
+    tol = FLOAT_TOL.get(np.dtype(dtype).name, 0)
+    if tol:
+        np.testing.assert_allclose(got.astype(np.complex128 if got.dtype.kind == "c"
+                                              else np.float64), ref, rtol=tol * 20,
+                                   atol=tol * 20, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "int32", "uint8",
+                                   "int8", "float16", "bool"])
+@pytest.mark.parametrize("axis", AXES)
+def test_sum_prod(xp, rng, dtype, axis) -> None:
+    h = random_values(rng, SHAPE, getattr(xpm, dtype), specials=False)
+    if np.dtype(h.dtype).kind == "f":
+        h = (h / 4).astype(h.dtype)
+    x = xp.asarray(h)
+    wide = h.astype(np.complex128 if h.dtype.kind == "c" else np.float64) \
+        if h.dtype.kind in "fcV" or h.dtype == xpm.float16 else h
+    for keep in (False, True):
+        s = xp.sum(x, axis=axis, keepdims=keep)
+        ref = np.sum(wide, axis=axis, keepdims=keep,
+                     dtype=None if h.dtype.kind in "fc" else
+                     (np.uint64 if h.dtype.kind == "u" else np.int64))
+        assert s.shape == ref.shape
+        assert s.dtype == (xp.int64 if dtype in ("int32", "int8", "bool") else
+                           xp.uint64 if dtype == "uint8" else x.dtype)
+        _close(s, ref, dtype)
+    if dtype != "bool":
+        # products of values near 1 (floats) or small integers: no overflow to compare
+        if h.dtype.kind in "iu":
+            hs = rng.integers(1, 4, (5, 3, 2)).astype(h.dtype)
+        else:
+            hs = (1 + 0.1 * random_values(rng, (5, 3, 2), np.complex128 if h.dtype.kind == "c"
+                                          else np.float64, specials=False)).astype(h.dtype)
+        p = xp.prod(xp.asarray(hs), axis=axis)
+        wide = hs.astype(np.complex128 if hs.dtype.kind == "c" else np.float64) \
+            if hs.dtype.kind in "fc" or hs.dtype == xpm.float16 else hs
+        ref = np.prod(wide, axis=axis, dtype=None if hs.dtype.kind in "fc" else
+                      (np.uint64 if hs.dtype.kind == "u" else np.int64))
+        _close(p, ref, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int16", "uint32", "int64"])
+@pytest.mark.parametrize("axis", AXES)
+def test_max_min_argmax(xp, rng, dtype, axis) -> None:
+    h = random_values(rng, SHAPE, getattr(xpm, dtype), specials=True)
+    x = xp.asarray(h)
+    for keep in (False, True):
+        np.testing.assert_array_equal(np.asarray(xp.max(x, axis=axis, keepdims=keep)),
+                                      np.max(h, axis=axis, keepdims=keep))
+        np.testing.assert_array_equal(np.asarray(xp.min(x, axis=axis, keepdims=keep)),
+                                      np.min(h, axis=axis, keepdims=keep))
+    if axis is None or isinstance(axis, int):
+        for keep in (False, True):
+            a = xp.argmax(x, axis=axis, keepdims=keep)
+            assert a.dtype == xp.int64
+            np.testing.assert_array_equal(np.asarray(a), np.argmax(h, axis=axis,
+                                                                   keepdims=keep))
+            np.testing.assert_array_equal(np.asarray(xp.argmin(x, axis=axis, keepdims=keep)),
+                                          np.argmin(h, axis=axis, keepdims=keep))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex128"])
+@pytest.mark.parametrize("axis", AXES)
+def test_mean_var_std(xp, rng, dtype, axis) -> None:
+    h = random_values(rng, SHAPE, getattr(xpm, dtype), specials=False)
+    x = xp.asarray(h)
+    w = h.astype(np.complex128 if h.dtype.kind == "c" else np.float64)
+    _close(xp.mean(x, axis=axis), np.mean(w, axis=axis), dtype)
+    for corr in (0, 1):
+        v = xp.var(x, axis=axis, correction=corr, keepdims=True)
+        assert v.dtype == (xp.float64 if dtype == "complex128" else x.dtype)
+        _close(v, np.var(w, axis=axis, ddof=corr, keepdims=True), dtype)
+        _close(xp.std(x, axis=axis, correction=corr), np.std(w, axis=axis, ddof=corr), dtype)
+
+
+def test_nan_propagates(xp) -> None:
+    h = np.array([[1.0, np.nan, 3.0], [4.0, 5.0, -np.inf]])
+    x = xp.asarray(h)
+    np.testing.assert_array_equal(np.asarray(xp.max(x, axis=1)), [np.nan, 5.0])
+    np.testing.assert_array_equal(np.asarray(xp.min(x, axis=1)), [np.nan, -np.inf])
+    np.testing.assert_array_equal(np.asarray(xp.argmax(x, axis=1)), [1, 1])
+    np.testing.assert_array_equal(np.asarray(xp.sum(x, axis=1)), [np.nan, -np.inf])
+    assert np.isnan(float(xp.mean(xp.asarray(np.zeros((0,))))))
+
+
+def test_all_any_count(xp, rng) -> None:
+    h = rng.integers(0, 3, SHAPE).astype(np.int32)
+    x = xp.asarray(h)
+    for axis in AXES:
+        np.testing.assert_array_equal(np.asarray(xp.all(x, axis=axis)), np.all(h, axis=axis))
+        np.testing.assert_array_equal(np.asarray(xp.any(x > 1, axis=axis)),
+                                      np.any(h > 1, axis=axis))
+        np.testing.assert_array_equal(np.asarray(xp.count_nonzero(x, axis=axis)),
+                                      np.count_nonzero(h, axis=axis))
+
+
+def test_strided_and_empty(xp, rng) -> None:
+    h = random_values(rng, (8, 10), np.float64, False)
+    x = xp.asarray(h)
+    _close(xp.sum(x[::-2, 1::3], axis=0), h[::-2, 1::3].sum(0), "float64")
+    _close(xp.sum(x.T, axis=1), h.T.sum(1), "float64")
+    e = xp.asarray(np.zeros((0, 3)))
+    np.testing.assert_array_equal(np.asarray(xp.sum(e, axis=0)), np.zeros(3))
+    np.testing.assert_array_equal(np.asarray(xp.prod(e, axis=0)), np.ones(3))
+    with pytest.raises(ValueError):
+        xp.max(e, axis=0)
+
+
+def test_cumulative(xp, rng) -> None:
+    h = rng.integers(-5, 5, (4, 6)).astype(np.int32)
+    x = xp.asarray(h)
+    for axis, initial in itertools.product((0, 1), (False, True)):
+        got = np.asarray(xp.cumulative_sum(x, axis=axis, include_initial=initial))
+        ref = np.cumsum(h, axis=axis, dtype=np.int64)
+        if initial:
+            ref = np.concatenate([np.zeros_like(ref.take([0], axis=axis)), ref], axis=axis)
+        np.testing.assert_array_equal(got, ref)
+    np.testing.assert_array_equal(np.asarray(xp.cumulative_prod(x[0])),
+                                  np.cumprod(h[0], dtype=np.int64))
+
+
+def test_integer_sum_wraps_like_numpy(xp) -> None:
+    h = np.full(10, np.iinfo(np.int64).max, np.int64)
+    np.testing.assert_array_equal(np.asarray(xp.sum(xp.asarray(h))), np.sum(h))
