@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import run_python
+from tests.conftest import run_python
 
 
 def test_info_lists_backend_and_libraries() -> None:

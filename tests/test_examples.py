@@ -11,9 +11,9 @@ from types import ModuleType
 
 import numpy as np
 import pytest
-from conftest import ROOT
 
 import gpumsg
+from tests.conftest import ROOT
 
 EXAMPLES = ["cg_poisson", "cg_device_scalars", "mlp_serving", "spectral_step",
             "mixed_step"]

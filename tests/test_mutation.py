@@ -9,7 +9,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+
+from tests.conftest import ROOT
 
 
 @pytest.mark.mutation

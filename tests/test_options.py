@@ -9,10 +9,10 @@ import sys
 import textwrap
 
 import pytest
-from conftest import CUDA_OK, ROOT, run_python
 
 import gpumsg
 from gpumsg.backends.sim.device import SIM_DEVICES
+from tests.conftest import CUDA_OK, ROOT, run_python
 
 
 @pytest.mark.parametrize("option,value", [("watchdog", 1.0), ("max_restarts", 5),

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tolerance import assert_orthonormal, assert_rel, bound, rel_err, unit_roundoff
+
+from tests.tolerance import assert_orthonormal, assert_rel, bound, rel_err, unit_roundoff
 
 
 def test_unit_roundoffs() -> None:

@@ -10,7 +10,7 @@ condition number for a solve. :func:`bound` is that, times a small safety consta
 
 Typical use::
 
-    from tolerance import assert_rel, bound
+    from tests.tolerance import assert_rel, bound
 
     assert_rel(out, ref, "f32", n=k)             # GEMM with inner size k
     assert_rel(x, ref, "f64", n=n, cond=kappa)   # a solve with condition number kappa

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check, in one call on the GPU machine: the whole `-m gpu` suite (test modules that
+# The GPU check, in one call on the GPU machine: the whole `-m gpu` suite (the test folders that
 # hold many handles run in processes of their own), then the benchmarks named as arguments.
 # Carry .whl for the optional extras (the cuDNN frontend). Logs go to $OUT (default /tmp/out):
 # suite.txt, bench.txt and results.tar.gz (the JSON and Markdown files the benchmarks wrote).
@@ -20,13 +20,13 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-own_process="tests/libs/test_cusolver.py"
+own_process="tests/libs/cusolver"
 [ "${SUITE:-1}" = 1 ] && {
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   timeout "${SUITE_TIMEOUT:-3000}" python3 -m pytest -q -m gpu -p no:cacheprovider \
     $(for f in $own_process; do echo --ignore=$f; done) 2>&1 | tail -40
   for f in $own_process; do
-    [ -f "$f" ] && python3 -m pytest -q -m gpu -p no:cacheprovider "$f" 2>&1 | tail -15
+    [ -e "$f" ] && python3 -m pytest -q -m gpu -p no:cacheprovider "$f" 2>&1 | tail -15
   done
 } > "$OUT/suite.txt" 2>&1
 grep -E "passed|failed|error" "$OUT/suite.txt" | tail -5

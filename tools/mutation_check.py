@@ -56,7 +56,7 @@ MUTANTS = (
         "            for p in range(k):\n"
         "                acc = (acc.astype(work) + np.outer(am[:, p], bm[p, :])).astype(store)\n"
         "            prod = acc.astype(work)\n",
-        ("tests/libs/test_cublas_options.py", "-k", "half"),
+        ("tests/libs/cublas/test_options.py", "-k", "half"),
     ),
     Mutant(
         "getrs_batched_c_as_t",
@@ -72,7 +72,7 @@ MUTANTS = (
         "                x, _ = _lapack(\"getrs\", am)(am, piv, np.array(bm, order=\"F\"),\n"
         "                                            "
         "trans={\"N\": 0, \"T\": 1, \"C\": 1}[trans])\n",
-        ("tests/libs/test_cusolver_options.py", "-k", "getrs_batched"),
+        ("tests/libs/cusolver/test_options.py", "-k", "getrs_batched"),
     ),
     Mutant(
         "ormqr_n_applies_qh",
@@ -82,7 +82,7 @@ MUTANTS = (
         "                applied = (\"C\" if t.kind == \"c\" else \"T\") "
         "if trans == \"N\" else trans\n"
         "                out, _, _ = fn(side, applied, am, tv, np.array(cm, order=\"F\"), lwork)\n",
-        ("tests/libs/test_cusolver_options.py", "-k", "ormqr"),
+        ("tests/libs/cusolver/test_options.py", "-k", "ormqr"),
     ),
     Mutant(
         "eigh_batched_zero_vectors",
@@ -93,7 +93,7 @@ MUTANTS = (
         "                    self._eigh(dtype, vectors, uplo, n, ai, lda, wi, \"evr\")\n"
         "                    matrix(sim, ai, n, n, lda, t)[...] = 0\n"
         "                    continue\n",
-        ("tests/libs/test_cusolver_options.py", "-k", "batched and (syevj or eigh)"),
+        ("tests/libs/cusolver/test_options.py", "-k", "batched and (syevj or eigh)"),
     ),
     Mutant(
         "spsv_spsm_c_as_t",
@@ -101,7 +101,7 @@ MUTANTS = (
         "gpumsg/libs/cusparse/sim.py",
         "        t = _op(tri, op).tocsr()\n",
         "        t = _op(tri, \"T\" if op == \"C\" else op).tocsr()\n",
-        ("tests/libs/test_cusparse_options.py", "-k", "spsv or spsm"),
+        ("tests/libs/cusparse/test_options.py", "-k", "spsv or spsm"),
     ),
     Mutant(
         "sddmm_t_conjugates",
@@ -109,7 +109,7 @@ MUTANTS = (
         "gpumsg/libs/cusparse/sim.py",
         "    return m if op == \"N\" else m.T if op == \"T\" else m.conj().T\n\n\nclass",
         "    return m if op == \"N\" else m.conj().T\n\n\nclass",
-        ("tests/libs/test_cusparse_options.py", "-k", "sddmm"),
+        ("tests/libs/cusparse/test_options.py", "-k", "sddmm"),
     ),
     Mutant(
         "box_muller_pairs_duplicated",
@@ -117,7 +117,7 @@ MUTANTS = (
         "gpumsg/libs/curand/sim.py",
         "    out[1::2] = r * np.sin(theta)\n",
         "    out[1::2] = r * np.cos(theta)\n",
-        ("tests/libs/test_curand_quality.py", "-k", "normal"),
+        ("tests/libs/curand/test_quality.py", "-k", "normal"),
     ),
     Mutant(
         "f64_uniform_32_bits",
@@ -125,7 +125,7 @@ MUTANTS = (
         "gpumsg/libs/curand/sim.py",
         "            m = w[0::2].astype(np.uint64) << np.uint64(21) | (w[1::2] >> np.uint32(11))\n",
         "            m = w[0::2].astype(np.uint64) << np.uint64(21)\n",
-        ("tests/libs/test_curand_quality.py", "-k", "uniform"),
+        ("tests/libs/curand/test_quality.py", "-k", "uniform"),
     ),
 )
 

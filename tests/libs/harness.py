@@ -8,7 +8,7 @@ state every run: never zeros, never a fixed seed).
 
 Typical use::
 
-    from harness import BadArg, assert_close, check_bad_args, random_array
+    from tests.libs.harness import BadArg, assert_close, check_bad_args, random_array
 
     def test_axpy(dev, rng):
         x, y = random_array(rng, (50,), "f32"), random_array(rng, (50,), "f32")

@@ -21,11 +21,12 @@ from typing import Any
 
 import numpy as np
 
-_TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if _TESTS not in sys.path:
-    sys.path.insert(0, _TESTS)
+# the tree's root, for tests/tolerance.py (this module is also imported by the benchmarks)
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
 
-from tolerance import bound, unit_roundoff  # noqa: E402
+from tests.tolerance import bound, unit_roundoff  # noqa: E402
 
 __all__ = ["ORACLES", "Mismatch", "check_message"]
 

@@ -1,6 +1,5 @@
-"""Settings of tests/stress: fuzz, soak, fault and shutdown campaigns (issue 15). (Not a
-conftest.py: a second module named ``conftest`` would shadow tests/conftest.py for the
-suite's ``from conftest import ...``.)
+"""Settings of tests/stress: fuzz, soak, fault and shutdown campaigns. (Not a conftest.py: the
+tests here import it by name.)
 
 The CI run uses small, real sizes (every campaign runs real cases). ``make stress`` sets
 ``GPUMSG_STRESS=full`` and runs the full sizes (``GPUMSG_STRESS_CASES`` fuzz cases, default

@@ -7,10 +7,10 @@ import json
 import os
 
 import fuzz
-from conftest import run_python
 from stress_env import BACKEND, FULL, HERE
 
 import gpumsg
+from tests.conftest import run_python
 
 
 def test_targets_cover_every_surface() -> None:

@@ -1,6 +1,6 @@
-"""Exit and shutdown under load (issue 15, part 4): interpreter exit with open devices in
-thread and process mode (busy or hung), close() while threads submit, close() from a future's
-callback, Ctrl-C during a long wait. Each returns within a bounded time, and what did not run
+"""Exit and shutdown under load: interpreter exit with open devices in thread and process
+mode (busy or hung), close() while threads submit, close() from a future's callback, Ctrl-C
+during a long wait. Each returns within a bounded time, and what did not run
 fails with a typed error."""
 
 from __future__ import annotations
