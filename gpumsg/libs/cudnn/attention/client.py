@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...errors import InvalidMessage
-from ...messages.attention import AttentionBackward, AttentionCacheInfo, AttentionForward
-from ...messages.base import BufRef, as_ref
-from ..answers import AttentionGrads, AttentionOutputs, tuple_after
+from ....errors import InvalidMessage
+from ....messages.attention import AttentionBackward, AttentionCacheInfo, AttentionForward
+from ....messages.base import BufRef, as_ref
+from ...answers import AttentionGrads, AttentionOutputs, tuple_after
 
 if TYPE_CHECKING:
-    from ...client.device import Device
+    from ....client.device import Device
 
 __all__ = ["DnnAttention"]
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from ...backends.sim.device import SimBackend
-from ...dtypes import dtype_of
-from ...service.plans import PlanCache
-from .attention import AttentionCall
+from ....backends.sim.device import SimBackend
+from ....dtypes import dtype_of
+from ....service.plans import PlanCache
+from .handle import AttentionCall
 
 __all__ = ["SimAttention", "sdpa_forward", "sdpa_backward", "attention_mask"]
 
