@@ -12,7 +12,7 @@ Device namespaces over all of cuDNN's client classes). Beside them, one sub-pack
 with a client, handlers, simulator and handle of its own, each the same four files:
 
 - ``attention/``: scaled dot-product attention, the library ``cudnn_attention``
-  (:mod:`gpumsg.messages.attention`);
+  (:mod:`gpumsg.messages.cudnn_attention`);
 - ``rnn/``: RNNs through cuDNN's v8 API, the library ``cudnn_rnn``
   (:mod:`gpumsg.messages.cudnn_rnn`);
 
@@ -20,7 +20,7 @@ and ``kernels/``: gpumsg's own NVRTC kernels the handle runs where cuDNN has non
 one (layer norm, GELU, row softmax, batch-norm inference, on the shared ``rowkern.py``).
 
 Client namespaces: ``dev.nn`` (torch.nn.functional names) and ``dev.cudnn`` (the rest).
-Messages: :mod:`gpumsg.messages.cudnn`, :mod:`gpumsg.messages.attention`,
+Messages: :mod:`gpumsg.messages.cudnn`, :mod:`gpumsg.messages.cudnn_attention`,
 :mod:`gpumsg.messages.cudnn_rnn`.
 """
 

@@ -3,5 +3,5 @@
 methods join ``dev.nn`` and ``dev.cudnn``). ``handle.py`` (the graph cache, device thread),
 ``handlers.py`` (message -> handle call, and the library's registration), ``sim.py`` (the
 NumPy semantics of the simulator), ``client.py`` (the methods, caller's thread). Messages:
-:mod:`gpumsg.messages.attention`.
+:mod:`gpumsg.messages.cudnn_attention`.
 """

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ....messages.attention import (
+from ....messages.cudnn_attention import (
     AttentionBackward,
     AttentionCacheInfo,
     AttentionForward,
