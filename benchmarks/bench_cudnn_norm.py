@@ -16,9 +16,9 @@ import numpy as np
 from _common import compare, write_results
 
 import gpumsg
-from gpumsg.libs.cudnn import layer_norm as ln_mod
-from gpumsg.libs.cudnn.gelu import GeluKernels
-from gpumsg.libs.cudnn.softmax import SoftmaxKernels
+from gpumsg.libs.cudnn.kernels import layer_norm as ln_mod
+from gpumsg.libs.cudnn.kernels.gelu import GeluKernels
+from gpumsg.libs.cudnn.kernels.softmax import SoftmaxKernels
 from gpumsg.messages import (
     Activation,
     ActivationBackward,
@@ -343,20 +343,20 @@ def main() -> None:
              "alternating runs, medians",
              "batch norm: gpumsg f32 gamma/beta/statistics; NHWC through "
              "cudnnBatchNormalizationForward/BackwardEx in the persistent mode (plain spatial "
-             "calls if cuDNN refuses), inference through gpumsg's own kernel (libs/cudnn/"
+             "calls if cuDNN refuses), inference through gpumsg's own kernel (libs/cudnn/kernels/"
              "bn_infer.py); torch F.batch_norm (training, inference), "
              "aten.native_batch_norm_backward",
-             "LayerNorm: gpumsg = its own NVRTC kernels (libs/cudnn/layer_norm.py: the row in "
-             "registers, 16-byte loads, one read and one write; backward fused dx + "
+             "LayerNorm: gpumsg = its own NVRTC kernels (libs/cudnn/kernels/layer_norm.py: the "
+             "row in registers, 16-byte loads, one read and one write; backward fused dx + "
              "dgamma/dbeta partials per persistent block, then a small sum kernel), f32 "
              "gamma/beta; torch F.layer_norm / aten.native_layer_norm_backward with weights "
              "in x's dtype; 'variant' rows: other row-kernel shapes (layer_norm.TUNE)",
-             "GELU: gpumsg's own kernels (libs/cudnn/gelu.py, 16-byte loads, f32 math, "
+             "GELU: gpumsg's own kernels (libs/cudnn/kernels/gelu.py, 16-byte loads, f32 math, "
              f"{GeluKernels.unroll} packs per thread forward, {GeluKernels.unroll_backward} "
              "backward; 'variant' rows: both at 1, 2, 4); torch "
              "F.gelu / aten.gelu_backward, approximate 'none' and 'tanh'",
              "softmax: (8192, 8192) as NCHW (N, C), mode 'channel' = torch.softmax(x, -1); "
-             "gpumsg's row kernel (libs/cudnn/softmax.py) and, for the record, cuDNN's "
+             "gpumsg's row kernel (libs/cudnn/kernels/softmax.py) and, for the record, cuDNN's "
              "cudnnSoftmaxForward/Backward on the same problem; torch softmax / "
              "aten._softmax_backward_data; backward rel_err against torch's backward applied "
              "to gpumsg's y",

@@ -1,6 +1,5 @@
 """Every message gpumsg understands. ``dev.send(msg)`` accepts any of them."""
 
-from .attention import AttentionBackward, AttentionCacheInfo, AttentionForward
 from .base import BufRef, HostRef, Message, message
 from .blas import (
     Asum,
@@ -51,6 +50,7 @@ from .cudnn import (
     Softmax,
     SoftmaxBackward,
 )
+from .cudnn_attention import AttentionBackward, AttentionCacheInfo, AttentionForward
 from .cudnn_rnn import (  # cudnn RNNs (v8 API)
     RnnBackwardData,
     RnnBackwardWeights,
@@ -171,7 +171,7 @@ __all__ = [
     "FftSpec", "FftPlan", "FftExec", "FftCacheInfo", "FftCacheConfig", "FftReplayInfo",
     # interop (DLPack)
     "ExportSync", "Adopt",
-    # attention (cudnn graph API)
+    # cudnn attention (graph API)
     "AttentionForward", "AttentionBackward", "AttentionCacheInfo",
     # cudnn RNNs (v8 API)
     "RnnSpec", "RnnForward", "RnnBackwardData", "RnnBackwardWeights", "RnnWeightInfo",

@@ -57,7 +57,7 @@ CONV_ALGOS = ("heuristic", "find")
 #: activation name -> cudnnActivationMode_t
 ACTIVATIONS = {"none": None, "sigmoid": 0, "relu": 1, "tanh": 2, "clipped_relu": 3, "elu": 4,
                "swish": 6}
-#: activations of gpumsg's own kernels (libs/cudnn/gelu.py; cuDNN's legacy API has no GELU):
+#: activations of gpumsg's own kernels (libs/cudnn/kernels/gelu.py; cuDNN's legacy API has no GELU):
 #: Activation/ActivationBackward take them, the fused convolution does not
 OWN_ACTIVATIONS = ("gelu", "gelu_tanh")
 #: the default ``act_coef`` of each activation that takes one
@@ -812,7 +812,8 @@ class LayerNorm(Message):
     channels of D values: per-row statistics; unit scale, zero shift), writing x_hat to a
     temporary; then gamma and beta by ``cudnnBatchNormalizationForwardInference`` on x_hat
     viewed as (M, D) (D channels) with mean 0, variance 1 and eps 0. Where NVRTC is available
-    gpumsg's own kernels (libs/cudnn/layer_norm.py) run instead; this route is the fallback."""
+    gpumsg's own kernels (libs/cudnn/kernels/layer_norm.py) run instead; this route is the
+    fallback."""
 
     x: BufRef
     y: BufRef

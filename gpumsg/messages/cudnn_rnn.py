@@ -5,7 +5,7 @@ A network is an :class:`RnnSpec`: plain data (cell, sizes, layers, direction, dt
 math, algorithm, LSTM projection size, inter-layer dropout), the key of the device's descriptor
 cache. Its parameters live in one
 *weight space*, a 1-D buffer of the spec's dtype whose size and internal layout cuDNN decides
-(:class:`RnnWeightInfo` answers both); ``dev.cudnn.rnn(...)`` (libs/cudnn/rnn_client.py) gives
+(:class:`RnnWeightInfo` answers both); ``dev.cudnn.rnn(...)`` (libs/cudnn/rnn/client.py) gives
 torch-named, torch-shaped access to it.
 
 Tensors are row-major (``order="C"``) device buffers of the spec's dtype:

@@ -51,7 +51,7 @@ SMALL = [0, 1, 2, 3, 4, 5, 7, 8, 16, 32, 63, 64, 128, 256]
 
 #: strings the message modules name (dtypes, modes, layouts, kinds, ...)
 STRINGS = sorted({s for mod in (M.blas, M.blaslt, M.cudnn, M.cudnn_rnn, M.fft, M.rng, M.sparse,
-                                M.collective, M.device, M.attention, M.nvrtc)
+                                M.collective, M.device, M.cudnn_attention, M.nvrtc)
                   for v in vars(mod).values() if isinstance(v, tuple)
                   for s in v if isinstance(s, str)}
                  | {"N", "T", "C", "L", "U", "R", "f32", "f64", "c64", "c128", "f16", "bf16",

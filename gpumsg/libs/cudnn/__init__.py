@@ -4,9 +4,24 @@ cuDNN 9's graph API where the ``nvidia-cudnn-frontend`` package is installed (``
 its legacy descriptor API otherwise, the plan chosen once per problem by cuDNN's heuristics or
 a timed search (``algo="find"``).
 
-Same layout as every library folder (see :mod:`gpumsg.libs.cublas`). Client namespaces:
-``dev.nn`` (torch.nn.functional names) and ``dev.cudnn`` (the rest). Messages:
-:mod:`gpumsg.messages.cudnn`.
+Same layout as every library folder (see :mod:`gpumsg.libs.cublas`): ``bindings.py``,
+``handle.py`` (the device's cuDNN handle: convolutions, activations, pooling, softmax,
+normalizations, dropout; the RNNs share it), ``handlers.py``, ``sim.py``, ``client.py``, with
+``graph.py`` (the frontend glue of convolutions and attention) and ``namespaces.py`` (the two
+Device namespaces over all of cuDNN's client classes). Beside them, one sub-package per part
+with a client, handlers, simulator and handle of its own, each the same four files:
+
+- ``attention/``: scaled dot-product attention, the library ``cudnn_attention``
+  (:mod:`gpumsg.messages.cudnn_attention`);
+- ``rnn/``: RNNs through cuDNN's v8 API, the library ``cudnn_rnn``
+  (:mod:`gpumsg.messages.cudnn_rnn`);
+
+and ``kernels/``: gpumsg's own NVRTC kernels the handle runs where cuDNN has none or a slower
+one (layer norm, GELU, row softmax, batch-norm inference, on the shared ``rowkern.py``).
+
+Client namespaces: ``dev.nn`` (torch.nn.functional names) and ``dev.cudnn`` (the rest).
+Messages: :mod:`gpumsg.messages.cudnn`, :mod:`gpumsg.messages.cudnn_attention`,
+:mod:`gpumsg.messages.cudnn_rnn`.
 """
 
 from ...messages.cudnn import (
@@ -43,12 +58,13 @@ capturable(ConvForward, ConvBackwardData, ConvBackwardFilter, Activation, Activa
            libraries=("cudnn",))
 
 # RNNs (v8 API): their own descriptor caches on the device's cuDNN handle; methods join dev.cudnn
-from . import rnn_handlers  # noqa: E402, F401  (registers the message handlers)
-from .rnn import RnnHandle  # noqa: E402
-from .rnn_sim import SimRnn  # noqa: E402
+from .rnn import handlers as rnn_handlers  # noqa: E402, F401  (registers the handlers)
+from .rnn.handle import RnnHandle  # noqa: E402
+from .rnn.sim import SimRnn  # noqa: E402
 
 RNN_LIBRARY = register_library("cudnn_rnn", cuda=RnnHandle, sim=SimRnn)
 
-from . import attention_handlers  # noqa: E402,F401  (attention: library "cudnn_attention")
+# attention: a library of its own, "cudnn_attention", registered by its handlers module
+from .attention import handlers as attention_handlers  # noqa: E402, F401
 
 __all__ = ["LIBRARY", "SPEC", "Cudnn", "Dnn", "DnnHandle", "Nn", "SimDnn"]

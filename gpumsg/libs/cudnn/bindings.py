@@ -201,7 +201,7 @@ def _version(lib: LoadedLibrary) -> str:
     return f"{v // 10000}.{v // 100 % 100}.{v % 100}"
 
 
-# -- recurrent networks: cuDNN's v8 RNN API (libcudnn_adv; used by libs/cudnn/rnn.py) ----------
+# -- recurrent networks: cuDNN's v8 RNN API (libcudnn_adv; used by libs/cudnn/rnn/handle.py) ---
 _I32 = ctypes.c_int32
 _U32 = ctypes.c_uint32
 #: cudnnRNNAlgo_t

@@ -46,8 +46,6 @@ from .bindings import (
     SOFTMAX_MODE,
     AlgoPerf,
 )
-from .bn_infer import BnInferenceKernels
-from .gelu import GELU_MODES, GeluKernels
 from .graph import (
     GraphPlan,
     GraphUnsupported,
@@ -56,8 +54,10 @@ from .graph import (
     frontend_reason,
     time_plan,
 )
-from .layer_norm import LayerNormKernels
-from .softmax import SoftmaxKernels
+from .kernels.bn_infer import BnInferenceKernels
+from .kernels.gelu import GELU_MODES, GeluKernels
+from .kernels.layer_norm import LayerNormKernels
+from .kernels.softmax import SoftmaxKernels
 
 __all__ = ["DnnHandle", "ConvCall", "NoAlgorithm", "status_error", "cudnn_dims"]
 
@@ -248,11 +248,11 @@ class DnnHandle:
         self._check(self.lib.cudnnCreate(ctypes.byref(h)), "cudnnCreate")
         self.raw_handle: int = h.value or 0
         self._stream: Any = None
-        #: layer norm's own kernels (libs/cudnn/layer_norm.py), compiled on first use
+        #: layer norm's own kernels (kernels/layer_norm.py), compiled on first use
         self.layer_norm = LayerNormKernels(ctx)
-        #: GELU and row-softmax kernels of gpumsg's own (gelu.py, softmax.py)
+        #: GELU and row-softmax kernels of gpumsg's own (kernels/gelu.py, kernels/softmax.py)
         self.gelu = GeluKernels(ctx)
-        #: batch-norm inference of gpumsg's own (bn_infer.py), cuDNN's where NVRTC is missing
+        #: gpumsg's own batch-norm inference (kernels/bn_infer.py), cuDNN's where NVRTC is missing
         self.bn_infer = BnInferenceKernels(ctx)
         self.softmax_rows = SoftmaxKernels(ctx)
         self.cache = PlanCache(256, self._retire)
@@ -745,7 +745,7 @@ class DnnHandle:
     def activation(self, stream: Any, dtype: str, size: int, activation: str, coef: float,
                    x: int, y: int, dy: int = 0, dx: int = 0) -> None:
         """y = act(x) (``dy == 0``) or dx = act'(x) dy, over ``size`` packed elements. GELU
-        runs as gpumsg's own kernel (gelu.py); LibraryError where it cannot be compiled."""
+        runs as gpumsg's own kernel (kernels/gelu.py); LibraryError where it cannot be compiled."""
         if activation in GELU_MODES:
             if not self.gelu.run(stream, dtype, size, activation, x, y, dy, dx):
                 raise LibraryError("cudnn", 9, "CUDNN_STATUS_NOT_SUPPORTED",
@@ -771,7 +771,7 @@ class DnnHandle:
     def softmax(self, stream: Any, dtype: str, layout: str, shape: tuple[int, ...], mode: str,
                 log: bool, x: int, y: int, dy: int = 0, dx: int = 0) -> None:
         """y = softmax(x) (``dy == 0``) or dx from y and dy. Softmaxes over contiguous rows run
-        as gpumsg's own kernel (softmax.py) where it applies, the rest through cuDNN."""
+        as gpumsg's own kernel (kernels/softmax.py) where it applies, the rest through cuDNN."""
         if self.softmax_rows.run(stream, dtype, layout, shape, mode, log, x, y, dy, dx):
             return
         self._bind(stream)
@@ -938,7 +938,7 @@ class DnnHandle:
                              shape: tuple[int, ...], eps: float, x: int, gamma: int, beta: int,
                              mean: int, var: int, y: int) -> None:
         """y = gamma (x - mean) / sqrt(var + eps) + beta per channel: gpumsg's own kernel
-        (bn_infer.py says why), cuDNN's where NVRTC is unavailable."""
+        (kernels/bn_infer.py says why), cuDNN's where NVRTC is unavailable."""
         if self.bn_infer.run(stream, dtype, layout, shape, eps, x, gamma, beta, mean, var, y):
             return
         self._bind(stream)

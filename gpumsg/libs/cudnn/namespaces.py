@@ -1,14 +1,14 @@
 """cuDNN's two Device namespaces over its three implementation classes (convolutions and
-normalizations: :class:`~.client.Dnn`; attention: :class:`~.attention_client.DnnAttention`;
-RNNs: :class:`~.rnn_client.DnnRnn`): ``dev.nn`` shows the calls named as in
+normalizations: :class:`~.client.Dnn`; attention: :class:`~.attention.client.DnnAttention`;
+RNNs: :class:`~.rnn.client.DnnRnn`): ``dev.nn`` shows the calls named as in
 ``torch.nn.functional``, ``dev.cudnn`` every other one. A name lives in one of them only."""
 
 from __future__ import annotations
 
 from ..namespace import view
-from .attention_client import DnnAttention
+from .attention.client import DnnAttention
 from .client import Dnn
-from .rnn_client import DnnRnn
+from .rnn.client import DnnRnn
 
 __all__ = ["Cudnn", "NN_NAMES", "Nn"]
 

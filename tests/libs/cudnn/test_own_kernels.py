@@ -1,4 +1,4 @@
-"""gpumsg's own cuDNN-side kernels (libs/cudnn/layer_norm.py, gelu.py, softmax.py) on every
+"""gpumsg's own cuDNN-side kernels (libs/cudnn/kernels/layer_norm.py, gelu.py, softmax.py) on every
 path they choose: warp-per-row and block-per-row groups, 16-byte packs and the scalar path (row
 lengths that are not a multiple of the pack, pointers off 16-byte alignment), several packs per
 thread, rows longer than the registers of a block (the generic layer-norm kernels), more rows
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import gpumsg
-from gpumsg.libs.cudnn.gelu import GELU_MODES
-from gpumsg.libs.cudnn.rowkern import row_shape
-from gpumsg.libs.cudnn.softmax import softmax_rows
+from gpumsg.libs.cudnn.kernels.gelu import GELU_MODES
+from gpumsg.libs.cudnn.kernels.rowkern import row_shape
+from gpumsg.libs.cudnn.kernels.softmax import softmax_rows
 from tests.libs.harness import BadArg, assert_close, check_bad_args, random_array, wide
 
 STAT_TOL = {"f32": ("f32", 10.0), "f16": ("f32", 50.0), "bf16": ("f32", 50.0)}
@@ -284,7 +284,7 @@ def test_softmax_rows_of_layouts() -> None:
     assert softmax_rows("NHWC", (4, 2, 3, 7), "instance") == (4, 42)
 
 
-# -- batch normalization, inference (libs/cudnn/bn_infer.py) ------------------------------------
+# -- batch normalization, inference (libs/cudnn/kernels/bn_infer.py) ------------------------------------
 # shapes channels first; which kernel path each layout takes on the GPU:
 #   "c16": NHWC packs of 16 channels, NCHW packs within a channel (spatial 64)
 #   "c24_s15": NHWC packs, NCHW element by element (spatial 15 is not a multiple of the pack)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import InvalidMessage
-from ...messages.cudnn_rnn import (
+from ....errors import InvalidMessage
+from ....messages.cudnn_rnn import (
     RnnBackwardData,
     RnnBackwardWeights,
     RnnCacheInfo,
@@ -16,8 +16,8 @@ from ...messages.cudnn_rnn import (
     RnnSpaceInfo,
     RnnWeightInfo,
 )
-from ...service.registry import COMPUTE, handles
-from .rnn import RnnCall
+from ....service.registry import COMPUTE, handles
+from .handle import RnnCall
 
 __all__: list[str] = []
 

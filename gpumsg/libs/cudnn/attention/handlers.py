@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...messages.attention import (
+from ....messages.cudnn_attention import (
     AttentionBackward,
     AttentionCacheInfo,
     AttentionForward,
     attention_dims,
 )
-from ...service.registry import COMPUTE, handles, register_library
-from .attention import AttentionCall, AttentionHandle
-from .attention_sim import SimAttention
+from ....service.registry import COMPUTE, handles, register_library
+from .handle import AttentionCall, AttentionHandle
+from .sim import SimAttention
 
 __all__ = ["LIBRARY"]
 

@@ -261,7 +261,7 @@ class OwnKernels:
         ``expressions`` the first time), or None where NVRTC is unavailable."""
         prog = self._programs.get(key)
         if prog is None:
-            from ..nvrtc.builtin import BuiltinKernels
+            from ...nvrtc.builtin import BuiltinKernels
 
             name = self.prefix + "_" + "_".join(str(int(k)) if isinstance(k, bool) else str(k)
                                                 for k in key) + ".cu"

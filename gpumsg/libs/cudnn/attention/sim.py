@@ -1,4 +1,4 @@
-"""Attention on the simulator: the semantics of :mod:`gpumsg.messages.attention` in NumPy
+"""Attention on the simulator: the semantics of :mod:`gpumsg.messages.cudnn_attention` in NumPy
 float64 (read from the simulated memory in the buffers' dtype, rounded to it when stored),
 with the same graph-cache bookkeeping as on a GPU. Padding rows and columns are written as
 zeros (on a GPU they are unspecified)."""
@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from ...backends.sim.device import SimBackend
-from ...dtypes import dtype_of
-from ...service.plans import PlanCache
-from .attention import AttentionCall
+from ....backends.sim.device import SimBackend
+from ....dtypes import dtype_of
+from ....service.plans import PlanCache
+from .handle import AttentionCall
 
 __all__ = ["SimAttention", "sdpa_forward", "sdpa_backward", "attention_mask"]
 
@@ -20,7 +20,7 @@ __all__ = ["SimAttention", "sdpa_forward", "sdpa_backward", "attention_mask"]
 def attention_mask(b: int, sq: int, skv: int, causal: bool | str, len_q: np.ndarray | None,
                    len_kv: np.ndarray | None) -> np.ndarray:
     """(B, 1, S_q, S_kv) booleans: True where query row i may see key column j (``causal``:
-    False, "top_left" (or True) or "bottom_right", see gpumsg.messages.attention)."""
+    False, "top_left" (or True) or "bottom_right", see gpumsg.messages.cudnn_attention)."""
     i = np.arange(sq)[:, None]
     j = np.arange(skv)[None, :]
     ok = np.ones((b, 1, sq, skv), bool)

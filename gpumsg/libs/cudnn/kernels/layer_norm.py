@@ -473,7 +473,7 @@ class LayerNormKernels(OwnKernels):
         if n is None:
             n = 1
             try:
-                from ...backends.cuda.driver import _driver
+                from ....backends.cuda.driver import _driver
 
                 err, got = _driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(fn, threads, 0)
                 if not int(err) and int(got) > 0:

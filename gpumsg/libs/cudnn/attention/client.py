@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...errors import InvalidMessage
-from ...messages.attention import AttentionBackward, AttentionCacheInfo, AttentionForward
-from ...messages.base import BufRef, as_ref
-from ..answers import AttentionGrads, AttentionOutputs, tuple_after
+from ....errors import InvalidMessage
+from ....messages.base import BufRef, as_ref
+from ....messages.cudnn_attention import AttentionBackward, AttentionCacheInfo, AttentionForward
+from ...answers import AttentionGrads, AttentionOutputs, tuple_after
 
 if TYPE_CHECKING:
-    from ...client.device import Device
+    from ....client.device import Device
 
 __all__ = ["DnnAttention"]
 
@@ -26,7 +26,7 @@ def _is_buffer(value: Any) -> bool:
 
 class DnnAttention:
     """Scaled dot-product (flash) attention through cuDNN's graph API; see
-    :mod:`gpumsg.messages.attention` for layouts, masks and precisions."""
+    :mod:`gpumsg.messages.cudnn_attention` for layouts, masks and precisions."""
 
     _dev: Device
 

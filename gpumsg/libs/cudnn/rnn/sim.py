@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from ...backends.sim.device import SimBackend
-from ...dtypes import dtype_of
-from ...messages.cudnn_rnn import RnnSpec, auto_algo, param_names
-from ...service.plans import PlanCache
-from .rnn import RnnCall
+from ....backends.sim.device import SimBackend
+from ....dtypes import dtype_of
+from ....messages.cudnn_rnn import RnnSpec, auto_algo, param_names
+from ....service.plans import PlanCache
+from .handle import RnnCall
 
 __all__ = ["SimRnn", "sim_weight_table", "sim_reserve_layout", "SIM_STATES_BYTES"]
 
@@ -143,7 +143,7 @@ def _put(space: np.ndarray, table: dict[str, dict[str, Any]], name: str, value: 
 
 
 class SimRnn:
-    """The simulator's RNN handle (the same methods as :class:`~.rnn.RnnHandle`)."""
+    """The simulator's RNN handle (the same methods as :class:`~.handle.RnnHandle`)."""
 
     def __init__(self, ctx: Any) -> None:
         self.sim: SimBackend = ctx.backend

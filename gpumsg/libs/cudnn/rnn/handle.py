@@ -39,13 +39,13 @@ from typing import Any
 
 import numpy as np
 
-from ...dtypes import dtype_of
-from ...errors import LibraryError
-from ...messages.cudnn_rnn import RnnSpec, auto_algo, param_names
-from ...service.plans import PlanCache
-from ...service.registry import COMPUTE
-from ..loader import c_int, c_size_t, c_void_p
-from .bindings import (
+from ....dtypes import dtype_of
+from ....errors import LibraryError
+from ....messages.cudnn_rnn import RnnSpec, auto_algo, param_names
+from ....service.plans import PlanCache
+from ....service.registry import COMPUTE
+from ...loader import c_int, c_size_t, c_void_p
+from ..bindings import (
     DATA_TYPE,
     FWD_MODE_INFERENCE,
     FWD_MODE_TRAINING,
@@ -67,7 +67,7 @@ from .bindings import (
     RNN_UNIDIRECTIONAL,
     WGRAD_MODE_ADD,
 )
-from .handle import status_error
+from ..handle import status_error
 
 __all__ = ["RnnHandle", "RnnCall", "weight_table_names"]
 

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from ...dtypes import as_dtype
-from ...errors import InvalidMessage
-from ...messages.base import as_ref
-from ...messages.cudnn_rnn import (
+from ....dtypes import as_dtype
+from ....errors import InvalidMessage
+from ....messages.base import as_ref
+from ....messages.cudnn_rnn import (
     SEED_MAX,
     RnnBackwardData,
     RnnBackwardWeights,
@@ -42,7 +42,7 @@ from ...messages.cudnn_rnn import (
 )
 
 if TYPE_CHECKING:
-    from ...client.device import Device
+    from ....client.device import Device
 
 __all__ = ["DnnRnn", "Rnn", "RnnOutputs", "RnnGrads"]
 

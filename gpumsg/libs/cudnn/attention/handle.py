@@ -27,10 +27,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ...errors import LibraryError
-from ...service.plans import PlanCache
-from .graph import frontend as graph_frontend
-from .graph import frontend_reason
+from ....errors import LibraryError
+from ....service.plans import PlanCache
+from ..graph import frontend as graph_frontend
+from ..graph import frontend_reason
 
 __all__ = ["AttentionCall", "AttentionHandle", "FrontendMissing", "frontend"]
 
