@@ -284,7 +284,7 @@ def test_softmax_rows_of_layouts() -> None:
     assert softmax_rows("NHWC", (4, 2, 3, 7), "instance") == (4, 42)
 
 
-# -- batch normalization, inference (libs/cudnn/kernels/bn_infer.py) ------------------------------------
+# -- batch normalization, inference (libs/cudnn/kernels/bn_infer.py) -------------------------------
 # shapes channels first; which kernel path each layout takes on the GPU:
 #   "c16": NHWC packs of 16 channels, NCHW packs within a channel (spatial 64)
 #   "c24_s15": NHWC packs, NCHW element by element (spatial 15 is not a multiple of the pack)
