@@ -63,16 +63,29 @@ def _as_stored(x: Array) -> tuple[str, int] | None:
 
 def _sgemm(a: Array, b: Array) -> Array | None:
     """``a @ b`` of 2-D float32 operands through cuBLAS's SGEMM (``dev.sgemm``), or None when
-    the operands are not laid out for it. Row-major C = A B is column-major C^T = B^T A^T."""
+    the operands are not laid out for it. ``dev.sgemm`` reads each buffer in its own order, so
+    a 2-D C-ordered buffer holding the operand (or its transpose, for a ``.T`` view) goes as it
+    is; flat buffers are column-major storage, so there row-major C = A B is passed as the
+    column-major C^T = B^T A^T with explicit sizes."""
     sa, sb = _as_stored(a), _as_stored(b)
     if sa is None or sb is None:
         return None
     n, k = a.shape
     m = b.shape[1]
     dev = a.device
+    abuf, bbuf = (x.buffer.buffer if hasattr(x.buffer, "buffer") else x.buffer for x in (a, b))
     out = new_array(dev, (n, m), D.float32)
-    done = dev.sgemm(b.buffer, a.buffer, out.buffer, m=m, n=n, k=k, transa=sb[0],
-                     transb=sa[0], lda=sb[1], ldb=sa[1], ldc=m)
+    if len(abuf.shape) == 1 and len(bbuf.shape) == 1 and len(out.buffer.shape) == 1:
+        done = dev.sgemm(b.buffer, a.buffer, out.buffer, m=m, n=n, k=k, transa=sb[0],
+                         transb=sa[0], lda=sb[1], ldb=sa[1], ldc=m)
+    else:
+        ops = []
+        for x, (kind, _ld), buf in ((a, sa, abuf), (b, sb, bbuf)):
+            want = x.shape if kind == "N" else x.shape[::-1]
+            if tuple(buf.shape) != tuple(want) or buf.order != "C":
+                return None
+            ops.append(kind)
+        done = dev.sgemm(a.buffer, b.buffer, out.buffer, transa=ops[0], transb=ops[1])
     out._wrote(done)
     return out
 

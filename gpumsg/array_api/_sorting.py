@@ -195,7 +195,14 @@ def _sort(x: Array, axis: int, descending: bool, indices: bool, name: str) -> Ar
 
 
 def sort(x: Array, /, *, axis: int = -1, descending: bool = False, stable: bool = True) -> Array:
-    """``x`` sorted along ``axis`` (stable; NaN last ascending, first descending)."""
+    """``x`` sorted along ``axis`` (stable; NaN last ascending, first descending). 16-bit
+    floats are gathered through their ``argsort``: the value-writing kernel gave wrong values
+    for them on an H200 (its argsort was right), so they take the path known to be right."""
+    if isinstance(x, Array) and x.dtype in (D.float16, D.bfloat16):
+        from ._indexing import take_along_axis
+
+        order = _sort(x, axis, bool(descending), True, "sort")
+        return take_along_axis(x, order, axis=axis)
     return _sort(x, axis, bool(descending), False, "sort")
 
 

@@ -169,6 +169,12 @@ def test_poisson_of_huge_mean(dev) -> None:
         assert isinstance(exc.__cause__, LibraryError), exc
         assert dev.stats().result(timeout=60).backend == "cuda"
     _serving(dev)
-    # a large mean the simulator draws by the normal approximation stays near it
-    big = _host(dev, g.poisson((4096,), lam=1e9))
-    assert abs(big.astype(np.float64).mean() - 1e9) < 5 * np.sqrt(1e9 / 4096) + 1
+    # a large mean the simulator draws by the normal approximation stays near it (cuRAND
+    # refuses means this large by its status, as above: on an H200, lam=1e9 too)
+    try:
+        big = _host(dev, g.poisson((4096,), lam=1e9))
+    except DependencyFailed as exc:
+        assert isinstance(exc.__cause__, LibraryError), exc
+        assert dev.stats().result(timeout=60).backend == "cuda"
+    else:
+        assert abs(big.astype(np.float64).mean() - 1e9) < 5 * np.sqrt(1e9 / 4096) + 1

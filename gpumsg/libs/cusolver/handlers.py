@@ -170,7 +170,7 @@ def _getrs(ctx: Any, msg: Getrs, reply: Any) -> None:
 @handles(SolverCacheInfo)
 def _cache_info(ctx: Any, msg: SolverCacheInfo, reply: Any) -> None:
     lib = ctx.library("cusolver")
-    ctx.reply_now(reply, {**lib.workspaces.info(), "kernels": lib.nvrtc,
+    ctx.reply_now(reply, {**lib.workspaces.info(), "kernels": lib.kernels,
                           "tiled_kernels": getattr(lib, "tiled", "sim")})
 
 

@@ -105,7 +105,7 @@ class SimCusolver:
         self.workspaces = PlanCache(256)
         #: (base, stride bytes, count) -> device pointer array (see handlers.pointer_array)
         self.pointer_arrays: dict[tuple, tuple[int, int]] = {}
-        self.nvrtc = "sim"
+        self.kernels = "sim"
 
     def _info(self, ptr: int, value: int) -> None:
         self.sim.view(ptr, 4)[...] = np.array([value], np.int32).view(np.uint8)
