@@ -135,8 +135,8 @@ def host_costs(dev, torch, n: int = 400) -> dict:
     through the frontend's execute), in the same run."""
     import time
 
-    from gpumsg.libs.cudnn import graph as graph_mod
-    from gpumsg.libs.cudnn.handle import DnnHandle
+    from gpumsg.libs.cudnn import _graph as graph_mod
+    from gpumsg.libs.cudnn._handle import DnnHandle
 
     spent = {"conv": 0.0, "run": 0.0, "calls": 0, "replay": True}
     conv0, run0 = DnnHandle.conv, graph_mod.GraphPlan.run

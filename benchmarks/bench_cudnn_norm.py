@@ -16,9 +16,9 @@ import numpy as np
 from _common import compare, write_results
 
 import gpumsg
-from gpumsg.libs.cudnn.kernels import layer_norm as ln_mod
-from gpumsg.libs.cudnn.kernels.gelu import GeluKernels
-from gpumsg.libs.cudnn.kernels.softmax import SoftmaxKernels
+from gpumsg.libs.cudnn.kernels import _layer_norm as ln_mod
+from gpumsg.libs.cudnn.kernels._gelu import GeluKernels
+from gpumsg.libs.cudnn.kernels._softmax import SoftmaxKernels
 from gpumsg.messages import (
     Activation,
     ActivationBackward,

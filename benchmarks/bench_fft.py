@@ -28,7 +28,7 @@ import numpy as np
 from _common import api, compare, compare_many, write_results
 
 import gpumsg
-from gpumsg.libs.cufft import client as fft_client
+from gpumsg.libs.cufft import _client as fft_client
 
 CASES = [
     # (name, kind, host shape, gpumsg call, torch call, cupy call)
@@ -243,7 +243,7 @@ def kernel_report(dev, torch, calls: int = 20) -> list[str]:
     with open("/proc/self/maps") as f:
         libs = sorted({ln.split()[-1] for ln in f if "libcufft" in ln})
     lines.append("libcufft files mapped: " + ", ".join(libs))
-    from gpumsg.libs.loader import load
+    from gpumsg.libs._loader import load
 
     lines.append(f"gpumsg's cufft: {load('cufft').path} version {load('cufft').version()}")
     return lines

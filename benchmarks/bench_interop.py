@@ -49,7 +49,7 @@ def bench_dlpack(n: int) -> None:
         c = cp.ones((256, 256), dtype=cp.float32)
         torch.cuda.synchronize()
 
-        from gpumsg.client import dlpack
+        from gpumsg.client import _dlpack as dlpack
 
         def row(name: str, ours, peer_name: str, peer) -> None:
             before = dict(dlpack.counts)

@@ -106,7 +106,7 @@ class BareOps:
 
     def __init__(self, cu: Any, service: BareService, host: list[np.ndarray], x: np.ndarray,
                  y: np.ndarray) -> None:
-        from gpumsg.libs.loader import load
+        from gpumsg.libs._loader import load
 
         self.cu = cu
         self.svc = service

@@ -20,7 +20,7 @@ import numpy as np
 from _common import compare, write_results
 
 import gpumsg
-from gpumsg.messages.rng import NO_OFFSET_KINDS, PSEUDO_KINDS, PSEUDO_ORDERINGS, RNG_KINDS
+from gpumsg.messages.curand import NO_OFFSET_KINDS, PSEUDO_KINDS, PSEUDO_ORDERINGS, RNG_KINDS
 
 N = 256 << 20  # 256 Mi values (1 GiB of f32)
 
@@ -109,7 +109,7 @@ def main() -> None:
                          "gpumsg_ms": own * 1e3, "peer_ms": into_ours * 1e3,
                          "ratio": into_ours / own,
                          "note": "gpumsg_ms column = CuPy into its own memory"})
-            from gpumsg.libs.curand.handle import CurandHandle
+            from gpumsg.libs.curand._handle import CurandHandle
 
             inner = CurandHandle.generate
             spent: list[float] = []

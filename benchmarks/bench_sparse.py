@@ -49,7 +49,7 @@ def bare_spmv(torch, ta, tx, dtype: str, preprocess: bool) -> tuple[float, np.nd
     stream over torch's arrays (descriptors, buffer and scalars made once), n calls then one
     synchronize; with ``preprocess``, cusparseSpMV_preprocess is called once first."""
     from gpumsg.dtypes import CUDA_DATA_TYPE
-    from gpumsg.libs.loader import load
+    from gpumsg.libs._loader import load
 
     lib = load("cusparse")
     byref, vp = ctypes.byref, ctypes.c_void_p
@@ -156,7 +156,7 @@ def blocking_check(torch, a: sp.csr_matrix, dtype: str) -> dict:
     host, as gpumsg and torch pass alpha/beta) and with device scalars (pointer mode device).
     A call that blocks takes the queued time; one that does not, microseconds."""
     from gpumsg.dtypes import CUDA_DATA_TYPE
-    from gpumsg.libs.loader import load
+    from gpumsg.libs._loader import load
 
     lib = load("cusparse")
     byref, vp = ctypes.byref, ctypes.c_void_p
@@ -253,7 +253,7 @@ def main() -> None:
         print(block, flush=True)
         cache = dev.cusparse.cache_info().result()
     # the experiment on the SpMV gap: alpha/beta from device memory (see handle.py)
-    from gpumsg.libs.cusparse.handle import DEVICE_SCALARS_ENV
+    from gpumsg.libs.cusparse._handle import DEVICE_SCALARS_ENV
 
     os.environ[DEVICE_SCALARS_ENV] = "1"
     try:

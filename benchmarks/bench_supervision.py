@@ -13,7 +13,7 @@ import numpy as np
 from _common import api, copy_operands, gbps, median_us, rate_us, write_results
 
 import gpumsg
-from gpumsg.supervision.client import configured_start_method
+from gpumsg.supervision._client import configured_start_method
 
 MiB = 1 << 20
 

@@ -50,8 +50,8 @@ from .errors import (
 )
 from .memory import MemoryConfig
 from .multi import CollectiveError, Communicator, DeviceGroup, open_devices
-from .service.stats import DeviceLoad
-from .service.trace import KernelTrace, NvtxTrace, OpRecord, RecordingTrace
+from .service._stats import DeviceLoad
+from .service._trace import KernelTrace, NvtxTrace, OpRecord, RecordingTrace
 
 GpuRef = GpuBuffer  # the name the design seeds use
 

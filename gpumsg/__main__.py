@@ -26,7 +26,7 @@ def info(args: argparse.Namespace) -> int:
     """Print the backend asked for, its devices, the driver and every CUDA library gpumsg
     binds. Returns 1 when ``--backend cuda`` finds no GPU."""
     from . import __version__, devices
-    from .libs.loader import library_info
+    from .libs._loader import library_info
 
     print(f"gpumsg {__version__}, Python {sys.version.split()[0]}, NumPy {np.__version__}")
     print(f"backend ({args.backend}): {_backend_line(args.backend)}")

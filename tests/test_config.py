@@ -12,10 +12,10 @@ import pytest
 
 import gpumsg
 from gpumsg import config as cfg
-from gpumsg.backends.cuda.replays import enabled
-from gpumsg.client.gil import SHORT_S, configured_interval
+from gpumsg.backends.cuda._replays import enabled
+from gpumsg.client._gil import SHORT_S, configured_interval
 from gpumsg.errors import InvalidMessage
-from gpumsg.service import backpressure
+from gpumsg.service import _backpressure as backpressure
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "gpumsg")
 

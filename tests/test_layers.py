@@ -156,7 +156,7 @@ def test_no_import_cycles() -> None:
 def test_the_checker_sees_an_upward_import(tmp_path) -> None:
     """A test that cannot fail is a defect: an upward import planted in a copy is found."""
     path = tmp_path / "bad.py"
-    path.write_text("from ..client.device import Device\n")
+    path.write_text("from ..client._device import Device\n")
     found = _imports("gpumsg.service.bad", str(path), set(MODULES))
-    assert ("gpumsg.client.device", 1, True) in found
-    assert LAYER[_part("gpumsg.client.device")] > LAYER["service"]
+    assert ("gpumsg.client._device", 1, True) in found
+    assert LAYER[_part("gpumsg.client._device")] > LAYER["service"]

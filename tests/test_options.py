@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 import gpumsg
-from gpumsg.backends.sim.device import SIM_DEVICES
+from gpumsg.backends.sim._device import SIM_DEVICES
 from tests.conftest import CUDA_OK, ROOT, run_python
 
 

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from gpumsg.libs.loader import LibraryNotFound, load, specs
+from gpumsg.libs._loader import LibraryNotFound, load, specs
 
 SPECS = specs()
 

@@ -48,7 +48,7 @@ MUTANTS = (
     Mutant(
         "gemm_f16_accumulation",
         "f16/bf16 GEMM accumulates in the 16-bit type instead of fp32",
-        "gpumsg/libs/cublas/sim.py",
+        "gpumsg/libs/cublas/_sim.py",
         "        prod = am @ bm\n",
         "        prod = am @ bm\n"
         "        if dtype in (\"f16\", \"bf16\"):\n"
@@ -61,7 +61,7 @@ MUTANTS = (
     Mutant(
         "getrs_batched_c_as_t",
         "batched getrs solves with A^T when asked for A^H",
-        "gpumsg/libs/cusolver/sim.py",
+        "gpumsg/libs/cusolver/_sim.py",
         "                piv = (vector(sim, ipiv + 4 * n * i, n, 1, np.int32) - 1 if ipiv\n"
         "                       else np.arange(n)).astype(np.int32)\n"
         "                x, _ = _lapack(\"getrs\", am)(am, piv, np.array(bm, order=\"F\"),\n"
@@ -77,7 +77,7 @@ MUTANTS = (
     Mutant(
         "ormqr_n_applies_qh",
         "ormqr with trans 'N' (the default) applies Q^H (Q^T) instead of Q",
-        "gpumsg/libs/cusolver/sim.py",
+        "gpumsg/libs/cusolver/_sim.py",
         "                out, _, _ = fn(side, trans, am, tv, np.array(cm, order=\"F\"), lwork)\n",
         "                applied = (\"C\" if t.kind == \"c\" else \"T\") "
         "if trans == \"N\" else trans\n"
@@ -87,7 +87,7 @@ MUTANTS = (
     Mutant(
         "eigh_batched_zero_vectors",
         "batched Jacobi eigensolver returns zero eigenvectors (right eigenvalues)",
-        "gpumsg/libs/cusolver/sim.py",
+        "gpumsg/libs/cusolver/_sim.py",
         "                    self._eigh(dtype, vectors, uplo, n, ai, lda, wi, \"evr\")\n"
         "                    continue\n",
         "                    self._eigh(dtype, vectors, uplo, n, ai, lda, wi, \"evr\")\n"
@@ -98,7 +98,7 @@ MUTANTS = (
     Mutant(
         "spsv_spsm_c_as_t",
         "SpSV/SpSM with op 'C' solve with the transpose, not the conjugate transpose",
-        "gpumsg/libs/cusparse/sim.py",
+        "gpumsg/libs/cusparse/_sim.py",
         "        t = _op(tri, op).tocsr()\n",
         "        t = _op(tri, \"T\" if op == \"C\" else op).tocsr()\n",
         ("tests/libs/cusparse/test_options.py", "-k", "spsv or spsm"),
@@ -106,7 +106,7 @@ MUTANTS = (
     Mutant(
         "sddmm_t_conjugates",
         "SDDMM with opa/opb 'T' applies the conjugate transpose",
-        "gpumsg/libs/cusparse/sim.py",
+        "gpumsg/libs/cusparse/_sim.py",
         "    return m if op == \"N\" else m.T if op == \"T\" else m.conj().T\n\n\nclass",
         "    return m if op == \"N\" else m.conj().T\n\n\nclass",
         ("tests/libs/cusparse/test_options.py", "-k", "sddmm"),
@@ -114,7 +114,7 @@ MUTANTS = (
     Mutant(
         "box_muller_pairs_duplicated",
         "Box-Muller writes r cos(theta) twice: x[2i] == x[2i+1]",
-        "gpumsg/libs/curand/sim.py",
+        "gpumsg/libs/curand/_sim.py",
         "    out[1::2] = r * np.sin(theta)\n",
         "    out[1::2] = r * np.cos(theta)\n",
         ("tests/libs/curand/test_quality.py", "-k", "normal"),
@@ -122,7 +122,7 @@ MUTANTS = (
     Mutant(
         "f64_uniform_32_bits",
         "f64 uniforms built from one 32-bit word: 32 bits of resolution",
-        "gpumsg/libs/curand/sim.py",
+        "gpumsg/libs/curand/_sim.py",
         "            m = w[0::2].astype(np.uint64) << np.uint64(21) | (w[1::2] >> np.uint32(11))\n",
         "            m = w[0::2].astype(np.uint64) << np.uint64(21)\n",
         ("tests/libs/curand/test_quality.py", "-k", "uniform"),

@@ -40,7 +40,7 @@ def default_device() -> Any:
     if dev is None or dev.closed:
         with _default_lock:
             if _default is None or _default.closed:
-                from ..client.device import open_device
+                from ..client._device import open_device
 
                 _default = open_device(0)
             dev = _default
@@ -50,7 +50,7 @@ def default_device() -> Any:
 def set_default_device(device: Any) -> Any:
     """Make ``device`` (a gpumsg Device) the default; returns the previous one (or None)."""
     global _default
-    from ..client.device import Device
+    from ..client._device import Device
 
     if device is not None and not isinstance(device, Device):
         raise InvalidMessage(f"device must be a gpumsg Device, got {type(device).__name__}",
@@ -63,7 +63,7 @@ def set_default_device(device: Any) -> Any:
 def resolve_device(device: Any) -> Any:
     if device is None:
         return default_device()
-    from ..client.device import Device
+    from ..client._device import Device
 
     if isinstance(device, Device):
         if device.closed:
@@ -203,7 +203,7 @@ class Array:
         it and raises its error."""
         if done is None:
             return
-        from ..client.buffers import BufferFuture, GpuBuffer, buffer_after
+        from ..client._buffers import BufferFuture, GpuBuffer, buffer_after
 
         buf = self._buf
         base = buf.buffer if isinstance(buf, BufferFuture) else buf

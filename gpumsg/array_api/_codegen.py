@@ -9,7 +9,7 @@ and by its index width (32-bit unless an offset can pass 2**31). The loop is gri
 Arguments of a generated kernel, in order: the element count(s); a pointer per array operand
 (outputs first); the bits of each scalar operand as ``unsigned long long`` (two for complex128);
 each array operand's element offset; the extents; the strides. The simulator registers the
-NumPy twin of each kernel under its name (:func:`gpumsg.libs.nvrtc.sim.sim_kernel`): it takes
+NumPy twin of each kernel under its name (:func:`gpumsg.libs.nvrtc._sim.sim_kernel`): it takes
 the same arguments, rebuilds each operand as a strided NumPy view and evaluates the same parsed
 description (:mod:`._expr`).
 """
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ..libs.nvrtc.sim import SIM_KERNELS, sim_kernel
+from ..libs.nvrtc._sim import SIM_KERNELS, sim_kernel
 from . import _dtypes as D
 from ._expr import PRELUDE, Program, evaluate, parse, render_c
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ..libs.nvrtc.sim import SIM_KERNELS, sim_kernel
+from ..libs.nvrtc._sim import SIM_KERNELS, sim_kernel
 from . import _dtypes as D
 from ._array import Array, _copy, new_array
 from ._codegen import kernel_for

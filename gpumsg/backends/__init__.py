@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import DriverNotFound, InvalidMessage
-from .base import Backend, DeviceProperties
+from ._base import Backend, DeviceProperties
 
 __all__ = ["Backend", "DeviceProperties", "make_backend", "cuda_available", "resolve_backend",
            "cuda_device_count"]
@@ -40,7 +40,7 @@ def resolve_backend(spec: str, ordinal: int = 0) -> str:
                 "`pip install cuda-bindings cuda-pathfinder` (the CUDA libraries: "
                 "`pip install gpumsg[cu12]`), or use backend='sim' (or 'auto', which falls "
                 "back to the simulator)")
-    from .sim.device import sim_device_count
+    from .sim._device import sim_device_count
 
     count = sim_device_count()
     if ordinal >= count:

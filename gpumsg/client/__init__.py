@@ -1,8 +1,8 @@
 """The caller's side: :class:`Device`, buffers and their futures, host staging. Everything in
 this package runs on the threads of the code that uses gpumsg, never on a device thread."""
 
-from .buffers import BufferFuture, GpuBuffer, GpuFuture, PinnedHostBuffer
-from .device import Device, devices, open_device, register_isolation
+from ._buffers import BufferFuture, GpuBuffer, GpuFuture, PinnedHostBuffer
+from ._device import Device, devices, open_device, register_isolation
 
 __all__ = ["Device", "open_device", "devices", "register_isolation", "GpuBuffer", "BufferFuture",
            "GpuFuture", "PinnedHostBuffer"]

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import importlib
 
-from ..service.registry import LIBRARIES, Library
-from .namespace import EXTRA
+from ..service._registry import LIBRARIES, Library
+from ._namespace import EXTRA
 
 #: the library folders, in registration order: adding a library adds one name here
 FOLDERS = (
@@ -31,7 +31,7 @@ for _folder in FOLDERS:
 def namespaces() -> dict[str, type]:
     """Client namespace name -> the class ``Device`` builds for it (``cls(device)``): each
     library's raw namespace (``dev.cublas``, ...) and the NumPy-level ones
-    (:mod:`gpumsg.libs.namespace`). Several classes serving one namespace (``dev.linalg``:
+    (:mod:`gpumsg.libs._namespace`). Several classes serving one namespace (``dev.linalg``:
     cuSOLVER's and cuBLAS's) are joined into one class whose construction builds each part."""
     parts: dict[str, list[type]] = {}
     for lib in LIBRARIES.values():

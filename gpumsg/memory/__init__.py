@@ -1,6 +1,6 @@
 """Device memory resources and adaptors, and the pinned host pool."""
 
-from .adaptors import (
+from ._adaptors import (
     BudgetAdaptor,
     CsvSink,
     LoggingAdaptor,
@@ -9,9 +9,9 @@ from .adaptors import (
     ResourceAdaptor,
     StatisticsAdaptor,
 )
-from .config import MemoryConfig, build_resource
-from .pinned import PinnedBlock, PinnedPool
-from .resource import AsyncPoolResource, DirectResource, MemoryResource, MemoryUsage
+from ._config import MemoryConfig, build_resource
+from ._pinned import PinnedBlock, PinnedPool
+from ._resource import AsyncPoolResource, DirectResource, MemoryResource, MemoryUsage
 
 __all__ = [
     "MemoryResource", "MemoryUsage", "AsyncPoolResource", "DirectResource", "ResourceAdaptor",

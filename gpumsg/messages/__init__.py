@@ -1,7 +1,7 @@
 """Every message gpumsg understands. ``dev.send(msg)`` accepts any of them."""
 
-from .base import BufRef, HostRef, Message, message
-from .blas import (
+from ._base import BufRef, HostRef, Message, message
+from .cublas import (
     Asum,
     Axpy,
     Copy,
@@ -26,8 +26,7 @@ from .blas import (
     Trsm,
     Trsv,
 )
-from .blaslt import BlasLtCacheInfo, Matmul
-from .collective import Collective, CollOp, CommAbort, CommInit, CommPoll
+from .cublaslt import BlasLtCacheInfo, Matmul
 from .cudnn import (
     Activation,
     ActivationBackward,
@@ -61,36 +60,9 @@ from .cudnn_rnn import (  # cudnn RNNs (v8 API)
     RnnSpec,
     RnnWeightInfo,
 )
-from .device import (
-    FAULT_KINDS,
-    STREAMS,
-    Alloc,
-    AllocPinned,
-    AllocThen,
-    CopyDevice,
-    CopyFromHost,
-    CopyToHost,
-    Free,
-    FreePinned,
-    InjectFault,
-    Memset,
-    RegisterHostMemory,
-    SnapshotChildren,
-    SnapshotContext,
-    SnapshotStream,
-    Stats,
-    Synchronize,
-    TrimMemory,
-    UnregisterHostMemory,
-    WatchGeneration,
-)
-from .fft import FftCacheConfig, FftCacheInfo, FftExec, FftPlan, FftReplayInfo, FftSpec
-from .graph import CaptureGraph, DestroyGraph, LaunchGraph, UpdateGraph
-from .interop import Adopt, ExportSync
-from .nvrtc import Kernel, Launch, LoadModule
-from .peer import EnablePeerAccess, GrantPoolAccess, PeerCopyRecv, PeerCopySend, PeerQuery
-from .rng import CreateGenerator, DestroyGenerator, Generate, SeedGenerator
-from .solver import (  # cuSOLVER: LU, Cholesky, QR, eigen, SVD, batched
+from .cufft import FftCacheConfig, FftCacheInfo, FftExec, FftPlan, FftReplayInfo, FftSpec
+from .curand import CreateGenerator, DestroyGenerator, Generate, SeedGenerator
+from .cusolver import (  # cuSOLVER: LU, Cholesky, QR, eigen, SVD, batched
     CholeskyBatched,
     Geqrf,
     Gesvd,
@@ -114,7 +86,7 @@ from .solver import (  # cuSOLVER: LU, Cholesky, QR, eigen, SVD, batched
     Sygvd,
     ZeroTriangle,
 )
-from .sparse import (
+from .cusparse import (
     SDDMM,
     DenseToSparseFinish,
     DenseToSparseStart,
@@ -133,6 +105,34 @@ from .sparse import (
     SpSM,
     SpSV,
 )
+from .device import (
+    FAULT_KINDS,
+    STREAMS,
+    Alloc,
+    AllocPinned,
+    AllocThen,
+    CopyDevice,
+    CopyFromHost,
+    CopyToHost,
+    Free,
+    FreePinned,
+    InjectFault,
+    Memset,
+    RegisterHostMemory,
+    SnapshotChildren,
+    SnapshotContext,
+    SnapshotStream,
+    Stats,
+    Synchronize,
+    TrimMemory,
+    UnregisterHostMemory,
+    WatchGeneration,
+)
+from .graph import CaptureGraph, DestroyGraph, LaunchGraph, UpdateGraph
+from .interop import Adopt, ExportSync
+from .nccl import Collective, CollOp, CommAbort, CommInit, CommPoll
+from .nvrtc import Kernel, Launch, LoadModule
+from .peer import EnablePeerAccess, GrantPoolAccess, PeerCopyRecv, PeerCopySend, PeerQuery
 
 __all__ = [
     "Message", "message", "BufRef", "HostRef", "STREAMS", "FAULT_KINDS",

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .base import (
+from ._base import (
     INT32_MAX,
     BufRef,
     Message,

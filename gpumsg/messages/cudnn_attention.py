@@ -51,7 +51,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .base import (
+from ._base import (
     BufRef,
     Message,
     _dense_rows,

@@ -65,7 +65,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .base import (
+from ._base import (
     INT32_MAX,
     BufRef,
     Message,

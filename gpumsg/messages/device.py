@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import dtype_name
-from .base import (
+from ._base import (
     MAX_NBYTES,
     BufRef,
     HostRef,
@@ -292,7 +292,7 @@ class Synchronize(Message):
 
 @message()
 class Stats(Message):
-    """Reply with a :class:`~gpumsg.service.stats.DeviceLoad`."""
+    """Reply with a :class:`~gpumsg.service._stats.DeviceLoad`."""
 
 
 @message()
@@ -320,7 +320,7 @@ class SnapshotChildren(Message):
 @message()
 class OpenLibraries(Message):
     """Make this device's handles of the named libraries now (``"cublas"``, ``"cudnn"``, ...: the
-    names of :data:`~gpumsg.service.registry.LIBRARIES`) rather than at their first use, and
+    names of :data:`~gpumsg.service._registry.LIBRARIES`) rather than at their first use, and
     reply with the names of every library open on the device, in opening order (``names=()``
     only asks). A process-isolated device's standby worker is sent one with the libraries its
     active worker has opened, so that after a recovery the first call does not wait for them."""

@@ -14,7 +14,7 @@ whose messages can be captured adds them with :func:`capturable`.
 
 from __future__ import annotations
 
-from .base import BufRef, Message, _fail, _int, _ref, message
+from ._base import BufRef, Message, _fail, _int, _ref, message
 from .device import CopyDevice, Memset
 
 __all__ = ["CAPTURABLE", "capturable", "refusal", "CaptureGraph", "LaunchGraph", "UpdateGraph",

@@ -16,7 +16,7 @@ the per-thread default stream, ``-1`` no synchronization, any other positive val
 
 from __future__ import annotations
 
-from .base import MAX_NBYTES, BufRef, Message, _bool, _fail, _int, _ref, _set, message
+from ._base import MAX_NBYTES, BufRef, Message, _bool, _fail, _int, _ref, _set, message
 
 __all__ = ["ExportSync", "Adopt", "NO_SYNC", "HOST_CONSUMER"]
 

@@ -17,7 +17,7 @@ import math
 import numbers
 from typing import Any
 
-from .base import BufRef, Message, _choice, _fail, _int, _ref, _set, fast_init, message
+from ._base import BufRef, Message, _choice, _fail, _int, _ref, _set, fast_init, message
 
 __all__ = ["Kernel", "LoadModule", "Launch", "Untyped", "SCALAR_KINDS",
            "MAX_THREADS_PER_BLOCK"]

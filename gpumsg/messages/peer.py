@@ -1,5 +1,5 @@
 """Messages between devices: the peer topology, enabling peer access, and the two halves of a
-peer copy (see :mod:`gpumsg.multi.peer`).
+peer copy (see :mod:`gpumsg.multi._peer`).
 
 A peer copy ``d1.copy_peer(dst, src=x0)`` is a :class:`PeerCopySend` on the source device and a
 :class:`PeerCopyRecv` on the destination, posted together; they meet through the in-process
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import BufRef, Message, _bool, _fail, _int, check_extent, message
+from ._base import BufRef, Message, _bool, _fail, _int, check_extent, message
 
 __all__ = ["PeerQuery", "EnablePeerAccess", "GrantPoolAccess", "PeerCopySend", "PeerCopyRecv"]
 

@@ -10,7 +10,7 @@
     comm = rg.nccl()                             # NCCL across actors, unique id through Ray
     comm.all_reduce([...]).result()
 
-See :mod:`gpumsg.ray.client` (the caller's side) and :mod:`gpumsg.ray.actor` (the actor).
+See :mod:`gpumsg.ray._client` (the caller's side) and :mod:`gpumsg.ray._actor` (the actor).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("gpumsg.ray needs Ray: pip install 'gpumsg[ray]' (or 'ray>=2.9')") from exc
 
-from .actor import DeviceActor
-from .client import (
+from ._actor import DeviceActor
+from ._client import (
     RemoteBuffer,
     RemoteCommunicator,
     RemoteDevice,
@@ -29,7 +29,7 @@ from .client import (
     RemoteFuture,
     open_devices,
 )
-from .handles import Handle
+from ._handles import Handle
 
 __all__ = ["open_devices", "RemoteDevice", "RemoteBuffer", "RemoteFuture", "RemoteDeviceGroup",
            "RemoteCommunicator", "DeviceActor", "Handle"]

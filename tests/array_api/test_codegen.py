@@ -25,8 +25,8 @@ from gpumsg.errors import InvalidMessage
 
 
 def _nvrtc():
-    from gpumsg.libs.loader import LibraryNotFound
-    from gpumsg.libs.nvrtc.compiler import compile_program, nvrtc_version
+    from gpumsg.libs._loader import LibraryNotFound
+    from gpumsg.libs.nvrtc._compiler import compile_program, nvrtc_version
 
     try:
         nvrtc_version()

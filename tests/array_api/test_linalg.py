@@ -40,7 +40,7 @@ def test_matmul_of_views_and_errors(xp, rng) -> None:
 
 
 def test_float32_matmul_goes_through_sgemm(xp, dev, posted, rng) -> None:
-    from gpumsg.messages.blas import Sgemm
+    from gpumsg.messages.cublas import Sgemm
 
     h = random_values(rng, (33, 17), np.float32, False)
     g = random_values(rng, (17, 9), np.float32, False)

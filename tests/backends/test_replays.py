@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import gpumsg
-from gpumsg.backends.cuda.replays import GraphReplays, direct, direct_bound, enabled
+from gpumsg.backends.cuda._replays import GraphReplays, direct, direct_bound, enabled
 from tests.conftest import need_backend
 from tests.libs.harness import FakeGraphDriver
 
@@ -85,7 +85,7 @@ def test_a_failing_call_is_not_captured_next_time() -> None:
 def test_captures_holding_memory_nodes_are_counted() -> None:
     """A graph that allocates or frees memory does so at every launch: ``info`` counts the
     captures that hold such nodes (a library that made its own workspace under capture)."""
-    from gpumsg.backends.cuda.replays import node_types
+    from gpumsg.backends.cuda._replays import node_types
 
     cu = FakeGraphDriver()
     r, call = GraphReplays(cu), _Calls(cu)
@@ -210,7 +210,7 @@ def test_a_raw_launcher_takes_the_handles_as_ints_and_its_errors_raise() -> None
 def test_a_launch_holds_the_gil_only_while_little_is_in_flight() -> None:
     """The default launcher (GPUMSG_RAW_LAUNCH=hold) calls the GIL-holding cuGraphLaunch while
     the stream has fewer than the bound in flight, the releasing one from the bound on."""
-    from gpumsg.backends.cuda.driver import HOLD_IN_FLIGHT, guarded_launch
+    from gpumsg.backends.cuda._driver import HOLD_IN_FLIGHT, guarded_launch
 
     calls, depth = [], [0]
     hold = lambda e, s: calls.append(("hold", e, s)) or 0  # noqa: E731
@@ -231,7 +231,7 @@ def test_a_launch_holds_the_gil_only_while_little_is_in_flight() -> None:
 def test_the_launch_mode_comes_from_the_environment(monkeypatch, mode: str) -> None:
     """GPUMSG_RAW_LAUNCH: hold (default), release or 0; another value is refused by name. On a
     machine without libcuda every mode answers None (the binding's launch)."""
-    from gpumsg.backends.cuda import driver
+    from gpumsg.backends.cuda import _driver as driver
 
     monkeypatch.setattr(driver, "_RAW_LAUNCH", [])
     monkeypatch.setenv("GPUMSG_RAW_LAUNCH", mode)
@@ -313,8 +313,8 @@ def test_the_cublas_workspace_is_set_again_after_every_stream(monkeypatch) -> No
     sees that graph)."""
     from types import SimpleNamespace
 
-    from gpumsg.libs.cublas.bindings import WORKSPACE_BYTES
-    from gpumsg.libs.cublas.handle import CublasHandle
+    from gpumsg.libs.cublas._bindings import WORKSPACE_BYTES
+    from gpumsg.libs.cublas._handle import CublasHandle
 
     monkeypatch.setenv("GPUMSG_BLAS_REPLAY", "0")  # no driver here
 

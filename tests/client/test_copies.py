@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import gpumsg
-from gpumsg.client.staging import CHUNK, NEW_ARRAY_LIMIT
+from gpumsg.client._staging import CHUNK, NEW_ARRAY_LIMIT
 from gpumsg.dtypes import ALLOC_DTYPES
 from tests.conftest import random_array, run_python
 from tests.service.poison_check import check_pinned_copy
@@ -103,7 +103,7 @@ def test_a_failed_copy_out_of_the_staging_block_answers_the_caller(kind: str) ->
     """Copying a finished download out of its staging block can fail (no memory for the
     array): the caller's future gets the error, the block goes back to its pool, and nothing
     is raised into the thread answering (the device thread or a completion thread)."""
-    from gpumsg.client.staging import _ChunkDownload, _NewArrayDownload
+    from gpumsg.client._staging import _ChunkDownload, _NewArrayDownload
 
     class Pool:
         def __init__(self) -> None:

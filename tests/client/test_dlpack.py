@@ -20,7 +20,7 @@ import pytest
 
 import gpumsg
 from gpumsg.backends.sim import SimBackend
-from gpumsg.client import dlpack
+from gpumsg.client import _dlpack as dlpack
 from gpumsg.errors import GpuRefStale, InvalidMessage
 from tests.conftest import CUDA_OK, CUDA_WHY, random_array
 
@@ -480,8 +480,8 @@ def test_the_deleter_waits_for_the_context_not_the_consumer_stream() -> None:
     run what was sent to it (the backend's synchronize_context, on the deleter's thread), and
     touches no stream; an export to the per-thread stream, a stale buffer or a closing device
     waits for nothing."""
-    from gpumsg.client import dlpack
-    from gpumsg.client.dlpack import PER_THREAD_STREAM
+    from gpumsg.client import _dlpack as dlpack
+    from gpumsg.client._dlpack import PER_THREAD_STREAM
 
     class Backend:
         def __init__(self) -> None:

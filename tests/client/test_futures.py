@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from gpumsg.client.buffers import BufferFuture, GpuFuture
+from gpumsg.client._buffers import BufferFuture, GpuFuture
 
 
 def test_an_answer_before_any_wait_makes_no_condition() -> None:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import gpumsg
-from gpumsg.client.gil import SHORT_S, SwitchInterval, configured_interval
+from gpumsg.client._gil import SHORT_S, SwitchInterval, configured_interval
 from gpumsg.errors import InvalidMessage
 
 

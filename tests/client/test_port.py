@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import gpumsg
-from gpumsg.client.port import Port
+from gpumsg.client._port import Port
 from gpumsg.errors import DeviceClosed, InvalidMessage
 from gpumsg.messages.device import CopyDevice, Memset
 from tests.conftest import ROOT

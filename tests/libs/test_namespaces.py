@@ -10,8 +10,8 @@ import scipy.sparse
 
 import gpumsg
 from gpumsg.libs import namespaces
-from gpumsg.libs.answers import EighResult, QRResult, SVDResult
-from gpumsg.libs.namespace import public_names, view
+from gpumsg.libs._answers import EighResult, QRResult, SVDResult
+from gpumsg.libs._namespace import public_names, view
 
 RAW = {"cublas", "cublaslt", "cusolver", "cufft", "curand", "cusparse", "cudnn", "nvrtc"}
 LEVEL = {"linalg", "fft", "random", "sparse", "nn"}
@@ -43,7 +43,7 @@ def test_numpy_level_names_are_numpy_names() -> None:
     assert public_names(ns["fft"]) <= set(dir(np.fft))
     assert public_names(ns["random"]) <= set(dir(np.random)) | {"default_rng"}
     generator = set(dir(np.random.Generator))
-    from gpumsg.libs.curand.numpy_random import Generator
+    from gpumsg.libs.curand._numpy_random import Generator
     assert {n for n in vars(Generator) if not n.startswith("_")} <= generator | {"close"}
     assert public_names(ns["sparse"]) <= set(dir(scipy.sparse))
     assert public_names(ns["nn"]) <= TORCH_F

@@ -11,7 +11,7 @@ import pytest
 import gpumsg
 from gpumsg import MemoryConfig
 from gpumsg.errors import OutOfBudget
-from gpumsg.libs.cublas.bindings import WORKSPACE_BYTES
+from gpumsg.libs.cublas._bindings import WORKSPACE_BYTES
 
 MiB = 1 << 20
 

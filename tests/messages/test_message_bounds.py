@@ -26,7 +26,7 @@ import pytest
 import gpumsg
 import gpumsg.messages as M
 from gpumsg.errors import ContextPoisoned, CudaError, InvalidMessage
-from gpumsg.messages.base import BufRef, Message
+from gpumsg.messages._base import BufRef, Message
 
 SEED = int(os.environ.get("GPUMSG_BOUNDS_SEED", "20261127"))
 TRIALS = int(os.environ.get("GPUMSG_BOUNDS_TRIALS", "150"))
@@ -50,8 +50,8 @@ EXTREME = [-1, -2, -2**31, 2**31 - 1, 2**31, 2**31 + 1, 2**32, 2**32 + 1, 2**48,
 SMALL = [0, 1, 2, 3, 4, 5, 7, 8, 16, 32, 63, 64, 128, 256]
 
 #: strings the message modules name (dtypes, modes, layouts, kinds, ...)
-STRINGS = sorted({s for mod in (M.blas, M.blaslt, M.cudnn, M.cudnn_rnn, M.fft, M.rng, M.sparse,
-                                M.collective, M.device, M.cudnn_attention, M.nvrtc)
+STRINGS = sorted({s for mod in (M.cublas, M.cublaslt, M.cudnn, M.cudnn_rnn, M.cufft, M.curand,
+                                M.cusparse, M.nccl, M.device, M.cudnn_attention, M.nvrtc)
                   for v in vars(mod).values() if isinstance(v, tuple)
                   for s in v if isinstance(s, str)}
                  | {"N", "T", "C", "L", "U", "R", "f32", "f64", "c64", "c128", "f16", "bf16",

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import gpumsg
-from gpumsg.messages.collective import Collective, CollOp, check_batch, coll_op
+from gpumsg.messages.nccl import Collective, CollOp, check_batch, coll_op
 
 RTOL = {"f32": 1e-5, "f64": 1e-12}
 NP = {"f32": np.float32, "f64": np.float64}

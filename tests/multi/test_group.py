@@ -158,7 +158,7 @@ def test_poisoned_member_fails_outstanding_batches_at_once(group, rng):
 
 
 def test_async_error_fails_every_rank_fast(group, rng):
-    from gpumsg.libs.nccl.sim import COMMS
+    from gpumsg.libs.nccl._sim import COMMS
 
     _, bufs = _bufs(group, rng, 4)
     comm = group.nccl(timeout=30.0)

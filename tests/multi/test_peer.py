@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import gpumsg
-from gpumsg.backends.sim import device as simdev
+from gpumsg.backends.sim import _device as simdev
 from gpumsg.multi import PeerCopyError
 from tests.conftest import random_array
 

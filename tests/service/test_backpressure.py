@@ -1,4 +1,4 @@
-"""Backpressure on the mailbox (gpumsg/service/backpressure.py): a caller that finds the
+"""Backpressure on the mailbox (gpumsg/service/_backpressure.py): a caller that finds the
 mailbox full pauses until the device thread has taken most of it; the service's own threads
 never pause; a pause is bounded."""
 
@@ -11,7 +11,7 @@ from concurrent.futures import Future
 import pytest
 
 from gpumsg.messages.device import Stats
-from gpumsg.service.backpressure import WAKE_GRACE, Backpressure, exempt_this_thread
+from gpumsg.service._backpressure import WAKE_GRACE, Backpressure, exempt_this_thread
 
 
 class _HeldReply(Future):
@@ -221,7 +221,7 @@ def test_posts_from_a_done_callback_do_not_pause(dev) -> None:
 
 def test_the_environment_sets_or_turns_off_the_pause(monkeypatch) -> None:
     import gpumsg
-    from gpumsg.service.backpressure import HIGH, LOW, configured
+    from gpumsg.service._backpressure import HIGH, LOW, configured
 
     monkeypatch.delenv("GPUMSG_BACKPRESSURE", raising=False)
     assert configured() == (HIGH, LOW)

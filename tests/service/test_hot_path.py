@@ -16,7 +16,7 @@ import pytest
 
 import gpumsg
 from gpumsg import messages
-from gpumsg.messages.base import BufRef, HostRef
+from gpumsg.messages._base import BufRef, HostRef
 
 
 def test_device_thread_serves_while_long_work_runs(dev) -> None:
@@ -56,7 +56,7 @@ def test_the_device_thread_waits_for_running_work_up_to_its_settle(dev) -> None:
             assert noted.wait(30)
             assert want in names[0], (settle, names)
     finally:
-        ctx.settle_seconds = gpumsg.service.context.SETTLE_SECONDS
+        ctx.settle_seconds = gpumsg.service._context.SETTLE_SECONDS
 
 
 def test_completions_answer_in_issue_order(dev, rng) -> None:
@@ -230,7 +230,7 @@ def test_repeated_lt_matmuls_reuse_their_message_and_keep_every_check(dev, rng, 
 
 
 def test_the_memo_keys_on_argument_types_and_buffer_identity() -> None:
-    from gpumsg.messages.memo import MessageMemo
+    from gpumsg.messages._memo import MessageMemo
 
     built = []
 
@@ -279,7 +279,7 @@ def test_the_memo_keys_on_argument_types_and_buffer_identity() -> None:
 
 def test_the_memo_keeps_only_messages_that_hold_their_references() -> None:
     """A message that replaces a buffer field is never kept: its key's ids could be reused."""
-    from gpumsg.messages.memo import MessageMemo
+    from gpumsg.messages._memo import MessageMemo
 
     built = []
 
@@ -401,7 +401,7 @@ def test_the_device_memo_keys_on_message_identity_and_stamp() -> None:
     """DerivedMemo (service/derived.py): a value is built once per message object and stamp; an
     equal but distinct message, or another stamp, builds anew; it stays bounded. ``by_value``
     keys by plain values; ``once`` builds without keeping."""
-    from gpumsg.service.derived import DerivedMemo
+    from gpumsg.service._derived import DerivedMemo
 
     memo, built = DerivedMemo(size=4), []
 

@@ -84,8 +84,8 @@ except ImportError:  # the lent GPU machine may lack it: the same strategies, dr
             return _Strategy(lambda r: {k: v.draw(r) for k, v in spec.items()})
 
 import gpumsg
-from gpumsg.client.device import _NAMESPACES, Device
-from gpumsg.messages.base import Message
+from gpumsg.client._device import _NAMESPACES, Device
+from gpumsg.messages._base import Message
 
 #: a future not answered within this many seconds counts as a hang
 WAIT_S = 20.0

@@ -216,7 +216,7 @@ def test_a_pinned_block_freed_by_close_right_after_it_was_made_raises_device_clo
     """The race the submit-during-close test above once hit (an AttributeError from the staging
     path): the device thread answers AllocPinned, then close() frees the pool before the caller
     looks the new block up. The caller gets the device's refusal, DeviceClosed."""
-    from gpumsg.client.staging import DevicePinnedPool
+    from gpumsg.client._staging import DevicePinnedPool
 
     class ClosedRightAfter:
         """A device that made block 7, then closed (and freed its pool) at once."""

@@ -88,7 +88,7 @@ def test_queued_messages_are_replayed_after_a_stall(pdev, rng) -> None:
 def test_a_waiting_caller_reads_its_own_answer(pdev, monkeypatch, lead) -> None:
     """With leading callers the answer is read, and the future answered, on the thread that
     waits for it; without, on the reader thread."""
-    from gpumsg.supervision import client as sup
+    from gpumsg.supervision import _client as sup
 
     monkeypatch.setattr(sup, "LEAD", lead)
     stall = pdev.inject_fault("stall", seconds=0.3)  # the answer comes after the wait began
@@ -131,7 +131,7 @@ def test_a_leading_caller_keeps_its_timeout_and_hands_back(pdev) -> None:
 def test_the_reader_stays_parked_through_round_trips(pdev, monkeypatch) -> None:
     """Back-to-back round trips leave the reader thread off the socket: after the first, no
     leader has to kick it out of its poll."""
-    from gpumsg.supervision import client as sup
+    from gpumsg.supervision import _client as sup
 
     monkeypatch.setattr(sup, "PARK_SECONDS", 5.0)
     worker = pdev._worker._worker
@@ -148,7 +148,7 @@ def test_a_parked_reader_reads_what_a_leader_left_outstanding(pdev, monkeypatch)
     the socket at once, whatever the park: the answer nobody leads for still comes."""
     from concurrent.futures import wait
 
-    from gpumsg.supervision import client as sup
+    from gpumsg.supervision import _client as sup
 
     monkeypatch.setattr(sup, "PARK_SECONDS", 30.0)
     assert pdev.stats().result(timeout=60).generation == 0  # a lead: the reader parks
@@ -171,7 +171,7 @@ def test_a_copy_in_chunks_is_read_by_its_waiting_caller(pdev, monkeypatch, rng) 
     """A caller waiting on a copy of several chunks (a future made of several answers) reads
     them itself, as for one answer: even with the reader parked for long, it is not kept
     waiting."""
-    from gpumsg.supervision import client as sup
+    from gpumsg.supervision import _client as sup
 
     monkeypatch.setattr(sup, "PARK_SECONDS", 30.0)
     big = rng.standard_normal(5_000_000)  # 40 MB: three staging chunks each way
@@ -377,17 +377,17 @@ def test_a_bad_start_method_is_refused_at_open(monkeypatch) -> None:
 def test_the_fork_servers_preload_keeps_the_applications(monkeypatch) -> None:
     from multiprocessing import forkserver
 
-    from gpumsg.supervision.client import _start_context
+    from gpumsg.supervision._client import _start_context
 
     monkeypatch.setattr(forkserver._forkserver, "_preload_modules", ["__main__", "json"])
     _start_context("forkserver")
     _start_context("forkserver")  # a second device adds nothing twice
     assert forkserver._forkserver._preload_modules == [
-        "__main__", "json", "gpumsg.supervision.worker"]
+        "__main__", "json", "gpumsg.supervision._worker"]
 
 
 def test_a_worker_takes_the_environment_of_its_start(monkeypatch) -> None:
-    from gpumsg.supervision.worker import take_environment
+    from gpumsg.supervision._worker import take_environment
 
     monkeypatch.setenv("GPUMSG_TEST_STALE", "1")  # as a fork server's stale copy would hold
     wanted = {k: v for k, v in os.environ.items() if k != "GPUMSG_TEST_STALE"}
@@ -467,7 +467,7 @@ def test_a_repeated_registration_keeps_the_first_mapping() -> None:
     from multiprocessing import shared_memory
 
     from gpumsg.messages.device import RegisterHostMemory
-    from gpumsg.supervision import handlers
+    from gpumsg.supervision import _handlers as handlers
 
     class Backend:
         def __init__(self) -> None:
@@ -556,7 +556,7 @@ def test_a_segment_outlived_by_its_view_dies_quietly_at_exit(kind: str) -> None:
     code = f"""
 import numpy as np
 from multiprocessing import shared_memory
-from gpumsg.supervision.shm import SharedSegment
+from gpumsg.supervision._shm import SharedSegment
 cls = {kind}
 seg = cls(create=True, size=4096)
 view = np.frombuffer(seg.buf, np.uint8)

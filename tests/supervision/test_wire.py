@@ -11,17 +11,17 @@ import numpy as np
 import pytest
 
 import gpumsg
-from gpumsg.memory.adaptors import MemoryStatistics
-from gpumsg.service.stats import DeviceLoad
-from gpumsg.supervision import worker as worker_mod
-from gpumsg.supervision.wire import (
+from gpumsg.memory._adaptors import MemoryStatistics
+from gpumsg.service._stats import DeviceLoad
+from gpumsg.supervision import _worker as worker_mod
+from gpumsg.supervision._wire import (
     Receiver,
     decode_replies,
     dumps,
     encode_replies,
     message_frame,
 )
-from gpumsg.supervision.worker import Outbox, SocketMailbox, configured_settle, configured_spin
+from gpumsg.supervision._worker import Outbox, SocketMailbox, configured_settle, configured_spin
 
 
 def _load(rng, budget, memory: bool) -> DeviceLoad:
@@ -84,7 +84,7 @@ def test_the_spin_is_configured_by_the_environment(monkeypatch) -> None:
 
 
 def test_the_worker_settle_is_configured_by_the_environment(monkeypatch) -> None:
-    from gpumsg.service.context import SETTLE_SECONDS
+    from gpumsg.service._context import SETTLE_SECONDS
 
     monkeypatch.delenv("GPUMSG_WORKER_SETTLE_US", raising=False)
     monkeypatch.setattr(worker_mod.os, "cpu_count", lambda: 16)

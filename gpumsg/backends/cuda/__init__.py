@@ -1,5 +1,5 @@
 """The CUDA backend (``backend="cuda"``): the driver API through cuda.bindings."""
 
-from .driver import CudaBackend, cuda_available
+from ._driver import CudaBackend, cuda_available
 
 __all__ = ["CudaBackend", "cuda_available"]

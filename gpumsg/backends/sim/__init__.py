@@ -1,5 +1,5 @@
 """The NumPy simulator backend (``backend="sim"``)."""
 
-from .device import SimBackend, SimFault
+from ._device import SimBackend, SimFault
 
 __all__ = ["SimBackend", "SimFault"]

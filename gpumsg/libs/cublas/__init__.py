@@ -4,18 +4,18 @@ The folder holds everything of one library: ``bindings.py`` (the C functions as 
 ``handle.py`` (the per-device handle, device thread), ``handlers.py`` (message -> handle call,
 device thread), ``sim.py`` (the NumPy semantics of the simulator) and ``client.py`` (the
 ``dev.cublas`` methods and NumPy's ``dev.linalg.matmul``, caller's thread). The messages live
-in :mod:`gpumsg.messages.blas`.
+in :mod:`gpumsg.messages.cublas`.
 """
 
-from ...messages import blas
+from ...messages import cublas as blas
 from ...messages.graph import capturable
-from ...service.registry import register_library
-from ..namespace import register_namespace
-from . import handlers  # noqa: F401  (registers the message handlers)
-from .bindings import SPEC
-from .client import Blas, Cublas, Matmul
-from .handle import CublasHandle
-from .sim import SimCublas
+from ...service._registry import register_library
+from .._namespace import register_namespace
+from . import _handlers as handlers  # noqa: F401  (registers the message handlers)
+from ._bindings import SPEC
+from ._client import Blas, Cublas, Matmul
+from ._handle import CublasHandle
+from ._sim import SimCublas
 
 LIBRARY = register_library("cublas", cuda=CublasHandle, sim=SimCublas, namespace="cublas",
                            client=Cublas, specs=(SPEC,))

@@ -2,17 +2,17 @@
 and the cached plans that small GEMMs of cuBLAS go through.
 
 Same layout as every library folder (see :mod:`gpumsg.libs.cublas`). Its client namespace:
-``dev.cublaslt`` (``matmul``, ``cache_info``). Messages: :mod:`gpumsg.messages.blaslt`.
+``dev.cublaslt`` (``matmul``, ``cache_info``). Messages: :mod:`gpumsg.messages.cublaslt`.
 """
 
-from ...messages.blaslt import Matmul
+from ...messages.cublaslt import Matmul
 from ...messages.graph import capturable
-from ...service.registry import register_library
-from . import handlers  # noqa: F401  (registers the message handlers)
-from .bindings import SPEC
-from .client import CublasLt
-from .handle import LtHandle
-from .sim import SimLt
+from ...service._registry import register_library
+from . import _handlers as handlers  # noqa: F401  (registers the message handlers)
+from ._bindings import SPEC
+from ._client import CublasLt
+from ._handle import LtHandle
+from ._sim import SimLt
 
 LIBRARY = register_library("cublaslt", cuda=LtHandle, sim=SimLt, namespace="cublaslt",
                            client=CublasLt, specs=(SPEC,))

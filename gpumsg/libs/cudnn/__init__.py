@@ -38,14 +38,14 @@ from ...messages.cudnn import (
     SoftmaxBackward,
 )
 from ...messages.graph import capturable
-from ...service.registry import register_library
-from ..namespace import register_namespace
-from . import handlers  # noqa: F401  (registers the message handlers)
-from .bindings import SPEC
-from .client import Dnn
-from .handle import DnnHandle
-from .namespaces import Cudnn, Nn
-from .sim import SimDnn
+from ...service._registry import register_library
+from .._namespace import register_namespace
+from . import _handlers as handlers  # noqa: F401  (registers the message handlers)
+from ._bindings import SPEC
+from ._client import Dnn
+from ._handle import DnnHandle
+from ._namespaces import Cudnn, Nn
+from ._sim import SimDnn
 
 LIBRARY = register_library("cudnn", cuda=DnnHandle, sim=SimDnn, namespace="cudnn",
                            client=Cudnn, specs=(SPEC,))
@@ -58,13 +58,13 @@ capturable(ConvForward, ConvBackwardData, ConvBackwardFilter, Activation, Activa
            libraries=("cudnn",))
 
 # RNNs (v8 API): their own descriptor caches on the device's cuDNN handle; methods join dev.cudnn
-from .rnn import handlers as rnn_handlers  # noqa: E402, F401  (registers the handlers)
-from .rnn.handle import RnnHandle  # noqa: E402
-from .rnn.sim import SimRnn  # noqa: E402
+from .rnn import _handlers as rnn_handlers  # noqa: E402, F401  (registers the handlers)
+from .rnn._handle import RnnHandle  # noqa: E402
+from .rnn._sim import SimRnn  # noqa: E402
 
 RNN_LIBRARY = register_library("cudnn_rnn", cuda=RnnHandle, sim=SimRnn)
 
 # attention: a library of its own, "cudnn_attention", registered by its handlers module
-from .attention import handlers as attention_handlers  # noqa: E402, F401
+from .attention import _handlers as attention_handlers  # noqa: E402, F401
 
 __all__ = ["LIBRARY", "SPEC", "Cudnn", "Dnn", "DnnHandle", "Nn", "SimDnn"]

@@ -6,18 +6,18 @@ The folder holds everything of one library: ``bindings.py`` (the C functions as 
 ``handle.py`` (the device's plan cache and work areas, device thread), ``handlers.py`` (message
 -> plan lookup and execution, device thread), ``sim.py`` (the numpy.fft semantics of the
 simulator) and ``client.py`` (the ``dev.cufft`` and ``dev.fft`` methods, caller's thread). The
-messages live in :mod:`gpumsg.messages.fft`.
+messages live in :mod:`gpumsg.messages.cufft`.
 """
 
-from ...messages import fft
+from ...messages import cufft as fft
 from ...messages.graph import capturable
-from ...service.registry import register_library
-from ..namespace import register_namespace
-from . import handlers  # noqa: F401  (registers the message handlers)
-from .bindings import SPEC
-from .client import Cufft, Fft, Plan
-from .handle import CufftHandle
-from .sim import SimCufft
+from ...service._registry import register_library
+from .._namespace import register_namespace
+from . import _handlers as handlers  # noqa: F401  (registers the message handlers)
+from ._bindings import SPEC
+from ._client import Cufft, Fft, Plan
+from ._handle import CufftHandle
+from ._sim import SimCufft
 
 LIBRARY = register_library("cufft", cuda=CufftHandle, sim=SimCufft, namespace="cufft",
                            client=Cufft, specs=(SPEC,))

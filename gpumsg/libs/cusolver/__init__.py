@@ -5,16 +5,16 @@ The folder holds everything of one library: ``bindings.py`` (the C functions as 
 ``handle.py`` (the per-device handle, device thread), ``handlers.py`` (message -> handle call,
 device thread; ``info`` read back at completion), ``sim.py`` (the NumPy/SciPy semantics of the
 simulator) and ``client.py`` (the ``dev.cusolver`` and ``dev.linalg`` methods, caller's thread).
-The messages live in :mod:`gpumsg.messages.solver`.
+The messages live in :mod:`gpumsg.messages.cusolver`.
 """
 
-from ...service.registry import register_library
-from ..namespace import register_namespace
-from . import handlers  # noqa: F401  (registers the message handlers)
-from .bindings import SPEC
-from .client import Cusolver, Linalg
-from .handle import CusolverHandle
-from .sim import SimCusolver
+from ...service._registry import register_library
+from .._namespace import register_namespace
+from . import _handlers as handlers  # noqa: F401  (registers the message handlers)
+from ._bindings import SPEC
+from ._client import Cusolver, Linalg
+from ._handle import CusolverHandle
+from ._sim import SimCusolver
 
 LIBRARY = register_library("cusolver", cuda=CusolverHandle, sim=SimCusolver,
                            namespace="cusolver", client=Cusolver, specs=(SPEC,))

@@ -7,16 +7,16 @@ The folder holds everything of one library: ``bindings.py`` (the C functions as 
 thread), ``handlers.py`` (message -> handle call, device thread), ``sim.py`` (the SciPy semantics
 of the simulator) and ``client.py`` (``dev.cusparse``, ``dev.sparse`` and :class:`SparseMatrix`,
 caller's thread).
-The messages live in :mod:`gpumsg.messages.sparse`.
+The messages live in :mod:`gpumsg.messages.cusparse`.
 """
 
-from ...service.registry import register_library
-from ..namespace import register_namespace
-from . import handlers  # noqa: F401  (registers the message handlers)
-from .bindings import SPEC
-from .client import Cusparse, Sparse, SparseMatrix
-from .handle import CusparseHandle
-from .sim import SimCusparse
+from ...service._registry import register_library
+from .._namespace import register_namespace
+from . import _handlers as handlers  # noqa: F401  (registers the message handlers)
+from ._bindings import SPEC
+from ._client import Cusparse, Sparse, SparseMatrix
+from ._handle import CusparseHandle
+from ._sim import SimCusparse
 
 LIBRARY = register_library("cusparse", cuda=CusparseHandle, sim=SimCusparse, namespace="cusparse",
                            client=Cusparse, specs=(SPEC,))

@@ -10,12 +10,12 @@ and launches on CUDA, device thread), ``sim.py`` (the simulator's registry of Nu
 
 from ...messages.graph import capturable
 from ...messages.nvrtc import Launch
-from ...service.registry import register_library
-from . import handlers  # noqa: F401  (registers the message handlers)
-from .bindings import SPEC
-from .client import Nvrtc
-from .handle import NvrtcHandle
-from .sim import SIM_KERNELS, SimNvrtc, sim_kernel
+from ...service._registry import register_library
+from . import _handlers as handlers  # noqa: F401  (registers the message handlers)
+from ._bindings import SPEC
+from ._client import Nvrtc
+from ._handle import NvrtcHandle
+from ._sim import SIM_KERNELS, SimNvrtc, sim_kernel
 
 LIBRARY = register_library("nvrtc", cuda=NvrtcHandle, sim=SimNvrtc, namespace="nvrtc",
                            client=Nvrtc, specs=(SPEC,))

@@ -427,7 +427,7 @@ class _StubCublas:
             return self.status
 
         if name.startswith("cublas") and name.endswith("_v2") and "Create" not in name:
-            from gpumsg.libs.cublas.bindings import SPEC
+            from gpumsg.libs.cublas._bindings import SPEC
 
             types = {f.name: f.argtypes for f in SPEC.functions}
             fn.argtypes = list(types.get(name, ()))  # type: ignore[attr-defined]
@@ -442,8 +442,8 @@ def test_a_level_launcher_issues_its_bound_call_and_replays_by_key() -> None:
     another alpha is another graph, and a zero-size call is never captured."""
     import ctypes
 
-    from gpumsg.backends.cuda.replays import GraphReplays
-    from gpumsg.libs.cublas.handle import CublasHandle
+    from gpumsg.backends.cuda._replays import GraphReplays
+    from gpumsg.libs.cublas._handle import CublasHandle
     from tests.libs.harness import FakeGraphDriver
 
     class Stream:

@@ -321,8 +321,8 @@ def test_frontend_missing_is_a_typed_error(monkeypatch) -> None:
     LibraryError naming the package), not an ImportError; gpumsg itself imports without it."""
     import sys
 
-    from gpumsg.libs.cudnn import graph
-    from gpumsg.libs.cudnn.attention import handle as attention
+    from gpumsg.libs.cudnn import _graph as graph
+    from gpumsg.libs.cudnn.attention import _handle as attention
 
     monkeypatch.setattr(graph, "_STATE", {})  # not imported yet in this process
     monkeypatch.setitem(sys.modules, "cudnn", None)  # "import cudnn" raises ImportError
@@ -351,7 +351,7 @@ def test_frontend_shares_gpumsgs_cudnn(rng) -> None:
         conv = lambda a: np.einsum("nchw,kc->nkhw", wide(a), wide(w)[:, :, 0, 0])  # noqa: E731
         assert_close(dev.copy_to_host(c1).result(), conv(x), "bf16")
         assert_close(dev.copy_to_host(c2).result(), conv(dev.copy_to_host(o).result()), "bf16")
-    from gpumsg.libs.cudnn.attention.handle import frontend
-    from gpumsg.libs.loader import load
+    from gpumsg.libs._loader import load
+    from gpumsg.libs.cudnn.attention._handle import frontend
 
     assert frontend().backend_version() == load("cudnn").cudnnGetVersion()

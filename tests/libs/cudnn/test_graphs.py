@@ -329,7 +329,7 @@ def test_norm_kernels_not_built_yet_are_refused_in_a_graph(cuda_dev, rng) -> Non
 def test_conv_legacy_fallback(cuda_dev, rng, monkeypatch) -> None:
     """Without the frontend the legacy descriptor path serves the same problems and
     cache_info says why."""
-    from gpumsg.libs.cudnn import graph
+    from gpumsg.libs.cudnn import _graph as graph
 
     monkeypatch.setattr(graph, "_STATE", {"module": None, "reason": "test: no frontend"})
     dev = cuda_dev
@@ -346,7 +346,7 @@ def test_conv_legacy_fallback(cuda_dev, rng, monkeypatch) -> None:
 
 def test_frontend_disabled_by_environment(monkeypatch) -> None:
     """GPUMSG_CUDNN_FRONTEND=0 keeps the frontend out, with the reason recorded."""
-    from gpumsg.libs.cudnn import graph
+    from gpumsg.libs.cudnn import _graph as graph
 
     monkeypatch.setattr(graph, "_STATE", {})
     monkeypatch.setenv("GPUMSG_CUDNN_FRONTEND", "0")
@@ -421,7 +421,7 @@ def _fake_frontend():
 def test_graph_executor_heuristic_choice(dtype: str, strict: bool, notes) -> None:
     """graph.build_graph: modes A then fallback, the note filters, the first ranked plan that
     builds; run() passes the pointers in uid order; next_plan() steps to a smaller workspace."""
-    from gpumsg.libs.cudnn.graph import build_graph
+    from gpumsg.libs.cudnn._graph import build_graph
 
     fe = _fake_frontend()
     t = {"y": _FakeTensor(), "x": _FakeTensor()}
@@ -440,7 +440,7 @@ def test_graph_executor_heuristic_choice(dtype: str, strict: bool, notes) -> Non
 def test_graph_executor_find_and_limits() -> None:
     """algo="find" keeps the fastest candidate that runs (one that fails is skipped); a
     workspace limit removes plans; no plan at all is GraphUnsupported."""
-    from gpumsg.libs.cudnn.graph import GraphUnsupported, build_graph
+    from gpumsg.libs.cudnn._graph import GraphUnsupported, build_graph
 
     fe = _fake_frontend()
     times = {2: 1.0, 3: 2.0}  # plan 1 fails to run (KeyError): skipped
@@ -482,8 +482,8 @@ def test_graph_replays_capture_on_the_second_run_then_launch() -> None:
     time (the execute then runs under capture, and the graph is launched), and is launched
     alone from then on; another pointer set, workspace or stream is a key of its own; the
     oldest graph beyond the capacity is destroyed, and close() destroys the rest."""
-    from gpumsg.backends.cuda.replays import GraphReplays
-    from gpumsg.libs.cudnn.graph import build_graph
+    from gpumsg.backends.cuda._replays import GraphReplays
+    from gpumsg.libs.cudnn._graph import build_graph
 
     fe = _fake_frontend()
     t = {"y": _FakeTensor(), "x": _FakeTensor()}
@@ -521,8 +521,8 @@ def test_graph_replays_capture_on_the_second_run_then_launch() -> None:
 def test_graph_replays_a_refused_capture_falls_back_for_good() -> None:
     """A capture that fails leaves nothing issued: the execute runs as usual right after, the
     reason is kept, and the plan is not captured again."""
-    from gpumsg.backends.cuda.replays import GraphReplays
-    from gpumsg.libs.cudnn.graph import build_graph
+    from gpumsg.backends.cuda._replays import GraphReplays
+    from gpumsg.libs.cudnn._graph import build_graph
 
     fe = _fake_frontend()
     t = {"x": _FakeTensor(), "y": _FakeTensor()}

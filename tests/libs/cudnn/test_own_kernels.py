@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import gpumsg
-from gpumsg.libs.cudnn.kernels.gelu import GELU_MODES
-from gpumsg.libs.cudnn.kernels.rowkern import row_shape
-from gpumsg.libs.cudnn.kernels.softmax import softmax_rows
+from gpumsg.libs.cudnn.kernels._gelu import GELU_MODES
+from gpumsg.libs.cudnn.kernels._rowkern import row_shape
+from gpumsg.libs.cudnn.kernels._softmax import softmax_rows
 from tests.libs.harness import BadArg, assert_close, check_bad_args, random_array, wide
 
 STAT_TOL = {"f32": ("f32", 10.0), "f16": ("f32", 50.0), "bf16": ("f32", 50.0)}

@@ -7,7 +7,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 import gpumsg
-from gpumsg.messages.fft import FftSpec
+from gpumsg.messages.cufft import FftSpec
 from tests.libs.harness import wide
 
 CPLX = {"f32": np.complex64, "f64": np.complex128}

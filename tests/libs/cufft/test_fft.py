@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import gpumsg
-from gpumsg.messages.fft import FftExec
+from gpumsg.messages.cufft import FftExec
 from tests.libs.cufft._helpers import CPLX, NORMS, PREC, REAL, SHAPE, crand, host
 from tests.libs.harness import assert_close, wide
 

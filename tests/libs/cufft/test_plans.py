@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import gpumsg
-from gpumsg.messages.fft import FftExec, FftPlan, FftSpec, layout_span
+from gpumsg.messages.cufft import FftExec, FftPlan, FftSpec, layout_span
 from tests.libs.cufft._helpers import (
     CPLX,
     REAL,

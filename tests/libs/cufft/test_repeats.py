@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import gpumsg
-from gpumsg.messages.fft import FftExec, FftPlan, FftSpec
+from gpumsg.messages.cufft import FftExec, FftPlan, FftSpec
 from tests.libs.cufft._helpers import CPLX, REAL, crand, host, reference
 from tests.libs.harness import assert_close, device_still_serves, wide
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from gpumsg.messages import rng as msgs
+from gpumsg.messages import curand as msgs
 
 PSEUDO = msgs.PSEUDO_KINDS
 

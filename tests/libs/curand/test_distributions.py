@@ -13,7 +13,7 @@ import pytest
 from scipy import stats
 
 import gpumsg
-from gpumsg.messages import rng as msgs
+from gpumsg.messages import curand as msgs
 from tests.libs.curand._helpers import (
     KINDS,
     P_MIN,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import gpumsg
-from gpumsg.messages import rng as msgs
+from gpumsg.messages import curand as msgs
 from tests.libs.curand._helpers import KINDS, PSEUDO, host, seed_of
 from tests.libs.harness import BadArg, check_bad_args
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from gpumsg.messages.rng import PSEUDO_KINDS, QUASI_KINDS
+from gpumsg.messages.curand import PSEUDO_KINDS, QUASI_KINDS
 
 N = 1 << 16
 SEED = 20_240_611

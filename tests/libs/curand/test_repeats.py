@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import gpumsg
-from gpumsg.messages import rng as msgs
+from gpumsg.messages import curand as msgs
 from tests.libs.curand._helpers import PSEUDO, QUASI, host, make, moments_ok, seed_of
 
 # -- repeated draws into ``out`` -----------------------------------------------------------------
@@ -163,7 +163,7 @@ class _StubCurand:
     def __getattr__(self, name: str):
         import ctypes
 
-        from gpumsg.libs.curand.bindings import SPEC
+        from gpumsg.libs.curand._bindings import SPEC
 
         types = {f.name: f.argtypes for f in SPEC.functions}
 
@@ -185,7 +185,7 @@ def test_a_draw_launcher_issues_its_bound_call() -> None:
     call."""
     from types import SimpleNamespace
 
-    from gpumsg.libs.curand.handle import CurandHandle, _Generator
+    from gpumsg.libs.curand._handle import CurandHandle, _Generator
 
     class Stream:
         def __int__(self) -> int:

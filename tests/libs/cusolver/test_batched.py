@@ -155,12 +155,12 @@ def test_kernel_sources_compile() -> None:
     """The zeroing / transposing kernels compile with NVRTC (no GPU needed; skipped where the
     NVRTC library is missing). The GPU tests above run them."""
     try:
-        from gpumsg.libs.nvrtc.compiler import compile_program, nvrtc_version
+        from gpumsg.libs.nvrtc._compiler import compile_program, nvrtc_version
 
         nvrtc_version()
     except Exception as exc:  # noqa: BLE001
         pytest.skip(f"NVRTC unavailable: {exc}")
-    from gpumsg.libs.cusolver.handle import TILED_SOURCE, TILED_TYPE, ZERO_PART_SOURCE
+    from gpumsg.libs.cusolver._handle import TILED_SOURCE, TILED_TYPE, ZERO_PART_SOURCE
 
     zero = compile_program(ZERO_PART_SOURCE, "zero.cu", "sm_90", use_cache=False)
     assert zero.kind == "cubin" and zero.image

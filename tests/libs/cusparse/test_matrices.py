@@ -12,7 +12,7 @@ import pytest
 import scipy.sparse as sp
 
 import gpumsg
-from gpumsg.messages.sparse import SparseRef
+from gpumsg.messages.cusparse import SparseRef
 from tests.libs.cusparse._helpers import DENSITIES, INDEX, host, rand_sparse, upload, values
 from tests.libs.harness import FLOAT_DTYPES, BadArg, assert_close, check_bad_args, wide
 

@@ -227,8 +227,8 @@ def test_the_cuda_handle_keeps_a_launcher_and_replays_it(monkeypatch) -> None:
     with InvalidMessage; a matrix made again under the same id gets graphs of its own."""
     import types
 
-    from gpumsg.backends.cuda.replays import GraphReplays
-    from gpumsg.libs.cusparse.handle import CusparseHandle
+    from gpumsg.backends.cuda._replays import GraphReplays
+    from gpumsg.libs.cusparse._handle import CusparseHandle
 
     monkeypatch.setenv("GPUMSG_SPARSE_REPLAY", "0")  # no driver here: the fakes go in below
     lib = _FakeCusparse()

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import gpumsg
-from gpumsg.libs.loader import LibraryNotFound, load
-from gpumsg.libs.nvrtc.compiler import compile_program
+from gpumsg.libs._loader import LibraryNotFound, load
+from gpumsg.libs.nvrtc._compiler import compile_program
 from tests.conftest import ROOT, need_backend
 from tests.libs.harness import BadArg, assert_close, check_bad_args, wide
 from tests.libs.kernels import BLOCK_SUM, BROKEN, SAXPY, SCALE, SCALE_HEADERS
@@ -98,7 +98,7 @@ def test_disk_cache_is_hit_by_a_second_process(dev, tmp_path) -> None:
     major, minor = dev.props.compute_capability
     code = textwrap.dedent(f"""
         from tests.libs.kernels import SAXPY
-        from gpumsg.libs.nvrtc.compiler import compile_program
+        from gpumsg.libs.nvrtc._compiler import compile_program
         p = compile_program(SAXPY, "saxpy", "sm_{major}{minor}", (), {{}}, ("saxpy",))
         print(p.from_cache, p.key)
     """)
@@ -114,7 +114,7 @@ def test_disk_cache_is_hit_by_a_second_process(dev, tmp_path) -> None:
 def test_cache_filled_by_two_processes_at_once(tmp_path) -> None:
     code = textwrap.dedent("""
         from tests.libs.kernels import BLOCK_SUM
-        from gpumsg.libs.nvrtc.compiler import compile_program
+        from gpumsg.libs.nvrtc._compiler import compile_program
         p = compile_program(BLOCK_SUM, "block_sum", "sm_90", (), {}, ("block_sum",))
         print(len(p.image))
     """)
@@ -271,7 +271,7 @@ def test_a_repeated_launch_reuses_its_message_and_keeps_every_check(dev, backend
 def test_launches_through_the_binding_when_raw_launches_are_off(monkeypatch, rng) -> None:
     """GPUMSG_RAW_LAUNCH=0: user kernels launch through cuda.bindings' cuLaunchKernel instead
     of the ctypes one, with the same results, repeated launches included."""
-    from gpumsg.backends.cuda import driver
+    from gpumsg.backends.cuda import _driver as driver
 
     need_backend("cuda")
     monkeypatch.setattr(driver, "_RAW_LAUNCH", [])

@@ -1,0 +1,64 @@
+"""Handlers of the cuFFT messages (device thread): look the plan up (made on a miss), then
+issue the execution(s) and the optional scaling through the envelope on the compute stream.
+
+A repeated FftExec (the client sends a repeated ``execute`` as the same message object) keeps
+what it derives, per message and buffer pointers, in the device's ``DerivedMemo``
+(:class:`~gpumsg.libs.cufft._handle.ExecCall`: the plan, the byte pointers, the launcher of the
+call, replayed as a CUDA graph on the GPU): the handler then resolves the buffers, and the
+envelope issues the kept launcher. A message sent once finds the ExecCall of an earlier one with
+the same spec, pointers and arguments (:func:`~gpumsg.libs.cufft._handle.exec_call`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...errors import GraphCaptureError
+from ...messages.cufft import FftCacheConfig, FftCacheInfo, FftExec, FftPlan, FftReplayInfo
+from ...service._registry import COMPUTE, handles
+from ._handle import exec_call
+
+__all__: list[str] = []
+
+
+@handles(FftPlan)
+def _plan(ctx: Any, msg: FftPlan, reply: Any) -> None:
+    plan, hit = ctx.library("cufft").plan(msg.spec)
+    ctx.reply_now(reply, {"workspace": plan.work_bytes, "hit": hit})
+
+
+@handles(FftExec)
+def _exec(ctx: Any, msg: FftExec, reply: Any) -> None:
+    x = ctx.resolve(msg.x, "x")
+    out = x if msg.spec.inplace else ctx.resolve_out(msg.out, "out")
+    lib = ctx.library("cufft")
+    xp, op = x.ptr, out.ptr
+    call = ctx.derived.get(msg, (xp, op), lambda: exec_call(lib, msg, xp, op, ctx.compute.obj))
+    # a dev.graph() recording: the plan must exist already (making one allocates device
+    # memory, which a stream capture forbids), and the graph's nodes use its memory, so it is
+    # kept until the device closes. (The launcher issues the call itself while a recording is
+    # on: no replay graph is made or launched inside another capture.)
+    recording = ctx.capture is not None
+    if recording and not lib.cached(msg.spec):
+        raise GraphCaptureError("FftExec cannot be recorded with a plan that does not exist "
+                                "yet: make it first (dev.cufft.plan(...).result()) and record "
+                                "after", "FftExec")
+    launch = call.launcher()
+    if recording:
+        call.plan.captured = True
+    ctx.run(reply, COMPUTE, (x,), (out, x) if call.overwrites_input else (out,), launch)
+
+
+@handles(FftCacheInfo)
+def _cache_info(ctx: Any, msg: FftCacheInfo, reply: Any) -> None:
+    ctx.reply_now(reply, ctx.library("cufft").info())
+
+
+@handles(FftCacheConfig)
+def _cache_config(ctx: Any, msg: FftCacheConfig, reply: Any) -> None:
+    ctx.reply_now(reply, ctx.library("cufft").configure(msg.capacity, msg.clear))
+
+
+@handles(FftReplayInfo)
+def _replay_info(ctx: Any, msg: FftReplayInfo, reply: Any) -> None:
+    handle = ctx.libraries.get("cufft")  # not created here: asking is not using
+    ctx.reply_now(reply, {"enabled": None} if handle is None else handle.replay_info())

@@ -1,0 +1,69 @@
+"""Module loads and kernel launches (device thread)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...errors import InvalidMessage
+from ...messages._base import BufRef
+from ...messages.nvrtc import Launch, LoadModule
+from ...service._registry import COMPUTE, handles
+
+__all__: list[str] = []
+
+
+@handles(LoadModule)
+def _load_module(ctx: Any, msg: LoadModule, reply: Any) -> None:
+    ctx.library("nvrtc").load(msg.key, msg.image, msg.kind, msg.symbols)
+    ctx.reply_now(reply, None)
+
+
+class _LaunchPlan:
+    """What a Launch message needs at every launch, derived once per message: its function,
+    its distinct buffers (reference, field name, read or only written), which of them the
+    launch reads and writes, and the launcher bound to the buffers' last pointers."""
+
+    __slots__ = ("fn", "buffers", "reads", "writes", "ptrs", "launcher")
+
+    def __init__(self, ctx: Any, msg: Launch) -> None:
+        k = msg.kernel
+        if k.owner != ctx.token:
+            raise InvalidMessage(f"kernel: {k.name!r} was compiled for another device",
+                                 field="kernel")
+        self.fn = ctx.library("nvrtc").function(k.module, k.symbol)
+        read_ids = {r.id for r in msg.reads}
+        index: dict[int, int] = {}
+        buffers: list[tuple[BufRef, str, bool]] = []
+        for i, a in enumerate(msg.args):
+            if type(a) is BufRef and a.id not in index:
+                index[a.id] = len(buffers)
+                buffers.append((a, f"args[{i}]", a.id in read_ids))
+        self.buffers = tuple(buffers)
+        self.reads = tuple(index[r.id] for r in msg.reads)
+        self.writes = tuple(index[r.id] for r in msg.writes)
+        self.ptrs: tuple | None = None
+        self.launcher: Any = None
+
+    def bind(self, ctx: Any, msg: Launch, allocs: list[Any], ptrs: tuple) -> Any:
+        """The launcher for these pointers (a buffer's pointer is fixed for its life, so this
+        runs once per message unless a buffer was rebuilt)."""
+        by_id = {ref.id: alloc for (ref, _, _), alloc in zip(self.buffers, allocs)}
+        values = [by_id[a.id].ptr if type(a) is BufRef else a for a in msg.args]
+        refs = [a if type(a) is BufRef else None for a in msg.args]
+        self.launcher = ctx.library("nvrtc").bound(self.fn, msg.grid, msg.block, msg.shared,
+                                                   msg.kernel.params, values, refs)
+        self.ptrs = ptrs
+        return self.launcher
+
+
+@handles(Launch)
+def _launch(ctx: Any, msg: Launch, reply: Any) -> None:
+    # a repeated launch (the client sends it as the same message object) keeps its plan
+    plan = ctx.derived.get(msg, None, lambda: _LaunchPlan(ctx, msg))
+    resolve, resolve_out = ctx.resolve, ctx.resolve_out
+    allocs = [resolve(ref, field) if reading else resolve_out(ref, field)
+              for ref, field, reading in plan.buffers]
+    ptrs = tuple([a.ptr for a in allocs])
+    launcher = plan.launcher if ptrs == plan.ptrs else plan.bind(ctx, msg, allocs, ptrs)
+    ctx.run(reply, COMPUTE, tuple([allocs[i] for i in plan.reads]),
+            tuple([allocs[i] for i in plan.writes]), launcher)

@@ -1,0 +1,493 @@
+"""Peer copies between devices of this process, and the peer topology.
+
+``d1.copy_peer(dst, src=x0)`` posts, under :data:`ORDER_LOCK`, a
+:class:`~gpumsg.messages.peer.PeerCopySend` to ``x0``'s device d0 and a
+:class:`~gpumsg.messages.peer.PeerCopyRecv` to d1. The two device threads meet in a
+:class:`_Handshake` (this process's registry, named by an id in the messages):
+
+1. d1 (destination): its H2D stream waits for ``dst``'s earlier uses on d1 (the envelope), then
+   records event ``pre`` and hands it, with ``dst``'s address and d1's context, to d0.
+2. d0 (source): its D2H stream waits for ``src``'s last write on d0 (the envelope) and for
+   ``pre``; it copies (``cuMemcpyPeerAsync`` into d1's memory, or, when the devices are not
+   peers, into pinned host memory) and records event ``ready``.
+3. d1: its H2D stream waits for ``ready`` (a cross-device event wait; legal in CUDA), then, when
+   staged, copies from the pinned host memory into ``dst``. ``dst`` counts as written there: later
+   uses on d1 follow the copy; ``src`` counts as read on d0's D2H stream: later writes (and the
+   free) on d0 follow the copy.
+
+Both device threads wait only for each other's host-side step (never for the GPU), up to the
+copy's ``timeout``; a side that gives up (or fails) cancels the handshake, and the other side
+fails at once with :class:`PeerCopyError`. Events and the staging block are released when both
+sides' work has completed. Posting every cross-device message set (peer copies, collectives)
+under one lock keeps the order in which any two devices meet the same on both, so the
+rendezvous cannot deadlock.
+
+Needs thread isolation on both devices (the rendezvous is in-process).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import numbers
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+from ..client._buffers import BufferFuture, GpuBuffer, GpuFuture
+from ..client._device import Device
+from ..errors import GpuError, InvalidMessage
+from ..memory._resource import AsyncPoolResource
+from ..messages._base import BufRef
+from ..messages.peer import (
+    EnablePeerAccess,
+    GrantPoolAccess,
+    PeerCopyRecv,
+    PeerCopySend,
+    PeerQuery,
+)
+from ..service._registry import D2H, H2D, handles
+
+__all__ = ["ORDER_LOCK", "PeerCopyError", "Topology", "copy_peer", "peer_link",
+           "enable_peer_access", "topology"]
+
+#: held while posting a set of messages to several devices that meet each other (a peer copy's
+#: two halves, a collective's members): every device then sees these sets in one global order
+ORDER_LOCK = threading.RLock()
+
+
+class PeerCopyError(GpuError):
+    """A peer copy failed: the other side did not arrive within the timeout, or failed."""
+
+
+# -- the rendezvous --------------------------------------------------------------------------------
+@dataclasses.dataclass
+class _Pre:
+    event: Any
+    ptr: int
+    peer: Any  # the destination's context (cuda) or backend (sim)
+
+
+class _Handshake:
+    """Where the two halves of one peer copy meet (see the module docstring)."""
+
+    def __init__(self, staged: bool) -> None:
+        self.cond = threading.Condition()
+        self.staged = staged
+        self.pre: _Pre | None = None
+        self.ready: Any = None
+        self.host = 0
+        self.cancelled: BaseException | None = None
+        self.entered = 0
+        self.finished = 0
+        self.cleanups: list[tuple[Callable[[Any], Any], Any]] = []
+
+    def error(self) -> PeerCopyError:
+        cause = self.cancelled
+        if isinstance(cause, PeerCopyError):
+            return PeerCopyError(str(cause))
+        return PeerCopyError(f"the other side of the peer copy failed: {cause!r}")
+
+    def cancel(self, exc: BaseException) -> None:
+        with self.cond:
+            if self.cancelled is None and self.ready is None:
+                self.cancelled = exc
+            self.cond.notify_all()
+        _forget(self)
+
+    def _wait(self, what: Callable[[], Any], timeout: float, step: str) -> Any:
+        with self.cond:
+            self.cond.wait_for(lambda: what() is not None or self.cancelled is not None, timeout)
+            value = what()
+            if value is not None:
+                return value
+            if self.cancelled is not None:
+                raise self.error()
+            self.cancelled = PeerCopyError(f"peer copy: the other device did not {step} within "
+                                           f"{timeout} s")
+            self.cond.notify_all()
+        _forget(self)
+        raise PeerCopyError(str(self.cancelled))
+
+    def post_pre(self, pre: _Pre) -> None:
+        with self.cond:
+            if self.cancelled is not None:
+                raise self.error()
+            self.pre = pre
+            self.cond.notify_all()
+
+    def wait_pre(self, timeout: float) -> _Pre:
+        return self._wait(lambda: self.pre, timeout, "arrive")
+
+    def wait_ready(self, timeout: float) -> Any:
+        return self._wait(lambda: self.ready, timeout, "issue its copy")
+
+    def add_cleanup(self, fn: Callable[[Any], Any], arg: Any) -> None:
+        with self.cond:
+            self.cleanups.append((fn, arg))
+
+    def side_done(self) -> None:
+        """One side's work completed (or failed): release the events and the staging block
+        once every side that entered is done and no other can enter."""
+        with self.cond:
+            self.finished += 1
+            last = self.finished >= self.entered and (self.entered == 2 or
+                                                      self.cancelled is not None)
+            cleanups, self.cleanups = (self.cleanups, []) if last else ([], self.cleanups)
+        for fn, arg in cleanups:
+            try:
+                fn(arg)
+            except Exception:  # noqa: BLE001 - a poisoned context cannot release; nothing to do
+                pass
+
+
+_REGISTRY: dict[int, _Handshake] = {}
+_REGISTRY_LOCK = threading.Lock()
+_handshake_ids = itertools.count(1)
+
+
+def _new_handshake(staged: bool) -> int:
+    hid = next(_handshake_ids)
+    with _REGISTRY_LOCK:
+        _REGISTRY[hid] = _Handshake(staged)
+    return hid
+
+
+def _enter(hid: int) -> _Handshake:
+    with _REGISTRY_LOCK:
+        h = _REGISTRY.get(hid)
+        if h is None:
+            raise PeerCopyError(f"peer copy {hid}: the other device gave up on it (timed out or "
+                                "failed), or it is not a copy of this process")
+        h.entered += 1
+        if h.entered == 2:
+            del _REGISTRY[hid]
+    return h
+
+
+def _forget(h: _Handshake) -> None:
+    with _REGISTRY_LOCK:
+        for k, v in list(_REGISTRY.items()):
+            if v is h:
+                del _REGISTRY[k]
+
+
+def _once(h: _Handshake) -> Callable[[Any, BaseException | None], Any]:
+    """A finish callback that counts this side done once (at completion or failure)."""
+    done = [False]
+
+    def finish(value: Any, exc: BaseException | None) -> Any:
+        if not done[0]:
+            done[0] = True
+            h.side_done()
+        return value
+
+    return finish
+
+
+# -- handlers (device threads) ---------------------------------------------------------------------
+@handles(PeerCopyRecv)
+def _recv(ctx: Any, msg: PeerCopyRecv, reply: Any) -> None:
+    h = _enter(msg.handshake)
+    finish = _once(h)
+    backend = ctx.backend
+    try:
+        dst = ctx.resolve_out(msg.dst, "dst")
+        ptr = dst.ptr + msg.dst_offset
+
+        def issue(stream: Any) -> None:
+            ev = backend.event_create()
+            h.add_cleanup(backend.event_destroy, ev)
+            backend.event_record(ev, stream)  # after dst's earlier uses on this device
+            h.post_pre(_Pre(ev, ptr, backend.peer_handle()))
+            ready = h.wait_ready(msg.timeout)
+            backend.stream_wait_event(stream, ready)  # recorded on the source device
+            if h.staged:
+                backend.copy_htod(stream, ptr, h.host, msg.nbytes)
+
+        ctx.run(reply, H2D, (), (dst,), issue, finish=finish)
+    except BaseException as exc:
+        h.cancel(exc)
+        finish(None, exc)
+        raise
+
+
+@handles(PeerCopySend)
+def _send(ctx: Any, msg: PeerCopySend, reply: Any) -> None:
+    h = _enter(msg.handshake)
+    finish = _once(h)
+    backend = ctx.backend
+    n = msg.nbytes
+    try:
+        src = ctx.resolve(msg.src, "src")
+        pre = h.wait_pre(msg.timeout)
+        sptr = src.ptr + msg.src_offset
+
+        def issue(stream: Any) -> None:
+            with h.cond:
+                if h.cancelled is not None:
+                    raise h.error()
+                if h.staged:
+                    host = backend.host_alloc(n)
+                    h.cleanups.append((backend.host_free, host))
+                    h.host = host
+                    backend.copy_dtoh(stream, host, sptr, n)
+                else:
+                    backend.stream_wait_event(stream, pre.event)  # dst is free to be written
+                    backend.copy_peer(stream, pre.peer, pre.ptr, sptr, n)
+                ev = backend.event_create()
+                h.cleanups.append((backend.event_destroy, ev))
+                backend.event_record(ev, stream)
+                h.ready = ev
+                h.cond.notify_all()
+
+        ctx.run(reply, D2H, (src,), (), issue, finish=finish)
+    except BaseException as exc:
+        h.cancel(exc)
+        finish(None, exc)
+        raise
+
+
+@handles(PeerQuery)
+def _peer_query(ctx: Any, msg: PeerQuery, reply: Any) -> None:
+    ctx.reply_now(reply, ctx.backend.peer_query(msg.peer))
+
+
+@handles(EnablePeerAccess)
+def _enable_peer_access(ctx: Any, msg: EnablePeerAccess, reply: Any) -> None:
+    ctx.reply_now(reply, ctx.backend.enable_peer_access(msg.peer_context))
+
+
+@handles(GrantPoolAccess)
+def _grant_pool_access(ctx: Any, msg: GrantPoolAccess, reply: Any) -> None:
+    pools = [r for r in ctx.memory.stack() if isinstance(r, AsyncPoolResource)]
+    for r in pools:
+        ctx.backend.pool_grant_access(r.pool, msg.peer)
+    ctx.reply_now(reply, len(pools))
+
+
+# -- topology (client side) ------------------------------------------------------------------------
+#: (source device token, destination device token) -> the link's properties
+_LINKS: dict[tuple[int, int], dict[str, Any]] = {}
+#: (source token, destination token) pairs whose peer access was enabled (or refused)
+_ENABLED: dict[tuple[int, int], Future] = {}
+_TOPO_LOCK = threading.Lock()
+
+
+def _nvlink(a: int, b: int) -> bool | None:
+    """Whether NVML reports an NVLink path between GPUs ``a`` and ``b`` (None: no NVML)."""
+    try:
+        import pynvml  # optional
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        ha, hb = pynvml.nvmlDeviceGetHandleByIndex(a), pynvml.nvmlDeviceGetHandleByIndex(b)
+        status = pynvml.nvmlDeviceGetP2PStatus(ha, hb, pynvml.NVML_P2P_CAPS_INDEX_NVLINK)
+        return status == pynvml.NVML_P2P_STATUS_OK
+    except Exception:  # noqa: BLE001 - NVML is an optional refinement
+        return None
+
+
+def peer_link(src_dev: Any, dst_dev: Any, timeout: float = 30.0) -> dict[str, Any]:
+    """The link from ``src_dev`` to ``dst_dev``, asked once per pair: ``can_access``,
+    ``perf_rank`` (-1 when not peers; lower is faster), ``native_atomics`` and ``kind``
+    (``"self"``, ``"nvlink"`` (NVML), ``"p2p"``, or ``"host"``: copies are staged)."""
+    key = (src_dev._state.token, dst_dev._state.token)
+    link = _LINKS.get(key)
+    if link is not None:
+        return link
+    if src_dev is dst_dev:
+        link = {"can_access": True, "perf_rank": 0, "native_atomics": True, "kind": "self"}
+    elif src_dev.backend != dst_dev.backend:
+        link = {"can_access": False, "perf_rank": -1, "native_atomics": False, "kind": "host"}
+    else:
+        link = dict(src_dev.send(PeerQuery(dst_dev.ordinal)).result(timeout))
+        kind = "host"
+        if link["can_access"]:
+            kind = "p2p"
+            if src_dev.backend == "cuda" and _nvlink(src_dev.ordinal, dst_dev.ordinal):
+                kind = "nvlink"
+        link["kind"] = kind
+    with _TOPO_LOCK:
+        _LINKS[key] = link
+    return link
+
+
+def enable_peer_access(src_dev: Any, dst_dev: Any, timeout: float = 30.0) -> Future:
+    """Let ``src_dev`` access ``dst_dev``'s memory (once per pair): cuCtxEnablePeerAccess on
+    ``src_dev``'s thread and cuMemPoolSetAccess of ``dst_dev``'s pools on ``dst_dev``'s thread,
+    each ahead of any later message to that device. Resolves to True when enabled, False when
+    the devices cannot be peers."""
+    key = (src_dev._state.token, dst_dev._state.token)
+    with _TOPO_LOCK:
+        fut = _ENABLED.get(key)
+    if fut is not None:
+        return fut
+    if not peer_link(src_dev, dst_dev, timeout)["can_access"]:
+        fut = GpuFuture()
+        fut.set_result(False)
+    else:
+        handle = dst_dev.snapshot_context().result(timeout)
+        enabled = src_dev.send(EnablePeerAccess(dst_dev.ordinal, int(handle)))
+        granted = dst_dev.send(GrantPoolAccess(src_dev.ordinal))
+        fut = GpuFuture()
+
+        def both(_f: Future) -> None:
+            if not (enabled.done() and granted.done()) or fut.done():
+                return
+            exc = enabled.exception() or granted.exception()
+            if exc is not None:
+                fut.set_exception(exc)
+            else:
+                fut.set_result(bool(enabled.result()))
+
+        enabled.add_done_callback(both)
+        granted.add_done_callback(both)
+    with _TOPO_LOCK:
+        return _ENABLED.setdefault(key, fut)
+
+
+@dataclasses.dataclass(frozen=True)
+class Topology:
+    """The links between the devices of a group, by rank: ``can_access[i][j]`` (device i can
+    access device j's memory), ``perf_rank[i][j]`` (CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK,
+    -1 when not peers), ``native_atomics[i][j]``, ``kind[i][j]`` (``"self"``, ``"nvlink"``,
+    ``"p2p"``, ``"host"``)."""
+
+    can_access: tuple[tuple[bool, ...], ...]
+    perf_rank: tuple[tuple[int, ...], ...]
+    native_atomics: tuple[tuple[bool, ...], ...]
+    kind: tuple[tuple[str, ...], ...]
+
+    def peers_of(self, i: int) -> list[int]:
+        """The ranks device ``i`` can access directly, fastest link first."""
+        out = [j for j in range(len(self.kind)) if j != i and self.can_access[i][j]]
+        return sorted(out, key=lambda j: self.perf_rank[i][j])
+
+
+def topology(devices: list[Any], timeout: float = 30.0) -> Topology:
+    """The :class:`Topology` of ``devices`` (every pair asked once, cached)."""
+    links = [[peer_link(a, b, timeout) for b in devices] for a in devices]
+
+    def table(field: str) -> tuple:
+        return tuple(tuple(link[field] for link in row) for row in links)
+
+    return Topology(table("can_access"), table("perf_rank"), table("native_atomics"),
+                    table("kind"))
+
+
+# -- the copy (client side) ------------------------------------------------------------------------
+def _buffer(x: Any, field: str) -> GpuBuffer:
+    if isinstance(x, BufferFuture):
+        return x.buffer
+    if isinstance(x, GpuBuffer):
+        return x
+    raise InvalidMessage(f"{field} must be a GpuBuffer or its future, got {type(x).__name__}",
+                         field=field)
+
+
+def _first_error(futs: list[Future]) -> BaseException | None:
+    errors = [f.exception() for f in futs if f.exception() is not None]
+    if not errors:
+        return None
+    own = [e for e in errors if not (isinstance(e, PeerCopyError) and "other side" in str(e)
+                                     or "gave up" in str(e))]
+    return (own or errors)[0]
+
+
+def copy_peer(dst_dev: Any, dst: Any = None, src: Any = None, nbytes: int | None = None,
+              dst_offset: int = 0, src_offset: int = 0, timeout: float = 60.0) -> Future:
+    """Copy ``src`` (a buffer on any device of this process) into ``dst`` on ``dst_dev``;
+    ``dst=None`` allocates a buffer of ``src``'s shape, dtype and order on ``dst_dev`` and the
+    future resolves to it (a :class:`BufferFuture`, usable at once). ``nbytes`` (default: all of
+    ``src``) and the offsets are in bytes. The copy follows ``src``'s last write and ``dst``'s
+    earlier uses; later uses of ``dst`` on ``dst_dev`` and writes of ``src`` on its device
+    follow the copy. Peer to peer when the devices can access each other (enabled on first use),
+    else staged through pinned host memory. The future resolves once the data is in ``dst``;
+    it fails with :class:`PeerCopyError` when a side does not take part within ``timeout`` s.
+    Raises InvalidMessage (bad buffers, sizes, offsets; a process-isolated device)."""
+    if src is None:
+        raise InvalidMessage("copy_peer needs src", field="src")
+    sbuf = _buffer(src, "src")
+    src_dev = sbuf.device
+    sref = sbuf.ref  # raises GpuRefStale when freed or stale
+    for d, field in ((dst_dev, "dst"), (src_dev, "src")):
+        if d.isolation != "thread":
+            raise InvalidMessage(f"{field}: peer copies need thread isolation (device "
+                                 f"{d.ordinal} is isolated by {d.isolation!r}); copy through "
+                                 "the host with copy_to_host / copy_from_host", field=field)
+    if not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise InvalidMessage("timeout must be a positive number of seconds", field="timeout")
+    dbuf = None
+    if dst is not None:
+        dbuf = _buffer(dst, "dst")
+        if dbuf.device is not dst_dev:
+            raise InvalidMessage(f"dst must be a buffer of device {dst_dev.ordinal}", field="dst")
+        dref: BufRef = dbuf.ref
+    for name, value in (("src_offset", src_offset), ("dst_offset", dst_offset)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+            raise InvalidMessage(f"{name} must be a non-negative int (bytes), got {value!r}",
+                                 field=name)
+    src_offset, dst_offset = int(src_offset), int(dst_offset)
+    n = sref.nbytes - src_offset if nbytes is None else nbytes
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise InvalidMessage(f"nbytes must be a positive int, got {n!r}", field="nbytes")
+    if src_dev is dst_dev:  # one device: an ordinary device-to-device copy
+        if dst is None:
+            out = dst_dev.alloc(sref.shape, sref.dtype, sref.order)
+            return dst_dev.buffer_after(
+                dst_dev.copy_bytes(out, sbuf, n, dst_offset, src_offset), out)
+        return dst_dev.copy_bytes(dbuf, sbuf, n, dst_offset, src_offset)
+    link = peer_link(src_dev, dst_dev)
+    staged = not link["can_access"]
+    if not staged:
+        enable_peer_access(src_dev, dst_dev)  # queued ahead of the copy on the source
+    hid = _new_handshake(staged)
+    try:
+        with ORDER_LOCK:
+            if dst is None:
+                out_buf = dst_dev.alloc(sref.shape, sref.dtype, sref.order)
+                dbuf, dref = out_buf.buffer, out_buf.ref
+            # both checked here, at the call site, before anything is sent
+            send = PeerCopySend(sref, hid, src_offset, n, staged, float(timeout))
+            recv = PeerCopyRecv(dref, hid, dst_offset, n, staged, float(timeout))
+            f_send = src_dev.send(send)
+            f_recv = dst_dev.send(recv)
+    except BaseException as exc:
+        with _REGISTRY_LOCK:
+            h = _REGISTRY.get(hid)
+        if h is not None:
+            h.cancel(exc)
+        raise
+    out: Future = BufferFuture(dbuf) if dst is None else GpuFuture()
+    keep = [sbuf, dbuf]  # both buffers stay alive until the copy completed
+    pending = [f_send, f_recv]
+    lock = threading.Lock()
+    answered = [False]
+
+    def done(f: Future) -> None:
+        # a failure answers at once (the other side fails promptly or completes); the
+        # buffers stay referenced until both sides are done
+        with lock:
+            finished = all(p.done() for p in pending)
+            exc = f.exception() if not finished else _first_error(pending)
+            if answered[0] or (exc is None and not finished):
+                if finished:
+                    keep.clear()
+                return
+            answered[0] = True
+        if exc is not None:
+            out.set_exception(exc)
+        else:
+            out.set_result(dbuf if dst is None else None)
+        if finished:
+            keep.clear()
+
+    for f in pending:
+        f.add_done_callback(done)
+    return out
+
+
+Device._peer_copy = staticmethod(copy_peer)  # Device.copy_peer (the client is a layer below)
