@@ -1,0 +1,60 @@
+"""Run the Array API standard's conformance suite (data-apis/array-api-tests) against
+``gpumsg.array_api`` and hold its pass rate to a floor.
+
+    python tools/array_api_conformance.py [--suite PATH] [--max-examples N] [--floor 0.95]
+
+The suite is not part of this repository: it is read from ``--suite`` (default
+``../shared/external/array-api-tests`` beside the checkout, or ``$GPUMSG_ARRAY_API_TESTS``) and
+run from its own folder, with this checkout first on the path. ``--max-examples`` is
+hypothesis's example count per test (10 for CI; leave the suite's default on a GPU). Prints the
+summary and the failures by test; exits 1 when passed / (passed + failed) is under the floor,
+0 otherwise (and 0, with a note, when the suite is not there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    default = os.environ.get("GPUMSG_ARRAY_API_TESTS") or os.path.join(
+        ROOT, "..", "shared", "external", "array-api-tests")
+    ap.add_argument("--suite", default=default, help="the array-api-tests checkout")
+    ap.add_argument("--max-examples", type=int, default=10)
+    ap.add_argument("--floor", type=float, default=0.95, help="the least pass rate accepted")
+    args = ap.parse_args(argv)
+    suite = os.path.abspath(args.suite)
+    if not os.path.isdir(os.path.join(suite, "array_api_tests")):
+        print(f"array-api-tests not found at {suite}: conformance not run")
+        return 0
+    env = dict(os.environ, ARRAY_API_TESTS_MODULE="gpumsg.array_api")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH")) if p)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rf",
+           "array_api_tests/", f"--max-examples={args.max_examples}"]
+    run = subprocess.run(cmd, cwd=suite, env=env, capture_output=True, text=True)
+    out = run.stdout + run.stderr
+    counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|error)", out)}
+    passed, failed = counts.get("passed", 0), counts.get("failed", 0) + counts.get("error", 0)
+    for line in out.splitlines():
+        if line.startswith(("FAILED", "ERROR")):
+            print(line)
+    if passed + failed == 0:
+        print(out[-3000:])
+        print("array-api-tests ran no test")
+        return 1
+    rate = passed / (passed + failed)
+    print(f"array-api-tests: {passed} passed, {failed} failed, {counts.get('skipped', 0)} "
+          f"skipped: pass rate {rate:.1%} (floor {args.floor:.0%})")
+    return 0 if rate >= args.floor else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
