@@ -24,6 +24,7 @@ from ...errors import InvalidMessage, SingularMatrix
 from ...messages import cusolver as msgs
 from ...messages._base import BufRef, check_choice
 from .._answers import EighResult, QRResult, SVDResult, tuple_after
+from ..cublas._order import refuse_c_order
 
 if TYPE_CHECKING:
     from ...client._device import Device
@@ -64,26 +65,40 @@ def _after_all(*futures: Future) -> Future:
 
 class Cusolver:
     """Raw cuSOLVER (``dev.cusolver``): LAPACK-named calls on column-major matrices with
-    explicit sizes and leading dimensions."""
+    explicit sizes and leading dimensions. A C-ordered 2-D buffer (more than one row and
+    column) is refused naming its order rather than read as its transpose: allocate
+    ``order="F"``, or pass flat storage."""
+
+    #: whether C-ordered matrices are refused (False: the NumPy-level calls' own instance,
+    #: which hands C-ordered buffers over on purpose, as the transposes they are)
+    _checked = True
 
     def __init__(self, device: Device) -> None:
         self._dev = device
 
+    def _column_major(self, call: str, **buffers: Any) -> None:
+        if self._checked:
+            refuse_c_order(call, **buffers)
+
     def potrf(self, a: Any, n: int, uplo: str = "L", lda: int | None = None,
               clean: bool = False) -> Future:
         """Cholesky in place (see :class:`~gpumsg.messages.cusolver.Potrf`)."""
+        self._column_major("potrf", a=a)
         return self._dev.send(msgs.Potrf(a, n, uplo, lda, clean))
 
     def potrs(self, a: Any, b: Any, n: int, nrhs: int, uplo: str = "L", lda: int | None = None,
               ldb: int | None = None) -> Future:
+        self._column_major("potrs", a=a, b=b)
         return self._dev.send(msgs.Potrs(a, b, n, nrhs, uplo, lda, ldb))
 
     def getrf(self, a: Any, m: int, n: int, ipiv: Any = None, lda: int | None = None) -> Future:
         """LU in place; ``ipiv`` (i64) receives 1-based pivots, None factors without pivoting."""
+        self._column_major("getrf", a=a)
         return self._dev.send(msgs.Getrf(a, m, n, ipiv, lda))
 
     def getrs(self, a: Any, b: Any, n: int, nrhs: int, ipiv: Any = None, trans: str = "N",
               lda: int | None = None, ldb: int | None = None) -> Future:
+        self._column_major("getrs", a=a, b=b)
         return self._dev.send(msgs.Getrs(a, b, n, nrhs, ipiv, trans, lda, ldb))
 
     def potrf_batched(self, a: Any, n: int, batch: int, uplo: str = "L",
@@ -95,22 +110,27 @@ class Cusolver:
 
     def geqrf(self, a: Any, tau: Any, m: int, n: int, lda: int | None = None) -> Future:
         """QR in place, reflectors below the diagonal (see :class:`~.solver.Geqrf`)."""
+        self._column_major("geqrf", a=a)
         return self._dev.send(msgs.Geqrf(a, tau, m, n, lda))
 
     def orgqr(self, a: Any, tau: Any, m: int, n: int, k: int, lda: int | None = None) -> Future:
+        self._column_major("orgqr", a=a)
         return self._dev.send(msgs.Orgqr(a, tau, m, n, k, lda))
 
     def ormqr(self, a: Any, tau: Any, c: Any, m: int, n: int, k: int, side: str = "L",
               trans: str = "N", lda: int | None = None, ldc: int | None = None) -> Future:
+        self._column_major("ormqr", a=a, c=c)
         return self._dev.send(msgs.Ormqr(a, tau, c, m, n, k, side, trans, lda, ldc))
 
     def syevd(self, a: Any, w: Any, n: int, uplo: str = "L", vectors: bool = True,
               lda: int | None = None) -> Future:
+        self._column_major("syevd", a=a)
         return self._dev.send(msgs.Syevd(a, w, n, uplo, vectors, lda))
 
     def syevj(self, a: Any, w: Any, n: int, uplo: str = "L", vectors: bool = True,
               lda: int | None = None, tol: float = 0.0, max_sweeps: int = 100,
               sort: bool = True) -> Future:
+        self._column_major("syevj", a=a)
         return self._dev.send(msgs.Syevj(a, w, n, uplo, vectors, lda, tol, max_sweeps, sort))
 
     def syevj_batched(self, a: Any, w: Any, n: int, batch: int, uplo: str = "L",
@@ -121,17 +141,20 @@ class Cusolver:
 
     def sygvd(self, a: Any, b: Any, w: Any, n: int, itype: int = 1, uplo: str = "L",
               vectors: bool = True, lda: int | None = None, ldb: int | None = None) -> Future:
+        self._column_major("sygvd", a=a, b=b)
         return self._dev.send(msgs.Sygvd(a, b, w, n, itype, uplo, vectors, lda, ldb))
 
     def gesvd(self, a: Any, s: Any, m: int, n: int, u: Any = None, vt: Any = None,
               jobu: str = "A", jobvt: str = "A", lda: int | None = None,
               ldu: int | None = None, ldvt: int | None = None) -> Future:
+        self._column_major("gesvd", a=a, u=u, vt=vt)
         return self._dev.send(msgs.Gesvd(a, s, m, n, u, vt, jobu, jobvt, lda, ldu, ldvt))
 
     def gesvdj(self, a: Any, s: Any, m: int, n: int, u: Any = None, v: Any = None,
                vectors: bool = True, econ: bool = False, lda: int | None = None,
                ldu: int | None = None, ldv: int | None = None, tol: float = 0.0,
                max_sweeps: int = 100) -> Future:
+        self._column_major("gesvdj", a=a, u=u, v=v)
         return self._dev.send(msgs.Gesvdj(a, s, m, n, u, v, vectors, econ, lda, ldu, ldv, tol,
                                           max_sweeps))
 
@@ -143,6 +166,7 @@ class Cusolver:
                                                  ldv, tol, max_sweeps))
 
     def potri(self, a: Any, n: int, uplo: str = "L", lda: int | None = None) -> Future:
+        self._column_major("potri", a=a)
         return self._dev.send(msgs.Potri(a, n, uplo, lda))
 
     def potrs_batched(self, a: Any, b: Any, n: int, batch: int, nrhs: int = 1,
@@ -163,6 +187,7 @@ class Cusolver:
 
     def zero_triangle(self, a: Any, m: int, n: int, part: str = "L",
                       lda: int | None = None) -> Future:
+        self._column_major("zero_triangle", a=a)
         return self._dev.send(msgs.ZeroTriangle(a, m, n, part, lda))
 
     def cache_info(self) -> Future:
@@ -178,6 +203,7 @@ class Linalg:
         self._dev = device
         #: the raw calls the NumPy-level ones are made of (stateless: one of its own)
         self._raw = Cusolver(device)
+        self._raw._checked = False  # its buffers are C-ordered on purpose
 
     def _square(self, a: Any, field: str = "a") -> Any:
         r = _ref(a)
