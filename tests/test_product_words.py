@@ -1,9 +1,9 @@
 """The repository is the product: no tracked file speaks of how it was built.
 
 Scans every file git tracks (text files; this file excluded, since it holds the patterns) for
-words that belong to a work log rather than to the product: numbered work rounds ("stop 12"),
-numbered tickets ("issue 7") and "session". The file names are checked for the same rounds and
-tickets ("ab_stop24_base.md"). A failure lists every hit as ``path:line: text``.
+words that belong to a work log rather than to the product: numbered work rounds, numbered
+tickets and the word for a working period (the patterns are in PATTERNS below). File names are
+checked for the same rounds and tickets. A failure lists every hit as ``path:line: text``.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ woken one at a time, longest waiting first, the next once the last woken has pau
 caller refills the mailbox while the others sleep, where waking them all made eight callers
 hand the GIL to each other while the device thread waited. Measured on the H100
 (docs/performance.md): pipelined bursts no longer fall into a slow regime, convolutions at the
-host floor gain a little, and eight pipelining threads issue 4-29% more than when a relief
+host floor gain a little, and eight pipelining threads send 4-29% more calls than when a relief
 woke them all, blocking as often per op as one caller.
 
 Two sides, two threads:
