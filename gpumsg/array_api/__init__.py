@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _array, _dtypes, _elementwise, _indexing, fft, linalg
+from . import _array, _dtypes, _elementwise, _indexing, fft, linalg, random
 from ._array import Array, default_device, set_default_device
 from ._creation import (
     arange,
@@ -232,7 +232,8 @@ __all__ = [
     "reshape", "permute_dims", "expand_dims", "squeeze", "concat", "stack", "broadcast_to",
     "broadcast_arrays", "flip", "roll", "tile", "repeat", "moveaxis", "unstack", "diff",
     "take", "take_along_axis",
-    "matmul", "tensordot", "vecdot", "matrix_transpose", "linalg", "fft", "sort", "argsort",
+    "matmul", "tensordot", "vecdot", "matrix_transpose", "linalg", "fft", "random", "sort",
+    "argsort",
     "searchsorted", "nonzero", "unique_all", "unique_counts", "unique_inverse",
     "unique_values",
 ]

@@ -1,0 +1,294 @@
+"""The random kernels: rendered per (distribution, output dtype, which parameters are arrays),
+compiled with NVRTC once per device, and registered with their NumPy twins for the simulator.
+
+Three families, all one pass over the output with a grid-stride loop:
+
+* ``sample``: element ``i`` draws from its own Philox stream (``gm_rs``) and calls the
+  distribution's ``gm_s_<name>`` with its parameters, each a scalar argument or an element of a
+  float64 array of the output's shape;
+* ``uniform``: the fast path of ``random``/``uniform``: one Philox call gives four float32 (or
+  two float64) values of consecutive elements, NumPy's mapping of 24 (53) random bits to
+  [0, 1);
+* ``integers``: ``low + r mod range`` with ``r`` drawn again while below ``2**64 mod range``
+  (no modulo bias); a range of 0 stands for all ``2**64`` values (raw bits).
+
+Arguments of every kernel: ``n``, the output pointer and its element offset, the key (two
+32-bit words in one 64-bit argument), the launch number, then the parameters.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ...libs.nvrtc._sim import SIM_KERNELS, sim_kernel
+from .. import _dtypes as D
+from .._array import Array
+from .._codegen import MAX_GRID, kernel_for
+from ._philox import CUDA as PHILOX
+from ._philox import Draws, philox
+from ._samplers import CUDA as SAMPLERS_CUDA
+from ._samplers import SAMPLERS
+
+__all__ = ["launch_sample", "launch_uniform", "launch_integers"]
+
+BLOCK = 256
+_HEAD = "#define GM_LOOP(i, n) for (long long i = (long long)blockIdx.x * blockDim.x + " \
+        "threadIdx.x; i < (n); i += (long long)blockDim.x * gridDim.x)\n"
+
+
+def _grid(n: int) -> int:
+    return max(1, min(math.ceil(n / BLOCK), MAX_GRID))
+
+
+def _ctype(dt: np.dtype) -> str:
+    return D.CTYPE[dt][0]
+
+
+def _split(key: int) -> tuple[int, int]:
+    return key & 0xFFFFFFFF, (key >> 32) & 0xFFFFFFFF
+
+
+# -- sample ---------------------------------------------------------------------------------------
+def _render_sample(name: str, out_dt: np.dtype, pattern: str) -> tuple[str, str, tuple]:
+    sampler = SAMPLERS[name]
+    kname = f"gm_rng_{name}_{D.storage_name(out_dt)}_{pattern or 'x'}"
+    cparams = ["long long n", f"{_ctype(out_dt)}* __restrict__ out", "long long off",
+               "unsigned long long key", "unsigned long long call"]
+    kinds = ["i64", "ptr", "i64", "u64", "u64"]
+    loads = []
+    for j, kind in enumerate(pattern):
+        if kind == "a":
+            cparams.append(f"const double* __restrict__ p{j}")
+            kinds.append("ptr")
+            loads.append(f"p{j}[i]")
+        else:
+            cparams.append(f"double v{j}")
+            kinds.append("f64")
+            loads.append(f"v{j}")
+    conv = "(long long)" if sampler.integer else ""
+    body = f"""
+extern "C" __global__ void {kname}({", ".join(cparams)}) {{
+  GM_LOOP(i, n) {{
+    gm_rs s(i, (unsigned int)call, (unsigned int)key, (unsigned int)(key >> 32));
+    out[off + i] = ({_ctype(out_dt)})({conv}gm_s_{name}({", ".join(["s", *loads])}));
+  }}
+}}
+"""
+    if kname not in SIM_KERNELS:
+        sim_kernel(kname)(_sample_twin(name, pattern))
+    return kname, _HEAD + PHILOX + SAMPLERS_CUDA + body, tuple(kinds)
+
+
+def _sample_twin(name: str, pattern: str) -> Any:
+    sampler = SAMPLERS[name]
+
+    def run(info: Any, n: Any, out: np.ndarray, off: Any, key: Any, call: Any,
+            *params: Any) -> None:
+        n, off = int(n), int(off)
+        ps = [p[:n].astype(np.float64) if kind == "a" else np.full(n, float(p))
+              for kind, p in zip(pattern, params)]
+        k0, k1 = _split(int(key))
+        d = Draws(n, int(call), k0, k1)
+        with np.errstate(all="ignore"):
+            vals = sampler.twin(d, np.arange(n), *ps)
+            if sampler.integer:
+                vals = np.clip(np.nan_to_num(vals), -2.0 ** 63, 2.0 ** 63 - 1024)
+        out[off:off + n] = vals.astype(out.dtype)
+
+    return run
+
+
+def launch_sample(out: Array, name: str, params: list[Any], key: int, call: int) -> None:
+    """Fill ``out`` (C-contiguous) with variates of ``name``: ``params`` are Python floats or
+    C-contiguous float64 arrays of ``out``'s shape."""
+    n = out.size
+    if n == 0:
+        return
+    pattern = "".join("a" if isinstance(p, Array) else "s" for p in params)
+    kname, source, kinds = _render_sample(name, out.dtype, pattern)
+    kernel = kernel_for(out.device, kname, source, kinds)
+    args: list[Any] = [n, out.buffer, out._offset, key, call]
+    reads = []
+    for p in params:
+        if isinstance(p, Array):
+            args.append(p.buffer)
+            reads.append(p.buffer)
+        else:
+            args.append(float(p))
+    done = out.device.launch(kernel, _grid(n), BLOCK, tuple(args), reads=reads,
+                             writes=[out.buffer])
+    out._wrote(done)
+
+
+# -- uniform (random's fast path) ------------------------------------------------------------------
+def _render_uniform(out_dt: np.dtype) -> tuple[str, str, tuple]:
+    kname = f"gm_rng_random_{D.storage_name(out_dt)}"
+    if out_dt == D.float32:
+        per, store = 4, """
+    const float w[4] = {(float)(r.x >> 8) * 5.9604644775390625e-08f,
+                        (float)(r.y >> 8) * 5.9604644775390625e-08f,
+                        (float)(r.z >> 8) * 5.9604644775390625e-08f,
+                        (float)(r.w >> 8) * 5.9604644775390625e-08f};
+    if (base + 4 <= n && ((off + base) & 3) == 0) {
+      *reinterpret_cast<float4*>(out + off + base) = make_float4(w[0], w[1], w[2], w[3]);
+    } else {
+      for (int j = 0; j < 4 && base + j < n; ++j) out[off + base + j] = w[j];
+    }"""
+    else:
+        per, store = 2, """
+    const double w[2] = {
+        (double)(((unsigned long long)r.x << 21) | (r.y >> 11)) * 1.1102230246251565e-16,
+        (double)(((unsigned long long)r.z << 21) | (r.w >> 11)) * 1.1102230246251565e-16};
+    for (int j = 0; j < 2 && base + j < n; ++j) {
+      const double v = low + width * w[j];
+      out[off + base + j] = v >= high ? fmax(low, nextafter(high, low)) : v;
+    }"""
+    body = f"""
+extern "C" __global__ void {kname}(long long n, {_ctype(out_dt)}* __restrict__ out, long long off,
+                                   unsigned long long key, unsigned long long call, double low,
+                                   double width, double high) {{
+  const long long groups = (n + {per - 1}) / {per};
+  GM_LOOP(g, groups) {{
+    const long long base = g * {per};
+    const uint4 r = gm_philox(make_uint4((unsigned int)g,
+                                         (unsigned int)((unsigned long long)g >> 32), 0u,
+                                         (unsigned int)call),
+                              make_uint2((unsigned int)key, (unsigned int)(key >> 32)));{store}
+  }}
+}}
+"""
+    if kname not in SIM_KERNELS:
+        sim_kernel(kname)(_uniform_twin(per))
+    return kname, _HEAD + PHILOX + body, ("i64", "ptr", "i64", "u64", "u64", "f64", "f64",
+                                          "f64")
+
+
+def _uniform_twin(per: int) -> Any:
+    def run(info: Any, n: Any, out: np.ndarray, off: Any, key: Any, call: Any, low: Any,
+            width: Any, high: Any) -> None:
+        n, off = int(n), int(off)
+        groups = -(-n // per)
+        g = np.arange(groups, dtype=np.uint64)
+        k0, k1 = _split(int(key))
+        w = philox((g & np.uint64(0xFFFFFFFF)).astype(np.uint32),
+                   (g >> np.uint64(32)).astype(np.uint32), np.zeros(groups, np.uint32),
+                   np.full(groups, int(call), np.uint32), k0, k1)
+        if per == 4:
+            vals = np.stack([(x >> np.uint32(8)).astype(np.float32) *
+                             np.float32(5.9604644775390625e-08) for x in w], axis=1)
+        else:
+            a = (w[0].astype(np.uint64) << np.uint64(21)) | (w[1] >> np.uint32(11)).astype(
+                np.uint64)
+            b = (w[2].astype(np.uint64) << np.uint64(21)) | (w[3] >> np.uint32(11)).astype(
+                np.uint64)
+            u = np.stack([a, b], axis=1).astype(np.float64) * 1.1102230246251565e-16
+            lo, hi = float(low), float(high)
+            vals = lo + float(width) * u
+            vals = np.where(vals >= hi, max(lo, float(np.nextafter(hi, lo))), vals)
+        out[off:off + n] = vals.reshape(-1)[:n]
+
+    return run
+
+
+def launch_uniform(out: Array, key: int, call: int, low: float = 0.0,
+                   high: float = 1.0) -> None:
+    """Fill ``out`` (C-contiguous float32 or float64) with uniforms in [low, high) (float32:
+    [0, 1) only)."""
+    n = out.size
+    if n == 0:
+        return
+    kname, source, kinds = _render_uniform(out.dtype)
+    kernel = kernel_for(out.device, kname, source, kinds)
+    per = 4 if out.dtype == D.float32 else 2
+    done = out.device.launch(kernel, _grid(-(-n // per)), BLOCK,
+                             (n, out.buffer, out._offset, key, call, float(low),
+                              float(high) - float(low), float(high)), writes=[out.buffer])
+    out._wrote(done)
+
+
+# -- integers --------------------------------------------------------------------------------------
+def _render_integers(out_dt: np.dtype, pattern: str) -> tuple[str, str, tuple]:
+    kname = f"gm_rng_integers_{D.storage_name(out_dt)}_{pattern}"
+    cparams = ["long long n", f"{_ctype(out_dt)}* __restrict__ out", "long long off",
+               "unsigned long long key", "unsigned long long call"]
+    kinds = ["i64", "ptr", "i64", "u64", "u64"]
+    loads = []
+    for j, kind in enumerate(pattern):
+        if kind == "a":
+            cparams.append(f"const unsigned long long* __restrict__ p{j}")
+            kinds.append("ptr")
+            loads.append(f"p{j}[i]")
+        else:
+            cparams.append(f"unsigned long long v{j}")
+            kinds.append("u64")
+            loads.append(f"v{j}")
+    body = f"""
+extern "C" __global__ void {kname}({", ".join(cparams)}) {{
+  GM_LOOP(i, n) {{
+    gm_rs s(i, (unsigned int)call, (unsigned int)key, (unsigned int)(key >> 32));
+    const unsigned long long lo = {loads[0]}, range = {loads[1]} - lo + 1ULL;
+    unsigned long long r = s.bits();
+    if (range != 0ULL) {{
+      const unsigned long long floor_ = (0ULL - range) % range;
+      while (r < floor_) r = s.bits();
+      r = lo + r % range;
+    }}
+    out[off + i] = ({_ctype(out_dt)})r;
+  }}
+}}
+"""
+    if kname not in SIM_KERNELS:
+        sim_kernel(kname)(_integers_twin(pattern))
+    return kname, _HEAD + PHILOX + body, tuple(kinds)
+
+
+def _integers_twin(pattern: str) -> Any:
+    def run(info: Any, n: Any, out: np.ndarray, off: Any, key: Any, call: Any,
+            *params: Any) -> None:
+        n, off = int(n), int(off)
+        lo, hi = (p[:n].view(np.uint64) if kind == "a" else
+                  np.full(n, int(p) & 0xFFFFFFFFFFFFFFFF, np.uint64)
+                  for kind, p in zip(pattern, params))
+        k0, k1 = _split(int(key))
+        d = Draws(n, int(call), k0, k1)
+        e = np.arange(n)
+        with np.errstate(over="ignore"):
+            rng = hi - lo + np.uint64(1)
+            r = d.bits(e)
+            full = rng == 0
+            safe = np.where(full, np.uint64(1), rng)
+            floor_ = (np.uint64(0) - safe) % safe
+            redo = np.flatnonzero(~full & (r < floor_))
+            while redo.size:
+                r[redo] = d.bits(e[redo])
+                redo = redo[r[redo] < floor_[redo]]
+            val = np.where(full, r, lo + r % safe)
+        out[off:off + n] = val.astype(out.dtype, casting="unsafe") if out.dtype != np.uint64 \
+            else val
+    return run
+
+
+def launch_integers(out: Array, low: Any, high: Any, key: int, call: int) -> None:
+    """Fill ``out`` with integers in [low, high] (inclusive): each bound a Python int (taken
+    modulo 2**64) or a C-contiguous int64/uint64 array of ``out``'s shape."""
+    n = out.size
+    if n == 0:
+        return
+    params = [low, high]
+    pattern = "".join("a" if isinstance(p, Array) else "s" for p in params)
+    kname, source, kinds = _render_integers(out.dtype, pattern)
+    kernel = kernel_for(out.device, kname, source, kinds)
+    args: list[Any] = [n, out.buffer, out._offset, key, call]
+    reads = []
+    for p in params:
+        if isinstance(p, Array):
+            args.append(p.buffer)
+            reads.append(p.buffer)
+        else:
+            args.append(int(p) & 0xFFFFFFFFFFFFFFFF)
+    done = out.device.launch(kernel, _grid(n), BLOCK, tuple(args), reads=reads,
+                             writes=[out.buffer])
+    out._wrote(done)

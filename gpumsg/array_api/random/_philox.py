@@ -1,0 +1,129 @@
+"""Philox4x32-10, the counter-based generator the sampling kernels run inside each thread.
+
+A counter of four 32-bit words and a key of two give four random words through ten rounds of
+multiply-and-xor (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011): no
+state is kept between calls, so element ``i`` of a launch finds its own numbers by putting ``i``
+in the counter, and a rejection loop takes as many fresh numbers as it needs by counting its
+draws in another counter word. The counter of a draw is ``(i low, i high, draw, launch)``;
+the key comes from the generator's seed.
+
+:data:`CUDA` is the device code (a struct ``gm_rs`` that hands out uniforms and normals);
+:class:`Draws` is its NumPy twin over a set of elements at once: each element takes the same
+words in the same order as its GPU thread does, so that integer results agree bit for bit and
+floating ones to the last few units of the math functions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["CUDA", "philox", "Draws", "M0", "M1", "W0", "W1"]
+
+M0, M1 = 0xD2511F53, 0xCD9E8D57
+W0, W1 = 0x9E3779B9, 0xBB67AE85
+
+CUDA = r"""
+__device__ __forceinline__ uint4 gm_philox(uint4 c, uint2 k) {
+#pragma unroll
+  for (int r = 0; r < 10; ++r) {
+    if (r) { k.x += 0x9E3779B9u; k.y += 0xBB67AE85u; }
+    const unsigned int hi0 = __umulhi(0xD2511F53u, c.x), lo0 = 0xD2511F53u * c.x;
+    const unsigned int hi1 = __umulhi(0xCD9E8D57u, c.z), lo1 = 0xCD9E8D57u * c.z;
+    c = make_uint4(hi1 ^ c.y ^ k.x, lo1, hi0 ^ c.w ^ k.y, lo0);
+  }
+  return c;
+}
+// one element's stream: counter (i low, i high, draw, launch), key from the seed
+struct gm_rs {
+  uint4 c; uint2 k;
+  __device__ gm_rs(long long i, unsigned int call, unsigned int k0, unsigned int k1)
+      : c(make_uint4((unsigned int)i, (unsigned int)((unsigned long long)i >> 32), 0u, call)),
+        k(make_uint2(k0, k1)) {}
+  __device__ __forceinline__ uint4 words() { uint4 w = gm_philox(c, k); c.z += 1u; return w; }
+  // 53 random bits as a double in (0, 1): (m + 1/2) 2^-53, never 0 nor 1
+  __device__ __forceinline__ double u() {
+    const uint4 w = words();
+    const unsigned long long m = ((unsigned long long)(w.x >> 11) << 32) | w.y;
+    return ((double)m + 0.5) * 1.1102230246251565e-16;
+  }
+  // 64 random bits
+  __device__ __forceinline__ unsigned long long bits() {
+    const uint4 w = words();
+    return ((unsigned long long)w.x << 32) | w.y;
+  }
+  // a standard normal by Box-Muller (the cosine branch: one normal per two uniforms)
+  __device__ __forceinline__ double normal() {
+    const double a = u(), b = u();
+    return sqrt(-2.0 * log(a)) * cospi(2.0 * b);
+  }
+  __device__ __forceinline__ double expo() { return -log(u()); }
+};
+"""
+
+
+def philox(c0: np.ndarray, c1: np.ndarray, c2: np.ndarray, c3: np.ndarray, k0: int,
+           k1: int) -> tuple[np.ndarray, ...]:
+    """Philox4x32-10 of the counters ``(c0, c1, c2, c3)`` (uint32 arrays) under key
+    ``(k0, k1)``: the four output words, as :data:`CUDA`'s ``gm_philox``."""
+    c = [np.asarray(v, np.uint32) for v in (c0, c1, c2, c3)]
+    ka, kb = np.uint32(k0), np.uint32(k1)
+    m0, m1, mask = np.uint64(M0), np.uint64(M1), np.uint64(0xFFFFFFFF)
+    shift = np.uint64(32)
+    with np.errstate(over="ignore"):
+        for r in range(10):
+            if r:
+                ka = np.uint32((int(ka) + W0) & 0xFFFFFFFF)
+                kb = np.uint32((int(kb) + W1) & 0xFFFFFFFF)
+            p0 = m0 * c[0].astype(np.uint64)
+            p1 = m1 * c[2].astype(np.uint64)
+            hi0, lo0 = (p0 >> shift).astype(np.uint32), (p0 & mask).astype(np.uint32)
+            hi1, lo1 = (p1 >> shift).astype(np.uint32), (p1 & mask).astype(np.uint32)
+            c = [hi1 ^ c[1] ^ ka, lo1, hi0 ^ c[3] ^ kb, lo0]
+    return tuple(c)
+
+
+class Draws:
+    """The streams of elements ``0 .. n - 1`` of one launch (NumPy twin of ``gm_rs``): each
+    method takes the element indices that draw now and advances their draw counters."""
+
+    def __init__(self, n: int, call: int, k0: int, k1: int) -> None:
+        self.draw = np.zeros(n, np.uint32)
+        self.call = np.uint32(call)
+        self.k0, self.k1 = int(k0), int(k1)
+
+    def words(self, e: np.ndarray) -> tuple[np.ndarray, ...]:
+        e64 = e.astype(np.uint64)
+        c0 = (e64 & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+        c1 = (e64 >> np.uint64(32)).astype(np.uint32)
+        c3 = np.full(e.shape, self.call, np.uint32)
+        w = philox(c0, c1, self.draw[e], c3, self.k0, self.k1)
+        self.draw[e] += np.uint32(1)
+        return w
+
+    def u(self, e: np.ndarray) -> np.ndarray:
+        w = self.words(e)
+        m = ((w[0] >> np.uint32(11)).astype(np.uint64) << np.uint64(32)) | w[1].astype(np.uint64)
+        return (m.astype(np.float64) + 0.5) * 1.1102230246251565e-16
+
+    def bits(self, e: np.ndarray) -> np.ndarray:
+        w = self.words(e)
+        return (w[0].astype(np.uint64) << np.uint64(32)) | w[1].astype(np.uint64)
+
+    def normal(self, e: np.ndarray) -> np.ndarray:
+        a = self.u(e)
+        b = self.u(e)
+        return np.sqrt(-2.0 * np.log(a)) * np.cos(2.0 * np.pi * b)
+
+    def expo(self, e: np.ndarray) -> np.ndarray:
+        return -np.log(self.u(e))
+
+
+def _lgamma(x: Any) -> np.ndarray:
+    import math
+
+    return np.frompyfunc(math.lgamma, 1, 1)(np.asarray(x, np.float64)).astype(np.float64)
+
+
+lgamma = _lgamma
