@@ -1,0 +1,129 @@
+"""Permutations and ``choice``: every result a permutation (or a sample of the population),
+positions uniform (chi-square over many independent shuffles), weighted choice against its
+probabilities with and without replacement, the array forms along an axis, in place."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from random_helpers import chi2_ok, seed_of
+from scipy import stats
+
+from gpumsg.errors import InvalidMessage
+
+
+@pytest.fixture
+def gen(xp, rng):
+    return xp.random.default_rng(seed_of(rng))
+
+
+def test_permutation_of_int_is_uniform(xp, gen):
+    for n in (0, 1, 1000, 4096):
+        h = np.asarray(gen.permutation(n))
+        assert h.dtype == np.int64 and np.array_equal(np.sort(h), np.arange(n))
+    # the six orders of three items come equally often
+    orders = np.stack([np.asarray(gen.permutation(3)) for _ in range(600)])
+    codes = orders @ np.array([9, 3, 1])
+    perms = [np.array(p) @ np.array([9, 3, 1]) for p in itertools.permutations(range(3))]
+    counts = np.array([np.count_nonzero(codes == c) for c in perms])
+    assert counts.sum() == 600 and stats.chisquare(counts).pvalue > 1e-6
+
+
+def test_long_permutation(xp, gen):
+    """A permutation longer than a block's sort: the namespace's device-wide argsort."""
+    try:
+        h = np.asarray(gen.permutation(100_003))
+    except NotImplementedError as exc:  # a tree whose argsort sorts rows of one block only
+        pytest.xfail(str(exc))
+    assert np.array_equal(np.sort(h), np.arange(100_003))
+    # where the first 1000 items land is uniform over ten bands
+    chi2_ok(h[:1000] * 10 // 100_003, lambda k: np.full(k.shape, 0.1), 9)
+
+
+def test_permuted_rows_are_independent_and_uniform(xp, gen):
+    k = 7
+    x = np.tile(np.arange(k), (20_000, 1))
+    h = np.asarray(gen.permuted(xp.asarray(x), axis=1))
+    assert np.array_equal(np.sort(h, axis=1), x)
+    where0 = np.argmax(h == 0, axis=1)
+    chi2_ok(where0, lambda j: np.full(j.shape, 1.0 / k), k - 1)
+    # two rows' permutations are unrelated
+    assert np.mean(np.all(h[0::2] == h[1::2], axis=1)) < 0.01
+
+
+def test_permuted_flat_out_and_axis0(xp, gen):
+    x = xp.asarray(np.arange(60.0).reshape(6, 10))
+    flat = np.asarray(gen.permuted(x))
+    assert flat.shape == (6, 10) and np.array_equal(np.sort(flat.ravel()), np.arange(60.0))
+    assert not np.array_equal(flat, np.asarray(x))
+    out = xp.zeros((6, 10), dtype=xp.float64)
+    res = gen.permuted(x, axis=0, out=out)
+    assert res is out
+    h = np.asarray(out)
+    assert np.array_equal(np.sort(h, axis=0), np.asarray(x))
+    gen.permuted(x, axis=1, out=x)  # in place, as NumPy allows
+    assert np.array_equal(np.sort(np.asarray(x), axis=1), np.arange(60.0).reshape(6, 10))
+
+
+def test_permutation_and_shuffle_of_arrays(xp, gen):
+    base = np.arange(24).reshape(4, 6)
+    p = np.asarray(gen.permutation(xp.asarray(base)))
+    assert sorted(map(tuple, p)) == sorted(map(tuple, base))
+    p = np.asarray(gen.permutation(base, axis=1))
+    assert sorted(map(tuple, p.T)) == sorted(map(tuple, base.T))
+    x = xp.asarray(base)
+    assert gen.shuffle(x) is None
+    h = np.asarray(x)
+    assert sorted(map(tuple, h)) == sorted(map(tuple, base))
+    gen.shuffle(x, axis=1)
+    assert sorted(map(tuple, np.asarray(x).T)) == sorted(map(tuple, h.T))
+    with pytest.raises(InvalidMessage) as err:
+        gen.shuffle(base)
+    assert err.value.field == "x"
+    with pytest.raises(InvalidMessage) as err:
+        gen.permutation(base, axis=2)
+    assert err.value.field == "axis"
+
+
+def test_choice_uniform_with_and_without_replacement(xp, gen):
+    h = np.asarray(gen.choice(10, 50_000))
+    assert h.dtype == np.int64 and h.min() == 0 and h.max() == 9
+    chi2_ok(h, lambda k: np.full(k.shape, 0.1), 9)
+    h = np.asarray(gen.choice(1000, (20, 30), replace=False))
+    assert h.shape == (20, 30) and len(np.unique(h)) == 600 and h.max() < 1000
+    firsts = np.array([int(np.asarray(gen.choice(5, 2, replace=False))[0])
+                       for _ in range(300)])
+    assert stats.chisquare(np.bincount(firsts, minlength=5)).pvalue > 1e-6
+    assert gen.choice(5).shape == ()
+
+
+def test_choice_weighted(xp, gen):
+    p = np.array([0.1, 0.0, 0.5, 0.15, 0.25])
+    h = np.asarray(gen.choice(5, 50_000, p=p))
+    assert not np.any(h == 1)
+    chi2_ok(h, lambda k: p[k], 4)
+    h = np.asarray(gen.choice(5, 50_000, p=xp.asarray(p)))
+    chi2_ok(h, lambda k: p[k], 4)
+    # without replacement: the first pick follows p, the second p among the rest
+    picks = np.stack([np.asarray(gen.choice(5, 2, replace=False, p=p)) for _ in range(400)])
+    assert np.all(picks[:, 0] != picks[:, 1]) and not np.any(picks == 1)
+    counts = np.bincount(picks[:, 0], minlength=5)[[0, 2, 3, 4]]
+    assert stats.chisquare(counts, p[[0, 2, 3, 4]] * 400).pvalue > 1e-6
+    big = np.asarray(gen.choice(1000, 900, replace=False, p=np.full(1000, 1e-3)))
+    assert len(np.unique(big)) == 900
+
+
+def test_choice_from_arrays_along_an_axis(xp, gen):
+    pool = np.arange(30).reshape(5, 6) * 10
+    h = np.asarray(gen.choice(xp.asarray(pool), 4))
+    assert h.shape == (4, 6) and all(tuple(r) in set(map(tuple, pool)) for r in h)
+    h = np.asarray(gen.choice(pool, (2, 3), axis=1, replace=False))
+    assert h.shape == (5, 2, 3)
+    cols = {tuple(c) for c in pool.T}
+    assert all(tuple(h[:, i, j]) in cols for i in range(2) for j in range(3))
+    assert len({tuple(h[:, i, j]) for i in range(2) for j in range(3)}) == 6
+    with pytest.raises(InvalidMessage) as err:
+        gen.choice(np.float64(3.0), 2)
+    assert err.value.field == "a"
