@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SUITE = ["bench_overhead", "bench_gemm", "bench_blas", "bench_fft", "bench_copies",
          "bench_small_ops", "bench_alloc", "bench_supervision", "bench_graphs", "bench_rng",
          "bench_solver", "bench_solver_sparse", "bench_sparse", "bench_cudnn", "bench_cudnn_norm",
-         "bench_cudnn_rnn", "bench_attention", "bench_conv_graph", "bench_interop",
+         "bench_cudnn_rnn", "bench_attention", "bench_conv_graph", "bench_interop", "bench_random",
          "bench_workloads"]
 
 #: what RESULTS.md needs; the seconds each took on an H100 are in the comments
