@@ -35,20 +35,27 @@ __device__ __forceinline__ uint4 gm_philox(uint4 c, uint2 k) {
   }
   return c;
 }
-// one element's stream: counter (i low, i high, draw, launch), key from the seed
+// one element's stream: counter (i low, i high, draw, launch), key from the seed; a Philox
+// call gives two uniforms, the second kept for the next u()
 struct gm_rs {
-  uint4 c; uint2 k;
+  uint4 c; uint2 k; double spare; bool has;
   __device__ gm_rs(long long i, unsigned int call, unsigned int k0, unsigned int k1)
       : c(make_uint4((unsigned int)i, (unsigned int)((unsigned long long)i >> 32), 0u, call)),
-        k(make_uint2(k0, k1)) {}
+        k(make_uint2(k0, k1)), spare(0.0), has(false) {}
   __device__ __forceinline__ uint4 words() { uint4 w = gm_philox(c, k); c.z += 1u; return w; }
   // 53 random bits as a double in (0, 1): (m + 1/2) 2^-53, never 0 nor 1
-  __device__ __forceinline__ double u() {
-    const uint4 w = words();
-    const unsigned long long m = ((unsigned long long)(w.x >> 11) << 32) | w.y;
+  static __device__ __forceinline__ double unit(unsigned int hi, unsigned int lo) {
+    const unsigned long long m = ((unsigned long long)(hi >> 11) << 32) | lo;
     return ((double)m + 0.5) * 1.1102230246251565e-16;
   }
-  // 64 random bits
+  __device__ __forceinline__ double u() {
+    if (has) { has = false; return spare; }
+    const uint4 w = words();
+    spare = unit(w.z, w.w);
+    has = true;
+    return unit(w.x, w.y);
+  }
+  // 64 random bits (a Philox call of their own)
   __device__ __forceinline__ unsigned long long bits() {
     const uint4 w = words();
     return ((unsigned long long)w.x << 32) | w.y;
@@ -90,6 +97,8 @@ class Draws:
 
     def __init__(self, n: int, call: int, k0: int, k1: int) -> None:
         self.draw = np.zeros(n, np.uint32)
+        self.spare = np.zeros(n)
+        self.has = np.zeros(n, bool)
         self.call = np.uint32(call)
         self.k0, self.k1 = int(k0), int(k1)
 
@@ -102,10 +111,25 @@ class Draws:
         self.draw[e] += np.uint32(1)
         return w
 
-    def u(self, e: np.ndarray) -> np.ndarray:
-        w = self.words(e)
-        m = ((w[0] >> np.uint32(11)).astype(np.uint64) << np.uint64(32)) | w[1].astype(np.uint64)
+    @staticmethod
+    def _unit(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+        m = ((hi >> np.uint32(11)).astype(np.uint64) << np.uint64(32)) | lo.astype(np.uint64)
         return (m.astype(np.float64) + 0.5) * 1.1102230246251565e-16
+
+    def u(self, e: np.ndarray) -> np.ndarray:
+        """One uniform per element of ``e`` (distinct indices): the kept second uniform of
+        the element's last Philox call, else the first of a new call (keeping its second)."""
+        out = np.empty(e.size)
+        kept = self.has[e]
+        ek, en = e[kept], e[~kept]
+        out[kept] = self.spare[ek]
+        self.has[ek] = False
+        if en.size:
+            w = self.words(en)
+            out[~kept] = self._unit(w[0], w[1])
+            self.spare[en] = self._unit(w[2], w[3])
+            self.has[en] = True
+        return out
 
     def bits(self, e: np.ndarray) -> np.ndarray:
         w = self.words(e)
