@@ -324,6 +324,7 @@ class Generator:
         return self._sample("exponential", [("scale", 1.0)], [None], size, dt, out)
 
     def exponential(self, scale: Any = 1.0, size: Any = None) -> Array:
+        """Exponential values of mean ``scale`` >= 0."""
         return self._sample("exponential", [("scale", scale)], [_NONNEG], size)
 
     def standard_gamma(self, shape: Any, size: Any = None, dtype: Any = np.float64,
@@ -345,49 +346,65 @@ class Generator:
         return multiply(res, materialize(ps[1], res.shape))
 
     def beta(self, a: Any, b: Any, size: Any = None) -> Array:
+        """Beta(a, b) values, ``a`` > 0, ``b`` > 0 (Jöhnk's method when both are at most
+        1, a ratio of gammas otherwise)."""
         return self._sample("beta", [("a", a), ("b", b)], [_POS, _POS], size)
 
     def chisquare(self, df: Any, size: Any = None) -> Array:
+        """Chi-square values with ``df`` > 0 degrees of freedom (twice a gamma of shape
+        df/2)."""
         return self._sample("chisquare", [("df", df)], [_POS], size)
 
     def noncentral_chisquare(self, df: Any, nonc: Any, size: Any = None) -> Array:
+        """Noncentral chi-square values: ``df`` > 0, ``nonc`` >= 0."""
         return self._sample("noncentral_chisquare", [("df", df), ("nonc", nonc)],
                             [_POS, _NONNEG], size)
 
     def f(self, dfnum: Any, dfden: Any, size: Any = None) -> Array:
+        """F (Fisher-Snedecor) values: ``dfnum`` > 0, ``dfden`` > 0."""
         return self._sample("f", [("dfnum", dfnum), ("dfden", dfden)], [_POS, _POS], size)
 
     def noncentral_f(self, dfnum: Any, dfden: Any, nonc: Any, size: Any = None) -> Array:
+        """Noncentral F values: ``dfnum`` > 0, ``dfden`` > 0, ``nonc`` >= 0."""
         return self._sample("noncentral_f", [("dfnum", dfnum), ("dfden", dfden),
                                              ("nonc", nonc)], [_POS, _POS, _NONNEG], size)
 
     def standard_t(self, df: Any, size: Any = None) -> Array:
+        """Student's t values with ``df`` > 0."""
         return self._sample("standard_t", [("df", df)], [_POS], size)
 
     def standard_cauchy(self, size: Any = None) -> Array:
+        """Standard Cauchy values (a ratio of normals)."""
         return self._sample("standard_cauchy", [], [], size)
 
     def gumbel(self, loc: Any = 0.0, scale: Any = 1.0, size: Any = None) -> Array:
+        """Gumbel values of location ``loc`` and ``scale`` >= 0."""
         return self._sample("gumbel", [("loc", loc), ("scale", scale)], [None, _NONNEG], size)
 
     def laplace(self, loc: Any = 0.0, scale: Any = 1.0, size: Any = None) -> Array:
+        """Laplace values of location ``loc`` and ``scale`` >= 0."""
         return self._sample("laplace", [("loc", loc), ("scale", scale)], [None, _NONNEG],
                             size)
 
     def logistic(self, loc: Any = 0.0, scale: Any = 1.0, size: Any = None) -> Array:
+        """Logistic values of location ``loc`` and ``scale`` >= 0."""
         return self._sample("logistic", [("loc", loc), ("scale", scale)], [None, _NONNEG],
                             size)
 
     def pareto(self, a: Any, size: Any = None) -> Array:
+        """Pareto II (Lomax) values of shape ``a`` > 0, as NumPy's (``expm1(E / a)``)."""
         return self._sample("pareto", [("a", a)], [_POS], size)
 
     def power(self, a: Any, size: Any = None) -> Array:
+        """Power-law values in [0, 1] of exponent ``a`` > 0."""
         return self._sample("power", [("a", a)], [_POS], size)
 
     def rayleigh(self, scale: Any = 1.0, size: Any = None) -> Array:
+        """Rayleigh values of ``scale`` >= 0."""
         return self._sample("rayleigh", [("scale", scale)], [_NONNEG], size)
 
     def weibull(self, a: Any, size: Any = None) -> Array:
+        """Weibull values of shape ``a`` >= 0 (``a = 0`` gives 0)."""
         return self._sample("weibull", [("a", a)], [_NONNEG], size)
 
     def triangular(self, left: Any, mode: Any, right: Any, size: Any = None) -> Array:
@@ -401,9 +418,12 @@ class Generator:
         return self._launch("triangular", ps, size_shape(size), D.float64)
 
     def vonmises(self, mu: Any, kappa: Any, size: Any = None) -> Array:
+        """Von Mises values on [-pi, pi] of mode ``mu`` and concentration ``kappa`` >= 0
+        (Best-Fisher rejection)."""
         return self._sample("vonmises", [("mu", mu), ("kappa", kappa)], [None, _NONNEG], size)
 
     def wald(self, mean: Any, scale: Any, size: Any = None) -> Array:
+        """Wald (inverse Gaussian) values: ``mean`` > 0, ``scale`` > 0."""
         return self._sample("wald", [("mean", mean), ("scale", scale)], [_POS, _POS], size)
 
     # -- discrete distributions -------------------------------------------------------------------
@@ -414,21 +434,25 @@ class Generator:
                             size, D.int64)
 
     def negative_binomial(self, n: Any, p: Any, size: Any = None) -> Array:
+        """Negative binomial counts (int64): ``n`` > 0, 0 < p <= 1 (Poisson of a gamma)."""
         return self._sample("negative_binomial", [("n", n), ("p", p)],
                             [_POS, (lambda v: (v > 0) & (v <= 1), "must be in (0, 1]")],
                             size, D.int64)
 
     def geometric(self, p: Any, size: Any = None) -> Array:
+        """Geometric counts >= 1 (int64), 0 < p <= 1 (inversion)."""
         return self._sample("geometric", [("p", p)],
                             [(lambda v: (v > 0) & (v <= 1), "must be in (0, 1]")], size,
                             D.int64)
 
     def logseries(self, p: Any, size: Any = None) -> Array:
+        """Logarithmic series counts >= 1 (int64), 0 <= p < 1 (Kemp's method)."""
         return self._sample("logseries", [("p", p)],
                             [(lambda v: (v >= 0) & (v < 1), "must be in [0, 1)")], size,
                             D.int64)
 
     def zipf(self, a: Any, size: Any = None) -> Array:
+        """Zipf counts >= 1 (int64), ``a`` > 1 (rejection)."""
         return self._sample("zipf", [("a", a)], [(lambda v: v > 1, "must be > 1")], size,
                             D.int64)
 
@@ -448,38 +472,51 @@ class Generator:
 
     # -- permutations, choice and the multivariate distributions ----------------------------
     def permutation(self, x: Any, axis: int = 0) -> Array:
+        """A permutation of ``arange(x)`` (an int), or a shuffled copy of the array ``x``
+        along ``axis``."""
         from ._shuffle import permutation
 
         return permutation(self, x, axis)
 
     def shuffle(self, x: Array, axis: int = 0) -> None:
+        """Shuffle the gpumsg array ``x`` in place along ``axis``."""
         from ._shuffle import shuffle
 
         shuffle(self, x, axis)
 
     def permuted(self, x: Any, *, axis: int | None = None, out: Any = None) -> Array:
+        """``x`` with each slice along ``axis`` shuffled independently (``axis=None``: the
+        flattened array), into ``out`` when given."""
         from ._shuffle import permuted
 
         return permuted(self, x, axis, out)
 
     def choice(self, a: Any, size: Any = None, replace: bool = True, p: Any = None,
                axis: int = 0, shuffle: bool = True) -> Array:
+        """A random sample from ``arange(a)`` (an int) or from the array ``a`` along
+        ``axis``; with or without replacement, weighted by ``p``."""
         from ._shuffle import choice
 
         return choice(self, a, size, replace, p, axis, shuffle)
 
     def dirichlet(self, alpha: Any, size: Any = None) -> Array:
+        """Dirichlet points of shape ``size + (k,)`` for the concentrations ``alpha`` >=
+        0."""
         from ._multivariate import dirichlet
 
         return dirichlet(self, alpha, size)
 
     def multinomial(self, n: Any, pvals: Any, size: Any = None) -> Array:
+        """Multinomial counts (int64) of shape ``broadcast(size or n, pvals[..., :-1]) +
+        (k,)``."""
         from ._multivariate import multinomial
 
         return multinomial(self, n, pvals, size)
 
     def multivariate_hypergeometric(self, colors: Any, nsample: int, size: Any = None,
                                     method: str = "marginals") -> Array:
+        """Counts per colour (int64) of ``nsample`` items drawn without replacement from
+        ``colors``; shape ``size + (k,)``."""
         from ._multivariate import multivariate_hypergeometric
 
         return multivariate_hypergeometric(self, colors, nsample, size, method)
@@ -487,6 +524,9 @@ class Generator:
     def multivariate_normal(self, mean: Any, cov: Any, size: Any = None,
                             check_valid: str = "warn", tol: float = 1e-8, *,
                             method: str = "svd") -> Array:
+        """Multivariate normal points (float64) of shape ``size + (k,)``; ``check_valid``
+        ('warn', 'raise', 'ignore') and ``tol`` judge the covariance, ``method`` ('svd',
+        'eigh', 'cholesky') factors it."""
         from ._multivariate import multivariate_normal
 
         return multivariate_normal(self, mean, cov, size, check_valid, tol, method)

@@ -15,6 +15,7 @@ floating ones to the last few units of the math functions.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -144,10 +145,13 @@ class Draws:
         return -np.log(self.u(e))
 
 
-def _lgamma(x: Any) -> np.ndarray:
-    import math
+def _lgamma1(v: float) -> float:
+    try:
+        return math.lgamma(v)
+    except ValueError:  # a pole (0, -1, ...): +inf, as CUDA's lgamma answers
+        return math.inf
 
-    return np.frompyfunc(math.lgamma, 1, 1)(np.asarray(x, np.float64)).astype(np.float64)
 
-
-lgamma = _lgamma
+def lgamma(x: Any) -> np.ndarray:
+    """log|Gamma(x)| element-wise (the twin of CUDA's ``lgamma``)."""
+    return np.frompyfunc(_lgamma1, 1, 1)(np.asarray(x, np.float64)).astype(np.float64)

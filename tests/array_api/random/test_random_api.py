@@ -186,3 +186,21 @@ def test_bad_device_array_parameters(xp, rng):
     with pytest.raises(InvalidMessage) as err:
         g.triangular(0.0, xp.asarray(np.array([0.5, 3.0])), 2.0)
     assert err.value.field == "right"
+
+
+def test_every_method_of_numpys_generator_with_its_parameters(xp):
+    """The Generator has each public method of numpy.random.Generator, taking the same
+    parameters by the same names (in the same order)."""
+    import inspect
+
+    ours = xp.random.Generator
+    for name, member in inspect.getmembers(np.random.Generator):
+        if name.startswith("_") or not callable(member):
+            continue
+        assert hasattr(ours, name), f"missing {name}"
+        try:
+            theirs = list(inspect.signature(member).parameters)
+        except (TypeError, ValueError):  # a Cython method without a signature
+            continue
+        mine = list(inspect.signature(getattr(ours, name)).parameters)
+        assert mine == theirs, (name, mine, theirs)
