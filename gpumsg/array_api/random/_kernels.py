@@ -9,8 +9,10 @@ Three families, all one pass over the output with a grid-stride loop:
 * ``uniform``: the fast path of ``random``/``uniform``: one Philox call gives four float32 (or
   two float64) values of consecutive elements, NumPy's mapping of 24 (53) random bits to
   [0, 1);
-* ``integers``: ``low + r mod range`` with ``r`` drawn again while below ``2**64 mod range``
-  (no modulo bias); a range of 0 stands for all ``2**64`` values (raw bits).
+* ``integers``: ``low + r``, ``r`` the random bits below the top bit of ``range - 1``, drawn
+  again while not below ``range`` (exactly uniform, no division; fewer than two tries on
+  average): four candidates per Philox call for ranges of at most ``2**32`` values, two
+  above.
 
 Arguments of every kernel: ``n``, the output pointer and its element offset, the key (two
 32-bit words in one 64-bit argument), the launch number, then the parameters.
@@ -229,14 +231,29 @@ def _render_integers(out_dt: np.dtype, pattern: str) -> tuple[str, str, tuple]:
 extern "C" __global__ void {kname}({", ".join(cparams)}) {{
   GM_LOOP(i, n) {{
     gm_rs s(i, (unsigned int)call, (unsigned int)key, (unsigned int)(key >> 32));
-    const unsigned long long lo = {loads[0]}, range = {loads[1]} - lo + 1ULL;
-    unsigned long long r = s.bits();
-    if (range != 0ULL) {{
-      const unsigned long long floor_ = (0ULL - range) % range;
-      while (r < floor_) r = s.bits();
-      r = lo + r % range;
+    const unsigned long long lo = {loads[0]}, span = {loads[1]} - lo;  // range - 1
+    // the bits below the range's top bit, drawn again while not below the range: four
+    // candidates per Philox call for a range of at most 2^32 values, two above
+    const unsigned long long mask = span == 0ULL ? 0ULL : (~0ULL >> __clzll(span));
+    unsigned long long r;
+    if (span <= 0xFFFFFFFFULL) {{
+      for (;;) {{
+        const uint4 w = s.words();
+        if ((w.x & mask) <= span) {{ r = w.x & mask; break; }}
+        if ((w.y & mask) <= span) {{ r = w.y & mask; break; }}
+        if ((w.z & mask) <= span) {{ r = w.z & mask; break; }}
+        if ((w.w & mask) <= span) {{ r = w.w & mask; break; }}
+      }}
+    }} else {{
+      for (;;) {{
+        const uint4 w = s.words();
+        const unsigned long long a = (((unsigned long long)w.x << 32) | w.y) & mask;
+        if (a <= span) {{ r = a; break; }}
+        const unsigned long long b = (((unsigned long long)w.z << 32) | w.w) & mask;
+        if (b <= span) {{ r = b; break; }}
+      }}
     }}
-    out[off + i] = ({_ctype(out_dt)})r;
+    out[off + i] = ({_ctype(out_dt)})(lo + r);
   }}
 }}
 """
@@ -254,18 +271,33 @@ def _integers_twin(pattern: str) -> Any:
                   for kind, p in zip(pattern, params))
         k0, k1 = _split(int(key))
         d = Draws(n, int(call), k0, k1)
-        e = np.arange(n)
         with np.errstate(over="ignore"):
-            rng = hi - lo + np.uint64(1)
-            r = d.bits(e)
-            full = rng == 0
-            safe = np.where(full, np.uint64(1), rng)
-            floor_ = (np.uint64(0) - safe) % safe
-            redo = np.flatnonzero(~full & (r < floor_))
-            while redo.size:
-                r[redo] = d.bits(e[redo])
-                redo = redo[r[redo] < floor_[redo]]
-            val = np.where(full, r, lo + r % safe)
+            span = hi - lo
+            # the bits up to span's top bit: span with every lower bit set
+            mask = span.copy()
+            for k in (1, 2, 4, 8, 16, 32):
+                mask |= mask >> np.uint64(k)
+            small = span <= np.uint64(0xFFFFFFFF)
+            r = np.zeros(n, np.uint64)
+            pend = np.arange(n)
+            while pend.size:
+                w = [x.astype(np.uint64) for x in d.words(pend)]
+                m, sp, sm = mask[pend], span[pend], small[pend]
+                cands = [w[0] & m, w[1] & m, w[2] & m, w[3] & m]
+                wide = [((w[0] << np.uint64(32)) | w[1]) & m, ((w[2] << np.uint64(32)) | w[3]) & m]
+                got = np.zeros(pend.size, bool)
+                val = np.zeros(pend.size, np.uint64)
+                for c in cands:
+                    take = sm & ~got & (c <= sp)
+                    val[take] = c[take]
+                    got |= take
+                for c in wide:
+                    take = ~sm & ~got & (c <= sp)
+                    val[take] = c[take]
+                    got |= take
+                r[pend[got]] = val[got]
+                pend = pend[~got]
+            val = lo + r
         out[off:off + n] = val.astype(out.dtype, casting="unsafe") if out.dtype != np.uint64 \
             else val
     return run
