@@ -171,8 +171,8 @@ class Generator:
     def integers(self, low: Any, high: Any = None, size: Any = None, dtype: Any = np.int64,
                  endpoint: bool = False) -> Array:
         """Integers in [low, high) (``endpoint``: [low, high]); ``high=None`` draws from
-        [0, low). Unbiased (rejection below ``2**64 mod range``). ``dtype``: any integer
-        dtype or bool."""
+        [0, low). Exactly uniform (masked rejection). ``dtype``: any integer dtype or bool.
+        ``low``/``high`` may be arrays (host or device), broadcast with ``size``."""
         dt = _int_dtype(dtype)
         if not isinstance(endpoint, bool):
             raise InvalidMessage(f"endpoint: expected True or False, got {endpoint!r}",
@@ -237,6 +237,7 @@ class Generator:
 
         lo_a = dev_int(lo)
         hi_a = dev_int(hi) if endpoint else subtract(dev_int(hi), 1)
+        info = (max(info[0], -(1 << 63)), min(info[1], (1 << 63) - 1))  # int64 bounds
         if not bool(all_(lo_a >= info[0])):
             raise InvalidMessage(f"low: out of bounds for {dt}", field="low")
         if not bool(all_(hi_a <= info[1])):
