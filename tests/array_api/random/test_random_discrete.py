@@ -19,7 +19,7 @@ def gen(xp, rng):
 def _check(h, law) -> None:
     assert h.dtype == np.int64
     chi2_ok(h, law.pmf)
-    moments_ok(h, law.mean(), law.var())
+    moments_ok(h, law.mean(), law.var(), float(law.stats(moments="k")))
 
 
 @pytest.mark.parametrize("lam", [4.5, 300.0, 5e4, 2e12])
@@ -86,8 +86,8 @@ def test_discrete(xp, gen, name, args, law):
     h = np.asarray(getattr(gen, name)(*args, size=N))
     assert h.dtype == np.int64 and h.shape == (N,)
     chi2_ok(h, law.pmf)
-    if np.isfinite(law.var()) and law.var() < 1e3:
-        moments_ok(h, law.mean(), law.var())
+    if np.isfinite(law.var()):
+        moments_ok(h, law.mean(), law.var(), float(law.stats(moments="k")))
 
 
 def test_geometric_one_and_logseries_zero(xp, gen):
