@@ -37,12 +37,13 @@ __device__ __forceinline__ uint4 gm_philox(uint4 c, uint2 k) {
   return c;
 }
 // one element's stream: counter (i low, i high, draw, launch), key from the seed; a Philox
-// call gives two uniforms, the second kept for the next u()
+// call gives two uniforms, the second kept for the next u(); Box-Muller gives two normals,
+// the second kept for the next normal()
 struct gm_rs {
-  uint4 c; uint2 k; double spare; bool has;
+  uint4 c; uint2 k; double spare, nspare; bool has, nhas;
   __device__ gm_rs(long long i, unsigned int call, unsigned int k0, unsigned int k1)
       : c(make_uint4((unsigned int)i, (unsigned int)((unsigned long long)i >> 32), 0u, call)),
-        k(make_uint2(k0, k1)), spare(0.0), has(false) {}
+        k(make_uint2(k0, k1)), spare(0.0), nspare(0.0), has(false), nhas(false) {}
   __device__ __forceinline__ uint4 words() { uint4 w = gm_philox(c, k); c.z += 1u; return w; }
   // 53 random bits as a double in (0, 1): (m + 1/2) 2^-53, never 0 nor 1
   static __device__ __forceinline__ double unit(unsigned int hi, unsigned int lo) {
@@ -61,10 +62,16 @@ struct gm_rs {
     const uint4 w = words();
     return ((unsigned long long)w.x << 32) | w.y;
   }
-  // a standard normal by Box-Muller (the cosine branch: one normal per two uniforms)
+  // standard normals by Box-Muller: two from two uniforms (cosine first, sine kept)
   __device__ __forceinline__ double normal() {
+    if (nhas) { nhas = false; return nspare; }
     const double a = u(), b = u();
-    return sqrt(-2.0 * log(a)) * cospi(2.0 * b);
+    const double r = sqrt(-2.0 * log(a));
+    double sn, cs;
+    sincospi(2.0 * b, &sn, &cs);
+    nspare = r * sn;
+    nhas = true;
+    return r * cs;
   }
   __device__ __forceinline__ double expo() { return -log(u()); }
 };
@@ -100,6 +107,8 @@ class Draws:
         self.draw = np.zeros(n, np.uint32)
         self.spare = np.zeros(n)
         self.has = np.zeros(n, bool)
+        self.nspare = np.zeros(n)
+        self.nhas = np.zeros(n, bool)
         self.call = np.uint32(call)
         self.k0, self.k1 = int(k0), int(k1)
 
@@ -137,9 +146,21 @@ class Draws:
         return (w[0].astype(np.uint64) << np.uint64(32)) | w[1].astype(np.uint64)
 
     def normal(self, e: np.ndarray) -> np.ndarray:
-        a = self.u(e)
-        b = self.u(e)
-        return np.sqrt(-2.0 * np.log(a)) * np.cos(2.0 * np.pi * b)
+        """One standard normal per element of ``e``: the kept sine normal of the element's
+        last Box-Muller pair, else the cosine one of a new pair (keeping the sine one)."""
+        out = np.empty(e.size)
+        kept = self.nhas[e]
+        ek, en = e[kept], e[~kept]
+        out[kept] = self.nspare[ek]
+        self.nhas[ek] = False
+        if en.size:
+            a = self.u(en)
+            b = self.u(en)
+            r = np.sqrt(-2.0 * np.log(a))
+            out[~kept] = r * np.cos(2.0 * np.pi * b)
+            self.nspare[en] = r * np.sin(2.0 * np.pi * b)
+            self.nhas[en] = True
+        return out
 
     def expo(self, e: np.ndarray) -> np.ndarray:
         return -np.log(self.u(e))
