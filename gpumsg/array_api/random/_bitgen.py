@@ -23,8 +23,12 @@ __all__ = ["PhiloxStreams", "seed_sequence"]
 
 
 def seed_sequence(seed: Any) -> np.random.SeedSequence:
-    """NumPy's seeds: None (fresh entropy), a non-negative int, a sequence of them, or a
-    SeedSequence."""
+    """NumPy's seeds: None (fresh entropy), a non-negative int, a sequence of them, a
+    SeedSequence, or a NumPy BitGenerator or Generator (its seed sequence)."""
+    if isinstance(seed, np.random.Generator):
+        seed = seed.bit_generator
+    if isinstance(seed, np.random.BitGenerator):
+        seed = getattr(seed, "seed_seq", None) or getattr(seed, "_seed_seq", None)
     if isinstance(seed, np.random.SeedSequence):
         return seed
     if seed is None:

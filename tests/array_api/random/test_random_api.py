@@ -52,6 +52,8 @@ def test_seed_forms_and_spawn(xp, rng):
     seed = seed_of(rng)
     a = np.asarray(xp.random.default_rng(np.random.SeedSequence(seed)).random(16))
     assert np.array_equal(a, np.asarray(xp.random.default_rng(seed).random(16)))
+    from_numpy = np.asarray(xp.random.default_rng(np.random.default_rng(seed)).random(16))
+    assert np.array_equal(a, from_numpy)  # a NumPy Generator seeds by its seed sequence
     g = xp.random.default_rng([seed, 7])
     assert xp.random.default_rng(g) is g
     kids = g.spawn(2)
