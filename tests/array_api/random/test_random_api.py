@@ -101,13 +101,14 @@ def test_out(xp, rng, method, kw, dtype):
     res = getattr(g, method)(**kw, out=out, dtype=dt)
     assert res is out
     h = np.asarray(out)
-    assert np.all(h != 0) and len(np.unique(h)) == h.size
+    # every element written (float32 values of 24 bits may repeat or be 0 now and then)
+    assert np.count_nonzero(h) >= h.size - 2 and len(np.unique(h)) >= h.size - 5
     # a strided view is filled in place too, the elements around it untouched
     big = xp.zeros((50, 8), dtype=dt)
     view = big[:, ::2]
     getattr(g, method)(**kw, out=view, dtype=dt)
     hb = np.asarray(big)
-    assert np.all(hb[:, ::2] != 0) and np.all(hb[:, 1::2] == 0)
+    assert np.count_nonzero(hb[:, ::2]) >= 200 - 2 and np.all(hb[:, 1::2] == 0)
     with pytest.raises(InvalidMessage) as err:
         getattr(g, method)(**kw, out=xp.zeros(4, dtype=xp.int32))
     assert err.value.field == "out"
