@@ -1,21 +1,31 @@
-"""The standard's ``linalg`` extension.
+"""The standard's ``linalg`` extension and the rest of ``numpy.linalg`` (31 functions: ``eig``,
+``eigvals``, ``norm``, ``cond``, ``multi_dot``, ``tensorsolve``, ``tensorinv``, ``lstsq`` beside
+the standard's).
 
 Products, norms, diagonals, ``cross`` and ``matrix_power`` are built from the namespace's own
-kernels. Decompositions and solvers (``cholesky``, ``inv``, ``solve``, ``qr``, ``svd``, ``eigh``,
-``det``, ...) go through the device's cuSOLVER client one matrix at a time (a stack is looped
-over); those whose client answers host values or tuples (``det``, ``slogdet``, ``eigh``, ``qr``,
-``svd``) wait for them.
+kernels. Decompositions and solvers go through cuSOLVER, every one accepting stacks
+``(..., M, N)``: a stack of matrices up to :data:`BATCHED_MAX` runs as batched calls (cuBLAS's
+getrfBatched/getrsBatched for ``inv`` and ``solve``, potrfBatched for ``cholesky``,
+syevjBatched up to 32 and cusolverDnXsyevBatched beyond for ``eigh``, gesvdjBatched up to 32 and
+one gesvdj per matrix in a single message beyond for ``svd``, one Xgeev per matrix for ``eig``);
+single matrices and larger ones go through the device's NumPy-shaped client one matrix at a
+time. The batched paths answer at once (the eigenvector and singular-vector stacks may be
+transposed views, as torch's are); ``det``, ``slogdet``, ``qr`` and the single-matrix ``eigh``
+and ``svd`` wait for their client's answer.
 """
 
 from __future__ import annotations
 
 import math
 import operator
+import threading
 from collections import namedtuple
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
 
+from ..errors import LinAlgError
 from . import _dtypes as D
 from ._array import Array, new_array
 from ._codegen import ElementwiseSpec, launch_elementwise
@@ -27,7 +37,9 @@ from ._reductions import sum as _sum
 
 __all__ = ["matmul", "tensordot", "vecdot", "matrix_transpose", "diagonal", "trace", "outer",
            "vector_norm", "matrix_norm", "cross", "matrix_power", "cholesky", "inv", "solve",
-           "det", "slogdet", "eigh", "eigvalsh", "qr", "svd", "svdvals", "matrix_rank", "pinv"]
+           "det", "slogdet", "eigh", "eigvalsh", "qr", "svd", "svdvals", "matrix_rank", "pinv",
+           "eig", "eigvals", "norm", "cond", "multi_dot", "tensorsolve", "tensorinv", "lstsq",
+           "LinAlgError", "BATCHED_MAX"]
 
 
 def _floating(x: Any, name: str) -> Array:
@@ -85,8 +97,10 @@ def vector_norm(x: Array, /, *, axis: Any = None, keepdims: bool = False,
     if isinstance(ord, bool) or not isinstance(ord, (int, float)):
         raise ValueError(f"vector_norm: ord must be a number or +-inf, got {ord!r}")
     p = float(ord)
-    return reduce(x, axis, keepdims, "normp", f"pow(abs(x), {p!r})", "a + b", 0, racc, out,
-                  post=f"out = pow(a, {1.0 / p!r})", casts=casts)
+    # |x|^p as exp(p log|x|): pow of a float32 and a double literal has no single overload on
+    # the device (and a zero still gives 0 for p > 0, inf for p < 0, as NumPy's)
+    return reduce(x, axis, keepdims, "normp", f"exp(log(abs(x)) * {p!r})", "a + b", 0, racc,
+                  out, post=f"out = exp(log(a) * {1.0 / p!r})", casts=casts)
 
 
 def matrix_norm(x: Array, /, *, keepdims: bool = False, ord: Any = "fro") -> Array:  # noqa: A002
@@ -166,11 +180,19 @@ def matrix_power(x: Array, n: int, /) -> Array:
 
 
 
-# -- decompositions and solvers: cuSOLVER through the device's dense linear algebra client ------
+# -- decompositions and solvers: cuSOLVER ---------------------------------------------------------
+EigResult = namedtuple("EigResult", ["eigenvalues", "eigenvectors"])
 EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
 QRResult = namedtuple("QRResult", ["Q", "R"])
 SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"])
 SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
+LstsqResult = namedtuple("LstsqResult", ["x", "residuals", "rank", "singular_values"])
+
+#: the largest matrix order a stack is factored with batched calls; larger matrices go one by one
+#: through the single-matrix calls (the batched kernels are written for small matrices)
+BATCHED_MAX = 512
+#: the largest order of cuSOLVER's batched Jacobi solvers (syevjBatched, gesvdjBatched)
+JACOBI_MAX = 32
 
 
 def _solver(dev: Any) -> Any:
@@ -182,13 +204,20 @@ def _solver(dev: Any) -> Any:
     raise NotImplementedError("this device has no cuSOLVER client")
 
 
-def _stack_input(x: Any, name: str) -> Array:
+def _raw(dev: Any) -> Any:
+    """The device's raw (LAPACK-named, column-major) cuSOLVER calls."""
+    return dev.cusolver
+
+
+def _stack_input(x: Any, name: str, square: bool = False) -> Array:
     if not isinstance(x, Array):
         raise TypeError(f"{name}: expected an array, got {type(x).__name__}")
     if x.ndim < 2:
         raise ValueError(f"{name} needs an array of at least 2 dimensions")
     if x.dtype not in (D.float32, D.float64, D.complex64, D.complex128):
         raise TypeError(f"{name} takes float32/64 or complex64/128 arrays, got {x.dtype}")
+    if square and x.shape[-1] != x.shape[-2]:
+        raise ValueError(f"{name} needs square matrices, got shape {x.shape}")
     return x
 
 
@@ -226,11 +255,80 @@ def _restack(parts: list[Array], batch: tuple[int, ...], shape: tuple[int, ...],
     return reshape(stack(parts, axis=0), batch + parts[0].shape)
 
 
+def _count(batch: tuple[int, ...]) -> int:
+    return math.prod(batch)
+
+
+def _batched(x: Array, n: int) -> bool:
+    """Whether the stack ``x`` (matrices of order ``n``) takes the batched calls."""
+    return x.ndim > 2 and 0 < n <= BATCHED_MAX and _count(x.shape[:-2]) > 0
+
+
+def _after(*futures: Any) -> Future:
+    """A future failing with the first failure of ``futures`` (in order) once all are done,
+    else answering None: a result written by several calls carries the first one's error (a
+    factorization's SingularMatrix rather than its reader's DependencyFailed)."""
+    out: Future = Future()
+    left = [len(futures)]
+    lock = threading.Lock()
+
+    def one(_f: Any) -> None:
+        with lock:
+            left[0] -= 1
+            if left[0]:
+                return
+        for f in futures:
+            exc = f.exception()
+            if exc is not None:
+                out.set_exception(exc)
+                return
+        out.set_result(None)
+
+    for f in futures:
+        f.add_done_callback(one)
+    return out
+
+
+def _fresh(x: Array) -> Array:
+    """A C-contiguous copy of ``x`` in a buffer of its own (the batched calls write in place)."""
+    from ._array import _copy
+
+    return _copy(x)
+
+
+def _eye_stack(dtype: Any, dev: Any, shape: tuple[int, ...]) -> Array:
+    from ._creation import eye
+    from ._manipulation import broadcast_to
+
+    return _fresh(broadcast_to(eye(shape[-1], dtype=dtype, device=dev), shape))
+
+
+def _lu_batched(a: Array) -> tuple[Array, Any, Any]:
+    """cuBLAS getrfBatched of the stack ``a`` (..., n, n): the factors of each A^T (the
+    column-major reading of its memory) over a copy, the int32 pivots, and the call's future."""
+    n = a.shape[-1]
+    dev = a.device
+    lu = _fresh(a)
+    ipiv = dev.alloc((_count(a.shape[:-2]) * n,), np.int32)
+    done = _raw(dev).getrf_batched(lu.buffer, n, _count(a.shape[:-2]), ipiv)
+    return lu, ipiv, done
+
+
 def cholesky(x: Array, /, *, upper: bool = False) -> Array:
-    x = _stack_input(x, "cholesky")
+    """The lower factor L (x = L L^H) of each Hermitian positive definite matrix (its lower
+    triangle read), zeros above the diagonal; ``upper=True``: the upper factor L^H."""
+    x = _stack_input(x, "cholesky", square=True)
     sol = _solver(x.device)
-    parts = [_arr(sol.cholesky(m.buffer), x.device) for m in _items(x)]
-    low = _restack(parts, x.shape[:-2], x.shape[-2:], x.dtype, x.device)
+    n = x.shape[-1]
+    if _batched(x, n):  # one potrfBatched for the stack
+        from ._elementwise import copy_into
+
+        stack3 = new_array(x.device, (_count(x.shape[:-2]), n, n), x.dtype)
+        copy_into(reshape(stack3, x.shape), x)
+        low = reshape(_arr(sol.cholesky(stack3.buffer), x.device), x.shape)
+    else:
+        parts = [_arr(sol.cholesky(m.buffer), x.device) for m in _items(x)]
+        low = _restack(parts, x.shape[:-2], x.shape[-2:], x.dtype, x.device)
     if upper:
         from ._array import _copy
 
@@ -239,18 +337,32 @@ def cholesky(x: Array, /, *, upper: bool = False) -> Array:
 
 
 def inv(x: Array, /) -> Array:
-    x = _stack_input(x, "inv")
+    """The inverse of each square matrix; a singular one fails the result with SingularMatrix
+    (raised where it is read)."""
+    x = _stack_input(x, "inv", square=True)
+    n = x.shape[-1]
+    if _batched(x, n):
+        # the memory holds M = A^T: with M = P L U, solving M Y = I gives Y = (A^-1)^T, whose
+        # column-major memory is A^-1 in C order (no transposes)
+        lu, ipiv, factored = _lu_batched(x)
+        out = _eye_stack(x.dtype, x.device, x.shape)
+        solved = _raw(x.device).getrs_batched(lu.buffer, out.buffer, n, n,
+                                              _count(x.shape[:-2]), ipiv, "N")
+        ipiv.buffer.free()
+        out._wrote(_after(factored, solved))
+        return out
     sol = _solver(x.device)
     return _restack([_arr(sol.inv(m.buffer), x.device) for m in _items(x)], x.shape[:-2],
                     x.shape[-2:], x.dtype, x.device)
 
 
 def solve(x1: Array, x2: Array, /) -> Array:
-    x1 = _stack_input(x1, "solve")
+    """x with x1 @ x = x2 for each system; ``x2`` is a stack of vectors only when 1-D (NumPy 2
+    and the standard), batch dimensions broadcast."""
+    x1 = _stack_input(x1, "solve", square=True)
     if not isinstance(x2, Array):
         raise TypeError("solve: x2 must be an array")
     dt = D.result_type(x1, x2)
-    from ._elementwise import astype
     from ._manipulation import broadcast_to
 
     a = astype(x1, dt, copy=False)
@@ -271,6 +383,17 @@ def solve(x1: Array, x2: Array, /) -> Array:
         b = broadcast_to(b, batch + b.shape[-2:])
         vec = False
     a = broadcast_to(a, batch + a.shape[-2:])
+    if _batched(a, n):
+        count = _count(batch)
+        lu, ipiv, factored = _lu_batched(a)
+        # each right-hand side column-major (n x k): a vector as it is, a matrix through its
+        # transpose; getrs with trans 'T' solves A X = B from the factors of A^T
+        rhs = _fresh(b if vec else b.mT)
+        k = 1 if vec else b.shape[-1]
+        solved = _raw(a.device).getrs_batched(lu.buffer, rhs.buffer, n, k, count, ipiv, "T")
+        ipiv.buffer.free()
+        rhs._wrote(_after(factored, solved))
+        return rhs if vec else rhs.mT
     sol = _solver(a.device)
     from ._array import _copy
 
@@ -282,7 +405,7 @@ def solve(x1: Array, x2: Array, /) -> Array:
 
 
 def slogdet(x: Array, /) -> SlogdetResult:
-    x = _stack_input(x, "slogdet")
+    x = _stack_input(x, "slogdet", square=True)
     sol = _solver(x.device)
     futs = [sol.slogdet(m.buffer) for m in _items(x)]
     vals = [f.result() for f in futs]
@@ -296,7 +419,7 @@ def slogdet(x: Array, /) -> SlogdetResult:
 
 
 def det(x: Array, /) -> Array:
-    x = _stack_input(x, "det")
+    x = _stack_input(x, "det", square=True)
     sol = _solver(x.device)
     vals = [f.result() for f in [sol.det(m.buffer) for m in _items(x)]]
     from ._array import asarray_host
@@ -304,21 +427,94 @@ def det(x: Array, /) -> Array:
     return asarray_host(x.device, np.array(vals).reshape(x.shape[:-2]), x.dtype)
 
 
-def eigh(x: Array, /) -> EighResult:
-    x = _stack_input(x, "eigh")
+def eigh(x: Array, /, *, UPLO: str = "L") -> EighResult:  # noqa: N803 (NumPy's name)
+    """Eigenvalues (ascending) and orthonormal eigenvectors (columns) of each Hermitian matrix,
+    reading its ``UPLO`` triangle (NumPy's argument; the standard reads the lower one)."""
+    x = _stack_input(x, "eigh", square=True)
+    if UPLO not in ("L", "U"):
+        raise ValueError(f"eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
+    batch, n = x.shape[:-2], x.shape[-1]
+    if _batched(x, n):
+        return _eigh_batched(x, UPLO, True)
     sol = _solver(x.device)
     ws, vs = [], []
     for m in _items(x):
-        w, v = sol.eigh(m.buffer).result()
+        w, v = sol.eigh(m.buffer, uplo=UPLO).result()
         ws.append(_arr(w, x.device))
         vs.append(_arr(v, x.device))
-    batch, n = x.shape[:-2], x.shape[-1]
     return EighResult(_restack(ws, batch, (n,), D.real_dtype(x.dtype), x.device),
                       _restack(vs, batch, (n, n), x.dtype, x.device))
 
 
-def eigvalsh(x: Array, /) -> Array:
-    return eigh(x).eigenvalues
+def _eigh_batched(x: Array, uplo: str, vectors: bool) -> EighResult:
+    batch, n = x.shape[:-2], x.shape[-1]
+    count = _count(batch)
+    raw = _raw(x.device)
+    # a C-ordered copy of the transposes: each item's memory is A itself, column-major, so the
+    # library reads the triangle asked for and writes V, not conj(V)
+    work = _fresh(x.mT)
+    w = new_array(x.device, batch + (n,), D.real_dtype(x.dtype))
+    if n <= JACOBI_MAX:
+        done = raw.syevj_batched(work.buffer, w.buffer, n, count, uplo, vectors)
+    else:
+        done = raw.syev_batched(work.buffer, w.buffer, n, count, uplo, vectors)
+    w._wrote(done)
+    work._wrote(done)
+    return EighResult(w, work.mT)  # the C-ordered memory of V is V^T: its transposed view
+
+
+def eigvalsh(x: Array, /, *, UPLO: str = "L") -> Array:  # noqa: N803
+    x = _stack_input(x, "eigvalsh", square=True)
+    if UPLO not in ("L", "U"):
+        raise ValueError(f"eigvalsh: UPLO must be 'L' or 'U', got {UPLO!r}")
+    if _batched(x, x.shape[-1]):
+        return _eigh_batched(x, UPLO, False).eigenvalues
+    return eigh(x, UPLO=UPLO).eigenvalues
+
+
+def _geev(x: Array, vectors: bool) -> EigResult:
+    batch, n = x.shape[:-2], x.shape[-1]
+    cdt = D.complex64 if x.dtype in (D.float32, D.complex64) else D.complex128
+    w = new_array(x.device, batch + (n,), cdt)
+    if not n or not _count(batch):
+        vr = new_array(x.device, batch + (n, n), cdt)
+        return EigResult(w, vr if vectors else None)
+    work = _fresh(x.mT)  # each item's memory: A, column-major
+    vr = new_array(x.device, batch + (n, n), x.dtype) if vectors else None
+    done = _raw(x.device).geev(work.buffer, w.buffer, n, vr.buffer if vr is not None else None,
+                               batch=_count(batch))
+    w._wrote(done)
+    if vr is None:
+        return EigResult(w, None)
+    vr._wrote(done)
+    rows = vr  # C order: row j holds the eigenvector of w[j] (LAPACK's packing for real x)
+    if D.kind_of(x.dtype) == "f":
+        from ._elementwise import where
+        from ._manipulation import roll
+
+        wi = expand_dims(apply(TABLE["imag"], w), axis=-1)
+        first = apply(TABLE["greater"], wi, 0.0)
+        second = apply(TABLE["less"], wi, 0.0)
+        # a pair w[j] (imag > 0), w[j+1]: v_j = r_j + i r_{j+1}, v_{j+1} = r_j - i r_{j+1}
+        re = where(second, roll(rows, 1, axis=-2), rows)
+        im = where(first, roll(rows, -1, axis=-2),
+                   where(second, apply(TABLE["negative"], rows), 0.0))
+        rows = apply(TABLE["add"], astype(re, cdt),
+                     apply(TABLE["multiply"], astype(im, cdt), 1j))
+    return EigResult(w, rows.mT)
+
+
+def eig(x: Array, /) -> EigResult:
+    """Eigenvalues and right eigenvectors (columns, unit norm) of each square matrix, through
+    cuSOLVER's Xgeev (one call per matrix). Both are complex whatever the input (as torch's
+    and CuPy's; NumPy answers real arrays when every eigenvalue is real); a real matrix's
+    complex pairs come as conjugates, the one of positive imaginary part first, as LAPACK's."""
+    return _geev(_stack_input(x, "eig", square=True), True)
+
+
+def eigvals(x: Array, /) -> Array:
+    """The eigenvalues of each square matrix (complex), as :func:`eig` without vectors."""
+    return _geev(_stack_input(x, "eigvals", square=True), False).eigenvalues
 
 
 def qr(x: Array, /, *, mode: str = "reduced") -> QRResult:
@@ -337,8 +533,44 @@ def qr(x: Array, /, *, mode: str = "reduced") -> QRResult:
                     _restack(rs, batch, (k, n), x.dtype, x.device))
 
 
+def _svd_batched(x: Array, full: bool, vectors: bool) -> Any:
+    batch, (m, n) = x.shape[:-2], x.shape[-2:]
+    k, count = min(m, n), _count(batch)
+    raw = _raw(x.device)
+    work = _fresh(x.mT)  # each item's memory: A (m x n), column-major
+    s = new_array(x.device, batch + (k,), D.real_dtype(x.dtype))
+    small = max(m, n) <= JACOBI_MAX
+    if not vectors:
+        if small:
+            done = raw.gesvdj_batched(work.buffer, s.buffer, m, n, count, vectors=False)
+        else:
+            done = raw.gesvdj_strided(work.buffer, s.buffer, m, n, count, vectors=False)
+        s._wrote(done)
+        return s
+    # U and V column-major per item, stored as C-ordered (cols, rows) arrays: their .mT views
+    # are U and V; gesvdjBatched writes the full ones only
+    ucols, vcols = (m, n) if full or small else (k, k)
+    u = new_array(x.device, batch + (ucols, m), x.dtype)
+    v = new_array(x.device, batch + (vcols, n), x.dtype)
+    if small:
+        done = raw.gesvdj_batched(work.buffer, s.buffer, m, n, count, u.buffer, v.buffer)
+    else:
+        done = raw.gesvdj_strided(work.buffer, s.buffer, m, n, count, u.buffer, v.buffer,
+                                  econ=not full)
+    for arr in (s, u, v):
+        arr._wrote(done)
+    uu, vt = u.mT, v  # U; V^T (its C-ordered memory)
+    if not full and small:
+        uu, vt = uu[..., :, :k], vt[..., :k, :]
+    vh = apply(TABLE["conj"], vt) if D.kind_of(x.dtype) == "c" else vt
+    return SVDResult(uu, s, vh)
+
+
 def svd(x: Array, /, *, full_matrices: bool = True) -> SVDResult:
+    """U, S (descending), Vh with x = U diag(S) Vh for each matrix."""
     x = _stack_input(x, "svd")
+    if _batched(x, max(x.shape[-2:])) and min(x.shape[-2:]):
+        return _svd_batched(x, bool(full_matrices), True)
     sol = _solver(x.device)
     us, ss, vs = [], [], []
     for m in _items(x):
@@ -355,6 +587,8 @@ def svd(x: Array, /, *, full_matrices: bool = True) -> SVDResult:
 
 def svdvals(x: Array, /) -> Array:
     x = _stack_input(x, "svdvals")
+    if _batched(x, max(x.shape[-2:])) and min(x.shape[-2:]):
+        return _svd_batched(x, False, False)
     sol = _solver(x.device)
     parts = [_arr(sol.svd(m.buffer, compute_uv=False), x.device) for m in _items(x)]
     return _restack(parts, x.shape[:-2], (min(x.shape[-2:]),), D.real_dtype(x.dtype), x.device)
@@ -391,3 +625,162 @@ def pinv(x: Array, /, *, rtol: Any = None) -> Array:
     v = apply(TABLE["conj"], vh).mT
     scaled = apply(TABLE["multiply"], v, expand_dims(inv_s, axis=-2))
     return matmul(scaled, apply(TABLE["conj"], u).mT)
+
+
+# -- numpy.linalg beyond the standard ------------------------------------------------------------
+def norm(x: Array, /, ord: Any = None, axis: Any = None,  # noqa: A002 (NumPy's name)
+         keepdims: bool = False) -> Array:
+    """NumPy's ``linalg.norm``: with ``axis=None`` the 2-norm of the flattened array (``ord``
+    None), else the vector norm of a 1-D or the matrix norm of a 2-D array; an int ``axis``
+    gives vector norms, a pair of axes matrix norms (``'fro'``, ``'nuc'``, +-1, +-2, +-inf)."""
+    x = _floating(astype(x, D.float64) if isinstance(x, Array) and
+                  D.kind_of(x.dtype) in "iub" else x, "norm")
+    if axis is None:
+        if ord is None:
+            out = vector_norm(x, axis=None, keepdims=keepdims)
+            return out
+        if x.ndim == 1:
+            return vector_norm(x, ord=ord, keepdims=keepdims)
+        if x.ndim == 2:
+            return matrix_norm(x, ord=ord, keepdims=keepdims)
+        raise ValueError("norm: an ord needs a 1-D or 2-D array, or an axis")
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = tuple(normalize_axes(axes, x.ndim))
+    if len(axes) == 1:
+        if isinstance(ord, str):
+            raise ValueError(f"norm: ord {ord!r} needs two axes")
+        return vector_norm(x, axis=axes[0], ord=2 if ord is None else ord, keepdims=keepdims)
+    if len(axes) != 2:
+        raise ValueError(f"norm: axis must name one or two axes, got {axis!r}")
+    from ._manipulation import moveaxis
+
+    moved = moveaxis(x, axes, (-2, -1))
+    out = matrix_norm(moved, ord="fro" if ord is None else ord)
+    if keepdims:
+        for a in sorted(axes):
+            out = expand_dims(out, axis=a)
+    return out
+
+
+def cond(x: Array, /, p: Any = None) -> Array:
+    """The condition number of each matrix in the norm ``p`` (None or +-2: the ratio of the
+    extreme singular values; 'fro', 'nuc', +-1, +-inf: norm(x) * norm(inv(x)))."""
+    x = _stack_input(x, "cond")
+    if p is None or p in (2, -2):
+        s = svdvals(x)
+        hi, lo = s[..., 0], s[..., -1]
+        return apply(TABLE["divide"], lo, hi) if p == -2 else apply(TABLE["divide"], hi, lo)
+    if x.shape[-1] != x.shape[-2]:
+        raise ValueError("cond: a norm other than 2 needs square matrices")
+    return apply(TABLE["multiply"], matrix_norm(x, ord=p), matrix_norm(inv(x), ord=p))
+
+
+def multi_dot(arrays: Any, /) -> Array:
+    """The product of ``arrays`` in the cheapest order (NumPy's ``multi_dot``: the first may be
+    1-D, a row; the last 1-D, a column; the others 2-D)."""
+    mats = list(arrays)
+    if len(mats) < 2:
+        raise ValueError("multi_dot needs at least two arrays")
+    first_vec, last_vec = mats[0].ndim == 1, mats[-1].ndim == 1
+    if first_vec:
+        mats[0] = reshape(mats[0], (1, -1))
+    if last_vec:
+        mats[-1] = reshape(mats[-1], (-1, 1))
+    if any(m.ndim != 2 for m in mats):
+        raise ValueError("multi_dot: the arrays between the ends must be 2-D")
+    dims = [mats[0].shape[0]] + [m.shape[1] for m in mats]
+    k = len(mats)
+    # the matrix-chain order: cost[i][j] the fewest multiply-adds for mats[i..j]
+    cost = [[0] * k for _ in range(k)]
+    split = [[0] * k for _ in range(k)]
+    for span in range(1, k):
+        for i in range(k - span):
+            j = i + span
+            cost[i][j] = math.inf
+            for s in range(i, j):
+                c = cost[i][s] + cost[s + 1][j] + dims[i] * dims[s + 1] * dims[j + 1]
+                if c < cost[i][j]:
+                    cost[i][j], split[i][j] = c, s
+
+    def product(i: int, j: int) -> Array:
+        if i == j:
+            return mats[i]
+        s = split[i][j]
+        return matmul(product(i, s), product(s + 1, j))
+
+    out = product(0, k - 1)
+    if first_vec and last_vec:
+        return reshape(out, ())
+    if first_vec:
+        return reshape(out, (-1,))
+    if last_vec:
+        return reshape(out, (-1,))
+    return out
+
+
+def tensorsolve(a: Array, b: Array, /, axes: Any = None) -> Array:
+    """x with ``tensordot(a, x, x.ndim) == b`` (NumPy's ``tensorsolve``; ``axes``: the axes of
+    ``a`` moved to the end first)."""
+    if not isinstance(a, Array) or not isinstance(b, Array):
+        raise TypeError("tensorsolve: expected arrays")
+    if axes is not None:
+        from ._manipulation import moveaxis
+
+        axes = tuple(normalize_axes(tuple(axes), a.ndim))
+        a = moveaxis(a, axes, tuple(range(a.ndim - len(axes), a.ndim)))
+    tail = a.shape[b.ndim:]
+    size = math.prod(tail)
+    if math.prod(a.shape[:b.ndim]) != size or a.shape[:b.ndim] != b.shape:
+        raise ValueError(f"tensorsolve: a {a.shape} and b {b.shape} do not make a square "
+                         "system")
+    x = solve(reshape(a, (size, size)), reshape(b, (size,)))
+    return reshape(x, tail)
+
+
+def tensorinv(a: Array, /, ind: int = 2) -> Array:
+    """The inverse of ``a`` under ``tensordot(..., ind)`` (NumPy's ``tensorinv``)."""
+    if not isinstance(a, Array):
+        raise TypeError("tensorinv: expected an array")
+    ind = operator.index(ind)
+    if ind <= 0:
+        raise ValueError("tensorinv: ind must be a positive integer")
+    head, tail = a.shape[:ind], a.shape[ind:]
+    size = math.prod(head)
+    if math.prod(tail) != size:
+        raise ValueError(f"tensorinv: {a.shape} split at {ind} is not square")
+    return reshape(inv(reshape(a, (size, size))), tail + head)
+
+
+def lstsq(a: Array, b: Array, /, rcond: Any = None) -> LstsqResult:
+    """NumPy's ``lstsq`` through the SVD of ``a`` (M, N), any rank: x minimizing ||a x - b||
+    (the least-norm one when rank < N), the residuals' squared sums ((K,) or (1,); empty when
+    rank < N or M <= N), the rank (a 0-d array; computing it waits for the SVD) and the
+    singular values. Singular values below ``rcond * max(s)`` (default ``eps * max(M, N)``)
+    are treated as zero."""
+    a = _stack_input(a, "lstsq")
+    if a.ndim != 2 or not isinstance(b, Array) or b.ndim not in (1, 2) or \
+            b.shape[0] != a.shape[0]:
+        raise ValueError("lstsq needs a 2-D a (M, N) and b of shape (M,) or (M, K)")
+    from ._elementwise import where
+    from ._reductions import count_nonzero
+
+    dt = D.result_type(a, b)
+    a, b = astype(a, dt, copy=False), astype(b, dt, copy=False)
+    m, n = a.shape
+    u, s, vh = svd(a, full_matrices=False)
+    keep = apply(TABLE["greater"], s, _tolerance(a, s, rcond))
+    inv_s = where(keep, apply(TABLE["divide"], 1.0, s), 0.0)
+    col = b if b.ndim == 2 else reshape(b, (m, 1))
+    coef = matmul(apply(TABLE["conj"], u).mT, col)  # U^H b
+    coef = apply(TABLE["multiply"], coef, expand_dims(inv_s, axis=-1))
+    x = matmul(apply(TABLE["conj"], vh).mT, coef)
+    rank = count_nonzero(keep)
+    if int(rank) == n and m > n:
+        r = apply(TABLE["subtract"], matmul(a, x), col)
+        residuals = _sum(apply(TABLE["real"], apply(TABLE["multiply"], r,
+                                                     apply(TABLE["conj"], r))), axis=0)
+    else:
+        from ._creation import empty
+
+        residuals = empty((0,), dtype=D.real_dtype(dt), device=a.device)
+    return LstsqResult(x if b.ndim == 2 else reshape(x, (n,)), residuals, rank, s)

@@ -33,7 +33,8 @@ from .cublas import BLAS_DTYPES, _buffers, _dims, _ld, _side, _trans, _uplo, che
 __all__ = ["Potrf", "Potrs", "Getrf", "Getrs", "PotrfBatched", "SolverCacheInfo",
            "SOLVER_DTYPES", "Geqrf", "Orgqr", "Ormqr", "Syevd", "Syevj", "SyevjBatched", "Sygvd",
            "Gesvd", "Gesvdj", "GesvdjBatched", "Potri", "PotrsBatched", "GetrfBatched",
-           "GetrsBatched", "ZeroTriangle", "CholeskyBatched", "REAL_DTYPE", "BATCHED_JACOBI_MAX"]
+           "GetrsBatched", "ZeroTriangle", "CholeskyBatched", "REAL_DTYPE", "BATCHED_JACOBI_MAX",
+           "SyevBatched", "GesvdjStrided", "Geev", "COMPLEX_DTYPE"]
 
 #: the real dtype of eigenvalues and singular values
 REAL_DTYPE = {"f32": "f32", "f64": "f64", "c64": "f32", "c128": "f64"}
@@ -724,3 +725,117 @@ class CholeskyBatched(Message):
             check_extent(self, field, ref, 0, ((self.n * self.n, 1), (self.batch, self.n * self.n)),
                          f"{self.batch} matrices of {self.n}x{self.n}")
         _distinct(self, "out", "a")
+
+
+# -- any-size batched eigen / SVD, general eigenproblem -------------------------------------------
+
+#: the dtype of the eigenvalues of a general (non-symmetric) matrix
+COMPLEX_DTYPE = {"f32": "c64", "f64": "c128", "c64": "c64", "c128": "c128"}
+
+
+@message(buffers=("a", "w"), writes=("a", "w"))
+class SyevBatched(Message):
+    """:class:`Syevd` of ``batch`` matrices of any order n, matrix i at element ``i * lda * n``
+    of A (eigenvectors over it with ``vectors``), its ascending eigenvalues at ``i * n`` of
+    ``w``: ``cusolverDnXsyevBatched`` where the library has it (cuSOLVER 11.7, CUDA 12.6 update
+    2, and later; chunks of at most 65,535 matrices, the most one call takes), one
+    ``cusolverDnXsyevd`` per matrix otherwise. Every item's info is scanned at completion:
+    DidNotConverge(index, batch_item)."""
+
+    a: BufRef
+    w: BufRef
+    n: int
+    batch: int
+    uplo: str = "L"
+    vectors: bool = True
+    lda: int | None = None
+
+    def __post_init__(self) -> None:
+        dtype = _buffers(self, ("a",), SOLVER_DTYPES)
+        _dims(self, "n", "batch")
+        _uplo(self)
+        _set(self, "vectors", _bool(self, "vectors", self.vectors))
+        lda = _ld(self, "lda", self.n)
+        check_matrix(self, "a", self.a, self.n, self.n, lda, "lda",
+                     _span_of(self.batch, lda * self.n))
+        _aux(self, "w", REAL_DTYPE[dtype], self.n * self.batch, "n eigenvalues per matrix")
+
+
+@message(buffers=("a", "s", "u", "v"), writes=("a", "s", "u", "v"))
+class GesvdjStrided(Message):
+    """:class:`Gesvdj` of each of ``batch`` m x n matrices of any size (cuSOLVER's batched
+    Jacobi stops at 32 x 32): one ``cusolverDn<t>gesvdj`` per matrix, issued back to back on
+    the stream. Item i at element ``i * lda * n`` of A, ``i * min(m, n)`` of ``s``,
+    ``i * ldu * ucols`` of U and ``i * ldv * vcols`` of V (ucols, vcols: m, n, or min(m, n)
+    with ``econ``); V itself, not V^H. A's contents are destroyed. Every item's info is scanned
+    at completion: DidNotConverge(index, batch_item)."""
+
+    a: BufRef
+    s: BufRef
+    m: int
+    n: int
+    batch: int
+    u: BufRef | None = None
+    v: BufRef | None = None
+    vectors: bool = True
+    econ: bool = False
+    lda: int | None = None
+    ldu: int | None = None
+    ldv: int | None = None
+    tol: float = 0.0
+    max_sweeps: int = 100
+
+    def __post_init__(self) -> None:
+        dtype = _buffers(self, ("a",), SOLVER_DTYPES)
+        _dims(self, "m", "n", "batch")
+        _set(self, "vectors", _bool(self, "vectors", self.vectors))
+        _set(self, "econ", _bool(self, "econ", self.econ))
+        _jacobi(self)
+        p = min(self.m, self.n)
+        lda = _ld(self, "lda", self.m)
+        check_matrix(self, "a", self.a, self.m, self.n, lda, "lda",
+                     _span_of(self.batch, lda * self.n))
+        _aux(self, "s", REAL_DTYPE[dtype], p * self.batch, "min(m, n) singular values per matrix")
+        if self.vectors:
+            for field in ("u", "v"):
+                if getattr(self, field) is None:
+                    raise _fail(self, field, "vectors=True needs a buffer")
+        ucols, vcols = (p, p) if self.econ else (self.m, self.n)
+        ldu, ldv = _ld(self, "ldu", self.m), _ld(self, "ldv", self.n)
+        _opt_matrix(self, "u", dtype, self.m, ucols, "ldu", _span_of(self.batch, ldu * ucols))
+        _opt_matrix(self, "v", dtype, self.n, vcols, "ldv", _span_of(self.batch, ldv * vcols))
+        if self.u is not None and self.v is not None:
+            _distinct(self, "v", "u")
+
+
+@message(buffers=("a", "w", "vr"), writes=("a", "w", "vr"))
+class Geev(Message):
+    """Eigenvalues and right eigenvectors of ``batch`` general n x n matrices
+    (``cusolverDnXgeev``, one call per matrix; no left eigenvectors): matrix i at element
+    ``i * lda * n`` of A (destroyed), its n eigenvalues at ``i * n`` of the complex ``w``
+    (c64 for f32 and c64 matrices, c128 for f64 and c128; a complex pair of a real matrix
+    appears as both conjugates, the one of positive imaginary part first) and, when ``vr`` is
+    given, its eigenvectors at ``i * ldvr * n`` of ``vr`` (A's dtype; unit norm, the largest
+    component real). For a real matrix ``vr`` holds LAPACK's packed form: the pair w[j],
+    w[j+1] = conj(w[j]) has eigenvectors vr[:, j] +- i vr[:, j+1]. Fails with
+    DidNotConverge(index, batch_item) when the QR algorithm did not converge."""
+
+    a: BufRef
+    w: BufRef
+    n: int
+    batch: int = 1
+    vr: BufRef | None = None
+    lda: int | None = None
+    ldvr: int | None = None
+
+    def __post_init__(self) -> None:
+        dtype = _buffers(self, ("a",), SOLVER_DTYPES)
+        _dims(self, "n", "batch")
+        lda = _ld(self, "lda", self.n)
+        check_matrix(self, "a", self.a, self.n, self.n, lda, "lda",
+                     _span_of(self.batch, lda * self.n))
+        _aux(self, "w", COMPLEX_DTYPE[dtype], self.n * self.batch, "n eigenvalues per matrix")
+        ldvr = _ld(self, "ldvr", self.n)
+        _opt_matrix(self, "vr", dtype, self.n, self.n, "ldvr", _span_of(self.batch, ldvr * self.n))
+        if self.vr is not None:
+            _distinct(self, "vr", "w")

@@ -185,6 +185,27 @@ class Cusolver:
         return self._dev.send(msgs.GetrsBatched(a, b, n, nrhs, batch, ipiv, trans, lda, ldb,
                                                 stride_a, stride_b))
 
+    def syev_batched(self, a: Any, w: Any, n: int, batch: int, uplo: str = "L",
+                     vectors: bool = True, lda: int | None = None) -> Future:
+        """Eigen of ``batch`` symmetric / Hermitian matrices of any order (see
+        :class:`~gpumsg.messages.cusolver.SyevBatched`)."""
+        return self._dev.send(msgs.SyevBatched(a, w, n, batch, uplo, vectors, lda))
+
+    def gesvdj_strided(self, a: Any, s: Any, m: int, n: int, batch: int, u: Any = None,
+                       v: Any = None, vectors: bool = True, econ: bool = False,
+                       lda: int | None = None, ldu: int | None = None, ldv: int | None = None,
+                       tol: float = 0.0, max_sweeps: int = 100) -> Future:
+        """SVD of ``batch`` matrices of any size, one gesvdj each (see
+        :class:`~gpumsg.messages.cusolver.GesvdjStrided`)."""
+        return self._dev.send(msgs.GesvdjStrided(a, s, m, n, batch, u, v, vectors, econ, lda,
+                                                 ldu, ldv, tol, max_sweeps))
+
+    def geev(self, a: Any, w: Any, n: int, vr: Any = None, batch: int = 1,
+             lda: int | None = None, ldvr: int | None = None) -> Future:
+        """Eigenvalues (complex ``w``) and right eigenvectors of general matrices (see
+        :class:`~gpumsg.messages.cusolver.Geev`)."""
+        return self._dev.send(msgs.Geev(a, w, n, batch, vr, lda, ldvr))
+
     def zero_triangle(self, a: Any, m: int, n: int, part: str = "L",
                       lda: int | None = None) -> Future:
         self._column_major("zero_triangle", a=a)

@@ -25,10 +25,12 @@ from ...errors import (
 )
 from ...messages.cusolver import (
     CholeskyBatched,
+    Geev,
     Geqrf,
     Gesvd,
     Gesvdj,
     GesvdjBatched,
+    GesvdjStrided,
     Getrf,
     GetrfBatched,
     Getrs,
@@ -41,6 +43,7 @@ from ...messages.cusolver import (
     Potrs,
     PotrsBatched,
     SolverCacheInfo,
+    SyevBatched,
     Syevd,
     Syevj,
     SyevjBatched,
@@ -538,3 +541,68 @@ def _cholesky_batched(ctx: Any, msg: CholeskyBatched, reply: Any) -> None:
 
     issue_batched(ctx, reply, (a,), (out,), call, f"cusolverDn{_letter(dtype)}potrfBatched",
                   batch, _npd)
+
+
+# -- any-size batched eigen / SVD, general eigenproblem ---------------------------------------
+
+
+@handles(SyevBatched)
+def _syev_batched(ctx: Any, msg: SyevBatched, reply: Any) -> None:
+    a, w = ctx.resolve(msg.a, "a"), ctx.resolve_out(msg.w, "w")
+    if msg.batch == 0 or msg.n == 0:
+        ctx.complete(reply, COMPUTE)
+        return
+    lib = ctx.library("cusolver")
+    issue_batched(ctx, reply, (a,), (a, w), lambda s, infos: lib.syev_batched(
+        s, msg.a.dtype, msg.vectors, msg.uplo, msg.n, a.ptr, msg.lda, w.ptr, infos, msg.batch),
+        "cusolverDnXsyevBatched", msg.batch,
+        _unconverged("off-diagonal elements of the tridiagonal form"))
+
+
+@handles(GesvdjStrided)
+def _gesvdj_strided(ctx: Any, msg: GesvdjStrided, reply: Any) -> None:
+    a = ctx.resolve(msg.a, "a")
+    s_, u, v = _outs(ctx, msg, "s", "u", "v")
+    p = min(msg.m, msg.n)
+    if msg.batch == 0 or p == 0:
+        ctx.complete(reply, COMPUTE)
+        return
+    writes = tuple(x for x in (a, s_, u, v) if x is not None)
+    lib = ctx.library("cusolver")
+    item = dtype_of(msg.a.dtype).itemsize
+    ucols, vcols = (p, p) if msg.econ else (msg.m, msg.n)
+    # without vectors cuSOLVER still reads U and V: one scratch matrix each, shared by the items
+    temps = []
+    uptr, vptr = _ptr(u), _ptr(v)
+    ustep, vstep = msg.ldu * ucols, msg.ldv * vcols
+    if u is None:
+        uptr, nb = _scratch_matrix(ctx, item * msg.ldu * ucols)
+        temps.append((uptr, nb))
+        ustep = 0
+    if v is None:
+        vptr, nb = _scratch_matrix(ctx, item * msg.ldv * vcols)
+        temps.append((vptr, nb))
+        vstep = 0
+    try:
+        issue_batched(ctx, reply, (a,), writes, lambda s, infos: lib.gesvdj_strided(
+            s, msg.a.dtype, msg.vectors, msg.econ, msg.m, msg.n, a.ptr, msg.lda, s_.ptr, uptr,
+            msg.ldu, vptr, msg.ldv, ustep, vstep, msg.tol, msg.max_sweeps, infos, msg.batch),
+            f"cusolverDn{_letter(msg.a.dtype)}gesvdj", msg.batch,
+            _unconverged(f"Jacobi within max_sweeps={msg.max_sweeps}, tol={msg.tol or 'eps'}"))
+    finally:
+        for ptr, nb in temps:
+            ctx.memory.deallocate(ptr, nb, ctx.compute.obj)
+
+
+@handles(Geev)
+def _geev(ctx: Any, msg: Geev, reply: Any) -> None:
+    a, w = ctx.resolve(msg.a, "a"), ctx.resolve_out(msg.w, "w")
+    vr = ctx.resolve_out(msg.vr, "vr") if msg.vr is not None else None
+    if msg.batch == 0 or msg.n == 0:
+        ctx.complete(reply, COMPUTE)
+        return
+    writes = tuple(x for x in (a, w, vr) if x is not None)
+    lib = ctx.library("cusolver")
+    issue_batched(ctx, reply, (a,), writes, lambda s, infos: lib.geev(
+        s, msg.a.dtype, msg.n, a.ptr, msg.lda, w.ptr, _ptr(vr), msg.ldvr, infos, msg.batch),
+        "cusolverDnXgeev", msg.batch, _unconverged("the QR algorithm"))
