@@ -689,11 +689,15 @@ class Linalg:
         dev.port.check_open()
         r = self._square(a)
         n = r.shape[0]
-        out = dev.alloc((n, n), r.dtype, order="C")
-        dev.copy_bytes(out, a)
-        # row-major lower triangle = column-major upper triangle of the transpose
-        done = self._raw.potrf(out, n, uplo="U", clean=True)
-        return dev.buffer_after(done, out)
+        # A itself column-major (a transposing geam), its lower triangle factored with uplo
+        # 'L', and L transposed back into C order: potrf's 'U' on the C-ordered memory (its
+        # transpose) ran at 0.41x (f32) / 0.46x (f64) the speed of 'L' at 4096^2 on the H200,
+        # two transposes cost far less than that
+        work = self._to_cols(a, n, n, r.dtype)
+        factored = self._raw.potrf(work, n, uplo="L", clean=True)
+        out, done = self._to_rows(work, n, n, max(n, 1), r.dtype)
+        work.buffer.free()
+        return dev.buffer_after(_after_all(factored, done), out)
 
     def _cholesky_batched(self, stack: Any) -> Any:
         """``numpy.linalg.cholesky`` of a C-ordered (batch, n, n) stack of Hermitian positive
