@@ -517,11 +517,16 @@ def eigvals(x: Array, /) -> Array:
     return _geev(_stack_input(x, "eigvals", square=True), False).eigenvalues
 
 
-def qr(x: Array, /, *, mode: str = "reduced") -> QRResult:
+def qr(x: Array, /, mode: str = "reduced") -> Any:
+    """Q, R of each matrix (``mode``: 'reduced' or 'complete'; NumPy's 'r' answers R alone)."""
     x = _stack_input(x, "qr")
-    if mode not in ("reduced", "complete"):
-        raise ValueError(f"qr: mode must be 'reduced' or 'complete', got {mode!r}")
+    if mode not in ("reduced", "complete", "r"):
+        raise ValueError(f"qr: mode must be 'reduced', 'complete' or 'r', got {mode!r}")
     sol = _solver(x.device)
+    if mode == "r":
+        parts = [_arr(sol.qr(m.buffer, mode="r"), x.device) for m in _items(x)]
+        return _restack(parts, x.shape[:-2], (min(x.shape[-2:]), x.shape[-1]), x.dtype,
+                        x.device)
     qs, rs = [], []
     for m in _items(x):
         q, r = sol.qr(m.buffer, mode=mode).result()
@@ -566,9 +571,15 @@ def _svd_batched(x: Array, full: bool, vectors: bool) -> Any:
     return SVDResult(uu, s, vh)
 
 
-def svd(x: Array, /, *, full_matrices: bool = True) -> SVDResult:
-    """U, S (descending), Vh with x = U diag(S) Vh for each matrix."""
+def svd(x: Array, /, full_matrices: bool = True, compute_uv: bool = True,
+        hermitian: bool = False) -> Any:
+    """U, S (descending), Vh with x = U diag(S) Vh for each matrix; NumPy's ``compute_uv=False``
+    answers S alone, ``hermitian=True`` takes the decomposition from :func:`eigh`."""
     x = _stack_input(x, "svd")
+    if hermitian:
+        return _svd_hermitian(x, bool(compute_uv))
+    if not compute_uv:
+        return svdvals(x)
     if _batched(x, max(x.shape[-2:])) and min(x.shape[-2:]):
         return _svd_batched(x, bool(full_matrices), True)
     sol = _solver(x.device)
@@ -594,6 +605,28 @@ def svdvals(x: Array, /) -> Array:
     return _restack(parts, x.shape[:-2], (min(x.shape[-2:]),), D.real_dtype(x.dtype), x.device)
 
 
+def _svd_hermitian(x: Array, compute_uv: bool) -> Any:
+    """The SVD of Hermitian matrices from their eigendecomposition (NumPy's ``hermitian=True``):
+    S = |w| descending, U the eigenvectors in that order, Vh = (U sign(w))^H."""
+    from ._indexing import take_along_axis
+    from ._manipulation import broadcast_to
+    from ._sorting import argsort
+
+    if x.shape[-1] != x.shape[-2]:
+        raise ValueError("svd: hermitian=True needs square matrices")
+    if not compute_uv:
+        from ._sorting import sort
+
+        return sort(apply(TABLE["abs"], eigvalsh(x)), axis=-1, descending=True)
+    w, v = eigh(x)
+    order = argsort(apply(TABLE["abs"], w), axis=-1, descending=True)
+    s = take_along_axis(apply(TABLE["abs"], w), order, axis=-1)
+    sign = take_along_axis(apply(TABLE["sign"], w), order, axis=-1)
+    u = take_along_axis(v, broadcast_to(expand_dims(order, axis=-2), v.shape), axis=-1)
+    signed = apply(TABLE["multiply"], u, expand_dims(astype(sign, x.dtype), axis=-2))
+    return SVDResult(u, s, apply(TABLE["conj"], signed).mT)
+
+
 def _tolerance(x: Array, s: Array, rtol: Any) -> Array:
     """``rtol * max(s)`` per matrix (default rtol: max(M, N) * eps)."""
     from ._reductions import max as _max
@@ -606,18 +639,44 @@ def _tolerance(x: Array, s: Array, rtol: Any) -> Array:
     return apply(TABLE["multiply"], top, rtol)
 
 
-def matrix_rank(x: Array, /, *, rtol: Any = None) -> Array:
+def matrix_rank(x: Array, /, tol: Any = None, hermitian: bool = False, *,
+                rtol: Any = None) -> Array:
+    """The number of singular values of each matrix above ``rtol * max(S)`` (default rtol:
+    max(M, N) * eps), or above NumPy's absolute ``tol`` when given; ``hermitian=True`` takes
+    |eigenvalues| for the singular values."""
     from ._reductions import count_nonzero
 
     x = _stack_input(x, "matrix_rank")
-    s = svdvals(x)
+    s = apply(TABLE["abs"], eigvalsh(x)) if hermitian else svdvals(x)
+    if tol is not None:
+        if rtol is not None:
+            raise ValueError("matrix_rank: give tol or rtol, not both")
+        limit = expand_dims(tol, axis=-1) if isinstance(tol, Array) else tol
+        return count_nonzero(apply(TABLE["greater"], s, limit), axis=-1)
     return count_nonzero(apply(TABLE["greater"], s, _tolerance(x, s, rtol)), axis=-1)
 
 
-def pinv(x: Array, /, *, rtol: Any = None) -> Array:
+def pinv(x: Array, /, rcond: Any = None, hermitian: bool = False, *,
+         rtol: Any = None) -> Array:
+    """The pseudo-inverse of each matrix, singular values below ``rtol * max(S)`` (default
+    max(M, N) * eps; NumPy's ``rcond`` is the same cut-off) treated as zero; ``hermitian=True``
+    from the eigendecomposition."""
     from ._elementwise import where
 
     x = _stack_input(x, "pinv")
+    if rcond is not None:
+        if rtol is not None:
+            raise ValueError("pinv: give rcond or rtol, not both")
+        rtol = rcond
+    if hermitian:
+        if x.shape[-1] != x.shape[-2]:
+            raise ValueError("pinv: hermitian=True needs square matrices")
+        w, v = eigh(x)
+        mag = apply(TABLE["abs"], w)
+        keep = apply(TABLE["greater"], mag, _tolerance(x, mag, rtol))
+        inv_w = where(keep, apply(TABLE["divide"], 1.0, w), 0.0)
+        scaled = apply(TABLE["multiply"], v, expand_dims(astype(inv_w, x.dtype), axis=-2))
+        return matmul(scaled, apply(TABLE["conj"], v).mT)
     u, s, vh = svd(x, full_matrices=False)
     keep = apply(TABLE["greater"], s, _tolerance(x, s, rtol))
     inv_s = where(keep, apply(TABLE["divide"], 1.0, s), 0.0)

@@ -203,3 +203,35 @@ def test_tensor_and_lstsq(xp, rng, dtype) -> None:
     ref = np.linalg.lstsq(_wide(wide), _wide(rhs[:3]), rcond=None)
     for g, r in zip(got, ref):
         _close(g, r, tol)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex128"])
+def test_numpy_keywords(xp, rng, dtype) -> None:
+    """NumPy's extra arguments: svd(compute_uv, hermitian), qr(mode='r'),
+    matrix_rank(tol, hermitian), pinv(rcond, hermitian)."""
+    dt = np.dtype(getattr(xpm, dtype))
+    tol = _tol(dt) * 10
+    la = xp.linalg
+    a = random_values(rng, (2, 6, 4), dt, False)
+    x, aw = xp.asarray(a), _wide(a)
+    _close(la.svd(x, False, False), np.linalg.svd(aw, compute_uv=False), tol)
+    _close(np.abs(np.asarray(la.qr(x, "r"))), np.abs(np.linalg.qr(aw, "r")), tol)
+    h = _hermitian(rng, (2, 5, 5), dt)
+    hx, hw = xp.asarray(h), _wide(h)
+    u, s, vh = la.svd(hx, hermitian=True)
+    _close(s, np.linalg.svd(hw, compute_uv=False), tol)
+    uu, vv = _wide(np.asarray(u)), _wide(np.asarray(vh))
+    _close((uu * _wide(np.asarray(s))[..., None, :]) @ vv, hw, tol)
+    _close(la.svd(hx, compute_uv=False, hermitian=True), np.linalg.svd(hw, compute_uv=False),
+           tol)
+    low = a.copy()
+    low[0, :, 3] = low[0, :, 0]  # rank 3
+    _close(la.matrix_rank(xp.asarray(low)), np.linalg.matrix_rank(_wide(low)), 0)
+    _close(la.matrix_rank(xp.asarray(low), 1.0), np.linalg.matrix_rank(_wide(low), 1.0), 0)
+    _close(la.matrix_rank(hx, hermitian=True), np.linalg.matrix_rank(hw, hermitian=True), 0)
+    _close(la.pinv(x, 1e-3), np.linalg.pinv(aw, 1e-3), tol * 10)
+    _close(la.pinv(hx, hermitian=True), np.linalg.pinv(hw, hermitian=True), tol * 10)
+    with pytest.raises(ValueError):
+        la.pinv(x, 1e-3, rtol=1e-3)
+    with pytest.raises(ValueError):
+        la.qr(x, "raw")

@@ -84,7 +84,7 @@ def _more() -> list[Fn]:
            (_H, _Pa, _i, _i, _l, _i, _p, _l, _i, _p, _i, _p, c_size_t, _p, c_size_t, _p, _l),
            optional=True),
         # (handle, params, jobvl, jobvr, n, dataTypeA, A, lda, dataTypeW, W, dataTypeVL, VL,
-        #  ldvl, dataTypeVR, VR, ldvr, computeType, &dev_bytes, &host_bytes): CUDA 12.6 and later
+        #  ldvl, dataTypeVR, VR, ldvr, computeType, &dev_bytes, &host_bytes): cuSOLVER 11.7.2+
         Fn("cusolverDnXgeev_bufferSize", c_int,
            (_H, _Pa, _i, _i, _l, _i, _p, _l, _i, _p, _i, _p, _l, _i, _p, _l, _i, P(c_size_t),
             P(c_size_t)), optional=True),

@@ -672,7 +672,7 @@ class CusolverHandle:
         name = "cusolverDnXgeev"
         if getattr(self.lib, name, None) is None:
             raise LibraryError("cusolver", 9, "CUSOLVER_STATUS_NOT_SUPPORTED: cusolverDnXgeev "
-                               "needs cuSOLVER from CUDA 12.6 or later", name)
+                               "needs cuSOLVER 11.7.2 (CUDA 12.8) or later", name)
         t = CUDA_DATA_TYPE[dtype]
         tw = CUDA_DATA_TYPE[{"f32": "c64", "f64": "c128"}.get(dtype, dtype)]
         item, witem = dtype_of(dtype).itemsize, 2 * dtype_of(REAL_OF[dtype]).itemsize
