@@ -5,12 +5,13 @@ the standard's).
 Products, norms, diagonals, ``cross`` and ``matrix_power`` are built from the namespace's own
 kernels. Decompositions and solvers go through cuSOLVER, every one accepting stacks
 ``(..., M, N)``: a stack of matrices up to :data:`BATCHED_MAX` runs as batched calls (cuBLAS's
-getrfBatched/getrsBatched for ``inv`` and ``solve``, potrfBatched for ``cholesky``,
+getrfBatched/getrsBatched for ``inv`` and ``solve``, getrfBatched and kernels over the
+factors for ``det`` and ``slogdet``, potrfBatched for ``cholesky``,
 syevjBatched up to 32 and cusolverDnXsyevBatched beyond for ``eigh``, gesvdjBatched up to 32 and
 one gesvdj per matrix in a single message beyond for ``svd``, one Xgeev per matrix for ``eig``);
 single matrices and larger ones go through the device's NumPy-shaped client one matrix at a
 time. The batched paths answer at once (the eigenvector and singular-vector stacks may be
-transposed views, as torch's are); ``det``, ``slogdet``, ``qr`` and the single-matrix ``eigh``
+transposed views, as torch's are); ``qr`` and the single-matrix ``det``, ``slogdet``, ``eigh``
 and ``svd`` wait for their client's answer.
 """
 
@@ -303,15 +304,44 @@ def _eye_stack(dtype: Any, dev: Any, shape: tuple[int, ...]) -> Array:
     return _fresh(broadcast_to(eye(shape[-1], dtype=dtype, device=dev), shape))
 
 
-def _lu_batched(a: Array) -> tuple[Array, Any, Any]:
+def _lu_batched(a: Array, singular_ok: bool = False) -> tuple[Array, Any, Any]:
     """cuBLAS getrfBatched of the stack ``a`` (..., n, n): the factors of each A^T (the
-    column-major reading of its memory) over a copy, the int32 pivots, and the call's future."""
+    column-major reading of its memory) over a copy, the int32 pivots, and the call's future
+    (``singular_ok``: a zero pivot is no error)."""
     n = a.shape[-1]
     dev = a.device
     lu = _fresh(a)
     ipiv = dev.alloc((_count(a.shape[:-2]) * n,), np.int32)
-    done = _raw(dev).getrf_batched(lu.buffer, n, _count(a.shape[:-2]), ipiv)
+    done = _raw(dev).getrf_batched(lu.buffer, n, _count(a.shape[:-2]), ipiv,
+                                   singular_ok=singular_ok)
     return lu, ipiv, done
+
+
+def _slogdet_batched(x: Array) -> SlogdetResult:
+    """sign and log|det| of each matrix from its LU factors, on the device: the product of U's
+    diagonal (det A^T = det A) and the parity of the row interchanges; an exactly zero pivot
+    gives (0, -inf), as NumPy."""
+    from ._creation import arange
+    from ._elementwise import where
+    from ._reductions import count_nonzero, prod
+
+    batch, n = x.shape[:-2], x.shape[-1]
+    lu, ipiv, done = _lu_batched(x, singular_ok=True)
+    lu._wrote(done)
+    piv = Array(ipiv, (_count(batch) * n,), D.int32, x.device)
+    piv._wrote(done)
+    piv = reshape(piv, batch + (n,))
+    d = diagonal(lu)
+    mag = apply(TABLE["abs"], d)
+    logabs = _sum(apply(TABLE["log"], mag), axis=-1)
+    unit = where(apply(TABLE["equal"], d, 0), 0, apply(TABLE["divide"], d, mag))
+    moved = count_nonzero(apply(TABLE["not_equal"], piv,
+                                arange(1, n + 1, dtype=D.int32, device=x.device)), axis=-1)
+    flip = apply(TABLE["subtract"], 1, apply(TABLE["multiply"], 2,
+                                             apply(TABLE["remainder"], moved, 2)))
+    sign = apply(TABLE["multiply"], prod(unit, axis=-1), astype(flip, x.dtype))
+    return SlogdetResult(astype(sign, x.dtype, copy=False),
+                         astype(logabs, D.real_dtype(x.dtype), copy=False))
 
 
 def cholesky(x: Array, /, *, upper: bool = False) -> Array:
@@ -405,7 +435,10 @@ def solve(x1: Array, x2: Array, /) -> Array:
 
 
 def slogdet(x: Array, /) -> SlogdetResult:
+    """sign and log|det| of each square matrix (a singular one: 0, -inf)."""
     x = _stack_input(x, "slogdet", square=True)
+    if _batched(x, x.shape[-1]):
+        return _slogdet_batched(x)
     sol = _solver(x.device)
     futs = [sol.slogdet(m.buffer) for m in _items(x)]
     vals = [f.result() for f in futs]
@@ -419,7 +452,11 @@ def slogdet(x: Array, /) -> SlogdetResult:
 
 
 def det(x: Array, /) -> Array:
+    """The determinant of each square matrix (0 for a singular one)."""
     x = _stack_input(x, "det", square=True)
+    if _batched(x, x.shape[-1]):
+        sign, logabs = _slogdet_batched(x)
+        return apply(TABLE["multiply"], sign, astype(apply(TABLE["exp"], logabs), x.dtype))
     sol = _solver(x.device)
     vals = [f.result() for f in [sol.det(m.buffer) for m in _items(x)]]
     from ._array import asarray_host

@@ -641,7 +641,9 @@ class GetrfBatched(Message):
     """LU of ``batch`` n x n matrices in place (cuBLAS ``<t>getrfBatched``): matrix i at
     element ``i * stride`` of A; ``ipiv`` (i32, n per matrix, 1-based as LAPACK) receives the
     pivots, None factors without pivoting. Every item's info is scanned at completion: the first
-    failing item fails the future with SingularMatrix(index, batch_item)."""
+    failing item fails the future with SingularMatrix(index, batch_item). With
+    ``singular_ok=True`` an exactly zero pivot is no error (the factors are written as LAPACK
+    writes them, a zero on U's diagonal): what a determinant needs."""
 
     a: BufRef
     n: int
@@ -649,10 +651,12 @@ class GetrfBatched(Message):
     ipiv: BufRef | None = None
     lda: int | None = None
     stride: int | None = None
+    singular_ok: bool = False
 
     def __post_init__(self) -> None:
         _buffers(self, ("a",), SOLVER_DTYPES)
         _dims(self, "n", "batch")
+        _set(self, "singular_ok", _bool(self, "singular_ok", self.singular_ok))
         lda = _ld(self, "lda", self.n)
         stride = _stride(self, "stride", lda * self.n)
         check_matrix(self, "a", self.a, self.n, self.n, lda, "lda", _span_of(self.batch, stride))

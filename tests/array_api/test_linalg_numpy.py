@@ -235,3 +235,24 @@ def test_numpy_keywords(xp, rng, dtype) -> None:
         la.pinv(x, 1e-3, rtol=1e-3)
     with pytest.raises(ValueError):
         la.qr(x, "raw")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_stacked_determinants(xp, rng, dtype) -> None:
+    """det and slogdet of stacks on the device, a singular item giving 0 and -inf as NumPy."""
+    dt = np.dtype(getattr(xpm, dtype))
+    tol = _tol(dt)
+    a = random_values(rng, (3, 2, 9, 9), dt, False) / 2
+    a[1, 0, 4] = 0  # an exactly zero row: a zero pivot
+    x, aw = xp.asarray(a), _wide(a)
+    sign, logabs = xp.linalg.slogdet(x)
+    ref_sign, ref_log = np.linalg.slogdet(aw)
+    _close(sign, ref_sign, tol)
+    got = _wide(np.asarray(logabs))
+    assert got[1, 0] == -np.inf and np.isfinite(np.delete(got.ravel(), 2)).all()
+    np.testing.assert_allclose(np.delete(got.ravel(), 2), np.delete(ref_log.ravel(), 2),
+                               rtol=tol, atol=tol)
+    d = _wide(np.asarray(xp.linalg.det(x)))
+    ref = np.linalg.det(aw)
+    assert d[1, 0] == 0
+    np.testing.assert_allclose(d, ref, rtol=tol * 10, atol=tol * np.abs(ref).max())

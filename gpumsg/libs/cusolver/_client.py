@@ -176,8 +176,9 @@ class Cusolver:
                                                 stride_b))
 
     def getrf_batched(self, a: Any, n: int, batch: int, ipiv: Any = None,
-                      lda: int | None = None, stride: int | None = None) -> Future:
-        return self._dev.send(msgs.GetrfBatched(a, n, batch, ipiv, lda, stride))
+                      lda: int | None = None, stride: int | None = None,
+                      singular_ok: bool = False) -> Future:
+        return self._dev.send(msgs.GetrfBatched(a, n, batch, ipiv, lda, stride, singular_ok))
 
     def getrs_batched(self, a: Any, b: Any, n: int, nrhs: int, batch: int, ipiv: Any = None,
                       trans: str = "N", lda: int | None = None, ldb: int | None = None,

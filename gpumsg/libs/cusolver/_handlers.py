@@ -307,6 +307,16 @@ def _getrf_batched(ctx: Any, msg: GetrfBatched, reply: Any) -> None:
     lib = ctx.library("cusolver")
     ptrs = pointer_array(ctx, lib, a.ptr, dtype_of(msg.a.dtype).itemsize * msg.stride, msg.batch)
     writes = (a,) if ipiv is None else (a, ipiv)
+    if msg.singular_ok:  # the infos are written (cuBLAS needs them) but not an error
+        nbytes = 4 * msg.batch
+        infos = ctx.memory.allocate(nbytes, ctx.compute.obj)
+        try:
+            ctx.run(reply, COMPUTE, (a,), writes, lambda s: lib.getrf_batched(
+                s, msg.a.dtype, msg.n, ptrs, msg.lda, ipiv.ptr if ipiv is not None else 0,
+                infos, msg.batch))
+        finally:
+            ctx.memory.deallocate(infos, nbytes, ctx.compute.obj)
+        return
     issue_batched(ctx, reply, (a,), writes, lambda s, infos: lib.getrf_batched(
         s, msg.a.dtype, msg.n, ptrs, msg.lda, ipiv.ptr if ipiv is not None else 0, infos,
         msg.batch), f"cublas{_letter(msg.a.dtype)}getrfBatched", msg.batch, _singular)

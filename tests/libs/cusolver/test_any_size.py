@@ -138,3 +138,27 @@ def test_cholesky_runs_the_lower_fill_mode(dev, rng, posted, dtype: str) -> None
     with pytest.raises(gpumsg.NotPositiveDefinite) as info:
         dev.linalg.cholesky(dev.to_device(bad)).result(timeout=60)
     assert info.value.index == 8
+
+
+@pytest.mark.parametrize("singular_ok", [False, True])
+def test_getrf_batched_singular_ok(dev, rng, singular_ok: bool) -> None:
+    """A zero pivot fails getrf_batched with SingularMatrix, unless ``singular_ok``: then the
+    factors are there to read (U's diagonal holds the zero)."""
+    n, batch = 6, 3
+    stack = rand(rng, (batch, n, n), "f64") + 3 * np.eye(n)
+    stack[1, :, 2] = 0  # column-major: a zero column of the second matrix
+    a = _cols(dev, stack)
+    ipiv = dev.alloc((batch * n,), np.int32)
+    fut = dev.cusolver.getrf_batched(a, n, batch, ipiv, singular_ok=singular_ok)
+    if not singular_ok:
+        with pytest.raises(gpumsg.SingularMatrix) as info:
+            fut.result(timeout=60)
+        assert info.value.batch_item == 1
+        return
+    fut.result(timeout=60)
+    lu = _items(host(dev, a), batch, n, n)
+    dets = np.prod(np.diagonal(lu, axis1=-2, axis2=-1), axis=-1)
+    swaps = np.count_nonzero(host(dev, ipiv).reshape(batch, n) != np.arange(1, n + 1), axis=-1)
+    assert dets[1] == 0
+    np.testing.assert_allclose(dets * (-1.0) ** swaps, np.linalg.det(stack), rtol=1e-10,
+                               atol=1e-10)
