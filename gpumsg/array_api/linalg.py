@@ -518,14 +518,20 @@ def _geev(x: Array, vectors: bool) -> EigResult:
         return EigResult(w, vr if vectors else None)
     work = _fresh(x.mT)  # each item's memory: A, column-major
     vr = new_array(x.device, batch + (n, n), x.dtype) if vectors else None
-    done = _raw(x.device).geev(work.buffer, w.buffer, n, vr.buffer if vr is not None else None,
-                               batch=_count(batch))
-    w._wrote(done)
+    real = D.kind_of(x.dtype) == "f"
+    # a real matrix's eigenvalues come as n real parts then n imaginary parts (LAPACK's wr, wi)
+    wbuf = new_array(x.device, batch + (2, n), x.dtype) if real else w
+    done = _raw(x.device).geev(work.buffer, wbuf.buffer, n,
+                               vr.buffer if vr is not None else None, batch=_count(batch))
+    wbuf._wrote(done)
+    if real:
+        w = apply(TABLE["add"], astype(wbuf[..., 0, :], cdt),
+                  apply(TABLE["multiply"], astype(wbuf[..., 1, :], cdt), 1j))
     if vr is None:
         return EigResult(w, None)
     vr._wrote(done)
     rows = vr  # C order: row j holds the eigenvector of w[j] (LAPACK's packing for real x)
-    if D.kind_of(x.dtype) == "f":
+    if real:
         from ._elementwise import where
         from ._manipulation import roll
 

@@ -34,7 +34,7 @@ __all__ = ["Potrf", "Potrs", "Getrf", "Getrs", "PotrfBatched", "SolverCacheInfo"
            "SOLVER_DTYPES", "Geqrf", "Orgqr", "Ormqr", "Syevd", "Syevj", "SyevjBatched", "Sygvd",
            "Gesvd", "Gesvdj", "GesvdjBatched", "Potri", "PotrsBatched", "GetrfBatched",
            "GetrsBatched", "ZeroTriangle", "CholeskyBatched", "REAL_DTYPE", "BATCHED_JACOBI_MAX",
-           "SyevBatched", "GesvdjStrided", "Geev", "COMPLEX_DTYPE"]
+           "SyevBatched", "GesvdjStrided", "Geev"]
 
 #: the real dtype of eigenvalues and singular values
 REAL_DTYPE = {"f32": "f32", "f64": "f64", "c64": "f32", "c128": "f64"}
@@ -733,10 +733,6 @@ class CholeskyBatched(Message):
 
 # -- any-size batched eigen / SVD, general eigenproblem -------------------------------------------
 
-#: the dtype of the eigenvalues of a general (non-symmetric) matrix
-COMPLEX_DTYPE = {"f32": "c64", "f64": "c128", "c64": "c64", "c128": "c128"}
-
-
 @message(buffers=("a", "w"), writes=("a", "w"))
 class SyevBatched(Message):
     """:class:`Syevd` of ``batch`` matrices of any order n, matrix i at element ``i * lda * n``
@@ -815,14 +811,15 @@ class GesvdjStrided(Message):
 @message(buffers=("a", "w", "vr"), writes=("a", "w", "vr"))
 class Geev(Message):
     """Eigenvalues and right eigenvectors of ``batch`` general n x n matrices
-    (``cusolverDnXgeev``, one call per matrix; no left eigenvectors): matrix i at element
-    ``i * lda * n`` of A (destroyed), its n eigenvalues at ``i * n`` of the complex ``w``
-    (c64 for f32 and c64 matrices, c128 for f64 and c128; a complex pair of a real matrix
-    appears as both conjugates, the one of positive imaginary part first) and, when ``vr`` is
-    given, its eigenvectors at ``i * ldvr * n`` of ``vr`` (A's dtype; unit norm, the largest
-    component real). For a real matrix ``vr`` holds LAPACK's packed form: the pair w[j],
-    w[j+1] = conj(w[j]) has eigenvectors vr[:, j] +- i vr[:, j+1]. Fails with
-    DidNotConverge(index, batch_item) when the QR algorithm did not converge."""
+    (``cusolverDnXgeev``, one call per matrix; no left eigenvectors), as LAPACK's geev: matrix i
+    at element ``i * lda * n`` of A (destroyed); its eigenvalues at ``i * n`` of ``w`` for a
+    complex A (w of A's dtype), or, for a real A, 2n real values at ``i * 2n`` of ``w`` (A's
+    dtype): the n real parts, then the n imaginary parts (a complex pair appears as both
+    conjugates, the positive imaginary part first). When ``vr`` is given, the eigenvectors at
+    ``i * ldvr * n`` of ``vr`` (A's dtype; unit norm, the largest component real); for a real
+    A in LAPACK's packed form: the pair w[j], w[j+1] = conj(w[j]) has the eigenvectors
+    vr[:, j] +- i vr[:, j+1]. Fails with DidNotConverge(index, batch_item) when the QR
+    algorithm did not converge."""
 
     a: BufRef
     w: BufRef
@@ -838,7 +835,10 @@ class Geev(Message):
         lda = _ld(self, "lda", self.n)
         check_matrix(self, "a", self.a, self.n, self.n, lda, "lda",
                      _span_of(self.batch, lda * self.n))
-        _aux(self, "w", COMPLEX_DTYPE[dtype], self.n * self.batch, "n eigenvalues per matrix")
+        per = self.n if dtype in ("c64", "c128") else 2 * self.n
+        _aux(self, "w", dtype, per * self.batch,
+             "n eigenvalues per matrix" if per == self.n else
+             "2n per matrix: the real parts, then the imaginary parts")
         ldvr = _ld(self, "ldvr", self.n)
         _opt_matrix(self, "vr", dtype, self.n, self.n, "ldvr", _span_of(self.batch, ldvr * self.n))
         if self.vr is not None:

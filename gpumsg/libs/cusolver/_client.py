@@ -203,7 +203,7 @@ class Cusolver:
 
     def geev(self, a: Any, w: Any, n: int, vr: Any = None, batch: int = 1,
              lda: int | None = None, ldvr: int | None = None) -> Future:
-        """Eigenvalues (complex ``w``) and right eigenvectors of general matrices (see
+        """Eigenvalues and right eigenvectors of general matrices, LAPACK's geev (see
         :class:`~gpumsg.messages.cusolver.Geev`)."""
         return self._dev.send(msgs.Geev(a, w, n, batch, vr, lda, ldvr))
 

@@ -667,20 +667,20 @@ class CusolverHandle:
     def geev(self, stream: Any, dtype: str, n: int, a: int, lda: int, w: int, vr: int,
              ldvr: int, infos: int, batch: int) -> None:
         """cusolverDnXgeev per matrix (right eigenvectors into ``vr`` unless it is 0), one
-        workspace for all; ``w`` complex, ``vr`` of A's type (LAPACK's packed pairs for a real
-        A)."""
+        workspace for all; every type A's (a real A: 2n values of ``w`` per matrix, real parts
+        then imaginary parts, and LAPACK's packed pairs in ``vr``)."""
         name = "cusolverDnXgeev"
         if getattr(self.lib, name, None) is None:
             raise LibraryError("cusolver", 9, "CUSOLVER_STATUS_NOT_SUPPORTED: cusolverDnXgeev "
                                "needs cuSOLVER 11.7.2 (CUDA 12.8) or later", name)
         t = CUDA_DATA_TYPE[dtype]
-        tw = CUDA_DATA_TYPE[{"f32": "c64", "f64": "c128"}.get(dtype, dtype)]
-        item, witem = dtype_of(dtype).itemsize, 2 * dtype_of(REAL_OF[dtype]).itemsize
+        item = dtype_of(dtype).itemsize
+        wstep = n * item if dtype in ("c64", "c128") else 2 * n * item
         jobvr = EIG_MODE[bool(vr)]
 
         def args(i: int) -> tuple:
-            return (EIG_MODE[False], jobvr, n, t, a + i * lda * n * item, lda, tw,
-                    w + i * n * witem, t, None, max(n, 1), t,
+            return (EIG_MODE[False], jobvr, n, t, a + i * lda * n * item, lda, t,
+                    w + i * wstep, t, None, max(n, 1), t,
                     (vr + i * ldvr * n * item) if vr else None, ldvr, t)
 
         dbytes, hbytes, host = self._workspace(("geev", dtype, bool(vr), n, lda, ldvr),

@@ -568,17 +568,18 @@ class SimCusolver:
 
     def geev(self, stream: Any, dtype: str, n: int, a: int, lda: int, w: int, vr: int,
              ldvr: int, infos: int, batch: int) -> None:
-        """LAPACK's geev (SciPy): complex eigenvalues, right eigenvectors in A's type (a real
-        matrix's complex pairs packed as LAPACK and cuSOLVER pack them)."""
+        """LAPACK's geev (SciPy): eigenvalues (a real matrix's as its real parts then its
+        imaginary parts), right eigenvectors in A's type (a real matrix's complex pairs packed
+        as LAPACK and cuSOLVER pack them)."""
         sim, t = self.sim, dtype_of(dtype)
         self._count(("geev", dtype, bool(vr), n, lda, ldvr))
-        ct = np.dtype(np.complex64 if dtype in ("f32", "c64") else np.complex128)
+        per = n if t.kind == "c" else 2 * n
 
         def run() -> None:
             out = []
             for i in range(batch):
                 am = np.array(matrix(sim, a + i * lda * n * t.itemsize, n, n, lda, t), order="F")
-                wv = vector(sim, w + i * n * ct.itemsize, n, 1, ct)
+                wv = vector(sim, w + i * per * t.itemsize, per, 1, t)
                 if not finite(am):
                     wv[...] = np.nan
                     if vr:
@@ -590,7 +591,7 @@ class SimCusolver:
                     vals, _, vecs, status = fn(am, compute_vl=0, compute_vr=int(bool(vr)))
                 else:
                     wr, wi, _, vecs, status = fn(am, compute_vl=0, compute_vr=int(bool(vr)))
-                    vals = wr + 1j * wi
+                    vals = np.concatenate([wr, wi])
                 wv[...] = vals
                 if vr:
                     matrix(sim, vr + i * ldvr * n * t.itemsize, n, n, ldvr, t)[...] = vecs

@@ -11,7 +11,6 @@ import gpumsg
 from tests.libs.cusolver._helpers import hermitian, host, rand, spd
 from tests.libs.harness import FLOAT_DTYPES, assert_close, rel_err, tolerance, wide
 
-COMPLEX_OF = {"f32": "c64", "f64": "c128", "c64": "c64", "c128": "c128"}
 REAL_OF = {"f32": "f32", "f64": "f64", "c64": "f32", "c128": "f64"}
 
 
@@ -80,10 +79,14 @@ def test_geev(dev, rng, dtype: str, n: int) -> None:
     batch = 3
     stack = rand(rng, (batch, n, n), dtype)
     a = _cols(dev, stack)
-    w = dev.alloc((batch * n,), COMPLEX_OF[dtype])
+    real = dtype in ("f32", "f64")
+    per = 2 * n if real else n  # a real matrix's: the real parts, then the imaginary parts
+    w = dev.alloc((batch * per,), dtype)
     vr = dev.alloc((batch * n * n,), dtype)
     dev.cusolver.geev(a, w, n, vr, batch=batch).result(timeout=60)
-    ws = host(dev, w).reshape(batch, n).astype(np.complex128)
+    ws = host(dev, w).reshape(batch, per).astype(np.complex128)
+    if real:
+        ws = ws[:, :n] + 1j * ws[:, n:].real
     packed = _items(host(dev, vr), batch, n, n)
     for i in range(batch):
         m = wide(stack[i])
@@ -97,16 +100,20 @@ def test_geev(dev, rng, dtype: str, n: int) -> None:
                 re, im = v[:, j].copy(), v[:, j + 1].copy()
                 v[:, j], v[:, j + 1] = re + 1j * im, re - 1j * im
         assert rel_err(m @ v, v * ws[i]) < tolerance(dtype, 100)
-    w2 = dev.alloc((batch * n,), COMPLEX_OF[dtype])
+    w2 = dev.alloc((batch * per,), dtype)
     dev.cusolver.geev(_cols(dev, stack), w2, n, batch=batch).result(timeout=60)
-    assert_close(host(dev, w2).reshape(batch, n), ws, dtype, 20)
+    w2h = host(dev, w2).reshape(batch, per).astype(np.complex128)
+    assert_close(w2h[:, :n] + 1j * w2h[:, n:].real if real else w2h, ws, dtype, 20)
 
 
 def test_bad_arguments(dev) -> None:
     a = dev.alloc((2 * 4 * 4,), "f64")
     w = dev.alloc((8,), "f64")
     with pytest.raises(gpumsg.InvalidMessage) as info:
-        dev.cusolver.geev(a, w, 4, batch=2)  # real eigenvalue buffer: complex needed
+        dev.cusolver.geev(a, w, 4, batch=2)  # a real matrix needs 2n values per matrix
+    assert info.value.field == "w"
+    with pytest.raises(gpumsg.InvalidMessage) as info:
+        dev.cusolver.geev(a, dev.alloc((16,), "c128"), 4, batch=2)  # of A's dtype
     assert info.value.field == "w"
     with pytest.raises(gpumsg.InvalidMessage) as info:
         dev.cusolver.syev_batched(a, w, 4, 3)  # three matrices do not fit
