@@ -256,3 +256,59 @@ def test_stacked_determinants(xp, rng, dtype) -> None:
     ref = np.linalg.det(aw)
     assert d[1, 0] == 0
     np.testing.assert_allclose(d, ref, rtol=tol * 10, atol=tol * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "complex128"])
+def test_stacks_of_large_matrices_go_one_by_one(xp, rng, monkeypatch, dtype) -> None:
+    """Beyond BATCHED_MAX a stack is decomposed matrix by matrix (here with the limit lowered to
+    4, so that 6 x 6 matrices take that route); the answers are NumPy's."""
+    monkeypatch.setattr(xp.linalg, "BATCHED_MAX", 4)
+    dt = np.dtype(getattr(xpm, dtype))
+    tol = _tol(dt) * 10
+    la = xp.linalg
+    a = _conditioned(rng, (2, 3, 6, 6), dt)
+    x, aw = xp.asarray(a), _wide(a)
+    _close(la.inv(x), np.linalg.inv(aw), tol)
+    _close(la.det(x), np.linalg.det(aw), tol * np.abs(np.linalg.det(aw)).max())
+    spd = _spd(rng, (2, 3, 6, 6), dt)
+    _close(la.cholesky(xp.asarray(spd)), np.linalg.cholesky(_wide(spd)), tol)
+    h = _hermitian(rng, (2, 3, 6, 6), dt)
+    _close(la.eigvalsh(xp.asarray(h)), np.linalg.eigvalsh(_wide(h)), tol)
+    w, v = la.eigh(xp.asarray(h))
+    vv = _wide(np.asarray(v))
+    _close(vv @ (_wide(np.asarray(w))[..., None] * np.conj(np.swapaxes(vv, -1, -2))), _wide(h),
+           tol)
+    r = random_values(rng, (3, 7, 5), dt, False)
+    u, s, vh = la.svd(xp.asarray(r), full_matrices=False)
+    _close(s, np.linalg.svd(_wide(r), compute_uv=False), tol)
+    _close((_wide(np.asarray(u)) * _wide(np.asarray(s))[..., None, :]) @ _wide(np.asarray(vh)),
+           _wide(r), tol)
+    _close(la.svdvals(xp.asarray(r)), np.linalg.svd(_wide(r), compute_uv=False), tol)
+
+
+def test_single_matrices_read_one_triangle_and_run_the_lower_fill_mode(xp, dev, posted,
+                                                                       rng) -> None:
+    """cholesky and eigh of one matrix read only the triangle asked for, and factor A itself
+    column-major (cholesky with potrf's uplo 'L', the fast fill mode)."""
+    from gpumsg.messages.cusolver import Potrf, Syevd
+
+    n = 30
+    spd = _spd(rng, (n, n), np.float64)
+    junk = random_values(rng, (n, n), np.float64, False)
+    sent = posted(dev, Potrf, Syevd)
+    low = xp.linalg.cholesky(xp.asarray(np.tril(spd) + np.triu(junk, 1)))
+    _close(low, np.linalg.cholesky(spd), 1e-10)
+    assert [m.uplo for m in sent] == ["L"]
+    # upper=True reads the upper triangle, as NumPy's
+    stored = np.triu(spd) + np.tril(junk, -1)
+    up = xp.linalg.cholesky(xp.asarray(stored), upper=True)
+    _close(up, np.linalg.cholesky(stored, upper=True), 1e-10)
+    zs = _spd(rng, (2, n, n), np.complex128)
+    zj = np.triu(zs) + np.tril(random_values(rng, (2, n, n), np.complex128, False), -1)
+    _close(xp.linalg.cholesky(xp.asarray(zj), upper=True), np.linalg.cholesky(zj, upper=True),
+           1e-10)
+    h = _hermitian(rng, (n, n), np.float64)
+    for uplo, stored in (("L", np.tril(h) + np.triu(junk, 1)),
+                         ("U", np.triu(h) + np.tril(junk, -1))):
+        _close(xp.linalg.eigvalsh(xp.asarray(stored), UPLO=uplo), np.linalg.eigvalsh(h), 1e-10)
+    assert [m.uplo for m in sent[-2:]] == ["L", "U"]
