@@ -307,9 +307,15 @@ def _colmajor(x: Array) -> Array:
     from ._elementwise import copy_into
 
     m, n = x.shape
-    buf = x.device.alloc((max(m * n, 1),), D.storage_name(x.dtype))
-    out = Array(buf, (m, n), x.dtype, x.device, strides=(1, m))
-    if m and n:
+    dev = x.device
+    buf = dev.alloc((max(m * n, 1),), D.storage_name(x.dtype))
+    out = Array(buf, (m, n), x.dtype, dev, strides=(1, m))
+    if m and n and _whole(x):
+        # a C-ordered matrix of its own buffer: cuBLAS geam transposes it (tiled), reading its
+        # memory as the column-major n x m matrix x^T
+        out._wrote(dev.cublas.raw.geam(x.buffer, x.buffer, buf, m, n, transa="T", lda=n,
+                                       ldb=m, ldc=m))
+    elif m and n:
         copy_into(out, x)
     return out
 

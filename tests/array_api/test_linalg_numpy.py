@@ -312,3 +312,9 @@ def test_single_matrices_read_one_triangle_and_run_the_lower_fill_mode(xp, dev, 
                          ("U", np.triu(h) + np.tril(junk, -1))):
         _close(xp.linalg.eigvalsh(xp.asarray(stored), UPLO=uplo), np.linalg.eigvalsh(h), 1e-10)
     assert [m.uplo for m in sent[-2:]] == ["L", "U"]
+    # views (an offset, a transpose) are copied column-major by a kernel instead of a geam
+    big = xp.asarray(np.pad(spd, ((1, 0), (1, 0)), constant_values=7.0))
+    _close(xp.linalg.cholesky(big[1:, 1:]), np.linalg.cholesky(spd), 1e-10)
+    r = random_values(rng, (9, 6), np.float64, False)
+    _close(xp.linalg.svdvals(xp.asarray(r).T), np.linalg.svd(r.T, compute_uv=False), 1e-10)
+    _close(xp.linalg.eigvalsh(xp.asarray(h).T), np.linalg.eigvalsh(h.T), 1e-10)
