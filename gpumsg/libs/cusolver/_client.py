@@ -317,7 +317,7 @@ class Linalg:
         dtype, its ``uplo`` triangle read): the generalized problem A v = w B v (sygvd; SciPy's
         ``eigh(a, b)``), v normalized so that v^H B v = I. Fails with DidNotConverge, or
         NotPositiveDefinite when B is not."""
-        if _ndim(a) == 3:  # a stack, as NumPy takes it: batched Jacobi (n <= 32)
+        if _ndim(a) == 3:  # a stack, as NumPy takes it: batched (Jacobi up to 32)
             if b is not None or method != "syevd":
                 raise InvalidMessage("a: a stack of matrices takes neither b nor method "
                                      "(batched Jacobi)", field="a")
@@ -363,7 +363,7 @@ class Linalg:
         vh (n, n) or (k, n), C-ordered, A = u diag(s) vh; with ``compute_uv=False`` a future of
         s alone. ``method``: 'gesvdj' (Jacobi, ``tol``/``max_sweeps``) or 'gesvd' (QR iteration,
         cusolverDnXgesvd). Fails with DidNotConverge."""
-        if _ndim(a) == 3:  # a stack, as NumPy takes it: batched Jacobi (m, n <= 32)
+        if _ndim(a) == 3:  # a stack, as NumPy takes it: batched (Jacobi up to 32)
             if method != "gesvdj":
                 raise InvalidMessage("method: a stack of matrices is decomposed by batched "
                                      "Jacobi ('gesvdj')", field="method")
@@ -574,8 +574,9 @@ class Linalg:
 
     def _eigh_batched(self, stack: Any, uplo: str = "L", tol: float = 0.0,
                      max_sweeps: int = 100) -> Future:
-        """``eigh`` of each matrix of a C-ordered (batch, n, n) Hermitian stack, n <= 32,
-        by batched Jacobi (syevjBatched): resolves to (w (batch, n) ascending, v (batch, n, n)).
+        """``eigh`` of each matrix of a C-ordered (batch, n, n) Hermitian stack, by batched
+        Jacobi (syevjBatched) up to n = 32, cusolverDnXsyevBatched beyond (``tol`` and
+        ``max_sweeps`` are Jacobi's): resolves to (w (batch, n) ascending, v (batch, n, n)).
         The first item that did not converge fails the future with DidNotConverge
         (``batch_item``, ``failed_items``)."""
         check_choice(uplo, "uplo", ("L", "U"))
@@ -586,8 +587,12 @@ class Linalg:
         work = dev.alloc(r.shape, dt, order="C")
         dev.copy_bytes(work, stack)
         w = dev.alloc((batch, n), msgs.REAL_DTYPE[dt], order="C")
-        steps = [self._raw.syevj_batched(work, w, n, batch, "U" if uplo == "L" else "L", tol=tol,
-                                         max_sweeps=max_sweeps)]
+        flip = "U" if uplo == "L" else "L"
+        if n > msgs.BATCHED_JACOBI_MAX:
+            steps = [self._raw.syev_batched(work, w, n, batch, flip)]
+        else:
+            steps = [self._raw.syevj_batched(work, w, n, batch, flip, tol=tol,
+                                             max_sweeps=max_sweeps)]
         v = dev.alloc(r.shape, dt, order="C")
         if batch and n:  # as eigh: each C-ordered V's memory is V'^H
             steps.append(self._transpose_batched(work, v, n, n, n, batch, n * n, n * n, dt,
@@ -597,10 +602,10 @@ class Linalg:
 
     def _svd_batched(self, stack: Any, full_matrices: bool = True,
                     compute_uv: bool = True, tol: float = 0.0, max_sweeps: int = 100) -> Any:
-        """``svd`` of each matrix of a C-ordered (batch, m, n) stack, m, n <= 32, by batched
-        Jacobi (gesvdjBatched): resolves to (u, s, vh) stacks ((batch, m, m|k), (batch, k),
-        (batch, n|k, n)), or a future of s alone with ``compute_uv=False``. DidNotConverge
-        names the first failing item."""
+        """``svd`` of each matrix of a C-ordered (batch, m, n) stack by Jacobi: gesvdjBatched up
+        to 32 x 32, one gesvdj per matrix in one message beyond: resolves to (u, s, vh) stacks
+        ((batch, m, m|k), (batch, k), (batch, n|k, n)), or a future of s alone with
+        ``compute_uv=False``. DidNotConverge names the first failing item."""
         for name, flag in (("full_matrices", full_matrices), ("compute_uv", compute_uv)):
             if not isinstance(flag, bool):
                 raise InvalidMessage(f"{name}: expected True or False, got {flag!r}", field=name)
@@ -609,23 +614,19 @@ class Linalg:
         r = self._stack(stack, "a", square=False)
         batch, m, n = r.shape
         k, dt = min(m, n), r.dtype
-        if max(m, n) > msgs.BATCHED_JACOBI_MAX:
-            raise InvalidMessage(f"a: gesvdjBatched takes matrices up to "
-                                 f"{msgs.BATCHED_JACOBI_MAX} x {msgs.BATCHED_JACOBI_MAX}, got "
-                                 f"{m} x {n}", field="a")
+        jacobi = (self._raw.gesvdj_batched if max(m, n) <= msgs.BATCHED_JACOBI_MAX
+                  else self._raw.gesvdj_strided)  # the same arguments, full U and V
         work = dev.alloc(r.shape, dt, order="C")
         dev.copy_bytes(work, stack)
         s = dev.alloc((batch, k), msgs.REAL_DTYPE[dt], order="C")
         # each item's memory is B = A^T (n x m): U_B = conj(V) (n x n), V_B = conj(U) (m x m)
         if not compute_uv:
-            done = self._raw.gesvdj_batched(work, s, n, m, batch, vectors=False, tol=tol,
-                                            max_sweeps=max_sweeps)
+            done = jacobi(work, s, n, m, batch, vectors=False, tol=tol, max_sweeps=max_sweeps)
             work.buffer.free()
             return dev.buffer_after(done, s)
         ub = dev.alloc((batch, n, n), dt, order="C")
         vb = dev.alloc((batch, m, m), dt, order="C")
-        steps = [self._raw.gesvdj_batched(work, s, n, m, batch, ub, vb, tol=tol,
-                                          max_sweeps=max_sweeps)]
+        steps = [jacobi(work, s, n, m, batch, ub, vb, tol=tol, max_sweeps=max_sweeps)]
         ucols, vrows = (m, n) if full_matrices else (k, k)
         u = dev.alloc((batch, m, ucols), dt, order="C")
         vh = dev.alloc((batch, vrows, n), dt, order="C")

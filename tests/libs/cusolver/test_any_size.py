@@ -169,3 +169,28 @@ def test_getrf_batched_singular_ok(dev, rng, singular_ok: bool) -> None:
     assert dets[1] == 0
     np.testing.assert_allclose(dets * (-1.0) ** swaps, np.linalg.det(stack), rtol=1e-10,
                                atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_numpy_level_stacks_beyond_32(dev, rng, dtype: str) -> None:
+    """dev.linalg's eigh and svd of (batch, n, n) stacks past the batched Jacobi limit."""
+    batch, n = 3, 37
+    stack = np.stack([hermitian(rng, n, dtype) for _ in range(batch)])
+    w_buf, v_buf = dev.linalg.eigh(dev.to_device(stack)).result(timeout=60)
+    w, v = host(dev, w_buf), host(dev, v_buf)
+    for i in range(batch):
+        h = wide(stack[i])
+        assert_close(w[i], np.linalg.eigvalsh(h), dtype, 20)
+        assert rel_err(h @ wide(v[i]), wide(v[i]) * wide(w[i])) < tolerance(dtype, 50)
+    r = rand(rng, (batch, 40, 34), dtype)
+    for full in (True, False):
+        u_buf, s_buf, vh_buf = dev.linalg.svd(dev.to_device(r), full_matrices=full
+                                              ).result(timeout=60)
+        u, s, vh = host(dev, u_buf), host(dev, s_buf), host(dev, vh_buf)
+        assert u.shape == (batch, 40, 40 if full else 34) and vh.shape == (batch, 34, 34)
+        for i in range(batch):
+            assert_close(s[i], np.linalg.svd(wide(r[i]), compute_uv=False), dtype, 20)
+            rebuilt = wide(u[i])[:, :34] * wide(s[i]) @ wide(vh[i])
+            assert rel_err(rebuilt, wide(r[i])) < tolerance(dtype, 50)
+    s_only = host(dev, dev.linalg.svd(dev.to_device(r), compute_uv=False))
+    assert_close(s_only, s, dtype, 20)
