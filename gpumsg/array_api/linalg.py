@@ -11,10 +11,10 @@ syevjBatched up to 32 and cusolverDnXsyevBatched beyond for ``eigh``, gesvdjBatc
 one gesvdj per matrix in a single message beyond for ``svd``, one Xgeev per matrix for ``eig``).
 Single matrices, and the matrices of stacks of larger ones one by one, go to the raw calls on a
 column-major copy for ``cholesky`` (potrf with uplo 'L', the fast fill mode), ``eigh``
-(syevd) and ``svd`` (gesvdj), whose factors are answered as column-major views (no transpose
-back, as torch's), and through the device's NumPy-shaped client for ``inv``, ``solve``,
-``det``, ``slogdet`` and ``qr``. Everything answers at once but ``qr`` and the single-matrix
-``det`` and ``slogdet``, which wait for their client's answer.
+(syevd), ``svd`` (gesvdj), ``qr`` (geqrf, orgqr) and ``det``/``slogdet`` (getrf), whose factors
+are answered as column-major views (no transpose back, as torch's), and through the device's
+NumPy-shaped client for ``inv`` and ``solve``. Everything answers at once (``lstsq`` waits for
+its rank).
 """
 
 from __future__ import annotations
@@ -357,31 +357,58 @@ def _lu_batched(a: Array, singular_ok: bool = False) -> tuple[Array, Any, Any]:
     return lu, ipiv, done
 
 
-def _slogdet_batched(x: Array) -> SlogdetResult:
-    """sign and log|det| of each matrix from its LU factors, on the device: the product of U's
-    diagonal (det A^T = det A) and the parity of the row interchanges; an exactly zero pivot
-    gives (0, -inf), as NumPy."""
+def _slogdet_from(lu: Array, piv: Array, dtype: Any) -> SlogdetResult:
+    """sign and log|det| from LU factors (their diagonal: the same in either layout, and
+    det A^T = det A) and the 1-based pivots (..., n): the product of U's diagonal and the
+    parity of the row interchanges; an exactly zero pivot gives (0, -inf), as NumPy."""
     from ._creation import arange
     from ._elementwise import where
     from ._reductions import count_nonzero, prod
 
-    batch, n = x.shape[:-2], x.shape[-1]
-    lu, ipiv, done = _lu_batched(x, singular_ok=True)
-    lu._wrote(done)
-    piv = Array(ipiv, (_count(batch) * n,), D.int32, x.device)
-    piv._wrote(done)
-    piv = reshape(piv, batch + (n,))
+    n = lu.shape[-1]
     d = diagonal(lu)
     mag = apply(TABLE["abs"], d)
     logabs = _sum(apply(TABLE["log"], mag), axis=-1)
     unit = where(apply(TABLE["equal"], d, 0), 0, apply(TABLE["divide"], d, mag))
     moved = count_nonzero(apply(TABLE["not_equal"], piv,
-                                arange(1, n + 1, dtype=D.int32, device=x.device)), axis=-1)
+                                arange(1, n + 1, dtype=piv.dtype, device=lu.device)), axis=-1)
     flip = apply(TABLE["subtract"], 1, apply(TABLE["multiply"], 2,
                                              apply(TABLE["remainder"], moved, 2)))
-    sign = apply(TABLE["multiply"], prod(unit, axis=-1), astype(flip, x.dtype))
-    return SlogdetResult(astype(sign, x.dtype, copy=False),
-                         astype(logabs, D.real_dtype(x.dtype), copy=False))
+    sign = apply(TABLE["multiply"], prod(unit, axis=-1), astype(flip, dtype))
+    return SlogdetResult(astype(sign, dtype, copy=False),
+                         astype(logabs, D.real_dtype(dtype), copy=False))
+
+
+def _slogdet_batched(x: Array) -> SlogdetResult:
+    """slogdet of a stack through getrfBatched (a zero pivot no error), on the device."""
+    batch, n = x.shape[:-2], x.shape[-1]
+    lu, ipiv, done = _lu_batched(x, singular_ok=True)
+    lu._wrote(done)
+    piv = Array(ipiv, (_count(batch) * n,), D.int32, x.device)
+    piv._wrote(done)
+    return _slogdet_from(lu, reshape(piv, batch + (n,)), x.dtype)
+
+
+def _slogdet_one(x: Array) -> tuple[Array, Array]:
+    """slogdet of one matrix through cusolverDnXgetrf (a zero pivot no error) on a flat copy
+    of its C-ordered memory (the column-major A^T), on the device."""
+    from ._elementwise import copy_into
+
+    n = x.shape[-1]
+    dev = x.device
+    if not n:
+        from ._creation import ones, zeros
+
+        return (ones((), dtype=x.dtype, device=dev),
+                zeros((), dtype=D.real_dtype(x.dtype), device=dev))
+    lu = Array(dev.alloc((n * n,), D.storage_name(x.dtype)), (n, n), x.dtype, dev)
+    copy_into(lu, x)
+    ipiv = dev.alloc((n,), np.int64)
+    done = _raw(dev).getrf(lu.buffer, n, n, ipiv, singular_ok=True)
+    lu._wrote(done)
+    piv = Array(ipiv, (n,), D.int64, dev)
+    piv._wrote(done)
+    return tuple(_slogdet_from(lu, piv, x.dtype))
 
 
 def cholesky(x: Array, /, *, upper: bool = False) -> Array:
@@ -487,33 +514,18 @@ def solve(x1: Array, x2: Array, /) -> Array:
 
 
 def slogdet(x: Array, /) -> SlogdetResult:
-    """sign and log|det| of each square matrix (a singular one: 0, -inf)."""
+    """sign and log|det| of each square matrix (a singular one: 0, -inf), on the device."""
     x = _stack_input(x, "slogdet", square=True)
     if _batched(x, x.shape[-1]):
         return _slogdet_batched(x)
-    sol = _solver(x.device)
-    futs = [sol.slogdet(m.buffer) for m in _items(x)]
-    vals = [f.result() for f in futs]
-    batch = x.shape[:-2]
-    sign = np.array([v[0] for v in vals]).reshape(batch)
-    logabs = np.array([v[1] for v in vals]).reshape(batch)
-    from ._array import asarray_host
-
-    return SlogdetResult(asarray_host(x.device, sign, x.dtype),
-                         asarray_host(x.device, logabs, D.real_dtype(x.dtype)))
+    return SlogdetResult(*_per_matrix(x, _slogdet_one, ((), ()),
+                                      (x.dtype, D.real_dtype(x.dtype))))
 
 
 def det(x: Array, /) -> Array:
-    """The determinant of each square matrix (0 for a singular one)."""
-    x = _stack_input(x, "det", square=True)
-    if _batched(x, x.shape[-1]):
-        sign, logabs = _slogdet_batched(x)
-        return apply(TABLE["multiply"], sign, astype(apply(TABLE["exp"], logabs), x.dtype))
-    sol = _solver(x.device)
-    vals = [f.result() for f in [sol.det(m.buffer) for m in _items(x)]]
-    from ._array import asarray_host
-
-    return asarray_host(x.device, np.array(vals).reshape(x.shape[:-2]), x.dtype)
+    """The determinant of each square matrix (0 for a singular one), on the device."""
+    sign, logabs = slogdet(_stack_input(x, "det", square=True))
+    return apply(TABLE["multiply"], sign, astype(apply(TABLE["exp"], logabs), sign.dtype))
 
 
 def eigh(x: Array, /, *, UPLO: str = "L") -> EighResult:  # noqa: N803 (NumPy's name)
@@ -622,24 +634,49 @@ def eigvals(x: Array, /) -> Array:
 
 
 def qr(x: Array, /, mode: str = "reduced") -> Any:
-    """Q, R of each matrix (``mode``: 'reduced' or 'complete'; NumPy's 'r' answers R alone)."""
+    """Q, R of each matrix (``mode``: 'reduced' or 'complete'; NumPy's 'r' answers R alone),
+    through geqrf and orgqr on a column-major copy, answered at once (Q a column-major view)."""
     x = _stack_input(x, "qr")
     if mode not in ("reduced", "complete", "r"):
         raise ValueError(f"qr: mode must be 'reduced', 'complete' or 'r', got {mode!r}")
-    sol = _solver(x.device)
+    m, n = x.shape[-2:]
+    k = min(m, n)
+    qcols, rrows = (m, m) if mode == "complete" else (k, k)
     if mode == "r":
-        parts = [_arr(sol.qr(m.buffer, mode="r"), x.device) for m in _items(x)]
-        return _restack(parts, x.shape[:-2], (min(x.shape[-2:]), x.shape[-1]), x.dtype,
-                        x.device)
-    qs, rs = [], []
-    for m in _items(x):
-        q, r = sol.qr(m.buffer, mode=mode).result()
-        qs.append(_arr(q, x.device))
-        rs.append(_arr(r, x.device))
-    batch, (m, n) = x.shape[:-2], x.shape[-2:]
-    k = m if mode == "complete" else min(m, n)
-    return QRResult(_restack(qs, batch, (m, k), x.dtype, x.device),
-                    _restack(rs, batch, (k, n), x.dtype, x.device))
+        return _per_matrix(x, lambda a: (_qr_one(a, mode)[1],), ((k, n),), (x.dtype,))[0]
+    return QRResult(*_per_matrix(x, lambda a: _qr_one(a, mode), ((m, qcols), (rrows, n)),
+                                 (x.dtype, x.dtype)))
+
+
+def _qr_one(x: Array, mode: str) -> tuple[Array | None, Array]:
+    """geqrf on a column-major copy with room for Q's columns, R = its upper triangle (taken
+    before orgqr overwrites it: the device runs them in order), then orgqr in place: Q is the
+    leading columns, read through the column-major strides."""
+    from ._creation import eye, triu, zeros
+    from ._elementwise import copy_into
+
+    m, n = x.shape
+    k = min(m, n)
+    dev = x.device
+    complete = mode == "complete"
+    qcols, rrows = (m, m) if complete else (k, k)
+    if not k:
+        q = None if mode == "r" else eye(m, qcols, dtype=x.dtype, device=dev)
+        return q, zeros((rrows, n), dtype=x.dtype, device=dev)
+    raw = _raw(dev)
+    cols = max(n, qcols)
+    work = _colmajor(x) if cols == n else _colmajor_new(dev, m, cols, x.dtype)
+    if cols != n:
+        copy_into(work[:, :n], x)
+    tau = new_array(dev, (k,), x.dtype)
+    done = raw.geqrf(work.buffer, tau.buffer, m, n)
+    work._wrote(done)
+    tau._wrote(done)
+    r = triu(work[:rrows, :n])
+    if mode == "r":
+        return None, r
+    work._wrote(raw.orgqr(work.buffer, tau.buffer, m, qcols, k))
+    return work[:, :qcols], r
 
 
 def _svd_batched(x: Array, full: bool, vectors: bool) -> Any:

@@ -110,17 +110,19 @@ class Getrf(Message):
     lower L and upper U stored over A. ``ipiv`` (i64, min(m, n) entries, 1-based row
     interchanges as LAPACK) receives the pivots; with ``ipiv=None`` no pivoting is done. Fails
     with SingularMatrix(index=k) when U[k-1, k-1] is exactly zero (the factors are still
-    written, as LAPACK does)."""
+    written, as LAPACK does), unless ``singular_ok`` (a determinant's case)."""
 
     a: BufRef
     m: int
     n: int
     ipiv: BufRef | None = None
     lda: int | None = None
+    singular_ok: bool = False
 
     def __post_init__(self) -> None:
         _buffers(self, ("a",), SOLVER_DTYPES)
         _dims(self, "m", "n")
+        _set(self, "singular_ok", _bool(self, "singular_ok", self.singular_ok))
         check_matrix(self, "a", self.a, self.m, self.n, _ld(self, "lda", self.m), "lda")
         _ipiv(self, min(self.m, self.n))
 

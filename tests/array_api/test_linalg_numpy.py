@@ -318,3 +318,40 @@ def test_single_matrices_read_one_triangle_and_run_the_lower_fill_mode(xp, dev, 
     r = random_values(rng, (9, 6), np.float64, False)
     _close(xp.linalg.svdvals(xp.asarray(r).T), np.linalg.svd(r.T, compute_uv=False), 1e-10)
     _close(xp.linalg.eigvalsh(xp.asarray(h).T), np.linalg.eigvalsh(h.T), 1e-10)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(7, 4), (4, 7), (2, 5, 5), (2, 1, 6, 3)])
+def test_qr(xp, rng, dtype, shape) -> None:
+    dt = np.dtype(getattr(xpm, dtype))
+    tol = _tol(dt) * 10
+    a = random_values(rng, shape, dt, False)
+    x, aw = xp.asarray(a), _wide(a)
+    for mode in ("reduced", "complete"):
+        q, r = xp.linalg.qr(x, mode=mode)
+        rq, rr = np.linalg.qr(aw, mode=mode)
+        assert np.shape(q) == rq.shape and np.shape(r) == rr.shape
+        qq, rv = _wide(np.asarray(q)), _wide(np.asarray(r))
+        _close(qq @ rv, aw, tol)
+        _close(np.abs(rv), np.abs(rr), tol)  # R up to the signs of its rows, as LAPACK's
+        assert np.all(np.tril(rv, -1) == 0)
+        eye = np.broadcast_to(np.eye(qq.shape[-1]), qq.shape[:-2] + (qq.shape[-1],) * 2)
+        _close(np.conj(np.swapaxes(qq, -1, -2)) @ qq, eye, tol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_single_determinants(xp, rng, dtype) -> None:
+    dt = np.dtype(getattr(xpm, dtype))
+    tol = _tol(dt)
+    a = random_values(rng, (8, 8), dt, False) / 2
+    for m in (a, np.where(np.arange(8)[:, None] == 3, 0, a).astype(dt)):  # regular, singular
+        sign, logabs = xp.linalg.slogdet(xp.asarray(m))
+        ref_sign, ref_log = np.linalg.slogdet(_wide(m))
+        _close(sign, ref_sign, tol)
+        if np.isfinite(ref_log):
+            _close(logabs, ref_log, tol)
+        else:
+            assert float(logabs) == -np.inf
+        ref = np.linalg.det(_wide(m))
+        _close(xp.linalg.det(xp.asarray(m)), ref, tol * max(abs(ref), 1))
+    assert complex(xp.linalg.det(xp.asarray(np.zeros((0, 0), dt)))) == 1.0

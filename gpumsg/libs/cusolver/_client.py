@@ -91,10 +91,12 @@ class Cusolver:
         self._column_major("potrs", a=a, b=b)
         return self._dev.send(msgs.Potrs(a, b, n, nrhs, uplo, lda, ldb))
 
-    def getrf(self, a: Any, m: int, n: int, ipiv: Any = None, lda: int | None = None) -> Future:
-        """LU in place; ``ipiv`` (i64) receives 1-based pivots, None factors without pivoting."""
+    def getrf(self, a: Any, m: int, n: int, ipiv: Any = None, lda: int | None = None,
+              singular_ok: bool = False) -> Future:
+        """LU in place; ``ipiv`` (i64) receives 1-based pivots, None factors without pivoting;
+        ``singular_ok``: an exactly zero pivot is no error."""
         self._column_major("getrf", a=a)
-        return self._dev.send(msgs.Getrf(a, m, n, ipiv, lda))
+        return self._dev.send(msgs.Getrf(a, m, n, ipiv, lda, singular_ok))
 
     def getrs(self, a: Any, b: Any, n: int, nrhs: int, ipiv: Any = None, trans: str = "N",
               lda: int | None = None, ldb: int | None = None) -> Future:

@@ -154,6 +154,15 @@ def _getrf(ctx: Any, msg: Getrf, reply: Any) -> None:
     ipiv = ctx.resolve_out(msg.ipiv, "ipiv") if msg.ipiv is not None else None
     writes = (a,) if ipiv is None else (a, ipiv)
     lib = ctx.library("cusolver")
+    if msg.singular_ok:  # info is written (a word of scratch) but no error
+        info = ctx.memory.allocate(4, ctx.compute.obj)
+        try:
+            ctx.run(reply, COMPUTE, (a,), writes, lambda s: lib.getrf(
+                s, msg.a.dtype, msg.m, msg.n, a.ptr, msg.lda,
+                ipiv.ptr if ipiv is not None else 0, info))
+        finally:
+            ctx.memory.deallocate(info, 4, ctx.compute.obj)
+        return
     issue_with_info(ctx, reply, (a,), writes, lambda s, info: lib.getrf(
         s, msg.a.dtype, msg.m, msg.n, a.ptr, msg.lda, ipiv.ptr if ipiv is not None else 0,
         info), "cusolverDnXgetrf", SingularMatrix)

@@ -194,3 +194,20 @@ def test_numpy_level_stacks_beyond_32(dev, rng, dtype: str) -> None:
             assert rel_err(rebuilt, wide(r[i])) < tolerance(dtype, 50)
     s_only = host(dev, dev.linalg.svd(dev.to_device(r), compute_uv=False))
     assert_close(s_only, s, dtype, 20)
+
+
+def test_getrf_singular_ok(dev, rng) -> None:
+    n = 7
+    a = rand(rng, (n, n), "f64") + 3 * np.eye(n)
+    a[:, 4] = 0
+    for ok in (False, True):
+        buf = _cols(dev, a[None])
+        ipiv = dev.alloc((n,), np.int64)
+        fut = dev.cusolver.getrf(buf, n, n, ipiv, singular_ok=ok)
+        if not ok:
+            with pytest.raises(gpumsg.SingularMatrix):
+                fut.result(timeout=60)
+            continue
+        fut.result(timeout=60)
+        lu = _items(host(dev, buf), 1, n, n)[0]
+        assert np.prod(np.diag(lu)) == 0
