@@ -12,6 +12,9 @@
 * ``big``: ``cholesky`` of one 4096 x 4096 matrix, float32 and float64, through the array
   namespace and through ``dev.linalg`` (the NumPy-shaped client), beside
   ``torch.linalg.cholesky`` (CuPy's ``cupy.linalg.cholesky`` too).
+* ``fills``: the raw calls whose fill mode the NumPy-shaped calls choose, with uplo 'L' and 'U'
+  on the same column-major matrix (a device copy + the call): potrf and potrf + potri at
+  4096^2, syevd at 2048^2, float32 and float64 (gpumsg alone).
 
 Every side's answer is checked against NumPy float64 (the first 32 matrices of a stack) before
 it is timed. A run issues ``k`` calls and synchronizes (gpumsg ``dev.synchronize()``,
@@ -38,9 +41,9 @@ import gpumsg
 import gpumsg.array_api as xp
 
 STACKED = ("inv", "solve", "eigh", "svd", "cholesky")
-CASES = STACKED + ("big",)
+CASES = STACKED + ("big", "fills")
 COLUMNS = ["case", "size", "gpumsg_ms", "torch_ms", "cupy_ms", "torch/gpumsg", "cupy/gpumsg",
-           "calls_per_run", "rel_err", "target"]
+           "uplo_L_ms", "uplo_U_ms", "U/L", "calls_per_run", "rel_err", "target"]
 #: how many matrices of a stack are checked against NumPy
 CHECKED = 32
 
@@ -236,6 +239,37 @@ def bench(kind: str, dev: Any, torch: Any, cupy: Any, batch: int, n: int, dtype:
     return row
 
 
+def bench_fill(dev: Any, kind: str, n: int, dtype: Any, repeats: int) -> dict[str, Any]:
+    """One raw call with uplo 'L' and with 'U' on the same column-major matrix."""
+    rng = np.random.default_rng(42)
+    g = rng.standard_normal((n, n))
+    a_h = (g @ g.T / n + np.eye(n)).astype(dtype)
+    a = dev.to_device(np.asfortranarray(a_h), order="F")
+    name = np.dtype(dtype).name
+    work = dev.alloc((n, n), name, order="F")
+    w = dev.alloc((n,), name)
+    raw = dev.cusolver
+
+    def side(uplo: str) -> Callable[[], Any]:
+        def call() -> Any:
+            dev.copy(work, a)
+            if kind == "syevd":
+                return raw.syevd(work, w, n, uplo)
+            done = raw.potrf(work, n, uplo)
+            return raw.potri(work, n, uplo) if kind == "potrf+potri" else done
+        return call
+
+    sync = lambda: dev.synchronize().result()  # noqa: E731
+    med, calls = measure({"L": (side("L"), sync), "U": (side("U"), sync)}, repeats)
+    for x in (a, work, w):
+        x.buffer.free()
+    row = {"case": f"{kind} raw, uplo L vs U", "size": f"{n}^2 {name}",
+           "uplo_L_ms": med["L"] * 1e3, "uplo_U_ms": med["U"] * 1e3, "U/L": med["U"] / med["L"],
+           "calls_per_run": calls}
+    print(row, flush=True)
+    return row
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer runs")
@@ -271,6 +305,11 @@ def main(argv: list[str] | None = None) -> int:
                     for client in ("array", "dev.linalg"):
                         rows.append(bench("big", dev, torch, cupy, 0, big, dtype, repeats,
                                           client))
+            if "fills" in chosen:
+                for dtype in (np.float32, np.float64):
+                    for kind, size in (("potrf", big), ("potrf+potri", big),
+                                       ("syevd", big // 2)):
+                        rows.append(bench_fill(dev, kind, size, dtype, repeats))
         finally:
             xp.set_default_device(old)
     notes += [
