@@ -217,6 +217,8 @@ def _stack_input(x: Any, name: str, square: bool = False) -> Array:
         raise TypeError(f"{name}: expected an array, got {type(x).__name__}")
     if x.ndim < 2:
         raise ValueError(f"{name} needs an array of at least 2 dimensions")
+    if D.kind_of(x.dtype) in "iub":  # integers and bools compute in float64, as NumPy's
+        x = astype(x, D.float64)
     if x.dtype not in (D.float32, D.float64, D.complex64, D.complex128):
         raise TypeError(f"{name} takes float32/64 or complex64/128 arrays, got {x.dtype}")
     if square and x.shape[-1] != x.shape[-2]:

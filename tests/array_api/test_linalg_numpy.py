@@ -355,3 +355,15 @@ def test_single_determinants(xp, rng, dtype) -> None:
         ref = np.linalg.det(_wide(m))
         _close(xp.linalg.det(xp.asarray(m)), ref, tol * max(abs(ref), 1))
     assert complex(xp.linalg.det(xp.asarray(np.zeros((0, 0), dt)))) == 1.0
+
+
+def test_integer_matrices_compute_in_float64(xp, rng) -> None:
+    a = (rng.integers(1, 9, (2, 4, 4)) + 10 * np.eye(4, dtype=np.int64)).astype(np.int32)
+    b = rng.integers(1, 9, (2, 4)).astype(np.int32)
+    x = xp.asarray(a)
+    got = xp.linalg.inv(x)
+    assert got.dtype == xp.float64
+    _close(got, np.linalg.inv(a), 1e-12)
+    _close(xp.linalg.det(x), np.linalg.det(a), 1e-9)
+    _close(xp.linalg.solve(x, xp.asarray(b[..., None]))[..., 0], np.linalg.solve(a, b[..., None])
+           [..., 0], 1e-12)
