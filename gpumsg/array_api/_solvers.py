@@ -150,31 +150,34 @@ def _fresh(x: Array) -> Array:
     return _copy(x)
 
 
+def _colmajor_new(dev: Any, m: int, n: int, dtype: Any, batch: tuple[int, ...] = ()) -> Array:
+    """An uninitialized stack of column-major m x n matrices, one after the other in a flat
+    buffer: the storage the raw LAPACK-shaped calls take (they refuse a C-ordered 2-D buffer),
+    seen as the matrices themselves through strides (..., 1, m)."""
+    from ._array import c_strides
+
+    count = _count(batch)
+    buf = dev.alloc((max(count * m * n, 1),), D.storage_name(dtype))
+    outer = tuple(st * m * n for st in c_strides(batch))
+    return Array(buf, batch + (m, n), dtype, dev, strides=outer + (1, m))
+
+
 def _colmajor(x: Array) -> Array:
-    """``x`` (one matrix) copied into a flat buffer of its own, column-major: the storage the
-    raw LAPACK-shaped calls take (they refuse a C-ordered 2-D buffer), seen as the same matrix
-    through strides (1, rows). The calls' results written there are read through it likewise,
-    so nothing is transposed back."""
+    """``x`` (a matrix or a stack) copied into a :func:`_colmajor_new` stack: the calls'
+    results written there are read through the same strides, so nothing is transposed back."""
     from ._elementwise import copy_into
 
-    m, n = x.shape
+    m, n = x.shape[-2:]
     dev = x.device
-    buf = dev.alloc((max(m * n, 1),), D.storage_name(x.dtype))
-    out = Array(buf, (m, n), x.dtype, dev, strides=(1, m))
-    if m and n and _whole(x):
+    out = _colmajor_new(dev, m, n, x.dtype, x.shape[:-2])
+    if x.ndim == 2 and m and n and _whole(x):
         # a C-ordered matrix of its own buffer: cuBLAS geam transposes it (tiled), reading its
         # memory as the column-major n x m matrix x^T
-        out._wrote(dev.cublas.raw.geam(x.buffer, x.buffer, buf, m, n, transa="T", lda=n,
-                                       ldb=m, ldc=m))
-    elif m and n:
+        out._wrote(dev.cublas.raw.geam(x.buffer, x.buffer, out.buffer, m, n, transa="T",
+                                       lda=n, ldb=m, ldc=m))
+    elif x.size:
         copy_into(out, x)
     return out
-
-
-def _colmajor_new(dev: Any, m: int, n: int, dtype: Any) -> Array:
-    """An uninitialized column-major m x n matrix in a flat buffer (see :func:`_colmajor`)."""
-    buf = dev.alloc((max(m * n, 1),), D.storage_name(dtype))
-    return Array(buf, (m, n), dtype, dev, strides=(1, m))
 
 
 def _per_matrix(x: Array, one: Any, shapes: tuple, dtypes: tuple) -> tuple:
@@ -440,8 +443,8 @@ def _geev(x: Array, vectors: bool) -> EigResult:
     if not n or not _count(batch):
         vr = new_array(x.device, batch + (n, n), cdt)
         return EigResult(w, vr if vectors else None)
-    work = _fresh(x.mT)  # each item's memory: A, column-major
-    vr = new_array(x.device, batch + (n, n), x.dtype) if vectors else None
+    work = _colmajor(x)
+    vr = _colmajor_new(x.device, n, n, x.dtype, batch) if vectors else None
     real = D.kind_of(x.dtype) == "f"
     # a real matrix's eigenvalues come as n real parts then n imaginary parts (LAPACK's wr, wi)
     wbuf = new_array(x.device, batch + (2, n), x.dtype) if real else w
@@ -454,20 +457,20 @@ def _geev(x: Array, vectors: bool) -> EigResult:
     if vr is None:
         return EigResult(w, None)
     vr._wrote(done)
-    rows = vr  # C order: row j holds the eigenvector of w[j] (LAPACK's packing for real x)
-    if real:
-        from ._elementwise import where
-        from ._manipulation import roll
+    if not real:
+        return EigResult(w, vr)  # the columns are the eigenvectors
+    from ._elementwise import where
+    from ._manipulation import roll
 
-        wi = expand_dims(apply(TABLE["imag"], w), axis=-1)
-        first = apply(TABLE["greater"], wi, 0.0)
-        second = apply(TABLE["less"], wi, 0.0)
-        # a pair w[j] (imag > 0), w[j+1]: v_j = r_j + i r_{j+1}, v_{j+1} = r_j - i r_{j+1}
-        re = where(second, roll(rows, 1, axis=-2), rows)
-        im = where(first, roll(rows, -1, axis=-2),
-                   where(second, apply(TABLE["negative"], rows), 0.0))
-        rows = apply(TABLE["add"], astype(re, cdt),
-                     apply(TABLE["multiply"], astype(im, cdt), 1j))
+    rows = vr.mT  # row j: LAPACK's packed column j
+    wi = expand_dims(apply(TABLE["imag"], w), axis=-1)
+    first = apply(TABLE["greater"], wi, 0.0)
+    second = apply(TABLE["less"], wi, 0.0)
+    # a pair w[j] (imag > 0), w[j+1]: v_j = r_j + i r_{j+1}, v_{j+1} = r_j - i r_{j+1}
+    re = where(second, roll(rows, 1, axis=-2), rows)
+    im = where(first, roll(rows, -1, axis=-2),
+               where(second, apply(TABLE["negative"], rows), 0.0))
+    rows = apply(TABLE["add"], astype(re, cdt), apply(TABLE["multiply"], astype(im, cdt), 1j))
     return EigResult(w, rows.mT)
 
 

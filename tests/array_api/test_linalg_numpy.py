@@ -144,8 +144,9 @@ def test_eig(xp, rng, dtype, shape) -> None:
     ww, vv = np.asarray(w).astype(np.complex128), np.asarray(v).astype(np.complex128)
     ref = np.linalg.eigvals(_wide(a))
     scale = np.abs(ref).max()
-    _close(np.sort_complex(ww.reshape(-1, shape[-1])).reshape(ww.shape),
-           np.sort_complex(ref.reshape(-1, shape[-1])).reshape(ref.shape), tol * scale)
+    # the same sets (matched by distance: a sort may order near ties differently)
+    gap = np.abs(ww[..., :, None] - ref[..., None, :])
+    assert gap.min(-1).max() < tol * scale and gap.min(-2).max() < tol * scale
     # A v = v w, unit columns
     _close(_wide(a) @ vv, vv * ww[..., None, :], tol * scale)
     _close(np.linalg.norm(vv, axis=-2), np.ones(ww.shape), tol)

@@ -207,6 +207,7 @@ class Cusolver:
              lda: int | None = None, ldvr: int | None = None) -> Future:
         """Eigenvalues and right eigenvectors of general matrices, LAPACK's geev (see
         :class:`~gpumsg.messages.cusolver.Geev`)."""
+        self._column_major("geev", a=a, vr=vr)
         return self._dev.send(msgs.Geev(a, w, n, batch, vr, lda, ldvr))
 
     def zero_triangle(self, a: Any, m: int, n: int, part: str = "L",
