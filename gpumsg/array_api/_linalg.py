@@ -1,6 +1,7 @@
 """``matmul``, ``tensordot``, ``vecdot``: one generated reduction (multiply, add) over the
 contracted dimension, for every numeric dtype, batch dimensions broadcast. (The cuBLAS path
-for large float matrices is the obvious next step for speed; the results are the same.)"""
+for large float matrices is the obvious next step for speed; the results are the same.)
+``matrix_transpose`` and ``diagonal`` are views."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from ._array import Array, check_device, new_array
 from ._codegen import Operand, ReductionSpec, launch_reduction
 from ._elementwise import broadcast_shapes
 
-__all__ = ["matmul", "tensordot", "vecdot", "matrix_transpose"]
+__all__ = ["matmul", "tensordot", "vecdot", "matrix_transpose", "diagonal"]
 
 
 def _contract(a: Array, b: Array, out_shape: tuple[int, ...], sa: tuple[int, ...],
@@ -173,3 +174,15 @@ def matrix_transpose(x: Array, /) -> Array:
     if not isinstance(x, Array):
         raise TypeError("matrix_transpose: expected an array")
     return x.mT
+
+
+def diagonal(x: Array, /, *, offset: int = 0) -> Array:
+    """The ``offset`` diagonal of the last two dimensions, as a view."""
+    if not isinstance(x, Array) or x.ndim < 2:
+        raise ValueError("diagonal needs an array of at least 2 dimensions")
+    k = operator.index(offset)
+    n, m = x.shape[-2:]
+    s0, s1 = x.strides[-2:]
+    length = max(0, min(n, m - k) if k >= 0 else min(n + k, m))
+    start = x._offset + (k * s1 if k >= 0 else -k * s0) if length else x._offset
+    return x._view(x.shape[:-2] + (length,), x.strides[:-2] + (s0 + s1,), start)

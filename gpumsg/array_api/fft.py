@@ -1,8 +1,12 @@
-"""The standard's ``fft`` extension over cuFFT (the device's NumPy-shaped FFT client).
+"""The standard's ``fft`` extension over cuFFT (the device's NumPy-shaped FFT client), with the
+rest of ``numpy.fft`` (``fft2``, ``ifft2``, ``rfft2``, ``irfft2``): the 18 functions of NumPy.
 
 A transform takes a C-contiguous array (a strided view is copied first) and answers the new
-output array at once, like every other operation. ``fftfreq``/``rfftfreq`` are computed on the
-host and copied in; ``fftshift``/``ifftshift`` are ``roll``.
+output array at once, like every other operation. The signatures are NumPy's and the standard's
+together: ``n``/``axis``/``norm`` (``s``/``axes``/``norm``) may be passed by position as NumPy
+and CuPy take them, or by keyword as the standard does; ``norm=None`` means ``"backward"``.
+``fftfreq``/``rfftfreq`` are computed on the host and copied in; ``fftshift``/``ifftshift`` are
+``roll``.
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ from ._elementwise import TABLE, apply
 from ._manipulation import roll
 from ._reductions import normalize_axes
 
-__all__ = ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft",
-           "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
+__all__ = ["fft", "ifft", "fft2", "ifft2", "fftn", "ifftn", "rfft", "irfft", "rfft2", "irfft2",
+           "rfftn", "irfftn", "hfft", "ihfft", "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
 
 _NORMS = ("backward", "ortho", "forward")
 _SWAP = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
@@ -39,21 +43,30 @@ def _input(x: Any, kinds: str, name: str) -> Array:
     return x if plain else _copy(x)
 
 
-def _run(x: Array, method: str, norm: str, *args: Any) -> Array:
+def _norm(norm: str | None) -> str:
+    if norm is None:  # NumPy's and CuPy's spelling of the default
+        return "backward"
     if norm not in _NORMS:
-        raise ValueError(f"norm must be one of {_NORMS}, got {norm!r}")
-    fut = getattr(_client(x.device), method)(x.buffer, *args, norm=norm)
+        raise ValueError(f"norm must be one of {_NORMS} or None, got {norm!r}")
+    return norm
+
+
+def _run(x: Array, method: str, norm: str | None, *args: Any) -> Array:
+    fut = getattr(_client(x.device), method)(x.buffer, *args, norm=_norm(norm))
     buf = fut.buffer
     return Array(fut, buf.shape, D.check_dtype(buf.dtype), x.device)
 
 
-def fft(x: Array, /, *, n: int | None = None, axis: int = -1,
-        norm: str = "backward") -> Array:
+def fft(x: Array, /, n: int | None = None, axis: int = -1,
+        norm: str | None = "backward") -> Array:
+    """The 1-D discrete Fourier transform of a complex array along ``axis`` (``n``: the length,
+    cropped or zero-padded)."""
     return _run(_input(x, "c", "fft"), "fft", norm, n, axis)
 
 
-def ifft(x: Array, /, *, n: int | None = None, axis: int = -1,
-         norm: str = "backward") -> Array:
+def ifft(x: Array, /, n: int | None = None, axis: int = -1,
+         norm: str | None = "backward") -> Array:
+    """The inverse of :func:`fft`."""
     return _run(_input(x, "c", "ifft"), "ifft", norm, n, axis)
 
 
@@ -63,54 +76,81 @@ def _axes(x: Array, s: Any, axes: Any) -> tuple[Any, Any]:
         normalize_axes(axes, x.ndim)  # range and repeats
     if s is not None:
         s = tuple(int(v) for v in s)
+        if axes is not None and len(s) != len(axes):
+            raise ValueError(f"s and axes differ in length ({len(s)} and {len(axes)})")
     return s, axes
 
 
-def fftn(x: Array, /, *, s: Any = None, axes: Any = None, norm: str = "backward") -> Array:
+def fftn(x: Array, /, s: Any = None, axes: Any = None,
+         norm: str | None = "backward") -> Array:
+    """The n-D transform over ``axes`` (all by default; the last ``len(s)`` with ``s``)."""
     x = _input(x, "c", "fftn")
     return _run(x, "fftn", norm, *_axes(x, s, axes))
 
 
-def ifftn(x: Array, /, *, s: Any = None, axes: Any = None, norm: str = "backward") -> Array:
+def ifftn(x: Array, /, s: Any = None, axes: Any = None,
+          norm: str | None = "backward") -> Array:
     x = _input(x, "c", "ifftn")
     return _run(x, "ifftn", norm, *_axes(x, s, axes))
 
 
-def rfft(x: Array, /, *, n: int | None = None, axis: int = -1,
-         norm: str = "backward") -> Array:
+def fft2(x: Array, /, s: Any = None, axes: Any = (-2, -1),
+         norm: str | None = "backward") -> Array:
+    """NumPy's ``fft2``: :func:`fftn` over the last two axes."""
+    return fftn(x, s, axes, norm)
+
+
+def ifft2(x: Array, /, s: Any = None, axes: Any = (-2, -1),
+          norm: str | None = "backward") -> Array:
+    return ifftn(x, s, axes, norm)
+
+
+def rfft(x: Array, /, n: int | None = None, axis: int = -1,
+         norm: str | None = "backward") -> Array:
+    """The transform of a real array: the n // 2 + 1 non-negative frequencies."""
     return _run(_input(x, "f", "rfft"), "rfft", norm, n, axis)
 
 
-def irfft(x: Array, /, *, n: int | None = None, axis: int = -1,
-          norm: str = "backward") -> Array:
+def irfft(x: Array, /, n: int | None = None, axis: int = -1,
+          norm: str | None = "backward") -> Array:
+    """The inverse of :func:`rfft` (``n``: the real output's length, 2 (m - 1) by default)."""
     return _run(_input(x, "c", "irfft"), "irfft", norm, n, axis)
 
 
-def rfftn(x: Array, /, *, s: Any = None, axes: Any = None, norm: str = "backward") -> Array:
+def rfftn(x: Array, /, s: Any = None, axes: Any = None,
+          norm: str | None = "backward") -> Array:
     x = _input(x, "f", "rfftn")
     return _run(x, "rfftn", norm, *_axes(x, s, axes))
 
 
-def irfftn(x: Array, /, *, s: Any = None, axes: Any = None, norm: str = "backward") -> Array:
+def irfftn(x: Array, /, s: Any = None, axes: Any = None,
+           norm: str | None = "backward") -> Array:
     x = _input(x, "c", "irfftn")
     return _run(x, "irfftn", norm, *_axes(x, s, axes))
 
 
-def hfft(x: Array, /, *, n: int | None = None, axis: int = -1,
-         norm: str = "backward") -> Array:
+def rfft2(x: Array, /, s: Any = None, axes: Any = (-2, -1),
+          norm: str | None = "backward") -> Array:
+    """NumPy's ``rfft2``: :func:`rfftn` over the last two axes."""
+    return rfftn(x, s, axes, norm)
+
+
+def irfft2(x: Array, /, s: Any = None, axes: Any = (-2, -1),
+           norm: str | None = "backward") -> Array:
+    return irfftn(x, s, axes, norm)
+
+
+def hfft(x: Array, /, n: int | None = None, axis: int = -1,
+         norm: str | None = "backward") -> Array:
     """The FFT of a Hermitian-symmetric signal: ``irfft(conj(x))`` with the norm swapped."""
     x = _input(x, "c", "hfft")
-    if norm not in _NORMS:
-        raise ValueError(f"norm must be one of {_NORMS}, got {norm!r}")
-    return irfft(apply(TABLE["conj"], x), n=n, axis=axis, norm=_SWAP[norm])
+    return irfft(apply(TABLE["conj"], x), n=n, axis=axis, norm=_SWAP[_norm(norm)])
 
 
-def ihfft(x: Array, /, *, n: int | None = None, axis: int = -1,
-          norm: str = "backward") -> Array:
+def ihfft(x: Array, /, n: int | None = None, axis: int = -1,
+          norm: str | None = "backward") -> Array:
     """The inverse of :func:`hfft`: ``conj(rfft(x))`` with the norm swapped."""
-    if norm not in _NORMS:
-        raise ValueError(f"norm must be one of {_NORMS}, got {norm!r}")
-    return apply(TABLE["conj"], rfft(x, n=n, axis=axis, norm=_SWAP[norm]))
+    return apply(TABLE["conj"], rfft(x, n=n, axis=axis, norm=_SWAP[_norm(norm)]))
 
 
 def _freq_dtype(dtype: Any) -> np.dtype:
@@ -120,12 +160,13 @@ def _freq_dtype(dtype: Any) -> np.dtype:
     return dt
 
 
-def fftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: Any = None) -> Array:
+def fftfreq(n: int, /, d: float = 1.0, *, dtype: Any = None, device: Any = None) -> Array:
+    """The sample frequencies of an ``n``-point transform with sample spacing ``d``."""
     dt = _freq_dtype(dtype)
     return asarray_host(resolve_device(device), np.fft.fftfreq(int(n), d), dt)
 
 
-def rfftfreq(n: int, /, *, d: float = 1.0, dtype: Any = None, device: Any = None) -> Array:
+def rfftfreq(n: int, /, d: float = 1.0, *, dtype: Any = None, device: Any = None) -> Array:
     dt = _freq_dtype(dtype)
     return asarray_host(resolve_device(device), np.fft.rfftfreq(int(n), d), dt)
 
@@ -139,9 +180,10 @@ def _shift(x: Array, axes: Any, sign: int) -> Array:
     return roll(x, tuple(sign * (x.shape[a] // 2) for a in axes), axis=axes)
 
 
-def fftshift(x: Array, /, *, axes: Any = None) -> Array:
+def fftshift(x: Array, /, axes: Any = None) -> Array:
+    """The zero frequency moved to the middle of ``axes`` (all by default)."""
     return _shift(x, axes, 1)
 
 
-def ifftshift(x: Array, /, *, axes: Any = None) -> Array:
+def ifftshift(x: Array, /, axes: Any = None) -> Array:
     return _shift(x, axes, -1)

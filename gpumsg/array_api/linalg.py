@@ -1,10 +1,9 @@
-"""The standard's ``linalg`` extension.
+"""The standard's ``linalg`` extension and the rest of ``numpy.linalg``: its 31 functions.
 
-Products, norms, diagonals, ``cross`` and ``matrix_power`` are built from the namespace's own
-kernels. Decompositions and solvers (``cholesky``, ``inv``, ``solve``, ``qr``, ``svd``, ``eigh``,
-``det``, ...) go through the device's cuSOLVER client one matrix at a time (a stack is looped
-over); those whose client answers host values or tuples (``det``, ``slogdet``, ``eigh``, ``qr``,
-``svd``) wait for them.
+Products, norms, diagonals, ``cross``, ``matrix_power`` and ``multi_dot`` are built from the
+namespace's own kernels; ``norm``, ``cond``, ``tensorsolve``, ``tensorinv`` and ``lstsq`` from
+those and the decompositions and solvers of :mod:`._solvers` (cuSOLVER, every one accepting
+stacks ``(..., M, N)``, batched calls for stacks of matrices up to :data:`BATCHED_MAX`).
 """
 
 from __future__ import annotations
@@ -16,19 +15,46 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import LinAlgError
 from . import _dtypes as D
 from ._array import Array, new_array
 from ._codegen import ElementwiseSpec, launch_elementwise
 from ._elementwise import TABLE, apply, astype
-from ._linalg import matmul, matrix_transpose, tensordot, vecdot
-from ._manipulation import broadcast_arrays, expand_dims, reshape, stack
+from ._linalg import diagonal, matmul, matrix_transpose, tensordot, vecdot
+from ._manipulation import broadcast_arrays, expand_dims, reshape
 from ._reductions import normalize_axes, reduce
 from ._reductions import sum as _sum
+from ._solvers import (
+    BATCHED_MAX,
+    EighResult,
+    EigResult,
+    QRResult,
+    SlogdetResult,
+    SVDResult,
+    _stack_input,
+    _tolerance,
+    cholesky,
+    det,
+    eig,
+    eigh,
+    eigvals,
+    eigvalsh,
+    inv,
+    matrix_rank,
+    pinv,
+    qr,
+    slogdet,
+    solve,
+    svd,
+    svdvals,
+)
 
 __all__ = ["matmul", "tensordot", "vecdot", "matrix_transpose", "diagonal", "trace", "outer",
            "vector_norm", "matrix_norm", "cross", "matrix_power", "cholesky", "inv", "solve",
-           "det", "slogdet", "eigh", "eigvalsh", "qr", "svd", "svdvals", "matrix_rank", "pinv"]
-
+           "det", "slogdet", "eigh", "eigvalsh", "qr", "svd", "svdvals", "matrix_rank", "pinv",
+           "eig", "eigvals", "norm", "cond", "multi_dot", "tensorsolve", "tensorinv", "lstsq",
+           "LinAlgError", "BATCHED_MAX", "EigResult", "EighResult", "QRResult", "SlogdetResult",
+           "SVDResult", "LstsqResult"]
 
 def _floating(x: Any, name: str) -> Array:
     if not isinstance(x, Array):
@@ -36,18 +62,6 @@ def _floating(x: Any, name: str) -> Array:
     if D.kind_of(x.dtype) not in "fc":
         raise TypeError(f"{name} needs a floating-point array, got {x.dtype}")
     return x
-
-
-def diagonal(x: Array, /, *, offset: int = 0) -> Array:
-    """The ``offset`` diagonal of the last two dimensions, as a view."""
-    if not isinstance(x, Array) or x.ndim < 2:
-        raise ValueError("diagonal needs an array of at least 2 dimensions")
-    k = operator.index(offset)
-    n, m = x.shape[-2:]
-    s0, s1 = x.strides[-2:]
-    length = max(0, min(n, m - k) if k >= 0 else min(n + k, m))
-    start = x._offset + (k * s1 if k >= 0 else -k * s0) if length else x._offset
-    return x._view(x.shape[:-2] + (length,), x.strides[:-2] + (s0 + s1,), start)
 
 
 def trace(x: Array, /, *, offset: int = 0, dtype: Any = None) -> Array:
@@ -85,8 +99,10 @@ def vector_norm(x: Array, /, *, axis: Any = None, keepdims: bool = False,
     if isinstance(ord, bool) or not isinstance(ord, (int, float)):
         raise ValueError(f"vector_norm: ord must be a number or +-inf, got {ord!r}")
     p = float(ord)
-    return reduce(x, axis, keepdims, "normp", f"pow(abs(x), {p!r})", "a + b", 0, racc, out,
-                  post=f"out = pow(a, {1.0 / p!r})", casts=casts)
+    # |x|^p as exp(p log|x|): pow of a float32 and a double literal has no single overload on
+    # the device (and a zero still gives 0 for p > 0, inf for p < 0, as NumPy's)
+    return reduce(x, axis, keepdims, "normp", f"exp(log(abs(x)) * {p!r})", "a + b", 0, racc,
+                  out, post=f"out = exp(log(a) * {1.0 / p!r})", casts=casts)
 
 
 def matrix_norm(x: Array, /, *, keepdims: bool = False, ord: Any = "fro") -> Array:  # noqa: A002
@@ -165,229 +181,163 @@ def matrix_power(x: Array, n: int, /) -> Array:
     return result
 
 
-
-# -- decompositions and solvers: cuSOLVER through the device's dense linear algebra client ------
-EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
-QRResult = namedtuple("QRResult", ["Q", "R"])
-SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"])
-SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
+LstsqResult = namedtuple("LstsqResult", ["x", "residuals", "rank", "singular_values"])
 
 
-def _solver(dev: Any) -> Any:
-    """The device's cuSOLVER client (NumPy-shaped, one matrix per call), under its name."""
-    for name in ("linalg", "cusolver", "solver"):
-        found = getattr(dev, name, None)
-        if found is not None and hasattr(found, "cholesky"):
-            return found
-    raise NotImplementedError("this device has no cuSOLVER client")
+# -- numpy.linalg beyond the standard ------------------------------------------------------------
+def norm(x: Array, /, ord: Any = None, axis: Any = None,  # noqa: A002 (NumPy's name)
+         keepdims: bool = False) -> Array:
+    """NumPy's ``linalg.norm``: with ``axis=None`` the 2-norm of the flattened array (``ord``
+    None), else the vector norm of a 1-D or the matrix norm of a 2-D array; an int ``axis``
+    gives vector norms, a pair of axes matrix norms (``'fro'``, ``'nuc'``, +-1, +-2, +-inf)."""
+    x = _floating(astype(x, D.float64) if isinstance(x, Array) and
+                  D.kind_of(x.dtype) in "iub" else x, "norm")
+    if axis is None:
+        if ord is None:
+            out = vector_norm(x, axis=None, keepdims=keepdims)
+            return out
+        if x.ndim == 1:
+            return vector_norm(x, ord=ord, keepdims=keepdims)
+        if x.ndim == 2:
+            return matrix_norm(x, ord=ord, keepdims=keepdims)
+        raise ValueError("norm: an ord needs a 1-D or 2-D array, or an axis")
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = tuple(normalize_axes(axes, x.ndim))
+    if len(axes) == 1:
+        if isinstance(ord, str):
+            raise ValueError(f"norm: ord {ord!r} needs two axes")
+        return vector_norm(x, axis=axes[0], ord=2 if ord is None else ord, keepdims=keepdims)
+    if len(axes) != 2:
+        raise ValueError(f"norm: axis must name one or two axes, got {axis!r}")
+    from ._manipulation import moveaxis
 
-
-def _stack_input(x: Any, name: str) -> Array:
-    if not isinstance(x, Array):
-        raise TypeError(f"{name}: expected an array, got {type(x).__name__}")
-    if x.ndim < 2:
-        raise ValueError(f"{name} needs an array of at least 2 dimensions")
-    if x.dtype not in (D.float32, D.float64, D.complex64, D.complex128):
-        raise TypeError(f"{name} takes float32/64 or complex64/128 arrays, got {x.dtype}")
-    return x
-
-
-def _items(x: Array) -> list[Array]:
-    """Each matrix of the stack ``x`` as a C-contiguous array of its own buffer."""
-    from ._array import _copy
-
-    batch = x.shape[:-2]
-    out = []
-    for idx in np.ndindex(*batch):
-        out.append(_copy(x[idx]) if idx or not _whole(x) else x)
+    moved = moveaxis(x, axes, (-2, -1))
+    out = matrix_norm(moved, ord="fro" if ord is None else ord)
+    if keepdims:
+        for a in sorted(axes):
+            out = expand_dims(out, axis=a)
     return out
 
 
-def _whole(x: Array) -> bool:
-    return x._is_contiguous() and x._offset == 0 and x._buf_shape() == x.shape
+def cond(x: Array, /, p: Any = None) -> Array:
+    """The condition number of each matrix in the norm ``p`` (None or +-2: the ratio of the
+    extreme singular values; 'fro', 'nuc', +-1, +-inf: norm(x) * norm(inv(x)))."""
+    x = _stack_input(x, "cond")
+    if p is None or p in (2, -2):
+        s = svdvals(x)
+        hi, lo = s[..., 0], s[..., -1]
+        return apply(TABLE["divide"], lo, hi) if p == -2 else apply(TABLE["divide"], hi, lo)
+    if x.shape[-1] != x.shape[-2]:
+        raise ValueError("cond: a norm other than 2 needs square matrices")
+    return apply(TABLE["multiply"], matrix_norm(x, ord=p), matrix_norm(inv(x), ord=p))
 
 
-def _arr(fut: Any, dev: Any) -> Array:
-    """An Array of a buffer future (not waited for) or of a GpuBuffer."""
-    base = getattr(fut, "buffer", fut)
-    return Array(fut, base.shape, D.check_dtype(base.dtype), dev)
+def multi_dot(arrays: Any, /) -> Array:
+    """The product of ``arrays`` in the cheapest order (NumPy's ``multi_dot``: the first may be
+    1-D, a row; the last 1-D, a column; the others 2-D)."""
+    mats = list(arrays)
+    if len(mats) < 2:
+        raise ValueError("multi_dot needs at least two arrays")
+    first_vec, last_vec = mats[0].ndim == 1, mats[-1].ndim == 1
+    if first_vec:
+        mats[0] = reshape(mats[0], (1, -1))
+    if last_vec:
+        mats[-1] = reshape(mats[-1], (-1, 1))
+    if any(m.ndim != 2 for m in mats):
+        raise ValueError("multi_dot: the arrays between the ends must be 2-D")
+    dims = [mats[0].shape[0]] + [m.shape[1] for m in mats]
+    k = len(mats)
+    # the matrix-chain order: cost[i][j] the fewest multiply-adds for mats[i..j]
+    cost = [[0] * k for _ in range(k)]
+    split = [[0] * k for _ in range(k)]
+    for span in range(1, k):
+        for i in range(k - span):
+            j = i + span
+            cost[i][j] = math.inf
+            for s in range(i, j):
+                c = cost[i][s] + cost[s + 1][j] + dims[i] * dims[s + 1] * dims[j + 1]
+                if c < cost[i][j]:
+                    cost[i][j], split[i][j] = c, s
+
+    def product(i: int, j: int) -> Array:
+        if i == j:
+            return mats[i]
+        s = split[i][j]
+        return matmul(product(i, s), product(s + 1, j))
+
+    out = product(0, k - 1)
+    if first_vec and last_vec:
+        return reshape(out, ())
+    if first_vec:
+        return reshape(out, (-1,))
+    if last_vec:
+        return reshape(out, (-1,))
+    return out
 
 
-def _restack(parts: list[Array], batch: tuple[int, ...], shape: tuple[int, ...],
-             dtype: Any, dev: Any) -> Array:
-    """The per-matrix results as one array of shape ``batch + shape`` (an empty stack gives an
-    empty array of that shape)."""
-    if not parts:
-        from ._creation import empty
+def tensorsolve(a: Array, b: Array, /, axes: Any = None) -> Array:
+    """x with ``tensordot(a, x, x.ndim) == b`` (NumPy's ``tensorsolve``; ``axes``: the axes of
+    ``a`` moved to the end first)."""
+    if not isinstance(a, Array) or not isinstance(b, Array):
+        raise TypeError("tensorsolve: expected arrays")
+    if axes is not None:
+        from ._manipulation import moveaxis
 
-        return empty(batch + shape, dtype=dtype, device=dev)
-    if not batch:
-        return parts[0]
-    return reshape(stack(parts, axis=0), batch + parts[0].shape)
-
-
-def cholesky(x: Array, /, *, upper: bool = False) -> Array:
-    x = _stack_input(x, "cholesky")
-    sol = _solver(x.device)
-    parts = [_arr(sol.cholesky(m.buffer), x.device) for m in _items(x)]
-    low = _restack(parts, x.shape[:-2], x.shape[-2:], x.dtype, x.device)
-    if upper:
-        from ._array import _copy
-
-        return _copy(apply(TABLE["conj"], low).mT)
-    return low
+        axes = tuple(normalize_axes(tuple(axes), a.ndim))
+        a = moveaxis(a, axes, tuple(range(a.ndim - len(axes), a.ndim)))
+    tail = a.shape[b.ndim:]
+    size = math.prod(tail)
+    if math.prod(a.shape[:b.ndim]) != size or a.shape[:b.ndim] != b.shape:
+        raise ValueError(f"tensorsolve: a {a.shape} and b {b.shape} do not make a square "
+                         "system")
+    x = solve(reshape(a, (size, size)), reshape(b, (size,)))
+    return reshape(x, tail)
 
 
-def inv(x: Array, /) -> Array:
-    x = _stack_input(x, "inv")
-    sol = _solver(x.device)
-    return _restack([_arr(sol.inv(m.buffer), x.device) for m in _items(x)], x.shape[:-2],
-                    x.shape[-2:], x.dtype, x.device)
+def tensorinv(a: Array, /, ind: int = 2) -> Array:
+    """The inverse of ``a`` under ``tensordot(..., ind)`` (NumPy's ``tensorinv``)."""
+    if not isinstance(a, Array):
+        raise TypeError("tensorinv: expected an array")
+    ind = operator.index(ind)
+    if ind <= 0:
+        raise ValueError("tensorinv: ind must be a positive integer")
+    head, tail = a.shape[:ind], a.shape[ind:]
+    size = math.prod(head)
+    if math.prod(tail) != size:
+        raise ValueError(f"tensorinv: {a.shape} split at {ind} is not square")
+    return reshape(inv(reshape(a, (size, size))), tail + head)
 
 
-def solve(x1: Array, x2: Array, /) -> Array:
-    x1 = _stack_input(x1, "solve")
-    if not isinstance(x2, Array):
-        raise TypeError("solve: x2 must be an array")
-    dt = D.result_type(x1, x2)
-    from ._elementwise import astype
-    from ._manipulation import broadcast_to
-
-    a = astype(x1, dt, copy=False)
-    b = astype(x2, dt, copy=False)
-    n = a.shape[-1]
-    if b.ndim == 1:
-        if b.shape[0] != n:
-            raise ValueError("solve: x2's length must match x1")
-        batch = a.shape[:-2]
-        b = broadcast_to(b, batch + (n,))
-        vec = True
-    else:
-        if b.shape[-2] != n:
-            raise ValueError("solve: x2's rows must match x1")
-        from ._elementwise import broadcast_shapes
-
-        batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
-        b = broadcast_to(b, batch + b.shape[-2:])
-        vec = False
-    a = broadcast_to(a, batch + a.shape[-2:])
-    sol = _solver(a.device)
-    from ._array import _copy
-
-    parts = []
-    for idx in np.ndindex(*batch):
-        ai, bi = _copy(a[idx]), _copy(b[idx])
-        parts.append(_arr(sol.solve(ai.buffer, bi.buffer), a.device))
-    return _restack(parts, batch, (n,) if vec else b.shape[-2:], dt, a.device)
-
-
-def slogdet(x: Array, /) -> SlogdetResult:
-    x = _stack_input(x, "slogdet")
-    sol = _solver(x.device)
-    futs = [sol.slogdet(m.buffer) for m in _items(x)]
-    vals = [f.result() for f in futs]
-    batch = x.shape[:-2]
-    sign = np.array([v[0] for v in vals]).reshape(batch)
-    logabs = np.array([v[1] for v in vals]).reshape(batch)
-    from ._array import asarray_host
-
-    return SlogdetResult(asarray_host(x.device, sign, x.dtype),
-                         asarray_host(x.device, logabs, D.real_dtype(x.dtype)))
-
-
-def det(x: Array, /) -> Array:
-    x = _stack_input(x, "det")
-    sol = _solver(x.device)
-    vals = [f.result() for f in [sol.det(m.buffer) for m in _items(x)]]
-    from ._array import asarray_host
-
-    return asarray_host(x.device, np.array(vals).reshape(x.shape[:-2]), x.dtype)
-
-
-def eigh(x: Array, /) -> EighResult:
-    x = _stack_input(x, "eigh")
-    sol = _solver(x.device)
-    ws, vs = [], []
-    for m in _items(x):
-        w, v = sol.eigh(m.buffer).result()
-        ws.append(_arr(w, x.device))
-        vs.append(_arr(v, x.device))
-    batch, n = x.shape[:-2], x.shape[-1]
-    return EighResult(_restack(ws, batch, (n,), D.real_dtype(x.dtype), x.device),
-                      _restack(vs, batch, (n, n), x.dtype, x.device))
-
-
-def eigvalsh(x: Array, /) -> Array:
-    return eigh(x).eigenvalues
-
-
-def qr(x: Array, /, *, mode: str = "reduced") -> QRResult:
-    x = _stack_input(x, "qr")
-    if mode not in ("reduced", "complete"):
-        raise ValueError(f"qr: mode must be 'reduced' or 'complete', got {mode!r}")
-    sol = _solver(x.device)
-    qs, rs = [], []
-    for m in _items(x):
-        q, r = sol.qr(m.buffer, mode=mode).result()
-        qs.append(_arr(q, x.device))
-        rs.append(_arr(r, x.device))
-    batch, (m, n) = x.shape[:-2], x.shape[-2:]
-    k = m if mode == "complete" else min(m, n)
-    return QRResult(_restack(qs, batch, (m, k), x.dtype, x.device),
-                    _restack(rs, batch, (k, n), x.dtype, x.device))
-
-
-def svd(x: Array, /, *, full_matrices: bool = True) -> SVDResult:
-    x = _stack_input(x, "svd")
-    sol = _solver(x.device)
-    us, ss, vs = [], [], []
-    for m in _items(x):
-        u, s, vh = sol.svd(m.buffer, full_matrices=bool(full_matrices)).result()
-        us.append(_arr(u, x.device))
-        ss.append(_arr(s, x.device))
-        vs.append(_arr(vh, x.device))
-    batch, (m, n) = x.shape[:-2], x.shape[-2:]
-    k = min(m, n)
-    return SVDResult(_restack(us, batch, (m, m if full_matrices else k), x.dtype, x.device),
-                     _restack(ss, batch, (k,), D.real_dtype(x.dtype), x.device),
-                     _restack(vs, batch, (n if full_matrices else k, n), x.dtype, x.device))
-
-
-def svdvals(x: Array, /) -> Array:
-    x = _stack_input(x, "svdvals")
-    sol = _solver(x.device)
-    parts = [_arr(sol.svd(m.buffer, compute_uv=False), x.device) for m in _items(x)]
-    return _restack(parts, x.shape[:-2], (min(x.shape[-2:]),), D.real_dtype(x.dtype), x.device)
-
-
-def _tolerance(x: Array, s: Array, rtol: Any) -> Array:
-    """``rtol * max(s)`` per matrix (default rtol: max(M, N) * eps)."""
-    from ._reductions import max as _max
-
-    if rtol is None:
-        rtol = max(x.shape[-2:]) * float(np.finfo(D.real_dtype(x.dtype)).eps)
-    top = _max(s, axis=-1, keepdims=True) if s.shape[-1] else s
-    if isinstance(rtol, Array):
-        rtol = expand_dims(rtol, axis=-1)
-    return apply(TABLE["multiply"], top, rtol)
-
-
-def matrix_rank(x: Array, /, *, rtol: Any = None) -> Array:
+def lstsq(a: Array, b: Array, /, rcond: Any = None) -> LstsqResult:
+    """NumPy's ``lstsq`` through the SVD of ``a`` (M, N), any rank: x minimizing ||a x - b||
+    (the least-norm one when rank < N), the residuals' squared sums ((K,) or (1,); empty when
+    rank < N or M <= N), the rank (a 0-d array; computing it waits for the SVD) and the
+    singular values. Singular values below ``rcond * max(s)`` (default ``eps * max(M, N)``)
+    are treated as zero."""
+    a = _stack_input(a, "lstsq")
+    if a.ndim != 2 or not isinstance(b, Array) or b.ndim not in (1, 2) or \
+            b.shape[0] != a.shape[0]:
+        raise ValueError("lstsq needs a 2-D a (M, N) and b of shape (M,) or (M, K)")
+    from ._elementwise import where
     from ._reductions import count_nonzero
 
-    x = _stack_input(x, "matrix_rank")
-    s = svdvals(x)
-    return count_nonzero(apply(TABLE["greater"], s, _tolerance(x, s, rtol)), axis=-1)
-
-
-def pinv(x: Array, /, *, rtol: Any = None) -> Array:
-    from ._elementwise import where
-
-    x = _stack_input(x, "pinv")
-    u, s, vh = svd(x, full_matrices=False)
-    keep = apply(TABLE["greater"], s, _tolerance(x, s, rtol))
+    dt = D.result_type(a, b)
+    a, b = astype(a, dt, copy=False), astype(b, dt, copy=False)
+    m, n = a.shape
+    u, s, vh = svd(a, full_matrices=False)
+    keep = apply(TABLE["greater"], s, _tolerance(a, s, rcond))
     inv_s = where(keep, apply(TABLE["divide"], 1.0, s), 0.0)
-    # pinv = V diag(1/s) U^H
-    v = apply(TABLE["conj"], vh).mT
-    scaled = apply(TABLE["multiply"], v, expand_dims(inv_s, axis=-2))
-    return matmul(scaled, apply(TABLE["conj"], u).mT)
+    col = b if b.ndim == 2 else reshape(b, (m, 1))
+    coef = matmul(apply(TABLE["conj"], u).mT, col)  # U^H b
+    coef = apply(TABLE["multiply"], coef, expand_dims(inv_s, axis=-1))
+    x = matmul(apply(TABLE["conj"], vh).mT, coef)
+    rank = count_nonzero(keep)
+    if int(rank) == n and m > n:
+        r = apply(TABLE["subtract"], matmul(a, x), col)
+        residuals = _sum(apply(TABLE["real"], apply(TABLE["multiply"], r,
+                                                     apply(TABLE["conj"], r))), axis=0)
+    else:
+        from ._creation import empty
+
+        residuals = empty((0,), dtype=D.real_dtype(dt), device=a.device)
+    return LstsqResult(x if b.ndim == 2 else reshape(x, (n,)), residuals, rank, s)

@@ -64,10 +64,12 @@ from .cufft import FftCacheConfig, FftCacheInfo, FftExec, FftPlan, FftReplayInfo
 from .curand import CreateGenerator, DestroyGenerator, Generate, SeedGenerator
 from .cusolver import (  # cuSOLVER: LU, Cholesky, QR, eigen, SVD, batched
     CholeskyBatched,
+    Geev,
     Geqrf,
     Gesvd,
     Gesvdj,
     GesvdjBatched,
+    GesvdjStrided,
     Getrf,
     GetrfBatched,
     Getrs,
@@ -80,6 +82,7 @@ from .cusolver import (  # cuSOLVER: LU, Cholesky, QR, eigen, SVD, batched
     Potrs,
     PotrsBatched,
     SolverCacheInfo,
+    SyevBatched,
     Syevd,
     Syevj,
     SyevjBatched,
@@ -156,7 +159,7 @@ __all__ = [
     # cusolver: QR, eigen, SVD, potri, batched
     "Geqrf", "Orgqr", "Ormqr", "Syevd", "Syevj", "SyevjBatched", "Sygvd", "Gesvd", "Gesvdj",
     "GesvdjBatched", "Potri", "PotrsBatched", "GetrfBatched", "GetrsBatched", "ZeroTriangle",
-    "CholeskyBatched",
+    "CholeskyBatched", "SyevBatched", "GesvdjStrided", "Geev",
     # nccl
     "CollOp", "Collective", "CommInit", "CommAbort", "CommPoll",
     # peer (multi-GPU copies)

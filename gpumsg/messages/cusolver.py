@@ -33,7 +33,8 @@ from .cublas import BLAS_DTYPES, _buffers, _dims, _ld, _side, _trans, _uplo, che
 __all__ = ["Potrf", "Potrs", "Getrf", "Getrs", "PotrfBatched", "SolverCacheInfo",
            "SOLVER_DTYPES", "Geqrf", "Orgqr", "Ormqr", "Syevd", "Syevj", "SyevjBatched", "Sygvd",
            "Gesvd", "Gesvdj", "GesvdjBatched", "Potri", "PotrsBatched", "GetrfBatched",
-           "GetrsBatched", "ZeroTriangle", "CholeskyBatched", "REAL_DTYPE", "BATCHED_JACOBI_MAX"]
+           "GetrsBatched", "ZeroTriangle", "CholeskyBatched", "REAL_DTYPE", "BATCHED_JACOBI_MAX",
+           "SyevBatched", "GesvdjStrided", "Geev"]
 
 #: the real dtype of eigenvalues and singular values
 REAL_DTYPE = {"f32": "f32", "f64": "f64", "c64": "f32", "c128": "f64"}
@@ -109,17 +110,19 @@ class Getrf(Message):
     lower L and upper U stored over A. ``ipiv`` (i64, min(m, n) entries, 1-based row
     interchanges as LAPACK) receives the pivots; with ``ipiv=None`` no pivoting is done. Fails
     with SingularMatrix(index=k) when U[k-1, k-1] is exactly zero (the factors are still
-    written, as LAPACK does)."""
+    written, as LAPACK does), unless ``singular_ok`` (a determinant's case)."""
 
     a: BufRef
     m: int
     n: int
     ipiv: BufRef | None = None
     lda: int | None = None
+    singular_ok: bool = False
 
     def __post_init__(self) -> None:
         _buffers(self, ("a",), SOLVER_DTYPES)
         _dims(self, "m", "n")
+        _set(self, "singular_ok", _bool(self, "singular_ok", self.singular_ok))
         check_matrix(self, "a", self.a, self.m, self.n, _ld(self, "lda", self.m), "lda")
         _ipiv(self, min(self.m, self.n))
 
@@ -640,7 +643,9 @@ class GetrfBatched(Message):
     """LU of ``batch`` n x n matrices in place (cuBLAS ``<t>getrfBatched``): matrix i at
     element ``i * stride`` of A; ``ipiv`` (i32, n per matrix, 1-based as LAPACK) receives the
     pivots, None factors without pivoting. Every item's info is scanned at completion: the first
-    failing item fails the future with SingularMatrix(index, batch_item)."""
+    failing item fails the future with SingularMatrix(index, batch_item). With
+    ``singular_ok=True`` an exactly zero pivot is no error (the factors are written as LAPACK
+    writes them, a zero on U's diagonal): what a determinant needs."""
 
     a: BufRef
     n: int
@@ -648,10 +653,12 @@ class GetrfBatched(Message):
     ipiv: BufRef | None = None
     lda: int | None = None
     stride: int | None = None
+    singular_ok: bool = False
 
     def __post_init__(self) -> None:
         _buffers(self, ("a",), SOLVER_DTYPES)
         _dims(self, "n", "batch")
+        _set(self, "singular_ok", _bool(self, "singular_ok", self.singular_ok))
         lda = _ld(self, "lda", self.n)
         stride = _stride(self, "stride", lda * self.n)
         check_matrix(self, "a", self.a, self.n, self.n, lda, "lda", _span_of(self.batch, stride))
@@ -724,3 +731,117 @@ class CholeskyBatched(Message):
             check_extent(self, field, ref, 0, ((self.n * self.n, 1), (self.batch, self.n * self.n)),
                          f"{self.batch} matrices of {self.n}x{self.n}")
         _distinct(self, "out", "a")
+
+
+# -- any-size batched eigen / SVD, general eigenproblem -------------------------------------------
+
+@message(buffers=("a", "w"), writes=("a", "w"))
+class SyevBatched(Message):
+    """:class:`Syevd` of ``batch`` matrices of any order n, matrix i at element ``i * lda * n``
+    of A (eigenvectors over it with ``vectors``), its ascending eigenvalues at ``i * n`` of
+    ``w``: ``cusolverDnXsyevBatched`` where the library has it (cuSOLVER 11.7, CUDA 12.6 update
+    2, and later; chunks of at most 65,535 matrices, the most one call takes), one
+    ``cusolverDnXsyevd`` per matrix otherwise. Every item's info is scanned at completion:
+    DidNotConverge(index, batch_item)."""
+
+    a: BufRef
+    w: BufRef
+    n: int
+    batch: int
+    uplo: str = "L"
+    vectors: bool = True
+    lda: int | None = None
+
+    def __post_init__(self) -> None:
+        dtype = _buffers(self, ("a",), SOLVER_DTYPES)
+        _dims(self, "n", "batch")
+        _uplo(self)
+        _set(self, "vectors", _bool(self, "vectors", self.vectors))
+        lda = _ld(self, "lda", self.n)
+        check_matrix(self, "a", self.a, self.n, self.n, lda, "lda",
+                     _span_of(self.batch, lda * self.n))
+        _aux(self, "w", REAL_DTYPE[dtype], self.n * self.batch, "n eigenvalues per matrix")
+
+
+@message(buffers=("a", "s", "u", "v"), writes=("a", "s", "u", "v"))
+class GesvdjStrided(Message):
+    """:class:`Gesvdj` of each of ``batch`` m x n matrices of any size (cuSOLVER's batched
+    Jacobi stops at 32 x 32): one ``cusolverDn<t>gesvdj`` per matrix, issued back to back on
+    the stream. Item i at element ``i * lda * n`` of A, ``i * min(m, n)`` of ``s``,
+    ``i * ldu * ucols`` of U and ``i * ldv * vcols`` of V (ucols, vcols: m, n, or min(m, n)
+    with ``econ``); V itself, not V^H. A's contents are destroyed. Every item's info is scanned
+    at completion: DidNotConverge(index, batch_item)."""
+
+    a: BufRef
+    s: BufRef
+    m: int
+    n: int
+    batch: int
+    u: BufRef | None = None
+    v: BufRef | None = None
+    vectors: bool = True
+    econ: bool = False
+    lda: int | None = None
+    ldu: int | None = None
+    ldv: int | None = None
+    tol: float = 0.0
+    max_sweeps: int = 100
+
+    def __post_init__(self) -> None:
+        dtype = _buffers(self, ("a",), SOLVER_DTYPES)
+        _dims(self, "m", "n", "batch")
+        _set(self, "vectors", _bool(self, "vectors", self.vectors))
+        _set(self, "econ", _bool(self, "econ", self.econ))
+        _jacobi(self)
+        p = min(self.m, self.n)
+        lda = _ld(self, "lda", self.m)
+        check_matrix(self, "a", self.a, self.m, self.n, lda, "lda",
+                     _span_of(self.batch, lda * self.n))
+        _aux(self, "s", REAL_DTYPE[dtype], p * self.batch, "min(m, n) singular values per matrix")
+        if self.vectors:
+            for field in ("u", "v"):
+                if getattr(self, field) is None:
+                    raise _fail(self, field, "vectors=True needs a buffer")
+        ucols, vcols = (p, p) if self.econ else (self.m, self.n)
+        ldu, ldv = _ld(self, "ldu", self.m), _ld(self, "ldv", self.n)
+        _opt_matrix(self, "u", dtype, self.m, ucols, "ldu", _span_of(self.batch, ldu * ucols))
+        _opt_matrix(self, "v", dtype, self.n, vcols, "ldv", _span_of(self.batch, ldv * vcols))
+        if self.u is not None and self.v is not None:
+            _distinct(self, "v", "u")
+
+
+@message(buffers=("a", "w", "vr"), writes=("a", "w", "vr"))
+class Geev(Message):
+    """Eigenvalues and right eigenvectors of ``batch`` general n x n matrices
+    (``cusolverDnXgeev``, one call per matrix; no left eigenvectors), as LAPACK's geev: matrix i
+    at element ``i * lda * n`` of A (destroyed); its eigenvalues at ``i * n`` of ``w`` for a
+    complex A (w of A's dtype), or, for a real A, 2n real values at ``i * 2n`` of ``w`` (A's
+    dtype): the n real parts, then the n imaginary parts (a complex pair appears as both
+    conjugates, the positive imaginary part first). When ``vr`` is given, the eigenvectors at
+    ``i * ldvr * n`` of ``vr`` (A's dtype; unit norm, the largest component real); for a real
+    A in LAPACK's packed form: the pair w[j], w[j+1] = conj(w[j]) has the eigenvectors
+    vr[:, j] +- i vr[:, j+1]. Fails with DidNotConverge(index, batch_item) when the QR
+    algorithm did not converge."""
+
+    a: BufRef
+    w: BufRef
+    n: int
+    batch: int = 1
+    vr: BufRef | None = None
+    lda: int | None = None
+    ldvr: int | None = None
+
+    def __post_init__(self) -> None:
+        dtype = _buffers(self, ("a",), SOLVER_DTYPES)
+        _dims(self, "n", "batch")
+        lda = _ld(self, "lda", self.n)
+        check_matrix(self, "a", self.a, self.n, self.n, lda, "lda",
+                     _span_of(self.batch, lda * self.n))
+        per = self.n if dtype in ("c64", "c128") else 2 * self.n
+        _aux(self, "w", dtype, per * self.batch,
+             "n eigenvalues per matrix" if per == self.n else
+             "2n per matrix: the real parts, then the imaginary parts")
+        ldvr = _ld(self, "ldvr", self.n)
+        _opt_matrix(self, "vr", dtype, self.n, self.n, "ldvr", _span_of(self.batch, ldvr * self.n))
+        if self.vr is not None:
+            _distinct(self, "vr", "w")

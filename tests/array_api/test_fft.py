@@ -44,3 +44,37 @@ def test_helpers(xp, rng) -> None:
                                   np.fft.ifftshift(h, axes=(1,)))
     with pytest.raises(TypeError):
         f.fft(x)  # a real array: rfft is the transform for it
+
+
+def test_numpy_surface(xp, rng) -> None:
+    """The 18 functions of numpy.fft, with NumPy's positional arguments and ``norm=None``."""
+    f = xp.fft
+    names = ["fft", "ifft", "fft2", "ifft2", "fftn", "ifftn", "rfft", "irfft", "rfft2", "irfft2",
+             "rfftn", "irfftn", "hfft", "ihfft", "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
+    assert all(callable(getattr(f, n)) for n in names)
+    c = random_values(rng, (3, 6, 8), np.complex128, False)
+    r = random_values(rng, (3, 6, 8), np.float64, False)
+    xc, xr = xp.asarray(c), xp.asarray(r)
+    cases = [
+        (f.fft2(xc), np.fft.fft2(c)),
+        (f.ifft2(xc, (4, 5), (0, 2), "ortho"), np.fft.ifft2(c, (4, 5), (0, 2), "ortho")),
+        (f.rfft2(xr, None, (-2, -1), None), np.fft.rfft2(r)),
+        (f.irfft2(xc, (6, 10)), np.fft.irfft2(c, (6, 10))),
+        (f.fft(xc, 5, 1, None), np.fft.fft(c, 5, 1)),
+        (f.irfft(xc, 9, 0, "forward"), np.fft.irfft(c, 9, 0, "forward")),
+        (f.hfft(xc, 12, 1, "ortho"), np.fft.hfft(c, 12, 1, "ortho")),
+        (f.ihfft(xr, 7, 0, None), np.fft.ihfft(r, 7, 0)),
+        (f.fftshift(xr, (0, 2)), np.fft.fftshift(r, (0, 2))),
+        (f.fftfreq(9, 0.25), np.fft.fftfreq(9, 0.25)),
+        (f.rfftfreq(9, 0.25), np.fft.rfftfreq(9, 0.25)),
+    ]
+    for got, ref in cases:
+        assert got.shape == ref.shape
+        np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-10, atol=1e-10)
+    c32 = c.astype(np.complex64)
+    np.testing.assert_allclose(np.asarray(f.fft2(xp.asarray(c32))), np.fft.fft2(c),
+                               rtol=2e-5, atol=2e-4)
+    with pytest.raises(ValueError):
+        f.fft2(xc, (4, 5, 6), (0, 1))
+    with pytest.raises(ValueError):
+        f.fft(xc, norm="both")

@@ -74,6 +74,24 @@ def _more() -> list[Fn]:
         Fn("cusolverDnXgesvdjSetTolerance", c_int, (_p, ctypes.c_double)),
         Fn("cusolverDnXgesvdjSetMaxSweeps", c_int, (_p, _i)),
         Fn("cusolverDnXgesvdjSetSortEig", c_int, (_p, _i)),
+        # (handle, params, jobz, uplo, n, dataTypeA, A, lda, dataTypeW, W, computeType,
+        #  &dev_bytes, &host_bytes, batchSize): cuSOLVER 11.7 (CUDA 12.6 update 2) and later
+        Fn("cusolverDnXsyevBatched_bufferSize", c_int,
+           (_H, _Pa, _i, _i, _l, _i, _p, _l, _i, _p, _i, P(c_size_t), P(c_size_t), _l),
+           optional=True),
+        # (..., computeType, dev_ws, dev_bytes, host_ws, host_bytes, info[batch], batchSize)
+        Fn("cusolverDnXsyevBatched", c_int,
+           (_H, _Pa, _i, _i, _l, _i, _p, _l, _i, _p, _i, _p, c_size_t, _p, c_size_t, _p, _l),
+           optional=True),
+        # (handle, params, jobvl, jobvr, n, dataTypeA, A, lda, dataTypeW, W, dataTypeVL, VL,
+        #  ldvl, dataTypeVR, VR, ldvr, computeType, &dev_bytes, &host_bytes): cuSOLVER 11.7.2+
+        Fn("cusolverDnXgeev_bufferSize", c_int,
+           (_H, _Pa, _i, _i, _l, _i, _p, _l, _i, _p, _i, _p, _l, _i, _p, _l, _i, P(c_size_t),
+            P(c_size_t)), optional=True),
+        # (..., computeType, dev_ws, dev_bytes, host_ws, host_bytes, info)
+        Fn("cusolverDnXgeev", c_int,
+           (_H, _Pa, _i, _i, _l, _i, _p, _l, _i, _p, _i, _p, _l, _i, _p, _l, _i, _p, c_size_t,
+            _p, c_size_t, _p), optional=True),
     ]
     for dt in ("f32", "f64", "c64", "c128"):
         x = LETTER[dt]

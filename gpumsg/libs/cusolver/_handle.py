@@ -601,6 +601,98 @@ class CusolverHandle:
         self._legacy(stream, dtype, name, lwork,
                      lambda ws, lw: (*args, ws, lw, infos, params, batch))
 
+    # -- any-size batched eigen / SVD, general eigenproblem -----------------------------------
+    #: the most matrices one cusolverDnXsyevBatched call takes (a CUDA grid dimension)
+    SYEV_BATCH_MAX = 65535
+
+    def syev_batched(self, stream: Any, dtype: str, vectors: bool, uplo: str, n: int, a: int,
+                     lda: int, w: int, infos: int, batch: int) -> None:
+        """Eigen of ``batch`` matrices ``lda * n`` elements apart: cusolverDnXsyevBatched in
+        chunks of :data:`SYEV_BATCH_MAX`, or one Xsyevd per matrix where the library lacks it;
+        ``infos``: device int32[batch]."""
+        item, ritem = dtype_of(dtype).itemsize, dtype_of(REAL_OF[dtype]).itemsize
+        name = "cusolverDnXsyevBatched"
+        if getattr(self.lib, name, None) is None:
+            for i in range(batch):
+                self.syevd(stream, dtype, vectors, uplo, n, a + i * lda * n * item, lda,
+                           w + i * n * ritem, infos + 4 * i)
+            return
+        t, tw = CUDA_DATA_TYPE[dtype], CUDA_DATA_TYPE[REAL_OF[dtype]]
+        for start in range(0, batch, self.SYEV_BATCH_MAX):
+            count = min(self.SYEV_BATCH_MAX, batch - start)
+            ai, wi = a + start * lda * n * item, w + start * n * ritem
+            args = (EIG_MODE[vectors], FILL[uplo], n, t, ai, lda, tw, wi, t)
+            key = ("syevBatched", dtype, vectors, uplo, n, lda, count)
+            ws = self.workspaces.get(key)
+            if ws is None:
+                dev_bytes, host_bytes = c_size_t(), c_size_t()
+                self._check(getattr(self.lib, name + "_bufferSize")(
+                    self.raw_handle, self._params, *args, ctypes.byref(dev_bytes),
+                    ctypes.byref(host_bytes), count), name + "_bufferSize")
+                host = np.empty(host_bytes.value, np.uint8) if host_bytes.value else None
+                ws = (dev_bytes.value, host_bytes.value, host)
+                self.workspaces.put(key, ws)
+            dbytes, hbytes, host = ws
+            self._bind(stream)
+            self._with_workspace(stream, dbytes, lambda p, args=args, start=start, count=count,
+                                 dbytes=dbytes, hbytes=hbytes, host=host: self._call(
+                stream, name, *args, p or None, dbytes,
+                None if host is None else host.ctypes.data, hbytes, infos + 4 * start, count))
+
+    def gesvdj_strided(self, stream: Any, dtype: str, vectors: bool, econ: bool, m: int, n: int,
+                       a: int, lda: int, s: int, u: int, ldu: int, v: int, ldv: int,
+                       u_step: int, v_step: int, tol: float, max_sweeps: int, infos: int,
+                       batch: int) -> None:
+        """One gesvdj per matrix, sharing one workspace; ``u_step``/``v_step``: the elements
+        between two items' U and V (0: one scratch matrix for all)."""
+        name = f"cusolverDn{LETTER[dtype]}gesvdj"
+        params = self._jacobi_info("gesvdj", tol, max_sweeps, True)
+        item, ritem = dtype_of(dtype).itemsize, dtype_of(REAL_OF[dtype]).itemsize
+        p = min(m, n)
+        lwork = self._lwork_tail(("gesvdj", dtype, vectors, econ, m, n, lda, ldu, ldv),
+                                 name + "_bufferSize",
+                                 (EIG_MODE[vectors], int(econ), m, n, a, lda, s, u, ldu, v, ldv),
+                                 (params,))
+        fn = getattr(self.lib, name)
+        self._bind(stream)
+
+        def issue(ws: int) -> None:
+            for i in range(batch):
+                self._check(fn(self.raw_handle, EIG_MODE[vectors], int(econ), m, n,
+                               a + i * lda * n * item, lda, s + i * p * ritem,
+                               u + i * u_step * item, ldu, v + i * v_step * item, ldv,
+                               ws or None, lwork, infos + 4 * i, params), name)
+        self._with_workspace(stream, lwork * item, issue)
+
+    def geev(self, stream: Any, dtype: str, n: int, a: int, lda: int, w: int, vr: int,
+             ldvr: int, infos: int, batch: int) -> None:
+        """cusolverDnXgeev per matrix (right eigenvectors into ``vr`` unless it is 0), one
+        workspace for all; every type A's (a real A: 2n values of ``w`` per matrix, real parts
+        then imaginary parts, and LAPACK's packed pairs in ``vr``)."""
+        name = "cusolverDnXgeev"
+        if getattr(self.lib, name, None) is None:
+            raise LibraryError("cusolver", 9, "CUSOLVER_STATUS_NOT_SUPPORTED: cusolverDnXgeev "
+                               "needs cuSOLVER 11.7.2 (CUDA 12.8) or later", name)
+        t = CUDA_DATA_TYPE[dtype]
+        item = dtype_of(dtype).itemsize
+        wstep = n * item if dtype in ("c64", "c128") else 2 * n * item
+        jobvr = EIG_MODE[bool(vr)]
+
+        def args(i: int) -> tuple:
+            return (EIG_MODE[False], jobvr, n, t, a + i * lda * n * item, lda, t,
+                    w + i * wstep, t, None, max(n, 1), t,
+                    (vr + i * ldvr * n * item) if vr else None, ldvr, t)
+
+        dbytes, hbytes, host = self._workspace(("geev", dtype, bool(vr), n, lda, ldvr),
+                                               name + "_bufferSize", *args(0))
+        self._bind(stream)
+
+        def issue(ws: int) -> None:
+            for i in range(batch):
+                self._call(stream, name, *args(i), ws or None, dbytes,
+                           None if host is None else host.ctypes.data, hbytes, infos + 4 * i)
+        self._with_workspace(stream, dbytes, issue)
+
     # -- inverse from Cholesky, batched solves -------------------------------------------------
     def potri(self, stream: Any, dtype: str, uplo: str, n: int, a: int, lda: int,
               info: int) -> None:

@@ -25,10 +25,12 @@ from ...errors import (
 )
 from ...messages.cusolver import (
     CholeskyBatched,
+    Geev,
     Geqrf,
     Gesvd,
     Gesvdj,
     GesvdjBatched,
+    GesvdjStrided,
     Getrf,
     GetrfBatched,
     Getrs,
@@ -41,6 +43,7 @@ from ...messages.cusolver import (
     Potrs,
     PotrsBatched,
     SolverCacheInfo,
+    SyevBatched,
     Syevd,
     Syevj,
     SyevjBatched,
@@ -151,6 +154,15 @@ def _getrf(ctx: Any, msg: Getrf, reply: Any) -> None:
     ipiv = ctx.resolve_out(msg.ipiv, "ipiv") if msg.ipiv is not None else None
     writes = (a,) if ipiv is None else (a, ipiv)
     lib = ctx.library("cusolver")
+    if msg.singular_ok:  # info is written (a word of scratch) but no error
+        info = ctx.memory.allocate(4, ctx.compute.obj)
+        try:
+            ctx.run(reply, COMPUTE, (a,), writes, lambda s: lib.getrf(
+                s, msg.a.dtype, msg.m, msg.n, a.ptr, msg.lda,
+                ipiv.ptr if ipiv is not None else 0, info))
+        finally:
+            ctx.memory.deallocate(info, 4, ctx.compute.obj)
+        return
     issue_with_info(ctx, reply, (a,), writes, lambda s, info: lib.getrf(
         s, msg.a.dtype, msg.m, msg.n, a.ptr, msg.lda, ipiv.ptr if ipiv is not None else 0,
         info), "cusolverDnXgetrf", SingularMatrix)
@@ -304,6 +316,16 @@ def _getrf_batched(ctx: Any, msg: GetrfBatched, reply: Any) -> None:
     lib = ctx.library("cusolver")
     ptrs = pointer_array(ctx, lib, a.ptr, dtype_of(msg.a.dtype).itemsize * msg.stride, msg.batch)
     writes = (a,) if ipiv is None else (a, ipiv)
+    if msg.singular_ok:  # the infos are written (cuBLAS needs them) but not an error
+        nbytes = 4 * msg.batch
+        infos = ctx.memory.allocate(nbytes, ctx.compute.obj)
+        try:
+            ctx.run(reply, COMPUTE, (a,), writes, lambda s: lib.getrf_batched(
+                s, msg.a.dtype, msg.n, ptrs, msg.lda, ipiv.ptr if ipiv is not None else 0,
+                infos, msg.batch))
+        finally:
+            ctx.memory.deallocate(infos, nbytes, ctx.compute.obj)
+        return
     issue_batched(ctx, reply, (a,), writes, lambda s, infos: lib.getrf_batched(
         s, msg.a.dtype, msg.n, ptrs, msg.lda, ipiv.ptr if ipiv is not None else 0, infos,
         msg.batch), f"cublas{_letter(msg.a.dtype)}getrfBatched", msg.batch, _singular)
@@ -538,3 +560,68 @@ def _cholesky_batched(ctx: Any, msg: CholeskyBatched, reply: Any) -> None:
 
     issue_batched(ctx, reply, (a,), (out,), call, f"cusolverDn{_letter(dtype)}potrfBatched",
                   batch, _npd)
+
+
+# -- any-size batched eigen / SVD, general eigenproblem ---------------------------------------
+
+
+@handles(SyevBatched)
+def _syev_batched(ctx: Any, msg: SyevBatched, reply: Any) -> None:
+    a, w = ctx.resolve(msg.a, "a"), ctx.resolve_out(msg.w, "w")
+    if msg.batch == 0 or msg.n == 0:
+        ctx.complete(reply, COMPUTE)
+        return
+    lib = ctx.library("cusolver")
+    issue_batched(ctx, reply, (a,), (a, w), lambda s, infos: lib.syev_batched(
+        s, msg.a.dtype, msg.vectors, msg.uplo, msg.n, a.ptr, msg.lda, w.ptr, infos, msg.batch),
+        "cusolverDnXsyevBatched", msg.batch,
+        _unconverged("off-diagonal elements of the tridiagonal form"))
+
+
+@handles(GesvdjStrided)
+def _gesvdj_strided(ctx: Any, msg: GesvdjStrided, reply: Any) -> None:
+    a = ctx.resolve(msg.a, "a")
+    s_, u, v = _outs(ctx, msg, "s", "u", "v")
+    p = min(msg.m, msg.n)
+    if msg.batch == 0 or p == 0:
+        ctx.complete(reply, COMPUTE)
+        return
+    writes = tuple(x for x in (a, s_, u, v) if x is not None)
+    lib = ctx.library("cusolver")
+    item = dtype_of(msg.a.dtype).itemsize
+    ucols, vcols = (p, p) if msg.econ else (msg.m, msg.n)
+    # without vectors cuSOLVER still reads U and V: one scratch matrix each, shared by the items
+    temps = []
+    uptr, vptr = _ptr(u), _ptr(v)
+    ustep, vstep = msg.ldu * ucols, msg.ldv * vcols
+    if u is None:
+        uptr, nb = _scratch_matrix(ctx, item * msg.ldu * ucols)
+        temps.append((uptr, nb))
+        ustep = 0
+    if v is None:
+        vptr, nb = _scratch_matrix(ctx, item * msg.ldv * vcols)
+        temps.append((vptr, nb))
+        vstep = 0
+    try:
+        issue_batched(ctx, reply, (a,), writes, lambda s, infos: lib.gesvdj_strided(
+            s, msg.a.dtype, msg.vectors, msg.econ, msg.m, msg.n, a.ptr, msg.lda, s_.ptr, uptr,
+            msg.ldu, vptr, msg.ldv, ustep, vstep, msg.tol, msg.max_sweeps, infos, msg.batch),
+            f"cusolverDn{_letter(msg.a.dtype)}gesvdj", msg.batch,
+            _unconverged(f"Jacobi within max_sweeps={msg.max_sweeps}, tol={msg.tol or 'eps'}"))
+    finally:
+        for ptr, nb in temps:
+            ctx.memory.deallocate(ptr, nb, ctx.compute.obj)
+
+
+@handles(Geev)
+def _geev(ctx: Any, msg: Geev, reply: Any) -> None:
+    a, w = ctx.resolve(msg.a, "a"), ctx.resolve_out(msg.w, "w")
+    vr = ctx.resolve_out(msg.vr, "vr") if msg.vr is not None else None
+    if msg.batch == 0 or msg.n == 0:
+        ctx.complete(reply, COMPUTE)
+        return
+    writes = tuple(x for x in (a, w, vr) if x is not None)
+    lib = ctx.library("cusolver")
+    issue_batched(ctx, reply, (a,), writes, lambda s, infos: lib.geev(
+        s, msg.a.dtype, msg.n, a.ptr, msg.lda, w.ptr, _ptr(vr), msg.ldvr, infos, msg.batch),
+        "cusolverDnXgeev", msg.batch, _unconverged("the QR algorithm"))

@@ -533,6 +533,74 @@ class SimCusolver:
         if batch:
             stream.put(run)
 
+    # -- any-size batched eigen / SVD, general eigenproblem -----------------------------------
+    def syev_batched(self, stream: Any, dtype: str, vectors: bool, uplo: str, n: int, a: int,
+                     lda: int, w: int, infos: int, batch: int) -> None:
+        self._count(("syevBatched", dtype, vectors, uplo, n, lda, batch))
+        item, real = dtype_of(dtype).itemsize, dtype_of(REAL_OF[dtype]).itemsize
+
+        def run() -> None:
+            for i in range(batch):
+                self._eigh(dtype, vectors, uplo, n, a + i * lda * n * item, lda, w + i * n * real,
+                           "evd")
+            self.sim.view(infos, 4 * batch)[...] = np.zeros(batch, np.int32).view(np.uint8)
+
+        if batch:
+            stream.put(run)
+
+    def gesvdj_strided(self, stream: Any, dtype: str, vectors: bool, econ: bool, m: int, n: int,
+                       a: int, lda: int, s: int, u: int, ldu: int, v: int, ldv: int,
+                       u_step: int, v_step: int, tol: float, max_sweeps: int, infos: int,
+                       batch: int) -> None:
+        self._count(("gesvdj", dtype, vectors, econ, m, n, lda, ldu, ldv))
+        item, real = dtype_of(dtype).itemsize, dtype_of(REAL_OF[dtype]).itemsize
+        p = min(m, n)
+
+        def run() -> None:
+            out = [self._svd_into(dtype, vectors, not econ, m, n, a + i * lda * n * item, lda,
+                                  s + i * p * real, u + i * u_step * item, ldu,
+                                  v + i * v_step * item, ldv, tol, max_sweeps)
+                   for i in range(batch)]
+            self.sim.view(infos, 4 * batch)[...] = np.array(out, np.int32).view(np.uint8)
+
+        if batch:
+            stream.put(run)
+
+    def geev(self, stream: Any, dtype: str, n: int, a: int, lda: int, w: int, vr: int,
+             ldvr: int, infos: int, batch: int) -> None:
+        """LAPACK's geev (SciPy): eigenvalues (a real matrix's as its real parts then its
+        imaginary parts), right eigenvectors in A's type (a real matrix's complex pairs packed
+        as LAPACK and cuSOLVER pack them)."""
+        sim, t = self.sim, dtype_of(dtype)
+        self._count(("geev", dtype, bool(vr), n, lda, ldvr))
+        per = n if t.kind == "c" else 2 * n
+
+        def run() -> None:
+            out = []
+            for i in range(batch):
+                am = np.array(matrix(sim, a + i * lda * n * t.itemsize, n, n, lda, t), order="F")
+                wv = vector(sim, w + i * per * t.itemsize, per, 1, t)
+                if not finite(am):
+                    wv[...] = np.nan
+                    if vr:
+                        matrix(sim, vr + i * ldvr * n * t.itemsize, n, n, ldvr, t)[...] = np.nan
+                    out.append(0)
+                    continue
+                fn = _lapack("geev", am)
+                if t.kind == "c":
+                    vals, _, vecs, status = fn(am, compute_vl=0, compute_vr=int(bool(vr)))
+                else:
+                    wr, wi, _, vecs, status = fn(am, compute_vl=0, compute_vr=int(bool(vr)))
+                    vals = np.concatenate([wr, wi])
+                wv[...] = vals
+                if vr:
+                    matrix(sim, vr + i * ldvr * n * t.itemsize, n, n, ldvr, t)[...] = vecs
+                out.append(int(status))
+            sim.view(infos, 4 * batch)[...] = np.array(out, np.int32).view(np.uint8)
+
+        if batch and n:
+            stream.put(run)
+
     # -- inverse from Cholesky, batched solves -------------------------------------------------
     def potri(self, stream: Any, dtype: str, uplo: str, n: int, a: int, lda: int,
               info: int) -> None:
