@@ -202,8 +202,13 @@ def coalesce(major: Array, minor: Array, data: Array, n_major: int,
 
 
 def compress(major: Array, n: int) -> Array:
-    """Offsets (``n + 1``, ``major``'s index type) of the sorted positions ``major``."""
+    """Offsets (``n + 1``, ``major``'s index type) of the sorted positions ``major`` (each in
+    [0, n)): cuSPARSE's ``cusparseXcoo2csr`` for 32-bit indices, a binary search per offset
+    otherwise."""
     dev = major.device
+    if major.dtype == D.int32:
+        buf = dev.cusparse.compress_rows(major.buffer, n, nnz=major.shape[0])
+        return Array(buf, (n + 1,), D.int32, dev)
     bounds = arange(n + 1, dtype=major.dtype, device=dev)
     if major.shape[0] == 0:
         return whole(astype(apply(TABLE["multiply"], bounds, 0), major.dtype, copy=False))
@@ -212,10 +217,14 @@ def compress(major: Array, n: int) -> Array:
 
 def expand(ptr: Array, nnz: int) -> Array:
     """The major position of each of the ``nnz`` entries of offsets ``ptr`` (the inverse of
-    :func:`compress`)."""
+    :func:`compress`): ``cusparseXcsr2coo`` for 32-bit indices, a binary search per entry
+    otherwise."""
     dev = ptr.device
     if nnz == 0:
         return new_array(dev, (0,), ptr.dtype)
+    if ptr.dtype == D.int32:
+        buf = dev.cusparse.expand_rows(ptr.buffer, nnz)
+        return Array(buf, (nnz,), D.int32, dev)
     pos = arange(nnz, dtype=ptr.dtype, device=dev)
     found = searchsorted(ptr, pos, side="right")
     return whole(astype(apply(TABLE["subtract"], found, 1), ptr.dtype, copy=False))

@@ -18,8 +18,10 @@ import numpy as np
 
 from ...messages.cusparse import (
     SDDMM,
+    CompressRows,
     DenseToSparseFinish,
     DenseToSparseStart,
+    ExpandRows,
     SparseCacheInfo,
     SparseConvert,
     SparseCreate,
@@ -33,6 +35,7 @@ from ...messages.cusparse import (
     SpMM,
     SpMV,
     SpSM,
+    SpSolveQR,
     SpSV,
 )
 from ...service._registry import COMPUTE, handles
@@ -221,3 +224,33 @@ def _cache_info(ctx: Any, msg: SparseCacheInfo, reply: Any) -> None:
 @handles(SparseReplayInfo)
 def _replay_info(ctx: Any, msg: SparseReplayInfo, reply: Any) -> None:
     ctx.reply_now(reply, ctx.library("cusparse").replay_info())
+
+
+@handles(CompressRows)
+def _compress_rows(ctx: Any, msg: CompressRows, reply: Any) -> None:
+    rows = ctx.resolve(msg.rows, "rows")
+    ptr = ctx.resolve_out(msg.ptr, "ptr")
+    ctx.run(reply, COMPUTE, (rows,), (ptr,), ctx.library("cusparse").compress_rows, rows.ptr,
+            msg.nnz, msg.m, ptr.ptr)
+
+
+@handles(ExpandRows)
+def _expand_rows(ctx: Any, msg: ExpandRows, reply: Any) -> None:
+    ptr = ctx.resolve(msg.ptr, "ptr")
+    rows = ctx.resolve_out(msg.rows, "rows")
+    ctx.run(reply, COMPUTE, (ptr,), (rows,), ctx.library("cusparse").expand_rows, ptr.ptr,
+            msg.nnz, msg.m, rows.ptr)
+
+
+@handles(SpSolveQR)
+def _spsolve_qr(ctx: Any, msg: SpSolveQR, reply: Any) -> None:
+    src = _read(ctx, msg.a, "a")
+    b = ctx.resolve(msg.b, "b")
+    x = ctx.resolve_out(msg.x, "x")
+    found = [-1]
+
+    def finish(value: Any, failure: BaseException | None) -> Any:
+        return None if failure is not None else found[0]
+
+    ctx.run(reply, COMPUTE, src + (b,), (x,), ctx.library("cusparse").spsolve_qr, msg.a.id,
+            tuple(s.ptr for s in src), b.ptr, x.ptr, msg.tol, found, finish=finish)
