@@ -64,13 +64,13 @@ class _Compressed(SparseMatrix):
             data, indices, indptr = arg1
             dev = C.device_of(device, data, indices, indptr)
             val = P.as_values(dev, data, "data", dtype)
-            it_src = indices.dtype if isinstance(indices, Array) else None
-            it = it_src if it_src in (D.int32, D.int64) else D.int32
-            idx = P.as_index(dev, indices, "indices", it)
-            ptr = P.as_index(dev, indptr, "indptr", it)
+            idx = P.as_index(dev, indices, "indices")
+            ptr = P.as_index(dev, indptr, "indptr")
             if copy:
                 val, idx, ptr = (astype(a, a.dtype, copy=True) for a in (val, idx, ptr))
             m, n = C.check_compressed(ptr, idx, val.shape[0], shape, self._major)
+            it = P.index_dtype_for(m, n, val.shape[0])
+            idx, ptr = P.narrow(idx, it), P.narrow(ptr, it)
             self._set(val, idx, ptr, (m, n), False)
             return
         if isinstance(arg1, tuple):
@@ -117,12 +117,15 @@ class _Compressed(SparseMatrix):
                       zeros((rows + 1,), dtype=it, device=dev), (m, n), True)
             return
         buf = P.whole(astype(src, dt, copy=False))
-        it = P.index_dtype_for(m, n, m * n)
+        it = P.index_dtype_for(m, n, m * n)  # the count is known only after the conversion
         handle = dev.cusparse.from_dense(buf.buffer, index_dtype=it).result()
         ptr, idx, val = _wrap(handle, dev)
         self._set(val, idx, ptr, (m, n), True)
         if self._major == 0:
             self._cache["handle"] = handle
+        narrow = P.index_dtype_for(m, n, handle.nnz)
+        if narrow != it:
+            self._adopt(self._as_index(narrow))
 
     # -- the arrays --------------------------------------------------------------------------
     def _set(self, data: Array, indices: Array, indptr: Array, shape: tuple[int, int],

@@ -59,18 +59,13 @@ class coo_matrix(SparseMatrix):
             row, col = ij
             dev = C.device_of(device, data, row, col)
             val = P.as_values(dev, data, "data", dtype)
-            hint = max((a.shape[0] for a in (row, col) if isinstance(a, Array)), default=0)
-            if not isinstance(row, Array):
-                hint = max(hint, int(np.size(row)))
-            it = P.index_dtype_for(hint, *(shape if shape is not None else ()))
-            r = P.as_index(dev, row, "row", it)
-            c = P.as_index(dev, col, "col", it)
+            r = P.as_index(dev, row, "row")
+            c = P.as_index(dev, col, "col")
             if copy:
                 val, r, c = (astype(a, a.dtype, copy=True) for a in (val, r, c))
             m, n = C.check_coo(r, c, val.shape[0], shape)
-            it2 = P.index_dtype_for(m, n, val.shape[0])
-            if it2 != it:
-                r, c = P.whole(astype(r, it2)), P.whole(astype(c, it2))
+            it = P.index_dtype_for(m, n, val.shape[0])
+            r, c = P.narrow(r, it), P.narrow(c, it)
             self._set(val, r, c, (m, n), val.shape[0] <= 1)
             return
         if isinstance(arg1, tuple):

@@ -28,11 +28,11 @@ from .._array import Array, asarray_host, new_array
 from .._creation import arange, ones
 from .._elementwise import TABLE, apply, astype
 from .._manipulation import concat
-from .._sorting import _compact, argsort, nonzero, searchsorted, sort
+from .._sorting import _compact, nonzero, searchsorted
 
 __all__ = ["VALUE_DTYPES", "INT32_MAX", "value_dtype", "promote", "whole", "as_index",
            "as_values", "cusparse_matrix", "spmv", "spmm", "gather", "coalesce", "compress",
-           "expand", "index_dtype_for", "is_scalar"]
+           "expand", "index_dtype_for", "is_scalar", "sort_entries", "narrow"]
 
 #: the value types cuSPARSE computes in
 VALUE_DTYPES = (D.float32, D.float64, D.complex64, D.complex128)
@@ -82,8 +82,10 @@ def index_dtype_for(*extents: int) -> np.dtype:
     return D.int32 if builtins.max(extents, default=0) <= INT32_MAX else D.int64
 
 
-def as_index(dev: Any, obj: Any, field: str, dtype: np.dtype = D.int32) -> Array:
-    """A whole 1-D index array of ``dtype`` on ``dev`` from an Array or a host array-like."""
+def as_index(dev: Any, obj: Any, field: str, dtype: np.dtype | None = None) -> Array:
+    """A whole 1-D index array on ``dev`` from an Array or a host array-like: of ``dtype``, or
+    where None of its own type if that is int32 or int64 (int64 otherwise), so that checks
+    see the values before they are narrowed."""
     if isinstance(obj, Array):
         if obj.device is not dev:
             raise InvalidMessage(f"{field}: on another device than the matrix; move it with "
@@ -97,12 +99,21 @@ def as_index(dev: Any, obj: Any, field: str, dtype: np.dtype = D.int32) -> Array
         if host.dtype.kind not in "iu" and not (host.size == 0 and host.dtype.kind == "f"):
             raise InvalidMessage(f"{field}: indices must be integers, got {host.dtype}",
                                  field=field)
-        x = asarray_host(dev, host.astype(dtype), dtype)
+        kind = np.dtype(host.dtype)
+        keep = kind if kind in (D.int32, D.int64) else D.int64
+        x = asarray_host(dev, host.astype(keep), keep)
     if x.ndim != 1:
         raise InvalidMessage(f"{field}: expected a 1-D array, got shape {x.shape}", field=field)
-    if x.dtype != dtype:
-        x = astype(x, dtype, copy=False)
+    want = dtype if dtype is not None else (x.dtype if x.dtype in (D.int32, D.int64)
+                                            else D.int64)
+    if x.dtype != want:
+        x = astype(x, want, copy=False)
     return whole(x)
+
+
+def narrow(x: Array, dtype: np.dtype) -> Array:
+    """Index array ``x`` (checked to fit) as ``dtype``."""
+    return x if x.dtype == dtype else whole(astype(x, dtype, copy=False))
 
 
 def as_values(dev: Any, obj: Any, field: str, dtype: Any) -> Array:
@@ -175,30 +186,90 @@ def gather(x: Array, idx: Array) -> Array:
     return spmv(_selection(ptr, idx, x.shape[0], x.dtype), x)
 
 
+def _by_column(ptr: Array, idx: Array, val: Array, ncols: int) -> tuple[Array, Array, Array]:
+    """cusparseCsr2cscEx2 of the CSR matrix (ptr, idx, val) with ``ncols`` columns: the CSC
+    arrays (column offsets, row of each entry, values), rows ascending within each column."""
+    rows = ptr.shape[0] - 1
+    handle = cusparse_matrix("csr", (rows, ncols), ptr, idx, val)
+    out = val.device.cusparse.convert(handle, "csc")
+    dev = val.device
+    p, i, v = out.buffers
+    return (Array(p, (ncols + 1,), D.int32, dev), Array(i, (idx.shape[0],), D.int32, dev),
+            Array(v, (idx.shape[0],), val.dtype, dev))
+
+
+def sort_entries(major: Array, minor: Array, n_major: int,
+                 n_minor: int) -> tuple[Array, Array, Array, Array]:
+    """The entries (major, minor) ordered by major, then minor, then position (a stable sort,
+    on the device): (order: the original position of each sorted entry, sorted majors, sorted
+    minors, offsets of the sorted majors), all int32.
+
+    Two counting sorts by cuSPARSE's CSR -> CSC conversion (cusparseCsr2cscEx2), least
+    significant key first: entry ``k`` is row ``k`` of a matrix with one stored element, in
+    column ``minor[k]``; its CSC form lists the entries by column, and by row (= position)
+    within a column, so the row indices are the stable order by minor. The values ride along:
+    the majors (as float64, exact below 2**53) in the first pass, then (order, minor) as the
+    real and imaginary parts of a complex128 in the second, which sorts by major."""
+    dev = major.device
+    nnz = major.shape[0]
+    ones_ptr = arange(nnz + 1, dtype=D.int32, device=dev)
+    maj = whole(astype(major, D.float64, copy=False))
+    ptr1, order1, major1 = _by_column(ones_ptr, whole(astype(minor, D.int32, copy=False)), maj,
+                                      n_minor)
+    minor1 = expand(ptr1, nnz)
+    ride = apply(TABLE["add"], astype(order1, D.float64),
+                 apply(TABLE["multiply"], astype(minor1, D.complex128), 1j))
+    ptr2, _, both = _by_column(ones_ptr, whole(astype(major1, D.int32)), whole(ride), n_major)
+    order = whole(astype(apply(TABLE["real"], both), D.int32))
+    minors = whole(astype(apply(TABLE["imag"], both), D.int32))
+    return order, expand(ptr2, nnz), minors, ptr2
+
+
 def coalesce(major: Array, minor: Array, data: Array, n_major: int,
              n_minor: int) -> tuple[Array, Array, Array]:
     """The entries (major, minor, value) sorted by (major, minor) with the values of equal
-    positions summed: whole arrays (int32 indices where they fit). Waits for the number of
-    distinct positions."""
+    positions summed: whole int32 arrays and the values. Waits for the number of distinct
+    positions (which sizes the result). 32-bit indices only: cuSPARSE's conversions, which
+    sort here, take no other."""
     nnz = data.shape[0]
-    it = index_dtype_for(n_major, n_minor, nnz)
+    dev = data.device
+    if max(n_major, n_minor, nnz) > INT32_MAX:
+        raise InvalidMessage(f"a matrix of shape {(n_major, n_minor)} with {nnz} entries: "
+                             "sorting entries takes 32-bit indices (cusparseCsr2cscEx2)",
+                             field="shape")
     if nnz == 0:
-        dev = data.device
-        return (new_array(dev, (0,), it), new_array(dev, (0,), it), data)
-    key = apply(TABLE["add"], apply(TABLE["multiply"], astype(major, D.int64, copy=False), n_minor),
-                astype(minor, D.int64, copy=False))
-    order = argsort(key, stable=True)
-    skey = sort(key, stable=True)
-    head = asarray_host(data.device, np.ones(1, np.bool_), D.bool)
-    starts = concat([head, apply(TABLE["not_equal"], skey[1:], skey[:-1])]) if nnz > 1 \
-        else head
+        return new_array(dev, (0,), D.int32), new_array(dev, (0,), D.int32), data
+    order, majors, minors, _ = sort_entries(major, minor, n_major, n_minor)
+    head = asarray_host(dev, np.ones(1, np.bool_), D.bool)
+    if nnz > 1:
+        differ = apply(TABLE["logical_or"],
+                       apply(TABLE["not_equal"], majors[1:], majors[:-1]),
+                       apply(TABLE["not_equal"], minors[1:], minors[:-1]))
+        starts = concat([head, differ])
+    else:
+        starts = head
     first = nonzero(starts)[0]
-    ukey = _compact(starts, skey)
-    ptr = concat([first, asarray_host(data.device, np.array([nnz], np.int64), D.int64)])
+    ptr = concat([first, asarray_host(dev, np.array([nnz], np.int64), D.int64)])
+    # one SpMV: row r of the selection holds ones at run r's sorted positions, which name the
+    # entries' original places: it gathers the values in order and sums each run
     summed = spmv(_selection(ptr, order, nnz, data.dtype), data)
-    out_major = whole(astype(apply(TABLE["floor_divide"], ukey, n_minor), it, copy=False))
-    out_minor = whole(astype(apply(TABLE["remainder"], ukey, n_minor), it, copy=False))
-    return out_major, out_minor, summed
+    return whole(_compact(starts, majors)), whole(_compact(starts, minors)), summed
+
+
+_LEGACY: list[bool] = []
+
+
+def _row_conversions(dev: Any) -> bool:
+    """Whether ``dev``'s cuSPARSE has the (legacy API) row conversions: the simulator always;
+    a CUDA library without them gets the binary searches instead."""
+    if dev.backend != "cuda":
+        return True
+    if not _LEGACY:
+        from ...libs._loader import load
+
+        lib = load("cusparse")
+        _LEGACY.append(lib.cusparseXcoo2csr is not None and lib.cusparseXcsr2coo is not None)
+    return _LEGACY[0]
 
 
 def compress(major: Array, n: int) -> Array:
@@ -206,7 +277,7 @@ def compress(major: Array, n: int) -> Array:
     [0, n)): cuSPARSE's ``cusparseXcoo2csr`` for 32-bit indices, a binary search per offset
     otherwise."""
     dev = major.device
-    if major.dtype == D.int32:
+    if major.dtype == D.int32 and _row_conversions(dev):
         buf = dev.cusparse.compress_rows(major.buffer, n, nnz=major.shape[0])
         return Array(buf, (n + 1,), D.int32, dev)
     bounds = arange(n + 1, dtype=major.dtype, device=dev)
@@ -222,7 +293,7 @@ def expand(ptr: Array, nnz: int) -> Array:
     dev = ptr.device
     if nnz == 0:
         return new_array(dev, (0,), ptr.dtype)
-    if ptr.dtype == D.int32:
+    if ptr.dtype == D.int32 and _row_conversions(dev):
         buf = dev.cusparse.expand_rows(ptr.buffer, nnz)
         return Array(buf, (nnz,), D.int32, dev)
     pos = arange(nnz, dtype=ptr.dtype, device=dev)

@@ -8,7 +8,7 @@ import itertools
 
 import numpy as np
 import pytest
-from sparse_helpers import DTYPES, check, dense_of, entries, reference, scipy_matrix
+from sparse_helpers import DTYPES, check, dense_of, entries, reference, scipy_matrix, values
 
 from gpumsg.array_api import sparse
 
@@ -125,3 +125,20 @@ def test_todense_answers_an_array_of_the_namespace(xp, rng) -> None:
     d = a.todense()
     assert isinstance(d, xp.Array) and d.shape == ref.shape and d.dtype == xp.float32
     check(a.toarray() + 1, ref.toarray() + 1, "float32", 4)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "complex128"])
+def test_many_entries(xp, rng, dtype) -> None:
+    """Tens of thousands of unordered, repeated entries: the device sort is not limited to
+    one block's worth."""
+    m, n = 700, 500
+    vals, r, c = entries(rng, m, n, 30000, dtype)
+    ref = reference(vals, r, c, (m, n), dtype)
+    a = sparse.coo_matrix((vals, (r, c)), shape=(m, n))
+    for fmt in ("csr", "csc"):
+        b = a.asformat(fmt)
+        assert b.nnz == ref.nnz and b.has_canonical_format
+        check(dense_of(b), ref, dtype, 8)
+    x = values(rng, n, dtype)
+    check(a @ xp.asarray(x), ref @ x.astype(ref.dtype), dtype, 200)
+    check((a + a.T.T).todense(), 2 * ref, dtype, 8)

@@ -87,27 +87,30 @@ def test_spsolve_checks(xp, rng) -> None:
     assert spsolve(sparse.csr_matrix((0, 0)), xp.ones(0)).shape == (0,)
 
 
-def test_64_bit_indices(xp, rng) -> None:
-    """Index arrays given as int64 stay int64: conversions take the binary-search path (the
-    cuSPARSE row conversions take 32-bit indices) and products the 64-bit descriptors."""
+def test_index_types(xp, rng) -> None:
+    """Indices given as int64 are checked, then held as int32 (as CuPy holds them) where the
+    matrix fits; a matrix holding int64 indices (what one beyond 2**31 - 1 needs) computes its
+    products and conversions the same."""
     vals, r, c = entries(rng, 16, 12, 50, "float64")
     ref = reference(vals, r, c, (16, 12), "float64")
     coo = sparse.coo_matrix((xp.asarray(vals), (xp.asarray(r), xp.asarray(c))), shape=(16, 12))
     h = ref.tocsr()
     csr = sparse.csr_matrix((xp.asarray(h.data), xp.asarray(h.indices.astype(np.int64)),
                              xp.asarray(h.indptr.astype(np.int64))), shape=(16, 12))
-    assert csr.indices.dtype == np.int64
-    for m in (coo, csr):
+    assert csr.indices.dtype == np.int32 and coo.row.dtype == np.int32
+    wide64 = csr._as_index(np.dtype(np.int64))
+    assert wide64.indices.dtype == wide64.indptr.dtype == np.int64
+    for m in (coo, csr, wide64):
         for fmt in ("csr", "csc", "coo"):
             check(m.asformat(fmt).todense(), ref, "float64", 4)
         x = values(rng, 12, "float64")
         check(m @ xp.asarray(x), ref @ x, "float64", 12)
+        b = values(rng, 24, "float64").reshape(12, 2)
+        check(m @ xp.asarray(b), ref @ b, "float64", 12)
         check(m.sum(axis=0), np.asarray(ref.sum(axis=0)), "float64", 16)
         check((m @ m.T).todense(), ref @ ref.T, "float64", 12)
         check((m + csr).todense(), ref + ref, "float64", 4)
     g, dense, cond = _system(rng, 12, "float64")
-    sq = sparse.csr_matrix((xp.asarray(g.data), xp.asarray(g.indices.astype(np.int64)),
-                            xp.asarray(g.indptr.astype(np.int64))), shape=(12, 12))
-    assert sq.indices.dtype == np.int64
+    sq = sparse.csr_matrix(g)._as_index(np.dtype(np.int64))
     assert_rel(np.asarray(spsolve(sq, xp.ones(12))), np.linalg.solve(dense, np.ones(12)),
                "float64", n=12, cond=cond, c=16.0)
