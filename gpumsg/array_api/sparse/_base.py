@@ -146,13 +146,12 @@ class SparseMatrix:
         return h
 
     def _canon(self) -> SparseMatrix:
-        """This matrix if canonical, else its canonical form (made once and kept)."""
+        """This matrix if canonical, else its canonical form, made anew each time: the arrays
+        may have been written in place since (a kept form would answer with stale values).
+        :meth:`sum_duplicates` makes a matrix canonical for good."""
         if self._canonical:
             return self
-        c = self._cache.get("canonical")
-        if c is None:
-            c = self._cache["canonical"] = self._canonicalized()
-        return c
+        return self._canonicalized()
 
     def sum_duplicates(self) -> None:
         """Sort the indices and sum duplicate entries, in place (on the device; waits for the
@@ -207,7 +206,11 @@ class SparseMatrix:
         return cls((val, idx, ptr), shape=self._shape)
 
     def copy(self) -> SparseMatrix:
-        return self._with_data(astype(self.data, self.dtype, copy=True))
+        """A matrix with copies of all its arrays."""
+        return self._copied()
+
+    def _copied(self) -> SparseMatrix:
+        raise NotImplementedError
 
     def astype(self, dtype: Any, copy: bool = True) -> SparseMatrix:
         dt = P.value_dtype(dtype)
@@ -372,10 +375,16 @@ class SparseMatrix:
         if a.nnz == 0 or m == 0 or n == 0:
             res = zeros((1, n) if ax == 0 else (m, 1), dtype=dt, device=self.device)
             return res
-        h = a._product_form()._handle()
+        form = a._product_form()
+        h = form._handle()
+        k = n if ax == 1 else m
+        key = ("ones", k, dt)
+        unit = form._cache.get(key)  # kept with the descriptor: nobody else sees it
+        if unit is None:
+            unit = form._cache[key] = ones((k,), dtype=dt, device=self.device)
         if ax == 1:
-            return reshape(P.spmv(h, ones((n,), dtype=dt, device=self.device)), (m, 1))
-        return reshape(P.spmv(h, ones((m,), dtype=dt, device=self.device), op="T"), (1, n))
+            return reshape(P.spmv(h, unit), (m, 1))
+        return reshape(P.spmv(h, unit, op="T"), (1, n))
 
     def _product_form(self) -> SparseMatrix:
         """The form products take: this matrix (CSR, CSC), its canonical form (COO: cuSPARSE

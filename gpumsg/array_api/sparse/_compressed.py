@@ -38,6 +38,9 @@ class _Compressed(SparseMatrix):
         self._cache = {}
         fmt = self.format
         if isinstance(arg1, SparseMatrix):
+            if shape is not None and check_shape(shape) != arg1.shape:
+                raise InvalidMessage(f"shape: {shape} differs from the matrix's {arg1.shape}",
+                                     field="shape")
             src = arg1.asformat(fmt)
             if dtype is not None:
                 src = src.astype(dtype, copy=False)
@@ -176,6 +179,11 @@ class _Compressed(SparseMatrix):
 
     def _with_data(self, data: Array) -> Any:
         return type(self)._make(data, self._indices, self._indptr, self._shape, self._canonical)
+
+    def _copied(self) -> Any:
+        return type(self)._make(*(astype(a, a.dtype, copy=True) for a in
+                                  (self._data, self._indices, self._indptr)), self._shape,
+                                self._canonical)
 
     def _as_index(self, it: Any) -> Any:
         return type(self)._make(self._data, P.whole(astype(self._indices, it, copy=False)),

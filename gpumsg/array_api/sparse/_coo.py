@@ -39,6 +39,9 @@ class coo_matrix(SparseMatrix):
         (uploaded), or a dense 2-D gpumsg array (through CSR, on the device)."""
         self._cache = {}
         if isinstance(arg1, SparseMatrix):
+            if shape is not None and check_shape(shape) != arg1.shape:
+                raise InvalidMessage(f"shape: {shape} differs from the matrix's {arg1.shape}",
+                                     field="shape")
             src = arg1.tocoo()
             if dtype is not None:
                 src = src.astype(dtype, copy=False)
@@ -130,6 +133,11 @@ class coo_matrix(SparseMatrix):
 
     def _with_data(self, data: Array) -> coo_matrix:
         return coo_matrix._make(data, self._row, self._col, self._shape, self._canonical)
+
+    def _copied(self) -> coo_matrix:
+        return coo_matrix._make(*(astype(a, a.dtype, copy=True) for a in
+                                  (self._data, self._row, self._col)), self._shape,
+                                self._canonical)
 
     def _canonicalized(self) -> coo_matrix:
         m, n = self._shape

@@ -189,3 +189,30 @@ def test_arrays_of_another_device_are_refused(xp, rng, dev) -> None:
                               device=other)
     finally:
         other.close()
+
+
+def test_writes_into_the_arrays_are_seen(xp, rng) -> None:
+    """A matrix's arrays written in place after a product: the next product sees the new
+    values (its kept descriptor points at the same buffers; a canonical form is made anew)."""
+    vals, r, c = entries(rng, 9, 7, 30, "float64")
+    x = values(rng, 7, "float64")
+    for fmt in ("coo", "csr"):
+        a = sparse.coo_matrix((vals, (r, c)), shape=(9, 7))
+        if fmt == "csr":
+            a = a.tocsr()
+        check(a @ xp.asarray(x), reference(vals, r, c, (9, 7), "float64") @ x, "float64", 7)
+        a.data[...] = 2.0
+        host = a.get()
+        check(a @ xp.asarray(x), host @ x, "float64", 7)
+        check(a.todense(), host, "float64")
+
+
+def test_copy_is_deep(xp, rng) -> None:
+    a, ref = _matrix(rng, "csr", "float64")
+    b = a.copy()
+    b.data[...] = 0.0
+    b.indices[...] = 0
+    check(a.todense(), ref, "float64", 4)
+    c = a.tocoo().copy()
+    c.row[...] = 0
+    check(a.todense(), ref, "float64", 4)
