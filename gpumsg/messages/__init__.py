@@ -88,8 +88,10 @@ from .cusolver import (  # cuSOLVER: LU, Cholesky, QR, eigen, SVD, batched
 )
 from .cusparse import (
     SDDMM,
+    CompressRows,
     DenseToSparseFinish,
     DenseToSparseStart,
+    ExpandRows,
     SparseCacheInfo,
     SparseConvert,
     SparseCreate,
@@ -103,6 +105,7 @@ from .cusparse import (
     SpMM,
     SpMV,
     SpSM,
+    SpSolveQR,
     SpSV,
 )
 from .device import (
@@ -167,6 +170,7 @@ __all__ = [
     "SparseRef", "SparseCreate", "SparseDestroy", "SpMV", "SpMM", "SpGEMMStart", "SpGEMMFinish",
     "SpGEMMDrop", "SpSV", "SpSM", "SDDMM", "SparseToDense", "DenseToSparseStart",
     "DenseToSparseFinish", "SparseConvert", "SparseCacheInfo", "SparseReplayInfo",
+    "CompressRows", "ExpandRows", "SpSolveQR",
     # cufft
     "FftSpec", "FftPlan", "FftExec", "FftCacheInfo", "FftCacheConfig", "FftReplayInfo",
     # interop (DLPack)
