@@ -10,6 +10,7 @@ imports none of them.
 
 from __future__ import annotations
 
+import abc
 import operator
 from typing import Any
 
@@ -35,7 +36,7 @@ def issparse(x: Any) -> bool:
     return isinstance(x, SparseMatrix)
 
 
-class SparseMatrix:
+class SparseMatrix(abc.ABC):
     """A sparse matrix on a gpumsg device (the base of ``csr_matrix``, ``csc_matrix`` and
     ``coo_matrix``). Values are float32, float64, complex64 or complex128; indices int32 (int64
     where a dimension or the number of entries passes 2**31 - 1)."""
@@ -51,32 +52,37 @@ class SparseMatrix:
 
     # -- what each format defines -------------------------------------------------------------
     @property
+    @abc.abstractmethod
     def data(self) -> Array:
-        raise NotImplementedError
+        """The stored values (one per entry, repeats included)."""
 
+    @abc.abstractmethod
     def _arrays(self) -> tuple[Array, Array, Array]:
         """(ptr, idx, val) as cuSPARSE names this format's arrays."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _with_data(self, data: Array) -> SparseMatrix:
         """The same structure with other values (shared index arrays)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _canonicalized(self) -> SparseMatrix:
         """The same matrix with sorted indices and no duplicates (a new matrix)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def tocsr(self, copy: bool = False) -> Any:
-        raise NotImplementedError
+        """The same matrix in CSR (``self`` when it is one and ``copy`` is false)."""
 
+    @abc.abstractmethod
     def tocsc(self, copy: bool = False) -> Any:
-        raise NotImplementedError
+        """The same matrix in CSC (``self`` when it is one and ``copy`` is false)."""
 
+    @abc.abstractmethod
     def tocoo(self, copy: bool = False) -> Any:
-        raise NotImplementedError
+        """The same matrix in COO (``self`` when it is one and ``copy`` is false)."""
 
+    @abc.abstractmethod
     def transpose(self, axes: Any = None, copy: bool = False) -> SparseMatrix:
-        raise NotImplementedError
+        """The transpose (over the same arrays where the format allows)."""
 
     # -- attributes ----------------------------------------------------------------------------
     @property
@@ -161,8 +167,9 @@ class SparseMatrix:
         c = self._canon()
         self._adopt(c)
 
+    @abc.abstractmethod
     def _adopt(self, other: SparseMatrix) -> None:
-        raise NotImplementedError
+        """Take ``other``'s arrays (the same matrix) as this matrix's own."""
 
     def sort_indices(self) -> None:
         """Sort the indices in place (duplicates are summed too)."""
@@ -209,8 +216,9 @@ class SparseMatrix:
         """A matrix with copies of all its arrays."""
         return self._copied()
 
+    @abc.abstractmethod
     def _copied(self) -> SparseMatrix:
-        raise NotImplementedError
+        """The same matrix over copies of its arrays."""
 
     def astype(self, dtype: Any, copy: bool = True) -> SparseMatrix:
         dt = P.value_dtype(dtype)
