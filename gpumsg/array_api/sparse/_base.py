@@ -395,9 +395,10 @@ class SparseMatrix(abc.ABC):
         return reshape(P.spmv(h, unit, op="T"), (1, n))
 
     def _product_form(self) -> SparseMatrix:
-        """The form products take: this matrix (CSR, CSC), its canonical form (COO: cuSPARSE
-        wants entries sorted by row)."""
-        return self
+        """The form products take: this matrix when canonical, else its canonical form
+        (cuSPARSE wants COO entries sorted by row, and some of its algorithms sorted column
+        indices; a repeated position would be summed anyway)."""
+        return self._canon()
 
     def mean(self, axis: Any = None, dtype: Any = None) -> Array:
         s = self.sum(axis=axis, dtype=dtype)

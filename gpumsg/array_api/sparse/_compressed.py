@@ -71,10 +71,10 @@ class _Compressed(SparseMatrix):
             ptr = P.as_index(dev, indptr, "indptr")
             if copy:
                 val, idx, ptr = (astype(a, a.dtype, copy=True) for a in (val, idx, ptr))
-            m, n = C.check_compressed(ptr, idx, val.shape[0], shape, self._major)
+            m, n, canonical = C.check_compressed(ptr, idx, val.shape[0], shape, self._major)
             it = P.index_dtype_for(m, n, val.shape[0])
             idx, ptr = P.narrow(idx, it), P.narrow(ptr, it)
-            self._set(val, idx, ptr, (m, n), False)
+            self._set(val, idx, ptr, (m, n), canonical)
             return
         if isinstance(arg1, tuple):
             raise InvalidMessage(f"arg1: expected (data, indices, indptr), (data, (row, col)) "

@@ -14,10 +14,13 @@ import numpy as np
 from ...errors import InvalidMessage
 from .. import _dtypes as D
 from .._array import Array, asarray_host, resolve_device
-from .._elementwise import astype
+from .._creation import arange
+from .._elementwise import TABLE, apply, astype
 from .._manipulation import concat, diff, reshape
+from .._reductions import any as _any
 from .._reductions import max as _max
 from .._reductions import min as _min
+from .._sorting import searchsorted
 from . import _primitives as P
 from ._base import check_shape
 
@@ -81,11 +84,25 @@ def _read_stats(parts: list[Array]) -> np.ndarray:
     return np.asarray(flat)
 
 
+def _unordered(first: Array, second: Array, same: Array | None = None) -> Array:
+    """Whether some neighbouring entries are out of (first, second) order or repeat a
+    position, ``same`` (where given) saying which neighbours share their major index: an int64
+    0/1 scalar, computed on the device."""
+    a0, a1 = first[:-1], first[1:]
+    b0, b1 = second[:-1], second[1:]
+    ties = apply(TABLE["equal"], a1, a0) if same is None else same
+    bad = apply(TABLE["logical_and"], ties, apply(TABLE["less_equal"], b1, b0))
+    if same is None:
+        bad = apply(TABLE["logical_or"], bad, apply(TABLE["less"], a1, a0))
+    return astype(_any(bad), D.int64)
+
+
 def check_compressed(indptr: Array, indices: Array, nnz: int, shape: Any,
-                     major_axis: int) -> tuple[int, int]:
+                     major_axis: int) -> tuple[int, int, bool]:
     """Check CSR/CSC arrays (offsets from 0 to nnz, non-decreasing; indices in range) and
     answer the shape, inferred as SciPy does where ``shape`` is None (major extent from the
-    offsets, minor extent from the largest index)."""
+    offsets, minor extent from the largest index), and whether the arrays are canonical
+    (indices increasing within each row or column: sorted, no repeats). One read."""
     nmajor = indptr.shape[0] - 1
     if nmajor < 0:
         raise InvalidMessage("indptr: needs at least one offset", field="indptr")
@@ -95,9 +112,15 @@ def check_compressed(indptr: Array, indices: Array, nnz: int, shape: Any,
     parts = [indptr[0], indptr[-1]]
     if nmajor > 0:
         parts.append(_min(diff(indptr)))
+    if nnz > 1:
+        # the major index of each entry by binary search (safe on offsets not yet checked)
+        pos = arange(nnz, dtype=indptr.dtype, device=indptr.device)
+        major = searchsorted(indptr, pos, side="right")
+        parts.append(_unordered(major, indices, apply(TABLE["equal"], major[1:], major[:-1])))
     if nnz:
         parts += [_min(indices), _max(indices)]
     stats = _read_stats(parts)
+    canonical = nnz <= 1 or not stats[3 if nmajor > 0 else 2]
     if stats[0] != 0 or stats[1] != nnz:
         raise InvalidMessage(f"indptr: offsets must run from 0 to nnz={nnz}, got "
                              f"{stats[0]} to {stats[1]}", field="indptr")
@@ -116,19 +139,24 @@ def check_compressed(indptr: Array, indices: Array, nnz: int, shape: Any,
     if lo < 0 or hi >= nminor:
         raise InvalidMessage(f"indices: values from {lo} to {hi} fall outside 0..{nminor - 1}",
                              field="indices")
-    return m, n
+    return m, n, canonical
 
 
-def check_coo(row: Array, col: Array, nnz: int, shape: Any) -> tuple[int, int]:
+def check_coo(row: Array, col: Array, nnz: int, shape: Any) -> tuple[int, int, bool]:
     """Check COO index arrays against ``shape`` (inferred from the largest indices where
-    None)."""
+    None), and say whether the entries are canonical (sorted by row, then column, each
+    position once). One read."""
     if row.shape[0] != nnz or col.shape[0] != nnz:
         raise InvalidMessage(f"row, col: {row.shape[0]} rows and {col.shape[0]} columns for "
                              f"{nnz} values", field="row")
     if nnz:
-        s = _read_stats([_min(row), _max(row), _min(col), _max(col)])
+        parts = [_min(row), _max(row), _min(col), _max(col)]
+        if nnz > 1:
+            parts.append(_unordered(row, col))
+        s = _read_stats(parts)
     else:
         s = np.array([0, -1, 0, -1])
+    canonical = nnz <= 1 or not s[4]
     if shape is None:
         m, n = int(s[1]) + 1, int(s[3]) + 1
     else:
@@ -139,4 +167,4 @@ def check_coo(row: Array, col: Array, nnz: int, shape: Any) -> tuple[int, int]:
     if s[2] < 0 or s[3] >= n:
         raise InvalidMessage(f"col: indices from {s[2]} to {s[3]} fall outside 0..{n - 1}",
                              field="col")
-    return m, n
+    return m, n, canonical

@@ -66,10 +66,10 @@ class coo_matrix(SparseMatrix):
             c = P.as_index(dev, col, "col")
             if copy:
                 val, r, c = (astype(a, a.dtype, copy=True) for a in (val, r, c))
-            m, n = C.check_coo(r, c, val.shape[0], shape)
+            m, n, canonical = C.check_coo(r, c, val.shape[0], shape)
             it = P.index_dtype_for(m, n, val.shape[0])
             r, c = P.narrow(r, it), P.narrow(c, it)
-            self._set(val, r, c, (m, n), val.shape[0] <= 1)
+            self._set(val, r, c, (m, n), canonical)
             return
         if isinstance(arg1, tuple):
             raise InvalidMessage(f"arg1: expected (data, (row, col)) or (M, N), got a tuple of "
@@ -143,9 +143,6 @@ class coo_matrix(SparseMatrix):
         m, n = self._shape
         r, c, v = P.coalesce(self._row, self._col, self._data, m, n)
         return coo_matrix._make(v, r, c, self._shape, True)
-
-    def _product_form(self) -> SparseMatrix:
-        return self._canon()
 
     def transpose(self, axes: Any = None, copy: bool = False) -> coo_matrix:
         """The transpose: rows and columns swapped (the same arrays; entries no longer sorted

@@ -202,3 +202,25 @@ def test_repr_and_scalar_protocols(xp) -> None:
         bool(a)
     assert bool(sparse.csr_matrix(np.ones((1, 1))))
     assert not bool(sparse.csr_matrix((1, 1)))
+
+
+def test_given_arrays_are_recognised_as_canonical_or_not(xp, rng) -> None:
+    h = scipy_matrix(rng, 12, 9, 0.3, "float64")
+    a = sparse.csr_matrix((xp.asarray(h.data), xp.asarray(h.indices), xp.asarray(h.indptr)),
+                          shape=h.shape)
+    assert a.has_canonical_format  # sorted, no repeats: products take the arrays as they are
+    swapped = h.indices.copy()
+    row = int(np.argmax(np.diff(h.indptr) >= 2))
+    s = h.indptr[row]
+    swapped[s], swapped[s + 1] = swapped[s + 1], swapped[s]
+    b = sparse.csr_matrix((h.data, swapped, h.indptr), shape=h.shape)
+    assert not b.has_canonical_format
+    twice = h.indices.copy()
+    twice[s + 1] = twice[s]
+    assert not sparse.csr_matrix((h.data, twice, h.indptr), shape=h.shape).has_canonical_format
+    c = h.tocoo()
+    assert sparse.coo_matrix((c.data, (c.row, c.col)), shape=h.shape).has_canonical_format
+    order = rng.permutation(c.nnz)
+    d = sparse.coo_matrix((c.data[order], (c.row[order], c.col[order])), shape=h.shape)
+    assert not d.has_canonical_format or (order == np.arange(c.nnz)).all()
+    check(d.todense(), h, "float64")
