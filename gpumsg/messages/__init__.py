@@ -91,8 +91,10 @@ from .cusolver import (  # cuSOLVER: LU, Cholesky, QR, eigen, SVD, batched
 )
 from .cusparse import (
     SDDMM,
+    CompressRows,
     DenseToSparseFinish,
     DenseToSparseStart,
+    ExpandRows,
     SparseCacheInfo,
     SparseConvert,
     SparseCreate,
@@ -106,6 +108,7 @@ from .cusparse import (
     SpMM,
     SpMV,
     SpSM,
+    SpSolveQR,
     SpSV,
 )
 from .device import (
@@ -170,6 +173,7 @@ __all__ = [
     "SparseRef", "SparseCreate", "SparseDestroy", "SpMV", "SpMM", "SpGEMMStart", "SpGEMMFinish",
     "SpGEMMDrop", "SpSV", "SpSM", "SDDMM", "SparseToDense", "DenseToSparseStart",
     "DenseToSparseFinish", "SparseConvert", "SparseCacheInfo", "SparseReplayInfo",
+    "CompressRows", "ExpandRows", "SpSolveQR",
     # cufft
     "FftSpec", "FftPlan", "FftExec", "FftCacheInfo", "FftCacheConfig", "FftReplayInfo",
     # interop (DLPack)

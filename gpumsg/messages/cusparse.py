@@ -556,3 +556,92 @@ class SparseCacheInfo(Message):
 class SparseReplayInfo(Message):
     """How repeated SpMVs and SpMMs were replayed as CUDA graphs on the device (see
     ``dev.cusparse.replay_info``)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# row indices <-> row offsets, and the sparse direct solve
+
+
+def _indices(msg: Any, field: str) -> BufRef:
+    value = getattr(msg, field)
+    ref = value if type(value) is BufRef else _ref(msg, field, value)
+    if ref is not value:
+        _set(msg, field, ref)
+    if ref.dtype != "i32":
+        raise _fail(msg, field, f"{ref.describe()}: cuSPARSE's row conversions take 32-bit "
+                    "indices (i32)")
+    return ref
+
+
+def _counts(msg: Any, rows: BufRef, ptr: BufRef) -> None:
+    _int(msg, "nnz", msg.nnz)
+    _int(msg, "m", msg.m)
+    if max(msg.nnz, msg.m) > INT32_MAX:
+        raise _fail(msg, "nnz", "32-bit indices cannot address this matrix")
+    check_extent(msg, "rows", rows, 0, ((msg.nnz, 1),), f"{msg.nnz} row indices")
+    check_extent(msg, "ptr", ptr, 0, ((msg.m + 1, 1),), f"{msg.m + 1} row offsets")
+    if rows.id == ptr.id:
+        raise _fail(msg, "ptr", "the offsets must not alias the row indices")
+
+
+@message(buffers=("rows", "ptr"), writes=("ptr",))
+class CompressRows(Message):
+    """Row offsets from row indices (``cusparseXcoo2csr``): ``ptr[i]`` (i = 0..m) becomes the
+    number of the first ``nnz`` entries of ``rows`` below i. ``rows`` must be sorted ascending
+    with values in [0, m) (what a COO matrix sorted by row holds); both i32."""
+
+    rows: BufRef
+    ptr: BufRef
+    nnz: int
+    m: int
+
+    def __post_init__(self) -> None:
+        _counts(self, _indices(self, "rows"), _indices(self, "ptr"))
+
+
+@message(buffers=("ptr", "rows"), writes=("rows",))
+class ExpandRows(Message):
+    """Row indices from row offsets (``cusparseXcsr2coo``): the row of each of the ``nnz``
+    entries described by the ``m + 1`` offsets ``ptr`` (non-decreasing, from 0 to nnz); both
+    i32."""
+
+    ptr: BufRef
+    rows: BufRef
+    nnz: int
+    m: int
+
+    def __post_init__(self) -> None:
+        _counts(self, _indices(self, "rows"), _indices(self, "ptr"))
+
+
+@_sparse_msg(sparse=("a",), buffers=("b", "x"), writes=("x",))
+class SpSolveQR(_Sparse):
+    """Solve A x = b for square CSR A (i32 indices, sorted columns, no repeated entries) by
+    cuSOLVER's sparse QR (``cusolverSp<t>csrlsvqr``, the GPU path). Answers the index of the
+    first column whose pivot |R(j, j)| is at most ``tol``, or -1 when A is invertible at that
+    tolerance (x is then the solution; otherwise it is not meaningful). The library waits for
+    its own work inside the call, so this message holds the device thread until it is done."""
+
+    a: SparseRef
+    b: BufRef
+    x: BufRef
+    tol: float = 0.0
+
+    def __post_init__(self) -> None:
+        a = sparse_field(self, "a", ("csr",))
+        if a.shape[0] != a.shape[1]:
+            raise _fail(self, "a", f"a solve needs a square matrix, got {a.describe()}")
+        if a.index_dtype != "i32":
+            raise _fail(self, "a", f"{a.describe()}: cusolverSp takes 32-bit indices only")
+        n = a.shape[0]
+        _length(self, "b", _dense(self, "b", a.dtype, 1), n)
+        _length(self, "x", _dense(self, "x", a.dtype, 1), n)
+        tol = self.tol
+        if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol >= 0 \
+                or tol == float("inf"):
+            raise _fail(self, "tol", f"expected a finite tolerance >= 0, got {tol!r}")
+        _set(self, "tol", float(tol))
+        _distinct(self, "x", "b", "a")
+
+
+__all__ += ["CompressRows", "ExpandRows", "SpSolveQR"]

@@ -5,6 +5,7 @@ values they take (cusparse.h of CUDA 12; unchanged in CUDA 13)."""
 from __future__ import annotations
 
 import ctypes
+import threading
 
 from .._loader import (
     Fn,
@@ -20,7 +21,7 @@ from .._loader import (
 
 __all__ = ["SPEC", "OP", "INDEX", "FORMAT_CODE", "ORDER_ROW", "ALG_DEFAULT", "SPMM_BSR_ALG1",
            "FILL", "DIAG", "ATTR_FILL", "ATTR_DIAG", "ACTION_NUMERIC", "BASE_ZERO",
-           "CSR2CSC_ALG1", "SPGEMM_DEFAULT"]
+           "CSR2CSC_ALG1", "SPGEMM_DEFAULT", "SOLVER_SPEC", "SOLVER_LETTER", "load_solver"]
 
 OP = {"N": 0, "T": 1, "C": 2}  # cusparseOperation_t
 INDEX = {"i32": 2, "i64": 3}  # cusparseIndexType_t
@@ -124,9 +125,52 @@ SPEC = LibrarySpec(
            (_H, _i, _i, _i, _p, _p, _p, _p, _p, _p, _i, _i, _i, _i, P(_z))),
         Fn("cusparseCsr2cscEx2", c_int,
            (_H, _i, _i, _i, _p, _p, _p, _p, _p, _p, _i, _i, _i, _i, _p)),
+        # legacy API, present in CUDA 12 and 13 (optional: only the calls that use them need
+        # them). (handle, cooRowInd, nnz, m, csrRowPtr, base) / (handle, csrRowPtr, nnz, m,
+        # cooRowInd, base)
+        Fn("cusparseXcoo2csr", c_int, (_H, _p, _i, _i, _p, _i), optional=True),
+        Fn("cusparseXcsr2coo", c_int, (_H, _p, _i, _i, _p, _i), optional=True),
+        # the legacy matrix descriptor cusolverSp takes (general, 0-based by default)
+        Fn("cusparseCreateMatDescr", c_int, (P(_p),), optional=True),
+        Fn("cusparseDestroyMatDescr", c_int, (_p,), optional=True),
     ),
     version=lambda lib: _version(lib),
 )
+
+
+#: cuSOLVER's sparse solvers (cusolverSp, in libcusolver), for SpSolveQR. Not a registered
+#: table: the cuSOLVER library folder declares libcusolver's dense API under the same library
+#: name, so this one is bound on its own (:func:`load_solver`); every function is optional (a
+#: library without cusolverSp fails the solve, not the load).
+SOLVER_SPEC = LibrarySpec(
+    name="cusolver",
+    functions=(
+        Fn("cusolverSpCreate", c_int, (P(_H),), optional=True),
+        Fn("cusolverSpDestroy", c_int, (_H,), optional=True),
+        Fn("cusolverSpSetStream", c_int, (_H, c_void_p), optional=True),
+        # (handle, m, nnz, descrA, csrVal, csrRowPtr, csrColInd, b, tol, reorder, x,
+        #  &singularity): tol is float for S and C, double for D and Z
+        *(Fn(f"cusolverSp{t}csrlsvqr", c_int,
+             (_H, _i, _i, _p, _p, _p, _p, _p, tol, _i, _p, P(c_int)), optional=True)
+          for t, tol in (("S", ctypes.c_float), ("D", ctypes.c_double), ("C", ctypes.c_float),
+                         ("Z", ctypes.c_double))),
+    ),
+    version=lambda lib: "",
+)
+SOLVER_LETTER = {"f32": "S", "f64": "D", "c64": "C", "c128": "Z"}
+_solver: list[LoadedLibrary] = []
+_solver_lock = threading.Lock()
+
+
+def load_solver() -> LoadedLibrary:
+    """libcusolver bound with :data:`SOLVER_SPEC` (once per process)."""
+    with _solver_lock:
+        if not _solver:
+            from .._loader import find_path
+
+            path = find_path("cusolver")
+            _solver.append(LoadedLibrary(SOLVER_SPEC, path, ctypes.CDLL(path)))
+        return _solver[0]
 
 
 def _version(lib: LoadedLibrary) -> str:

@@ -501,6 +501,41 @@ class Cusparse:
         created = dev.send(msgs.SparseCreate(out))
         return SparseMatrix(dev, out, (ptr, idx, val), [ptr, idx, val, filled, created])
 
+    def compress_rows(self, rows: Any, m: int, nnz: int | None = None, ptr: Any = None) -> Any:
+        """The ``m + 1`` row offsets of the first ``nnz`` (default all) row indices in ``rows``
+        (i32, sorted ascending, each in [0, m)) by ``cusparseXcoo2csr``; a new i32 buffer when
+        ``ptr`` is None. Returns the future of the offsets."""
+        dev = self._dev
+        if nnz is None:
+            nnz = as_ref(rows, "rows").size
+        if ptr is None:
+            new = dev.port.mint((int(m) + 1,), "i32", "F")
+            return dev.port.send_new(new, msgs.CompressRows(rows, new, nnz, m))
+        return dev.send_writing(msgs.CompressRows(rows, ptr, nnz, m), ptr)
+
+    def expand_rows(self, ptr: Any, nnz: int, m: int | None = None, rows: Any = None) -> Any:
+        """The row index of each of ``nnz`` entries from the ``m + 1`` (default: all of
+        ``ptr``) row offsets ``ptr`` (i32) by ``cusparseXcsr2coo``; a new i32 buffer when
+        ``rows`` is None. Returns the future of the row indices."""
+        dev = self._dev
+        if m is None:
+            m = as_ref(ptr, "ptr").size - 1
+        if rows is None:
+            new = dev.port.mint((int(nnz),), "i32", "F")
+            return dev.port.send_new(new, msgs.ExpandRows(ptr, new, nnz, m))
+        return dev.send_writing(msgs.ExpandRows(ptr, rows, nnz, m), rows)
+
+    def solve_qr(self, m: Any, b: Any, x: Any = None, tol: float = 0.0) -> tuple[Any, Future]:
+        """Solve A x = b for square CSR A (i32 indices, sorted columns, no repeated entries)
+        by cuSOLVER's sparse QR (``cusolverSp<t>csrlsvqr``). Returns ``(x, singular)``: x (a
+        new buffer when None) and a future of the first column whose pivot is at most
+        ``tol`` in magnitude, -1 when there is none (x is then the solution)."""
+        dev = self._dev
+        if x is None:
+            ref = _sparse_ref(m)
+            x = dev.alloc((ref.shape[0],), ref.dtype)
+        return x, dev.send(msgs.SpSolveQR(m, b, x, tol))
+
     def cache_info(self) -> Future:
         """Resolves to the workspace-size counters (hits, misses, size)."""
         return self._dev.send(msgs.SparseCacheInfo())

@@ -143,6 +143,8 @@ class CusparseHandle:
         self._scalars = {t: np.zeros(2, dtype_of(t)) for t in ("f32", "f64", "c64", "c128")}
         self._scalar_ptrs = {t: (a.ctypes.data, a.ctypes.data + a.itemsize)
                              for t, a in self._scalars.items()}
+        #: (libcusolver, cusolverSp handle, matrix descriptor) of SpSolveQR, made on first use
+        self._sp: tuple[Any, int, int] | None = None
 
     # -- plumbing ------------------------------------------------------------------------------
     def _check(self, status: int, function: str) -> None:
@@ -753,7 +755,86 @@ class CusparseHandle:
         self._check(self.lib.cusparseCsr2cscEx2(self.raw_handle, *args, ws or None),
                     "cusparseCsr2cscEx2")
 
+    # -- row indices <-> offsets, the sparse solve -------------------------------------------
+    def _legacy(self, name: str) -> Any:
+        fn = getattr(self.lib, name)
+        if fn is None:
+            raise LibraryError("cusparse", 0, f"{name} is not in {self.lib.path}", name)
+        return fn
+
+    def compress_rows(self, stream: Any, rows: int, nnz: int, m: int, ptr: int) -> None:
+        """``cusparseXcoo2csr``: the m + 1 offsets of ``nnz`` sorted row indices."""
+        if nnz == 0:  # no indices to search: every offset is 0
+            self._ctx.backend.memset(stream, ptr, 0, m + 1, 4)
+            return
+        fn = self._legacy("cusparseXcoo2csr")
+        self._bind(stream)
+        self._check(fn(self.raw_handle, rows, nnz, m, ptr, BASE_ZERO), "cusparseXcoo2csr")
+
+    def expand_rows(self, stream: Any, ptr: int, nnz: int, m: int, rows: int) -> None:
+        """``cusparseXcsr2coo``: the row of each of ``nnz`` entries from m + 1 offsets."""
+        if nnz == 0:
+            return
+        fn = self._legacy("cusparseXcsr2coo")
+        self._bind(stream)
+        self._check(fn(self.raw_handle, ptr, nnz, m, rows, BASE_ZERO), "cusparseXcsr2coo")
+
+    def _solver(self) -> tuple[Any, int, int]:
+        """(libcusolver, cusolverSp handle, general 0-based matrix descriptor), made on first
+        use."""
+        if self._sp is None:
+            from ..cusolver._bindings import STATUS_NAMES
+            from ._bindings import load_solver
+
+            lib = load_solver()
+            if lib.cusolverSpCreate is None or self.lib.cusparseCreateMatDescr is None:
+                raise LibraryError("cusolver", 0, f"cusolverSp is not in {lib.path}",
+                                   "cusolverSpCreate")
+            h, d = c_void_p(), c_void_p()
+            st = lib.cusolverSpCreate(ctypes.byref(h))
+            if st:
+                raise LibraryError("cusolver", st, STATUS_NAMES.get(st, str(st)),
+                                   "cusolverSpCreate")
+            st = self.lib.cusparseCreateMatDescr(ctypes.byref(d))
+            if st:
+                lib.cusolverSpDestroy(h.value)
+                self._check(st, "cusparseCreateMatDescr")
+            self._sp = (lib, h.value or 0, d.value or 0)
+        return self._sp
+
+    def spsolve_qr(self, stream: Any, mid: int, ptrs: tuple[int, int, int], b: int, x: int,
+                   tol: float, found: list[int]) -> None:
+        """``cusolverSp<t>csrlsvqr`` of the matrix ``mid`` (its arrays at ``ptrs``) on the
+        stream; the library waits for its work before returning, and the first singular
+        column (-1: none) goes to ``found[0]``."""
+        from ..cusolver._bindings import STATUS_NAMES
+        from ._bindings import SOLVER_LETTER
+
+        ref = self._record(mid).ref
+        lib, h, descr = self._solver()
+        name = f"cusolverSp{SOLVER_LETTER[ref.dtype]}csrlsvqr"
+        fn = getattr(lib, name)
+        if fn is None:
+            raise LibraryError("cusolver", 0, f"{name} is not in {lib.path}", name)
+        st = lib.cusolverSpSetStream(h, int(stream))
+        if st:
+            raise LibraryError("cusolver", st, STATUS_NAMES.get(st, str(st)),
+                               "cusolverSpSetStream")
+        sing = c_int(-1)
+        nn = self._nonnull
+        p, i, v = ptrs
+        st = fn(h, ref.shape[0], ref.nnz, descr, nn(v), nn(p), nn(i), b, tol, 0, x,
+                ctypes.byref(sing))
+        if st:
+            raise LibraryError("cusolver", st, STATUS_NAMES.get(st, str(st)), name)
+        found[0] = sing.value
+
     def close(self) -> None:
+        if self._sp is not None:
+            lib, h, descr = self._sp
+            self._sp = None
+            lib.cusolverSpDestroy(h)
+            self.lib.cusparseDestroyMatDescr(descr)
         for replays in (self.spmv_replays, self.spmm_replays):
             if replays is not None:  # before the workspaces and handle their kernels use go
                 replays.close()

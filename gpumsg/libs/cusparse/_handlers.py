@@ -11,6 +11,7 @@ second message, which fills it.
 
 from __future__ import annotations
 
+import marshal
 from collections.abc import Callable
 from typing import Any
 
@@ -18,8 +19,10 @@ import numpy as np
 
 from ...messages.cusparse import (
     SDDMM,
+    CompressRows,
     DenseToSparseFinish,
     DenseToSparseStart,
+    ExpandRows,
     SparseCacheInfo,
     SparseConvert,
     SparseCreate,
@@ -33,6 +36,7 @@ from ...messages.cusparse import (
     SpMM,
     SpMV,
     SpSM,
+    SpSolveQR,
     SpSV,
 )
 from ...service._registry import COMPUTE, handles
@@ -64,12 +68,15 @@ def _destroy(ctx: Any, msg: SparseDestroy, reply: Any) -> None:
 
 
 def _product(ctx: Any, msg: Any, reply: Any, dense: str, out: str,
-             bind: Callable[[Any, Any], Any]) -> None:
+             bind: Callable[[Any, Any], Any], key: Callable[[Any, Any], tuple]) -> None:
     """SpMV or SpMM: ``msg.a`` times the dense field ``dense`` into ``out`` (read too when
     beta != 0). A repeated message (the client sends it as the same object) keeps its
     launcher, ``bind(dense_alloc, out_alloc)`` (the handle's ``spmv_bound``/``spmm_bound``):
     the dense descriptors, workspace, scalars and call are derived once; the matrix is named
-    by id, its record looked up again whenever the handle changed."""
+    by id, its record looked up again whenever the handle changed. A message sent once (a new
+    output each time, as ``A @ x`` makes) finds the launcher of an earlier one with the same
+    values, ``key(dense_alloc, out_alloc)``: the matrix, the operation, the scalars and the
+    pointers and shapes (the pool hands an output's address out again)."""
     a = msg.a
     resolve = ctx.resolve
     p, i, v = resolve(a.ptr, "a"), resolve(a.idx, "a"), resolve(a.val, "a")
@@ -80,21 +87,30 @@ def _product(ctx: Any, msg: Any, reply: Any, dense: str, out: str,
     else:
         o = ctx.resolve_out(getattr(msg, out), out)
         reads = (p, i, v, d)
-    ctx.run(reply, COMPUTE, reads, (o,), ctx.derived.get(msg, (d.ptr, o.ptr), lambda: bind(d, o)))
+    derived = ctx.derived
+    ctx.run(reply, COMPUTE, reads, (o,), derived.get(msg, (d.ptr, o.ptr), lambda: (
+        derived.by_value(key(d, o), lambda: bind(d, o)))))
+
+
+def _scalars(msg: Any) -> bytes:
+    """alpha and beta as a key (marshal tells -0.0 from 0.0, which a dict key does not)."""
+    return marshal.dumps((msg.alpha, msg.beta), 2)
 
 
 @handles(SpMV)
 def _spmv(ctx: Any, msg: SpMV, reply: Any) -> None:
     _product(ctx, msg, reply, "x", "y", lambda x, y: ctx.library("cusparse").spmv_bound(
         ctx.compute.obj, msg.a.id, msg.op, msg.alpha, x.ptr, msg.beta, y.ptr, msg.x.size,
-        msg.y.size))
+        msg.y.size), lambda x, y: ("cusparse spmv", msg.a.id, msg.op, _scalars(msg), x.ptr,
+                                   msg.x.size, y.ptr, msg.y.size))
 
 
 @handles(SpMM)
 def _spmm(ctx: Any, msg: SpMM, reply: Any) -> None:
     _product(ctx, msg, reply, "b", "c", lambda b, c: ctx.library("cusparse").spmm_bound(
         ctx.compute.obj, msg.a.id, msg.op, msg.alpha, b.ptr, msg.b.shape, msg.beta, c.ptr,
-        msg.c.shape))
+        msg.c.shape), lambda b, c: ("cusparse spmm", msg.a.id, msg.op, _scalars(msg), b.ptr,
+                                    msg.b.shape, c.ptr, msg.c.shape))
 
 
 @handles(SpGEMMStart)
@@ -221,3 +237,33 @@ def _cache_info(ctx: Any, msg: SparseCacheInfo, reply: Any) -> None:
 @handles(SparseReplayInfo)
 def _replay_info(ctx: Any, msg: SparseReplayInfo, reply: Any) -> None:
     ctx.reply_now(reply, ctx.library("cusparse").replay_info())
+
+
+@handles(CompressRows)
+def _compress_rows(ctx: Any, msg: CompressRows, reply: Any) -> None:
+    rows = ctx.resolve(msg.rows, "rows")
+    ptr = ctx.resolve_out(msg.ptr, "ptr")
+    ctx.run(reply, COMPUTE, (rows,), (ptr,), ctx.library("cusparse").compress_rows, rows.ptr,
+            msg.nnz, msg.m, ptr.ptr)
+
+
+@handles(ExpandRows)
+def _expand_rows(ctx: Any, msg: ExpandRows, reply: Any) -> None:
+    ptr = ctx.resolve(msg.ptr, "ptr")
+    rows = ctx.resolve_out(msg.rows, "rows")
+    ctx.run(reply, COMPUTE, (ptr,), (rows,), ctx.library("cusparse").expand_rows, ptr.ptr,
+            msg.nnz, msg.m, rows.ptr)
+
+
+@handles(SpSolveQR)
+def _spsolve_qr(ctx: Any, msg: SpSolveQR, reply: Any) -> None:
+    src = _read(ctx, msg.a, "a")
+    b = ctx.resolve(msg.b, "b")
+    x = ctx.resolve_out(msg.x, "x")
+    found = [-1]
+
+    def finish(value: Any, failure: BaseException | None) -> Any:
+        return None if failure is not None else found[0]
+
+    ctx.run(reply, COMPUTE, src + (b,), (x,), ctx.library("cusparse").spsolve_qr, msg.a.id,
+            tuple(s.ptr for s in src), b.ptr, x.ptr, msg.tol, found, finish=finish)

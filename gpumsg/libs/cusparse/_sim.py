@@ -333,6 +333,55 @@ class SimCusparse:
 
         stream.put(run)
 
+    # -- row indices <-> offsets, the sparse solve -------------------------------------------
+    def compress_rows(self, stream: Any, rows: int, nnz: int, m: int, ptr: int) -> None:
+        def run() -> None:
+            r = np.array(vector(self.sim, rows, nnz, 1, np.int32)) if nnz else \
+                np.zeros(0, np.int32)
+            out = np.searchsorted(r, np.arange(m + 1), side="left")
+            vector(self.sim, ptr, m + 1, 1, np.int32)[...] = out
+
+        stream.put(run)
+
+    def expand_rows(self, stream: Any, ptr: int, nnz: int, m: int, rows: int) -> None:
+        def run() -> None:
+            if nnz == 0:
+                return
+            p = np.array(vector(self.sim, ptr, m + 1, 1, np.int32))
+            out = np.searchsorted(p, np.arange(nnz), side="right") - 1
+            vector(self.sim, rows, nnz, 1, np.int32)[...] = out
+
+        stream.put(run)
+
+    def spsolve_qr(self, stream: Any, mid: int, ptrs: tuple[int, int, int], b: int, x: int,
+                   tol: float, found: list[int]) -> None:
+        """A Householder QR of the matrix without column reordering, as cuSOLVER's GPU path:
+        the first column whose |R(j, j)| <= tol is reported (x is then NaN here; cuSOLVER
+        leaves it undefined)."""
+        rec = self._record(mid)
+        ref = rec.ref
+        n = ref.shape[0]
+        dtype = ref.dtype
+
+        def run() -> None:
+            a = self._load(rec).toarray()
+            wide = np.complex128 if np.iscomplexobj(a) else np.float64
+            q, r = np.linalg.qr(a.astype(wide))
+            pivots = np.abs(np.diag(r))
+            bad = np.flatnonzero(pivots <= tol)
+            xv = self._vec(x, n, dtype)
+            if bad.size:
+                found[0] = int(bad[0])
+                xv[...] = np.nan
+                return
+            rhs = q.conj().T @ np.array(self._vec(b, n, dtype)).astype(wide)
+            import scipy.linalg
+
+            xv[...] = scipy.linalg.solve_triangular(r, rhs, lower=False)
+            found[0] = -1
+
+        stream.put(run)
+
     def close(self) -> None:
         self.matrices.clear()
         self.plans.clear()
