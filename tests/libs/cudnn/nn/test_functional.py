@@ -300,3 +300,23 @@ BAD = [
 @pytest.mark.parametrize("case", BAD, ids=str)
 def test_bad_arguments(dev, case):
     check_bad_args(dev, case)
+
+
+def test_views_in_a_recorded_graph_follow_an_update(dev, rng):
+    """dev.nn's softmax over the last axis of a 3-D buffer hands cuDNN a reshaped view of it;
+    a recorded graph replays it, and re-pointed at other buffers of the same shape, replays on
+    those."""
+    shape = (2, 3, 5)
+    x, y = dev.to_device(random_array(rng, shape, "f32")), dev.alloc(shape, "f32")
+    dev.nn.softmax(x, -1, out=y).result(60)  # eager first: builds what the call needs
+    with dev.graph(x=x, y=y) as g:
+        dev.nn.softmax(x, -1, out=y)
+    g.ready.result(timeout=120)
+    data = random_array(rng, shape, "f32")
+    dev.copy_from_host(x, data)
+    g.launch().result(timeout=60)
+    assert_close(_host(dev, y), softmax_ref(wide(data), -1, False), "f32", 4)
+    x2, y2 = dev.to_device(random_array(rng, shape, "f32")), dev.alloc(shape, "f32")
+    g.update(x=x2, y=y2).result(timeout=60)
+    g.launch().result(timeout=60)
+    assert_close(_host(dev, y2), softmax_ref(wide(_host(dev, x2)), -1, False), "f32", 4)
