@@ -15,6 +15,7 @@ import numpy as np
 
 from ....errors import InvalidMessage
 from ....messages._base import BufRef, as_ref
+from ....messages._memo import MessageMemo
 from . import _kernels
 
 if TYPE_CHECKING:
@@ -69,6 +70,8 @@ class NnBase:
         self._dev = device
         self._seed_lock = threading.Lock()
         self._seeds = np.random.default_rng()
+        #: messages of calls repeated with the same buffers (into ``out=``)
+        self._memo = MessageMemo()
 
     # -- tensors ------------------------------------------------------------------------------
     def _tensor(self, value: Any, field: str, ranks: tuple[int, ...] | None = None,

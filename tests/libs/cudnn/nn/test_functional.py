@@ -320,3 +320,13 @@ def test_views_in_a_recorded_graph_follow_an_update(dev, rng):
     g.update(x=x2, y=y2).result(timeout=60)
     g.launch().result(timeout=60)
     assert_close(_host(dev, y2), softmax_ref(wide(_host(dev, x2)), -1, False), "f32", 4)
+
+
+def test_repeated_conv_into_out_reuses_its_message(dev, rng):
+    x, w = random_array(rng, (1, 2, 6, 6), "f32"), random_array(rng, (3, 2, 3, 3), "f32")
+    xd, wd, out = _up(dev, x), _up(dev, w), dev.alloc((1, 3, 4, 4), "f32")
+    ref = ref_conv(x, w, (1, 1), (0, 0), (1, 1), 1)[0]
+    for _ in range(3):
+        assert dev.nn.conv2d(xd, wd, out=out).result(60) is out.result()
+        assert_close(_host(dev, out), ref, "f32", 20)
+    assert len(dev.nn._memo._memo) == 1
