@@ -1,9 +1,10 @@
 """The property behind "a failure reaches every reader", drawn at random: for every kind of
 producer whose failure is known only at completion (cuSOLVER's info: Cholesky, LU, their
-batched forms, the inverse; a launch that faults) and for chains through every library that
-computes on a failed buffer (cuBLAS, cuSPARSE, cuDNN, generated NVRTC kernels, copies), any
-operation reading the failed output, directly or through the chain, raises, whether it was
-pipelined before the failure was seen or sent after; nothing of it reaches the host."""
+batched forms, the inverse; a generated kernel's index check; a launch that faults) and for
+chains through every library that computes on a failed buffer (cuBLAS, cuSPARSE, cuDNN,
+generated NVRTC kernels, copies), any operation reading the failed output, directly or
+through the chain, raises, whether it was pipelined before the failure was seen or sent
+after; nothing of it reaches the host."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ import numpy as np
 import pytest
 
 import gpumsg
-from gpumsg.errors import ContextPoisoned, DependencyFailed, NotPositiveDefinite, SingularMatrix
+from gpumsg.errors import (
+    ContextPoisoned,
+    DependencyFailed,
+    InvalidMessage,
+    NotPositiveDefinite,
+    SingularMatrix,
+)
 from gpumsg.libs.nvrtc import sim_kernel
 
 F32 = np.float32
@@ -69,9 +76,18 @@ def _raw_getrf(dev, rng):
     return dev.buffer_after(dev.cusolver.getrf(a, n, n), a), SingularMatrix
 
 
+def _embedding(dev, rng):
+    """A generated kernel whose index check fails at completion (an index out of range)."""
+    n, rows = int(rng.integers(2, 6)), int(rng.integers(2, 6))
+    idx = rng.integers(0, rows, n)
+    idx[int(rng.integers(n))] = rows + int(rng.integers(3))
+    return dev.nn.embedding(dev.to_device(idx), dev.to_device(
+        rng.standard_normal((rows, n)).astype(F32))), InvalidMessage
+
+
 PRODUCERS = {"cholesky": _cholesky, "solve": _solve, "inv": _inv,
              "cholesky_batched": _cholesky_batched, "solve_batched": _solve_batched,
-             "raw getrf": _raw_getrf}
+             "raw getrf": _raw_getrf, "embedding": _embedding}
 
 
 def _new(dev, x):

@@ -16,6 +16,7 @@ import numpy as np
 from ....errors import InvalidMessage
 from ....messages._base import BufRef, as_ref
 from ....messages._memo import MessageMemo
+from ....messages.cudnn import IndexCheck
 from . import _kernels
 
 if TYPE_CHECKING:
@@ -150,32 +151,14 @@ class NnBase:
                                      writes)
 
     def _flagged(self, done: Future, y: Any, flag: Any, text: str, field: str) -> Future:
-        """A future of ``y`` once ``done`` (the launch writing it) has, failing with
-        InvalidMessage(``text``, field) when the kernel set ``flag`` (an i32 the kernel sets
-        for an index out of range; the rows it touched hold NaN)."""
-        dev = self._dev
-        read = dev.copy_to_host(flag)
+        """A future of ``y`` after ``done`` (the launch writing it and setting ``flag``, an
+        i32 the kernel sets for an index out of range, the rows it touched holding NaN): an
+        :class:`~gpumsg.messages.cudnn.IndexCheck` reads the flag at completion and, when
+        set, fails this future with InvalidMessage(``text``, field) and every reader of
+        ``y``, pipelined or not, with DependencyFailed."""
+        checked = self._dev.port.send_writing(IndexCheck(flag, y, field, text), y)
         self._free(flag)
-        gate: Future = Future()
-
-        def check(f: Future) -> None:
-            exc = f.exception()
-            if exc is not None:
-                gate.set_exception(exc)
-            elif int(np.asarray(f.result()).reshape(-1)[0]):
-                gate.set_exception(InvalidMessage(text, field=field))
-            else:
-                gate.set_result(None)
-
-        def after(f: Future) -> None:
-            exc = f.exception()
-            if exc is not None:
-                gate.set_exception(exc)
-            else:
-                read.add_done_callback(check)
-
-        done.add_done_callback(after)
-        return dev.buffer_after(gate, y)
+        return checked
 
     def _zero_flag(self) -> Any:
         flag = self._temp((1,), "i32")

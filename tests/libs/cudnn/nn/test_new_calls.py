@@ -258,3 +258,23 @@ def test_mse_loss(dev, rng, dtype, reduction):
     got = dev.nn.mse_loss(_up(dev, x), _up(dev, t), reduction=reduction)
     assert got.shape == np.shape(ref)
     assert_close(_host(dev, got), ref, dtype, 4)
+
+
+@pytest.mark.parametrize("when", ["pipelined", "after"])
+def test_an_index_out_of_range_fails_every_reader(dev, rng, when):
+    """The output of an embedding with an index out of range never reaches the host, nor any
+    reader, whether queued before the failure was seen or sent after."""
+    w = _up(dev, random_array(rng, (5, 3), "f32"))
+    y = dev.nn.embedding(_up(dev, np.array([[1, 7]])), w)
+    if when == "after":
+        with pytest.raises(gpumsg.InvalidMessage):
+            y.result(60)
+    readers = [dev.copy_to_host(y), dev.nn.relu(y), dev.nn.leaky_relu(y)]
+    for fut in readers:
+        with pytest.raises(gpumsg.DependencyFailed, match="InvalidMessage"):
+            fut.result(60)
+    loss = dev.nn.cross_entropy(_up(dev, random_array(rng, (2, 3), "f32")),
+                                _up(dev, np.array([0, 3])))
+    host = dev.copy_to_host(loss)
+    with pytest.raises(gpumsg.DependencyFailed, match="class index"):
+        host.result(60)
