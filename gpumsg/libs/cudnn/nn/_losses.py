@@ -111,7 +111,8 @@ class Losses(NnBase):
         dtype); ``weight`` per class; ``label_smoothing`` as torch's. "mean" divides by the
         summed weights of the targets counted (probabilities: by the positions); a future of
         the scalar (shape ()) or, with "none", of the per-position losses. A class index
-        outside [0, C) fails the future with InvalidMessage (field "target")."""
+        outside [0, C) fails the future with InvalidMessage (field "target") and every reader
+        of the loss."""
         red = _reduction(reduction, size_average, reduce)
         eps = checked_real(label_smoothing, "label_smoothing")
         if not 0.0 <= eps <= 1.0:

@@ -172,7 +172,8 @@ class Resample(NnBase):
                   out: Any = None) -> Future:
         """torch's ``embedding``: rows of ``weight`` (V, D) picked by the integer (i64 or i32)
         ``input`` of any shape; a future of input.shape + (D,). An index outside [0, V)
-        fails the future with InvalidMessage (field "input"; its row holds NaN). A generated
+        fails the future with InvalidMessage (field "input") and every reader of the output,
+        pipelined or not, with DependencyFailed (a check at completion). A generated
         kernel. ``padding_idx``, ``scale_grad_by_freq`` and ``sparse`` concern gradients only
         (checked, no effect here); ``max_norm`` (which rewrites ``weight``) is refused."""
         idx = self._tensor(input, "input")
