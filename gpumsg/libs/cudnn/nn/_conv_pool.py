@@ -179,27 +179,42 @@ class ConvPool(NnBase):
 
     # -- pooling ------------------------------------------------------------------------------
     def _pool(self, nd: int, mode: str, input: Any, kernel_size: Any, stride: Any,
-              padding: Any, out: Any, **unsupported: Any) -> Future:
-        for name, (value, default, why) in unsupported.items():
-            if value != default:
-                raise InvalidMessage(f"{name}: cuDNN's pooling has no {why}; only "
-                                     f"{name}={default!r} is offered", field=name)
+              padding: Any, out: Any, dilation: Any = 1, ceil_mode: bool = False,
+              return_indices: bool = False, divisor_override: Any = None) -> Future:
+        """torch's pooling: cuDNN's where it has the options (no dilation, floor mode, no
+        indices, no divisor override), else the generated kernel, which has them all."""
         x, unbatched = self._batched(input, nd)
         window = int_tuple(kernel_size, nd, "kernel_size", 1)
         strides = window if stride is None or stride == () or stride == [] else \
             int_tuple(stride, nd, "stride", 1)
         pad = int_tuple(padding, nd, "padding", 0)
-        for p, k in zip(pad, window):
-            if 2 * p > k:
-                raise InvalidMessage(f"padding: {list(pad)} must be at most half the kernel "
-                                     f"size {list(window)} (as torch's)", field="padding")
-        spatial = tuple((i + 2 * p - k) // s + 1 for i, p, k, s in
-                        zip(x.shape[2:], pad, window, strides))
+        dil = int_tuple(dilation, nd, "dilation", 1)
+        for name, flag in (("ceil_mode", ceil_mode), ("return_indices", return_indices)):
+            if not isinstance(flag, bool):
+                raise InvalidMessage(f"{name}: expected True or False, got {flag!r}",
+                                     field=name)
+        if divisor_override is not None and (isinstance(divisor_override, bool) or not
+                                             isinstance(divisor_override, int)
+                                             or divisor_override < 1):
+            raise InvalidMessage(f"divisor_override: expected a positive int, got "
+                                 f"{divisor_override!r}", field="divisor_override")
+        for p, k, d in zip(pad, window, dil):
+            if 2 * p > (k - 1) * d + 1:
+                raise InvalidMessage(f"padding: {list(pad)} must be at most half the "
+                                     f"effective kernel size (as torch's)", field="padding")
+        spatial = tuple(_pooled(i, k, s, p, d, ceil_mode) for i, k, s, p, d in
+                        zip(x.shape[2:], window, strides, pad, dil))
         if any(s <= 0 for s in spatial):
             raise InvalidMessage(f"input: the output size comes out as {list(spatial)} (<= 0)",
                                  field="input")
         shape = (*x.shape[:2], *spatial)
-        y = self._out_ref(shape[1:] if unbatched else shape, x.dtype, out)
+        final = shape[1:] if unbatched else shape
+        plain = all(d == 1 for d in dil) and not ceil_mode and not return_indices \
+            and divisor_override is None
+        if not plain or x.dtype == "f64":
+            return self._pool_kernel(x, final, window, strides, pad, dil, mode,
+                                     divisor_override, return_indices, out)
+        y = self._out_ref(final, x.dtype, out)
         if nd == 1:  # a unit-height 2-D pooling
             xv, yv = view_as(x, (*x.shape[:2], 1, x.shape[2])), view_as(y, (*shape[:2], 1,
                                                                             spatial[0]))
@@ -208,55 +223,74 @@ class ConvPool(NnBase):
             msg = Pool(x, view_as(y, shape), window, strides, pad, mode, "NCHW")
         return self._send(msg, y, out)
 
+    def _pool_kernel(self, x: Any, final: tuple, window: tuple, strides: tuple, pad: tuple,
+                     dil: tuple, mode: str, divisor: Any, return_indices: bool, out: Any
+                     ) -> Future:
+        dtype = self._float(x, "input")
+        y = self._alloc_out(final, dtype, out)
+        idx = self._temp(final, "i64")
+        nd = len(window)
+        n = math.prod(final)
+        lead = (1,) * (3 - nd)
+        ins = lead + tuple(x.shape[2:])
+        outs = lead + tuple(final[len(final) - nd:])
+        code = {"max": 0, "avg_include_pad": 1, "avg": 2}[mode]
+        args = (x, y, idx, n, *ins, *outs, *(lead + window), *(lead + strides),
+                *((0,) * (3 - nd) + pad), *(lead + dil), code, divisor or 0)
+        done = self._launch("pool", dtype, n, args, (x,), (y, idx))
+        if return_indices:
+            return tuple_after(done, None, y, idx)
+        self._free(idx)
+        return self._dev.buffer_after(done, y)
+
     def max_pool1d(self, input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
                    dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False,
                    *, out: Any = None) -> Future:
-        """torch's ``max_pool1d`` of (N, C, L) or (C, L) through cuDNN (a unit-height 2-D
-        pooling); ``dilation``, ``ceil_mode`` and ``return_indices`` other than their
-        defaults are refused (cuDNN's pooling has none of them)."""
-        return self._pool(1, "max", input, kernel_size, stride, padding, out,
-                          **_max_options(1, dilation, ceil_mode, return_indices))
+        """torch's ``max_pool1d`` of (N, C, L) or (C, L): cuDNN (a unit-height 2-D pooling)
+        for the plain case, a generated kernel with ``dilation``, ``ceil_mode`` or
+        ``return_indices`` (then one future of (output, indices), i64 positions along L)."""
+        return self._pool(1, "max", input, kernel_size, stride, padding, out, dilation,
+                          ceil_mode, return_indices)
 
     def max_pool2d(self, input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
                    dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False,
                    *, out: Any = None) -> Future:
-        """torch's ``max_pool2d`` of (N, C, H, W) or (C, H, W); see :meth:`max_pool1d`."""
-        return self._pool(2, "max", input, kernel_size, stride, padding, out,
-                          **_max_options(2, dilation, ceil_mode, return_indices))
+        """torch's ``max_pool2d`` of (N, C, H, W) or (C, H, W); see :meth:`max_pool1d` (the
+        indices are flat positions h W + w in each plane, as torch's)."""
+        return self._pool(2, "max", input, kernel_size, stride, padding, out, dilation,
+                          ceil_mode, return_indices)
 
     def max_pool3d(self, input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
                    dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False,
                    *, out: Any = None) -> Future:
         """torch's ``max_pool3d`` of (N, C, D, H, W) or (C, D, H, W); see
-        :meth:`max_pool1d`."""
-        return self._pool(3, "max", input, kernel_size, stride, padding, out,
-                          **_max_options(3, dilation, ceil_mode, return_indices))
+        :meth:`max_pool2d`."""
+        return self._pool(3, "max", input, kernel_size, stride, padding, out, dilation,
+                          ceil_mode, return_indices)
 
     def avg_pool1d(self, input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
                    ceil_mode: bool = False, count_include_pad: bool = True, *,
                    out: Any = None) -> Future:
-        """torch's ``avg_pool1d`` of (N, C, L) or (C, L) through cuDNN;
-        ``count_include_pad`` as torch's (padding counted in the divisor or not);
-        ``ceil_mode=True`` is refused."""
+        """torch's ``avg_pool1d`` of (N, C, L) or (C, L): ``count_include_pad`` as torch's
+        (padding counted in the divisor or not); cuDNN, or with ``ceil_mode`` a generated
+        kernel."""
         return self._pool(1, _avg_mode(count_include_pad), input, kernel_size, stride,
-                          padding, out, ceil_mode=(ceil_mode, False, "ceil mode"))
+                          padding, out, 1, ceil_mode)
 
     def avg_pool2d(self, input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
                    ceil_mode: bool = False, count_include_pad: bool = True,
                    divisor_override: int | None = None, *, out: Any = None) -> Future:
-        """torch's ``avg_pool2d``; see :meth:`avg_pool1d` (``divisor_override`` is
-        refused)."""
+        """torch's ``avg_pool2d``; see :meth:`avg_pool1d` (``divisor_override``: a generated
+        kernel)."""
         return self._pool(2, _avg_mode(count_include_pad), input, kernel_size, stride,
-                          padding, out, ceil_mode=(ceil_mode, False, "ceil mode"),
-                          divisor_override=(divisor_override, None, "divisor override"))
+                          padding, out, 1, ceil_mode, False, divisor_override)
 
     def avg_pool3d(self, input: Any, kernel_size: Any, stride: Any = None, padding: Any = 0,
                    ceil_mode: bool = False, count_include_pad: bool = True,
                    divisor_override: int | None = None, *, out: Any = None) -> Future:
         """torch's ``avg_pool3d``; see :meth:`avg_pool2d`."""
         return self._pool(3, _avg_mode(count_include_pad), input, kernel_size, stride,
-                          padding, out, ceil_mode=(ceil_mode, False, "ceil mode"),
-                          divisor_override=(divisor_override, None, "divisor override"))
+                          padding, out, 1, ceil_mode, False, divisor_override)
 
     # -- adaptive pooling (generated kernels) -------------------------------------------------
     def _adaptive(self, nd: int, is_max: bool, input: Any, output_size: Any,
@@ -313,11 +347,13 @@ class ConvPool(NnBase):
         return self._adaptive(2, True, input, output_size, return_indices, out)
 
 
-def _max_options(nd: int, dilation: Any, ceil_mode: Any, return_indices: Any
-                 ) -> dict[str, tuple]:
-    return {"dilation": (int_tuple(dilation, nd, "dilation", 1), (1,) * nd, "dilation"),
-            "ceil_mode": (ceil_mode, False, "ceil mode"),
-            "return_indices": (return_indices, False, "indices output")}
+def _pooled(size: int, k: int, s: int, p: int, d: int, ceil: bool) -> int:
+    """torch's pooled length: floor or ceil of (size + 2 p - d (k - 1) - 1) / s, plus one; in
+    ceil mode the last window must start inside the input or its left padding."""
+    out = (size + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil else 0)) // s + 1
+    if ceil and (out - 1) * s >= size + p:
+        out -= 1
+    return out
 
 
 def _avg_mode(count_include_pad: Any) -> str:

@@ -16,6 +16,7 @@ The reductions run as one block of 256 threads (:func:`launch_block`).
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import weakref
@@ -192,6 +193,68 @@ extern "C" __global__ void gm_nn_adapool_{S}(const {T}* x, {T}* y, long long* id
             }}
         }}
         if (!is_max) acc = acc / ({A})((he - hs) * (we - ws));
+        y[i] = {ST_acc};
+        idx[i] = at;
+    }}
+}}
+//@@
+// pooling of (outer, i0, i1, i2) to (outer, o0, o1, o2) with torch's windows: start
+// o s - p per axis; mode 0: max over the taps start + j d inside the input (NaN wins), the
+// flat index of the maximum in idx; mode 1 / 2: the average over the window clipped to the
+// input, divided by the window clipped to the padded input (1) or by the taps inside (2),
+// or by ``divisor`` when it is positive
+extern "C" __global__ void gm_nn_pool_{S}(const {T}* x, {T}* y, long long* idx, long long n,
+                                          long long i0, long long i1, long long i2,
+                                          long long o0, long long o1, long long o2,
+                                          long long k0, long long k1, long long k2,
+                                          long long s0, long long s1, long long s2,
+                                          long long p0, long long p1, long long p2,
+                                          long long d0, long long d1, long long d2, int mode,
+                                          long long divisor) {{
+    GRID_STRIDE(i, n) {{
+        long long t = i;
+        long long c = t % o2; t /= o2;
+        long long b = t % o1; t /= o1;
+        long long a = t % o0; t /= o0;
+        const {T}* p = x + t * i0 * i1 * i2;
+        long long st0 = a * s0 - p0, st1 = b * s1 - p1, st2 = c * s2 - p2;
+        {A} acc = ({A})0;
+        long long at = -1;
+        if (mode == 0) {{
+            bool first = true;
+            for (long long j0 = 0; j0 < k0; ++j0) {{
+                long long q0 = st0 + j0 * d0;
+                if (q0 < 0 || q0 >= i0) continue;
+                for (long long j1 = 0; j1 < k1; ++j1) {{
+                    long long q1 = st1 + j1 * d1;
+                    if (q1 < 0 || q1 >= i1) continue;
+                    for (long long j2 = 0; j2 < k2; ++j2) {{
+                        long long q2 = st2 + j2 * d2;
+                        if (q2 < 0 || q2 >= i2) continue;
+                        long long j = (q0 * i1 + q1) * i2 + q2;
+                        {A} v = {LD_pj};
+                        if (first || v > acc || v != v) {{ acc = v; at = j; }}
+                        first = false;
+                    }}
+                }}
+            }}
+        }} else {{
+            long long e0 = st0 + k0 < i0 + p0 ? st0 + k0 : i0 + p0;
+            long long e1 = st1 + k1 < i1 + p1 ? st1 + k1 : i1 + p1;
+            long long e2 = st2 + k2 < i2 + p2 ? st2 + k2 : i2 + p2;
+            long long pool = (e0 - st0) * (e1 - st1) * (e2 - st2);
+            long long a0 = st0 > 0 ? st0 : 0, a1 = st1 > 0 ? st1 : 0, a2 = st2 > 0 ? st2 : 0;
+            long long b0 = e0 < i0 ? e0 : i0, b1 = e1 < i1 ? e1 : i1, b2 = e2 < i2 ? e2 : i2;
+            for (long long q0 = a0; q0 < b0; ++q0)
+                for (long long q1 = a1; q1 < b1; ++q1)
+                    for (long long q2 = a2; q2 < b2; ++q2) {{
+                        long long j = (q0 * i1 + q1) * i2 + q2;
+                        acc += {LD_pj};
+                    }}
+            long long div = divisor > 0 ? divisor
+                            : (mode == 1 ? pool : (b0 - a0) * (b1 - a1) * (b2 - a2));
+            acc = acc / ({A})div;
+        }}
         y[i] = {ST_acc};
         idx[i] = at;
     }}
@@ -496,6 +559,47 @@ def _adapool(launch: Any, x: np.ndarray, y: np.ndarray, idx: np.ndarray, n: Any,
             else:
                 out[:, r, q] = win.sum(axis=1, dtype=c) / c(win.shape[1])
                 at[:, r, q] = hs * iw + ws
+    y[:m] = out.reshape(-1).astype(y.dtype)
+    idx[:m] = at.reshape(-1)
+
+
+@_twin("pool")
+def _pool(launch: Any, x: np.ndarray, y: np.ndarray, idx: np.ndarray, n: Any, i0: Any,
+          i1: Any, i2: Any, o0: Any, o1: Any, o2: Any, k0: Any, k1: Any, k2: Any, s0: Any,
+          s1: Any, s2: Any, p0: Any, p1: Any, p2: Any, d0: Any, d1: Any, d2: Any, mode: Any,
+          divisor: Any) -> None:
+    m = int(n)
+    ins = tuple(int(v) for v in (i0, i1, i2))
+    outs = tuple(int(v) for v in (o0, o1, o2))
+    k, s, p, d = ((int(a), int(b), int(c)) for a, b, c in
+                  ((k0, k1, k2), (s0, s1, s2), (p0, p1, p2), (d0, d1, d2)))
+    mode, divisor = int(mode), int(divisor)
+    outer = m // math.prod(outs) if m else 0
+    c = _compute(y.dtype)
+    src = x[:outer * math.prod(ins)].reshape(outer, -1).astype(c)
+    out = np.empty((outer, *outs), c)
+    at = np.full((outer, *outs), -1, np.int64)
+    for o in itertools.product(*(range(v) for v in outs)):
+        start = [o[a] * s[a] - p[a] for a in range(3)]
+        if mode == 0:
+            taps = [[start[a] + j * d[a] for j in range(k[a])
+                     if 0 <= start[a] + j * d[a] < ins[a]] for a in range(3)]
+        else:
+            end = [min(start[a] + k[a], ins[a] + p[a]) for a in range(3)]
+            pool = math.prod(end[a] - start[a] for a in range(3))
+            taps = [list(range(max(start[a], 0), min(end[a], ins[a]))) for a in range(3)]
+        flat = [(q0 * ins[1] + q1) * ins[2] + q2 for q0 in taps[0] for q1 in taps[1]
+                for q2 in taps[2]]
+        win = src[:, flat]
+        if mode == 0:
+            nan = np.isnan(win)
+            last_nan = win.shape[1] - 1 - np.argmax(nan[:, ::-1], axis=1)
+            j = np.where(nan.any(axis=1), last_nan, np.argmax(win, axis=1))
+            out[(slice(None), *o)] = win[np.arange(outer), j]
+            at[(slice(None), *o)] = np.asarray(flat)[j]
+        else:
+            div = divisor if divisor > 0 else (pool if mode == 1 else len(flat))
+            out[(slice(None), *o)] = win.sum(axis=1, dtype=c) / c(div)
     y[:m] = out.reshape(-1).astype(y.dtype)
     idx[:m] = at.reshape(-1)
 

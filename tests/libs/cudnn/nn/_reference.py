@@ -170,3 +170,45 @@ def ref_cross_entropy(logits, target, weight=None, ignore_index=-100, reduction=
     if reduction == "sum":
         return per.sum()
     return per.sum() / wt.sum()
+
+
+def ref_pool_torch(x, kernel, stride, padding, dilation, ceil_mode, mode, divisor=None):
+    """torch's max/avg pooling of the trailing len(kernel) axes with every option: windows
+    start at o s - p; max over the taps start + j d inside the input (first maximum; flat
+    index in the plane); average over the window clipped to the input, divided by the window
+    clipped to the padded input ("avg_include_pad"), by the taps inside ("avg") or by
+    ``divisor``; ceil mode keeps a last window that starts inside the input or its left
+    padding."""
+    x = wide(x)
+    nd = len(kernel)
+    sp = x.shape[-nd:]
+    lead = x.shape[:-nd]
+    outs = []
+    for i in range(nd):
+        num = sp[i] + 2 * padding[i] - dilation[i] * (kernel[i] - 1) - 1
+        o = (num + (stride[i] - 1 if ceil_mode else 0)) // stride[i] + 1
+        if ceil_mode and (o - 1) * stride[i] >= sp[i] + padding[i]:
+            o -= 1
+        outs.append(o)
+    y = np.empty((*lead, *outs))
+    idx = np.full(y.shape, -1, np.int64)
+    flat_x = x.reshape(*lead, -1)
+    for o in itertools.product(*(range(v) for v in outs)):
+        start = [o[i] * stride[i] - padding[i] for i in range(nd)]
+        if mode == "max":
+            taps = [[start[i] + j * dilation[i] for j in range(kernel[i])
+                     if 0 <= start[i] + j * dilation[i] < sp[i]] for i in range(nd)]
+        else:
+            end = [min(start[i] + kernel[i], sp[i] + padding[i]) for i in range(nd)]
+            pool = math.prod(end[i] - start[i] for i in range(nd))
+            taps = [list(range(max(start[i], 0), min(end[i], sp[i]))) for i in range(nd)]
+        flat = [int(np.ravel_multi_index(q, sp)) for q in itertools.product(*taps)]
+        win = flat_x[..., flat]
+        if mode == "max":
+            k = win.argmax(-1)
+            y[(Ellipsis,) + o] = win.max(-1)
+            idx[(Ellipsis,) + o] = np.asarray(flat)[k]
+        else:
+            div = divisor or (pool if mode == "avg_include_pad" else len(flat))
+            y[(Ellipsis,) + o] = win.sum(-1) / div
+    return y, idx

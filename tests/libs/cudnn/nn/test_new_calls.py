@@ -16,6 +16,7 @@ from tests.libs.cudnn.nn._reference import (
     ref_interpolate,
     ref_pad,
     ref_pool,
+    ref_pool_torch,
 )
 from tests.libs.harness import assert_close, random_array, wide
 
@@ -92,6 +93,44 @@ def test_pool2d_3d_default_stride(dev, rng, nd):
     assert_close(_host(dev, getattr(dev.nn, f"max_pool{nd}d")(_up(dev, x), 2)), ref, "f32")
     ref = ref_pool(x, (3,) * nd, (1,) * nd, (1,) * nd, "avg_include_pad")
     got = getattr(dev.nn, f"avg_pool{nd}d")(_up(dev, x), 3, 1, 1)
+    assert_close(_host(dev, got), ref, "f32", 4)
+
+
+@pytest.mark.parametrize("nd, kernel, stride, padding, dilation, ceil", [
+    (1, (3,), (2,), (1,), (2,), True),
+    (1, (4,), (3,), (2,), (1,), True),
+    (2, (3, 2), (2, 2), (1, 1), (1, 2), False),
+    (2, (3, 3), (2, 3), (1, 0), (2, 1), True),
+    (3, (2, 3, 2), (2, 1, 2), (1, 1, 0), (1, 1, 2), True),
+])
+@pytest.mark.parametrize("dtype", ["f32", "f64", "bf16"])
+def test_max_pool_every_option(dev, rng, nd, kernel, stride, padding, dilation, ceil, dtype):
+    """Dilation, ceil mode and indices (the generated kernel) as torch's."""
+    x = random_array(rng, (2, 3, *[9, 8, 7][:nd]), dtype)
+    ref, idx = ref_pool_torch(x, kernel, stride, padding, dilation, ceil, "max")
+    call = getattr(dev.nn, f"max_pool{nd}d")
+    y, got = _host(dev, call(_up(dev, x), kernel, stride, padding, dilation, ceil,
+                             return_indices=True))
+    assert_close(y, ref, dtype)
+    np.testing.assert_array_equal(got, idx)
+    y = call(_up(dev, x[0]), kernel, stride, padding, dilation, ceil)  # unbatched
+    assert_close(_host(dev, y), ref[0], dtype)
+
+
+@pytest.mark.parametrize("nd, kernel, stride, padding, ceil, include, divisor", [
+    (1, (3,), (2,), (1,), True, True, None),
+    (1, (4,), (3,), (2,), True, False, None),
+    (2, (3, 2), (2, 2), (1, 1), True, True, None),
+    (2, (3, 3), (2, 3), (1, 0), False, False, 5),
+    (3, (2, 3, 2), (2, 1, 2), (1, 1, 0), True, False, None),
+])
+def test_avg_pool_every_option(dev, rng, nd, kernel, stride, padding, ceil, include, divisor):
+    x = random_array(rng, (2, 3, *[9, 8, 7][:nd]), "f32")
+    mode = "avg_include_pad" if include else "avg"
+    ref, _ = ref_pool_torch(x, kernel, stride, padding, (1,) * nd, ceil, mode, divisor)
+    kw = {} if nd == 1 else {"divisor_override": divisor}
+    got = getattr(dev.nn, f"avg_pool{nd}d")(_up(dev, x), kernel, stride, padding, ceil,
+                                            include, **kw)
     assert_close(_host(dev, got), ref, "f32", 4)
 
 
