@@ -9,11 +9,13 @@ reserves and gradients, stay in ``dev.cudnn``.
 
 ``base.py`` (shared helpers), ``conv_pool.py`` (convolutions, transposed convolutions,
 pooling, adaptive pooling), ``activations.py`` (activations, softmaxes, normalizations,
-dropout, attention), ``resample.py`` (pad, interpolate, embedding), ``losses.py``.
+dropout, attention), ``resample.py`` (pad, interpolate, embedding), ``losses.py``,
+``kernels.py`` (the CUDA source and its launches) and ``twins.py`` (their NumPy twins).
 """
 
 from __future__ import annotations
 
+from . import _twins  # noqa: F401  (registers the kernels' NumPy twins)
 from ._activations import Activations
 from ._conv_pool import ConvPool
 from ._losses import Losses
