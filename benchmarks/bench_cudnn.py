@@ -58,14 +58,14 @@ def conv_cases(dev, torch, name: str, c: int, k: int, r: int, s: int, p: int, hw
     conv_bwd = torch.ops.aten.convolution_backward
     geo = ([s, s], [p, p], [1, 1], False, [0, 0], 1)
     ours_fns = {
-        "fwd": lambda: last.__setitem__(0, dev.nn.conv2d(x, w, out=y, **kw)),
+        "fwd": lambda: last.__setitem__(0, dev.cudnn.conv2d(x, w, out=y, **kw)),
         "bwd_data": lambda: last.__setitem__(0, dev.cudnn.conv_backward_data(
             dy, w, x_h.shape, out=dx, **kw)),
         "bwd_filter": lambda: last.__setitem__(0, dev.cudnn.conv_backward_filter(
             x, dy, w_h.shape, out=dw, **kw)),
     }
     find_fns = {
-        "fwd": lambda: last.__setitem__(0, dev.nn.conv2d(x, w, out=y, **fkw)),
+        "fwd": lambda: last.__setitem__(0, dev.cudnn.conv2d(x, w, out=y, **fkw)),
         "bwd_data": lambda: last.__setitem__(0, dev.cudnn.conv_backward_data(
             dy, w, x_h.shape, out=dx, **fkw)),
         "bwd_filter": lambda: last.__setitem__(0, dev.cudnn.conv_backward_filter(
@@ -112,7 +112,7 @@ def softmax_case(dev, torch, rows_n: int = 8192, cols: int = 8192) -> dict:
     last = [dev.synchronize()]
 
     def ours() -> None:
-        last[0] = dev.nn.softmax(x, "channel", out=y)
+        last[0] = dev.cudnn.softmax(x, "channel", out=y)
 
     ours_s, theirs_s = compare((ours, lambda: last[0].result()),
                                (lambda: torch.softmax(tx, dim=-1), torch.cuda.synchronize),
@@ -176,14 +176,14 @@ def host_costs(dev, torch, n: int = 400) -> dict:
         tw = torch.randn(k, c, 3, 3, device="cuda", dtype=torch.bfloat16) \
             .contiguous(memory_format=torch.channels_last)
         for _ in range(50):
-            last = dev.nn.conv2d(x, w, padding=1, layout="NHWC", out=y)
+            last = dev.cudnn.conv2d(x, w, padding=1, layout="NHWC", out=y)
         last.result()
         DnnHandle.conv, graph_mod.GraphPlan.run = conv, run
         try:
             spent.update(conv=0.0, run=0.0, calls=0, replay=replay)
             t0 = time.perf_counter()
             for _ in range(n):
-                last = dev.nn.conv2d(x, w, padding=1, layout="NHWC", out=y)
+                last = dev.cudnn.conv2d(x, w, padding=1, layout="NHWC", out=y)
             t_issue = time.perf_counter() - t0
             last.result()
             t_all = time.perf_counter() - t0

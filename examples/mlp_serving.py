@@ -129,7 +129,7 @@ class Client:
             src = self.h[i]
         dev.cublaslt.matmul(m.dev_ws[2], src, self.logits, m=self.classes, n=self.batch,
                             k=m.ws[2].shape[0], epilogue="bias", bias=m.dev_bs[2])
-        dev.nn.softmax(self.logits, mode="channel", out=self.probs)
+        dev.nn.softmax(self.logits, dim=1, out=self.probs)
         out = dev.copy_to_host(self.probs).result()  # the request's one wait
         return out.reshape(self.batch, self.classes)
 

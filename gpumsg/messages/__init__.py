@@ -42,6 +42,7 @@ from .cudnn import (
     DropoutReserveSize,
     GroupNorm,
     GroupNormBackward,
+    IndexCheck,
     LayerNorm,
     LayerNormBackward,
     Pool,
@@ -156,7 +157,7 @@ __all__ = [
     "DnnCacheInfo", "Activation", "ActivationBackward", "Softmax", "SoftmaxBackward", "Pool",
     "PoolBackward", "BatchNormTrain", "BatchNormInference", "BatchNormBackward",
     "Dropout", "DropoutBackward", "DropoutReserveSize", "LayerNorm", "LayerNormBackward",
-    "GroupNorm", "GroupNormBackward",
+    "GroupNorm", "GroupNormBackward", "IndexCheck",
     # cusolver
     "Potrf", "Potrs", "Getrf", "Getrs", "PotrfBatched", "SolverCacheInfo",
     # cusolver: QR, eigen, SVD, potri, batched

@@ -48,7 +48,7 @@ __all__ = ["ConvForward", "ConvBackwardData", "ConvBackwardFilter", "DnnCacheInf
            "LAYOUTS", "CONV_DTYPES", "conv_output_shape", "filter_shape", "BatchNormTrain",
            "BatchNormInference", "BatchNormBackward", "Dropout", "DropoutBackward",
            "DropoutReserveSize", "LayerNorm", "LayerNormBackward", "GroupNorm",
-           "GroupNormBackward", "layer_norm_dims", "group_norm_dims"]
+           "GroupNormBackward", "layer_norm_dims", "group_norm_dims", "IndexCheck"]
 
 LAYOUTS = ("NCHW", "NHWC")
 CONV_DTYPES = ("f32", "f16", "bf16")
@@ -925,3 +925,32 @@ class GroupNormBackward(Message):
 
     def __post_init__(self) -> None:
         _group_norm_fields(self, _GN_BWD, False)
+
+
+# -- checks at completion ---------------------------------------------------------------------
+@message(buffers=("flag", "y"), writes=("y",))
+class IndexCheck(Message):
+    """The verdict on ``y``, written by a generated kernel that sets the i32 ``flag`` (its
+    first element) where an index lies outside its range (dev.nn's embedding and cross
+    entropy): the flag is read back at completion, and when set the reply fails with
+    InvalidMessage(``text``, field=``field``) and ``y`` carries the failure to every reader,
+    pipelined before the failure was seen or sent after (DependencyFailed). ``y`` itself is
+    not modified."""
+
+    flag: BufRef
+    y: BufRef
+    field: str = "input"
+    text: str = "an index lies outside its range"
+
+    def __post_init__(self) -> None:
+        flag, y = _ref(self, "flag", self.flag), _ref(self, "y", self.y)
+        _set(self, "flag", flag)
+        _set(self, "y", y)
+        _require_dtype(self, "flag", flag, ("i32",))
+        if flag.size < 1:
+            raise _fail(self, "flag", f"{flag.describe()} holds no element")
+        if flag.id == y.id and flag.owner == y.owner:
+            raise _fail(self, "y", "y must not be the flag")
+        for name in ("field", "text"):
+            if not isinstance(getattr(self, name), str):
+                raise _fail(self, name, f"expected a string, got {getattr(self, name)!r}")

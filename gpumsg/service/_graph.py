@@ -236,14 +236,23 @@ def _launch_graph(ctx: Any, msg: LaunchGraph, reply: Any) -> None:
         ctx.run(reply, COMPUTE, state.reads, state.writes, _replay_sim, state.calls)
 
 
+def _swapped(old: BufRef, new: BufRef) -> BufRef:
+    """``new`` in ``old``'s place, under ``old``'s shape where ``old`` was a reshaped view of
+    its buffer (dev.nn passes cuDNN such views: the same allocation under cuDNN's shape)."""
+    if tuple(old.shape) != tuple(new.shape) and old.size == new.size and new.order == "C":
+        return dataclasses.replace(new, shape=tuple(old.shape), order=old.order)
+    return new
+
+
 def _replace(msg: Any, mapping: dict[int, BufRef]) -> Any:
     changes = {}
     for f in dataclasses.fields(msg):
         v = getattr(msg, f.name)
         if type(v) is BufRef and v.id in mapping:
-            changes[f.name] = mapping[v.id]
+            changes[f.name] = _swapped(v, mapping[v.id])
         elif isinstance(v, tuple) and any(type(x) is BufRef and x.id in mapping for x in v):
-            changes[f.name] = tuple(mapping.get(x.id, x) if type(x) is BufRef else x for x in v)
+            changes[f.name] = tuple(_swapped(x, mapping[x.id]) if type(x) is BufRef
+                                    and x.id in mapping else x for x in v)
     return dataclasses.replace(msg, **changes) if changes else msg
 
 

@@ -16,11 +16,20 @@ from gpumsg.libs._namespace import public_names, view
 RAW = {"cublas", "cublaslt", "cusolver", "cufft", "curand", "cusparse", "cudnn", "nvrtc"}
 LEVEL = {"linalg", "fft", "random", "sparse", "nn"}
 #: torch.nn.functional names dev.nn may use (torch is not a dependency)
-TORCH_F = {"conv1d", "conv2d", "conv3d", "softmax", "log_softmax", "layer_norm", "group_norm",
+TORCH_F = {"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+           "conv_transpose3d", "softmax", "log_softmax", "layer_norm", "group_norm",
            "instance_norm", "batch_norm", "dropout", "scaled_dot_product_attention", "relu",
-           "gelu", "linear", "max_pool2d", "avg_pool2d"}
+           "relu6", "elu", "leaky_relu", "sigmoid", "tanh", "silu", "gelu", "linear",
+           "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+           "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
+           "adaptive_max_pool2d", "embedding", "pad", "interpolate", "cross_entropy",
+           "nll_loss", "mse_loss"}
 #: names a raw namespace and another may share (each library's own counters)
 SHARED = {"cache_info", "replay_info", "matmul"}
+#: torch.nn.functional names whose raw cuDNN form (gpumsg's arguments, statistics and
+#: reserves) stays in dev.cudnn beside dev.nn's torch-shaped call
+CUDNN_TWINS = {"conv1d", "conv2d", "conv3d", "softmax", "layer_norm", "group_norm",
+               "instance_norm", "dropout", "scaled_dot_product_attention"}
 
 
 def test_the_namespaces_are_the_contract() -> None:
@@ -52,7 +61,8 @@ def test_numpy_level_names_are_numpy_names() -> None:
 def test_each_name_lives_in_one_namespace() -> None:
     seen: dict[str, str] = {}
     for name, cls in namespaces().items():
-        for method in public_names(cls) - SHARED:
+        for method in public_names(cls) - SHARED - (CUDNN_TWINS if name in ("nn", "cudnn")
+                                                    else set()):
             assert method not in seen, f"{method} in dev.{seen.get(method)} and dev.{name}"
             seen[method] = name
     raw = namespaces()
@@ -99,7 +109,7 @@ def test_several_outputs_are_one_future_of_a_named_tuple(backend, rng) -> None:
         np.testing.assert_allclose(_host(dev, svd.S), np.linalg.svd(a, compute_uv=False),
                                    rtol=1e-9)
         x = dev.to_device((rng.standard_normal(1000) + 2.0).astype(np.float32))
-        drop = dev.nn.dropout(x, 0.25, 3)
+        drop = dev.cudnn.dropout(x, 0.25, 3)
         assert not isinstance(drop, tuple)
         y, reserve = drop.result(60)
         assert y.shape == (1000,) and reserve.dtype == np.uint8

@@ -11,6 +11,7 @@ from ...messages import cublas as blas
 from ...messages.graph import capturable
 from ...service._registry import register_library
 from .._namespace import register_namespace
+from .._numpy_order import any_order
 from . import _handlers as handlers  # noqa: F401  (registers the message handlers)
 from ._bindings import SPEC
 from ._client import Blas, Cublas, Matmul
@@ -19,7 +20,7 @@ from ._sim import SimCublas
 
 LIBRARY = register_library("cublas", cuda=CublasHandle, sim=SimCublas, namespace="cublas",
                            client=Cublas, specs=(SPEC,))
-register_namespace("linalg", Matmul)
+register_namespace("linalg", any_order(Matmul))  # F-ordered operands copied to C
 
 # what dev.graph() may record; small GEMMs go through cuBLASLt's cached plans
 capturable(blas.Sgemm, blas.Gemm, blas.GemmStridedBatched, libraries=("cublas", "cublaslt"))

@@ -17,9 +17,13 @@ with a client, handlers, simulator and handle of its own, each the same four fil
   (:mod:`gpumsg.messages.cudnn_rnn`);
 
 and ``kernels/``: gpumsg's own NVRTC kernels the handle runs where cuDNN has none or a slower
-one (layer norm, GELU, row softmax, batch-norm inference, on the shared ``rowkern.py``).
+one (layer norm, GELU, row softmax, batch-norm inference, on the shared ``rowkern.py``), and
+``nn/``: ``dev.nn``, torch.nn.functional's calls with torch's signatures, built on the
+messages here (over reshaped views of the buffers) and on generated kernels launched from the
+caller's side for what cuDNN lacks (pad, interpolate, embedding, adaptive pooling, losses).
 
-Client namespaces: ``dev.nn`` (torch.nn.functional names) and ``dev.cudnn`` (the rest).
+Client namespaces: ``dev.nn`` (torch's signatures) and ``dev.cudnn`` (raw cuDNN, gpumsg's
+arguments).
 Messages: :mod:`gpumsg.messages.cudnn`, :mod:`gpumsg.messages.cudnn_attention`,
 :mod:`gpumsg.messages.cudnn_rnn`.
 """

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ...errors import GraphCaptureError, InvalidMessage
 from ...messages.cudnn import (
     Activation,
@@ -20,6 +22,7 @@ from ...messages.cudnn import (
     DropoutReserveSize,
     GroupNorm,
     GroupNormBackward,
+    IndexCheck,
     LayerNorm,
     LayerNormBackward,
     Pool,
@@ -261,3 +264,30 @@ for _t in (LayerNorm, GroupNorm):
     handles(_t)(_norm_forward)
 for _t in (LayerNormBackward, GroupNormBackward):
     handles(_t)(_norm_backward)
+
+
+@handles(IndexCheck)
+def _index_check(ctx: Any, msg: IndexCheck, reply: Any) -> None:
+    """Read the flag back into a scratch slot on the compute stream; at completion a set flag
+    fails the reply, and the verdict of ``y`` (declared written) fails its readers."""
+    flag = ctx.resolve(msg.flag, "flag")
+    y = ctx.resolve_out(msg.y, "y")
+    scratch = ctx.scratch
+    slot = scratch.acquire()
+    copy_back = ctx.backend.copy_dtoh
+
+    def launch(stream: Any) -> None:
+        copy_back(stream, slot.host, flag.ptr, 4)
+
+    def finish(value: Any, failure: BaseException | None) -> Any:
+        try:
+            if failure is not None:
+                return None
+            bad = int(np.asarray(slot.view[:4]).view(np.int32)[0])
+        finally:
+            scratch.release(slot)
+        if bad:
+            raise InvalidMessage(msg.text, field=msg.field)
+        return value
+
+    ctx.run(reply, COMPUTE, (flag,), (y,), launch, finish=finish)

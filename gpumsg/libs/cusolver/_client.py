@@ -24,6 +24,7 @@ from ...errors import InvalidMessage, SingularMatrix
 from ...messages import cusolver as msgs
 from ...messages._base import BufRef, check_choice
 from .._answers import EighResult, QRResult, SVDResult, tuple_after
+from .._numpy_order import any_order
 from ..cublas._order import refuse_c_order
 
 if TYPE_CHECKING:
@@ -220,9 +221,12 @@ class Cusolver:
         return self._dev.send(msgs.SolverCacheInfo())
 
 
+@any_order
 class Linalg:
-    """NumPy's ``linalg`` on one device (``dev.linalg``; ``matmul`` joins from cuBLAS): C-ordered
-    buffers in, new C-ordered buffers out; a 3-D input is a stack of matrices, as in NumPy."""
+    """NumPy's ``linalg`` on one device (``dev.linalg``; ``matmul`` joins from cuBLAS): buffers
+    of either order in (an F-ordered one is copied to C order first, so order never changes the
+    answer, as in NumPy), new C-ordered buffers out; a 3-D input is a stack of matrices, as in
+    NumPy."""
 
     def __init__(self, device: Device) -> None:
         self._dev = device

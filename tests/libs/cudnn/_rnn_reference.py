@@ -151,6 +151,5 @@ def _grad_case(dev, rng, cell, bidirectional, dtype="f32", batch_first=False, le
 
     dx_, h0_, c0_ = up(x, True), up(h0), up(c0) if lstm else None
     out = net(dx_, h0_, c0_, seq_lengths=lengths, train=True)
-    g = net.backward(dx_, out.y, up(dy, True), out.reserve, h0_, c0_, up(dhy),
-                     up(dcy) if lstm else None, seq_lengths=lengths)
+    g = net.backward(out, up(dy, True), up(dhy), up(dcy) if lstm else None).result()
     return net, ref, g, lstm, (dx_, out, h0_, lengths)

@@ -63,7 +63,7 @@ def test_softmax_forward_backward(dev, rng, dtype: str, layout: str, mode: str,
         dx_ref[idx] = np.sum((softmax_ref(plus, axes, log) - softmax_ref(minus, axes, log))
                              * wide(dy)) / (2 * h)
     dxd = dev.to_device(last(x, layout))
-    y = dev.nn.softmax(dxd, mode, log, layout)
+    y = dev.cudnn.softmax(dxd, mode, log, layout)
     assert_close(first(dev.copy_to_host(y).result(), layout), y_ref, dtype)
     dx = dev.cudnn.softmax_backward(y, dev.to_device(last(dy, layout)), mode, log, layout)
     assert_close(first(dev.copy_to_host(dx).result(), layout), dx_ref, dtype, 4.0)
@@ -133,7 +133,7 @@ def test_dropout_forward_backward(dev, rng, dtype: str, p: float) -> None:
     dy = random_array(rng, x.shape, dtype)
     seed = int(rng.integers(0, 2**63))
     xd = dev.to_device(x)
-    y, reserve = dev.nn.dropout(xd, p, seed).result(60)
+    y, reserve = dev.cudnn.dropout(xd, p, seed).result(60)
     y_h = wide(dev.copy_to_host(y).result())
     kept = y_h != 0  # x is never zero
     # the fraction dropped is p within 5 standard deviations of a binomial count
@@ -146,18 +146,18 @@ def test_dropout_forward_backward(dev, rng, dtype: str, p: float) -> None:
     assert_close(wide(dev.copy_to_host(dx).result()), np.where(kept, wide(dy) / (1 - p), 0.0),
                  dtype)
     # reproducible: the same seed gives the same mask, another seed another one
-    y2, _ = dev.nn.dropout(xd, p, seed).result(60)
+    y2, _ = dev.cudnn.dropout(xd, p, seed).result(60)
     assert np.array_equal(wide(dev.copy_to_host(y2).result()) != 0, kept)
-    y3, _ = dev.nn.dropout(xd, p, seed + 1).result(60)
+    y3, _ = dev.cudnn.dropout(xd, p, seed + 1).result(60)
     assert not np.array_equal(wide(dev.copy_to_host(y3).result()) != 0, kept)
 
 
 def test_dropout_in_place_and_p_zero(dev, rng) -> None:
     x = random_array(rng, (1000,), "f32")
     xd = dev.to_device(x)
-    y, _ = dev.nn.dropout(xd, 0.0, 7, out=xd).result(60)
+    y, _ = dev.cudnn.dropout(xd, 0.0, 7, out=xd).result(60)
     assert_close(dev.copy_to_host(xd).result(), wide(x), "f32")
-    y, r = dev.nn.dropout(xd, 0.3, 7, out=xd).result(60)
+    y, r = dev.cudnn.dropout(xd, 0.3, 7, out=xd).result(60)
     got = wide(dev.copy_to_host(xd).result())
     kept = got != 0
     assert_close(got, np.where(kept, wide(x) / 0.7, 0.0), "f32")
@@ -165,11 +165,11 @@ def test_dropout_in_place_and_p_zero(dev, rng) -> None:
 
 
 DROPOUT_BAD = [
-    BadArg("dropout p = 1", lambda d: d.nn.dropout(_x(d), 1.0), field="p"),
-    BadArg("dropout p < 0", lambda d: d.nn.dropout(_x(d), -0.1), field="p"),
-    BadArg("dropout seed", lambda d: d.nn.dropout(_x(d), 0.5, -3), field="seed"),
-    BadArg("dropout f64", lambda d: d.nn.dropout(_x(d, dtype="f64"), 0.5), field="x"),
-    BadArg("dropout bf16 (cuDNN refuses it)", lambda d: d.nn.dropout(
+    BadArg("dropout p = 1", lambda d: d.cudnn.dropout(_x(d), 1.0), field="p"),
+    BadArg("dropout p < 0", lambda d: d.cudnn.dropout(_x(d), -0.1), field="p"),
+    BadArg("dropout seed", lambda d: d.cudnn.dropout(_x(d), 0.5, -3), field="seed"),
+    BadArg("dropout f64", lambda d: d.cudnn.dropout(_x(d, dtype="f64"), 0.5), field="x"),
+    BadArg("dropout bf16 (cuDNN refuses it)", lambda d: d.cudnn.dropout(
         d.to_device(np.ones((4, 5), gpumsg.as_dtype("bf16"))), 0.5),
            field="x", match="f32 or f16"),
     BadArg("dropout reserve dtype", lambda d: d.cudnn.dropout_backward(_x(d), _x(d), 0.5),

@@ -111,7 +111,7 @@ def test_attention_forward_backward(dev, rng, case: Case) -> None:
     qd, kd, vd = dev.to_device(q), dev.to_device(k), dev.to_device(v)
 
     o_ref, lse_ref = ref_attention(q, k, v, scale, case.causal, lq, lkv)
-    o, stats = dev.nn.scaled_dot_product_attention(qd, kd, vd, causal=case.causal,
+    o, stats = dev.cudnn.scaled_dot_product_attention(qd, kd, vd, causal=case.causal,
                                                    scale=case.scale, training=True,
                                                    **masks).result(60)
     o_host = dev.copy_to_host(o).result()
@@ -122,7 +122,7 @@ def test_attention_forward_backward(dev, rng, case: Case) -> None:
     assert_close(valid(lse, lq), lse_ref, "f16")  # f32 statistics of half-precision scores
 
     # inference: no statistics, the same output
-    o_inf = dev.nn.scaled_dot_product_attention(qd, kd, vd, causal=case.causal,
+    o_inf = dev.cudnn.scaled_dot_product_attention(qd, kd, vd, causal=case.causal,
                                                 scale=case.scale, **masks)
     assert_close(valid(dev.copy_to_host(o_inf).result(), lq), o_ref, case.dtype)
 
@@ -170,19 +170,19 @@ def test_attention_dropout_mask_scaling_and_replay(dev, rng, dtype: str) -> None
     qd, kd, ed = dev.to_device(q), dev.to_device(k), dev.to_device(eye)
     kw = dict(scale=scale, training=True, dropout=p, seed=seed)
 
-    o_eye, _ = dev.nn.scaled_dot_product_attention(qd, kd, ed, offset=offset, **kw).result(60)
+    o_eye, _ = dev.cudnn.scaled_dot_product_attention(qd, kd, ed, offset=offset, **kw).result(60)
     got = wide(dev.copy_to_host(o_eye).result())
     probs = _dropout_ref(q, k, eye, scale, np.ones((b, h, sq, skv)), q)[4]
     kept = got != 0.0
     assert abs(kept.mean() - (1 - p)) < 0.06, kept.mean()  # 2048 draws: 6 standard deviations
     assert_close(got[kept], probs[kept] / (1 - p), dtype)  # kept ones scaled by 1/(1-p)
-    again, _ = dev.nn.scaled_dot_product_attention(qd, kd, ed, offset=offset, **kw).result(60)
+    again, _ = dev.cudnn.scaled_dot_product_attention(qd, kd, ed, offset=offset, **kw).result(60)
     assert np.array_equal(wide(dev.copy_to_host(again).result()), got)  # replayed
     # a fresh mask: another seed, or the offset advanced by the elements drawn per call
     # (nearby offsets draw overlapping Philox streams: on the H100 offset + 1 changed 10%)
     for change in (dict(seed=seed + 1, offset=offset),
                    dict(seed=seed, offset=offset + b * h * sq * skv)):
-        other, _ = dev.nn.scaled_dot_product_attention(qd, kd, ed, **{**kw, **change}).result(60)
+        other, _ = dev.cudnn.scaled_dot_product_attention(qd, kd, ed, **{**kw, **change}).result(60)
         differ = ((wide(dev.copy_to_host(other).result()) != 0.0) != kept).mean()
         assert 0.3 < differ < 0.55, (change, differ)  # independent masks: 2 p (1 - p) = 0.42
 
@@ -190,7 +190,7 @@ def test_attention_dropout_mask_scaling_and_replay(dev, rng, dtype: str) -> None
     v = random_array(rng, (b, h, skv, d), dtype)
     do = random_array(rng, (b, h, sq, d), dtype)
     vd = dev.to_device(v)
-    o, stats = dev.nn.scaled_dot_product_attention(qd, kd, vd, offset=offset, **kw).result(60)
+    o, stats = dev.cudnn.scaled_dot_product_attention(qd, kd, vd, offset=offset, **kw).result(60)
     o_ref, dq_ref, dk_ref, dv_ref, _ = _dropout_ref(q, k, v, scale, keep, do)
     assert_close(dev.copy_to_host(o).result(), o_ref, dtype)
     grads = dev.cudnn.scaled_dot_product_attention_backward(
@@ -211,8 +211,8 @@ def test_attention_device_lengths_and_cache(dev, rng) -> None:
     ref, _ = ref_attention(q, k, v, 0.25, True, [32] * 3, lkv)
     before = dev.cudnn.attention_cache_info().result()
     lens = dev.to_device(np.array(lkv, np.int32))
-    o1 = dev.nn.scaled_dot_product_attention(qd, kd, vd, causal=True, seq_len_kv=lens)
-    o2 = dev.nn.scaled_dot_product_attention(qd, kd, vd, causal=True, seq_len_kv=lkv)
+    o1 = dev.cudnn.scaled_dot_product_attention(qd, kd, vd, causal=True, seq_len_kv=lens)
+    o2 = dev.cudnn.scaled_dot_product_attention(qd, kd, vd, causal=True, seq_len_kv=lkv)
     for o in (o1, o2):
         assert_close(dev.copy_to_host(o).result(), ref, "bf16")
     after = dev.cudnn.attention_cache_info().result()
@@ -225,7 +225,7 @@ def test_attention_out_buffers(dev, rng) -> None:
     q = random_array(rng, (1, 2, 16, 8), "f16")
     qd = dev.to_device(q)
     out, st = dev.alloc(q.shape, "f16", order="C"), dev.alloc((1, 2, 16, 1), "f32", order="C")
-    done = dev.nn.scaled_dot_product_attention(qd, qd, qd, training=True, out=out, stats=st)
+    done = dev.cudnn.scaled_dot_product_attention(qd, qd, qd, training=True, out=out, stats=st)
     done.result(timeout=60)
     o_ref, lse_ref = ref_attention(q, q, q, 1 / np.sqrt(8), False, [16], [16])
     assert_close(dev.copy_to_host(out).result(), o_ref, "f16")
@@ -237,7 +237,7 @@ def _t(dev, shape=(2, 4, 16, 32), dtype="bf16"):
 
 
 def _sdpa(d, q=None, k=None, v=None, **kw):
-    return d.nn.scaled_dot_product_attention(q or _t(d), k or _t(d), v or _t(d), **kw)
+    return d.cudnn.scaled_dot_product_attention(q or _t(d), k or _t(d), v or _t(d), **kw)
 
 
 def _bwd(d, **over):
@@ -343,9 +343,9 @@ def test_frontend_shares_gpumsgs_cudnn(rng) -> None:
         x = random_array(rng, (1, 2, 16, 8), "bf16")
         w = random_array(rng, (2, 2, 1, 1), "bf16")
         xd, wd = dev.to_device(x), dev.to_device(w)
-        c1 = dev.nn.conv2d(xd, wd)
-        o = dev.nn.scaled_dot_product_attention(xd, xd, xd, causal=True)
-        c2 = dev.nn.conv2d(o, wd)
+        c1 = dev.cudnn.conv2d(xd, wd)
+        o = dev.cudnn.scaled_dot_product_attention(xd, xd, xd, causal=True)
+        c2 = dev.cudnn.conv2d(o, wd)
         ref, _ = ref_attention(x, x, x, 1 / np.sqrt(8), True, [16], [16])
         assert_close(dev.copy_to_host(o).result(), ref, "bf16")
         conv = lambda a: np.einsum("nchw,kc->nkhw", wide(a), wide(w)[:, :, 0, 0])  # noqa: E731

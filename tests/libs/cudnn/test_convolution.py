@@ -99,7 +99,7 @@ def test_conv_with_out_reuses_its_message_and_keeps_every_check(dev, rng) -> Non
 def test_conv_tf32(dev, rng, layout: str) -> None:
     x, w, geo = problem(rng, "stride_pad_groups", "f32", layout)
     y_ref, _ = ref_conv(x, w, *geo)
-    y = dev.nn.conv2d(dev.to_device(last(x, layout)), dev.to_device(last(w, layout)),
+    y = dev.cudnn.conv2d(dev.to_device(last(x, layout)), dev.to_device(last(w, layout)),
                       stride=geo[0], padding=geo[1], groups=geo[3], layout=layout, math="tf32")
     assert_close(first(dev.copy_to_host(y).result(), layout), y_ref, "tf32")
 
@@ -115,7 +115,7 @@ def test_conv_bias_activation(dev, rng, dtype: str, activation: str, coef) -> No
     y_ref, _ = ref_conv(x, w, *geo)
     y_ref = act_ref(y_ref + wide(b)[None, :, None, None], activation,
                     coef if coef is not None else 0.0)
-    y = dev.nn.conv2d(dev.to_device(last(x, layout)), dev.to_device(last(w, layout)),
+    y = dev.cudnn.conv2d(dev.to_device(last(x, layout)), dev.to_device(last(w, layout)),
                       bias=dev.to_device(b), stride=geo[0], padding=geo[1], groups=geo[3],
                       layout=layout, activation=activation, act_coef=coef)
     assert_close(first(dev.copy_to_host(y).result(), layout), y_ref, PREC[dtype], 2.0)
@@ -125,9 +125,9 @@ def test_algorithm_cache_and_workspace_limit(dev, rng) -> None:
     x, w, geo = problem(rng, "plain", "f32", "NCHW")
     dx, dw = dev.to_device(x), dev.to_device(w)
     before = dev.cudnn.cache_info().result()
-    y1 = dev.nn.conv2d(dx, dw, workspace_limit=0)
-    y2 = dev.nn.conv2d(dx, dw, workspace_limit=0)
-    y3 = dev.nn.conv2d(dx, dw)  # another limit: another plan
+    y1 = dev.cudnn.conv2d(dx, dw, workspace_limit=0)
+    y2 = dev.cudnn.conv2d(dx, dw, workspace_limit=0)
+    y3 = dev.cudnn.conv2d(dx, dw)  # another limit: another plan
     after = dev.cudnn.cache_info().result()
     assert after["misses"] - before["misses"] == 2
     assert after["hits"] - before["hits"] == 1
@@ -164,41 +164,41 @@ def test_conv_find(dev, rng, case: str, dtype: str) -> None:
 
 
 BAD = [
-    BadArg("channel mismatch", lambda d: d.nn.conv2d(_x(d), _x(d, (3, 3, 3, 3))), field="w",
+    BadArg("channel mismatch", lambda d: d.cudnn.conv2d(_x(d), _x(d, (3, 3, 3, 3))), field="w",
            match="channel mismatch"),
     BadArg("groups do not divide channels",
-           lambda d: d.nn.conv2d(_x(d), _x(d, (6, 1, 3, 3)), groups=3), field="groups"),
+           lambda d: d.cudnn.conv2d(_x(d), _x(d, (6, 1, 3, 3)), groups=3), field="groups"),
     BadArg("groups do not divide K",
-           lambda d: d.nn.conv2d(_x(d), _x(d, (3, 2, 3, 3)), groups=2), field="groups"),
-    BadArg("output size <= 0", lambda d: d.nn.conv2d(_x(d), _x(d, (3, 4, 7, 7))), field="y",
+           lambda d: d.cudnn.conv2d(_x(d), _x(d, (3, 2, 3, 3)), groups=2), field="groups"),
+    BadArg("output size <= 0", lambda d: d.cudnn.conv2d(_x(d), _x(d, (3, 4, 7, 7))), field="y",
            match="<= 0"),
     BadArg("dilated kernel too large",
-           lambda d: d.nn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), dilation=3), field="y"),
-    BadArg("dtype mix", lambda d: d.nn.conv2d(_x(d), _x(d, (3, 4, 3, 3), "f16")), field="w"),
-    BadArg("f64 refused", lambda d: d.nn.conv2d(_x(d, dtype="f64"), _x(d, (3, 4, 3, 3), "f64")),
+           lambda d: d.cudnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), dilation=3), field="y"),
+    BadArg("dtype mix", lambda d: d.cudnn.conv2d(_x(d), _x(d, (3, 4, 3, 3), "f16")), field="w"),
+    BadArg("f64 refused", lambda d: d.cudnn.conv2d(_x(d, dtype="f64"), _x(d, (3, 4, 3, 3), "f64")),
            field="x"),
-    BadArg("rank mismatch", lambda d: d.nn.conv2d(_x(d), _x(d, (3, 4, 3))), field="w"),
+    BadArg("rank mismatch", lambda d: d.cudnn.conv2d(_x(d), _x(d, (3, 4, 3))), field="w"),
     BadArg("2-D input", lambda d: d.cudnn.conv(_x(d, (4, 6)), _x(d, (3, 4))), field="x"),
-    BadArg("stride 0", lambda d: d.nn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), stride=0),
+    BadArg("stride 0", lambda d: d.cudnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), stride=0),
            field="stride"),
-    BadArg("negative padding", lambda d: d.nn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), padding=-1),
+    BadArg("negative padding", lambda d: d.cudnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), padding=-1),
            field="padding"),
     BadArg("wrong tuple length",
-           lambda d: d.nn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), stride=(1, 1, 1)), field="stride"),
-    BadArg("layout", lambda d: d.nn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), layout="CHWN"),
+           lambda d: d.cudnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), stride=(1, 1, 1)), field="stride"),
+    BadArg("layout", lambda d: d.cudnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), layout="CHWN"),
            field="layout"),
-    BadArg("algo", lambda d: d.nn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), algo="fastest"),
+    BadArg("algo", lambda d: d.cudnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), algo="fastest"),
            field="algo"),
-    BadArg("tf32 on f16", lambda d: d.nn.conv2d(_x(d, dtype="f16"),
+    BadArg("tf32 on f16", lambda d: d.cudnn.conv2d(_x(d, dtype="f16"),
                                                  _x(d, (3, 4, 3, 3), "f16"), math="tf32"),
            field="math"),
-    BadArg("bias length", lambda d: d.nn.conv2d(_x(d), _x(d, (3, 4, 3, 3)),
+    BadArg("bias length", lambda d: d.cudnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)),
                                                  bias=_x(d, (4,))), field="bias"),
-    BadArg("activation", lambda d: d.nn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), activation="gelu"),
+    BadArg("activation", lambda d: d.cudnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), activation="gelu"),
            field="activation"),
-    BadArg("coef on relu", lambda d: d.nn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), activation="relu",
+    BadArg("coef on relu", lambda d: d.cudnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), activation="relu",
                                                   act_coef=2.0), field="act_coef"),
-    BadArg("wrong output shape", lambda d: d.nn.conv2d(_x(d), _x(d, (3, 4, 3, 3)),
+    BadArg("wrong output shape", lambda d: d.cudnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)),
                                                         out=_x(d, (2, 3, 5, 5))), field="y"),
     BadArg("backward data: dy shape",
            lambda d: d.cudnn.conv_backward_data(_x(d, (2, 3, 5, 5)), _x(d, (3, 4, 3, 3)),
@@ -206,7 +206,7 @@ BAD = [
     BadArg("backward filter: dw channels",
            lambda d: d.cudnn.conv_backward_filter(_x(d), _x(d, (2, 3, 4, 4)), (3, 2, 3, 3)),
            field="dw"),
-    BadArg("column-major buffer", lambda d: d.nn.conv2d(d.alloc((2, 4, 6, 6), "f32", order="F"),
+    BadArg("column-major buffer", lambda d: d.cudnn.conv2d(d.alloc((2, 4, 6, 6), "f32", order="F"),
                                                          _x(d, (3, 4, 3, 3))), field="x"),
 ]
 
@@ -220,10 +220,10 @@ POINTWISE_BAD = [
     BadArg("activation shape", lambda d: d.cudnn.activation_backward(
         _x(d), _x(d), _x(d, (2, 4, 6, 5))), field="dy"),
     BadArg("activation none", lambda d: d.cudnn.activation(_x(d), "none"), field="activation"),
-    BadArg("softmax mode", lambda d: d.nn.softmax(_x(d), "spatial"), field="mode"),
-    BadArg("softmax log", lambda d: d.nn.softmax(_x(d), log=1), field="log"),
-    BadArg("softmax 1-D", lambda d: d.nn.softmax(_x(d, (5,))), field="x"),
-    BadArg("softmax f64", lambda d: d.nn.softmax(_x(d, dtype="f64")), field="x"),
+    BadArg("softmax mode", lambda d: d.cudnn.softmax(_x(d), "spatial"), field="mode"),
+    BadArg("softmax log", lambda d: d.cudnn.softmax(_x(d), log=1), field="log"),
+    BadArg("softmax 1-D", lambda d: d.cudnn.softmax(_x(d, (5,))), field="x"),
+    BadArg("softmax f64", lambda d: d.cudnn.softmax(_x(d, dtype="f64")), field="x"),
     BadArg("pool window too big", lambda d: d.cudnn.pool(_x(d), 7), field="y"),
     BadArg("pool padding >= window", lambda d: d.cudnn.pool(_x(d), 2, padding=2), field="padding"),
     BadArg("pool 1-D", lambda d: d.cudnn.pool(_x(d, (2, 4, 6)), 2), field="x"),

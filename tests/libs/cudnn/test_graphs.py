@@ -32,7 +32,7 @@ def test_convolutions_recorded_in_a_graph(dev, rng, layout: str) -> None:
                  for s in (y_shape, shape, wshape))
 
     def record() -> None:
-        dev.nn.conv2d(xd, wd, bias=bd, activation="relu", out=y, **kw)
+        dev.cudnn.conv2d(xd, wd, bias=bd, activation="relu", out=y, **kw)
         dev.cudnn.conv_backward_data(dyd, wd, dx.shape, out=dx, **kw)
         dev.cudnn.conv_backward_filter(xd, dyd, dw.shape, out=dw, **kw)
 
@@ -64,7 +64,7 @@ def test_convolutions_recorded_in_a_graph(dev, rng, layout: str) -> None:
     y1 = dev.alloc((2, 9, 9, 16) if layout == "NHWC" else (2, 16, 9, 9), "f32",
                    order="C").result()
     with dev.graph() as g2:
-        dev.nn.conv2d(xd, wd, stride=1, padding=1, layout=layout, out=y1)
+        dev.cudnn.conv2d(xd, wd, stride=1, padding=1, layout=layout, out=y1)
     with pytest.raises(gpumsg.GraphCaptureError, match="run once"):
         g2.ready.result(timeout=60)
     g.launch().result(timeout=60)  # the first graph still replays
@@ -94,7 +94,7 @@ def test_pooling_activations_and_softmax_recorded_in_a_graph(dev, rng, layout: s
         dev.cudnn.activation_backward(xd, o["relu"], dyd, "relu", out=o["drelu"])
         dev.cudnn.activation(xd, "gelu", out=o["gelu"])
         dev.cudnn.activation_backward(xd, o["gelu"], dyd, "gelu", out=o["dgelu"])
-        dev.nn.softmax(xd, layout=layout, out=o["soft"])
+        dev.cudnn.softmax(xd, layout=layout, out=o["soft"])
         dev.cudnn.softmax_backward(o["soft"], dyd, layout=layout, out=o["dsoft"])
 
     def inputs() -> None:
@@ -134,7 +134,7 @@ def test_graph_records_batch_norm_inference_and_layer_norm(dev, rng, dtype: str)
     def sequence() -> None:
         dev.cudnn.batch_norm_inference(xb, bn["gamma"], bn["beta"], bn["mean"], bn["var"],
                                        eps=1e-3, layout="NHWC", out=yb)
-        dev.nn.layer_norm(xl, ln_g, ln_b, eps=1e-5, out=yl, mean_out=mean, invstd_out=inv)
+        dev.cudnn.layer_norm(xl, ln_g, ln_b, eps=1e-5, out=yl, mean_out=mean, invstd_out=inv)
 
     def inputs() -> dict:
         host = {"xb": random_array(rng, (n, h, w, c), dtype),
@@ -219,7 +219,7 @@ def test_conv_graph_path(cuda_dev, rng, layout: str) -> None:
     before = dev.cudnn.cache_info().result()
     dxd, dwd, ddy = dev.to_device(last(x, layout)), dev.to_device(last(w, layout)), \
         dev.to_device(last(dy, layout))
-    y = dev.nn.conv2d(dxd, dwd, bias=dev.to_device(b), activation="relu", **kw)
+    y = dev.cudnn.conv2d(dxd, dwd, bias=dev.to_device(b), activation="relu", **kw)
     dx = dev.cudnn.conv_backward_data(ddy, dwd, last(x, layout).shape, **kw)
     dw = dev.cudnn.conv_backward_filter(dxd, ddy, last(w, layout).shape, **kw)
     assert_close(first(dev.copy_to_host(y).result(), layout),
@@ -258,7 +258,7 @@ def test_conv_graph_replays_follow_the_buffers(cuda_dev, rng, layout: str) -> No
         dev.copy_from_host(ddy, last(dy, layout))
         y_ref, grads = ref_conv(x, w, *geo)
         dx_ref, dw_ref = grads(dy)
-        dev.nn.conv2d(dxd, dwd, bias=dbias, activation="relu", out=y, **kw)
+        dev.cudnn.conv2d(dxd, dwd, bias=dbias, activation="relu", out=y, **kw)
         dev.cudnn.conv_backward_data(ddy, dwd, dx.shape, out=dx, **kw)
         dev.cudnn.conv_backward_filter(dxd, ddy, dw.shape, out=dw, **kw)
         assert_close(first(dev.copy_to_host(y).result(), layout),
@@ -270,7 +270,7 @@ def test_conv_graph_replays_follow_the_buffers(cuda_dev, rng, layout: str) -> No
     assert after["with_memory_nodes"] == 0, after  # workspaces are ours, not allocated per launch
     # rounds 2-4 of three directions are replays (round 2 captures, then launches)
     assert after["launches"] - before["launches"] >= 9, (before, after)
-    y2 = dev.nn.conv2d(dxd, dwd, bias=dbias, activation="relu", **kw)
+    y2 = dev.cudnn.conv2d(dxd, dwd, bias=dbias, activation="relu", **kw)
     assert_close(first(dev.copy_to_host(y2).result(), layout),
                  np.maximum(y_ref + wide(b)[None, :, None, None], 0), "bf16", 2.0)
 
@@ -308,7 +308,7 @@ def test_norm_kernels_not_built_yet_are_refused_in_a_graph(cuda_dev, rng) -> Non
     vec = [dev.to_device(random_array(rng, (8,), "f32", low=0.5)).result() for _ in range(4)]
     mean, inv = dev.alloc((32,), "f32").result(), dev.alloc((32,), "f32").result()
     calls = (lambda: dev.cudnn.batch_norm_inference(x, *vec, layout="NHWC", out=y),
-             lambda: dev.nn.layer_norm(x, normalized_ndim=1, out=y, mean_out=mean,
+             lambda: dev.cudnn.layer_norm(x, normalized_ndim=1, out=y, mean_out=mean,
                                         invstd_out=inv))
     for call in calls:
         with dev.graph() as g:
@@ -335,7 +335,7 @@ def test_conv_legacy_fallback(cuda_dev, rng, monkeypatch) -> None:
     dev = cuda_dev
     x, w, geo = problem(rng, "dilated", "f16", "NHWC")
     before = dev.cudnn.cache_info().result()
-    y = dev.nn.conv2d(dev.to_device(last(x, "NHWC")), dev.to_device(last(w, "NHWC")),
+    y = dev.cudnn.conv2d(dev.to_device(last(x, "NHWC")), dev.to_device(last(w, "NHWC")),
                       stride=geo[0], padding=geo[1], dilation=geo[2], layout="NHWC",
                       workspace_limit=12345)
     assert_close(first(dev.copy_to_host(y).result(), "NHWC"), ref_conv(x, w, *geo)[0], "f16")

@@ -185,7 +185,7 @@ def test_layer_norm_forward_backward(dev, rng, case: str, affine: bool, dtype: s
     xd = dev.to_device(x)
     gd = dev.to_device(gamma) if affine else None
     bd = dev.to_device(beta) if affine else None
-    y, mu, inv = dev.nn.layer_norm(xd, gd, bd, normalized_ndim=k, eps=eps).result(60)
+    y, mu, inv = dev.cudnn.layer_norm(xd, gd, bd, normalized_ndim=k, eps=eps).result(60)
     assert_close(dev.copy_to_host(y).result(), y_ref.reshape(shape), dtype)
     tol = STAT_TOL[dtype]
     assert_close(dev.copy_to_host(mu).result(), mean, *tol)
@@ -218,7 +218,7 @@ def test_layer_norm_wide_rows(dev, rng, dtype: str) -> None:
     dx_ref = invstd[:, None] * (g - xhat * (g * xhat).mean(axis=1, keepdims=True)
                                 - g.mean(axis=1, keepdims=True))
     xd = dev.to_device(x)
-    y, mu, inv = dev.nn.layer_norm(xd, dev.to_device(gamma), dev.to_device(beta),
+    y, mu, inv = dev.cudnn.layer_norm(xd, dev.to_device(gamma), dev.to_device(beta),
                                    eps=eps).result(60)
     assert_close(dev.copy_to_host(y).result(), y_ref.reshape(rows, d), dtype)
     assert_close(dev.copy_to_host(mu).result(), mean, *STAT_TOL[dtype])
@@ -266,9 +266,9 @@ def test_group_norm_forward_backward(dev, rng, case: str, affine: bool, dtype: s
     gd = dev.to_device(gamma) if affine else None
     bd = dev.to_device(beta) if affine else None
     if groups == c:
-        y, mu, inv = dev.nn.instance_norm(xd, gd, bd, eps=eps).result(60)
+        y, mu, inv = dev.cudnn.instance_norm(xd, gd, bd, eps=eps).result(60)
     else:
-        y, mu, inv = dev.nn.group_norm(xd, groups, gd, bd, eps=eps).result(60)
+        y, mu, inv = dev.cudnn.group_norm(xd, groups, gd, bd, eps=eps).result(60)
     assert_close(dev.copy_to_host(y).result(), y_ref.reshape(shape), dtype)
     tol = STAT_TOL[dtype]
     assert_close(dev.copy_to_host(mu).result(), mean, *tol)
@@ -283,14 +283,14 @@ def test_group_norm_forward_backward(dev, rng, case: str, affine: bool, dtype: s
 
 
 ROWNORM_BAD = [
-    BadArg("ln gamma length", lambda d: d.nn.layer_norm(_x(d), _v(d, 5), _v(d, 6)),
+    BadArg("ln gamma length", lambda d: d.cudnn.layer_norm(_x(d), _v(d, 5), _v(d, 6)),
            field="gamma", match="6 elements"),
-    BadArg("ln beta missing", lambda d: d.nn.layer_norm(_x(d), _v(d, 6)), field="beta"),
-    BadArg("ln normalized_ndim", lambda d: d.nn.layer_norm(_x(d), normalized_ndim=5),
+    BadArg("ln beta missing", lambda d: d.cudnn.layer_norm(_x(d), _v(d, 6)), field="beta"),
+    BadArg("ln normalized_ndim", lambda d: d.cudnn.layer_norm(_x(d), normalized_ndim=5),
            field="normalized_ndim"),
-    BadArg("ln one feature", lambda d: d.nn.layer_norm(_x(d, (4, 1))), field="x"),
-    BadArg("ln f64", lambda d: d.nn.layer_norm(_x(d, dtype="f64")), field="x"),
-    BadArg("ln gamma f16", lambda d: d.nn.layer_norm(_x(d), _v(d, 6, "f16"), _v(d, 6)),
+    BadArg("ln one feature", lambda d: d.cudnn.layer_norm(_x(d, (4, 1))), field="x"),
+    BadArg("ln f64", lambda d: d.cudnn.layer_norm(_x(d, dtype="f64")), field="x"),
+    BadArg("ln gamma f16", lambda d: d.cudnn.layer_norm(_x(d), _v(d, 6, "f16"), _v(d, 6)),
            field="gamma", match="f32"),
     BadArg("ln backward mean length",
            lambda d: d.cudnn.layer_norm_backward(_x(d), _x(d), _v(d, 47), _v(d, 48)),
@@ -298,14 +298,14 @@ ROWNORM_BAD = [
     BadArg("ln backward dy shape",
            lambda d: d.cudnn.layer_norm_backward(_x(d), _x(d, (2, 4, 6, 5)), _v(d, 48),
                                                _v(d, 48)), field="dy"),
-    BadArg("gn groups", lambda d: d.nn.group_norm(_x(d), 3), field="groups"),
-    BadArg("gn gamma length", lambda d: d.nn.group_norm(_x(d), 2, _v(d, 2), _v(d, 2)),
+    BadArg("gn groups", lambda d: d.cudnn.group_norm(_x(d), 3), field="groups"),
+    BadArg("gn gamma length", lambda d: d.cudnn.group_norm(_x(d), 2, _v(d, 2), _v(d, 2)),
            field="gamma", match="4 elements"),
-    BadArg("gn 1-D", lambda d: d.nn.group_norm(_x(d, (8,)), 1), field="x"),
+    BadArg("gn 1-D", lambda d: d.cudnn.group_norm(_x(d, (8,)), 1), field="x"),
     BadArg("gn backward invstd length",
            lambda d: d.cudnn.group_norm_backward(_x(d), _x(d), _v(d, 4), _v(d, 3), 2),
            field="invstd"),
-    BadArg("gn out alias", lambda d: (lambda x: d.nn.group_norm(x, 2, out=x))(_x(d)),
+    BadArg("gn out alias", lambda d: (lambda x: d.cudnn.group_norm(x, 2, out=x))(_x(d)),
            field="y", match="alias"),
 ]
 

@@ -86,7 +86,7 @@ BAD = [
     BadArg("gelu name", lambda d: d.cudnn.activation(d.to_device(np.ones(4, np.float32)),
                                                    "gelu_erf"), field="activation"),
     BadArg("gelu f64", lambda d: d.cudnn.activation(d.to_device(np.ones(4)), "gelu"), field="x"),
-    BadArg("gelu fused in conv", lambda d: d.nn.conv2d(
+    BadArg("gelu fused in conv", lambda d: d.cudnn.conv2d(
         d.to_device(np.ones((1, 4, 5, 5), np.float32)),
         d.to_device(np.ones((3, 4, 3, 3), np.float32)), activation="gelu_tanh"),
         field="activation"),
@@ -135,7 +135,7 @@ def test_layer_norm_paths(dev, rng, case: str, dtype: str) -> None:
     y_ref, mean, invstd, dx_ref, dg_ref, db_ref = ln_ref(wide(x), wide(dy), wide(gamma),
                                                          wide(beta), eps)
     xd = dev.to_device(x)
-    y, mu, inv = dev.nn.layer_norm(xd, dev.to_device(gamma), dev.to_device(beta),
+    y, mu, inv = dev.cudnn.layer_norm(xd, dev.to_device(gamma), dev.to_device(beta),
                                    eps=eps).result(60)
     assert_close(dev.copy_to_host(y).result(), y_ref, dtype)
     assert_close(dev.copy_to_host(mu).result(), mean, *STAT_TOL[dtype])
@@ -146,7 +146,7 @@ def test_layer_norm_paths(dev, rng, case: str, dtype: str) -> None:
     assert_close(dev.copy_to_host(dg).result(), dg_ref, dtype, 4.0)
     assert_close(dev.copy_to_host(db).result(), db_ref, dtype, 4.0)
     # without gamma/beta: the same statistics, dx of the plain normalization
-    y2, _, _ = dev.nn.layer_norm(xd, eps=eps).result(60)
+    y2, _, _ = dev.cudnn.layer_norm(xd, eps=eps).result(60)
     ones = np.ones(d)
     y_ref2, _, _, dx_ref2, _, _ = ln_ref(wide(x), wide(dy), ones, 0 * ones, eps)
     assert_close(dev.copy_to_host(y2).result(), y_ref2, dtype)
@@ -194,7 +194,7 @@ def test_unaligned_pointers(backend, rng, dtype: str) -> None:
         tdy, keep_dy = _torch_unaligned(torch, dy, dtype)
         torch.cuda.synchronize()
         xd, dyd = dev.from_dlpack(tx), dev.from_dlpack(tdy)
-        y, mu, inv = dev.nn.layer_norm(xd, eps=1e-5).result(60)
+        y, mu, inv = dev.cudnn.layer_norm(xd, eps=1e-5).result(60)
         y_ref, _, _, dx_ref, _, _ = ln_ref(wide(x), wide(dy), np.ones(d), np.zeros(d), 1e-5)
         assert_close(dev.copy_to_host(y).result(), y_ref, dtype)
         dx, _, _ = dev.cudnn.layer_norm_backward(xd, dyd, mu, inv, eps=1e-5).result(60)
@@ -204,7 +204,7 @@ def test_unaligned_pointers(backend, rng, dtype: str) -> None:
         gx = dev.cudnn.activation_backward(xd, g, dyd, "gelu")
         assert_close(dev.copy_to_host(gx).result(), wide(dy) * gelu_grad_ref(wide(x), "gelu"),
                      dtype, 2.0)
-        s = dev.nn.softmax(xd, "channel")
+        s = dev.cudnn.softmax(xd, "channel")
         s_ref = softmax_ref(wide(x))
         assert_close(dev.copy_to_host(s).result(), s_ref, dtype)
         sdx = dev.cudnn.softmax_backward(s, dyd, "channel")
@@ -265,7 +265,7 @@ def test_softmax_rows(dev, rng, case: str, log: bool, dtype: str) -> None:
     dy = random_array(rng, shape, dtype)
     xw = wide(x).reshape(rows, d)
     y_ref = softmax_ref(xw, log)
-    y = dev.nn.softmax(dev.to_device(x), mode, log, layout)
+    y = dev.cudnn.softmax(dev.to_device(x), mode, log, layout)
     tol = 4.0 if log else 1.0  # log-probabilities near zero: a relative error of their sum
     assert_close(dev.copy_to_host(y).result().reshape(rows, d), y_ref, dtype, tol)
     dx = dev.cudnn.softmax_backward(y, dev.to_device(dy), mode, log, layout)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import gpumsg
+from gpumsg.libs.cudnn.rnn import RnnGrads, RnnOutputs
 from gpumsg.messages.cudnn_rnn import (
     RnnBackwardData,
     RnnBackwardWeights,
@@ -49,7 +50,7 @@ def test_forward_two_layers(dev, rng, cell, bidirectional) -> None:
                                     wide(c0) if lstm else np.zeros_like(wide(h0)), 2, dirs)
     for train in (False, True):
         out = net(dev.to_device(x), dev.to_device(h0), dev.to_device(c0) if lstm else None,
-                  train=train)
+                  train=train).result()
         assert_close(_host(dev, out.y), y_ref, "f32", 5)
         assert_close(_host(dev, out.hy), hy_ref, "f32", 5)
         if lstm:
@@ -58,7 +59,7 @@ def test_forward_two_layers(dev, rng, cell, bidirectional) -> None:
             assert out.cy is None
         assert (out.reserve is not None) == train
     # zero initial states when hx/cx are omitted
-    out = net(dev.to_device(x))
+    out = net(dev.to_device(x)).result()
     zeros = np.zeros((2 * dirs, batch, hsz))
     assert_close(_host(dev, out.y), ref_rnn(cell, params, wide(x), zeros, zeros, 2, dirs)[0],
                  "f32", 5)
@@ -80,7 +81,7 @@ def test_padded_batch(dev, rng, cell, batch_first) -> None:
     y_ref, hy_ref, cy_ref = ref_rnn(cell, params, wide(x), wide(h0), np.zeros_like(wide(h0)),
                                     2, 2, lengths)
     out = net(dev.to_device(np.ascontiguousarray(_seq(x, batch_first))), dev.to_device(h0),
-              seq_lengths=np.array(lengths) if batch_first else lengths, train=True)
+              seq_lengths=np.array(lengths) if batch_first else lengths, train=True).result()
     y = _seq(_host(dev, out.y), batch_first)
     assert_close(y, y_ref, "f32", 5)
     for b, n in enumerate(lengths):
@@ -100,7 +101,7 @@ def test_forward_half(dev, rng, dtype, cell) -> None:
     x = random_array(rng, (t_len, batch, isz), dtype)
     h0 = (random_array(rng, (4, batch, hsz), "f32") * 0.5).astype(gpumsg.as_dtype(dtype))
     y_ref, hy_ref, _ = ref_rnn(cell, params, wide(x), wide(h0), np.zeros_like(wide(h0)), 2, 2)
-    out = net(dev.to_device(x), dev.to_device(h0))
+    out = net(dev.to_device(x), dev.to_device(h0)).result()
     assert_close(_host(dev, out.y), y_ref, dtype, 2)
     assert_close(_host(dev, out.hy), hy_ref, dtype, 2)
 
@@ -115,10 +116,36 @@ def test_backward_data_and_weights(dev, rng, cell, bidirectional) -> None:
         assert_close(_host(dev, g.dcx), ref["c0"], "f32", 10)
     else:
         assert g.dcx is None
-    grads = net.get_weights(g.dw.result())
+    grads = net.get_weights(g.dw)
     assert set(grads) == set(net.params)
     for name, value in grads.items():
         assert_close(wide(value), ref[name], "f32", 10)
+
+
+def test_training_step_is_sent_whole(dev, rng) -> None:
+    """forward, backward: two calls, one future each, the backward sent while the forward
+    is still queued (the stream held busy); they give what the same two calls give one after
+    the other, and the forward the reference's y."""
+    net, _, _, _, (x, out0, h0, _) = _grad_case(dev, rng, "gru", False)
+    dy = dev.to_device(random_array(rng, (3, 2, 2), "f32"))
+    dev.inject_fault("hang", seconds=0.5)
+    fwd = net(x, h0, train=True)
+    grads = net.backward(fwd, dy)
+    assert not fwd.done() and not grads.done()
+    assert isinstance(fwd.pending.y, gpumsg.BufferFuture) and fwd.pending.y.shape == (3, 2, 2)
+    out, g = fwd.result(timeout=30), grads.result(timeout=30)
+    assert isinstance(out, RnnOutputs) and isinstance(g, RnnGrads)
+    assert all(isinstance(b, gpumsg.GpuBuffer) for b in (out.y, out.hy, out.reserve, g.dx,
+                                                         g.dhx, g.dw))
+    assert out.cy is None and g.dcx is None
+    assert_close(_host(dev, out.y), _host(dev, out0.result().y), "f32")
+    again = net(x, h0, train=True)
+    again.result()
+    g2 = net.backward(again, dy).result()
+    for a, b in zip(g, g2):
+        if a is None:
+            continue
+        assert_close(_host(dev, a), _host(dev, b), "f32")
 
 
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
@@ -126,7 +153,7 @@ def test_backward_padded_batch_first(dev, rng, cell) -> None:
     net, ref, g, lstm, _ = _grad_case(dev, rng, cell, True, batch_first=True, lengths=(2, 3))
     assert_close(_seq(_host(dev, g.dx), True), ref["x"], "f32", 10)
     assert_close(_host(dev, g.dhx), ref["h0"], "f32", 10)
-    for name, value in net.get_weights(g.dw.result()).items():
+    for name, value in net.get_weights(g.dw).items():
         assert_close(wide(value), ref[name], "f32", 10)
 
 
@@ -135,7 +162,7 @@ def test_backward_half(dev, rng, dtype) -> None:
     net, ref, g, lstm, _ = _grad_case(dev, rng, "lstm", True, dtype=dtype)
     assert_close(_host(dev, g.dx), ref["x"], dtype, 3)
     assert_close(_host(dev, g.dhx), ref["h0"], dtype, 3)
-    grads = net.get_weights(g.dw.result())
+    grads = net.get_weights(g.dw)
     got = np.concatenate([wide(grads[n]).ravel() for n in net.params])
     want = np.concatenate([ref[n].ravel() for n in net.params])
     assert_close(got, want, dtype, 3)
@@ -145,13 +172,13 @@ def test_weight_gradients_accumulate(dev, rng) -> None:
     """cuDNN's weight pass adds: accumulate=True adds the gradient to dw, the default
     overwrites whatever dw held."""
     net, ref, g, _, (x, out, h0, lengths) = _grad_case(dev, rng, "gru", False)
-    dw = g.dw.result()
+    dw = g.dw
     once = _host(dev, dw)
-    net.backward_weights(x, out.y, out.reserve, h0, dw=dw, accumulate=True).result()
+    assert net.backward_weights(out, dw=dw, accumulate=True).result() is dw
     assert_close(_host(dev, dw), 2 * once, "f32")
     garbage = random_array(rng, (net.weight_elems,), "f32")
     dev.copy_from_host(dw, garbage).result()
-    net.backward_weights(x, out.y, out.reserve, h0, dw=dw).result()
+    net.backward_weights(out, dw=dw).result()
     assert_close(_host(dev, dw), once, "f32")
 
 
@@ -179,10 +206,11 @@ def test_persistent_and_standard_algorithms_agree(dev, rng, cell) -> None:
     grads = {}
     for a, net in nets.items():
         net.set_weights(params).result()
-        out = net(xs, hs, train=True)
+        fwd = net(xs, hs, train=True)
+        g = net.backward(fwd, dys).result()  # sent before the forward is waited for
+        out = fwd.result()
         assert_close(_host(dev, out.y), y_ref, "f16", 2)
         assert_close(_host(dev, out.hy), hy_ref, "f16", 2)
-        g = net.backward(xs, out.y, dys, out.reserve, hs)
         grads[a] = (_host(dev, g.dx), _host(dev, g.dhx), _host(dev, g.dw))
     for a in ("auto", "persist_static"):
         for got, want in zip(grads[a], grads["standard"]):
@@ -226,7 +254,7 @@ def test_no_bias_forward(dev, rng) -> None:
     net.set_weights(params).result()
     x = random_array(rng, (5, 2, 4), "f32")
     zeros = np.zeros((2, 2, 3))
-    out = net(dev.to_device(x))
+    out = net(dev.to_device(x)).result()
     assert_close(_host(dev, out.y), ref_rnn("gru", params, wide(x), zeros, zeros, 2, 1)[0],
                  "f32", 5)
 
@@ -237,7 +265,7 @@ def test_caches_count_hits(dev, rng) -> None:
     x = dev.to_device(random_array(rng, (4, 2, 3), "f32"))
     before = dev.cudnn.rnn_cache_info().result()
     for _ in range(3):
-        net(x).y.result()
+        net(x).result()
     after = dev.cudnn.rnn_cache_info().result()
     assert after["data"]["hits"] - before["data"]["hits"] >= 2
     assert after["data"]["size"] >= 1 and after["specs"]["size"] >= 1
@@ -254,7 +282,7 @@ def test_data_plan_eviction(dev, rng) -> None:
     for t_len in range(1, 72):
         x = random_array(rng, (t_len, 2, 3), "f32")
         lengths = (t_len, max(1, t_len // 2))
-        outs.append((x, lengths, net(dev.to_device(x), seq_lengths=lengths).y))
+        outs.append((x, lengths, net(dev.to_device(x), seq_lengths=lengths).pending.y))
     for x, lengths, y in outs[::10] + outs[-3:]:
         zeros = np.zeros((1, 2, 2))
         assert_close(_host(dev, y), ref_rnn("rnn_tanh", params, wide(x), zeros, zeros, 1, 1,
@@ -311,6 +339,12 @@ BAD = [
            field="seq_lengths"),
     BadArg("weights too small", lambda d: _lstm(d)(_buf(d, (5, 2, 3)), w=_buf(d, (8,))),
            field="w"),
+    BadArg("backward of buffers, not a forward", lambda d: _lstm(d).backward(
+        _buf(d, (5, 2, 4)), _buf(d, (5, 2, 4))), field="forward"),
+    BadArg("backward of an inference forward", lambda d: (lambda n: n.backward(
+        n(_buf(d, (5, 2, 3))), _buf(d, (5, 2, 4))))(_lstm(d)), field="forward"),
+    BadArg("backward of another network's forward", lambda d: _lstm(d).backward(
+        _lstm(d)(_buf(d, (5, 2, 3)), train=True), _buf(d, (5, 2, 4))), field="forward"),
     BadArg("unknown parameter", lambda d: _lstm(d).set_weights({"weight_ih_l7": np.ones(3)}),
            field="weight_ih_l7"),
     BadArg("parameter shape", lambda d: _lstm(d).set_weights({"weight_ih_l0": np.ones((4, 3))}),

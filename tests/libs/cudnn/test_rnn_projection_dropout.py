@@ -56,7 +56,7 @@ def test_projection_forward(dev, rng, bidirectional, batch_first) -> None:
     assert y_ref.shape == (t_len, batch, dirs * psz)
     for train in (False, True):
         out = net(dev.to_device(np.ascontiguousarray(_seq(x, batch_first))), dev.to_device(h0),
-                  dev.to_device(c0), seq_lengths=lengths, train=train)
+                  dev.to_device(c0), seq_lengths=lengths, train=train).result()
         assert_close(_seq(_host(dev, out.y), batch_first), y_ref, "f32", 5)
         assert_close(_host(dev, out.hy), hy_ref, "f32", 5)
         assert_close(_host(dev, out.cy), cy_ref, "f32", 5)
@@ -74,7 +74,7 @@ def test_projection_backward(dev, rng, bidirectional) -> None:
     assert_close(_host(dev, g.dx), ref["x"], "f32", 10)
     assert_close(_host(dev, g.dhx), ref["h0"], "f32", 10)
     assert_close(_host(dev, g.dcx), ref["c0"], "f32", 10)
-    grads = net.get_weights(g.dw.result())
+    grads = net.get_weights(g.dw)
     assert set(grads) == set(net.params)
     for name, value in grads.items():
         assert_close(wide(value), ref[name], "f32", 10)
@@ -86,7 +86,7 @@ def test_projection_backward_padded_batch_first(dev, rng) -> None:
     assert_close(_seq(_host(dev, g.dx), True), ref["x"], "f32", 10)
     assert_close(_host(dev, g.dhx), ref["h0"], "f32", 10)
     assert_close(_host(dev, g.dcx), ref["c0"], "f32", 10)
-    for name, value in net.get_weights(g.dw.result()).items():
+    for name, value in net.get_weights(g.dw).items():
         assert_close(wide(value), ref[name], "f32", 10)
 
 
@@ -100,7 +100,7 @@ def test_projection_half(dev, rng, dtype) -> None:
     h0 = (random_array(rng, (4, batch, psz), "f32") * 0.5).astype(gpumsg.as_dtype(dtype))
     y_ref, hy_ref, cy_ref = ref_rnn("lstm", params, wide(x), wide(h0),
                                     np.zeros((4, batch, hsz)), 2, 2)
-    out = net(dev.to_device(x), dev.to_device(h0))
+    out = net(dev.to_device(x), dev.to_device(h0)).result()
     assert_close(_host(dev, out.y), y_ref, dtype, 2)
     assert_close(_host(dev, out.hy), hy_ref, dtype, 2)
     assert_close(_host(dev, out.cy), cy_ref, dtype, 2)
@@ -125,7 +125,7 @@ def test_dropout_off_in_inference_and_at_zero(dev, rng) -> None:
     for p, net in nets.items():
         net.set_weights(params).result()
         for train in (False, True):
-            out = net(xs, hs, cs, train=train)
+            out = net(xs, hs, cs, train=train).result()
             outs[p, train] = [_host(dev, b) for b in out[:3]]
     for key in ((0.0, False), (0.0, True), (0.5, False)):
         for got, want in zip(outs[key], ref):
@@ -138,7 +138,7 @@ def test_dropout_off_in_inference_and_at_zero(dev, rng) -> None:
     params1 = random_params(rng, one.param_shapes())
     one.set_weights(params1).result()
     zeros = np.zeros((1, batch, hsz))
-    out = one(xs, train=True)
+    out = one(xs, train=True).result()
     assert_close(_host(dev, out.y), ref_rnn("gru", params1, wide(x), zeros, zeros, 1, 1)[0],
                  "f32", 5)
     assert one.dropout_states is None
@@ -189,7 +189,8 @@ def test_dropout_mask_seeded_and_reproducible(dev, rng, bidirectional) -> None:
     xs, hs = dev.to_device(x), dev.to_device(h0)
 
     def masks(n, model=net):
-        return [_mask_of(_host(dev, model(xs, hs, train=True).y), out0, p) for _ in range(n)]
+        return [_mask_of(_host(dev, model(xs, hs, train=True).result().y), out0, p)
+                for _ in range(n)]
 
     first = masks(2)
     n = first[0].size
@@ -198,7 +199,7 @@ def test_dropout_mask_seeded_and_reproducible(dev, rng, bidirectional) -> None:
         assert abs(frac - p) < 5 * np.sqrt(p * (1 - p) / n), f"dropped {frac:.3f}, p = {p}"
     assert not np.array_equal(first[0], first[1]), "the states did not advance"
     # inference neither drops nor advances the states
-    assert_close(_host(dev, net(xs, hs).y), np.tanh(out0), "f32", 5)
+    assert_close(_host(dev, net(xs, hs).result().y), np.tanh(out0), "f32", 5)
     net.seed_dropout(seed)
     assert all(np.array_equal(a, b) for a, b in zip(masks(2), first))
     twin = _net(dev, "rnn_tanh", bidirectional=bidirectional, isz=isz, hsz=hsz, dropout=p,
@@ -221,7 +222,8 @@ def test_dropout_backward_uses_the_forwards_mask(dev, rng, bidirectional) -> Non
                                         int(rng.integers(1 << 30)))
     xs, hs = dev.to_device(x), dev.to_device(h0)
     for _ in range(8):  # a draw that drops some and keeps some
-        out = net(xs, hs, train=True)
+        fwd = net(xs, hs, train=True)
+        out = fwd.result()
         mask = _mask_of(_host(dev, out.y), out0, p)
         if 0 < (mask == 0).sum() < mask.size:
             break
@@ -238,11 +240,11 @@ def test_dropout_backward_uses_the_forwards_mask(dev, rng, bidirectional) -> Non
         return float((y * dy).sum() + (hy * dhy).sum())
 
     ref = fd_gradients(loss, {"x": x, "h0": h0, **params})
-    g = net.backward(xs, out.y, dev.to_device(dy.astype(np.float32)), out.reserve, hs,
-                     dhy=dev.to_device(dhy.astype(np.float32)))
+    g = net.backward(fwd, dev.to_device(dy.astype(np.float32)),
+                     dhy=dev.to_device(dhy.astype(np.float32))).result()
     assert_close(_host(dev, g.dx), ref["x"], "f32", 10)
     assert_close(_host(dev, g.dhx), ref["h0"], "f32", 10)
-    for name, value in net.get_weights(g.dw.result()).items():
+    for name, value in net.get_weights(g.dw).items():
         if bidirectional and name.startswith("weight_ih_l1"):
             # y shows the mask each direction of layer 1 applies to its own half of the input
             # only. cuDNN draws a mask per direction of the layer above: on the H100 the
@@ -279,14 +281,15 @@ def test_dropout_lstm_projection_gradients(dev, rng) -> None:
         net.seed_dropout(seed)
         dev.copy_from_host(net.weights, w_.astype(f32)).result()
         xs, hs, cs = (dev.to_device(a.astype(f32)) for a in (x_, h_, c_))
-        out = net(xs, hs, cs, train=True)
+        fwd = net(xs, hs, cs, train=True)
+        out = fwd.result()
         y = _host(dev, out.y)
         loss = float((y * dy).sum() + (_host(dev, out.hy) * dhy).sum()
                      + (_host(dev, out.cy) * dcy).sum())
         if not backward:
             return loss
-        g = net.backward(xs, out.y, dev.to_device(dy.astype(f32)), out.reserve, hs, cs,
-                         dev.to_device(dhy.astype(f32)), dev.to_device(dcy.astype(f32)))
+        g = net.backward(fwd, dev.to_device(dy.astype(f32)), dev.to_device(dhy.astype(f32)),
+                         dev.to_device(dcy.astype(f32))).result()
         return y, [_host(dev, a) for a in g]
 
     y_train, (gx, gh, gc, gw) = run(x, h0, c0, w0, backward=True)

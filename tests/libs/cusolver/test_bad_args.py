@@ -44,7 +44,8 @@ BAD = [
     BadArg("getrs b aliases a", lambda d: (lambda x: d.cusolver.getrs(x, x, 8, 8))(_col(d)),
            field="b"),
     BadArg("cholesky not square", lambda d: d.linalg.cholesky(_f64(d, (8, 4))), field="a"),
-    BadArg("cholesky F-ordered", lambda d: d.linalg.cholesky(_f64(d, order="F")), field="a"),
+    BadArg("cholesky F-ordered, not square", lambda d: d.linalg.cholesky(
+        _f64(d, (8, 4), order="F")), field="a"),
     BadArg("solve shape mismatch", lambda d: d.linalg.solve(_f64(d), _f64(d, (7,))), field="b"),
     BadArg("solve dtype mismatch", lambda d: d.linalg.solve(_f64(d), d.alloc((8,), np.float32)),
            field="b"),

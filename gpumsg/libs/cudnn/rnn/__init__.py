@@ -4,3 +4,7 @@ its client methods in ``dev.cudnn``. ``handle.py`` (device thread), ``handlers.p
 handle call), ``sim.py`` (the NumPy semantics of the simulator), ``client.py`` (``dev.cudnn.rnn``
 and its network objects, caller's thread). Messages: :mod:`gpumsg.messages.cudnn_rnn`.
 """
+
+from ._client import Rnn, RnnDataGrads, RnnForwardFuture, RnnGrads, RnnOutputs
+
+__all__ = ["Rnn", "RnnDataGrads", "RnnForwardFuture", "RnnGrads", "RnnOutputs"]

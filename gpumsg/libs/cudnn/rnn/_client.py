@@ -7,10 +7,11 @@ the device's cuDNN handle).
     lstm = dev.cudnn.lstm(input_size=256, hidden_size=512, num_layers=2, bidirectional=True,
                         dtype="f16")
     lstm.set_weights(torch_module.state_dict())      # torch names and shapes, any subset
-    y, hy, cy, _ = lstm(x)                           # inference: futures of new buffers
-    y, hy, cy, reserve = lstm(x, hx, cx, train=True)
-    dx, dhx, dcx, dw = lstm.backward(x, y, dy, reserve, hx, cx, dhy=dhy, dcy=dcy)
-    grads = lstm.get_weights(dw.result())             # torch-named gradients (NumPy)
+    y, hy, cy, _ = lstm(x).result()                  # inference: one future of RnnOutputs
+    fwd = lstm(x, hx, cx, train=True)                # a training step, sent whole:
+    grads = lstm.backward(fwd, dy, dhy=dhy, dcy=dcy) # the backward takes the forward's future
+    dx, dhx, dcx, dw = grads.result()
+    named = lstm.get_weights(dw)                     # torch-named gradients (NumPy)
 
     # torch's nn.LSTM(..., proj_size=64, dropout=0.2); masks seeded by 7
     lstm = dev.cudnn.lstm(256, 512, 2, proj_size=64, dropout=0.2, seed=7)
@@ -40,16 +41,16 @@ from ....messages.cudnn_rnn import (
     RnnWeightInfo,
     data_shapes,
 )
+from ..._answers import tuple_after
 
 if TYPE_CHECKING:
     from ....client._device import Device
 
-__all__ = ["DnnRnn", "Rnn", "RnnOutputs", "RnnGrads"]
+__all__ = ["DnnRnn", "Rnn", "RnnDataGrads", "RnnForwardFuture", "RnnGrads", "RnnOutputs"]
 
 
 class RnnOutputs(NamedTuple):
-    """Futures of a forward's buffers: y, hy, cy (None unless LSTM), reserve (None unless
-    training)."""
+    """A forward's buffers: y, hy, cy (None unless LSTM), reserve (None unless training)."""
 
     y: Any
     hy: Any
@@ -58,13 +59,21 @@ class RnnOutputs(NamedTuple):
 
 
 class RnnGrads(NamedTuple):
-    """Futures of a backward's buffers: dx, dhx, dcx (None unless LSTM), dw (None when the
-    weight gradients were not asked for)."""
+    """A backward's buffers: dx, dhx, dcx (None unless LSTM), dw (None when the weight
+    gradients were not asked for)."""
 
     dx: Any
     dhx: Any
     dcx: Any
     dw: Any
+
+
+class RnnDataGrads(NamedTuple):
+    """The data gradients of a backward: dx, dhx, dcx (None unless LSTM)."""
+
+    dx: Any
+    dhx: Any
+    dcx: Any
 
 
 def _lengths(value: Any) -> Any:
@@ -272,12 +281,17 @@ class Rnn:
 
     # -- the passes ---------------------------------------------------------------------------
     def forward(self, x: Any, hx: Any = None, cx: Any = None, seq_lengths: Any = None,
-                train: bool = False, w: Any = None) -> RnnOutputs:
-        """y, hy, cy = rnn(x, hx, cx) (see :class:`~gpumsg.messages.cudnn_rnn.RnnForward` for
-        layouts and padding); new buffers, row-major, the spec's dtype. ``train=True`` also
-        returns the reserve space (u8) that :meth:`backward` needs and, with dropout between
-        layers, draws the masks from (and advances) :attr:`dropout_states`, seeding them first
-        if this is the network's first training forward. Omitted hx/cx are zeros."""
+                train: bool = False, w: Any = None) -> RnnForwardFuture:
+        """One future of :class:`RnnOutputs` (y, hy, cy, reserve) of rnn(x, hx, cx) (see
+        :class:`~gpumsg.messages.cudnn_rnn.RnnForward` for layouts and padding): new buffers,
+        row-major, the spec's dtype. ``train=True`` also makes the reserve space (u8) the
+        backward needs and, with dropout between layers, draws the masks from (and advances)
+        :attr:`dropout_states`, seeding them first if this is the network's first training
+        forward. Omitted hx/cx are zeros.
+
+        The future's :attr:`~RnnForwardFuture.pending` holds the four buffers' futures at once,
+        and :meth:`backward` takes the future itself (it remembers x, hx, cx, the lengths and
+        the weights): a training step is sent whole without waiting in between."""
         dev = self._dev
         dev.port.check_open()
         seq_lengths = _lengths(seq_lengths)
@@ -296,64 +310,138 @@ class Rnn:
                 if self.dropout_states is None:
                     self.seed_dropout()
                 states = self.dropout_states
-        done = dev.send(RnnForward(spec, x, y, w, hx, cx, hy, cy, reserve,
-                                   _lengths(seq_lengths),
+        done = dev.send(RnnForward(spec, x, y, w, hx, cx, hy, cy, reserve, seq_lengths,
                                    self.batch_first, states))
-        after = dev.buffer_after
-        return RnnOutputs(after(done, y), after(done, hy),
-                          None if cy is None else after(done, cy),
-                          None if reserve is None else after(done, reserve))
+        pending = RnnOutputs(y, hy, cy, reserve)
+        return RnnForwardFuture(done, self, pending, _ForwardInputs(x, hx, cx, seq_lengths, w))
 
     __call__ = forward
 
-    def backward_data(self, y: Any, dy: Any, reserve: Any, hx: Any = None, cx: Any = None,
-                      dhy: Any = None, dcy: Any = None, seq_lengths: Any = None,
-                      w: Any = None) -> tuple[Any, Any, Any]:
-        """Futures of (dx, dhx, dcx) (dcx None unless LSTM) from the training forward's y and
-        reserve (``cudnnRNNBackwardData_v8``; it updates the reserve for
-        :meth:`backward_weights`). Omitted dhy/dcy are zeros."""
+    def _forward_of(self, forward: Any) -> tuple[RnnOutputs, _ForwardInputs]:
+        """The pending outputs and the inputs of ``forward`` (this network's training
+        forward's future); InvalidMessage naming ``forward`` otherwise."""
+        if not isinstance(forward, RnnForwardFuture):
+            raise InvalidMessage(f"forward: expected the future a training forward of this "
+                                 f"network returned, got {type(forward).__name__}",
+                                 field="forward")
+        if forward.network is not self:
+            raise InvalidMessage("forward: that forward ran on another network",
+                                 field="forward")
+        if forward.pending.reserve is None:
+            raise InvalidMessage("forward: an inference forward (train=False) keeps no "
+                                 "reserve space; run it with train=True", field="forward")
+        return forward.pending, forward.inputs
+
+    def backward_data(self, forward: Any, dy: Any, dhy: Any = None, dcy: Any = None
+                      ) -> Future:
+        """One future of :class:`RnnDataGrads` (dx, dhx, dcx; dcx None unless LSTM) of the
+        training forward ``forward`` (its future, resolved or not) given dy, the gradient of
+        its y, and dhy/dcy (omitted: zeros), through ``cudnnRNNBackwardData_v8``. It updates
+        the forward's reserve space for :meth:`backward_weights`."""
         dev = self._dev
         dev.port.check_open()
-        t, b = self._seq_dims(y, "y")
-        w = self._check_w(w, "w")
+        out, inp = self._forward_of(forward)
+        t, b = self._seq_dims(out.y, "y")
         spec = self.spec
         dx = dev.alloc(data_shapes(spec, self.batch_first, t, b)["x"], spec.dtype, order="C")
         dhx = self._new_states(b)
         dcx = self._new_states(b, cell=True) if spec.cell == "lstm" else None
-        done = dev.send(RnnBackwardData(spec, y, dy, dx, w, reserve, hx, cx, dhy, dcy, dhx, dcx,
-                                        _lengths(seq_lengths),
+        done = dev.send(RnnBackwardData(spec, out.y, dy, dx, inp.w, out.reserve, inp.hx,
+                                        inp.cx, dhy, dcy, dhx, dcx, inp.seq_lengths,
                                         self.batch_first))
-        after = dev.buffer_after
-        return (after(done, dx), after(done, dhx), None if dcx is None else after(done, dcx))
+        return tuple_after(done, RnnDataGrads, dx, dhx, dcx)
 
-    def backward_weights(self, x: Any, y: Any, reserve: Any, hx: Any = None,
-                         seq_lengths: Any = None, dw: Any = None, accumulate: bool = False
-                         ) -> Any:
-        """Future of the weight-gradient space (a new one, or ``dw``): after
-        :meth:`backward_data` on the same reserve (``cudnnRNNBackwardWeights_v8``).
-        ``accumulate=False`` overwrites dw with the gradient; ``True`` adds to it (cuDNN's
-        only mode). Read it torch-named with :meth:`get_weights`."""
+    def backward_weights(self, forward: Any, dw: Any = None, accumulate: bool = False
+                         ) -> Future:
+        """One future of the weight-gradient space (a new one, or ``dw``) of the training
+        forward ``forward``, sent after its :meth:`backward_data` (which prepares the reserve
+        space; ``cudnnRNNBackwardWeights_v8``). ``accumulate=False`` overwrites dw with the
+        gradient; ``True`` adds to it (cuDNN's only mode). Read it torch-named with
+        :meth:`get_weights`."""
         dev = self._dev
         dev.port.check_open()
+        out, inp = self._forward_of(forward)
         given = dw is not None
         if given:
             self._check_w(dw, "dw")
         else:
             dw = dev.alloc((self.weight_elems,), self.spec.dtype, order="C")
-        done = dev.send(RnnBackwardWeights(self.spec, x, y, dw, reserve, hx,
-                                           _lengths(seq_lengths),
-                                           self.batch_first, accumulate))
-        return done if given else dev.buffer_after(done, dw)
+        done = dev.send(RnnBackwardWeights(self.spec, inp.x, out.y, dw, out.reserve, inp.hx,
+                                           inp.seq_lengths, self.batch_first, accumulate))
+        return dev.buffer_after(done, dw)
 
-    def backward(self, x: Any, y: Any, dy: Any, reserve: Any, hx: Any = None, cx: Any = None,
-                 dhy: Any = None, dcy: Any = None, seq_lengths: Any = None, w: Any = None,
-                 dw: Any = None, accumulate: bool = False, weights: bool = True) -> RnnGrads:
-        """:meth:`backward_data` then (``weights=True``) :meth:`backward_weights`: futures of
-        (dx, dhx, dcx, dw)."""
-        dx, dhx, dcx = self.backward_data(y, dy, reserve, hx, cx, dhy, dcy, seq_lengths, w)
-        gw = self.backward_weights(x, y, reserve, hx, seq_lengths, dw, accumulate) \
-            if weights else None
-        return RnnGrads(dx, dhx, dcx, gw)
+    def backward(self, forward: Any, dy: Any, dhy: Any = None, dcy: Any = None,
+                 dw: Any = None, accumulate: bool = False, weights: bool = True) -> Future:
+        """One future of :class:`RnnGrads` (dx, dhx, dcx, dw) of the training forward
+        ``forward`` (the future it returned, resolved or not: no wait is needed between the
+        two), given dy and dhy/dcy (omitted: zeros): :meth:`backward_data`, then with
+        ``weights=True`` :meth:`backward_weights` (dw: a new gradient space, or ``dw``,
+        overwritten or, with ``accumulate``, added to). ``weights=False``: dw is None."""
+        data = self.backward_data(forward, dy, dhy, dcy)
+        if not weights:
+            return _grads_after(data, None)
+        return _grads_after(data, self.backward_weights(forward, dw, accumulate))
+
+
+class _ForwardInputs(NamedTuple):
+    """What a backward needs of its forward besides the outputs."""
+
+    x: Any
+    hx: Any
+    cx: Any
+    seq_lengths: Any
+    w: Any
+
+
+class RnnForwardFuture(Future):
+    """The future of a forward (:meth:`Rnn.forward`): resolves to :class:`RnnOutputs` of
+    GpuBuffers once the forward has run, or fails with its error. Before that,
+    :attr:`pending` holds the outputs' futures (pass them to later calls) and
+    :meth:`Rnn.backward` accepts this future itself."""
+
+    def __init__(self, done: Future, network: Rnn, pending: RnnOutputs,
+                 inputs: _ForwardInputs) -> None:
+        super().__init__()
+        #: the network that ran it
+        self.network = network
+        #: RnnOutputs of the new buffers' futures, known at once
+        self.pending = pending
+        #: the forward's inputs, kept for the backward
+        self.inputs = inputs
+
+        def relay(f: Future) -> None:
+            exc = f.exception()
+            if exc is not None:
+                self.set_exception(exc)
+            else:
+                self.set_result(RnnOutputs(*(getattr(b, "buffer", b) for b in pending)))
+
+        done.add_done_callback(relay)
+
+
+def _grads_after(data: Future, weights: Future | None) -> Future:
+    """One future of RnnGrads once the data pass (and the weight pass) have resolved."""
+    out: Future = Future()
+    parts = [data] if weights is None else [data, weights]
+    left = [len(parts)]
+    lock = threading.Lock()
+
+    def one_done(_f: Future) -> None:
+        with lock:
+            left[0] -= 1
+            if left[0]:
+                return
+        for f in parts:
+            exc = f.exception()
+            if exc is not None:
+                out.set_exception(exc)
+                return
+        dx, dhx, dcx = data.result()
+        out.set_result(RnnGrads(dx, dhx, dcx, None if weights is None else weights.result()))
+
+    for f in parts:
+        f.add_done_callback(one_done)
+    return out
 
 
 class DnnRnn:
