@@ -1,18 +1,14 @@
-"""``sort`` and ``argsort`` with CUB (CCCL): each row along the axis is sorted by one block with
-``cub::BlockRadixSort`` (stable; keys and their positions as pairs), compiled by NVRTC against
-the CCCL headers (``nvidia-cuda-cccl``, found by ``cuda.pathfinder``).
+"""``sort`` and ``argsort`` with CUB (CCCL), ``searchsorted``, ``nonzero`` and ``unique_*``.
 
-Keys are canonical before sorting, so that the order is NumPy's: every NaN sorts as one NaN after
-+inf, and -0 equals +0 (ties keep their order: the sort is stable). ``sort`` writes the original
-element at each sorted position, so -0 and NaN payloads come out as they went in. A row holds at
-most :data:`MAX_ROW` elements (256 threads x 16 keys); longer rows need CUB's device-wide sort,
-which is not wired yet, and raise NotImplementedError on every backend. The simulator runs the
-NumPy twin (a stable argsort of the same canonical keys)."""
+A row of at most :data:`MAX_ROW` elements is sorted by one block with ``cub::BlockRadixSort``
+(stable; keys and their positions, or their bits, as pairs); longer rows go through the
+device-wide radix sort of :mod:`._radix`. Both sort the same unsigned keys: the order is NumPy's
+(every NaN sorts as one NaN after +inf, -0 equals +0, ties keep their order; descending is the
+reverse order with ties still in theirs). ``sort`` writes the original elements, so -0 and NaN
+payloads come out as they went in. The simulator runs NumPy twins of the same keys."""
 
 from __future__ import annotations
 
-import threading
-import weakref
 from collections import namedtuple
 from typing import Any
 
@@ -23,36 +19,16 @@ from ..libs.nvrtc._sim import SIM_KERNELS, sim_kernel
 from . import _dtypes as D
 from ._array import Array, _copy, new_array
 from ._codegen import kernel_for
+from ._cub import cub_kernel, unsigned_type
 from ._expr import PRELUDE
 from ._manipulation import moveaxis
+from ._radix import _key_c, _np_key, radix_sort
 
 __all__ = ["sort", "argsort", "MAX_ROW"]
 
 THREADS = 256
 MAX_ROW = THREADS * 16
-_lock = threading.Lock()
-#: device -> {name: future of the simulator's twin module}, where NVRTC cannot see CCCL
-_twins: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
-
-#: key type and the padding that sorts after every real key, ascending / descending
-_FLOAT_KEY = ("float", "__int_as_float(0x7fc00000)", "__int_as_float(0xff800000)")
-_DOUBLE_KEY = ("double", "__longlong_as_double(0x7ff8000000000000LL)",
-               "__longlong_as_double((long long)0xfff0000000000000ULL)")
-
-
-def _key(dt: np.dtype) -> tuple[str, str, str]:
-    if dt in (D.float16, D.bfloat16, D.float32):
-        return _FLOAT_KEY
-    if dt == D.float64:
-        return _DOUBLE_KEY
-    if dt == D.bool:
-        return ("unsigned char", "255", "0")
-    info = np.iinfo(dt)
-    ctype = D.CTYPE[dt][0]
-    suffix = "ULL" if dt.kind == "u" else "LL"
-    lo = f"(({ctype})({info.min}{suffix}))" if info.min != -(1 << 63) else \
-        "((long long)(-9223372036854775807LL - 1))"
-    return (ctype, f"(({ctype})({info.max}{suffix}))", lo)
+_UDT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def _items(n: int) -> int:
@@ -62,47 +38,35 @@ def _items(n: int) -> int:
     return items
 
 
-def _include_dir() -> str | None:
-    try:
-        import cuda.pathfinder as pf
-
-        return pf.find_nvidia_header_directory("cccl")
-    except Exception:  # noqa: BLE001 - no pathfinder, or no CCCL: the caller decides
-        return None
-
-
 def render(dt: np.dtype, items: int, descending: bool, indices: bool) -> tuple[str, str]:
-    """(kernel name, CUDA source) sorting rows of ``dt``."""
-    key_t, pad_asc, pad_desc = _key(dt)
-    storage = D.CTYPE[dt][0]
-    out_t = "long long" if indices else storage
-    load = D.CTYPE[dt][3] if dt in (D.float16, D.bfloat16) else "{}"
-    canon = ""
-    if key_t in ("float", "double"):
-        nan = _FLOAT_KEY[1] if key_t == "float" else _DOUBLE_KEY[1]
-        canon = f"if (v != v) v = {nan}; if (v == ({key_t})0) v = ({key_t})0;"
+    """(kernel name, CUDA source) sorting rows of ``dt`` with one block per row: the unsigned
+    keys of :mod:`._radix` paired with their positions (``indices``) or their bits."""
+    k = unsigned_type(dt.itemsize)
+    val_t = "int" if indices else k
+    out_t = "long long" if indices else k
     name = (f"gm_{'argsort' if indices else 'sort'}_{D.storage_name(dt)}_{items}_"
-            f"{'d' if descending else 'a'}")
+            f"{'d' if descending else 'a'}_u")
     body = f"""
 #include <cub/block/block_radix_sort.cuh>
-extern "C" __global__ void {name}(long long nrows, int n, const {storage}* __restrict__ in,
+__device__ __forceinline__ {k} gm_rkey({k} u) {{ {_key_c(dt, descending)} return u; }}
+extern "C" __global__ void {name}(long long nrows, int n, const {k}* __restrict__ in,
                                   {out_t}* __restrict__ out) {{
-  typedef cub::BlockRadixSort<{key_t}, {THREADS}, {items}, int> Sorter;
+  typedef cub::BlockRadixSort<{k}, {THREADS}, {items}, {val_t}> Sorter;
   __shared__ typename Sorter::TempStorage tmp;
   for (long long row = blockIdx.x; row < nrows; row += gridDim.x) {{
-    const {storage}* src = in + row * n;
-    {key_t} keys[{items}];
-    int pos[{items}];
-    for (int k = 0; k < {items}; ++k) {{
-      const int j = threadIdx.x * {items} + k;
-      pos[k] = j;
-      if (j < n) {{ {key_t} v = ({key_t})({load.format("src[j]")}); {canon} keys[k] = v; }}
-      else keys[k] = {pad_desc if descending else pad_asc};
+    const {k}* src = in + row * n;
+    {k} keys[{items}];
+    {val_t} vals[{items}];
+    for (int q = 0; q < {items}; ++q) {{
+      const int j = threadIdx.x * {items} + q;
+      // past the row: all ones, after every key (and after equal keys: the sort is stable)
+      if (j < n) {{ const {k} s = src[j]; keys[q] = gm_rkey(s); vals[q] = {'j' if indices else 's'}; }}
+      else {{ keys[q] = ({k})~({k})0; vals[q] = 0; }}
     }}
-    Sorter(tmp).{'SortDescending' if descending else 'Sort'}(keys, pos);
-    for (int k = 0; k < {items}; ++k) {{
-      const int j = threadIdx.x * {items} + k;
-      if (j < n) out[row * n + j] = {'(long long)pos[k]' if indices else 'src[pos[k]]'};
+    Sorter(tmp).Sort(keys, vals);
+    for (int q = 0; q < {items}; ++q) {{
+      const int j = threadIdx.x * {items} + q;
+      if (j < n) out[row * n + j] = ({out_t})vals[q];
     }}
     __syncthreads();
   }}
@@ -123,18 +87,17 @@ def _stable_order(keys: np.ndarray, descending: bool) -> np.ndarray:
 
 
 def _twin(dt: np.dtype, descending: bool, indices: bool) -> Any:
+    ut = np.dtype(_UDT[dt.itemsize])
+
     def run(info: Any, nrows: Any, n: Any, src: np.ndarray, out: np.ndarray) -> None:
         nrows, n = int(nrows), int(n)
-        rows = src[:nrows * n]
-        if dt == D.bool:
-            rows = rows.view(np.uint8)
-        rows = rows.reshape(nrows, n)
-        keys = rows.astype(np.float64) if dt in (D.float16, D.bfloat16) else rows
-        if keys.dtype.kind == "f":
-            keys = np.where(np.isnan(keys), np.nan, np.where(keys == 0, 0, keys))
-        order = _stable_order(keys, descending)
+        rows = src[:nrows * n].view(ut).reshape(nrows, n)
+        order = np.argsort(_np_key(rows, dt, descending), axis=-1, kind="stable")
         dst = out[:nrows * n].reshape(nrows, n)
-        dst[...] = order if indices else np.take_along_axis(rows, order, axis=-1)
+        if indices:
+            dst[...] = order
+        else:
+            dst.view(ut)[...] = np.take_along_axis(rows, order, axis=-1)
 
     return run
 
@@ -142,27 +105,6 @@ def _twin(dt: np.dtype, descending: bool, indices: bool) -> Any:
 def _kernel(dev: Any, dt: np.dtype, items: int, descending: bool, indices: bool) -> Any:
     name, source = render(dt, items, descending, indices)
     return cub_kernel(dev, name, source, ("i64", "i32", "ptr", "ptr"))
-
-
-def cub_kernel(dev: Any, name: str, source: str, signature: tuple[str, ...]) -> Any:
-    """Kernel ``name`` of ``source`` (which includes CUB headers) on ``dev``, compiled once per
-    device. Without the CCCL headers the simulator loads its twin alone; a GPU cannot."""
-    inc = _include_dir()
-    if inc is not None:
-        return kernel_for(dev, name, source, signature,
-                          (f"-I{inc}", "-std=c++17", "-default-device"))
-    if dev.backend != "sim":
-        raise NotImplementedError("this needs the CCCL headers (pip install "
-                                  "nvidia-cuda-cccl-cu12, or a CUDA toolkit)")
-    # no CCCL headers here: the simulator loads its twin alone
-    with _lock:
-        mine = _twins.get(dev)
-        if mine is None:
-            mine = _twins[dev] = {}
-        fut = mine.get(name)
-        if fut is None:
-            fut = mine[name] = dev.load_module(b"sim:" + name.encode(), {name: signature})
-    return fut.result()[name]
 
 
 def _sort(x: Array, axis: int, descending: bool, indices: bool, name: str) -> Array:
@@ -179,13 +121,12 @@ def _sort(x: Array, axis: int, descending: bool, indices: bool, name: str) -> Ar
     moved = moveaxis(x, ax, -1)
     n = moved.shape[-1]
     out_dt = D.int64 if indices else x.dtype
-    if n > MAX_ROW:
-        raise NotImplementedError(f"{name}: rows of more than {MAX_ROW} elements need CUB's "
-                                  "device-wide sort, which is not wired yet")
-    rows = _copy(moved)
+    rows = _whole(moved)
     nrows = rows.size // n if n else 0
     out = new_array(x.device, moved.shape, out_dt)
-    if nrows and n:
+    if nrows and n > MAX_ROW:
+        radix_sort(rows, nrows, n, descending, indices, out)
+    elif nrows and n:
         kernel = _kernel(x.device, x.dtype, _items(n), descending, indices)
         done = x.device.launch(kernel, min(nrows, 1 << 16), THREADS,
                                (nrows, n, rows.buffer, out.buffer), reads=[rows.buffer],
@@ -195,20 +136,14 @@ def _sort(x: Array, axis: int, descending: bool, indices: bool, name: str) -> Ar
 
 
 def sort(x: Array, /, *, axis: int = -1, descending: bool = False, stable: bool = True) -> Array:
-    """``x`` sorted along ``axis`` (stable; NaN last ascending, first descending). 16-bit
-    floats are gathered through their ``argsort``: the value-writing kernel gave wrong values
-    for them on an H200 (its argsort was right), so they take the path known to be right."""
-    if isinstance(x, Array) and x.dtype in (D.float16, D.bfloat16):
-        from ._indexing import take_along_axis
-
-        order = _sort(x, axis, bool(descending), True, "sort")
-        return take_along_axis(x, order, axis=axis)
+    """``x`` sorted along ``axis`` (stable; NaN last ascending, first descending; rows of any
+    length)."""
     return _sort(x, axis, bool(descending), False, "sort")
 
 
 def argsort(x: Array, /, *, axis: int = -1, descending: bool = False,
             stable: bool = True) -> Array:
-    """The positions that sort ``x`` along ``axis`` (int64; stable)."""
+    """The positions that sort ``x`` along ``axis`` (int64; stable; rows of any length)."""
     return _sort(x, axis, bool(descending), True, "argsort")
 
 
