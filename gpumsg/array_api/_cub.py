@@ -13,7 +13,7 @@ from typing import Any
 
 from ._codegen import kernel_for
 
-__all__ = ["cub_kernel", "include_dir", "unsigned_type"]
+__all__ = ["cub_kernel", "include_dir", "unsigned_type", "tag"]
 
 _lock = threading.Lock()
 #: device -> {name: future of the simulator's twin module}, where NVRTC cannot see CCCL
@@ -26,6 +26,14 @@ _UNSIGNED = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "uns
 def unsigned_type(nbytes: int) -> str:
     """The C unsigned integer type ``nbytes`` wide."""
     return _UNSIGNED[nbytes]
+
+
+def tag(dt: Any) -> str:
+    """The dtype's part of a kernel name (bool and uint8 share their storage, not their
+    meaning)."""
+    from . import _dtypes as D
+
+    return "b8" if dt == D.bool else D.storage_name(dt)
 
 
 def include_dir() -> str | None:

@@ -33,7 +33,7 @@ import numpy as np
 from ..libs.nvrtc._sim import SIM_KERNELS, sim_kernel
 from . import _dtypes as D
 from ._array import Array, new_array
-from ._cub import cub_kernel, unsigned_type
+from ._cub import cub_kernel, tag, unsigned_type
 
 __all__ = ["radix_sort", "TILE"]
 
@@ -95,7 +95,7 @@ def _digit_np(v: np.ndarray, shift: int) -> np.ndarray:
 
 # -- kernels --------------------------------------------------------------------------------------
 def _names(dt: np.dtype, pt: str, ot: str, descending: bool) -> str:
-    return f"{D.storage_name(dt)}_{pt}_{ot}_{'d' if descending else 'a'}"
+    return f"{tag(dt)}_{pt}_{ot}_{'d' if descending else 'a'}"
 
 
 def _render_hist(dt: np.dtype, mode: str, pt: np.dtype, ot: np.dtype,

@@ -143,14 +143,24 @@ def test_nonzero(xp, rng, dtype, shape) -> None:
         xp.nonzero(xp.asarray(np.float32(1)))
 
 
-@pytest.mark.parametrize("dtype", ["int16", "uint8", "float32", "float64", "bool"])
-def test_unique(xp, rng, dtype) -> None:
+@pytest.mark.parametrize("dtype", ["int16", "uint8", "float32", "float64", "bool", "complex64",
+                                   "complex128"])
+@pytest.mark.parametrize("shape", [(6, 7), (3, 2000)])
+def test_unique(xp, rng, dtype, shape) -> None:
+    """Small and device-wide sorts; complex values in NumPy's order (real part, imaginary
+    part, NaN imaginary parts after the rest, then NaN real parts)."""
     dt = np.dtype(getattr(xpm, dtype))
-    h = random_values(rng, (6, 7), dt)
+    h = random_values(rng, shape, dt)
     if dt.kind in "iu":
         h = (h % 6).astype(dt)
     elif dt.kind == "f":
         h = np.round(h).astype(dt)  # repeats, with the NaNs, +-inf and +-0 mixed in
+    elif dt.kind == "c":
+        rounded = np.empty(shape, dt)
+        rounded.real, rounded.imag = np.round(h.real / 2), np.round(h.imag / 2)
+        h = rounded
+        h.reshape(-1)[:4] = [complex(np.nan, 1), complex(1, np.nan), complex(np.nan, np.nan),
+                             complex(-0.0, 0.0)]
     x = xp.asarray(h)
     values, index, inverse, counts = np.unique(h, return_index=True, return_inverse=True,
                                                return_counts=True, equal_nan=False)
