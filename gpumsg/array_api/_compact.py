@@ -11,11 +11,12 @@ import numpy as np
 
 from ..libs.nvrtc._sim import SIM_KERNELS, sim_kernel
 from . import _dtypes as D
-from ._array import Array, _copy, new_array
+from ._array import Array, new_array
 from ._cub import cub_kernel
 from ._expr import PRELUDE
+from ._gather import whole
 
-__all__ = ["nonzero", "compact", "whole"]
+__all__ = ["nonzero", "compact"]
 
 THREADS = 256
 # -- nonzero: a count per tile (CUB BlockReduce), the tiles' offsets, a compaction per tile
@@ -100,19 +101,13 @@ def _nonzero_twin(dt: np.dtype, write: bool, with_values: bool = False) -> Any:
 
         return count
 
-    def compact(info: Any, n: Any, ntiles: Any, x: np.ndarray, *rest: np.ndarray) -> None:
+    def write(info: Any, n: Any, ntiles: Any, x: np.ndarray, *rest: np.ndarray) -> None:
         n = int(n)
         found = np.flatnonzero(flags(x, n))
         out = rest[-1]
         out[:len(found)] = rest[0][found] if with_values else found
 
-    return compact
-
-
-def whole(x: Array) -> Array:
-    """``x`` as an array that occupies its whole buffer in C order (a copy when it does not)."""
-    return x if x._is_contiguous() and x._offset == 0 and x._buf_shape() == x.shape \
-        else _copy(x)
+    return write
 
 
 def compact(x: Array, values: Array | None = None) -> Array:

@@ -22,20 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from ..libs.nvrtc._sim import SIM_KERNELS, sim_kernel
 from . import _dtypes as D
 from ._array import Array, asarray_host, c_strides, new_array
-from ._codegen import ElementwiseSpec, _index_code, kernel_for, launch_elementwise
+from ._codegen import ElementwiseSpec, launch_elementwise
 from ._compact import nonzero
 from ._elementwise import broadcast_shapes
+from ._gather import move
 
 __all__ = ["getitem", "setitem", "basic_view", "take", "take_along_axis"]
-
-_WORD = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "unsigned long long",
-         16: "ulonglong2"}
-_NPWORD = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
-           8: np.dtype(np.uint64), 16: np.dtype("V16")}
-
 
 def _is_int(k: Any) -> bool:
     return isinstance(k, (int, np.integer)) and not isinstance(k, (builtins.bool, np.bool_))
@@ -235,72 +229,13 @@ class _Plan:
         return vs, os_
 
 
-def _render_move(width: int, ndim: int, scatter: bool) -> tuple[str, str, tuple[str, ...]]:
-    """The gather ``out[i] = x[off + view(i) + adv[idx(i)]]`` (or the scatter, the other way)
-    over ``ndim`` result dimensions, for elements ``width`` bytes wide."""
-    w = _WORD[width]
-    name = f"gm_{'scatter' if scatter else 'gather'}_{width}_{ndim}"
-    params = ["long long n", f"{w}* __restrict__ dst", f"const {w}* __restrict__ src",
-              "long long off", "const long long* __restrict__ adv"]
-    params += [f"long long d{k}" for k in range(ndim)]
-    params += [f"long long tv_{k}" for k in range(ndim)] + [f"long long ta_{k}"
-                                                             for k in range(ndim)]
-    kinds = ("i64", "ptr", "ptr", "i64", "ptr") + ("i64",) * (3 * ndim)
-    lines = _index_code("x", "i", ndim, ["v", "a"], "d", "t", "long long", "    ")
-    move = "dst[off + xv + adv[xa]] = src[i];" if scatter else \
-        "dst[i] = src[off + xv + adv[xa]];"
-    body = "\n".join(lines)
-    src = f"""
-extern "C" __global__ void {name}({", ".join(params)}) {{
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (long long)blockDim.x * gridDim.x) {{
-{body}
-    {move}
-  }}
-}}
-"""
-    if name not in SIM_KERNELS:
-        sim_kernel(name)(_move_twin(width, ndim, scatter))
-    return name, src, kinds
-
-
-def _move_twin(width: int, ndim: int, scatter: bool) -> Any:
-    wt = _NPWORD[width]
-
-    def run(info: Any, n: Any, dst: np.ndarray, src: np.ndarray, off: Any, adv: np.ndarray,
-            *rest: Any) -> None:
-        n, off = int(n), int(off)
-        dims = tuple(int(v) for v in rest[:ndim])
-        tv = np.array([int(v) for v in rest[ndim:2 * ndim]], np.int64)
-        ta = np.array([int(v) for v in rest[2 * ndim:3 * ndim]], np.int64)
-        coords = np.stack(np.unravel_index(np.arange(n), dims)) if ndim else \
-            np.zeros((0, n), np.int64)
-        where = off + tv @ coords + adv[ta @ coords]
-        d, s = dst.view(wt), src.view(wt)
-        if scatter:
-            d[where] = s[:n]
-        else:
-            d[:n] = s[where]
-
-    return run
-
-
 def _move(plan: _Plan, dst: Array, src: Array, scatter: bool) -> Any:
     """Launch the gather (``dst`` is the new result) or the scatter (``src`` the values, C
     order over the result's shape)."""
-    dev = plan.view.device
-    n = math.prod(plan.shape)
-    if n == 0:
+    if math.prod(plan.shape) == 0:
         return None
-    adv = plan.offsets()
     vs, os_ = plan.layout()
-    width = plan.view.dtype.itemsize
-    name, source, kinds = _render_move(width, len(plan.shape), scatter)
-    kernel = kernel_for(dev, name, source, kinds)
-    args = (n, dst.buffer, src.buffer, plan.view._offset, adv.buffer, *plan.shape, *vs, *os_)
-    grid = max(1, min((n + 255) // 256, 1 << 16))
-    return dev.launch(kernel, grid, 256, args, reads=[src.buffer, adv.buffer],
-                      writes=[dst.buffer])
+    return move(dst, src, plan.view._offset, plan.offsets(), plan.shape, vs, os_, scatter)
 
 
 def getitem(x: Array, key: Any) -> Array:

@@ -18,9 +18,9 @@ import numpy as np
 from ..libs.nvrtc._sim import SIM_KERNELS, sim_kernel
 from . import _dtypes as D
 from ._array import Array, new_array
-from ._compact import whole
 from ._cub import cub_kernel, tag
 from ._expr import PRELUDE
+from ._gather import whole
 from ._manipulation import moveaxis
 from ._reductions import _acc, _numeric, _sum_dtype, normalize_axes
 

@@ -19,9 +19,10 @@ from ..libs.nvrtc._sim import SIM_KERNELS, sim_kernel
 from . import _dtypes as D
 from ._array import Array, _copy, new_array
 from ._codegen import kernel_for
-from ._compact import compact, whole
+from ._compact import compact
 from ._cub import cub_kernel, tag, unsigned_type
 from ._expr import PRELUDE
+from ._gather import whole
 from ._manipulation import moveaxis
 from ._radix import _key_c, _np_key, radix_sort
 
