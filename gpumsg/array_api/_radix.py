@@ -403,8 +403,10 @@ def radix_sort(rows: Array, nrows: int, n: int, descending: bool, indices: bool,
     ntiles = (total + TILE - 1) // TILE
     counts = new_array(dev, (256 * ntiles,), ot)
     totals = new_array(dev, (256,), ot)
-    keys = [new_array(dev, (total,), ut) for _ in range(2)]
-    pays = [new_array(dev, (total,), pt) for _ in range(2)] if len(passes) > 1 else []
+    # ping-pong buffers between passes (none for a sort of one pass)
+    many = len(passes) > 1
+    keys = [new_array(dev, (total,), ut) for _ in range(2)] if many else []
+    pays = [new_array(dev, (total,), pt) for _ in range(2)] if many else []
     final = "index" if indices else ("p" if bits_payload else "gather")
     cur = 0
     for i, (kind, shift) in enumerate(passes):

@@ -36,8 +36,10 @@ def _head(op: str, acc: np.dtype) -> str:
     a = D.CTYPE[acc][1]
     sym = _OPS[op][0]
     return f"""{PRELUDE}
+#include <cub/block/block_load.cuh>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
+#include <cub/block/block_store.cuh>
 struct gm_scan_op {{
   __device__ __forceinline__ {a} operator()(const {a}& x, const {a}& y) const {{
     return x {sym} y; }}
@@ -53,24 +55,35 @@ def _render(step: str, op: str, in_dt: np.dtype, acc: np.dtype,
     ident = f"(({a})({_OPS[op][1]}))"
     name = (f"gm_cum{op}_{step}_{tag(in_dt)}_{tag(acc)}_"
             f"{tag(out_dt)}")
-    load = D.CTYPE[in_dt][3].format("x[i]")
+    sin = D.CTYPE[in_dt][0]
+    load = D.CTYPE[in_dt][3].format("raw[q]")
+    # loads through shared memory (cub::BlockLoad, warp-transposed): coalesced, and each
+    # thread then holds consecutive elements (a blocked arrangement, as the scan wants)
+    loading = f"""
+  typedef cub::BlockLoad<{sin}, {THREADS}, {ITEMS}, cub::BLOCK_LOAD_WARP_TRANSPOSE> Load;
+  const long long row = blockIdx.x / tpr, tile = blockIdx.x % tpr;
+  const long long first = tile * {TILE};
+  const int valid = (int)(n - first < {TILE} ? n - first : {TILE});
+  {sin} raw[{ITEMS}];
+  Load(tmp.load).Load(x + row * n + first, raw, valid);
+  __syncthreads();
+  {a} v[{ITEMS}];
+  #pragma unroll
+  for (int q = 0; q < {ITEMS}; ++q)
+    v[q] = threadIdx.x * {ITEMS} + q < valid ? ({a})({load}) : {ident};"""
     if step == "tiles":
         kinds = ("i64", "i64", "ptr", "ptr")
         body = f"""
 extern "C" __global__ void {name}(long long n, long long tpr,
-                                  const {D.CTYPE[in_dt][0]}* __restrict__ x,
+                                  const {sin}* __restrict__ x,
                                   {a}* __restrict__ tot) {{
   typedef cub::BlockReduce<{a}, {THREADS}> Reduce;
-  __shared__ typename Reduce::TempStorage tmp;
-  const long long row = blockIdx.x / tpr, tile = blockIdx.x % tpr;
-  {a} v[{ITEMS}];
-  #pragma unroll
-  for (int q = 0; q < {ITEMS}; ++q) {{
-    const long long j = tile * {TILE} + threadIdx.x * {ITEMS} + q;
-    const long long i = row * n + j;
-    v[q] = j < n ? ({a})({load}) : {ident};
-  }}
-  const {a} total = Reduce(tmp).Reduce(v, gm_scan_op());
+  __shared__ union {{
+    typename cub::BlockLoad<{sin}, {THREADS}, {ITEMS}, cub::BLOCK_LOAD_WARP_TRANSPOSE>::TempStorage
+        load;
+    typename Reduce::TempStorage reduce;
+  }} tmp;{loading}
+  const {a} total = Reduce(tmp.reduce).Reduce(v, gm_scan_op());
   if (threadIdx.x == 0) tot[blockIdx.x] = total;
 }}
 """
@@ -96,31 +109,30 @@ extern "C" __global__ void {name}(long long tpr, {a}* __restrict__ tot) {{
     else:
         o = D.CTYPE[out_dt]
         store = o[4].format(f"({o[1]})(s[q])")
-        first = o[4].format(f"({o[1]})({ident})")
+        init_store = o[4].format(f"({o[1]})({ident})")
         kinds = ("i64", "i64", "i64", "ptr", "ptr", "ptr")
         body = f"""
 extern "C" __global__ void {name}(long long n, long long tpr, long long init,
-                                  const {D.CTYPE[in_dt][0]}* __restrict__ x,
+                                  const {sin}* __restrict__ x,
                                   const {a}* __restrict__ prefix, {o[0]}* __restrict__ out) {{
   typedef cub::BlockScan<{a}, {THREADS}> Scan;
-  __shared__ typename Scan::TempStorage tmp;
-  const long long row = blockIdx.x / tpr, tile = blockIdx.x % tpr;
-  const long long out_n = n + init;
-  {a} v[{ITEMS}], s[{ITEMS}];
-  #pragma unroll
-  for (int q = 0; q < {ITEMS}; ++q) {{
-    const long long j = tile * {TILE} + threadIdx.x * {ITEMS} + q;
-    const long long i = row * n + j;
-    v[q] = j < n ? ({a})({load}) : {ident};
-  }}
-  Scan(tmp).InclusiveScan(v, s, gm_scan_op());
+  typedef cub::BlockStore<{o[0]}, {THREADS}, {ITEMS}, cub::BLOCK_STORE_WARP_TRANSPOSE> Store;
+  __shared__ union {{
+    typename cub::BlockLoad<{sin}, {THREADS}, {ITEMS}, cub::BLOCK_LOAD_WARP_TRANSPOSE>::TempStorage
+        load;
+    typename Scan::TempStorage scan;
+    typename Store::TempStorage store;
+  }} tmp;{loading}
+  {a} s[{ITEMS}];
+  Scan(tmp.scan).InclusiveScan(v, s, gm_scan_op());
   const {a} p = prefix[blockIdx.x];
+  {o[0]} w[{ITEMS}];
   #pragma unroll
-  for (int q = 0; q < {ITEMS}; ++q) {{
-    const long long j = tile * {TILE} + threadIdx.x * {ITEMS} + q;
-    if (j < n) {{ s[q] = gm_scan_op()(p, s[q]); out[row * out_n + init + j] = {store}; }}
-  }}
-  if (init && tile == 0 && threadIdx.x == 0) out[row * out_n] = {first};
+  for (int q = 0; q < {ITEMS}; ++q) {{ s[q] = gm_scan_op()(p, s[q]); w[q] = {store}; }}
+  __syncthreads();
+  const long long out_n = n + init;
+  Store(tmp.store).Store(out + row * out_n + init + first, w, valid);
+  if (init && tile == 0 && threadIdx.x == 0) out[row * out_n] = {init_store};
 }}
 """
     if name not in SIM_KERNELS:
