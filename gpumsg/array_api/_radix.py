@@ -94,8 +94,20 @@ def _digit_np(v: np.ndarray, shift: int) -> np.ndarray:
 
 
 # -- kernels --------------------------------------------------------------------------------------
-def _names(dt: np.dtype, pt: str, ot: str, descending: bool) -> str:
-    return f"{tag(dt)}_{pt}_{ot}_{'d' if descending else 'a'}"
+def _names(dt: np.dtype, pt: str, ot: str, descending: bool, keyed: bool) -> str:
+    """The part of a kernel's name that its source depends on: the key transform (dtype and
+    direction) only where the kernel makes keys from the source (``keyed``), else the key's
+    width alone (later passes move bits), so that dtypes of one width share those kernels."""
+    who = f"{tag(dt)}_{'d' if descending else 'a'}" if keyed else f"k{dt.itemsize}"
+    return f"{who}_{pt}_{ot}"
+
+
+def _rkey(dt: np.dtype, descending: bool, keyed: bool) -> str:
+    """The device function making a key from an element's bits (where the kernel needs it)."""
+    if not keyed:
+        return ""
+    k = unsigned_type(dt.itemsize)
+    return f"__device__ __forceinline__ {k} gm_rkey({k} u) {{ {_key_c(dt, descending)} return u; }}"
 
 
 def _render_hist(dt: np.dtype, mode: str, pt: np.dtype, ot: np.dtype,
@@ -103,7 +115,7 @@ def _render_hist(dt: np.dtype, mode: str, pt: np.dtype, ot: np.dtype,
     """Count of each digit per tile. ``mode``: 'src' (keys made from the source), 'key' (the
     keys of an earlier pass), 'row' (the row of each payload index)."""
     k, p, o = unsigned_type(dt.itemsize), unsigned_type(pt.itemsize), unsigned_type(ot.itemsize)
-    name = f"gm_radix_hist_{mode}_{_names(dt, pt.name, ot.name, descending)}"
+    name = f"gm_radix_hist_{mode}_{_names(dt, pt.name, ot.name, descending, mode == 'src')}"
     if mode == "row":
         load, it = f"(({p})(in[i] / ({p})rowlen))", p
     elif mode == "key":
@@ -111,7 +123,7 @@ def _render_hist(dt: np.dtype, mode: str, pt: np.dtype, ot: np.dtype,
     else:
         load, it = "gm_rkey(in[i])", k
     src = f"""
-__device__ __forceinline__ {k} gm_rkey({k} u) {{ {_key_c(dt, descending)} return u; }}
+{_rkey(dt, descending, mode == "src")}
 extern "C" __global__ void {name}(long long n, long long ntiles, long long rowlen, int shift,
                                   const {it}* __restrict__ in, {o}* __restrict__ counts) {{
   __shared__ unsigned int hist[{THREADS}];
@@ -207,7 +219,7 @@ def _render_pass(dt: np.dtype, pt: np.dtype, ot: np.dtype, descending: bool, inm
                                                                        tuple[str, ...]]:
     k, p, o = unsigned_type(dt.itemsize), unsigned_type(pt.itemsize), unsigned_type(ot.itemsize)
     name = (f"gm_radix_pass_{inm}_{outm}_{'b' if bits_payload else 'i'}"
-            f"{'1' if one_row else 'n'}_{_names(dt, pt.name, ot.name, descending)}")
+            f"{'1' if one_row else 'n'}_{_names(dt, pt.name, ot.name, descending, inm == 'src')}")
     rk = p if inm == "row" else k  # the type ranked
     params = ["long long n", "long long ntiles", "long long rowlen", "int shift"]
     kinds = ["i64", "i64", "i64", "i32"]
@@ -267,7 +279,7 @@ def _render_pass(dt: np.dtype, pt: np.dtype, ot: np.dtype, descending: bool, inm
     src = f"""
 #include <cub/block/block_radix_rank.cuh>
 #include <cub/block/block_scan.cuh>
-__device__ __forceinline__ {k} gm_rkey({k} u) {{ {_key_c(dt, descending)} return u; }}
+{_rkey(dt, descending, inm == "src")}
 struct gm_digit_{name} {{
   int shift;
   __device__ __forceinline__ unsigned int Digit({rk} key) const {{
