@@ -68,6 +68,17 @@ def test_device_wide_sort(xp, rng, dtype, descending) -> None:
         assert s.tobytes() == np.take_along_axis(arr, order, axis=axis).tobytes()
 
 
+def test_a_million_keys(xp, rng) -> None:
+    """Hundreds of tiles: equal keys spread over many tiles keep their order."""
+    h = np.round(rng.standard_normal((1 << 20) + 123) * 100).astype(np.float32)
+    h[rng.choice(h.size, 1000, replace=False)] = np.nan
+    h[rng.choice(h.size, 1000, replace=False)] = -0.0
+    x = xp.asarray(h)
+    order = np.argsort(h, kind="stable")
+    np.testing.assert_array_equal(np.asarray(xp.argsort(x)), order)
+    assert np.asarray(xp.sort(x)).tobytes() == h[order].tobytes()
+
+
 def test_many_long_rows(xp, rng) -> None:
     """More than 256 rows: two digits of row passes."""
     h = rng.integers(-50, 50, size=(300, xpm._sorting.MAX_ROW + 7)).astype(np.int16)
