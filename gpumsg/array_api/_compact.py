@@ -1,7 +1,8 @@
 """``nonzero`` and the compaction behind boolean masks and ``unique_*``: a count per tile
-(``cub::BlockReduce``), the tiles' offsets, then a compaction per tile (``cub::BlockScan``)
-writing the positions of the non-zero elements, or another array's elements there. The count is
-read back to size the result (a data-dependent shape: these calls wait for it)."""
+(``cub::BlockReduce``), the tiles' offsets (a scan on the device), then a compaction per tile
+(``cub::BlockScan``) writing the positions of the non-zero elements, or another array's elements
+there. The total is read back to size the result (a data-dependent shape: these calls wait for
+it)."""
 
 from __future__ import annotations
 
@@ -113,7 +114,7 @@ def _nonzero_twin(dt: np.dtype, write: bool, with_values: bool = False) -> Any:
 def compact(x: Array, values: Array | None = None) -> Array:
     """The (C-order) positions of ``x``'s non-zero elements, or the elements of ``values`` (of
     ``x``'s shape) there, as a new 1-D array. Waits for the count."""
-    from ._array import asarray_host
+    from ._scan import cumulative_sum
 
     dev = x.device
     n = x.size
@@ -129,12 +130,11 @@ def compact(x: Array, values: Array | None = None) -> Array:
     grid = min(ntiles, 1 << 16)
     counts._wrote(dev.launch(kernel, grid, THREADS, (n, ntiles, flat.buffer, counts.buffer),
                              reads=[flat.buffer], writes=[counts.buffer]))
-    per_tile = np.asarray(counts)
-    offsets = np.concatenate([[0], np.cumsum(per_tile)[:-1]]).astype(np.int64)
-    total = int(per_tile.sum())
+    # each tile's offset: a scan on the device; only the total is read back
+    offs = cumulative_sum(counts, include_initial=True)
+    total = int(offs[ntiles])
     found = new_array(dev, (total,), out_dt)
     if total:
-        offs = asarray_host(dev, offsets, D.int64)
         name, source = _render_nonzero(x.dtype, True, None if src is None else src.dtype)
         extra = [] if src is None else [src.buffer]
         signature = ("i64", "i64", "ptr") + ("ptr",) * (len(extra) + 2)

@@ -25,7 +25,7 @@ import numpy as np
 from . import _dtypes as D
 from ._array import Array, asarray_host, c_strides, new_array
 from ._codegen import ElementwiseSpec, launch_elementwise
-from ._compact import nonzero
+from ._compact import compact, nonzero
 from ._elementwise import broadcast_shapes
 from ._gather import move
 
@@ -242,6 +242,9 @@ def getitem(x: Array, key: Any) -> Array:
     tkey = key if isinstance(key, tuple) else (key,)
     if _is_basic(tkey):
         return basic_view(x, tuple(int(k) if isinstance(k, Array) else k for k in tkey))
+    if (len(tkey) == 1 and isinstance(tkey[0], Array) and tkey[0].dtype == D.bool
+            and tkey[0].ndim and tkey[0].shape == x.shape and tkey[0].device is x.device):
+        return compact(tkey[0], x)  # a mask over every dimension: one compaction
     plan = _Plan(x, tkey)
     out = new_array(x.device, plan.shape, x.dtype)
     out._wrote(_move(plan, out, plan.view, False))
