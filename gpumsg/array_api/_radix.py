@@ -40,6 +40,7 @@ __all__ = ["radix_sort", "TILE"]
 THREADS = 256
 ITEMS = 16
 TILE = THREADS * ITEMS
+SCAN_ITEMS = 16
 _UDT = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
         8: np.dtype(np.uint64)}
 
@@ -167,7 +168,7 @@ def _digits(inp: np.ndarray, dt: np.dtype, mode: str, rowlen: int, shift: int,
 
 def _render_colscan(ot: np.dtype) -> tuple[str, str, tuple[str, ...]]:
     """Per digit (a block each): the exclusive scan of its counts over the tiles, in place, and
-    its total."""
+    its total. Loops over the tiles :data:`SCAN_ITEMS` per thread at a time, carrying the sum."""
     o = unsigned_type(ot.itemsize)
     name = f"gm_radix_colscan_{ot.name}"
     src = f"""
@@ -178,18 +179,18 @@ extern "C" __global__ void {name}(long long ntiles, {o}* __restrict__ counts,
   __shared__ typename Scan::TempStorage tmp;
   {o}* row = counts + (long long)blockIdx.x * ntiles;
   {o} carry = 0;
-  for (long long base = 0; base < ntiles; base += {THREADS} * 4) {{
-    {o} v[4], s[4];
+  for (long long base = 0; base < ntiles; base += {THREADS} * {SCAN_ITEMS}) {{
+    {o} v[{SCAN_ITEMS}], s[{SCAN_ITEMS}];
     #pragma unroll
-    for (int k = 0; k < 4; ++k) {{
-      const long long i = base + threadIdx.x * 4 + k;
+    for (int k = 0; k < {SCAN_ITEMS}; ++k) {{
+      const long long i = base + threadIdx.x * {SCAN_ITEMS} + k;
       v[k] = i < ntiles ? row[i] : ({o})0;
     }}
     {o} total;
     Scan(tmp).ExclusiveSum(v, s, total);
     #pragma unroll
-    for (int k = 0; k < 4; ++k) {{
-      const long long i = base + threadIdx.x * 4 + k;
+    for (int k = 0; k < {SCAN_ITEMS}; ++k) {{
+      const long long i = base + threadIdx.x * {SCAN_ITEMS} + k;
       if (i < ntiles) row[i] = s[k] + carry;
     }}
     carry += total;
