@@ -25,6 +25,7 @@ import numpy as np
 
 from . import _array, _dtypes, _elementwise, _indexing, fft, linalg, random
 from ._array import Array, default_device, set_default_device
+from ._compact import nonzero
 from ._creation import (
     arange,
     asarray,
@@ -90,8 +91,6 @@ from ._reductions import (
     argmax,
     argmin,
     count_nonzero,
-    cumulative_prod,
-    cumulative_sum,
     max,
     mean,
     min,
@@ -100,9 +99,9 @@ from ._reductions import (
     sum,
     var,
 )
+from ._scan import cumulative_prod, cumulative_sum
 from ._sorting import (
     argsort,
-    nonzero,
     searchsorted,
     sort,
     unique_all,

@@ -1,11 +1,13 @@
 """Creation functions. Data from the host goes in with one copy; ``zeros`` is a memset; every
-other fill is a generated kernel. ``arange``, ``linspace`` and ``eye`` compute their (small,
-exact) values with NumPy on the host and copy them in."""
+other fill is a generated kernel: ``arange`` and ``linspace`` are a ramp ``start + i * step``
+(NumPy's step and end point, in float64 or int64, converted on store). ``eye`` computes its
+values with NumPy on the host and copies them in."""
 
 from __future__ import annotations
 
 import builtins
 import math
+import operator
 from typing import Any
 
 import numpy as np
@@ -206,8 +208,83 @@ def full_like(x: Array, /, fill_value: Any, *, dtype: Any = None, device: Any = 
     return full(x.shape, fill_value, dtype=dt, device=dev)
 
 
+def _render_ramp(dt: np.dtype, integer: bool) -> tuple[str, str, tuple[str, ...]]:
+    """``out[i] = start + i * step`` (complex parts separately), the last element ``last``
+    where ``fix_last`` says so; computed in int64 (``integer``) or float64."""
+    from ..libs.nvrtc._sim import SIM_KERNELS, sim_kernel
+    from ._cub import tag
+    from ._expr import PRELUDE
+
+    storage, ctype = D.CTYPE[dt][0], D.CTYPE[dt][1]
+    name = f"gm_ramp_{tag(dt)}_{'i' if integer else 'f'}"
+    t = "long long" if integer else "double"
+    kinds = ("i64", "ptr") + (("i64",) * 2 if integer else ("f64",) * 6) + ("i64",)
+    if integer:
+        params = "long long start, long long step"
+        value = "start + i * step"
+        last = ""
+    else:
+        params = ("double start, double start_im, double step, double step_im, double last, "
+                  "double last_im")
+        if D.kind_of(dt) == "c":
+            value = f"{ctype}(start + (double)i * step, start_im + (double)i * step_im)"
+            last = f"if (fix_last && i == n - 1) v = {ctype}(last, last_im);"
+        else:
+            value = "start + (double)i * step"
+            last = "if (fix_last && i == n - 1) v = last;"
+    vt = ctype if D.kind_of(dt) == "c" else t
+    store = D.CTYPE[dt][4].format(f"({ctype})(v)")
+    src = f"""{PRELUDE}
+extern "C" __global__ void {name}(long long n, {storage}* __restrict__ out, {params},
+                                  long long fix_last) {{
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (long long)blockDim.x * gridDim.x) {{
+    {vt} v = {value};
+    {last}
+    out[i] = {store};
+  }}
+}}
+"""
+    if name not in SIM_KERNELS:
+        sim_kernel(name)(_ramp_twin(dt, integer))
+    return name, src, kinds
+
+
+def _ramp_twin(dt: np.dtype, integer: bool) -> Any:
+    def run(info: Any, n: Any, out: np.ndarray, *args: Any) -> None:
+        n = int(n)
+        i = np.arange(n, dtype=np.int64)
+        if integer:
+            v: Any = np.int64(args[0]) + i * np.int64(args[1])
+        else:
+            start, start_im, step, step_im, last, last_im, fix = args
+            v = np.float64(start) + i.astype(np.float64) * np.float64(step)
+            if D.kind_of(dt) == "c":
+                v = v + 1j * (np.float64(start_im) + i.astype(np.float64) * np.float64(step_im))
+            if int(fix) and n:
+                v[-1] = last + 1j * last_im if D.kind_of(dt) == "c" else last
+        dst = out.view(np.bool_) if dt == D.bool else out
+        with np.errstate(all="ignore"):
+            dst[:n] = np.asarray(v).astype(D.CTYPE[dt][2]).astype(dst.dtype)
+
+    return run
+
+
+def _ramp(dev: Any, n: int, dt: np.dtype, integer: bool, args: tuple[Any, ...]) -> Array:
+    from ._codegen import kernel_for
+
+    out = new_array(dev, (n,), dt)
+    if n:
+        name, src, kinds = _render_ramp(dt, integer)
+        kernel = kernel_for(dev, name, src, kinds)
+        grid = builtins.max(1, builtins.min((n + 255) // 256, 1 << 16))
+        out._wrote(dev.launch(kernel, grid, 256, (n, out.buffer) + args, writes=[out.buffer]))
+    return out
+
+
 def arange(start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None,
            device: Any = None) -> Array:
+    """``start, start + step, ...`` up to ``stop`` (excluded), made on the device."""
     if stop is None:
         start, stop = 0, start
     for v in (start, stop, step):
@@ -215,24 +292,36 @@ def arange(start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None,
             raise TypeError("arange: start, stop and step must be ints or floats")
     if step == 0:
         raise ValueError("arange: step must not be 0")
-    dt = (D.float64 if any(isinstance(v, float) for v in (start, stop, step)) else D.int64) \
-        if dtype is None else D.check_dtype(dtype)
+    floats = any(isinstance(v, float) for v in (start, stop, step))
+    dt = (D.float64 if floats else D.int64) if dtype is None else D.check_dtype(dtype)
     n = builtins.max(0, math.ceil((stop - start) / step))
-    host = (start + step * np.arange(n, dtype=np.float64 if D.kind_of(dt) == "f" else np.int64))
-    return asarray_host(resolve_device(device), host, dt)
+    dev = resolve_device(device)
+    if not floats and D.kind_of(dt) in "biu":
+        return _ramp(dev, n, dt, True, (int(start), int(step), 0))
+    # NumPy's step: the difference of the first two values
+    delta = (float(start) + float(step)) - float(start)
+    return _ramp(dev, n, dt, False, (float(start), 0.0, delta, 0.0, 0.0, 0.0, 0))
 
 
 def linspace(start: Any, stop: Any, /, num: int, *, dtype: Any = None, device: Any = None,
              endpoint: bool = True) -> Array:
+    """``num`` evenly spaced values from ``start`` to ``stop`` (included with ``endpoint``),
+    made on the device as NumPy's: ``start + i * step``, the end point exact."""
     cplx = isinstance(start, complex) or isinstance(stop, complex)
     dt = (D.complex128 if cplx else D.float64) if dtype is None else D.check_dtype(dtype)
     if D.kind_of(dt) not in "fc":
         raise TypeError(f"linspace: dtype must be floating, got {dt}")
     if cplx and D.kind_of(dt) != "c":
         raise TypeError("linspace: complex bounds need a complex dtype")
-    host = np.linspace(start, stop, int(num), endpoint=endpoint,
-                       dtype=np.complex128 if D.kind_of(dt) == "c" else np.float64)
-    return asarray_host(resolve_device(device), host, dt)
+    num = operator.index(num)
+    if num < 0:
+        raise ValueError(f"linspace: num must be non-negative, got {num}")
+    a, b = complex(start), complex(stop)
+    div = num - 1 if endpoint else num
+    step = (b - a) / div if div > 0 else 0j
+    fix = 1 if endpoint and num > 1 else 0
+    return _ramp(resolve_device(device), num, dt, False,
+                 (a.real, a.imag, step.real, step.imag, b.real, b.imag, fix))
 
 
 def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype: Any = None,

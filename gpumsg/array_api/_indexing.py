@@ -1,33 +1,43 @@
-"""``x[key]`` and ``x[key] = value``.
+"""``x[key]``, ``x[key] = value``, ``take`` and ``take_along_axis``, on the device.
 
 Basic indexing (integers, slices, ``...``, ``None``) makes a view that shares the buffer, with no
-message at all; assigning to it launches one copy kernel. Integer-array and boolean-mask indexing
-still go through host memory (a copy out, NumPy's indexing, a copy in): correct, but each such
-call waits for the array's producers. Their device kernels need a gather and a compaction
-(``nonzero``, CUB's select), which are not generated yet.
+message at all; assigning to it launches one copy kernel. Integer-array indexing follows NumPy's
+rules (the index arrays broadcast together; their dimensions replace the indexed ones where those
+are adjacent, else they lead): the element offset of each index is computed by a generated
+element-wise kernel, then one gather (or, for assignment, one scatter) kernel moves the elements.
+An index is taken modulo its axis's extent (negative indices count from the end, as NumPy's;
+an index past the end wraps, as CuPy's: checking it would wait for the indices). A boolean mask
+becomes the integer arrays of its ``nonzero`` (its count is read back: the result's shape depends
+on it); ``x[mask] = scalar`` (or a value that broadcasts to ``x``) is a ``where`` and waits for
+nothing. Duplicate indices in an assignment leave one of the values (which one is unspecified, as
+in the standard).
 """
 
 from __future__ import annotations
 
 import builtins
+import math
 import operator
 from typing import Any
 
 import numpy as np
 
 from . import _dtypes as D
-from ._array import Array, asarray_host
+from ._array import Array, asarray_host, c_strides, new_array
+from ._codegen import ElementwiseSpec, launch_elementwise
+from ._compact import compact, nonzero
+from ._elementwise import broadcast_shapes
+from ._gather import move
 
-__all__ = ["getitem", "setitem", "basic_view"]
+__all__ = ["getitem", "setitem", "basic_view", "take", "take_along_axis"]
+
+def _is_int(k: Any) -> bool:
+    return isinstance(k, (int, np.integer)) and not isinstance(k, (builtins.bool, np.bool_))
 
 
 def _is_basic(key: tuple[Any, ...]) -> bool:
     for k in key:
-        if k is None or k is Ellipsis or isinstance(k, slice):
-            continue
-        if isinstance(k, builtins.bool) or isinstance(k, np.bool_):
-            return False
-        if isinstance(k, (int, np.integer)):
+        if k is None or k is Ellipsis or isinstance(k, slice) or _is_int(k):
             continue
         if isinstance(k, Array) and k.ndim == 0 and D.kind_of(k.dtype) in "iu":
             continue  # a 0-d integer array indexes like an int
@@ -79,33 +89,170 @@ def basic_view(x: Array, key: Any) -> Array:
     return x._view(tuple(shape), tuple(strides), offset)
 
 
-def _host_key(key: Any) -> Any:
-    if isinstance(key, tuple):
-        return tuple(_host_key(k) for k in key)
-    if isinstance(key, Array):
-        return key._to_numpy()
-    return key
+# -- advanced indexing: the plan ------------------------------------------------------------------
+class _Plan:
+    """``x[key]`` for a key with index arrays: ``view`` is ``x`` under the key's basic part
+    (each advanced position a full slice), ``axes`` the view's axes indexed by ``arrays``
+    (int64 index arrays, or ints), ``shape`` the result's shape and ``lead`` where the
+    broadcast index dimensions go in it."""
+
+    def __init__(self, x: Array, key: tuple[Any, ...]) -> None:
+        items: list[Any] = []
+        for k in key:
+            if isinstance(k, Array) and k.device is not x.device:
+                raise IndexError("an index array must be on the indexed array's device")
+            if isinstance(k, (builtins.bool, np.bool_)) or (
+                    isinstance(k, Array) and k.dtype == D.bool and k.ndim == 0):
+                # a 0-d boolean: a new axis indexed by [0] (True) or by nothing (False)
+                items.append(("new", builtins.bool(k)))
+            elif isinstance(k, Array) and k.dtype == D.bool:
+                items.append(("mask", k))
+            elif isinstance(k, Array):
+                if D.kind_of(k.dtype) not in "iu":
+                    raise IndexError(f"arrays used as indices must be integer or boolean, "
+                                     f"got {k.dtype}")
+                items.append(("array", k))
+            elif isinstance(k, (list, tuple, np.ndarray)):
+                host = np.asarray(k)
+                if host.dtype == np.bool_:
+                    items.append(("mask", asarray_host(x.device, host, D.bool)))
+                elif host.dtype.kind in "iu" or host.size == 0:
+                    items.append(("array", asarray_host(x.device, host.astype(np.int64),
+                                                        D.int64)))
+                else:
+                    raise IndexError(f"arrays used as indices must be integer or boolean, "
+                                     f"got {host.dtype}")
+            elif k is None or k is Ellipsis or isinstance(k, slice):
+                items.append(("basic", k))
+            elif _is_int(k) or (isinstance(k, Array) and k.ndim == 0):
+                items.append(("int", operator.index(k)))
+            else:
+                raise IndexError(f"only integers, slices, ellipsis, None, integer and boolean "
+                                 f"arrays are valid indices, got {type(k).__name__}")
+        consuming = sum(k.ndim if kind == "mask" else 1 for kind, k in items
+                        if kind in ("mask", "array", "int")
+                        or (kind == "basic" and k is not None and k is not Ellipsis))
+        if consuming > x.ndim:
+            raise IndexError(f"too many indices for an array of {x.ndim} dimensions")
+        basic: list[Any] = []
+        advanced: list[tuple[int, Any]] = []  # (position in the view, index) pairs
+        pos = 0
+        rest = x.ndim - consuming
+        axis = 0
+        for kind, k in items:
+            if kind == "basic" and k is Ellipsis:
+                basic.append(Ellipsis)
+                pos += rest
+                axis += rest
+                rest = 0
+            elif kind == "basic" and k is None:
+                basic.append(None)
+                pos += 1
+            elif kind == "basic":
+                basic.append(k)
+                pos += 1
+                axis += 1
+            elif kind == "new":
+                basic.append(None)
+                advanced.append((pos, asarray_host(x.device, np.zeros(1 if k else 0, np.int64),
+                                                   D.int64)))
+                pos += 1
+            elif kind == "mask":
+                if k.shape != x.shape[axis:axis + k.ndim]:
+                    raise IndexError(f"boolean index of shape {k.shape} does not match the "
+                                     f"indexed dimensions {x.shape[axis:axis + k.ndim]}")
+                for part in (nonzero(k) if k.ndim else ()):
+                    basic.append(slice(None))
+                    advanced.append((pos, part))
+                    pos += 1
+                axis += k.ndim
+            else:
+                d = x.shape[axis]
+                if kind == "int" and not -d <= k < d:
+                    raise IndexError(f"index {k} is out of bounds for axis {axis} of size {d}")
+                basic.append(slice(None))
+                advanced.append((pos, k))
+                pos += 1
+                axis += 1
+        self.view = basic_view(x, tuple(basic))
+        self.axes = [p for p, _ in advanced]
+        self.arrays = [a for _, a in advanced]
+        bshape = broadcast_shapes(*(a.shape for a in self.arrays if isinstance(a, Array)))
+        for ax in self.axes:
+            if self.view.shape[ax] == 0 and math.prod(bshape) > 0:
+                raise IndexError(f"index out of bounds for axis {ax} of size 0")
+        self.bshape = bshape
+        others = [k for k in range(self.view.ndim) if k not in self.axes]
+        adjacent = self.axes == list(range(self.axes[0], self.axes[-1] + 1))
+        self.lead = self.axes[0] if adjacent else 0
+        before = [k for k in others if k < self.lead] if adjacent else []
+        after = [k for k in others if k not in before]
+        self.others = (before, after)
+        self.shape = (tuple(self.view.shape[k] for k in before) + bshape +
+                      tuple(self.view.shape[k] for k in after))
+
+    def offsets(self) -> Array:
+        """The element offset (from the view's own offset) of each broadcast index: a
+        generated element-wise kernel, int64, of the broadcast shape."""
+        view, dev = self.view, self.view.device
+        names, ins, ops = [], [], []
+        terms = []
+        for j, (ax, a) in enumerate(zip(self.axes, self.arrays)):
+            d, s = view.shape[ax], view.strides[ax]
+            if isinstance(a, Array):
+                ins.append((f"i{j}", a.dtype, False))
+                ops.append(a._operand(self.bshape))
+                wrapped = f"((i{j} % {d}) + {d}) % {d}" if d else f"i{j}"
+                terms.append(f"({wrapped}) * {s}")
+            else:
+                terms.append(str((a % d) * s if d else 0))
+            names.append(f"i{j}")
+        out = new_array(dev, self.bshape, D.int64)
+        text = "out = " + (" + ".join(terms) if terms else "0")
+        if not ins:  # only ints: a constant
+            ins.append(("z", D.int64, True))
+            ops.append(0)
+        spec = ElementwiseSpec("index_offsets", text, tuple(ins), (D.int64,) * len(ins),
+                               (("out", D.int64),))
+        out._wrote(launch_elementwise(dev, spec, self.bshape, [out._operand()], ops))
+        return out
+
+    def layout(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Over the result's dimensions: the strides into the view, and into the offsets."""
+        before, after = self.others
+        ostr = c_strides(self.bshape)
+        nb = len(self.bshape)
+        vs = tuple(self.view.strides[k] for k in before) + (0,) * nb + tuple(
+            self.view.strides[k] for k in after)
+        os_ = (0,) * len(before) + tuple(0 if d == 1 else s for d, s in
+                                         zip(self.bshape, ostr)) + (0,) * len(after)
+        return vs, os_
+
+
+def _move(plan: _Plan, dst: Array, src: Array, scatter: bool) -> Any:
+    """Launch the gather (``dst`` is the new result) or the scatter (``src`` the values, C
+    order over the result's shape)."""
+    if math.prod(plan.shape) == 0:
+        return None
+    vs, os_ = plan.layout()
+    return move(dst, src, plan.view._offset, plan.offsets(), plan.shape, vs, os_, scatter)
 
 
 def getitem(x: Array, key: Any) -> Array:
     tkey = key if isinstance(key, tuple) else (key,)
     if _is_basic(tkey):
         return basic_view(x, tuple(int(k) if isinstance(k, Array) else k for k in tkey))
-    for k in tkey:
-        if isinstance(k, Array) and k.device is not x.device:
-            raise IndexError("an index array must be on the indexed array's device")
-    host = x._to_numpy()
-    try:
-        result = host[_host_key(key)]
-    except IndexError:
-        raise
-    except (ValueError, TypeError) as exc:
-        raise IndexError(str(exc)) from None
-    return asarray_host(x.device, np.asarray(result), x.dtype)
+    if (len(tkey) == 1 and isinstance(tkey[0], Array) and tkey[0].dtype == D.bool
+            and tkey[0].ndim and tkey[0].shape == x.shape and tkey[0].device is x.device):
+        return compact(tkey[0], x)  # a mask over every dimension: one compaction
+    plan = _Plan(x, tkey)
+    out = new_array(x.device, plan.shape, x.dtype)
+    out._wrote(_move(plan, out, plan.view, False))
+    return out
 
 
 def setitem(x: Array, key: Any, value: Any) -> None:
-    from ._elementwise import cast_into
+    from ._elementwise import cast_into, where
 
     tkey = key if isinstance(key, tuple) else (key,)
     if isinstance(value, Array) and value.device is not x.device:
@@ -115,23 +262,39 @@ def setitem(x: Array, key: Any, value: Any) -> None:
         cast_into(view, value)
         x._buf = view._buf
         return
-    host = x._to_numpy()
-    val = value._to_numpy() if isinstance(value, Array) else value
-    host[_host_key(key)] = val
-    cast_into(x, asarray_host(x.device, host, x.dtype))
+    if (len(tkey) == 1 and isinstance(tkey[0], Array) and tkey[0].dtype == D.bool
+            and tkey[0].shape == x.shape and tkey[0].device is x.device
+            and (not isinstance(value, Array) or value.ndim == 0)):
+        # x[mask] = scalar: a where over x, no count needed
+        val = value if isinstance(value, Array) else _scalar_array(x, value)
+        cast_into(x, where(tkey[0], val, x))
+        return
+    plan = _Plan(x, tkey)
+    vals = new_array(x.device, plan.shape, x.dtype)
+    if math.prod(plan.shape):
+        cast_into(vals, value)  # converts, broadcasts, and reads an aliased value first
+    done = _move(plan, plan.view, vals, True)
+    x._wrote(done)
 
 
-def _index_array(x: Array, indices: Any, name: str) -> np.ndarray:
+def _scalar_array(x: Array, value: Any) -> Array:
+    from ._elementwise import cast_into
+
+    out = new_array(x.device, (), x.dtype)
+    cast_into(out, value)
+    return out
+
+
+def _index_array(x: Array, indices: Any, name: str) -> Array:
     if not isinstance(indices, Array) or D.kind_of(indices.dtype) not in "iu":
         raise TypeError(f"{name}: indices must be an integer array")
     if indices.device is not x.device:
         raise ValueError(f"{name}: indices must be on the array's device")
-    return indices._to_numpy()
+    return indices
 
 
 def take(x: Array, indices: Array, /, *, axis: int | None = None) -> Array:
-    """Elements of ``x`` at ``indices`` along ``axis`` (through host memory, as integer-array
-    indexing)."""
+    """Elements of ``x`` at ``indices`` along ``axis`` (a gather on the device)."""
     if not isinstance(x, Array):
         raise TypeError("take: x must be an array")
     idx = _index_array(x, indices, "take")
@@ -139,15 +302,36 @@ def take(x: Array, indices: Array, /, *, axis: int | None = None) -> Array:
         if x.ndim != 1:
             raise ValueError("take: axis is required for arrays of more than one dimension")
         axis = 0
-    return asarray_host(x.device, np.take(x._to_numpy(), idx, axis=axis), x.dtype)
+    ax = operator.index(axis)
+    if not -x.ndim <= ax < x.ndim:
+        raise ValueError(f"take: axis {ax} is out of range")
+    ax %= x.ndim
+    return getitem(x, (slice(None),) * ax + (idx,))
 
 
 def take_along_axis(x: Array, indices: Array, /, *, axis: int = -1) -> Array:
-    """``x`` gathered at ``indices`` along ``axis`` (through host memory)."""
+    """``x`` gathered at ``indices`` along ``axis``; the other dimensions broadcast (a gather
+    on the device)."""
+    from ._creation import arange
+    from ._manipulation import reshape
+
     if not isinstance(x, Array):
         raise TypeError("take_along_axis: x must be an array")
     idx = _index_array(x, indices, "take_along_axis")
-    return asarray_host(x.device, np.take_along_axis(x._to_numpy(), idx, axis=axis), x.dtype)
-
-
-__all__ += ["take", "take_along_axis"]
+    if idx.ndim != x.ndim:
+        raise ValueError("take_along_axis: x and indices must have the same number of "
+                         "dimensions")
+    ax = operator.index(axis)
+    if not -x.ndim <= ax < x.ndim:
+        raise ValueError(f"take_along_axis: axis {ax} is out of range")
+    ax %= x.ndim
+    key: list[Any] = []
+    for k in range(x.ndim):
+        if k == ax:
+            key.append(idx)
+        else:
+            shape = [1] * x.ndim
+            shape[k] = x.shape[k]
+            key.append(reshape(arange(x.shape[k], dtype=D.int64, device=x.device),
+                               tuple(shape)))
+    return getitem(x, tuple(key))

@@ -1,8 +1,7 @@
 """Reductions: each is a map expression, a combiner and an identity (:class:`ReductionSpec`),
 generated into one kernel (one block per output element) and twinned with NumPy on the
 simulator. ``var``/``std`` and ``argmax``/``argmin`` are two launches (the mean, or the extreme
-value, then a reduction that reads it broadcast). ``cumulative_sum``/``cumulative_prod`` run one
-thread per row (a scan from CUB is the way to a parallel one)."""
+value, then a reduction that reads it broadcast)."""
 
 from __future__ import annotations
 
@@ -12,11 +11,11 @@ from typing import Any
 import numpy as np
 
 from . import _dtypes as D
-from ._array import Array, asarray_host, new_array
+from ._array import Array, new_array
 from ._codegen import Operand, ReductionSpec, launch_reduction
 
 __all__ = ["sum", "prod", "max", "min", "mean", "var", "std", "all", "any", "count_nonzero",
-           "argmax", "argmin", "cumulative_sum", "cumulative_prod", "reduce"]
+           "argmax", "argmin", "reduce"]
 
 _pybool = builtins.bool
 
@@ -210,36 +209,3 @@ def argmax(x: Array, /, *, axis: Any = None, keepdims: bool = False) -> Array:
 
 def argmin(x: Array, /, *, axis: Any = None, keepdims: bool = False) -> Array:
     return _arg(x, axis, keepdims, False)
-
-
-def _cumulative(x: Array, axis: Any, dtype: Any, include_initial: bool, name: str,
-                fn: Any, identity: int) -> Array:
-    _numeric(x, name, "biufc")
-    if axis is None:
-        if x.ndim > 1:
-            raise ValueError(f"{name}: axis is required for arrays of more than one dimension")
-        axis = 0
-    if x.ndim == 0:
-        raise ValueError(f"{name}: needs at least one dimension")
-    ax = normalize_axes(axis, x.ndim)[0]
-    dt = _sum_dtype(x, dtype)
-    # host scan until the CUB scan is generated: exact, but it waits for x's producers
-    host = x._to_numpy().astype(dt)
-    with np.errstate(all="ignore"):
-        res = fn(host, axis=ax, dtype=dt)
-    if include_initial:
-        shape = list(res.shape)
-        shape[ax] = 1
-        res = np.concatenate([np.full(shape, identity, dtype=dt), res], axis=ax)
-    return asarray_host(x.device, res, dt)
-
-
-def cumulative_sum(x: Array, /, *, axis: Any = None, dtype: Any = None,
-                   include_initial: bool = False) -> Array:
-    return _cumulative(x, axis, dtype, include_initial, "cumulative_sum", np.cumsum, 0)
-
-
-def cumulative_prod(x: Array, /, *, axis: Any = None, dtype: Any = None,
-                    include_initial: bool = False) -> Array:
-    return _cumulative(x, axis, dtype, include_initial, "cumulative_prod", np.cumprod, 1)
-

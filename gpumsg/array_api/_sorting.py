@@ -1,18 +1,14 @@
-"""``sort`` and ``argsort`` with CUB (CCCL): each row along the axis is sorted by one block with
-``cub::BlockRadixSort`` (stable; keys and their positions as pairs), compiled by NVRTC against
-the CCCL headers (``nvidia-cuda-cccl``, found by ``cuda.pathfinder``).
+"""``sort`` and ``argsort`` with CUB (CCCL), ``searchsorted`` and ``unique_*``.
 
-Keys are canonical before sorting, so that the order is NumPy's: every NaN sorts as one NaN after
-+inf, and -0 equals +0 (ties keep their order: the sort is stable). ``sort`` writes the original
-element at each sorted position, so -0 and NaN payloads come out as they went in. A row holds at
-most :data:`MAX_ROW` elements (256 threads x 16 keys); longer rows need CUB's device-wide sort,
-which is not wired yet, and raise NotImplementedError on every backend. The simulator runs the
-NumPy twin (a stable argsort of the same canonical keys)."""
+A row of at most :data:`MAX_ROW` elements is sorted by one block with ``cub::BlockRadixSort``
+(stable; keys and their positions, or their bits, as pairs); longer rows go through the
+device-wide radix sort of :mod:`._radix`. Both sort the same unsigned keys: the order is NumPy's
+(every NaN sorts as one NaN after +inf, -0 equals +0, ties keep their order; descending is the
+reverse order with ties still in theirs). ``sort`` writes the original elements, so -0 and NaN
+payloads come out as they went in. The simulator runs NumPy twins of the same keys."""
 
 from __future__ import annotations
 
-import threading
-import weakref
 from collections import namedtuple
 from typing import Any
 
@@ -23,36 +19,18 @@ from ..libs.nvrtc._sim import SIM_KERNELS, sim_kernel
 from . import _dtypes as D
 from ._array import Array, _copy, new_array
 from ._codegen import kernel_for
+from ._compact import compact
+from ._cub import cub_kernel, tag, unsigned_type
 from ._expr import PRELUDE
+from ._gather import whole
 from ._manipulation import moveaxis
+from ._radix import _key_c, _np_key, radix_sort
 
 __all__ = ["sort", "argsort", "MAX_ROW"]
 
 THREADS = 256
 MAX_ROW = THREADS * 16
-_lock = threading.Lock()
-#: device -> {name: future of the simulator's twin module}, where NVRTC cannot see CCCL
-_twins: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
-
-#: key type and the padding that sorts after every real key, ascending / descending
-_FLOAT_KEY = ("float", "__int_as_float(0x7fc00000)", "__int_as_float(0xff800000)")
-_DOUBLE_KEY = ("double", "__longlong_as_double(0x7ff8000000000000LL)",
-               "__longlong_as_double((long long)0xfff0000000000000ULL)")
-
-
-def _key(dt: np.dtype) -> tuple[str, str, str]:
-    if dt in (D.float16, D.bfloat16, D.float32):
-        return _FLOAT_KEY
-    if dt == D.float64:
-        return _DOUBLE_KEY
-    if dt == D.bool:
-        return ("unsigned char", "255", "0")
-    info = np.iinfo(dt)
-    ctype = D.CTYPE[dt][0]
-    suffix = "ULL" if dt.kind == "u" else "LL"
-    lo = f"(({ctype})({info.min}{suffix}))" if info.min != -(1 << 63) else \
-        "((long long)(-9223372036854775807LL - 1))"
-    return (ctype, f"(({ctype})({info.max}{suffix}))", lo)
+_UDT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def _items(n: int) -> int:
@@ -62,47 +40,39 @@ def _items(n: int) -> int:
     return items
 
 
-def _include_dir() -> str | None:
-    try:
-        import cuda.pathfinder as pf
-
-        return pf.find_nvidia_header_directory("cccl")
-    except Exception:  # noqa: BLE001 - no pathfinder, or no CCCL: the caller decides
-        return None
-
-
 def render(dt: np.dtype, items: int, descending: bool, indices: bool) -> tuple[str, str]:
-    """(kernel name, CUDA source) sorting rows of ``dt``."""
-    key_t, pad_asc, pad_desc = _key(dt)
-    storage = D.CTYPE[dt][0]
-    out_t = "long long" if indices else storage
-    load = D.CTYPE[dt][3] if dt in (D.float16, D.bfloat16) else "{}"
-    canon = ""
-    if key_t in ("float", "double"):
-        nan = _FLOAT_KEY[1] if key_t == "float" else _DOUBLE_KEY[1]
-        canon = f"if (v != v) v = {nan}; if (v == ({key_t})0) v = ({key_t})0;"
-    name = (f"gm_{'argsort' if indices else 'sort'}_{D.storage_name(dt)}_{items}_"
-            f"{'d' if descending else 'a'}")
+    """(kernel name, CUDA source) sorting rows of ``dt`` with one block per row: the unsigned
+    keys of :mod:`._radix` paired with their positions (``indices``) or their bits."""
+    k = unsigned_type(dt.itemsize)
+    val_t = "int" if indices else k
+    out_t = "long long" if indices else k
+    name = (f"gm_{'argsort' if indices else 'sort'}_{tag(dt)}_{items}_"
+            f"{'d' if descending else 'a'}_u")
     body = f"""
 #include <cub/block/block_radix_sort.cuh>
-extern "C" __global__ void {name}(long long nrows, int n, const {storage}* __restrict__ in,
+__device__ __forceinline__ {k} gm_rkey({k} u) {{ {_key_c(dt, descending)} return u; }}
+extern "C" __global__ void {name}(long long nrows, int n, const {k}* __restrict__ in,
                                   {out_t}* __restrict__ out) {{
-  typedef cub::BlockRadixSort<{key_t}, {THREADS}, {items}, int> Sorter;
+  typedef cub::BlockRadixSort<{k}, {THREADS}, {items}, {val_t}> Sorter;
   __shared__ typename Sorter::TempStorage tmp;
   for (long long row = blockIdx.x; row < nrows; row += gridDim.x) {{
-    const {storage}* src = in + row * n;
-    {key_t} keys[{items}];
-    int pos[{items}];
-    for (int k = 0; k < {items}; ++k) {{
-      const int j = threadIdx.x * {items} + k;
-      pos[k] = j;
-      if (j < n) {{ {key_t} v = ({key_t})({load.format("src[j]")}); {canon} keys[k] = v; }}
-      else keys[k] = {pad_desc if descending else pad_asc};
+    const {k}* src = in + row * n;
+    {k} keys[{items}];
+    {val_t} vals[{items}];
+    for (int q = 0; q < {items}; ++q) {{
+      const int j = threadIdx.x * {items} + q;
+      // past the row: all ones, after every key (and after equal keys: the sort is stable)
+      if (j < n) {{
+        const {k} s = src[j];
+        keys[q] = gm_rkey(s);
+        vals[q] = {'j' if indices else 's'};
+      }}
+      else {{ keys[q] = ({k})~({k})0; vals[q] = 0; }}
     }}
-    Sorter(tmp).{'SortDescending' if descending else 'Sort'}(keys, pos);
-    for (int k = 0; k < {items}; ++k) {{
-      const int j = threadIdx.x * {items} + k;
-      if (j < n) out[row * n + j] = {'(long long)pos[k]' if indices else 'src[pos[k]]'};
+    Sorter(tmp).Sort(keys, vals);
+    for (int q = 0; q < {items}; ++q) {{
+      const int j = threadIdx.x * {items} + q;
+      if (j < n) out[row * n + j] = ({out_t})vals[q];
     }}
     __syncthreads();
   }}
@@ -123,18 +93,17 @@ def _stable_order(keys: np.ndarray, descending: bool) -> np.ndarray:
 
 
 def _twin(dt: np.dtype, descending: bool, indices: bool) -> Any:
+    ut = np.dtype(_UDT[dt.itemsize])
+
     def run(info: Any, nrows: Any, n: Any, src: np.ndarray, out: np.ndarray) -> None:
         nrows, n = int(nrows), int(n)
-        rows = src[:nrows * n]
-        if dt == D.bool:
-            rows = rows.view(np.uint8)
-        rows = rows.reshape(nrows, n)
-        keys = rows.astype(np.float64) if dt in (D.float16, D.bfloat16) else rows
-        if keys.dtype.kind == "f":
-            keys = np.where(np.isnan(keys), np.nan, np.where(keys == 0, 0, keys))
-        order = _stable_order(keys, descending)
+        rows = src[:nrows * n].view(ut).reshape(nrows, n)
+        order = np.argsort(_np_key(rows, dt, descending), axis=-1, kind="stable")
         dst = out[:nrows * n].reshape(nrows, n)
-        dst[...] = order if indices else np.take_along_axis(rows, order, axis=-1)
+        if indices:
+            dst[...] = order
+        else:
+            dst.view(ut)[...] = np.take_along_axis(rows, order, axis=-1)
 
     return run
 
@@ -142,27 +111,6 @@ def _twin(dt: np.dtype, descending: bool, indices: bool) -> Any:
 def _kernel(dev: Any, dt: np.dtype, items: int, descending: bool, indices: bool) -> Any:
     name, source = render(dt, items, descending, indices)
     return cub_kernel(dev, name, source, ("i64", "i32", "ptr", "ptr"))
-
-
-def cub_kernel(dev: Any, name: str, source: str, signature: tuple[str, ...]) -> Any:
-    """Kernel ``name`` of ``source`` (which includes CUB headers) on ``dev``, compiled once per
-    device. Without the CCCL headers the simulator loads its twin alone; a GPU cannot."""
-    inc = _include_dir()
-    if inc is not None:
-        return kernel_for(dev, name, source, signature,
-                          (f"-I{inc}", "-std=c++17", "-default-device"))
-    if dev.backend != "sim":
-        raise NotImplementedError("this needs the CCCL headers (pip install "
-                                  "nvidia-cuda-cccl-cu12, or a CUDA toolkit)")
-    # no CCCL headers here: the simulator loads its twin alone
-    with _lock:
-        mine = _twins.get(dev)
-        if mine is None:
-            mine = _twins[dev] = {}
-        fut = mine.get(name)
-        if fut is None:
-            fut = mine[name] = dev.load_module(b"sim:" + name.encode(), {name: signature})
-    return fut.result()[name]
 
 
 def _sort(x: Array, axis: int, descending: bool, indices: bool, name: str) -> Array:
@@ -179,13 +127,12 @@ def _sort(x: Array, axis: int, descending: bool, indices: bool, name: str) -> Ar
     moved = moveaxis(x, ax, -1)
     n = moved.shape[-1]
     out_dt = D.int64 if indices else x.dtype
-    if n > MAX_ROW:
-        raise NotImplementedError(f"{name}: rows of more than {MAX_ROW} elements need CUB's "
-                                  "device-wide sort, which is not wired yet")
-    rows = _copy(moved)
+    rows = whole(moved)
     nrows = rows.size // n if n else 0
     out = new_array(x.device, moved.shape, out_dt)
-    if nrows and n:
+    if nrows and n > MAX_ROW:
+        radix_sort(rows, nrows, n, descending, indices, out)
+    elif nrows and n:
         kernel = _kernel(x.device, x.dtype, _items(n), descending, indices)
         done = x.device.launch(kernel, min(nrows, 1 << 16), THREADS,
                                (nrows, n, rows.buffer, out.buffer), reads=[rows.buffer],
@@ -195,20 +142,14 @@ def _sort(x: Array, axis: int, descending: bool, indices: bool, name: str) -> Ar
 
 
 def sort(x: Array, /, *, axis: int = -1, descending: bool = False, stable: bool = True) -> Array:
-    """``x`` sorted along ``axis`` (stable; NaN last ascending, first descending). 16-bit
-    floats are gathered through their ``argsort``: the value-writing kernel gave wrong values
-    for them on an H200 (its argsort was right), so they take the path known to be right."""
-    if isinstance(x, Array) and x.dtype in (D.float16, D.bfloat16):
-        from ._indexing import take_along_axis
-
-        order = _sort(x, axis, bool(descending), True, "sort")
-        return take_along_axis(x, order, axis=axis)
+    """``x`` sorted along ``axis`` (stable; NaN last ascending, first descending; rows of any
+    length)."""
     return _sort(x, axis, bool(descending), False, "sort")
 
 
 def argsort(x: Array, /, *, axis: int = -1, descending: bool = False,
             stable: bool = True) -> Array:
-    """The positions that sort ``x`` along ``axis`` (int64; stable)."""
+    """The positions that sort ``x`` along ``axis`` (int64; stable; rows of any length)."""
     return _sort(x, axis, bool(descending), True, "argsort")
 
 
@@ -220,8 +161,8 @@ def _render_search(dt1: np.dtype, dt2: np.dtype, compute: np.dtype, right: bool)
     ct = D.CTYPE[compute][1]
     s1, s2 = D.CTYPE[dt1][0], D.CTYPE[dt2][0]
     l1, l2 = D.CTYPE[dt1][3], D.CTYPE[dt2][3]
-    name = (f"gm_searchsorted_{D.storage_name(dt1)}_{D.storage_name(dt2)}_"
-            f"{D.storage_name(compute)}_{'r' if right else 'l'}")
+    name = (f"gm_searchsorted_{tag(dt1)}_{tag(dt2)}_"
+            f"{tag(compute)}_{'r' if right else 'l'}")
     # lt(a, b): a sorts before b, NaN after everything
     test = "!gm_lt(key, m)" if right else "gm_lt(m, key)"
     body = f"""
@@ -304,166 +245,6 @@ def searchsorted(x1: Array, x2: Array, /, *, side: str = "left", sorter: Any = N
 __all__ += ["searchsorted"]
 
 
-# -- nonzero: a count per tile (CUB BlockReduce), the tiles' offsets, a compaction per tile
-#    (CUB BlockScan) -------------------------------------------------------------------------
-TILE_ITEMS = 16
-TILE = THREADS * TILE_ITEMS
-
-
-def _render_nonzero(dt: np.dtype, write: bool, values: np.dtype | None = None) -> tuple[
-        str, str]:
-    """The count kernel, or the write kernel: the positions of ``x``'s non-zero elements, or
-    (``values``) the elements of a second array at those positions."""
-    storage, ct = D.CTYPE[dt][0], D.CTYPE[dt][1]
-    test = f"(({ct})({D.CTYPE[dt][3].format('x[j]')}) != ({ct})0)"
-    name = f"gm_nonzero_{'write' if write else 'count'}_{D.storage_name(dt)}"
-    if dt == D.bool:
-        name += "_b"
-    vs = "long long"
-    if values is not None:
-        vs = D.CTYPE[values][0]
-        name += f"_v{D.storage_name(values)}"
-    head = f"""
-#include <cub/block/block_reduce.cuh>
-#include <cub/block/block_scan.cuh>
-extern "C" __global__ void {name}(long long n, long long ntiles, const {storage}* __restrict__ x,
-"""
-    if not write:
-        body = head + f"""                                  long long* __restrict__ counts) {{
-  typedef cub::BlockReduce<int, {THREADS}> Reduce;
-  __shared__ typename Reduce::TempStorage tmp;
-  for (long long t = blockIdx.x; t < ntiles; t += gridDim.x) {{
-    int c = 0;
-    for (int k = 0; k < {TILE_ITEMS}; ++k) {{
-      const long long j = t * {TILE} + threadIdx.x * {TILE_ITEMS} + k;
-      if (j < n && {test}) ++c;
-    }}
-    const int total = Reduce(tmp).Sum(c);
-    if (threadIdx.x == 0) counts[t] = total;
-    __syncthreads();
-  }}
-}}
-"""
-    else:
-        src = f"const {vs}* __restrict__ src, " if values is not None else ""
-        body = head + f"""  {src}const long long* __restrict__ offsets,
-                                  {vs}* __restrict__ out) {{
-  typedef cub::BlockScan<int, {THREADS}> Scan;
-  __shared__ typename Scan::TempStorage tmp;
-  for (long long t = blockIdx.x; t < ntiles; t += gridDim.x) {{
-    int c = 0;
-    for (int k = 0; k < {TILE_ITEMS}; ++k) {{
-      const long long j = t * {TILE} + threadIdx.x * {TILE_ITEMS} + k;
-      if (j < n && {test}) ++c;
-    }}
-    int start;
-    Scan(tmp).ExclusiveSum(c, start);
-    long long at = offsets[t] + start;
-    for (int k = 0; k < {TILE_ITEMS}; ++k) {{
-      const long long j = t * {TILE} + threadIdx.x * {TILE_ITEMS} + k;
-      if (j < n && {test}) out[at++] = {'src[j]' if values is not None else 'j'};
-    }}
-    __syncthreads();
-  }}
-}}
-"""
-    if name not in SIM_KERNELS:
-        sim_kernel(name)(_nonzero_twin(dt, write, values is not None))
-    return name, PRELUDE + body
-
-
-def _nonzero_twin(dt: np.dtype, write: bool, with_values: bool = False) -> Any:
-    def flags(x: np.ndarray, n: int) -> np.ndarray:
-        v = x[:n].view(np.bool_) if dt == D.bool else x[:n]
-        return v != 0
-
-    if not write:
-        def count(info: Any, n: Any, ntiles: Any, x: np.ndarray, counts: np.ndarray) -> None:
-            n, ntiles = int(n), int(ntiles)
-            f = np.zeros(ntiles * TILE, bool)
-            f[:n] = flags(x, n)
-            counts[:ntiles] = f.reshape(ntiles, TILE).sum(axis=1)
-
-        return count
-
-    def compact(info: Any, n: Any, ntiles: Any, x: np.ndarray, *rest: np.ndarray) -> None:
-        n = int(n)
-        found = np.flatnonzero(flags(x, n))
-        out = rest[-1]
-        out[:len(found)] = rest[0][found] if with_values else found
-
-    return compact
-
-
-def _whole(x: Array) -> Array:
-    """``x`` as an array that occupies its whole buffer in C order (a copy when it does not)."""
-    return x if x._is_contiguous() and x._offset == 0 and x._buf_shape() == x.shape \
-        else _copy(x)
-
-
-def _compact(x: Array, values: Array | None = None) -> Array:
-    """The (C-order) positions of ``x``'s non-zero elements, or the elements of ``values`` (of
-    ``x``'s shape) there, as a new 1-D array. Waits for the count."""
-    from ._array import asarray_host
-
-    dev = x.device
-    n = x.size
-    flat = _whole(x)
-    src = _whole(values) if values is not None else None
-    out_dt = values.dtype if values is not None else D.int64
-    ntiles = (n + TILE - 1) // TILE
-    if n == 0:
-        return new_array(dev, (0,), out_dt)
-    name, source = _render_nonzero(x.dtype, False)
-    kernel = cub_kernel(dev, name, source, ("i64", "i64", "ptr", "ptr"))
-    counts = new_array(dev, (ntiles,), D.int64)
-    grid = min(ntiles, 1 << 16)
-    counts._wrote(dev.launch(kernel, grid, THREADS, (n, ntiles, flat.buffer, counts.buffer),
-                             reads=[flat.buffer], writes=[counts.buffer]))
-    per_tile = np.asarray(counts)
-    offsets = np.concatenate([[0], np.cumsum(per_tile)[:-1]]).astype(np.int64)
-    total = int(per_tile.sum())
-    found = new_array(dev, (total,), out_dt)
-    if total:
-        offs = asarray_host(dev, offsets, D.int64)
-        name, source = _render_nonzero(x.dtype, True, None if src is None else src.dtype)
-        extra = [] if src is None else [src.buffer]
-        signature = ("i64", "i64", "ptr") + ("ptr",) * (len(extra) + 2)
-        kernel = cub_kernel(dev, name, source, signature)
-        found._wrote(dev.launch(kernel, grid, THREADS,
-                                (n, ntiles, flat.buffer, *extra, offs.buffer, found.buffer),
-                                reads=[flat.buffer, *extra, offs.buffer],
-                                writes=[found.buffer]))
-    return found
-
-
-def nonzero(x: Array, /) -> tuple[Array, ...]:
-    """The indices of the non-zero elements, one int64 array per dimension (C order). The
-    count is read back to size the result (a data-dependent shape: this call waits)."""
-    from ._elementwise import TABLE, apply
-
-    if not isinstance(x, Array):
-        raise TypeError(f"nonzero: expected an array, got {type(x).__name__}")
-    if x.ndim == 0:
-        raise ValueError("nonzero: a 0-d array (use atleast_1d semantics explicitly)")
-    found = _compact(x)
-    if x.ndim == 1:
-        return (found,)
-    out = []
-    stride = 1
-    strides = []
-    for d in reversed(x.shape):
-        strides.append(stride)
-        stride *= d
-    for d, st in zip(x.shape, reversed(strides)):
-        q = apply(TABLE["floor_divide"], found, st) if st != 1 else found
-        out.append(apply(TABLE["remainder"], q, d))
-    return tuple(out)
-
-
-__all__ += ["nonzero"]
-
-
 # -- unique_*: a stable sort, the first element of each run of equal values, compactions --------
 UniqueAllResult = namedtuple("UniqueAllResult", ["values", "indices", "inverse_indices",
                                                  "counts"])
@@ -471,19 +252,36 @@ UniqueCountsResult = namedtuple("UniqueCountsResult", ["values", "counts"])
 UniqueInverseResult = namedtuple("UniqueInverseResult", ["values", "inverse_indices"])
 
 
+def _order(flat: Array) -> Array:
+    """The stable sorting order of the 1-D ``flat``; complex values in NumPy's order: by real
+    part, then imaginary part, those with a NaN imaginary part after every other, then those
+    with a NaN real part (three stable sorts, least significant first)."""
+    from ._elementwise import TABLE, apply, astype
+    from ._indexing import take
+
+    if D.kind_of(flat.dtype) != "c":
+        return argsort(flat)
+    re, im = apply(TABLE["real"], flat), apply(TABLE["imag"], flat)
+    order = argsort(im)
+    order = take(order, argsort(take(re, order)))
+    nan_re = astype(apply(TABLE["isnan"], re), D.int8)
+    nan_im = astype(apply(TABLE["isnan"], im), D.int8)
+    cls = apply(TABLE["add"], apply(TABLE["multiply"], nan_re, 2), nan_im)
+    return take(order, argsort(take(cls, order)))
+
+
 def _runs(x: Array, name: str) -> tuple[Array, Array, Array]:
     """(flat order: the stable argsort, sorted values, run starts: True where a sorted value
     differs from the one before; NaNs differ from everything, so each is its own run)."""
     from ._elementwise import TABLE, apply
+    from ._indexing import take
     from ._manipulation import reshape
 
     if not isinstance(x, Array):
         raise TypeError(f"{name}: expected an array, got {type(x).__name__}")
-    if D.kind_of(x.dtype) == "c":
-        raise TypeError(f"{name}: complex arrays are not supported")
     flat = reshape(x, (-1,))
-    order = argsort(flat)
-    values = sort(flat)
+    order = _order(flat)
+    values = take(flat, order)
     starts = new_array(x.device, (flat.size,), D.bool)
     if flat.size:
         starts[0] = True
@@ -494,43 +292,43 @@ def _runs(x: Array, name: str) -> tuple[Array, Array, Array]:
 def unique_values(x: Array, /) -> Array:
     """The distinct values of ``x`` (sorted; each NaN distinct)."""
     _, values, starts = _runs(x, "unique_values")
-    return _compact(starts, values)
+    return compact(starts, values)
 
 
 def _counts(starts: Array, n: int) -> Array:
     from ._array import asarray_host
     from ._manipulation import concat, diff
 
-    first = _compact(starts)
+    first = compact(starts)
     return diff(concat([first, asarray_host(starts.device, np.array([n]), D.int64)]))
 
 
 def unique_counts(x: Array, /) -> UniqueCountsResult:
     _, values, starts = _runs(x, "unique_counts")
-    return UniqueCountsResult(_compact(starts, values), _counts(starts, x.size))
+    return UniqueCountsResult(compact(starts, values), _counts(starts, x.size))
 
 
 def _inverse(x: Array, order: Array, starts: Array) -> Array:
-    """Each element's index among the distinct values, in ``x``'s shape."""
-    from ._array import asarray_host
+    """Each element's index among the distinct values, in ``x``'s shape: the running count of
+    run starts, scattered back to the elements' places."""
+    from ._indexing import setitem
     from ._manipulation import reshape
-    from ._reductions import cumulative_sum
+    from ._scan import cumulative_sum
 
     group = cumulative_sum(starts, dtype=D.int64)  # 1-based group of each sorted position
-    inv = np.empty(x.size, np.int64)
-    # the scatter inv[order] = group - 1 goes through the host, as integer-array assignment
-    inv[np.asarray(order)] = np.asarray(group) - 1
-    return reshape(asarray_host(x.device, inv, D.int64), x.shape)
+    inv = new_array(x.device, (x.size,), D.int64)
+    setitem(inv, (order,), group - 1)
+    return reshape(inv, x.shape)
 
 
 def unique_inverse(x: Array, /) -> UniqueInverseResult:
     order, values, starts = _runs(x, "unique_inverse")
-    return UniqueInverseResult(_compact(starts, values), _inverse(x, order, starts))
+    return UniqueInverseResult(compact(starts, values), _inverse(x, order, starts))
 
 
 def unique_all(x: Array, /) -> UniqueAllResult:
     order, values, starts = _runs(x, "unique_all")
-    return UniqueAllResult(_compact(starts, values), _compact(starts, order),
+    return UniqueAllResult(compact(starts, values), compact(starts, order),
                            _inverse(x, order, starts), _counts(starts, x.size))
 
 

@@ -73,6 +73,54 @@ def test_ranges(xp) -> None:
     np.testing.assert_array_equal(np.asarray(xp.eye(3, 4, k=1)), np.eye(3, 4, k=1))
 
 
+@pytest.mark.parametrize("dtype", [None, "int8", "uint32", "int64", "float16", "float32",
+                                   "float64", "complex64"])
+def test_arange_on_the_device(xp, rng, dtype) -> None:
+    """arange is a generated ramp kernel: NumPy's values (its step is the difference of the
+    first two values), converted to the dtype on store."""
+    dt = None if dtype is None else getattr(xpm, dtype)
+    start = int(rng.integers(-100, 100))
+    step = int(rng.integers(1, 7)) * (1 if rng.random() < 0.5 else -1)
+    stop = start + step * int(rng.integers(3, 5000))
+    got = xp.arange(start, stop, step, dtype=dt)
+    ref = np.arange(start, stop, step, dtype=np.int64)
+    if dtype not in (None, "int64"):
+        ref = ref.astype(dt)
+    if dtype is not None and np.dtype(dt).kind in "fc":
+        np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-3)
+    else:
+        np.testing.assert_array_equal(np.asarray(got), ref)
+    if dtype is None or np.dtype(dt).kind in "fc":
+        a, s = float(rng.standard_normal()), 0.1 + float(rng.random())
+        b = a + s * float(rng.integers(2, 3000)) + 0.5 * s
+        got = np.asarray(xp.arange(a, b, s, dtype=dt))
+        ref = np.arange(a, b, s)
+        assert got.shape == ref.shape
+        np.testing.assert_allclose(got, ref.astype(got.dtype),
+                                   rtol=1e-2 if dtype == "float16" else 1e-6, atol=1e-6)
+    assert xp.arange(5, 1).shape == (0,)
+    with pytest.raises(ValueError):
+        xp.arange(0, 5, 0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex128"])
+@pytest.mark.parametrize("num,endpoint", [(0, True), (1, True), (1, False), (2, True),
+                                          (1001, True), (1001, False)])
+def test_linspace_on_the_device(xp, rng, dtype, num, endpoint) -> None:
+    a, b = float(rng.standard_normal() * 10), float(rng.standard_normal() * 10)
+    if dtype == "complex128":
+        a, b = complex(a, -b), complex(b, a)
+    got = np.asarray(xp.linspace(a, b, num, dtype=getattr(xpm, dtype), endpoint=endpoint))
+    ref = np.linspace(a, b, num, endpoint=endpoint).astype(dtype)
+    assert got.shape == ref.shape
+    np.testing.assert_allclose(got, ref, rtol=1e-6 if dtype == "float32" else 1e-13,
+                               atol=1e-5 if dtype == "float32" else 1e-12)
+    if endpoint and num > 1:
+        assert got[-1] == ref[-1]  # the end point exactly
+    with pytest.raises(TypeError):
+        xp.linspace(0, 1, 5, dtype=xp.int32)
+
+
 def test_meshgrid_tril_triu(xp, rng) -> None:
     a, b = np.arange(3.0), np.arange(4.0) + 10
     for indexing in ("xy", "ij"):

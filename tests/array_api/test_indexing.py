@@ -30,15 +30,80 @@ def test_basic_errors(xp) -> None:
         x[..., ...]
 
 
-def test_advanced(xp, rng) -> None:
-    h = random_values(rng, (6, 4), np.float32, False)
+ADVANCED = [
+    lambda a, i, j, m: (i,),
+    lambda a, i, j, m: (slice(None), j),
+    lambda a, i, j, m: (j, slice(1, 3), i),  # apart: the index dimensions lead
+    lambda a, i, j, m: (0, slice(None), i),  # an int counts as an index array here
+    lambda a, i, j, m: (Ellipsis, i),
+    lambda a, i, j, m: (None, i, 1),
+    lambda a, i, j, m: (np.abs(a.astype(np.complex128)) > 1,),
+    lambda a, i, j, m: (m, slice(None, None, -1)),
+    lambda a, i, j, m: (slice(None), slice(1, None), -i),  # negative indices count from the end
+]
+
+
+@pytest.mark.parametrize("case", range(len(ADVANCED)))
+@pytest.mark.parametrize("dtype", ["bool", "int16", "float32", "float64", "complex128"])
+def test_advanced_getitem(xp, rng, case, dtype) -> None:
+    a = random_values(rng, (4, 5, 6), np.dtype(dtype))
+    i = rng.integers(-4, 4, size=4)
+    j = rng.integers(0, 4, size=(2, 1))
+    m = rng.random((4, 5)) < 0.5
+    key = ADVANCED[case](a, i, j, m)
+    dkey = tuple(xp.asarray(k) if isinstance(k, np.ndarray) else k for k in key)
+    x = xp.asarray(a)
+    got = x[dkey]
+    ref = a[key]
+    assert got.shape == ref.shape and got.dtype == x.dtype
+    assert np.asarray(got).tobytes() == ref.tobytes()
+
+
+def test_take(xp, rng) -> None:
+    h = random_values(rng, (6, 4, 3), np.float32)
     x = xp.asarray(h)
-    idx = np.array([5, 0, 2, 2])
-    np.testing.assert_array_equal(np.asarray(x[xp.asarray(idx)]), h[idx])
-    mask = h > 0
-    np.testing.assert_array_equal(np.asarray(x[xp.asarray(mask)]), h[mask])
-    np.testing.assert_array_equal(np.asarray(xp.take(x, xp.asarray(idx), axis=0)),
-                                  np.take(h, idx, axis=0))
+    idx = rng.integers(-6, 6, size=9)
+    for axis in (0, -1):
+        k = idx % h.shape[axis] - (h.shape[axis] if axis else 0)
+        np.testing.assert_array_equal(np.asarray(xp.take(x, xp.asarray(k), axis=axis)),
+                                      np.take(h, k, axis=axis))
+    v = xp.asarray(h[:, 0, 0])
+    np.testing.assert_array_equal(np.asarray(xp.take(v, xp.asarray(idx.astype(np.int32)))),
+                                  np.take(h[:, 0, 0], idx))
+    with pytest.raises(ValueError):
+        xp.take(x, xp.asarray(idx))
+    with pytest.raises(TypeError):
+        xp.take(x, xp.asarray(np.ones(2)), axis=0)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int64", "float16", "complex64"])
+def test_take_along_axis(xp, rng, dtype) -> None:
+    h = random_values(rng, (5, 7, 3), np.dtype(dtype))
+    x = xp.asarray(h)
+    for axis in (0, 1, -1):
+        idx = rng.integers(0, h.shape[axis], size=h.shape)
+        got = xp.take_along_axis(x, xp.asarray(idx), axis=axis)
+        assert np.asarray(got).tobytes() == np.take_along_axis(h, idx, axis=axis).tobytes()
+    idx = rng.integers(0, 7, size=(1, 4, 3))  # broadcast over the first axis
+    np.testing.assert_array_equal(np.asarray(xp.take_along_axis(x, xp.asarray(idx), axis=1)),
+                                  np.take_along_axis(h, idx, axis=1))
+
+
+def test_advanced_edges(xp, rng) -> None:
+    h = random_values(rng, (3, 4), np.float64)
+    x = xp.asarray(h)
+    assert x[xp.asarray(np.zeros(0, np.int64))].shape == (0, 4)
+    assert x[xp.asarray(np.zeros((3, 4), bool))].shape == (0,)
+    np.testing.assert_array_equal(np.asarray(x[True]), h[True])
+    assert x[False].shape == h[False].shape
+    np.testing.assert_array_equal(np.asarray(x[xp.asarray(np.array([4, -4]))]),
+                                  h[[1, 2]])  # past the end wraps around (as CuPy's)
+    with pytest.raises(IndexError):
+        x[xp.asarray(np.ones(2))]
+    with pytest.raises(IndexError):
+        x[xp.asarray(np.ones(2, bool))]  # a mask of the wrong shape
+    with pytest.raises(IndexError):
+        x[0, 0, xp.asarray(np.array([0]))]
 
 
 def test_setitem(xp, rng) -> None:
@@ -56,6 +121,31 @@ def test_setitem(xp, rng) -> None:
     z = xp.asarray(np.float32(1.0))
     z[()] = 2.5
     assert float(z) == 2.5
+
+
+@pytest.mark.parametrize("dtype", ["int8", "float32", "complex128"])
+def test_advanced_setitem(xp, rng, dtype) -> None:
+    dt = np.dtype(dtype)
+    h = random_values(rng, (5, 6, 3), dt)
+    x = xp.asarray(h)
+    i = rng.permutation(5)[:3] - 2  # distinct, some negative
+    v = random_values(rng, (3, 6, 3), dt)
+    x[xp.asarray(i)] = xp.asarray(v)
+    h[i] = v
+    j = rng.permutation(6)[:2]
+    x[:, xp.asarray(j), 1] = xp.asarray(v[:, :2, 0].T[None, :, 0])  # broadcast value
+    h[:, j, 1] = v[:, :2, 0].T[None, :, 0]
+    mask = rng.random((5, 6, 3)) < 0.4
+    x[xp.asarray(mask)] = 1  # a where: no count needed
+    h[mask] = 1
+    m2 = rng.random(5) < 0.5
+    vals = random_values(rng, (int(m2.sum()), 6, 3), dt)
+    x[xp.asarray(m2)] = xp.asarray(vals)
+    h[m2] = vals
+    # the value is read before the scatter writes
+    x[xp.asarray(np.array([1, 3])), 2] = x[xp.asarray(np.array([3, 1])), 2]
+    h[[1, 3], 2] = h[[3, 1], 2].copy()
+    assert np.asarray(x).tobytes() == h.tobytes()
 
 
 def test_scalar_conversions(xp) -> None:

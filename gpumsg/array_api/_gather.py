@@ -1,0 +1,108 @@
+"""The moves behind indexing and copies: a gather ``dst[i] = src[off + view(i) + adv[idx(i)]]``
+or a scatter (the other way) over the result's C order, ``view(i)`` and ``idx(i)`` the strided
+offsets of the result's coordinates into the source and into an int64 array of extra offsets
+(the indices' offsets: see :mod:`._indexing`). Elements are moved as words of their width, so a
+move is bit-exact for every dtype. The simulator runs the NumPy twin."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..libs.nvrtc._sim import SIM_KERNELS, sim_kernel
+from . import _dtypes as D
+from ._array import Array, _copy, new_array
+from ._codegen import _index_code, kernel_for
+
+__all__ = ["move", "whole"]
+
+_WORD = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "unsigned long long",
+         16: "ulonglong2"}
+_NPWORD = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
+           8: np.dtype(np.uint64), 16: np.dtype("V16")}
+
+
+def _render_move(width: int, ndim: int, scatter: bool) -> tuple[str, str, tuple[str, ...]]:
+    """The gather ``out[i] = x[off + view(i) + adv[idx(i)]]`` (or the scatter, the other way)
+    over ``ndim`` result dimensions, for elements ``width`` bytes wide."""
+    w = _WORD[width]
+    name = f"gm_{'scatter' if scatter else 'gather'}_{width}_{ndim}"
+    params = ["long long n", f"{w}* __restrict__ dst", f"const {w}* __restrict__ src",
+              "long long off", "const long long* __restrict__ adv"]
+    params += [f"long long d{k}" for k in range(ndim)]
+    params += [f"long long tv_{k}" for k in range(ndim)] + [f"long long ta_{k}"
+                                                             for k in range(ndim)]
+    kinds = ("i64", "ptr", "ptr", "i64", "ptr") + ("i64",) * (3 * ndim)
+    lines = _index_code("x", "i", ndim, ["v", "a"], "d", "t", "long long", "    ")
+    move = "dst[off + xv + adv[xa]] = src[i];" if scatter else \
+        "dst[i] = src[off + xv + adv[xa]];"
+    body = "\n".join(lines)
+    src = f"""
+extern "C" __global__ void {name}({", ".join(params)}) {{
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (long long)blockDim.x * gridDim.x) {{
+{body}
+    {move}
+  }}
+}}
+"""
+    if name not in SIM_KERNELS:
+        sim_kernel(name)(_move_twin(width, ndim, scatter))
+    return name, src, kinds
+
+
+def _move_twin(width: int, ndim: int, scatter: bool) -> Any:
+    wt = _NPWORD[width]
+
+    def run(info: Any, n: Any, dst: np.ndarray, src: np.ndarray, off: Any, adv: np.ndarray,
+            *rest: Any) -> None:
+        n, off = int(n), int(off)
+        dims = tuple(int(v) for v in rest[:ndim])
+        tv = np.array([int(v) for v in rest[ndim:2 * ndim]], np.int64)
+        ta = np.array([int(v) for v in rest[2 * ndim:3 * ndim]], np.int64)
+        coords = np.stack(np.unravel_index(np.arange(n), dims)) if ndim else \
+            np.zeros((0, n), np.int64)
+        where = off + tv @ coords + adv[ta @ coords]
+        d, s = dst.view(wt), src.view(wt)
+        if scatter:
+            d[where] = s[:n]
+        else:
+            d[:n] = s[where]
+
+    return run
+
+
+def move(dst: Array, src: Array, off: int, adv: Array, shape: tuple[int, ...],
+         vs: tuple[int, ...], as_: tuple[int, ...], scatter: bool) -> Any:
+    """Launch the gather into the C-contiguous ``dst`` (or, ``scatter``, from the C-contiguous
+    ``src``) over ``shape``: the strided side at element ``off`` with strides ``vs``, the
+    offsets ``adv`` with strides ``as_``. Returns the launch's future."""
+    dev = dst.device
+    n = math.prod(shape)
+    if n == 0:
+        return None
+    name, source, kinds = _render_move(dst.dtype.itemsize, len(shape), scatter)
+    kernel = kernel_for(dev, name, source, kinds)
+    args = (n, dst.buffer, src.buffer, off, adv.buffer, *shape, *vs, *as_)
+    grid = max(1, min((n + 255) // 256, 1 << 16))
+    return dev.launch(kernel, grid, 256, args, reads=[src.buffer, adv.buffer],
+                      writes=[dst.buffer])
+
+
+def whole(x: Array) -> Array:
+    """``x`` as an array that occupies its whole buffer in C order: ``x`` itself where it
+    does, else a bit-exact copy (a gather; a copy through the element-wise kernels computes
+    16-bit floats in float32, and a GPU's conversion back gives every NaN one payload)."""
+    if x._is_contiguous() and x._offset == 0 and math.prod(x._buf_shape()) == x.size:
+        return x
+    if D.kind_of(x.dtype) == "c":
+        return _copy(x)  # complex copies convert nothing
+    dev = x.device
+    out = new_array(dev, x.shape, x.dtype)
+    if out.size:
+        zero = new_array(dev, (1,), D.int64)
+        zero._wrote(dev.memset(zero.buffer, 0))
+        out._wrote(move(out, x, x._offset, zero, x.shape, x.strides, (0,) * x.ndim, False))
+    return out
