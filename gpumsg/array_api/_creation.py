@@ -299,6 +299,8 @@ def meshgrid(*arrays: Array, indexing: str = "xy") -> list[Array]:
 def _tri(x: Array, k: int, lower: bool) -> Array:
     from ._elementwise import where
 
+    if not isinstance(x, Array):
+        raise TypeError(f"tril/triu: x must be an Array, got {type(x).__name__}")
     if x.ndim < 2:
         raise ValueError("tril/triu need at least 2 dimensions")
     n, m = x.shape[-2:]
