@@ -47,8 +47,9 @@ from gpumsg.client._device import Device
 #: a future not answered within this many seconds counts as a hang
 WAIT_S = 20.0
 #: what the array layer may raise besides GpuErrors: the standard's errors for bad arguments,
-#: and NotImplementedError for its documented limits (sorts of rows over 4,096 elements)
-ARRAY_ERRORS = (TypeError, ValueError, IndexError, NotImplementedError)
+#: OverflowError for a Python integer outside the array's dtype (as NumPy raises), and
+#: NotImplementedError for its documented limits (sorts of rows over 4,096 elements)
+ARRAY_ERRORS = (TypeError, ValueError, IndexError, OverflowError, NotImplementedError)
 
 
 class Materializer:

@@ -125,6 +125,11 @@ def _open_cases(name: str, args: list, kwargs: dict) -> None:
                 "unique_all", "searchsorted", "max", "min", "argmax", "argmin") and any(
             a.dtype.kind in "fc" and np.isnan(a).any() for a in arrays):
         raise NoReference("NaN ordering")
+    if name in ("arange", "linspace") and any(
+            isinstance(a, float) and not math.isfinite(a)
+            for a in list(args) + list(kwargs.values())):
+        raise NoReference("a non-finite bound or step (NumPy counts one element where the "
+                          "standard's ceil((stop - start) / step) gives none)")
     if name in ("sort", "argsort", "searchsorted", "max", "min", "argmax", "argmin",
                 "maximum", "minimum", "clip") and "c" in kinds:
         raise NoReference("complex ordering")
