@@ -56,6 +56,7 @@ class FaultReport:
     #: the array layer's chains checked during the faults, and whether they included the
     #: layer's generated kernels (element-wise, reductions, sorts)
     array_ops: int = 0
+    array_typed_errors: int = 0
     array_kernels: bool | None = None
     lost: int = 0
     wrong: int = 0
@@ -278,7 +279,7 @@ def _array_client(dev: Any, stop: threading.Event, report: FaultReport,
             continue
         except ALLOWED:
             with lock:
-                report.client_typed_errors += 1
+                report.array_typed_errors += 1
             continue
         except gpumsg.DeviceClosed:
             return

@@ -63,7 +63,7 @@ def test_fuzz_campaign_gpu(tmp_path) -> None:
     """The GPU-sized campaign on the cuda backend: the same plan as the simulator's for one
     seed (tools/fuzz_campaign.py --diff compares the two runs case by case)."""
     need_backend("cuda")
-    _run_campaign("cuda", fuzz.cases_from_env(6_000), 500, tmp_path)
+    _run_campaign("cuda", fuzz.cases_from_env(3_000), 500, tmp_path)
 
 
 def test_known_defects_stay_fixed() -> None:
