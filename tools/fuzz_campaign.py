@@ -36,14 +36,17 @@ for _p in (ROOT, STRESS):
 #: the child: runs cases [start, stop) of the plan, one JSON line per case (flushed), so what it
 #: did survives its death; "START i" lines name the case it is in
 CHILD = r"""
-import json, sys
+import json, os, sys
 sys.path[:0] = [{root!r}, {stress!r}]
 import fuzz, fuzz_targets
 cases = fuzz_targets.plan({seed}, {cases}, fuzz.valid_calls(), {start}, {stop})
 out = open({log!r}, "a", buffering=1)
+abort_at = os.environ.get("GPUMSG_FUZZ_ABORT_AT")  # the crash accounting's own test
 
 def started(case):
     out.write(json.dumps({{"start": case.index}}) + "\n")
+    if abort_at == str(case.index):
+        os.abort()
 
 def emit(case, rep):
     outcome = ("hang" if rep.hangs else "untyped" if rep.untyped else
@@ -52,9 +55,16 @@ def emit(case, rep):
     out.write(json.dumps({{"i": case.index, "case": case.describe()[:300],
                           "outcome": outcome, "error": next(iter(rep.refused), None),
                           "report": rep.to_json()}}) + "\n")
+    if rep.hangs:  # the blocked call's thread lives on: the next cases get a fresh interpreter
+        out.close()
+        os._exit({hung})
 
 fuzz.run_cases({backend!r}, {seed}, cases, emit, started)
 """
+
+
+#: the exit status of a chunk that stopped after a case that hung (recorded as a hang)
+HUNG = 75
 
 
 def run_chunk(backend: str, seed: int, cases: int, start: int, stop: int, log: str,
@@ -62,7 +72,7 @@ def run_chunk(backend: str, seed: int, cases: int, start: int, stop: int, log: s
     """Cases [start, stop) in a fresh interpreter; (exit status or None on timeout, stderr
     tail)."""
     code = CHILD.format(root=ROOT, stress=STRESS, seed=seed, cases=cases, start=start,
-                        stop=stop, log=log, backend=backend)
+                        stop=stop, log=log, backend=backend, hung=HUNG)
     env = dict(os.environ)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     try:
@@ -127,6 +137,8 @@ def campaign(backend: str, seed: int, cases: int, out_dir: str, chunk: int = 250
             last = records[-1]["i"] if records else nxt - 1
             if status == 0 and last == stop - 1:
                 nxt = stop
+            elif status == HUNG and records and records[-1]["outcome"] == "hang":
+                nxt = last + 1  # counted in the case's record; a fresh interpreter goes on
             else:
                 bad = unfinished if unfinished is not None else last + 1
                 what = "hang" if status is None else f"crash (exit status {status})"

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import OutOfMemory
 from . import _dtypes as D
 from ._array import Array, asarray_host, check_device, new_array, resolve_device
 
@@ -206,6 +207,18 @@ def full_like(x: Array, /, fill_value: Any, *, dtype: Any = None, device: Any = 
     return full(x.shape, fill_value, dtype=dt, device=dev)
 
 
+def _fits(dev: Any, count: int, dt: np.dtype) -> Any:
+    """``dev``, once an array of ``count`` elements of ``dt`` is known to fit it: the arrays
+    built on the host first (arange, linspace, eye) are refused as their allocation would be,
+    before the host memory is touched."""
+    nbytes = builtins.max(int(count), 0) * np.dtype(dt).itemsize
+    if nbytes > dev.props.total_bytes:
+        raise OutOfMemory(f"{nbytes} bytes requested but device {dev.ordinal} has "
+                          f"{dev.props.total_bytes} bytes in all", nbytes, None,
+                          dev.props.total_bytes)
+    return dev
+
+
 def arange(start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None,
            device: Any = None) -> Array:
     if stop is None:
@@ -218,8 +231,9 @@ def arange(start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None,
     dt = (D.float64 if any(isinstance(v, float) for v in (start, stop, step)) else D.int64) \
         if dtype is None else D.check_dtype(dtype)
     n = builtins.max(0, math.ceil((stop - start) / step))
+    dev = _fits(resolve_device(device), n, dt)
     host = (start + step * np.arange(n, dtype=np.float64 if D.kind_of(dt) == "f" else np.int64))
-    return asarray_host(resolve_device(device), host, dt)
+    return asarray_host(dev, host, dt)
 
 
 def linspace(start: Any, stop: Any, /, num: int, *, dtype: Any = None, device: Any = None,
@@ -230,16 +244,20 @@ def linspace(start: Any, stop: Any, /, num: int, *, dtype: Any = None, device: A
         raise TypeError(f"linspace: dtype must be floating, got {dt}")
     if cplx and D.kind_of(dt) != "c":
         raise TypeError("linspace: complex bounds need a complex dtype")
+    dev = _fits(resolve_device(device), int(num), dt)
     host = np.linspace(start, stop, int(num), endpoint=endpoint,
                        dtype=np.complex128 if D.kind_of(dt) == "c" else np.float64)
-    return asarray_host(resolve_device(device), host, dt)
+    return asarray_host(dev, host, dt)
 
 
 def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype: Any = None,
         device: Any = None) -> Array:
     dt = _dtype(dtype, D.float64)
+    dev = resolve_device(device)
+    if isinstance(n_rows, int) and isinstance(n_cols, (int, type(None))):
+        _fits(dev, n_rows * (n_rows if n_cols is None else n_cols), dt)
     host = np.eye(n_rows, n_cols, k=k, dtype=np.float64 if dt != D.bool else np.bool_)
-    return asarray_host(resolve_device(device), host, dt)
+    return asarray_host(dev, host, dt)
 
 
 def from_dlpack(x: Any, /, *, device: Any = None, copy: Any = None) -> Array:

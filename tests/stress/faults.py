@@ -15,10 +15,9 @@ threads submit checked work. Checked:
 
 With ``array_threads``, further clients keep the array layer's operations in flight (chains of
 ``gpumsg.array_api`` calls queued without a wait, then read and compared with NumPy): matrix
-products, transposed views, FFTs, solves, element-wise chains, reductions and sorts. A
-simulator's worker process has no NumPy twins of the kernels the layer generates in the client
-(even its copies are generated kernels), so there the array clients do not start and the
-figures say so (``array_kernels`` False); on a GPU they run.
+products, transposed views, FFTs, solves, element-wise chains, reductions and sorts, whose
+generated kernels every new worker must load again. A device whose worker cannot run them gets
+no array clients, and the figures say so (``array_kernels`` False).
 """
 
 from __future__ import annotations
@@ -296,8 +295,8 @@ def _array_client(dev: Any, stop: threading.Event, report: FaultReport,
 
 
 def array_kernels_run(dev: Any) -> bool:
-    """Whether ``dev`` runs the array layer's generated kernels (a simulator worker process
-    has no NumPy twins of kernels generated in this process)."""
+    """Whether ``dev`` runs the array layer's generated kernels (a simulator's worker needs
+    their NumPy versions, which travel in the modules' images)."""
     try:
         x = xp.asarray(np.arange(4.0), device=dev)
         return bool(np.allclose(np.asarray(xp.sin(x) + 1.0), np.sin(np.arange(4.0)) + 1.0))
@@ -379,8 +378,8 @@ def campaign(faults: int = 100, backend: str = "sim", threads: int = 4,
             clients += [threading.Thread(target=_array_client, args=(dev, stop, report, lock))
                         for _ in range(array_threads)]
         else:
-            log("faults: this device's worker does not run the array layer's kernels "
-                "(a simulator): no array clients")
+            log("faults: this device's worker does not run the array layer's kernels: no "
+                "array clients")
     try:
         for c in clients:
             c.start()

@@ -337,8 +337,11 @@ def check_namespace_call(name: str, keywords: dict[str, Any], host: Callable[[An
     if not isinstance(a, np.ndarray) or a.dtype.kind not in "fc":
         return False
     got = read(answer) if isinstance(answer, gpumsg.GpuBuffer) else answer
-    dt = {"float32": "f32", "float64": "f64", "complex64": "c64", "complex128": "c128"}.get(
-        str(np.asarray(got).dtype), "f32")
+    # the precision the work was done in: the buffer's (a scalar answer is a Python number)
+    names = {"float32": "f32", "float64": "f64", "complex64": "c64", "complex128": "c128",
+             "float16": "f32"}
+    dt = names.get(str(np.asarray(got).dtype) if isinstance(got, np.ndarray) else
+                   str(a.dtype), "f32")
     if name.startswith("fft."):
         kw = {k: v for k, v in args.items() if k != "x"}
         with np.errstate(all="ignore"):

@@ -318,6 +318,9 @@ def _check_decomposition(name: str, a: np.ndarray, answer: Any, dt: str) -> bool
     else:
         w, v = parts
         herm = np.tril(a64) + np.swapaxes(np.tril(a64, -1), -1, -2).conj()
+        # the lower triangle read as a Hermitian matrix: a real diagonal
+        diag = np.diagonal(herm, axis1=-2, axis2=-1)
+        herm = herm - 1j * np.einsum("...i,ij->...ij", diag.imag, np.eye(diag.shape[-1]))
         rec, basis = herm @ v, v
         a64 = v * w[..., None, :]
     scale = np.linalg.norm(a64) or 1.0
@@ -508,6 +511,15 @@ def valid_indexing(dev: Any, rng: np.random.Generator) -> int:
 
 
 def valid_sorting(dev: Any, rng: np.random.Generator) -> int:
+    try:
+        return _valid_sorting(dev, rng)
+    except NotImplementedError as exc:
+        if "CCCL" in str(exc):  # a GPU machine without CUB's headers: nothing to compare
+            return 0
+        raise
+
+
+def _valid_sorting(dev: Any, rng: np.random.Generator) -> int:
     hosts: dict[int, np.ndarray] = {}
     shape = _shape(rng)
     kind = str(rng.choice(["f", "i"]))

@@ -48,7 +48,11 @@ def _random(dev: Any, rng: np.random.Generator) -> int:
         hi = lo + float(rng.uniform(0.1, 10))
         x, dist = _get(dev, gen.uniform(lo, hi, size=n, dtype=dtype)), \
             stats.uniform(lo, hi - lo)
-        if x.min() < lo or x.max() > hi:
+        # the bounds as the dtype holds them, one unit in the last place wide (the values are
+        # rounded to the dtype after scaling)
+        t = dtype.type
+        if (x.min() < np.nextafter(t(lo), t(-np.inf))
+                or x.max() > np.nextafter(t(hi), t(np.inf))):
             raise oracles.Mismatch(f"random.uniform({lo}, {hi}): values outside the range")
     elif which == "standard_normal":
         x, dist = _get(dev, gen.standard_normal(size=n, dtype=dtype)), stats.norm()

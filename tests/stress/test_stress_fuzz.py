@@ -1,5 +1,6 @@
-"""Fuzz every public method and message type: a typed gpumsg error or a success, never a bare
-exception or a hang, and a correct SGEMM after every case (see fuzz.py)."""
+"""Fuzz every public method, message type and array function: a typed error or a success, never a
+bare exception, a crash or a hang; every accepted answer that has a reference is right; and a
+correct SGEMM after every case (see fuzz.py and tools/fuzz_campaign.py)."""
 
 from __future__ import annotations
 
@@ -26,17 +27,35 @@ def test_targets_cover_every_surface() -> None:
     assert len(names) > 100
 
 
-def _run_campaign(backend: str, cases: int, chunk: int, tmp_path) -> dict:
-    """tools/fuzz_campaign.py: the plan in chunks, each in an interpreter of its own (a crash
-    of one is counted as a crash, not the end of the suite)."""
+def _tool():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
         "fuzz_campaign_tool", os.path.join(ROOT, "tools", "fuzz_campaign.py"))
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
-    seed = int(os.environ.get("GPUMSG_STRESS_SEED") or os.environ.get("GPUMSG_TEST_SEED")
-               or 43)
+    return tool
+
+
+def test_a_crashed_interpreter_is_counted_and_the_plan_goes_on(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("GPUMSG_FUZZ_ABORT_AT", "5")
+    tool = _tool()
+    report = tool.campaign("sim", 7, 12, str(tmp_path), chunk=12, log=lambda *a: None)
+    fig = report["figures"]
+    assert fig["crashes"] == 1 and fig["tried"] == 12 and not tool.ok(report)
+    assert report["defects"][0].startswith("#5 ") and "crash" in report["defects"][0]
+    with open(tmp_path / "cases_sim_7.jsonl") as f:
+        outcomes = {r["i"]: r["outcome"] for r in map(json.loads, f)}
+    assert sorted(outcomes) == list(range(12)) and outcomes[5] == "crash"
+
+
+def _run_campaign(backend: str, cases: int, chunk: int, tmp_path, seed: int) -> dict:
+    """tools/fuzz_campaign.py: the plan in chunks, each in an interpreter of its own (a crash
+    of one is counted as a crash, not the end of the suite)."""
+    tool = _tool()
+    seed = int(os.environ.get("GPUMSG_STRESS_SEED") or seed)
+    print(f"fuzz plan seed {seed} (GPUMSG_STRESS_SEED={seed} repeats it; "
+          f"tools/fuzz_campaign.py --seed {seed} runs it alone)")
     report = tool.campaign(backend, seed, cases, str(tmp_path), chunk=chunk)
     figures, defects = report["figures"], report["defects"]
     print(json.dumps(figures, indent=1))
@@ -52,10 +71,11 @@ def _run_campaign(backend: str, cases: int, chunk: int, tmp_path) -> dict:
     return report
 
 
-def test_fuzz_campaign(tmp_path) -> None:
-    """The CI-sized campaign (GPUMSG_STRESS=full: 10,000 cases) on $GPUMSG_STRESS_BACKEND."""
+def test_fuzz_campaign(tmp_path, rng) -> None:
+    """The CI-sized campaign (GPUMSG_STRESS=full: 10,000 cases) on $GPUMSG_STRESS_BACKEND, a
+    fresh plan each run from the suite's logged seed."""
     cases = fuzz.cases_from_env(10_000 if FULL else 1_600)
-    _run_campaign(BACKEND, cases, 2_000, tmp_path)
+    _run_campaign(BACKEND, cases, 2_000, tmp_path, int(rng.integers(1 << 31)))
 
 
 @pytest.mark.gpu
@@ -63,7 +83,7 @@ def test_fuzz_campaign_gpu(tmp_path) -> None:
     """The GPU-sized campaign on the cuda backend: the same plan as the simulator's for one
     seed (tools/fuzz_campaign.py --diff compares the two runs case by case)."""
     need_backend("cuda")
-    _run_campaign("cuda", fuzz.cases_from_env(3_000), 500, tmp_path)
+    _run_campaign("cuda", fuzz.cases_from_env(3_000), 500, tmp_path, 43)
 
 
 def test_known_defects_stay_fixed() -> None:
