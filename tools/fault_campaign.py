@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     rep = faults.campaign(args.faults, args.backend, threads=args.threads,
                           watchdog=args.watchdog, array_threads=args.array_threads)
     fig = rep.figures()
-    doc = {"backend": args.backend, "figures": fig, "problems": rep.problems[:50]}
+    doc = {"backend": args.backend, "figures": fig, "problems": rep.problems[:50],
+           "unplanned_restarts": rep.unplanned[:50]}
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, f"faults_{args.backend}.json")
     with open(path, "w") as f:
@@ -50,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(fig, indent=1, default=str))
     for p in rep.problems[:20]:
         print("PROBLEM", p)
+    for p in rep.unplanned[:20]:
+        print("UNPLANNED RESTART", p)
     print(f"written: {path}")
     good = (rep.faults == args.faults and rep.fault_typed == args.faults and not rep.lost
             and not rep.wrong and not rep.untyped and not rep.problems

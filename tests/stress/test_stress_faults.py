@@ -41,4 +41,5 @@ def test_fault_campaign_gpu() -> None:
     assert not report.problems, report.problems[:10]
     assert report.lost == 0 and report.wrong == 0 and report.untyped == 0
     assert report.array_kernels and report.array_ops > 0 and report.client_ops > 0
+    assert report.unplanned_restarts == 0, report.unplanned  # nothing ran past the watchdog
     assert fig["recovery_median_ms"] <= 500

@@ -106,3 +106,30 @@ def test_known_defects_stay_fixed() -> None:
                 call()
             assert info.value.field is not None or "send" in str(info.value)
         fuzz.sgemm_ok(dev, np.random.default_rng())
+
+
+def test_later_findings_stay_fixed() -> None:
+    """What the differential fuzz found in the array layer and the namespaces, as plain
+    regressions: each a typed error naming what it expects."""
+    import numpy as np
+
+    import gpumsg.array_api as xp
+
+    with gpumsg.open_device(0, backend="sim") as dev:
+        x = xp.asarray(np.ones((3, 3)), device=dev)
+        for call, err in ((lambda: xp.tril(3), TypeError),
+                          (lambda: xp.tensordot(x, x, axes=np.float32), TypeError),
+                          (lambda: xp.fft.rfftfreq(0, device=dev), ValueError),
+                          (lambda: xp.fft.fftfreq(4, d=0.0, device=dev), ValueError),
+                          (lambda: xp.linspace(0.0, 1.0, 2**31 + 1, device=dev),
+                           gpumsg.OutOfMemory),
+                          (lambda: xp.arange(1, 2**31 + 1, device=dev), gpumsg.OutOfMemory),
+                          (lambda: dev.cudnn.rnn_weight_info({"a": 1}), gpumsg.InvalidMessage),
+                          (lambda: dev.linalg.cholesky(np.complex64), gpumsg.InvalidMessage),
+                          (lambda: dev.cudnn.batch_norm_train(
+                              dev.to_device(np.ones((2, 3, 4, 4), np.float32)), None, None,
+                              layout=np.ones(2)), gpumsg.InvalidMessage)):
+            with pytest.raises(err):
+                call()
+        np.testing.assert_allclose(np.asarray(xp.fft.rfftfreq(8, d=0.5, device=dev)),
+                                   np.fft.rfftfreq(8, 0.5))
