@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ..libs.nvrtc._sim import SIM_KERNELS, sim_kernel
+from ..libs.nvrtc._sim import SIM_KERNELS, Recipe, sim_kernel
 from . import _dtypes as D
 from ._expr import PRELUDE, Program, evaluate, parse, render_c
 
@@ -268,7 +268,7 @@ def render_elementwise(spec: ElementwiseSpec, layout: Any, wide: bool) -> tuple[
     result = (kname, source, tuple(kinds))
     _sources[key] = result
     if kname not in SIM_KERNELS:
-        sim_kernel(kname)(_elementwise_twin(spec, layout))
+        sim_kernel(kname)(Recipe(_elementwise_twin, spec, layout))
     return result
 
 
@@ -424,7 +424,7 @@ def render_reduction(spec: ReductionSpec, ndo: int, ndr: int, wide: bool) -> tup
     result = (kname, source, tuple(kinds))
     _sources[key] = result
     if kname not in SIM_KERNELS:
-        sim_kernel(kname)(_reduction_twin(spec, ndo, ndr))
+        sim_kernel(kname)(Recipe(_reduction_twin, spec, ndo, ndr))
     return result
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import OutOfMemory
 from . import _dtypes as D
 from ._array import Array, asarray_host, check_device, new_array, resolve_device
 
@@ -282,6 +283,18 @@ def _ramp(dev: Any, n: int, dt: np.dtype, integer: bool, args: tuple[Any, ...]) 
     return out
 
 
+def _fits(dev: Any, count: int, dt: np.dtype) -> Any:
+    """``dev``, once an array of ``count`` elements of ``dt`` is known to fit it: the arrays
+    built on the host first (arange, linspace, eye) are refused as their allocation would be,
+    before the host memory is touched."""
+    nbytes = builtins.max(int(count), 0) * np.dtype(dt).itemsize
+    if nbytes > dev.props.total_bytes:
+        raise OutOfMemory(f"{nbytes} bytes requested but device {dev.ordinal} has "
+                          f"{dev.props.total_bytes} bytes in all", nbytes, None,
+                          dev.props.total_bytes)
+    return dev
+
+
 def arange(start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None,
            device: Any = None) -> Array:
     """``start, start + step, ...`` up to ``stop`` (excluded), made on the device."""
@@ -327,8 +340,11 @@ def linspace(start: Any, stop: Any, /, num: int, *, dtype: Any = None, device: A
 def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype: Any = None,
         device: Any = None) -> Array:
     dt = _dtype(dtype, D.float64)
+    dev = resolve_device(device)
+    if isinstance(n_rows, int) and isinstance(n_cols, (int, type(None))):
+        _fits(dev, n_rows * (n_rows if n_cols is None else n_cols), dt)
     host = np.eye(n_rows, n_cols, k=k, dtype=np.float64 if dt != D.bool else np.bool_)
-    return asarray_host(resolve_device(device), host, dt)
+    return asarray_host(dev, host, dt)
 
 
 def from_dlpack(x: Any, /, *, device: Any = None, copy: Any = None) -> Array:
@@ -388,6 +404,8 @@ def meshgrid(*arrays: Array, indexing: str = "xy") -> list[Array]:
 def _tri(x: Array, k: int, lower: bool) -> Array:
     from ._elementwise import where
 
+    if not isinstance(x, Array):
+        raise TypeError(f"tril/triu: x must be an Array, got {type(x).__name__}")
     if x.ndim < 2:
         raise ValueError("tril/triu need at least 2 dimensions")
     n, m = x.shape[-2:]

@@ -156,6 +156,10 @@ def tensordot(x1: Array, x2: Array, /, *, axes: Any = 2) -> Array:
         a1 = tuple(range(x1.ndim - n, x1.ndim))
         a2 = tuple(range(n))
     else:
+        if not (isinstance(axes, (tuple, list)) and len(axes) == 2
+                and all(isinstance(a, (tuple, list)) for a in axes)):
+            raise TypeError("tensordot: axes must be an integer or a pair of axis sequences, "
+                            f"got {axes!r}")
         a1, a2 = (tuple(int(v) for v in axes[0]), tuple(int(v) for v in axes[1]))
         a1 = tuple(v % x1.ndim for v in a1)
         a2 = tuple(v % x2.ndim for v in a2)

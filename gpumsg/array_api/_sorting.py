@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ..libs.nvrtc._sim import SIM_KERNELS, sim_kernel
+from ..libs.nvrtc._sim import SIM_KERNELS, Recipe, sim_kernel
 from . import _dtypes as D
 from ._array import Array, _copy, new_array
 from ._codegen import kernel_for
@@ -80,7 +80,7 @@ extern "C" __global__ void {name}(long long nrows, int n, const {k}* __restrict_
 """
     source = PRELUDE + body
     if name not in SIM_KERNELS:
-        sim_kernel(name)(_twin(dt, descending, indices))
+        sim_kernel(name)(Recipe(_twin, dt, descending, indices))
     return name, source
 
 
@@ -185,7 +185,7 @@ extern "C" __global__ void {name}(long long n2, long long n1, const {s1}* __rest
 }}
 """
     if name not in SIM_KERNELS:
-        sim_kernel(name)(_search_twin(dt1, dt2, compute, right))
+        sim_kernel(name)(Recipe(_search_twin, dt1, dt2, compute, right))
     return name, PRELUDE + body
 
 

@@ -160,15 +160,26 @@ def _freq_dtype(dtype: Any) -> np.dtype:
     return dt
 
 
+def _window(n: Any, d: Any) -> tuple[int, float]:
+    """The window length (a positive int) and sample spacing (a non-zero real)."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be a positive integer, got {n!r}")
+    if isinstance(d, bool) or not isinstance(d, (int, float, np.integer, np.floating)) or d == 0:
+        raise ValueError(f"d must be a non-zero real number, got {d!r}")
+    return int(n), float(d)
+
+
 def fftfreq(n: int, /, d: float = 1.0, *, dtype: Any = None, device: Any = None) -> Array:
     """The sample frequencies of an ``n``-point transform with sample spacing ``d``."""
     dt = _freq_dtype(dtype)
-    return asarray_host(resolve_device(device), np.fft.fftfreq(int(n), d), dt)
+    n, d = _window(n, d)
+    return asarray_host(resolve_device(device), np.fft.fftfreq(n, d), dt)
 
 
 def rfftfreq(n: int, /, d: float = 1.0, *, dtype: Any = None, device: Any = None) -> Array:
     dt = _freq_dtype(dtype)
-    return asarray_host(resolve_device(device), np.fft.rfftfreq(int(n), d), dt)
+    n, d = _window(n, d)
+    return asarray_host(resolve_device(device), np.fft.rfftfreq(n, d), dt)
 
 
 def _shift(x: Array, axes: Any, sign: int) -> Array:

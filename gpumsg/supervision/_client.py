@@ -62,6 +62,7 @@ from ..messages.device import (
     UnregisterHostMemory,
     WatchGeneration,
 )
+from ..messages.nvrtc import LoadModule
 from ._codec import register, registered
 from ._shm import SharedHostPool, SharedSegment, close_quietly
 from ._wire import Receiver, Sender, decode_replies, dumps, immutable, loads, message_frame
@@ -292,6 +293,10 @@ class ProcessWorker:
         self.startup_times: list[dict[str, float]] = []
         #: the libraries the device has opened, in order (each standby opens them too)
         self._opened: list[str] = []
+        #: the modules loaded on the device (user kernels, the array layer's generated ones):
+        #: each new worker loads them before the replayed messages that launch their kernels,
+        #: and the standby ahead of time
+        self._modules: dict[tuple, Any] = {}
         #: called with each BufRef moved to a new generation (the Device updates its handle)
         self.rebase: Callable[[BufRef], None] | None = None
         self._pool = SharedHostPool(self._register_block, self._unregister_block,
@@ -328,6 +333,10 @@ class ProcessWorker:
         if getattr(reply, "_lead", 0) is None:  # a GpuFuture: its waiter may read the answer
             reply._lead = self._lead_bound
         with self._lock:
+            if type(msg) is LoadModule and (msg.key, msg.symbols) not in self._modules:
+                self._modules[(msg.key, msg.symbols)] = msg
+                if self._spare is not None:
+                    self._send(self._spare, [(next(self._seq), msg)])
             seq = next(self._seq)
             self._pending[seq] = [msg, reply]
             worker = self._worker
@@ -472,6 +481,8 @@ class ProcessWorker:
                     self._spare, stale = spare, None
                     if self._opened:  # the libraries the device uses, opened while it waits
                         self._send(spare, [(next(self._seq), OpenLibraries(tuple(self._opened)))])
+                    # and its modules (loading one loaded already reuses it)
+                    self._send(spare, [(next(self._seq), m) for m in self._modules.values()])
             if stale is not None:
                 stale.kill()
                 stale.release()
@@ -768,6 +779,9 @@ class ProcessWorker:
             blocks = self._pool.blocks()
             items = [(next(self._seq), RegisterHostMemory(b.id, b.handle.name, b.nbytes))
                      for b in blocks]
+            # the device's modules, before the replayed launches (a standby has them already:
+            # loading again reuses them)
+            items += [(next(self._seq), m) for m in self._modules.values()]
             told = {b.id for b in blocks}
             moved: dict[int, BufRef] = {}
             for seq, entry in list(self._pending.items()):

@@ -12,6 +12,12 @@ threads submit checked work. Checked:
 * the restart bound: a device with ``max_restarts=2`` closes for good (Unrecoverable) on the
   third fault within its window;
 * after close: no shared-memory segment, host block or child process left behind.
+
+With ``array_threads``, further clients keep the array layer's operations in flight (chains of
+``gpumsg.array_api`` calls queued without a wait, then read and compared with NumPy): matrix
+products, transposed views, FFTs, solves, element-wise chains, reductions and sorts, whose
+generated kernels every new worker must load again. A device whose worker cannot run them gets
+no array clients, and the figures say so (``array_kernels`` False).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from typing import Any
 import numpy as np
 
 import gpumsg
+import gpumsg.array_api as xp
 
 WAIT_S = 60.0
 KINDS = ("illegal_address", "exit", "hang", "oom")
@@ -45,10 +52,19 @@ class FaultReport:
     fault_typed: int = 0
     client_ops: int = 0
     client_typed_errors: int = 0
+    #: the array layer's chains checked during the faults, and whether they included the
+    #: layer's generated kernels (element-wise, reductions, sorts)
+    array_ops: int = 0
+    array_typed_errors: int = 0
+    array_kernels: bool | None = None
     lost: int = 0
     wrong: int = 0
     untyped: int = 0
     stale_checked: int = 0
+    #: watchdog restarts that no injected fault caused (an operation past the limit), and what
+    #: each interrupted
+    unplanned_restarts: int = 0
+    unplanned: list[str] = dataclasses.field(default_factory=list)
     recovery_s: list[float] = dataclasses.field(default_factory=list)
     recovery_by_kind: dict[str, list[float]] = dataclasses.field(default_factory=dict)
     #: from submitting the fault (includes the watchdog's limit for hangs)
@@ -72,7 +88,7 @@ class FaultReport:
             return round(xs[min(len(xs) - 1, int(q * len(xs)))] * 1e3, 1)
 
         out = {k: v for k, v in dataclasses.asdict(self).items()
-               if k not in ("_kinds", "problems", "recovery_s", "recovery_by_kind",
+               if k not in ("_kinds", "problems", "recovery_s", "recovery_by_kind", "unplanned",
                             "supervisor_restart_s", "from_inject_s", "spare_wait_s")}
         out["recovery_median_ms"] = (round(statistics.median(self.recovery_s) * 1e3, 1)
                                      if self.recovery_s else None)
@@ -224,6 +240,74 @@ def _client(dev: Any, stop: threading.Event, report: FaultReport, lock: threadin
                 report.problems.append(f"client: wrong value ({what})")
 
 
+def _array_chain(dev: Any, rng: np.random.Generator, kernels: bool) -> str | None:
+    """A chain of array operations queued without a wait, then read: None when every result
+    matches NumPy's, else what differed."""
+    m, k, n = (int(v) for v in rng.integers(2, 24, 3))
+    dt = np.float64
+    ha, hb = rng.standard_normal((m, k)).astype(dt), rng.standard_normal((k, n)).astype(dt)
+    a, b = xp.asarray(ha, device=dev), xp.asarray(hb, device=dev)
+    outs = {"matmul": (a @ b, ha @ hb), "matmul_T": (b.T @ a.T, (ha @ hb).T),
+            "fft": (xp.fft.fft(xp.asarray(ha.astype(np.result_type(dt, np.complex64)),
+                                          device=dev)), np.fft.fft(ha))}
+    sq = (ha[:, :min(m, k)][:min(m, k)] + 4 * np.eye(min(m, k))).astype(dt)
+    outs["solve"] = (xp.linalg.solve(xp.asarray(sq, device=dev),
+                                     xp.asarray(ha[:min(m, k), :1], device=dev)),
+                     np.linalg.solve(sq, ha[:min(m, k), :1]))
+    if kernels:
+        c = a @ b
+        hc = ha @ hb
+        outs["elementwise"] = (xp.sin(c) * 2.0 + c, np.sin(hc) * 2.0 + hc)
+        outs["sum"] = (xp.sum(xp.exp(a), axis=0), np.exp(ha).sum(axis=0))
+        outs["sort"] = (xp.sort(a, axis=-1), np.sort(ha, axis=-1))
+    tol = 1e-9
+    for name, (got, ref) in outs.items():
+        g = np.asarray(got)
+        if g.shape != ref.shape or not np.allclose(g, ref, rtol=tol, atol=tol * (
+                1 + np.abs(ref).max())):
+            return f"array {name} {ha.shape}x{hb.shape}: differs from NumPy's"
+    return None
+
+
+def _array_client(dev: Any, stop: threading.Event, report: FaultReport,
+                  lock: threading.Lock) -> None:
+    rng = np.random.default_rng()
+    while not stop.is_set():
+        try:
+            detail = _array_chain(dev, rng, bool(report.array_kernels))
+        except FutureTimeout:
+            with lock:
+                report.lost += 1
+                report.problems.append("an array result was not answered in time")
+            continue
+        except ALLOWED:
+            with lock:
+                report.array_typed_errors += 1
+            continue
+        except gpumsg.DeviceClosed:
+            return
+        except Exception as exc:  # noqa: BLE001
+            with lock:
+                report.untyped += 1
+                report.problems.append(f"array client: {type(exc).__name__}: {exc}")
+            continue
+        with lock:
+            report.array_ops += 1
+            if detail is not None:
+                report.wrong += 1
+                report.problems.append(f"array client: wrong value ({detail})")
+
+
+def array_kernels_run(dev: Any) -> bool:
+    """Whether ``dev`` runs the array layer's generated kernels (a simulator's worker needs
+    their NumPy versions, which travel in the modules' images)."""
+    try:
+        x = xp.asarray(np.arange(4.0), device=dev)
+        return bool(np.allclose(np.asarray(xp.sin(x) + 1.0), np.sin(np.arange(4.0)) + 1.0))
+    except gpumsg.InvalidMessage:
+        return False
+
+
 def _wait_spare(dev: Any, limit: float = 60.0) -> None:
     """Wait until the supervisor has a worker again and its standby worker is ready (faults
     in steady state). The old spare stays in place until the recovery takes it, so the worker
@@ -273,12 +357,13 @@ def restart_bound_holds(backend: str) -> bool:
 
 def campaign(faults: int = 100, backend: str = "sim", threads: int = 4,
              watchdog: float = 1.0, time_budget: float | None = None,
-             log: Any = print) -> FaultReport:
-    """``faults`` faults in turn (kinds round-robin); with ``time_budget`` (s) it stops
-    injecting when the budget is spent, and the report says how many were injected."""
+             log: Any = print, array_threads: int = 0) -> FaultReport:
+    """``faults`` faults in turn (kinds round-robin) under ``threads`` clients of copies and
+    SGEMMs and ``array_threads`` clients of array-layer chains; with ``time_budget`` (s) it
+    stops injecting when the budget is spent, and the report says how many were injected."""
     report = FaultReport()
-    log(f"faults: {faults} faults of {len(KINDS)} kinds, {threads} client threads, backend "
-        f"{backend}, watchdog {watchdog} s")
+    log(f"faults: {faults} faults of {len(KINDS)} kinds, {threads} client threads and "
+        f"{array_threads} array threads, backend {backend}, watchdog {watchdog} s")
     shm = ShmTracker().__enter__()
     children_before = set(child_pids())
     rng = np.random.default_rng()
@@ -291,6 +376,14 @@ def campaign(faults: int = 100, backend: str = "sim", threads: int = 4,
     stop = threading.Event()
     clients = [threading.Thread(target=_client, args=(dev, stop, report, lock))
                for _ in range(threads)]
+    if array_threads:
+        report.array_kernels = array_kernels_run(dev)
+        if report.array_kernels:
+            clients += [threading.Thread(target=_array_client, args=(dev, stop, report, lock))
+                        for _ in range(array_threads)]
+        else:
+            log("faults: this device's worker does not run the array layer's kernels: no "
+                "array clients")
     try:
         for c in clients:
             c.start()
@@ -302,12 +395,23 @@ def campaign(faults: int = 100, backend: str = "sim", threads: int = 4,
             t_w = time.monotonic()
             _wait_spare(dev)
             report.spare_wait_s.append(time.monotonic() - t_w)
-            try:
-                old = dev.to_device(rng.standard_normal(64)).result(WAIT_S)
-            except Exception as exc:  # noqa: BLE001 - a defect: counted, the campaign goes on
-                report.problems.append(f"fault {i} ({kind}): the copy before it failed: "
-                                       f"{type(exc).__name__}: {exc}")
-                _first_success(dev, rng, time.monotonic())
+            old = None
+            for _attempt in range(3):
+                try:
+                    old = dev.to_device(rng.standard_normal(64)).result(WAIT_S)
+                    break
+                except gpumsg.OperationTimeout as exc:
+                    # a restart nobody injected: some operation ran past the watchdog (a
+                    # starved host can do that to the simulator); counted, then retried
+                    report.unplanned_restarts += 1
+                    report.unplanned.append(f"before fault {i} ({kind}): {exc}")
+                    _first_success(dev, rng, time.monotonic())
+                except Exception as exc:  # noqa: BLE001 - a defect: counted, the campaign goes on
+                    report.problems.append(f"fault {i} ({kind}): the copy before it failed: "
+                                           f"{type(exc).__name__}: {exc}")
+                    _first_success(dev, rng, time.monotonic())
+                    break
+            if old is None:
                 continue
             gen = dev.generation
             t_inject = time.monotonic()

@@ -1,222 +1,80 @@
-"""The fuzz campaign: every public ``Device`` method, every method of every library namespace
-(``dev.cublas``, ``dev.linalg``, ``dev.cudnn``, ``dev.nvrtc``, ...) and every ``Message`` subclass
-exported by :mod:`gpumsg.messages`, found by introspection (a library added later is fuzzed
-without touching this file), called with arguments drawn by hypothesis: wrong types, negative,
-NaN, huge and zero sizes, mismatched dtypes and shapes, bad leading dimensions and strides,
-freed, closed-device, foreign-device buffers and failed futures.
+"""The fuzz campaign: every target of fuzz_targets.py (every public ``Device`` method, every
+method of every library namespace, every exported ``Message`` subclass and every function of the
+array layer) called with arguments drawn from a seed: wrong types, negative, NaN, huge and zero
+sizes, mismatched dtypes and shapes, bad leading dimensions and strides, freed, closed-device,
+foreign-device buffers and arrays, failed futures; and, one case in four, a *valid* call with
+random arguments inside its contract.
 
-Each case must end in a success or a typed gpumsg error (a :class:`gpumsg.GpuError`), raised at
-the call or through the future, within a bounded wait; then the device must answer a correct
-SGEMM. A success must also be right: the message the case posted is recomputed in float64 from
-the host arrays its buffers were made from (see oracles.py) and compared with what the device
-wrote or answered; a mismatch is a defect ("wrong"). A case that breaks the rule is recorded
-(target, arguments, what escaped) instead of stopping the campaign, so one run reports every
-defect it finds.
+Each case must end in a success or a typed error within a bounded wait: a
+:class:`gpumsg.GpuError`, raised at the call or through the future (for the array layer also the
+standard's TypeError, ValueError and IndexError, and NotImplementedError for its documented
+limits); then the device must answer a correct SGEMM. A success must also be right: the answer
+is recomputed from the host arrays the inputs were made from and compared (``oracles.py`` for
+single BLAS, copy and memset messages, ``fuzz_arrays.py`` for the array layer,
+``fuzz_answers.py`` for the libraries' namespaces and the valid calls); a mismatch is a defect
+("wrong"). A case that breaks the rule is recorded (its plan entry, what escaped) instead of
+stopping the campaign, so one run reports every defect it finds.
 
-Arguments are drawn as *tokens* (short names such as ``"f32_8x8_F"``, ``"freed"``, ``"nan"``)
-that are materialized into objects per case, so a failing case prints reproducibly.
+:func:`run_cases` runs a list of planned cases and reports each as it ends (the campaign tool,
+``tools/fuzz_campaign.py``, runs chunks of a plan in interpreters of their own so that a crash
+is counted, not fatal); :func:`campaign` runs a whole plan here.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
 import os
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
+import fuzz_answers
+import fuzz_arrays
 import numpy as np
 import oracles
-from fuzz_tokens import (
-    ALL_TOKENS,
-    BAD_BUFS,
-    DTYPE_NAMES,
-    DTYPE_VALUES,
-    FLOAT_NAMES,
-    FLOAT_VALUES,
-    GOOD_BUFS,
-    INT_NAMES,
-    INT_VALUES,
-    STR_NAMES,
-    STR_VALUES,
-    TUPLE_NAMES,
-    TUPLE_VALUES,
-)
-
-try:
-    from hypothesis import HealthCheck, given, seed, settings
-    from hypothesis import strategies as st
-
-    HAVE_HYPOTHESIS = True
-except ImportError:  # the lent GPU machine may lack it: the same strategies, drawn by random
-    HAVE_HYPOTHESIS = False
-
-    class _Strategy:
-        def __init__(self, draw: Any) -> None:
-            self.draw = draw
-
-        def flatmap(self, fn: Any) -> _Strategy:
-            return _Strategy(lambda r: fn(self.draw(r)).draw(r))
-
-    class st:  # type: ignore[no-redef]  # noqa: N801 - stands in for hypothesis.strategies
-        SearchStrategy = _Strategy
-
-        @staticmethod
-        def sampled_from(values: Any) -> _Strategy:
-            values = list(values)
-            return _Strategy(lambda r: r.choice(values))
-
-        @staticmethod
-        def just(value: Any) -> _Strategy:
-            return _Strategy(lambda r: value)
-
-        @staticmethod
-        def one_of(*options: _Strategy) -> _Strategy:
-            return _Strategy(lambda r: r.choice(options).draw(r))
-
-        @staticmethod
-        def fixed_dictionaries(spec: dict) -> _Strategy:
-            return _Strategy(lambda r: {k: v.draw(r) for k, v in spec.items()})
+from fuzz_targets import DEFAULT, Case, Target, plan, target_by_name, targets
+from fuzz_tokens import ARRAY_STR_VALUES, STR_VALUES
 
 import gpumsg
-from gpumsg.client._device import _NAMESPACES, Device
-from gpumsg.messages._base import Message
+import gpumsg.array_api as xp
+from gpumsg.client._device import Device
 
 #: a future not answered within this many seconds counts as a hang
 WAIT_S = 20.0
-
-#: Device attributes that are not operations to fuzz: closing ends the campaign's device (the
-#: shutdown tests cover it); ``watch_generation`` waits, by contract, for a restart that a thread
-#: device never has (its refusals are fuzzed through the WatchGeneration message with a past
-#: generation).
-SKIP_DEVICE = {"close", "watch_generation"}
-#: messages not fuzzed by construction: WatchGeneration waits for a restart by contract (see
-#: above); the rest are fuzzed.
-SKIP_MESSAGES = {"Message", "WatchGeneration"}
-
-
-@dataclasses.dataclass
-class Target:
-    """One callable to fuzz: ``kind`` is "device", "namespace" or "message"."""
-
-    kind: str
-    name: str
-    params: list[tuple[str, Any]]  # (name, default or inspect.Parameter.empty)
-
-    def __str__(self) -> str:
-        return f"{self.kind}:{self.name}"
-
-
-def _kind_of(name: str, default: Any) -> str:
-    if name in DTYPE_NAMES:
-        return "dtype"
-    if name in TUPLE_NAMES:
-        return "tuple"
-    if isinstance(default, bool):
-        return "bool"
-    if isinstance(default, int) or name in INT_NAMES:
-        return "int"
-    if isinstance(default, float) or name in FLOAT_NAMES:
-        return "float"
-    if isinstance(default, str) or name in STR_NAMES:
-        return "str"
-    return "buffer"
-
-
-def _params(fn: Any, skip_self: bool) -> list[tuple[str, Any]]:
-    sig = inspect.signature(fn)
-    out = []
-    for i, p in enumerate(sig.parameters.values()):
-        if skip_self and i == 0:
-            continue
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            continue
-        out.append((p.name, p.default))
-    return out
-
-
-def targets() -> list[Target]:
-    """Every public Device method, namespace method and exported Message subclass."""
-    out: list[Target] = []
-    for name, member in inspect.getmembers(Device):
-        if name.startswith("_") or name in SKIP_DEVICE or not inspect.isfunction(member):
-            continue
-        static = isinstance(inspect.getattr_static(Device, name), staticmethod)
-        out.append(Target("device", name, _params(member, skip_self=not static)))
-    for ns, cls in sorted(_NAMESPACES.items()):
-        for name, member in inspect.getmembers(cls):
-            if name.startswith("_") or not inspect.isfunction(member):
-                continue
-            out.append(Target("namespace", f"{ns}.{name}", _params(member, skip_self=True)))
-    for name in sorted(gpumsg.messages.__all__):
-        cls = getattr(gpumsg.messages, name)
-        if not (isinstance(cls, type) and issubclass(cls, Message)) or name in SKIP_MESSAGES:
-            continue
-        fields = [(f.name, f.default if f.default is not dataclasses.MISSING
-                   else inspect.Parameter.empty)
-                  for f in dataclasses.fields(cls) if f.init]
-        out.append(Target("message", name, fields))
-    return out
-
-
-def _arg_strategy(name: str, default: Any) -> st.SearchStrategy:
-    kind = _kind_of(name, default)
-    plausible = {"int": INT_VALUES, "float": FLOAT_VALUES, "tuple": TUPLE_VALUES,
-                 "dtype": DTYPE_VALUES, "str": STR_VALUES, "bool": ["true", "false", "int3"],
-                 "buffer": GOOD_BUFS + BAD_BUFS}[kind]
-    choices = [st.sampled_from(plausible), st.sampled_from(ALL_TOKENS)]
-    if default is not inspect.Parameter.empty:
-        choices.insert(0, st.just("<default>"))
-    return st.one_of(*choices)
-
-
-GOOD = {"int": ["4", "8", "1"], "float": ["1.0", "0.5"], "tuple": ["t_8x8", "t_2x3x6x6"],
-        "dtype": ["dt_f32", "dt_f64"], "bool": ["false", "true"],
-        "buffer": ["f32_8x8_F", "f32_8x8_C", "f64_8x8_F", "f32_8", "f32_2x3x6x6_C",
-                   "f32_8_future"]}
-
-
-def _good_strategy(name: str, default: Any) -> st.SearchStrategy:
-    if default is not inspect.Parameter.empty:
-        return st.just("<default>")
-    kind = _kind_of(name, default)
-    return st.sampled_from(GOOD.get(kind, STR_VALUES))
-
-
-def case_strategy(target: Target) -> st.SearchStrategy:
-    """A dict parameter name -> token (or "<default>"): half the cases draw every argument
-    freely, half keep plausible arguments and spoil one (so the checks past the first are
-    reached too)."""
-    free = st.fixed_dictionaries({n: _arg_strategy(n, d) for n, d in target.params})
-    if not target.params:
-        return free
-    names = [n for n, _ in target.params]
-
-    def spoil_one(focus: str) -> st.SearchStrategy:
-        return st.fixed_dictionaries({
-            n: st.sampled_from(ALL_TOKENS) if n == focus else _good_strategy(n, d)
-            for n, d in target.params})
-
-    return st.one_of(free, st.sampled_from(names).flatmap(spoil_one))
+#: what the array layer may raise besides GpuErrors: the standard's errors for bad arguments,
+#: OverflowError for a Python integer outside the array's dtype (as NumPy raises), and
+#: NotImplementedError for its documented limits (sorts of rows over 4,096 elements)
+ARRAY_ERRORS = (TypeError, ValueError, IndexError, OverflowError, NotImplementedError)
 
 
 class Materializer:
-    """Turns tokens into objects on a device: fresh buffers per case, plus the long-lived bad
-    ones (a closed device's buffer, another device's buffer)."""
+    """Turns tokens into objects on a device: fresh buffers and arrays per case, plus the
+    long-lived bad ones (a closed device's buffer and array, another device's)."""
 
-    def __init__(self, dev: Device, foreign: Device, closed_buf: Any, rng: np.random.Generator
-                 ) -> None:
+    def __init__(self, dev: Device, foreign: Device, closed_buf: Any, closed_arr: Any,
+                 rng: np.random.Generator) -> None:
         self.dev, self.foreign, self.closed_buf, self.rng = dev, foreign, closed_buf, rng
-        #: BufRef id -> (the host array the buffer was made from, the buffer): the inputs of
-        #: the float64 references of accepted calls (cleared per case)
+        self.closed_arr = closed_arr
+        self.backend = "sim"
+        #: BufRef id -> the host array the buffer was made from, and the buffer: the inputs of
+        #: the references of accepted calls (cleared per case)
         self.snapshots: dict[int, np.ndarray] = {}
         self.buffers: dict[int, Any] = {}
+        #: id(Array) -> the host array it shows (cleared per case)
+        self.hosts: dict[int, np.ndarray] = {}
         self._foreign_buf = foreign.to_device(np.ones((8, 8), np.float32, order="F")).result()
+        self._foreign_arr = xp.asarray(np.ones(8), device=foreign)
+
+    def reset(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+        self.snapshots.clear()
+        self.buffers.clear()
+        self.hosts.clear()
 
     def _buf(self, spec: str) -> Any:
         dt, _, rest = spec.partition("_")
@@ -247,11 +105,13 @@ class Materializer:
             "t_neg": (-1, 4), "t_huge": (2**40, 2**40), "t_float": (1.5, 2), "t_empty": (),
             "t_3": (3, 3, 3), "t_nested": ((1, 2), 3), "dt_f32": np.float32, "dt_f64": "f64",
             "dt_c64": np.complex64, "dt_i8": np.int8, "dt_bad": "float17",
-            "dt_object": np.dtype(object),
+            "dt_object": np.dtype(object), "t_64": (64,), "t_2x32": (2, 32),
+            "t_neg1_8": (-1, 8), "t_01": (0, 1), "t_dup": (0, 0), "dt_i32": xp.int32,
+            "dt_bool": xp.bool, "dt_f16": xp.float16, "dt_u8": xp.uint8,
         }
         if token in simple:
             return simple[token]
-        if token in STR_VALUES:
+        if token in STR_VALUES or token in ARRAY_STR_VALUES:
             return token
         if token == "object":
             return object()
@@ -281,10 +141,36 @@ class Materializer:
             except gpumsg.GpuError:
                 pass
             return fut.buffer
+        if token == "a_freed":
+            arr = xp.asarray(np.ones(8), device=dev)
+            buf = arr.buffer
+            (buf.result(WAIT_S) if isinstance(buf, Future) else buf).free().result(WAIT_S)
+            return arr
+        if token == "a_foreign":
+            return self._foreign_arr
+        if token == "a_closed":
+            return self.closed_arr
+        if token.startswith("a_"):
+            return fuzz_arrays.make_array(token, dev, self.rng, self.hosts)
+        if token.startswith("l_"):
+            return fuzz_arrays.make_list(token, dev, self.rng, self.hosts)
         return self._buf(token)
 
-    def args(self, target: Target, tokens: dict[str, str]) -> dict[str, Any]:
-        return {n: self.value(t) for n, t in tokens.items() if t != "<default>"}
+    def args(self, target: Target, tokens: dict[str, str]) -> tuple[list, dict[str, Any]]:
+        """Positional and keyword arguments: a positional-only parameter left at its default
+        is passed its default when a later one is given."""
+        positional: list = []
+        given = [n for n in target.positional if tokens.get(n, DEFAULT) != DEFAULT]
+        last = target.positional.index(given[-1]) if given else -1
+        defaults = dict(target.params)
+        for k, n in enumerate(target.positional):
+            if k > last:
+                break
+            t = tokens.get(n, DEFAULT)
+            positional.append(defaults[n] if t == DEFAULT else self.value(t))
+        keywords = {n: self.value(t) for n, t in tokens.items()
+                    if t != DEFAULT and n not in target.positional}
+        return positional, keywords
 
 
 @dataclasses.dataclass
@@ -293,26 +179,31 @@ class FuzzReport:
     typed_at_call: int = 0
     typed_in_future: int = 0
     succeeded: int = 0
-    #: accepted cases whose answer was compared with a float64 reference, and those it missed
+    #: accepted cases whose answer was compared with a reference, and those it missed
     checked: int = 0
     wrong: int = 0
-    #: errors that are not GpuErrors (at the call or through the future), and hangs
+    #: errors that are not typed (at the call or through the future), and hangs
     untyped: int = 0
     hangs: int = 0
+    #: interpreters that died (counted by the campaign tool, which runs chunks in their own)
+    crashes: int = 0
     #: refusals by error type, at the call or through the future
     refused: dict[str, int] = dataclasses.field(default_factory=dict)
-    #: the accepted message types that were checked, with counts
+    #: the answers checked, by message type, array function or valid call
     checked_types: dict[str, int] = dataclasses.field(default_factory=dict)
-    #: the differential pass: valid random calls, each compared with float64
+    #: the valid calls made (each must succeed and be right), and those that succeeded
     valid_cases: int = 0
+    valid_ok: int = 0
     defects: list[str] = dataclasses.field(default_factory=list)
     by_target: dict[str, int] = dataclasses.field(default_factory=dict)
     seconds: float = 0.0
 
     def figures(self) -> dict[str, Any]:
-        return {"cases": self.cases, "tried": self.cases, "accepted": self.succeeded,
-                "valid_cases": self.valid_cases, "checked": self.checked,
-                "wrong": self.wrong, "untyped": self.untyped,
+        return {"cases": self.cases, "tried": self.cases + self.valid_cases,
+                "accepted": self.succeeded + self.valid_ok,
+                "refused": sum(self.refused.values()),
+                "valid_cases": self.valid_cases, "valid_ok": self.valid_ok, "checked": self.checked,
+                "wrong": self.wrong, "untyped": self.untyped, "crashes": self.crashes,
                 "hangs": self.hangs, "typed_at_call": self.typed_at_call,
                 "typed_in_future": self.typed_in_future, "succeeded": self.succeeded,
                 "refused_by_type": dict(sorted(self.refused.items())),
@@ -323,6 +214,30 @@ class FuzzReport:
     def refuse(self, exc: BaseException) -> None:
         name = type(exc).__name__
         self.refused[name] = self.refused.get(name, 0) + 1
+
+    def count_checked(self, name: str) -> None:
+        self.checked += 1
+        self.checked_types[name] = self.checked_types.get(name, 0) + 1
+
+    def merge(self, other: FuzzReport) -> None:
+        """Add ``other``'s counts (a case's, or a chunk's) to these."""
+        for f in ("cases", "typed_at_call", "typed_in_future", "succeeded", "checked",
+                  "wrong", "untyped", "hangs", "crashes", "valid_cases", "valid_ok"):
+            setattr(self, f, getattr(self, f) + getattr(other, f))
+        for mine, theirs in ((self.refused, other.refused),
+                             (self.checked_types, other.checked_types),
+                             (self.by_target, other.by_target)):
+            for k, v in theirs.items():
+                mine[k] = mine.get(k, 0) + v
+        self.defects.extend(other.defects)
+        self.seconds += other.seconds
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> FuzzReport:
+        return cls(**doc)
 
 
 def sgemm_ok(dev: Device, rng: np.random.Generator) -> None:
@@ -338,18 +253,35 @@ def sgemm_ok(dev: Device, rng: np.random.Generator) -> None:
     assert err < 1e-5, f"SGEMM after the case is wrong (rel. err. {err:.2e})"
 
 
-def _invoke(dev: Device, target: Target, args: dict[str, Any]) -> Any:
+def _invoke(dev: Device, target: Target, positional: list, keywords: dict[str, Any]) -> Any:
     if target.kind == "device":
-        return getattr(dev, target.name)(**args)
+        return getattr(dev, target.name)(**keywords)
     if target.kind == "namespace":
         ns, meth = target.name.split(".")
-        return getattr(getattr(dev, ns), meth)(**args)
+        return getattr(getattr(dev, ns), meth)(**keywords)
+    if target.kind == "array":
+        fn = xp
+        for part in target.name.split("."):
+            fn = getattr(fn, part)
+        return fn(*positional, **keywords)
     cls = getattr(gpumsg.messages, target.name)
-    return dev.send(cls(**args))
+    return dev.send(cls(**keywords))
+
+
+def _host_answer(dev: Device, answer: Any) -> Any:
+    """An array answer (or a tuple of them) read back: reading waits for the launches that
+    write it and raises their errors, as a user's read would."""
+    if isinstance(answer, xp.Array):
+        return np.asarray(answer)
+    if isinstance(answer, tuple) and hasattr(answer, "_fields"):
+        return type(answer)(*(_host_answer(dev, a) for a in answer))
+    if isinstance(answer, (tuple, list)):
+        return type(answer)(_host_answer(dev, a) for a in answer)
+    return answer
 
 
 def run_case(mat: Materializer, target: Target, tokens: dict[str, str],
-             report: FuzzReport) -> None:
+             report: FuzzReport, where: str = "") -> None:
     """One case on a helper thread, so that a call that blocks (not only a future that is
     never answered) is caught: past ``3 * WAIT_S`` it is recorded as a hang and the device is
     abandoned for a fresh one."""
@@ -357,46 +289,61 @@ def run_case(mat: Materializer, target: Target, tokens: dict[str, str],
 
     def body() -> None:
         try:
-            _run_case(mat, target, tokens, report)
+            _run_case(mat, target, tokens, report, where)
         finally:
             done.set()
 
     threading.Thread(target=body, daemon=True, name="fuzz-case").start()
     if not done.wait(3 * WAIT_S):
         report.hangs += 1
-        report.defects.append(f"{target}({tokens}): the case blocked for {3 * WAIT_S} s "
-                              "(hang)")
-        mat.dev = gpumsg.open_device(0, backend=mat.backend)
+        report.defects.append(f"{where or target}({tokens}): the case blocked for "
+                              f"{3 * WAIT_S} s (hang)")
+        _replace_device(mat)
 
 
-def _run_case(mat: Materializer, target: Target, tokens: dict[str, str],
-              report: FuzzReport) -> None:
-    """One case: call, wait, classify; then the SGEMM check. Never raises. A device that
-    fails the check is replaced, so that one defect does not hide the next."""
-    dev = mat.dev
-    report.cases += 1
-    report.by_target[str(target)] = report.by_target.get(str(target), 0) + 1
-    where = f"{target}({', '.join(f'{k}={v}' for k, v in tokens.items())})"
-    mat.snapshots.clear()
-    mat.buffers.clear()
-    try:
-        args = mat.args(target, tokens)
-    except Exception as exc:  # noqa: BLE001 - a fixture failure is a defect too
-        report.defects.append(f"{where}: building arguments raised {exc!r}")
-        return
-    sent: list = []
+def _replace_device(mat: Materializer) -> None:
+    mat.dev = gpumsg.open_device(0, backend=mat.backend)
+    xp.set_default_device(mat.dev)
+
+
+def _record_posts(dev: Device, sent: list) -> Callable[[], None]:
+    """Record every message ``dev`` posts (every send path ends in ``_post``) until the
+    returned undo is called."""
     real_post = dev._post
 
     def record(msg: Any, reply: Any) -> None:
         sent.append(msg)
         real_post(msg, reply)
 
-    dev._post = record  # every send path ends here: the messages this case sends
+    dev._post = record
+
+    def undo() -> None:
+        dev._post = real_post
+
+    return undo
+
+
+def _run_case(mat: Materializer, target: Target, tokens: dict[str, str],
+              report: FuzzReport, where: str) -> None:
+    """One case: call, wait, classify, check the answer; then the SGEMM check. Never raises.
+    A device that fails the check is replaced, so that one defect does not hide the next."""
+    dev = mat.dev
+    report.cases += 1
+    report.by_target[str(target)] = report.by_target.get(str(target), 0) + 1
+    where = where or f"{target}({', '.join(f'{k}={v}' for k, v in tokens.items())})"
+    typed: tuple = (gpumsg.GpuError,) + (ARRAY_ERRORS if target.kind == "array" else ())
+    try:
+        positional, keywords = mat.args(target, tokens)
+    except Exception as exc:  # noqa: BLE001 - a fixture failure is a defect too
+        report.defects.append(f"{where}: building arguments raised {exc!r}")
+        return
+    sent: list = []
+    undo = _record_posts(dev, sent)
     accepted, answer = False, None
     try:
         try:
-            out = _invoke(dev, target, args)
-        except gpumsg.GpuError as exc:
+            out = _invoke(dev, target, positional, keywords)
+        except typed as exc:
             report.typed_at_call += 1
             report.refuse(exc)
             out = None
@@ -406,39 +353,70 @@ def _run_case(mat: Materializer, target: Target, tokens: dict[str, str],
                                   + "".join(traceback.format_exception(exc)[-3:]))
             out = None
         else:
-            if isinstance(out, Future):
-                try:
-                    answer = out.result(WAIT_S)
-                except FutureTimeout:
-                    report.hangs += 1
-                    report.defects.append(f"{where}: no answer within {WAIT_S} s (hang)")
-                except gpumsg.GpuError as exc:
-                    report.typed_in_future += 1
-                    report.refuse(exc)
-                except Exception as exc:  # noqa: BLE001
-                    report.untyped += 1
-                    report.defects.append(f"{where}: {type(exc).__name__} through the "
-                                          f"future: {exc}")
-                else:
-                    report.succeeded += 1
-                    accepted = True
+            try:
+                if isinstance(out, Future):
+                    out = out.result(WAIT_S)
+                answer = _host_answer(dev, out) if target.kind == "array" else out
+            except FutureTimeout:
+                report.hangs += 1
+                report.defects.append(f"{where}: no answer within {WAIT_S} s (hang)")
+            except typed as exc:
+                report.typed_in_future += 1
+                report.refuse(exc)
+            except Exception as exc:  # noqa: BLE001
+                report.untyped += 1
+                report.defects.append(f"{where}: {type(exc).__name__} through the "
+                                      f"future: {exc}")
             else:
                 report.succeeded += 1
-                accepted, answer = True, out
+                accepted = True
     finally:
-        dev._post = real_post
+        undo()
     if accepted:
-        _check_answer(mat, sent, answer, where, report)
+        _check_accepted(mat, target, positional, keywords, sent, answer, where, report)
     try:
         sgemm_ok(dev, mat.rng)
     except Exception as exc:  # noqa: BLE001
         report.defects.append(f"{where}: the device then failed a SGEMM: {exc!r}")
         dev.close(timeout=10)
-        mat.dev = gpumsg.open_device(0, backend=mat.backend)
+        _replace_device(mat)
 
 
-def _check_answer(mat: Materializer, sent: list, answer: Any, where: str,
-                  report: FuzzReport) -> None:
+def _check_accepted(mat: Materializer, target: Target, positional: list, keywords: dict,
+                    sent: list, answer: Any, where: str, report: FuzzReport) -> None:
+    """An accepted case's answer against its reference: the array layer's against NumPy's
+    same call, a namespace call with a reference in fuzz_answers against it, otherwise a lone
+    message with an oracle (BLAS, copies, memset) against oracles.py."""
+    try:
+        if target.kind == "array":
+            if fuzz_arrays.check_array_call(target.name, positional, keywords, answer,
+                                            mat.hosts):
+                report.count_checked(f"xp.{target.name}")
+            return
+        if target.kind == "namespace" and target.name in fuzz_answers.NAMESPACE_CHECKS:
+            def host(value: Any) -> Any:
+                ref = getattr(value, "ref", None)
+                return mat.snapshots.get(getattr(ref, "id", None)) if ref is not None else value
+
+            def read(buf: Any) -> np.ndarray:
+                return mat.dev.copy_to_host(getattr(buf, "buffer", buf)).result(WAIT_S)
+
+            if fuzz_answers.check_namespace_call(target.name, keywords, host, read, answer):
+                report.count_checked(target.name)
+            return
+    except oracles.Mismatch as exc:
+        report.wrong += 1
+        report.defects.append(f"{where}: wrong answer: {exc}")
+        return
+    except Exception as exc:  # noqa: BLE001 - reading back the answer must work too
+        report.defects.append(f"{where}: checking the answer raised {exc!r}\n"
+                              + "".join(traceback.format_exception(exc)[-3:]))
+        return
+    _check_message(mat, sent, answer, where, report)
+
+
+def _check_message(mat: Materializer, sent: list, answer: Any, where: str,
+                   report: FuzzReport) -> None:
     """Compare an accepted case's answer with its float64 reference, when the case sent
     exactly one message that has one (oracles.py) and nothing else that writes."""
     known = [m for m in sent if type(m).__name__ in oracles.ORACLES]
@@ -461,26 +439,44 @@ def _check_answer(mat: Materializer, sent: list, answer: Any, where: str,
         report.defects.append(f"{where}: checking the answer raised {exc!r}")
         return
     if checked:
-        report.checked += 1
-        name = type(msg).__name__
-        report.checked_types[name] = report.checked_types.get(name, 0) + 1
+        report.count_checked(type(msg).__name__)
 
 
 #: messages a case may send besides the one checked without changing any buffer's contents
 READ_ONLY_MESSAGES = {"Free", "Stats", "CopyToHost", "Synchronize"}
 
 
-def differential(mat: Materializer, cases: int, report: FuzzReport) -> None:
-    """``cases`` calls with valid random arguments (oracles.valid_call), spread over the
-    calls that have a float64 reference: each must succeed and be right."""
-    calls = oracles.VALID_CALLS
-    for i in range(cases):
-        call = calls[i % len(calls)]
-        kwargs = oracles.valid_call(mat.rng, call)
-        dev = mat.dev
-        mat.snapshots.clear()
-        mat.buffers.clear()
-        args = {}
+def valid_calls() -> list[str]:
+    """The valid calls of a plan: the BLAS calls checked message by message (oracles.py),
+    then every call of fuzz_answers.py."""
+    return list(oracles.VALID_CALLS) + list(fuzz_answers.VALID)
+
+
+def run_valid(mat: Materializer, call: str, report: FuzzReport, where: str = "") -> None:
+    """One valid call with random arguments (from ``mat.rng``): it must succeed and its answer
+    must match the reference. Never raises."""
+    report.valid_cases += 1
+    report.by_target[f"valid:{call}"] = report.by_target.get(f"valid:{call}", 0) + 1
+    where = where or f"valid {call}"
+    if call in fuzz_answers.VALID:
+        try:
+            checked = fuzz_answers.VALID[call](mat.dev, mat.rng)
+        except oracles.Mismatch as exc:
+            report.wrong += 1
+            report.defects.append(f"{where}: wrong answer: {exc}")
+            return
+        except Exception as exc:  # noqa: BLE001 - a valid call must succeed
+            report.defects.append(f"{where}: a valid call failed: {exc!r}\n"
+                                  + "".join(traceback.format_exception(exc)[-4:]))
+            return
+        report.valid_ok += 1
+        for _ in range(checked):
+            report.count_checked(f"valid {call}")
+        return
+    kwargs = oracles.valid_call(mat.rng, call)
+    dev = mat.dev
+    args = {}
+    try:
         for name, value in kwargs.items():
             if oracles.is_buffer_arg(name):
                 buf = dev.to_device(value).result(WAIT_S)
@@ -488,100 +484,95 @@ def differential(mat: Materializer, cases: int, report: FuzzReport) -> None:
                 args[name] = buf
             else:
                 args[name] = value
-        where = f"valid {call}({', '.join(f'{k}={v!r}' for k, v in kwargs.items() if not oracles.is_buffer_arg(k))})"  # noqa: E501
-        report.valid_cases += 1
-        sent: list = []
-        real_post = dev._post
-
-        def record(msg: Any, reply: Any, sent: list = sent, real_post: Any = real_post) -> None:
-            sent.append(msg)
-            real_post(msg, reply)
-
-        dev._post = record
-        try:
-            target = dev
-            for part in call.split("."):
-                target = getattr(target, part)
-            answer = target(**args).result(WAIT_S)
-        except Exception as exc:  # noqa: BLE001 - a valid call must succeed
-            report.defects.append(f"{where}: a valid call failed: {exc!r}")
-            continue
-        finally:
-            dev._post = real_post
-        checked, found = report.checked, len(report.defects)
-        _check_answer(mat, sent, answer, where, report)
-        if report.checked == checked and len(report.defects) == found:
-            report.defects.append(f"{where}: the valid call's answer was not checked "
-                                  f"(sent {[type(m).__name__ for m in sent]})")
-
-
-def _runner(mat: Materializer, target: Target, report: FuzzReport) -> Any:
-    def one(tokens: dict[str, str]) -> None:
-        run_case(mat, target, tokens, report)
-    return one
-
-
-def _fuzz_target(mat: Materializer, target: Target, n: int, seed_value: int | None,
-                 report: FuzzReport) -> None:
-    """``n`` cases of one target (derandomized hypothesis when ``seed_value`` is None)."""
-    if not HAVE_HYPOTHESIS:
-        import random
-
-        rnd = random.Random(f"{seed_value or 0}:{target}")
-        strategy = case_strategy(target)
-        for _ in range(n):
-            run_case(mat, target, strategy.draw(rnd), report)
+    except Exception as exc:  # noqa: BLE001
+        report.defects.append(f"{where}: uploading the inputs failed: {exc!r}")
         return
-    cfg = settings(max_examples=n, deadline=None, database=None,
-                   derandomize=seed_value is None, suppress_health_check=list(HealthCheck))
-    one = cfg(given(case_strategy(target))(_runner(mat, target, report)))
-    if seed_value is not None:
-        one = seed(seed_value)(one)
-    one()
+    where += "(" + ", ".join(f"{k}={v!r}" for k, v in kwargs.items()
+                             if not oracles.is_buffer_arg(k)) + ")"
+    sent: list = []
+    undo = _record_posts(dev, sent)
+    try:
+        target: Any = dev
+        for part in call.split("."):
+            target = getattr(target, part)
+        answer = target(**args).result(WAIT_S)
+    except Exception as exc:  # noqa: BLE001 - a valid call must succeed
+        report.defects.append(f"{where}: a valid call failed: {exc!r}")
+        return
+    finally:
+        undo()
+    report.valid_ok += 1
+    checked, found = report.checked, len(report.defects)
+    _check_message(mat, sent, answer, where, report)
+    if report.checked == checked and len(report.defects) == found:
+        report.defects.append(f"{where}: the valid call's answer was not checked "
+                              f"(sent {[type(m).__name__ for m in sent]})")
 
 
-def campaign(cases: int, backend: str = "sim", seed_value: int | None = None,
-             log: Any = print) -> FuzzReport:
-    """Run about ``cases`` cases spread evenly over every target. Hypothesis draws the
-    arguments; derandomized (a fixed, printed seed when ``seed_value`` is given)."""
-    report = FuzzReport()
-    tlist = targets()
-    per = max(1, -(-cases // len(tlist)))
-    engine = "hypothesis" if HAVE_HYPOTHESIS else "random (no hypothesis here)"
-    log(f"fuzz: {len(tlist)} targets x {per} cases, backend {backend}, {engine}, "
-        + ("derandomized" if seed_value is None else f"seed {seed_value}"))
-    # the data (and the valid calls' arguments) from a logged seed, so a wrong answer repeats
-    data_seed = seed_value if seed_value is not None else \
-        int(os.environ.get("GPUMSG_TEST_SEED") or np.random.SeedSequence().entropy % (1 << 63))
-    log(f"fuzz: data seed {data_seed}")
-    rng = np.random.default_rng(data_seed)
+def _run_valid_guarded(mat: Materializer, call: str, report: FuzzReport, where: str) -> None:
+    done = threading.Event()
+
+    def body() -> None:
+        try:
+            run_valid(mat, call, report, where)
+        finally:
+            done.set()
+
+    threading.Thread(target=body, daemon=True, name="fuzz-valid").start()
+    if not done.wait(3 * WAIT_S):
+        report.hangs += 1
+        report.defects.append(f"{where}: the valid call blocked for {3 * WAIT_S} s (hang)")
+        _replace_device(mat)
+
+
+def run_cases(backend: str, seed: int, cases: list[Case],
+              emit: Callable[[Case, FuzzReport], None] = lambda case, rep: None,
+              started: Callable[[Case], None] = lambda case: None) -> FuzzReport:
+    """Run planned ``cases`` on a fresh device of ``backend``; case ``i`` draws its data from
+    ``default_rng([seed, i])`` alone. ``started(case)`` before and ``emit(case, its report)``
+    after each case."""
+    total = FuzzReport()
+    by_name = target_by_name(targets())
     dev = gpumsg.open_device(0, backend=backend)
     foreign = gpumsg.open_device(0, backend=backend)
     closing = gpumsg.open_device(0, backend=backend)
     closed_buf = closing.alloc((8, 8), np.float32).result(WAIT_S)
+    closed_arr = xp.asarray(np.ones(8), device=closing)
     closing.close()
-    mat = Materializer(dev, foreign, closed_buf, rng)
+    mat = Materializer(dev, foreign, closed_buf, closed_arr, np.random.default_rng(seed))
     mat.backend = backend
+    old_default = xp.set_default_device(dev)
     t0 = time.perf_counter()
     try:
-        # hypothesis stops early on targets with few distinct cases (no argument: one), so
-        # further passes, with the next seeds, spread what is missing over the others
-        passes, todo, n = 0, tlist, per
-        while todo and report.cases < cases and passes < 20:
-            pass_seed = None if seed_value is None and passes == 0 else \
-                (seed_value or 0) + passes
-            for target in todo:
-                _fuzz_target(mat, target, n, pass_seed, report)
-            passes += 1
-            todo = [t for t in tlist if t.params]
-            n = max(1, -(-(cases - report.cases) // max(len(todo), 1)))
-        # then valid calls with random arguments, every answer compared with float64
-        differential(mat, max(len(oracles.VALID_CALLS), cases // 10), report)
+        for case in cases:
+            started(case)
+            one = FuzzReport()
+            t1 = time.perf_counter()
+            mat.reset(np.random.default_rng([seed, case.index]))
+            if case.kind == "valid":
+                _run_valid_guarded(mat, case.target, one, case.describe())
+            else:
+                run_case(mat, by_name[case.target], dict(case.tokens), one, case.describe())
+            one.seconds = time.perf_counter() - t1
+            total.merge(one)
+            emit(case, one)
     finally:
-        report.seconds = time.perf_counter() - t0
+        total.seconds = time.perf_counter() - t0
+        xp.set_default_device(old_default)
         mat.dev.close()
         foreign.close()
-    return report
+    return total
+
+
+def campaign(cases: int, backend: str = "sim", seed_value: int | None = None,
+             log: Any = print) -> FuzzReport:
+    """The plan of ``cases`` cases for ``seed_value`` (default: $GPUMSG_TEST_SEED, else a
+    fresh one, printed), run here."""
+    seed = seed_value if seed_value is not None else int(
+        os.environ.get("GPUMSG_TEST_SEED") or np.random.SeedSequence().entropy % (1 << 63))
+    log(f"fuzz: {cases} cases over {len(targets())} targets and {len(valid_calls())} valid "
+        f"calls, backend {backend}, seed {seed}")
+    return run_cases(backend, seed, plan(seed, cases, valid_calls()))
 
 
 def cases_from_env(default: int) -> int:

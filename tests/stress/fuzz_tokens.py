@@ -38,3 +38,33 @@ STR_VALUES = ["N", "T", "C", "L", "U", "F", "relu", "NCHW", "NHWC", "max", "comp
               "default", "", "X", "int3", "none", "nan"]
 ALL_TOKENS = sorted(set(GOOD_BUFS + BAD_BUFS + BAD_SCALARS + INT_VALUES + FLOAT_VALUES
                         + TUPLE_VALUES + DTYPE_VALUES + STR_VALUES))
+
+# -- the array layer (gpumsg.array_api): its functions take arrays, axes and Python scalars ------
+ARRAY_NAMES = {"x", "x1", "x2", "condition", "indices", "prepend", "append", "from_", "obj"}
+ARRAY_LIST_NAMES = {"arrays"}
+AXIS_NAMES = {"axis", "axes", "shift", "source", "destination", "s", "k", "n", "num", "n_rows",
+              "n_cols", "repeats"}
+ARRAY_TUPLE_NAMES = {"shape", "repetitions"}
+ARRAY_BOOL_NAMES = {"keepdims", "descending", "stable", "endpoint", "copy", "include_initial",
+                    "full_matrices", "upper"}
+ARRAY_SCALAR_NAMES = {"fill_value", "min", "max", "start", "stop", "step", "correction", "ord",
+                      "rtol", "offset"}
+
+#: arrays of every kind: "a_<dtype>_<shape>", plus a transposed view ("_T"), a strided view
+#: ("_s2": every second element), sorted data and valid indices
+GOOD_ARRS = ["a_f32_8x8", "a_f64_8", "a_f64_2x8", "a_f32_3x1", "a_i32_8", "a_i64_2x3x4",
+             "a_u8_8", "a_bool_8", "a_c64_4x4", "a_f16_8", "a_f32_8x8_T", "a_f64_16_s2",
+             "a_sorted_8", "a_idx_8", "a_f32_0", "a_i16_4x4", "a_c128_8"]
+BAD_ARRS = ["a_freed", "a_foreign", "a_closed", "np_f32", "f32_8x8_F", "none", "list", "int3",
+            "float_half", "str_bad", "object"]
+ARR_LISTS = ["l_f32_8x8_x2", "l_f64_8_x3", "l_mixed_8", "l_empty", "l_shapes", "l_bad"]
+AXIS_VALUES = ["0", "1", "neg1", "2", "none", "t_01", "t_dup", "64", "huge", "float_half",
+               "str_bad", "t_1", "t_empty"]
+ARRAY_TUPLE_VALUES = TUPLE_VALUES + ["t_64", "t_2x32", "t_neg1_8"]
+ARRAY_SCALAR_VALUES = ["0", "1", "2", "neg1", "0.5", "-2.0", "nan", "inf", "none", "complex",
+                       "true", "huge", "str_bad"]
+ARRAY_STR_VALUES = ["left", "right", "xy", "ij", "ortho", "forward", "backward", "reduced",
+                    "complete", "r", "L", "U", "bogus", "none", "int3"]
+ARRAY_TOKENS = sorted(set(GOOD_ARRS + BAD_ARRS + ARR_LISTS + AXIS_VALUES + ARRAY_TUPLE_VALUES
+                          + ARRAY_SCALAR_VALUES + ARRAY_STR_VALUES + DTYPE_VALUES
+                          + ["dt_i32", "dt_bool", "dt_f16", "dt_u8"]))

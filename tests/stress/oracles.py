@@ -5,9 +5,9 @@ The campaign records the messages a case posts (every send path ends in ``Device
 for a case that posted exactly one message of a type listed here, recomputes that message's
 effect in NumPy from the host arrays its input buffers were made from, then compares the
 device's output buffers (the whole allocation: what must stay untouched is compared exactly)
-or the scalar the future resolved to. The messages are already validated and normalized
-(leading dimensions, ``n`` and transposes filled in), so a reference only has to follow
-cuBLAS's column-major semantics.
+or the scalar the future resolved to (CopyDevice and Memset: byte for byte). The messages are
+already validated and normalized (leading dimensions, ``n`` and transposes filled in), so a
+reference only has to follow cuBLAS's column-major semantics.
 
 Tolerances come from tests/tolerance.py: the unit roundoff of the type the arithmetic happens
 in, the reduction length, and one rounding of a 16-bit output."""
@@ -198,12 +198,50 @@ def _geam(msg: Any, hosts: Callable[[Any], np.ndarray]) -> _Expect:
 
 
 #: message class name -> reference
-ORACLES: dict[str, Callable[[Any, Callable[[Any], np.ndarray]], _Expect | None]] = {
+ORACLES: dict[str, Callable[[Any, Callable[[Any], np.ndarray]], _Expect | None] | None] = {
     "Sgemm": _gemm, "Gemm": _gemm, "Axpy": _axpy, "Scal": _scal, "Copy": _copy,
     "Swap": _swap, "Dot": _reduction("dot"), "Nrm2": _reduction("nrm2"),
     "Asum": _reduction("asum"), "Iamax": _reduction("iamax"), "Iamin": _reduction("iamin"),
     "Gemv": _gemv, "Geam": _geam,
+    "CopyDevice": None, "Memset": None,  # byte for byte: _check_bytes
 }
+
+
+def _memory(host: np.ndarray, order: str) -> np.ndarray:
+    """A buffer's bytes as the device holds them: its host array laid out in ``order``."""
+    return np.frombuffer(np.asarray(host).ravel(order=order).tobytes(), np.uint8).copy()
+
+
+def _check_bytes(msg: Any, snapshots: dict[int, np.ndarray], read: Callable[[Any], Any]
+                 ) -> bool:
+    """CopyDevice and Memset, byte for byte: the written range holds the source's bytes (the
+    fill pattern), every other byte of the destination is unchanged. Not compared where a
+    range reaches past the bytes the host array covers (an allocation's padding)."""
+    dst = msg.dst
+    if dst.id not in snapshots:
+        return False
+    before = _memory(snapshots[dst.id], dst.order)
+    expect = before.copy()
+    if type(msg).__name__ == "CopyDevice":
+        if msg.src.id not in snapshots:
+            return False
+        src = _memory(snapshots[msg.src.id], msg.src.order)
+        lo, n = msg.src_offset, msg.nbytes
+        if lo + n > src.size or msg.dst_offset + n > expect.size:
+            return False
+        expect[msg.dst_offset:msg.dst_offset + n] = src[lo:lo + n]
+    else:
+        lo, n = msg.offset, msg.nbytes
+        if lo + n > expect.size:
+            return False
+        pattern = np.frombuffer(int(msg.value).to_bytes(msg.width, "little"), np.uint8)
+        expect[lo:lo + n] = np.tile(pattern, n // msg.width)
+    got = _memory(read(dst), dst.order)
+    if got.shape != expect.shape or not np.array_equal(got, expect):
+        bad = np.flatnonzero(got != expect) if got.shape == expect.shape else [-1]
+        raise Mismatch(f"{type(msg).__name__}: {dst.describe()} differs at byte {bad[0]} "
+                       f"({len(bad)} bytes)")
+    return True
 
 
 def check_message(msg: Any, snapshots: dict[int, np.ndarray], read: Callable[[Any], Any],
@@ -212,6 +250,8 @@ def check_message(msg: Any, snapshots: dict[int, np.ndarray], read: Callable[[An
     from a known host array (nothing to compare with); True when it matched; raises
     :class:`Mismatch` when it did not. ``snapshots`` maps a BufRef's id to the host array
     its buffer was made from; ``read(ref)`` returns a buffer's current host copy."""
+    if type(msg).__name__ in ("CopyDevice", "Memset"):
+        return _check_bytes(msg, snapshots, read)
     oracle = ORACLES.get(type(msg).__name__)
     if oracle is None:
         return False

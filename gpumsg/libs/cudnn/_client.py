@@ -227,6 +227,9 @@ class Dnn:
     def _stat_vector(self, x: Any, layout: str) -> Any:
         """A new f32 vector of x's channel count (x's shape checked by the message)."""
         shape = as_ref(x, "x").shape
+        if not isinstance(layout, str) or layout not in ("NCHW", "NHWC"):
+            raise InvalidMessage(f"layout: expected 'NCHW' or 'NHWC', got {layout!r}",
+                                 field="layout")
         c = (shape[1] if layout == "NCHW" else shape[-1]) if len(shape) >= 2 else 1
         return self._dev.alloc((c,), "f32", order="C")
 

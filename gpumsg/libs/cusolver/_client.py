@@ -39,7 +39,9 @@ def _ref(x: Any) -> Any:
 
 def _ndim(x: Any) -> int:
     """The number of dimensions of a buffer (0 for anything else: the checks say why)."""
-    return len(getattr(_ref(x), "shape", ()))
+    shape = getattr(_ref(x), "shape", ())
+    # a class (a dtype such as np.complex64) has a "shape" descriptor, not a tuple
+    return len(shape) if isinstance(shape, tuple) else 0
 
 
 def _after_all(*futures: Future) -> Future:

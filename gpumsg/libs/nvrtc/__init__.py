@@ -15,11 +15,12 @@ from . import _handlers as handlers  # noqa: F401  (registers the message handle
 from ._bindings import SPEC
 from ._client import Nvrtc
 from ._handle import NvrtcHandle
-from ._sim import SIM_KERNELS, SimNvrtc, sim_kernel
+from ._sim import SIM_KERNELS, Recipe, SimNvrtc, sim_kernel
 
 LIBRARY = register_library("nvrtc", cuda=NvrtcHandle, sim=SimNvrtc, namespace="nvrtc",
                            client=Nvrtc, specs=(SPEC,))
 
 capturable(Launch)  # dev.graph() may record kernel launches
 
-__all__ = ["LIBRARY", "SPEC", "Nvrtc", "NvrtcHandle", "SimNvrtc", "SIM_KERNELS", "sim_kernel"]
+__all__ = ["LIBRARY", "SPEC", "Nvrtc", "NvrtcHandle", "SimNvrtc", "SIM_KERNELS", "sim_kernel",
+           "Recipe"]

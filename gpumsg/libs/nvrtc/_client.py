@@ -22,6 +22,7 @@ from ._signature import (
     kernel_params,
     pointer_dtypes,
 )
+from ._sim import sim_image
 
 if TYPE_CHECKING:
     from ...client._device import Device
@@ -117,7 +118,7 @@ class Nvrtc:
                     program = None  # the simulator without NVRTC: the registry alone
                 if simulated:
                     key = program.key if program is not None else f"sim:{name}"
-                    msg = LoadModule(key, b"", "sim", (name,))
+                    msg = LoadModule(key, sim_image(name), "sim", (name,))
                     symbol = name
                 else:
                     assert program is not None

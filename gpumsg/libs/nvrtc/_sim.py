@@ -6,11 +6,18 @@ dtype, bounds-checked like every simulated access), each scalar as a NumPy scala
 parameter's type. It runs on the simulated compute stream, in order with the other work there.
 Register one with ``@sim_kernel("saxpy")`` (the name a ``dev.compile`` call asks for; a template
 instance is registered under its expression, ``"scale<float>"``).
+
+A process-isolated simulator runs kernels in a worker process, which has none of the versions
+registered in the client after it started (the array layer builds its kernels' versions on
+first use). So a simulated module's image carries the pickled version of its kernel
+(:func:`sim_image`) where it pickles: a module-level function, or a :class:`Recipe` (a factory
+and its arguments, built on first use); the worker registers what it lacks from there.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import pickle
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +28,7 @@ from ...dtypes import dtype_of
 from ...errors import InvalidMessage
 from ._functions import LoadedFunctions
 
-__all__ = ["SIM_KERNELS", "sim_kernel", "SimNvrtc", "SimLaunch"]
+__all__ = ["SIM_KERNELS", "sim_kernel", "SimNvrtc", "SimLaunch", "Recipe", "sim_image"]
 
 #: kernel name -> NumPy implementation
 SIM_KERNELS: dict[str, Callable[..., None]] = {}
@@ -35,6 +42,51 @@ def sim_kernel(name: str) -> Callable[[Callable[..., None]], Callable[..., None]
         return fn
 
     return wrap
+
+
+class Recipe:
+    """A kernel's NumPy version made by ``factory(*args)`` on first use; it pickles as the
+    factory (a module-level function) and its arguments, so another process can rebuild it."""
+
+    __slots__ = ("factory", "args", "_fn")
+
+    def __init__(self, factory: Callable[..., Callable[..., None]], *args: Any) -> None:
+        self.factory, self.args = factory, args
+        self._fn: Callable[..., None] | None = None
+
+    def __call__(self, *args: Any) -> None:
+        fn = self._fn
+        if fn is None:
+            fn = self._fn = self.factory(*self.args)
+        fn(*args)
+
+    def __reduce__(self) -> tuple:
+        return (Recipe, (self.factory, *self.args))
+
+
+def sim_image(name: str) -> bytes:
+    """The image of a simulated module of kernel ``name``: its registered version pickled, or
+    nothing where it does not pickle (a closure) or is not registered."""
+    fn = SIM_KERNELS.get(name)
+    if fn is None:
+        return b""
+    try:
+        return pickle.dumps({name: fn})
+    except Exception:  # noqa: BLE001 - not picklable: the worker's own registry alone
+        return b""
+
+
+def _adopt(image: bytes) -> None:
+    """Register the versions a simulated module's image carries (made by :func:`sim_image` in
+    this program's client process) that this process lacks."""
+    try:
+        found = pickle.loads(image)  # noqa: S301 - from this program's own client process
+    except Exception:  # noqa: BLE001 - e.g. a function of a module this process cannot import
+        return
+    if isinstance(found, dict):
+        for name, fn in found.items():
+            if isinstance(name, str) and callable(fn):
+                SIM_KERNELS.setdefault(name, fn)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +106,8 @@ class SimNvrtc:
         self.functions = LoadedFunctions()
 
     def load(self, key: str, image: bytes, kind: str, symbols: tuple[str, ...]) -> None:
+        if image and any(sym not in SIM_KERNELS for sym in symbols):
+            _adopt(image)
         for sym in symbols:
             fn = SIM_KERNELS.get(sym)
             if fn is None:

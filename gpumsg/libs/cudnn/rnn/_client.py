@@ -456,6 +456,9 @@ class DnnRnn:
         """The weight space size and parameter table of ``spec`` (see
         :class:`~gpumsg.messages.cudnn_rnn.RnnWeightInfo`); asked of the device once per spec,
         then remembered (the first ask waits)."""
+        if type(spec) is not RnnSpec:  # the cache's key must hash (and be a spec)
+            raise InvalidMessage(f"spec: expected an RnnSpec, got {type(spec).__name__}",
+                                 field="spec")
         cache = self.__dict__.setdefault("_rnn_info", {})
         info = cache.get(spec)
         if info is None:
