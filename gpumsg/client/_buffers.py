@@ -110,6 +110,8 @@ class GpuFuture(Future):
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         if self._state is not _FINISHED:
+            if self._lead is not None:
+                timeout = self._lead(self, timeout)
             self._sleep(timeout)
         return self._exception
 

@@ -44,6 +44,7 @@ from ..memory._pinned import PinnedPool
 from ..messages._base import BufRef, HostRef
 from ._completion import CompletionWatcher, Entry, answer_entries, fail_entries
 from ._derived import DerivedMemo
+from ._executor import Executor
 from ._registry import COMPUTE, STREAM_INDEX, library_handle
 from ._stats import DeviceLoad
 from ._trace import OpRecord
@@ -256,6 +257,8 @@ class DeviceContext:
         self.in_worker_process = in_worker_process
         self.queue_depth = queue_depth
         self.current: Any = None  # the message being handled (names traced operations)
+        #: one turn at a time: the device thread's batches, callers' own (service/executor.py)
+        self.executor = Executor()
         if backend.kind == "sim":  # the simulator names the message in a fault
             backend.issuer = lambda: self.current
         #: while a graph is recorded: the service.graph.Capture that takes the envelope's calls
@@ -591,6 +594,17 @@ class DeviceContext:
                 slot.spare_events.append(event)
                 slot.answered += len(entries)
         return running
+
+    def keeps_batches(self) -> bool:
+        """Whether the executor keeps batches not answered yet (no watcher has them)."""
+        return any(slot.local for slot in self.streams)
+
+    def oldest_running(self) -> Any:
+        """The event of the oldest batch the executor keeps (None: it keeps none)."""
+        for slot in self.streams:
+            if slot.local:
+                return slot.local[0][0]
+        return None
 
     def settle(self, waiting: Callable[[], int]) -> None:
         """Before the device thread blocks on an empty mailbox: answer the batches that complete
