@@ -387,7 +387,12 @@ class RemoteCommunicator:
                                  "(use gpumsg.multi for simulated groups)", field="devices")
         self.timeout = timeout
         self.comm = int.from_bytes(os.urandom(6), "little") | 1
-        uid = ray.get(self.devices[0].actor.nccl_unique_id.remote(), timeout=timeout)
+        try:
+            uid = ray.get(self.devices[0].actor.nccl_unique_id.remote(), timeout=timeout)
+        except ray.exceptions.RayError as exc:
+            raise CollectiveError(f"building a communicator across actors: rank 0 gave no "
+                                  f"NCCL unique id ({_translate(exc, 'nccl_unique_id')!r})",
+                                  self.comm) from exc
         refs = [d.actor.comm_init.remote(self.comm, r, self.nranks, uid)
                 for r, d in enumerate(self.devices)]
         ready, pending = ray.wait(refs, num_returns=len(refs), timeout=timeout)
@@ -521,6 +526,20 @@ class RemoteDeviceGroup:
         self.close()
 
 
+def _not_started(backend: str, num_gpus: int, timeout: float) -> GpuError:
+    """The error of device actors that did not answer within ``timeout`` seconds, naming
+    what Ray has and the usual causes."""
+    total, free = ray.cluster_resources(), ray.available_resources()
+    gpus = f"the cluster has {total.get('GPU', 0):g} GPU(s), {free.get('GPU', 0):g} free"
+    each = "one GPU each" if backend == "cuda" else "no GPU"
+    return WorkerDied(
+        f"{num_gpus} device actor(s) ({backend}, {each}) did not start within {timeout} s "
+        f"({gpus}). Either Ray cannot place them (no free "
+        "GPU: ray.init(num_gpus=...) or CUDA_VISIBLE_DEVICES), or their worker processes "
+        "cannot start: they must import Ray and gpumsg (a runtime_env PYTHONPATH replaces the "
+        "driver's; keep the driver's entries in it)")
+
+
 def open_devices(num_gpus: int = 1, backend: str = "auto", max_restarts: int = 0,
                  timeout: float = 120.0, **options: Any) -> RemoteDeviceGroup:
     """Start ``num_gpus`` Ray actors, each owning one gpumsg device, wherever Ray places them
@@ -547,6 +566,20 @@ def open_devices(num_gpus: int = 1, backend: str = "auto", max_restarts: int = 0
     actors = [cls.remote(0, backend, options) for _ in range(num_gpus)]
     try:
         devices = [RemoteDevice(a, i, timeout) for i, a in enumerate(actors)]
+    except ray.exceptions.GetTimeoutError as exc:
+        for a in actors:
+            try:
+                ray.kill(a, no_restart=True)
+            except Exception:  # noqa: BLE001 - never started
+                pass
+        raise _not_started(backend, num_gpus, timeout) from exc
+    except ray.exceptions.RayActorError as exc:  # the actor's constructor raised
+        for a in actors:
+            try:
+                ray.kill(a, no_restart=True)
+            except Exception:  # noqa: BLE001 - never started
+                pass
+        raise _translate(exc, "opening the device in its actor") from exc
     except BaseException:
         for a in actors:
             try:

@@ -390,10 +390,21 @@ class DeviceWorker:
         the batches that completed, and wait on the oldest still running, with neither the
         executor lock nor the GIL, until ``fut`` is answered, no batch is left to the
         executor (a completion thread or the device thread answers then), or ``timeout``
-        runs out. Returns what is left of ``timeout``."""
+        runs out. Returns what is left of ``timeout``.
+
+        A ``timeout`` of 0 is a nudge (``GpuFuture`` gives it when a done-callback, ``wait``
+        or ``as_completed`` is to be told of the answer, rather than a caller waiting): one
+        turn, and what is still running goes to the completion threads, which answer it."""
         ctx = self.ctx
         executor = ctx.executor  # type: ignore[union-attr]
         if executor.holder == threading.get_ident():  # a done-callback inside a turn
+            return timeout
+        if timeout is not None and timeout <= 0:
+            with executor.lock:
+                if not executor.closed:
+                    self._turn(ctx, executor, None, None)  # type: ignore[arg-type]
+                    if not fut.done():
+                        ctx.hand_over()  # type: ignore[union-attr]
             return timeout
         deadline = None if timeout is None else time.monotonic() + timeout
         backend = ctx.backend  # type: ignore[union-attr]
