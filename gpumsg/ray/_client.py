@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import ray
 
-from ..client._buffers import GpuFuture
+from ..client._buffers import _FINISHED, GpuFuture
 from ..errors import CollectiveError, GpuError, GpuRefStale, InvalidMessage, WorkerDied
 from ..messages.nccl import CollOp, check_batch
 from ._actor import DeviceActor
@@ -130,6 +130,7 @@ class RemoteFuture(GpuFuture):
         self._n = 0
         self._what = ""
         self._settled = False
+        self._watched = False
 
     def _bind(self, ref: Any, n: int, what: str) -> None:
         self._ref, self._n, self._what = ref, n, what
@@ -138,18 +139,69 @@ class RemoteFuture(GpuFuture):
         exc = f.exception()
         self.device._settle(self, self._n, self._what, None if exc else f.result(), exc)
 
+    # The answer is taken when asked for: by result() (ray.get), by done() (a look), or, for
+    # a done-callback, wait() or as_completed, by the ObjectRef's own future, asked for then.
+    # Registering that future for every call cost a round trip about 0.2 ms (Ray's callback
+    # thread fetches the reply and takes the GIL from the caller).
+    def _lead(self, fut: Any, timeout: float | None) -> float | None:  # type: ignore[override]
+        """GpuFuture's hook: with ``timeout`` 0, someone is to be told of the answer (watch
+        the ObjectRef); otherwise a caller waits on a future chained to this one (take the
+        answer, then let the chained future answer)."""
+        if self._settled or self._ref is None:
+            return timeout
+        if timeout is not None and timeout <= 0:
+            self._watch()
+            return timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            self.result(timeout)
+        except BaseException:  # noqa: BLE001 - the chained future reports it
+            pass
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    def _watch(self) -> None:
+        with self.device._lock:
+            if self._watched or self._settled:
+                return
+            self._watched = True
+        self._ref.future().add_done_callback(self._from_ray)
+
+    def _chain(self, fn: Any) -> None:
+        self._watch()
+        super()._chain(fn)
+
+    def done(self) -> bool:
+        if self._state is not _FINISHED and not self._settled and self._ref is not None:
+            ready, _ = ray.wait([self._ref], timeout=0, fetch_local=False)
+            if ready:
+                self._take(None)
+        return super().done()
+
+    def __del__(self) -> None:
+        # never answered here: the call's number leaves the outstanding set once it has run
+        # (it bounds how far the actor may skip after a restart), through the ObjectRef
+        if not self._settled and self._ref is not None and not self._watched:
+            try:
+                n, device = self._n, self.device
+                self._ref.future().add_done_callback(lambda _f: device._forget_call(n))
+            except Exception:  # noqa: BLE001 - interpreter shutdown, Ray gone
+                pass
+
+    def _take(self, timeout: float | None) -> None:
+        try:
+            reply = ray.get(self._ref, timeout=timeout)
+        except ray.exceptions.GetTimeoutError as exc:
+            raise TimeoutError(f"{self._what}: no answer within {timeout} s") from exc
+        except Exception as exc:  # noqa: BLE001 - the call's failure
+            self.device._settle(self, self._n, self._what, None, exc)
+        else:
+            self.device._settle(self, self._n, self._what, reply, None)
+
     def result(self, timeout: float | None = None) -> Any:
         """The call's result. A caller that waits takes it with ``ray.get`` itself (one
         thread hop less than the ObjectRef's future callback)."""
-        if not self.done() and self._ref is not None:
-            try:
-                reply = ray.get(self._ref, timeout=timeout)
-            except ray.exceptions.GetTimeoutError as exc:
-                raise TimeoutError(f"{self._what}: no answer within {timeout} s") from exc
-            except Exception as exc:  # noqa: BLE001 - the call's failure
-                self.device._settle(self, self._n, self._what, None, exc)
-            else:
-                self.device._settle(self, self._n, self._what, reply, None)
+        if self._state is not _FINISHED and not self._settled and self._ref is not None:
+            self._take(timeout)
         return super().result(timeout)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
@@ -281,14 +333,11 @@ class RemoteDevice:
             seq = self._next_seq()
             fut = RemoteFuture(self, ((_CLIENT, seq[1]), 0), self.generation)
             try:
-                ref = self.actor.call.remote(seq, name, args, kwargs)
+                ref = self.actor.call.remote((seq, name, args, kwargs))
             except BaseException:
                 self._outstanding.discard(seq[1])
                 raise
-        what = f"{name} on actor {self.index}"
-
-        fut._bind(ref, seq[1], what)
-        ref.future().add_done_callback(fut._from_ray)
+        fut._bind(ref, seq[1], f"{name} on actor {self.index}")
         return fut
 
     def _settle(self, fut: RemoteFuture, n: int, what: str, reply: Any,
@@ -312,6 +361,11 @@ class RemoteDevice:
             fut.set_result(self._result(value))
         except BaseException as err:  # noqa: BLE001 - reach the caller
             fut.set_exception(err)
+
+    def _forget_call(self, n: int) -> None:
+        """Call ``n`` has run, and nobody will read its answer."""
+        with self._lock:
+            self._outstanding.discard(n)
 
     def _next_seq(self) -> tuple[str, int, int]:
         """(client, n, floor) of the next call (hold the lock): the actor starts calls in n
