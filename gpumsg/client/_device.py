@@ -651,8 +651,13 @@ class Device:
             order = "F" if arr.flags.f_contiguous and not arr.flags.c_contiguous else "C"
         ref = self._mint(arr.shape, arr.dtype, order)
         buf = self._new_buffer(ref)
+        raw = _flat_bytes(arr, order)
+        if self._fuse_alloc and self._recorder is None:  # one message: AllocThen + the copy
+            fut = self._staging.upload_new(buf, raw)
+            if fut is not None:
+                return fut
         self._post(Alloc(ref), PointerSink(buf))
-        copied = self._staging.upload(ref, _flat_bytes(arr, order), 0)
+        copied = self._staging.upload(ref, raw, 0)
         return buffer_after(copied, buf)
 
     def from_dlpack(self, obj: Any) -> BufferFuture:

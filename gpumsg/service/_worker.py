@@ -102,7 +102,8 @@ def _handle(ctx: DeviceContext, msg: Any, reply: Any, caller: bool = False) -> N
         msg = reply = handler = None  # type: ignore[assignment]
 
 
-def _end_turn(ctx: DeviceContext, settle: Any = None, backpressure: Any = None) -> None:
+def _end_turn(ctx: DeviceContext, settle: Any = None, backpressure: Any = None,
+              lazy: bool = False) -> None:
     """After a turn's messages: one completion event per stream, deferred frees, the pause of
     a full mailbox relieved; then answer what has completed, or with ``settle`` (the mailbox
     is empty, the device thread is about to block) what completes soon, handing the rest to
@@ -111,7 +112,7 @@ def _end_turn(ctx: DeviceContext, settle: Any = None, backpressure: Any = None) 
         ctx.fail_pending(ctx.state.poisoned)
         return
     try:
-        ctx.flush()
+        ctx.flush(lazy)
         ctx.poll()
         if backpressure is not None:
             backpressure.relieve()  # after this batch's records, before any wait below
@@ -371,11 +372,13 @@ class DeviceWorker:
         try:
             if dropped:
                 _free_dropped(ctx, dropped)
-            if msg is not None:
+            msg_turn = msg is not None
+            if msg_turn:
                 _handle(ctx, msg, reply, True)
                 msg = reply = None
                 ctx.current = None
-            _end_turn(ctx, None, self.backpressure)  # a paused caller may post again
+            # a paused caller may post again; a message's entries may wait for a later event
+            _end_turn(ctx, None, self.backpressure, msg_turn)
             if dropped:
                 _free_dropped(ctx, dropped)
         finally:
