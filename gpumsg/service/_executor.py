@@ -77,7 +77,8 @@ class Executor:
     device thread compares it between looks); ``watching``: the device thread looks at what
     callers left; ``watch_posted``: :data:`WATCH` is in the mailbox."""
 
-    __slots__ = ("lock", "holder", "taken", "turns", "watching", "watch_posted", "closed")
+    __slots__ = ("lock", "holder", "taken", "turns", "watching", "watch_posted", "closed",
+                 "nudged")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -87,6 +88,9 @@ class Executor:
         self.watching = False
         self.watch_posted = False
         self.closed = False  # the device shut down: no more turns
+        #: someone is to be told of an answer rather than wait for it (GpuFuture's nudge): the
+        #: turn's end hands what it keeps to the completion threads
+        self.nudged = False
 
     def idle(self, mailbox: Any) -> bool:
         """Under the lock: whether everything posted has been taken (and so handled)."""

@@ -125,6 +125,20 @@ def _end_turn(ctx: DeviceContext, settle: Any = None, backpressure: Any = None,
             ctx.fail_pending(ctx.poison(exc, "observed between batches"))
 
 
+def _hand_over(ctx: DeviceContext, executor: Any) -> None:
+    """A nudge (a done-callback, ``wait``): record what is pending and give every batch the
+    executor keeps to the completion threads, which answer it when it completes."""
+    executor.nudged = False
+    if ctx.state.poisoned is not None:
+        return
+    try:
+        ctx.flush()
+        ctx.hand_over()
+    except CudaError as exc:
+        if exc.sticky:
+            ctx.fail_pending(ctx.poison(exc, "observed between batches"))
+
+
 def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | None,
           on_dispatch: Any = None, backpressure: Backpressure | None = None,
           dropped: list | None = None) -> None:
@@ -194,6 +208,7 @@ def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | No
                     stop = True
                     continue
                 if msg is WATCH:
+                    executor.taken -= 1  # never counted as posted
                     executor.watch_posted = False
                     watching = executor.watching = True
                     seen, idle = executor.turns, 0
@@ -215,6 +230,8 @@ def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | No
                 ctx.fail_pending(state.poisoned)
                 return
             _end_turn(ctx, None if qsize() else qsize, backpressure)
+            if executor.nudged:
+                _hand_over(ctx, executor)
             if dropped:  # buffers that died in this turn (replies answered, the batch let go)
                 _free_dropped(ctx, dropped)
             if stop:
@@ -379,6 +396,8 @@ class DeviceWorker:
                 ctx.current = None
             # a paused caller may post again; a message's entries may wait for a later event
             _end_turn(ctx, None, self.backpressure, msg_turn)
+            if executor.nudged:  # someone is to be told, not waiting: the watchers answer
+                _hand_over(ctx, executor)
             if dropped:
                 _free_dropped(ctx, dropped)
         finally:
@@ -386,7 +405,7 @@ class DeviceWorker:
             executor.holder = None
             if not executor.watching and not executor.watch_posted and ctx.keeps_batches():
                 executor.watch_posted = True  # the device thread answers them if nobody does
-                self.mailbox.put((WATCH, None))
+                SimpleQueue.put(self.mailbox, (WATCH, None))  # not counted: nothing to order
 
     def lead(self, fut: Any, timeout: float | None) -> float | None:
         """``fut.result()``'s wait (``GpuFuture._lead``) for a message a caller ran: answer
@@ -403,11 +422,17 @@ class DeviceWorker:
         if executor.holder == threading.get_ident():  # a done-callback inside a turn
             return timeout
         if timeout is not None and timeout <= 0:
-            with executor.lock:
+            # never waits for the lock: a nudge may come from concurrent.futures.wait, which
+            # holds other futures' conditions that the turn running may be answering
+            if not executor.lock.acquire(False):
+                executor.nudged = True  # the turn running hands over at its end
+                return timeout
+            try:
                 if not executor.closed:
+                    executor.nudged = True
                     self._turn(ctx, executor, None, None)  # type: ignore[arg-type]
-                    if not fut.done():
-                        ctx.hand_over()  # type: ignore[union-attr]
+            finally:
+                executor.lock.release()
             return timeout
         deadline = None if timeout is None else time.monotonic() + timeout
         backend = ctx.backend  # type: ignore[union-attr]
