@@ -134,8 +134,9 @@ def bench_ray(n: int, quick: bool) -> None:
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": root}})
+             runtime_env={"env_vars": {"PYTHONPATH": path}})  # Ray may live on the path
 
     @ray.remote(num_cpus=0)
     class Plain:

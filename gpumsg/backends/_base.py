@@ -48,6 +48,15 @@ class Backend(abc.ABC):
     def make_current(self) -> None:
         """Make the device's context current on the calling (helper) thread."""
 
+    def enter_thread(self) -> Any:
+        """Make the device's context current on the calling thread for one executor turn
+        (``service/_executor.py``), keeping the thread's own: returns what
+        :meth:`leave_thread` needs to restore it. Raises the backend's error if it cannot."""
+        return None
+
+    def leave_thread(self, token: Any) -> None:
+        """Undo :meth:`enter_thread` (``token`` is what it returned)."""
+
     @abc.abstractmethod
     def context_handle(self) -> int:
         ...

@@ -82,6 +82,23 @@ class GpuFuture(Future):
 
     @property  # type: ignore[override]
     def _condition(self) -> threading.Condition:
+        if self._cond is None and self._lead is not None and self._state is not _FINISHED:
+            # someone is to be told of the answer (a done-callback, wait, as_completed) rather
+            # than wait for it: make sure it comes without a waiting caller (a lead of 0 s)
+            self._lead(self, 0.0)
+        return self._made_condition()
+
+    def _chain(self, fn: Any) -> None:
+        """``add_done_callback(fn)`` for gpumsg's own chaining (:func:`buffer_after`,
+        :func:`gather`), whose outer future takes this one's ``_lead``: a caller waiting on
+        the outer future answers this one itself, so nothing is handed over meanwhile."""
+        with self._made_condition():
+            if self._state not in _DONE:
+                self._done_callbacks.append(fn)
+                return
+        fn(self)
+
+    def _made_condition(self) -> threading.Condition:
         cond = self._cond
         if cond is None:
             with _LAZY:
@@ -110,6 +127,8 @@ class GpuFuture(Future):
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         if self._state is not _FINISHED:
+            if self._lead is not None:
+                timeout = self._lead(self, timeout)
             self._sleep(timeout)
         return self._exception
 
@@ -153,7 +172,7 @@ class GpuFuture(Future):
                         lock.release()
                 return
         # Future.set_result/set_exception, minus the notify nobody waits for
-        cond = self._condition
+        cond = self._made_condition()
         with cond:
             if self._state in _DONE:
                 raise _fb.InvalidStateError(f"{self._state}: {self!r}")
@@ -239,7 +258,10 @@ def buffer_after(done: Future, buffer: GpuBuffer) -> BufferFuture:
         else:
             out.set_result(buffer)
 
-    done.add_done_callback(finish)
+    if isinstance(done, GpuFuture):
+        done._chain(finish)  # a caller waiting on ``out`` answers ``done`` itself (its _lead)
+    else:
+        done.add_done_callback(finish)
     out._lead = getattr(done, "_lead", None)
     return out
 
@@ -509,7 +531,10 @@ def gather(futures: Iterable[Future], value: Any = None) -> GpuFuture:
                 out.set_result(value)
 
     for f in futures:
-        f.add_done_callback(done)
+        if isinstance(f, GpuFuture):
+            f._chain(done)  # see buffer_after
+        else:
+            f.add_done_callback(done)
     # a caller waiting on the whole may read the answers of its parts itself, as it would
     # waiting on one of them (process isolation), when they all come from one device
     lead = getattr(futures[0], "_lead", None)

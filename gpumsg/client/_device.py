@@ -335,6 +335,7 @@ class Device:
         self._fuse_alloc = mailbox is not None
         if mailbox is not None:
             self._post = self._post_thread  # type: ignore[method-assign]
+            self._run_inline = self._worker.run_inline
             self._qsize = mailbox.qsize
             self._backpressure = self._worker.backpressure
         self._stream_handle: int | None = None
@@ -401,6 +402,8 @@ class Device:
         state = self._state
         if not state.accepting:
             raise state.refusal
+        if self._run_inline(msg, reply):  # the device was idle: run here (service/executor.py)
+            return
         self._put((msg, reply))
         if not state.accepting:
             self._worker.late_post()
@@ -648,8 +651,13 @@ class Device:
             order = "F" if arr.flags.f_contiguous and not arr.flags.c_contiguous else "C"
         ref = self._mint(arr.shape, arr.dtype, order)
         buf = self._new_buffer(ref)
+        raw = _flat_bytes(arr, order)
+        if self._fuse_alloc and self._recorder is None:  # one message: AllocThen + the copy
+            fut = self._staging.upload_new(buf, raw)
+            if fut is not None:
+                return fut
         self._post(Alloc(ref), PointerSink(buf))
-        copied = self._staging.upload(ref, _flat_bytes(arr, order), 0)
+        copied = self._staging.upload(ref, raw, 0)
         return buffer_after(copied, buf)
 
     def from_dlpack(self, obj: Any) -> BufferFuture:
@@ -675,13 +683,12 @@ class Device:
         return fut
 
     def _post_free(self, ref: BufRef, named: bool = True) -> None:
-        """From a finalizer: no lock (the finalizer may run inside ``_post``), no reply. A
-        buffer whose reference no message but its producer took (``named`` false), dropped on
-        the device thread, is handed to the device loop instead, which frees it at the end of
-        its turn: every message that could use it has been handled (service/worker.py)."""
+        """From a finalizer: no lock (the finalizer may run inside ``_post``), no reply.
+        Where nothing posted can still name the buffer (service/worker.py: ``drop``), it is
+        handed to the executor instead, which frees it at its next turn's start or end."""
         state = self._state
         if state.accepting and ref.generation == state.generation:
-            if named or not self._fuse_alloc or not self._worker.drop(ref):
+            if not self._fuse_alloc or not self._worker.drop(ref, named):
                 self._submit(Free(ref), None)
 
     def copy_from_host(self, dst: Any, array: Any, offset: int = 0) -> Future:

@@ -305,12 +305,15 @@ def quiet(dev: Device) -> bool:
     if ctx is None or mailbox is None:
         return False
     epoch = ctx.epoch
+    executor = ctx.executor
+    turns = executor.turns  # a caller's turn (service/executor.py) leaves the epoch alone
     try:
-        if not epoch & 1 or mailbox.qsize() or ctx.in_flight() or ctx.capture is not None:
+        if not epoch & 1 or executor.lock.locked() or mailbox.qsize() or ctx.in_flight() \
+                or ctx.capture is not None:
             return False
     except ValueError:  # the device is shutting down (its streams are gone)
         return False
-    return ctx.epoch == epoch
+    return ctx.epoch == epoch and executor.turns == turns and not executor.lock.locked()
 
 
 def _quiet_address(dev: Device, buf: GpuBuffer) -> tuple[int, int, Any] | None:

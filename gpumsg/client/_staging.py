@@ -24,8 +24,8 @@ import numpy as np
 from ..errors import DeviceClosed
 from ..memory._pinned import PinnedBlock, PinnedPool
 from ..messages._base import BufRef, HostRef
-from ..messages.device import AllocPinned, CopyFromHost, CopyToHost
-from ._buffers import GpuFuture, gather
+from ..messages.device import AllocPinned, AllocThen, CopyFromHost, CopyToHost
+from ._buffers import BufferFuture, GpuFuture, gather
 
 if TYPE_CHECKING:
     from ._core import DeviceCore as Device
@@ -37,6 +37,7 @@ __all__ = ["HostStaging", "DevicePinnedPool", "ReleaseOnReply", "ReleasingFuture
 _UPLOAD = CopyFromHost.unchecked  # type: ignore[attr-defined]
 _DOWNLOAD = CopyToHost.unchecked  # type: ignore[attr-defined]
 _HOSTREF = HostRef.unchecked  # type: ignore[attr-defined]
+_ALLOC_THEN = AllocThen.unchecked  # type: ignore[attr-defined]
 
 #: staging chunk: large enough to amortize a message per chunk, small enough to overlap
 CHUNK = 16 << 20
@@ -224,6 +225,25 @@ class _ChunkUpload(_BlockFuture):
         self._pool.release(self._block)
 
 
+class _NewUpload(BufferFuture):
+    """The future of a new buffer made with its contents (``to_device``) in one message: the
+    buffer's ``AllocThen`` carries the upload of one staging block, which goes back to its
+    pool once answered."""
+
+    def __init__(self, buffer: Any, pool: Any, block: Any) -> None:
+        BufferFuture.__init__(self, buffer)
+        self._pool = pool
+        self._block = block
+
+    def set_result(self, result: Any) -> None:
+        super().set_result(result)
+        self._pool.release(self._block)
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        super().set_exception(exception)
+        self._pool.release(self._block)
+
+
 class ReleasingFuture(_BlockFuture):
     """A future that gives a host block back to its pool when the device has answered, before
     it resolves: whoever waits on it finds the block free (a pinned buffer once the device has
@@ -289,6 +309,30 @@ class HostStaging:
             return self._upload_chunk(dst, raw, dst_offset, n)
         return gather([self._upload_chunk(dst, raw[off:off + CHUNK], dst_offset + off,
                                           min(CHUNK, n - off)) for off in range(0, n, CHUNK)])
+
+    def upload_new(self, buffer: Any, raw: np.ndarray) -> Future | None:
+        """Allocate ``buffer`` (minted, never sent) and copy ``raw`` (contiguous uint8, all
+        of it) into it, as one message: ``AllocThen(ref, CopyFromHost(...))`` through a
+        staging block; the future resolves to the buffer. None where that does not apply
+        (nothing to copy, more than one chunk, an array inside a host block of the caller's):
+        the caller allocates and uploads apart. Thread isolation, nothing recording."""
+        n = raw.nbytes
+        if n == 0 or n > CHUNK or self.find(raw) is not None:
+            return None
+        block = self.acquire(n)
+        fut = _NewUpload(buffer, self.pool, block)
+        try:
+            if n < _PARALLEL_MIN:
+                np.copyto(block.bytes[:n], raw)
+            else:
+                copy_bytes(block.bytes[:n], raw)
+            ref = buffer._ref
+            buffer._named = False  # only its producer names it
+            self._device._post(_ALLOC_THEN(ref, self._message(block, _UPLOAD, ref, 0, n)), fut)
+        except BaseException:
+            self.pool.release(block)
+            raise
+        return fut
 
     def _upload_chunk(self, dst: BufRef, raw: np.ndarray, dst_offset: int, m: int) -> Future:
         block = self.acquire(m)

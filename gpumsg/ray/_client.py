@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import ray
 
-from ..client._buffers import GpuFuture
+from ..client._buffers import _FINISHED, GpuFuture
 from ..errors import CollectiveError, GpuError, GpuRefStale, InvalidMessage, WorkerDied
 from ..messages.nccl import CollOp, check_batch
 from ._actor import DeviceActor
@@ -130,6 +130,7 @@ class RemoteFuture(GpuFuture):
         self._n = 0
         self._what = ""
         self._settled = False
+        self._watched = False
 
     def _bind(self, ref: Any, n: int, what: str) -> None:
         self._ref, self._n, self._what = ref, n, what
@@ -138,18 +139,69 @@ class RemoteFuture(GpuFuture):
         exc = f.exception()
         self.device._settle(self, self._n, self._what, None if exc else f.result(), exc)
 
+    # The answer is taken when asked for: by result() (ray.get), by done() (a look), or, for
+    # a done-callback, wait() or as_completed, by the ObjectRef's own future, asked for then.
+    # Registering that future for every call cost a round trip about 0.2 ms (Ray's callback
+    # thread fetches the reply and takes the GIL from the caller).
+    def _lead(self, fut: Any, timeout: float | None) -> float | None:  # type: ignore[override]
+        """GpuFuture's hook: with ``timeout`` 0, someone is to be told of the answer (watch
+        the ObjectRef); otherwise a caller waits on a future chained to this one (take the
+        answer, then let the chained future answer)."""
+        if self._settled or self._ref is None:
+            return timeout
+        if timeout is not None and timeout <= 0:
+            self._watch()
+            return timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            self.result(timeout)
+        except BaseException:  # noqa: BLE001 - the chained future reports it
+            pass
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    def _watch(self) -> None:
+        with self.device._lock:
+            if self._watched or self._settled:
+                return
+            self._watched = True
+        self._ref.future().add_done_callback(self._from_ray)
+
+    def _chain(self, fn: Any) -> None:
+        self._watch()
+        super()._chain(fn)
+
+    def done(self) -> bool:
+        if self._state is not _FINISHED and not self._settled and self._ref is not None:
+            ready, _ = ray.wait([self._ref], timeout=0, fetch_local=False)
+            if ready:
+                self._take(None)
+        return super().done()
+
+    def __del__(self) -> None:
+        # never answered here: the call's number leaves the outstanding set once it has run
+        # (it bounds how far the actor may skip after a restart), through the ObjectRef
+        if not self._settled and self._ref is not None and not self._watched:
+            try:
+                n, device = self._n, self.device
+                self._ref.future().add_done_callback(lambda _f: device._forget_call(n))
+            except Exception:  # noqa: BLE001 - interpreter shutdown, Ray gone
+                pass
+
+    def _take(self, timeout: float | None) -> None:
+        try:
+            reply = ray.get(self._ref, timeout=timeout)
+        except ray.exceptions.GetTimeoutError as exc:
+            raise TimeoutError(f"{self._what}: no answer within {timeout} s") from exc
+        except Exception as exc:  # noqa: BLE001 - the call's failure
+            self.device._settle(self, self._n, self._what, None, exc)
+        else:
+            self.device._settle(self, self._n, self._what, reply, None)
+
     def result(self, timeout: float | None = None) -> Any:
         """The call's result. A caller that waits takes it with ``ray.get`` itself (one
         thread hop less than the ObjectRef's future callback)."""
-        if not self.done() and self._ref is not None:
-            try:
-                reply = ray.get(self._ref, timeout=timeout)
-            except ray.exceptions.GetTimeoutError as exc:
-                raise TimeoutError(f"{self._what}: no answer within {timeout} s") from exc
-            except Exception as exc:  # noqa: BLE001 - the call's failure
-                self.device._settle(self, self._n, self._what, None, exc)
-            else:
-                self.device._settle(self, self._n, self._what, reply, None)
+        if self._state is not _FINISHED and not self._settled and self._ref is not None:
+            self._take(timeout)
         return super().result(timeout)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
@@ -281,14 +333,11 @@ class RemoteDevice:
             seq = self._next_seq()
             fut = RemoteFuture(self, ((_CLIENT, seq[1]), 0), self.generation)
             try:
-                ref = self.actor.call.remote(seq, name, args, kwargs)
+                ref = self.actor.call.remote((seq, name, args, kwargs))
             except BaseException:
                 self._outstanding.discard(seq[1])
                 raise
-        what = f"{name} on actor {self.index}"
-
-        fut._bind(ref, seq[1], what)
-        ref.future().add_done_callback(fut._from_ray)
+        fut._bind(ref, seq[1], f"{name} on actor {self.index}")
         return fut
 
     def _settle(self, fut: RemoteFuture, n: int, what: str, reply: Any,
@@ -312,6 +361,11 @@ class RemoteDevice:
             fut.set_result(self._result(value))
         except BaseException as err:  # noqa: BLE001 - reach the caller
             fut.set_exception(err)
+
+    def _forget_call(self, n: int) -> None:
+        """Call ``n`` has run, and nobody will read its answer."""
+        with self._lock:
+            self._outstanding.discard(n)
 
     def _next_seq(self) -> tuple[str, int, int]:
         """(client, n, floor) of the next call (hold the lock): the actor starts calls in n
@@ -387,7 +441,12 @@ class RemoteCommunicator:
                                  "(use gpumsg.multi for simulated groups)", field="devices")
         self.timeout = timeout
         self.comm = int.from_bytes(os.urandom(6), "little") | 1
-        uid = ray.get(self.devices[0].actor.nccl_unique_id.remote(), timeout=timeout)
+        try:
+            uid = ray.get(self.devices[0].actor.nccl_unique_id.remote(), timeout=timeout)
+        except ray.exceptions.RayError as exc:
+            raise CollectiveError(f"building a communicator across actors: rank 0 gave no "
+                                  f"NCCL unique id ({_translate(exc, 'nccl_unique_id')!r})",
+                                  self.comm) from exc
         refs = [d.actor.comm_init.remote(self.comm, r, self.nranks, uid)
                 for r, d in enumerate(self.devices)]
         ready, pending = ray.wait(refs, num_returns=len(refs), timeout=timeout)
@@ -521,6 +580,20 @@ class RemoteDeviceGroup:
         self.close()
 
 
+def _not_started(backend: str, num_gpus: int, timeout: float) -> GpuError:
+    """The error of device actors that did not answer within ``timeout`` seconds, naming
+    what Ray has and the usual causes."""
+    total, free = ray.cluster_resources(), ray.available_resources()
+    gpus = f"the cluster has {total.get('GPU', 0):g} GPU(s), {free.get('GPU', 0):g} free"
+    each = "one GPU each" if backend == "cuda" else "no GPU"
+    return WorkerDied(
+        f"{num_gpus} device actor(s) ({backend}, {each}) did not start within {timeout} s "
+        f"({gpus}). Either Ray cannot place them (no free "
+        "GPU: ray.init(num_gpus=...) or CUDA_VISIBLE_DEVICES), or their worker processes "
+        "cannot start: they must import Ray and gpumsg (a runtime_env PYTHONPATH replaces the "
+        "driver's; keep the driver's entries in it)")
+
+
 def open_devices(num_gpus: int = 1, backend: str = "auto", max_restarts: int = 0,
                  timeout: float = 120.0, **options: Any) -> RemoteDeviceGroup:
     """Start ``num_gpus`` Ray actors, each owning one gpumsg device, wherever Ray places them
@@ -547,6 +620,20 @@ def open_devices(num_gpus: int = 1, backend: str = "auto", max_restarts: int = 0
     actors = [cls.remote(0, backend, options) for _ in range(num_gpus)]
     try:
         devices = [RemoteDevice(a, i, timeout) for i, a in enumerate(actors)]
+    except ray.exceptions.GetTimeoutError as exc:
+        for a in actors:
+            try:
+                ray.kill(a, no_restart=True)
+            except Exception:  # noqa: BLE001 - never started
+                pass
+        raise _not_started(backend, num_gpus, timeout) from exc
+    except ray.exceptions.RayActorError as exc:  # the actor's constructor raised
+        for a in actors:
+            try:
+                ray.kill(a, no_restart=True)
+            except Exception:  # noqa: BLE001 - never started
+                pass
+        raise _translate(exc, "opening the device in its actor") from exc
     except BaseException:
         for a in actors:
             try:

@@ -44,6 +44,7 @@ from ..memory._pinned import PinnedPool
 from ..messages._base import BufRef, HostRef
 from ._completion import CompletionWatcher, Entry, answer_entries, fail_entries
 from ._derived import DerivedMemo
+from ._executor import Executor
 from ._registry import COMPUTE, STREAM_INDEX, library_handle
 from ._stats import DeviceLoad
 from ._trace import OpRecord
@@ -56,6 +57,9 @@ _log = logging.getLogger("gpumsg")
 #: batches have completed before handing them to the watcher threads (it leaves as soon as a
 #: message arrives). Small work completes well within it and is answered with no thread hop.
 SETTLE_SECONDS = 150e-6
+#: entries a caller's turn leaves pending on a stream before it records their event (see
+#: flush): a waiting caller, a nudge and the device thread's look record it sooner
+LAZY_EVENT = 16
 _perf_counter = time.perf_counter
 _NSTREAMS = len(STREAM_INDEX)
 _ZEROS = (0,) * _NSTREAMS
@@ -256,6 +260,8 @@ class DeviceContext:
         self.in_worker_process = in_worker_process
         self.queue_depth = queue_depth
         self.current: Any = None  # the message being handled (names traced operations)
+        #: one turn at a time: the device thread's batches, callers' own (service/executor.py)
+        self.executor = Executor()
         if backend.kind == "sim":  # the simulator names the message in a fault
             backend.issuer = lambda: self.current
         #: while a graph is recorded: the service.graph.Capture that takes the envelope's calls
@@ -545,12 +551,16 @@ class DeviceContext:
         return slot.seq
 
     # -- batches -----------------------------------------------------------------------------------
-    def flush(self) -> None:
+    def flush(self, lazy: bool = False) -> None:
         """End of a batch: one event per stream with pending entries. The device thread keeps
         the batch (:meth:`reap` answers it) unless the stream's watcher still has earlier
-        batches, which it must answer first."""
+        batches, which it must answer first. ``lazy`` (a caller's turn of one message): a
+        stream keeps fewer than :data:`LAZY_EVENT` entries pending for a later turn's event
+        (a waiting caller's, the device thread's), so that pipelined calls share events as a
+        batch's messages do."""
+        least = LAZY_EVENT if lazy else 1
         for slot in self.streams:
-            if slot.pending:
+            if len(slot.pending) >= least:
                 entries, slot.pending = slot.pending, []
                 try:
                     event = self._record_fence(slot, owned=True)
@@ -591,6 +601,17 @@ class DeviceContext:
                 slot.spare_events.append(event)
                 slot.answered += len(entries)
         return running
+
+    def keeps_batches(self) -> bool:
+        """Whether the executor keeps batches not answered yet (no watcher has them)."""
+        return any(slot.local or slot.pending for slot in self.streams)
+
+    def oldest_running(self) -> Any:
+        """The event of the oldest batch the executor keeps (None: it keeps none)."""
+        for slot in self.streams:
+            if slot.local:
+                return slot.local[0][0]
+        return None
 
     def settle(self, waiting: Callable[[], int]) -> None:
         """Before the device thread blocks on an empty mailbox: answer the batches that complete

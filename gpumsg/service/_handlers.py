@@ -32,6 +32,7 @@ from ..messages.device import (
     WatchGeneration,
 )
 from ._context import DeviceAllocation, DeviceContext
+from ._executor import runs_inline
 from ._graph import keeps_alive  # also registers the graph messages
 from ._registry import COMPUTE, D2H, H2D, HANDLERS, STREAM_INDEX, handles
 
@@ -296,3 +297,10 @@ def _inject_fault(ctx: DeviceContext, msg: InjectFault, reply: Any) -> None:
             raise InvalidMessage("kind: 'exit' ends the worker process and needs "
                                  "isolation='process'", field="kind")
         os._exit(17)
+
+
+# what a caller that finds the device idle may run on its own thread (service/executor.py):
+# all but InjectFault, whose stall stands for a stuck device thread
+runs_inline(Alloc, AllocThen, Free, CopyFromHost, CopyToHost, CopyDevice, Memset, Synchronize,
+            Stats, SnapshotContext, SnapshotStream, SnapshotChildren, OpenLibraries,
+            WatchGeneration, AllocPinned, FreePinned, TrimMemory)

@@ -24,6 +24,7 @@ from typing import Any
 from ..errors import GpuRefStale, InvalidMessage
 from ..messages.interop import HOST_CONSUMER, NO_SYNC, Adopt, ExportSync
 from ._context import DeviceAllocation, DeviceContext
+from ._executor import runs_inline
 from ._registry import COMPUTE, handles
 
 __all__ = ["ImportedAllocation", "register_release", "run_release", "PER_THREAD_STREAM"]
@@ -204,3 +205,6 @@ def _adopt(ctx: DeviceContext, msg: Adopt, reply: Any) -> None:
     a.write_seq = ctx.next_seq(COMPUTE)
     ctx.buffers[ref.id] = a
     ctx.reply_now(reply, ptr)
+
+
+runs_inline(ExportSync, Adopt)  # they enqueue waits and answer: a caller's thread may run them

@@ -10,7 +10,8 @@ A handler is ``handler(ctx, msg, reply)``: ``ctx`` is the device's
 ``set_result``/``set_exception``) to answer, or None when nobody waits for the answer. A handler
 either answers at once (``ctx.reply_now``) or issues work through the envelope (``ctx.run``),
 whose completion answers. Raising a :class:`~gpumsg.errors.GpuError` fails only that message.
-Handlers run on the device thread.
+Handlers run in an executor turn (one at a time): on the device thread, or, for the types
+``service/_executor.py`` lets, on a caller's thread that found the device idle.
 """
 
 from __future__ import annotations

@@ -12,15 +12,19 @@ completion threads (see :mod:`gpumsg.service._completion`).
 from __future__ import annotations
 
 import threading
+import time
 import traceback
 from queue import Empty, SimpleQueue
 from typing import Any
 
 from ..config import setting
 from ..errors import CudaError, GpuError, InvalidMessage
+from ..messages.device import AllocThen
+from ..messages.graph import CAPTURABLE
 from . import _handlers as _device_handlers  # noqa: F401  (registers the device messages)
 from ._backpressure import Backpressure, configured, exempt_this_thread
 from ._context import DeviceContext
+from ._executor import INLINE, WATCH, WATCH_IDLE, WATCH_SECONDS, Mailbox
 from ._registry import HANDLERS
 
 __all__ = ["DeviceWorker", "serve", "STOP", "MAX_BATCH"]
@@ -47,97 +51,194 @@ def _drop_locals(error: BaseException) -> None:
         error = error.__cause__ or error.__context__  # type: ignore[assignment]
 
 
+def _detach(error: BaseException) -> None:
+    """Keep ``error``'s traceback (and its causes') as text only, in a note. A failure on a
+    caller's thread would otherwise keep that thread's whole stack alive: the traceback's
+    frames link to their callers' frames (``f_back``), up to the call that posted, whose
+    locals hold the reply and the new buffer."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        tb = error.__traceback__
+        if tb is not None:
+            error.__traceback__ = None
+            if hasattr(error, "add_note"):
+                error.add_note("device-side traceback (run on the calling thread):\n"
+                               + "".join(traceback.format_tb(tb)).rstrip())
+        error = error.__cause__ or error.__context__  # type: ignore[assignment]
+
+
+def _handle(ctx: DeviceContext, msg: Any, reply: Any, caller: bool = False) -> None:
+    """Run one message's handler (any executor's turn; ``caller``: on a caller's thread): a
+    failure fails only this message, unless it is a sticky CUDA error, which poisons the
+    device."""
+    handler = HANDLERS.get(type(msg))
+    if handler is None:
+        _fail(reply, InvalidMessage(f"the device has no handler for {type(msg).__name__}"))
+        return
+    ctx.current = msg
+    try:
+        handler(ctx, msg, reply)
+    except CudaError as exc:
+        _drop_locals(exc)
+        if caller:
+            _detach(exc)
+        if exc.sticky:
+            error = ctx.poison(exc, f"raised by {type(msg).__name__}")
+            ctx.fail_pending(error)
+            _fail(reply, error)
+        else:
+            ctx.mark_outputs_failed(msg, exc)
+            _fail(reply, exc)
+    except Exception as exc:  # GpuError, or a bug in a handler: fail only this message
+        _drop_locals(exc)
+        if caller:
+            _detach(exc)
+        ctx.mark_outputs_failed(msg, exc)
+        _fail(reply, exc)
+    finally:
+        # this frame is the failure's traceback's first: it must not keep the message and
+        # its reply (which holds the buffer that failed) alive through it
+        msg = reply = handler = None  # type: ignore[assignment]
+
+
+def _end_turn(ctx: DeviceContext, settle: Any = None, backpressure: Any = None,
+              lazy: bool = False) -> None:
+    """After a turn's messages: one completion event per stream, deferred frees, the pause of
+    a full mailbox relieved; then answer what has completed, or with ``settle`` (the mailbox
+    is empty, the device thread is about to block) what completes soon, handing the rest to
+    the completion threads."""
+    if ctx.state.poisoned is not None:
+        ctx.fail_pending(ctx.state.poisoned)
+        return
+    try:
+        ctx.flush(lazy)
+        ctx.poll()
+        if backpressure is not None:
+            backpressure.relieve()  # after this batch's records, before any wait below
+        if settle is None:
+            ctx.reap()  # answer what has completed, then on to the next turn
+        else:
+            ctx.settle(settle)
+    except CudaError as exc:
+        if exc.sticky:
+            ctx.fail_pending(ctx.poison(exc, "observed between batches"))
+
+
+def _hand_over(ctx: DeviceContext, executor: Any) -> None:
+    """A nudge (a done-callback, ``wait``): record what is pending and give every batch the
+    executor keeps to the completion threads, which answer it when it completes."""
+    executor.nudged = False
+    if ctx.state.poisoned is not None:
+        return
+    try:
+        ctx.flush()
+        ctx.hand_over()
+    except CudaError as exc:
+        if exc.sticky:
+            ctx.fail_pending(ctx.poison(exc, "observed between batches"))
+
+
 def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | None,
           on_dispatch: Any = None, backpressure: Backpressure | None = None,
           dropped: list | None = None) -> None:
     """Run the device loop until :data:`STOP` arrives, then shut the context down.
 
-    ``on_dispatch(reply)`` is called as each message starts (a worker process counts them for
-    its supervisor). In a worker process the loop ends as soon as the context is poisoned: the
-    supervisor replays, on a new worker, what was not started. ``backpressure`` (thread
-    isolation) is relieved between batches: callers paused on a full mailbox are woken once
-    the device thread has taken most of it. ``dropped`` (thread isolation) collects the
-    references of buffers that died on this thread unnamed (:meth:`DeviceWorker.drop`): they
-    are freed at the end of each turn, without a message."""
-    dispatch = HANDLERS  # filled at import time: the device messages and every library
+    Each batch is one turn under the executor lock (``service/_executor.py``), which callers
+    that find the device idle take too. ``on_dispatch(reply)`` is called as each message
+    starts (a worker process counts them for its supervisor). In a worker process the loop
+    ends as soon as the context is poisoned: the supervisor replays, on a new worker, what was
+    not started. ``backpressure`` (thread isolation) is relieved between batches: callers
+    paused on a full mailbox are woken once the device thread has taken most of it.
+    ``dropped`` (thread isolation) collects the references of buffers that died unnamed
+    (:meth:`DeviceWorker.drop`): they are freed at the start and end of each turn, without a
+    message."""
     get, get_nowait, qsize = mailbox.get, mailbox.get_nowait, mailbox.qsize
     state = ctx.state
+    executor = ctx.executor
+    me = threading.get_ident()
+    watching = False  # looking at what callers' turns left running (service/_executor.py)
+    seen = idle = 0  # callers' turns at the last look; looks since one
     stop = False
     while not stop:
         # odd while blocked for the next batch, even while handling one: with an empty mailbox
         # and nothing in flight an unchanged odd value means that every message posted before
         # has been handled and its work completed (client/dlpack.py exports without a message
-        # then). Between get() returning and the increment no other thread runs, whatever the
-        # switch interval: this thread has just taken the GIL, and the two statements neither
-        # call Python code nor allocate a tracked object (no garbage collection), so the
-        # interpreter reaches no point where it would hand the GIL over. A free-threaded build
-        # would need a lock here.
+        # then, when no caller's turn runs either). Between get() returning and the increment
+        # no other thread runs, whatever the switch interval: this thread has just taken the
+        # GIL, and the two statements neither call Python code nor allocate a tracked object
+        # (no garbage collection), so the interpreter reaches no point where it would hand
+        # the GIL over. A free-threaded build would need a lock here.
         ctx.epoch += 1
-        item = get()
-        ctx.epoch += 1
-        if dropped:  # died since the last turn's end (on this thread, answering late)
-            _free_dropped(ctx, dropped)
+        if not watching:
+            item = get()
+            ctx.epoch += 1
+        else:
+            try:
+                item = get(True, WATCH_SECONDS)
+                ctx.epoch += 1
+            except Empty:
+                ctx.epoch += 1
+                with executor.lock:
+                    executor.holder = me
+                    if executor.turns != seen:  # callers are at work: their batches are theirs
+                        seen, idle = executor.turns, 0
+                    else:  # callers are away: answer what they left, hand over the rest
+                        _end_turn(ctx, None, backpressure)
+                        ctx.hand_over()
+                        idle += 1
+                        if idle >= WATCH_IDLE and not dropped:
+                            watching = executor.watching = False
+                    if dropped:
+                        _free_dropped(ctx, dropped)
+                    executor.holder = None
+                continue
         batch = [item]
         n = qsize()
         if n:
             for _ in range(min(n, MAX_BATCH - 1)):
                 batch.append(get_nowait())
-        for msg, reply in batch:
-            if msg is STOP:
-                stop = True
-                continue
-            if state.poisoned is not None:
-                if ctx.in_worker_process:
-                    return
-                _fail(reply, state.poisoned)
-                continue
-            if on_dispatch is not None:
-                on_dispatch(reply)
-            handler = dispatch.get(type(msg))
-            if handler is None:
-                _fail(reply, InvalidMessage(f"the device has no handler for "
-                                            f"{type(msg).__name__}"))
-                continue
-            ctx.current = msg
-            try:
-                handler(ctx, msg, reply)
-            except CudaError as exc:
-                _drop_locals(exc)
-                if exc.sticky:
-                    error = ctx.poison(exc, f"raised by {type(msg).__name__}")
-                    ctx.fail_pending(error)
-                    _fail(reply, error)
-                else:
-                    ctx.mark_outputs_failed(msg, exc)
-                    _fail(reply, exc)
-            except Exception as exc:  # GpuError, or a bug in a handler: fail only this message
-                _drop_locals(exc)
-                ctx.mark_outputs_failed(msg, exc)
-                _fail(reply, exc)
-        # drop this batch's references before blocking again: a reply that stayed referenced
-        # here would keep its buffer alive (and its Free unsent) until the next message came
-        batch = item = msg = reply = None  # type: ignore[assignment]
-        ctx.current = None
-        if state.poisoned is not None:
-            ctx.fail_pending(state.poisoned)
-            if ctx.in_worker_process:
+        with executor.lock:
+            executor.holder = me
+            if dropped:  # died since the last turn's end (before the count: see drop)
+                _free_dropped(ctx, dropped)
+            executor.taken += len(batch)
+            for msg, reply in batch:
+                if msg is STOP:
+                    stop = True
+                    continue
+                if msg is WATCH:
+                    executor.taken -= 1  # never counted as posted
+                    executor.watch_posted = False
+                    watching = executor.watching = True
+                    seen, idle = executor.turns, 0
+                    continue
+                if state.poisoned is not None:
+                    if ctx.in_worker_process:
+                        return
+                    _fail(reply, state.poisoned)
+                    continue
+                if on_dispatch is not None:
+                    on_dispatch(reply)
+                _handle(ctx, msg, reply)
+            # drop this batch's references before blocking again: a reply that stayed
+            # referenced here would keep its buffer alive (and its Free unsent) until the next
+            # message came
+            batch = item = msg = reply = None  # type: ignore[assignment]
+            ctx.current = None
+            if state.poisoned is not None and ctx.in_worker_process:
+                ctx.fail_pending(state.poisoned)
                 return
-            continue
-        try:
-            ctx.flush()
-            ctx.poll()
-            if backpressure is not None:
-                backpressure.relieve()  # after this batch's records, before any wait below
-            if qsize():
-                ctx.reap()  # answer what has completed, then on to the next batch
-            else:
-                ctx.settle(qsize)  # about to block: answer what completes soon, hand the rest
-        except CudaError as exc:
-            if exc.sticky:
-                ctx.fail_pending(ctx.poison(exc, "observed between batches"))
-        if dropped:  # buffers that died in this turn (replies answered, the batch let go)
-            _free_dropped(ctx, dropped)
-    ctx.shutdown(shutdown_timeout)
+            _end_turn(ctx, None if qsize() else qsize, backpressure)
+            if executor.nudged:
+                _hand_over(ctx, executor)
+            if dropped:  # buffers that died in this turn (replies answered, the batch let go)
+                _free_dropped(ctx, dropped)
+            if stop:
+                executor.watching = False
+                executor.closed = True  # callers' turns end here
+                ctx.shutdown(shutdown_timeout)
+            executor.holder = None
 
 
 def _free_dropped(ctx: DeviceContext, dropped: list) -> None:
@@ -164,7 +265,7 @@ class DeviceWorker:
     def __init__(self, backend: Any, state: Any, memory: Any, trace: Any = None,
                  allow_fault_injection: bool = False, shutdown_timeout: float | None = 60.0,
                  pinned_staging_limit: int = 256 << 20) -> None:
-        self.mailbox: SimpleQueue = SimpleQueue()
+        self.mailbox: Mailbox = Mailbox()
         #: callers pause on a full mailbox (service/backpressure.py says why)
         self.backpressure = Backpressure(self.mailbox.qsize, *configured())
         self.state = state
@@ -176,6 +277,7 @@ class DeviceWorker:
         #: buffers that died on the device thread, never named by a message but their
         #: producer's; the loop frees them (see drop)
         self.dropped: list = []
+        self._lead = self.lead  # one bound method, given to the futures of inline turns
         self._thread = threading.Thread(
             target=self._run, name=f"gpumsg-device-{backend.ordinal}", daemon=True,
             args=(backend, memory, trace, allow_fault_injection, shutdown_timeout,
@@ -247,12 +349,132 @@ class DeviceWorker:
     def submit(self, msg: Any, reply: Any) -> None:
         self.mailbox.put((msg, reply))
 
-    def drop(self, ref: Any) -> bool:
-        """A buffer's last reference went (its finalizer); whether it is freed here, without
-        a ``Free`` message: only on the device thread itself (a reply answered, a batch let
-        go), and only for a buffer no message but its producer names (``named`` false on the
-        client), which the caller has checked. Elsewhere the caller posts ``Free``."""
-        if threading.get_ident() != self._thread.ident:
+    def run_inline(self, msg: Any, reply: Any) -> bool:
+        """Run ``msg`` on the calling thread if the device is idle: the executor lock free and
+        everything posted before taken (``service/_executor.py``); whether it ran. A message
+        run so is answered as the device thread would answer it; work it leaves running is
+        answered by the next turn, by a caller waiting for it (:meth:`lead`) or, when callers
+        are away, by the device thread. The caller has checked that the device accepts
+        messages (checked again here, under the lock)."""
+        t = type(msg)
+        if t not in INLINE and t not in CAPTURABLE:
+            if t is not AllocThen:
+                return False
+            then = type(msg.then)
+            if then not in INLINE and then not in CAPTURABLE:
+                return False
+        ctx = self.ctx
+        executor = ctx.executor  # type: ignore[union-attr]
+        if not executor.lock.acquire(False):
+            return False
+        try:
+            if executor.taken != self.mailbox.posted:  # queued messages go first
+                return False
+            state = self.state
+            if not state.accepting:  # closed or poisoned meanwhile
+                raise state.refusal
+            if getattr(reply, "_lead", 0) is None:  # a GpuFuture: its waiter may answer it
+                reply._lead = self._lead
+            self._turn(ctx, executor, msg, reply)  # type: ignore[arg-type]
+        finally:
+            executor.lock.release()
+        return True
+
+    def _turn(self, ctx: DeviceContext, executor: Any, msg: Any, reply: Any) -> None:
+        """A caller's turn under the executor lock: ``msg`` (if any), then what completed."""
+        executor.holder = threading.get_ident()
+        executor.turns += 1
+        dropped = self.dropped
+        token = ctx.backend.enter_thread()
+        try:
+            if dropped:
+                _free_dropped(ctx, dropped)
+            msg_turn = msg is not None
+            if msg_turn:
+                _handle(ctx, msg, reply, True)
+                msg = reply = None
+                ctx.current = None
+            # a paused caller may post again; a message's entries may wait for a later event
+            _end_turn(ctx, None, self.backpressure, msg_turn)
+            if executor.nudged:  # someone is to be told, not waiting: the watchers answer
+                _hand_over(ctx, executor)
+            if dropped:
+                _free_dropped(ctx, dropped)
+        finally:
+            ctx.backend.leave_thread(token)
+            executor.holder = None
+            if not executor.watching and not executor.watch_posted and ctx.keeps_batches():
+                executor.watch_posted = True  # the device thread answers them if nobody does
+                SimpleQueue.put(self.mailbox, (WATCH, None))  # not counted: nothing to order
+
+    def lead(self, fut: Any, timeout: float | None) -> float | None:
+        """``fut.result()``'s wait (``GpuFuture._lead``) for a message a caller ran: answer
+        the batches that completed, and wait on the oldest still running, with neither the
+        executor lock nor the GIL, until ``fut`` is answered, no batch is left to the
+        executor (a completion thread or the device thread answers then), or ``timeout``
+        runs out. Returns what is left of ``timeout``.
+
+        A ``timeout`` of 0 is a nudge (``GpuFuture`` gives it when a done-callback, ``wait``
+        or ``as_completed`` is to be told of the answer, rather than a caller waiting): one
+        turn, and what is still running goes to the completion threads, which answer it."""
+        ctx = self.ctx
+        executor = ctx.executor  # type: ignore[union-attr]
+        if executor.holder == threading.get_ident():  # a done-callback inside a turn
+            return timeout
+        if timeout is not None and timeout <= 0:
+            # never waits for the lock: a nudge may come from concurrent.futures.wait, which
+            # holds other futures' conditions that the turn running may be answering
+            if not executor.lock.acquire(False):
+                executor.nudged = True  # the turn running hands over at its end
+                return timeout
+            try:
+                if not executor.closed:
+                    executor.nudged = True
+                    self._turn(ctx, executor, None, None)  # type: ignore[arg-type]
+            finally:
+                executor.lock.release()
+            return timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        backend = ctx.backend  # type: ignore[union-attr]
+        while not fut.done():
+            if not executor.lock.acquire(True, -1 if deadline is None else
+                                         max(0.0, deadline - time.monotonic())):
+                break
+            try:
+                if executor.closed:
+                    break
+                self._turn(ctx, executor, None, None)  # type: ignore[arg-type]
+                running = ctx.oldest_running()  # type: ignore[union-attr]
+            finally:
+                executor.lock.release()
+            if running is None or fut.done():
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            token = backend.enter_thread()
+            try:
+                backend.event_synchronize(running)  # no lock, no GIL (a reused event: later)
+            except GpuError:
+                pass  # the next turn's query reports it
+            finally:
+                backend.leave_thread(token)
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    def drop(self, ref: Any, named: bool = False) -> bool:
+        """A buffer's last reference went (its finalizer); whether the executor frees it at
+        its next turn's start or end, without a ``Free`` message (else the caller posts one).
+        Only where a turn will come and nothing posted can still name the buffer: on a thread
+        taking a turn now (a reply answered, a batch let go), or while the device thread
+        watches callers' turns; and for a buffer that no message but its producer names
+        (``named`` false: the producer was handled, since its reply held the buffer), or whose
+        every message has been taken into a turn (``named``: the mailbox's count is the
+        executor's; a message posted later that names it finds it freed, as behind a
+        ``Free``). A drop that races the device thread's last look is freed at the next
+        turn."""
+        executor = self.ctx.executor  # type: ignore[union-attr]
+        if executor.holder != threading.get_ident() and not executor.watching:
+            return False
+        if named and executor.taken != self.mailbox.posted:
             return False
         self.dropped.append(ref)
         return True

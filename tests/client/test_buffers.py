@@ -160,8 +160,8 @@ def test_an_unnamed_buffer_dropped_on_the_device_thread_is_freed_without_a_messa
     """Allocations nobody named, their futures let go at once: each dies on the device thread
     when its Alloc is answered, and the device loop frees it itself: no Free is posted and the
     memory comes back. Outputs dropped elsewhere (a NumPy-shaped FFT's, answered by whichever
-    thread sees its completion) come back either way. A buffer named by another message posts
-    its Free, which follows that message through the mailbox."""
+    thread sees its completion) come back either way. A buffer named by a message still queued
+    posts its Free, which follows that message through the mailbox."""
     x = dev.to_device((rng.standard_normal(64) + 1j * rng.standard_normal(64))
                       .astype(np.complex64)).result()
     dev.synchronize().result(timeout=60)
@@ -186,12 +186,14 @@ def test_an_unnamed_buffer_dropped_on_the_device_thread_is_freed_without_a_messa
     dev.synchronize().result(timeout=60)
     assert len(ctx.buffers) == live
     frees.clear()
+    stalled = dev.inject_fault("stall", seconds=0.3)  # the memset below stays queued
     named = dev.alloc((4,), np.float32)
     dev.memset(named, 0)  # names it
     del named
     gc.collect()
+    assert not stalled.done()
     dev.synchronize().result(timeout=60)
-    assert [type(m).__name__ for m in frees] == ["Free"]
+    assert [type(m).__name__ for m in frees] == ["Free"]  # queued behind the memset
     assert len(ctx.buffers) == live
 
 

@@ -30,8 +30,12 @@ def cluster():
     started = not ray.is_initialized()
     if started:
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        # the workers' PYTHONPATH: the repository, then the driver's own (where Ray itself
+        # may live, as on the GPU machine, which carries it: setting the repository alone
+        # left the workers unable to import Ray, and the CUDA actor never started)
+        path = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH", "")) if p)
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 runtime_env={"env_vars": {"PYTHONPATH": ROOT}})
+                 runtime_env={"env_vars": {"PYTHONPATH": path}})
     yield
     if started:
         ray.shutdown()
@@ -176,13 +180,25 @@ def test_actor_killed_mid_flight(cluster, rng) -> None:
         rg.close()
 
 
+def test_an_actor_that_cannot_start_fails_typed(cluster) -> None:
+    """Device actors Ray cannot place (a GPU each on a cluster without one) fail with
+    WorkerDied naming the cluster's GPUs and the causes, after the timeout, not with Ray's
+    GetTimeoutError; nothing is left behind."""
+    if ray.cluster_resources().get("GPU", 0) >= 1:
+        pytest.skip("the cluster has a GPU: a CUDA actor would start")
+    t0 = time.monotonic()
+    with pytest.raises(WorkerDied, match=r"did not start within 2 s \(the cluster has 0 GPU"):
+        gray.open_devices(num_gpus=1, backend="cuda", timeout=2)
+    assert time.monotonic() - t0 < 30
+
+
 @pytest.mark.gpu
 def test_cuda_actors(cluster, rng) -> None:
     if not CUDA_OK:
         pytest.skip(f"no CUDA GPU here ({CUDA_WHY})")
     if ray.cluster_resources().get("GPU", 0) < 1:
         pytest.skip("the Ray cluster has no GPU")
-    rg = gray.open_devices(num_gpus=1, backend="cuda")
+    rg = gray.open_devices(num_gpus=1, backend="cuda", timeout=90)  # a cold context: ~1 s
     try:
         a = random_array(rng, (64, 64), "f32")
         out = rg[0].linalg.matmul(rg[0].to_device(a), rg[0].to_device(a))

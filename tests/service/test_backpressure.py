@@ -32,7 +32,7 @@ class _HeldReply(Future):
 def _hold(dev) -> tuple[threading.Event, Future]:
     gate = threading.Event()
     reply = _HeldReply(gate)
-    dev._post(Stats(), reply)
+    dev._worker.submit(Stats(), reply)  # into the mailbox: the device thread runs it
     # the device thread holds: whatever is posted from here on stays in the mailbox
     assert reply.entered.wait(10)
     return gate, reply

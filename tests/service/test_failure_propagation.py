@@ -135,6 +135,9 @@ def test_poisoned_stream_fails_queued_readers(when: str, rng) -> None:
     dev = gpumsg.open_device(0, backend="sim", allow_fault_injection=True)
     try:
         a = dev.to_device(random_array(rng, (4, 4), np.float32)).result()
+        # held a moment, so that the matmul and the copy are queued behind the fault before
+        # the device thread issues it (else it may be poisoned before they are even called)
+        dev.inject_fault("stall", seconds=0.2)
         fault = dev.inject_fault("illegal_address")
         m = dev.linalg.matmul(a, a)
         host = dev.copy_to_host(m)

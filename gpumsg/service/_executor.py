@@ -1,0 +1,97 @@
+"""Who runs a device's messages: the one owner of "what runs where".
+
+Every turn that touches the device's state (handlers, the envelope, its completion lists, the
+buffer table) runs under the device's :class:`Executor` lock, one turn at a time. Three kinds of
+thread take turns:
+
+- **the device thread** (``service/_worker.py: serve``) takes a batch from the mailbox and runs
+  it, as before: it is the executor whenever messages are queued;
+- **a caller that finds the device idle** (nothing posted that the executor has not taken, the
+  lock free) runs its own message on its own thread (:meth:`DeviceWorker.run_inline
+  <gpumsg.service._worker.DeviceWorker.run_inline>`): no mailbox, no wake-up of the device
+  thread, no GIL handed back and forth. Only message types that only enqueue work and answer
+  (:data:`INLINE` and the capturable ones) run so: a handler that waits for another thread (a
+  peer copy's handshake, a communicator's rendezvous) would wait for a message its caller has
+  not sent yet;
+- **a caller waiting for a future that such a turn left running** (:meth:`DeviceWorker.lead
+  <gpumsg.service._worker.DeviceWorker.lead>`): it answers the completed batches itself and
+  waits on the batch's event with neither the lock nor the GIL, instead of being woken by a
+  completion thread.
+
+Queue order is kept by counting: the mailbox counts what is put in it (:class:`Mailbox`), the
+executor what it has taken; a caller runs inline only while the two agree, under the lock, so
+a message never overtakes one posted before it (by any thread). Batches a caller's turn left
+running stay with the executor lock (``StreamSlot.local``) for the next turn or a waiting
+caller to answer; when callers are away the device thread drains them: a turn that leaves some
+puts :data:`WATCH` in the mailbox (once), and the device thread then looks every
+:data:`WATCH_SECONDS`, handing what callers left to the completion threads when no caller has
+taken a turn since its last look.
+"""
+
+from __future__ import annotations
+
+import threading
+from queue import SimpleQueue
+from typing import Any
+
+__all__ = ["Executor", "Mailbox", "WATCH", "WATCH_SECONDS", "WATCH_IDLE", "INLINE",
+           "runs_inline"]
+
+#: how often the device thread looks at what callers' turns left running, in seconds
+WATCH_SECONDS = 300e-6
+#: looks with no caller turn after which the device thread stops looking (and blocks)
+WATCH_IDLE = 32
+#: the message that sets the device thread looking (see the module)
+WATCH = object()
+#: message types a caller may run on its own thread (besides the capturable ones,
+#: ``messages.graph.CAPTURABLE``, which only enqueue GPU work): they enqueue work or answer at
+#: once, and never wait for another thread
+INLINE: set[type] = set()
+
+
+def runs_inline(*types: type) -> None:
+    """Let messages of ``types`` run on a caller's thread when the device is idle (their
+    handlers never wait for another thread)."""
+    INLINE.update(types)
+
+
+class Mailbox(SimpleQueue):
+    """A device's mailbox (a SimpleQueue) that counts what was put in it: ``posted``."""
+
+    def __init__(self) -> None:
+        self.posted = 0
+        self._count = threading.Lock()
+
+    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+        # counted first: a caller that reads the count between the two waits for the item
+        with self._count:
+            self.posted += 1
+        SimpleQueue.put(self, item)
+
+
+class Executor:
+    """The executor lock of one device and what the turns under it share (see the module).
+
+    ``holder``: the thread id of the turn running (None between turns); ``taken``: mailbox
+    items the device thread has taken into a turn; ``turns``: callers' turns so far (the
+    device thread compares it between looks); ``watching``: the device thread looks at what
+    callers left; ``watch_posted``: :data:`WATCH` is in the mailbox."""
+
+    __slots__ = ("lock", "holder", "taken", "turns", "watching", "watch_posted", "closed",
+                 "nudged")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.holder: int | None = None
+        self.taken = 0
+        self.turns = 0
+        self.watching = False
+        self.watch_posted = False
+        self.closed = False  # the device shut down: no more turns
+        #: someone is to be told of an answer rather than wait for it (GpuFuture's nudge): the
+        #: turn's end hands what it keeps to the completion threads
+        self.nudged = False
+
+    def idle(self, mailbox: Any) -> bool:
+        """Under the lock: whether everything posted has been taken (and so handled)."""
+        return getattr(mailbox, "posted", -1) == self.taken
