@@ -83,7 +83,8 @@ class ReductionSpec:
     expression of the inputs, ``_j`` (the linear index in the reduced dims) and ``_n`` (their
     element count); ``reduce_expr`` combines ``a`` and ``b``; ``post`` is statements assigning
     the output from ``a`` (the result) and ``_n``; ``acc`` the accumulator dtype; the identity
-    is passed as a scalar (its value is not part of the kernel)."""
+    is passed as a scalar (its value is not part of the kernel). ``pre``: statements run on
+    each element's inputs before the map (a fused element-wise chain defining ``x``)."""
 
     name: str
     map_expr: str
@@ -93,6 +94,7 @@ class ReductionSpec:
     casts: tuple[np.dtype, ...]
     acc: np.dtype
     out: tuple[str, np.dtype]
+    pre: str = ""
 
 
 # -- scalars --------------------------------------------------------------------------------------
@@ -398,6 +400,8 @@ def render_reduction(spec: ReductionSpec, ndo: int, ndr: int, wide: bool) -> tup
         else:
             load = D.CTYPE[dt][3].format(f"p_i{j}[off_i{j} + xi{j} + yi{j}]")
             body.append(f"      const {ctype} {var} = ({ctype})({load});")
+    if spec.pre:
+        body += _statements(program(spec.pre), {var for var, _, _ in spec.ins}, "      ")
     body += [f"      const {acc_t} b = ({acc_t})({mapped});",
              "      const auto a = acc;",
              f"      acc = ({acc_t})({reduced});",
@@ -432,6 +436,7 @@ def _reduction_twin(spec: ReductionSpec, ndo: int, ndr: int) -> Any:
     mapped = program(f"v_ = {spec.map_expr}")
     reduced = program(f"r_ = {spec.reduce_expr}")
     post = program(spec.post)
+    pre = program(spec.pre) if spec.pre else None
     arr = [j for j, (_, _, sc) in enumerate(spec.ins) if not sc]
     sc_sizes = [2 if _compute(dt).itemsize == 16 else 1 for _, dt, sc in spec.ins if sc]
     acc = _compute(spec.acc)
@@ -476,6 +481,8 @@ def _reduction_twin(spec: ReductionSpec, ndo: int, ndr: int) -> Any:
                 v = _view(ptrs[a], dt, offs[a], dims + rdims, ost[a] + rst[a - 1])
                 env[var] = v.reshape(nout, nred).astype(comp)
                 a += 1
+        if pre is not None:
+            env = evaluate(pre, env)
         with np.errstate(all="ignore"):
             vals = np.asarray(evaluate(mapped, env)["v_"]).astype(acc)
         vals = np.broadcast_to(vals, (nout, nred))
