@@ -57,6 +57,13 @@ def _row(rows: list, case: str, names: list[str], secs: list[float], nbytes: int
         rows.append(row)
 
 
+def _target(rows: list, case: str, ours: float, peer: float, peer_name: str,
+            target: str) -> None:
+    """A row of the targets table (benchmarks/report.py): ``ratio`` = peer time / ours."""
+    rows.append({"case": f"{case} vs {peer_name}", "side": "target", "gpumsg_ms": ours * 1e3,
+                 "peer_ms": peer * 1e3, "ratio": peer / ours, "target": target})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None, help="output folder (default: benchmarks/out)")
@@ -69,6 +76,7 @@ def main() -> None:
     import cupy
     import torch
 
+    size = f"{n / (1 << 20):g}Mi f32"
     rng = np.random.default_rng(0)
     hs = [rng.standard_normal(n, dtype=np.float32) * 0.5 for _ in range(4)]
     rows: list[dict] = []
@@ -121,8 +129,13 @@ def main() -> None:
         got = float(xp.sum(xp.exp(x * y + z) * w))
         notes.append(f"sum(exp(x*y+z)*w): gpumsg {got:.6g}, float64 {ref:.6g}")
         secs = compare_many([(f, s) for _, f, s in sides])
-        _row(rows, "sum(exp(x*y+z)*w) 64Mi f32", [nm for nm, _, _ in sides], secs,
-             nbytes=4 * 4 * n)
+        case = f"sum(exp(x*y+z)*w) {size}"
+        _row(rows, case, [nm for nm, _, _ in sides], secs, nbytes=4 * 4 * n)
+        for nm, s in zip([nm for nm, _, _ in sides], secs):
+            if nm in ("CuPy eager", "torch eager"):
+                _target(rows, case, secs[0], s, nm, ">= 3")
+            elif nm in ("cupy.fuse", "torch.compile"):
+                _target(rows, case, secs[0], s, nm, "(reported)")
 
         sides = [("gpumsg fused", _flushed(lambda: xp.exp(x * y + z) * w, keep), sync)]
 
@@ -133,7 +146,7 @@ def main() -> None:
         sides.append(("CuPy eager", lambda: cupy.exp(cx * cy + cz) * cw, csync))
         sides.append(("torch eager", lambda: torch.exp(tx * ty + tz) * tw, tsync))
         secs = compare_many([(f, s) for _, f, s in sides])
-        _row(rows, "exp(x*y+z)*w 64Mi f32", [nm for nm, _, _ in sides], secs,
+        _row(rows, f"exp(x*y+z)*w {size}", [nm for nm, _, _ in sides], secs,
              nbytes=5 * 4 * n)
 
         # -- large element-wise beside a copy of the same bytes ------------------------------
@@ -153,8 +166,11 @@ def main() -> None:
             secs = compare_many([
                 (_flushed(ours, keep), sync), (cup, csync), (tor, tsync),
                 (lambda h=half: dev.copy_bytes(dst, src, 4 * h), sync)])
-            _row(rows, f"{case} 64Mi f32", ["gpumsg", "CuPy", "torch", "gpumsg D2D copy"],
+            _row(rows, f"{case} {size}", ["gpumsg", "CuPy", "torch", "gpumsg D2D copy"],
                  secs, nbytes=moved)
+            for nm, s, target in zip(["CuPy", "torch", "a D2D copy of the same bytes"],
+                                     secs[1:], [">= 0.95", ">= 0.95", ">= 0.9"]):
+                _target(rows, f"{case} {size}", secs[0], s, nm, target)
         src.free()
         dst.free()
 
@@ -164,15 +180,16 @@ def main() -> None:
         tm = torch.from_numpy(np.asarray(m)).cuda()
         cm = cupy.asarray(np.asarray(m))
         for case, ours, cup, tor, moved in [
-                ("sum 64Mi f32", lambda: xp.sum(x), lambda: cx.sum(), lambda: tx.sum(), 4 * n),
+                (f"sum {size}", lambda: xp.sum(x), lambda: cx.sum(), lambda: tx.sum(), 4 * n),
                 (f"sum {side}x{side} axis=0", lambda: xp.sum(m, axis=0),
                  lambda: cm.sum(axis=0), lambda: tm.sum(dim=0), 4 * side * side),
                 (f"sum {side}x{side} axis=1", lambda: xp.sum(m, axis=1),
                  lambda: cm.sum(axis=1), lambda: tm.sum(dim=1), 4 * side * side)]:
             secs = compare_many([(lambda f=ours: keep.__setitem__(slice(None), [f()]), sync),
                                  (cup, csync), (tor, tsync)])
-            _row(rows, case, ["gpumsg", "CuPy", "torch"], secs, nbytes=moved,
-                 note=f"gpumsg vs the faster peer: {min(secs[1:]) / secs[0]:.2f}x")
+            _row(rows, case, ["gpumsg", "CuPy", "torch"], secs, nbytes=moved)
+            _target(rows, case, secs[0], min(secs[1:]), "the faster of CuPy and torch",
+                    ">= 0.9")
 
         # -- small element-wise, pipelined -----------------------------------------------------
         a = xp.asarray(hs[0][:1024])
@@ -201,7 +218,7 @@ def main() -> None:
         notes.append(f"fusion_stats at the end: {xp.fusion_stats()}")
         xp.set_default_device(old)
     write_results("bench_arrays", rows, notes,
-                  ["case", "side", "ms", "GBps", "vs_gpumsg", "note"])
+                  ["case", "side", "ms", "GBps", "vs_gpumsg", "ratio", "target", "note"])
 
 
 if __name__ == "__main__":

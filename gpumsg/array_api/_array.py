@@ -156,6 +156,8 @@ class Array:
         # this memory cannot overtake a pending read of it)
         if self._node is not None or _fusion._live:
             _fusion.flush()
+            if self._node is not None and self._node.error is not None:
+                raise self._node.error
         return self._b
 
     @_buf.setter

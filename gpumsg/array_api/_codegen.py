@@ -36,7 +36,9 @@ __all__ = ["ElementwiseSpec", "ReductionSpec", "Operand", "launch_elementwise",
 BLOCK = 256
 #: cap of the grid of a grid-stride loop (enough to fill any current GPU many times over)
 MAX_GRID = 1 << 16
-_INT32_LIMIT = (1 << 31) - (1 << 22)
+#: 32-bit indexing below this: a grid-stride step (at most MAX_GRID * BLOCK * UNROLL) past
+#: the last index must not overflow
+_INT32_LIMIT = (1 << 31) - (1 << 27)
 
 _parsed: dict[str, Program] = {}
 _sources: dict[tuple, tuple[str, str]] = {}
@@ -241,37 +243,76 @@ def render_elementwise(spec: ElementwiseSpec, layout: Any, wide: bool) -> tuple[
             kinds.append("i64")
     digest = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
     kname = f"gm_{spec.name}_{digest}"
-    body = [f'extern "C" __global__ void {kname}({", ".join(cparams)}) {{', *scal_lines,
-            f"  for ({itype} i = ({itype})blockIdx.x * blockDim.x + threadIdx.x; i < ({itype})n;"
-            f" i += ({itype})blockDim.x * gridDim.x) {{"]
+    body = [f'extern "C" __global__ void {kname}({", ".join(cparams)}) {{', *scal_lines]
     if layout == "contig":
-        body += [f"    const {itype} x{op} = i;" for op in names]
+        # UNROLL elements a thread, T_ apart (coalesced), every load issued before any
+        # arithmetic so that they are in flight together; then the rest one at a time
+        body += [f"  const {itype} T_ = ({itype})blockDim.x * gridDim.x;",
+                 f"  {itype} i = ({itype})blockIdx.x * blockDim.x + threadIdx.x;",
+                 f"  for (; (long long)i + {UNROLL - 1}LL * T_ < n; i += {UNROLL} * T_) {{"]
+        for k in range(UNROLL):
+            at = "i" if k == 0 else f"i + {k} * T_"
+            body += [f"    const {itype} x{op}_u{k} = {at};" for op in names]
+            body += _loads(spec, f"_u{k}", "    ", lambda j, k=k: f"xi{j}_u{k}")
+        for k in range(UNROLL):
+            body.append("    {")
+            body += _element(spec, prog, f"_u{k}", "      ", lambda op, k=k: f"x{op}_u{k}")
+            body.append("    }")
+        body += ["  }", f"  for (; i < ({itype})n; i += T_) {{"]
+        body += _loads(spec, "_u", "    ", lambda j: "i")
+        body += _element(spec, prog, "_u", "    ", lambda op: "i")
+        body += ["  }", "}"]
     else:
+        body += [f"  for ({itype} i = ({itype})blockIdx.x * blockDim.x + threadIdx.x;"
+                 f" i < ({itype})n; i += ({itype})blockDim.x * gridDim.x) {{"]
         body += _index_code("x", "i", ndim, names, "d", "s", itype, "    ")
-    declared: set[str] = set()
-    for j, ((var, dt, sc), cdt) in enumerate(zip(spec.ins, spec.casts)):
-        ctype = D.CTYPE[cdt][1]
-        if sc:
-            body.append(f"    {ctype} {var} = ({ctype})(i{j}_s);")
-        else:
-            load = D.CTYPE[dt][3].format(f"p_i{j}[off_i{j} + xi{j}]")
-            body.append(f"    {ctype} {var} = ({ctype})({load});")
-        declared.add(var)
-    for var, dt in spec.outs:
-        if var not in declared:
-            body.append(f"    {D.CTYPE[dt][1]} {var};")
-            declared.add(var)
-    body += _statements(prog, declared, "    ")
-    for i, (var, dt) in enumerate(spec.outs):
-        store = D.CTYPE[dt][4].format(f"({D.CTYPE[dt][1]})({var})")
-        body.append(f"    p_o{i}[off_o{i} + xo{i}] = {store};")
-    body += ["  }", "}"]
+        body += _loads(spec, "_u", "    ", lambda j: f"xi{j}")
+        body += _element(spec, prog, "_u", "    ", lambda op: f"x{op}")
+        body += ["  }", "}"]
     source = PRELUDE + "\n" + "\n".join(body) + "\n"
     result = (kname, source, tuple(kinds))
     _sources[key] = result
     if kname not in SIM_KERNELS:
         sim_kernel(kname)(_elementwise_twin(spec, layout))
     return result
+
+
+#: elements a thread of a contiguous element-wise kernel handles per round
+UNROLL = 4
+
+
+def _loads(spec: ElementwiseSpec, suffix: str, indent: str, index: Any) -> list[str]:
+    """C lines loading each array input into ``<name><suffix>`` (its compute type);
+    ``index(j)`` is input j's element index expression."""
+    lines = []
+    for j, ((var, dt, sc), cdt) in enumerate(zip(spec.ins, spec.casts)):
+        if not sc:
+            ctype = D.CTYPE[cdt][1]
+            load = D.CTYPE[dt][3].format(f"p_i{j}[off_i{j} + {index(j)}]")
+            lines.append(f"{indent}const {ctype} {var}{suffix} = ({ctype})({load});")
+    return lines
+
+
+def _element(spec: ElementwiseSpec, prog: Program, suffix: str, indent: str,
+             index: Any) -> list[str]:
+    """C lines computing one element from the loaded ``<name><suffix>`` values and storing
+    the outputs (``index(op)``: output op's element index expression)."""
+    lines = []
+    declared: set[str] = set()
+    for j, ((var, _, sc), cdt) in enumerate(zip(spec.ins, spec.casts)):
+        ctype = D.CTYPE[cdt][1]
+        value = f"({ctype})(i{j}_s)" if sc else f"{var}{suffix}"
+        lines.append(f"{indent}{ctype} {var} = {value};")
+        declared.add(var)
+    for var, dt in spec.outs:
+        if var not in declared:
+            lines.append(f"{indent}{D.CTYPE[dt][1]} {var};")
+            declared.add(var)
+    lines += _statements(prog, declared, indent)
+    for i, (var, dt) in enumerate(spec.outs):
+        store = D.CTYPE[dt][4].format(f"({D.CTYPE[dt][1]})({var})")
+        lines.append(f"{indent}p_o{i}[off_o{i} + {index(f'o{i}')}] = {store};")
+    return lines
 
 
 def _view(flat: np.ndarray, dt: np.dtype, offset: int, shape: tuple[int, ...],
@@ -636,7 +677,8 @@ def launch_elementwise(dev: Any, spec: ElementwiseSpec, shape: tuple[int, ...],
         for s in sts:
             args += list(s)
     writes = [op.buffer for op in outs]
-    return dev.launch(kernel, _grid(n), BLOCK, tuple(args), writes=writes)
+    grid = _grid(-(-n // UNROLL) if contig else n)
+    return dev.launch(kernel, grid, BLOCK, tuple(args), writes=writes)
 
 
 def launch_reduction(dev: Any, spec: ReductionSpec, out_shape: tuple[int, ...],

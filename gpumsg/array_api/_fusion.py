@@ -6,8 +6,9 @@ An element-wise call (an operator, a function of the standard's element-wise tab
 that array is *pending*: a :class:`Node` of an expression over the arrays it reads (leaves),
 Python scalars and other pending nodes. No message is sent. The expression is computed when
 something needs memory, and at that moment **every pending result still referenced** (a
-wrapper alive: weak references tell) is computed, one generated kernel per result shape, whose
-outputs are exactly those results; intermediates nobody references are computed in registers
+wrapper alive: weak references tell) is computed, one generated kernel per result shape (per
+:data:`MAX_OUTPUTS` results or :data:`MAX_KERNEL_INPUTS` inputs), whose outputs are exactly
+those results; intermediates nobody references are computed in registers
 and never stored. The moments:
 
 - anything that touches an array's memory other than an element-wise call or a reduction:
@@ -51,8 +52,8 @@ from ._codegen import ElementwiseSpec, Operand, launch_elementwise, program
 from ._expr import Node as Tree
 from ._expr import cast_name, render_text
 
-__all__ = ["MAX_OPS", "MAX_INPUTS", "Node", "Leaf", "defer", "flush", "fusion", "fusion_stats",
-           "enabled", "quiet", "chain_of"]
+__all__ = ["MAX_OPS", "MAX_INPUTS", "MAX_OUTPUTS", "MAX_KERNEL_INPUTS", "Node", "Leaf",
+           "defer", "flush", "fusion", "fusion_stats", "enabled", "quiet", "chain_of"]
 
 #: the most operations one pending chain holds before it is computed
 MAX_OPS = 32
@@ -104,7 +105,7 @@ class Node:
     the result dtype and shape. ``done`` is the Leaf of its memory once computed."""
 
     __slots__ = ("name", "tree", "params", "args", "casts", "dtype", "shape", "dev", "ops",
-                 "inputs", "done", "__weakref__")
+                 "inputs", "done", "error", "__weakref__")
 
     def __init__(self, name: str, tree: Tree, params: tuple[str, ...], args: tuple[Any, ...],
                  casts: tuple[np.dtype, ...], dtype: np.dtype, shape: tuple[int, ...],
@@ -116,6 +117,8 @@ class Node:
         self.inputs = sum(a.inputs if isinstance(a, Node) else 1 for a in args
                           if not isinstance(a, Scalar))
         self.done: Leaf | None = None
+        #: why its kernel could not be sent (raised wherever its memory is needed)
+        self.error: BaseException | None = None
 
 
 # -- switches and counters ------------------------------------------------------------------------
@@ -284,8 +287,8 @@ class _Builder:
 
 def flush(raise_errors: bool = True) -> None:
     """Compute every pending result still referenced (see the module docstring). A group
-    whose kernel cannot be sent stays pending; its error is raised (unless ``raise_errors``
-    is false) and again whenever one of its arrays is needed."""
+    whose kernel cannot be sent keeps its error: raised here (unless ``raise_errors`` is
+    false) and again wherever one of its arrays' memory is needed."""
     if not _live or getattr(_tls, "flushing", False):
         return
     failed: list[tuple[list[tuple[int, Any]], BaseException]] = []
@@ -306,18 +309,60 @@ def flush(raise_errors: bool = True) -> None:
                 # before the larger one's kernel reads it
                 for _, ws in sorted(groups.items(),
                                     key=lambda kv: (math.prod(kv[0][1]), len(kv[0][1]))):
-                    try:
-                        _compute([w for _, w in ws])
-                    except Exception as exc:  # noqa: BLE001 - kept with its arrays
-                        failed.append((ws, exc))
+                    for part in _batches(ws):
+                        try:
+                            _compute([w for _, w in part])
+                        except Exception as exc:  # noqa: BLE001 - kept with its arrays
+                            failed.append((part, exc))
+                            for _, w in part:
+                                w._node.error = exc
         finally:
-            for ws, _ in failed:
-                for seq, w in ws:
-                    _live[seq] = w
             _tls.flushing = False
             set_before_post(_hook if _live else None)
     if failed and raise_errors:
         raise failed[0][1]
+
+
+#: the most outputs and array inputs one kernel takes (its parameters stay far below CUDA's
+#: 4 KiB); a group of more pending results of one shape is computed by several kernels
+MAX_OUTPUTS = 16
+MAX_KERNEL_INPUTS = 32
+
+
+def _leaves(node: Node, seen: dict[int, set[tuple]]) -> set[tuple]:
+    """The keys of the leaves a pending node reads (memoized in ``seen``)."""
+    found = seen.get(id(node))
+    if found is None:
+        found = set()
+        for a in node.args:
+            if isinstance(a, Node) and a.done is None:
+                found |= _leaves(a, seen)
+            elif isinstance(a, Node):
+                found.add(a.done.key())  # type: ignore[union-attr]
+            elif isinstance(a, Leaf):
+                found.add(a.key())
+        seen[id(node)] = found
+    return found
+
+
+def _batches(ws: list[tuple[int, Any]]) -> list[list[tuple[int, Any]]]:
+    """``ws`` (one shape's pending results, in creation order) cut into kernels of at most
+    MAX_OUTPUTS outputs and MAX_KERNEL_INPUTS distinct array inputs."""
+    out: list[list[tuple[int, Any]]] = []
+    seen: dict[int, set[tuple]] = {}
+    current: list[tuple[int, Any]] = []
+    inputs: set[tuple] = set()
+    for item in ws:
+        mine = _leaves(item[1]._node, seen)
+        if current and (len(current) == MAX_OUTPUTS or
+                        len(inputs | mine) > MAX_KERNEL_INPUTS):
+            out.append(current)
+            current, inputs = [], set()
+        current.append(item)
+        inputs |= mine
+    if current:
+        out.append(current)
+    return out
 
 
 def _compute(wrappers: list[Any]) -> None:

@@ -250,3 +250,29 @@ def test_every_function_fused_equals_unfused(xp, rng, dtype) -> None:
             ref = np.asarray(chain())
         got = np.asarray(chain())
         np.testing.assert_array_equal(got, ref, err_msg=name)
+
+
+def test_many_kept_results_are_cut_into_kernels_of_bounded_size(xp, rng) -> None:
+    from gpumsg.array_api._fusion import MAX_OUTPUTS
+
+    (x,), (hx,) = _inputs(xp, rng, 1)
+    n = 2 * MAX_OUTPUTS + 3
+    kept = [x * float(k) + 1.0 for k in range(n)]
+    before = xp.fusion_stats()
+    xp.flush()
+    assert _delta(xp, before)["kernels"] == 3
+    for k, a in enumerate(kept):
+        np.testing.assert_allclose(np.asarray(a), hx * k + 1.0, rtol=1e-6, atol=1e-6)
+
+
+def test_a_kernel_that_cannot_be_sent_fails_where_its_array_is_read(xp, dev, rng) -> None:
+    """Pending work of a device closed meanwhile: other devices' posts go on; reading the
+    array raises the device's refusal (every time), not a wrong value."""
+    other = gpumsg.open_device(0, backend="sim")
+    y = xp.asarray(np.ones(8, np.float32), device=other) * 2.0
+    other.close()
+    (x,), (hx,) = _inputs(xp, rng, 1)
+    np.testing.assert_allclose(np.asarray(x + 1.0), hx + 1.0, rtol=1e-6)  # posts: no raise
+    for _ in range(2):
+        with pytest.raises(gpumsg.GpuError):
+            np.asarray(y)
