@@ -37,6 +37,7 @@ Each field of :class:`Config` has the variable ``GPUMSG_`` + its name in capital
 | ``worker_spin_us`` | built in | a process worker's spin for its next request (µs; ``off``) |
 | ``worker_settle_us`` | built in | a process worker's wait for more requests (µs) |
 | ``sim_devices`` | 4 | how many simulated devices there are (``devices()`` on the simulator) |
+| ``array_fusion`` | on | ``gpumsg.array_api`` fuses chains of element-wise calls into one kernel |
 
 Booleans are written to and read from the environment as ``1``/``0`` (``0``, ``no``, ``off``
 and ``false`` turn an option off).
@@ -77,6 +78,7 @@ class Config:
     worker_spin_us: float | str | None = None
     worker_settle_us: float | str | None = None
     sim_devices: int | str | None = None
+    array_fusion: bool | None = None
 
 
 #: field -> its environment variable

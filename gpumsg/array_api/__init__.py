@@ -64,6 +64,7 @@ from ._dtypes import (
 from ._elementwise import *  # noqa: F403 - the standard's element-wise functions
 from ._elementwise import TABLE as _TABLE
 from ._elementwise import astype, clip, where
+from ._fusion import flush, fusion, fusion_stats
 from ._indexing import take, take_along_axis
 from ._info import __array_namespace_info__
 from ._kernels import ElementwiseKernel, ReductionKernel
@@ -235,4 +236,5 @@ __all__ = [
     "argsort",
     "searchsorted", "nonzero", "unique_all", "unique_counts", "unique_inverse",
     "unique_values",
+    "fusion", "fusion_stats", "flush",
 ]

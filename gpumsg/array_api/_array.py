@@ -20,6 +20,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from ..errors import InvalidMessage
 from . import _dtypes as D
+from . import _fusion
 
 __all__ = ["Array", "default_device", "set_default_device", "asarray_host", "new_array",
            "check_device", "c_strides", "is_c_contiguous"]
@@ -126,16 +127,42 @@ def asarray_host(dev: Any, host: np.ndarray, dtype: np.dtype) -> Array:
 class Array:
     """An array of the Array API standard on a gpumsg device (see the module docstring)."""
 
-    __slots__ = ("_buf", "_shape", "_strides", "_offset", "_dtype", "_dev", "__weakref__")
+    # ``_b``: the buffer, None while the array is pending (``_node``: its expression, see
+    # _fusion); code outside this class and _fusion reads ``_buf``, which computes it first
+    __slots__ = ("_b", "_node", "_shape", "_strides", "_offset", "_dtype", "_dev",
+                 "__weakref__")
 
     def __init__(self, buf: Any, shape: tuple[int, ...], dtype: np.dtype, dev: Any,
                  strides: tuple[int, ...] | None = None, offset: int = 0) -> None:
-        self._buf = buf
+        self._b = buf
+        self._node: Any = None
         self._shape = tuple(shape)
         self._dtype = dtype
         self._dev = dev
         self._strides = c_strides(self._shape) if strides is None else tuple(strides)
         self._offset = offset
+
+    @classmethod
+    def _pending(cls, node: Any) -> Array:
+        """The array of a pending element-wise result (:mod:`._fusion`): C-contiguous, its
+        buffer allocated and written when memory is first needed."""
+        out = cls(None, node.shape, node.dtype, node.dev)
+        out._node = node
+        return out
+
+    @property
+    def _buf(self) -> Any:
+        # memory is needed: pending work goes first (all of it, so that whatever is done with
+        # this memory cannot overtake a pending read of it)
+        if self._node is not None or _fusion._live:
+            _fusion.flush()
+            if self._node is not None and self._node.error is not None:
+                raise self._node.error
+        return self._b
+
+    @_buf.setter
+    def _buf(self, value: Any) -> None:
+        self._b = value
 
     # -- attributes --------------------------------------------------------------------------
     @property
@@ -205,7 +232,7 @@ class Array:
             return
         from ..client._buffers import BufferFuture, GpuBuffer, buffer_after
 
-        buf = self._buf
+        buf = self._b
         base = buf.buffer if isinstance(buf, BufferFuture) else buf
         if isinstance(base, GpuBuffer):
             self._buf = buffer_after(done, base)

@@ -36,7 +36,9 @@ __all__ = ["ElementwiseSpec", "ReductionSpec", "Operand", "launch_elementwise",
 BLOCK = 256
 #: cap of the grid of a grid-stride loop (enough to fill any current GPU many times over)
 MAX_GRID = 1 << 16
-_INT32_LIMIT = (1 << 31) - (1 << 22)
+#: 32-bit indexing below this: a grid-stride step (at most MAX_GRID * BLOCK * UNROLL) past
+#: the last index must not overflow
+_INT32_LIMIT = (1 << 31) - (1 << 27)
 
 _parsed: dict[str, Program] = {}
 _sources: dict[tuple, tuple[str, str]] = {}
@@ -83,7 +85,8 @@ class ReductionSpec:
     expression of the inputs, ``_j`` (the linear index in the reduced dims) and ``_n`` (their
     element count); ``reduce_expr`` combines ``a`` and ``b``; ``post`` is statements assigning
     the output from ``a`` (the result) and ``_n``; ``acc`` the accumulator dtype; the identity
-    is passed as a scalar (its value is not part of the kernel)."""
+    is passed as a scalar (its value is not part of the kernel). ``pre``: statements run on
+    each element's inputs before the map (a fused element-wise chain defining ``x``)."""
 
     name: str
     map_expr: str
@@ -93,6 +96,7 @@ class ReductionSpec:
     casts: tuple[np.dtype, ...]
     acc: np.dtype
     out: tuple[str, np.dtype]
+    pre: str = ""
 
 
 # -- scalars --------------------------------------------------------------------------------------
@@ -239,37 +243,76 @@ def render_elementwise(spec: ElementwiseSpec, layout: Any, wide: bool) -> tuple[
             kinds.append("i64")
     digest = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
     kname = f"gm_{spec.name}_{digest}"
-    body = [f'extern "C" __global__ void {kname}({", ".join(cparams)}) {{', *scal_lines,
-            f"  for ({itype} i = ({itype})blockIdx.x * blockDim.x + threadIdx.x; i < ({itype})n;"
-            f" i += ({itype})blockDim.x * gridDim.x) {{"]
+    body = [f'extern "C" __global__ void {kname}({", ".join(cparams)}) {{', *scal_lines]
     if layout == "contig":
-        body += [f"    const {itype} x{op} = i;" for op in names]
+        # UNROLL elements a thread, T_ apart (coalesced), every load issued before any
+        # arithmetic so that they are in flight together; then the rest one at a time
+        body += [f"  const {itype} T_ = ({itype})blockDim.x * gridDim.x;",
+                 f"  {itype} i = ({itype})blockIdx.x * blockDim.x + threadIdx.x;",
+                 f"  for (; (long long)i + {UNROLL - 1}LL * T_ < n; i += {UNROLL} * T_) {{"]
+        for k in range(UNROLL):
+            at = "i" if k == 0 else f"i + {k} * T_"
+            body += [f"    const {itype} x{op}_u{k} = {at};" for op in names]
+            body += _loads(spec, f"_u{k}", "    ", lambda j, k=k: f"xi{j}_u{k}")
+        for k in range(UNROLL):
+            body.append("    {")
+            body += _element(spec, prog, f"_u{k}", "      ", lambda op, k=k: f"x{op}_u{k}")
+            body.append("    }")
+        body += ["  }", f"  for (; i < ({itype})n; i += T_) {{"]
+        body += _loads(spec, "_u", "    ", lambda j: "i")
+        body += _element(spec, prog, "_u", "    ", lambda op: "i")
+        body += ["  }", "}"]
     else:
+        body += [f"  for ({itype} i = ({itype})blockIdx.x * blockDim.x + threadIdx.x;"
+                 f" i < ({itype})n; i += ({itype})blockDim.x * gridDim.x) {{"]
         body += _index_code("x", "i", ndim, names, "d", "s", itype, "    ")
-    declared: set[str] = set()
-    for j, ((var, dt, sc), cdt) in enumerate(zip(spec.ins, spec.casts)):
-        ctype = D.CTYPE[cdt][1]
-        if sc:
-            body.append(f"    {ctype} {var} = ({ctype})(i{j}_s);")
-        else:
-            load = D.CTYPE[dt][3].format(f"p_i{j}[off_i{j} + xi{j}]")
-            body.append(f"    {ctype} {var} = ({ctype})({load});")
-        declared.add(var)
-    for var, dt in spec.outs:
-        if var not in declared:
-            body.append(f"    {D.CTYPE[dt][1]} {var};")
-            declared.add(var)
-    body += _statements(prog, declared, "    ")
-    for i, (var, dt) in enumerate(spec.outs):
-        store = D.CTYPE[dt][4].format(f"({D.CTYPE[dt][1]})({var})")
-        body.append(f"    p_o{i}[off_o{i} + xo{i}] = {store};")
-    body += ["  }", "}"]
+        body += _loads(spec, "_u", "    ", lambda j: f"xi{j}")
+        body += _element(spec, prog, "_u", "    ", lambda op: f"x{op}")
+        body += ["  }", "}"]
     source = PRELUDE + "\n" + "\n".join(body) + "\n"
     result = (kname, source, tuple(kinds))
     _sources[key] = result
     if kname not in SIM_KERNELS:
         sim_kernel(kname)(Recipe(_elementwise_twin, spec, layout))
     return result
+
+
+#: elements a thread of a contiguous element-wise kernel handles per round
+UNROLL = 4
+
+
+def _loads(spec: ElementwiseSpec, suffix: str, indent: str, index: Any) -> list[str]:
+    """C lines loading each array input into ``<name><suffix>`` (its compute type);
+    ``index(j)`` is input j's element index expression."""
+    lines = []
+    for j, ((var, dt, sc), cdt) in enumerate(zip(spec.ins, spec.casts)):
+        if not sc:
+            ctype = D.CTYPE[cdt][1]
+            load = D.CTYPE[dt][3].format(f"p_i{j}[off_i{j} + {index(j)}]")
+            lines.append(f"{indent}const {ctype} {var}{suffix} = ({ctype})({load});")
+    return lines
+
+
+def _element(spec: ElementwiseSpec, prog: Program, suffix: str, indent: str,
+             index: Any) -> list[str]:
+    """C lines computing one element from the loaded ``<name><suffix>`` values and storing
+    the outputs (``index(op)``: output op's element index expression)."""
+    lines = []
+    declared: set[str] = set()
+    for j, ((var, _, sc), cdt) in enumerate(zip(spec.ins, spec.casts)):
+        ctype = D.CTYPE[cdt][1]
+        value = f"({ctype})(i{j}_s)" if sc else f"{var}{suffix}"
+        lines.append(f"{indent}{ctype} {var} = {value};")
+        declared.add(var)
+    for var, dt in spec.outs:
+        if var not in declared:
+            lines.append(f"{indent}{D.CTYPE[dt][1]} {var};")
+            declared.add(var)
+    lines += _statements(prog, declared, indent)
+    for i, (var, dt) in enumerate(spec.outs):
+        store = D.CTYPE[dt][4].format(f"({D.CTYPE[dt][1]})({var})")
+        lines.append(f"{indent}p_o{i}[off_o{i} + {index(f'o{i}')}] = {store};")
+    return lines
 
 
 def _view(flat: np.ndarray, dt: np.dtype, offset: int, shape: tuple[int, ...],
@@ -332,19 +375,50 @@ def _elementwise_twin(spec: ElementwiseSpec, layout: Any) -> Any:
 
 
 # -- reductions -----------------------------------------------------------------------------------
-def render_reduction(spec: ReductionSpec, ndo: int, ndr: int, wide: bool) -> tuple[
+#: warp shuffles of every accumulator type (a reduction's block combines its warps' values)
+SHUFFLE = r"""
+#define GM_SH(T, W) __device__ __forceinline__ T gm_shfl(T v, int d) { \
+  return (T)__shfl_down_sync(0xffffffffu, (W)v, d); }
+GM_SH(float, float) GM_SH(double, double) GM_SH(int, int) GM_SH(unsigned int, unsigned int)
+GM_SH(long long, long long) GM_SH(unsigned long long, unsigned long long)
+GM_SH(signed char, int) GM_SH(short, int) GM_SH(unsigned char, unsigned int)
+GM_SH(unsigned short, unsigned int)
+__device__ __forceinline__ bool gm_shfl(bool v, int d) {
+  return __shfl_down_sync(0xffffffffu, (int)v, d) != 0; }
+template <class F> __device__ __forceinline__ gm_cplx<F> gm_shfl(gm_cplx<F> v, int d) {
+  return gm_cplx<F>(gm_shfl(v.re, d), gm_shfl(v.im, d)); }
+"""
+#: threads of a column reduction's block: COLS outputs side by side, BLOCK // COLS lanes each
+COLS = 32
+#: about how many blocks a reduction should keep busy before it splits its rows over blocks
+FILL_BLOCKS = 1024
+
+
+def render_reduction(spec: ReductionSpec, ndo: int, ndr: int, wide: bool,
+                     cols: bool = False, partial: bool = False) -> tuple[
         str, str, tuple[str, ...]]:
     """(name, source, parameter kinds) of a reduction over ``ndr`` reduced dimensions with
-    ``ndo`` output dimensions: one block per output element, a shared-memory tree per block."""
-    key = ("red", spec, ndo, ndr, wide)
+    ``ndo`` output dimensions.
+
+    Rows (``cols`` false): a block per (output element, chunk of its reduced elements); each
+    thread combines a strided share, then the block combines by warp shuffles and one shared
+    slot per warp. Columns: a block per (COLS neighbouring outputs, chunk): the threads of a
+    warp read COLS neighbouring outputs' elements (coalesced where outputs are contiguous in the
+    input and the reduced dimensions are not), BLOCK // COLS lanes split the reduced elements
+    and shared memory combines the lanes. ``partial``: the chunks' results are stored unfinished
+    (accumulator type, ``[output, chunk]``) for a second reduction to combine and post-process.
+    """
+    key = ("red", spec, ndo, ndr, wide, cols, partial)
     found = _sources.get(key)
     if found is not None:
         return found  # type: ignore[return-value]
     itype = "long long" if wide else "int"
     acc_t = D.CTYPE[spec.acc][1]
     out_var, out_dt = spec.out
-    cparams = ["long long nout", "long long nred", f"{D.CTYPE[out_dt][0]}* __restrict__ p_o0"]
-    kinds = ["i64", "i64", "ptr"]
+    o_ct = D.CTYPE[spec.acc][0] if partial else D.CTYPE[out_dt][0]
+    cparams = ["long long nout", "long long nred", "long long nn", "long long nsplit",
+               "long long chunk", f"{o_ct}* __restrict__ p_o0"]
+    kinds = ["i64", "i64", "i64", "i64", "i64", "ptr"]
     arr = [j for j, (_, _, sc) in enumerate(spec.ins) if not sc]
     for j in arr:
         cparams.append(f"const {D.CTYPE[spec.ins[j][1]][0]}* __restrict__ p_i{j}")
@@ -381,64 +455,118 @@ def render_reduction(spec: ReductionSpec, ndo: int, ndr: int, wide: bool) -> tup
     kname = f"gm_{spec.name}_{digest}"
     mapped = render_c(program(f"v_ = {spec.map_expr}").statements[0][1])
     reduced = render_c(program(f"r_ = {spec.reduce_expr}").statements[0][1])
+
+    def combine(other: str, ind: str) -> list[str]:
+        return [f"{ind}{{ const {acc_t} a = acc; const {acc_t} b = {other};",
+                f"{ind}  acc = ({acc_t})({reduced}); }}"]
+
+    lanes = "blockDim.x" if not cols else f"(blockDim.x / {COLS})"
     body = [f'extern "C" __global__ void {kname}({", ".join(cparams)}) {{', *scal_lines,
             f"  __shared__ __align__(16) unsigned char sh_raw[{BLOCK} * sizeof({acc_t})];",
             f"  {acc_t}* sh = ({acc_t}*)sh_raw;",
-            "  const long long _n = nred;",
-            f"  for ({itype} o = blockIdx.x; o < ({itype})nout; o += gridDim.x) {{"]
-    body += _index_code("x", "o", ndo, names_o, "d", "s", itype, "    ")
-    body += [f"    {acc_t} acc = ident_s;",
-             f"    for ({itype} j = threadIdx.x; j < ({itype})nred; j += blockDim.x) {{"]
-    body += _index_code("y", "j", ndr, names_i, "e", "t", itype, "      ")
-    body.append("      const long long _j = j;")
+            "  const long long _n = nn;",
+            f"  const {itype} groups = " + (f"({itype})nout;" if not cols else
+                                            f"({itype})((nout + {COLS - 1}) / {COLS});"),
+            f"  const {itype} lane = " + ("threadIdx.x;" if not cols else
+                                          f"threadIdx.x / {COLS};"),
+            f"  for ({itype} bo = blockIdx.x; bo < groups * ({itype})nsplit; bo += gridDim.x) {{",
+            f"    const {itype} g = bo / ({itype})nsplit;",
+            f"    const {itype} c = bo - g * ({itype})nsplit;",
+            f"    const {itype} o = " + ("g;" if not cols else
+                                         f"g * {COLS} + (threadIdx.x % {COLS});"),
+            f"    const {itype} jlo = c * ({itype})chunk;",
+            f"    const {itype} jhi = jlo + ({itype})chunk < ({itype})nred ? "
+            f"jlo + ({itype})chunk : ({itype})nred;",
+            f"    {acc_t} acc = ident_s;",
+            "    if (o < nout) {"]
+    body += _index_code("x", "o", ndo, names_o, "d", "s", itype, "      ")
+    body += [f"      for ({itype} j = jlo + lane; j < jhi; j += {lanes}) {{"]
+    body += _index_code("y", "j", ndr, names_i, "e", "t", itype, "        ")
+    body.append("        const long long _j = j;")
     for j, ((var, dt, sc), cdt) in enumerate(zip(spec.ins, spec.casts)):
         ctype = D.CTYPE[cdt][1]
         if sc:
-            body.append(f"      const {ctype} {var} = ({ctype})(i{j}_s);")
+            body.append(f"        const {ctype} {var} = ({ctype})(i{j}_s);")
         else:
             load = D.CTYPE[dt][3].format(f"p_i{j}[off_i{j} + xi{j} + yi{j}]")
-            body.append(f"      const {ctype} {var} = ({ctype})({load});")
-    body += [f"      const {acc_t} b = ({acc_t})({mapped});",
-             "      const auto a = acc;",
-             f"      acc = ({acc_t})({reduced});",
-             "    }",
-             "    sh[threadIdx.x] = acc;",
-             "    __syncthreads();",
-             "    for (int w_ = blockDim.x / 2; w_ > 0; w_ >>= 1) {",
-             "      if (threadIdx.x < w_) {",
-             f"        const {acc_t} a = sh[threadIdx.x]; const {acc_t} b = sh[threadIdx.x + w_];",
-             f"        sh[threadIdx.x] = ({acc_t})({reduced});",
+            body.append(f"        const {ctype} {var} = ({ctype})({load});")
+    if spec.pre:
+        body += _statements(program(spec.pre), {var for var, _, _ in spec.ins}, "        ")
+    body += [f"        const {acc_t} b = ({acc_t})({mapped});",
+             "        const auto a = acc;",
+             f"        acc = ({acc_t})({reduced});",
              "      }",
-             "      __syncthreads();",
-             "    }",
-             "    if (threadIdx.x == 0) {",
-             f"      const {acc_t} a = sh[0];",
-             f"      {D.CTYPE[out_dt][1]} {out_var};"]
-    body += _statements(program(spec.post), {out_var, "a"}, "      ")
-    store = D.CTYPE[out_dt][4].format(f"({D.CTYPE[out_dt][1]})({out_var})")
-    body += [f"      p_o0[off_o0 + xo0] = {store};",
-             "    }",
+             "    }"]
+    if not cols:
+        # warps by shuffles, then the first warp over one slot per warp
+        body += ["    for (int d_ = 16; d_ > 0; d_ >>= 1)",
+                 *combine("gm_shfl(acc, d_)", "      "),
+                 "    if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = acc;",
+                 "    __syncthreads();",
+                 "    if (threadIdx.x < 32) {",
+                 "      acc = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : ident_s;",
+                 "      for (int d_ = 16; d_ > 0; d_ >>= 1)",
+                 *combine("gm_shfl(acc, d_)", "        "),
+                 "    }",
+                 "    const bool last_ = threadIdx.x == 0;"]
+    else:
+        body += ["    sh[threadIdx.x] = acc;",
+                 "    __syncthreads();",
+                 "    const bool last_ = threadIdx.x < " + str(COLS) + " && o < nout;",
+                 "    if (last_) {",
+                 f"      for (int l_ = 1; l_ < (int)(blockDim.x / {COLS}); ++l_)",
+                 *combine(f"sh[l_ * {COLS} + threadIdx.x]", "        "),
+                 "    }"]
+    body.append("    if (last_) {")
+    if partial:
+        store = D.CTYPE[spec.acc][4].format("acc")
+        body.append(f"      p_o0[o * ({itype})nsplit + c] = {store};")
+    else:
+        body += [f"      const {acc_t} a = acc;",
+                 f"      {D.CTYPE[out_dt][1]} {out_var};"]
+        body += _statements(program(spec.post), {out_var, "a"}, "      ")
+        if ndo:
+            body += _index_code("x", "o", ndo, ["o0"], "d", "s", itype, "      ")
+        else:
+            body.append(f"      const {itype} xo0 = 0;")
+        store = D.CTYPE[out_dt][4].format(f"({D.CTYPE[out_dt][1]})({out_var})")
+        body.append(f"      p_o0[off_o0 + xo0] = {store};")
+    body += ["    }",
              "    __syncthreads();",
              "  }", "}"]
-    source = PRELUDE + "\n" + "\n".join(body) + "\n"
+    source = PRELUDE + SHUFFLE + "\n" + "\n".join(body) + "\n"
     result = (kname, source, tuple(kinds))
     _sources[key] = result
     if kname not in SIM_KERNELS:
-        sim_kernel(kname)(Recipe(_reduction_twin, spec, ndo, ndr))
+        sim_kernel(kname)(Recipe(_reduction_twin, spec, ndo, ndr, partial))
     return result
 
 
-def _reduction_twin(spec: ReductionSpec, ndo: int, ndr: int) -> Any:
+def _reduction_twin(spec: ReductionSpec, ndo: int, ndr: int, partial: bool) -> Any:
     mapped = program(f"v_ = {spec.map_expr}")
     reduced = program(f"r_ = {spec.reduce_expr}")
     post = program(spec.post)
+    pre = program(spec.pre) if spec.pre else None
     arr = [j for j, (_, _, sc) in enumerate(spec.ins) if not sc]
     sc_sizes = [2 if _compute(dt).itemsize == 16 else 1 for _, dt, sc in spec.ins if sc]
     acc = _compute(spec.acc)
     ident_n = 2 if acc.itemsize == 16 else 1
 
-    def run(info: Any, nout: Any, nred: Any, *args: Any) -> None:
-        nout, nred = int(nout), int(nred)
+    def tree(vals: np.ndarray, ident: np.ndarray) -> np.ndarray:
+        """Combine each row of ``vals`` pairwise (the identity for an empty row)."""
+        rows = vals.shape[0]
+        while vals.shape[1] > 1:
+            if vals.shape[1] % 2:
+                vals = np.concatenate([vals, np.broadcast_to(ident, (rows, 1))], axis=1)
+            with np.errstate(all="ignore"):
+                vals = np.asarray(evaluate(reduced, {"a": vals[:, 0::2], "b": vals[:, 1::2]})
+                                  ["r_"]).astype(acc)
+        return vals[:, 0] if vals.shape[1] == 1 else np.broadcast_to(ident, (rows,))
+
+    def run(info: Any, nout: Any, nred: Any, nn: Any, nsplit: Any, chunk: Any,
+            *args: Any) -> None:
+        nout, nred, nn = int(nout), int(nred), int(nn)
+        nsplit, chunk = int(nsplit), int(chunk)
         args = list(args)
         ptrs = args[:1 + len(arr)]
         pos = 1 + len(arr)
@@ -463,7 +591,7 @@ def _reduction_twin(spec: ReductionSpec, ndo: int, ndr: int) -> Any:
         for _ in range(len(arr)):
             rst.append(tuple(int(v) for v in args[pos:pos + ndr]))
             pos += ndr
-        env: dict[str, Any] = {"_n": np.int64(nred),
+        env: dict[str, Any] = {"_n": np.int64(nn),
                                "_j": np.arange(nred, dtype=np.int64)[None, :]}
         a = 1
         s = 0
@@ -476,18 +604,22 @@ def _reduction_twin(spec: ReductionSpec, ndo: int, ndr: int) -> Any:
                 v = _view(ptrs[a], dt, offs[a], dims + rdims, ost[a] + rst[a - 1])
                 env[var] = v.reshape(nout, nred).astype(comp)
                 a += 1
+        if pre is not None:
+            env = evaluate(pre, env)
         with np.errstate(all="ignore"):
             vals = np.asarray(evaluate(mapped, env)["v_"]).astype(acc)
         vals = np.broadcast_to(vals, (nout, nred))
-        while vals.shape[1] > 1:
-            if vals.shape[1] % 2:
-                vals = np.concatenate([vals, np.broadcast_to(ident, (nout, 1))], axis=1)
-            with np.errstate(all="ignore"):
-                vals = np.asarray(evaluate(reduced, {"a": vals[:, 0::2], "b": vals[:, 1::2]})
-                                  ["r_"]).astype(acc)
-        res = vals[:, 0] if vals.shape[1] == 1 else np.broadcast_to(ident, (nout,))
+        if partial:
+            pad = nsplit * chunk - nred
+            if pad:
+                vals = np.concatenate([vals, np.broadcast_to(ident, (nout, pad))], axis=1)
+            res = tree(vals.reshape(nout * nsplit, chunk), ident)
+            dst = _view(ptrs[0], spec.acc, 0, (nout * nsplit,), (1,))
+            dst[...] = res.astype(dst.dtype)
+            return
+        res = tree(vals, ident)
         out_var, out_dt = spec.out
-        penv = evaluate(post, {"a": res, "_n": np.int64(nred)})
+        penv = evaluate(post, {"a": res, "_n": np.int64(nn)})
         dst = _view(ptrs[0], out_dt, offs[0], dims, ost[0])
         with np.errstate(all="ignore"):
             val = np.asarray(penv[out_var]).astype(_compute(out_dt)).astype(dst.dtype)
@@ -545,14 +677,17 @@ def launch_elementwise(dev: Any, spec: ElementwiseSpec, shape: tuple[int, ...],
         for s in sts:
             args += list(s)
     writes = [op.buffer for op in outs]
-    return dev.launch(kernel, _grid(n), BLOCK, tuple(args), writes=writes)
+    grid = _grid(-(-n // UNROLL) if contig else n)
+    return dev.launch(kernel, grid, BLOCK, tuple(args), writes=writes)
 
 
 def launch_reduction(dev: Any, spec: ReductionSpec, out_shape: tuple[int, ...],
                      red_shape: tuple[int, ...], out: Operand, ins: list[Any],
                      identity: Any) -> Any:
     """Launch ``spec``: ``out`` has strides over ``out_shape``; each array input has strides
-    over ``out_shape + red_shape``."""
+    over ``out_shape + red_shape``. Columns or rows, and whether the reduced elements are split
+    over blocks (then a second reduction combines the chunks), are chosen here from the layout
+    (see :func:`render_reduction`)."""
     nout = math.prod(out_shape)
     nred = math.prod(red_shape)
     if nout == 0:
@@ -566,24 +701,74 @@ def launch_reduction(dev: Any, spec: ReductionSpec, out_shape: tuple[int, ...],
         rshp = ()
     wide = _wide(max(nout, nred), [out] + arrays, out_shape) or any(
         _reach(op, out_shape + red_shape) >= _INT32_LIMIT for op in arrays)
-    name, source, kinds = render_reduction(spec, len(oshp), len(rshp), wide)
+    # columns: neighbouring outputs are neighbouring elements of the inputs, the reduced ones
+    # are not (a sum over axis 0 of a C-ordered matrix): a warp reads across outputs
+    cols = (nout >= COLS and bool(oshp) and bool(rshp) and
+            all(s[-1] in (0, 1) for s in osts[1:]) and any(s[-1] == 1 for s in osts[1:]) and
+            all(s[-1] != 1 for s in rsts))
+    groups = -(-nout // COLS) if cols else nout
+    nsplit = 1
+    if groups < FILL_BLOCKS and nred > 4 * BLOCK:
+        nsplit = max(1, min(-(-FILL_BLOCKS // groups), -(-nred // (4 * BLOCK))))
+    chunk = -(-nred // nsplit) if nred else 0
+    if cols:
+        block = BLOCK
+    else:
+        # as many threads as there are elements to combine (a power of two from a warp up to
+        # BLOCK), so that short reductions do not idle most of the block
+        block = 32
+        while block < BLOCK and block < chunk:
+            block *= 2
+    grid = min(groups * nsplit, 1 << 30)
+    name, source, kinds = render_reduction(spec, len(oshp), len(rshp), wide, cols, nsplit > 1)
     kernel = kernel_for(dev, name, source, kinds)
-    args: list[Any] = [nout, nred, out.buffer] + [op.buffer for op in arrays]
+    if nsplit > 1:
+        acc = spec.acc
+        part = dev.alloc((nout * nsplit,), D.storage_name(acc), order="C")
+        dst: Any = part
+        odims: list[int] = list(oshp)
+        osts_args = osts
+    else:
+        dst = out.buffer
+        odims = list(oshp)
+        osts_args = osts
+    args: list[Any] = [nout, nred, nred, nsplit, chunk, dst] + [op.buffer for op in arrays]
     args += list(scalar_bits(identity, spec.acc))
     for value, (_, dt, sc) in zip(ins, spec.ins):
         if sc:
             args += list(scalar_bits(value, dt))
-    args += [out.offset] + [op.offset for op in arrays]
-    args += list(oshp) + list(rshp)
-    for s in osts:
+    args += [out.offset if nsplit == 1 else 0] + [op.offset for op in arrays]
+    args += odims + list(rshp)
+    for s in osts_args:
         args += list(s)
     for s in rsts:
         args += list(s)
-    reads = [op.buffer for op in arrays] + [out.buffer]
-    # a block per output element: as many threads as there are elements to combine (a power
-    # of two from a warp up to BLOCK), so that short reductions do not idle most of the block
-    block = 32
-    while block < BLOCK and block < nred:
-        block *= 2
-    return dev.launch(kernel, min(nout, MAX_GRID * 16), block, tuple(args),
-                      reads=reads, writes=[out.buffer])
+    reads = [op.buffer for op in arrays]
+    if nsplit == 1:
+        return dev.launch(kernel, grid, block, tuple(args), reads=reads + [out.buffer],
+                          writes=[out.buffer])
+    dev.launch(kernel, grid, block, tuple(args), reads=reads, writes=[part])
+    # the chunks' results, [output, chunk] in the accumulator type: reduced by the same
+    # combiner, then post-processed with _n of the whole reduction
+    fin = ReductionSpec(spec.name + "_chunks", "x", spec.reduce_expr, spec.post,
+                        (("x", spec.acc, False),), (spec.acc,), spec.acc, spec.out)
+    fin_name, fin_source, fin_kinds = render_reduction(fin, len(oshp), 1, wide)
+    fin_kernel = kernel_for(dev, fin_name, fin_source, fin_kinds)
+    fblock = 32
+    while fblock < BLOCK and fblock < nsplit:
+        fblock *= 2
+    part_strides = tuple(s * nsplit for s in _c_strides(oshp))
+    fargs: list[Any] = [nout, nsplit, nred, 1, nsplit, out.buffer, part]
+    fargs += list(scalar_bits(identity, spec.acc))
+    fargs += [out.offset, 0] + list(oshp) + [nsplit]
+    fargs += list(osts[0]) + list(part_strides) + [1]
+    return dev.launch(fin_kernel, min(nout, 1 << 30), fblock, tuple(fargs),
+                      reads=[part, out.buffer], writes=[out.buffer])
+
+
+def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= max(d, 1)
+    return tuple(reversed(out))

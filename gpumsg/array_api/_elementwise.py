@@ -18,6 +18,7 @@ import numpy as np
 from . import _dtypes as D
 from ._array import Array, check_device, new_array
 from ._codegen import ElementwiseSpec, launch_elementwise
+from ._fusion import defer
 
 _pybool = builtins.bool
 _SCALARS = (_pybool, int, float, complex)
@@ -179,8 +180,16 @@ def apply(f: Func, *args: Any) -> Array:
     """``f(*args)`` as a new array."""
     dev, dt, compute, res = _resolve(f, args)
     shape = broadcast_shapes(*(a.shape for a in args if isinstance(a, Array)))
-    spec = _spec(f, args, dt, compute, res)
-    out = new_array(dev, shape, res)
+    return _run(dev, _spec(f, args, dt, compute, res), shape, args)
+
+
+def _run(dev: Any, spec: ElementwiseSpec, shape: tuple[int, ...], args: Any) -> Array:
+    """The result of one-output ``spec`` over ``args`` (arrays and scalars in the order of
+    ``spec.ins``): pending when fusion is on (:mod:`._fusion`), else launched now."""
+    out = defer(dev, spec, shape, list(args), Array._pending)
+    if out is not None:
+        return out
+    out = new_array(dev, shape, spec.outs[0][1])
     ins = [a._operand(shape) if isinstance(a, Array) else a for a in args]
     out._wrote(launch_elementwise(dev, spec, shape, [out._operand()], ins))
     return out
@@ -298,10 +307,7 @@ def where(condition: Array, x1: Any, x2: Any, /) -> Array:
     shape = broadcast_shapes(*(a.shape for a in arrays))
     spec = ElementwiseSpec("where", "out = c ? x : y", tuple(ins), (D.bool, dt, dt),
                            (("out", dt),))
-    out = new_array(dev, shape, dt)
-    ops = [a._operand(shape) if isinstance(a, Array) else a for a in (condition, x1, x2)]
-    out._wrote(launch_elementwise(dev, spec, shape, [out._operand()], ops))
-    return out
+    return _run(dev, spec, shape, (condition, x1, x2))
 
 
 def clip(x: Array, /, min: Any = None, max: Any = None) -> Array:  # noqa: A002
@@ -336,10 +342,7 @@ def clip(x: Array, /, min: Any = None, max: Any = None) -> Array:  # noqa: A002
         args.append(bound)
     shape = broadcast_shapes(*(a.shape for a in args if isinstance(a, Array)))
     spec = ElementwiseSpec("clip", text, tuple(ins), (dt,) * len(ins), (("out", dt),))
-    out = new_array(x.device, shape, dt)
-    ops = [a._operand(shape) if isinstance(a, Array) else a for a in args]
-    out._wrote(launch_elementwise(x.device, spec, shape, [out._operand()], ops))
-    return out
+    return _run(x.device, spec, shape, args)
 
 
 def astype(x: Array, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Array:
@@ -353,9 +356,9 @@ def astype(x: Array, dtype: Any, /, *, copy: bool = True, device: Any = None) ->
         return x
     if D.kind_of(x.dtype) == "c" and D.kind_of(dt) != "c":
         raise TypeError(f"astype: {x.dtype} to {dt} would drop the imaginary part; use real()")
-    out = new_array(x.device, x.shape, dt)
-    cast_into(out, x)
-    return out
+    text = "out = x != 0" if dt == D.bool and D.kind_of(x.dtype) != "b" else "out = x"
+    spec = ElementwiseSpec("copy", text, (("x", x.dtype, False),), (x.dtype,), (("out", dt),))
+    return _run(x.device, spec, x.shape, (x,))
 
 
 __all__ += ["where", "clip", "astype"]

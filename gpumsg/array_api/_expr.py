@@ -27,8 +27,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidMessage
+from . import _dtypes as D
 
-__all__ = ["parse", "render_c", "evaluate", "FUNCTIONS", "CONSTANTS", "PRELUDE", "Program"]
+__all__ = ["parse", "render_c", "render_text", "evaluate", "FUNCTIONS", "CONSTANTS", "PRELUDE",
+           "Program", "cast_name"]
 
 _TOKEN = re.compile(r"""\s*(?:
     (?P<num>(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?[fFuUlL]*)
@@ -212,7 +214,31 @@ def render_c(node: Node) -> str:
         return f"({node[1]}{render_c(node[2])})"
     if kind == "tern":
         return f"({render_c(node[1])} ? {render_c(node[2])} : {render_c(node[3])})"
+    if node[1] in _CAST_C:
+        return _CAST_C[node[1]](render_c(node[2][0]))
     return f"gm_{node[1]}({', '.join(render_c(a) for a in node[2])})"
+
+
+def render_text(node: Node) -> str:
+    """The node in the description language itself (fully parenthesized): generated
+    operations (fused chains) are written as text, so that the text is their cache key and
+    both renderings parse it as they parse any other operation."""
+    kind = node[0]
+    if kind == "var":
+        return node[1]
+    if kind == "num":
+        v = node[1]
+        if isinstance(v, float):
+            text = repr(v)
+            return text if "e" in text or "." in text else text + ".0"
+        return str(v)
+    if kind == "bin":
+        return f"({render_text(node[2])} {node[1]} {render_text(node[3])})"
+    if kind == "un":
+        return f"({node[1]}{render_text(node[2])})"
+    if kind == "tern":
+        return f"({render_text(node[1])} ? {render_text(node[2])} : {render_text(node[3])})"
+    return f"{node[1]}({', '.join(render_text(a) for a in node[2])})"
 
 
 # -- NumPy ----------------------------------------------------------------------------------------
@@ -384,6 +410,38 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "atan2": np.arctan2, "nextafter": np.nextafter, "logaddexp": np.logaddexp,
     "conj": np.conj, "real": np.real, "imag": _imag,
 }
+
+
+
+def _cast_numpy(dt: np.dtype) -> Callable[[Any], Any]:
+    comp = D.CTYPE[dt][2]
+
+    def cast(x: Any) -> Any:
+        # through the stored dtype and back: a half or bool value rounds as a store would
+        with np.errstate(all="ignore"):
+            v = np.asarray(x).astype(comp)
+            return v if comp == dt else v.astype(dt).astype(comp)
+    return cast
+
+
+def _cast_c(dt: np.dtype) -> Callable[[str], str]:
+    storage, ctype, _, load, store = D.CTYPE[dt]
+    if load == "{}":
+        return lambda text: f"(({ctype})({text}))"
+    return lambda text: load.format(store.format(f"({ctype})({text})"))
+
+
+def cast_name(dt: np.dtype) -> str:
+    """The function of the description language that converts a value to ``dt`` (in its
+    compute type, rounded as a store to ``dt`` and a load back would round it)."""
+    return "cast_" + str(dt)
+
+
+#: C renderings of the casts (a call to one of them is a C conversion, not a device function)
+_CAST_C: dict[str, Callable[[str], str]] = {}
+for _dt in D.ALL:
+    FUNCTIONS[cast_name(_dt)] = _cast_numpy(_dt)
+    _CAST_C[cast_name(_dt)] = _cast_c(_dt)
 
 #: names usable in an operation without being inputs: C text, NumPy value
 CONSTANTS: dict[str, tuple[str, Any]] = {

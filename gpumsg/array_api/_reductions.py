@@ -6,18 +6,22 @@ value, then a reduction that reads it broadcast)."""
 from __future__ import annotations
 
 import builtins
+import contextlib
 from typing import Any
 
 import numpy as np
 
 from . import _dtypes as D
+from . import _fusion
 from ._array import Array, new_array
 from ._codegen import Operand, ReductionSpec, launch_reduction
+from ._expr import cast_name
 
 __all__ = ["sum", "prod", "max", "min", "mean", "var", "std", "all", "any", "count_nonzero",
            "argmax", "argmin", "reduce"]
 
 _pybool = builtins.bool
+_nothing = contextlib.nullcontext
 
 
 def normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
@@ -49,27 +53,40 @@ def reduce(x: Array, axis: Any, keepdims: bool, name: str, map_expr: str, reduce
     out_shape = tuple(x.shape[k] for k in keep)
     red_shape = tuple(x.shape[k] for k in axes)
     order = keep + list(axes)
-    ins: list[tuple[str, np.dtype, bool]] = [("x", x.dtype, False)]
-    ops = [Operand(x._buf, x.dtype, x._offset, tuple(x.strides[k] for k in order))]
+    if casts is None:
+        casts = (x.dtype,) + tuple(e.dtype for e in extra)
+    # a pending x: its chain is computed inside this kernel, x itself stays pending
+    chain = _fusion.chain_of(x, tuple(order))
+    pre = ""
+    ins: list[tuple[str, np.dtype, bool]]
+    ops: list[Any]
+    if chain is None:
+        ins = [("x", x.dtype, False)]
+        ops = [Operand(x._buf, x.dtype, x._offset, tuple(x.strides[k] for k in order))]
+    else:
+        statements, root, root_dt, ins_c, casts_c, values = chain
+        pre = f"{statements}; x = {cast_name(casts[0])}({root})"
+        ins, ops = list(ins_c), list(values)
+        casts = casts_c + casts[1:]
     for nm, e in zip(("m",), extra):
         kd = e.strides
         ins.append((nm, e.dtype, False))
-        ops.append(Operand(e._buf, e.dtype, e._offset,
+        # extras are results of reductions (in memory): _b leaves a pending x pending
+        ops.append(Operand(e._b if e._node is None else e._buf, e.dtype, e._offset,
                            tuple(kd[k] for k in keep) + (0,) * len(axes)))
-    if casts is None:
-        casts = tuple(dt for _, dt, _ in ins)
     spec = ReductionSpec(name, map_expr, reduce_expr, post, tuple(ins), casts, acc,
-                         ("out", out_dt))
-    out = new_array(x.device, out_shape, out_dt)
-    out._wrote(launch_reduction(x.device, spec, out_shape, red_shape, out._operand(), ops,
-                                identity))
+                         ("out", out_dt), pre)
+    with _fusion.quiet() if chain is not None else _nothing():
+        out = new_array(x.device, out_shape, out_dt)
+        out._wrote(launch_reduction(x.device, spec, out_shape, red_shape,
+                                    Operand(out._b, out_dt, 0, out.strides), ops, identity))
     if keepdims:
         shape = tuple(1 if k in axes else x.shape[k] for k in range(x.ndim))
         strides = []
         it = iter(out.strides)
         for k in range(x.ndim):
             strides.append(0 if k in axes else next(it))
-        return Array(out._buf, shape, out_dt, out.device, tuple(strides), out._offset)
+        return Array(out._b, shape, out_dt, out.device, tuple(strides), out._offset)
     return out
 
 

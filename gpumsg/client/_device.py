@@ -98,6 +98,17 @@ _tokens = itertools.count(1)
 #: give the GIL away after posting, so a device thread waiting for it runs while this thread
 #: prepares its next message (performance experiment; see docs/performance.md)
 YIELD_AFTER_POST = False
+#: called before every message is posted while set (None otherwise, costing one test): a layer
+#: above that holds work back (gpumsg.array_api's pending element-wise results) sends it first,
+#: so that no later message can overtake it; see set_before_post
+before_post: Any = None
+
+
+def set_before_post(hook: Any) -> None:
+    """Install (a callable taking the message) or remove (None) the hook run before each
+    post."""
+    global before_post
+    before_post = hook
 
 
 def _yield_gil() -> None:
@@ -399,6 +410,8 @@ class Device:
     def _post_thread(self, msg: Any, reply: Any) -> None:
         """Thread isolation's post, without a lock: a post that races close() sees the refusal
         after its put, and the worker makes sure that a message left behind STOP is failed."""
+        if before_post is not None:
+            before_post(msg)
         state = self._state
         if not state.accepting:
             raise state.refusal
@@ -414,6 +427,8 @@ class Device:
             _yield_gil()
 
     def _post(self, msg: Any, reply: Any) -> None:
+        if before_post is not None:
+            before_post(msg)
         # the lock orders posts against close(): nothing is put behind the STOP message
         with self._lock:
             state = self._state

@@ -64,13 +64,14 @@ def test_chain_pipelines_without_waiting(xp, dev, posted) -> None:
     from gpumsg.messages.nvrtc import Launch
 
     x = xp.asarray(np.arange(1000, dtype=np.float64))
-    float(xp.sum(x * 2.0 + 1.0))  # compiles the kernels once
-    launches = posted(dev, Launch)
-    y = x
-    for _ in range(20):
-        y = y * 2.0 + 1.0
-    assert len(launches) == 40
-    assert not y.buffer.done() or dev.backend == "sim"
+    with xp.fusion(False):  # one launch per operation
+        float(xp.sum(x * 2.0 + 1.0))  # compiles the kernels once
+        launches = posted(dev, Launch)
+        y = x
+        for _ in range(20):
+            y = y * 2.0 + 1.0
+        assert len(launches) == 40
+        assert not y.buffer.done() or dev.backend == "sim"
     ref = np.arange(1000, dtype=np.float64)
     for _ in range(20):
         ref = ref * 2.0 + 1.0
@@ -84,8 +85,18 @@ def test_a_failed_producer_raises_at_the_read(xp, backend, monkeypatch) -> None:
 
     if backend != "sim":
         pytest.skip("the failure is injected into the simulator's twin of the kernel")
+    with xp.fusion(False):  # exp's own kernel, generated now
+        _failed_producer(xp, _codegen, monkeypatch)
+
+
+def _failed_producer(xp, _codegen, monkeypatch) -> None:
     x = xp.asarray(np.ones(4, np.float32))
     y = xp.exp(x)  # generates (and registers) the kernel
+    spec = _codegen.ElementwiseSpec("exp", "out = exp(x)", (("x", xp.float32, False),),
+                                    (xp.float32,), (("out", xp.float32),))
+    name = _codegen.render_elementwise(spec, "contig", False)[0]
+    assert name in _codegen.SIM_KERNELS
+
     def broken(*args):
         raise RuntimeError("injected kernel failure")
 

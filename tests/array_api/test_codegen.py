@@ -12,6 +12,7 @@ from array_helpers import ALL_DTYPES
 import gpumsg.array_api as xpm
 from gpumsg.array_api import _dtypes as D
 from gpumsg.array_api._codegen import (
+    SHUFFLE,
     ElementwiseSpec,
     ReductionSpec,
     render_elementwise,
@@ -60,8 +61,15 @@ def _sources(dt_name: str) -> list[tuple[str, str]]:
         spec = ReductionSpec("sum", "x", "a + b", "out = a / _n", (("x", dt, False),),
                              (acc,), acc, ("out", dt))
         for ndo, ndr in ((0, 1), (2, 2)):
-            name, src, _ = render_reduction(spec, ndo, ndr, ndo == 2)
-            out.append((name, src[len(PRELUDE):]))
+            for cols, partial in ((False, False), (True, False), (False, True), (True, True)):
+                name, src, _ = render_reduction(spec, ndo, ndr, ndo == 2, cols, partial)
+                out.append((name, src[len(PRELUDE) + len(SHUFFLE):]))
+    # the accumulator types of the other reductions (bool, int64, and the half types' float32)
+    for acc, mapped in ((D.bool, "x != 0"), (D.int64, "x != 0 ? 1 : 0")):
+        spec = ReductionSpec("any", mapped, "a || b" if acc == D.bool else "a + b", "out = a",
+                             (("x", dt, False),), (dt,), acc, ("out", acc))
+        name, src, _ = render_reduction(spec, 1, 1, False, kind != "b", True)
+        out.append((name, src[len(PRELUDE) + len(SHUFFLE):]))
     return out
 
 
@@ -71,7 +79,7 @@ def test_every_function_renders_and_compiles(dt: str) -> None:
     bodies = list(dict(_sources(dt)).items())  # a unary function renders once per layout
     assert bodies
     compile_program = _nvrtc()
-    source = PRELUDE + "\n".join(body for _, body in bodies)
+    source = PRELUDE + SHUFFLE + "\n".join(body for _, body in bodies)
     prog = compile_program(source, bodies[0][0], "sm_90", (), None,
                            tuple(name for name, _ in bodies[1:]))
     assert prog.image

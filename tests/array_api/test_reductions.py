@@ -143,3 +143,28 @@ def test_cumulative(xp, rng) -> None:
 def test_integer_sum_wraps_like_numpy(xp) -> None:
     h = np.full(10, np.iinfo(np.int64).max, np.int64)
     np.testing.assert_array_equal(np.asarray(xp.sum(xp.asarray(h))), np.sum(h))
+
+
+@pytest.mark.parametrize("shape,axis", [((3000,), None), ((2000, 40), 0), ((40, 3000), 1),
+                                        ((64, 50, 3), (0, 2)), ((50, 64), 0)])
+def test_long_reductions_split_over_blocks_and_columns(xp, rng, shape, axis) -> None:
+    """Reductions long enough to be split over blocks (a second kernel combines the chunks),
+    and over the columns of a C-ordered array (a warp across neighbouring outputs)."""
+    h = rng.standard_normal(shape)
+    x = xp.asarray(h)
+    c = xp.asarray(h + 1j * rng.standard_normal(shape))
+    hc = np.asarray(c)
+    checks = [(xp.sum(x, axis=axis), h.sum(axis=axis)), (xp.mean(x, axis=axis), h.mean(axis)),
+              (xp.max(x, axis=axis), h.max(axis)), (xp.std(x, axis=axis), h.std(axis=axis)),
+              (xp.sum(c, axis=axis), hc.sum(axis=axis)),
+              (xp.count_nonzero(x > 0.5, axis=axis), np.count_nonzero(h > 0.5, axis=axis)),
+              (xp.any(x > 3.0, axis=axis), np.any(h > 3.0, axis=axis)),
+              (xp.all(x > -3.0, axis=axis), np.all(h > -3.0, axis=axis))]
+    for got, ref in checks:
+        np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-12, atol=1e-12)
+    if not isinstance(axis, tuple):
+        np.testing.assert_array_equal(np.asarray(xp.argmax(x, axis=axis)),
+                                      np.argmax(h, axis=axis))
+    h32 = h.astype(np.float32)
+    np.testing.assert_allclose(np.asarray(xp.sum(xp.asarray(h32), axis=axis)),
+                               h32.astype(np.float64).sum(axis=axis), rtol=1e-4, atol=1e-4)

@@ -1,0 +1,414 @@
+"""Automatic fusion of element-wise chains: results held back as expressions until memory is
+needed, then generated as one kernel.
+
+An element-wise call (an operator, a function of the standard's element-wise table, ``where``,
+``clip``, ``astype``) answers an array at once, as every call does; with fusion on (the default)
+that array is *pending*: a :class:`Node` of an expression over the arrays it reads (leaves),
+Python scalars and other pending nodes. No message is sent. The expression is computed when
+something needs memory, and at that moment **every pending result still referenced** (a
+wrapper alive: weak references tell) is computed, one generated kernel per result shape (per
+:data:`MAX_OUTPUTS` results or :data:`MAX_KERNEL_INPUTS` inputs), whose outputs are exactly
+those results; intermediates nobody references are computed in registers
+and never stored. The moments:
+
+- anything that touches an array's memory other than an element-wise call or a reduction:
+  reading values, a view, indexing, ``matmul``, sorting, linalg, fft, DLPack, ``.buffer``, an
+  in-place update (``x += 1``, ``x[...] = v``), a user's ``ElementwiseKernel``;
+- any message posted to any device (a library call, a copy, a user's own ``dev.launch``,
+  ``synchronize``), through the hook the client runs before each post
+  (:func:`gpumsg.client._device.set_before_post`), so that no later write to a leaf can
+  overtake a pending read of it;
+- a chain reaching :data:`MAX_OPS` operations or :data:`MAX_INPUTS` array inputs: the call
+  first computes what is pending and starts a new chain from the results.
+
+A reduction of a pending array reads the leaves and computes the chain inside the reduction
+kernel; the pending array itself stays pending (computed later only if it is still referenced
+when memory is next needed). Pending nodes only ever write memory they allocate, and every
+write to existing memory goes through one of the moments above, so the order of reads and
+writes is the program's whatever the timing.
+
+Fusion is off with ``gpumsg.configure(array_fusion=False)`` (``GPUMSG_ARRAY_FUSION=0``) or
+within ``with gpumsg.array_api.fusion(False):``; :func:`fusion_stats` counts the kernels.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import threading
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from ..client._device import set_before_post
+from ..config import setting
+from ..messages.device import Alloc
+from ..messages.nvrtc import LoadModule
+from . import _dtypes as D
+from ._codegen import ElementwiseSpec, Operand, launch_elementwise, program
+from ._expr import Node as Tree
+from ._expr import cast_name, render_text
+
+__all__ = ["MAX_OPS", "MAX_INPUTS", "MAX_OUTPUTS", "MAX_KERNEL_INPUTS", "Node", "Leaf",
+           "defer", "flush", "fusion", "fusion_stats", "enabled", "quiet", "chain_of"]
+
+#: the most operations one pending chain holds before it is computed
+MAX_OPS = 32
+#: the most array inputs (leaves) one pending chain reads before it is computed
+MAX_INPUTS = 16
+_OFF = ("0", "no", "off", "false")
+
+_lock = threading.RLock()
+_tls = threading.local()
+_seq = itertools.count()
+#: creation number -> pending wrapper (an Array), while the wrapper lives
+_live: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+_stats = {"kernels": 0, "reductions": 0, "operations": 0}
+
+
+class Leaf:
+    """An array in memory read by a pending chain: buffer, dtype, element offset, strides."""
+
+    __slots__ = ("buffer", "dtype", "offset", "strides", "shape")
+
+    def __init__(self, buffer: Any, dtype: np.dtype, offset: int, strides: tuple[int, ...],
+                 shape: tuple[int, ...]) -> None:
+        self.buffer, self.dtype, self.offset = buffer, dtype, offset
+        self.strides, self.shape = strides, shape
+
+    def key(self) -> tuple:
+        return (id(self.buffer), self.dtype, self.offset, self.strides, self.shape)
+
+    def operand(self, shape: tuple[int, ...]) -> Operand:
+        """As a kernel operand broadcast to ``shape``."""
+        pad = len(shape) - len(self.shape)
+        st = (0,) * pad + tuple(0 if d == 1 and shape[pad + k] != 1 else s
+                                for k, (d, s) in enumerate(zip(self.shape, self.strides)))
+        return Operand(self.buffer, self.dtype, self.offset, st)
+
+
+class Scalar:
+    """A Python scalar argument, converted to ``dtype`` as the unfused call converts it."""
+
+    __slots__ = ("value", "dtype")
+
+    def __init__(self, value: Any, dtype: np.dtype) -> None:
+        self.value, self.dtype = value, dtype
+
+
+class Node:
+    """A pending element-wise result: the operation's tree (over its parameter names), its
+    arguments (Node, Leaf or Scalar per parameter), the compute dtype each is converted to,
+    the result dtype and shape. ``done`` is the Leaf of its memory once computed."""
+
+    __slots__ = ("name", "tree", "params", "args", "casts", "dtype", "shape", "dev", "ops",
+                 "inputs", "done", "error", "__weakref__")
+
+    def __init__(self, name: str, tree: Tree, params: tuple[str, ...], args: tuple[Any, ...],
+                 casts: tuple[np.dtype, ...], dtype: np.dtype, shape: tuple[int, ...],
+                 dev: Any) -> None:
+        self.name, self.tree, self.params, self.args = name, tree, params, args
+        self.casts, self.dtype, self.shape, self.dev = casts, dtype, shape, dev
+        # an upper bound of the chain's size (shared subexpressions counted per use)
+        self.ops = 1 + sum(a.ops for a in args if isinstance(a, Node))
+        self.inputs = sum(a.inputs if isinstance(a, Node) else 1 for a in args
+                          if not isinstance(a, Scalar))
+        self.done: Leaf | None = None
+        #: why its kernel could not be sent (raised wherever its memory is needed)
+        self.error: BaseException | None = None
+
+
+# -- switches and counters ------------------------------------------------------------------------
+def enabled() -> bool:
+    """Whether element-wise calls are held back for fusion now: the innermost ``fusion(...)``
+    block of this thread, else the ``array_fusion`` option (on by default)."""
+    forced = getattr(_tls, "forced", None)
+    if forced is not None:
+        return forced
+    return (setting("GPUMSG_ARRAY_FUSION") or "1").strip().lower() not in _OFF
+
+
+@contextlib.contextmanager
+def fusion(enabled: bool = True) -> Iterator[None]:
+    """Turn fusion on or off for this thread inside a ``with`` block (overriding the
+    ``array_fusion`` option). Entering computes what is pending."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"fusion(enabled): a bool, got {enabled!r}")
+    flush()
+    before = getattr(_tls, "forced", None)
+    _tls.forced = enabled
+    try:
+        yield
+    finally:
+        _tls.forced = before
+
+
+def fusion_stats() -> dict[str, int]:
+    """Counters since the process started: ``kernels`` (element-wise kernels generated from
+    pending chains and launched), ``reductions`` (reductions that computed a pending chain in
+    their own kernel) and ``operations`` (element-wise operations those kernels computed)."""
+    with _lock:
+        return dict(_stats)
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Posts of this thread inside the block leave pending work pending: for code that only
+    writes memory it has just allocated (a reduction reading a pending chain)."""
+    before = getattr(_tls, "quiet", False)
+    _tls.quiet = True
+    try:
+        yield
+    finally:
+        _tls.quiet = before
+
+
+#: messages that write no memory a pending chain reads (a compiled module's loading, which
+#: NVRTC's compiling thread posts; a new buffer's allocation): they leave pending work pending
+_HARMLESS = (LoadModule, Alloc)
+
+
+def _hook(msg: Any) -> None:
+    """Run by the client before each post: compute what is pending first (errors stay with
+    the arrays: they are raised where one is read)."""
+    if _live and not isinstance(msg, _HARMLESS) and not getattr(_tls, "quiet", False):
+        flush(raise_errors=False)
+
+
+# -- holding back ---------------------------------------------------------------------------------
+def _item(a: Any) -> Any:
+    """A pending argument's Node, or the Leaf of an array in memory."""
+    node = a._node
+    if node is not None and node.done is None:
+        return node
+    if node is not None:
+        return node.done
+    return Leaf(a._b, a._dtype, a._offset, a._strides, a._shape)
+
+
+def defer(dev: Any, spec: ElementwiseSpec, shape: tuple[int, ...], args: list[Any],
+          wrap: Callable[[Node], Any]) -> Any:
+    """The pending result of ``spec`` (one output, one statement) over ``args`` (Arrays of
+    ``dev`` and Python scalars, in the order of ``spec.ins``), made into an array by ``wrap``;
+    None when fusion is off (or there is nothing to compute): the caller launches it itself."""
+    if not enabled() or math.prod(shape) == 0 or len(spec.outs) != 1:
+        return None
+    prog = program(spec.text)
+    if len(prog.statements) != 1 or prog.statements[0][0] != spec.outs[0][0]:
+        return None
+    params = tuple(name for name, _, _ in spec.ins)
+    for attempt in (0, 1):
+        with _lock:
+            items = tuple(Scalar(a, dt) if sc else _item(a)
+                          for (_, dt, sc), a in zip(spec.ins, args))
+            node = Node(spec.name, prog.statements[0][1], params, items, spec.casts,
+                        spec.outs[0][1], shape, dev)
+            if attempt or (node.ops <= MAX_OPS and node.inputs <= MAX_INPUTS):
+                wrapper = wrap(node)
+                if not _live:
+                    set_before_post(_hook)
+                _live[next(_seq)] = wrapper
+                return wrapper
+        flush()  # a long chain: compute what is pending, then start again from its results
+    raise AssertionError("unreachable")
+
+
+# -- generating -----------------------------------------------------------------------------------
+def _substitute(tree: Tree, names: dict[str, Tree]) -> Tree:
+    kind = tree[0]
+    if kind == "var":
+        return names.get(tree[1], tree)
+    if kind == "num":
+        return tree
+    if kind == "bin":
+        return ("bin", tree[1], _substitute(tree[2], names), _substitute(tree[3], names))
+    if kind == "un":
+        return ("un", tree[1], _substitute(tree[2], names))
+    if kind == "tern":
+        return ("tern", *(_substitute(t, names) for t in tree[1:]))
+    return ("call", tree[1], tuple(_substitute(t, names) for t in tree[2]))
+
+
+class _Builder:
+    """The statements of the nodes reachable from some outputs: one ``t<k>`` per pending node
+    (shared subexpressions once), one input per distinct leaf, one per scalar."""
+
+    def __init__(self) -> None:
+        self.statements: list[str] = []
+        self.leaves: dict[tuple, tuple[str, Leaf]] = {}
+        self.scalars: list[tuple[str, Scalar]] = []
+        self.names: dict[int, str] = {}
+
+    def var(self, item: Any) -> tuple[str, np.dtype]:
+        if isinstance(item, Scalar):
+            name = f"s{len(self.scalars)}"
+            self.scalars.append((name, item))
+            return name, item.dtype
+        if isinstance(item, Node) and item.done is not None:
+            item = item.done
+        if isinstance(item, Leaf):
+            key = item.key()
+            found = self.leaves.get(key)
+            if found is None:
+                found = self.leaves[key] = (f"a{len(self.leaves)}", item)
+            return found[0], item.dtype
+        name = self.names.get(id(item))
+        if name is not None:
+            return name, item.dtype
+        refs: dict[str, Tree] = {}
+        for param, arg, cdt in zip(item.params, item.args, item.casts):
+            v, dt = self.var(arg)
+            ref: Tree = ("var", v)
+            refs[param] = ref if dt == cdt else ("call", cast_name(cdt), (ref,))
+        tree = ("call", cast_name(item.dtype), (_substitute(item.tree, refs),))
+        name = f"t{len(self.statements)}"
+        self.statements.append(f"{name} = {render_text(tree)}")
+        self.names[id(item)] = name
+        return name, item.dtype
+
+    def ins(self) -> tuple[tuple[tuple[str, np.dtype, bool], ...], tuple[np.dtype, ...]]:
+        ins = [(v, leaf.dtype, False) for v, leaf in self.leaves.values()]
+        ins += [(v, s.dtype, True) for v, s in self.scalars]
+        return tuple(ins), tuple(dt for _, dt, _ in ins)
+
+    def values(self, shape: tuple[int, ...],
+               order: tuple[int, ...] | None = None) -> list[Any]:
+        out: list[Any] = []
+        for _, leaf in self.leaves.values():
+            op = leaf.operand(shape)
+            if order is not None:
+                op = Operand(op.buffer, op.dtype, op.offset, tuple(op.strides[k] for k in order))
+            out.append(op)
+        return out + [s.value for _, s in self.scalars]
+
+
+def flush(raise_errors: bool = True) -> None:
+    """Compute every pending result still referenced (see the module docstring). A group
+    whose kernel cannot be sent keeps its error: raised here (unless ``raise_errors`` is
+    false) and again wherever one of its arrays' memory is needed."""
+    if not _live or getattr(_tls, "flushing", False):
+        return
+    failed: list[tuple[list[tuple[int, Any]], BaseException]] = []
+    with _lock:
+        _tls.flushing = True
+        try:
+            while True:
+                wrappers = sorted(_live.items())
+                _live.clear()
+                if not wrappers:
+                    break
+                groups: dict[tuple, list[tuple[int, Any]]] = {}
+                for seq, w in wrappers:
+                    node = w._node
+                    if node is not None and node.done is None:
+                        groups.setdefault((id(node.dev), node.shape), []).append((seq, w))
+                # smaller shapes first: a result read broadcast by a larger one is in memory
+                # before the larger one's kernel reads it
+                for _, ws in sorted(groups.items(),
+                                    key=lambda kv: (math.prod(kv[0][1]), len(kv[0][1]))):
+                    for part in _batches(ws):
+                        try:
+                            _compute([w for _, w in part])
+                        except Exception as exc:  # noqa: BLE001 - kept with its arrays
+                            failed.append((part, exc))
+                            for _, w in part:
+                                w._node.error = exc
+        finally:
+            _tls.flushing = False
+            set_before_post(_hook if _live else None)
+    if failed and raise_errors:
+        raise failed[0][1]
+
+
+#: the most outputs and array inputs one kernel takes (its parameters stay far below CUDA's
+#: 4 KiB); a group of more pending results of one shape is computed by several kernels
+MAX_OUTPUTS = 16
+MAX_KERNEL_INPUTS = 32
+
+
+def _leaves(node: Node, seen: dict[int, set[tuple]]) -> set[tuple]:
+    """The keys of the leaves a pending node reads (memoized in ``seen``)."""
+    found = seen.get(id(node))
+    if found is None:
+        found = set()
+        for a in node.args:
+            if isinstance(a, Node) and a.done is None:
+                found |= _leaves(a, seen)
+            elif isinstance(a, Node):
+                found.add(a.done.key())  # type: ignore[union-attr]
+            elif isinstance(a, Leaf):
+                found.add(a.key())
+        seen[id(node)] = found
+    return found
+
+
+def _batches(ws: list[tuple[int, Any]]) -> list[list[tuple[int, Any]]]:
+    """``ws`` (one shape's pending results, in creation order) cut into kernels of at most
+    MAX_OUTPUTS outputs and MAX_KERNEL_INPUTS distinct array inputs."""
+    out: list[list[tuple[int, Any]]] = []
+    seen: dict[int, set[tuple]] = {}
+    current: list[tuple[int, Any]] = []
+    inputs: set[tuple] = set()
+    for item in ws:
+        mine = _leaves(item[1]._node, seen)
+        if current and (len(current) == MAX_OUTPUTS or
+                        len(inputs | mine) > MAX_KERNEL_INPUTS):
+            out.append(current)
+            current, inputs = [], set()
+        current.append(item)
+        inputs |= mine
+    if current:
+        out.append(current)
+    return out
+
+
+def _compute(wrappers: list[Any]) -> None:
+    nodes = [w._node for w in wrappers]
+    dev, shape = nodes[0].dev, nodes[0].shape
+    b = _Builder()
+    outs = [b.var(n)[0] for n in nodes]
+    ins, casts = b.ins()
+    spec = ElementwiseSpec("fused", "; ".join(b.statements), ins, casts,
+                           tuple((v, n.dtype) for v, n in zip(outs, nodes)))
+    bufs = [dev.alloc(shape, D.storage_name(n.dtype), order="C") for n in nodes]
+    strides = _c_strides(shape)
+    done = launch_elementwise(dev, spec, shape, [Operand(buf, n.dtype, 0, strides)
+                                                 for buf, n in zip(bufs, nodes)],
+                              b.values(shape))
+    _stats["kernels"] += 1
+    _stats["operations"] += len(b.statements)
+    for w, n, buf in zip(wrappers, nodes, bufs):
+        w._b = buf
+        w._node = None
+        w._wrote(done)
+        n.done = Leaf(w._b, n.dtype, 0, strides, shape)
+        n.args = ()  # its inputs are no longer needed by it
+
+
+def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= max(d, 1)
+    return tuple(reversed(out))
+
+
+def chain_of(x: Any, order: tuple[int, ...]) -> Any:
+    """For a reduction of ``x``: None when ``x`` is in memory (or fusion is off); else
+    (statements, root variable, its dtype, inputs, casts, operand values) of the pending chain,
+    the array operands' strides permuted by ``order``. Counts the reduction."""
+    if not enabled():
+        return None
+    with _lock:
+        node = x._node
+        if node is None or node.done is not None:
+            return None
+        b = _Builder()
+        root, dt = b.var(node)
+        ins, casts = b.ins()
+        _stats["reductions"] += 1
+        _stats["operations"] += len(b.statements)
+        return "; ".join(b.statements), root, dt, ins, casts, b.values(node.shape, order)
