@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..libs.nvrtc._sim import SIM_KERNELS, sim_kernel
+from ..libs.nvrtc._sim import SIM_KERNELS, Recipe, sim_kernel
 from . import _dtypes as D
 from ._array import Array, new_array
 from ._cub import cub_kernel
@@ -84,7 +84,7 @@ extern "C" __global__ void {name}(long long n, long long ntiles, const {storage}
 }}
 """
     if name not in SIM_KERNELS:
-        sim_kernel(name)(_nonzero_twin(dt, write, values is not None))
+        sim_kernel(name)(Recipe(_nonzero_twin, dt, write, values is not None))
     return name, PRELUDE + body
 
 

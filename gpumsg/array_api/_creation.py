@@ -212,7 +212,7 @@ def full_like(x: Array, /, fill_value: Any, *, dtype: Any = None, device: Any = 
 def _render_ramp(dt: np.dtype, integer: bool) -> tuple[str, str, tuple[str, ...]]:
     """``out[i] = start + i * step`` (complex parts separately), the last element ``last``
     where ``fix_last`` says so; computed in int64 (``integer``) or float64."""
-    from ..libs.nvrtc._sim import SIM_KERNELS, sim_kernel
+    from ..libs.nvrtc._sim import SIM_KERNELS, Recipe, sim_kernel
     from ._cub import tag
     from ._expr import PRELUDE
 
@@ -247,7 +247,7 @@ extern "C" __global__ void {name}(long long n, {storage}* __restrict__ out, {par
 }}
 """
     if name not in SIM_KERNELS:
-        sim_kernel(name)(_ramp_twin(dt, integer))
+        sim_kernel(name)(Recipe(_ramp_twin, dt, integer))
     return name, src, kinds
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..libs.nvrtc._sim import SIM_KERNELS, sim_kernel
+from ..libs.nvrtc._sim import SIM_KERNELS, Recipe, sim_kernel
 from . import _dtypes as D
 from ._array import Array, _copy, new_array
 from ._codegen import _index_code, kernel_for
@@ -49,7 +49,7 @@ extern "C" __global__ void {name}({", ".join(params)}) {{
 }}
 """
     if name not in SIM_KERNELS:
-        sim_kernel(name)(_move_twin(width, ndim, scatter))
+        sim_kernel(name)(Recipe(_move_twin, width, ndim, scatter))
     return name, src, kinds
 
 

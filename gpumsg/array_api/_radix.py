@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..libs.nvrtc._sim import SIM_KERNELS, sim_kernel
+from ..libs.nvrtc._sim import SIM_KERNELS, Recipe, sim_kernel
 from . import _dtypes as D
 from ._array import Array, new_array
 from ._cub import cub_kernel, tag, unsigned_type
@@ -141,7 +141,7 @@ extern "C" __global__ void {name}(long long n, long long ntiles, long long rowle
 }}
 """
     if name not in SIM_KERNELS:
-        sim_kernel(name)(_hist_twin(dt, mode, descending))
+        sim_kernel(name)(Recipe(_hist_twin, dt, mode, descending))
     return name, src, ("i64", "i64", "i64", "i32", "ptr", "ptr")
 
 
@@ -338,7 +338,7 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}({", ".join(params
 }}
 """
     if name not in SIM_KERNELS:
-        sim_kernel(name)(_pass_twin(dt, descending, inm, outm, bits_payload, one_row, pt))
+        sim_kernel(name)(Recipe(_pass_twin, dt, descending, inm, outm, bits_payload, one_row, pt))
     return name, src, tuple(kinds)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..libs.nvrtc._sim import SIM_KERNELS, sim_kernel
+from ..libs.nvrtc._sim import SIM_KERNELS, Recipe, sim_kernel
 from . import _dtypes as D
 from ._array import Array, new_array
 from ._cub import cub_kernel, tag
@@ -136,7 +136,7 @@ extern "C" __global__ void {name}(long long n, long long tpr, long long init,
 }}
 """
     if name not in SIM_KERNELS:
-        sim_kernel(name)(_twin(step, op, in_dt, acc, out_dt))
+        sim_kernel(name)(Recipe(_twin, step, op, in_dt, acc, out_dt))
     return name, _head(op, acc) + body, kinds
 
 

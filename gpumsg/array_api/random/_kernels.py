@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ...libs.nvrtc._sim import SIM_KERNELS, sim_kernel
+from ...libs.nvrtc._sim import SIM_KERNELS, Recipe, sim_kernel
 from .. import _dtypes as D
 from .._array import Array
 from .._codegen import MAX_GRID, kernel_for
@@ -80,7 +80,7 @@ extern "C" __global__ void {kname}({", ".join(cparams)}) {{
 }}
 """
     if kname not in SIM_KERNELS:
-        sim_kernel(kname)(_sample_twin(name, pattern))
+        sim_kernel(kname)(Recipe(_sample_twin, name, pattern))
     return kname, _HEAD + PHILOX + SAMPLERS_CUDA + body, tuple(kinds)
 
 
@@ -163,7 +163,7 @@ extern "C" __global__ void {kname}(long long n, {_ctype(out_dt)}* __restrict__ o
 }}
 """
     if kname not in SIM_KERNELS:
-        sim_kernel(kname)(_uniform_twin(per))
+        sim_kernel(kname)(Recipe(_uniform_twin, per))
     return kname, _HEAD + PHILOX + body, ("i64", "ptr", "i64", "u64", "u64", "f64", "f64",
                                           "f64")
 
@@ -258,7 +258,7 @@ extern "C" __global__ void {kname}({", ".join(cparams)}) {{
 }}
 """
     if kname not in SIM_KERNELS:
-        sim_kernel(kname)(_integers_twin(pattern))
+        sim_kernel(kname)(Recipe(_integers_twin, pattern))
     return kname, _HEAD + PHILOX + body, tuple(kinds)
 
 
