@@ -508,8 +508,9 @@ class Cusparse:
         dev = self._dev
         if nnz is None:
             nnz = as_ref(rows, "rows").size
+        m = _count(m, "m")
         if ptr is None:
-            new = dev.port.mint((int(m) + 1,), "i32", "F")
+            new = dev.port.mint((m + 1,), "i32", "F")
             return dev.port.send_new(new, msgs.CompressRows(rows, new, nnz, m))
         return dev.send_writing(msgs.CompressRows(rows, ptr, nnz, m), ptr)
 
@@ -520,8 +521,9 @@ class Cusparse:
         dev = self._dev
         if m is None:
             m = as_ref(ptr, "ptr").size - 1
+        nnz = _count(nnz, "nnz")
         if rows is None:
-            new = dev.port.mint((int(nnz),), "i32", "F")
+            new = dev.port.mint((nnz,), "i32", "F")
             return dev.port.send_new(new, msgs.ExpandRows(ptr, new, nnz, m))
         return dev.send_writing(msgs.ExpandRows(ptr, rows, nnz, m), rows)
 
@@ -570,6 +572,16 @@ def _sparse_ref(m: Any) -> SparseRef:
     if not isinstance(ref, SparseRef):
         raise InvalidMessage(f"m: expected a SparseMatrix, got {type(m).__name__}", field="m")
     return ref
+
+
+def _count(value: Any, field: str) -> int:
+    """``value`` as a count for 32-bit indices (an int in [0, 2**31 - 1]), or InvalidMessage
+    naming ``field``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) \
+            or not 0 <= value <= INT32_MAX:
+        raise InvalidMessage(f"{field}: expected an int in [0, 2**31 - 1], got {value!r}",
+                             field=field)
+    return int(value)
 
 
 def _no_beta(beta: Any, out: str) -> None:
