@@ -493,7 +493,7 @@ def _diagonal(a: SparseMatrix, k: int, length: int) -> Array:
     dev = a.device
     on = apply(TABLE["equal"], apply(TABLE["subtract"], astype(coo.col, D.int64),
                                      astype(coo.row, D.int64)), k)
-    from .._sorting import _compact
+    from .._compact import compact as _compact
 
     picked_rows = _compact(on, astype(coo.row, D.int64))
     picked_vals = _compact(on, coo.data)

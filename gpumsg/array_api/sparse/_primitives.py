@@ -25,10 +25,12 @@ import numpy as np
 from ...errors import InvalidMessage
 from .. import _dtypes as D
 from .._array import Array, asarray_host, new_array
+from .._compact import compact as _compact
+from .._compact import nonzero
 from .._creation import arange, ones
 from .._elementwise import TABLE, apply, astype
 from .._manipulation import concat
-from .._sorting import _compact, nonzero, searchsorted
+from .._sorting import searchsorted
 
 __all__ = ["VALUE_DTYPES", "INT32_MAX", "value_dtype", "promote", "whole", "as_index",
            "as_values", "cusparse_matrix", "spmv", "spmm", "gather", "coalesce", "compress",
