@@ -330,3 +330,20 @@ def test_repeated_conv_into_out_reuses_its_message(dev, rng):
         assert dev.nn.conv2d(xd, wd, out=out).result(60) is out.result()
         assert_close(_host(dev, out), ref, "f32", 20)
     assert len(dev.nn._memo._memo) == 1
+
+
+def test_a_graph_refuses_the_calls_that_make_temporaries(dev, rng):
+    x = _up(dev, random_array(rng, (2, 8), "f32"))
+    y = dev.alloc((2, 8), "f32")
+    dev.nn.layer_norm(x, 8, out=y).result(60)
+    with pytest.raises(gpumsg.GraphCaptureError):
+        with dev.graph():
+            dev.nn.layer_norm(x, 8, out=y)
+    dev.nn.leaky_relu(x, out=y).result(60)  # compiled eagerly first
+    with dev.graph() as g:
+        dev.nn.leaky_relu(x, 0.2, out=y)
+    g.ready.result(timeout=120)
+    data = random_array(rng, (2, 8), "f32")
+    dev.copy_from_host(x, data)
+    g.launch().result(timeout=60)
+    assert_close(_host(dev, y), np.where(wide(data) > 0, wide(data), 0.2 * wide(data)), "f32")
