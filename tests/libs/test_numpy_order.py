@@ -115,20 +115,27 @@ def test_order_never_changes_the_answer_of_any_linalg_function(dev, rng):
     """The property, for every public function of dev.linalg by name (a function added later
     is covered here without a case of its own): called with F-ordered inputs, it answers what
     it answers with the C-ordered twins (a well-conditioned SPD matrix and a square second
-    operand)."""
+    operand, by position). A function these arguments do not fit (it refuses them in C order
+    too: a vector of 3 for ``cross``, an integer power, ...) is left to its own tests; the
+    NumPy functions above must all be checked here."""
     names = sorted(public_names(namespaces()["linalg"]))
-    assert {"cholesky", "solve", "inv", "qr", "eigh", "svd", "det", "slogdet", "lstsq",
-            "matmul"} <= set(names)
+    must = {"cholesky", "solve", "inv", "qr", "eigh", "svd", "det", "slogdet", "lstsq",
+            "matmul"}
+    assert must <= set(names)
     h = _spd(rng, 6, "f64")
     b = random_array(rng, (6, 6), "f64")
+    checked = set()
     for name in names:
         fn = getattr(dev.linalg, name)
         params = list(inspect.signature(fn).parameters.values())
-        c_args = _args(params, dev.to_device(h), dev.to_device(b))
-        f_args = _args(params, _f(dev, h), _f(dev, b))
-        want = _answer(dev, fn(*c_args))
-        got = _answer(dev, fn(*f_args))
+        try:
+            want = _answer(dev, fn(*_args(params, dev.to_device(h), dev.to_device(b))))
+        except (gpumsg.GpuError, TypeError, ValueError):
+            continue  # these arguments do not fit this function
+        got = _answer(dev, fn(*_args(params, _f(dev, h), _f(dev, b))))
         for g_, w_ in zip(got if isinstance(got, tuple) else (got,),
                           want if isinstance(want, tuple) else (want,)):
             np.testing.assert_allclose(np.asarray(g_), np.asarray(w_), rtol=1e-12, atol=1e-12,
                                        err_msg=name)
+        checked.add(name)
+    assert must <= checked, must - checked

@@ -1,6 +1,7 @@
 """``dev.nn``'s losses with torch.nn.functional's signatures and reductions ("mean", "sum",
 "none"): ``cross_entropy`` (cuDNN's log-softmax, then generated kernels), ``nll_loss`` and
-``mse_loss`` (generated kernels). Sums accumulate in f64 whatever the element type."""
+``mse_loss`` (generated kernels). Sums accumulate in f64 whatever the element type. And
+``linear``, the layer in front of them (cuBLAS)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,38 @@ def _reduction(reduction: Any, size_average: Any, reduce: Any) -> str:
 
 
 class Losses(NnBase):
-    """The losses of ``dev.nn``."""
+    """The losses of ``dev.nn``, and ``linear``."""
+
+    def linear(self, input: Any, weight: Any, bias: Any = None, *, out: Any = None) -> Future:
+        """torch's ``linear``: input (*, in_features) @ weight.T + bias, weight (out_features,
+        in_features), bias (out_features) of the input's dtype; a future of (*, out_features).
+        cuBLAS's GEMM on the buffers in their C order (f32, f64, f16, bf16), the bias added by
+        a generated kernel."""
+        x = self._tensor(input, "input")
+        if not x.shape:
+            raise InvalidMessage("input: expected (*, in_features), got a scalar",
+                                 field="input")
+        w = self._tensor(weight, "weight", (2,), "(out_features, in_features): 2")
+        k = x.shape[-1]
+        if w.shape[1] != k or w.dtype != x.dtype:
+            raise InvalidMessage(f"weight: {w.describe()} must be {x.dtype}[out_features, {k}] "
+                                 f"for the input {x.describe()}", field="weight")
+        b = None
+        if bias is not None:
+            b = self._tensor(bias, "bias")
+            if b.dtype != x.dtype or b.size != w.shape[0]:
+                raise InvalidMessage(f"bias: {b.describe()} must hold {w.shape[0]} {x.dtype} "
+                                     "values", field="bias")
+        rows = math.prod(x.shape[:-1])
+        shape = (*x.shape[:-1], w.shape[0])
+        y = self._alloc_out(shape, x.dtype, out)
+        yref = y.ref if hasattr(y, "ref") else y
+        done = self._dev.cublas.gemm(view_as(x, (rows, k)), w, view_as(yref, (rows, w.shape[0])),
+                                     transb="T")
+        if b is not None:
+            n = math.prod(shape)
+            done = self._launch("bias", x.dtype, n, (y, b, n, w.shape[0], 1), (y, b), (y,))
+        return self._dev.buffer_after(done, y)
 
     def _classes(self, input: Any) -> tuple[BufRef, tuple[int, ...], int, int]:
         """(input as (N, C, inner), the shape of its positions (N, *d) or () unbatched, C,

@@ -294,6 +294,9 @@ BAD = [
     BadArg("label_smoothing", lambda d: d.nn.cross_entropy(
         _t(d, (2, 3)), _i(d, [0, 1]), label_smoothing=2.0), field="label_smoothing"),
     BadArg("out shape", lambda d: d.nn.relu(_t(d), out=_t(d, (2, 3, 7))), field="out"),
+    BadArg("linear features", lambda d: d.nn.linear(_t(d), _t(d, (4, 7))), field="weight"),
+    BadArg("linear bias", lambda d: d.nn.linear(_t(d), _t(d, (4, 8)), _t(d, (5,))),
+           field="bias"),
 ]
 
 
@@ -330,3 +333,33 @@ def test_repeated_conv_into_out_reuses_its_message(dev, rng):
         assert dev.nn.conv2d(xd, wd, out=out).result(60) is out.result()
         assert_close(_host(dev, out), ref, "f32", 20)
     assert len(dev.nn._memo._memo) == 1
+
+
+def test_a_graph_refuses_the_calls_that_make_temporaries(dev, rng):
+    x = _up(dev, random_array(rng, (2, 8), "f32"))
+    y = dev.alloc((2, 8), "f32")
+    dev.nn.layer_norm(x, 8, out=y).result(60)
+    with pytest.raises(gpumsg.GraphCaptureError):
+        with dev.graph():
+            dev.nn.layer_norm(x, 8, out=y)
+    dev.nn.leaky_relu(x, out=y).result(60)  # compiled eagerly first
+    with dev.graph() as g:
+        dev.nn.leaky_relu(x, 0.2, out=y)
+    g.ready.result(timeout=120)
+    data = random_array(rng, (2, 8), "f32")
+    dev.copy_from_host(x, data)
+    g.launch().result(timeout=60)
+    assert_close(_host(dev, y), np.where(wide(data) > 0, wide(data), 0.2 * wide(data)), "f32")
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64", "f16", "bf16"])
+@pytest.mark.parametrize("shape", [(7,), (3, 7), (2, 3, 7)])
+def test_linear(dev, rng, dtype, shape):
+    x, w = random_array(rng, shape, dtype), random_array(rng, (5, 7), dtype)
+    b = random_array(rng, (5,), dtype)
+    ref = wide(x) @ wide(w).T
+    assert_close(_host(dev, dev.nn.linear(_up(dev, x), _up(dev, w))), ref, dtype, 8)
+    out = dev.alloc((*shape[:-1], 5), dtype)
+    got = dev.nn.linear(_up(dev, x), _up(dev, w), _up(dev, b), out=out)
+    assert got.result(60) is out.result()
+    assert_close(_host(dev, out), ref + wide(b), dtype, 8)
