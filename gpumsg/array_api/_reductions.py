@@ -177,7 +177,8 @@ def _var(x: Array, axis: Any, correction: Any, keepdims: bool, root: bool) -> Ar
     acc = _acc(x.dtype)
     real = D.real_dtype(acc)
     out_dt = D.real_dtype(x.dtype)
-    value = f"a / (_n - {c!r})"
+    # the standard: NaN where N - correction <= 0 (not a division by zero or a negative count)
+    value = f"(_n - {c!r} > 0 ? a / (_n - {c!r}) : NAN)"
     post = f"out = sqrt({value})" if root else f"out = {value}"
     return reduce(x, axis, keepdims, "std" if root else "var",
                   "real((x - m) * conj(x - m))", "a + b", 0, real, out_dt, post=post,

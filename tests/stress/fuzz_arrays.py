@@ -161,9 +161,17 @@ def _reference(name: str, args: list, kwargs: dict) -> Any:
         raise NoReference(f"NumPy has no {name}")
     with np.errstate(all="ignore"):
         try:
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - NumPy refuses: nothing to compare
             raise NoReference(f"NumPy refuses: {exc!r}") from None
+    if name in ("var", "std") and args and isinstance(args[0], np.ndarray):
+        # the standard: NaN where N - correction <= 0 (NumPy divides by max(N - c, 0))
+        x, axis = args[0], kwargs.get("axis")
+        axes = range(x.ndim) if axis is None else (axis,) if isinstance(axis, int) else axis
+        count = math.prod(x.shape[a] for a in axes)
+        if count - float(kwargs.get("correction", 0.0)) <= 0:
+            out = np.full_like(out, np.nan)
+    return out
 
 
 def _compare(name: str, got: Any, ref: Any, mixed: bool, n: int) -> None:

@@ -133,3 +133,11 @@ def test_later_findings_stay_fixed() -> None:
                 call()
         np.testing.assert_allclose(np.asarray(xp.fft.rfftfreq(8, d=0.5, device=dev)),
                                    np.fft.rfftfreq(8, 0.5))
+        # var/std where N - correction <= 0: NaN (the standard), not inf or a negative value
+        h = np.arange(9.0).reshape(3, 3) ** 2
+        y = xp.asarray(h, device=dev)
+        for c in (3, 4, 2**31 + 1):
+            assert np.isnan(np.asarray(xp.var(y, axis=0, correction=c))).all()
+            assert np.isnan(np.asarray(xp.std(y, correction=c + 6)))
+        np.testing.assert_allclose(np.asarray(xp.var(y, axis=0, correction=2)),
+                                   np.var(h, axis=0, ddof=2))
