@@ -327,17 +327,29 @@ def _kernel_cases(dev: Any, torch: Any, cupy: Any, rng: Any) -> list[Case]:
 
 
 def _driver_cases(dev: Any, torch: Any, cupy: Any, rng: Any) -> list[Case]:
-    """The driver: memset and device-to-device copy of 4 KiB."""
+    """The driver: memset and device-to-device copy of 4 KiB; 1 KiB to a new buffer and back
+    to a new array (the round trips of a small upload and download)."""
     hs = rng.standard_normal(1024).astype(np.float32)
     s, d = dev.to_device(hs).result(), dev.alloc((1024,), np.float32).result()
     dev.copy_bytes(d, s, 4096).result()
     assert np.array_equal(dev.copy_to_host(d).result(), hs), "copy"
-    ts = td = cs = cd = None
+    h1 = rng.standard_normal(256).astype(np.float32)  # 1 KiB
+    g1 = dev.to_device(h1).result()
+    assert np.array_equal(dev.copy_to_host(g1).result(), h1), "1 KiB copies"
+    ts = td = cs = cd = t1 = c1 = None
     if torch is not None:
         ts, td = torch.from_numpy(hs).cuda(), torch.empty(1024, device="cuda")
+        t1 = torch.from_numpy(h1).cuda()
     if cupy is not None:
         cs, cd = cupy.asarray(hs), cupy.empty(1024, np.float32)
+        c1 = cupy.asarray(h1)
     return [
+        Case("to_device 1 KiB (new buffer)", lambda: dev.to_device(h1),
+             _peer(torch and (lambda: torch.from_numpy(h1).cuda())), "from_numpy(h).cuda()",
+             _peer(cupy and (lambda: cupy.asarray(h1))), "cupy.asarray"),
+        Case("copy_to_host 1 KiB (new array)", lambda: dev.copy_to_host(g1),
+             _peer(torch and (lambda: t1.cpu())), "tensor.cpu()",
+             _peer(cupy and (lambda: cupy.asnumpy(c1))), "cupy.asnumpy"),
         Case("device-to-device copy 4 KiB", lambda: dev.copy_bytes(d, s, 4096),
              _peer(torch and (lambda: td.copy_(ts))), "tensor.copy_",
              _peer(cupy and (lambda: cupy.copyto(cd, cs))), "cupy.copyto"),

@@ -23,6 +23,7 @@ from typing import Any
 from ..errors import CudaError, GraphCaptureError, InvalidMessage
 from ..messages._base import BufRef
 from ..messages.graph import CAPTURABLE, CaptureGraph, DestroyGraph, LaunchGraph, UpdateGraph
+from ._executor import runs_inline
 from ._registry import COMPUTE, HANDLERS, handles
 
 __all__ = ["Capture", "GraphTable", "keeps_alive"]
@@ -298,3 +299,6 @@ def _destroy_graph(ctx: Any, msg: DestroyGraph, reply: Any) -> None:
         _destroy_exec(state)
         _unpin(ctx, t, state.allocs)
     ctx.reply_now(reply, None)
+
+
+runs_inline(LaunchGraph)  # one graph launch through the envelope: a caller's thread may run it

@@ -186,7 +186,7 @@ def test_an_unnamed_buffer_dropped_on_the_device_thread_is_freed_without_a_messa
     dev.synchronize().result(timeout=60)
     assert len(ctx.buffers) == live
     frees.clear()
-    stalled = dev.inject_fault("stall", seconds=0.3)  # the memset below stays queued
+    stalled = dev.inject_fault("stall", seconds=1.0)  # the memset below stays queued
     named = dev.alloc((4,), np.float32)
     dev.memset(named, 0)  # names it
     del named
