@@ -480,23 +480,41 @@ def render_reduction(spec: ReductionSpec, ndo: int, ndr: int, wide: bool,
             f"    {acc_t} acc = ident_s;",
             "    if (o < nout) {"]
     body += _index_code("x", "o", ndo, names_o, "d", "s", itype, "      ")
-    body += [f"      for ({itype} j = jlo + lane; j < jhi; j += {lanes}) {{"]
-    body += _index_code("y", "j", ndr, names_i, "e", "t", itype, "        ")
-    body.append("        const long long _j = j;")
-    for j, ((var, dt, sc), cdt) in enumerate(zip(spec.ins, spec.casts)):
-        ctype = D.CTYPE[cdt][1]
-        if sc:
-            body.append(f"        const {ctype} {var} = ({ctype})(i{j}_s);")
-        else:
-            load = D.CTYPE[dt][3].format(f"p_i{j}[off_i{j} + xi{j} + yi{j}]")
-            body.append(f"        const {ctype} {var} = ({ctype})({load});")
-    if spec.pre:
-        body += _statements(program(spec.pre), {var for var, _, _ in spec.ins}, "        ")
-    body += [f"        const {acc_t} b = ({acc_t})({mapped});",
-             "        const auto a = acc;",
-             f"        acc = ({acc_t})({reduced});",
-             "      }",
-             "    }"]
+    def loads(suffix: str, at: str, ind: str) -> list[str]:
+        lines = [f"{ind}const {itype} j{suffix} = {at};"]
+        lines += _index_code(f"y{suffix}_", f"j{suffix}", ndr, names_i, "e", "t", itype, ind)
+        for j, ((var, dt, sc), cdt) in enumerate(zip(spec.ins, spec.casts)):
+            if not sc:
+                ctype = D.CTYPE[cdt][1]
+                load = D.CTYPE[dt][3].format(f"p_i{j}[off_i{j} + xi{j} + y{suffix}_i{j}]")
+                lines.append(f"{ind}const {ctype} {var}{suffix} = ({ctype})({load});")
+        return lines
+
+    def step(suffix: str, ind: str) -> list[str]:
+        lines = [f"{ind}{{", f"{ind}  const long long _j = j{suffix};"]
+        for j, ((var, _, sc), cdt) in enumerate(zip(spec.ins, spec.casts)):
+            ctype = D.CTYPE[cdt][1]
+            value = f"({ctype})(i{j}_s)" if sc else f"{var}{suffix}"
+            lines.append(f"{ind}  const {ctype} {var} = {value};")
+        if spec.pre:
+            lines += _statements(program(spec.pre), {var for var, _, _ in spec.ins},
+                                 ind + "  ")
+        return lines + [f"{ind}  const {acc_t} b = ({acc_t})({mapped});",
+                        f"{ind}  const auto a = acc;",
+                        f"{ind}  acc = ({acc_t})({reduced});",
+                        f"{ind}}}"]
+
+    # UNROLL elements a round, their loads issued before any is combined; then one at a time
+    body += [f"      {itype} j = jlo + lane;",
+             f"      for (; (long long)j + {UNROLL - 1}LL * {lanes} < (long long)jhi;"
+             f" j += {UNROLL} * {lanes}) {{"]
+    for k in range(UNROLL):
+        body += loads(f"_u{k}", "j" if k == 0 else f"j + {k} * {lanes}", "        ")
+    for k in range(UNROLL):
+        body += step(f"_u{k}", "        ")
+    body += ["      }", f"      for (; j < jhi; j += {lanes}) {{"]
+    body += loads("_u", "j", "        ") + step("_u", "        ")
+    body += ["      }", "    }"]
     if not cols:
         # warps by shuffles, then the first warp over one slot per warp
         body += ["    for (int d_ = 16; d_ > 0; d_ >>= 1)",
