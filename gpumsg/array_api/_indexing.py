@@ -158,9 +158,11 @@ class _Plan:
                                                    D.int64)))
                 pos += 1
             elif kind == "mask":
-                if k.shape != x.shape[axis:axis + k.ndim]:
+                dims = x.shape[axis:axis + k.ndim]
+                # a mask's extent is the array's, or 0 (an empty mask: nothing selected)
+                if len(dims) != k.ndim or any(m not in (d, 0) for m, d in zip(k.shape, dims)):
                     raise IndexError(f"boolean index of shape {k.shape} does not match the "
-                                     f"indexed dimensions {x.shape[axis:axis + k.ndim]}")
+                                     f"indexed dimensions {dims}")
                 for part in (nonzero(k) if k.ndim else ()):
                     basic.append(slice(None))
                     advanced.append((pos, part))
@@ -193,28 +195,26 @@ class _Plan:
 
     def offsets(self) -> Array:
         """The element offset (from the view's own offset) of each broadcast index: a
-        generated element-wise kernel, int64, of the broadcast shape."""
+        generated element-wise kernel, int64, of the broadcast shape. Extents, strides and the
+        ints' part are scalar arguments, so one kernel serves every shape."""
         view, dev = self.view, self.view.device
-        names, ins, ops = [], [], []
-        terms = []
+        const = 0
+        ins: list[tuple[str, np.dtype, bool]] = [("c", D.int64, True)]
+        ops: list[Any] = []
+        terms = ["c"]
         for j, (ax, a) in enumerate(zip(self.axes, self.arrays)):
             d, s = view.shape[ax], view.strides[ax]
             if isinstance(a, Array):
-                ins.append((f"i{j}", a.dtype, False))
-                ops.append(a._operand(self.bshape))
-                wrapped = f"((i{j} % {d}) + {d}) % {d}" if d else f"i{j}"
-                terms.append(f"({wrapped}) * {s}")
-            else:
-                terms.append(str((a % d) * s if d else 0))
-            names.append(f"i{j}")
+                ins += [(f"i{j}", a.dtype, False), (f"d{j}", D.int64, True),
+                        (f"s{j}", D.int64, True)]
+                ops += [a._operand(self.bshape), d, s]
+                terms.append(f"((i{j} % d{j} + d{j}) % d{j}) * s{j}")
+            elif d:
+                const += (a % d) * s
         out = new_array(dev, self.bshape, D.int64)
-        text = "out = " + (" + ".join(terms) if terms else "0")
-        if not ins:  # only ints: a constant
-            ins.append(("z", D.int64, True))
-            ops.append(0)
-        spec = ElementwiseSpec("index_offsets", text, tuple(ins), (D.int64,) * len(ins),
-                               (("out", D.int64),))
-        out._wrote(launch_elementwise(dev, spec, self.bshape, [out._operand()], ops))
+        spec = ElementwiseSpec("index_offsets", "out = " + " + ".join(terms), tuple(ins),
+                               (D.int64,) * len(ins), (("out", D.int64),))
+        out._wrote(launch_elementwise(dev, spec, self.bshape, [out._operand()], [const] + ops))
         return out
 
     def layout(self) -> tuple[tuple[int, ...], tuple[int, ...]]:

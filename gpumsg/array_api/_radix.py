@@ -45,8 +45,9 @@ _UDT = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
         8: np.dtype(np.uint64)}
 
 
-def _key_c(dt: np.dtype, descending: bool) -> str:
-    """C statements turning the unsigned bits ``u`` (type K) of an element into its key."""
+def _key_c(dt: np.dtype) -> str:
+    """C statements turning the unsigned bits ``u`` (type K) of an element into its ascending
+    key (a descending sort flips every bit of it: the kernels' ``flip`` argument)."""
     bits = dt.itemsize * 8
     k = unsigned_type(dt.itemsize)
     top = f"(({k})1 << {bits - 1})"
@@ -64,8 +65,6 @@ def _key_c(dt: np.dtype, descending: bool) -> str:
                D.float64: "0x7ff8000000000000ull"}[dt]
         body = (f"if ((u & {mag}) > ({k}){inf}) u = ({k}){nan}; else if (u == {top}) u = 0; "
                 f"u = (u & {top}) ? ({k})~u : ({k})(u | {top});")
-    if descending:
-        body += f" u = ({k})~u;"
     return body
 
 
@@ -95,38 +94,40 @@ def _digit_np(v: np.ndarray, shift: int) -> np.ndarray:
 
 
 # -- kernels --------------------------------------------------------------------------------------
-def _names(dt: np.dtype, pt: str, ot: str, descending: bool, keyed: bool) -> str:
-    """The part of a kernel's name that its source depends on: the key transform (dtype and
-    direction) only where the kernel makes keys from the source (``keyed``), else the key's
-    width alone (later passes move bits), so that dtypes of one width share those kernels."""
-    who = f"{tag(dt)}_{'d' if descending else 'a'}" if keyed else f"k{dt.itemsize}"
+def _names(dt: np.dtype, pt: str, ot: str, keyed: bool) -> str:
+    """The part of a kernel's name that its source depends on: the key transform (the dtype)
+    only where the kernel makes keys from the source (``keyed``), else the key's width alone
+    (later passes move bits), so that dtypes of one width share those kernels. The direction
+    is an argument (``flip``: the bits a descending sort flips), not a kernel of its own."""
+    who = tag(dt) if keyed else f"k{dt.itemsize}"
     return f"{who}_{pt}_{ot}"
 
 
-def _rkey(dt: np.dtype, descending: bool, keyed: bool) -> str:
+def _rkey(dt: np.dtype, keyed: bool) -> str:
     """The device function making a key from an element's bits (where the kernel needs it)."""
     if not keyed:
         return ""
     k = unsigned_type(dt.itemsize)
-    return f"__device__ __forceinline__ {k} gm_rkey({k} u) {{ {_key_c(dt, descending)} return u; }}"
+    return f"__device__ __forceinline__ {k} gm_rkey({k} u) {{ {_key_c(dt)} return u; }}"
 
 
-def _render_hist(dt: np.dtype, mode: str, pt: np.dtype, ot: np.dtype,
-                 descending: bool) -> tuple[str, str, tuple[str, ...]]:
+def _render_hist(dt: np.dtype, mode: str, pt: np.dtype,
+                 ot: np.dtype) -> tuple[str, str, tuple[str, ...]]:
     """Count of each digit per tile. ``mode``: 'src' (keys made from the source), 'key' (the
     keys of an earlier pass), 'row' (the row of each payload index)."""
     k, p, o = unsigned_type(dt.itemsize), unsigned_type(pt.itemsize), unsigned_type(ot.itemsize)
-    name = f"gm_radix_hist_{mode}_{_names(dt, pt.name, ot.name, descending, mode == 'src')}"
+    name = f"gm_radix_hist_{mode}_{_names(dt, pt.name, ot.name, mode == 'src')}"
     if mode == "row":
         load, it = f"(({p})(in[i] / ({p})rowlen))", p
     elif mode == "key":
         load, it = "in[i]", k
     else:
-        load, it = "gm_rkey(in[i])", k
+        load, it = f"(({k})(gm_rkey(in[i]) ^ ({k})flip))", k
     src = f"""
-{_rkey(dt, descending, mode == "src")}
+{_rkey(dt, mode == "src")}
 extern "C" __global__ void {name}(long long n, long long ntiles, long long rowlen, int shift,
-                                  const {it}* __restrict__ in, {o}* __restrict__ counts) {{
+                                  unsigned long long flip, const {it}* __restrict__ in,
+                                  {o}* __restrict__ counts) {{
   __shared__ unsigned int hist[{THREADS}];
   hist[threadIdx.x] = 0;
   __syncthreads();
@@ -141,15 +142,15 @@ extern "C" __global__ void {name}(long long n, long long ntiles, long long rowle
 }}
 """
     if name not in SIM_KERNELS:
-        sim_kernel(name)(Recipe(_hist_twin, dt, mode, descending))
-    return name, src, ("i64", "i64", "i64", "i32", "ptr", "ptr")
+        sim_kernel(name)(Recipe(_hist_twin, dt, mode))
+    return name, src, ("i64", "i64", "i64", "i32", "u64", "ptr", "ptr")
 
 
-def _hist_twin(dt: np.dtype, mode: str, descending: bool) -> Any:
-    def run(info: Any, n: Any, ntiles: Any, rowlen: Any, shift: Any, inp: np.ndarray,
-            counts: np.ndarray) -> None:
+def _hist_twin(dt: np.dtype, mode: str) -> Any:
+    def run(info: Any, n: Any, ntiles: Any, rowlen: Any, shift: Any, flip: Any,
+            inp: np.ndarray, counts: np.ndarray) -> None:
         n, ntiles = int(n), int(ntiles)
-        v = _digits(inp[:n], dt, mode, int(rowlen), int(shift), descending)
+        v = _digits(inp[:n], dt, mode, int(rowlen), int(shift), int(flip) != 0)
         tile = np.arange(n, dtype=np.int64) // TILE
         counts[:256 * ntiles] = np.bincount(v * ntiles + tile, minlength=256 * ntiles)
 
@@ -215,15 +216,16 @@ def _colscan_twin(info: Any, ntiles: Any, counts: np.ndarray, totals: np.ndarray
 #: 'kv' (keys and payloads of the last pass), 'row' (payloads alone, ranked by their row);
 #: output modes: 'kv' (keys and payloads), 'p' (payloads), 'index' (int64 positions in the
 #: row), 'gather' (the source's element at each payload index)
-def _render_pass(dt: np.dtype, pt: np.dtype, ot: np.dtype, descending: bool, inm: str,
+def _render_pass(dt: np.dtype, pt: np.dtype, ot: np.dtype, inm: str,
                  outm: str, bits_payload: bool, one_row: bool) -> tuple[str, str,
                                                                        tuple[str, ...]]:
     k, p, o = unsigned_type(dt.itemsize), unsigned_type(pt.itemsize), unsigned_type(ot.itemsize)
     name = (f"gm_radix_pass_{inm}_{outm}_{'b' if bits_payload else 'i'}"
-            f"{'1' if one_row else 'n'}_{_names(dt, pt.name, ot.name, descending, inm == 'src')}")
+            f"{'1' if one_row else 'n'}_{_names(dt, pt.name, ot.name, inm == 'src')}")
     rk = p if inm == "row" else k  # the type ranked
-    params = ["long long n", "long long ntiles", "long long rowlen", "int shift"]
-    kinds = ["i64", "i64", "i64", "i32"]
+    params = ["long long n", "long long ntiles", "long long rowlen", "int shift",
+              "unsigned long long flip"]
+    kinds = ["i64", "i64", "i64", "i32", "u64"]
     if inm != "row":
         params.append(f"const {k}* __restrict__ kin")
         kinds.append("ptr")
@@ -245,7 +247,7 @@ def _render_pass(dt: np.dtype, pt: np.dtype, ot: np.dtype, descending: bool, inm
     params += [f"const {o}* __restrict__ counts", f"const {o}* __restrict__ totals"]
     kinds += ["ptr", "ptr"]
     if inm == "src":
-        load = (f"const {k} s = kin[start + j]; rk[q] = gm_rkey(s); "
+        load = (f"const {k} s = kin[start + j]; rk[q] = ({k})(gm_rkey(s) ^ ({k})flip); "
                 f"pv[q] = {'s' if bits_payload else f'({p})(start + j)'};")
     elif inm == "kv":
         load = "rk[q] = kin[start + j]; pv[q] = pin[start + j];"
@@ -280,7 +282,7 @@ def _render_pass(dt: np.dtype, pt: np.dtype, ot: np.dtype, descending: bool, inm
     src = f"""
 #include <cub/block/block_radix_rank.cuh>
 #include <cub/block/block_scan.cuh>
-{_rkey(dt, descending, inm == "src")}
+{_rkey(dt, inm == "src")}
 struct gm_digit_{name} {{
   int shift;
   __device__ __forceinline__ unsigned int Digit({rk} key) const {{
@@ -338,16 +340,18 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}({", ".join(params
 }}
 """
     if name not in SIM_KERNELS:
-        sim_kernel(name)(Recipe(_pass_twin, dt, descending, inm, outm, bits_payload, one_row, pt))
+        sim_kernel(name)(Recipe(_pass_twin, dt, inm, outm, bits_payload, one_row, pt))
     return name, src, tuple(kinds)
 
 
-def _pass_twin(dt: np.dtype, descending: bool, inm: str, outm: str, bits_payload: bool,
+def _pass_twin(dt: np.dtype, inm: str, outm: str, bits_payload: bool,
                one_row: bool, pt: np.dtype) -> Any:
     ut = _UDT[dt.itemsize]
 
-    def run(info: Any, n: Any, ntiles: Any, rowlen: Any, shift: Any, *ptrs: np.ndarray) -> None:
+    def run(info: Any, n: Any, ntiles: Any, rowlen: Any, shift: Any, flip: Any,
+            *ptrs: np.ndarray) -> None:
         n, ntiles, rowlen, shift = int(n), int(ntiles), int(rowlen), int(shift)
+        descending = int(flip) != 0
         ptrs = list(ptrs)
         counts, totals = ptrs[-2], ptrs[-1]
         pos = 0
@@ -414,6 +418,7 @@ def radix_sort(rows: Array, nrows: int, n: int, descending: bool, indices: bool,
     passes: list[tuple[str, int]] = [("key", s) for s in range(0, dt.itemsize * 8, 8)]
     passes += [("row", s) for s in range(0, max(nrows - 1, 0).bit_length(), 8)]
     ntiles = (total + TILE - 1) // TILE
+    flip = (1 << (dt.itemsize * 8)) - 1 if descending else 0
     counts = new_array(dev, (256 * ntiles,), ot)
     totals = new_array(dev, (256,), ot)
     # ping-pong buffers between passes (none for a sort of one pass)
@@ -432,10 +437,10 @@ def radix_sort(rows: Array, nrows: int, n: int, descending: bool, indices: bool,
         # 1. per tile counts of the digit
         hmode = "row" if kind == "row" else ("src" if i == 0 else "key")
         hin = rows if i == 0 else (pays[cur] if kind == "row" else keys[cur])
-        name, src, sig = _render_hist(dt, hmode, pt, ot, descending)
+        name, src, sig = _render_hist(dt, hmode, pt, ot)
         kern = cub_kernel(dev, name, src, sig)
         counts._wrote(dev.launch(kern, ntiles, THREADS,
-                                 (total, ntiles, n, shift, hin.buffer, counts.buffer),
+                                 (total, ntiles, n, shift, flip, hin.buffer, counts.buffer),
                                  reads=[hin.buffer], writes=[counts.buffer]))
         # 2. per digit scan over the tiles, and the totals
         name, src, sig = _render_colscan(ot)
@@ -445,11 +450,10 @@ def radix_sort(rows: Array, nrows: int, n: int, descending: bool, indices: bool,
         counts._wrote(done)
         totals._wrote(done)
         # 3. rank and scatter
-        name, src, sig = _render_pass(dt, pt, ot, descending, inm, outm, bits_payload,
-                                      nrows == 1)
+        name, src, sig = _render_pass(dt, pt, ot, inm, outm, bits_payload, nrows == 1)
         kern = cub_kernel(dev, name, src, sig)
         nxt = 1 - cur
-        args: list[Any] = [total, ntiles, n, shift]
+        args: list[Any] = [total, ntiles, n, shift, flip]
         reads: list[Any] = []
         if inm != "row":
             kin = rows if inm == "src" else keys[cur]

@@ -40,19 +40,19 @@ def _items(n: int) -> int:
     return items
 
 
-def render(dt: np.dtype, items: int, descending: bool, indices: bool) -> tuple[str, str]:
+def render(dt: np.dtype, items: int, indices: bool) -> tuple[str, str]:
     """(kernel name, CUDA source) sorting rows of ``dt`` with one block per row: the unsigned
     keys of :mod:`._radix` paired with their positions (``indices``) or their bits."""
     k = unsigned_type(dt.itemsize)
     val_t = "int" if indices else k
     out_t = "long long" if indices else k
     name = (f"gm_{'argsort' if indices else 'sort'}_{tag(dt)}_{items}_"
-            f"{'d' if descending else 'a'}_u")
+            "u")
     body = f"""
 #include <cub/block/block_radix_sort.cuh>
-__device__ __forceinline__ {k} gm_rkey({k} u) {{ {_key_c(dt, descending)} return u; }}
+__device__ __forceinline__ {k} gm_rkey({k} u) {{ {_key_c(dt)} return u; }}
 extern "C" __global__ void {name}(long long nrows, int n, const {k}* __restrict__ in,
-                                  {out_t}* __restrict__ out) {{
+                                  {out_t}* __restrict__ out, unsigned long long flip) {{
   typedef cub::BlockRadixSort<{k}, {THREADS}, {items}, {val_t}> Sorter;
   __shared__ typename Sorter::TempStorage tmp;
   for (long long row = blockIdx.x; row < nrows; row += gridDim.x) {{
@@ -64,7 +64,7 @@ extern "C" __global__ void {name}(long long nrows, int n, const {k}* __restrict_
       // past the row: all ones, after every key (and after equal keys: the sort is stable)
       if (j < n) {{
         const {k} s = src[j];
-        keys[q] = gm_rkey(s);
+        keys[q] = ({k})(gm_rkey(s) ^ ({k})flip);  // flip: every bit, for a descending sort
         vals[q] = {'j' if indices else 's'};
       }}
       else {{ keys[q] = ({k})~({k})0; vals[q] = 0; }}
@@ -80,7 +80,7 @@ extern "C" __global__ void {name}(long long nrows, int n, const {k}* __restrict_
 """
     source = PRELUDE + body
     if name not in SIM_KERNELS:
-        sim_kernel(name)(Recipe(_twin, dt, descending, indices))
+        sim_kernel(name)(Recipe(_twin, dt, indices))
     return name, source
 
 
@@ -92,11 +92,12 @@ def _stable_order(keys: np.ndarray, descending: bool) -> np.ndarray:
     return n - 1 - np.argsort(keys[:, ::-1], axis=-1, kind="stable")[:, ::-1]
 
 
-def _twin(dt: np.dtype, descending: bool, indices: bool) -> Any:
+def _twin(dt: np.dtype, indices: bool) -> Any:
     ut = np.dtype(_UDT[dt.itemsize])
 
-    def run(info: Any, nrows: Any, n: Any, src: np.ndarray, out: np.ndarray) -> None:
+    def run(info: Any, nrows: Any, n: Any, src: np.ndarray, out: np.ndarray, flip: Any) -> None:
         nrows, n = int(nrows), int(n)
+        descending = int(flip) != 0
         rows = src[:nrows * n].view(ut).reshape(nrows, n)
         order = np.argsort(_np_key(rows, dt, descending), axis=-1, kind="stable")
         dst = out[:nrows * n].reshape(nrows, n)
@@ -108,9 +109,9 @@ def _twin(dt: np.dtype, descending: bool, indices: bool) -> Any:
     return run
 
 
-def _kernel(dev: Any, dt: np.dtype, items: int, descending: bool, indices: bool) -> Any:
-    name, source = render(dt, items, descending, indices)
-    return cub_kernel(dev, name, source, ("i64", "i32", "ptr", "ptr"))
+def _kernel(dev: Any, dt: np.dtype, items: int, indices: bool) -> Any:
+    name, source = render(dt, items, indices)
+    return cub_kernel(dev, name, source, ("i64", "i32", "ptr", "ptr", "u64"))
 
 
 def _sort(x: Array, axis: int, descending: bool, indices: bool, name: str) -> Array:
@@ -133,9 +134,10 @@ def _sort(x: Array, axis: int, descending: bool, indices: bool, name: str) -> Ar
     if nrows and n > MAX_ROW:
         radix_sort(rows, nrows, n, descending, indices, out)
     elif nrows and n:
-        kernel = _kernel(x.device, x.dtype, _items(n), descending, indices)
+        kernel = _kernel(x.device, x.dtype, _items(n), indices)
+        flip = (1 << (x.dtype.itemsize * 8)) - 1 if descending else 0
         done = x.device.launch(kernel, min(nrows, 1 << 16), THREADS,
-                               (nrows, n, rows.buffer, out.buffer), reads=[rows.buffer],
+                               (nrows, n, rows.buffer, out.buffer, flip), reads=[rows.buffer],
                                writes=[out.buffer])
         out._wrote(done)
     return moveaxis(out, -1, ax)

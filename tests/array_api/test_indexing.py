@@ -102,6 +102,8 @@ def test_advanced_edges(xp, rng) -> None:
         x[xp.asarray(np.ones(2))]
     with pytest.raises(IndexError):
         x[xp.asarray(np.ones(2, bool))]  # a mask of the wrong shape
+    assert x[xp.asarray(np.ones((0, 4), bool))].shape == (0,)  # an empty mask selects nothing
+    assert x[xp.asarray(np.ones(0, bool))].shape == (0, 4)
     with pytest.raises(IndexError):
         x[0, 0, xp.asarray(np.array([0]))]
 
