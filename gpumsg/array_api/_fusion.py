@@ -67,6 +67,8 @@ _seq = itertools.count()
 #: creation number -> pending wrapper (an Array), while the wrapper lives
 _live: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 _stats = {"kernels": 0, "reductions": 0, "operations": 0}
+#: flushes under way: while one is, other threads' posts and reads wait for it (under _lock)
+_inflight = 0
 
 
 class Leaf:
@@ -174,7 +176,8 @@ _HARMLESS = (LoadModule, Alloc)
 def _hook(msg: Any) -> None:
     """Run by the client before each post: compute what is pending first (errors stay with
     the arrays: they are raised where one is read)."""
-    if _live and not isinstance(msg, _HARMLESS) and not getattr(_tls, "quiet", False):
+    if (_live or _inflight) and not isinstance(msg, _HARMLESS) and \
+            not getattr(_tls, "quiet", False):
         flush(raise_errors=False)
 
 
@@ -289,11 +292,13 @@ def flush(raise_errors: bool = True) -> None:
     """Compute every pending result still referenced (see the module docstring). A group
     whose kernel cannot be sent keeps its error: raised here (unless ``raise_errors`` is
     false) and again wherever one of its arrays' memory is needed."""
-    if not _live or getattr(_tls, "flushing", False):
+    global _inflight
+    if getattr(_tls, "flushing", False) or (not _live and not _inflight):
         return
     failed: list[tuple[list[tuple[int, Any]], BaseException]] = []
-    with _lock:
+    with _lock:  # another thread's flush in progress: wait for its kernels to be sent
         _tls.flushing = True
+        _inflight += 1
         try:
             while True:
                 wrappers = sorted(_live.items())
@@ -318,6 +323,7 @@ def flush(raise_errors: bool = True) -> None:
                                 w._node.error = exc
         finally:
             _tls.flushing = False
+            _inflight -= 1
             set_before_post(_hook if _live else None)
     if failed and raise_errors:
         raise failed[0][1]
