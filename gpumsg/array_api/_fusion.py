@@ -107,7 +107,7 @@ class Node:
     the result dtype and shape. ``done`` is the Leaf of its memory once computed."""
 
     __slots__ = ("name", "tree", "params", "args", "casts", "dtype", "shape", "dev", "ops",
-                 "inputs", "done", "error", "__weakref__")
+                 "keys", "inputs", "done", "error", "__weakref__")
 
     def __init__(self, name: str, tree: Tree, params: tuple[str, ...], args: tuple[Any, ...],
                  casts: tuple[np.dtype, ...], dtype: np.dtype, shape: tuple[int, ...],
@@ -116,8 +116,15 @@ class Node:
         self.casts, self.dtype, self.shape, self.dev = casts, dtype, shape, dev
         # an upper bound of the chain's size (shared subexpressions counted per use)
         self.ops = 1 + sum(a.ops for a in args if isinstance(a, Node))
-        self.inputs = sum(a.inputs if isinstance(a, Node) else 1 for a in args
-                          if not isinstance(a, Scalar))
+        keys: set[tuple] = set()
+        for a in args:
+            if isinstance(a, Node):
+                keys |= a.keys
+            elif isinstance(a, Leaf):
+                keys.add(a.key())
+        #: the distinct arrays the chain reads (its leaves, held by the chain: ids are stable)
+        self.keys = frozenset(keys)
+        self.inputs = len(keys)
         self.done: Leaf | None = None
         #: why its kernel could not be sent (raised wherever its memory is needed)
         self.error: BaseException | None = None
@@ -335,31 +342,14 @@ MAX_OUTPUTS = 16
 MAX_KERNEL_INPUTS = 32
 
 
-def _leaves(node: Node, seen: dict[int, set[tuple]]) -> set[tuple]:
-    """The keys of the leaves a pending node reads (memoized in ``seen``)."""
-    found = seen.get(id(node))
-    if found is None:
-        found = set()
-        for a in node.args:
-            if isinstance(a, Node) and a.done is None:
-                found |= _leaves(a, seen)
-            elif isinstance(a, Node):
-                found.add(a.done.key())  # type: ignore[union-attr]
-            elif isinstance(a, Leaf):
-                found.add(a.key())
-        seen[id(node)] = found
-    return found
-
-
 def _batches(ws: list[tuple[int, Any]]) -> list[list[tuple[int, Any]]]:
     """``ws`` (one shape's pending results, in creation order) cut into kernels of at most
     MAX_OUTPUTS outputs and MAX_KERNEL_INPUTS distinct array inputs."""
     out: list[list[tuple[int, Any]]] = []
-    seen: dict[int, set[tuple]] = {}
     current: list[tuple[int, Any]] = []
     inputs: set[tuple] = set()
     for item in ws:
-        mine = _leaves(item[1]._node, seen)
+        mine = item[1]._node.keys
         if current and (len(current) == MAX_OUTPUTS or
                         len(inputs | mine) > MAX_KERNEL_INPUTS):
             out.append(current)

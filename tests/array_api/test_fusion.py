@@ -147,6 +147,16 @@ def test_a_long_chain_is_cut_at_the_limit(xp, rng) -> None:
         y, ref = y * 0.5, ref * 0.5
     np.testing.assert_allclose(np.asarray(y), ref, rtol=1e-12)
     assert _delta(xp, before)["kernels"] == 2
+    # inputs count once however often they are read; the 17th distinct one cuts the chain
+    from gpumsg.array_api._fusion import MAX_INPUTS
+
+    xs, hs = _inputs(xp, rng, MAX_INPUTS + 1, shape=(50,))
+    before = xp.fusion_stats()
+    acc, ref = xs[0], hs[0]
+    for a, h in zip(xs[1:], hs[1:]):
+        acc, ref = acc + a * xs[0], ref + h * hs[0]
+    np.testing.assert_allclose(np.asarray(acc), ref, rtol=1e-5, atol=1e-6)
+    assert _delta(xp, before)["kernels"] == 2
 
 
 def test_promotion_broadcasting_and_wrapping_per_operation(xp, rng) -> None:
