@@ -154,10 +154,13 @@ class Array:
     def _buf(self) -> Any:
         # memory is needed: pending work goes first (all of it, so that whatever is done with
         # this memory cannot overtake a pending read of it)
-        if self._node is not None or _fusion._live:
+        if self._node is not None or _fusion._live or _fusion._inflight:
             _fusion.flush()
-            if self._node is not None and self._node.error is not None:
-                raise self._node.error
+            node = self._node
+            if node is not None:
+                if node.error is not None:
+                    raise node.error
+                raise RuntimeError("a pending array was not computed")  # a bug, never silent
         return self._b
 
     @_buf.setter

@@ -475,8 +475,9 @@ def render_reduction(spec: ReductionSpec, ndo: int, ndr: int, wide: bool,
             f"    const {itype} o = " + ("g;" if not cols else
                                          f"g * {COLS} + (threadIdx.x % {COLS});"),
             f"    const {itype} jlo = c * ({itype})chunk;",
-            f"    const {itype} jhi = jlo + ({itype})chunk < ({itype})nred ? "
-            f"jlo + ({itype})chunk : ({itype})nred;",
+            # compared in 64 bits: the last chunk's end may pass a 32-bit index
+            f"    const {itype} jhi = (long long)jlo + chunk < nred ? "
+            f"({itype})(jlo + chunk) : ({itype})nred;",
             f"    {acc_t} acc = ident_s;",
             "    if (o < nout) {"]
     body += _index_code("x", "o", ndo, names_o, "d", "s", itype, "      ")

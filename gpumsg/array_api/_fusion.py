@@ -67,6 +67,8 @@ _seq = itertools.count()
 #: creation number -> pending wrapper (an Array), while the wrapper lives
 _live: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 _stats = {"kernels": 0, "reductions": 0, "operations": 0}
+#: flushes under way: while one is, other threads' posts and reads wait for it (under _lock)
+_inflight = 0
 
 
 class Leaf:
@@ -105,7 +107,7 @@ class Node:
     the result dtype and shape. ``done`` is the Leaf of its memory once computed."""
 
     __slots__ = ("name", "tree", "params", "args", "casts", "dtype", "shape", "dev", "ops",
-                 "inputs", "done", "error", "__weakref__")
+                 "keys", "inputs", "done", "error", "__weakref__")
 
     def __init__(self, name: str, tree: Tree, params: tuple[str, ...], args: tuple[Any, ...],
                  casts: tuple[np.dtype, ...], dtype: np.dtype, shape: tuple[int, ...],
@@ -114,8 +116,15 @@ class Node:
         self.casts, self.dtype, self.shape, self.dev = casts, dtype, shape, dev
         # an upper bound of the chain's size (shared subexpressions counted per use)
         self.ops = 1 + sum(a.ops for a in args if isinstance(a, Node))
-        self.inputs = sum(a.inputs if isinstance(a, Node) else 1 for a in args
-                          if not isinstance(a, Scalar))
+        keys: set[tuple] = set()
+        for a in args:
+            if isinstance(a, Node):
+                keys |= a.keys
+            elif isinstance(a, Leaf):
+                keys.add(a.key())
+        #: the distinct arrays the chain reads (its leaves, held by the chain: ids are stable)
+        self.keys = frozenset(keys)
+        self.inputs = len(keys)
         self.done: Leaf | None = None
         #: why its kernel could not be sent (raised wherever its memory is needed)
         self.error: BaseException | None = None
@@ -174,7 +183,8 @@ _HARMLESS = (LoadModule, Alloc)
 def _hook(msg: Any) -> None:
     """Run by the client before each post: compute what is pending first (errors stay with
     the arrays: they are raised where one is read)."""
-    if _live and not isinstance(msg, _HARMLESS) and not getattr(_tls, "quiet", False):
+    if (_live or _inflight) and not isinstance(msg, _HARMLESS) and \
+            not getattr(_tls, "quiet", False):
         flush(raise_errors=False)
 
 
@@ -289,11 +299,13 @@ def flush(raise_errors: bool = True) -> None:
     """Compute every pending result still referenced (see the module docstring). A group
     whose kernel cannot be sent keeps its error: raised here (unless ``raise_errors`` is
     false) and again wherever one of its arrays' memory is needed."""
-    if not _live or getattr(_tls, "flushing", False):
+    global _inflight
+    if getattr(_tls, "flushing", False) or (not _live and not _inflight):
         return
     failed: list[tuple[list[tuple[int, Any]], BaseException]] = []
-    with _lock:
+    with _lock:  # another thread's flush in progress: wait for its kernels to be sent
         _tls.flushing = True
+        _inflight += 1
         try:
             while True:
                 wrappers = sorted(_live.items())
@@ -318,6 +330,7 @@ def flush(raise_errors: bool = True) -> None:
                                 w._node.error = exc
         finally:
             _tls.flushing = False
+            _inflight -= 1
             set_before_post(_hook if _live else None)
     if failed and raise_errors:
         raise failed[0][1]
@@ -329,31 +342,14 @@ MAX_OUTPUTS = 16
 MAX_KERNEL_INPUTS = 32
 
 
-def _leaves(node: Node, seen: dict[int, set[tuple]]) -> set[tuple]:
-    """The keys of the leaves a pending node reads (memoized in ``seen``)."""
-    found = seen.get(id(node))
-    if found is None:
-        found = set()
-        for a in node.args:
-            if isinstance(a, Node) and a.done is None:
-                found |= _leaves(a, seen)
-            elif isinstance(a, Node):
-                found.add(a.done.key())  # type: ignore[union-attr]
-            elif isinstance(a, Leaf):
-                found.add(a.key())
-        seen[id(node)] = found
-    return found
-
-
 def _batches(ws: list[tuple[int, Any]]) -> list[list[tuple[int, Any]]]:
     """``ws`` (one shape's pending results, in creation order) cut into kernels of at most
     MAX_OUTPUTS outputs and MAX_KERNEL_INPUTS distinct array inputs."""
     out: list[list[tuple[int, Any]]] = []
-    seen: dict[int, set[tuple]] = {}
     current: list[tuple[int, Any]] = []
     inputs: set[tuple] = set()
     for item in ws:
-        mine = _leaves(item[1]._node, seen)
+        mine = item[1]._node.keys
         if current and (len(current) == MAX_OUTPUTS or
                         len(inputs | mine) > MAX_KERNEL_INPUTS):
             out.append(current)

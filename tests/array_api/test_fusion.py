@@ -147,6 +147,16 @@ def test_a_long_chain_is_cut_at_the_limit(xp, rng) -> None:
         y, ref = y * 0.5, ref * 0.5
     np.testing.assert_allclose(np.asarray(y), ref, rtol=1e-12)
     assert _delta(xp, before)["kernels"] == 2
+    # inputs count once however often they are read; the 17th distinct one cuts the chain
+    from gpumsg.array_api._fusion import MAX_INPUTS
+
+    xs, hs = _inputs(xp, rng, MAX_INPUTS + 1, shape=(50,))
+    before = xp.fusion_stats()
+    acc, ref = xs[0], hs[0]
+    for a, h in zip(xs[1:], hs[1:]):
+        acc, ref = acc + a * xs[0], ref + h * hs[0]
+    np.testing.assert_allclose(np.asarray(acc), ref, rtol=1e-5, atol=1e-6)
+    assert _delta(xp, before)["kernels"] == 2
 
 
 def test_promotion_broadcasting_and_wrapping_per_operation(xp, rng) -> None:
@@ -276,3 +286,32 @@ def test_a_kernel_that_cannot_be_sent_fails_where_its_array_is_read(xp, dev, rng
     for _ in range(2):
         with pytest.raises(gpumsg.GpuError):
             np.asarray(y)
+
+
+def test_threads_building_and_reading_chains_at_once(xp, rng) -> None:
+    """Pending work is shared by the process: any thread's read computes every thread's
+    pending arrays, and each still gets its own values."""
+    import threading
+
+    (x, y), (hx, hy) = _inputs(xp, rng, 2)
+    errors: list = []
+
+    def work(k: int) -> None:
+        try:
+            for step in range(15):
+                a = x * float(k) + y
+                b = xp.exp(a * 0.1) - float(step)
+                if step % 3 == 0:
+                    np.testing.assert_allclose(float(xp.sum(b)), np.sum(
+                        np.exp((hx * k + hy) * 0.1) - step), rtol=1e-4)
+                np.testing.assert_allclose(np.asarray(b), np.exp((hx * k + hy) * 0.1) - step,
+                                           rtol=1e-5, atol=1e-5)
+        except Exception as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
