@@ -648,6 +648,12 @@ def _reduction_twin(spec: ReductionSpec, ndo: int, ndr: int, partial: bool) -> A
 
 
 # -- compiling and launching ----------------------------------------------------------------------
+#: NVRTC options of the element-wise and reduction kernels: no contraction of a product and a sum
+#: into one fused multiply-add, so that each operation rounds as it would in its own kernel and
+#: a fused chain answers the same bits as the operations one by one (and as NumPy's float32)
+EXACT = ("--fmad=false",)
+
+
 def kernel_for(dev: Any, name: str, source: str, kinds: tuple[str, ...],
                options: tuple[str, ...] = ()) -> Any:
     """The compiled kernel ``name`` on ``dev`` (compiled once per device; NVRTC's disk cache
@@ -684,7 +690,7 @@ def launch_elementwise(dev: Any, spec: ElementwiseSpec, shape: tuple[int, ...],
     wide = _wide(n, arrays, shape)
     layout: Any = "contig" if contig else len(shp)
     name, source, kinds = render_elementwise(spec, layout, wide)
-    kernel = kernel_for(dev, name, source, kinds)
+    kernel = kernel_for(dev, name, source, kinds, EXACT)
     args: list[Any] = [n]
     args += [op.buffer for op in arrays]
     for value, (_, dt, sc) in zip(ins, spec.ins):
@@ -740,7 +746,7 @@ def launch_reduction(dev: Any, spec: ReductionSpec, out_shape: tuple[int, ...],
             block *= 2
     grid = min(groups * nsplit, 1 << 30)
     name, source, kinds = render_reduction(spec, len(oshp), len(rshp), wide, cols, nsplit > 1)
-    kernel = kernel_for(dev, name, source, kinds)
+    kernel = kernel_for(dev, name, source, kinds, EXACT)
     if nsplit > 1:
         acc = spec.acc
         part = dev.alloc((nout * nsplit,), D.storage_name(acc), order="C")
@@ -772,7 +778,7 @@ def launch_reduction(dev: Any, spec: ReductionSpec, out_shape: tuple[int, ...],
     fin = ReductionSpec(spec.name + "_chunks", "x", spec.reduce_expr, spec.post,
                         (("x", spec.acc, False),), (spec.acc,), spec.acc, spec.out)
     fin_name, fin_source, fin_kinds = render_reduction(fin, len(oshp), 1, wide)
-    fin_kernel = kernel_for(dev, fin_name, fin_source, fin_kinds)
+    fin_kernel = kernel_for(dev, fin_name, fin_source, fin_kinds, EXACT)
     fblock = 32
     while fblock < BLOCK and fblock < nsplit:
         fblock *= 2
