@@ -374,7 +374,7 @@ class DeviceWorker:
             if not state.accepting:  # closed or poisoned meanwhile
                 raise state.refusal
             if getattr(reply, "_lead", 0) is None:  # a GpuFuture: its waiter may answer it
-                reply._lead = self._lead
+                reply._lead = reply._nudge = self._lead
             self._turn(ctx, executor, msg, reply)  # type: ignore[arg-type]
         finally:
             executor.lock.release()
