@@ -113,7 +113,8 @@ def _end_turn(ctx: DeviceContext, settle: Any = None, backpressure: Any = None,
         return
     try:
         ctx.flush(lazy)
-        ctx.poll()
+        if not lazy:  # deferred frees, the pinned cache: a caller's turn of one message leaves
+            ctx.poll()  # them to the next full turn
         if backpressure is not None:
             backpressure.relieve()  # after this batch's records, before any wait below
         if settle is None:
