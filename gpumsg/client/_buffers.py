@@ -52,6 +52,10 @@ class GpuFuture(Future):
     #: supervision/client.py): ``_lead(future, timeout)`` returns, with what is left of
     #: ``timeout``, once the future is answered or the caller should wait as usual
     _lead: Any = None
+    #: set by a device that ran the future's message on the caller's thread
+    #: (service/executor.py): ``_nudge(future, 0.0)`` makes sure the answer comes without a
+    #: caller waiting (someone is to be told of it: a done-callback, ``wait``, ``as_completed``)
+    _nudge: Any = None
 
     #: the lists behind ``_waiters`` and ``_done_callbacks``, made when first used
     _waiter_list: list[Any] | None = None
@@ -82,16 +86,17 @@ class GpuFuture(Future):
 
     @property  # type: ignore[override]
     def _condition(self) -> threading.Condition:
-        if self._cond is None and self._lead is not None and self._state is not _FINISHED:
+        if self._cond is None and self._nudge is not None and self._state is not _FINISHED:
             # someone is to be told of the answer (a done-callback, wait, as_completed) rather
-            # than wait for it: make sure it comes without a waiting caller (a lead of 0 s)
-            self._lead(self, 0.0)
+            # than wait for it: make sure it comes without a waiting caller
+            self._nudge(self, 0.0)
         return self._made_condition()
 
     def _chain(self, fn: Any) -> None:
         """``add_done_callback(fn)`` for gpumsg's own chaining (:func:`buffer_after`,
-        :func:`gather`), whose outer future takes this one's ``_lead``: a caller waiting on
-        the outer future answers this one itself, so nothing is handed over meanwhile."""
+        :func:`gather`), whose outer future takes this one's ``_lead`` and ``_nudge``: a
+        caller waiting on the outer future answers this one itself, so nothing is handed over
+        meanwhile, and a callback on the outer future nudges this one."""
         with self._made_condition():
             if self._state not in _DONE:
                 self._done_callbacks.append(fn)
@@ -263,6 +268,7 @@ def buffer_after(done: Future, buffer: GpuBuffer) -> BufferFuture:
     else:
         done.add_done_callback(finish)
     out._lead = getattr(done, "_lead", None)
+    out._nudge = getattr(done, "_nudge", None)
     return out
 
 
@@ -540,4 +546,8 @@ def gather(futures: Iterable[Future], value: Any = None) -> GpuFuture:
     lead = getattr(futures[0], "_lead", None)
     if lead is not None and all(getattr(f, "_lead", None) is lead for f in futures):
         out._lead = lead
+    nudges = [n for n in (getattr(f, "_nudge", None) for f in futures) if n is not None]
+    if nudges:  # a callback on the whole: every part that needs one is nudged
+        out._nudge = lambda _f, t, parts=futures: [
+            f._nudge(f, t) for f in parts if getattr(f, "_nudge", None) is not None]
     return out

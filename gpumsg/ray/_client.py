@@ -144,13 +144,9 @@ class RemoteFuture(GpuFuture):
     # Registering that future for every call cost a round trip about 0.2 ms (Ray's callback
     # thread fetches the reply and takes the GIL from the caller).
     def _lead(self, fut: Any, timeout: float | None) -> float | None:  # type: ignore[override]
-        """GpuFuture's hook: with ``timeout`` 0, someone is to be told of the answer (watch
-        the ObjectRef); otherwise a caller waits on a future chained to this one (take the
+        """GpuFuture's hook: a caller waits on a future chained to this one (take the
         answer, then let the chained future answer)."""
         if self._settled or self._ref is None:
-            return timeout
-        if timeout is not None and timeout <= 0:
-            self._watch()
             return timeout
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
@@ -158,6 +154,11 @@ class RemoteFuture(GpuFuture):
         except BaseException:  # noqa: BLE001 - the chained future reports it
             pass
         return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    def _nudge(self, fut: Any, timeout: float | None) -> None:  # type: ignore[override]
+        """GpuFuture's hook: someone is to be told of the answer (watch the ObjectRef)."""
+        if not self._settled and self._ref is not None:
+            self._watch()
 
     def _watch(self) -> None:
         with self.device._lock:

@@ -10,7 +10,8 @@ from typing import Any
 
 from ..errors import FaultInjectionDisabled, GpuError, GpuRefStale, InvalidMessage
 from ..memory._resource import AsyncPoolResource
-from ..messages._base import HostRef
+from ..messages import cublas, curand, cusolver, cusparse
+from ..messages._base import HostRef, Message
 from ..messages.device import (
     Alloc,
     AllocPinned,
@@ -304,3 +305,14 @@ def _inject_fault(ctx: DeviceContext, msg: InjectFault, reply: Any) -> None:
 runs_inline(Alloc, AllocThen, Free, CopyFromHost, CopyToHost, CopyDevice, Memset, Synchronize,
             Stats, SnapshotContext, SnapshotStream, SnapshotChildren, OpenLibraries,
             WatchGeneration, AllocPinned, FreePinned, TrimMemory)
+
+
+def _messages_of(*modules: Any) -> list[type]:
+    return [v for m in modules for v in vars(m).values()
+            if isinstance(v, type) and issubclass(v, Message) and v.__module__ == m.__name__]
+
+
+# besides the capturable ones, every message of these libraries: their handlers enqueue work
+# (with checks at completion: reductions, info words, counts) and never wait for another
+# thread. Peer copies and NCCL, whose handlers meet another device's, are not among them.
+runs_inline(*_messages_of(cublas, curand, cusolver, cusparse))

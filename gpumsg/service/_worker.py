@@ -113,7 +113,8 @@ def _end_turn(ctx: DeviceContext, settle: Any = None, backpressure: Any = None,
         return
     try:
         ctx.flush(lazy)
-        ctx.poll()
+        if not lazy:  # deferred frees, the pinned cache: a caller's turn of one message leaves
+            ctx.poll()  # them to the next full turn
         if backpressure is not None:
             backpressure.relieve()  # after this batch's records, before any wait below
         if settle is None:
@@ -374,7 +375,7 @@ class DeviceWorker:
             if not state.accepting:  # closed or poisoned meanwhile
                 raise state.refusal
             if getattr(reply, "_lead", 0) is None:  # a GpuFuture: its waiter may answer it
-                reply._lead = self._lead
+                reply._lead = reply._nudge = self._lead
             self._turn(ctx, executor, msg, reply)  # type: ignore[arg-type]
         finally:
             executor.lock.release()
