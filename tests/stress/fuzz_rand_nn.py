@@ -137,7 +137,7 @@ def _cudnn(dev: Any, rng: np.random.Generator) -> int:
         shifted = x64 - x64.max(axis=axes, keepdims=True)
         lse = np.log(np.exp(shifted).sum(axis=axes, keepdims=True))
         ref = shifted - lse if log else np.exp(shifted - lse)
-        got = _get(dev, dev.nn.softmax(dev.to_device(x), mode=mode, log=log))
+        got = _get(dev, dev.cudnn.softmax(dev.to_device(x), mode=mode, log=log))
         _close(f"nn.softmax({mode}, log={log})", got, ref, dt, n=x.size)
     elif which == "activation":
         act = str(rng.choice(list(_ACTS)))
@@ -158,7 +158,7 @@ def _cudnn(dev: Any, rng: np.random.Generator) -> int:
         mu = x64.mean(axis=axes, keepdims=True)
         inv = 1 / np.sqrt(x64.var(axis=axes, keepdims=True) + eps)
         ref = (x64 - mu) * inv * gamma.reshape(norm_shape) + beta.reshape(norm_shape)
-        y, mean, invstd = _get(dev, dev.nn.layer_norm(
+        y, mean, invstd = _get(dev, dev.cudnn.layer_norm(
             dev.to_device(x), dev.to_device(gamma), dev.to_device(beta), normalized_ndim=nd,
             eps=eps))
         _close(f"nn.layer_norm(ndim={nd})", y, ref, "f32", n=math.prod(norm_shape))
