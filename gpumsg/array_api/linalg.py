@@ -238,6 +238,9 @@ def multi_dot(arrays: Any, /) -> Array:
     mats = list(arrays)
     if len(mats) < 2:
         raise ValueError("multi_dot needs at least two arrays")
+    for i, m in enumerate(mats):
+        if not isinstance(m, Array):
+            raise TypeError(f"multi_dot: arrays[{i}] is a {type(m).__name__}, not an array")
     first_vec, last_vec = mats[0].ndim == 1, mats[-1].ndim == 1
     if first_vec:
         mats[0] = reshape(mats[0], (1, -1))

@@ -27,7 +27,8 @@ class PeerQuery(Message):
     peer: int
 
     def __post_init__(self) -> None:
-        _int(self, "peer", self.peer)
+        # an ordinal is a C int for the driver: a larger one is refused here, not overflowed there
+        _int(self, "peer", self.peer, 0, 2**31 - 1)
 
 
 @message()
@@ -40,7 +41,7 @@ class EnablePeerAccess(Message):
     peer_context: int
 
     def __post_init__(self) -> None:
-        _int(self, "peer", self.peer)
+        _int(self, "peer", self.peer, 0, 2**31 - 1)
         _int(self, "peer_context", self.peer_context)
 
 

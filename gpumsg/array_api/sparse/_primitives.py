@@ -188,43 +188,22 @@ def gather(x: Array, idx: Array) -> Array:
     return spmv(_selection(ptr, idx, x.shape[0], x.dtype), x)
 
 
-def _by_column(ptr: Array, idx: Array, val: Array, ncols: int) -> tuple[Array, Array, Array]:
-    """cusparseCsr2cscEx2 of the CSR matrix (ptr, idx, val) with ``ncols`` columns: the CSC
-    arrays (column offsets, row of each entry, values), rows ascending within each column."""
-    rows = ptr.shape[0] - 1
-    handle = cusparse_matrix("csr", (rows, ncols), ptr, idx, val)
-    out = val.device.cusparse.convert(handle, "csc")
-    dev = val.device
-    p, i, v = out.buffers
-    return (Array(p, (ncols + 1,), D.int32, dev), Array(i, (idx.shape[0],), D.int32, dev),
-            Array(v, (idx.shape[0],), val.dtype, dev))
-
-
-def sort_entries(major: Array, minor: Array, n_major: int,
-                 n_minor: int) -> tuple[Array, Array, Array, Array]:
+def sort_entries(major: Array, minor: Array, n_minor: int) -> tuple[Array, Array, Array]:
     """The entries (major, minor) ordered by major, then minor, then position (a stable sort,
     on the device): (order: the original position of each sorted entry, sorted majors, sorted
-    minors, offsets of the sorted majors), all int32.
+    minors), all int32.
 
-    Two counting sorts by cuSPARSE's CSR -> CSC conversion (cusparseCsr2cscEx2), least
-    significant key first: entry ``k`` is row ``k`` of a matrix with one stored element, in
-    column ``minor[k]``; its CSC form lists the entries by column, and by row (= position)
-    within a column, so the row indices are the stable order by minor. The values ride along:
-    the majors (as float64, exact below 2**53) in the first pass, then (order, minor) as the
-    real and imaginary parts of a complex128 in the second, which sorts by major."""
-    dev = major.device
-    nnz = major.shape[0]
-    ones_ptr = arange(nnz + 1, dtype=D.int32, device=dev)
-    maj = whole(astype(major, D.float64, copy=False))
-    ptr1, order1, major1 = _by_column(ones_ptr, whole(astype(minor, D.int32, copy=False)), maj,
-                                      n_minor)
-    minor1 = expand(ptr1, nnz)
-    ride = apply(TABLE["add"], astype(order1, D.float64),
-                 apply(TABLE["multiply"], astype(minor1, D.complex128), 1j))
-    ptr2, _, both = _by_column(ones_ptr, whole(astype(major1, D.int32)), whole(ride), n_major)
-    order = whole(astype(apply(TABLE["real"], both), D.int32))
-    minors = whole(astype(apply(TABLE["imag"], both), D.int32))
-    return order, expand(ptr2, nnz), minors, ptr2
+    One stable device-wide radix sort (the array layer's ``argsort``) of the int64 keys
+    ``major * n_minor + minor`` (below 2**62 for 32-bit indices), then gathers."""
+    from .._indexing import take
+    from .._sorting import argsort
+
+    keys = apply(TABLE["add"], apply(TABLE["multiply"], astype(major, D.int64), int(n_minor)),
+                 astype(minor, D.int64))
+    order = argsort(keys, stable=True)
+    majors = whole(astype(take(major, order), D.int32, copy=False))
+    minors = whole(astype(take(minor, order), D.int32, copy=False))
+    return whole(astype(order, D.int32)), majors, minors
 
 
 def coalesce(major: Array, minor: Array, data: Array, n_major: int,
@@ -241,7 +220,7 @@ def coalesce(major: Array, minor: Array, data: Array, n_major: int,
                              field="shape")
     if nnz == 0:
         return new_array(dev, (0,), D.int32), new_array(dev, (0,), D.int32), data
-    order, majors, minors, _ = sort_entries(major, minor, n_major, n_minor)
+    order, majors, minors = sort_entries(major, minor, n_minor)
     head = asarray_host(dev, np.ones(1, np.bool_), D.bool)
     if nnz > 1:
         differ = apply(TABLE["logical_or"],
