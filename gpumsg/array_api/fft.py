@@ -46,7 +46,7 @@ def _input(x: Any, kinds: str, name: str) -> Array:
 def _norm(norm: str | None) -> str:
     if norm is None:  # NumPy's and CuPy's spelling of the default
         return "backward"
-    if norm not in _NORMS:
+    if not isinstance(norm, str) or norm not in _NORMS:
         raise ValueError(f"norm must be one of {_NORMS} or None, got {norm!r}")
     return norm
 

@@ -318,7 +318,7 @@ class Generator:
                              method: str = "zig", out: Any = None) -> Array:
         """Exp(1) values. ``method`` is NumPy's ('zig' or 'inv'); both give the same
         distribution, here by inversion."""
-        if method not in ("zig", "inv"):
+        if not isinstance(method, str) or method not in ("zig", "inv"):
             raise InvalidMessage(f"method: expected 'zig' or 'inv', got {method!r}",
                                  field="method")
         dt = float_dtype(dtype)

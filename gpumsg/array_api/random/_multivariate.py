@@ -112,7 +112,7 @@ def multivariate_hypergeometric(gen: Generator, colors: Any, nsample: Any, size:
     from an urn of ``colors[j]`` items of colour ``j``; counts of shape ``size + (k,)``."""
     from .. import stack
 
-    if method not in ("count", "marginals"):
+    if not isinstance(method, str) or method not in ("count", "marginals"):
         raise InvalidMessage(f"method: expected 'count' or 'marginals', got {method!r}",
                              field="method")
     col = _host(colors, "colors", None)
@@ -194,10 +194,10 @@ def multivariate_normal(gen: Generator, mean: Any, cov: Any, size: Any, check_va
     """``Generator.multivariate_normal``: float64 points of shape ``size + (k,)``."""
     from .. import asarray, matmul
 
-    if check_valid not in ("warn", "raise", "ignore"):
+    if not isinstance(check_valid, str) or check_valid not in ("warn", "raise", "ignore"):
         raise InvalidMessage("check_valid: must equal 'warn', 'raise', or 'ignore'",
                              field="check_valid")
-    if method not in ("svd", "eigh", "cholesky"):
+    if not isinstance(method, str) or method not in ("svd", "eigh", "cholesky"):
         raise InvalidMessage("method: must be 'svd', 'eigh' or 'cholesky'", field="method")
     mu = _host(mean, "mean")
     cv = _host(cov, "cov")

@@ -84,6 +84,9 @@ class DnnAttention:
         stream; bad arguments raise InvalidMessage naming the field here."""
         dev = self._dev
         dev.port.check_open()
+        if not isinstance(training, (bool, np.bool_)):
+            raise InvalidMessage(f"training: expected a bool, got {type(training).__name__}",
+                                 field="training")
         qr = as_ref(q, "q")
         lq, lkv = self._masks(q, k, seq_len_q, seq_len_kv)
         o = out if out is not None else self._alloc(tuple(qr.shape), qr.dtype)

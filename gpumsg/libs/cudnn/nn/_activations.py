@@ -89,7 +89,7 @@ class Activations(NnBase):
         """torch's ``gelu``: exact (erf, ``approximate="none"``) or its tanh approximation
         (``"tanh"``), gpumsg's own kernel."""
         modes = {"none": "gelu", "tanh": "gelu_tanh"}
-        if approximate not in modes:
+        if not isinstance(approximate, str) or approximate not in modes:
             raise InvalidMessage(f"approximate: expected 'none' or 'tanh', got {approximate!r}",
                                  field="approximate")
         return self._act(input, modes[approximate], None, False, out)

@@ -25,7 +25,7 @@ def _reduction(reduction: Any, size_average: Any, reduce: Any) -> str:
     if size_average is not None or reduce is not None:
         raise InvalidMessage("size_average: the deprecated size_average/reduce arguments are "
                              "not offered; use reduction", field="size_average")
-    if reduction not in _REDUCTIONS:
+    if not isinstance(reduction, str) or reduction not in _REDUCTIONS:
         raise InvalidMessage(f"reduction: expected 'mean', 'sum' or 'none', got "
                              f"{reduction!r}", field="reduction")
     return reduction

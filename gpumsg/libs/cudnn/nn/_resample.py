@@ -56,7 +56,7 @@ class Resample(NnBase):
         the axis' length). A generated kernel; f32, f64, f16, bf16."""
         x = self._tensor(input, "input")
         self._float(x, "input")
-        if mode not in _PAD_MODES:
+        if not isinstance(mode, str) or mode not in _PAD_MODES:
             raise InvalidMessage(f"mode: expected one of {', '.join(_PAD_MODES)}, got "
                                  f"{mode!r}", field="mode")
         sizes = list(pad) if isinstance(pad, (tuple, list)) else None
@@ -104,7 +104,7 @@ class Resample(NnBase):
         x = self._tensor(input, "input", (3, 4, 5), "(N, C, *spatial) with 1 to 3 spatial "
                          "axes: 3, 4 or 5")
         dtype = self._float(x, "input")
-        if mode not in _INTERP:
+        if not isinstance(mode, str) or mode not in _INTERP:
             raise InvalidMessage(f"mode: expected one of {', '.join(_INTERP)} (bicubic is not "
                                  f"offered), got {mode!r}", field="mode")
         code, axes = _INTERP[mode]
