@@ -279,6 +279,10 @@ class DeviceWorker:
         #: producer's; the loop frees them (see drop)
         self.dropped: list = []
         self._lead = self.lead  # one bound method, given to the futures of inline turns
+        #: callers may run their own messages on an idle device (``caller_runs``; off: every
+        #: message goes through the mailbox and the device thread, as many threads may prefer)
+        self.caller_runs = (setting("GPUMSG_CALLER_RUNS") or "1").strip().lower() not in (
+            "0", "no", "off", "false")
         self._thread = threading.Thread(
             target=self._run, name=f"gpumsg-device-{backend.ordinal}", daemon=True,
             args=(backend, memory, trace, allow_fault_injection, shutdown_timeout,
@@ -357,6 +361,8 @@ class DeviceWorker:
         answered by the next turn, by a caller waiting for it (:meth:`lead`) or, when callers
         are away, by the device thread. The caller has checked that the device accepts
         messages (checked again here, under the lock)."""
+        if not self.caller_runs:
+            return False
         t = type(msg)
         if t not in INLINE and t not in CAPTURABLE:
             if t is not AllocThen:

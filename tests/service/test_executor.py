@@ -211,3 +211,16 @@ def test_a_callers_current_context_is_left_as_it_was(backend, rng) -> None:
         t.join(120)
     assert out and out[0][0] == out[0][1]
     np.testing.assert_allclose(out[0][2], x0 @ x0, rtol=1e-12, atol=1e-12)
+
+
+def test_caller_runs_off_sends_every_call_through_the_device_thread(backend, rng) -> None:
+    """``caller_runs=False``: no call runs on a caller's thread; the answers are the same."""
+    a0, b0 = rng.standard_normal((16, 8)), rng.standard_normal((8, 4))
+    with gpumsg.config.configured(caller_runs=False):
+        with gpumsg.open_device(0, backend=backend) as d:
+            a, b = d.to_device(a0), d.to_device(b0)
+            got = d.copy_to_host(d.linalg.matmul(a, b)).result(timeout=60)
+            d.stats().result(timeout=60)
+            turns, taken = _counts(d)
+            assert turns == 0 and taken >= 4
+    np.testing.assert_allclose(got, a0 @ b0, rtol=1e-12, atol=1e-12)
