@@ -48,12 +48,8 @@ JACOBI_MAX = 32
 
 
 def _solver(dev: Any) -> Any:
-    """The device's cuSOLVER client (NumPy-shaped, one matrix per call), under its name."""
-    for name in ("linalg", "cusolver", "solver"):
-        found = getattr(dev, name, None)
-        if found is not None and hasattr(found, "cholesky"):
-            return found
-    raise NotImplementedError("this device has no cuSOLVER client")
+    """The device's NumPy-shaped cuSOLVER client (one matrix per call)."""
+    return dev.linalg
 
 
 def _raw(dev: Any) -> Any:

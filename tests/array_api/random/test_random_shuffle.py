@@ -33,10 +33,7 @@ def test_permutation_of_int_is_uniform(xp, gen):
 
 def test_long_permutation(xp, gen):
     """A permutation longer than a block's sort: the namespace's device-wide argsort."""
-    try:
-        h = np.asarray(gen.permutation(100_003))
-    except NotImplementedError as exc:  # a tree whose argsort sorts rows of one block only
-        pytest.xfail(str(exc))
+    h = np.asarray(gen.permutation(100_003))
     assert np.array_equal(np.sort(h), np.arange(100_003))
     # where the first 1000 items land is uniform over ten bands
     chi2_ok(h[:1000] * 10 // 100_003, lambda k: np.full(k.shape, 0.1), 9)
