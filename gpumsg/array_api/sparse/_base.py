@@ -487,8 +487,8 @@ def _add(a: SparseMatrix, b: SparseMatrix) -> SparseMatrix:
 
 
 def _diagonal(a: SparseMatrix, k: int, length: int) -> Array:
-    """Entries (i, i + k): each stored entry on the diagonal is selected into its place and
-    duplicates summed, by one SpMV of the entries' values with a selection matrix."""
+    """Entries (i, i + k): the canonical entries on the diagonal (a compaction) scattered into
+    their places through a one-column COO matrix's ``todense``."""
     coo = a.tocoo()._canon()
     dev = a.device
     on = apply(TABLE["equal"], apply(TABLE["subtract"], astype(coo.col, D.int64),

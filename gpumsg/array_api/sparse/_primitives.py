@@ -5,13 +5,12 @@ Everything here runs on the device through existing messages: cuSPARSE SpMV/SpMM
 conversions (``dev.cusparse``) and the array layer's generated kernels (sort, searchsorted,
 compaction, element-wise). Two tools carry the rest:
 
-* **gather** ``x[idx]``: an SpMV with the selection matrix whose row ``i`` holds one 1 at column
-  ``idx[i]`` (CSR with row offsets ``0, 1, ..., k``);
+* **gather** ``x[idx]``: the array layer's bit-exact gather (``take``);
 * **coalesce** (sort entries by (major, minor) and sum duplicates): a stable argsort of the key
-  ``major * n_minor + minor``, the starts of runs of equal keys (a compaction), and one SpMV with
-  the matrix whose row ``r`` holds ones at the sorted positions of run ``r``: it gathers the
-  values in order and sums each run in one call. The number of distinct entries sizes the
-  result, so coalescing waits for that count (as SciPy's host code and CuPy's do).
+  ``major * n_minor + minor``, the starts of runs of equal keys (a compaction), and one
+  generated kernel that sums each run's values in sorted order (:mod:`._segments`). The number
+  of distinct entries sizes the result, so coalescing waits for that count (as SciPy's host
+  code and CuPy's do).
 """
 
 from __future__ import annotations
@@ -27,10 +26,11 @@ from .. import _dtypes as D
 from .._array import Array, asarray_host, new_array
 from .._compact import compact as _compact
 from .._compact import nonzero
-from .._creation import arange, ones
+from .._creation import arange
 from .._elementwise import TABLE, apply, astype
 from .._manipulation import concat
 from .._sorting import searchsorted
+from ._segments import segment_sums
 
 __all__ = ["VALUE_DTYPES", "INT32_MAX", "value_dtype", "promote", "whole", "as_index",
            "as_values", "cusparse_matrix", "spmv", "spmm", "gather", "coalesce", "compress",
@@ -168,24 +168,14 @@ def spmm(handle: Any, b: Array, op: str = "N") -> Array:
     return Array(buf, (m, b.shape[1]), handle.dtype, dev)
 
 
-def _selection(ptr: Array, idx: Array, ncols: int, dtype: np.dtype) -> Any:
-    """The CSR matrix of row offsets ``ptr`` and columns ``idx`` with ones as values."""
-    dev = idx.device
-    it = index_dtype_for(ncols, idx.shape[0])
-    ptr, idx = whole(astype(ptr, it, copy=False)), whole(astype(idx, it, copy=False))
-    val = ones((idx.shape[0],), dtype=dtype, device=dev)
-    return cusparse_matrix("csr", (ptr.shape[0] - 1, ncols), ptr, idx, val)
-
-
 def gather(x: Array, idx: Array) -> Array:
-    """``x[idx]`` for a whole 1-D value array ``x`` and integer ``idx`` (in range), as one SpMV
-    with a selection matrix."""
-    k = idx.shape[0]
-    if k == 0 or x.shape[0] == 0:
-        return new_array(x.device, (k,), x.dtype)
-    ptr = arange(k + 1, dtype=index_dtype_for(k + 1, x.shape[0]), device=x.device)
-    # the handle holds the selection's buffers; dropped, it is destroyed after the SpMV
-    return spmv(_selection(ptr, idx, x.shape[0], x.dtype), x)
+    """``x[idx]`` for a whole 1-D value array ``x`` and integer ``idx`` (in range): a bit-exact
+    generated gather."""
+    from .._indexing import take
+
+    if idx.shape[0] == 0 or x.shape[0] == 0:
+        return new_array(x.device, (idx.shape[0],), x.dtype)
+    return whole(take(x, idx))
 
 
 def sort_entries(major: Array, minor: Array, n_minor: int) -> tuple[Array, Array, Array]:
@@ -231,9 +221,9 @@ def coalesce(major: Array, minor: Array, data: Array, n_major: int,
         starts = head
     first = nonzero(starts)[0]
     ptr = concat([first, asarray_host(dev, np.array([nnz], np.int64), D.int64)])
-    # one SpMV: row r of the selection holds ones at run r's sorted positions, which name the
-    # entries' original places: it gathers the values in order and sums each run
-    summed = spmv(_selection(ptr, order, nnz, data.dtype), data)
+    # run r covers sorted positions ptr[r]..ptr[r+1]-1, which name the entries' original
+    # places: one generated kernel gathers each run's values in order and sums them
+    summed = segment_sums(whole(data), order, whole(ptr))
     return whole(_compact(starts, majors)), whole(_compact(starts, minors)), summed
 
 

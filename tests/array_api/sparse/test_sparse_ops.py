@@ -216,3 +216,19 @@ def test_copy_is_deep(xp, rng) -> None:
     c = a.tocoo().copy()
     c.row[...] = 0
     check(a.todense(), ref, "float64", 4)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_first_product_of_a_matrix_over_computed_arrays(xp, rng, dtype) -> None:
+    """A matrix made over index and value arrays that kernels computed just before, each row
+    holding one entry (a permutation matrix scaled), answers its first SpMV right: the shape of
+    the product that once gave a wrong last row on a GPU."""
+    k = 32
+    perm = rng.permutation(k)
+    vals = values(rng, k, dtype)
+    ptr = xp.astype(xp.arange(k + 1, dtype=xp.int64), xp.int32)
+    idx = xp.astype(xp.asarray(perm.astype(np.int64)) + 0, xp.int32)
+    val = xp.asarray(vals) * 1
+    a = sparse.csr_matrix((val, idx, ptr), shape=(k, k))
+    x = values(rng, k, dtype)
+    check(a @ xp.asarray(x), vals.astype(wide(dtype)) * x[perm].astype(wide(dtype)), dtype, 1)
