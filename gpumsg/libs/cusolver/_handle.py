@@ -252,9 +252,11 @@ class CusolverHandle:
         self.workspaces = PlanCache(256)
         #: (kind, tol, max_sweeps, sort, lane) -> syevjInfo_t / gesvdjInfo_t
         self._jacobi: dict[tuple, int] = {}
-        #: the side streams of gesvdj_strided (see GESVDJ_LANES), each with its join event,
-        #: and the event that forks them from the issuing stream; made on first use
-        self._lanes: list[tuple[Any, Any]] = []
+        #: the lanes of gesvdj_strided (see GESVDJ_LANES): a stream, its join event and a
+        #: cuSOLVER handle of its own bound to it (nothing of a handle is shared by calls
+        #: running at once), and the event that forks them from the issuing stream; made on
+        #: first use
+        self._lanes: list[tuple[Any, Any, int]] = []
         self._fork: Any = None
         #: (base, stride bytes, count) -> device pointer array (see handlers.pointer_array)
         self.pointer_arrays: dict[tuple, tuple[int, int]] = {}
@@ -662,12 +664,24 @@ class CusolverHandle:
             return 1
         return max(1, min(int(GESVDJ_LANES), batch))
 
-    def _side_streams(self, count: int) -> list[tuple[Any, Any]]:
+    def _side_streams(self, count: int) -> list[tuple[Any, Any, int]]:
         backend = self._ctx.backend
         if self._fork is None:
             self._fork = backend.event_create()
         while len(self._lanes) < count:
-            self._lanes.append((backend.stream_create(), backend.event_create()))
+            stream, joined = backend.stream_create(), backend.event_create()
+            h = c_void_p()
+            try:
+                self._check(self.lib.cusolverDnCreate(ctypes.byref(h)), "cusolverDnCreate")
+                self._check(self.lib.cusolverDnSetStream(h.value, int(stream)),
+                            "cusolverDnSetStream")
+            except BaseException:
+                if h.value:
+                    self.lib.cusolverDnDestroy(h.value)
+                backend.stream_destroy(stream)
+                backend.event_destroy(joined)
+                raise
+            self._lanes.append((stream, joined, h.value or 0))
         return self._lanes[:count]
 
     def gesvdj_strided(self, stream: Any, dtype: str, vectors: bool, econ: bool, m: int, n: int,
@@ -675,7 +689,8 @@ class CusolverHandle:
                        u_step: int, v_step: int, tol: float, max_sweeps: int, infos: int,
                        batch: int, u_lane: int = 0, v_lane: int = 0) -> None:
         """One gesvdj per matrix, on :meth:`gesvdj_lanes` streams in turn (matrix i on lane
-        i % lanes), each lane with its own workspace; ``u_step``/``v_step``: the elements
+        i % lanes), each lane with its own handle, workspace and Jacobi parameters (nothing
+        shared by calls running at once); ``u_step``/``v_step``: the elements
         between two items' U and V (0: one scratch matrix per lane, ``u_lane``/``v_lane``
         elements apart). The issuing stream forks the lanes (an event they wait on) and joins
         them (each lane's event it waits on) before returning: its later work, the copy of
@@ -691,19 +706,20 @@ class CusolverHandle:
                                  (params[0],))
         fn = getattr(self.lib, name)
         backend = self._ctx.backend
-        side = self._side_streams(lanes) if lanes > 1 else [(stream, None)]
+        side = self._side_streams(lanes) if lanes > 1 else [(stream, None, self.raw_handle)]
         per_lane = lwork * item
 
         def issue(ws: int) -> None:
             if lanes > 1:  # the lanes start after the issuing stream's work so far
                 backend.event_record(self._fork, stream)
-                for lane_stream, _ in side:
+                for lane_stream, _, _ in side:
                     backend.stream_wait_event(lane_stream, self._fork)
+            else:
+                self._bind(stream)
             try:
                 for i in range(batch):
                     k = i % lanes
-                    self._bind(side[k][0])
-                    self._check(fn(self.raw_handle, EIG_MODE[vectors], int(econ), m, n,
+                    self._check(fn(side[k][2], EIG_MODE[vectors], int(econ), m, n,
                                    a + i * lda * n * item, lda, s + i * p * ritem,
                                    u + (i * u_step + k * u_lane) * item, ldu,
                                    v + (i * v_step + k * v_lane) * item, ldv,
@@ -711,10 +727,9 @@ class CusolverHandle:
                                    params[k]), name)
             finally:
                 if lanes > 1:  # joined even after a failed call: nothing is left behind
-                    for lane_stream, joined in side:
+                    for lane_stream, joined, _ in side:
                         backend.event_record(joined, lane_stream)
                         backend.stream_wait_event(stream, joined)
-                    self._bind(stream)
         self._with_workspace(stream, per_lane * lanes, issue)
 
     def geev(self, stream: Any, dtype: str, n: int, a: int, lda: int, w: int, vr: int,
@@ -787,7 +802,8 @@ class CusolverHandle:
             memory.deallocate(ptr, nbytes, self._ctx.compute.obj)
         self.pointer_arrays.clear()
         backend = self._ctx.backend
-        for lane_stream, joined in self._lanes:
+        for lane_stream, joined, h in self._lanes:
+            self.lib.cusolverDnDestroy(h)
             backend.stream_destroy(lane_stream)
             backend.event_destroy(joined)
         self._lanes.clear()
