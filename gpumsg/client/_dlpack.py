@@ -204,19 +204,19 @@ _capsule_at.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
 
 # The structs are written in one struct.pack_into per export, into one block that also holds
 # shape and strides (the DLTensor points into it); these layouts are the ctypes classes'
-# above (checked at import), little-endian 64-bit as every CUDA host is.
+# above (checked at import), in the host's byte order with standard sizes and no padding.
 #: DLManagedTensorVersioned: version (2 x u32), manager_ctx, deleter, flags, then DLTensor
 _VERSIONED_HEAD = "IIQQQ"
 #: DLTensor: data, device (2 x i32), ndim, dtype (u8, u8, u16), shape*, strides*, byte_offset
 _TENSOR = "QiiiBBHQQQ"
 #: DLManagedTensor: DLTensor, then manager_ctx, deleter
 _LEGACY_TAIL = "QQ"
-assert struct.calcsize("<" + _TENSOR) == ctypes.sizeof(DLTensor)
-assert struct.calcsize("<" + _VERSIONED_HEAD) == DLManagedTensorVersioned.dl_tensor.offset
-assert struct.calcsize("<" + _VERSIONED_HEAD + _TENSOR) == \
+assert struct.calcsize("=" + _TENSOR) == ctypes.sizeof(DLTensor)
+assert struct.calcsize("=" + _VERSIONED_HEAD) == DLManagedTensorVersioned.dl_tensor.offset
+assert struct.calcsize("=" + _VERSIONED_HEAD + _TENSOR) == \
     ctypes.sizeof(DLManagedTensorVersioned)
 assert DLManagedTensor.manager_ctx.offset == ctypes.sizeof(DLTensor)
-assert struct.calcsize("<" + _TENSOR + _LEGACY_TAIL) == ctypes.sizeof(DLManagedTensor)
+assert struct.calcsize("=" + _TENSOR + _LEGACY_TAIL) == ctypes.sizeof(DLManagedTensor)
 #: (versioned, shape, dtype, order) -> what every export of such a buffer writes alike: the
 #: Struct, the ctypes block type, the offset of shape in the block, the strides' distance from
 #: it, ndim, the dtype's code and bits, and shape and strides (padded to one entry for ndim 0)
@@ -231,10 +231,10 @@ def _layout_of(versioned: bool, buf: GpuBuffer) -> tuple:
         head = _VERSIONED_HEAD + _TENSOR if versioned else _TENSOR + _LEGACY_TAIL
         ndim = len(ref.shape)
         dims = max(ndim, 1)
-        fmt = struct.Struct(f"<{head}{dims}q{dims}q")
+        fmt = struct.Struct(f"={head}{dims}q{dims}q")
         pad = (0,) * (dims - ndim)
         code, bits = _TO_DL[ref.dtype]
-        got = (fmt, ctypes.c_char * fmt.size, struct.calcsize("<" + head), 8 * dims, ndim,
+        got = (fmt, ctypes.c_char * fmt.size, struct.calcsize("=" + head), 8 * dims, ndim,
                code, bits, ref.shape + pad + _strides(buf) + pad)
         if len(_LAYOUTS) >= 4096:  # many shapes: start over rather than grow without end
             _LAYOUTS.clear()
