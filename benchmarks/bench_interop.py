@@ -3,7 +3,8 @@ message beside a plain Ray actor method (CPU, simulated devices).
 
 DLPack (``interop.md``): each row is the median wall time of one hand-over, after warm-up:
 gpumsg -> torch (``torch.from_dlpack(buf)``: the ExportSync round trip, the capsule, torch's
-tensor; the tensor is dropped at once, so the deleter and its context synchronize are included),
+tensor; the tensor is dropped at once, so the deleter and its wait for torch's default stream
+are included),
 gpumsg -> CuPy, torch -> gpumsg and CuPy -> gpumsg (``dev.from_dlpack(t).result()``: the Adopt
 round trip), the same with the buffer freed right after (the release), and
 ``__cuda_array_interface__`` through ``cupy.asarray``. The peer of each row is the same hand-over
@@ -99,10 +100,11 @@ def bench_dlpack(n: int) -> None:
         notes.append("gpumsg's export needs no message when the device is quiet (nothing "
                      "queued or in flight), else one round trip (ExportSync: the consumer's "
                      "stream waits on the fence event of the buffer's last write; nothing waits "
-                     "on the GPU). A dropped tensor's deleter waits for the device's context "
-                     "(cuCtxSynchronize on the deleter's thread: the consumer's queued work is "
-                     "done before gpumsg's next use or free; its stream, which may be gone, is "
-                     "not touched). torch<->CuPy hand-overs cross no thread.")
+                     "on the GPU). A dropped tensor's deleter waits, on its own thread, until "
+                     "the consumer's queued work is done before gpumsg's next use or free: "
+                     "torch's default (legacy) stream is queried and synchronized only if busy; "
+                     "any other consumer stream, which may be gone, is not touched (the context "
+                     "is synchronized). torch<->CuPy hand-overs cross no thread.")
     else:
         import numpy as np
 

@@ -300,6 +300,16 @@ def main(argv: list[str] | None = None) -> int:
             for kind in STACKED:
                 if kind in chosen:
                     rows.append(bench(kind, dev, torch, cupy, batch, n, np.float32, repeats))
+            if "svd" in chosen and n > 32:
+                # the same with every matrix's gesvdj on one stream (the lanes' baseline)
+                from gpumsg.libs.cusolver import _handle
+
+                lanes, _handle.GESVDJ_LANES = _handle.GESVDJ_LANES, 1
+                try:
+                    rows.append(bench("svd", dev, torch, None, batch, n, np.float32, repeats))
+                finally:
+                    _handle.GESVDJ_LANES = lanes
+                rows[-1]["case"] = "svd, one stream"
             if "big" in chosen:
                 for dtype in (np.float32, np.float64):
                     for client in ("array", "dev.linalg"):
@@ -319,8 +329,9 @@ def main(argv: list[str] | None = None) -> int:
         "against NumPy float64 like gpumsg's (rel_err: the largest of the sides)",
         "gpumsg routes: inv/solve cuBLAS getrfBatched + getrsBatched; eigh syevjBatched (n <= "
         "32) or cusolverDnXsyevBatched (one Xsyevd per matrix without it); svd gesvdjBatched "
-        "(<= 32) or one gesvdj per matrix in one message; cholesky potrfBatched; big cholesky: "
-        "potrf uplo 'L' between two transposing geams",
+        "(<= 32) or one gesvdj per matrix in one message, spread over GESVDJ_LANES streams "
+        "('svd, one stream': all on one); cholesky potrfBatched; big cholesky: potrf uplo 'L' "
+        "after a transposing geam (dev.linalg: and another after it)",
     ]
     write_results("linalg_stacked", rows, notes, COLUMNS)
     return 0

@@ -1,5 +1,7 @@
 """cuSOLVER dense beside torch.linalg in the same run: getrf, potrf, syevd and gesvdj
-at 4096^2 in f64 and f32, and batched Cholesky of 10,000 32x32 matrices. Each call is a device
+at 4096^2 in f64 and f32, batched Cholesky of 10,000 32x32 matrices, and the NumPy-shaped
+``dev.linalg`` as a user calls it (``cholesky`` 4096^2, ``eigh`` and ``svd`` of 10,000 64x64
+f32 matrices, new outputs) beside ``torch.linalg``. Each call is a device
 copy of the input plus the factorization on both sides (torch: ``lu_factor_ex``,
 ``cholesky_ex``, ``eigh``, ``svd(driver='gesvdj')``; its preferred linalg library set to
 cuSOLVER, the same library underneath). gpumsg reads ``info`` back without blocking (copied on
@@ -137,6 +139,67 @@ def batched_case(dev, torch, dtype: str, batch: int, n: int, variant: str,
             "rel_err": err, "target": ">= 0.95" if variant == "cholesky_batched" else ""}
 
 
+def numpy_case(dev, torch, kind: str, dtype: str, shape: tuple) -> dict:
+    """``dev.linalg`` as a user calls it (a C-ordered input, a new output per call, the
+    outputs freed as they are replaced) beside ``torch.linalg`` on a C-ordered tensor:
+    ``cholesky`` of one matrix, ``eigh`` and ``svd`` of a stack (full matrices)."""
+    rng = np.random.default_rng()
+    npdt = gpumsg.as_dtype(dtype)
+    tdt = {"f32": torch.float32, "f64": torch.float64}[dtype]
+    g = rng.standard_normal(shape)
+    n = shape[-1]
+    if kind == "cholesky":
+        a_h = g @ np.swapaxes(g, -1, -2) / n + np.eye(n)
+    elif kind == "eigh":
+        a_h = (g + np.swapaxes(g, -1, -2)) / 2
+    else:
+        a_h = g
+    a_h = a_h.astype(npdt)
+    a = dev.to_device(a_h)
+    ta = torch.from_numpy(a_h).to(tdt).cuda()
+    last = [dev.synchronize()]
+    outs: list = []
+
+    def issue() -> None:
+        last[0] = getattr(dev.linalg, kind)(a)
+        outs.append(last[0])
+        if len(outs) > 3:
+            old = outs.pop(0).result()
+            for b in (old if isinstance(old, tuple) else (old,)):
+                b.free()
+
+    theirs = {"cholesky": lambda: torch.linalg.cholesky(ta),
+              "eigh": lambda: torch.linalg.eigh(ta), "svd": lambda: torch.linalg.svd(ta)}[kind]
+    issue()
+    last[0].result()
+    theirs()
+    torch.cuda.synchronize()
+    ours_s, theirs_s = compare((issue, lambda: last[0].result()),
+                               (theirs, torch.cuda.synchronize), n=1 if kind != "cholesky"
+                               else None, repeats=3 if kind != "cholesky" else 5,
+                               warmup_s=0.0 if kind != "cholesky" else 0.5)
+    res = last[0].result()
+    if kind == "cholesky":
+        k = 256
+        got = dev.copy_to_host(res).result()[:k, :k].astype(np.float64)
+        ref = np.linalg.cholesky(a_h[:k, :k].astype(np.float64))
+    else:
+        part = res[0] if kind == "eigh" else res[1]
+        got = dev.copy_to_host(part).result()[:32].astype(np.float64)
+        fn = np.linalg.eigvalsh if kind == "eigh" else \
+            (lambda x: np.linalg.svd(x, compute_uv=False))
+        ref = fn(a_h[:32].astype(np.float64))
+    err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+    for o in outs:
+        for b in (o.result() if isinstance(o.result(), tuple) else (o.result(),)):
+            b.free()
+    a.buffer.free()
+    size = "x".join(map(str, shape[:-2])) + ("x" if len(shape) > 2 else "") + f"{n}^2"
+    return {"case": f"{kind} (dev.linalg, new output) {size} {dtype}", "gpumsg": ours_s * 1e3,
+            "torch": theirs_s * 1e3, "unit": "ms/call", "ratio": theirs_s / ours_s,
+            "rel_err": err, "target": ">= 0.95" if kind == "cholesky" else ">= 0.9"}
+
+
 def probe_gesvdj_batched(dev) -> dict:
     """Does gesvdjBatched report non-convergence with max_sweeps=1 (syevjBatched does not)?"""
     rng = np.random.default_rng()
@@ -169,6 +232,12 @@ def main() -> None:
                 print(rows[-1], flush=True)
             rows.append(batched_case(dev, torch, dtype, 10000, 32, "cholesky_batched",
                                      "cholesky"))
+            print(rows[-1], flush=True)
+        for dtype in ("f32", "f64"):
+            rows.append(numpy_case(dev, torch, "cholesky", dtype, (4096, 4096)))
+            print(rows[-1], flush=True)
+        for kind in ("eigh", "svd"):
+            rows.append(numpy_case(dev, torch, kind, "f32", (10000, 64, 64)))
             print(rows[-1], flush=True)
         probes = [probe_gesvdj_batched(dev)]
         print(probes, flush=True)

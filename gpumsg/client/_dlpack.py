@@ -25,7 +25,7 @@ Thread isolation only: in a worker process the pointers live in another address 
 from __future__ import annotations
 
 import ctypes
-import threading
+import struct
 import weakref
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
@@ -112,22 +112,36 @@ _NAMES = {name: ctypes.create_string_buffer(name) for name in
           (b"dltensor", b"dltensor_versioned", b"used_dltensor", b"used_dltensor_versioned")}
 
 
-class _Export:
-    """What one exported capsule keeps alive until its deleter runs."""
-
-    __slots__ = ("struct", "shape", "strides", "buffer", "keep", "stream")
-
-    def __init__(self, struct: Any, shape: Any, strides: Any, buffer: Any, keep: Any,
-                 stream: int) -> None:
-        self.struct, self.shape, self.strides = struct, shape, strides
-        self.buffer, self.keep, self.stream = buffer, keep, stream
-
-
-#: address of a managed tensor -> its export, until the consumer's deleter call
-_exports: dict[int, _Export] = {}
-_lock = threading.Lock()
+#: address of a managed tensor -> what its capsule keeps alive until the consumer's deleter
+#: call: ``(block, buffer, keep, stream)`` (the memory of the struct, the exported buffer, the
+#: simulator's bytes or None, the consumer's stream). Plain dict operations, atomic under the
+#: GIL: the exporting and the deleting threads need no lock of their own
+_exports: dict[int, tuple[Any, Any, Any, int]] = {}
 #: ids of imported read-only buffers
 _readonly: set[int] = set()
+#: CU_STREAM_LEGACY: the legacy default stream, which exists as long as the context
+LEGACY_STREAM = 1
+_NOT_READY = 600  # CUDA_ERROR_NOT_READY
+#: cuda.bindings' driver module and its CUstream of the legacy stream, once looked up
+_LEGACY: list[Any] = []
+
+
+def _settle_legacy(backend: Any) -> None:
+    """Wait, on the calling thread, until the legacy default stream of the device's context
+    has run the work already sent to it: a query first (nothing is waited for when it has, the
+    common case of a tensor dropped after its work finished), a stream synchronize otherwise.
+    gpumsg's own streams are not waited for, unlike a context synchronize."""
+    if not _LEGACY:
+        from cuda.bindings import driver
+
+        _LEGACY.extend((driver, driver.CUstream(LEGACY_STREAM)))
+    driver, legacy = _LEGACY
+    token = backend.enter_thread()
+    try:
+        if int(driver.cuStreamQuery(legacy)[0]) == _NOT_READY:
+            driver.cuStreamSynchronize(legacy)
+    finally:
+        backend.leave_thread(token)
 
 
 def _delete_export(address: int) -> None:
@@ -136,27 +150,33 @@ def _delete_export(address: int) -> None:
     The consumer may still have work queued that reads or writes the buffer (a tensor deleted
     right after the kernels that use it). gpumsg's later uses and its free must not overtake
     that work, so for an export to a CUDA consumer stream the deleter waits, on its own thread,
-    until the device's context has run everything already sent to it (cuCtxSynchronize).
-    The consumer's stream itself is not touched: a consumer may destroy it before it deletes
-    the tensor (a CuPy stream gone with its ``with`` block), and any call on a destroyed stream
-    is a use after free in the driver (it crashed the H100 suite). Nothing is waited for when
-    the device is closing, or when the buffer is already gone."""
-    with _lock:
-        entry = _exports.pop(address, None)
+    until that work has run. The legacy default stream (torch's and CuPy's default, passed as
+    1) always exists: it is queried, and synchronized only when work is pending on it. Any
+    other consumer stream is not touched: a consumer may destroy it before it deletes the
+    tensor (a CuPy stream gone with its ``with`` block), and any call on a destroyed stream is
+    a use after free in the driver (it crashed the H100 suite); the deleter waits until the
+    device's context has run everything already sent to it (cuCtxSynchronize). Nothing is
+    waited for when the device is closing, or when the buffer is already gone."""
+    entry = _exports.pop(address, None)
     if entry is None:
         return
-    buf = entry.buffer
-    if entry.stream > 0 and entry.stream != PER_THREAD_STREAM and not buf.is_stale():
+    buf, stream = entry[1], entry[3]
+    if stream > 0 and stream != PER_THREAD_STREAM and not buf.is_stale():
         dev = buf._device
         if not dev._state.accepting:
             return
         try:
-            dev._worker.ctx.backend.synchronize_context()
+            backend = dev._worker.ctx.backend
+            if stream == LEGACY_STREAM:
+                _settle_legacy(backend)
+            else:
+                backend.synchronize_context()
         except Exception:  # noqa: BLE001 - a failing device: its own errors say so
             pass
 
 
 _DELETER = DELETER(_delete_export)
+_DELETER_ADDRESS = ctypes.cast(_DELETER, ctypes.c_void_p).value or 0
 
 
 def _capsule_destructor(capsule: int) -> None:
@@ -174,6 +194,52 @@ def _capsule_destructor(capsule: int) -> None:
 
 
 _DESTRUCTOR = _CAPSULE_DESTRUCTOR(_capsule_destructor)
+_DESTRUCTOR_ADDRESS = ctypes.cast(_DESTRUCTOR, ctypes.c_void_p).value or 0
+_VERSIONED_NAME = ctypes.addressof(_NAMES[b"dltensor_versioned"])
+_LEGACY_NAME = ctypes.addressof(_NAMES[b"dltensor"])
+#: PyCapsule_New with the destructor passed as an address (no CFUNCTYPE check per call)
+_capsule_at = ctypes.PyDLL(None).PyCapsule_New
+_capsule_at.restype = ctypes.py_object
+_capsule_at.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+
+# The structs are written in one struct.pack_into per export, into one block that also holds
+# shape and strides (the DLTensor points into it); these layouts are the ctypes classes'
+# above (checked at import), in the host's byte order with standard sizes and no padding.
+#: DLManagedTensorVersioned: version (2 x u32), manager_ctx, deleter, flags, then DLTensor
+_VERSIONED_HEAD = "IIQQQ"
+#: DLTensor: data, device (2 x i32), ndim, dtype (u8, u8, u16), shape*, strides*, byte_offset
+_TENSOR = "QiiiBBHQQQ"
+#: DLManagedTensor: DLTensor, then manager_ctx, deleter
+_LEGACY_TAIL = "QQ"
+assert struct.calcsize("=" + _TENSOR) == ctypes.sizeof(DLTensor)
+assert struct.calcsize("=" + _VERSIONED_HEAD) == DLManagedTensorVersioned.dl_tensor.offset
+assert struct.calcsize("=" + _VERSIONED_HEAD + _TENSOR) == \
+    ctypes.sizeof(DLManagedTensorVersioned)
+assert DLManagedTensor.manager_ctx.offset == ctypes.sizeof(DLTensor)
+assert struct.calcsize("=" + _TENSOR + _LEGACY_TAIL) == ctypes.sizeof(DLManagedTensor)
+#: (versioned, shape, dtype, order) -> what every export of such a buffer writes alike: the
+#: Struct, the ctypes block type, the offset of shape in the block, the strides' distance from
+#: it, ndim, the dtype's code and bits, and shape and strides (padded to one entry for ndim 0)
+_LAYOUTS: dict[tuple, tuple] = {}
+
+
+def _layout_of(versioned: bool, buf: GpuBuffer) -> tuple:
+    ref = buf._ref
+    key = (versioned, ref.shape, ref.dtype, ref.order)
+    got = _LAYOUTS.get(key)
+    if got is None:
+        head = _VERSIONED_HEAD + _TENSOR if versioned else _TENSOR + _LEGACY_TAIL
+        ndim = len(ref.shape)
+        dims = max(ndim, 1)
+        fmt = struct.Struct(f"={head}{dims}q{dims}q")
+        pad = (0,) * (dims - ndim)
+        code, bits = _TO_DL[ref.dtype]
+        got = (fmt, ctypes.c_char * fmt.size, struct.calcsize("=" + head), 8 * dims, ndim,
+               code, bits, ref.shape + pad + _strides(buf) + pad)
+        if len(_LAYOUTS) >= 4096:  # many shapes: start over rather than grow without end
+            _LAYOUTS.clear()
+        _LAYOUTS[key] = got
+    return got
 
 
 def is_readonly(buf: GpuBuffer) -> bool:
@@ -347,32 +413,22 @@ def _wait_on_this_thread(events: list[Any]) -> None:
 
 def _capsule(buf: GpuBuffer, data: int, device: tuple[int, int], keep: Any, versioned: bool,
              flags: int, stream: int) -> Any:
-    ndim = buf.ndim
-    shape = (ctypes.c_int64 * max(ndim, 1))(*buf.shape)
-    strides = (ctypes.c_int64 * max(ndim, 1))(*_strides(buf))
-    code, bits = _TO_DL[buf._ref.dtype]
-    struct: Any = DLManagedTensorVersioned() if versioned else DLManagedTensor()
-    t = struct.dl_tensor
-    t.data = data or None
-    t.device = DLDevice(*device)
-    t.ndim = ndim
-    t.dtype = DLDataType(code, bits, 1)
-    t.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
-    t.strides = ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64))
-    t.byte_offset = 0
-    struct.deleter = _DELETER
+    fmt, block_type, at, step, ndim, code, bits, dims = _layout_of(versioned, buf)
+    block = block_type()
+    address = ctypes.addressof(block)
+    shape_at = address + at
+    tensor = (data, device[0], device[1], ndim, code, bits, 1, shape_at, shape_at + step, 0)
     if versioned:
-        struct.version = DLPackVersion(*VERSION)
-        struct.flags = flags
-    address = ctypes.addressof(struct)
-    with _lock:
-        _exports[address] = _Export(struct, shape, strides, buf, keep, stream)
-    name = _NAMES[b"dltensor_versioned" if versioned else b"dltensor"]
+        fmt.pack_into(block, 0, VERSION[0], VERSION[1], 0, _DELETER_ADDRESS, flags, *tensor,
+                      *dims)
+    else:
+        fmt.pack_into(block, 0, *tensor, 0, _DELETER_ADDRESS, *dims)
+    _exports[address] = (block, buf, keep, stream)
     try:
-        return _capsule_new(address, ctypes.addressof(name), _DESTRUCTOR)
+        return _capsule_at(address, _VERSIONED_NAME if versioned else _LEGACY_NAME,
+                           _DESTRUCTOR_ADDRESS)
     except BaseException:
-        with _lock:
-            _exports.pop(address, None)
+        _exports.pop(address, None)
         raise
 
 

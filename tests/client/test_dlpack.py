@@ -475,13 +475,17 @@ def test_consumer_streams_destroyed_before_their_tensors(cuda, rng) -> None:
     assert np.array_equal(cuda.copy_to_host(buf).result(), data)
 
 
-def test_the_deleter_waits_for_the_context_not_the_consumer_stream() -> None:
+def test_the_deleter_waits_for_the_context_not_the_consumer_stream(monkeypatch) -> None:
     """The deleter of an export to a CUDA consumer stream waits until the device's context has
     run what was sent to it (the backend's synchronize_context, on the deleter's thread), and
-    touches no stream; an export to the per-thread stream, a stale buffer or a closing device
-    waits for nothing."""
+    touches no stream; the legacy default stream (1), which always exists, is settled alone
+    (queried, synchronized only when busy); an export to the per-thread stream, a stale buffer
+    or a closing device waits for nothing."""
     from gpumsg.client import _dlpack as dlpack
     from gpumsg.client._dlpack import PER_THREAD_STREAM
+
+    monkeypatch.setattr(dlpack, "_settle_legacy", lambda backend: backend.calls.append(
+        "legacy:" + threading.current_thread().name))
 
     class Backend:
         def __init__(self) -> None:
@@ -503,7 +507,7 @@ def test_the_deleter_waits_for_the_context_not_the_consumer_stream() -> None:
             return self.stale
 
     def delete(buf: Buffer, stream: int) -> list:
-        dlpack._exports[12345] = dlpack._Export(None, None, None, buf, None, stream)
+        dlpack._exports[12345] = (None, buf, None, stream)
         th = threading.Thread(target=dlpack._delete_export, args=(12345,), name="consumer")
         th.start()
         th.join()
@@ -511,11 +515,27 @@ def test_the_deleter_waits_for_the_context_not_the_consumer_stream() -> None:
         return buf.backend.calls
 
     assert delete(Buffer(), 77) == ["consumer"]  # a consumer stream (maybe destroyed by now)
-    assert delete(Buffer(), 1) == ["consumer"]  # the legacy default stream
+    assert delete(Buffer(), 1) == ["legacy:consumer"]  # the legacy default stream
     assert delete(Buffer(), PER_THREAD_STREAM) == []  # the caller's own stream: it waits
     assert delete(Buffer(), -1) == []  # no synchronization asked
     assert delete(Buffer(stale=True), 77) == []
     assert delete(Buffer(accepting=False), 77) == []
+
+
+@gpu
+def test_torch_default_stream_work_is_done_before_gpumsg_goes_on(cuda, rng) -> None:
+    """A tensor written by work queued on torch's default (legacy) stream and dropped at once:
+    gpumsg's next use of the buffer comes after that work (the deleter settles the stream)."""
+    torch = pytest.importorskip("torch")
+    data = random_array(rng, (1 << 20,), "f32")
+    buf = cuda.to_device(data).result()
+    for _ in range(10):
+        t = torch.from_dlpack(buf)
+        torch.cuda._sleep(1 << 21)  # a millisecond or so of GPU time ahead of the write
+        t.mul_(2.0)
+        del t
+        data = data * np.float32(2)
+    assert np.array_equal(cuda.copy_to_host(buf).result(), data)
 
 
 class _nothing:

@@ -6,11 +6,14 @@ thread). Functions of several outputs return a future of a tuple of GpuBuffers.
 The raw methods (``potrf``, ``potrs``, ``getrf``, ``getrs``) take column-major matrices with
 explicit leading dimensions, as cuSOLVER does. The NumPy-shaped methods take C-ordered buffers
 like NumPy and return new C-ordered buffers; they never modify their inputs. Layout: a C-ordered
-matrix read column-major is its transpose, so ``cholesky`` factors the transpose with
-``uplo='U'`` (whose transposed upper factor is NumPy's lower ``L``), and ``solve`` factors
-A^T and solves with ``trans='T'``; a 2-D right-hand side is transposed into column-major with
-cuBLAS ``geam`` and back. Numerical failure (SingularMatrix, NotPositiveDefinite) arrives on the
-returned future.
+matrix read column-major is its transpose (for a Hermitian one, its conjugate). Which fill
+mode the Hermitian factorizations run is a module constant (:data:`CHOLESKY_FILL`,
+:data:`EIGH_FILL`): cuSOLVER's two modes differ in speed (potrf 'U' took 2.2-2.4x the time of
+'L' at 4096^2), so ``cholesky`` and ``inv(assume_a='pos')`` transpose A into column-major
+with cuBLAS ``geam`` and factor its lower triangle with 'L'. ``solve`` factors A^T and solves
+with ``trans='T'``; a 2-D right-hand side is transposed into column-major with cuBLAS ``geam``
+and back. Numerical failure (SingularMatrix, NotPositiveDefinite) arrives on the returned
+future.
 """
 
 from __future__ import annotations
@@ -30,7 +33,19 @@ from ..cublas._order import refuse_c_order
 if TYPE_CHECKING:
     from ...client._device import Device
 
-__all__ = ["Cusolver", "Linalg"]
+__all__ = ["Cusolver", "Linalg", "CHOLESKY_FILL", "EIGH_FILL"]
+
+#: the fill mode of ``Linalg.cholesky`` and ``Linalg.inv(assume_a='pos')``: 'L' transposes A
+#: into column-major (one geam) and factors A itself with uplo 'L'; 'U' factors the C-ordered
+#: memory as it is (A^T = conj(A), its upper triangle A's lower one) with uplo 'U', one pass
+#: less. On the H200 at 4096^2, potrf 'U' took 4.69 / 5.34 ms (f32 / f64) against 'L''s 1.94 /
+#: 2.45 ms: a geam costs far less than the difference
+CHOLESKY_FILL = "L"
+#: the fill mode of ``Linalg.eigh`` (syevd, syevj, sygvd) of one matrix: 'flip' runs the other
+#: triangle on the C-ordered memory (a plain copy in, a conjugate-transposing geam out), 'same'
+#: transposes A into column-major and runs the caller's triangle (a geam in, a transposing geam
+#: out): the same passes, for whichever of syevd's modes proves faster
+EIGH_FILL = "flip"
 
 
 def _ref(x: Any) -> Any:
@@ -337,11 +352,12 @@ class Linalg:
         dev.port.check_open()
         r = self._square(a)
         n, dt = r.shape[0], r.dtype
-        # the column-major view of the memory is A^T = conj(A): the same eigenvalues,
-        # conjugated eigenvectors, the other triangle
-        flip = "U" if uplo == "L" else "L"
-        work = dev.alloc((n, n), dt, order="F")
-        dev.copy_bytes(work, a)
+        check_choice(EIGH_FILL, "EIGH_FILL", ("flip", "same"))
+        same = EIGH_FILL == "same"
+        # 'flip': the column-major view of the memory is A^T = conj(A): the same eigenvalues,
+        # conjugated eigenvectors, the other triangle. 'same': A itself, column-major
+        flip = uplo if same else ("U" if uplo == "L" else "L")
+        work = self._hermitian_cols(a, n, dt, same)
         w = dev.alloc((n,), msgs.REAL_DTYPE[dt])
         bwork = None
         if b is not None:
@@ -349,8 +365,7 @@ class Linalg:
             if rb.shape != r.shape or rb.dtype != dt:
                 raise InvalidMessage(f"b: expected {r.shape} {dt}, got {rb.describe()}",
                                      field="b")
-            bwork = dev.alloc((n, n), dt, order="F")
-            dev.copy_bytes(bwork, b)
+            bwork = self._hermitian_cols(b, n, dt, same)
             step = self._raw.sygvd(work, bwork, w, n, 1, flip)
         elif method == "syevd":
             step = self._raw.syevd(work, w, n, flip)
@@ -358,12 +373,22 @@ class Linalg:
             step = self._raw.syevj(work, w, n, flip, tol=tol, max_sweeps=max_sweeps)
         v = dev.alloc((n, n), dt, order="C")
         steps = [step]
-        if n:  # C-ordered V's memory is V^T = (conj V')^T = V'^H
-            steps.append(dev.cublas.raw.geam(work, work, v, n, n, transa=_herm(dt), lda=n, ldb=n))
+        if n:  # C-ordered V's memory is V^T ('flip': = (conj V')^T = V'^H)
+            steps.append(dev.cublas.raw.geam(work, work, v, n, n,
+                                             transa="T" if same else _herm(dt), lda=n, ldb=n))
         work.buffer.free()
         if bwork is not None:
             bwork.buffer.free()
         return tuple_after(_after_all(*steps), EighResult, w, v)
+
+    def _hermitian_cols(self, a: Any, n: int, dt: str, same: bool) -> Any:
+        """A new column-major n x n buffer holding A itself (``same``: a transposing geam) or
+        the C-ordered memory as it is (its column-major reading A^T = conj(A))."""
+        if same:
+            return self._to_cols(a, n, n, dt)
+        work = self._dev.alloc((n, n), dt, order="F")
+        self._dev.copy_bytes(work, a)
+        return work
 
     def svd(self, a: Any, full_matrices: bool = True, compute_uv: bool = True,
             method: str = "gesvdj", tol: float = 0.0, max_sweeps: int = 100) -> Any:
@@ -440,14 +465,24 @@ class Linalg:
     def _inv_pos(self, a: Any, r: Any) -> Any:
         dev = self._dev
         n, dt = r.shape[0], r.dtype
+        check_choice(CHOLESKY_FILL, "CHOLESKY_FILL", ("L", "U"))
         work = dev.alloc((n, n), dt, order="C")
-        dev.copy_bytes(work, a)
-        # the memory is A^T = conj(A): its upper triangle is A's lower one; conj(A)^-1 =
-        # (A^-1)^T is the C-ordered memory of A^-1 itself
-        steps = [self._raw.potrf(work, n, "U"), self._raw.potri(work, n, "U")]
+        if CHOLESKY_FILL == "U":
+            # the memory is M = A^T = conj(A): its upper triangle is A's lower one, and M^-1 =
+            # conj(A^-1) = (A^-1)^T is the C-ordered memory of A^-1 itself
+            dev.copy_bytes(work, a)
+            uplo, other = "U", "L"
+        else:
+            # the conjugate transpose of the memory, M^H = conj(A), column-major: its lower
+            # triangle is A's lower one conjugated, and its inverse conj(A^-1) is again the
+            # C-ordered memory of A^-1 (see CHOLESKY_FILL)
+            if n:
+                dev.cublas.raw.geam(a, a, work, n, n, transa=_herm(dt), lda=n, ldb=n)
+            uplo, other = "L", "U"
+        steps = [self._raw.potrf(work, n, uplo), self._raw.potri(work, n, uplo)]
         out = dev.alloc((n, n), dt, order="C")
         if n:
-            steps.append(self._raw.zero_triangle(work, n, n, "L", lda=n))
+            steps.append(self._raw.zero_triangle(work, n, n, other, lda=n))
             steps.append(dev.cublas.raw.geam(work, work, out, n, n, 1.0, 1.0, "N", _herm(dt), lda=n,
                                          ldb=n))
             steps.append(dev.cublas.scal(out, 0.5, n, n + 1))  # the diagonal was added twice
@@ -700,10 +735,15 @@ class Linalg:
         dev.port.check_open()
         r = self._square(a)
         n = r.shape[0]
+        check_choice(CHOLESKY_FILL, "CHOLESKY_FILL", ("L", "U"))
+        if CHOLESKY_FILL == "U":
+            # the memory is M = A^T = conj(A); M = U^H U gives A = U^T conj(U): L = U^T, whose
+            # C-ordered memory is U itself (the strict lower part zeroed before the call)
+            out = dev.alloc((n, n), r.dtype, order="C")
+            dev.copy_bytes(out, a)
+            return dev.buffer_after(self._raw.potrf(out, n, uplo="U", clean=True), out)
         # A itself column-major (a transposing geam), its lower triangle factored with uplo
-        # 'L', and L transposed back into C order: potrf's 'U' on the C-ordered memory (its
-        # transpose) ran at 0.41x (f32) / 0.46x (f64) the speed of 'L' at 4096^2 on the H200,
-        # two transposes cost far less than that
+        # 'L', and L transposed back into C order (see CHOLESKY_FILL)
         work = self._to_cols(a, n, n, r.dtype)
         factored = self._raw.potrf(work, n, uplo="L", clean=True)
         out, done = self._to_rows(work, n, n, max(n, 1), r.dtype)

@@ -20,7 +20,15 @@ from .._loader import LoadedLibrary, c_size_t, c_void_p, load
 from ..nvrtc._builtin import BuiltinKernels
 from ._bindings import EIG_J, EIG_MODE, FILL, LETTER, OP, ORTHO, SIDE, STATUS_NAMES, typed
 
-__all__ = ["CusolverHandle", "status_error", "triangle_spans", "part_spans", "REAL_OF"]
+__all__ = ["CusolverHandle", "status_error", "triangle_spans", "part_spans", "REAL_OF",
+           "GESVDJ_LANES"]
+
+#: how many streams ``gesvdj_strided`` spreads a stack's matrices over (round robin, each with
+#: its own workspace and Jacobi parameters, forked from and joined back to the issuing stream
+#: by events): one gesvdj of a small matrix runs kernels of a few blocks, which leave most of
+#: the GPU idle one after the other. 1: every matrix on the issuing stream. Eight matches
+#: CUDA's default number of hardware work queues (CUDA_DEVICE_MAX_CONNECTIONS)
+GESVDJ_LANES = 8
 
 #: the real type of a precision (eigenvalues, singular values)
 REAL_OF = {"f32": "f32", "f64": "f64", "c64": "f32", "c128": "f64"}
@@ -242,8 +250,14 @@ class CusolverHandle:
         self._bound_stream: Any = None
         #: (function, dtype, ...shape) -> (device bytes, host bytes, host buffer)
         self.workspaces = PlanCache(256)
-        #: (kind, tol, max_sweeps, sort) -> syevjInfo_t / gesvdjInfo_t
+        #: (kind, tol, max_sweeps, sort, lane) -> syevjInfo_t / gesvdjInfo_t
         self._jacobi: dict[tuple, int] = {}
+        #: the lanes of gesvdj_strided (see GESVDJ_LANES): a stream, its join event and a
+        #: cuSOLVER handle of its own bound to it (nothing of a handle is shared by calls
+        #: running at once), and the event that forks them from the issuing stream; made on
+        #: first use
+        self._lanes: list[tuple[Any, Any, int]] = []
+        self._fork: Any = None
         #: (base, stride bytes, count) -> device pointer array (see handlers.pointer_array)
         self.pointer_arrays: dict[tuple, tuple[int, int]] = {}
         #: the zeroing / transposing kernels, and their tiled versions (libs/nvrtc/builtin.py)
@@ -331,8 +345,12 @@ class CusolverHandle:
             stream, name, *args, ws or None, dev_bytes,
             None if host is None else host.ctypes.data, host_bytes, *tail))
 
-    def _jacobi_info(self, kind: str, tol: float, max_sweeps: int, sort: bool) -> int:
-        key = (kind, tol, max_sweeps, sort)
+    def _jacobi_info(self, kind: str, tol: float, max_sweeps: int, sort: bool,
+                     lane: int = 0) -> int:
+        """The Jacobi parameters object of these settings; ``lane``: one of its own for each
+        stream that runs Jacobi calls at the same time as others (the object is the library's
+        state of a call, not only its settings)."""
+        key = (kind, tol, max_sweeps, sort, lane)
         info = self._jacobi.get(key)
         if info is None:
             p = c_void_p()
@@ -639,30 +657,80 @@ class CusolverHandle:
                 stream, name, *args, p or None, dbytes,
                 None if host is None else host.ctypes.data, hbytes, infos + 4 * start, count))
 
+    def gesvdj_lanes(self, batch: int) -> int:
+        """How many streams :meth:`gesvdj_strided` runs ``batch`` matrices on (one while a
+        graph is being recorded: the recording follows the issuing stream alone)."""
+        if getattr(self._ctx, "capture", None) is not None:
+            return 1
+        return max(1, min(int(GESVDJ_LANES), batch))
+
+    def _side_streams(self, count: int) -> list[tuple[Any, Any, int]]:
+        backend = self._ctx.backend
+        if self._fork is None:
+            self._fork = backend.event_create()
+        while len(self._lanes) < count:
+            stream, joined = backend.stream_create(), backend.event_create()
+            h = c_void_p()
+            try:
+                self._check(self.lib.cusolverDnCreate(ctypes.byref(h)), "cusolverDnCreate")
+                self._check(self.lib.cusolverDnSetStream(h.value, int(stream)),
+                            "cusolverDnSetStream")
+            except BaseException:
+                if h.value:
+                    self.lib.cusolverDnDestroy(h.value)
+                backend.stream_destroy(stream)
+                backend.event_destroy(joined)
+                raise
+            self._lanes.append((stream, joined, h.value or 0))
+        return self._lanes[:count]
+
     def gesvdj_strided(self, stream: Any, dtype: str, vectors: bool, econ: bool, m: int, n: int,
                        a: int, lda: int, s: int, u: int, ldu: int, v: int, ldv: int,
                        u_step: int, v_step: int, tol: float, max_sweeps: int, infos: int,
-                       batch: int) -> None:
-        """One gesvdj per matrix, sharing one workspace; ``u_step``/``v_step``: the elements
-        between two items' U and V (0: one scratch matrix for all)."""
+                       batch: int, u_lane: int = 0, v_lane: int = 0) -> None:
+        """One gesvdj per matrix, on :meth:`gesvdj_lanes` streams in turn (matrix i on lane
+        i % lanes), each lane with its own handle, workspace and Jacobi parameters (nothing
+        shared by calls running at once); ``u_step``/``v_step``: the elements
+        between two items' U and V (0: one scratch matrix per lane, ``u_lane``/``v_lane``
+        elements apart). The issuing stream forks the lanes (an event they wait on) and joins
+        them (each lane's event it waits on) before returning: its later work, the copy of
+        ``infos`` included, comes after every matrix."""
         name = f"cusolverDn{LETTER[dtype]}gesvdj"
-        params = self._jacobi_info("gesvdj", tol, max_sweeps, True)
+        lanes = self.gesvdj_lanes(batch)
+        params = [self._jacobi_info("gesvdj", tol, max_sweeps, True, k) for k in range(lanes)]
         item, ritem = dtype_of(dtype).itemsize, dtype_of(REAL_OF[dtype]).itemsize
         p = min(m, n)
         lwork = self._lwork_tail(("gesvdj", dtype, vectors, econ, m, n, lda, ldu, ldv),
                                  name + "_bufferSize",
                                  (EIG_MODE[vectors], int(econ), m, n, a, lda, s, u, ldu, v, ldv),
-                                 (params,))
+                                 (params[0],))
         fn = getattr(self.lib, name)
-        self._bind(stream)
+        backend = self._ctx.backend
+        side = self._side_streams(lanes) if lanes > 1 else [(stream, None, self.raw_handle)]
+        per_lane = lwork * item
 
         def issue(ws: int) -> None:
-            for i in range(batch):
-                self._check(fn(self.raw_handle, EIG_MODE[vectors], int(econ), m, n,
-                               a + i * lda * n * item, lda, s + i * p * ritem,
-                               u + i * u_step * item, ldu, v + i * v_step * item, ldv,
-                               ws or None, lwork, infos + 4 * i, params), name)
-        self._with_workspace(stream, lwork * item, issue)
+            if lanes > 1:  # the lanes start after the issuing stream's work so far
+                backend.event_record(self._fork, stream)
+                for lane_stream, _, _ in side:
+                    backend.stream_wait_event(lane_stream, self._fork)
+            else:
+                self._bind(stream)
+            try:
+                for i in range(batch):
+                    k = i % lanes
+                    self._check(fn(side[k][2], EIG_MODE[vectors], int(econ), m, n,
+                                   a + i * lda * n * item, lda, s + i * p * ritem,
+                                   u + (i * u_step + k * u_lane) * item, ldu,
+                                   v + (i * v_step + k * v_lane) * item, ldv,
+                                   (ws + k * per_lane) if ws else None, lwork, infos + 4 * i,
+                                   params[k]), name)
+            finally:
+                if lanes > 1:  # joined even after a failed call: nothing is left behind
+                    for lane_stream, joined, _ in side:
+                        backend.event_record(joined, lane_stream)
+                        backend.stream_wait_event(stream, joined)
+        self._with_workspace(stream, per_lane * lanes, issue)
 
     def geev(self, stream: Any, dtype: str, n: int, a: int, lda: int, w: int, vr: int,
              ldvr: int, infos: int, batch: int) -> None:
@@ -733,6 +801,15 @@ class CusolverHandle:
         for ptr, nbytes in self.pointer_arrays.values():
             memory.deallocate(ptr, nbytes, self._ctx.compute.obj)
         self.pointer_arrays.clear()
+        backend = self._ctx.backend
+        for lane_stream, joined, h in self._lanes:
+            self.lib.cusolverDnDestroy(h)
+            backend.stream_destroy(lane_stream)
+            backend.event_destroy(joined)
+        self._lanes.clear()
+        if self._fork is not None:
+            backend.event_destroy(self._fork)
+            self._fork = None
         for (kind, *_), info in self._jacobi.items():
             pre = "Syevj" if kind == "syevj" else "Gesvdj"
             getattr(self.lib, f"cusolverDnDestroy{pre}Info")(info)

@@ -590,22 +590,26 @@ def _gesvdj_strided(ctx: Any, msg: GesvdjStrided, reply: Any) -> None:
     lib = ctx.library("cusolver")
     item = dtype_of(msg.a.dtype).itemsize
     ucols, vcols = (p, p) if msg.econ else (msg.m, msg.n)
-    # without vectors cuSOLVER still reads U and V: one scratch matrix each, shared by the items
+    # without vectors cuSOLVER still reads U and V: one scratch matrix each per stream the
+    # items run on (shared by that stream's items, which run one after the other)
     temps = []
     uptr, vptr = _ptr(u), _ptr(v)
     ustep, vstep = msg.ldu * ucols, msg.ldv * vcols
+    ulane = vlane = 0
+    lanes = lib.gesvdj_lanes(msg.batch)
     if u is None:
-        uptr, nb = _scratch_matrix(ctx, item * msg.ldu * ucols)
+        ulane, ustep = msg.ldu * ucols, 0
+        uptr, nb = _scratch_matrix(ctx, item * ulane * lanes)
         temps.append((uptr, nb))
-        ustep = 0
     if v is None:
-        vptr, nb = _scratch_matrix(ctx, item * msg.ldv * vcols)
+        vlane, vstep = msg.ldv * vcols, 0
+        vptr, nb = _scratch_matrix(ctx, item * vlane * lanes)
         temps.append((vptr, nb))
-        vstep = 0
     try:
         issue_batched(ctx, reply, (a,), writes, lambda s, infos: lib.gesvdj_strided(
             s, msg.a.dtype, msg.vectors, msg.econ, msg.m, msg.n, a.ptr, msg.lda, s_.ptr, uptr,
-            msg.ldu, vptr, msg.ldv, ustep, vstep, msg.tol, msg.max_sweeps, infos, msg.batch),
+            msg.ldu, vptr, msg.ldv, ustep, vstep, msg.tol, msg.max_sweeps, infos, msg.batch,
+            ulane, vlane),
             f"cusolverDn{_letter(msg.a.dtype)}gesvdj", msg.batch,
             _unconverged(f"Jacobi within max_sweeps={msg.max_sweeps}, tol={msg.tol or 'eps'}"))
     finally:

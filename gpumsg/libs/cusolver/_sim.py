@@ -548,18 +548,27 @@ class SimCusolver:
         if batch:
             stream.put(run)
 
+    def gesvdj_lanes(self, batch: int) -> int:
+        """As the CUDA handle's: the lanes a stack is spread over (the simulator runs them in
+        turn on one stream, each lane's scratch U and V where the handle puts them)."""
+        from . import _handle
+
+        return max(1, min(int(_handle.GESVDJ_LANES), batch))
+
     def gesvdj_strided(self, stream: Any, dtype: str, vectors: bool, econ: bool, m: int, n: int,
                        a: int, lda: int, s: int, u: int, ldu: int, v: int, ldv: int,
                        u_step: int, v_step: int, tol: float, max_sweeps: int, infos: int,
-                       batch: int) -> None:
+                       batch: int, u_lane: int = 0, v_lane: int = 0) -> None:
         self._count(("gesvdj", dtype, vectors, econ, m, n, lda, ldu, ldv))
         item, real = dtype_of(dtype).itemsize, dtype_of(REAL_OF[dtype]).itemsize
         p = min(m, n)
+        lanes = self.gesvdj_lanes(batch)
 
         def run() -> None:
             out = [self._svd_into(dtype, vectors, not econ, m, n, a + i * lda * n * item, lda,
-                                  s + i * p * real, u + i * u_step * item, ldu,
-                                  v + i * v_step * item, ldv, tol, max_sweeps)
+                                  s + i * p * real, u + (i * u_step + i % lanes * u_lane) * item,
+                                  ldu, v + (i * v_step + i % lanes * v_lane) * item, ldv, tol,
+                                  max_sweeps)
                    for i in range(batch)]
             self.sim.view(infos, 4 * batch)[...] = np.array(out, np.int32).view(np.uint8)
 

@@ -73,6 +73,31 @@ def test_gesvdj_strided(dev, rng, dtype: str, shape: tuple, econ: bool) -> None:
     assert_close(host(dev, s2).reshape(batch, p), ss, dtype, 20)
 
 
+@pytest.mark.parametrize("lanes", [1, 3])
+@pytest.mark.parametrize("dtype", ["f32", "c128"])
+def test_gesvdj_strided_over_lanes(dev, rng, monkeypatch, lanes: int, dtype: str) -> None:
+    """The matrices spread over ``lanes`` streams (matrix i on lane i % lanes, each lane its
+    own workspace and scratch U, V): every item right, with vectors and without."""
+    from gpumsg.libs.cusolver import _handle
+
+    monkeypatch.setattr(_handle, "GESVDJ_LANES", lanes)
+    batch, m, n = 7, 36, 34
+    stack = rand(rng, (batch, m, n), dtype)
+    s = dev.alloc((batch * n,), REAL_OF[dtype])
+    u, v = dev.alloc((batch * m * m,), dtype), dev.alloc((batch * n * n,), dtype)
+    dev.cusolver.gesvdj_strided(_cols(dev, stack), s, m, n, batch, u, v).result(timeout=60)
+    ss = host(dev, s).reshape(batch, n)
+    us, vs = _items(host(dev, u), batch, m, m), _items(host(dev, v), batch, n, n)
+    s2 = dev.alloc((batch * n,), REAL_OF[dtype])
+    dev.cusolver.gesvdj_strided(_cols(dev, stack), s2, m, n, batch, vectors=False
+                                ).result(timeout=60)
+    for i in range(batch):
+        assert_close(ss[i], np.linalg.svd(wide(stack[i]), compute_uv=False), dtype, 20)
+        rebuilt = wide(us[i])[:, :n] * wide(ss[i]) @ wide(vs[i]).conj().T
+        assert rel_err(rebuilt, wide(stack[i])) < tolerance(dtype, 50)
+    assert_close(host(dev, s2).reshape(batch, n), ss, dtype, 20)
+
+
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("n", [1, 8, 37])
 def test_geev(dev, rng, dtype: str, n: int) -> None:
