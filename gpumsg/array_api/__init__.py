@@ -309,4 +309,12 @@ for _name in __all__:
             _fn.__module__.startswith(__name__) and not isinstance(_fn, type):
         globals()[_name] = _taking_buffers(_fn, _name in _SEQUENCES,
                                            _TABLE[_name].nin if _name in _TABLE else None)
-del _name, _fn
+# the extensions' functions too (``xp.linalg.solve(buf, b)``, ``xp.fft.rfft(buf)``), on their
+# modules, so that ``x.__array_namespace__().linalg`` takes buffers as the namespace does
+for _mod in (linalg, fft):
+    for _name in _mod.__all__:
+        _fn = getattr(_mod, _name)
+        if callable(_fn) and not isinstance(_fn, type) and \
+                getattr(_fn, "__module__", "").startswith(__name__):
+            setattr(_mod, _name, _taking_buffers(_fn, _name == "multi_dot"))
+del _name, _fn, _mod

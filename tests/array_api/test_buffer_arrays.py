@@ -188,6 +188,19 @@ def test_namespace_functions_take_buffers(xp, dev, rng) -> None:
     assert xp.finfo(y).bits == 64
 
 
+def test_extension_functions_take_buffers(xp, dev, rng) -> None:
+    h = random_values(rng, (5, 5), np.float64, False) + 8 * np.eye(5)
+    v = random_values(rng, (5,), np.float64, False)
+    a, b = dev.to_device(h), dev.to_device(v)
+    assert_rel(np.asarray(xp.linalg.solve(a, b)), np.linalg.solve(h, v), "f64", n=5, cond=10)
+    assert_rel(np.asarray(xp.linalg.inv(a.result())), np.linalg.inv(h), "f64", n=5, cond=10)
+    assert_rel(float(xp.linalg.vector_norm(b)), np.linalg.norm(v), "f64", n=5)
+    assert_rel(np.asarray(xp.linalg.multi_dot([a, a, xp.asarray(h)])), h @ h @ h, "f64", n=25)
+    z = dev.to_device((h + 1j * h.T).astype(np.complex128))
+    assert_rel(np.asarray(xp.fft.fft(z, axis=0)), np.fft.fft(h + 1j * h.T, axis=0), "f64", n=5)
+    assert_rel(np.asarray(z.__array_namespace__().fft.rfft(a)), np.fft.rfft(h), "f64", n=5)
+
+
 def test_mixed_devices_are_refused(backend, rng) -> None:
     d1 = gpumsg.open_device(0, backend=backend)
     d2 = gpumsg.open_device(0, backend=backend)
