@@ -20,6 +20,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..client._buffers import BufferFuture, GpuBuffer
+from ..dtypes import dtype_name
 from ..errors import InvalidMessage
 from . import _dtypes as D
 from . import _fusion
@@ -129,6 +130,10 @@ def asarray_host(dev: Any, host: np.ndarray, dtype: np.dtype) -> Array:
     return Array(buf, tuple(arr.shape), dtype, dev)
 
 
+#: (dtype, shape, order) of a buffer -> (array dtype, element strides) of its view
+_LAYOUTS: dict[tuple, tuple[np.dtype, tuple[int, ...]]] = {}
+
+
 def view_of(buf: Any) -> Array:
     """The array over ``buf`` (a GpuBuffer or its future), zero copy: the buffer's shape and
     dtype, C strides or, for an F-ordered buffer, F strides (element ``[i, j]`` at
@@ -137,20 +142,27 @@ def view_of(buf: Any) -> Array:
     base = buf.buffer if isinstance(buf, BufferFuture) else buf
     if not isinstance(base, GpuBuffer):
         raise TypeError(f"expected a GpuBuffer or its future, got {type(buf).__name__}")
-    dt = base.dtype
+    dt, shape, order = base.dtype, base.shape, base.order
+    layout = _LAYOUTS.get((dt, shape, order))
+    if layout is None:  # each layout worked out once: a view costs one lookup after that
+        layout = _LAYOUTS[(dt, shape, order)] = _layout(dt, shape, order)
+        if len(_LAYOUTS) > 4096:
+            _LAYOUTS.clear()
+    return Array(buf, shape, layout[0], base.device, layout[1])
+
+
+def _layout(dt: np.dtype, shape: tuple[int, ...], order: str) -> tuple[np.dtype, tuple[int, ...]]:
     if not D.is_dtype(dt):
-        raise TypeError(f"a buffer of {base.ref.dtype} has no array data type: gpumsg.array_api "
-                        "has bool, the integers, float16/bfloat16/float32/float64 and the "
-                        "complex types; convert it with a library call first")
-    shape = base.shape
-    strides = None
-    if base.order == "F" and len(shape) > 1:
-        acc, st = 1, []
-        for d in shape:
-            st.append(acc)
-            acc *= max(d, 1)
-        strides = tuple(st)
-    return Array(buf, shape, dt, base.device, strides)
+        raise TypeError(f"a buffer of {dtype_name(dt)} has no array data type: "
+                        "gpumsg.array_api has bool, the integers, float16/bfloat16/float32/"
+                        "float64 and the complex types; convert it with a library call first")
+    if order != "F" or len(shape) < 2:
+        return dt, c_strides(shape)
+    acc, st = 1, []
+    for d in shape:
+        st.append(acc)
+        acc *= max(d, 1)
+    return dt, tuple(st)
 
 
 class Array:

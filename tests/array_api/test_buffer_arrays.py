@@ -13,6 +13,7 @@ from array_helpers import random_values
 import gpumsg
 import gpumsg.array_api as xpm
 from gpumsg.errors import InvalidMessage
+from tests.conftest import run_python
 from tests.tolerance import assert_rel
 
 
@@ -103,8 +104,9 @@ def test_in_place_operators_keep_the_buffer(xp, dev, rng) -> None:
     np.testing.assert_allclose(np.asarray(arr), h + (h + 1.5) * d - d, rtol=1e-14)
 
 
-def test_setitem(xp, dev, rng) -> None:
-    h = random_values(rng, (4, 5), np.float32, False)
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_setitem(xp, dev, rng, order) -> None:
+    h = np.asarray(random_values(rng, (4, 5), np.float32, False), order=order)
     v = random_values(rng, (2, 5), np.float32, False)
     buf = dev.to_device(h)
     buf[0] = 7.0
@@ -114,7 +116,9 @@ def test_setitem(xp, dev, rng) -> None:
     ref[0] = 7.0
     ref[2:] = v
     ref[1, ::2] = v[0, :3]
-    np.testing.assert_array_equal(np.asarray(buf), ref)
+    got = np.asarray(buf)
+    np.testing.assert_array_equal(got, ref)
+    assert got.flags[f"{order}_CONTIGUOUS"]  # written in the buffer's own order
     arr = xp.asarray(h)
     arr[1:3] = buf[2:]  # a buffer's view as the value
     ref2 = h.copy()
@@ -271,3 +275,17 @@ def test_a_chain_on_a_buffer_pipelines_without_waiting(xp, dev, posted, monkeypa
     for _ in range(10):
         ref = ref * 2.0 + 1.0
     assert float(total) == ref.sum()
+
+
+def test_arrays_without_importing_the_array_namespace() -> None:
+    """``import gpumsg`` alone: a buffer's first array operation loads the array layer."""
+    proc = run_python("""
+        import sys, numpy as np, gpumsg
+        assert "gpumsg.array_api" not in sys.modules
+        with gpumsg.open_device(0, backend="sim") as dev:
+            buf = dev.to_device(np.arange(6.0).reshape(2, 3))
+            assert float((buf + buf)[1, 2]) == 10.0 and len(buf) == 2
+            assert "gpumsg.array_api" in sys.modules
+        print("ok")
+    """)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
