@@ -642,8 +642,8 @@ class Array:
         """The elements as nested Python lists (waits)."""
         return self._to_numpy().tolist()
 
-    def clip(self, min: Any = None, max: Any = None) -> Array:  # noqa: A002
-        return OPS["clip"](self, min, max)
+    def clip(self, min: Any = None, max: Any = None, out: Any = None) -> Any:  # noqa: A002
+        return _into(OPS["clip"](self, min, max), out, "clip")
 
     def round(self, decimals: int = 0, out: Any = None) -> Any:
         """Rounded half to even to ``decimals`` places (NumPy's: scaled by ``10**decimals``,

@@ -146,3 +146,20 @@ def test_integer_round(make, rng, dtype) -> None:
         # (whose int64 rounding goes through float64 and is off past 2**53)
         ref = [(round(int(v), d) - int(info.min)) % span + int(info.min) for v in h]
         np.testing.assert_array_equal(np.asarray(x.round(d)), np.array(ref, dtype))
+
+
+def test_numpy_functions_call_the_methods(make, rng) -> None:
+    """NumPy's reductions and shape functions call an object's method of the same name: on an
+    array or a buffer they run on the device and answer a gpumsg array."""
+    import gpumsg.array_api as xpm
+
+    h = random_values(rng, (4, 6), np.float64, False)
+    x = make(h)
+    for got, ref in ((np.sum(x, axis=0), h.sum(0)), (np.mean(x), h.mean()),
+                     (np.max(x, axis=1, keepdims=True), h.max(1, keepdims=True)),
+                     (np.std(x, ddof=1), h.std(ddof=1)), (np.argmin(x, axis=0), h.argmin(0)),
+                     (np.cumsum(x, axis=1), h.cumsum(1)), (np.transpose(x), h.T),
+                     (np.reshape(x, (3, 8)), h.reshape(3, 8)), (np.round(x, 1), h.round(1)),
+                     (np.clip(x, -1.0, 1.0), h.clip(-1.0, 1.0))):
+        assert isinstance(got, xpm.Array)
+        assert_rel(np.asarray(got), ref, "f64", n=24, c=8.0)
