@@ -298,6 +298,10 @@ class Array:
         return np.array(view, copy=True)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """``np.asarray(x)``: a copy on the host (waits); ``copy=False`` raises ValueError."""
+        if copy is False:
+            raise ValueError("device memory reaches NumPy as a copy (copy=False cannot be "
+                             "honoured)")
         out = self._to_numpy()
         return out if dtype is None else out.astype(dtype)
 

@@ -160,6 +160,9 @@ def test_numpy_reads_a_copy(xp, dev, rng) -> None:
     np.testing.assert_array_equal(buf.get(), h)
     assert buf.tolist() == h.tolist()
     assert dev.to_device(h[:1, :1]).item() == h[0, 0]
+    for obj in (buf, xp.asarray(h)):
+        with pytest.raises(ValueError, match="copy"):
+            np.asarray(obj, copy=False)
 
 
 def test_asarray_of_a_buffer_shares_its_memory(xp, dev, rng) -> None:
