@@ -335,7 +335,8 @@ del _name
 
 class BufferFuture(GpuFuture, ArrayFace):
     """The future of a new buffer. It can be passed to later calls before it resolves (the
-    device runs messages in order), and resolves to its :class:`GpuBuffer`."""
+    device runs messages in order), and resolves to its :class:`GpuBuffer`. It is an array
+    as the buffer is (:class:`ArrayFace`): its operations queue behind its producer."""
 
     def __init__(self, buffer: GpuBuffer) -> None:  # GpuFuture.__init__'s three, inlined
         self._state = _fb.PENDING
@@ -446,6 +447,8 @@ class GpuBuffer(ArrayFace):
     made from the finalizer); a buffer that no message but the one making it named, dropped on
     the device thread (its future answered and let go), is freed by the device loop without a
     message. A buffer has NumPy's memory order: C (row-major) unless made with order='F'.
+    A buffer is also an array of the Array API standard (:class:`ArrayFace`: ``buf + buf``,
+    ``buf[0]``, ``buf.T``, ``buf.sum()``), through its zero-copy ``gpumsg.array_api`` view.
     """
 
     __slots__ = ("_device", "_ref", "_ptr", "_freed", "_named", "__weakref__")
