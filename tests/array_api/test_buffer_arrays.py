@@ -208,6 +208,20 @@ def test_extension_functions_take_buffers(xp, dev, rng) -> None:
     assert_rel(np.asarray(z.__array_namespace__().fft.rfft(a)), np.fft.rfft(h), "f64", n=5)
 
 
+def test_user_kernels_take_buffers(xp, dev, rng) -> None:
+    a = random_values(rng, (4, 5), np.float32, False)
+    b = random_values(rng, (4, 5), np.float32, False)
+    x, y = dev.to_device(a), dev.to_device(b).result()
+    sq = xp.ElementwiseKernel("T x, T y", "T z", "z = (x - y) * (x - y)", "buf_sqdiff")
+    assert_rel(np.asarray(sq(x, y)), (a - b).astype(np.float64) ** 2, "f32")
+    out = dev.alloc((4, 5), np.float32)
+    assert sq(x, xp.asarray(b), out) is out  # an output buffer is written and answered
+    assert_rel(np.asarray(out), (a - b).astype(np.float64) ** 2, "f32")
+    l2 = xp.ReductionKernel("T x", "T y", "x * x", "a + b", "y = sqrt(a)", 0, "buf_l2")
+    assert_rel(np.asarray(l2(x, axis=1)), np.linalg.norm(a.astype(np.float64), axis=1), "f32",
+               n=5)
+
+
 def test_mixed_devices_are_refused(backend, rng) -> None:
     d1 = gpumsg.open_device(0, backend=backend)
     d2 = gpumsg.open_device(0, backend=backend)
