@@ -23,6 +23,7 @@ from .client import (
     devices,
     open_device,
 )
+from .client import _buffers as _client_buffers
 from .config import Config, configure
 from .dtypes import as_dtype, bfloat16, dtype_name
 from .errors import (
@@ -54,6 +55,18 @@ from .service._stats import DeviceLoad
 from .service._trace import KernelTrace, NvtxTrace, OpRecord, RecordingTrace
 
 GpuRef = GpuBuffer  # the name the design seeds use
+
+
+def _array_view(buffer: object) -> object:
+    """A buffer's array view (operators, indexing, ``buf.sum()``): loads the array layer
+    on first use, which then answers directly (the client imports nothing above it)."""
+    from .array_api import _array
+
+    return _array.view_of(buffer)
+
+
+if _client_buffers.ARRAY_VIEW is None:
+    _client_buffers.ARRAY_VIEW = _array_view
 
 
 def __getattr__(name: str) -> object:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import operator
 import threading
 from concurrent.futures import Future
 from typing import Any
@@ -18,12 +19,17 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from ..client._buffers import BufferFuture, GpuBuffer
+from ..dtypes import dtype_name
 from ..errors import InvalidMessage
 from . import _dtypes as D
 from . import _fusion
 
 __all__ = ["Array", "default_device", "set_default_device", "asarray_host", "new_array",
-           "check_device", "c_strides", "is_c_contiguous"]
+           "check_device", "c_strides", "is_c_contiguous", "view_of", "BUFFERS"]
+
+#: the client's buffer types, which are arrays through their view (:func:`view_of`)
+BUFFERS = (GpuBuffer, BufferFuture)
 
 _default: Any = None
 #: the operations behind the operators and methods, filled by the package (``__init__``) so that
@@ -122,6 +128,41 @@ def asarray_host(dev: Any, host: np.ndarray, dtype: np.dtype) -> Array:
         arr = arr.view(np.uint8)
     buf = dev.to_device(arr, order="C")
     return Array(buf, tuple(arr.shape), dtype, dev)
+
+
+#: (dtype, shape, order) of a buffer -> (array dtype, element strides) of its view
+_LAYOUTS: dict[tuple, tuple[np.dtype, tuple[int, ...]]] = {}
+
+
+def view_of(buf: Any) -> Array:
+    """The array over ``buf`` (a GpuBuffer or its future), zero copy: the buffer's shape and
+    dtype, C strides or, for an F-ordered buffer, F strides (element ``[i, j]`` at
+    ``i + j * rows``, as NumPy's F order). A pending future stays pending: operations on the
+    view queue behind its producer. TypeError for an element type the array layer lacks."""
+    base = buf.buffer if isinstance(buf, BufferFuture) else buf
+    if not isinstance(base, GpuBuffer):
+        raise TypeError(f"expected a GpuBuffer or its future, got {type(buf).__name__}")
+    dt, shape, order = base.dtype, base.shape, base.order
+    layout = _LAYOUTS.get((dt, shape, order))
+    if layout is None:  # each layout worked out once: a view costs one lookup after that
+        layout = _LAYOUTS[(dt, shape, order)] = _layout(dt, shape, order)
+        if len(_LAYOUTS) > 4096:
+            _LAYOUTS.clear()
+    return Array(buf, shape, layout[0], base.device, layout[1])
+
+
+def _layout(dt: np.dtype, shape: tuple[int, ...], order: str) -> tuple[np.dtype, tuple[int, ...]]:
+    if not D.is_dtype(dt):
+        raise TypeError(f"a buffer of {dtype_name(dt)} has no array data type: "
+                        "gpumsg.array_api has bool, the integers, float16/bfloat16/float32/"
+                        "float64 and the complex types; convert it with a library call first")
+    if order != "F" or len(shape) < 2:
+        return dt, c_strides(shape)
+    acc, st = 1, []
+    for d in shape:
+        st.append(acc)
+        acc *= max(d, 1)
+    return dt, tuple(st)
 
 
 class Array:
@@ -246,7 +287,7 @@ class Array:
         if isinstance(buf, Future):
             buf = buf.result()
         host = self._dev.copy_to_host(buf).result()
-        flat = host.reshape(-1)
+        flat = host.ravel(order="K")  # the buffer's memory order (an F-ordered buffer's too)
         if self._dtype == D.bool:
             flat = flat.view(np.bool_)
         if self.size == 0:
@@ -257,6 +298,10 @@ class Array:
         return np.array(view, copy=True)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """``np.asarray(x)``: a copy on the host (waits); ``copy=False`` raises ValueError."""
+        if copy is False:
+            raise ValueError("device memory reaches NumPy as a copy (copy=False cannot be "
+                             "honoured)")
         out = self._to_numpy()
         return out if dtype is None else out.astype(dtype)
 
@@ -356,7 +401,7 @@ class Array:
         buf = self._buf
         if isinstance(buf, Future):
             buf = buf.result()
-        flat = np.from_dlpack(buf).reshape(-1)
+        flat = np.from_dlpack(buf).ravel(order="K")  # a view, in memory order
         if self._dtype == D.bool:
             flat = flat.view(np.bool_)
         if self.size == 0:
@@ -371,21 +416,25 @@ class Array:
 
     # -- indexing ----------------------------------------------------------------------------
     def __getitem__(self, key: Any) -> Array:
-        return OPS["getitem"](self, key)
+        return OPS["getitem"](self, _key(key))
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        OPS["setitem"](self, key, value)
+        OPS["setitem"](self, _key(key), view_of(value) if isinstance(value, BUFFERS) else value)
 
     # -- operators ---------------------------------------------------------------------------
     def _bin(self, name: str, other: Any, reflected: builtins.bool = False) -> Any:
         if not isinstance(other, (Array, builtins.bool, int, float, complex)):
-            return NotImplemented
+            if not isinstance(other, BUFFERS):
+                return NotImplemented
+            other = view_of(other)
         fn = OPS[name]
         return fn(other, self) if reflected else fn(self, other)
 
     def _inplace(self, name: str, other: Any) -> Array:
         if not isinstance(other, (Array, builtins.bool, int, float, complex)):
-            return NotImplemented
+            if not isinstance(other, BUFFERS):
+                return NotImplemented
+            other = view_of(other)
         OPS["apply_into"](self, name, other)
         return self
 
@@ -436,15 +485,21 @@ class Array:
 
     def __matmul__(self, o: Any) -> Array:
         if not isinstance(o, Array):
-            return NotImplemented
+            if not isinstance(o, BUFFERS):
+                return NotImplemented
+            o = view_of(o)
         return OPS["matmul"](self, o)
 
     def __rmatmul__(self, o: Any) -> Array:
         if not isinstance(o, Array):
-            return NotImplemented
+            if not isinstance(o, BUFFERS):
+                return NotImplemented
+            o = view_of(o)
         return OPS["matmul"](o, self)
 
     def __imatmul__(self, o: Any) -> Array:
+        if isinstance(o, BUFFERS):
+            o = view_of(o)
         res = OPS["matmul"](self, o)
         if res.shape != self.shape or res.dtype != self.dtype:
             raise ValueError("@= must keep the array's shape and dtype")
@@ -462,6 +517,215 @@ class Array:
 
     def __invert__(self) -> Array:
         return OPS["bitwise_invert"](self)
+
+    # -- NumPy- and CuPy-style methods (each the namespace function of the same name) ----------
+    def sum(self, axis: Any = None, dtype: Any = None, out: None = None,
+            keepdims: builtins.bool = False) -> Array:
+        res = OPS["sum"](self, axis=_axes(axis), dtype=dtype, keepdims=keepdims)
+        return _into(res, out, "sum")
+
+    def prod(self, axis: Any = None, dtype: Any = None, out: None = None,
+             keepdims: builtins.bool = False) -> Array:
+        res = OPS["prod"](self, axis=_axes(axis), dtype=dtype, keepdims=keepdims)
+        return _into(res, out, "prod")
+
+    def mean(self, axis: Any = None, dtype: Any = None, out: None = None,
+             keepdims: builtins.bool = False) -> Array:
+        """The mean; ``dtype`` (NumPy's) converts the elements first."""
+        x = self if dtype is None else OPS["astype"](self, dtype, copy=False)
+        return _into(OPS["mean"](x, axis=_axes(axis), keepdims=keepdims), out, "mean")
+
+    def var(self, axis: Any = None, dtype: Any = None, out: None = None, ddof: Any = 0,
+            keepdims: builtins.bool = False, *, correction: Any = None) -> Array:
+        """The variance; ``ddof`` (NumPy's name) or ``correction`` (the standard's)."""
+        return self._spread("var", axis, dtype, out, ddof, keepdims, correction)
+
+    def std(self, axis: Any = None, dtype: Any = None, out: None = None, ddof: Any = 0,
+            keepdims: builtins.bool = False, *, correction: Any = None) -> Array:
+        """The standard deviation; ``ddof`` (NumPy's name) or ``correction`` (the
+        standard's)."""
+        return self._spread("std", axis, dtype, out, ddof, keepdims, correction)
+
+    def _spread(self, name: str, axis: Any, dtype: Any, out: Any, ddof: Any,
+                keepdims: builtins.bool, correction: Any) -> Array:
+        if correction is not None and ddof:
+            raise ValueError(f"{name}: give ddof or correction, not both")
+        x = self if dtype is None else OPS["astype"](self, dtype, copy=False)
+        res = OPS[name](x, axis=_axes(axis), keepdims=keepdims,
+                        correction=ddof if correction is None else correction)
+        return _into(res, out, name)
+
+    def max(self, axis: Any = None, out: None = None, keepdims: builtins.bool = False) -> Array:
+        return _into(OPS["max"](self, axis=_axes(axis), keepdims=keepdims), out, "max")
+
+    def min(self, axis: Any = None, out: None = None, keepdims: builtins.bool = False) -> Array:
+        return _into(OPS["min"](self, axis=_axes(axis), keepdims=keepdims), out, "min")
+
+    def argmax(self, axis: Any = None, out: None = None,
+               keepdims: builtins.bool = False) -> Array:
+        """The index of the first maximum (of the flattened array when ``axis`` is None)."""
+        return _into(OPS["argmax"](self, axis=axis, keepdims=keepdims), out, "argmax")
+
+    def argmin(self, axis: Any = None, out: None = None,
+               keepdims: builtins.bool = False) -> Array:
+        """The index of the first minimum (of the flattened array when ``axis`` is None)."""
+        return _into(OPS["argmin"](self, axis=axis, keepdims=keepdims), out, "argmin")
+
+    def all(self, axis: Any = None, out: None = None, keepdims: builtins.bool = False) -> Array:
+        return _into(OPS["all"](self, axis=_axes(axis), keepdims=keepdims), out, "all")
+
+    def any(self, axis: Any = None, out: None = None, keepdims: builtins.bool = False) -> Array:
+        return _into(OPS["any"](self, axis=_axes(axis), keepdims=keepdims), out, "any")
+
+    def cumsum(self, axis: Any = None, dtype: Any = None, out: None = None) -> Array:
+        """Running sums along ``axis``; of the flattened array when ``axis`` is None (NumPy's
+        rule)."""
+        x = self
+        if axis is None:
+            x, axis = x.ravel(), 0
+        return _into(OPS["cumulative_sum"](x, axis=axis, dtype=dtype), out, "cumsum")
+
+    def reshape(self, *shape: Any, order: str = "C", copy: builtins.bool | None = None) -> Array:
+        """``x.reshape(2, 3)`` or ``x.reshape((2, 3))``, in NumPy's ``order`` ('C': the
+        elements read and written row-major; 'F': column-major): a view where the strides
+        allow, else a copy."""
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = tuple(shape[0])
+        if order == "C":
+            return OPS["reshape"](self, shape, copy=copy)
+        if order != "F":
+            raise ValueError(f"reshape: order must be 'C' or 'F', got {order!r}")
+        # F order: reversing the axes turns column-major into row-major
+        rev = self.transpose()
+        return OPS["reshape"](rev, tuple(shape)[::-1], copy=copy).transpose()
+
+    def astype(self, dtype: Any, copy: builtins.bool = True) -> Array:
+        return OPS["astype"](self, dtype, copy=copy)
+
+    def transpose(self, *axes: Any) -> Array:
+        """The axes permuted (reversed when none are given), a view."""
+        if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
+            axes = tuple(axes[0]) if axes[0] is not None else ()
+        if not axes:
+            axes = tuple(range(self.ndim))[::-1]
+        return OPS["permute_dims"](self, tuple(axes))
+
+    def swapaxes(self, axis1: int, axis2: int) -> Array:
+        perm = list(range(self.ndim))
+        a, b = _axis(axis1, self.ndim), _axis(axis2, self.ndim)
+        perm[a], perm[b] = perm[b], perm[a]
+        return OPS["permute_dims"](self, tuple(perm))
+
+    def squeeze(self, axis: Any = None) -> Array:
+        """The axes of length one removed (all of them when ``axis`` is None)."""
+        if axis is None:
+            axis = tuple(k for k, d in enumerate(self._shape) if d == 1)
+        return OPS["squeeze"](self, axis=axis)
+
+    def flatten(self) -> Array:
+        """A new one-dimensional copy, row-major."""
+        return _copy(self).reshape(-1)
+
+    def ravel(self) -> Array:
+        """One dimension, row-major: a view when the array is contiguous, else a copy."""
+        return OPS["reshape"](self, (-1,))
+
+    def copy(self) -> Array:
+        """A new C-contiguous array with the same elements."""
+        return _copy(self)
+
+    def get(self) -> np.ndarray:
+        """The elements as a NumPy array (CuPy's name): waits, copies to the host."""
+        return self._to_numpy()
+
+    def item(self) -> Any:
+        """The one element as a Python scalar (waits)."""
+        return self._scalar()
+
+    def tolist(self) -> Any:
+        """The elements as nested Python lists (waits)."""
+        return self._to_numpy().tolist()
+
+    def clip(self, min: Any = None, max: Any = None, out: Any = None) -> Any:  # noqa: A002
+        return _into(OPS["clip"](self, min, max), out, "clip")
+
+    def round(self, decimals: int = 0, out: Any = None) -> Any:
+        """Rounded half to even to ``decimals`` places (NumPy's: scaled by ``10**decimals``,
+        rounded, scaled back; integers with negative ``decimals`` round exactly)."""
+        decimals = operator.index(decimals)
+        kind = D.kind_of(self._dtype)
+        if decimals == 0 or (kind in "iu" and decimals > 0):
+            res = OPS["round"](self) if kind in "fc" else _copy(self)
+        elif kind in "fc":
+            scale = 10.0 ** decimals
+            res = OPS["round"](self * scale) / scale if decimals > 0 else \
+                OPS["round"](self / (1.0 / scale)) * (1.0 / scale)
+        elif kind == "b":
+            res = _copy(self)
+        else:
+            res = _round_int(self, 10 ** -decimals)
+        return _into(res, out, "round")
+
+    def conj(self) -> Array:
+        return OPS["conj"](self)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self._dtype.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        return self._dtype.itemsize
+
+
+def _key(key: Any) -> Any:
+    """An index with the buffers in it seen as arrays."""
+    if isinstance(key, BUFFERS):
+        return view_of(key)
+    if type(key) is tuple:
+        for k in key:
+            if isinstance(k, BUFFERS):
+                return tuple(view_of(k) if isinstance(k, BUFFERS) else k for k in key)
+    return key
+
+
+def _axes(axis: Any) -> Any:
+    """NumPy's axis argument as the standard's: an int, a tuple of ints or None."""
+    return tuple(axis) if isinstance(axis, list) else axis
+
+
+def _round_int(x: Array, q: int) -> Array:
+    """Integers rounded to a multiple of ``q`` (a power of ten), half to even, exactly: the
+    multiple below (floor division), one up where the rest is past half or at half with
+    an odd quotient. A ``q`` beyond the dtype's range gives zeros, as NumPy's."""
+    info = np.iinfo(x.dtype)
+    if q > info.max:
+        return OPS["multiply"](x, 0)
+    lo_q = OPS["floor_divide"](x, q)
+    rest = x - lo_q * q
+    up = (rest > q // 2) | ((rest == q // 2) & (OPS["remainder"](lo_q, 2) == 1))
+    return OPS["where"](up, (lo_q + 1) * q, lo_q * q)
+
+
+def _axis(a: Any, ndim: int) -> int:
+    k = operator.index(a)
+    if not -ndim <= k < ndim:
+        raise ValueError(f"axis {a} is out of range for {ndim} dimensions")
+    return k % ndim
+
+
+def _into(result: Array, out: Any, name: str) -> Any:
+    """``result``, or with NumPy's ``out=`` (an array or a buffer of the result's shape)
+    ``out`` holding it, converted to its dtype."""
+    if out is None:
+        return result
+    target = view_of(out) if isinstance(out, BUFFERS) else out
+    if not isinstance(target, Array):
+        raise TypeError(f"{name}: out must be an array or a buffer, got {type(out).__name__}")
+    if target.shape != result.shape:
+        raise ValueError(f"{name}: out has shape {target.shape}, the result {result.shape}")
+    target[...] = result
+    return out
 
 
 def _copy(x: Array) -> Array:

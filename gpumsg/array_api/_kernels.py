@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import InvalidMessage
 from . import _dtypes as D
-from ._array import Array, check_device, new_array
+from ._array import BUFFERS, Array, check_device, new_array, view_of
 from ._codegen import ElementwiseSpec, launch_elementwise, program
 from ._elementwise import broadcast_shapes
 from ._reductions import reduce
@@ -98,6 +98,8 @@ class ElementwiseKernel:
         if len(args) not in (nin, nin + nout):
             raise TypeError(f"{self.name} takes {nin} inputs (and optionally {nout} outputs), "
                             f"got {len(args)} arguments")
+        given = args[nin:]  # the outputs as passed (a buffer given is answered as itself)
+        args = tuple(view_of(a) if isinstance(a, BUFFERS) else a for a in args)
         ins, outs = args[:nin], args[nin:]
         arrays = [a for a in args if isinstance(a, Array)]
         if not arrays:
@@ -132,6 +134,8 @@ class ElementwiseKernel:
         done = launch_elementwise(dev, spec, shape, [o._operand() for o in out_arrays], ops)
         for o in out_arrays:
             o._wrote(done)
+        if outs:
+            out_arrays = list(given)
         return out_arrays[0] if nout == 1 else tuple(out_arrays)
 
 
@@ -165,6 +169,8 @@ class ReductionKernel:
         self.reduce_type = None if reduce_type is None else D.check_dtype(reduce_type)
 
     def __call__(self, x: Array, axis: Any = None, keepdims: bool = False) -> Array:
+        if isinstance(x, BUFFERS):
+            x = view_of(x)
         if not isinstance(x, Array):
             raise TypeError(f"{self.name}: expected an array")
         types: dict[str, np.dtype] = {}

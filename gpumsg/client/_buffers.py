@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from _thread import allocate_lock
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from concurrent.futures import _base as _fb
 from typing import TYPE_CHECKING, Any
@@ -19,7 +19,8 @@ from ..messages._base import BufRef, HostRef
 if TYPE_CHECKING:
     from ._core import DeviceCore as Device
 
-__all__ = ["GpuFuture", "BufferFuture", "GpuBuffer", "PinnedHostBuffer", "buffer_after", "gather"]
+__all__ = ["GpuFuture", "BufferFuture", "GpuBuffer", "PinnedHostBuffer", "ArrayFace",
+           "buffer_after", "gather"]
 
 
 #: states in which a future can no longer be answered
@@ -200,9 +201,142 @@ class GpuFuture(Future):
             self._invoke_callbacks()  # type: ignore[attr-defined]
 
 
-class BufferFuture(GpuFuture):
+#: The array view of a buffer: ``ARRAY_VIEW(buffer_or_future)`` answers a
+#: :class:`gpumsg.array_api.Array` over the same memory (zero copy). Set from above (the client
+#: imports nothing of the array layer): by the package at import, as a loader of
+#: ``gpumsg.array_api``, and by ``gpumsg.array_api`` itself once imported.
+ARRAY_VIEW: Callable[[Any], Any] | None = None
+
+
+def _view(buf: Any) -> Any:
+    make = ARRAY_VIEW
+    if make is None:  # only if gpumsg's package __init__ did not run (it always does)
+        raise TypeError("array operations on a buffer need gpumsg.array_api: import it first")
+    return make(buf)
+
+
+def _binary(name: str) -> Callable[..., Any]:
+    def op(self: Any, other: Any) -> Any:
+        return getattr(_view(self), name)(other)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"``Array.{name}`` of the buffer's array view (see :class:`ArrayFace`)."
+    return op
+
+
+def _inplace(name: str) -> Callable[..., Any]:
+    def op(self: Any, other: Any) -> Any:
+        if getattr(_view(self), name)(other) is NotImplemented:
+            return NotImplemented
+        return self  # the name stays bound to the buffer, whose memory now holds the result
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"In place through the buffer's array view: ``Array.{name}``; answers self."
+    return op
+
+
+def _method(name: str) -> Callable[..., Any]:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return getattr(_view(self), name)(*args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"``Array.{name}`` of the buffer's array view (see :class:`ArrayFace`)."
+    return method
+
+
+class ArrayFace:
+    """What makes a buffer (and the future of one) an array of the Array API standard: the
+    operators, indexing, ``T``/``mT``, the scalar conversions, ``__array_namespace__``,
+    ``to_device`` and NumPy-style methods (``sum``, ``mean``, ``reshape``, ``astype``, ...),
+    each taken from the buffer's zero-copy :class:`gpumsg.array_api.Array` view (its shape,
+    dtype and memory order: an F-ordered buffer is seen with F strides). An operation
+    answers a new array at once and queues behind the buffer's producer; reading a value
+    (``bool``/``int``/``float``, ``np.asarray``) is the only wait. A buffer of a dtype the
+    array layer lacks (fp8) raises TypeError.
+
+    Equality is the standard's (``a == b`` is an element-wise array), but the hash stays the
+    object's identity, as a torch tensor's: buffers and futures key dicts and sets by
+    identity (``concurrent.futures.wait`` puts futures in sets), which never compares
+    distinct live objects. Compare buffers themselves with ``is``."""
+
+    __slots__ = ()
+    __hash__ = object.__hash__
+
+    @property
+    def T(self) -> Any:
+        return _view(self).T
+
+    @property
+    def mT(self) -> Any:
+        return _view(self).mT
+
+    def __array_namespace__(self, *, api_version: str | None = None) -> Any:
+        return _view(self).__array_namespace__(api_version=api_version)
+
+    def to_device(self, device: Any, /, *, stream: Any = None) -> Any:
+        """The array on ``device``: the view itself on its own device, else a copy."""
+        return _view(self).to_device(device, stream=stream)
+
+    def __getitem__(self, key: Any) -> Any:
+        return _view(self)[key]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        _view(self)[key] = value
+
+    def __len__(self) -> int:
+        return len(_view(self))
+
+    def __iter__(self) -> Any:
+        return iter(_view(self))
+
+    def __bool__(self) -> bool:
+        return bool(_view(self))
+
+    def __int__(self) -> int:
+        return int(_view(self))
+
+    def __float__(self) -> float:
+        return float(_view(self))
+
+    def __complex__(self) -> complex:
+        return complex(_view(self))
+
+    def __index__(self) -> int:
+        return _view(self).__index__()
+
+    def __neg__(self) -> Any:
+        return -_view(self)
+
+    def __pos__(self) -> Any:
+        return +_view(self)
+
+    def __abs__(self) -> Any:
+        return abs(_view(self))
+
+    def __invert__(self) -> Any:
+        return ~_view(self)
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor",
+              "lshift", "rshift", "matmul"):
+    setattr(ArrayFace, f"__{_name}__", _binary(f"__{_name}__"))
+    setattr(ArrayFace, f"__r{_name}__", _binary(f"__r{_name}__"))
+    setattr(ArrayFace, f"__i{_name}__", _inplace(f"__i{_name}__"))
+for _name in ("lt", "le", "gt", "ge", "eq", "ne"):
+    setattr(ArrayFace, f"__{_name}__", _binary(f"__{_name}__"))
+#: NumPy- and CuPy-style methods, each the array view's
+ARRAY_METHODS = ("sum", "prod", "mean", "std", "var", "max", "min", "argmax", "argmin", "all",
+                 "any", "cumsum", "reshape", "astype", "transpose", "swapaxes", "squeeze",
+                 "flatten", "ravel", "copy", "get", "item", "tolist", "clip", "round", "conj")
+for _name in ARRAY_METHODS:
+    setattr(ArrayFace, _name, _method(_name))
+del _name
+
+
+class BufferFuture(GpuFuture, ArrayFace):
     """The future of a new buffer. It can be passed to later calls before it resolves (the
-    device runs messages in order), and resolves to its :class:`GpuBuffer`."""
+    device runs messages in order), and resolves to its :class:`GpuBuffer`. It is an array
+    as the buffer is (:class:`ArrayFace`): its operations queue behind its producer."""
 
     def __init__(self, buffer: GpuBuffer) -> None:  # GpuFuture.__init__'s three, inlined
         self._state = _fb.PENDING
@@ -227,6 +361,22 @@ class BufferFuture(GpuFuture):
     def order(self) -> str:
         return self.buffer.order
 
+    @property
+    def ndim(self) -> int:
+        return self.buffer.ndim
+
+    @property
+    def size(self) -> int:
+        return self.buffer.size
+
+    @property
+    def nbytes(self) -> int:
+        return self.buffer.nbytes
+
+    @property
+    def device(self) -> Device:
+        return self.buffer.device
+
     def __dlpack__(self, **kwargs: Any) -> Any:
         """DLPack export of the buffer, once it exists (see :meth:`GpuBuffer.__dlpack__`)."""
         return self.result().__dlpack__(**kwargs)
@@ -235,8 +385,9 @@ class BufferFuture(GpuFuture):
         return self.buffer.__dlpack_device__()
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        """Refused, as :meth:`GpuBuffer.__array__`."""
-        return self.buffer.__array__(dtype, copy)
+        """``np.asarray(future)``: waits for the buffer (raising its producer's error), then
+        copies it to the host (see :meth:`GpuBuffer.__array__`)."""
+        return self.result().__array__(dtype, copy)
 
     def set_result(self, result: Any) -> None:
         # The device answers an allocation with the device pointer, an operation that wrote
@@ -287,7 +438,7 @@ class PointerSink:
         pass
 
 
-class GpuBuffer:
+class GpuBuffer(ArrayFace):
     """A device allocation, checked on every use.
 
     It records the device and the generation it was made in; using it after :meth:`free`, after
@@ -296,6 +447,8 @@ class GpuBuffer:
     made from the finalizer); a buffer that no message but the one making it named, dropped on
     the device thread (its future answered and let go), is freed by the device loop without a
     message. A buffer has NumPy's memory order: C (row-major) unless made with order='F'.
+    A buffer is also an array of the Array API standard (:class:`ArrayFace`: ``buf + buf``,
+    ``buf[0]``, ``buf.T``, ``buf.sum()``), through its zero-copy ``gpumsg.array_api`` view.
     """
 
     __slots__ = ("_device", "_ref", "_ptr", "_freed", "_named", "__weakref__")
@@ -420,10 +573,15 @@ class GpuBuffer:
         return export(self, stream, max_version, dl_device, copy)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        """Refused: device memory does not become a NumPy array implicitly (that would wait on
-        the device and copy behind the caller's back). Raises TypeError naming the call."""
-        raise TypeError(f"{self._ref.describe()} is device memory: NumPy cannot use it "
-                        "directly; call dev.copy_to_host(buffer).result() for a NumPy array")
+        """``np.asarray(buffer)``: a copy of the buffer on the host, in its shape, dtype and
+        memory order, waiting for the writes sent before (reading values is the wait of the
+        array model). ``copy=False`` raises ValueError: device memory is always copied.
+        ``dev.copy_to_host(buffer)`` is the same copy as a future."""
+        if copy is False:
+            raise ValueError(f"{self._ref.describe()} is device memory: NumPy gets a copy of "
+                             "it (copy=False cannot be honoured)")
+        host = self._device.copy_to_host(self).result()
+        return host if dtype is None else host.astype(dtype, copy=False)
 
     def __dlpack_device__(self) -> tuple[int, int]:
         """``(kDLCUDA, ordinal)`` on CUDA; ``(kDLCPU, 0)`` on the simulator (host memory)."""

@@ -52,13 +52,17 @@ def test_template_and_signature_pointees(dev) -> None:
         dev.launch(k2, (1,), (4,), (1.0, dev.alloc(4, np.int32), dev.alloc(4, np.float32), 4))
 
 
-def test_asarray_of_a_device_buffer_says_what_to_call(dev) -> None:
-    buf = dev.alloc((3, 4), np.float32)
-    for obj in (buf, buf.result()):
-        with pytest.raises(TypeError, match="copy_to_host"):
-            np.asarray(obj)
-        with pytest.raises(TypeError, match="copy_to_host"):
-            np.array(obj)
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_asarray_of_a_device_buffer_is_a_copy_of_its_data(dev, rng, order) -> None:
+    host = random_array(rng, (3, 4), "f32", order)
+    fut = dev.to_device(host)
+    for obj in (fut, fut.result()):
+        for got in (np.asarray(obj), np.array(obj), np.asarray(obj, dtype=np.float64)):
+            assert got.shape == (3, 4)
+            np.testing.assert_array_equal(got, host)
+        assert np.asarray(obj).flags[f"{order}_CONTIGUOUS"]
+        with pytest.raises(ValueError, match="copy"):
+            np.asarray(obj, copy=False)
 
 
 def test_asarray_of_pinned_host_memory_is_its_data(dev, rng) -> None:

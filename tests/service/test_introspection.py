@@ -41,7 +41,8 @@ def test_snapshots(dev) -> None:
     assert isinstance(ctx, int) and ctx
     assert len(set(streams.values())) == 3 and all(streams.values())
     a = dev.alloc((4, 4), np.float32)
-    dev.sgemm(a, a.result() and dev.alloc((4, 4)), dev.alloc((4, 4)), 4, 4, 4).result()
+    a.result()  # allocated before the GEMM is sent
+    dev.sgemm(a, dev.alloc((4, 4)), dev.alloc((4, 4)), 4, 4, 4).result()
     children = dev.snapshot_children().result()
     assert children["context"] == ctx
     assert children["stream.compute"] == streams["compute"]

@@ -237,7 +237,9 @@ def _t(dev, shape=(2, 4, 16, 32), dtype="bf16"):
 
 
 def _sdpa(d, q=None, k=None, v=None, **kw):
-    return d.cudnn.scaled_dot_product_attention(q or _t(d), k or _t(d), v or _t(d), **kw)
+    # ``is None``, not ``or``: a buffer's truth is its one element's, as an array's
+    q, k, v = (_t(d) if t is None else t for t in (q, k, v))
+    return d.cudnn.scaled_dot_product_attention(q, k, v, **kw)
 
 
 def _bwd(d, **over):
