@@ -2,7 +2,8 @@
 repeats allowed and summed, as SciPy's).
 
 To CSR or CSC the entries are coalesced on the device (a stable sort by (row, column) or
-(column, row), repeats summed by one generated kernel) and the sorted major indices compressed into offsets.
+(column, row), repeats summed by one generated kernel) and the sorted major indices
+compressed into offsets.
 Products and ``todense`` use the canonical form (cuSPARSE wants COO entries sorted by row, and
 its SparseToDense keeps one of repeated entries where SciPy sums them).
 """
