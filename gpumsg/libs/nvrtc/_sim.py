@@ -96,6 +96,18 @@ class SimLaunch:
     shared: int
 
 
+_SCALAR_TYPES: dict[str, Any] = {}
+
+
+def _scalar_type(kind: str) -> Any:
+    """The NumPy scalar type of a parameter kind (``"f32"`` -> ``np.float32``)."""
+    found = _SCALAR_TYPES.get(kind)
+    if found is None:
+        found = _SCALAR_TYPES[kind] = np.dtype(dtype_of(kind) if kind != "bool"
+                                               else np.bool_).type
+    return found
+
+
 class SimNvrtc:
     """Simulated modules: each is the list of its kernel names, resolved in the registry."""
 
@@ -129,10 +141,12 @@ class SimNvrtc:
             for kind, v, ref in zip(kinds, values, refs):
                 if kind == "ptr":
                     t = dtype_of(ref.dtype)
-                    args.append(vector(sim, v, ref.nbytes // t.itemsize, 1, t))
+                    if t.isbuiltin == 1:  # the whole buffer, bounds-checked by the view
+                        args.append(sim.view(v, ref.nbytes).view(t))
+                    else:  # bf16, fp8: through a same-size unsigned view
+                        args.append(vector(sim, v, ref.nbytes // t.itemsize, 1, t))
                 else:
-                    args.append(np.dtype(dtype_of(kind) if kind != "bool" else np.bool_)
-                                .type(v))
+                    args.append(_scalar_type(kind)(v))
             fn(info, *args)
 
         stream.put(run)
