@@ -31,7 +31,7 @@ from ..libs.nvrtc._sim import SIM_KERNELS, Recipe, sim_kernel
 from ..messages._base import BufRef
 from ..messages.nvrtc import Launch
 from . import _dtypes as D
-from ._expr import PRELUDE, Program, evaluate, parse, render_c
+from ._expr import PRELUDE, Program, evaluate, parse, render_c, run_program
 
 __all__ = ["ElementwiseSpec", "ReductionSpec", "Operand", "launch_elementwise",
            "elementwise_new", "launch_reduction", "reduction_new", "render_elementwise",
@@ -134,6 +134,10 @@ def scalar_bits(value: Any, dtype: np.dtype) -> tuple[int, ...]:
             lo = -(1 << (bits - 1)) if signed else 0
             if lo <= value < lo + (1 << bits):
                 return (value & ((1 << bits) - 1),)
+        else:
+            pack = _PACK.get(cdt)
+            if pack is not None and -(1 << 24) <= value <= 1 << 24:  # exact in either float
+                return (int.from_bytes(pack(float(value)), "little"),)
     raw = np.array(value).astype(cdt).reshape(1).view(np.uint8)
     if cdt.itemsize == 16:
         return tuple(int(v) for v in raw.view(np.uint64))
@@ -609,15 +613,17 @@ def _reduction_twin(spec: ReductionSpec, ndo: int, ndr: int, partial: bool) -> A
     acc = _compute(spec.acc)
     ident_n = 2 if acc.itemsize == 16 else 1
 
+    uses_j = "_j" in mapped.free or (pre is not None and "_j" in pre.free)
+
     def tree(vals: np.ndarray, ident: np.ndarray) -> np.ndarray:
         """Combine each row of ``vals`` pairwise (the identity for an empty row)."""
         rows = vals.shape[0]
         while vals.shape[1] > 1:
             if vals.shape[1] % 2:
                 vals = np.concatenate([vals, np.broadcast_to(ident, (rows, 1))], axis=1)
-            with np.errstate(all="ignore"):
-                vals = np.asarray(evaluate(reduced, {"a": vals[:, 0::2], "b": vals[:, 1::2]})
-                                  ["r_"]).astype(acc)
+            env = {"a": vals[:, 0::2], "b": vals[:, 1::2]}
+            run_program(reduced, env)
+            vals = np.asarray(env["r_"]).astype(acc, copy=False)
         return vals[:, 0] if vals.shape[1] == 1 else np.broadcast_to(ident, (rows,))
 
     def run(info: Any, nout: Any, nred: Any, nn: Any, nsplit: Any, chunk: Any,
@@ -648,8 +654,9 @@ def _reduction_twin(spec: ReductionSpec, ndo: int, ndr: int, partial: bool) -> A
         for _ in range(len(arr)):
             rst.append(tuple(int(v) for v in args[pos:pos + ndr]))
             pos += ndr
-        env: dict[str, Any] = {"_n": np.int64(nn),
-                               "_j": np.arange(nred, dtype=np.int64)[None, :]}
+        env: dict[str, Any] = {"_n": np.int64(nn)}
+        if uses_j:
+            env["_j"] = np.arange(nred, dtype=np.int64)[None, :]
         a = 1
         s = 0
         for (var, dt, sc), cdt in zip(spec.ins, spec.casts):
@@ -659,26 +666,28 @@ def _reduction_twin(spec: ReductionSpec, ndo: int, ndr: int, partial: bool) -> A
                 s += 1
             else:
                 v = _view(ptrs[a], dt, offs[a], dims + rdims, ost[a] + rst[a - 1])
-                env[var] = v.reshape(nout, nred).astype(comp)
+                # no copy where no conversion is needed: the programs only read their inputs
+                env[var] = v.reshape(nout, nred).astype(comp, copy=False)
                 a += 1
-        if pre is not None:
-            env = evaluate(pre, env)
         with np.errstate(all="ignore"):
-            vals = np.asarray(evaluate(mapped, env)["v_"]).astype(acc)
-        vals = np.broadcast_to(vals, (nout, nred))
-        if partial:
-            pad = nsplit * chunk - nred
-            if pad:
-                vals = np.concatenate([vals, np.broadcast_to(ident, (nout, pad))], axis=1)
-            res = tree(vals.reshape(nout * nsplit, chunk), ident)
-            dst = _view(ptrs[0], spec.acc, 0, (nout * nsplit,), (1,))
-            dst[...] = res.astype(dst.dtype)
-            return
-        res = tree(vals, ident)
-        out_var, out_dt = spec.out
-        penv = evaluate(post, {"a": res, "_n": np.int64(nn)})
-        dst = _view(ptrs[0], out_dt, offs[0], dims, ost[0])
-        with np.errstate(all="ignore"):
+            if pre is not None:
+                run_program(pre, env)
+            run_program(mapped, env)
+            vals = np.asarray(env["v_"]).astype(acc, copy=False)
+            vals = np.broadcast_to(vals, (nout, nred))
+            if partial:
+                pad = nsplit * chunk - nred
+                if pad:
+                    vals = np.concatenate([vals, np.broadcast_to(ident, (nout, pad))], axis=1)
+                res = tree(vals.reshape(nout * nsplit, chunk), ident)
+                dst = _view(ptrs[0], spec.acc, 0, (nout * nsplit,), (1,))
+                dst[...] = res.astype(dst.dtype)
+                return
+            res = tree(vals, ident)
+            out_var, out_dt = spec.out
+            penv = {"a": res, "_n": np.int64(nn)}
+            run_program(post, penv)
+            dst = _view(ptrs[0], out_dt, offs[0], dims, ost[0])
             val = np.asarray(penv[out_var]).astype(_compute(out_dt)).astype(dst.dtype)
         dst[...] = np.broadcast_to(val, (nout,)).reshape(dims)
 
@@ -859,7 +868,7 @@ def _launch_red(dev: Any, spec: ReductionSpec, out_shape: tuple[int, ...],
         (red_shape, [])
     if not arrays:
         rshp = ()
-    wide = _wide(max(nout, nred), [out] + arrays, out_shape) or any(
+    wide = max(nout, nred) >= _INT32_LIMIT or _reach(out, out_shape) >= _INT32_LIMIT or any(
         _reach(op, out_shape + red_shape) >= _INT32_LIMIT for op in arrays)
     # columns: neighbouring outputs are neighbouring elements of the inputs, the reduced ones
     # are not (a sum over axis 0 of a C-ordered matrix): a warp reads across outputs

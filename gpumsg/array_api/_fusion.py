@@ -90,6 +90,8 @@ class Leaf:
 
     def operand(self, shape: tuple[int, ...]) -> Operand:
         """As a kernel operand broadcast to ``shape``."""
+        if shape == self.shape:
+            return Operand(self.buffer, self.dtype, self.offset, self.strides)
         pad = len(shape) - len(self.shape)
         st = (0,) * pad + tuple(0 if d == 1 and shape[pad + k] != 1 else s
                                 for k, (d, s) in enumerate(zip(self.shape, self.strides)))

@@ -130,6 +130,12 @@ def test_scalar_bits_are_numpys_cast(rng) -> None:
             raw[:want.itemsize] = np.frombuffer(want.tobytes(), np.uint8)
             n = 2 if want.itemsize == 16 else 1
             assert scalar_bits(float(v), dt) == tuple(int(b) for b in raw.view(np.uint64)[:n])
+    for dt in (D.float32, D.float64):  # Python ints converted to a float type
+        for v in (0, 1, -7, 2**24, -(2**24), 2**24 + 1, 2**60 + 1):
+            want = np.zeros(8, np.uint8)
+            got = np.array(v).astype(dt)
+            want[:dt.itemsize] = np.frombuffer(got.tobytes(), np.uint8)
+            assert scalar_bits(v, dt) == (int(want.view(np.uint64)[0]),)
     for dt in (*D.SIGNED, *D.UNSIGNED):
         info = np.iinfo(dt)
         for v in [0, 1, int(info.min), int(info.max), int(info.max) // 3,
