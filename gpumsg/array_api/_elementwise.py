@@ -320,22 +320,32 @@ def where(condition: Array, x1: Any, x2: Any, /) -> Array:
     arrays = [a for a in (condition, x1, x2) if isinstance(a, Array)]
     dev = check_device(*arrays)
     vals = [a for a in (x1, x2)]
-    if not any(isinstance(a, Array) for a in vals):
+    # the spec per kind of call, as apply keeps it (scalars' values still checked per call)
+    key = ("where", *[a._dtype if isinstance(a, Array) else type(a) for a in vals])
+    spec = _SPECS.get(key)
+    if spec is None:
         dt = D.result_type(*vals)
+        ins = [("c", D.bool, False)]
+        for name, a in zip(("x", "y"), vals):
+            if isinstance(a, Array):
+                ins.append((name, a.dtype, False))
+            elif isinstance(a, _SCALARS):
+                _check_scalar(a, dt, "where")
+                ins.append((name, dt, True))
+            else:
+                raise TypeError(f"where: expected arrays or Python scalars, got "
+                                f"{type(a).__name__}")
+        spec = ElementwiseSpec("where", "out = c ? x : y", tuple(ins), (D.bool, dt, dt),
+                               (("out", dt),))
+        if len(_SPECS) >= _SPECS_SIZE:
+            _SPECS.clear()
+        _SPECS[key] = spec
     else:
-        dt = D.result_type(*vals)
-    ins = [("c", D.bool, False)]
-    for name, a in zip(("x", "y"), vals):
-        if isinstance(a, Array):
-            ins.append((name, a.dtype, False))
-        elif isinstance(a, _SCALARS):
-            _check_scalar(a, dt, "where")
-            ins.append((name, dt, True))
-        else:
-            raise TypeError(f"where: expected arrays or Python scalars, got {type(a).__name__}")
-    shape = broadcast_shapes(*(a.shape for a in arrays))
-    spec = ElementwiseSpec("where", "out = c ? x : y", tuple(ins), (D.bool, dt, dt),
-                           (("out", dt),))
+        for a, (_, dt, sc) in zip(vals, spec.ins[1:]):
+            if sc:
+                _check_scalar(a, dt, "where")
+    shapes = [a._shape for a in arrays]
+    shape = shapes[0] if all(sh == shapes[0] for sh in shapes) else broadcast_shapes(*shapes)
     return _run(dev, spec, shape, (condition, x1, x2))
 
 
