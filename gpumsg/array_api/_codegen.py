@@ -31,7 +31,7 @@ from ..libs.nvrtc._sim import SIM_KERNELS, Recipe, sim_kernel
 from ..messages._base import BufRef
 from ..messages.nvrtc import Launch
 from . import _dtypes as D
-from ._expr import PRELUDE, Program, evaluate, parse, render_c, run_program
+from ._expr import PRELUDE, Program, parse, render_c, run_program
 
 __all__ = ["ElementwiseSpec", "ReductionSpec", "Operand", "launch_elementwise",
            "elementwise_new", "launch_reduction", "reduction_new", "render_elementwise",
@@ -405,8 +405,8 @@ def _elementwise_twin(spec: ElementwiseSpec, layout: Any) -> Any:
                 # a view where no conversion is needed: the program only reads its inputs
                 env[var] = view(a, dt).astype(comp, copy=False)
                 a += 1
-        env = evaluate(prog, env)
         with np.errstate(all="ignore"):
+            run_program(prog, env)
             for i, (var, dt, comp) in enumerate(outputs):
                 dst = view(i, dt)
                 val = np.asarray(env[var]).astype(comp, copy=False).astype(dst.dtype,
@@ -775,7 +775,8 @@ def _launch_ew(dev: Any, spec: ElementwiseSpec, shape: tuple[int, ...], outs: li
     layout: Any = "contig" if contig else len(dims) // (len(arrays) + 1)
     refs = [_ref_of(op.buffer) for op in arrays]
     args = (n, *refs, *bits, *[op.offset for op in arrays], *dims)
-    written = _distinct(refs[:len(outs)])
+    nout = len(outs)
+    written = (refs[0],) if nout == 1 else _distinct(refs[:nout])
     grid = _grid(-(-n // UNROLL) if contig else n)
     return _send(dev, ("ew", spec, layout, wide),
                  lambda: render_elementwise(spec, layout, wide), grid, BLOCK, args,
@@ -937,8 +938,18 @@ def _launch_red(dev: Any, spec: ReductionSpec, out_shape: tuple[int, ...],
 
 
 def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    out, acc = [], 1
-    for d in reversed(shape):
-        out.append(acc)
-        acc *= max(d, 1)
-    return tuple(reversed(out))
+    found = _C_STRIDES.get(shape)
+    if found is None:
+        out, acc = [], 1
+        for d in reversed(shape):
+            out.append(acc)
+            acc *= max(d, 1)
+        found = tuple(reversed(out))
+        if len(_C_STRIDES) >= 1024:
+            _C_STRIDES.clear()
+        _C_STRIDES[shape] = found
+    return found
+
+
+#: shape -> its C-order strides (element-wise calls repeat a few shapes)
+_C_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}

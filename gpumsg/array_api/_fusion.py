@@ -47,7 +47,7 @@ from ..client._device import set_before_post
 from ..config import setting
 from ..messages.device import Alloc
 from ..messages.nvrtc import LoadModule
-from ._codegen import ElementwiseSpec, Operand, elementwise_new, program
+from ._codegen import ElementwiseSpec, Operand, _c_strides, elementwise_new, program
 from ._expr import Node as Tree
 from ._expr import cast_name, render_text
 
@@ -448,14 +448,6 @@ def _compute(wrappers: list[Any]) -> None:
             w._wrote(bufs[0])
         n.done = Leaf(w._b, n.dtype, 0, strides, shape)
         n.args = ()  # its inputs are no longer needed by it
-
-
-def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    out, acc = [], 1
-    for d in reversed(shape):
-        out.append(acc)
-        acc *= max(d, 1)
-    return tuple(reversed(out))
 
 
 def chain_of(x: Any, order: tuple[int, ...]) -> Any:
