@@ -352,6 +352,8 @@ def _view(flat: np.ndarray, dt: np.dtype, offset: int, shape: tuple[int, ...],
         flat = flat.view(np.bool_)
     if any(d == 0 for d in shape):
         return np.empty(shape, flat.dtype)
+    if strides == _c_strides(shape):  # a slice: no as_strided (a short one fails to reshape)
+        return flat[offset:offset + math.prod(shape)].reshape(shape)
     item = flat.dtype.itemsize
     return as_strided(flat[offset:], shape, tuple(s * item for s in strides))
 
