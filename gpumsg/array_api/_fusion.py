@@ -66,13 +66,13 @@ _seq = itertools.count()
 #: creation number -> weak reference to a pending wrapper (an Array), while the wrapper lives
 #: (its reference's callback removes the entry); in creation order, as dicts keep it
 _live: dict[int, weakref.KeyedRef] = {}
+_stats = {"kernels": 0, "reductions": 0, "operations": 0}
+#: flushes under way: while one is, other threads' posts and reads wait for it (under _lock)
+_inflight = 0
 
 
 def _gone(ref: weakref.KeyedRef) -> None:
     _live.pop(ref.key, None)
-_stats = {"kernels": 0, "reductions": 0, "operations": 0}
-#: flushes under way: while one is, other threads' posts and reads wait for it (under _lock)
-_inflight = 0
 
 
 class Leaf:
@@ -273,9 +273,10 @@ def _substitute(tree: Tree, names: dict[str, Tree]) -> Tree:
 class _Builder:
     """The statements of the nodes reachable from some outputs: one ``t<k>`` per pending node
     (shared subexpressions once), one input ``a<k>`` per distinct leaf, one ``s<k>`` per
-    scalar. The walk records the chain's structure (:attr:`shape_key`: operations, dtypes and
-    which input or statement each argument is, nothing of the values), which keys the cache
-    of generated descriptions; the text is rendered only for a structure not seen before."""
+    scalar. The walk records the chain's structure (:meth:`structure_key`: operations,
+    dtypes, which input or statement each argument is, nothing of the values), which keys the
+    cache of generated descriptions; the text is rendered only for a structure not seen
+    before."""
 
     def __init__(self) -> None:
         #: per statement: (tree, params, casts, dtype, ((kind, index), dtype) per argument)
@@ -304,7 +305,7 @@ class _Builder:
         self.structure.append((item.tree, item.params, item.casts, item.dtype, refs))
         return ("t", k), item.dtype
 
-    def shape_key(self, roots: tuple) -> tuple:
+    def structure_key(self, roots: tuple) -> tuple:
         return (tuple(self.structure), tuple(leaf.dtype for _, leaf in self.leaves.values()),
                 tuple(s.dtype for s in self.scalars), roots)
 
@@ -336,7 +337,7 @@ class _Builder:
         return out + [s.value for s in self.scalars]
 
 
-#: chain structure (:meth:`_Builder.shape_key`) -> what was generated from it: the
+#: chain structure (:meth:`_Builder.structure_key`) -> what was generated from it: the
 #: ElementwiseSpec of a group's kernel, or a reduction's (statements, root, ins, casts)
 _generated: dict[tuple, Any] = {}
 _GENERATED_SIZE = 4096
@@ -436,7 +437,7 @@ def _compute(wrappers: list[Any]) -> None:
         return ElementwiseSpec("fused", "; ".join(b.statements()), ins, casts,
                                tuple((f"t{k}", n.dtype) for k, n in zip(outs, nodes)))
 
-    spec = _generate(("ew", b.shape_key(outs)), make)
+    spec = _generate(("ew", b.structure_key(outs)), make)
     bufs = elementwise_new(dev, spec, shape, b.values(shape))
     _stats["kernels"] += 1
     _stats["operations"] += len(b.structure)
@@ -467,7 +468,7 @@ def chain_of(x: Any, order: tuple[int, ...]) -> Any:
             ins, casts = b.ins()
             return "; ".join(b.statements()), f"t{root}", ins, casts
 
-        statements, name, ins, casts = _generate(("red", b.shape_key((root,))), make)
+        statements, name, ins, casts = _generate(("red", b.structure_key((root,))), make)
         _stats["reductions"] += 1
         _stats["operations"] += len(b.structure)
         return statements, name, dt, ins, casts, b.values(node.shape, order)

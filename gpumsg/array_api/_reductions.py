@@ -103,7 +103,10 @@ def _sum_dtype(x: Array, dtype: Any) -> np.dtype:
 
 def _acc(dt: np.dtype) -> np.dtype:
     """Accumulate half precision in float32."""
-    return D.float32 if dt in (D.float16, D.bfloat16) else dt
+    return D.float32 if dt in _HALF else dt  # a set: comparing dtypes one by one is slow
+
+
+_HALF = frozenset((D.float16, D.bfloat16))
 
 
 def sum(x: Array, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Array:  # noqa: A001
