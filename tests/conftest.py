@@ -41,16 +41,21 @@ def dev(backend: str):
 @pytest.fixture
 def posted():
     """``posted(dev, *types)``: the list of the messages of those types that ``dev`` puts in
-    its mailbox from then on (every send path ends in ``dev._post``), until the test ends."""
+    its mailbox from then on (every send path ends in ``dev._post``), until the test ends. A
+    message of those types that an ``AllocThen`` carries (a call answering a new buffer) counts
+    as posted, unless ``AllocThen`` is one of the types."""
     undo = []
 
     def record(d, *types: type) -> list:
         seen: list = []
         real = d._post
+        alloc_then = gpumsg.messages.AllocThen
 
         def post(msg, reply) -> None:
             if isinstance(msg, types):
                 seen.append(msg)
+            elif type(msg) is alloc_then and isinstance(msg.then, types):
+                seen.append(msg.then)
             real(msg, reply)
 
         d._post = post

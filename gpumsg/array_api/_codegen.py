@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import struct
 import threading
 import weakref
 from dataclasses import dataclass
@@ -27,11 +28,14 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..libs.nvrtc._sim import SIM_KERNELS, Recipe, sim_kernel
+from ..messages._base import BufRef
+from ..messages.nvrtc import Launch
 from . import _dtypes as D
-from ._expr import PRELUDE, Program, evaluate, parse, render_c
+from ._expr import PRELUDE, Program, parse, render_c, run_program
 
 __all__ = ["ElementwiseSpec", "ReductionSpec", "Operand", "launch_elementwise",
-           "launch_reduction", "render_elementwise", "render_reduction", "scalar_bits"]
+           "elementwise_new", "launch_reduction", "reduction_new", "render_elementwise",
+           "render_reduction", "scalar_bits"]
 
 BLOCK = 256
 #: cap of the grid of a grid-stride loop (enough to fill any current GPU many times over)
@@ -104,9 +108,36 @@ def _compute(dt: np.dtype) -> np.dtype:
     return D.CTYPE[dt][2]
 
 
+#: struct formats of the compute types whose Python scalars convert without NumPy
+_PACK = {np.dtype(np.float32): struct.Struct("<f").pack,
+         np.dtype(np.float64): struct.Struct("<d").pack}
+_INT_BITS = {dt: 8 * dt.itemsize for dt in (*D.SIGNED, *D.UNSIGNED)}
+
+
 def scalar_bits(value: Any, dtype: np.dtype) -> tuple[int, ...]:
     """The bits of ``value`` converted to ``dtype``'s compute type, as kernel arguments."""
     cdt = _compute(dtype)
+    t = type(value)
+    # the common cases without NumPy (the same bits: a float rounded to nearest as NumPy's
+    # cast rounds it, an int that fits its type taken modulo 2**bits)
+    if t is float:
+        pack = _PACK.get(cdt)
+        if pack is not None:
+            try:
+                return (int.from_bytes(pack(value), "little"),)
+            except OverflowError:  # beyond float32's range: NumPy's cast answers inf
+                pass
+    elif t is int:
+        bits = _INT_BITS.get(cdt)
+        if bits is not None:
+            signed = cdt.kind == "i"
+            lo = -(1 << (bits - 1)) if signed else 0
+            if lo <= value < lo + (1 << bits):
+                return (value & ((1 << bits) - 1),)
+        else:
+            pack = _PACK.get(cdt)
+            if pack is not None and -(1 << 24) <= value <= 1 << 24:  # exact in either float
+                return (int.from_bytes(pack(float(value)), "little"),)
     raw = np.array(value).astype(cdt).reshape(1).view(np.uint8)
     if cdt.itemsize == 16:
         return tuple(int(v) for v in raw.view(np.uint64))
@@ -321,6 +352,8 @@ def _view(flat: np.ndarray, dt: np.dtype, offset: int, shape: tuple[int, ...],
         flat = flat.view(np.bool_)
     if any(d == 0 for d in shape):
         return np.empty(shape, flat.dtype)
+    if strides == _c_strides(shape):  # a slice: no as_strided (a short one fails to reshape)
+        return flat[offset:offset + math.prod(shape)].reshape(shape)
     item = flat.dtype.itemsize
     return as_strided(flat[offset:], shape, tuple(s * item for s in strides))
 
@@ -331,45 +364,56 @@ def _elementwise_twin(spec: ElementwiseSpec, layout: Any) -> Any:
     nout = len(spec.outs)
     n_arr_in = sum(1 for _, _, sc in spec.ins if not sc)
     nscal = [2 if _compute(dt).itemsize == 16 else 1 for _, dt, sc in spec.ins if sc]
+    nptr = nout + n_arr_in
+    # per input: (name, scalar?, its dtype, the compute dtype it is converted to)
+    inputs = [(var, sc, dt, _compute(cdt)) for (var, dt, sc), cdt in zip(spec.ins, spec.casts)]
+    outputs = [(var, dt, _compute(dt)) for var, dt in spec.outs]
 
     def run(info: Any, n: Any, *args: Any) -> None:
         n = int(n)
-        args = list(args)
-        ptrs = args[:nout + n_arr_in]
-        pos = nout + n_arr_in
+        ptrs = args[:nptr]
+        pos = nptr
         scal_bits = []
         for c in nscal:
             scal_bits.append(args[pos:pos + c])
             pos += c
-        offs = [int(v) for v in args[pos:pos + nout + n_arr_in]]
-        pos += nout + n_arr_in
+        offs = [int(v) for v in args[pos:pos + nptr]]
+        pos += nptr
         if ndim == 0:
             shape: tuple[int, ...] = (n,)
-            strides = [(1,)] * (nout + n_arr_in)
+            strides = None
         else:
             shape = tuple(int(v) for v in args[pos:pos + ndim])
             pos += ndim
             strides = []
-            for _ in range(nout + n_arr_in):
+            for _ in range(nptr):
                 strides.append(tuple(int(v) for v in args[pos:pos + ndim]))
                 pos += ndim
+
+        def view(k: int, dt: np.dtype) -> np.ndarray:
+            if strides is None:  # contiguous: a slice (a short one fails the store)
+                flat = ptrs[k].view(np.bool_) if dt == D.bool else ptrs[k]
+                return flat[offs[k]:offs[k] + n]
+            return _view(ptrs[k], dt, offs[k], shape, strides[k])
+
         env: dict[str, Any] = {}
         a = nout
         s = 0
-        for (var, dt, sc), cdt in zip(spec.ins, spec.casts):
-            comp = _compute(cdt)
+        for var, sc, dt, comp in inputs:
             if sc:
                 env[var] = np.asarray(_decode(scal_bits[s], dt)).astype(comp)
                 s += 1
             else:
-                env[var] = _view(ptrs[a], dt, offs[a], shape, strides[a]).astype(comp)
+                # a view where no conversion is needed: the program only reads its inputs
+                env[var] = view(a, dt).astype(comp, copy=False)
                 a += 1
-        env = evaluate(prog, env)
-        for i, (var, dt) in enumerate(spec.outs):
-            dst = _view(ptrs[i], dt, offs[i], shape, strides[i])
-            with np.errstate(all="ignore"):
-                val = np.asarray(env[var]).astype(_compute(dt)).astype(dst.dtype)
-            dst[...] = np.broadcast_to(val, shape)
+        with np.errstate(all="ignore"):
+            run_program(prog, env)
+            for i, (var, dt, comp) in enumerate(outputs):
+                dst = view(i, dt)
+                val = np.asarray(env[var]).astype(comp, copy=False).astype(dst.dtype,
+                                                                             copy=False)
+                dst[...] = val if val.shape == shape else np.broadcast_to(val, shape)
 
     return run
 
@@ -571,15 +615,17 @@ def _reduction_twin(spec: ReductionSpec, ndo: int, ndr: int, partial: bool) -> A
     acc = _compute(spec.acc)
     ident_n = 2 if acc.itemsize == 16 else 1
 
+    uses_j = "_j" in mapped.free or (pre is not None and "_j" in pre.free)
+
     def tree(vals: np.ndarray, ident: np.ndarray) -> np.ndarray:
         """Combine each row of ``vals`` pairwise (the identity for an empty row)."""
         rows = vals.shape[0]
         while vals.shape[1] > 1:
             if vals.shape[1] % 2:
                 vals = np.concatenate([vals, np.broadcast_to(ident, (rows, 1))], axis=1)
-            with np.errstate(all="ignore"):
-                vals = np.asarray(evaluate(reduced, {"a": vals[:, 0::2], "b": vals[:, 1::2]})
-                                  ["r_"]).astype(acc)
+            env = {"a": vals[:, 0::2], "b": vals[:, 1::2]}
+            run_program(reduced, env)
+            vals = np.asarray(env["r_"]).astype(acc, copy=False)
         return vals[:, 0] if vals.shape[1] == 1 else np.broadcast_to(ident, (rows,))
 
     def run(info: Any, nout: Any, nred: Any, nn: Any, nsplit: Any, chunk: Any,
@@ -610,8 +656,9 @@ def _reduction_twin(spec: ReductionSpec, ndo: int, ndr: int, partial: bool) -> A
         for _ in range(len(arr)):
             rst.append(tuple(int(v) for v in args[pos:pos + ndr]))
             pos += ndr
-        env: dict[str, Any] = {"_n": np.int64(nn),
-                               "_j": np.arange(nred, dtype=np.int64)[None, :]}
+        env: dict[str, Any] = {"_n": np.int64(nn)}
+        if uses_j:
+            env["_j"] = np.arange(nred, dtype=np.int64)[None, :]
         a = 1
         s = 0
         for (var, dt, sc), cdt in zip(spec.ins, spec.casts):
@@ -621,26 +668,28 @@ def _reduction_twin(spec: ReductionSpec, ndo: int, ndr: int, partial: bool) -> A
                 s += 1
             else:
                 v = _view(ptrs[a], dt, offs[a], dims + rdims, ost[a] + rst[a - 1])
-                env[var] = v.reshape(nout, nred).astype(comp)
+                # no copy where no conversion is needed: the programs only read their inputs
+                env[var] = v.reshape(nout, nred).astype(comp, copy=False)
                 a += 1
-        if pre is not None:
-            env = evaluate(pre, env)
         with np.errstate(all="ignore"):
-            vals = np.asarray(evaluate(mapped, env)["v_"]).astype(acc)
-        vals = np.broadcast_to(vals, (nout, nred))
-        if partial:
-            pad = nsplit * chunk - nred
-            if pad:
-                vals = np.concatenate([vals, np.broadcast_to(ident, (nout, pad))], axis=1)
-            res = tree(vals.reshape(nout * nsplit, chunk), ident)
-            dst = _view(ptrs[0], spec.acc, 0, (nout * nsplit,), (1,))
-            dst[...] = res.astype(dst.dtype)
-            return
-        res = tree(vals, ident)
-        out_var, out_dt = spec.out
-        penv = evaluate(post, {"a": res, "_n": np.int64(nn)})
-        dst = _view(ptrs[0], out_dt, offs[0], dims, ost[0])
-        with np.errstate(all="ignore"):
+            if pre is not None:
+                run_program(pre, env)
+            run_program(mapped, env)
+            vals = np.asarray(env["v_"]).astype(acc, copy=False)
+            vals = np.broadcast_to(vals, (nout, nred))
+            if partial:
+                pad = nsplit * chunk - nred
+                if pad:
+                    vals = np.concatenate([vals, np.broadcast_to(ident, (nout, pad))], axis=1)
+                res = tree(vals.reshape(nout * nsplit, chunk), ident)
+                dst = _view(ptrs[0], spec.acc, 0, (nout * nsplit,), (1,))
+                dst[...] = res.astype(dst.dtype)
+                return
+            res = tree(vals, ident)
+            out_var, out_dt = spec.out
+            penv = {"a": res, "_n": np.int64(nn)}
+            run_program(post, penv)
+            dst = _view(ptrs[0], out_dt, offs[0], dims, ost[0])
             val = np.asarray(penv[out_var]).astype(_compute(out_dt)).astype(dst.dtype)
         dst[...] = np.broadcast_to(val, (nout,)).reshape(dims)
 
@@ -681,29 +730,109 @@ def launch_elementwise(dev: Any, spec: ElementwiseSpec, shape: tuple[int, ...],
                        outs: list[Operand], ins: list[Any]) -> Any:
     """Launch ``spec`` over ``shape``; ``ins`` are Operands or (for scalar inputs) values.
     Returns the launch's future (None when there is nothing to do)."""
-    n = math.prod(shape)
-    if n == 0:
+    if math.prod(shape) == 0:
         return None
-    arrays = list(outs) + [op for op, (_, _, sc) in zip(ins, spec.ins) if not sc]
-    shp, sts = simplify(shape, [op.strides for op in arrays])
-    contig = len(shp) <= 1 and all(s == (1,) * len(shp) for s in sts)
-    wide = _wide(n, arrays, shape)
-    layout: Any = "contig" if contig else len(shp)
-    name, source, kinds = render_elementwise(spec, layout, wide)
-    kernel = kernel_for(dev, name, source, kinds, EXACT)
-    args: list[Any] = [n]
-    args += [op.buffer for op in arrays]
+    return _launch_ew(dev, spec, shape, outs, ins, None)
+
+
+def elementwise_new(dev: Any, spec: ElementwiseSpec, shape: tuple[int, ...],
+                    ins: list[Any]) -> list[Any]:
+    """Launch ``spec`` over ``shape`` into new C-ordered outputs, one per ``spec.outs``; their
+    futures (each resolves to its buffer once the launch has completed, or fails with its
+    error). The first output is allocated by the launch's own message (``AllocThen``), the
+    others by an allocation each, posted first."""
+    if math.prod(shape) == 0:
+        return [dev.alloc(shape, D.storage_name(dt), order="C") for _, dt in spec.outs]
+    cst = _c_strides(shape)
+    first = dev.port.mint(shape, D.storage_name(spec.outs[0][1]), "C")
+    rest = [dev.alloc(shape, D.storage_name(dt), order="C") for _, dt in spec.outs[1:]]
+    outs = [Operand(first, spec.outs[0][1], 0, cst)]
+    outs += [Operand(buf, dt, 0, cst) for buf, (_, dt) in zip(rest, spec.outs[1:])]
+    return [_launch_ew(dev, spec, shape, outs, ins, first), *rest]
+
+
+def _launch_ew(dev: Any, spec: ElementwiseSpec, shape: tuple[int, ...], outs: list[Operand],
+               ins: list[Any], new: Any) -> Any:
+    n = math.prod(shape)
+    arrays = list(outs)
+    bits: list[int] = []
     for value, (_, dt, sc) in zip(ins, spec.ins):
         if sc:
-            args += list(scalar_bits(value, dt))
-    args += [op.offset for op in arrays]
-    if not contig:
-        args += list(shp)
-        for s in sts:
-            args += list(s)
-    writes = [op.buffer for op in outs]
+            bits += scalar_bits(value, dt)
+        else:
+            arrays.append(value)
+    cst = _c_strides(shape)
+    dims: list[int] = []
+    if all(op.strides == cst for op in arrays):  # the common case: every operand C-ordered
+        contig = True
+        wide = n >= _INT32_LIMIT or any(op.offset + n - 1 >= _INT32_LIMIT for op in arrays)
+    else:
+        shp, sts = simplify(shape, [op.strides for op in arrays])
+        contig = len(shp) <= 1 and all(s == (1,) * len(shp) for s in sts)
+        wide = _wide(n, arrays, shape)
+        if not contig:
+            dims += shp
+            for st in sts:
+                dims += st
+    layout: Any = "contig" if contig else len(dims) // (len(arrays) + 1)
+    refs = [_ref_of(op.buffer) for op in arrays]
+    args = (n, *refs, *bits, *[op.offset for op in arrays], *dims)
+    nout = len(outs)
+    written = (refs[0],) if nout == 1 else _distinct(refs[:nout])
     grid = _grid(-(-n // UNROLL) if contig else n)
-    return dev.launch(kernel, grid, BLOCK, tuple(args), writes=writes)
+    return _send(dev, ("ew", spec, layout, wide),
+                 lambda: render_elementwise(spec, layout, wide), grid, BLOCK, args,
+                 _distinct(refs), written, new)
+
+
+def _ref_of(buffer: Any) -> BufRef:
+    """A buffer's reference (a GpuBuffer's or its future's: raises GpuRefStale for a freed or
+    stale one); a reference minted for a new output as it is."""
+    return buffer if type(buffer) is BufRef else buffer.ref
+
+
+def _distinct(refs: list[BufRef]) -> tuple[BufRef, ...]:
+    """``refs`` without repeats (a buffer's views share its one reference object)."""
+    out: list[BufRef] = []
+    for r in refs:
+        for o in out:
+            if o is r:
+                break
+        else:
+            out.append(r)
+    return tuple(out)
+
+
+#: device -> {plan key: Kernel} of the generated kernels whose launch message passed
+#: :class:`Launch`'s checks once; later launches of the same plan build the message unchecked
+#: (the arguments have the same kinds: buffer references taken here, ints in range)
+_ready: weakref.WeakKeyDictionary[Any, dict[tuple, Any]] = weakref.WeakKeyDictionary()
+_READY_SIZE = 4096
+_UNCHECKED = Launch.unchecked  # type: ignore[attr-defined]
+
+
+def _send(dev: Any, key: tuple, render: Any, grid: int, block: int, args: tuple,
+          reads: tuple, writes: tuple, new: Any = None) -> Any:
+    """Post the launch of the kernel of plan ``key`` (``render()`` gives its name, source and
+    parameter kinds the first time); ``new``: a reference minted for an output that the
+    launch's message allocates. The future of the launch (of the new buffer with ``new``)."""
+    mine = _ready.get(dev)
+    kernel = mine.get(key) if mine is not None else None
+    if kernel is None:
+        name, source, kinds = render()
+        kernel = kernel_for(dev, name, source, kinds, EXACT)
+        msg = Launch(kernel, grid, block, args, 0, reads, writes)  # checked, once per plan
+        with _lock:
+            mine = _ready.get(dev)
+            if mine is None:
+                mine = _ready[dev] = {}
+            elif len(mine) >= _READY_SIZE:
+                mine.clear()
+            mine[key] = kernel
+    else:
+        msg = _UNCHECKED(kernel, (grid, 1, 1), (block, 1, 1), args, 0, reads, writes)
+    port = dev.port
+    return port.send(msg) if new is None else port.send_new(new, msg)
 
 
 def launch_reduction(dev: Any, spec: ReductionSpec, out_shape: tuple[int, ...],
@@ -712,11 +841,29 @@ def launch_reduction(dev: Any, spec: ReductionSpec, out_shape: tuple[int, ...],
     """Launch ``spec``: ``out`` has strides over ``out_shape``; each array input has strides
     over ``out_shape + red_shape``. Columns or rows, and whether the reduced elements are split
     over blocks (then a second reduction combines the chunks), are chosen here from the layout
-    (see :func:`render_reduction`)."""
+    (see :func:`render_reduction`). The future of the (last) launch; None for no output."""
+    if math.prod(out_shape) == 0:
+        return None
+    return _launch_red(dev, spec, out_shape, red_shape, out, ins, identity, None)
+
+
+def reduction_new(dev: Any, spec: ReductionSpec, out_shape: tuple[int, ...],
+                  red_shape: tuple[int, ...], ins: list[Any], identity: Any) -> Any:
+    """:func:`launch_reduction` into a new C-ordered output, allocated by the message of the
+    launch that writes it; the output's future (it resolves once that launch has completed)."""
+    name = D.storage_name(spec.out[1])
+    if math.prod(out_shape) == 0:
+        return dev.alloc(out_shape, name, order="C")
+    ref = dev.port.mint(out_shape, name, "C")
+    out = Operand(ref, spec.out[1], 0, _c_strides(out_shape))
+    return _launch_red(dev, spec, out_shape, red_shape, out, ins, identity, ref)
+
+
+def _launch_red(dev: Any, spec: ReductionSpec, out_shape: tuple[int, ...],
+                red_shape: tuple[int, ...], out: Operand, ins: list[Any], identity: Any,
+                new: Any) -> Any:
     nout = math.prod(out_shape)
     nred = math.prod(red_shape)
-    if nout == 0:
-        return None
     arrays = [op for op, (_, _, sc) in zip(ins, spec.ins) if not sc]
     ndo = len(out_shape)
     oshp, osts = simplify(out_shape, [out.strides] + [op.strides[:ndo] for op in arrays])
@@ -724,7 +871,7 @@ def launch_reduction(dev: Any, spec: ReductionSpec, out_shape: tuple[int, ...],
         (red_shape, [])
     if not arrays:
         rshp = ()
-    wide = _wide(max(nout, nred), [out] + arrays, out_shape) or any(
+    wide = max(nout, nred) >= _INT32_LIMIT or _reach(out, out_shape) >= _INT32_LIMIT or any(
         _reach(op, out_shape + red_shape) >= _INT32_LIMIT for op in arrays)
     # columns: neighbouring outputs are neighbouring elements of the inputs, the reduced ones
     # are not (a sum over axis 0 of a C-ordered matrix): a warp reads across outputs
@@ -745,55 +892,66 @@ def launch_reduction(dev: Any, spec: ReductionSpec, out_shape: tuple[int, ...],
         while block < BLOCK and block < chunk:
             block *= 2
     grid = min(groups * nsplit, 1 << 30)
-    name, source, kinds = render_reduction(spec, len(oshp), len(rshp), wide, cols, nsplit > 1)
-    kernel = kernel_for(dev, name, source, kinds, EXACT)
-    if nsplit > 1:
-        acc = spec.acc
-        part = dev.alloc((nout * nsplit,), D.storage_name(acc), order="C")
-        dst: Any = part
-        odims: list[int] = list(oshp)
-        osts_args = osts
-    else:
-        dst = out.buffer
-        odims = list(oshp)
-        osts_args = osts
-    args: list[Any] = [nout, nred, nred, nsplit, chunk, dst] + [op.buffer for op in arrays]
-    args += list(scalar_bits(identity, spec.acc))
+    ndr = len(rshp)
+    refs = [_ref_of(op.buffer) for op in arrays]
+    out_ref = _ref_of(out.buffer)
+    ident = scalar_bits(identity, spec.acc)
+    bits: list[int] = []
     for value, (_, dt, sc) in zip(ins, spec.ins):
         if sc:
-            args += list(scalar_bits(value, dt))
-    args += [out.offset if nsplit == 1 else 0] + [op.offset for op in arrays]
-    args += odims + list(rshp)
-    for s in osts_args:
-        args += list(s)
-    for s in rsts:
-        args += list(s)
-    reads = [op.buffer for op in arrays]
+            bits += scalar_bits(value, dt)
+    shape_args: list[int] = [*oshp, *rshp]
+    for st in osts:
+        shape_args += st
+    for st in rsts:
+        shape_args += st
+    offsets = [op.offset for op in arrays]
+    render = lambda: render_reduction(spec, len(oshp), ndr, wide, cols, nsplit > 1)  # noqa: E731
+    key = ("red", spec, len(oshp), ndr, wide, cols, nsplit > 1)
+    reads = _distinct(refs)
     if nsplit == 1:
-        return dev.launch(kernel, grid, block, tuple(args), reads=reads + [out.buffer],
-                          writes=[out.buffer])
-    dev.launch(kernel, grid, block, tuple(args), reads=reads, writes=[part])
+        args = (nout, nred, nred, nsplit, chunk, out_ref, *refs, *ident, *bits, out.offset,
+                *offsets, *shape_args)
+        return _send(dev, key, render, grid, block, args, _distinct([*refs, out_ref]),
+                     (out_ref,), new)
+    port = dev.port
+    part = port.mint((nout * nsplit,), D.storage_name(spec.acc), "C")
+    args = (nout, nred, nred, nsplit, chunk, part, *refs, *ident, *bits, 0, *offsets,
+            *shape_args)
+    # the chunks' buffer: its future kept until the last launch naming it is posted, and
+    # named (taken ``ref``), so that its free is ordered behind that launch
+    chunks = _send(dev, key, render, grid, block, args, reads, (part,), part)
+    chunks.ref  # noqa: B018
     # the chunks' results, [output, chunk] in the accumulator type: reduced by the same
     # combiner, then post-processed with _n of the whole reduction
     fin = ReductionSpec(spec.name + "_chunks", "x", spec.reduce_expr, spec.post,
                         (("x", spec.acc, False),), (spec.acc,), spec.acc, spec.out)
-    fin_name, fin_source, fin_kinds = render_reduction(fin, len(oshp), 1, wide)
-    fin_kernel = kernel_for(dev, fin_name, fin_source, fin_kinds, EXACT)
     fblock = 32
     while fblock < BLOCK and fblock < nsplit:
         fblock *= 2
-    part_strides = tuple(s * nsplit for s in _c_strides(oshp))
-    fargs: list[Any] = [nout, nsplit, nred, 1, nsplit, out.buffer, part]
-    fargs += list(scalar_bits(identity, spec.acc))
-    fargs += [out.offset, 0] + list(oshp) + [nsplit]
-    fargs += list(osts[0]) + list(part_strides) + [1]
-    return dev.launch(fin_kernel, min(nout, 1 << 30), fblock, tuple(fargs),
-                      reads=[part, out.buffer], writes=[out.buffer])
+    part_strides = tuple(st * nsplit for st in _c_strides(oshp))
+    fargs = (nout, nsplit, nred, 1, nsplit, out_ref, part, *ident, out.offset, 0, *oshp,
+             nsplit, *osts[0], *part_strides, 1)
+    done = _send(dev, ("red", fin, len(oshp), 1, wide, False, False),
+                 lambda: render_reduction(fin, len(oshp), 1, wide), min(nout, 1 << 30),
+                 fblock, fargs, (part, out_ref), (out_ref,), new)
+    del chunks
+    return done
 
 
 def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    out, acc = [], 1
-    for d in reversed(shape):
-        out.append(acc)
-        acc *= max(d, 1)
-    return tuple(reversed(out))
+    found = _C_STRIDES.get(shape)
+    if found is None:
+        out, acc = [], 1
+        for d in reversed(shape):
+            out.append(acc)
+            acc *= max(d, 1)
+        found = tuple(reversed(out))
+        if len(_C_STRIDES) >= 1024:
+            _C_STRIDES.clear()
+        _C_STRIDES[shape] = found
+    return found
+
+
+#: shape -> its C-order strides (element-wise calls repeat a few shapes)
+_C_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}

@@ -87,6 +87,9 @@ def storage_name(dtype: np.dtype) -> str:
 
 def kind_of(dtype: np.dtype) -> str:
     """'b' bool, 'i' signed, 'u' unsigned, 'f' real floating, 'c' complex."""
+    found = _KINDS.get(dtype)  # a dict lookup: comparing NumPy dtypes one by one is slow
+    if found is not None:
+        return found
     if dtype == bool:
         return "b"
     if dtype in SIGNED:
@@ -98,6 +101,8 @@ def kind_of(dtype: np.dtype) -> str:
     return "f"
 
 
+_KINDS = {dt: "b" if dt == bool else "i" if dt in SIGNED else "u" if dt in UNSIGNED else
+          "c" if dt in COMPLEX else "f" for dt in ALL}
 _FLOAT_RANK = {float16: 1, bfloat16: 1, float32: 2, float64: 3}
 
 

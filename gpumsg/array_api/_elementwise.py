@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from . import _dtypes as D
-from ._array import Array, check_device, new_array
-from ._codegen import ElementwiseSpec, launch_elementwise
+from ._array import Array, check_device
+from ._codegen import ElementwiseSpec, Operand, elementwise_new, launch_elementwise
 from ._fusion import defer
 
 _pybool = builtins.bool
@@ -176,23 +176,52 @@ def _spec(f: Func, args: tuple[Any, ...], dt: np.dtype, compute: np.dtype,
                            (compute,) * len(args), (("out", res),))
 
 
+#: (function, per argument its dtype or, for a Python scalar, its type) -> the call's spec: a
+#: repeated kind of call is not worked out again (a scalar's value is still checked per call)
+_SPECS: dict[tuple, ElementwiseSpec] = {}
+_SPECS_SIZE = 4096
+
+
 def apply(f: Func, *args: Any) -> Array:
     """``f(*args)`` as a new array."""
-    dev, dt, compute, res = _resolve(f, args)
-    shape = broadcast_shapes(*(a.shape for a in args if isinstance(a, Array)))
-    return _run(dev, _spec(f, args, dt, compute, res), shape, args)
+    # the table's functions by name (a Func holds a dict: it does not hash)
+    key = (f.name, *[a._dtype if isinstance(a, Array) else type(a) for a in args])
+    spec = _SPECS.get(key) if TABLE.get(f.name) is f else None
+    if spec is None:
+        dev, dt, compute, res = _resolve(f, args)
+        spec = _spec(f, args, dt, compute, res)
+        if TABLE.get(f.name) is f:
+            if len(_SPECS) >= _SPECS_SIZE:
+                _SPECS.clear()
+            _SPECS[key] = spec
+    else:
+        dev = check_device(*args)
+        for a, (_, dt, sc) in zip(args, spec.ins):
+            if sc:
+                _check_scalar(a, dt, f.name)
+    shapes = [a._shape for a in args if isinstance(a, Array)]
+    shape = shapes[0] if len(shapes) == 1 or all(s == shapes[0] for s in shapes) else \
+        broadcast_shapes(*shapes)
+    return _run(dev, spec, shape, args)
+
+
+def _operand(a: Array, shape: tuple[int, ...]) -> Operand:
+    """``a`` as a kernel operand broadcast to ``shape``."""
+    if a._shape == shape:
+        return Operand(a._buf, a._dtype, a._offset, a._strides)
+    return a._operand(shape)
 
 
 def _run(dev: Any, spec: ElementwiseSpec, shape: tuple[int, ...], args: Any) -> Array:
     """The result of one-output ``spec`` over ``args`` (arrays and scalars in the order of
     ``spec.ins``): pending when fusion is on (:mod:`._fusion`), else launched now."""
-    out = defer(dev, spec, shape, list(args), Array._pending)
+    out = defer(dev, spec, shape, args, Array._pending)
     if out is not None:
         return out
-    out = new_array(dev, shape, spec.outs[0][1])
-    ins = [a._operand(shape) if isinstance(a, Array) else a for a in args]
-    out._wrote(launch_elementwise(dev, spec, shape, [out._operand()], ins))
-    return out
+    ins = [_operand(a, shape) if isinstance(a, Array) else a for a in args]
+    # the new buffer's future resolves once the launch writing it has
+    (buf,) = elementwise_new(dev, spec, shape, ins)
+    return Array(buf, shape, spec.outs[0][1], dev)
 
 
 def _base(x: Array) -> Any:
@@ -291,22 +320,32 @@ def where(condition: Array, x1: Any, x2: Any, /) -> Array:
     arrays = [a for a in (condition, x1, x2) if isinstance(a, Array)]
     dev = check_device(*arrays)
     vals = [a for a in (x1, x2)]
-    if not any(isinstance(a, Array) for a in vals):
+    # the spec per kind of call, as apply keeps it (scalars' values still checked per call)
+    key = ("where", *[a._dtype if isinstance(a, Array) else type(a) for a in vals])
+    spec = _SPECS.get(key)
+    if spec is None:
         dt = D.result_type(*vals)
+        ins = [("c", D.bool, False)]
+        for name, a in zip(("x", "y"), vals):
+            if isinstance(a, Array):
+                ins.append((name, a.dtype, False))
+            elif isinstance(a, _SCALARS):
+                _check_scalar(a, dt, "where")
+                ins.append((name, dt, True))
+            else:
+                raise TypeError(f"where: expected arrays or Python scalars, got "
+                                f"{type(a).__name__}")
+        spec = ElementwiseSpec("where", "out = c ? x : y", tuple(ins), (D.bool, dt, dt),
+                               (("out", dt),))
+        if len(_SPECS) >= _SPECS_SIZE:
+            _SPECS.clear()
+        _SPECS[key] = spec
     else:
-        dt = D.result_type(*vals)
-    ins = [("c", D.bool, False)]
-    for name, a in zip(("x", "y"), vals):
-        if isinstance(a, Array):
-            ins.append((name, a.dtype, False))
-        elif isinstance(a, _SCALARS):
-            _check_scalar(a, dt, "where")
-            ins.append((name, dt, True))
-        else:
-            raise TypeError(f"where: expected arrays or Python scalars, got {type(a).__name__}")
-    shape = broadcast_shapes(*(a.shape for a in arrays))
-    spec = ElementwiseSpec("where", "out = c ? x : y", tuple(ins), (D.bool, dt, dt),
-                           (("out", dt),))
+        for a, (_, dt, sc) in zip(vals, spec.ins[1:]):
+            if sc:
+                _check_scalar(a, dt, "where")
+    shapes = [a._shape for a in arrays]
+    shape = shapes[0] if all(sh == shapes[0] for sh in shapes) else broadcast_shapes(*shapes)
     return _run(dev, spec, shape, (condition, x1, x2))
 
 

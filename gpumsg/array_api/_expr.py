@@ -29,8 +29,8 @@ import numpy as np
 from ..errors import InvalidMessage
 from . import _dtypes as D
 
-__all__ = ["parse", "render_c", "render_text", "evaluate", "FUNCTIONS", "CONSTANTS", "PRELUDE",
-           "Program", "cast_name"]
+__all__ = ["parse", "render_c", "render_text", "evaluate", "run_program", "FUNCTIONS",
+           "CONSTANTS", "PRELUDE", "Program", "cast_name"]
 
 _TOKEN = re.compile(r"""\s*(?:
     (?P<num>(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?[fFuUlL]*)
@@ -272,9 +272,58 @@ def evaluate(program: Program, env: dict[str, Any]) -> dict[str, Any]:
     assigned names added. Floating-point warnings are silenced (the GPU gives inf/NaN too)."""
     env = dict(env)
     with np.errstate(all="ignore"):
-        for name, node in program.statements:
-            env[name] = _eval(node, env)
+        run_program(program, env)
     return env
+
+
+def run_program(program: Program, env: dict[str, Any]) -> None:
+    """:func:`evaluate` in place: the assigned names are added to ``env``; the caller silences
+    floating-point warnings. The statements run as closures made once per program (the
+    same operations as :func:`_eval`'s walk, without walking the tree at every call)."""
+    steps = program.__dict__.get("_steps")
+    if steps is None:
+        steps = program._steps = [(name, _closure(node)) for name, node in program.statements]
+    for name, step in steps:
+        env[name] = step(env)
+
+
+def _closure(node: Node) -> Callable[[dict[str, Any]], Any]:
+    """``node`` as a function of the environment, computing what ``_eval(node, env)`` does."""
+    kind = node[0]
+    if kind == "var":
+        name = node[1]
+        if name in CONSTANTS:
+            const = CONSTANTS[name][1]
+            return lambda env: env[name] if name in env else const
+        return lambda env: env[name]
+    if kind == "num":
+        value = node[1]
+        return lambda env: value
+    if kind == "bin":
+        op, left, right = _BIN[node[1]], _closure(node[2]), _closure(node[3])
+
+        def binary(env: dict[str, Any]) -> Any:
+            a, b = left(env), right(env)
+            try:
+                return op(a, b)
+            except OverflowError:  # as in _eval: a literal beyond the other operand's type
+                return op(*(np.int64(v) if type(v) is int else v for v in (a, b)))
+        return binary
+    if kind == "un":
+        uop, arg = _UN[node[1]], _closure(node[2])
+        return lambda env: uop(arg(env))
+    if kind == "tern":
+        c, a, b = (_closure(n) for n in node[1:])
+        return lambda env: np.where(c(env), a(env), b(env))
+    fn = FUNCTIONS[node[1]]
+    args = [_closure(n) for n in node[2]]
+    if len(args) == 1:
+        (x,) = args
+        return lambda env: fn(x(env))
+    if len(args) == 2:
+        x, y = args
+        return lambda env: fn(x(env), y(env))
+    return lambda env: fn(*[a(env) for a in args])
 
 
 def _eval(node: Node, env: dict[str, Any]) -> Any:
@@ -434,7 +483,15 @@ def _cast_c(dt: np.dtype) -> Callable[[str], str]:
 def cast_name(dt: np.dtype) -> str:
     """The function of the description language that converts a value to ``dt`` (in its
     compute type, rounded as a store to ``dt`` and a load back would round it)."""
-    return "cast_" + str(dt)
+    found = _CAST_NAMES.get(dt)  # str(dtype) costs a few microseconds
+    if found is None:
+        found = "cast_" + str(dt)
+        if len(_CAST_NAMES) < 256:
+            _CAST_NAMES[dt] = found
+    return found
+
+
+_CAST_NAMES: dict[np.dtype, str] = {}
 
 
 #: C renderings of the casts (a call to one of them is a C conversion, not a device function)

@@ -47,8 +47,7 @@ from ..client._device import set_before_post
 from ..config import setting
 from ..messages.device import Alloc
 from ..messages.nvrtc import LoadModule
-from . import _dtypes as D
-from ._codegen import ElementwiseSpec, Operand, launch_elementwise, program
+from ._codegen import ElementwiseSpec, Operand, _c_strides, elementwise_new, program
 from ._expr import Node as Tree
 from ._expr import cast_name, render_text
 
@@ -64,11 +63,16 @@ _OFF = ("0", "no", "off", "false")
 _lock = threading.RLock()
 _tls = threading.local()
 _seq = itertools.count()
-#: creation number -> pending wrapper (an Array), while the wrapper lives
-_live: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+#: creation number -> weak reference to a pending wrapper (an Array), while the wrapper lives
+#: (its reference's callback removes the entry); in creation order, as dicts keep it
+_live: dict[int, weakref.KeyedRef] = {}
 _stats = {"kernels": 0, "reductions": 0, "operations": 0}
 #: flushes under way: while one is, other threads' posts and reads wait for it (under _lock)
 _inflight = 0
+
+
+def _gone(ref: weakref.KeyedRef) -> None:
+    _live.pop(ref.key, None)
 
 
 class Leaf:
@@ -86,6 +90,8 @@ class Leaf:
 
     def operand(self, shape: tuple[int, ...]) -> Operand:
         """As a kernel operand broadcast to ``shape``."""
+        if shape == self.shape:
+            return Operand(self.buffer, self.dtype, self.offset, self.strides)
         pad = len(shape) - len(self.shape)
         st = (0,) * pad + tuple(0 if d == 1 and shape[pad + k] != 1 else s
                                 for k, (d, s) in enumerate(zip(self.shape, self.strides)))
@@ -115,13 +121,16 @@ class Node:
         self.name, self.tree, self.params, self.args = name, tree, params, args
         self.casts, self.dtype, self.shape, self.dev = casts, dtype, shape, dev
         # an upper bound of the chain's size (shared subexpressions counted per use)
-        self.ops = 1 + sum(a.ops for a in args if isinstance(a, Node))
+        ops = 1
         keys: set[tuple] = set()
         for a in args:
-            if isinstance(a, Node):
+            t = type(a)
+            if t is Node:
+                ops += a.ops
                 keys |= a.keys
-            elif isinstance(a, Leaf):
+            elif t is Leaf:
                 keys.add(a.key())
+        self.ops = ops
         #: the distinct arrays the chain reads (its leaves, held by the chain: ids are stable)
         self.keys = frozenset(keys)
         self.inputs = len(keys)
@@ -204,26 +213,45 @@ def defer(dev: Any, spec: ElementwiseSpec, shape: tuple[int, ...], args: list[An
     """The pending result of ``spec`` (one output, one statement) over ``args`` (Arrays of
     ``dev`` and Python scalars, in the order of ``spec.ins``), made into an array by ``wrap``;
     None when fusion is off (or there is nothing to compute): the caller launches it itself."""
-    if not enabled() or math.prod(shape) == 0 or len(spec.outs) != 1:
+    if not enabled() or math.prod(shape) == 0:
         return None
-    prog = program(spec.text)
-    if len(prog.statements) != 1 or prog.statements[0][0] != spec.outs[0][0]:
+    form = _FORMS.get(spec)
+    if form is None:
+        form = _form(spec)
+    if not form:
         return None
-    params = tuple(name for name, _, _ in spec.ins)
+    tree, params = form
     for attempt in (0, 1):
         with _lock:
-            items = tuple(Scalar(a, dt) if sc else _item(a)
-                          for (_, dt, sc), a in zip(spec.ins, args))
-            node = Node(spec.name, prog.statements[0][1], params, items, spec.casts,
-                        spec.outs[0][1], shape, dev)
+            items = tuple([Scalar(a, dt) if sc else _item(a)
+                           for (_, dt, sc), a in zip(spec.ins, args)])
+            node = Node(spec.name, tree, params, items, spec.casts, spec.outs[0][1], shape,
+                        dev)
             if attempt or (node.ops <= MAX_OPS and node.inputs <= MAX_INPUTS):
                 wrapper = wrap(node)
                 if not _live:
                     set_before_post(_hook)
-                _live[next(_seq)] = wrapper
+                seq = next(_seq)
+                _live[seq] = weakref.KeyedRef(wrapper, _gone, seq)
                 return wrapper
         flush()  # a long chain: compute what is pending, then start again from its results
     raise AssertionError("unreachable")
+
+
+#: spec -> (its one statement's tree, its parameter names), or () where it cannot be held back
+_FORMS: dict[ElementwiseSpec, tuple] = {}
+
+
+def _form(spec: ElementwiseSpec) -> tuple:
+    form: tuple = ()
+    if len(spec.outs) == 1:
+        prog = program(spec.text)
+        if len(prog.statements) == 1 and prog.statements[0][0] == spec.outs[0][0]:
+            form = (prog.statements[0][1], tuple(name for name, _, _ in spec.ins))
+    if len(_FORMS) >= 4096:
+        _FORMS.clear()
+    _FORMS[spec] = form
+    return form
 
 
 # -- generating -----------------------------------------------------------------------------------
@@ -244,44 +272,58 @@ def _substitute(tree: Tree, names: dict[str, Tree]) -> Tree:
 
 class _Builder:
     """The statements of the nodes reachable from some outputs: one ``t<k>`` per pending node
-    (shared subexpressions once), one input per distinct leaf, one per scalar."""
+    (shared subexpressions once), one input ``a<k>`` per distinct leaf, one ``s<k>`` per
+    scalar. The walk records the chain's structure (:meth:`structure_key`: operations,
+    dtypes, which input or statement each argument is, nothing of the values), which keys the
+    cache of generated descriptions; the text is rendered only for a structure not seen
+    before."""
 
     def __init__(self) -> None:
-        self.statements: list[str] = []
-        self.leaves: dict[tuple, tuple[str, Leaf]] = {}
-        self.scalars: list[tuple[str, Scalar]] = []
-        self.names: dict[int, str] = {}
+        #: per statement: (tree, params, casts, dtype, ((kind, index), dtype) per argument)
+        self.structure: list[tuple] = []
+        self.leaves: dict[tuple, tuple[int, Leaf]] = {}
+        self.scalars: list[Scalar] = []
+        self.names: dict[int, int] = {}
 
-    def var(self, item: Any) -> tuple[str, np.dtype]:
+    def var(self, item: Any) -> tuple[tuple[str, int], np.dtype]:
         if isinstance(item, Scalar):
-            name = f"s{len(self.scalars)}"
-            self.scalars.append((name, item))
-            return name, item.dtype
+            self.scalars.append(item)
+            return ("s", len(self.scalars) - 1), item.dtype
         if isinstance(item, Node) and item.done is not None:
             item = item.done
         if isinstance(item, Leaf):
             key = item.key()
             found = self.leaves.get(key)
             if found is None:
-                found = self.leaves[key] = (f"a{len(self.leaves)}", item)
-            return found[0], item.dtype
-        name = self.names.get(id(item))
-        if name is not None:
-            return name, item.dtype
-        refs: dict[str, Tree] = {}
-        for param, arg, cdt in zip(item.params, item.args, item.casts):
-            v, dt = self.var(arg)
-            ref: Tree = ("var", v)
-            refs[param] = ref if dt == cdt else ("call", cast_name(cdt), (ref,))
-        tree = ("call", cast_name(item.dtype), (_substitute(item.tree, refs),))
-        name = f"t{len(self.statements)}"
-        self.statements.append(f"{name} = {render_text(tree)}")
-        self.names[id(item)] = name
-        return name, item.dtype
+                found = self.leaves[key] = (len(self.leaves), item)
+            return ("a", found[0]), item.dtype
+        k = self.names.get(id(item))
+        if k is not None:
+            return ("t", k), item.dtype
+        refs = tuple([self.var(arg) for arg in item.args])
+        k = self.names[id(item)] = len(self.structure)
+        self.structure.append((item.tree, item.params, item.casts, item.dtype, refs))
+        return ("t", k), item.dtype
+
+    def structure_key(self, roots: tuple) -> tuple:
+        return (tuple(self.structure), tuple(leaf.dtype for _, leaf in self.leaves.values()),
+                tuple(s.dtype for s in self.scalars), roots)
+
+    def statements(self) -> list[str]:
+        """The statements' text (``t<k> = ...``), rendered from the structure."""
+        out = []
+        for k, (tree, params, casts, dtype, refs) in enumerate(self.structure):
+            names: dict[str, Tree] = {}
+            for param, ((kind, i), dt), cdt in zip(params, refs, casts):
+                ref: Tree = ("var", f"{kind}{i}")
+                names[param] = ref if dt == cdt else ("call", cast_name(cdt), (ref,))
+            text = render_text(("call", cast_name(dtype), (_substitute(tree, names),)))
+            out.append(f"t{k} = {text}")
+        return out
 
     def ins(self) -> tuple[tuple[tuple[str, np.dtype, bool], ...], tuple[np.dtype, ...]]:
-        ins = [(v, leaf.dtype, False) for v, leaf in self.leaves.values()]
-        ins += [(v, s.dtype, True) for v, s in self.scalars]
+        ins = [(f"a{i}", leaf.dtype, False) for i, leaf in self.leaves.values()]
+        ins += [(f"s{i}", s.dtype, True) for i, s in enumerate(self.scalars)]
         return tuple(ins), tuple(dt for _, dt, _ in ins)
 
     def values(self, shape: tuple[int, ...],
@@ -292,7 +334,22 @@ class _Builder:
             if order is not None:
                 op = Operand(op.buffer, op.dtype, op.offset, tuple(op.strides[k] for k in order))
             out.append(op)
-        return out + [s.value for _, s in self.scalars]
+        return out + [s.value for s in self.scalars]
+
+
+#: chain structure (:meth:`_Builder.structure_key`) -> what was generated from it: the
+#: ElementwiseSpec of a group's kernel, or a reduction's (statements, root, ins, casts)
+_generated: dict[tuple, Any] = {}
+_GENERATED_SIZE = 4096
+
+
+def _generate(key: tuple, make: Callable[[], Any]) -> Any:
+    found = _generated.get(key)
+    if found is None:
+        if len(_generated) >= _GENERATED_SIZE:
+            _generated.clear()
+        found = _generated[key] = make()
+    return found
 
 
 def flush(raise_errors: bool = True) -> None:
@@ -307,21 +364,29 @@ def flush(raise_errors: bool = True) -> None:
         _tls.flushing = True
         _inflight += 1
         try:
-            while True:
-                wrappers = sorted(_live.items())
+            while _live:
+                # a snapshot (one C call: a reference dying meanwhile leaves it alone), in
+                # creation order
+                refs = _live.copy()
                 _live.clear()
-                if not wrappers:
-                    break
                 groups: dict[tuple, list[tuple[int, Any]]] = {}
-                for seq, w in wrappers:
-                    node = w._node
+                for seq, ref in refs.items():
+                    w = ref()
+                    node = w._node if w is not None else None
                     if node is not None and node.done is None:
-                        groups.setdefault((id(node.dev), node.shape), []).append((seq, w))
+                        key = (id(node.dev), node.shape)
+                        found = groups.get(key)
+                        if found is None:
+                            groups[key] = [(seq, w)]
+                        else:
+                            found.append((seq, w))
+                del refs
                 # smaller shapes first: a result read broadcast by a larger one is in memory
                 # before the larger one's kernel reads it
-                for _, ws in sorted(groups.items(),
-                                    key=lambda kv: (math.prod(kv[0][1]), len(kv[0][1]))):
-                    for part in _batches(ws):
+                ordered = groups.items() if len(groups) == 1 else sorted(
+                    groups.items(), key=lambda kv: (math.prod(kv[0][1]), len(kv[0][1])))
+                for _, ws in ordered:
+                    for part in _batches(ws) if len(ws) > 1 else (ws,):
                         try:
                             _compute([w for _, w in part])
                         except Exception as exc:  # noqa: BLE001 - kept with its arrays
@@ -365,31 +430,25 @@ def _compute(wrappers: list[Any]) -> None:
     nodes = [w._node for w in wrappers]
     dev, shape = nodes[0].dev, nodes[0].shape
     b = _Builder()
-    outs = [b.var(n)[0] for n in nodes]
-    ins, casts = b.ins()
-    spec = ElementwiseSpec("fused", "; ".join(b.statements), ins, casts,
-                           tuple((v, n.dtype) for v, n in zip(outs, nodes)))
-    bufs = [dev.alloc(shape, D.storage_name(n.dtype), order="C") for n in nodes]
-    strides = _c_strides(shape)
-    done = launch_elementwise(dev, spec, shape, [Operand(buf, n.dtype, 0, strides)
-                                                 for buf, n in zip(bufs, nodes)],
-                              b.values(shape))
+    outs = tuple(b.var(n)[0][1] for n in nodes)
+
+    def make() -> ElementwiseSpec:
+        ins, casts = b.ins()
+        return ElementwiseSpec("fused", "; ".join(b.statements()), ins, casts,
+                               tuple((f"t{k}", n.dtype) for k, n in zip(outs, nodes)))
+
+    spec = _generate(("ew", b.structure_key(outs)), make)
+    bufs = elementwise_new(dev, spec, shape, b.values(shape))
     _stats["kernels"] += 1
-    _stats["operations"] += len(b.statements)
-    for w, n, buf in zip(wrappers, nodes, bufs):
+    _stats["operations"] += len(b.structure)
+    strides = _c_strides(shape)
+    for i, (w, n, buf) in enumerate(zip(wrappers, nodes, bufs)):
         w._b = buf
         w._node = None
-        w._wrote(done)
+        if i:  # allocated apart: its future answers once the launch writing it has
+            w._wrote(bufs[0])
         n.done = Leaf(w._b, n.dtype, 0, strides, shape)
         n.args = ()  # its inputs are no longer needed by it
-
-
-def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    out, acc = [], 1
-    for d in reversed(shape):
-        out.append(acc)
-        acc *= max(d, 1)
-    return tuple(reversed(out))
 
 
 def chain_of(x: Any, order: tuple[int, ...]) -> Any:
@@ -403,8 +462,13 @@ def chain_of(x: Any, order: tuple[int, ...]) -> Any:
         if node is None or node.done is not None:
             return None
         b = _Builder()
-        root, dt = b.var(node)
-        ins, casts = b.ins()
+        (_, root), dt = b.var(node)
+
+        def make() -> tuple:
+            ins, casts = b.ins()
+            return "; ".join(b.statements()), f"t{root}", ins, casts
+
+        statements, name, ins, casts = _generate(("red", b.structure_key((root,))), make)
         _stats["reductions"] += 1
-        _stats["operations"] += len(b.statements)
-        return "; ".join(b.statements), root, dt, ins, casts, b.values(node.shape, order)
+        _stats["operations"] += len(b.structure)
+        return statements, name, dt, ins, casts, b.values(node.shape, order)

@@ -13,8 +13,8 @@ import numpy as np
 
 from . import _dtypes as D
 from . import _fusion
-from ._array import Array, new_array
-from ._codegen import Operand, ReductionSpec, launch_reduction
+from ._array import Array
+from ._codegen import Operand, ReductionSpec, reduction_new
 from ._expr import cast_name
 
 __all__ = ["sum", "prod", "max", "min", "mean", "var", "std", "all", "any", "count_nonzero",
@@ -77,9 +77,9 @@ def reduce(x: Array, axis: Any, keepdims: bool, name: str, map_expr: str, reduce
     spec = ReductionSpec(name, map_expr, reduce_expr, post, tuple(ins), casts, acc,
                          ("out", out_dt), pre)
     with _fusion.quiet() if chain is not None else _nothing():
-        out = new_array(x.device, out_shape, out_dt)
-        out._wrote(launch_reduction(x.device, spec, out_shape, red_shape,
-                                    Operand(out._b, out_dt, 0, out.strides), ops, identity))
+        # the new output's future resolves once the launch writing it has
+        out = Array(reduction_new(x.device, spec, out_shape, red_shape, ops, identity),
+                    out_shape, out_dt, x.device)
     if keepdims:
         shape = tuple(1 if k in axes else x.shape[k] for k in range(x.ndim))
         strides = []
@@ -103,7 +103,10 @@ def _sum_dtype(x: Array, dtype: Any) -> np.dtype:
 
 def _acc(dt: np.dtype) -> np.dtype:
     """Accumulate half precision in float32."""
-    return D.float32 if dt in (D.float16, D.bfloat16) else dt
+    return D.float32 if dt in _HALF else dt  # a set: comparing dtypes one by one is slow
+
+
+_HALF = frozenset((D.float16, D.bfloat16))
 
 
 def sum(x: Array, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Array:  # noqa: A001

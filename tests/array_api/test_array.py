@@ -78,6 +78,33 @@ def test_chain_pipelines_without_waiting(xp, dev, posted) -> None:
     np.testing.assert_array_equal(np.asarray(y), ref)
 
 
+def test_a_call_is_one_message_checked_at_the_call(xp, dev, posted) -> None:
+    """An element-wise call and a reduction post one message each (the new output's
+    allocation travels with its launch); the kind of launch is checked once, and a freed
+    input still raises at the call."""
+    from gpumsg.messages import Alloc, AllocThen, Launch
+
+    x = xp.asarray(np.arange(8, dtype=np.float32))
+    y = xp.asarray(np.ones(8, dtype=np.float32))
+    with xp.fusion(False):
+        np.asarray(x + y)  # the kernel, compiled and its launch checked once
+        float(xp.sum(x))
+        sent = posted(dev, Alloc, AllocThen, Launch)
+        z = x + y
+        s = xp.sum(x)
+        assert [type(m) for m in sent] == [AllocThen, AllocThen]
+        assert all(type(m.then) is Launch for m in sent)
+        np.testing.assert_array_equal(np.asarray(z), np.arange(8) + 1)
+        assert float(s) == 28
+        w = xp.asarray(np.ones(8, dtype=np.float32))
+        w.buffer.result().free()
+        with pytest.raises(gpumsg.GpuRefStale):
+            x + w
+        with pytest.raises(gpumsg.GpuRefStale):
+            xp.sum(w)
+    np.testing.assert_array_equal(np.asarray(x + y), np.arange(8) + 1)
+
+
 def test_a_failed_producer_raises_at_the_read(xp, backend, monkeypatch) -> None:
     """The array answers at once; the launch's failure is raised where the value is read. A
     failed kernel poisons its device, as on a GPU (it fails closed); other devices serve on."""

@@ -115,6 +115,36 @@ def test_scalar_bits_round_trip() -> None:
         np.testing.assert_array_equal(got, want)
 
 
+def test_scalar_bits_are_numpys_cast(rng) -> None:
+    """Python floats and ints (converted without NumPy) give the bits of NumPy's conversion,
+    at the edges too: -0.0, NaN, infinities, subnormals, beyond float32's range, the limits
+    of each integer type."""
+    floats = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, 1e-40, 3.4028235e38, 3.4028236e38,
+              3.5e38, 1e308, -1e300, 5e-324]
+    floats += list(rng.standard_normal(40) * 10.0 ** rng.integers(-45, 45, 40))
+    for dt in (D.float32, D.float64, D.float16, D.bfloat16, D.complex64):
+        for v in floats:
+            with np.errstate(over="ignore"):
+                want = np.array(float(v)).astype(D.CTYPE[dt][2])
+            raw = np.zeros(16, np.uint8)
+            raw[:want.itemsize] = np.frombuffer(want.tobytes(), np.uint8)
+            n = 2 if want.itemsize == 16 else 1
+            assert scalar_bits(float(v), dt) == tuple(int(b) for b in raw.view(np.uint64)[:n])
+    for dt in (D.float32, D.float64):  # Python ints converted to a float type
+        for v in (0, 1, -7, 2**24, -(2**24), 2**24 + 1, 2**60 + 1):
+            want = np.zeros(8, np.uint8)
+            got = np.array(v).astype(dt)
+            want[:dt.itemsize] = np.frombuffer(got.tobytes(), np.uint8)
+            assert scalar_bits(v, dt) == (int(want.view(np.uint64)[0]),)
+    for dt in (*D.SIGNED, *D.UNSIGNED):
+        info = np.iinfo(dt)
+        for v in [0, 1, int(info.min), int(info.max), int(info.max) // 3,
+                  *(int(x) for x in rng.integers(info.min, info.max, 20, dtype=dt))]:
+            raw = np.zeros(8, np.uint8)
+            raw[:dt.itemsize] = np.frombuffer(np.array(v).astype(dt).tobytes(), np.uint8)
+            assert scalar_bits(v, dt) == (int(raw.view(np.uint64)[0]),)
+
+
 def test_parser_precedence_and_c_rendering() -> None:
     prog = parse("t = a + b * c; out = t > 2 ? -t : t % 3 << 1")
     assert prog.free == ["a", "b", "c"] and prog.assigned == ["t", "out"]

@@ -137,6 +137,22 @@ def test_scalars_are_arguments_not_part_of_the_kernel(xp, dev, rng, posted) -> N
     np.testing.assert_allclose(b, np.exp(hx * -3.5) + 7, rtol=1e-5)
 
 
+def test_chains_of_one_structure_share_a_kernel_not_their_inputs(xp, dev, rng, posted) -> None:
+    """A chain's kernel is kept by its structure: the same operations on other arrays reuse
+    it, while reading one array twice (x * x) or two arrays (x * y), or other dtypes, is
+    another structure."""
+    (x, y, z), (hx, hy, hz) = _inputs(xp, rng, 3)
+    launches = posted(dev, Launch)
+    got = [np.asarray(x * y + z), np.asarray(y * z + x), np.asarray(x * x + z),
+           np.asarray(x * y + x), np.asarray(xp.astype(x, xp.float64) * y + z)]
+    names = [m.kernel.name for m in launches]
+    assert names[0] == names[1] and len(set(names)) == 4
+    refs = [hx * hy + hz, hy * hz + hx, hx * hx + hz, hx * hy + hx]
+    for g, r in zip(got, refs):
+        np.testing.assert_allclose(g, r, rtol=FLOAT_TOL["float32"] * 10)
+    np.testing.assert_allclose(got[4], hx.astype(np.float64) * hy + hz, rtol=1e-12)
+
+
 def test_a_long_chain_is_cut_at_the_limit(xp, rng) -> None:
     from gpumsg.array_api._fusion import MAX_OPS
 

@@ -87,7 +87,22 @@ _RAW_SYMBOLS: dict[str, tuple] = {
     "cuGraphLaunch": (ctypes.c_void_p, ctypes.c_void_p),
     "cuLaunchKernel": (ctypes.c_void_p, *(ctypes.c_uint,) * 7, ctypes.c_void_p,
                        ctypes.c_void_p, ctypes.c_void_p),
+    "cuMemAllocFromPoolAsync": (ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
+                                ctypes.c_void_p, ctypes.c_void_p),
+    "cuMemFreeAsync": (ctypes.c_uint64, ctypes.c_void_p),
 }
+
+
+def raw_call(symbol: str) -> Any:
+    """libcuda's ``symbol`` (one of :data:`_RAW_SYMBOLS`) through ctypes, holding the GIL in
+    ``GPUMSG_RAW_LAUNCH``'s ``hold`` mode (the default), releasing it in ``release``; None for
+    ``0`` or where libcuda cannot be opened (the binding is used). For the stream-ordered pool
+    allocation and free, which return at once: the binding releases the GIL around them, and
+    a caller running its own message then queued for it behind the completion threads for up
+    to a switch interval (about 100 µs of a 256 MiB allocation's call on an H200)."""
+    _raw_entry(symbol, None)  # looks the symbols up, once per process
+    release, hold = _RAW_LAUNCH[0].get(symbol, (None, None))
+    return hold if hold is not None else release
 
 
 def _raw_entry(symbol: str, in_flight: Callable[[], int] | None) -> Callable[..., int] | None:
@@ -234,6 +249,10 @@ class CudaBackend(Backend):
         self._ctx: Any = None
         self._fault_module: Any = None
         self._oom_pending = 0
+        #: the pool's stream-ordered allocation and free through ctypes (raw_call), looked up
+        #: on first use; False where the binding is used
+        self._raw_alloc: Any = None
+        self._raw_free: Any = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def open(self) -> DeviceProperties:
@@ -401,6 +420,15 @@ class CudaBackend(Backend):
     def pool_alloc(self, pool: Any, nbytes: int, stream: Any) -> int:
         if self._oom_pending:  # injected faults (tests): no call for the other allocations
             self._injected_oom("cuMemAllocFromPoolAsync")
+        raw = self._raw_alloc
+        if raw is None:
+            raw = self._raw_alloc = raw_call("cuMemAllocFromPoolAsync") or False
+        if raw:
+            out = ctypes.c_uint64()
+            err = raw(ctypes.byref(out), nbytes, int(pool), int(stream))
+            if err:
+                raise _fail(err, "cuMemAllocFromPoolAsync")
+            return int(out.value)
         err, ptr = _cu.cuMemAllocFromPoolAsync(nbytes, pool, stream)
         if err:
             raise _fail(err, "cuMemAllocFromPoolAsync")
@@ -422,7 +450,10 @@ class CudaBackend(Backend):
         return int(reserved), int(used)
 
     def free_async(self, ptr: int, stream: Any) -> None:
-        err = _cu.cuMemFreeAsync(ptr, stream)[0]
+        raw = self._raw_free
+        if raw is None:
+            raw = self._raw_free = raw_call("cuMemFreeAsync") or False
+        err = raw(ptr, int(stream)) if raw else _cu.cuMemFreeAsync(ptr, stream)[0]
         if err:
             raise _fail(err, "cuMemFreeAsync")
 

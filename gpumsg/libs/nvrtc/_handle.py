@@ -10,6 +10,7 @@ copied into the graph node).
 from __future__ import annotations
 
 import ctypes
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -30,8 +31,8 @@ CTYPE_OF_KIND: dict[str, Any] = {
 _DEFAULT_SHARED_LIMIT = 48 << 10
 
 
-def pack(kinds: tuple[str, ...], values: list[Any]) -> tuple[Any, list[Any]]:
-    """The ``void*[]`` of kernel parameters and the ctypes values it points into."""
+def pack_each(kinds: tuple[str, ...], values: list[Any]) -> tuple[Any, list[Any]]:
+    """:func:`pack` with one ctypes value per parameter (any value ctypes converts)."""
     holders = []
     for kind, v in zip(kinds, values):
         if kind == "f16":
@@ -39,6 +40,51 @@ def pack(kinds: tuple[str, ...], values: list[Any]) -> tuple[Any, list[Any]]:
         holders.append(CTYPE_OF_KIND[kind](v))
     params = (ctypes.c_void_p * max(len(holders), 1))(*[ctypes.addressof(h) for h in holders])
     return params, holders
+
+
+#: struct codes of the parameter kinds (little-endian, standard sizes)
+_CODE = {"ptr": "Q", "bool": "?", "i8": "b", "u8": "B", "i16": "h", "u16": "H", "i32": "i",
+         "u32": "I", "i64": "q", "u64": "Q", "f16": "H", "f32": "f", "f64": "d"}
+#: parameter kinds -> (the array type of the block, the struct writing it, the slots' offsets)
+_PACKERS: dict[tuple[str, ...], tuple[Any, Any, tuple[int, ...]]] = {}
+
+
+def _packer(kinds: tuple[str, ...]) -> tuple[Any, Any, tuple[int, ...]]:
+    found = _PACKERS.get(kinds)
+    if found is None:
+        n = len(kinds)
+        fmt = "<" + "Q" * n
+        for k in kinds:
+            size = struct.calcsize("<" + _CODE[k])
+            fmt += _CODE[k] + (f"{8 - size}x" if size < 8 else "")
+        found = (ctypes.c_uint64 * (2 * n), struct.Struct(fmt),
+                 tuple(8 * (n + i) for i in range(n)))
+        if len(_PACKERS) < 1024:
+            _PACKERS[kinds] = found
+    return found
+
+
+def pack(kinds: tuple[str, ...], values: list[Any]) -> tuple[Any, list[Any]]:
+    """The ``void*[]`` of kernel parameters and the memory it points into, in one block
+    written by one ``struct.pack_into``: the n pointers, then every value in an 8-byte slot
+    (each parameter is at most 8 bytes; slot starts are aligned for any of them). A ctypes
+    object a parameter (:func:`pack_each`) cost about a microsecond each, and an array of
+    ``c_void_p`` made from ints several more. A value struct refuses (out of its type's range:
+    a checked Launch has none) is converted by ctypes, as before."""
+    if not kinds:
+        return pack_each(kinds, values)
+    array, packer, offsets = _packer(kinds)
+    raw = values
+    if "f16" in kinds:
+        raw = [int(np.float16(v).view(np.uint16)) if k == "f16" else v
+               for k, v in zip(kinds, values)]
+    block = array()
+    base = ctypes.addressof(block)
+    try:
+        packer.pack_into(block, 0, *[base + o for o in offsets], *raw)
+    except (struct.error, OverflowError, TypeError):
+        return pack_each(kinds, values)
+    return block, [block]
 
 
 class NvrtcHandle:
@@ -52,6 +98,10 @@ class NvrtcHandle:
         self.modules: dict[str, Any] = {}
         self.functions = LoadedFunctions()
         self._shared_set: dict[Any, int] = {}
+        #: (function handle, grid, block, shared) -> their ctypes values (see bound)
+        self._heads: dict[tuple, list[Any]] = {}
+        #: stream handle -> its ctypes value (the device's streams are few and long-lived)
+        self._streams: dict[int, Any] = {}
         #: cuLaunchKernel through ctypes (backends/cuda/driver.py), or None for the binding
         self._raw = raw_kernel_launch(ctx.compute.in_flight if ctx is not None else None)
 
@@ -118,16 +168,33 @@ class NvrtcHandle:
                     raise _fail(err, "cuLaunchKernel")
         else:
             # the arguments as instances of their declared ctypes types, made once: ctypes
-            # passes those as they are, where it converts a Python int at every call
-            args: list[Any] = [ctypes.c_void_p(int(fn)),
-                               *(ctypes.c_uint(v) for v in (gx, gy, gz, bx, by, bz, shared)),
-                               None, ctypes.c_void_p(address), None]
+            # passes those as they are, where it converts a Python int at every call. The
+            # function's and the configuration's are kept per (function, configuration): a
+            # launch of a new output is a new message, bound once and launched once
+            handle = int(fn)
+            key = (handle, grid, block, shared)
+            head = self._heads.get(key)
+            if head is None:
+                head = [ctypes.c_void_p(handle),
+                        *(ctypes.c_uint(v) for v in (gx, gy, gz, bx, by, bz, shared))]
+                if len(self._heads) >= 4096:
+                    self._heads.clear()
+                self._heads[key] = head
+            args: list[Any] = [*head, None, ctypes.c_void_p(address), None]
             last: list[Any] = [None]  # the stream object whose handle is args[8]
+
+            streams = self._streams
 
             def launch(stream: Any) -> None:
                 if stream is not last[0]:
                     last[0] = stream
-                    args[8] = ctypes.c_void_p(int(stream))
+                    h = int(stream)
+                    arg = streams.get(h)
+                    if arg is None:
+                        if len(streams) >= 256:
+                            streams.clear()
+                        arg = streams[h] = ctypes.c_void_p(h)
+                    args[8] = arg
                 err = raw(*args)
                 if err:
                     raise _fail(err, "cuLaunchKernel")

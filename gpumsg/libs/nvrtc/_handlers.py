@@ -56,8 +56,43 @@ class _LaunchPlan:
         return self.launcher
 
 
+def _launch_once(ctx: Any, msg: Launch, reply: Any) -> None:
+    """A launch never sent again (``AllocThen``'s: its output is new): what ``_LaunchPlan``
+    derives, derived inline and not kept."""
+    k = msg.kernel
+    if k.owner != ctx.token:
+        raise InvalidMessage(f"kernel: {k.name!r} was compiled for another device",
+                             field="kernel")
+    lib = ctx.library("nvrtc")
+    fn = lib.function(k.module, k.symbol)
+    resolve, resolve_out = ctx.resolve, ctx.resolve_out
+    reads, writes = msg.reads, msg.writes
+    read_ids = {r.id for r in reads}
+    by_id: dict[int, Any] = {}
+    values: list[Any] = []
+    refs: list[Any] = []
+    for i, a in enumerate(msg.args):
+        if type(a) is BufRef:
+            alloc = by_id.get(a.id)
+            if alloc is None:
+                field = f"args[{i}]"
+                alloc = by_id[a.id] = resolve(a, field) if a.id in read_ids else \
+                    resolve_out(a, field)
+            values.append(alloc.ptr)
+            refs.append(a)
+        else:
+            values.append(a)
+            refs.append(None)
+    launcher = lib.bound(fn, msg.grid, msg.block, msg.shared, k.params, values, refs)
+    ctx.run(reply, COMPUTE, tuple([by_id[r.id] for r in reads]),
+            tuple([by_id[r.id] for r in writes]), launcher)
+
+
 @handles(Launch)
 def _launch(ctx: Any, msg: Launch, reply: Any) -> None:
+    if ctx.derived.once:
+        _launch_once(ctx, msg, reply)
+        return
     # a repeated launch (the client sends it as the same message object) keeps its plan
     plan = ctx.derived.get(msg, None, lambda: _LaunchPlan(ctx, msg))
     resolve, resolve_out = ctx.resolve, ctx.resolve_out

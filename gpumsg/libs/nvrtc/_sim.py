@@ -96,6 +96,18 @@ class SimLaunch:
     shared: int
 
 
+_SCALAR_TYPES: dict[str, Any] = {}
+
+
+def _scalar_type(kind: str) -> Any:
+    """The NumPy scalar type of a parameter kind (``"f32"`` -> ``np.float32``)."""
+    found = _SCALAR_TYPES.get(kind)
+    if found is None:
+        found = _SCALAR_TYPES[kind] = np.dtype(dtype_of(kind) if kind != "bool"
+                                               else np.bool_).type
+    return found
+
+
 class SimNvrtc:
     """Simulated modules: each is the list of its kernel names, resolved in the registry."""
 
@@ -123,16 +135,19 @@ class SimNvrtc:
                kinds: tuple[str, ...], values: list[Any], refs: list[Any]) -> None:
         sim = self.sim
         info = SimLaunch(grid, block, shared)
+        # the scalars converted now (they are values); the buffers viewed when the kernel
+        # runs, in stream order, where a bad range is a fault of the stream
+        args: list[Any] = [None if kind == "ptr" else _scalar_type(kind)(v)
+                           for kind, v in zip(kinds, values)]
 
         def run() -> None:
-            args = []
-            for kind, v, ref in zip(kinds, values, refs):
+            for i, (kind, v, ref) in enumerate(zip(kinds, values, refs)):
                 if kind == "ptr":
                     t = dtype_of(ref.dtype)
-                    args.append(vector(sim, v, ref.nbytes // t.itemsize, 1, t))
-                else:
-                    args.append(np.dtype(dtype_of(kind) if kind != "bool" else np.bool_)
-                                .type(v))
+                    if t.isbuiltin == 1:  # the whole buffer, bounds-checked by the view
+                        args[i] = sim.view(v, ref.nbytes).view(t)
+                    else:  # bf16, fp8: through a same-size unsigned view
+                        args[i] = vector(sim, v, ref.nbytes // t.itemsize, 1, t)
             fn(info, *args)
 
         stream.put(run)
