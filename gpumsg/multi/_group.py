@@ -34,7 +34,8 @@ from concurrent.futures import wait as wait_futures
 from typing import Any
 
 from ..client import Device, devices, open_device
-from ..errors import CollectiveError, GpuError, InvalidMessage
+from ..client._buffers import GpuFuture
+from ..errors import CollectiveError, CudaError, GpuError, InvalidMessage
 from ..messages._base import BufRef, as_ref
 from ..messages.nccl import (
     Collective,
@@ -45,7 +46,10 @@ from ..messages.nccl import (
     check_batch,
     coll_op,
 )
+from ..service._context import dependency_error
+from ..service._registry import COMPUTE
 from ._peer import ORDER_LOCK, Topology, enable_peer_access, topology
+from ._turns import Part, caller_issues, give_turns, leader, take_turns
 
 __all__ = ["DeviceGroup", "Communicator", "CollectiveFuture", "open_devices"]
 
@@ -54,13 +58,16 @@ os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 _comm_ids = itertools.count(1)
 
 
-class CollectiveFuture(Future):
+class CollectiveFuture(GpuFuture):
     """Resolves (to None) when every rank's part of a collective is done; ``ranks`` holds one
-    Future per rank. On failure every one of them raises :class:`CollectiveError`."""
+    Future per rank. On failure every one of them raises :class:`CollectiveError` (or, for a
+    collective issued by the caller that found a buffer unusable before issuing anything,
+    that buffer's own error: :class:`~gpumsg.errors.DependencyFailed`,
+    :class:`~gpumsg.errors.GpuRefStale`)."""
 
     def __init__(self, nranks: int) -> None:
         super().__init__()
-        self.ranks: list[Future] = [Future() for _ in range(nranks)]
+        self.ranks: list[GpuFuture] = [GpuFuture() for _ in range(nranks)]
 
 
 class Communicator:
@@ -240,6 +247,8 @@ class Communicator:
                     for r in range(self.nranks)]
             inner: list[tuple[int, Future]] = []
             with ORDER_LOCK:
+                if caller_issues() and self._issue_here(comm, msgs, out):
+                    return out
                 for m in msgs:
                     try:
                         inner.append((m.rank, self.devices[m.rank].send(m)))
@@ -250,21 +259,119 @@ class Communicator:
         self._watch(comm, inner, out)
         return out
 
-    def _watch(self, comm: int, inner: list[tuple[int, Future]], out: CollectiveFuture) -> None:
-        """Finish ``out`` from the members' futures (done callbacks, no thread per batch); the
-        monitor thread handles deadlines and asynchronous errors."""
-        batch = _Batch(comm, inner, out, time.monotonic() + self.timeout)
+    def _issue_here(self, comm: int, msgs: list[Collective], out: CollectiveFuture) -> bool:
+        """Issue the batch (``msgs[r]``: rank r's part) on this thread, holding every
+        member's turn (``multi/_turns.py``): each rank's operations through its device's
+        envelope on its compute stream, all inside one NCCL group call. False, with nothing
+        issued, when a member's turn cannot be had now (the caller posts ``msgs`` instead).
+        The caller holds ``ORDER_LOCK``."""
+        devices = self.devices
+        contexts = take_turns(devices)
+        if contexts is None:
+            return False
+        n = self.nranks
+        batch = _Batch(comm, [(r, None) for r in range(n)], out,
+                       time.monotonic() + self.timeout)
+        parts = [Part(lambda exc, b=batch: self._part_done(b, exc)) for _ in range(n)]
+        lead, nudge = leader(devices, parts)
+        out._lead, out._nudge = lead, nudge
+        for f in out.ranks:
+            f._lead, f._nudge = lead, nudge
+        try:
+            try:
+                plan = [_resolve_part(ctx, m) for ctx, m in zip(contexts, msgs)]
+            except GpuError as exc:
+                # nothing issued: every rank hears of the unusable buffer, and the outputs,
+                # which will not be written, are marked failed (read as DependencyFailed)
+                for ctx, m in zip(contexts, msgs):
+                    ctx.mark_outputs_failed(m, exc)
+                _refuse(out, exc)
+                return True
+            self._track(batch)
+            missing = [r for r, ctx in enumerate(contexts) if not ctx.library("nccl").has(comm)]
+            if missing:
+                self._fail_batch(batch, f"member(s) {missing} no longer hold the communicator")
+                return True
+            self._enqueue_here(contexts, msgs, plan, parts, batch)
+        finally:
+            give_turns(devices)
+        return True
+
+    def _enqueue_here(self, contexts: list[Any], msgs: list[Collective], plan: list[tuple],
+                      parts: list[Part], batch: _Batch) -> None:
+        """The NCCL group call of :meth:`_issue_here`: one ncclGroupStart, each rank's
+        operations for its compute stream through its envelope (waits for the buffers'
+        earlier uses on that device, tracking of their new use), one ncclGroupEnd, which
+        launches every member's kernels. A failure fails the batch (and aborts the
+        communicator: a member may have been launched without its peers)."""
+        comm = batch.comm
+        handles = [ctx.library("nccl") for ctx in contexts]
+        made: list[list[int]] = [[] for _ in contexts]
+        error: BaseException | None = None
+        failed_ctx = None
+        issued = []
+        first = contexts[0].backend
+        token = first.enter_thread()
+        try:
+            handles[0].group_start()
+        except BaseException:
+            first.leave_thread(token)
+            raise
+        try:
+            for r, ctx in enumerate(contexts):
+                reads, writes, ptrs = plan[r]
+                backend = ctx.backend
+                inner = backend.enter_thread() if r else None
+                ctx.current = msgs[r]
+                try:
+                    ctx.run(parts[r], COMPUTE, reads, writes, handles[r].enqueue, comm, ptrs,
+                            made[r])
+                except BaseException as exc:  # noqa: BLE001 - the group still ends, below
+                    error, failed_ctx = exc, ctx
+                    break
+                finally:
+                    ctx.current = None
+                    if r:
+                        backend.leave_thread(inner)
+                issued.append(r)
+        finally:
+            try:
+                handles[0].group_end()
+            except BaseException as exc:  # noqa: BLE001
+                error = error or exc
+            finally:
+                first.leave_thread(token)
+            for h, m in zip(handles, made):
+                if m:
+                    h.release(comm, m)
+        if error is None:
+            return
+        if isinstance(error, CudaError) and error.sticky and failed_ctx is not None:
+            failed_ctx.fail_pending(failed_ctx.poison(error, "raised issuing a collective"))
+        for r in issued:
+            contexts[r].mark_outputs_failed(msgs[r], error)
+        self._fail_batch(batch, f"issuing it failed: {error!r}")
+
+    def _track(self, batch: _Batch) -> None:
+        """Count ``batch`` outstanding: the monitor thread handles its deadline and the
+        communicator's asynchronous errors."""
         with self._lock:
             self._batches.add(batch)
             if self._monitor is None:
                 self._monitor = threading.Thread(target=self._monitor_loop, daemon=True,
                                                  name="gpumsg-collective-monitor")
                 self._monitor.start()
-        for _, f in inner:
-            f.add_done_callback(lambda f, b=batch: self._member_done(b, f))
 
-    def _member_done(self, batch: _Batch, f: Future) -> None:
-        exc = f.exception()
+    def _watch(self, comm: int, inner: list[tuple[int, Future]], out: CollectiveFuture) -> None:
+        """Finish ``out`` from the members' futures (done callbacks, no thread per batch); the
+        monitor thread handles deadlines and asynchronous errors."""
+        batch = _Batch(comm, inner, out, time.monotonic() + self.timeout)
+        self._track(batch)
+        for _, f in inner:
+            f.add_done_callback(lambda f, b=batch: self._part_done(b, f.exception()))
+
+    def _part_done(self, batch: _Batch, exc: BaseException | None) -> None:
+        """One member's part of ``batch`` completed (``exc`` None) or failed."""
         if exc is not None:
             self._fail_batch(batch, f"a member failed: {exc!r}")
             return
@@ -305,7 +412,10 @@ class Communicator:
             for b in batches:
                 if now >= b.deadline:
                     self._fail_batch(b, f"peers did not complete within {self.timeout} s")
-            for comm in {b.comm for b in batches if not b.finished}:
+            # only communicators with a batch outstanding for a poll interval: the members
+            # are asked by message, which a batch that completes at once need not cost them
+            old = now - self.poll_interval
+            for comm in {b.comm for b in batches if not b.finished and b.started <= old}:
                 codes = self._poll(comm)
                 if codes:
                     for b in batches:
@@ -378,7 +488,14 @@ class Communicator:
                    op: str = "sum", scale: float = 1.0) -> CollectiveFuture:
         """out[r] = op over ranks of bufs (in place when ``out`` is None). ``op``: sum, prod,
         max, min, avg or premul_sum (each input times ``scale``, then summed). Every bufs[r]
-        and out[r] has rank 0's dtype, shape and order (else InvalidMessage, nothing issued)."""
+        and out[r] has rank 0's dtype, shape and order (else InvalidMessage, nothing issued).
+
+        Several buffers at once: ``bufs[r]`` a list (or tuple) of rank r's buffers, the same
+        number on every rank (``out[r]`` likewise): the i-th buffers of the ranks are reduced
+        together (each i may have its own dtype and shape), all in one NCCL group call, as
+        inside :meth:`group`."""
+        if bufs is not None and len(bufs) and isinstance(bufs[0], (list, tuple)):
+            return self._all_reduce_many(bufs, out, op, scale)
         bufs = self._per_rank(bufs, "bufs")
         out = bufs if out is None else self._per_rank(out, "out")
         ins, outs = self._refs(bufs, "bufs"), self._refs(out, "out")
@@ -389,6 +506,31 @@ class Communicator:
             _expect("all_reduce", "out", r, outs[r], want, want.size, "as rank 0's bufs",
                     layout=True)
         return self._coll("all_reduce", bufs, out, want.size, want.dtype, op=op, scale=scale)
+
+    def _all_reduce_many(self, bufs: Sequence[Any], out: Sequence[Any] | None, op: str,
+                         scale: float) -> CollectiveFuture:
+        if len(bufs) != self.nranks:
+            raise InvalidMessage(f"bufs needs one list of buffers per rank ({self.nranks})",
+                                 field="bufs")
+        if out is not None and len(out) != self.nranks:
+            raise InvalidMessage(f"out needs one list of buffers per rank ({self.nranks})",
+                                 field="out")
+        k = None
+        for name, grid in (("bufs", bufs), ("out", out)):
+            for r, row in enumerate(grid or ()):
+                if not isinstance(row, (list, tuple)):
+                    raise InvalidMessage(f"{name}[{r}] must be a list of rank {r}'s buffers, "
+                                         f"as {name}[0] is", field=f"{name}[{r}]")
+                if k is None:
+                    k = len(row)
+                if len(row) != k or not k:
+                    raise InvalidMessage(f"{name}[{r}] holds {len(row)} buffers, expected "
+                                         f"{k} (as bufs[0]; at least one)", field=f"{name}[{r}]")
+        with self.group() as fut:
+            for i in range(k or 0):
+                self.all_reduce([row[i] for row in bufs],
+                                None if out is None else [row[i] for row in out], op, scale)
+        return fut
 
     def broadcast(self, bufs: Sequence[Any], root: int = 0) -> CollectiveFuture:
         """bufs[r] = bufs[root] on every rank (in place). Every bufs[r] has the root's dtype,
@@ -518,6 +660,27 @@ def _expect(kind: str, name: str, rank: int, ref: BufRef, want: BufRef, size: in
                              field=field)
 
 
+def _resolve_part(ctx: Any, msg: Collective) -> tuple[tuple, tuple, list]:
+    """Rank ``msg.rank``'s buffers on its device (its turn held), as the Collective handler
+    resolves them: ``(reads, writes, [(op, send ptr, recv ptr)])``. Raises the error of an
+    unusable buffer (freed, stale, or written by an operation known to have failed) before
+    anything of the batch is issued."""
+    reads, writes, ptrs = [], [], []
+    for i, o in enumerate(msg.ops):
+        s = r = None
+        if o.send is not None:
+            s = ctx.resolve(o.send, f"ops[{i}].send")
+            v = s.verdict
+            if v is not None and v.decided and v.error is not None:
+                raise dependency_error(s.ref, v.error)
+            reads.append(s)
+        if o.recv is not None:
+            r = ctx.resolve_out(o.recv, f"ops[{i}].recv")
+            writes.append(r)
+        ptrs.append((o, s.ptr if s is not None else 0, r.ptr if r is not None else 0))
+    return tuple(reads), tuple(writes), ptrs
+
+
 class _Batch:
     """One issued batch: its members' futures, the future the caller holds, its deadline."""
 
@@ -527,6 +690,7 @@ class _Batch:
         self.inner = inner
         self.out = out
         self.deadline = deadline
+        self.started = time.monotonic()
         self.remaining = len(inner)
         self.finished = False
 
