@@ -18,12 +18,13 @@ lets one thread drive several devices' communicators in a group call); a peer co
 driver calls on the two devices' streams. The caller's future then waits for the parts'
 completion events itself (:func:`leader`), as a caller that ran its own message does.
 
-When a turn cannot be had at once (a device has queued messages, is busy for longer than
-:data:`TURN_WAIT`, is closed, poisoned, process-isolated or recording a graph), the turns
-taken are given back with nothing issued and the caller posts the messages instead
-(``GPUMSG_MULTI_ISSUE=members`` always does): still correct, only slower. The lock waits are
-bounded, so a device thread that holds its lock while it waits for another device (a peer
-copy's handshake, a communicator's rendezvous) delays this caller by at most that bound.
+A device with queued messages is given up to :data:`TURN_WAIT` to take them (its thread
+runs them first). When a turn still cannot be had (a device busy for longer, closed,
+poisoned, process-isolated or recording a graph), the turns taken are given back with nothing
+issued and the caller posts the messages instead (``GPUMSG_MULTI_ISSUE=members`` always
+does): still correct, only slower. The waits are bounded, so a device thread that holds its
+lock while it waits for another device (a peer copy's handshake, a communicator's
+rendezvous) delays this caller by at most that bound.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ from ..errors import InvalidMessage
 
 __all__ = ["TURN_WAIT", "Part", "caller_issues", "give_turns", "leader", "take_turns"]
 
-#: how long a caller waits for one device's executor lock (a device thread's turn, or another
-#: caller's) before it gives back the turns it took and posts messages instead, in seconds
+#: how long a caller waits for one device's turn (its executor lock, and its thread taking what
+#: is queued) before it gives back the turns it took and posts messages instead, in seconds
 TURN_WAIT = 2e-3
 
 _MODES = ("caller", "members")

@@ -470,19 +470,28 @@ class DeviceWorker:
     def take_turn(self, timeout: float) -> DeviceContext | None:
         """Begin a turn of the calling thread's own, for work that spans devices and is
         issued by one thread holding every device's turn (a collective's members, a peer
-        copy's two sides: ``multi/_turns.py``). Waits up to ``timeout`` s for the executor
-        lock, and takes the turn only while the device is idle (everything posted before has
-        been taken, so nothing is overtaken) and accepting. Returns the context, the caller's
-        until :meth:`give_turn`, or None with nothing held. The caller makes the device's
-        context current (``ctx.backend.enter_thread``) around what it issues."""
+        copy's two sides: ``multi/_turns.py``). The turn is taken only while the device is
+        idle (everything posted before has been taken, so nothing is overtaken) and
+        accepting; the caller waits up to ``timeout`` s for the executor lock and for the
+        device thread to take what is queued. Returns the context, the caller's until
+        :meth:`give_turn`, or None with nothing held. The caller makes the device's context
+        current (``ctx.backend.enter_thread``) around what it issues."""
         ctx = self.ctx
         executor = ctx.executor  # type: ignore[union-attr]
-        if not executor.lock.acquire(True, timeout):
-            return None
-        if executor.closed or executor.taken != self.mailbox.posted or \
-                not self.state.accepting:
-            executor.lock.release()
-            return None
+        lock, mailbox, state = executor.lock, self.mailbox, self.state
+        deadline = time.monotonic() + timeout
+        while True:
+            if not lock.acquire(True, max(0.0, deadline - time.monotonic())):
+                return None
+            if executor.closed or not state.accepting:
+                lock.release()
+                return None
+            if executor.taken == mailbox.posted:
+                break
+            lock.release()  # queued messages go first: let the device thread take them
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(20e-6)
         executor.holder = threading.get_ident()
         executor.turns += 1
         return ctx
