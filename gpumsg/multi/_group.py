@@ -56,6 +56,8 @@ __all__ = ["DeviceGroup", "Communicator", "CollectiveFuture", "open_devices"]
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 
 _comm_ids = itertools.count(1)
+#: calls a communicator remembers as checked (forgotten all at once when full)
+PASSED_CAPACITY = 256
 
 
 class CollectiveFuture(GpuFuture):
@@ -102,6 +104,8 @@ class Communicator:
         self._pending: list[list[CollOp]] | None = None
         self._pending_future: CollectiveFuture | None = None
         self.rebuilds = 0
+        #: calls whose ops passed _submit's checks (see there)
+        self._passed: set[tuple] = set()
         self._batches: set[_Batch] = set()
         self._monitor: threading.Thread | None = None
         self._build()
@@ -215,11 +219,23 @@ class Communicator:
 
     def _submit(self, ops: list[list[CollOp]]) -> CollectiveFuture:
         # refused at the call, also inside group(): each rank's ops as its message will check
-        # them (op, root, peer, its own buffers), then the ranks' collectives against rank 0's
-        for r in range(self.nranks):
-            if ops[r]:
-                Collective(0, r, self.nranks, tuple(ops[r]))
-        check_batch(ops, pairs=False)
+        # them (op, root, peer, its own buffers), then the ranks' collectives against rank 0's.
+        # Ops are plain data: a call equal to one that passed (the same buffers, counts and
+        # op, as a loop repeats it) passes again without the checks
+        try:
+            key: Any = tuple(map(tuple, ops))
+            seen = key in self._passed
+        except TypeError:  # a field that cannot be hashed: checked, not remembered
+            key, seen = None, False
+        if not seen:
+            for r in range(self.nranks):
+                if ops[r]:
+                    Collective(0, r, self.nranks, tuple(ops[r]))
+            check_batch(ops, pairs=False)
+            if key is not None:
+                if len(self._passed) >= PASSED_CAPACITY:
+                    self._passed.clear()
+                self._passed.add(key)
         if self._pending is not None:
             for r in range(self.nranks):
                 self._pending[r] += ops[r]

@@ -478,6 +478,8 @@ class DeviceWorker:
         current (``ctx.backend.enter_thread``) around what it issues."""
         ctx = self.ctx
         executor = ctx.executor  # type: ignore[union-attr]
+        if executor.holder == threading.get_ident():  # inside this device's turn (a callback)
+            return None
         lock, mailbox, state = executor.lock, self.mailbox, self.state
         deadline = time.monotonic() + timeout
         while True:
