@@ -3,10 +3,13 @@
 
 Communicator construction: one ``ncclCommInitRank`` per member, each on its own device thread
 (the group posts a :class:`~gpumsg.messages.nccl.CommInit` to every member at once; each
-device thread blocks only in its own call until all ranks joined). The handles never leave their
-device threads. The same messages work for process-isolated members (the 128-byte unique id is
-plain data). A collective is one :class:`~gpumsg.messages.nccl.Collective` message per
-member, ordered with that device's other work by the usual stream waits.
+device thread blocks only in its own call until all ranks joined). The handles are used only
+under their device's executor. The same messages work for process-isolated members (the
+128-byte unique id is plain data). A collective is a :class:`~gpumsg.messages.nccl.Collective`
+per member, ordered with that device's other work by the usual stream waits: by default the
+caller issues every member's part itself, in one NCCL group call, holding every member's turn
+(``multi/_turns.py``); otherwise (``multi_issue="members"``, or a member that cannot lend its
+turn now) each is posted as a message to its member's device thread.
 
 Never hang: one monitor thread per communicator, alive while batches are outstanding, fails
 those past their deadline (``timeout`` seconds) and polls ``ncclCommGetAsyncError``

@@ -15,6 +15,13 @@
    uses on d1 follow the copy; ``src`` counts as read on d0's D2H stream: later writes (and the
    free) on d0 follow the copy.
 
+By default (``multi_issue="caller"``) the caller does all three steps itself, holding both
+devices' executor turns (``multi/_turns.py``: taken only while both are idle, so each step
+keeps its place in its device's queue order), with the same events, streams and buffer
+tracking: no device thread wakes and no handshake is needed, and the caller's ``result()``
+waits on the events itself. The messages below serve ``multi_issue="members"`` and a caller
+that cannot have both turns now (a busy device, say).
+
 Both device threads wait only for each other's host-side step (never for the GPU), up to the
 copy's ``timeout``; a side that gives up (or fails) cancels the handshake, and the other side
 fails at once with :class:`PeerCopyError`. Events and the staging block are released when both

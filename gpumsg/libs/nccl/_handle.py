@@ -2,7 +2,11 @@
 group gave it. ``ncclCommInitRank`` runs on the device thread (it returns once every rank has
 joined: the group posts the init of every member together, one per device thread, so each thread
 blocks only in its own call). Collectives are enqueued on the compute stream inside one
-``ncclGroupStart/End``; the device thread never waits on the GPU."""
+``ncclGroupStart/End``: by the device thread for its own member (:meth:`NcclHandle.run`), or by
+a caller holding every member's executor turn, which enqueues each member's operations inside
+one group call of its own (:meth:`~NcclHandle.group_start`, :meth:`~NcclHandle.enqueue` per
+member, :meth:`~NcclHandle.group_end`: NCCL lets one thread drive several devices' communicators
+in a group call). Neither waits on the GPU."""
 
 from __future__ import annotations
 
