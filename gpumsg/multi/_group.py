@@ -296,6 +296,10 @@ class Communicator:
         out._lead, out._nudge = lead, nudge
         for f in out.ranks:
             f._lead, f._nudge = lead, nudge
+        # failures are told once the turns are given back: whoever hears of them (a
+        # done-callback) may post to the members, and the abort is a message to each
+        refused: BaseException | None = None
+        failed = None
         try:
             try:
                 plan = [_resolve_part(ctx, m) for ctx, m in zip(contexts, msgs)]
@@ -304,26 +308,32 @@ class Communicator:
                 # which will not be written, are marked failed (read as DependencyFailed)
                 for ctx, m in zip(contexts, msgs):
                     ctx.mark_outputs_failed(m, exc)
-                _refuse(out, exc)
-                return True
-            self._track(batch)
-            missing = [r for r, ctx in enumerate(contexts) if not ctx.library("nccl").has(comm)]
-            if missing:
-                self._fail_batch(batch, f"member(s) {missing} no longer hold the communicator")
-                return True
-            self._enqueue_here(contexts, msgs, plan, parts, batch)
+                refused = exc
+            else:
+                self._track(batch)
+                missing = [r for r, ctx in enumerate(contexts)
+                           if not ctx.library("nccl").has(comm)]
+                if missing:
+                    failed = f"member(s) {missing} no longer hold the communicator"
+                else:
+                    failed = self._enqueue_here(contexts, msgs, plan, parts)
         finally:
             give_turns(devices)
+        if refused is not None:
+            _refuse(out, refused)
+        elif failed is not None:
+            self._fail_batch(batch, failed)
         return True
 
     def _enqueue_here(self, contexts: list[Any], msgs: list[Collective], plan: list[tuple],
-                      parts: list[Part], batch: _Batch) -> None:
+                      parts: list[Part]) -> str | None:
         """The NCCL group call of :meth:`_issue_here`: one ncclGroupStart, each rank's
         operations for its compute stream through its envelope (waits for the buffers'
         earlier uses on that device, tracking of their new use), one ncclGroupEnd, which
-        launches every member's kernels. A failure fails the batch (and aborts the
-        communicator: a member may have been launched without its peers)."""
-        comm = batch.comm
+        launches every member's kernels. Returns why it failed (the batch is then failed
+        and the communicator aborted: a member may have been launched without its peers),
+        or None."""
+        comm = msgs[0].comm
         handles = [ctx.library("nccl") for ctx in contexts]
         made: list[list[int]] = [[] for _ in contexts]
         error: BaseException | None = None
@@ -364,12 +374,12 @@ class Communicator:
                 if m:
                     h.release(comm, m)
         if error is None:
-            return
+            return None
         if isinstance(error, CudaError) and error.sticky and failed_ctx is not None:
             failed_ctx.fail_pending(failed_ctx.poison(error, "raised issuing a collective"))
         for r in issued:
             contexts[r].mark_outputs_failed(msgs[r], error)
-        self._fail_batch(batch, f"issuing it failed: {error!r}")
+        return f"issuing it failed: {error!r}"
 
     def _track(self, batch: _Batch) -> None:
         """Count ``batch`` outstanding: the monitor thread handles its deadline and the

@@ -555,6 +555,8 @@ def _copy_here(src_dev: Any, dst_dev: Any, sbuf: GpuBuffer, dbuf: GpuBuffer,
     out._lead, out._nudge = leader(devices, [dpart, spart])  # type: ignore[attr-defined]
     sb, db = sctx.backend, dctx.backend
     where = [dctx]
+    # failures are told once the turns are given back (a done-callback may post to them)
+    fail: list[tuple[Part, BaseException]] = []
     try:
         try:
             src = sctx.resolve(sref, "src")
@@ -568,8 +570,7 @@ def _copy_here(src_dev: Any, dst_dev: Any, sbuf: GpuBuffer, dbuf: GpuBuffer,
             alloc = dctx.buffers.get(dref.id)
             if alloc is not None and not alloc.alloc_failed and dref.owner == dctx.token:
                 alloc.failed = exc
-            spart.set_exception(exc)
-            dpart.set_exception(exc)
+            fail += [(spart, exc), (dpart, exc)]
             return out
         sptr, dptr = src.ptr + send.src_offset, dst.ptr + recv.dst_offset
         ready: list[Any] = []
@@ -613,12 +614,14 @@ def _copy_here(src_dev: Any, dst_dev: Any, sbuf: GpuBuffer, dbuf: GpuBuffer,
             if not dst.alloc_failed and not dst.readonly:
                 dst.failed = exc
             if not ready:  # the source side issued nothing
-                spart.set_exception(exc)
-            dpart.set_exception(exc)
+                fail.append((spart, exc))
+            fail.append((dpart, exc))
         finally:
             db.leave_thread(token)
     finally:
         give_turns(devices)
+        for part, exc in fail:
+            part.set_exception(exc)
     return out
 
 
