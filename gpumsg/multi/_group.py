@@ -285,7 +285,7 @@ class Communicator:
         issued, when a member's turn cannot be had now (the caller posts ``msgs`` instead).
         The caller holds ``ORDER_LOCK``."""
         devices = self.devices
-        contexts = take_turns(devices)
+        contexts = take_turns(devices, msgs[0])
         if contexts is None:
             return False
         n = self.nranks

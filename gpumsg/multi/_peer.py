@@ -520,7 +520,7 @@ def _copy_here(src_dev: Any, dst_dev: Any, sbuf: GpuBuffer, dbuf: GpuBuffer,
     the copy. None, with nothing issued, when a turn cannot be had now (the caller posts the
     messages instead). The caller holds ``ORDER_LOCK``."""
     devices = [dst_dev, src_dev]
-    contexts = take_turns(devices)
+    contexts = take_turns(devices, recv)
     if contexts is None:
         return None
     dctx, sctx = contexts

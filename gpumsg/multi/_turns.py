@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..client import _device as client_device
 from ..config import setting
 from ..errors import InvalidMessage
 
@@ -54,14 +55,19 @@ def caller_issues() -> bool:
     return mode == "caller"
 
 
-def take_turns(devices: Sequence[Any]) -> list[Any] | None:
+def take_turns(devices: Sequence[Any], msg: Any) -> list[Any] | None:
     """Take the turn of every device in ``devices`` on this thread (the caller holds
     ``ORDER_LOCK``): their DeviceContexts, in the order of ``devices``, or None with nothing
     held when one of them cannot be had now (see the module). Give them back with
-    :func:`give_turns`."""
+    :func:`give_turns`. ``msg`` is a message the work stands for: the client's hook run
+    before every post runs for it first (``array_api`` computes its pending element-wise
+    chains, which may read what this work writes), as it would for the messages posted."""
     for d in devices:
         if d.isolation != "thread" or d._recorder is not None:
             return None
+    hook = client_device.before_post
+    if hook is not None:
+        hook(msg)
     contexts: list[Any] = [None] * len(devices)
     taken = []
     # one order for every caller: two callers never wait for each other's second device

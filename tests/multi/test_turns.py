@@ -307,3 +307,26 @@ def test_bad_mode_is_refused_naming_the_variable(group):
             group.comm.all_reduce(bufs)
     assert info.value.field == "GPUMSG_MULTI_ISSUE"
     group.comm.all_reduce(bufs).result(60)  # still serves
+
+
+def test_pending_array_chains_are_computed_first(mode, rng):
+    """A fused element-wise chain that reads a buffer (array_api holds it back) is computed
+    before a collective or a peer copy writes that buffer, as before any message posted."""
+    import gpumsg.array_api as xp
+
+    with gpumsg.open_devices([0, 1], backend="sim") as g:
+        comm = g.nccl(timeout=30)
+        xs = _inputs(rng, 2, 64, "f32")
+        arrays = [xp.asarray(x, device=d) for x, d in zip(xs, g)]
+        bufs = [a.buffer for a in arrays]  # taken before the chains exist
+        doubled = [a * 2 + 1 for a in arrays]  # pending: reads each array's buffer
+        comm.all_reduce(bufs).result(30)
+        for x, y in zip(xs, doubled):
+            np.testing.assert_allclose(np.asarray(y), x * 2 + 1, rtol=1e-6)
+        src = xp.asarray(xs[0], device=g[0])
+        dst = xp.asarray(xs[1], device=g[1])
+        into, frm = dst.buffer, src.buffer
+        pending = dst - 1  # reads dst's buffer
+        g[1].copy_peer(into, frm).result(30)
+        np.testing.assert_allclose(np.asarray(pending), xs[1] - 1, rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(dst), xs[0], rtol=0)
