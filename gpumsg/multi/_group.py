@@ -343,9 +343,9 @@ class Communicator:
         token = first.enter_thread()
         try:
             handles[0].group_start()
-        except BaseException:
+        except Exception as exc:  # noqa: BLE001 - nothing enqueued
             first.leave_thread(token)
-            raise
+            return f"ncclGroupStart failed: {exc!r}"
         try:
             for r, ctx in enumerate(contexts):
                 reads, writes, ptrs = plan[r]

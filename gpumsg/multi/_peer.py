@@ -54,6 +54,7 @@ from ..messages.peer import (
     PeerCopySend,
     PeerQuery,
 )
+from ..service._context import dependency_error
 from ..service._registry import D2H, H2D, handles
 from ._turns import Part, caller_issues, give_turns, leader, take_turns
 
@@ -562,8 +563,6 @@ def _copy_here(src_dev: Any, dst_dev: Any, sbuf: GpuBuffer, dbuf: GpuBuffer,
             src = sctx.resolve(sref, "src")
             v = src.verdict
             if v is not None and v.decided and v.error is not None:
-                from ..service._context import dependency_error
-
                 raise dependency_error(sref, v.error)
             dst = dctx.resolve_out(dref, "dst")
         except GpuError as exc:  # nothing issued
