@@ -119,19 +119,22 @@ def test_all_reduce_against_numpy(group, mode, posted, rng, dtype, op):
 
 
 def test_ordered_with_each_members_work(group, mode, posted, rng):
-    """Every member's input is uploaded (H2D stream) behind a hang, the all-reduce (compute)
-    must wait for it; its result is read back (D2H) and overwritten (compute) at once."""
-    if group[0].backend != "sim":
-        pytest.skip("needs injected hangs")
+    """Every member's input is uploaded (H2D stream) and not waited for, the all-reduce
+    (compute) must wait for it; its result is read back (D2H) and overwritten (compute) at
+    once. On the simulator the uploads are held back by hangs; on GPUs they are 32 MiB."""
+    sim = group[0].backend == "sim"
     n = len(group)
-    xs = _inputs(rng, n, 1000, "f32")
-    bufs = [d.alloc((1000,), np.float32) for d in group]
+    size = 1000 if sim else 8 << 20
+    xs = _inputs(rng, n, size, "f32")
+    bufs = [d.alloc((size,), np.float32) for d in group]
     for b in bufs:
         b.result(60)
+    if sim:
+        for r, d in enumerate(group):
+            d.inject_fault("hang", stream="h2d", seconds=0.1 * (r + 1))
+        for d in group:
+            d.stats().result(60)  # the hang is enqueued, the member idle again
     for r, d in enumerate(group):
-        d.inject_fault("hang", stream="h2d", seconds=0.1 * (r + 1))
-    for r, d in enumerate(group):
-        d.stats().result(60)  # the hang is enqueued, the member idle again
         d.copy_from_host(bufs[r], xs[r])  # not waited for
     seen = _issued_by_caller(posted, group)
     fut = group.comm.all_reduce(bufs)
@@ -142,7 +145,8 @@ def test_ordered_with_each_members_work(group, mode, posted, rng):
     for r in range(n):
         _check_reduction(reads[r].result(60), xs, "sum", "f32")
         assert not group[r].copy_to_host(bufs[r]).result(60).any()
-    assert all((len(s) == 0) == (mode == "caller") for s in seen)
+    if sim:
+        assert all((len(s) == 0) == (mode == "caller") for s in seen)
 
 
 def test_several_buffers_in_one_call(group, mode, rng):
