@@ -606,6 +606,15 @@ def _copy_here(src_dev: Any, dst_dev: Any, sbuf: GpuBuffer, dbuf: GpuBuffer,
         token = db.enter_thread()
         try:
             dctx.run(dpart, H2D, (), (dst,), dst_side)
+            if ready:
+                # the source side's completion event now, right behind the copy: a caller
+                # waiting for the destination side (which waits for the copy) then finds the
+                # source side done, with no second wait
+                inner = sb.enter_thread()
+                try:
+                    sctx.flush()
+                finally:
+                    sb.leave_thread(inner)
         except BaseException as exc:  # noqa: BLE001 - answered through the future
             ctx = where[0]
             if isinstance(exc, CudaError) and exc.sticky:
