@@ -1,6 +1,8 @@
 """Two GPUs: AllReduce bus bandwidth (1 MiB - 1 GiB, f32 and bf16) and 8 KiB all-reduce
-latency, gpumsg (one Collective message per device, real NCCL) beside torch.distributed with
-NCCL (one process per GPU, spawned here with torch.multiprocessing), plus 256 MiB
+latency, gpumsg (the caller issues every member's part in one NCCL group call, real NCCL; the
+latency also with one Collective message per device, ``multi_issue="members"``) beside
+torch.distributed with NCCL (one process per GPU, spawned here with torch.multiprocessing), plus
+256 MiB
 device-to-device copies (gpumsg: ``copy_peer`` both ways, and grouped NCCL send/recv) beside
 ``tensor.to("cuda:1")``.
 
@@ -228,6 +230,9 @@ def main() -> None:
 
     with gpumsg.open_devices([0, 1], backend="cuda") as group:
         t_ours = gpumsg_allreduce(group, plan) if plan else {}
+        latency = [p for p in plan if p[2] == LAT_BYTES]
+        with gpumsg.config.configured(multi_issue="members"):
+            t_members = gpumsg_allreduce(group, latency) if latency else {}
         copies = peer_copy(group)
 
     rows = []
@@ -240,6 +245,14 @@ def main() -> None:
                      "gpumsg_busbw_GBps": nbytes / ours / 1e9 * factor,
                      "torch_busbw_GBps": nbytes / theirs / 1e9 * factor,
                      "ratio_vs_torch": theirs / ours})
+    for key, dtype, nbytes, _ in plan:
+        if key in t_members:
+            ours, theirs = t_members[key], t_torch[key]
+            rows.append({"case": "all_reduce latency, one message per member", "dtype": dtype,
+                         "bytes": nbytes, "gpumsg_us": ours * 1e6, "torch_us": theirs * 1e6,
+                         "gpumsg_busbw_GBps": nbytes / ours / 1e9 * factor,
+                         "torch_busbw_GBps": nbytes / theirs / 1e9 * factor,
+                         "ratio_vs_torch": theirs / ours})
     for name, gbps, peer, peer_gbps in copies:
         rows.append({"case": f"peer copy 256 MiB: {name} vs {peer}", "dtype": "u8",
                      "bytes": COPY_BYTES, "gpumsg_busbw_GBps": gbps,

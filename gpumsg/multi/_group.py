@@ -3,10 +3,13 @@
 
 Communicator construction: one ``ncclCommInitRank`` per member, each on its own device thread
 (the group posts a :class:`~gpumsg.messages.nccl.CommInit` to every member at once; each
-device thread blocks only in its own call until all ranks joined). The handles never leave their
-device threads. The same messages work for process-isolated members (the 128-byte unique id is
-plain data). A collective is one :class:`~gpumsg.messages.nccl.Collective` message per
-member, ordered with that device's other work by the usual stream waits.
+device thread blocks only in its own call until all ranks joined). The handles are used only
+under their device's executor. The same messages work for process-isolated members (the
+128-byte unique id is plain data). A collective is a :class:`~gpumsg.messages.nccl.Collective`
+per member, ordered with that device's other work by the usual stream waits: by default the
+caller issues every member's part itself, in one NCCL group call, holding every member's turn
+(``multi/_turns.py``); otherwise (``multi_issue="members"``, or a member that cannot lend its
+turn now) each is posted as a message to its member's device thread.
 
 Never hang: one monitor thread per communicator, alive while batches are outstanding, fails
 those past their deadline (``timeout`` seconds) and polls ``ncclCommGetAsyncError``
@@ -34,7 +37,8 @@ from concurrent.futures import wait as wait_futures
 from typing import Any
 
 from ..client import Device, devices, open_device
-from ..errors import CollectiveError, GpuError, InvalidMessage
+from ..client._buffers import GpuFuture
+from ..errors import CollectiveError, CudaError, GpuError, InvalidMessage
 from ..messages._base import BufRef, as_ref
 from ..messages.nccl import (
     Collective,
@@ -45,22 +49,30 @@ from ..messages.nccl import (
     check_batch,
     coll_op,
 )
+from ..service._context import dependency_error
+from ..service._registry import COMPUTE
 from ._peer import ORDER_LOCK, Topology, enable_peer_access, topology
+from ._turns import Part, caller_issues, give_turns, leader, take_turns
 
 __all__ = ["DeviceGroup", "Communicator", "CollectiveFuture", "open_devices"]
 
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 
 _comm_ids = itertools.count(1)
+#: calls a communicator remembers as checked (forgotten all at once when full)
+PASSED_CAPACITY = 256
 
 
-class CollectiveFuture(Future):
+class CollectiveFuture(GpuFuture):
     """Resolves (to None) when every rank's part of a collective is done; ``ranks`` holds one
-    Future per rank. On failure every one of them raises :class:`CollectiveError`."""
+    Future per rank. On failure every one of them raises :class:`CollectiveError` (or, for a
+    collective issued by the caller that found a buffer unusable before issuing anything,
+    that buffer's own error: :class:`~gpumsg.errors.DependencyFailed`,
+    :class:`~gpumsg.errors.GpuRefStale`)."""
 
     def __init__(self, nranks: int) -> None:
         super().__init__()
-        self.ranks: list[Future] = [Future() for _ in range(nranks)]
+        self.ranks: list[GpuFuture] = [GpuFuture() for _ in range(nranks)]
 
 
 class Communicator:
@@ -95,6 +107,8 @@ class Communicator:
         self._pending: list[list[CollOp]] | None = None
         self._pending_future: CollectiveFuture | None = None
         self.rebuilds = 0
+        #: calls whose ops passed _submit's checks (see there)
+        self._passed: set[tuple] = set()
         self._batches: set[_Batch] = set()
         self._monitor: threading.Thread | None = None
         self._build()
@@ -208,11 +222,23 @@ class Communicator:
 
     def _submit(self, ops: list[list[CollOp]]) -> CollectiveFuture:
         # refused at the call, also inside group(): each rank's ops as its message will check
-        # them (op, root, peer, its own buffers), then the ranks' collectives against rank 0's
-        for r in range(self.nranks):
-            if ops[r]:
-                Collective(0, r, self.nranks, tuple(ops[r]))
-        check_batch(ops, pairs=False)
+        # them (op, root, peer, its own buffers), then the ranks' collectives against rank 0's.
+        # Ops are plain data: a call equal to one that passed (the same buffers, counts and
+        # op, as a loop repeats it) passes again without the checks
+        try:
+            key: Any = tuple(map(tuple, ops))
+            seen = key in self._passed
+        except TypeError:  # a field that cannot be hashed: checked, not remembered
+            key, seen = None, False
+        if not seen:
+            for r in range(self.nranks):
+                if ops[r]:
+                    Collective(0, r, self.nranks, tuple(ops[r]))
+            check_batch(ops, pairs=False)
+            if key is not None:
+                if len(self._passed) >= PASSED_CAPACITY:
+                    self._passed.clear()
+                self._passed.add(key)
         if self._pending is not None:
             for r in range(self.nranks):
                 self._pending[r] += ops[r]
@@ -240,6 +266,8 @@ class Communicator:
                     for r in range(self.nranks)]
             inner: list[tuple[int, Future]] = []
             with ORDER_LOCK:
+                if caller_issues() and self._issue_here(comm, msgs, out):
+                    return out
                 for m in msgs:
                     try:
                         inner.append((m.rank, self.devices[m.rank].send(m)))
@@ -250,21 +278,129 @@ class Communicator:
         self._watch(comm, inner, out)
         return out
 
-    def _watch(self, comm: int, inner: list[tuple[int, Future]], out: CollectiveFuture) -> None:
-        """Finish ``out`` from the members' futures (done callbacks, no thread per batch); the
-        monitor thread handles deadlines and asynchronous errors."""
-        batch = _Batch(comm, inner, out, time.monotonic() + self.timeout)
+    def _issue_here(self, comm: int, msgs: list[Collective], out: CollectiveFuture) -> bool:
+        """Issue the batch (``msgs[r]``: rank r's part) on this thread, holding every
+        member's turn (``multi/_turns.py``): each rank's operations through its device's
+        envelope on its compute stream, all inside one NCCL group call. False, with nothing
+        issued, when a member's turn cannot be had now (the caller posts ``msgs`` instead).
+        The caller holds ``ORDER_LOCK``."""
+        devices = self.devices
+        contexts = take_turns(devices, msgs[0])
+        if contexts is None:
+            return False
+        n = self.nranks
+        batch = _Batch(comm, [(r, None) for r in range(n)], out,
+                       time.monotonic() + self.timeout)
+        parts = [Part(lambda exc, b=batch: self._part_done(b, exc)) for _ in range(n)]
+        lead, nudge = leader(devices, parts)
+        out._lead, out._nudge = lead, nudge
+        for f in out.ranks:
+            f._lead, f._nudge = lead, nudge
+        # failures are told once the turns are given back: whoever hears of them (a
+        # done-callback) may post to the members, and the abort is a message to each
+        refused: BaseException | None = None
+        failed = None
+        try:
+            try:
+                plan = [_resolve_part(ctx, m) for ctx, m in zip(contexts, msgs)]
+            except GpuError as exc:
+                # nothing issued: every rank hears of the unusable buffer, and the outputs,
+                # which will not be written, are marked failed (read as DependencyFailed)
+                for ctx, m in zip(contexts, msgs):
+                    ctx.mark_outputs_failed(m, exc)
+                refused = exc
+            else:
+                self._track(batch)
+                missing = [r for r, ctx in enumerate(contexts)
+                           if not ctx.library("nccl").has(comm)]
+                if missing:
+                    failed = f"member(s) {missing} no longer hold the communicator"
+                else:
+                    failed = self._enqueue_here(contexts, msgs, plan, parts)
+        finally:
+            give_turns(devices)
+        if refused is not None:
+            _refuse(out, refused)
+        elif failed is not None:
+            self._fail_batch(batch, failed)
+        return True
+
+    def _enqueue_here(self, contexts: list[Any], msgs: list[Collective], plan: list[tuple],
+                      parts: list[Part]) -> str | None:
+        """The NCCL group call of :meth:`_issue_here`: one ncclGroupStart, each rank's
+        operations for its compute stream through its envelope (waits for the buffers'
+        earlier uses on that device, tracking of their new use), one ncclGroupEnd, which
+        launches every member's kernels. Returns why it failed (the batch is then failed
+        and the communicator aborted: a member may have been launched without its peers),
+        or None."""
+        comm = msgs[0].comm
+        handles = [ctx.library("nccl") for ctx in contexts]
+        made: list[list[int]] = [[] for _ in contexts]
+        error: BaseException | None = None
+        failed_ctx = None
+        issued = []
+        first = contexts[0].backend
+        token = first.enter_thread()
+        try:
+            handles[0].group_start()
+        except Exception as exc:  # noqa: BLE001 - nothing enqueued
+            first.leave_thread(token)
+            return f"ncclGroupStart failed: {exc!r}"
+        try:
+            for r, ctx in enumerate(contexts):
+                reads, writes, ptrs = plan[r]
+                backend = ctx.backend
+                inner = backend.enter_thread() if r else None
+                ctx.current = msgs[r]
+                try:
+                    ctx.run(parts[r], COMPUTE, reads, writes, handles[r].enqueue, comm, ptrs,
+                            made[r])
+                except BaseException as exc:  # noqa: BLE001 - the group still ends, below
+                    error, failed_ctx = exc, ctx
+                    break
+                finally:
+                    ctx.current = None
+                    if r:
+                        backend.leave_thread(inner)
+                issued.append(r)
+        finally:
+            try:
+                handles[0].group_end()
+            except BaseException as exc:  # noqa: BLE001
+                error = error or exc
+            finally:
+                first.leave_thread(token)
+            for h, m in zip(handles, made):
+                if m:
+                    h.release(comm, m)
+        if error is None:
+            return None
+        if isinstance(error, CudaError) and error.sticky and failed_ctx is not None:
+            failed_ctx.fail_pending(failed_ctx.poison(error, "raised issuing a collective"))
+        for r in issued:
+            contexts[r].mark_outputs_failed(msgs[r], error)
+        return f"issuing it failed: {error!r}"
+
+    def _track(self, batch: _Batch) -> None:
+        """Count ``batch`` outstanding: the monitor thread handles its deadline and the
+        communicator's asynchronous errors."""
         with self._lock:
             self._batches.add(batch)
             if self._monitor is None:
                 self._monitor = threading.Thread(target=self._monitor_loop, daemon=True,
                                                  name="gpumsg-collective-monitor")
                 self._monitor.start()
-        for _, f in inner:
-            f.add_done_callback(lambda f, b=batch: self._member_done(b, f))
 
-    def _member_done(self, batch: _Batch, f: Future) -> None:
-        exc = f.exception()
+    def _watch(self, comm: int, inner: list[tuple[int, Future]], out: CollectiveFuture) -> None:
+        """Finish ``out`` from the members' futures (done callbacks, no thread per batch); the
+        monitor thread handles deadlines and asynchronous errors."""
+        batch = _Batch(comm, inner, out, time.monotonic() + self.timeout)
+        self._track(batch)
+        for _, f in inner:
+            f.add_done_callback(lambda f, b=batch: self._part_done(b, f.exception()))
+
+    def _part_done(self, batch: _Batch, exc: BaseException | None) -> None:
+        """One member's part of ``batch`` completed (``exc`` None) or failed."""
         if exc is not None:
             self._fail_batch(batch, f"a member failed: {exc!r}")
             return
@@ -305,7 +441,10 @@ class Communicator:
             for b in batches:
                 if now >= b.deadline:
                     self._fail_batch(b, f"peers did not complete within {self.timeout} s")
-            for comm in {b.comm for b in batches if not b.finished}:
+            # only communicators with a batch outstanding for a poll interval: the members
+            # are asked by message, which a batch that completes at once need not cost them
+            old = now - self.poll_interval
+            for comm in {b.comm for b in batches if not b.finished and b.started <= old}:
                 codes = self._poll(comm)
                 if codes:
                     for b in batches:
@@ -378,7 +517,14 @@ class Communicator:
                    op: str = "sum", scale: float = 1.0) -> CollectiveFuture:
         """out[r] = op over ranks of bufs (in place when ``out`` is None). ``op``: sum, prod,
         max, min, avg or premul_sum (each input times ``scale``, then summed). Every bufs[r]
-        and out[r] has rank 0's dtype, shape and order (else InvalidMessage, nothing issued)."""
+        and out[r] has rank 0's dtype, shape and order (else InvalidMessage, nothing issued).
+
+        Several buffers at once: ``bufs[r]`` a list (or tuple) of rank r's buffers, the same
+        number on every rank (``out[r]`` likewise): the i-th buffers of the ranks are reduced
+        together (each i may have its own dtype and shape), all in one NCCL group call, as
+        inside :meth:`group`."""
+        if bufs is not None and len(bufs) and isinstance(bufs[0], (list, tuple)):
+            return self._all_reduce_many(bufs, out, op, scale)
         bufs = self._per_rank(bufs, "bufs")
         out = bufs if out is None else self._per_rank(out, "out")
         ins, outs = self._refs(bufs, "bufs"), self._refs(out, "out")
@@ -389,6 +535,31 @@ class Communicator:
             _expect("all_reduce", "out", r, outs[r], want, want.size, "as rank 0's bufs",
                     layout=True)
         return self._coll("all_reduce", bufs, out, want.size, want.dtype, op=op, scale=scale)
+
+    def _all_reduce_many(self, bufs: Sequence[Any], out: Sequence[Any] | None, op: str,
+                         scale: float) -> CollectiveFuture:
+        if len(bufs) != self.nranks:
+            raise InvalidMessage(f"bufs needs one list of buffers per rank ({self.nranks})",
+                                 field="bufs")
+        if out is not None and len(out) != self.nranks:
+            raise InvalidMessage(f"out needs one list of buffers per rank ({self.nranks})",
+                                 field="out")
+        k = None
+        for name, grid in (("bufs", bufs), ("out", out)):
+            for r, row in enumerate(grid or ()):
+                if not isinstance(row, (list, tuple)):
+                    raise InvalidMessage(f"{name}[{r}] must be a list of rank {r}'s buffers, "
+                                         f"as {name}[0] is", field=f"{name}[{r}]")
+                if k is None:
+                    k = len(row)
+                if len(row) != k or not k:
+                    raise InvalidMessage(f"{name}[{r}] holds {len(row)} buffers, expected "
+                                         f"{k} (as bufs[0]; at least one)", field=f"{name}[{r}]")
+        with self.group() as fut:
+            for i in range(k or 0):
+                self.all_reduce([row[i] for row in bufs],
+                                None if out is None else [row[i] for row in out], op, scale)
+        return fut
 
     def broadcast(self, bufs: Sequence[Any], root: int = 0) -> CollectiveFuture:
         """bufs[r] = bufs[root] on every rank (in place). Every bufs[r] has the root's dtype,
@@ -518,6 +689,27 @@ def _expect(kind: str, name: str, rank: int, ref: BufRef, want: BufRef, size: in
                              field=field)
 
 
+def _resolve_part(ctx: Any, msg: Collective) -> tuple[tuple, tuple, list]:
+    """Rank ``msg.rank``'s buffers on its device (its turn held), as the Collective handler
+    resolves them: ``(reads, writes, [(op, send ptr, recv ptr)])``. Raises the error of an
+    unusable buffer (freed, stale, or written by an operation known to have failed) before
+    anything of the batch is issued."""
+    reads, writes, ptrs = [], [], []
+    for i, o in enumerate(msg.ops):
+        s = r = None
+        if o.send is not None:
+            s = ctx.resolve(o.send, f"ops[{i}].send")
+            v = s.verdict
+            if v is not None and v.decided and v.error is not None:
+                raise dependency_error(s.ref, v.error)
+            reads.append(s)
+        if o.recv is not None:
+            r = ctx.resolve_out(o.recv, f"ops[{i}].recv")
+            writes.append(r)
+        ptrs.append((o, s.ptr if s is not None else 0, r.ptr if r is not None else 0))
+    return tuple(reads), tuple(writes), ptrs
+
+
 class _Batch:
     """One issued batch: its members' futures, the future the caller holds, its deadline."""
 
@@ -527,6 +719,7 @@ class _Batch:
         self.inner = inner
         self.out = out
         self.deadline = deadline
+        self.started = time.monotonic()
         self.remaining = len(inner)
         self.finished = False
 

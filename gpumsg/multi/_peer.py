@@ -15,6 +15,13 @@
    uses on d1 follow the copy; ``src`` counts as read on d0's D2H stream: later writes (and the
    free) on d0 follow the copy.
 
+By default (``multi_issue="caller"``) the caller does all three steps itself, holding both
+devices' executor turns (``multi/_turns.py``: taken only while both are idle, so each step
+keeps its place in its device's queue order), with the same events, streams and buffer
+tracking: no device thread wakes and no handshake is needed, and the caller's ``result()``
+waits on the events itself. The messages below serve ``multi_issue="members"`` and a caller
+that cannot have both turns now (a busy device, say).
+
 Both device threads wait only for each other's host-side step (never for the GPU), up to the
 copy's ``timeout``; a side that gives up (or fails) cancels the handshake, and the other side
 fails at once with :class:`PeerCopyError`. Events and the staging block are released when both
@@ -37,7 +44,7 @@ from typing import Any
 
 from ..client._buffers import BufferFuture, GpuBuffer, GpuFuture
 from ..client._device import Device
-from ..errors import GpuError, InvalidMessage
+from ..errors import CudaError, GpuError, InvalidMessage
 from ..memory._resource import AsyncPoolResource
 from ..messages._base import BufRef
 from ..messages.peer import (
@@ -47,7 +54,9 @@ from ..messages.peer import (
     PeerCopySend,
     PeerQuery,
 )
+from ..service._context import dependency_error
 from ..service._registry import D2H, H2D, handles
+from ._turns import Part, caller_issues, give_turns, leader, take_turns
 
 __all__ = ["ORDER_LOCK", "PeerCopyError", "Topology", "copy_peer", "peer_link",
            "enable_peer_access", "topology"]
@@ -147,8 +156,7 @@ _REGISTRY_LOCK = threading.Lock()
 _handshake_ids = itertools.count(1)
 
 
-def _new_handshake(staged: bool) -> int:
-    hid = next(_handshake_ids)
+def _new_handshake(staged: bool, hid: int) -> int:
     with _REGISTRY_LOCK:
         _REGISTRY[hid] = _Handshake(staged)
     return hid
@@ -444,24 +452,36 @@ def copy_peer(dst_dev: Any, dst: Any = None, src: Any = None, nbytes: int | None
     staged = not link["can_access"]
     if not staged:
         enable_peer_access(src_dev, dst_dev)  # queued ahead of the copy on the source
-    hid = _new_handshake(staged)
+    hid = next(_handshake_ids)
+    with ORDER_LOCK:
+        if dst is None:
+            out_buf = dst_dev.alloc(sref.shape, sref.dtype, sref.order)
+            dbuf, dref = out_buf.buffer, out_buf.ref
+        # both checked here, at the call site, before anything is sent
+        send = PeerCopySend(sref, hid, src_offset, n, staged, float(timeout))
+        recv = PeerCopyRecv(dref, hid, dst_offset, n, staged, float(timeout))
+        if caller_issues():
+            here = _copy_here(src_dev, dst_dev, sbuf, dbuf, send, recv, dst is None)
+            if here is not None:
+                return here
+        return _copy_by_messages(src_dev, dst_dev, sbuf, dbuf, send, recv, dst is None)
+
+
+def _copy_by_messages(src_dev: Any, dst_dev: Any, sbuf: GpuBuffer, dbuf: GpuBuffer,
+                      send: PeerCopySend, recv: PeerCopyRecv, allocating: bool) -> Future:
+    """The copy as two messages meeting in a handshake (see the module); the caller holds
+    ``ORDER_LOCK``."""
+    hid = _new_handshake(send.staged, send.handshake)
     try:
-        with ORDER_LOCK:
-            if dst is None:
-                out_buf = dst_dev.alloc(sref.shape, sref.dtype, sref.order)
-                dbuf, dref = out_buf.buffer, out_buf.ref
-            # both checked here, at the call site, before anything is sent
-            send = PeerCopySend(sref, hid, src_offset, n, staged, float(timeout))
-            recv = PeerCopyRecv(dref, hid, dst_offset, n, staged, float(timeout))
-            f_send = src_dev.send(send)
-            f_recv = dst_dev.send(recv)
+        f_send = src_dev.send(send)
+        f_recv = dst_dev.send(recv)
     except BaseException as exc:
         with _REGISTRY_LOCK:
             h = _REGISTRY.get(hid)
         if h is not None:
             h.cancel(exc)
         raise
-    out: Future = BufferFuture(dbuf) if dst is None else GpuFuture()
+    out: Future = BufferFuture(dbuf) if allocating else GpuFuture()
     keep = [sbuf, dbuf]  # both buffers stay alive until the copy completed
     pending = [f_send, f_recv]
     lock = threading.Lock()
@@ -481,12 +501,135 @@ def copy_peer(dst_dev: Any, dst: Any = None, src: Any = None, nbytes: int | None
         if exc is not None:
             out.set_exception(exc)
         else:
-            out.set_result(dbuf if dst is None else None)
+            out.set_result(dbuf if allocating else None)
         if finished:
             keep.clear()
 
     for f in pending:
         f.add_done_callback(done)
+    return out
+
+
+def _copy_here(src_dev: Any, dst_dev: Any, sbuf: GpuBuffer, dbuf: GpuBuffer,
+               send: PeerCopySend, recv: PeerCopyRecv, allocating: bool) -> Future | None:
+    """The copy issued on this thread, holding both devices' turns (``multi/_turns.py``):
+    the destination's H2D stream, after ``dst``'s earlier uses there, records ``pre``; the
+    source's D2H stream, after ``src``'s last write, waits for ``pre`` and copies (peer to
+    peer, or into pinned host memory when staged), then records ``ready``; the destination's
+    H2D stream waits for ``ready`` (and, staged, copies in from the host). Both sides go
+    through their device's envelope, so later uses of ``dst`` and writes of ``src`` follow
+    the copy. None, with nothing issued, when a turn cannot be had now (the caller posts the
+    messages instead). The caller holds ``ORDER_LOCK``."""
+    devices = [dst_dev, src_dev]
+    contexts = take_turns(devices, recv)
+    if contexts is None:
+        return None
+    dctx, sctx = contexts
+    sref, dref, n, staged = send.src, recv.dst, send.nbytes, send.staged
+    out: Future = BufferFuture(dbuf) if allocating else GpuFuture()
+    cleanups: list[tuple[Callable[[Any], Any], Any]] = []
+    state = {"left": 2, "error": None}
+    lock = threading.Lock()
+    keep = [sbuf, dbuf]  # both buffers stay alive until both sides are done
+
+    def side(exc: BaseException | None) -> None:
+        # a failure answers at once; the events and the host block go once both are done
+        with lock:
+            state["left"] -= 1
+            last = not state["left"]
+            first_error = exc is not None and state["error"] is None
+            if first_error:
+                state["error"] = exc
+        if first_error:
+            out.set_exception(exc)
+        elif last and state["error"] is None:
+            out.set_result(dbuf if allocating else None)
+        if last:
+            keep.clear()
+            for fn, arg in cleanups:
+                try:
+                    fn(arg)
+                except Exception:  # noqa: BLE001, S110 - a poisoned context cannot release
+                    pass
+
+    dpart, spart = Part(side), Part(side)
+    out._lead, out._nudge = leader(devices, [dpart, spart])  # type: ignore[attr-defined]
+    sb, db = sctx.backend, dctx.backend
+    where = [dctx]
+    # failures are told once the turns are given back (a done-callback may post to them)
+    fail: list[tuple[Part, BaseException]] = []
+    try:
+        try:
+            src = sctx.resolve(sref, "src")
+            v = src.verdict
+            if v is not None and v.decided and v.error is not None:
+                raise dependency_error(sref, v.error)
+            dst = dctx.resolve_out(dref, "dst")
+        except GpuError as exc:  # nothing issued
+            alloc = dctx.buffers.get(dref.id)
+            if alloc is not None and not alloc.alloc_failed and dref.owner == dctx.token:
+                alloc.failed = exc
+            fail += [(spart, exc), (dpart, exc)]
+            return out
+        sptr, dptr = src.ptr + send.src_offset, dst.ptr + recv.dst_offset
+        ready: list[Any] = []
+        host = [0]
+
+        def src_side(stream: Any, pre: Any) -> None:
+            if staged:
+                host[0] = sb.host_alloc(n)
+                cleanups.append((sb.host_free, host[0]))
+                sb.copy_dtoh(stream, host[0], sptr, n)
+            else:
+                sb.stream_wait_event(stream, pre)  # dst is free to be written
+                sb.copy_peer(stream, db.peer_handle(), dptr, sptr, n)
+            ev = sb.event_create()
+            cleanups.append((sb.event_destroy, ev))
+            sb.event_record(ev, stream)
+            ready.append(ev)
+
+        def dst_side(stream: Any) -> None:
+            pre = db.event_create()
+            cleanups.append((db.event_destroy, pre))
+            db.event_record(pre, stream)  # after dst's earlier uses on this device
+            where[0] = sctx
+            token = sb.enter_thread()
+            try:
+                sctx.run(spart, D2H, (src,), (), src_side, pre)
+            finally:
+                sb.leave_thread(token)
+            where[0] = dctx
+            db.stream_wait_event(stream, ready[0])  # recorded on the source device
+            if staged:
+                db.copy_htod(stream, dptr, host[0], n)
+
+        token = db.enter_thread()
+        try:
+            dctx.run(dpart, H2D, (), (dst,), dst_side)
+            if ready:
+                # the source side's completion event now, right behind the copy: a caller
+                # waiting for the destination side (which waits for the copy) then finds the
+                # source side done, with no second wait
+                inner = sb.enter_thread()
+                try:
+                    sctx.flush()
+                finally:
+                    sb.leave_thread(inner)
+        except BaseException as exc:  # noqa: BLE001 - answered through the future
+            ctx = where[0]
+            if isinstance(exc, CudaError) and exc.sticky:
+                ctx.fail_pending(ctx.poison(exc, "raised issuing a peer copy"))
+            if not dst.alloc_failed and not dst.readonly:
+                dst.failed = exc
+            if not ready:  # the source side issued nothing
+                fail.append((spart, exc))
+            fail.append((dpart, exc))
+        finally:
+            db.leave_thread(token)
+    finally:
+        give_turns(devices)
+        for part, exc in fail:
+            part.set_exception(exc)
     return out
 
 

@@ -467,6 +467,64 @@ class DeviceWorker:
                 backend.leave_thread(token)
         return None if deadline is None else max(0.0, deadline - time.monotonic())
 
+    def take_turn(self, timeout: float) -> DeviceContext | None:
+        """Begin a turn of the calling thread's own, for work that spans devices and is
+        issued by one thread holding every device's turn (a collective's members, a peer
+        copy's two sides: ``multi/_turns.py``). The turn is taken only while the device is
+        idle (everything posted before has been taken, so nothing is overtaken) and
+        accepting; the caller waits up to ``timeout`` s for the executor lock and for the
+        device thread to take what is queued. Returns the context, the caller's until
+        :meth:`give_turn`, or None with nothing held. The caller makes the device's context
+        current (``ctx.backend.enter_thread``) around what it issues."""
+        ctx = self.ctx
+        executor = ctx.executor  # type: ignore[union-attr]
+        if executor.holder == threading.get_ident():  # inside this device's turn (a callback)
+            return None
+        lock, mailbox, state = executor.lock, self.mailbox, self.state
+        deadline = time.monotonic() + timeout
+        while True:
+            if not lock.acquire(True, max(0.0, deadline - time.monotonic())):
+                return None
+            if executor.closed or not state.accepting:
+                lock.release()
+                return None
+            if executor.taken == mailbox.posted:
+                break
+            lock.release()  # queued messages go first: let the device thread take them
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(20e-6)
+        executor.holder = threading.get_ident()
+        executor.turns += 1
+        return ctx
+
+    def give_turn(self) -> None:
+        """End a turn begun with :meth:`take_turn`, as a caller's message turn ends (an event
+        per stream once enough is pending, what completed answered, the device thread told
+        to look if batches are left), and release the executor lock."""
+        ctx = self.ctx
+        executor = ctx.executor  # type: ignore[union-attr]
+        dropped = self.dropped
+        try:
+            token = ctx.backend.enter_thread()  # type: ignore[union-attr]
+            try:
+                if dropped:
+                    _free_dropped(ctx, dropped)  # type: ignore[arg-type]
+                _end_turn(ctx, None, self.backpressure, True)  # type: ignore[arg-type]
+                if executor.nudged:
+                    _hand_over(ctx, executor)  # type: ignore[arg-type]
+                if dropped:
+                    _free_dropped(ctx, dropped)  # type: ignore[arg-type]
+            finally:
+                ctx.backend.leave_thread(token)  # type: ignore[union-attr]
+        finally:
+            executor.holder = None
+            if not executor.watching and not executor.watch_posted and \
+                    ctx.keeps_batches():  # type: ignore[union-attr]
+                executor.watch_posted = True
+                SimpleQueue.put(self.mailbox, (WATCH, None))
+            executor.lock.release()
+
     def drop(self, ref: Any, named: bool = False) -> bool:
         """A buffer's last reference went (its finalizer); whether the executor frees it at
         its next turn's start or end, without a ``Free`` message (else the caller posts one).

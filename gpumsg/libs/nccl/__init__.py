@@ -1,4 +1,5 @@
-"""NCCL: communicators and collectives across devices, as messages (one per member device).
+"""NCCL: communicators and collectives across devices (a batch per member device, issued by
+the caller for all members in one group call, or as one message per member).
 
 ``bindings.py`` (the C API as data), ``handle.py`` (a device's communicators, device thread),
 ``sim.py`` (the rendezvous of the simulated devices), ``simnet.py`` (the rendezvous of

@@ -2,7 +2,11 @@
 group gave it. ``ncclCommInitRank`` runs on the device thread (it returns once every rank has
 joined: the group posts the init of every member together, one per device thread, so each thread
 blocks only in its own call). Collectives are enqueued on the compute stream inside one
-``ncclGroupStart/End``; the device thread never waits on the GPU."""
+``ncclGroupStart/End``: by the device thread for its own member (:meth:`NcclHandle.run`), or by
+a caller holding every member's executor turn, which enqueues each member's operations inside
+one group call of its own (:meth:`~NcclHandle.group_start`, :meth:`~NcclHandle.enqueue` per
+member, :meth:`~NcclHandle.group_end`: NCCL lets one thread drive several devices' communicators
+in a group call). Neither waits on the GPU."""
 
 from __future__ import annotations
 
@@ -65,8 +69,25 @@ class NcclHandle:
                     "ncclCommInitRank")
         self.comms[comm] = h
 
-    def run(self, stream: Any, comm: int, ops: list[tuple[Any, int, int]]) -> None:
-        """Enqueue ``ops`` ((CollOp, send ptr, recv ptr)) on ``stream`` as one group call."""
+    def has(self, comm: int) -> bool:
+        """Whether this device is a member of communicator ``comm`` (joined, not aborted)."""
+        return comm in self.comms
+
+    def group_start(self) -> None:
+        """ncclGroupStart on the calling thread (group calls nest per thread)."""
+        self._check(self.lib.ncclGroupStart(), "ncclGroupStart")
+
+    def group_end(self) -> None:
+        """ncclGroupEnd on the calling thread: the outermost one launches every operation
+        enqueued since its ncclGroupStart, on every device they were enqueued for (NCCL
+        makes each communicator's device current itself)."""
+        self._check(self.lib.ncclGroupEnd(), "ncclGroupEnd")
+
+    def enqueue(self, stream: Any, comm: int, ops: list[tuple[Any, int, int]],
+                made: list[int]) -> None:
+        """Enqueue ``ops`` ((CollOp, send ptr, recv ptr)) for ``stream`` inside the group
+        call open on this thread; the premul_sum operators it creates are appended to
+        ``made`` (:meth:`release` them after the group call ended)."""
         h = self.comms.get(comm)
         if h is None:
             raise _error(self.lib, 5, f"communicator {comm} (not initialized on this device)")
@@ -74,41 +95,53 @@ class NcclHandle:
         if self.version < FP8_VERSION and any(o.dtype in ("e4m3", "e5m2") for o, _, _ in ops):
             raise _error(lib, 4, f"fp8 collectives need NCCL >= 2.19 (this is {self.version})")
         s = c_void_p(int(stream))
-        made: list[int] = []
-        self._check(lib.ncclGroupStart(), "ncclGroupStart")
-        try:
-            for o, sp, rp in ops:
-                dt = DTYPE[o.dtype]
-                if o.op == "premul_sum":
-                    red = ctypes.c_int()
-                    scalar = np.array([o.scale], dtype_of(o.dtype)).tobytes()
-                    buf = ctypes.create_string_buffer(scalar)
-                    self._check(lib.ncclRedOpCreatePreMulSum(ctypes.byref(red), buf, dt, 1, h),
-                                "ncclRedOpCreatePreMulSum")
-                    op = red.value
-                    made.append(op)
-                else:
-                    op = REDOP[o.op]
-                k = o.kind
-                if k == "all_reduce":
-                    st = lib.ncclAllReduce(sp, rp, o.count, dt, op, h, s)
-                elif k == "broadcast":
-                    st = lib.ncclBroadcast(sp or rp, rp, o.count, dt, o.root, h, s)
-                elif k == "reduce":
-                    st = lib.ncclReduce(sp, rp or None, o.count, dt, op, o.root, h, s)
-                elif k == "all_gather":
-                    st = lib.ncclAllGather(sp, rp, o.count, dt, h, s)
-                elif k == "reduce_scatter":
-                    st = lib.ncclReduceScatter(sp, rp, o.count, dt, op, h, s)
-                elif k == "send":
-                    st = lib.ncclSend(sp, o.count, dt, o.peer, h, s)
-                else:
-                    st = lib.ncclRecv(rp, o.count, dt, o.peer, h, s)
-                self._check(st, "nccl" + k)
-        finally:
-            self._check(lib.ncclGroupEnd(), "ncclGroupEnd")
+        for o, sp, rp in ops:
+            dt = DTYPE[o.dtype]
+            if o.op == "premul_sum":
+                red = ctypes.c_int()
+                scalar = np.array([o.scale], dtype_of(o.dtype)).tobytes()
+                buf = ctypes.create_string_buffer(scalar)
+                self._check(lib.ncclRedOpCreatePreMulSum(ctypes.byref(red), buf, dt, 1, h),
+                            "ncclRedOpCreatePreMulSum")
+                op = red.value
+                made.append(op)
+            else:
+                op = REDOP[o.op]
+            k = o.kind
+            if k == "all_reduce":
+                st = lib.ncclAllReduce(sp, rp, o.count, dt, op, h, s)
+            elif k == "broadcast":
+                st = lib.ncclBroadcast(sp or rp, rp, o.count, dt, o.root, h, s)
+            elif k == "reduce":
+                st = lib.ncclReduce(sp, rp or None, o.count, dt, op, o.root, h, s)
+            elif k == "all_gather":
+                st = lib.ncclAllGather(sp, rp, o.count, dt, h, s)
+            elif k == "reduce_scatter":
+                st = lib.ncclReduceScatter(sp, rp, o.count, dt, op, h, s)
+            elif k == "send":
+                st = lib.ncclSend(sp, o.count, dt, o.peer, h, s)
+            else:
+                st = lib.ncclRecv(rp, o.count, dt, o.peer, h, s)
+            self._check(st, "nccl" + k)
+
+    def release(self, comm: int, made: list[int]) -> None:
+        """Destroy the premul_sum operators :meth:`enqueue` created (after the group call)."""
+        h = self.comms.get(comm)
+        if h is not None:
             for op in made:
-                lib.ncclRedOpDestroy(op, h)
+                self.lib.ncclRedOpDestroy(op, h)
+
+    def run(self, stream: Any, comm: int, ops: list[tuple[Any, int, int]]) -> None:
+        """Enqueue ``ops`` ((CollOp, send ptr, recv ptr)) on ``stream`` as one group call."""
+        made: list[int] = []
+        self.group_start()
+        try:
+            self.enqueue(stream, comm, ops, made)
+        finally:
+            try:
+                self.group_end()
+            finally:
+                self.release(comm, made)
 
     def poll(self, comm: int) -> int:
         """The communicator's asynchronous error (0: none; unknown ids: 0)."""

@@ -166,6 +166,24 @@ class SimNccl:
 
         stream.put(remote)
 
+    def has(self, comm: int) -> bool:
+        return comm in self.comms
+
+    def group_start(self) -> None:
+        """Nothing to open: each rank's batch meets its peers at the rendezvous."""
+
+    def group_end(self) -> None:
+        """Nothing to launch: :meth:`enqueue` put each rank's batch on its stream."""
+
+    def enqueue(self, stream: Any, comm: int, ops: list[tuple[Any, int, int]],
+                made: list[int]) -> None:
+        """The batch of one rank inside a group call open on the issuing thread (the
+        simulator's group calls do nothing: see :meth:`run`)."""
+        self.run(stream, comm, ops)
+
+    def release(self, comm: int, made: list[int]) -> None:
+        """No operators to destroy."""
+
     def poll(self, comm: int) -> int:
         shared = self.comms.get(comm)
         return shared.async_error if isinstance(shared, SimComm) else 0
