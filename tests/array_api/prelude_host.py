@@ -21,8 +21,8 @@ import numpy as np
 
 from gpumsg.array_api._expr import PRELUDE
 
-__all__ = ["GXX", "COMPLEX_UNARY", "REAL_UNARY", "build", "call_complex", "call_real",
-           "call_complex_pow"]
+__all__ = ["GXX", "COMPLEX_UNARY", "REAL_UNARY", "build", "build_kernel", "launch_host",
+           "call_complex", "call_real", "call_complex_pow"]
 
 GXX = shutil.which("g++")
 
@@ -37,6 +37,26 @@ _HEAD = r"""
 #include <math.h>
 #include <string.h>
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, sizeof f); return f; }
+"""
+
+#: what a generated kernel needs besides the prelude: one thread of one block walks the whole
+#: grid-stride loop; the half conversions round to nearest even as the PTX instructions do
+_KERNEL_HEAD = _HEAD + r"""
+#define __global__
+#define __restrict__ __restrict
+struct gm_dim3 { unsigned int x, y, z; };
+static const gm_dim3 blockIdx = {0, 0, 0}, threadIdx = {0, 0, 0};
+static const gm_dim3 blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
+struct ulonglong2 { unsigned long long x, y; };
+static inline float gm_h2f(unsigned short h) { _Float16 f; memcpy(&f, &h, 2); return (float)f; }
+static inline unsigned short gm_f2h(float x) {
+  _Float16 f = (_Float16)x; unsigned short h; memcpy(&h, &f, 2); return h; }
+static inline float gm_bf2f(unsigned short h) {
+  unsigned int u = ((unsigned int)h) << 16; float f; memcpy(&f, &u, 4); return f; }
+static inline unsigned short gm_f2bf(float x) {
+  unsigned int u; memcpy(&u, &x, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u); return (unsigned short)(u >> 16); }
 """
 
 
@@ -70,21 +90,43 @@ extern "C" void h_{fn}_{tag}(long long n, const {ftype}* x, {ftype}* out) {{
     return "\n".join(out)
 
 
-def build(folder: str) -> ctypes.CDLL:
-    """Compile the prelude and its exports into ``folder``; the loaded library."""
+def _compile(folder: str, stem: str, text: str) -> ctypes.CDLL:
     if GXX is None:
         raise RuntimeError("g++ is not on the PATH")
-    src = os.path.join(folder, "prelude_host.cpp")
-    lib = os.path.join(folder, "prelude_host.so")
+    src = os.path.join(folder, stem + ".cpp")
+    lib = os.path.join(folder, stem + ".so")
     with open(src, "w") as f:
-        f.write(_HEAD + PRELUDE + _exports())
+        f.write(text)
     cmd = [GXX, "-std=c++17", "-O2", "-shared", "-fPIC", "-ffp-contract=off", "-fno-fast-math",
            "-D__device__=", "-D__host__=", "-D__forceinline__=inline", "-DGM_HOST_CHECK",
            "-Wno-unused-function", src, "-o", lib]
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode:
-        raise RuntimeError(f"g++ failed:\n{run.stderr[-4000:]}")
+        raise RuntimeError(f"g++ failed on {src}:\n{run.stderr[-4000:]}")
     return ctypes.CDLL(lib)
+
+
+def build(folder: str) -> ctypes.CDLL:
+    """Compile the prelude and its exports into ``folder``; the loaded library."""
+    return _compile(folder, "prelude_host", _HEAD + PRELUDE + _exports())
+
+
+def build_kernel(folder: str, name: str, source: str) -> Any:
+    """Compile the CUDA source of one generated kernel (which may include the prelude) for the
+    host; the function ``name``, which runs the kernel's whole grid in the calling thread."""
+    text = source if "gm_cplx" in source else PRELUDE + source
+    return getattr(_compile(folder, name, _KERNEL_HEAD + text), name)
+
+
+def launch_host(kernel: Any, kinds: tuple[str, ...], args: tuple) -> None:
+    """Call a kernel from :func:`build_kernel` with ``args`` of the parameter ``kinds`` of
+    ``dev.launch`` ("ptr": a NumPy array, "i64"/"i32": ints, "f64"/"f32": floats)."""
+    conv = {"i64": ctypes.c_longlong, "i32": ctypes.c_int, "u64": ctypes.c_ulonglong,
+            "f64": ctypes.c_double, "f32": ctypes.c_float}
+    out = []
+    for kind, a in zip(kinds, args, strict=True):
+        out.append(_ptr(a) if kind == "ptr" else conv[kind](a))
+    kernel(*out)
 
 
 def _ptr(a: np.ndarray) -> Any:
