@@ -511,11 +511,14 @@ template <class F> struct gm_cplx {
   friend __device__ __forceinline__ gm_cplx operator*(gm_cplx a, gm_cplx b) {
     return gm_cplx(a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re); }
   friend __device__ __forceinline__ gm_cplx operator/(gm_cplx a, gm_cplx b) {
-    // scaled by the larger part of b, so that |b|^2 does not overflow
-    F s = fabs(b.re) > fabs(b.im) ? fabs(b.re) : fabs(b.im);
-    if (s == 0) return gm_cplx(a.re / s, a.im / s);
-    F br = b.re / s, bi = b.im / s, d = br * br + bi * bi;
-    return gm_cplx((a.re * br + a.im * bi) / (d * s), (a.im * br - a.re * bi) / (d * s)); }
+    // Smith's method, as NumPy's (the same roundings and zero signs): the ratio of b's
+    // smaller part to its larger, so that |b|^2 is never formed
+    if (fabs(b.re) >= fabs(b.im)) {
+      if (b.re == 0 && b.im == 0) return gm_cplx(a.re / fabs(b.re), a.im / fabs(b.re));
+      F rat = b.im / b.re, scl = (F)1 / (b.re + b.im * rat);
+      return gm_cplx((a.re + a.im * rat) * scl, (a.im - a.re * rat) * scl); }
+    F rat = b.re / b.im, scl = (F)1 / (b.im + b.re * rat);
+    return gm_cplx((a.re * rat + a.im) * scl, (a.im * rat - a.re) * scl); }
   friend __device__ __forceinline__ gm_cplx operator-(gm_cplx a) { return gm_cplx(-a.re, -a.im); }
   friend __device__ __forceinline__ gm_cplx operator+(gm_cplx a) { return a; }
   friend __device__ __forceinline__ bool operator==(gm_cplx a, gm_cplx b) {
@@ -638,6 +641,42 @@ __device__ __forceinline__ float gm_ctanhlim(float) { return 10.0f; }
 __device__ __forceinline__ double gm_ctanhlim(double) { return 20.0; }
 #define GM_PI_2 1.5707963267948966
 #define GM_LN2 0.6931471805599453
+
+// a product that keeps the infinities a NaN would hide (C99 Annex G's multiplication): where
+// the plain formula gives NaN + NaN i and an operand is infinite, the infinite parts become +-1,
+// the NaN parts of the other operand +-0, and the product is recomputed times infinity
+template <class F> __device__ __forceinline__ gm_cplx<F> gm_cx_mul(gm_cplx<F> u, gm_cplx<F> v) {
+  F a = u.re, b = u.im, c = v.re, d = v.im;
+  F ac = a * c, bd = b * d, ad = a * d, bc = b * c, x = ac - bd, y = ad + bc;
+  if (!gm_isnan(x) || !gm_isnan(y)) return gm_cplx<F>(x, y);
+  bool again = false;
+  if (gm_isinf(a) || gm_isinf(b)) {
+    a = gm_copysign(gm_isinf(a) ? (F)1 : (F)0, a);
+    b = gm_copysign(gm_isinf(b) ? (F)1 : (F)0, b);
+    if (gm_isnan(c)) c = gm_copysign((F)0, c);
+    if (gm_isnan(d)) d = gm_copysign((F)0, d);
+    again = true;
+  }
+  if (gm_isinf(c) || gm_isinf(d)) {
+    c = gm_copysign(gm_isinf(c) ? (F)1 : (F)0, c);
+    d = gm_copysign(gm_isinf(d) ? (F)1 : (F)0, d);
+    if (gm_isnan(a)) a = gm_copysign((F)0, a);
+    if (gm_isnan(b)) b = gm_copysign((F)0, b);
+    again = true;
+  }
+  if (!again && (gm_isinf(ac) || gm_isinf(bd) || gm_isinf(ad) || gm_isinf(bc))) {
+    if (gm_isnan(a)) a = gm_copysign((F)0, a);
+    if (gm_isnan(b)) b = gm_copysign((F)0, b);
+    if (gm_isnan(c)) c = gm_copysign((F)0, c);
+    if (gm_isnan(d)) d = gm_copysign((F)0, d);
+    again = true;
+  }
+  if (again) {
+    x = (F)gm_inf() * (a * c - b * d);
+    y = (F)gm_inf() * (a * d + b * c);
+  }
+  return gm_cplx<F>(x, y);
+}
 
 template <class F> __device__ __forceinline__ gm_cplx<F> gm_cx_exp(gm_cplx<F> z) {
   F x = z.re, y = z.im;
@@ -919,9 +958,22 @@ template <class F> __device__ __forceinline__ gm_cplx<F> gm_cx_atanh(gm_cplx<F> 
   __device__ __forceinline__ C gm_sign(C z) { /* z / |z| by the complex division */ \
     if (gm_isnan(z)) return C(z.re + z.im, z.re + z.im); \
     F m = gm_abs(z); return m == (F)0 ? C((F)0) : z / C(m); } \
-  __device__ __forceinline__ C gm_pow(C a, C b) { \
+  __device__ __forceinline__ C gm_pow(C a, C b) { /* NumPy's rules, then exp(b log a) */ \
     if (b.re == (F)0 && b.im == (F)0) return C((F)1); \
-    if (a.re == (F)0 && a.im == (F)0 && b.im == (F)0 && b.re > (F)0) return C((F)0); \
-    return gm_exp(b * gm_log(a)); }
+    if (a.re == (F)0 && a.im == (F)0) \
+      return b.re > (F)0 ? C((F)0) : C(gm_nan(), gm_nan()); \
+    if (b.im == (F)0 && b.re == gm_trunc(b.re) && gm_abs(b.re) < (F)100) { \
+      /* a small integer power: repeated products, exact for z**1, as NumPy's */ \
+      int n = (int)b.re, m = n < 0 ? -n : n; \
+      if (n == 1) return a; \
+      if (n == 2) return a * a; \
+      if (n == 3) return a * (a * a); \
+      C r((F)1), p = a; \
+      for (int mask = 1;; mask <<= 1) { \
+        if (m & mask) r = r * p; \
+        if (m < (mask << 1)) break; \
+        p = p * p; } \
+      return n < 0 ? C((F)1) / r : r; } \
+    return gm_exp(gm_cx_mul(b, gm_log(a))); }
 GM_CT(gm_c64, float) GM_CT(gm_c128, double)
 """

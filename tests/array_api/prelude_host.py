@@ -80,6 +80,13 @@ extern "C" void h_pow_{tag}(long long n, const {ftype}* re, const {ftype}* im,
   for (long long i = 0; i < n; ++i) {{
     {ctype} r = gm_pow({ctype}(re[i], im[i]), {ctype}(re2[i], im2[i]));
     ore[i] = r.re; oim[i] = r.im; }}
+}}
+extern "C" void h_divide_{tag}(long long n, const {ftype}* re, const {ftype}* im,
+                            const {ftype}* re2, const {ftype}* im2, {ftype}* ore,
+                            {ftype}* oim) {{
+  for (long long i = 0; i < n; ++i) {{
+    {ctype} r = {ctype}(re[i], im[i]) / {ctype}(re2[i], im2[i]);
+    ore[i] = r.re; oim[i] = r.im; }}
 }}""")
     for tag, ftype in (("f32", "float"), ("f64", "double")):
         for fn in REAL_UNARY:
@@ -150,14 +157,16 @@ def call_complex(lib: ctypes.CDLL, fn: str, z: np.ndarray) -> np.ndarray:
     return out
 
 
-def call_complex_pow(lib: ctypes.CDLL, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``gm_pow`` on each pair of elements of the complex arrays ``a`` and ``b`` (one dtype)."""
+def call_complex_pow(lib: ctypes.CDLL, a: np.ndarray, b: np.ndarray,
+                     fn: str = "pow") -> np.ndarray:
+    """``gm_pow`` (or with ``fn="divide"`` the operator ``/``) on each pair of elements of the
+    complex arrays ``a`` and ``b`` (one dtype)."""
     real = np.float32 if a.dtype == np.complex64 else np.float64
     tag = "c64" if a.dtype == np.complex64 else "c128"
     parts = [np.ascontiguousarray(p, real) for p in (a.real, a.imag, b.real, b.imag)]
     ore, oim = np.empty_like(parts[0]), np.empty_like(parts[0])
-    lib[f"h_pow_{tag}"](ctypes.c_longlong(a.size), *(_ptr(p) for p in parts), _ptr(ore),
-                        _ptr(oim))
+    lib[f"h_{fn}_{tag}"](ctypes.c_longlong(a.size), *(_ptr(p) for p in parts), _ptr(ore),
+                         _ptr(oim))
     out = np.empty(a.shape, a.dtype)
     out.real, out.imag = ore, oim
     return out

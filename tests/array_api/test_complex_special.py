@@ -189,3 +189,30 @@ def test_special_parts_on_each_backend(xp, dtype) -> None:
         got = np.asarray(getattr(xp, fn)(x))
         bad += [f"{fn}: {m}" for m in _mismatches(z, got, _reference(fn, z), _UNIT[dt.type])]
     assert not bad, f"{len(bad)} mismatches:\n" + "\n".join(bad[:30])
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128], ids=["c64", "c128"])
+def test_pow_matches_the_simulator(lib, dtype) -> None:
+    """Small integer exponents by repeated products (z**1 is z, as NumPy's), a zero base gives
+    0 for a positive real part of the exponent, else exp(b log a)."""
+    a = _grid(dtype)
+    exps = np.array([0, 1, 2, 3, -1, -2, 7, 0.5, 2.5 + 1j, 1j, -1.5, INF, NAN], dtype)
+    aa, bb = np.repeat(a, exps.size), np.tile(exps, a.size)
+    got = host.call_complex_pow(lib, aa, bb)
+    with np.errstate(all="ignore"):
+        ref = np.asarray(FUNCTIONS["pow"](aa, bb))
+    # a power's rounding error grows with |b log a|: the tolerance too, for finite values
+    bad = _mismatches(aa, got, ref, _UNIT[dtype] * 8)
+    assert not bad, f"{len(bad)} of {aa.size}:\n" + "\n".join(bad[:20])
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128], ids=["c64", "c128"])
+def test_division_matches_numpy(lib, dtype) -> None:
+    """Smith's method, as NumPy's: the same values and zero signs, a zero divisor included."""
+    z = _grid(dtype)
+    aa, bb = np.repeat(z, z.size), np.tile(z, z.size)
+    got = host.call_complex_pow(lib, aa, bb, "divide")
+    with np.errstate(all="ignore"):
+        ref = aa / bb
+    bad = _mismatches(aa, got, ref, _UNIT[dtype])
+    assert not bad, f"{len(bad)} of {aa.size}:\n" + "\n".join(bad[:20])
