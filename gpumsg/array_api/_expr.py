@@ -926,54 +926,67 @@ template <class F> __device__ __forceinline__ gm_cplx<F> gm_cx_atanh(gm_cplx<F> 
   __device__ __forceinline__ bool gm_isinf(C z) { return gm_isinf(z.re) || gm_isinf(z.im); } \
   __device__ __forceinline__ bool gm_isfinite(C z) { \
     return gm_isfinite(z.re) && gm_isfinite(z.im); } \
-  __device__ __forceinline__ C gm_exp(C z) { return gm_cx_exp(z); } \
-  __device__ __forceinline__ C gm_expm1(C z) { return gm_cx_expm1(z); } \
-  __device__ __forceinline__ C gm_log(C z) { return gm_cx_log(z); } \
-  __device__ __forceinline__ C gm_log1p(C z) { return gm_cx_log1p(z); } \
-  __device__ __forceinline__ C gm_sqrt(C z) { return gm_cx_sqrt(z); } \
-  __device__ __forceinline__ C gm_log2(C z) { \
-    C l = gm_log(z); return C(l.re / (F)GM_LN2, l.im / (F)GM_LN2); } \
-  __device__ __forceinline__ C gm_log10(C z) { \
-    C l = gm_log(z); return C(l.re / (F)2.302585092994046, l.im / (F)2.302585092994046); } \
-  __device__ __forceinline__ C gm_sinh(C z) { return gm_cx_sinh(z); } \
-  __device__ __forceinline__ C gm_cosh(C z) { return gm_cx_cosh(z); } \
-  __device__ __forceinline__ C gm_tanh(C z) { return gm_cx_tanh(z); } \
-  __device__ __forceinline__ C gm_sin(C z) { /* -i sinh(iz); NaN + i inf where the sign is free */ \
-    if (!gm_isfinite(z.re) && gm_isinf(z.im)) return C(z.re - z.re, (F)gm_inf()); \
-    C w = gm_cx_sinh(C(-z.im, z.re)); return C(w.im, -w.re); } \
-  __device__ __forceinline__ C gm_cos(C z) { return gm_cx_cosh(C(-z.im, z.re)); } \
-  __device__ __forceinline__ C gm_tan(C z) { /* -i tanh(iz); C99's 0 sin(2x) beside +-i */ \
-    if (gm_isinf(z.im) && gm_isfinite(z.re)) \
-      return C((F)0 * gm_sin((F)2 * z.re), gm_copysign((F)1, z.im)); \
-    C w = gm_cx_tanh(C(-z.im, z.re)); return C(w.im, -w.re); } \
-  __device__ __forceinline__ C gm_asinh(C z) { return gm_cx_asinh(z); } \
-  __device__ __forceinline__ C gm_acosh(C z) { return gm_cx_acosh(z); } \
-  __device__ __forceinline__ C gm_atanh(C z) { return gm_cx_atanh(z); } \
-  __device__ __forceinline__ C gm_asin(C z) { /* -i asinh(iz); NaN + i inf: the sign is free */ \
-    if (gm_isinf(z.re) && gm_isnan(z.im)) return C(z.im, (F)gm_inf()); \
-    C w = gm_cx_asinh(C(-z.im, z.re)); return C(w.im, -w.re); } \
-  __device__ __forceinline__ C gm_acos(C z) { return gm_cx_acos(z); } \
-  __device__ __forceinline__ C gm_atan(C z) { /* -i atanh(iz) */ \
-    C w = gm_cx_atanh(C(-z.im, z.re)); return C(w.im, -w.re); } \
   __device__ __forceinline__ C gm_sign(C z) { /* z / |z| by the complex division */ \
     if (gm_isnan(z)) return C(z.re + z.im, z.re + z.im); \
-    F m = gm_abs(z); return m == (F)0 ? C((F)0) : z / C(m); } \
-  __device__ __forceinline__ C gm_pow(C a, C b) { /* NumPy's rules, then exp(b log a) */ \
-    if (b.re == (F)0 && b.im == (F)0) return C((F)1); \
-    if (a.re == (F)0 && a.im == (F)0) \
-      return b.re > (F)0 ? C((F)0) : C(gm_nan(), gm_nan()); \
-    if (b.im == (F)0 && b.re == gm_trunc(b.re) && gm_abs(b.re) < (F)100) { \
-      /* a small integer power: repeated products, exact for z**1, as NumPy's */ \
-      int n = (int)b.re, m = n < 0 ? -n : n; \
-      if (n == 1) return a; \
-      if (n == 2) return a * a; \
-      if (n == 3) return a * (a * a); \
-      C r((F)1), p = a; \
-      for (int mask = 1;; mask <<= 1) { \
-        if (m & mask) r = r * p; \
-        if (m < (mask << 1)) break; \
-        p = p * p; } \
-      return n < 0 ? C((F)1) / r : r; } \
-    return gm_exp(gm_cx_mul(b, gm_log(a))); }
+    F m = gm_abs(z); return m == (F)0 ? C((F)0) : z / C(m); }
 GM_CT(gm_c64, float) GM_CT(gm_c128, double)
+
+// the transcendental ones are templates, instantiated only by the kernels that call them (a
+// kernel without complex math compiles none of this)
+#define GM_CX template <class F> __device__ __forceinline__ gm_cplx<F>
+GM_CX gm_exp(gm_cplx<F> z) { return gm_cx_exp(z); }
+GM_CX gm_expm1(gm_cplx<F> z) { return gm_cx_expm1(z); }
+GM_CX gm_log(gm_cplx<F> z) { return gm_cx_log(z); }
+GM_CX gm_log1p(gm_cplx<F> z) { return gm_cx_log1p(z); }
+GM_CX gm_sqrt(gm_cplx<F> z) { return gm_cx_sqrt(z); }
+GM_CX gm_log2(gm_cplx<F> z) {
+  gm_cplx<F> l = gm_cx_log(z);
+  return gm_cplx<F>(l.re / (F)GM_LN2, l.im / (F)GM_LN2); }
+GM_CX gm_log10(gm_cplx<F> z) {
+  gm_cplx<F> l = gm_cx_log(z);
+  return gm_cplx<F>(l.re / (F)2.302585092994046, l.im / (F)2.302585092994046); }
+GM_CX gm_sinh(gm_cplx<F> z) { return gm_cx_sinh(z); }
+GM_CX gm_cosh(gm_cplx<F> z) { return gm_cx_cosh(z); }
+GM_CX gm_tanh(gm_cplx<F> z) { return gm_cx_tanh(z); }
+GM_CX gm_sin(gm_cplx<F> z) {  // -i sinh(iz); NaN + i inf where the sign is free
+  if (!gm_isfinite(z.re) && gm_isinf(z.im)) return gm_cplx<F>(z.re - z.re, (F)gm_inf());
+  gm_cplx<F> w = gm_cx_sinh(gm_cplx<F>(-z.im, z.re));
+  return gm_cplx<F>(w.im, -w.re); }
+GM_CX gm_cos(gm_cplx<F> z) { return gm_cx_cosh(gm_cplx<F>(-z.im, z.re)); }
+GM_CX gm_tan(gm_cplx<F> z) {  // -i tanh(iz); C99's 0 sin(2x) beside +-i
+  if (gm_isinf(z.im) && gm_isfinite(z.re))
+    return gm_cplx<F>((F)0 * gm_sin((F)2 * z.re), gm_copysign((F)1, z.im));
+  gm_cplx<F> w = gm_cx_tanh(gm_cplx<F>(-z.im, z.re));
+  return gm_cplx<F>(w.im, -w.re); }
+GM_CX gm_asinh(gm_cplx<F> z) { return gm_cx_asinh(z); }
+GM_CX gm_acosh(gm_cplx<F> z) { return gm_cx_acosh(z); }
+GM_CX gm_atanh(gm_cplx<F> z) { return gm_cx_atanh(z); }
+GM_CX gm_asin(gm_cplx<F> z) {  // -i asinh(iz); NaN + i inf where the sign is free
+  if (gm_isinf(z.re) && gm_isnan(z.im)) return gm_cplx<F>(z.im, (F)gm_inf());
+  gm_cplx<F> w = gm_cx_asinh(gm_cplx<F>(-z.im, z.re));
+  return gm_cplx<F>(w.im, -w.re); }
+GM_CX gm_acos(gm_cplx<F> z) { return gm_cx_acos(z); }
+GM_CX gm_atan(gm_cplx<F> z) {  // -i atanh(iz)
+  gm_cplx<F> w = gm_cx_atanh(gm_cplx<F>(-z.im, z.re));
+  return gm_cplx<F>(w.im, -w.re); }
+GM_CX gm_pow(gm_cplx<F> a, gm_cplx<F> b) {  // NumPy's rules, then exp(b log a)
+  typedef gm_cplx<F> C;
+  if (b.re == (F)0 && b.im == (F)0) return C((F)1);
+  if (a.re == (F)0 && a.im == (F)0) return b.re > (F)0 ? C((F)0) : C(gm_nan(), gm_nan());
+  if (b.im == (F)0 && b.re == gm_trunc(b.re) && gm_abs(b.re) < (F)100) {
+    // a small integer power: repeated products, exact for z**1, as NumPy's
+    int n = (int)b.re, m = n < 0 ? -n : n;
+    if (n == 1) return a;
+    if (n == 2) return a * a;
+    if (n == 3) return a * (a * a);
+    C r((F)1), p = a;
+    for (int mask = 1;; mask <<= 1) {
+      if (m & mask) r = r * p;
+      if (m < (mask << 1)) break;
+      p = p * p;
+    }
+    return n < 0 ? C((F)1) / r : r;
+  }
+  return gm_cx_exp(gm_cx_mul(b, gm_cx_log(a))); }
+#undef GM_CX
 """
