@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "GpuError",
     "InvalidMessage",
+    "IndexOutOfRange",
     "GpuRefStale",
     "DeviceClosed",
     "ContextPoisoned",
@@ -65,6 +66,12 @@ class InvalidMessage(GpuError, ValueError):
     def __init__(self, message: str, field: str | None = None) -> None:
         super().__init__(message)
         self.field = field
+
+
+class IndexOutOfRange(InvalidMessage, IndexError):
+    """An index lies outside its axis (an integer-array index, ``take``, an embedding lookup),
+    found by the kernel that used it: the operation's result (and every reader of it) fails
+    with this error instead of holding values read from elsewhere."""
 
 
 class GpuRefStale(GpuError):

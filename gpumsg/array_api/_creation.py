@@ -1,7 +1,8 @@
 """Creation functions. Data from the host goes in with one copy; ``zeros`` is a memset; every
 other fill is a generated kernel: ``arange`` and ``linspace`` are a ramp ``start + i * step``
-(NumPy's step and end point, in float64 or int64, converted on store). ``eye`` computes its
-values with NumPy on the host and copies them in."""
+(NumPy's step and end point, in float64 or int64, converted on store). ``eye``, ``tril`` and
+``triu`` are one generated kernel each that works out each element's row and column from its
+index: nothing is built on the host."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import OutOfMemory
 from . import _dtypes as D
 from ._array import Array, asarray_host, check_device, new_array, resolve_device
 
@@ -283,18 +283,6 @@ def _ramp(dev: Any, n: int, dt: np.dtype, integer: bool, args: tuple[Any, ...]) 
     return out
 
 
-def _fits(dev: Any, count: int, dt: np.dtype) -> Any:
-    """``dev``, once an array of ``count`` elements of ``dt`` is known to fit it: the arrays
-    built on the host first (arange, linspace, eye) are refused as their allocation would be,
-    before the host memory is touched."""
-    nbytes = builtins.max(int(count), 0) * np.dtype(dt).itemsize
-    if nbytes > dev.props.total_bytes:
-        raise OutOfMemory(f"{nbytes} bytes requested but device {dev.ordinal} has "
-                          f"{dev.props.total_bytes} bytes in all", nbytes, None,
-                          dev.props.total_bytes)
-    return dev
-
-
 def arange(start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None,
            device: Any = None) -> Array:
     """``start, start + step, ...`` up to ``stop`` (excluded), made on the device."""
@@ -337,14 +325,72 @@ def linspace(start: Any, stop: Any, /, num: int, *, dtype: Any = None, device: A
                  (a.real, a.imag, step.real, step.imag, b.real, b.imag, fix))
 
 
+def _render_eye(dt: np.dtype) -> tuple[str, str, tuple[str, ...]]:
+    """``out[r, c] = (c - r == k)`` over a C-ordered ``rows x cols`` array of ``dt``."""
+    from ..libs.nvrtc._sim import SIM_KERNELS, Recipe, sim_kernel
+    from ._cub import tag
+    from ._expr import PRELUDE
+
+    storage, ctype = D.CTYPE[dt][0], D.CTYPE[dt][1]
+    name = f"gm_eye_{tag(dt)}"
+    store = D.CTYPE[dt][4].format(f"({ctype})(v)")
+    src = f"""{PRELUDE}
+extern "C" __global__ void {name}(long long n, {storage}* __restrict__ out, long long cols,
+                                  long long k) {{
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (long long)blockDim.x * gridDim.x) {{
+    int v = (i % cols) - (i / cols) == k ? 1 : 0;
+    out[i] = {store};
+  }}
+}}
+"""
+    if name not in SIM_KERNELS:
+        sim_kernel(name)(Recipe(_eye_twin, dt))
+    return name, src, ("i64", "ptr", "i64", "i64")
+
+
+def _eye_twin(dt: np.dtype) -> Any:
+    def run(info: Any, n: Any, out: np.ndarray, cols: Any, k: Any) -> None:
+        i = np.arange(int(n), dtype=np.int64)
+        v = (i % int(cols)) - (i // int(cols)) == int(k)
+        dst = out.view(np.bool_) if dt == D.bool else out
+        dst[:int(n)] = v.astype(D.CTYPE[dt][2]).astype(dst.dtype)
+
+    return run
+
+
 def eye(n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype: Any = None,
         device: Any = None) -> Array:
+    """The ``n_rows x n_cols`` array with ones on diagonal ``k`` (above the main one for
+    ``k > 0``), zeros elsewhere: one generated kernel."""
+    from ._codegen import kernel_for
+
     dt = _dtype(dtype, D.float64)
     dev = resolve_device(device)
-    if isinstance(n_rows, int) and isinstance(n_cols, (int, type(None))):
-        _fits(dev, n_rows * (n_rows if n_cols is None else n_cols), dt)
-    host = np.eye(n_rows, n_cols, k=k, dtype=np.float64 if dt != D.bool else np.bool_)
-    return asarray_host(dev, host, dt)
+    rows = _count(n_rows, "n_rows")
+    cols = rows if n_cols is None else _count(n_cols, "n_cols")
+    k = _count(k, "k", signed=True)
+    out = new_array(dev, (rows, cols), dt)
+    n = rows * cols
+    if n:
+        name, src, kinds = _render_eye(dt)
+        kernel = kernel_for(dev, name, src, kinds)
+        grid = builtins.max(1, builtins.min((n + 255) // 256, 1 << 16))
+        out._wrote(dev.launch(kernel, grid, 256, (n, out.buffer, cols, k),
+                              writes=[out.buffer]))
+    return out
+
+
+def _count(v: Any, field: str, signed: bool = False) -> int:
+    """``v`` as an int (a size, or with ``signed`` a diagonal offset clamped to +-2**62)."""
+    if isinstance(v, _pybool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{field} must be an int, got {v!r}")
+    v = int(v)
+    if signed:
+        return builtins.max(-(1 << 62), builtins.min(v, 1 << 62))
+    if v < 0:
+        raise ValueError(f"{field} must not be negative, got {v}")
+    return v
 
 
 def from_dlpack(x: Any, /, *, device: Any = None, copy: Any = None) -> Array:
@@ -401,23 +447,92 @@ def meshgrid(*arrays: Array, indexing: str = "xy") -> list[Array]:
     return out
 
 
+def _render_tri(width: int, ndim: int, lower: bool) -> tuple[str, str, tuple[str, ...]]:
+    """``out[..., r, c] = keep(c - r) ? x[..., r, c] : 0`` over the C-ordered result of
+    ``ndim >= 2`` dimensions, ``x`` at element ``off`` with strides ``t``; elements move as
+    words of ``width`` bytes (bit-exact; all-zero bits are every dtype's zero)."""
+    from ..libs.nvrtc._sim import SIM_KERNELS, Recipe, sim_kernel
+    from ._codegen import _index_code
+    from ._gather import _WORD
+
+    w = _WORD[width]
+    name = f"gm_{'tril' if lower else 'triu'}_{width}_{ndim}"
+    params = ["long long n", f"{w}* __restrict__ dst", f"const {w}* __restrict__ src",
+              "long long off", "long long k"]
+    params += [f"long long d{j}" for j in range(ndim)] + [f"long long tx_{j}"
+                                                           for j in range(ndim)]
+    kinds = ("i64", "ptr", "ptr", "i64", "i64") + ("i64",) * (2 * ndim)
+    body = "\n".join(_index_code("e", "i", ndim, ["x"], "d", "t", "long long", "    "))
+    test = "<=" if lower else ">="
+    src = f"""
+typedef {w} gm_word;
+extern "C" __global__ void {name}({", ".join(params)}) {{
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (long long)blockDim.x * gridDim.x) {{
+    long long c = i % d{ndim - 1}, r = (i / d{ndim - 1}) % d{ndim - 2};
+    if (c - r {test} k) {{
+{body}
+      dst[i] = src[off + ex];
+    }} else {{
+      dst[i] = gm_word();
+    }}
+  }}
+}}
+"""
+    if name not in SIM_KERNELS:
+        sim_kernel(name)(Recipe(_tri_twin, width, ndim, lower))
+    return name, src, kinds
+
+
+def _tri_twin(width: int, ndim: int, lower: bool) -> Any:
+    from ._gather import _NPWORD
+
+    wt = _NPWORD[width]
+
+    def run(info: Any, n: Any, dst: np.ndarray, src: np.ndarray, off: Any, k: Any,
+            *rest: Any) -> None:
+        n, off, k = int(n), int(off), int(k)
+        dims = tuple(int(v) for v in rest[:ndim])
+        tx = np.array([int(v) for v in rest[ndim:]], np.int64)
+        coords = np.stack(np.unravel_index(np.arange(n), dims))
+        diff = coords[-1] - coords[-2]
+        keep = diff <= k if lower else diff >= k
+        d, s = dst.view(wt), src.view(wt)
+        vals = s[off + tx @ coords]
+        d[:n] = np.where(keep, vals, np.zeros((), wt))
+
+    return run
+
+
 def _tri(x: Array, k: int, lower: bool) -> Array:
-    from ._elementwise import where
+    from ._codegen import kernel_for
 
     if not isinstance(x, Array):
         raise TypeError(f"tril/triu: x must be an Array, got {type(x).__name__}")
     if x.ndim < 2:
         raise ValueError("tril/triu need at least 2 dimensions")
-    n, m = x.shape[-2:]
-    mask = np.tri(n, m, k=k, dtype=np.bool_) if lower else ~np.tri(n, m, k=k - 1, dtype=np.bool_)
-    zero: Any = False if x.dtype == D.bool else 0
-    return where(asarray_host(x.device, mask, D.bool), x, zero)
+    k = _count(k, "k", signed=True)
+    dev = x.device
+    out = new_array(dev, x.shape, x.dtype)
+    n = out.size
+    if n:
+        name, src, kinds = _render_tri(x.dtype.itemsize, x.ndim, lower)
+        kernel = kernel_for(dev, name, src, kinds)
+        grid = builtins.max(1, builtins.min((n + 255) // 256, 1 << 16))
+        out._wrote(dev.launch(kernel, grid, 256,
+                              (n, out.buffer, x.buffer, x._offset, k, *x.shape, *x.strides),
+                              reads=[x.buffer], writes=[out.buffer]))
+    return out
 
 
 def tril(x: Array, /, *, k: int = 0) -> Array:
+    """``x`` with the elements above diagonal ``k`` of its last two dimensions set to zero
+    (stacks of matrices too): one generated kernel."""
     return _tri(x, k, True)
 
 
 def triu(x: Array, /, *, k: int = 0) -> Array:
+    """``x`` with the elements below diagonal ``k`` of its last two dimensions set to zero
+    (stacks of matrices too): one generated kernel."""
     return _tri(x, k, False)
 

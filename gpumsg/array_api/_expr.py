@@ -418,9 +418,43 @@ def _floordiv(a: Any, b: Any) -> Any:
 
 
 def _expm1(x: Any) -> Any:
-    if _kind(x) == "c":  # exp(z) - 1: NumPy's complex expm1 loses the special cases
-        return np.exp(x) - 1
-    return np.expm1(x)
+    if _kind(x) != "c":
+        return np.expm1(x)
+    # NumPy's complex expm1 loses the special cases: exp(z) - 1 has them, and for finite z
+    # below exp's overflow, expm1(x) cos y - 2 sin^2(y/2) + i e^x sin y keeps the digits near 0
+    # (the device function's formula). A zero z gives +0 + 0j with y's sign, as the standard.
+    z = np.asarray(x)
+    out = np.asarray(np.exp(z) - 1)
+    re, im = z.real, z.imag
+    lim = 88.0 if z.dtype == np.complex64 else 709.0
+    fin = np.isfinite(re) & np.isfinite(im) & (re <= lim)
+    if fin.any():
+        h = np.sin(im * 0.5)
+        part = np.empty(z.shape, z.dtype)  # parts set one by one: 1j * -0.0 loses the sign
+        part.real = np.where(im == 0, np.where(re == 0, 0, np.expm1(re)),
+                             np.expm1(re) * np.cos(im) - 2 * h * h)
+        part.imag = np.exp(re) * np.sin(im)
+        out = np.where(fin, part, out)
+    return out
+
+
+def _log1p(x: Any) -> Any:
+    if _kind(x) != "c":
+        return np.log1p(x)
+    # NumPy's complex log1p is log(1 + z), which loses the digits of a small z: there the real
+    # part is log1p(2x + x^2 + y^2) / 2 (the device function's formula)
+    z = np.asarray(x)
+    w = np.empty(z.shape, z.dtype)
+    w.real, w.imag = z.real + 1, z.imag  # 1 + z would turn a -0 imaginary part into +0
+    out = np.asarray(np.log(w))
+    re, im = z.real, z.imag
+    small = (np.abs(re) < 0.5) & (np.abs(im) < 0.5)
+    if small.any():
+        part = np.empty(z.shape, z.dtype)
+        part.real = 0.5 * np.log1p(re * (2 + re) + im * im)
+        part.imag = np.arctan2(im, 1 + re)
+        out = np.where(small, part, out)
+    return out
 
 
 def _mod(a: Any, b: Any) -> Any:
@@ -447,7 +481,7 @@ def _imag(x: Any) -> Any:
 
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "abs": np.abs, "exp": np.exp, "expm1": _expm1, "log": np.log, "log1p": np.log1p,
+    "abs": np.abs, "exp": np.exp, "expm1": _expm1, "log": np.log, "log1p": _log1p,
     "log2": np.log2, "log10": np.log10, "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos,
     "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
     "cosh": np.cosh, "tanh": _tanh, "asinh": np.arcsinh, "acosh": np.arccosh,
@@ -512,6 +546,7 @@ PRELUDE = r"""
 // gpumsg.array_api prelude: the device functions behind the description language
 __device__ __forceinline__ float gm_inf() { return __int_as_float(0x7f800000); }
 __device__ __forceinline__ float gm_nan() { return __int_as_float(0x7fc00000); }
+#ifndef GM_HOST_CHECK  // (the host build of the checks has no PTX)
 __device__ __forceinline__ float gm_h2f(unsigned short h) {
   float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 __device__ __forceinline__ unsigned short gm_f2h(float f) {
@@ -520,6 +555,7 @@ __device__ __forceinline__ float gm_bf2f(unsigned short h) {
   return __int_as_float(((unsigned int)h) << 16); }
 __device__ __forceinline__ unsigned short gm_f2bf(float f) {
   unsigned short h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+#endif
 
 template <class F> struct gm_cplx {
   F re, im;
@@ -532,11 +568,14 @@ template <class F> struct gm_cplx {
   friend __device__ __forceinline__ gm_cplx operator*(gm_cplx a, gm_cplx b) {
     return gm_cplx(a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re); }
   friend __device__ __forceinline__ gm_cplx operator/(gm_cplx a, gm_cplx b) {
-    // scaled by the larger part of b, so that |b|^2 does not overflow
-    F s = fabs(b.re) > fabs(b.im) ? fabs(b.re) : fabs(b.im);
-    if (s == 0) return gm_cplx(a.re / s, a.im / s);
-    F br = b.re / s, bi = b.im / s, d = br * br + bi * bi;
-    return gm_cplx((a.re * br + a.im * bi) / (d * s), (a.im * br - a.re * bi) / (d * s)); }
+    // Smith's method, as NumPy's (the same roundings and zero signs): the ratio of b's
+    // smaller part to its larger, so that |b|^2 is never formed
+    if (fabs(b.re) >= fabs(b.im)) {
+      if (b.re == 0 && b.im == 0) return gm_cplx(a.re / fabs(b.re), a.im / fabs(b.re));
+      F rat = b.im / b.re, scl = (F)1 / (b.re + b.im * rat);
+      return gm_cplx((a.re + a.im * rat) * scl, (a.im - a.re * rat) * scl); }
+    F rat = b.re / b.im, scl = (F)1 / (b.im + b.re * rat);
+    return gm_cplx((a.re * rat + a.im) * scl, (a.im * rat - a.re) * scl); }
   friend __device__ __forceinline__ gm_cplx operator-(gm_cplx a) { return gm_cplx(-a.re, -a.im); }
   friend __device__ __forceinline__ gm_cplx operator+(gm_cplx a) { return a; }
   friend __device__ __forceinline__ bool operator==(gm_cplx a, gm_cplx b) {
@@ -612,7 +651,8 @@ GM_F2(fmod_, fmodf, fmod)
   __device__ __forceinline__ bool gm_isinf(T x) { return gm_abs(x) == (T)gm_inf(); } \
   __device__ __forceinline__ bool gm_isfinite(T x) { return gm_abs(x) < (T)gm_inf(); } \
   __device__ __forceinline__ bool gm_signbit(T x) { return gm_copysign((T)1, x) < (T)0; } \
-  __device__ __forceinline__ T gm_sign(T x) { return x > (T)0 ? (T)1 : (x < (T)0 ? (T)-1 : x); } \
+  __device__ __forceinline__ T gm_sign(T x) { /* +0 for +-0 (the standard), NaN for NaN */ \
+    return x > (T)0 ? (T)1 : (x < (T)0 ? (T)-1 : (x == (T)0 ? (T)0 : x)); } \
   __device__ __forceinline__ T gm_maximum(T a, T b) { return (a != a || a > b) ? a : b; } \
   __device__ __forceinline__ T gm_minimum(T a, T b) { return (a != a || a < b) ? a : b; } \
   __device__ __forceinline__ T gm_conj(T x) { return x; } \
@@ -640,7 +680,299 @@ GM_F2(fmod_, fmodf, fmod)
     return t; }
 GM_FT(float) GM_FT(double)
 
-// complex
+// complex. The elementary functions follow C99's Annex G (the standard's special cases) for
+// infinite, NaN and signed-zero parts, and scale their intermediates so that no finite result
+// overflows or underflows on the way. The gm_cx_ templates do the work; GM_CT names them.
+__device__ __forceinline__ float gm_ceps(float) { return 5.9604644775390625e-08f; }  // 2^-24
+__device__ __forceinline__ double gm_ceps(double) { return 1.1102230246251565e-16; }  // 2^-53
+// beyond this exp(x) may overflow: exp(x / 2)^2 is used
+__device__ __forceinline__ float gm_cexplim(float) { return 88.0f; }
+__device__ __forceinline__ double gm_cexplim(double) { return 709.0; }
+// a part above this has a square that may overflow (2^60, 2^500), 1/big the same for underflow
+__device__ __forceinline__ float gm_cbig(float) { return 1.152921504606846976e18f; }
+__device__ __forceinline__ double gm_cbig(double) { return 3.2733906078961419e150; }
+__device__ __forceinline__ float gm_clnbig(float) { return 41.588830833596716f; }
+__device__ __forceinline__ double gm_clnbig(double) { return 346.57359027997264; }
+// tanh(x) rounds to +-1 beyond this
+__device__ __forceinline__ float gm_ctanhlim(float) { return 10.0f; }
+__device__ __forceinline__ double gm_ctanhlim(double) { return 20.0; }
+#define GM_PI_2 1.5707963267948966
+#define GM_LN2 0.6931471805599453
+
+// a product that keeps the infinities a NaN would hide (C99 Annex G's multiplication): where
+// the plain formula gives NaN + NaN i and an operand is infinite, the infinite parts become +-1,
+// the NaN parts of the other operand +-0, and the product is recomputed times infinity
+template <class F> __device__ __forceinline__ gm_cplx<F> gm_cx_mul(gm_cplx<F> u, gm_cplx<F> v) {
+  F a = u.re, b = u.im, c = v.re, d = v.im;
+  F ac = a * c, bd = b * d, ad = a * d, bc = b * c, x = ac - bd, y = ad + bc;
+  if (!gm_isnan(x) || !gm_isnan(y)) return gm_cplx<F>(x, y);
+  bool again = false;
+  if (gm_isinf(a) || gm_isinf(b)) {
+    a = gm_copysign(gm_isinf(a) ? (F)1 : (F)0, a);
+    b = gm_copysign(gm_isinf(b) ? (F)1 : (F)0, b);
+    if (gm_isnan(c)) c = gm_copysign((F)0, c);
+    if (gm_isnan(d)) d = gm_copysign((F)0, d);
+    again = true;
+  }
+  if (gm_isinf(c) || gm_isinf(d)) {
+    c = gm_copysign(gm_isinf(c) ? (F)1 : (F)0, c);
+    d = gm_copysign(gm_isinf(d) ? (F)1 : (F)0, d);
+    if (gm_isnan(a)) a = gm_copysign((F)0, a);
+    if (gm_isnan(b)) b = gm_copysign((F)0, b);
+    again = true;
+  }
+  if (!again && (gm_isinf(ac) || gm_isinf(bd) || gm_isinf(ad) || gm_isinf(bc))) {
+    if (gm_isnan(a)) a = gm_copysign((F)0, a);
+    if (gm_isnan(b)) b = gm_copysign((F)0, b);
+    if (gm_isnan(c)) c = gm_copysign((F)0, c);
+    if (gm_isnan(d)) d = gm_copysign((F)0, d);
+    again = true;
+  }
+  if (again) {
+    x = (F)gm_inf() * (a * c - b * d);
+    y = (F)gm_inf() * (a * d + b * c);
+  }
+  return gm_cplx<F>(x, y);
+}
+
+template <class F> __device__ __forceinline__ gm_cplx<F> gm_cx_exp(gm_cplx<F> z) {
+  F x = z.re, y = z.im;
+  if (y == (F)0) return gm_cplx<F>(gm_exp(x), y);  // NaN and infinite x included
+  if (gm_isnan(x)) return gm_cplx<F>(x, x);
+  if (!gm_isfinite(y)) {
+    if (gm_isinf(x))
+      return x > (F)0 ? gm_cplx<F>(x, y - y) : gm_cplx<F>((F)0, gm_copysign((F)0, y));
+    return gm_cplx<F>(y - y, y - y);
+  }
+  F c = gm_cos(y), s = gm_sin(y);
+  if (x > gm_cexplim(x)) {  // e^x * cos(y) may be finite where e^x is not
+    F h = gm_exp(x * (F)0.5);
+    return gm_cplx<F>((h * c) * h, (h * s) * h);
+  }
+  F e = gm_exp(x);
+  return gm_cplx<F>(e * c, e * s);
+}
+
+template <class F> __device__ __forceinline__ gm_cplx<F> gm_cx_expm1(gm_cplx<F> z) {
+  F x = z.re, y = z.im;
+  if (y == (F)0) return gm_cplx<F>(x == (F)0 ? (F)0 : gm_expm1(x), y);  // +0 for -0 + 0j
+  if (gm_isnan(x)) return gm_cplx<F>(x, x);
+  if (!gm_isfinite(y)) {
+    if (gm_isinf(x))
+      return x > (F)0 ? gm_cplx<F>(x, y - y) : gm_cplx<F>((F)-1, gm_copysign((F)0, y));
+    return gm_cplx<F>(y - y, y - y);
+  }
+  if (!gm_isfinite(x) || x > gm_cexplim(x)) {
+    gm_cplx<F> w = gm_cx_exp(z);
+    return gm_cplx<F>(w.re - (F)1, w.im);
+  }
+  // e^x cos y - 1 = expm1(x) cos y - 2 sin^2(y/2): no cancellation near z = 0
+  F h = gm_sin(y * (F)0.5);
+  return gm_cplx<F>(gm_expm1(x) * gm_cos(y) - (F)2 * h * h, gm_exp(x) * gm_sin(y));
+}
+
+template <class F> __device__ __forceinline__ gm_cplx<F> gm_cx_log(gm_cplx<F> z) {
+  F x = z.re, y = z.im, ax = gm_abs(x), ay = gm_abs(y), re;
+  F hi = ax > ay ? ax : ay, lo = ax > ay ? ay : ax;
+  if (!gm_isfinite(x) || !gm_isfinite(y)) re = gm_log(gm_hypot(x, y));  // hypot(inf, NaN) = inf
+  else if (hi >= (F)0.5 && hi <= (F)2)  // |z| near 1: log|z| = log1p(|z|^2 - 1) / 2
+    re = (F)0.5 * gm_log1p((hi - (F)1) * (hi + (F)1) + lo * lo);
+  else if (hi > gm_cbig(x)) re = gm_log(gm_hypot(x * (F)0.25, y * (F)0.25)) + (F)2 * (F)GM_LN2;
+  else if (hi < (F)1 / gm_cbig(x))
+    re = gm_log(gm_hypot(x * gm_cbig(x), y * gm_cbig(x))) - gm_clnbig(x);
+  else re = gm_log(gm_hypot(x, y));
+  return gm_cplx<F>(re, gm_atan2(y, x));
+}
+
+template <class F> __device__ __forceinline__ gm_cplx<F> gm_cx_log1p(gm_cplx<F> z) {
+  F x = z.re, y = z.im;
+  if (gm_isfinite(x) && gm_isfinite(y) && gm_abs(x) < (F)0.5 && gm_abs(y) < (F)0.5)
+    return gm_cplx<F>((F)0.5 * gm_log1p(x * ((F)2 + x) + y * y), gm_atan2(y, (F)1 + x));
+  return gm_cx_log(gm_cplx<F>(x + (F)1, y));
+}
+
+template <class F> __device__ __forceinline__ gm_cplx<F> gm_cx_sqrt(gm_cplx<F> z) {
+  F x = z.re, y = z.im;
+  if (gm_isinf(y)) return gm_cplx<F>((F)gm_inf(), y);
+  if (gm_isnan(x)) return gm_cplx<F>(x, x);
+  if (gm_isinf(x)) {
+    if (x < (F)0) return gm_cplx<F>(gm_isnan(y) ? y : (F)0, gm_copysign((F)gm_inf(), y));
+    return gm_cplx<F>(x, gm_isnan(y) ? y : gm_copysign((F)0, y));
+  }
+  if (gm_isnan(y)) return gm_cplx<F>(y, y);
+  if (x == (F)0 && y == (F)0) return gm_cplx<F>((F)0, y);
+  F ax = gm_abs(x), ay = gm_abs(y), hi = ax > ay ? ax : ay, scale = (F)1;
+  if (hi > gm_cbig(x)) { x *= (F)0.25; y *= (F)0.25; scale = (F)2; }
+  else if (hi < (F)1 / gm_cbig(x)) {  // exact powers of 4: sqrt scales by their roots
+    x *= (F)16777216 * (F)16777216;
+    y *= (F)16777216 * (F)16777216;
+    scale = (F)1 / (F)16777216;
+  }
+  F t = gm_sqrt((gm_hypot(x, y) + gm_abs(x)) * (F)0.5);
+  if (x >= (F)0) return gm_cplx<F>(t * scale, y / ((F)2 * t) * scale);
+  return gm_cplx<F>(gm_abs(y) / ((F)2 * t) * scale, gm_copysign(t, y) * scale);
+}
+
+template <class F> __device__ __forceinline__ gm_cplx<F> gm_cx_sinh(gm_cplx<F> z) {
+  F x = z.re, y = z.im;
+  if (gm_isfinite(x) && gm_isfinite(y)) {
+    if (y == (F)0) return gm_cplx<F>(gm_sinh(x), y);
+    F c = gm_cos(y), s = gm_sin(y), ax = gm_abs(x);
+    if (ax > gm_cexplim(x)) {  // sinh, cosh ~ e^|x| / 2, squared halves so as not to overflow
+      F h = gm_exp(ax * (F)0.5);
+      return gm_cplx<F>(gm_copysign((F)1, x) * (((F)0.5 * h * c) * h), ((F)0.5 * h * s) * h);
+    }
+    return gm_cplx<F>(gm_sinh(x) * c, gm_cosh(x) * s);
+  }
+  if (gm_isnan(x)) return y == (F)0 ? gm_cplx<F>(x, y) : gm_cplx<F>(x, x);
+  if (gm_isinf(x)) {
+    if (!gm_isfinite(y)) return gm_cplx<F>(x * x, y - y);  // the real part's sign is free
+    if (y == (F)0) return gm_cplx<F>(x, y);
+    return gm_cplx<F>(x * gm_cos(y), gm_copysign((F)gm_inf(), gm_sin(y)));
+  }
+  if (x == (F)0) return gm_cplx<F>(x, y - y);
+  return gm_cplx<F>(y - y, y - y);
+}
+
+template <class F> __device__ __forceinline__ gm_cplx<F> gm_cx_cosh(gm_cplx<F> z) {
+  F x = z.re, y = z.im;
+  if (gm_isfinite(x) && gm_isfinite(y)) {
+    if (y == (F)0) return gm_cplx<F>(gm_cosh(x), gm_copysign((F)0, x) * y);
+    F c = gm_cos(y), s = gm_sin(y), ax = gm_abs(x);
+    if (ax > gm_cexplim(x)) {
+      F h = gm_exp(ax * (F)0.5);
+      return gm_cplx<F>(((F)0.5 * h * c) * h, gm_copysign((F)1, x) * (((F)0.5 * h * s) * h));
+    }
+    return gm_cplx<F>(gm_cosh(x) * c, gm_sinh(x) * s);
+  }
+  if (gm_isnan(x)) return y == (F)0 ? gm_cplx<F>(x, y) : gm_cplx<F>(x, x);
+  if (gm_isinf(x)) {
+    if (!gm_isfinite(y)) return gm_cplx<F>((F)gm_inf(), y - y);
+    if (y == (F)0) return gm_cplx<F>((F)gm_inf(), gm_copysign((F)0, x) * y);
+    return gm_cplx<F>((F)gm_inf() * gm_cos(y), x * gm_sin(y));
+  }
+  if (x == (F)0) return gm_cplx<F>(y - y, (F)0);
+  return gm_cplx<F>(y - y, y - y);
+}
+
+template <class F> __device__ __forceinline__ gm_cplx<F> gm_cx_tanh(gm_cplx<F> z) {
+  F x = z.re, y = z.im;
+  if (gm_isfinite(x) && gm_isfinite(y)) {
+    if (gm_abs(x) > gm_ctanhlim(x))  // tanh z = sign(x) + 4 i sin y cos y e^(-2|x|) to within u
+      return gm_cplx<F>(gm_copysign((F)1, x),
+                        (F)4 * gm_sin(y) * gm_cos(y) * gm_exp((F)-2 * gm_abs(x)));
+    // with t = tan y, b = 1 + t^2, s = sinh x: (b s sqrt(1 + s^2) + i t) / (1 + b s^2),
+    // accurate by the poles, where cosh 2x + cos 2y cancels
+    F t = gm_tan(y), b = (F)1 + t * t, s = gm_sinh(x), d = (F)1 + b * s * s;
+    return gm_cplx<F>(b * gm_sqrt((F)1 + s * s) * s / d, t / d);
+  }
+  if (gm_isnan(x)) return y == (F)0 ? gm_cplx<F>(x, y) : gm_cplx<F>(x, x);
+  if (gm_isinf(x)) return gm_cplx<F>(gm_copysign((F)1, x), gm_copysign((F)0, y));
+  if (x == (F)0) return gm_cplx<F>(x, y - y);
+  return gm_cplx<F>(y - y, y - y);
+}
+
+// asin and acos of x + iy for finite x, y >= 0, by Hull, Fairgrieve and Tang's method
+// (ACM TOMS 23(3), 1997): the real parts of asin (rs) and acos (rc), and asin's imaginary part
+// (acos's is its negative)
+template <class F> __device__ __forceinline__ void gm_cx_asin_core(F x, F y, F& rs, F& rc,
+                                                                   F& im) {
+  if (x > gm_cbig(x) || y > gm_cbig(x)) {  // asin z = atan2(x, y) + i log 2|z| to within u
+    im = gm_log(gm_hypot(x * (F)0.5, y * (F)0.5)) + (F)2 * (F)GM_LN2;
+    rs = gm_atan2(x, y);
+    rc = gm_atan2(y, x);
+    return;
+  }
+  if (x < (F)1 && y < gm_ceps(x) * ((F)1 - x)) {  // y^2 is negligible (or would underflow)
+    im = y / gm_sqrt(((F)1 - x) * ((F)1 + x));
+    rs = gm_asin(x);
+    rc = gm_acos(x);
+    return;
+  }
+  F r = gm_hypot(x + (F)1, y), s = gm_hypot(x - (F)1, y);
+  F a = (F)0.5 * (r + s), b = x / a;
+  F yr = y * (y / (r + (x + (F)1)));  // y^2 / (r + x + 1), kept from underflowing
+  F am1 = x < (F)1 ? (F)0.5 * (yr + y * (y / (s + ((F)1 - x))))
+                   : (F)0.5 * (yr + (s + (x - (F)1)));  // a - 1 without cancellation
+  im = gm_log1p(am1 + gm_sqrt(am1 * (a + (F)1)));
+  if (b <= (F)0.6417) {
+    rs = gm_asin(b);
+    rc = gm_acos(b);
+    return;
+  }
+  F q = x <= (F)1 ? gm_sqrt((F)0.5 * (a + x) * (yr + (s + ((F)1 - x))))
+                  : y * gm_sqrt((F)0.5 * ((a + x) / (r + (x + (F)1)) + (a + x) / (s + (x - (F)1))));
+  rs = gm_atan2(x, q);  // q = sqrt(a^2 - x^2)
+  rc = gm_atan2(q, x);
+}
+
+template <class F> __device__ __forceinline__ gm_cplx<F> gm_cx_acos(gm_cplx<F> z) {
+  F x = z.re, y = z.im;
+  if (gm_isfinite(x) && gm_isfinite(y)) {
+    F rs, rc, im;
+    gm_cx_asin_core(gm_abs(x), gm_abs(y), rs, rc, im);
+    return gm_cplx<F>(gm_signbit(x) ? (F)2 * (F)GM_PI_2 - rc : rc, gm_signbit(y) ? im : -im);
+  }
+  if (gm_isnan(x)) return gm_isinf(y) ? gm_cplx<F>(x, -y) : gm_cplx<F>(x, x);
+  if (gm_isnan(y)) {
+    if (x == (F)0) return gm_cplx<F>((F)GM_PI_2, y);
+    if (gm_isinf(x)) return gm_cplx<F>(y, -(F)gm_inf());
+    return gm_cplx<F>(y, y);
+  }
+  F ni = gm_signbit(y) ? (F)gm_inf() : -(F)gm_inf();
+  if (gm_isinf(y))
+    return gm_cplx<F>(gm_isinf(x) ? (x < (F)0 ? (F)3 * (F)0.5 * (F)GM_PI_2 : (F)0.5 * (F)GM_PI_2)
+                                  : (F)GM_PI_2, ni);
+  return gm_cplx<F>(x < (F)0 ? (F)2 * (F)GM_PI_2 : (F)0, ni);
+}
+
+template <class F> __device__ __forceinline__ gm_cplx<F> gm_cx_acosh(gm_cplx<F> z) {
+  gm_cplx<F> w = gm_cx_acos(z);  // acosh z = +-i acos z, the sign giving a real part >= 0
+  return gm_cplx<F>(gm_abs(w.im), gm_copysign(w.re, z.im));
+}
+
+template <class F> __device__ __forceinline__ gm_cplx<F> gm_cx_asinh(gm_cplx<F> z) {
+  F x = z.re, y = z.im, re, im;
+  if (gm_isfinite(x) && gm_isfinite(y)) {  // asinh z = -i asin(iz)
+    F rs, rc;
+    gm_cx_asin_core(gm_abs(y), gm_abs(x), rs, rc, re);
+    im = rs;
+  } else if (gm_isnan(x)) {
+    if (y == (F)0) return gm_cplx<F>(x, y);
+    return gm_isinf(y) ? gm_cplx<F>((F)gm_inf(), x) : gm_cplx<F>(x, x);
+  } else if (gm_isnan(y)) {
+    return gm_isinf(x) ? gm_cplx<F>(x, y) : gm_cplx<F>(y, y);
+  } else {
+    re = (F)gm_inf();
+    im = gm_isinf(y) ? (gm_isinf(x) ? (F)0.5 * (F)GM_PI_2 : (F)GM_PI_2) : (F)0;
+  }
+  return gm_cplx<F>(gm_copysign(re, x), gm_copysign(im, y));
+}
+
+template <class F> __device__ __forceinline__ gm_cplx<F> gm_cx_atanh(gm_cplx<F> z) {
+  F x = z.re, y = z.im, ax = gm_abs(x), ay = gm_abs(y), re, im;
+  if (gm_isnan(x))
+    return gm_isinf(y) ? gm_cplx<F>(gm_copysign((F)0, x), gm_copysign((F)GM_PI_2, y))
+                       : gm_cplx<F>(x, x);
+  if (gm_isnan(y)) {
+    if (ax == (F)0 || gm_isinf(x)) return gm_cplx<F>(gm_copysign((F)0, x), y);
+    return gm_cplx<F>(y, y);
+  }
+  if (gm_isinf(x) || gm_isinf(y) || ax > gm_cbig(x) || ay > gm_cbig(x)) {
+    // atanh z = 1/z + i pi/2 to within u
+    F h = gm_hypot(ax * (F)0.5, ay * (F)0.5);
+    re = gm_isinf(x) || gm_isinf(y) ? (F)0 : (ax / h) / h * (F)0.25;
+    im = (F)GM_PI_2;
+  } else {
+    if (ax == (F)1 && ay != (F)0 && ay < (F)1 / gm_cbig(x))  // (1 - x)^2 + y^2 underflows
+      re = (F)0.5 * ((F)GM_LN2 - gm_log(ay));
+    else
+      re = (F)0.25 * gm_log1p((F)4 * ax / (((F)1 - ax) * ((F)1 - ax) + ay * ay));
+    im = (F)0.5 * gm_atan2((F)2 * ay, ((F)1 - ax) * ((F)1 + ax) - ay * ay);
+  }
+  return gm_cplx<F>(gm_copysign(re, x), gm_copysign(im, y));
+}
+
 #define GM_CT(C, F) \
   __device__ __forceinline__ F gm_abs(C z) { return gm_hypot(z.re, z.im); } \
   __device__ __forceinline__ C gm_conj(C z) { return C(z.re, -z.im); } \
@@ -651,53 +983,67 @@ GM_FT(float) GM_FT(double)
   __device__ __forceinline__ bool gm_isinf(C z) { return gm_isinf(z.re) || gm_isinf(z.im); } \
   __device__ __forceinline__ bool gm_isfinite(C z) { \
     return gm_isfinite(z.re) && gm_isfinite(z.im); } \
-  __device__ __forceinline__ C gm_exp(C z) { \
-    F e = gm_exp(z.re); \
-    if (z.im == (F)0) return C(e, z.im); \
-    return C(e * gm_cos(z.im), e * gm_sin(z.im)); } \
-  __device__ __forceinline__ C gm_log(C z) { return C(gm_log(gm_abs(z)), gm_atan2(z.im, z.re)); } \
-  __device__ __forceinline__ C gm_sqrt(C z) { \
-    F r = gm_abs(z); \
-    if (r == (F)0) return C((F)0, z.im); \
-    if (gm_isinf(z.im)) return C((F)gm_inf(), z.im); \
-    F t = gm_sqrt((r + gm_abs(z.re)) / (F)2); \
-    if (z.re >= (F)0) return C(t, z.im / ((F)2 * t)); \
-    return C(gm_abs(z.im) / ((F)2 * t), gm_copysign(t, z.im)); } \
-  __device__ __forceinline__ C gm_expm1(C z) { return gm_exp(z) - C((F)1); } \
-  __device__ __forceinline__ C gm_log1p(C z) { return gm_log(z + C((F)1)); } \
-  __device__ __forceinline__ C gm_log2(C z) { \
-    C l = gm_log(z); return C(l.re / (F)0.6931471805599453, l.im / (F)0.6931471805599453); } \
-  __device__ __forceinline__ C gm_log10(C z) { \
-    C l = gm_log(z); return C(l.re / (F)2.302585092994046, l.im / (F)2.302585092994046); } \
-  __device__ __forceinline__ C gm_sin(C z) { \
-    return C(gm_sin(z.re) * gm_cosh(z.im), gm_cos(z.re) * gm_sinh(z.im)); } \
-  __device__ __forceinline__ C gm_cos(C z) { \
-    return C(gm_cos(z.re) * gm_cosh(z.im), -gm_sin(z.re) * gm_sinh(z.im)); } \
-  __device__ __forceinline__ C gm_tan(C z) { return gm_sin(z) / gm_cos(z); } \
-  __device__ __forceinline__ C gm_sinh(C z) { \
-    return C(gm_sinh(z.re) * gm_cos(z.im), gm_cosh(z.re) * gm_sin(z.im)); } \
-  __device__ __forceinline__ C gm_cosh(C z) { \
-    return C(gm_cosh(z.re) * gm_cos(z.im), gm_sinh(z.re) * gm_sin(z.im)); } \
-  __device__ __forceinline__ C gm_tanh(C z) { \
-    if (gm_isinf(z.re) && gm_isfinite(z.im)) \
-      return C(gm_copysign((F)1, z.re), gm_copysign((F)0, z.im)); \
-    return gm_sinh(z) / gm_cosh(z); } \
-  __device__ __forceinline__ C gm_asinh(C z) { return gm_log(z + gm_sqrt(z * z + C((F)1))); } \
-  __device__ __forceinline__ C gm_acosh(C z) { \
-    return gm_log(z + gm_sqrt(z + C((F)1)) * gm_sqrt(z - C((F)1))); } \
-  __device__ __forceinline__ C gm_atanh(C z) { \
-    return (gm_log(C((F)1) + z) - gm_log(C((F)1) - z)) * C((F)0.5); } \
-  __device__ __forceinline__ C gm_asin(C z) { \
-    C w = gm_asinh(C(-z.im, z.re)); return C(w.im, -w.re); } \
-  __device__ __forceinline__ C gm_acos(C z) { \
-    C w = gm_asin(z); return C((F)1.5707963267948966 - w.re, -w.im); } \
-  __device__ __forceinline__ C gm_atan(C z) { \
-    C w = gm_atanh(C(-z.im, z.re)); return C(w.im, -w.re); } \
-  __device__ __forceinline__ C gm_sign(C z) { \
-    F m = gm_abs(z); return m == (F)0 ? C((F)0) : C(z.re / m, z.im / m); } \
-  __device__ __forceinline__ C gm_pow(C a, C b) { \
-    if (b.re == (F)0 && b.im == (F)0) return C((F)1); \
-    if (a.re == (F)0 && a.im == (F)0 && b.im == (F)0 && b.re > (F)0) return C((F)0); \
-    return gm_exp(b * gm_log(a)); }
+  __device__ __forceinline__ C gm_sign(C z) { /* z / |z| by the complex division */ \
+    if (gm_isnan(z)) return C(z.re + z.im, z.re + z.im); \
+    F m = gm_abs(z); return m == (F)0 ? C((F)0) : z / C(m); }
 GM_CT(gm_c64, float) GM_CT(gm_c128, double)
+
+// the transcendental ones are templates, instantiated only by the kernels that call them (a
+// kernel without complex math compiles none of this)
+#define GM_CX template <class F> __device__ __forceinline__ gm_cplx<F>
+GM_CX gm_exp(gm_cplx<F> z) { return gm_cx_exp(z); }
+GM_CX gm_expm1(gm_cplx<F> z) { return gm_cx_expm1(z); }
+GM_CX gm_log(gm_cplx<F> z) { return gm_cx_log(z); }
+GM_CX gm_log1p(gm_cplx<F> z) { return gm_cx_log1p(z); }
+GM_CX gm_sqrt(gm_cplx<F> z) { return gm_cx_sqrt(z); }
+GM_CX gm_log2(gm_cplx<F> z) {
+  gm_cplx<F> l = gm_cx_log(z);
+  return gm_cplx<F>(l.re / (F)GM_LN2, l.im / (F)GM_LN2); }
+GM_CX gm_log10(gm_cplx<F> z) {
+  gm_cplx<F> l = gm_cx_log(z);
+  return gm_cplx<F>(l.re / (F)2.302585092994046, l.im / (F)2.302585092994046); }
+GM_CX gm_sinh(gm_cplx<F> z) { return gm_cx_sinh(z); }
+GM_CX gm_cosh(gm_cplx<F> z) { return gm_cx_cosh(z); }
+GM_CX gm_tanh(gm_cplx<F> z) { return gm_cx_tanh(z); }
+GM_CX gm_sin(gm_cplx<F> z) {  // -i sinh(iz); NaN + i inf where the sign is free
+  if (!gm_isfinite(z.re) && gm_isinf(z.im)) return gm_cplx<F>(z.re - z.re, (F)gm_inf());
+  gm_cplx<F> w = gm_cx_sinh(gm_cplx<F>(-z.im, z.re));
+  return gm_cplx<F>(w.im, -w.re); }
+GM_CX gm_cos(gm_cplx<F> z) { return gm_cx_cosh(gm_cplx<F>(-z.im, z.re)); }
+GM_CX gm_tan(gm_cplx<F> z) {  // -i tanh(iz); C99's 0 sin(2x) beside +-i
+  if (gm_isinf(z.im) && gm_isfinite(z.re))
+    return gm_cplx<F>((F)0 * gm_sin((F)2 * z.re), gm_copysign((F)1, z.im));
+  gm_cplx<F> w = gm_cx_tanh(gm_cplx<F>(-z.im, z.re));
+  return gm_cplx<F>(w.im, -w.re); }
+GM_CX gm_asinh(gm_cplx<F> z) { return gm_cx_asinh(z); }
+GM_CX gm_acosh(gm_cplx<F> z) { return gm_cx_acosh(z); }
+GM_CX gm_atanh(gm_cplx<F> z) { return gm_cx_atanh(z); }
+GM_CX gm_asin(gm_cplx<F> z) {  // -i asinh(iz); NaN + i inf where the sign is free
+  if (gm_isinf(z.re) && gm_isnan(z.im)) return gm_cplx<F>(z.im, (F)gm_inf());
+  gm_cplx<F> w = gm_cx_asinh(gm_cplx<F>(-z.im, z.re));
+  return gm_cplx<F>(w.im, -w.re); }
+GM_CX gm_acos(gm_cplx<F> z) { return gm_cx_acos(z); }
+GM_CX gm_atan(gm_cplx<F> z) {  // -i atanh(iz)
+  gm_cplx<F> w = gm_cx_atanh(gm_cplx<F>(-z.im, z.re));
+  return gm_cplx<F>(w.im, -w.re); }
+GM_CX gm_pow(gm_cplx<F> a, gm_cplx<F> b) {  // NumPy's rules, then exp(b log a)
+  typedef gm_cplx<F> C;
+  if (b.re == (F)0 && b.im == (F)0) return C((F)1);
+  if (a.re == (F)0 && a.im == (F)0) return b.re > (F)0 ? C((F)0) : C(gm_nan(), gm_nan());
+  if (b.im == (F)0 && b.re == gm_trunc(b.re) && gm_abs(b.re) < (F)100) {
+    // a small integer power: repeated products, exact for z**1, as NumPy's
+    int n = (int)b.re, m = n < 0 ? -n : n;
+    if (n == 1) return a;
+    if (n == 2) return a * a;
+    if (n == 3) return a * (a * a);
+    C r((F)1), p = a;
+    for (int mask = 1;; mask <<= 1) {
+      if (m & mask) r = r * p;
+      if (m < (mask << 1)) break;
+      p = p * p;
+    }
+    return n < 0 ? C((F)1) / r : r;
+  }
+  return gm_cx_exp(gm_cx_mul(b, gm_cx_log(a))); }
+#undef GM_CX
 """

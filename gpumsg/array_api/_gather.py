@@ -2,7 +2,11 @@
 or a scatter (the other way) over the result's C order, ``view(i)`` and ``idx(i)`` the strided
 offsets of the result's coordinates into the source and into an int64 array of extra offsets
 (the indices' offsets: see :mod:`._indexing`). Elements are moved as words of their width, so a
-move is bit-exact for every dtype. The simulator runs the NumPy twin."""
+move is bit-exact for every dtype. The simulator runs the NumPy twin.
+
+A checked move (``flag`` given) treats an extra offset equal to :data:`OUT_OF_RANGE` (what the
+offsets kernel writes for an index outside its axis) as no element: it sets the i32 ``flag``,
+and a gather writes zero bits there, a scatter writes nothing."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from . import _dtypes as D
 from ._array import Array, _copy, new_array
 from ._codegen import _index_code, kernel_for
 
-__all__ = ["move", "whole"]
+__all__ = ["move", "whole", "OUT_OF_RANGE"]
 
 _WORD = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "unsigned long long",
          16: "ulonglong2"}
@@ -24,22 +28,38 @@ _NPWORD = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32)
            8: np.dtype(np.uint64), 16: np.dtype("V16")}
 
 
-def _render_move(width: int, ndim: int, scatter: bool) -> tuple[str, str, tuple[str, ...]]:
+#: the extra offset that marks an index outside its axis (no element lies that far away)
+OUT_OF_RANGE = -(1 << 62)
+
+
+def _render_move(width: int, ndim: int, scatter: bool, checked: bool = False
+                 ) -> tuple[str, str, tuple[str, ...]]:
     """The gather ``out[i] = x[off + view(i) + adv[idx(i)]]`` (or the scatter, the other way)
-    over ``ndim`` result dimensions, for elements ``width`` bytes wide."""
+    over ``ndim`` result dimensions, for elements ``width`` bytes wide; ``checked``: an extra
+    offset of OUT_OF_RANGE sets ``flag`` and moves no element."""
     w = _WORD[width]
-    name = f"gm_{'scatter' if scatter else 'gather'}_{width}_{ndim}"
+    name = f"gm_{'scatter' if scatter else 'gather'}{'_chk' if checked else ''}_{width}_{ndim}"
     params = ["long long n", f"{w}* __restrict__ dst", f"const {w}* __restrict__ src",
               "long long off", "const long long* __restrict__ adv"]
+    params += ["int* __restrict__ flag"] if checked else []
     params += [f"long long d{k}" for k in range(ndim)]
     params += [f"long long tv_{k}" for k in range(ndim)] + [f"long long ta_{k}"
                                                              for k in range(ndim)]
-    kinds = ("i64", "ptr", "ptr", "i64", "ptr") + ("i64",) * (3 * ndim)
+    kinds = ("i64", "ptr", "ptr", "i64", "ptr") + (("ptr",) if checked else ()) + \
+        ("i64",) * (3 * ndim)
     lines = _index_code("x", "i", ndim, ["v", "a"], "d", "t", "long long", "    ")
-    move = "dst[off + xv + adv[xa]] = src[i];" if scatter else \
-        "dst[i] = src[off + xv + adv[xa]];"
+    if not checked:
+        move = "dst[off + xv + adv[xa]] = src[i];" if scatter else \
+            "dst[i] = src[off + xv + adv[xa]];"
+    elif scatter:
+        move = (f"long long a_ = adv[xa];\n    if (a_ == {OUT_OF_RANGE}LL) *flag = 1;\n"
+                "    else dst[off + xv + a_] = src[i];")
+    else:
+        move = (f"long long a_ = adv[xa];\n    if (a_ == {OUT_OF_RANGE}LL) {{ *flag = 1; "
+                "dst[i] = gm_word(); }\n    else dst[i] = src[off + xv + a_];")
     body = "\n".join(lines)
     src = f"""
+typedef {w} gm_word;
 extern "C" __global__ void {name}({", ".join(params)}) {{
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (long long)blockDim.x * gridDim.x) {{
@@ -49,46 +69,57 @@ extern "C" __global__ void {name}({", ".join(params)}) {{
 }}
 """
     if name not in SIM_KERNELS:
-        sim_kernel(name)(Recipe(_move_twin, width, ndim, scatter))
+        sim_kernel(name)(Recipe(_move_twin, width, ndim, scatter, checked))
     return name, src, kinds
 
 
-def _move_twin(width: int, ndim: int, scatter: bool) -> Any:
+def _move_twin(width: int, ndim: int, scatter: bool, checked: bool = False) -> Any:
     wt = _NPWORD[width]
 
     def run(info: Any, n: Any, dst: np.ndarray, src: np.ndarray, off: Any, adv: np.ndarray,
             *rest: Any) -> None:
+        flag = None
+        if checked:
+            flag, rest = rest[0], rest[1:]
         n, off = int(n), int(off)
         dims = tuple(int(v) for v in rest[:ndim])
         tv = np.array([int(v) for v in rest[ndim:2 * ndim]], np.int64)
         ta = np.array([int(v) for v in rest[2 * ndim:3 * ndim]], np.int64)
         coords = np.stack(np.unravel_index(np.arange(n), dims)) if ndim else \
             np.zeros((0, n), np.int64)
-        where = off + tv @ coords + adv[ta @ coords]
+        extra = adv[ta @ coords]
+        good = extra != OUT_OF_RANGE if checked else np.ones(n, bool)
+        if flag is not None and not good.all():
+            flag.view(np.int32)[0] = 1
+        where = off + tv @ coords + np.where(good, extra, 0)
         d, s = dst.view(wt), src.view(wt)
         if scatter:
-            d[where] = s[:n]
+            d[where[good]] = s[:n][good]
         else:
-            d[:n] = s[where]
+            d[:n] = np.where(good, s[where], np.zeros((), wt))
 
     return run
 
 
 def move(dst: Array, src: Array, off: int, adv: Array, shape: tuple[int, ...],
-         vs: tuple[int, ...], as_: tuple[int, ...], scatter: bool) -> Any:
+         vs: tuple[int, ...], as_: tuple[int, ...], scatter: bool,
+         flag: Array | None = None) -> Any:
     """Launch the gather into the C-contiguous ``dst`` (or, ``scatter``, from the C-contiguous
     ``src``) over ``shape``: the strided side at element ``off`` with strides ``vs``, the
-    offsets ``adv`` with strides ``as_``. Returns the launch's future."""
+    offsets ``adv`` with strides ``as_``; with ``flag`` (one int32, zero), checked (see the
+    module's docstring). Returns the launch's future."""
     dev = dst.device
     n = math.prod(shape)
     if n == 0:
         return None
-    name, source, kinds = _render_move(dst.dtype.itemsize, len(shape), scatter)
+    checked = flag is not None
+    name, source, kinds = _render_move(dst.dtype.itemsize, len(shape), scatter, checked)
     kernel = kernel_for(dev, name, source, kinds)
-    args = (n, dst.buffer, src.buffer, off, adv.buffer, *shape, *vs, *as_)
+    extra = (flag.buffer,) if flag is not None else ()
+    args = (n, dst.buffer, src.buffer, off, adv.buffer, *extra, *shape, *vs, *as_)
     grid = max(1, min((n + 255) // 256, 1 << 16))
     return dev.launch(kernel, grid, 256, args, reads=[src.buffer, adv.buffer],
-                      writes=[dst.buffer])
+                      writes=[dst.buffer, *extra])
 
 
 def whole(x: Array) -> Array:

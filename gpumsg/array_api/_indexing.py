@@ -5,8 +5,13 @@ message at all; assigning to it launches one copy kernel. Integer-array indexing
 rules (the index arrays broadcast together; their dimensions replace the indexed ones where those
 are adjacent, else they lead): the element offset of each index is computed by a generated
 element-wise kernel, then one gather (or, for assignment, one scatter) kernel moves the elements.
-An index is taken modulo its axis's extent (negative indices count from the end, as NumPy's;
-an index past the end wraps, as CuPy's: checking it would wait for the indices). A boolean mask
+Negative indices count from the end, as NumPy's. An index outside ``[-n, n)`` of its axis
+raises IndexError: at the call for indices that come from the host (a list, a NumPy array, an
+int), whose range is known there; for index arrays on the device, the kernels that use them
+mark the result instead (no wait for the indices): reading it, or anything computed from it,
+raises :class:`~gpumsg.errors.IndexOutOfRange` (an IndexError), the reader of a derived array
+through DependencyFailed. An assignment through such an index writes no element for it, and
+the assigned array then raises as well. A boolean mask
 becomes the integer arrays of its ``nonzero`` (its count is read back: the result's shape depends
 on it); ``x[mask] = scalar`` (or a value that broadcasts to ``x``) is a ``where`` and waits for
 nothing. Duplicate indices in an assignment leave one of the values (which one is unspecified, as
@@ -22,12 +27,14 @@ from typing import Any
 
 import numpy as np
 
+from ..messages.cudnn import IndexCheck
 from . import _dtypes as D
 from ._array import Array, asarray_host, c_strides, new_array
 from ._codegen import ElementwiseSpec, launch_elementwise
 from ._compact import compact, nonzero
 from ._elementwise import broadcast_shapes
-from ._gather import move
+from ._expr import cast_name
+from ._gather import OUT_OF_RANGE, move
 
 __all__ = ["getitem", "setitem", "basic_view", "take", "take_along_axis"]
 
@@ -117,8 +124,11 @@ class _Plan:
                 if host.dtype == np.bool_:
                     items.append(("mask", asarray_host(x.device, host, D.bool)))
                 elif host.dtype.kind in "iu" or host.size == 0:
-                    items.append(("array", asarray_host(x.device, host.astype(np.int64),
-                                                        D.int64)))
+                    if host.size and host.dtype == np.uint64 and host.max() > 2 ** 63 - 1:
+                        raise IndexError(f"index {host.max()} is out of bounds")
+                    host = host.astype(np.int64)
+                    items.append(("host", asarray_host(x.device, host, D.int64),
+                                  (int(host.min()), int(host.max())) if host.size else None))
                 else:
                     raise IndexError(f"arrays used as indices must be integer or boolean, "
                                      f"got {host.dtype}")
@@ -129,17 +139,19 @@ class _Plan:
             else:
                 raise IndexError(f"only integers, slices, ellipsis, None, integer and boolean "
                                  f"arrays are valid indices, got {type(k).__name__}")
-        consuming = sum(k.ndim if kind == "mask" else 1 for kind, k in items
-                        if kind in ("mask", "array", "int")
+        consuming = sum(k.ndim if kind == "mask" else 1 for kind, k, *_ in items
+                        if kind in ("mask", "array", "host", "int")
                         or (kind == "basic" and k is not None and k is not Ellipsis))
         if consuming > x.ndim:
             raise IndexError(f"too many indices for an array of {x.ndim} dimensions")
         basic: list[Any] = []
         advanced: list[tuple[int, Any]] = []  # (position in the view, index) pairs
+        #: the positions indexed by device arrays, whose range the kernels check
+        self.unchecked: list[int] = []
         pos = 0
         rest = x.ndim - consuming
         axis = 0
-        for kind, k in items:
+        for kind, k, *span in items:
             if kind == "basic" and k is Ellipsis:
                 basic.append(Ellipsis)
                 pos += rest
@@ -172,6 +184,13 @@ class _Plan:
                 d = x.shape[axis]
                 if kind == "int" and not -d <= k < d:
                     raise IndexError(f"index {k} is out of bounds for axis {axis} of size {d}")
+                if kind == "host" and span[0] is not None:
+                    lo, hi = span[0]
+                    if lo < -d or hi >= d:
+                        raise IndexError(f"index {lo if lo < -d else hi} is out of bounds for "
+                                         f"axis {axis} of size {d}")
+                if kind == "array":
+                    self.unchecked.append(pos)
                 basic.append(slice(None))
                 advanced.append((pos, k))
                 pos += 1
@@ -196,24 +215,40 @@ class _Plan:
     def offsets(self) -> Array:
         """The element offset (from the view's own offset) of each broadcast index: a
         generated element-wise kernel, int64, of the broadcast shape. Extents, strides and the
-        ints' part are scalar arguments, so one kernel serves every shape."""
+        ints' part are scalar arguments, so one kernel serves every shape. An index of a device
+        array outside ``[-d, d)`` gives OUT_OF_RANGE (the checked moves skip it)."""
         view, dev = self.view, self.view.device
         const = 0
         ins: list[tuple[str, np.dtype, bool]] = [("c", D.int64, True)]
+        casts: list[np.dtype] = [D.int64]
         ops: list[Any] = []
         terms = ["c"]
-        for j, (ax, a) in enumerate(zip(self.axes, self.arrays)):
-            d, s = view.shape[ax], view.strides[ax]
+        tests: list[str] = []
+        for j, (pos, a) in enumerate(zip(self.axes, self.arrays)):
+            d, s = view.shape[pos], view.strides[pos]
             if isinstance(a, Array):
                 ins += [(f"i{j}", a.dtype, False), (f"d{j}", D.int64, True),
                         (f"s{j}", D.int64, True)]
                 ops += [a._operand(self.bshape), d, s]
-                terms.append(f"((i{j} % d{j} + d{j}) % d{j}) * s{j}")
+                if pos not in self.unchecked:  # in range: only negative ones move
+                    casts += [D.int64] * 3
+                    terms.append(f"((i{j} % d{j} + d{j}) % d{j}) * s{j}")
+                elif a.dtype == D.uint64:  # compared as unsigned: 2**64 - 1 is not -1
+                    casts += [D.uint64, D.int64, D.int64]
+                    tests.append(f"(i{j} < d{j})")
+                    terms.append(f"{cast_name(D.int64)}(i{j}) * s{j}")
+                else:
+                    casts += [D.int64] * 3
+                    tests.append(f"(i{j} >= -d{j} && i{j} < d{j})")
+                    terms.append(f"((i{j} + d{j}) % d{j}) * s{j}")
             elif d:
                 const += (a % d) * s
+        text = "out = " + " + ".join(terms)
+        if tests:
+            text = f"out = ({' && '.join(tests)}) ? ({' + '.join(terms)}) : {OUT_OF_RANGE}"
         out = new_array(dev, self.bshape, D.int64)
-        spec = ElementwiseSpec("index_offsets", "out = " + " + ".join(terms), tuple(ins),
-                               (D.int64,) * len(ins), (("out", D.int64),))
+        name = "index_offsets_checked" if tests else "index_offsets"
+        spec = ElementwiseSpec(name, text, tuple(ins), tuple(casts), (("out", D.int64),))
         out._wrote(launch_elementwise(dev, spec, self.bshape, [out._operand()], [const] + ops))
         return out
 
@@ -229,16 +264,32 @@ class _Plan:
         return vs, os_
 
 
-def _move(plan: _Plan, dst: Array, src: Array, scatter: bool) -> Any:
+def _move(plan: _Plan, dst: Array, src: Array, scatter: bool, written: Array,
+          field: str) -> None:
     """Launch the gather (``dst`` is the new result) or the scatter (``src`` the values, C
-    order over the result's shape)."""
+    order over the result's shape) and record it on ``written`` (the array whose buffer it
+    writes). With device index arrays the move is checked: an IndexCheck then fails
+    ``written`` with IndexOutOfRange (naming ``field``) if an index was out of range."""
     if math.prod(plan.shape) == 0:
-        return None
+        return
     vs, os_ = plan.layout()
-    return move(dst, src, plan.view._offset, plan.offsets(), plan.shape, vs, os_, scatter)
+    dev = dst.device
+    flag = None
+    if plan.unchecked:
+        flag = new_array(dev, (1,), D.int32)
+        flag._wrote(dev.memset(flag.buffer, 0))
+    written._wrote(move(dst, src, plan.view._offset, plan.offsets(), plan.shape, vs, os_,
+                        scatter, flag))
+    if flag is not None:
+        extents = ", ".join(str(plan.view.shape[p]) for p in plan.unchecked)
+        text = f"{field}: an index lies outside [-n, n) of its axis (n: {extents})"
+        checked = dev.port.send_writing(IndexCheck(flag.buffer, written.buffer, field, text),
+                                        written.buffer)
+        written._wrote(checked)
+        getattr(flag.buffer, "buffer", flag.buffer).free()  # stream-ordered: after the check
 
 
-def getitem(x: Array, key: Any) -> Array:
+def getitem(x: Array, key: Any, field: str = "key") -> Array:
     tkey = key if isinstance(key, tuple) else (key,)
     if _is_basic(tkey):
         return basic_view(x, tuple(int(k) if isinstance(k, Array) else k for k in tkey))
@@ -247,7 +298,7 @@ def getitem(x: Array, key: Any) -> Array:
         return compact(tkey[0], x)  # a mask over every dimension: one compaction
     plan = _Plan(x, tkey)
     out = new_array(x.device, plan.shape, x.dtype)
-    out._wrote(_move(plan, out, plan.view, False))
+    _move(plan, out, plan.view, False, out, field)
     return out
 
 
@@ -273,8 +324,7 @@ def setitem(x: Array, key: Any, value: Any) -> None:
     vals = new_array(x.device, plan.shape, x.dtype)
     if math.prod(plan.shape):
         cast_into(vals, value)  # converts, broadcasts, and reads an aliased value first
-    done = _move(plan, plan.view, vals, True)
-    x._wrote(done)
+    _move(plan, plan.view, vals, True, x, "key")
 
 
 def _scalar_array(x: Array, value: Any) -> Array:
@@ -306,7 +356,7 @@ def take(x: Array, indices: Array, /, *, axis: int | None = None) -> Array:
     if not -x.ndim <= ax < x.ndim:
         raise ValueError(f"take: axis {ax} is out of range")
     ax %= x.ndim
-    return getitem(x, (slice(None),) * ax + (idx,))
+    return getitem(x, (slice(None),) * ax + (idx,), "indices")
 
 
 def take_along_axis(x: Array, indices: Array, /, *, axis: int = -1) -> Array:
@@ -334,4 +384,4 @@ def take_along_axis(x: Array, indices: Array, /, *, axis: int = -1) -> Array:
             shape[k] = x.shape[k]
             key.append(reshape(arange(x.shape[k], dtype=D.int64, device=x.device),
                                tuple(shape)))
-    return getitem(x, tuple(key))
+    return getitem(x, tuple(key), "indices")

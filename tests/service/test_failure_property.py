@@ -15,7 +15,7 @@ import gpumsg
 from gpumsg.errors import (
     ContextPoisoned,
     DependencyFailed,
-    InvalidMessage,
+    IndexOutOfRange,
     NotPositiveDefinite,
     SingularMatrix,
 )
@@ -82,7 +82,7 @@ def _embedding(dev, rng):
     idx = rng.integers(0, rows, n)
     idx[int(rng.integers(n))] = rows + int(rng.integers(3))
     return dev.nn.embedding(dev.to_device(idx), dev.to_device(
-        rng.standard_normal((rows, n)).astype(F32))), InvalidMessage
+        rng.standard_normal((rows, n)).astype(F32))), IndexOutOfRange
 
 
 PRODUCERS = {"cholesky": _cholesky, "solve": _solve, "inv": _inv,

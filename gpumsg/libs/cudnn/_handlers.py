@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import GraphCaptureError, InvalidMessage
+from ...errors import GraphCaptureError, IndexOutOfRange, InvalidMessage
 from ...messages.cudnn import (
     Activation,
     ActivationBackward,
@@ -287,7 +287,7 @@ def _index_check(ctx: Any, msg: IndexCheck, reply: Any) -> None:
         finally:
             scratch.release(slot)
         if bad:
-            raise InvalidMessage(msg.text, field=msg.field)
+            raise IndexOutOfRange(msg.text, field=msg.field)
         return value
 
     ctx.run(reply, COMPUTE, (flag,), (y,), launch, finish=finish)
