@@ -39,6 +39,8 @@ Each field of :class:`Config` has the variable ``GPUMSG_`` + its name in capital
 | ``sim_devices`` | 4 | how many simulated devices there are (``devices()`` on the simulator) |
 | ``array_fusion`` | on | ``gpumsg.array_api`` fuses chains of element-wise calls into one kernel |
 | ``caller_runs`` | on | a caller runs its own message on an idle device (off: the device thread) |
+| ``streams`` | 1 | compute streams per device (1 to 16): a pool placing independent work |
+| ``stream_placement`` | on | independent messages placed on idle streams of the pool |
 
 Booleans are written to and read from the environment as ``1``/``0`` (``0``, ``no``, ``off``
 and ``false`` turn an option off).
@@ -81,6 +83,8 @@ class Config:
     sim_devices: int | str | None = None
     array_fusion: bool | None = None
     caller_runs: bool | None = None
+    streams: int | str | None = None
+    stream_placement: bool | None = None
 
 
 #: field -> its environment variable

@@ -14,6 +14,7 @@ from typing import Any
 
 from ...errors import GraphCaptureError
 from ...messages.cufft import FftCacheConfig, FftCacheInfo, FftExec, FftPlan, FftReplayInfo
+from ...service._plans import merge_info
 from ...service._registry import COMPUTE, handles
 from ._handle import exec_call
 
@@ -50,15 +51,18 @@ def _exec(ctx: Any, msg: FftExec, reply: Any) -> None:
 
 @handles(FftCacheInfo)
 def _cache_info(ctx: Any, msg: FftCacheInfo, reply: Any) -> None:
-    ctx.reply_now(reply, ctx.library("cufft").info())
+    handles = ctx.handles("cufft") or [ctx.library("cufft")]
+    ctx.reply_now(reply, merge_info([h.info() for h in handles]))
 
 
 @handles(FftCacheConfig)
 def _cache_config(ctx: Any, msg: FftCacheConfig, reply: Any) -> None:
-    ctx.reply_now(reply, ctx.library("cufft").configure(msg.capacity, msg.clear))
+    handles = ctx.handles("cufft") or [ctx.library("cufft")]
+    ctx.reply_now(reply, merge_info([h.configure(msg.capacity, msg.clear) for h in handles]))
 
 
 @handles(FftReplayInfo)
 def _replay_info(ctx: Any, msg: FftReplayInfo, reply: Any) -> None:
-    handle = ctx.libraries.get("cufft")  # not created here: asking is not using
-    ctx.reply_now(reply, {"enabled": None} if handle is None else handle.replay_info())
+    handles = ctx.handles("cufft")  # one per compute stream used; none made here
+    ctx.reply_now(reply, {"enabled": None} if not handles else merge_info(
+        [h.replay_info() for h in handles]))

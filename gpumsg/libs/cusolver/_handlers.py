@@ -50,6 +50,7 @@ from ...messages.cusolver import (
     Sygvd,
     ZeroTriangle,
 )
+from ...service._plans import merge_info
 from ...service._registry import COMPUTE, handles
 
 __all__ = ["issue_with_info", "issue_batched", "pointer_array", "POINTER_ARRAYS"]
@@ -181,8 +182,10 @@ def _getrs(ctx: Any, msg: Getrs, reply: Any) -> None:
 
 @handles(SolverCacheInfo)
 def _cache_info(ctx: Any, msg: SolverCacheInfo, reply: Any) -> None:
-    lib = ctx.library("cusolver")
-    ctx.reply_now(reply, {**lib.workspaces.info(), "kernels": lib.kernels,
+    handles = ctx.handles("cusolver") or [ctx.library("cusolver")]
+    lib = handles[0]
+    ctx.reply_now(reply, {**merge_info([h.workspaces.info() for h in handles]),
+                          "kernels": lib.kernels,
                           "tiled_kernels": getattr(lib, "tiled", "sim")})
 
 
