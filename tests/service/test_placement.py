@@ -23,13 +23,13 @@ def _open(backend: str = "sim", **options):
 def _gemm_ready(dev, rng, n: int = 16):
     a = dev.to_device(random_array(rng, (n, n), np.float32))
     c = dev.alloc((n, n), np.float32)
-    dev.synchronize().result()
+    dev.cublas.gemm(a, a, c).result()  # the library loaded (a GPU's first handle: ~0.2 s)
     return a, c
 
 
 @pytest.mark.parametrize("streams", [1, 4])
-def test_independent_work_runs_beside_a_long_operation(rng, streams) -> None:
-    with _open(streams=streams) as dev:
+def test_independent_work_runs_beside_a_long_operation(backend, rng, streams) -> None:
+    with _open(backend, streams=streams) as dev:
         a, c = _gemm_ready(dev, rng)
         hang = dev.inject_fault("hang", seconds=1.0)  # long work on the first compute stream
         t0 = time.perf_counter()
@@ -44,8 +44,8 @@ def test_independent_work_runs_beside_a_long_operation(rng, streams) -> None:
         assert len(counts) == 4 and sum(counts[1:]) >= 1, counts
 
 
-def test_a_dependent_chain_stays_on_one_stream(rng) -> None:
-    with _open(streams=4) as dev:
+def test_a_dependent_chain_stays_on_one_stream(backend, rng) -> None:
+    with _open(backend, streams=4) as dev:
         x0 = random_array(rng, 256, np.float32)
         x = dev.to_device(x0)
         dev.synchronize().result()
@@ -60,8 +60,8 @@ def test_a_dependent_chain_stays_on_one_stream(rng) -> None:
 
 
 @pytest.mark.parametrize("option", [{"stream_placement": False, "streams": 4}, {"streams": 1}])
-def test_the_off_switches(rng, option) -> None:
-    with _open(**option) as dev:
+def test_the_off_switches(backend, rng, option) -> None:
+    with _open(backend, **option) as dev:
         a, c = _gemm_ready(dev, rng)
         dev.inject_fault("hang", seconds=0.3)
         t0 = time.perf_counter()
@@ -78,8 +78,9 @@ def test_a_bad_pool_size_is_refused_at_open(monkeypatch, value) -> None:
         gpumsg.open_device(0, backend="sim")
 
 
-def test_each_stream_has_its_own_library_handles_and_the_counters_add_up(rng) -> None:
-    with _open(streams=4) as dev:
+def test_each_stream_has_its_own_library_handles_and_the_counters_add_up(backend,
+                                                                          rng) -> None:
+    with _open(backend, streams=4) as dev:
         x = [dev.to_device(random_array(rng, (4, 64), np.complex64)) for _ in range(8)]
         dev.synchronize().result()
         dev.inject_fault("hang", seconds=0.2)  # the first stream is busy: the pool takes them
