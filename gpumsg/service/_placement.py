@@ -13,9 +13,10 @@ The rule, for a message of a type that may run anywhere (``service._registry.pla
    Where it conflicts with work on several streams it follows the stream the last message was
    placed on if that is one of them, else the first it finds; the envelope makes it wait for
    the others with events (read-after-write, write-after-read, write-after-write).
-2. A message that conflicts with nothing in flight goes where the last message went if that
-   stream has nothing in flight, else to the least recently used stream with nothing in flight,
-   else to the least recently used stream.
+2. A message that conflicts with nothing in flight goes to the first stream of the pool with
+   nothing in flight, else to the least recently used stream. (The first idle one, not the
+   least recently used: a call repeated on a quiet device lands where it ran before, where
+   that stream's handles already hold its plans.)
 3. ``Alloc`` goes where the last message went: the buffer's first user, usually the caller's
    next message, then follows it there with no event. ``AllocThen`` is placed by its message.
 
@@ -104,11 +105,12 @@ class Placement:
         else:
             return
         slot.placed += 1
-        self.clock += 1
-        slot.used = self.clock
+        self.clock = slot.used = self.clock + 1
         if slot.compute == POOLED:
             self.last = slot
-        self.ctx.enter(slot)
+        ctx = self.ctx  # DeviceContext.enter, inlined
+        ctx.compute = slot
+        ctx.derived = slot.derived
 
     def leave(self) -> None:
         """After the handler: the first compute stream is current again."""
@@ -117,38 +119,47 @@ class Placement:
         ctx.derived = home.derived
 
     def choose(self, msg: Any) -> Any:
-        """The stream of the pool that ``msg`` goes to (rules 1 and 2 of the module)."""
+        """The stream of the pool that ``msg`` goes to (rules 1 and 2 of the module). On the
+        path of every placed message: the common fields are looked at inline."""
         fields = self._fields.get(type(msg), False)
         if fields is False:
             fields = self._fields[type(msg)] = _fields(type(msg))
         last = self.last
         found = None
         if fields is not None:
+            buffers = self.ctx.buffers
+            streams = self.ctx.streams
             reads, writes = fields
-            for name in reads:
+            for name in reads:  # read after write
                 v = getattr(msg, name)
                 if type(v) is BufRef:
-                    s = self._written(v)
-                    if s is not None:
-                        if s is last:
-                            return last
-                        found = found or s
+                    a = buffers.get(v.id)
+                    if a is not None and a.write_stream >= 0:
+                        s = streams[a.write_stream]
+                        if s.compute == POOLED and s.done_seq < a.write_seq:
+                            if s is last:
+                                return last
+                            if found is None:
+                                found = s
                 elif type(v) is tuple:
-                    for r in v:
-                        s = self._written(r) if type(r) is BufRef else None
-                        if s is not None:
-                            if s is last:
-                                return last
-                            found = found or s
-            for name in writes:
+                    s = self._scan(v, False)
+                    if s is last:
+                        return last
+                    if found is None:
+                        found = s
+            for name in writes:  # write after write or read
                 v = getattr(msg, name)
-                for r in (v,) if type(v) is BufRef else v if type(v) is tuple else ():
-                    if type(r) is BufRef:
-                        s = self._used(r)
-                        if s is not None:
-                            if s is last:
-                                return last
-                            found = found or s
+                if type(v) is BufRef:
+                    a = buffers.get(v.id)
+                    s = None if a is None else self.follow(a)
+                elif type(v) is tuple:
+                    s = self._scan(v, True)
+                else:
+                    continue
+                if s is last:
+                    return last
+                if found is None:
+                    found = s
         else:
             written = {r.id for r in msg.written()}
             for r in msg.refs():
@@ -161,19 +172,24 @@ class Placement:
             return found
         return self.idle()
 
+    def _scan(self, refs: tuple, write: bool) -> Any:
+        """Rule 1 over a tuple of buffers: a pool stream they conflict with (None: none)."""
+        found = None
+        for r in refs:
+            if type(r) is BufRef:
+                s = self._used(r) if write else self._written(r)
+                if s is not None:
+                    if s is self.last:
+                        return s
+                    found = found or s
+        return found
+
     def idle(self) -> Any:
-        """Rule 2: the last stream if nothing is in flight there, else the least recently
-        used stream with nothing in flight, else the least recently used."""
-        last = self.last
-        if _idle(last):
-            return last
-        best = None
+        """Rule 2: the first stream with nothing in flight, else the least recently used."""
         for s in self.pool:
-            if _idle(s) and (best is None or s.used < best.used):
-                best = s
-        if best is None:
-            best = min(self.pool, key=_last_used)
-        return best
+            if _idle(s):
+                return s
+        return min(self.pool, key=_last_used)
 
     def _written(self, ref: BufRef) -> Any:
         """The pool stream where ``ref``'s last write is in flight (None: none)."""
