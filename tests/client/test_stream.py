@@ -119,3 +119,18 @@ def test_synchronize_on_a_stream_waits_for_that_stream_only(rng) -> None:
         dev.synchronize(s).result(timeout=30)
         assert time.perf_counter() - t0 < 0.4
         dev.synchronize().result(timeout=30)
+
+
+def test_streams_and_their_counts_cross_a_process_boundary(rng) -> None:
+    with gpumsg.config.configured(streams=4):
+        dev = gpumsg.open_device(0, backend="sim", isolation="process")
+    with dev:
+        x0 = random_array(rng, 64, np.float32)
+        x = dev.to_device(x0)
+        with dev.stream(priority=-1) as s:
+            dev.cublas.scal(x, 2.0)
+        dev.synchronize(s).result(timeout=60)
+        got = dev.copy_to_host(x).result()
+        counts = dev.stats().result().streams  # the packed answer carries them
+    assert np.array_equal(got, x0 * 2)
+    assert len(counts) == 4
