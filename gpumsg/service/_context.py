@@ -520,11 +520,25 @@ class DeviceContext:
     def handles(self, name: str) -> list[Any]:
         """Every handle of library ``name`` made so far, the first compute stream's first
         (none is made here: asking is not using)."""
-        out = []
-        for slot in self.streams:
-            lib = slot.libraries.get(name)
-            if lib is not None and all(lib is not o for o in out):
-                out.append(lib)
+        return self.over_handles(name, lambda lib: lib)
+
+    def over_handles(self, name: str, fn: Callable[[Any], Any]) -> list[Any]:
+        """``fn(handle)`` for every handle of library ``name`` made so far, the first compute
+        stream's first, each with its own stream current (what it frees, a plan's work area
+        say, is then ordered behind that stream's work); none is made here."""
+        out: list[Any] = []
+        seen: list[Any] = []
+        current = self.compute
+        try:
+            for slot in self.streams:
+                lib = slot.libraries.get(name)
+                if lib is None or any(lib is s for s in seen):
+                    continue
+                seen.append(lib)
+                self.enter(slot)
+                out.append(fn(lib))
+        finally:
+            self.enter(current)
         return out
 
     def stream_libraries(self) -> list[Any]:

@@ -91,8 +91,18 @@ def test_each_stream_has_its_own_library_handles_and_the_counters_add_up(backend
         ctx = dev._worker.ctx
         handles = ctx.handles("cufft")
         info = dev.cufft.cache_info().result()
+        capacity = handles[0].plans.capacity
+        # a new capacity, and a clear, reach every stream's handle; work on the pool goes on
+        dev.cufft.cache_config(capacity=3, clear=True).result()
+        capacities = [h.plans.capacity for h in ctx.handles("cufft")]
+        dev.inject_fault("hang", seconds=0.2)
+        again = [dev.fft.fft(v) for v in x]
+        for v, o in zip(x, again):
+            ref = np.fft.fft(dev.copy_to_host(v).result().astype(np.complex128))
+            assert rel_err(dev.copy_to_host(o).result(), ref) < 1e-5
     assert len(handles) >= 2 and len({id(h) for h in handles}) == len(handles)
-    assert info["hits"] + info["misses"] == 8 and info["capacity"] == handles[0].plans.capacity
+    assert info["hits"] + info["misses"] == 8 and info["capacity"] == capacity
+    assert capacities == [3] * len(capacities)
 
 
 def test_a_graph_records_after_an_eager_run_on_another_stream(rng) -> None:

@@ -400,7 +400,6 @@ def _trsm(ctx: Any, msg: Trsm, reply: Any) -> None:
 def _replay_info(ctx: Any, msg: BlasReplayInfo, reply: Any) -> None:
     info = {}
     for name in ("cublas", "cublaslt"):
-        handles = ctx.handles(name)  # one per compute stream used; none made here
-        info[name] = {"enabled": None} if not handles else merge_info(
-            [h.replay_info() for h in handles])
+        infos = ctx.over_handles(name, lambda h: h.replay_info())  # none made here
+        info[name] = merge_info(infos) if infos else {"enabled": None}
     ctx.reply_now(reply, info)

@@ -51,5 +51,5 @@ def _matmul(ctx: Any, msg: Matmul, reply: Any) -> None:
 
 @handles(BlasLtCacheInfo)
 def _cache_info(ctx: Any, msg: BlasLtCacheInfo, reply: Any) -> None:
-    handles = ctx.handles("cublaslt") or [ctx.library("cublaslt")]
-    ctx.reply_now(reply, merge_info([h.cache_info() for h in handles]))
+    infos = ctx.over_handles("cublaslt", lambda h: h.cache_info())  # one per stream used
+    ctx.reply_now(reply, merge_info(infos or [ctx.library("cublaslt").cache_info()]))

@@ -96,8 +96,8 @@ def _conv_backward_filter(ctx: Any, msg: ConvBackwardFilter, reply: Any) -> None
 
 @handles(DnnCacheInfo)
 def _cache_info(ctx: Any, msg: DnnCacheInfo, reply: Any) -> None:
-    handles = ctx.handles("cudnn") or [ctx.library("cudnn")]
-    ctx.reply_now(reply, merge_info([h.cache_info() for h in handles]))
+    infos = ctx.over_handles("cudnn", lambda h: h.cache_info())  # one per stream used
+    ctx.reply_now(reply, merge_info(infos or [ctx.library("cudnn").cache_info()]))
 
 
 @handles(Activation)

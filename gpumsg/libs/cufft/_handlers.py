@@ -51,18 +51,19 @@ def _exec(ctx: Any, msg: FftExec, reply: Any) -> None:
 
 @handles(FftCacheInfo)
 def _cache_info(ctx: Any, msg: FftCacheInfo, reply: Any) -> None:
-    handles = ctx.handles("cufft") or [ctx.library("cufft")]
-    ctx.reply_now(reply, merge_info([h.info() for h in handles]))
+    infos = ctx.over_handles("cufft", lambda h: h.info())  # one per stream used
+    ctx.reply_now(reply, merge_info(infos or [ctx.library("cufft").info()]))
 
 
 @handles(FftCacheConfig)
 def _cache_config(ctx: Any, msg: FftCacheConfig, reply: Any) -> None:
-    handles = ctx.handles("cufft") or [ctx.library("cufft")]
-    ctx.reply_now(reply, merge_info([h.configure(msg.capacity, msg.clear) for h in handles]))
+    ctx.library("cufft")  # the first stream's, at least
+    # each handle on its own stream: an evicted plan's work area is freed behind its work
+    ctx.reply_now(reply, merge_info(ctx.over_handles(
+        "cufft", lambda h: h.configure(msg.capacity, msg.clear))))
 
 
 @handles(FftReplayInfo)
 def _replay_info(ctx: Any, msg: FftReplayInfo, reply: Any) -> None:
-    handles = ctx.handles("cufft")  # one per compute stream used; none made here
-    ctx.reply_now(reply, {"enabled": None} if not handles else merge_info(
-        [h.replay_info() for h in handles]))
+    infos = ctx.over_handles("cufft", lambda h: h.replay_info())  # none made here
+    ctx.reply_now(reply, merge_info(infos) if infos else {"enabled": None})

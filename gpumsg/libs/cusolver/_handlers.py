@@ -182,10 +182,9 @@ def _getrs(ctx: Any, msg: Getrs, reply: Any) -> None:
 
 @handles(SolverCacheInfo)
 def _cache_info(ctx: Any, msg: SolverCacheInfo, reply: Any) -> None:
-    handles = ctx.handles("cusolver") or [ctx.library("cusolver")]
-    lib = handles[0]
-    ctx.reply_now(reply, {**merge_info([h.workspaces.info() for h in handles]),
-                          "kernels": lib.kernels,
+    lib = ctx.library("cusolver")  # the first stream's, at least
+    infos = ctx.over_handles("cusolver", lambda h: h.workspaces.info())
+    ctx.reply_now(reply, {**merge_info(infos), "kernels": lib.kernels,
                           "tiled_kernels": getattr(lib, "tiled", "sim")})
 
 
