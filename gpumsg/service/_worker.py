@@ -368,16 +368,12 @@ class DeviceWorker:
         messages (checked again here, under the lock)."""
         if not self.caller_runs:
             return False
-        t = type(msg)
-        if t is OnStream:
-            msg_ = msg.then
-            t = type(msg_)
-        else:
-            msg_ = msg
+        inner = msg.then if type(msg) is OnStream else msg  # the message a stream carries
+        t = type(inner)
         if t not in INLINE and t not in CAPTURABLE:
             if t is not AllocThen:
                 return False
-            then = type(msg_.then)
+            then = type(inner.then)
             if then not in INLINE and then not in CAPTURABLE:
                 return False
         ctx = self.ctx
