@@ -41,7 +41,7 @@ from typing import Any
 from ..errors import InvalidMessage
 from ..messages._base import BufRef, Message
 from ..messages.device import Alloc, AllocThen, OnStream
-from ._registry import PLACED
+from ._registry import PLACED, PLACED_FIELDS
 
 __all__ = ["Placement", "POOLED", "EXPLICIT"]
 
@@ -51,7 +51,9 @@ POOLED, EXPLICIT = 1, 2
 
 def _fields(t: type) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
     """The fields a message type reads only and writes, where its ``refs``/``written`` are
-    the base class's (None: ask the message)."""
+    the base class's or it declared them (None: ask the message)."""
+    if t in PLACED_FIELDS:
+        return PLACED_FIELDS[t]
     if t.refs is not Message.refs or t.written is not Message.written:  # type: ignore[attr-defined]
         return None
     writes = tuple(t.__writes__)  # type: ignore[attr-defined]

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = ["HANDLERS", "LIBRARIES", "Library", "handles", "register_library", "COMPUTE", "H2D",
-           "D2H", "STREAM_INDEX", "PLACED", "placed", "messages_in"]
+           "D2H", "STREAM_INDEX", "PLACED", "PLACED_FIELDS", "placed", "messages_in"]
 
 #: stream indices of every device. A handler passes COMPUTE for "the compute stream this
 #: message was placed on" (``service/_placement.py``): the device's first compute stream, or
@@ -30,15 +30,24 @@ COMPUTE, H2D, D2H = 0, 1, 2
 STREAM_INDEX = {"compute": COMPUTE, "h2d": H2D, "d2h": D2H}
 #: message types that may run on any compute stream of the pool (see :func:`placed`)
 PLACED: set[type] = set()
+#: message type -> (fields it reads, fields it writes) where its ``refs``/``written`` are its own
+PLACED_FIELDS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
 
-def placed(*types: type) -> None:
+def placed(*types: type, fields: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+           ) -> None:
     """Let messages of ``types`` run on any compute stream of the device's pool: their
     handlers reach the GPU only through the envelope on COMPUTE, ``ctx.compute`` and the
     handles of per-stream libraries (``register_library(per_stream=True)``) or of libraries
     that keep no device state (kernel launches), so two of them on two streams share no
-    scratch memory. Every other message runs on the first compute stream."""
+    scratch memory. Every other message runs on the first compute stream. ``fields``: for
+    types whose ``refs``/``written`` are their own, the fields (holding a buffer or a tuple of
+    buffers) that name what they read and what they write, for the placement to look at
+    directly."""
     PLACED.update(types)
+    if fields is not None:
+        for t in types:
+            PLACED_FIELDS[t] = fields
 
 
 def messages_in(module: Any, *leave_out: type) -> list[type]:

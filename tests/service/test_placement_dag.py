@@ -160,3 +160,45 @@ def test_the_dag_check_detects_missing_waits(rng) -> None:
         dev._worker.ctx._wait = lambda *args: None
         wrong = run_dags(dev, rng, "sim", 4, 150)
     assert wrong, "without waits the DAGs should have read reordered data"
+
+
+def test_array_chains_of_several_threads_match_numpy(backend, rng) -> None:
+    # the array layer's kernels (Launch, unfused: one per operation) and reductions on the
+    # pool, four threads' chains started while the first stream is busy
+    import gpumsg.array_api as xp
+
+    with gpumsg.config.configured(streams=4, array_fusion=False):
+        dev = gpumsg.open_device(0, backend=SimBackend(jitter=300e-6) if backend == "sim"
+                                 else backend, allow_fault_injection=True)
+    with dev:
+        old = xp.set_default_device(dev)
+        try:
+            inputs = [rng.standard_normal(4096) for _ in range(4)]
+            got: list = [None] * 4
+            start = threading.Barrier(4)
+
+            def client(t: int) -> None:
+                try:
+                    x = xp.asarray(inputs[t])
+                    start.wait()
+                    for _ in range(20):
+                        x = xp.tanh(x) * 1.5 + 0.25
+                    got[t] = (np.asarray(x), float(xp.sum(x)))
+                except Exception as exc:  # noqa: BLE001 - reported below
+                    got[t] = exc
+
+            dev.inject_fault("hang", seconds=0.2)
+            threads = [threading.Thread(target=client, args=(t,)) for t in range(4)]
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join(300)
+            counts = dev.stats().result().streams
+        finally:
+            xp.set_default_device(old)
+    assert not [g for g in got if isinstance(g, BaseException)], got
+    assert sum(1 for c in counts if c) >= 2, counts
+    for x0, (x, total) in zip(inputs, got):
+        for _ in range(20):
+            x0 = np.tanh(x0) * 1.5 + 0.25
+        assert np.allclose(x, x0, rtol=1e-12, atol=1e-12) and abs(total - x0.sum()) < 1e-9

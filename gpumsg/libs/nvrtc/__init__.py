@@ -21,7 +21,8 @@ LIBRARY = register_library("nvrtc", cuda=NvrtcHandle, sim=SimNvrtc, namespace="n
                            client=Nvrtc, specs=(SPEC,))
 
 capturable(Launch)  # dev.graph() may record kernel launches
-placed(Launch)  # a launch takes its stream and no scratch: any compute stream may run it
+# a launch takes its stream and no scratch: any compute stream may run it
+placed(Launch, fields=(("reads",), ("writes",)))
 
 __all__ = ["LIBRARY", "SPEC", "Nvrtc", "NvrtcHandle", "SimNvrtc", "SIM_KERNELS", "sim_kernel",
            "Recipe"]
