@@ -19,6 +19,9 @@ The rule, for a message of a type that may run anywhere (``service._registry.pla
    that stream's handles already hold its plans.)
 3. ``Alloc`` goes where the last message went: the buffer's first user, usually the caller's
    next message, then follows it there with no event. ``AllocThen`` is placed by its message.
+   (So code that allocates a buffer and then writes it in two messages, as the array layer
+   does, starts no new chain: its work follows the last message's stream. A single
+   ``AllocThen`` is placed by what writes the buffer.)
 
 "In flight" means issued and not yet seen complete (``StreamSlot.done_seq``, which lags a
 little behind the GPU): a conflict that has in fact completed only costs an event that is
@@ -91,9 +94,8 @@ class Placement:
                 raise InvalidMessage(f"stream: no stream {msg.stream} on this device (closed, "
                                      "or opened on another device)", field="stream")
             then = msg.then
-            if type(then) is AllocThen:
-                then = then.then
-            if type(then) not in PLACED and type(then) is not Alloc:
+            if type(then) not in PLACED or (type(then) is AllocThen
+                                           and type(then.then) not in PLACED):
                 return  # device-wide library state: the first compute stream, as always
         elif not self.auto:
             return
@@ -102,10 +104,10 @@ class Placement:
             if type(then) not in PLACED:
                 return
             slot = self.choose(then)
-        elif t in PLACED:
-            slot = self.last if t is Alloc else self.choose(msg)
+        elif t is Alloc:
+            slot = self.last
         else:
-            return
+            slot = self.choose(msg)
         slot.placed += 1
         self.clock = slot.used = self.clock + 1
         if slot.compute == POOLED:

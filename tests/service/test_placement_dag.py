@@ -163,14 +163,15 @@ def test_the_dag_check_detects_missing_waits(rng) -> None:
 
 
 def test_array_chains_of_several_threads_match_numpy(backend, rng) -> None:
-    # the array layer's kernels (Launch, unfused: one per operation) and reductions on the
-    # pool, four threads' chains started while the first stream is busy
+    # the array layer's kernels (Launch, unfused: one per operation) and reductions from four
+    # threads on a pool (the layer allocates each output with its own Alloc, which goes where
+    # the last message went and pulls its writer there: the chains may share a stream)
     import gpumsg.array_api as xp
 
-    with gpumsg.config.configured(streams=4, array_fusion=False):
+    with gpumsg.config.configured(streams=4):
         dev = gpumsg.open_device(0, backend=SimBackend(jitter=300e-6) if backend == "sim"
                                  else backend, allow_fault_injection=True)
-    with dev:
+    with dev, gpumsg.config.configured(array_fusion=False):
         old = xp.set_default_device(dev)
         try:
             inputs = [rng.standard_normal(4096) for _ in range(4)]
@@ -197,7 +198,7 @@ def test_array_chains_of_several_threads_match_numpy(backend, rng) -> None:
         finally:
             xp.set_default_device(old)
     assert not [g for g in got if isinstance(g, BaseException)], got
-    assert sum(1 for c in counts if c) >= 2, counts
+    assert len(counts) == 4 and sum(counts) >= 4 * 60, counts  # every kernel was placed
     for x0, (x, total) in zip(inputs, got):
         for _ in range(20):
             x0 = np.tanh(x0) * 1.5 + 0.25
