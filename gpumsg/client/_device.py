@@ -904,8 +904,13 @@ class Device:
         return fut
 
     def synchronize(self, stream: Stream | None = None) -> Future:
-        """Resolves once everything sent before has completed (on ``stream`` only, if given)."""
+        """Resolves once everything sent before has completed (on ``stream`` only, if given:
+        a :meth:`stream` of this device)."""
         if stream is not None:
+            if type(stream) is not Stream or stream.device is not self:
+                raise InvalidMessage(f"synchronize: stream: expected a stream of this device "
+                                     f"(dev.stream()), got {type(stream).__name__}",
+                                     field="stream")
             return stream.synchronize()
         return self.send(Synchronize())
 

@@ -134,3 +134,13 @@ def test_streams_and_their_counts_cross_a_process_boundary(rng) -> None:
         counts = dev.stats().result().streams  # the packed answer carries them
     assert np.array_equal(got, x0 * 2)
     assert len(counts) == 4
+
+
+def test_synchronize_refuses_what_is_not_a_stream_of_the_device() -> None:
+    with gpumsg.open_device(0, backend="sim") as dev, gpumsg.open_device(1, backend="sim") as other:
+        s = other.stream()
+        for bad in (float("nan"), lambda: None, "s", s):
+            with pytest.raises(gpumsg.InvalidMessage) as info:
+                dev.synchronize(bad)
+            assert info.value.field == "stream"
+        dev.synchronize(None).result()
