@@ -399,6 +399,11 @@ class DeviceContext:
         self.streams.append(slot)
         if self.streams[0].watcher is not None:  # made after the device opened
             slot.watcher = CompletionWatcher(self, slot)
+            # it starts after what the other compute streams have issued: memory they
+            # published to every compute stream (ScalarScratch) is ordered for it too
+            for other in self.streams:
+                if other.compute and other is not slot and other.seq:
+                    self._wait(slot, other.index, other.seq)
         return slot
 
     def _activate(self, slot: StreamSlot) -> None:
