@@ -20,6 +20,7 @@ from .client import (
     GpuBuffer,
     GpuFuture,
     PinnedHostBuffer,
+    Stream,
     devices,
     open_device,
 )
@@ -82,7 +83,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "open_device", "devices", "Device", "Config", "configure", "GpuBuffer", "GpuRef",
-    "BufferFuture", "GpuFuture",
+    "BufferFuture", "GpuFuture", "Stream",
     "PinnedHostBuffer", "DeviceLoad", "MemoryConfig", "KernelTrace", "RecordingTrace",
     "NvtxTrace", "OpRecord", "messages", "as_dtype", "dtype_name", "bfloat16",
     "GpuError", "InvalidMessage", "IndexOutOfRange", "GpuRefStale", "DeviceClosed",

@@ -40,6 +40,8 @@ Each field of :class:`Config` has the variable ``GPUMSG_`` + its name in capital
 | ``array_fusion`` | on | ``gpumsg.array_api`` fuses chains of element-wise calls into one kernel |
 | ``caller_runs`` | on | a caller runs its own message on an idle device (off: the device thread) |
 | ``multi_issue`` | ``caller`` | who issues collectives and peer copies: ``caller``, ``members`` |
+| ``streams`` | 1 | compute streams per device (1 to 16): a pool placing independent work |
+| ``stream_placement`` | on | independent messages placed on idle streams of the pool |
 
 Booleans are written to and read from the environment as ``1``/``0`` (``0``, ``no``, ``off``
 and ``false`` turn an option off).
@@ -83,6 +85,8 @@ class Config:
     array_fusion: bool | None = None
     caller_runs: bool | None = None
     multi_issue: str | None = None
+    streams: int | str | None = None
+    stream_placement: bool | None = None
 
 
 #: field -> its environment variable

@@ -48,7 +48,7 @@ def test_every_variable_is_an_option_and_read_only_in_config() -> None:
             readers.append(rel)
     assert named - {"GPUMSG_"} <= set(cfg.ENVIRONMENT.values()), \
         named - set(cfg.ENVIRONMENT.values())
-    assert len(cfg.ENVIRONMENT) == 20
+    assert len(cfg.ENVIRONMENT) == 22
     assert readers == []
 
 

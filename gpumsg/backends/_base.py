@@ -63,7 +63,15 @@ class Backend(abc.ABC):
 
     # -- streams and events -----------------------------------------------------------------------
     @abc.abstractmethod
-    def stream_create(self) -> Any: ...
+    def stream_create(self, priority: int = 0) -> Any:
+        """A new non-blocking stream; ``priority`` in CUDA's convention (lower numbers run
+        first; 0 is the default; values outside :meth:`stream_priority_range` are clamped)."""
+
+    def stream_priority_range(self) -> tuple[int, int]:
+        """``(least, greatest)`` stream priority of the device (CUDA's numbers: greatest is
+        the lower one); ``(0, 0)`` where priorities are not supported."""
+        return (0, 0)
+
     @abc.abstractmethod
     def stream_destroy(self, stream: Any) -> None: ...
     @abc.abstractmethod

@@ -3,6 +3,7 @@ this package runs on the threads of the code that uses gpumsg, never on a device
 
 from ._buffers import BufferFuture, GpuBuffer, GpuFuture, PinnedHostBuffer
 from ._device import Device, devices, open_device, register_isolation
+from ._stream import Stream
 
 __all__ = ["Device", "open_device", "devices", "register_isolation", "GpuBuffer", "BufferFuture",
-           "GpuFuture", "PinnedHostBuffer"]
+           "GpuFuture", "PinnedHostBuffer", "Stream"]

@@ -75,6 +75,7 @@ from ._staging import (
     ReleaseOnReply,
     ReleasingFuture,
 )
+from ._stream import Stream
 
 __all__ = ["Device", "open_device", "devices", "register_isolation"]
 
@@ -353,6 +354,9 @@ class Device:
         #: the Graph being recorded (client/graph.py), or None; see _set_recorder
         self._recorder: Any = None
         self._post_direct = self._post
+        #: ``with stream:`` blocks open on this device, and the post they wrap (client/_stream.py)
+        self._pins = 0
+        self._post_unpinned = self._post
         #: the protocol library clients use (gpumsg/libs); applications use the methods here
         self.port = Port(self, check_open=self._check_open, send=self.send,
                          send_writing=self.send_writing, send_new=self._send_new,
@@ -449,7 +453,9 @@ class Device:
     def _set_recorder(self, recorder: Any) -> None:
         """Start (a Graph) or stop (None) recording; outside a recording ``_post`` pays nothing."""
         self._recorder = recorder
-        self._post = self._post_direct if recorder is None else self._post_recording  # type: ignore[method-assign]
+        self._post_unpinned = self._post_direct if recorder is None else self._post_recording
+        if not self._pins:
+            self._post = self._post_unpinned  # type: ignore[method-assign]
 
     def _request(self, msg: Any, timeout: float | None = None) -> Any:
         fut = GpuFuture()
@@ -897,9 +903,22 @@ class Device:
         self._post(_STATS, fut)  # messages are immutable: one Stats serves every call
         return fut
 
-    def synchronize(self) -> Future:
-        """Resolves once everything sent before has completed."""
+    def synchronize(self, stream: Stream | None = None) -> Future:
+        """Resolves once everything sent before has completed (on ``stream`` only, if given:
+        a :meth:`stream` of this device)."""
+        if stream is not None:
+            if type(stream) is not Stream or stream.device is not self:
+                raise InvalidMessage(f"synchronize: stream: expected a stream of this device "
+                                     f"(dev.stream()), got {type(stream).__name__}",
+                                     field="stream")
+            return stream.synchronize()
         return self.send(Synchronize())
+
+    def stream(self, priority: int = 0) -> Stream:
+        """A compute stream of the caller's own (``with dev.stream() as s:`` runs what this
+        thread sends there; ordering against other streams stays automatic). ``priority``
+        as CUDA's: lower runs first, 0 the default. See :class:`~gpumsg.client._stream.Stream`."""
+        return Stream(self, priority)
 
     def snapshot_context(self) -> Future:
         return self.send(SnapshotContext())

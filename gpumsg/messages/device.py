@@ -14,6 +14,10 @@ CopyToHost          d2h           None once the data is in host memory
 CopyDevice          compute       None
 Memset              compute       None
 Synchronize         all           None once all work sent before it has completed
+OpenStream          none          None once the explicit stream exists
+OnStream            the stream    then's reply
+SynchronizeStream   the stream    None once the work sent before on that stream completed
+CloseStream         none          None (its slot serves a later explicit stream)
 Stats ... Snapshot  none          answered at once from the device thread
 OpenLibraries       none          the open libraries' names, once the named ones are open
 ==================  ============  ==================================================
@@ -288,6 +292,63 @@ class Memset(Message):
 @message()
 class Synchronize(Message):
     """Reply once every operation sent before this one has completed on the device."""
+
+
+@message()
+class OpenStream(Message):
+    """Create the explicit compute stream ``stream`` (an id the client mints, like a buffer's)
+    with CUDA stream ``priority`` (lower numbers run first; 0 is the default; the device
+    clamps it to its range)."""
+
+    stream: int
+    priority: int = 0
+
+    def __post_init__(self) -> None:
+        _int(self, "stream", self.stream, lo=1)
+        _int(self, "priority", self.priority, lo=-(1 << 31), hi=(1 << 31) - 1)
+
+
+@message()
+class CloseStream(Message):
+    """Give back the explicit stream ``stream``: work sent on it still runs, and its slot
+    serves a later :class:`OpenStream`."""
+
+    stream: int
+
+    def __post_init__(self) -> None:
+        _int(self, "stream", self.stream, lo=1)
+
+
+@message()
+class OnStream(Message):
+    """Handle ``then`` on the explicit stream ``stream`` instead of the compute stream the
+    device would place it on: the envelope issues its compute work there, ordered against
+    every other stream by the buffers it reads and writes."""
+
+    stream: int
+    then: Message
+
+    def __post_init__(self) -> None:
+        _int(self, "stream", self.stream, lo=1)
+        if not isinstance(self.then, Message) or isinstance(self.then, OnStream):
+            raise _fail(self, "then", f"expected a message, got {type(self.then).__name__}")
+
+    def refs(self) -> list[BufRef]:
+        return self.then.refs()
+
+    def written(self) -> list[BufRef]:
+        return self.then.written()
+
+
+@message()
+class SynchronizeStream(Message):
+    """Reply once every operation sent before this one on the explicit stream ``stream``
+    has completed."""
+
+    stream: int
+
+    def __post_init__(self) -> None:
+        _int(self, "stream", self.stream, lo=1)
 
 
 @message()

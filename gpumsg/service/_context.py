@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..backends._base import Backend as _Backend
+from ..config import setting
 from ..errors import (
     ContextPoisoned,
     CudaError,
@@ -45,7 +46,7 @@ from ..messages._base import BufRef, HostRef
 from ._completion import CompletionWatcher, Entry, answer_entries, fail_entries
 from ._derived import DerivedMemo
 from ._executor import Executor
-from ._registry import COMPUTE, STREAM_INDEX, library_handle
+from ._registry import COMPUTE, LIBRARIES, STREAM_INDEX, library_handle
 from ._stats import DeviceLoad
 from ._trace import OpRecord
 
@@ -61,16 +62,49 @@ SETTLE_SECONDS = 150e-6
 #: flush): a waiting caller, a nudge and the device thread's look record it sooner
 LAZY_EVENT = 16
 _perf_counter = time.perf_counter
-_NSTREAMS = len(STREAM_INDEX)
-_ZEROS = (0,) * _NSTREAMS
-_OTHERS = tuple(tuple(t for t in range(_NSTREAMS) if t != s) for s in range(_NSTREAMS))
+#: compute streams a device may have: its pool and the explicit streams together
+MAX_COMPUTE_STREAMS = 32
+#: stream indices a device may have (the copy streams and every compute stream)
+MAX_STREAMS = MAX_COMPUTE_STREAMS + 2
+
+
+#: compute streams of a device's pool when the option ``streams`` is not set: one, until the
+#: pool has been checked on a GPU (``GPUMSG_STREAMS=4`` turns it on)
+DEFAULT_STREAMS = 1
+#: the most compute streams a pool may have
+MAX_POOL = 16
+
+
+def pool_size() -> int:
+    """The option ``streams`` (``GPUMSG_STREAMS``): compute streams per device, 1 to 16."""
+    text = setting("GPUMSG_STREAMS")
+    if text is None or not text.strip():
+        return DEFAULT_STREAMS
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= MAX_POOL:
+        raise InvalidMessage(f"GPUMSG_STREAMS: expected a number of compute streams from 1 to "
+                             f"{MAX_POOL}, got {text!r}", field="streams")
+    return n
+
+
+def placement_enabled() -> bool:
+    """The option ``stream_placement`` (``GPUMSG_STREAM_PLACEMENT``, on by default)."""
+    text = (setting("GPUMSG_STREAM_PLACEMENT") or "1").strip().lower()
+    return text not in ("0", "no", "off", "false")
+
+
+def _index(slot: StreamSlot) -> int:
+    return slot.index
 
 
 class DeviceAllocation:
     """A live (or failed) allocation as the device thread tracks it.
 
     ``write_stream``/``write_seq``: the stream and sequence number of the last write;
-    ``reads[s]``: sequence number of the last read on stream ``s`` since that write.
+    ``reads``: stream -> sequence number of the last read there since that write.
     ``failed``: the error of the last operation that should have written it (its readers fail
     with :class:`~gpumsg.errors.DependencyFailed`); ``alloc_failed``: the allocation itself failed.
     """
@@ -87,7 +121,7 @@ class DeviceAllocation:
         self.ptr = ptr
         self.write_stream = -1
         self.write_seq = 0
-        self.reads = list(_ZEROS)
+        self.reads: dict[int, int] = {}
         self.failed: BaseException | None = None
         self.alloc_failed = False
         #: the :class:`Verdict` of the operation that last wrote the buffer when that
@@ -210,17 +244,28 @@ class _GatedReply:
 
 
 class StreamSlot:
-    """One of the device's streams with its ordering state and completion thread."""
+    """One of the device's streams with its ordering state and completion thread. A compute
+    stream also has the handles of the per-stream libraries made for it, what handlers
+    derived for it (launchers bound to it), and how many messages were placed on it."""
 
     __slots__ = ("index", "name", "obj", "raw", "seq", "fence_event", "fence_seq", "fence_owned",
                  "done_seq", "waited", "spare_events", "pending", "watcher", "local", "handed",
-                 "answered")
+                 "answered", "compute", "priority", "libraries", "derived", "placed", "used",
+                 "active")
 
-    def __init__(self, index: int, name: str, obj: Any, raw: int) -> None:
+    def __init__(self, index: int, name: str, obj: Any, raw: int, compute: bool = False,
+                 priority: int = 0) -> None:
         self.index = index
         self.name = name
         self.obj = obj
         self.raw = raw
+        self.compute = compute
+        self.priority = priority
+        self.libraries: dict[str, Any] = {}  # per-stream handles made for this stream
+        self.derived = DerivedMemo()
+        self.placed = 0  # messages placed on this stream (service/_placement.py)
+        self.used = 0  # when a message was last placed here (the placement's clock)
+        self.active = False  # has had work: the turns look at it (DeviceContext.active)
         self.seq = 0  # operations enqueued so far
         self.fence_event: Any = None  # newest event recorded on this stream
         self.fence_seq = 0  # the sequence number it covers
@@ -228,7 +273,7 @@ class StreamSlot:
         #: operations known complete (a batch event seen done by the device thread or the
         #: watcher): other streams need not wait for them. Only grows; a stale read is safe.
         self.done_seq = 0
-        self.waited = [0] * _NSTREAMS  # per other stream: sequence number already waited for
+        self.waited = [0] * MAX_STREAMS  # per other stream: sequence number already waited for
         self.spare_events: list[Any] = []
         self.pending: list[Entry] = []
         self.watcher: CompletionWatcher | None = None
@@ -273,8 +318,14 @@ class DeviceContext:
         self.on_library_opened: Callable[[str], None] | None = None
         self.props = backend.open()
         self.streams: list[StreamSlot] = []
+        #: the streams that have had work, the only ones each turn looks at (a pool's unused
+        #: streams cost a turn nothing)
+        self.active: list[StreamSlot] = []
         self.buffers: dict[int, DeviceAllocation] = {}
+        #: the libraries' handles of the first compute stream and the device-wide ones, by
+        #: name (the first compute stream's ``StreamSlot.libraries``)
         self.libraries: dict[str, Any] = {}
+        self._opened: set[str] = set()  # libraries with a handle on some stream
         self.issued = 0
         self.epoch = 0  # see worker.serve: odd while the device thread waits for messages
         self.traced = 0
@@ -282,8 +333,9 @@ class DeviceContext:
         #: block -> why its RegisterHostMemory failed (named when a copy then uses the block)
         self.host_register_errors: dict[int, str] = {}
         self._scratch: Any = None
-        #: what handlers derive from repeated messages (service/derived.py)
-        self.derived = DerivedMemo()
+        #: what handlers derive from repeated messages (service/derived.py), for the compute
+        #: stream of the message being handled (``StreamSlot.derived``)
+        self.derived: DerivedMemo = None  # type: ignore[assignment]
         #: the device's own repeated driver calls (device-to-device copies) replayed as CUDA
         #: graphs: made on first use (:meth:`driver_bound`)
         self._driver_replays: Any = None
@@ -298,8 +350,25 @@ class DeviceContext:
         try:
             for name, index in sorted(STREAM_INDEX.items(), key=lambda kv: kv[1]):
                 obj = backend.stream_create()
-                self.streams.append(StreamSlot(index, name, obj, backend.stream_handle(obj)))
-            self.compute = self.streams[COMPUTE]
+                self.streams.append(StreamSlot(index, name, obj, backend.stream_handle(obj),
+                                               compute=index == COMPUTE))
+            #: the first compute stream: where messages run that are not placed, and the one
+            #: ``snapshot_stream("compute")`` and ``__cuda_array_interface__`` name
+            self.home = self.streams[COMPUTE]
+            self.home.libraries = self.libraries
+            #: the compute stream of the message being handled (the first one between
+            #: messages); handlers reach it as COMPUTE through the envelope
+            self.compute = self.home
+            self.derived = self.home.derived
+            #: the compute streams automatic placement chooses from: the first and the pool's
+            self.pool = [self.home]
+            for i in range(1, pool_size()):
+                self.pool.append(self.add_stream(f"compute.{i}"))
+            self.placement: Any = None
+            if len(self.pool) > 1:
+                from ._placement import Placement
+
+                self.placement = Placement(self, placement_enabled())
             self.memory = build_resource(memory, backend)
             self._budget_limit: int | None = None
             self._statistics: StatisticsAdaptor | None = None
@@ -311,11 +380,56 @@ class DeviceContext:
             self._driver_view: tuple | None = None
             self.pinned = PinnedPool(backend, staging_limit=pinned_staging_limit)
             for slot in self.streams:
-                slot.watcher = CompletionWatcher(self, slot)
+                if slot.watcher is None:
+                    slot.watcher = CompletionWatcher(self, slot)
         except BaseException:
             self._release_streams()
             backend.close()
             raise
+
+    # -- compute streams ---------------------------------------------------------------------------
+    def add_stream(self, name: str, priority: int = 0) -> StreamSlot:
+        """Create one more compute stream (the pool's, or an explicit one) with its watcher."""
+        if len(self.streams) >= MAX_STREAMS:
+            raise InvalidMessage(f"a device has at most {MAX_COMPUTE_STREAMS} compute streams "
+                                 "(its pool and its explicit streams together)", field="stream")
+        obj = self.backend.stream_create(priority)
+        slot = StreamSlot(len(self.streams), name, obj, self.backend.stream_handle(obj),
+                          compute=True, priority=priority)
+        self.streams.append(slot)
+        if self.streams[0].watcher is not None:  # made after the device opened
+            slot.watcher = CompletionWatcher(self, slot)
+            # it starts after what the other compute streams have issued: memory they
+            # published to every compute stream (ScalarScratch) is ordered for it too
+            for other in self.streams:
+                if other.compute and other is not slot and other.seq:
+                    self._wait(slot, other.index, other.seq)
+        return slot
+
+    def _activate(self, slot: StreamSlot) -> None:
+        if not slot.active:
+            slot.active = True
+            self.active = sorted((*self.active, slot), key=_index)
+
+    def enter(self, slot: StreamSlot) -> None:
+        """Make ``slot`` the compute stream of the message being handled (COMPUTE, the
+        handles of per-stream libraries and the derived launchers are its own)."""
+        self.compute = slot
+        self.derived = slot.derived
+
+    def publish(self) -> None:
+        """Make every other compute stream wait for what the current one has issued so far
+        (memory allocated there that every stream will use: the memory pool orders a reuse
+        only on the allocating stream)."""
+        slot = self.compute
+        seq = self.next_seq(COMPUTE)
+        for other in self.streams:
+            if other.compute and other is not slot:
+                self._wait(other, slot.index, seq)
+
+    def compute_indices(self) -> tuple[int, ...]:
+        """The index of every compute stream that has had work (the first one's always)."""
+        return (COMPUTE, *[slot.index for slot in self.active if slot.compute and slot.index])
 
     # -- buffers -----------------------------------------------------------------------------------
     def _lookup(self, ref: BufRef, field: str) -> DeviceAllocation:
@@ -374,14 +488,71 @@ class DeviceContext:
         return base + host.offset
 
     def library(self, name: str) -> Any:
-        """This device's handle for a CUDA library, created on first use."""
-        lib = self.libraries.get(name)
+        """This device's handle for a CUDA library, created on first use: the compute
+        stream's own for a per-stream library (``register_library(per_stream=True)``), else
+        the device's."""
+        lib = self.compute.libraries.get(name)
         if lib is None:
-            lib = library_handle(name, self.backend.kind, self)
-            self.libraries[name] = lib
+            lib = self._open_library(name)
+        return lib
+
+    def _open_library(self, name: str) -> Any:
+        slot = self.compute
+        spec = LIBRARIES.get(name)
+        if spec is not None and not spec.per_stream and slot is not self.home:
+            # one handle for the device, made with the first compute stream current
+            lib = self.libraries.get(name)
+            if lib is None:
+                self.compute = self.home
+                try:
+                    lib = self._open_library(name)
+                finally:
+                    self.compute = slot
+            slot.libraries[name] = lib
+            return lib
+        first = self.handles(name)
+        lib = library_handle(name, self.backend.kind, self)
+        slot.libraries[name] = lib
+        plans = getattr(first[0], "plans", None) if first else None
+        if plans is not None and getattr(lib, "plans", None) is not None:
+            lib.plans.resize(plans.capacity)  # a capacity the caller chose holds on every stream
+        if name not in self._opened:
+            self._opened.add(name)
             if self.on_library_opened is not None:
                 self.on_library_opened(name)
         return lib
+
+    def handles(self, name: str) -> list[Any]:
+        """Every handle of library ``name`` made so far, the first compute stream's first
+        (none is made here: asking is not using)."""
+        return self.over_handles(name, lambda lib: lib)
+
+    def over_handles(self, name: str, fn: Callable[[Any], Any]) -> list[Any]:
+        """``fn(handle)`` for every handle of library ``name`` made so far, the first compute
+        stream's first, each with its own stream current (what it frees, a plan's work area
+        say, is then ordered behind that stream's work); none is made here."""
+        out: list[Any] = []
+        seen: list[Any] = []
+        current = self.compute
+        try:
+            for slot in self.streams:
+                lib = slot.libraries.get(name)
+                if lib is None or any(lib is s for s in seen):
+                    continue
+                seen.append(lib)
+                self.enter(slot)
+                out.append(fn(lib))
+        finally:
+            self.enter(current)
+        return out
+
+    def stream_libraries(self) -> list[Any]:
+        """Every library handle the device made, once each."""
+        seen: dict[int, Any] = {}
+        for slot in self.streams:
+            for lib in slot.libraries.values():
+                seen.setdefault(id(lib), lib)
+        return list(seen.values())
 
     def driver_bound(self) -> Callable[..., Callable[[Any], None]]:
         """``bound(tag, fn, stream, *args)``: the launcher of the device's own driver call
@@ -421,8 +592,9 @@ class DeviceContext:
     def run(self, reply: Any, stream: int, reads: tuple, writes: tuple,
             fn: Callable[..., Any], *args: Any, value: Any = None,
             finish: Callable[[Any, BaseException | None], Any] | None = None) -> None:
-        """Issue ``fn(stream_obj, *args)`` on ``stream`` after the waits ``reads`` and
-        ``writes`` (DeviceAllocations) need; answer ``reply`` with ``value`` at completion."""
+        """Issue ``fn(stream_obj, *args)`` on ``stream`` (COMPUTE: the compute stream the
+        message was placed on) after the waits ``reads`` and ``writes`` (DeviceAllocations)
+        need; answer ``reply`` with ``value`` at completion."""
         if self.capture is not None:  # recording a graph (service/graph.py)
             return self.capture.issue(self, stream, reads, writes, fn, args, finish)
         # reads whose producer's verdict is not in yet gate this operation's answer; one
@@ -447,7 +619,8 @@ class DeviceContext:
             if writes:
                 verdict = Verdict(writes)
             reply = _GatedReply(reply, verdict, gates or [])
-        slot = self.streams[stream]
+        slot = self.streams[stream] if stream else self.compute
+        stream = slot.index
         waited = slot.waited
         for a in reads:  # read after write on another stream
             ws = a.write_stream
@@ -459,10 +632,10 @@ class DeviceContext:
             ws = a.write_stream
             if ws != stream and ws >= 0 and waited[ws] < a.write_seq:
                 self._wait(slot, ws, a.write_seq)
-            r = a.reads
-            for t in _OTHERS[stream]:
-                if r[t] > waited[t]:
-                    self._wait(slot, t, r[t])
+            if a.reads:
+                for t, seq in a.reads.items():
+                    if seq > waited[t] and t != stream:
+                        self._wait(slot, t, seq)
         op = None
         if self.trace is not None:
             self.traced += 1
@@ -480,12 +653,15 @@ class DeviceContext:
         if op is not None:
             self.trace.after_enqueue(op)
         seq = slot.seq = slot.seq + 1
+        if seq == 1:
+            self._activate(slot)
         for a in reads:
             a.reads[stream] = seq
         for a in writes:
             a.write_stream = stream
             a.write_seq = seq
-            a.reads[:] = _ZEROS
+            if a.reads:
+                a.reads = {}
             # the verdict first: a failing verdict marks only what still carries it
             a.verdict = verdict
             a.failed = None
@@ -504,10 +680,9 @@ class DeviceContext:
         ws = a.write_stream
         if ws != stream and ws >= 0 and slot.waited[ws] < a.write_seq:
             self._wait(slot, ws, a.write_seq)
-        reads = a.reads
-        for t in range(_NSTREAMS):
-            if t != stream and reads[t] > slot.waited[t]:
-                self._wait(slot, t, reads[t])
+        for t, seq in list(a.reads.items()):
+            if t != stream and seq > slot.waited[t]:
+                self._wait(slot, t, seq)
 
     def _wait(self, slot: StreamSlot, other: int, seq: int) -> None:
         src = self.streams[other]
@@ -533,7 +708,10 @@ class DeviceContext:
     def complete(self, reply: Any, stream: int, value: Any = None,
                  finish: Callable[[Any, BaseException | None], Any] | None = None) -> None:
         """Answer ``reply`` once the work already on ``stream`` has completed."""
-        self.streams[stream].pending.append((reply, value, finish, None))
+        slot = self.streams[stream] if stream else self.compute
+        if not slot.active:
+            self._activate(slot)
+        slot.pending.append((reply, value, finish, None))
 
     @staticmethod
     def reply_now(reply: Any, value: Any = None) -> None:
@@ -542,12 +720,14 @@ class DeviceContext:
 
     def order_after_uses(self, stream: int, a: DeviceAllocation) -> None:
         """Make ``stream`` wait for every use of ``a`` on other streams (before freeing it)."""
-        self._order_write(self.streams[stream], a)
+        self._order_write(self.streams[stream] if stream else self.compute, a)
 
     def next_seq(self, stream: int) -> int:
         """Count a stream-ordered operation issued outside :meth:`run` (an allocation)."""
-        slot = self.streams[stream]
+        slot = self.streams[stream] if stream else self.compute
         slot.seq += 1
+        if slot.seq == 1:
+            self._activate(slot)
         return slot.seq
 
     # -- batches -----------------------------------------------------------------------------------
@@ -559,7 +739,7 @@ class DeviceContext:
         (a waiting caller's, the device thread's), so that pipelined calls share events as a
         batch's messages do."""
         least = LAZY_EVENT if lazy else 1
-        for slot in self.streams:
+        for slot in self.active:
             if len(slot.pending) >= least:
                 entries, slot.pending = slot.pending, []
                 try:
@@ -582,7 +762,7 @@ class DeviceContext:
         running = None
         query = self.backend.event_query
         trace = self.trace
-        for slot in self.streams:
+        for slot in self.active:
             local = slot.local
             while local:
                 event, entries, seq = local[0]
@@ -604,11 +784,11 @@ class DeviceContext:
 
     def keeps_batches(self) -> bool:
         """Whether the executor keeps batches not answered yet (no watcher has them)."""
-        return any(slot.local or slot.pending for slot in self.streams)
+        return any(slot.local or slot.pending for slot in self.active)
 
     def oldest_running(self) -> Any:
         """The event of the oldest batch the executor keeps (None: it keeps none)."""
-        for slot in self.streams:
+        for slot in self.active:
             if slot.local:
                 return slot.local[0][0]
         return None
@@ -641,7 +821,7 @@ class DeviceContext:
 
     def hand_over(self) -> None:
         """Give every batch the device thread keeps to its stream's watcher (in order)."""
-        for slot in self.streams:
+        for slot in self.active:
             local = slot.local
             while local:
                 event, entries, seq = local.popleft()
@@ -654,14 +834,16 @@ class DeviceContext:
         self.pinned.enforce_cache_limit()
 
     def in_flight(self) -> int:
-        s0, s1, s2 = self.streams
-        return (self.issued + len(s0.pending) + len(s1.pending) + len(s2.pending)
-                - self.completed())
+        pending = 0
+        for slot in self.active:
+            pending += len(slot.pending)
+        return self.issued + pending - self.completed()
 
     def completed(self) -> int:
-        s0, s1, s2 = self.streams
-        return (s0.watcher.completed + s1.watcher.completed + s2.watcher.completed  # type: ignore
-                + s0.answered + s1.answered + s2.answered)
+        done = 0
+        for slot in self.active:
+            done += slot.watcher.completed + slot.answered  # type: ignore[union-attr]
+        return done
 
     # -- failure -----------------------------------------------------------------------------------
     def on_async_error(self, exc: CudaError, entries: list[Entry]) -> GpuError:
@@ -705,7 +887,7 @@ class DeviceContext:
     def fail_pending(self, error: BaseException) -> None:
         """Fail the work not yet answered: this batch's entries and the batches the device
         thread keeps (batches at a watcher fail there, at their event)."""
-        for slot in self.streams:
+        for slot in self.active:
             entries, slot.pending = slot.pending, []
             fail_entries(entries, error)
             while slot.local:
@@ -726,16 +908,18 @@ class DeviceContext:
             free, total = self.backend.mem_info()
             view = self._driver_view = (free, total, usage.reserved, usage.used, marker, now)
         p = self.props
-        s0, s1, s2 = self.streams
-        completed = self.completed()
-        in_flight = (self.issued + len(s0.pending) + len(s1.pending) + len(s2.pending)
-                     - completed)
+        completed = pending = 0
+        for slot in self.active:
+            completed += slot.watcher.completed + slot.answered  # type: ignore[union-attr]
+            pending += len(slot.pending)
+        placement = self.placement
         return DeviceLoad(
             p.name, p.ordinal, self.backend.kind, p.compute_capability, self.state.generation,
             view[0], view[1], view[2], view[3], self._budget_limit, self.pinned.reserved,
-            self.queue_depth(), in_flight, completed,
+            self.queue_depth(), self.issued + pending - completed, completed,
             stats.statistics() if stats is not None else None,
-            tuple(sorted(getattr(self, "workspace_bytes", {}).items())))
+            tuple(sorted(getattr(self, "workspace_bytes", {}).items())),
+            () if placement is None else placement.counts())
 
     def forget_driver_view(self) -> None:
         """Make the next Stats ask the driver (after trimming, say)."""
@@ -776,9 +960,10 @@ class DeviceContext:
             self.host_registry.clear()
             if self._scratch is not None:
                 self._scratch.close()
-            for lib in self.libraries.values():
+            for lib in self.stream_libraries():
                 lib.close()
-            self.libraries.clear()
+            for slot in self.streams:
+                slot.libraries.clear()
             if self._driver_replays is not None:
                 self._driver_replays.close()
             self.memory.close()
@@ -807,7 +992,8 @@ class DeviceContext:
         """After a poisoned context or a hang: nothing more can be asked of the GPU. Pinned host
         memory stays mapped until the process exits (freeing it needs the context)."""
         self.buffers.clear()
-        self.libraries.clear()
+        for slot in self.streams:
+            slot.libraries.clear()
         for seg in self.host_registry.values():
             seg.close()
         self.host_registry.clear()

@@ -81,6 +81,9 @@ class GraphState:
     calls: list
     graph: Any = None
     exec: Any = None
+    #: the compute stream it was recorded on (its nodes use that stream's library handles and
+    #: workspaces, so it is launched there); None: the first compute stream
+    slot: Any = None
 
 
 class GraphTable:
@@ -184,6 +187,34 @@ def _record(ctx: Any, messages: tuple) -> GraphState:
                       cap.calls, graph)
 
 
+def _record_somewhere(ctx: Any, messages: tuple) -> GraphState:
+    """Record on the first compute stream; where what the recording needs is missing there
+    (a plan an eager run made on another compute stream of the pool, with its handles), on
+    the pool's other streams in turn. The graph keeps the stream it was recorded on."""
+    try:
+        return _record(ctx, messages)
+    except GraphCaptureError as first:
+        placement = ctx.placement
+        if placement is None or not placement.auto:
+            raise
+        for slot in placement.pool[1:]:
+            if not slot.libraries:
+                continue  # nothing ran there: it cannot hold what was missing
+            ctx.enter(slot)
+            try:
+                state = _record(ctx, messages)
+            except GraphCaptureError:
+                continue
+            state.slot = slot
+            return state
+        raise first
+
+
+def _enter_graph_stream(ctx: Any, state: GraphState) -> None:
+    if state.slot is not None:
+        ctx.enter(state.slot)
+
+
 def _destroy_exec(state: GraphState) -> None:
     if state.exec is not None or state.graph is not None:
         cu = _cu()
@@ -199,7 +230,7 @@ def _capture_graph(ctx: Any, msg: CaptureGraph, reply: Any) -> None:
     t = _table(ctx)
     if msg.graph in t.graphs:
         raise InvalidMessage(f"graph: graph {msg.graph} already exists", field="graph")
-    state = _record(ctx, msg.messages)
+    state = _record_somewhere(ctx, msg.messages)
     if state.graph is not None:
         err, state.exec = _cu().cuGraphInstantiate(state.graph, 0)
         if err:
@@ -231,6 +262,7 @@ def _replay_cuda(stream: Any, exec_: Any) -> None:
 @handles(LaunchGraph)
 def _launch_graph(ctx: Any, msg: LaunchGraph, reply: Any) -> None:
     state = _get(ctx, msg.graph)
+    _enter_graph_stream(ctx, state)
     if state.exec is not None:
         ctx.run(reply, COMPUTE, state.reads, state.writes, _replay_cuda, state.exec)
     else:
@@ -269,7 +301,9 @@ def _update_graph(ctx: Any, msg: UpdateGraph, reply: Any) -> None:
         ctx.resolve_out(new, "pairs")
         mapping[old.id] = new
     messages = tuple(_replace(m, mapping) for m in state.messages)
+    _enter_graph_stream(ctx, state)
     new_state = _record(ctx, messages)
+    new_state.slot = state.slot
     if new_state.graph is not None:
         cu = _cu()
         err = cu.cuGraphExecUpdate(state.exec, new_state.graph)[0]

@@ -16,6 +16,7 @@ from ..messages.device import (
     Alloc,
     AllocPinned,
     AllocThen,
+    CloseStream,
     CopyDevice,
     CopyFromHost,
     CopyToHost,
@@ -23,19 +24,23 @@ from ..messages.device import (
     FreePinned,
     InjectFault,
     Memset,
+    OnStream,
     OpenLibraries,
+    OpenStream,
     SnapshotChildren,
     SnapshotContext,
     SnapshotStream,
     Stats,
     Synchronize,
+    SynchronizeStream,
     TrimMemory,
     WatchGeneration,
 )
 from ._context import DeviceAllocation, DeviceContext
 from ._executor import runs_inline
 from ._graph import keeps_alive  # also registers the graph messages
-from ._registry import COMPUTE, D2H, H2D, HANDLERS, STREAM_INDEX, handles
+from ._placement import EXPLICIT, Placement
+from ._registry import COMPUTE, D2H, H2D, HANDLERS, STREAM_INDEX, handles, placed
 
 __all__: list[str] = []
 
@@ -132,7 +137,7 @@ def _allocate(ctx: DeviceContext, ref: Any) -> int:
         ctx.buffers[ref.id] = alloc
         raise
     # the allocation is a point in the compute stream: other streams order after it
-    alloc.write_stream = COMPUTE
+    alloc.write_stream = ctx.compute.index
     alloc.write_seq = ctx.next_seq(COMPUTE)
     ctx.buffers[ref.id] = alloc
     return alloc.ptr
@@ -154,11 +159,18 @@ def free_buffer(ctx: DeviceContext, ref: Any) -> None:
     if alloc is not None and ref.generation == ctx.state.generation:
         del ctx.buffers[ref.id]
         if alloc.ptr and not keeps_alive(ctx, alloc):  # a graph may still replay it
-            ctx.order_after_uses(COMPUTE, alloc)
             if alloc.external:  # adopted (DLPack): back to its producer, see service/interop
+                ctx.order_after_uses(COMPUTE, alloc)
                 alloc.release(ctx)  # type: ignore[attr-defined]
-            else:
-                ctx.memory.deallocate(alloc.ptr, ref.nbytes, ctx.compute.obj)
+                return
+            # on a stream where the buffer is still in use (no event), after every other
+            # stream's uses
+            placement = ctx.placement
+            slot = placement.follow(alloc) if placement is not None else None
+            if slot is None:
+                slot = ctx.compute
+            ctx.order_after_uses(slot.index, alloc)
+            ctx.memory.deallocate(alloc.ptr, ref.nbytes, slot.obj)
 
 
 @handles(CopyFromHost)
@@ -214,7 +226,63 @@ def _nothing(stream: Any) -> None:
 
 @handles(Synchronize)
 def _synchronize(ctx: DeviceContext, msg: Synchronize, reply: Any) -> None:
-    _after_streams(ctx, reply, (COMPUTE, H2D, D2H))
+    _after_streams(ctx, reply, (*ctx.compute_indices(), H2D, D2H))
+
+
+def _placement(ctx: DeviceContext) -> Placement:
+    """The device's placement (made for explicit streams where the pool has one stream)."""
+    if ctx.placement is None:
+        ctx.placement = Placement(ctx, False)
+    return ctx.placement
+
+
+@handles(OpenStream)
+def _open_stream(ctx: DeviceContext, msg: OpenStream, reply: Any) -> None:
+    placement = _placement(ctx)
+    if msg.stream in placement.explicit:
+        raise InvalidMessage(f"stream: stream {msg.stream} is already open", field="stream")
+    least, greatest = ctx.backend.stream_priority_range()
+    priority = min(max(msg.priority, greatest), least)
+    spare = ctx.__dict__.setdefault("spare_streams", [])
+    slot = next((s for s in spare if s.priority == priority), None)
+    if slot is not None:  # a closed stream's slot (its ordering state carries over)
+        spare.remove(slot)
+    else:
+        slot = ctx.add_stream(f"stream.{msg.stream}", priority)
+        slot.compute = EXPLICIT
+    placement.explicit[msg.stream] = slot
+    ctx.reply_now(reply, None)
+
+
+@handles(CloseStream)
+def _close_stream(ctx: DeviceContext, msg: CloseStream, reply: Any) -> None:
+    placement = ctx.placement
+    slot = None if placement is None else placement.explicit.pop(msg.stream, None)
+    if slot is not None:
+        ctx.__dict__.setdefault("spare_streams", []).append(slot)
+    ctx.reply_now(reply, None)
+
+
+@handles(OnStream)
+def _on_stream(ctx: DeviceContext, msg: OnStream, reply: Any) -> None:
+    # the loop placed this message on the explicit stream (service/_placement.py)
+    then = msg.then
+    handler = HANDLERS.get(type(then))
+    if handler is None:
+        raise InvalidMessage(f"then: the device has no handler for {type(then).__name__}",
+                             field="then")
+    ctx.current = then  # what a trace names
+    handler(ctx, then, reply)
+
+
+@handles(SynchronizeStream)
+def _synchronize_stream(ctx: DeviceContext, msg: SynchronizeStream, reply: Any) -> None:
+    placement = ctx.placement
+    slot = None if placement is None else placement.explicit.get(msg.stream)
+    if slot is None:
+        raise InvalidMessage(f"stream: no stream {msg.stream} on this device (closed, or "
+                             "opened on another device)", field="stream")
+    ctx.complete(reply, slot.index)
 
 
 @handles(Stats)
@@ -304,7 +372,11 @@ def _inject_fault(ctx: DeviceContext, msg: InjectFault, reply: Any) -> None:
 # all but InjectFault, whose stall stands for a stuck device thread
 runs_inline(Alloc, AllocThen, Free, CopyFromHost, CopyToHost, CopyDevice, Memset, Synchronize,
             Stats, SnapshotContext, SnapshotStream, SnapshotChildren, OpenLibraries,
-            WatchGeneration, AllocPinned, FreePinned, TrimMemory)
+            WatchGeneration, AllocPinned, FreePinned, TrimMemory, OpenStream, CloseStream,
+            SynchronizeStream)
+# what may run on any compute stream of the pool (service/_placement.py): a Free chooses its
+# stream itself; AllocThen and OnStream are placed by the message they carry
+placed(Alloc, AllocThen, OnStream, CopyDevice, Memset)
 
 
 def _messages_of(*modules: Any) -> list[type]:

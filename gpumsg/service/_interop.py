@@ -116,7 +116,7 @@ def _uses(a: DeviceAllocation) -> list[tuple[int, int]]:
     last: dict[int, int] = {}
     if a.write_stream >= 0 and a.write_seq > 0:
         last[a.write_stream] = a.write_seq
-    for s, seq in enumerate(a.reads):
+    for s, seq in a.reads.items():
         if seq > last.get(s, 0):
             last[s] = seq
     return list(last.items())

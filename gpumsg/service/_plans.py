@@ -8,7 +8,36 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["PlanCache"]
+__all__ = ["PlanCache", "merge_info"]
+
+#: counters that say how a cache is configured rather than what it did: not added up
+_SETTINGS = frozenset({"capacity"})
+
+
+def merge_info(infos: list[dict[str, Any]]) -> dict[str, Any]:
+    """The counters of several handles of one library (one per compute stream, see
+    ``register_library(per_stream=True)``) as the device's: counts added up, settings
+    (``capacity``) and texts taken from the first handle, flags true if any is, lists joined,
+    nested dicts merged the same way."""
+    if len(infos) == 1:
+        return infos[0]
+    out: dict[str, Any] = {}
+    for info in infos:
+        for key, value in info.items():
+            have = out.get(key)
+            if key not in out:
+                out[key] = list(value) if isinstance(value, list) else value
+            elif isinstance(value, bool) or isinstance(have, bool):
+                out[key] = bool(have) or bool(value)
+            elif isinstance(value, int) and isinstance(have, int) and key not in _SETTINGS:
+                out[key] = have + value
+            elif isinstance(value, dict) and isinstance(have, dict):
+                out[key] = merge_info([have, value])
+            elif isinstance(value, list) and isinstance(have, list):
+                have.extend(value)
+            elif not have and value:
+                out[key] = value
+    return out
 
 
 class PlanCache:

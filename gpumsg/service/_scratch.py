@@ -89,6 +89,7 @@ class ScalarScratch:
         ctx = self._ctx
         nbytes = SLOT_BYTES * CHUNK_SLOTS
         dev = ctx.memory.allocate(nbytes, ctx.compute.obj)
+        ctx.publish()  # the slots serve every compute stream: each orders after the allocation
         block = ctx.pinned.allocate(nbytes)
         self._chunks.append((dev, block))
         for i in range(CHUNK_SLOTS):

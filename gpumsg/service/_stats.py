@@ -21,7 +21,10 @@ class DeviceLoad(NamedTuple):
     and not yet observed complete; ``ops_completed`` operations completed since the device opened.
     ``workspaces`` pairs each library holding a workspace with its bytes (0: the budget or the
     device could not give one and the library runs without; see ``gpumsg.libs._workspace``).
-    An immutable named tuple: plain data, cheap to build on the device thread.
+    ``streams``: per compute stream of the device's pool, first stream first, how many messages
+    were placed on it since the device opened (empty with one compute stream; see
+    ``service/_placement.py``). An immutable named tuple: plain data, cheap to build on the
+    device thread.
     """
 
     name: str
@@ -40,3 +43,4 @@ class DeviceLoad(NamedTuple):
     ops_completed: int
     memory: MemoryStatistics | None = None
     workspaces: tuple[tuple[str, int], ...] = ()
+    streams: tuple[int, ...] = ()

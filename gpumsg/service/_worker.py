@@ -19,13 +19,13 @@ from typing import Any
 
 from ..config import setting
 from ..errors import CudaError, GpuError, InvalidMessage
-from ..messages.device import AllocThen
+from ..messages.device import AllocThen, OnStream
 from ..messages.graph import CAPTURABLE
 from . import _handlers as _device_handlers  # noqa: F401  (registers the device messages)
 from ._backpressure import Backpressure, configured, exempt_this_thread
 from ._context import DeviceContext
 from ._executor import INLINE, WATCH, WATCH_IDLE, WATCH_SECONDS, Mailbox
-from ._registry import HANDLERS
+from ._registry import HANDLERS, PLACED
 
 __all__ = ["DeviceWorker", "serve", "STOP", "MAX_BATCH"]
 
@@ -77,7 +77,10 @@ def _handle(ctx: DeviceContext, msg: Any, reply: Any, caller: bool = False) -> N
         _fail(reply, InvalidMessage(f"the device has no handler for {type(msg).__name__}"))
         return
     ctx.current = msg
+    placement = ctx.placement
     try:
+        if placement is not None and type(msg) in PLACED:  # its compute stream
+            placement.enter(msg)  # (service/_placement.py)
         handler(ctx, msg, reply)
     except CudaError as exc:
         _drop_locals(exc)
@@ -97,6 +100,8 @@ def _handle(ctx: DeviceContext, msg: Any, reply: Any, caller: bool = False) -> N
         ctx.mark_outputs_failed(msg, exc)
         _fail(reply, exc)
     finally:
+        if placement is not None and ctx.compute is not ctx.home:
+            placement.leave()
         # this frame is the failure's traceback's first: it must not keep the message and
         # its reply (which holds the buffer that failed) alive through it
         msg = reply = handler = None  # type: ignore[assignment]
@@ -363,11 +368,12 @@ class DeviceWorker:
         messages (checked again here, under the lock)."""
         if not self.caller_runs:
             return False
-        t = type(msg)
+        inner = msg.then if type(msg) is OnStream else msg  # the message a stream carries
+        t = type(inner)
         if t not in INLINE and t not in CAPTURABLE:
             if t is not AllocThen:
                 return False
-            then = type(msg.then)
+            then = type(inner.then)
             if then not in INLINE and then not in CAPTURABLE:
                 return False
         ctx = self.ctx

@@ -53,8 +53,9 @@ _INTS = b"gm-ints\0"
 _PICKLED = b"gm-pckl\0"
 _LOADS = b"gm-load\0"
 #: a DeviceLoad's record: key, its 13 integers (budget -1 for None), the 7 of its memory
-#: statistics (all -1 for None), the lengths of its two strings (name, backend) that follow
-_LOAD = struct.Struct("<q13q7q2H")
+#: statistics (all -1 for None), the lengths of its two strings (name, backend) and the count
+#: of its per-stream placements, which follow (the strings, then the counts as int64)
+_LOAD = struct.Struct("<q13q7q3H")
 _NO_MEMORY = (-1,) * 7
 _new_tuple = tuple.__new__
 _U64 = 1 << 64
@@ -119,7 +120,8 @@ def _pack_load(key: int, v: DeviceLoad) -> bytes | None:
                           -1 if budget is None else budget, v.pinned_reserved_bytes,
                           v.queue_depth, v.ops_in_flight, v.ops_completed,
                           *(_NO_MEMORY if memory is None else memory), len(name),
-                          len(backend)) + name + backend
+                          len(backend), len(v.streams)) + name + backend + (
+            struct.pack(f"<{len(v.streams)}q", *v.streams) if v.streams else b"")
     except (struct.error, TypeError, ValueError, AttributeError):
         return None
 
@@ -136,10 +138,12 @@ def _unpack_loads(frame: Any) -> list:
         off += f[21]
         backend = str(frame[off:off + f[22]], "utf-8")
         off += f[22]
+        streams = struct.unpack_from(f"<{f[23]}q", frame, off) if f[23] else ()
+        off += 8 * f[23]
         memory = None if f[14] == -1 else _new_tuple(MemoryStatistics, f[14:21])
         out.append((f[0], _new_tuple(DeviceLoad, (
             name, f[1], backend, (f[2], f[3]), f[4], f[5], f[6], f[7], f[8],
-            None if f[9] == -1 else f[9], f[10], f[11], f[12], f[13], memory, ()))))
+            None if f[9] == -1 else f[9], f[10], f[11], f[12], f[13], memory, (), streams))))
     return out
 
 

@@ -1,5 +1,7 @@
 """The poisoning scenario, shared by the in-process (simulator) test and the subprocess (GPU)
-test: a sticky fault fails pending work, bumps the generation, and refuses new work."""
+test: a sticky fault fails pending work, bumps the generation, and refuses new work. The
+device has one compute stream, so that the work sent after the fault is queued behind it
+(with a pool, independent work may run, and be answered, on another stream first)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ import gpumsg
 
 
 def check(backend) -> None:
-    dev = gpumsg.open_device(0, backend=backend, allow_fault_injection=True)
+    with gpumsg.config.configured(streams=1):
+        dev = gpumsg.open_device(0, backend=backend, allow_fault_injection=True)
     watch = dev.watch_generation()
     x = np.arange(1000.0)
     buf = dev.to_device(x).result()
@@ -46,7 +49,9 @@ def check(backend) -> None:
 def check_pinned_copy(backend) -> None:
     """A copy into a pinned array, queued behind a sticky fault, fails with ContextPoisoned."""
     rng = np.random.default_rng()
-    with gpumsg.open_device(0, backend=backend, allow_fault_injection=True) as dev:
+    with gpumsg.config.configured(streams=1):
+        dev = gpumsg.open_device(0, backend=backend, allow_fault_injection=True)
+    with dev:
         pinned = dev.alloc_pinned((64,), np.float32).result()
         buf = dev.to_device(rng.standard_normal(64).astype(np.float32)).result()
         # keep compute busy, so that the fault is seen only after the copy was posted (else

@@ -24,12 +24,12 @@ from gpumsg.supervision._wire import (
 from gpumsg.supervision._worker import Outbox, SocketMailbox, configured_settle, configured_spin
 
 
-def _load(rng, budget, memory: bool) -> DeviceLoad:
+def _load(rng, budget, memory: bool, streams: int = 0) -> DeviceLoad:
     ints = [int(v) for v in rng.integers(0, 1 << 40, 16)]
     stats = MemoryStatistics(*ints[9:16]) if memory else None
     return DeviceLoad(f"GPU {ints[0] % 7} é", ints[1] % 8, "cuda", (9, ints[2] % 10),
                       ints[3] % 5, ints[4], ints[5], ints[6], ints[7], budget, ints[8],
-                      3, 2, 1, stats)
+                      3, 2, 1, stats, (), tuple(ints[:streams]))
 
 
 def _frames(data: bytes) -> list[bytes]:
@@ -42,8 +42,8 @@ def _frames(data: bytes) -> list[bytes]:
 
 
 def test_every_kind_of_answer_decodes_to_what_was_sent(rng) -> None:
-    loads = [_load(rng, None, True), _load(rng, int(rng.integers(1, 1 << 50)), False),
-             _load(rng, 0, True)]
+    loads = [_load(rng, None, True), _load(rng, int(rng.integers(1, 1 << 50)), False, 4),
+             _load(rng, 0, True, 16)]  # placements per stream of a pool of 4, of 16
     batch = [(1, None), (2, loads[0]), (3, 1 << 63), (4, {"a": [1, 2]}), (5, loads[1]),
              (-6, ValueError("no")), (7, loads[2]), (0, ("bye",))]
     got = [item for frame in _frames(encode_replies(batch)) for item in decode_replies(frame)]

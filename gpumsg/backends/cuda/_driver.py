@@ -334,11 +334,22 @@ class CudaBackend(Backend):
             cu.cuCtxPopCurrent()
 
     # -- streams and events ------------------------------------------------------------------------
-    def stream_create(self) -> Any:
+    def stream_create(self, priority: int = 0) -> Any:
+        if priority:
+            err, s = _cu.cuStreamCreateWithPriority(1, int(priority))  # CU_STREAM_NON_BLOCKING
+            if err:
+                raise _fail(err, "cuStreamCreateWithPriority")
+            return s
         err, s = _cu.cuStreamCreate(1)  # CU_STREAM_NON_BLOCKING
         if err:
             raise _fail(err, "cuStreamCreate")
         return s
+
+    def stream_priority_range(self) -> tuple[int, int]:
+        err, least, greatest = _cu.cuCtxGetStreamPriorityRange()
+        if err:
+            raise _fail(err, "cuCtxGetStreamPriorityRange")
+        return int(least), int(greatest)
 
     def stream_destroy(self, stream: Any) -> None:
         _cu.cuStreamDestroy(stream)

@@ -87,8 +87,9 @@ class SimFault(Exception):
 class _Stream:
     """A simulated stream: one thread running its operations in order."""
 
-    def __init__(self, sim: SimBackend, index: int) -> None:
+    def __init__(self, sim: SimBackend, index: int, priority: int = 0) -> None:
         self._sim = sim
+        self.priority = priority
         self._queue: SimpleQueue = SimpleQueue()
         self.handle = _DEVICE_BASE - 0x1000 * (index + 1)
         self._thread = threading.Thread(target=self._run, name=f"gpumsg-sim-stream-{index}",
@@ -234,11 +235,15 @@ class SimBackend(Backend):
         self._oom_pending += count
 
     # -- streams and events ------------------------------------------------------------------------
-    def stream_create(self) -> _Stream:
+    def stream_create(self, priority: int = 0) -> _Stream:
         self._check_sticky("cuStreamCreate")
-        s = _Stream(self, len(self._streams))
+        least, greatest = self.stream_priority_range()
+        s = _Stream(self, len(self._streams), min(max(int(priority), greatest), least))
         self._streams.append(s)
         return s
+
+    def stream_priority_range(self) -> tuple[int, int]:
+        return (0, -5)  # an H100's range; the simulated streams are threads of equal standing
 
     def stream_destroy(self, stream: _Stream) -> None:
         stream.close()

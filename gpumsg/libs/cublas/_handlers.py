@@ -34,6 +34,7 @@ from ...messages.cublas import (
     Trsm,
     Trsv,
 )
+from ...service._plans import merge_info
 from ...service._registry import COMPUTE, handles
 
 __all__ = ["GEMM_ENGINE", "AUTO_LT_FLOPS"]
@@ -399,6 +400,6 @@ def _trsm(ctx: Any, msg: Trsm, reply: Any) -> None:
 def _replay_info(ctx: Any, msg: BlasReplayInfo, reply: Any) -> None:
     info = {}
     for name in ("cublas", "cublaslt"):
-        handle = ctx.libraries.get(name)  # not created here: asking is not using
-        info[name] = {"enabled": None} if handle is None else handle.replay_info()
+        infos = ctx.over_handles(name, lambda h: h.replay_info())  # none made here
+        info[name] = merge_info(infos) if infos else {"enabled": None}
     ctx.reply_now(reply, info)

@@ -7,7 +7,7 @@ Same layout as every library folder (see :mod:`gpumsg.libs.cublas`). Its client 
 
 from ...messages.cublaslt import Matmul
 from ...messages.graph import capturable
-from ...service._registry import register_library
+from ...service._registry import placed, register_library
 from . import _handlers as handlers  # noqa: F401  (registers the message handlers)
 from ._bindings import SPEC
 from ._client import CublasLt
@@ -15,8 +15,9 @@ from ._handle import LtHandle
 from ._sim import SimLt
 
 LIBRARY = register_library("cublaslt", cuda=LtHandle, sim=SimLt, namespace="cublaslt",
-                           client=CublasLt, specs=(SPEC,))
+                           client=CublasLt, specs=(SPEC,), per_stream=True)
 
 capturable(Matmul, libraries=("cublaslt",))  # dev.graph() may record it
+placed(Matmul)  # on any compute stream of the pool (each has its own handle and workspace)
 
 __all__ = ["LIBRARY", "SPEC", "CublasLt", "LtHandle", "SimLt"]

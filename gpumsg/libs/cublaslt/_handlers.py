@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...messages.cublaslt import BlasLtCacheInfo, Matmul
+from ...service._plans import merge_info
 from ...service._registry import COMPUTE, handles
 from ._handle import LtCall
 
@@ -50,4 +51,5 @@ def _matmul(ctx: Any, msg: Matmul, reply: Any) -> None:
 
 @handles(BlasLtCacheInfo)
 def _cache_info(ctx: Any, msg: BlasLtCacheInfo, reply: Any) -> None:
-    ctx.reply_now(reply, ctx.library("cublaslt").cache_info())
+    infos = ctx.over_handles("cublaslt", lambda h: h.cache_info())  # one per stream used
+    ctx.reply_now(reply, merge_info(infos or [ctx.library("cublaslt").cache_info()]))

@@ -28,6 +28,7 @@ Messages: :mod:`gpumsg.messages.cudnn`, :mod:`gpumsg.messages.cudnn_attention`,
 :mod:`gpumsg.messages.cudnn_rnn`.
 """
 
+from ...messages import cudnn as dnn
 from ...messages.cudnn import (
     Activation,
     ActivationBackward,
@@ -42,7 +43,7 @@ from ...messages.cudnn import (
     SoftmaxBackward,
 )
 from ...messages.graph import capturable
-from ...service._registry import register_library
+from ...service._registry import messages_in, placed, register_library
 from .._namespace import register_namespace
 from . import _handlers as handlers  # noqa: F401  (registers the message handlers)
 from ._bindings import SPEC
@@ -52,7 +53,7 @@ from ._namespaces import Cudnn, Nn
 from ._sim import SimDnn
 
 LIBRARY = register_library("cudnn", cuda=DnnHandle, sim=SimDnn, namespace="cudnn",
-                           client=Cudnn, specs=(SPEC,))
+                           client=Cudnn, specs=(SPEC,), per_stream=True)
 register_namespace("nn", Nn)
 # dev.graph() may record convolutions that ran once before (see DnnHandle.conv), and pooling,
 # activations, softmaxes, batch-norm inference and layer-norm forwards (their own kernels,
@@ -60,6 +61,9 @@ register_namespace("nn", Nn)
 capturable(ConvForward, ConvBackwardData, ConvBackwardFilter, Activation, ActivationBackward,
            Softmax, SoftmaxBackward, Pool, PoolBackward, BatchNormInference, LayerNorm,
            libraries=("cudnn",))
+# each compute stream of the pool has its own handle, plans and workspace: any may run them
+# (RNNs and attention, whose descriptors and plans the device keeps once, run on the first)
+placed(*messages_in(dnn, dnn.DnnCacheInfo))
 
 # RNNs (v8 API): their own descriptor caches on the device's cuDNN handle; methods join dev.cudnn
 from .rnn import _handlers as rnn_handlers  # noqa: E402, F401  (registers the handlers)

@@ -32,6 +32,7 @@ from ...messages.cudnn import (
     group_norm_dims,
     layer_norm_dims,
 )
+from ...service._plans import merge_info
 from ...service._registry import COMPUTE, handles
 from ._handle import ConvCall
 
@@ -95,7 +96,8 @@ def _conv_backward_filter(ctx: Any, msg: ConvBackwardFilter, reply: Any) -> None
 
 @handles(DnnCacheInfo)
 def _cache_info(ctx: Any, msg: DnnCacheInfo, reply: Any) -> None:
-    ctx.reply_now(reply, ctx.library("cudnn").cache_info())
+    infos = ctx.over_handles("cudnn", lambda h: h.cache_info())  # one per stream used
+    ctx.reply_now(reply, merge_info(infos or [ctx.library("cudnn").cache_info()]))
 
 
 @handles(Activation)

@@ -11,7 +11,7 @@ messages live in :mod:`gpumsg.messages.cufft`.
 
 from ...messages import cufft as fft
 from ...messages.graph import capturable
-from ...service._registry import register_library
+from ...service._registry import placed, register_library
 from .._namespace import register_namespace
 from . import _handlers as handlers  # noqa: F401  (registers the message handlers)
 from ._bindings import SPEC
@@ -20,11 +20,13 @@ from ._handle import CufftHandle
 from ._sim import SimCufft
 
 LIBRARY = register_library("cufft", cuda=CufftHandle, sim=SimCufft, namespace="cufft",
-                           client=Cufft, specs=(SPEC,))
+                           client=Cufft, specs=(SPEC,), per_stream=True)
 register_namespace("fft", Fft)
 
 # an execution only enqueues work on the compute stream (its plan must exist before recording;
 # the scaling, when asked for, is a cuBLAS scal)
 capturable(fft.FftExec, libraries=("cufft", "cublas"))
+# on any compute stream of the pool: each has its own plans (a plan's work area is its own)
+placed(fft.FftExec)
 
 __all__ = ["LIBRARY", "SPEC", "Cufft", "CufftHandle", "Fft", "Plan", "SimCufft"]

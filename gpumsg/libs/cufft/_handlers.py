@@ -14,6 +14,7 @@ from typing import Any
 
 from ...errors import GraphCaptureError
 from ...messages.cufft import FftCacheConfig, FftCacheInfo, FftExec, FftPlan, FftReplayInfo
+from ...service._plans import merge_info
 from ...service._registry import COMPUTE, handles
 from ._handle import exec_call
 
@@ -50,15 +51,19 @@ def _exec(ctx: Any, msg: FftExec, reply: Any) -> None:
 
 @handles(FftCacheInfo)
 def _cache_info(ctx: Any, msg: FftCacheInfo, reply: Any) -> None:
-    ctx.reply_now(reply, ctx.library("cufft").info())
+    infos = ctx.over_handles("cufft", lambda h: h.info())  # one per stream used
+    ctx.reply_now(reply, merge_info(infos or [ctx.library("cufft").info()]))
 
 
 @handles(FftCacheConfig)
 def _cache_config(ctx: Any, msg: FftCacheConfig, reply: Any) -> None:
-    ctx.reply_now(reply, ctx.library("cufft").configure(msg.capacity, msg.clear))
+    ctx.library("cufft")  # the first stream's, at least
+    # each handle on its own stream: an evicted plan's work area is freed behind its work
+    ctx.reply_now(reply, merge_info(ctx.over_handles(
+        "cufft", lambda h: h.configure(msg.capacity, msg.clear))))
 
 
 @handles(FftReplayInfo)
 def _replay_info(ctx: Any, msg: FftReplayInfo, reply: Any) -> None:
-    handle = ctx.libraries.get("cufft")  # not created here: asking is not using
-    ctx.reply_now(reply, {"enabled": None} if handle is None else handle.replay_info())
+    infos = ctx.over_handles("cufft", lambda h: h.replay_info())  # none made here
+    ctx.reply_now(reply, merge_info(infos) if infos else {"enabled": None})

@@ -8,7 +8,8 @@ simulator) and ``client.py`` (the ``dev.cusolver`` and ``dev.linalg`` methods, c
 The messages live in :mod:`gpumsg.messages.cusolver`.
 """
 
-from ...service._registry import register_library
+from ...messages import cusolver as solver
+from ...service._registry import messages_in, placed, register_library
 from .._namespace import register_namespace
 from . import _handlers as handlers  # noqa: F401  (registers the message handlers)
 from ._bindings import SPEC
@@ -17,7 +18,10 @@ from ._handle import CusolverHandle
 from ._sim import SimCusolver
 
 LIBRARY = register_library("cusolver", cuda=CusolverHandle, sim=SimCusolver,
-                           namespace="cusolver", client=Cusolver, specs=(SPEC,))
+                           namespace="cusolver", client=Cusolver, specs=(SPEC,),
+                           per_stream=True)
+# each compute stream of the pool has its own handle and workspaces: any stream may run them
+placed(*messages_in(solver, solver.SolverCacheInfo))
 register_namespace("linalg", Linalg)
 
 __all__ = ["LIBRARY", "SPEC", "Cusolver", "CusolverHandle", "Linalg", "SimCusolver"]

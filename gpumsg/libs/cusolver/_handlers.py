@@ -50,6 +50,7 @@ from ...messages.cusolver import (
     Sygvd,
     ZeroTriangle,
 )
+from ...service._plans import merge_info
 from ...service._registry import COMPUTE, handles
 
 __all__ = ["issue_with_info", "issue_batched", "pointer_array", "POINTER_ARRAYS"]
@@ -181,8 +182,9 @@ def _getrs(ctx: Any, msg: Getrs, reply: Any) -> None:
 
 @handles(SolverCacheInfo)
 def _cache_info(ctx: Any, msg: SolverCacheInfo, reply: Any) -> None:
-    lib = ctx.library("cusolver")
-    ctx.reply_now(reply, {**lib.workspaces.info(), "kernels": lib.kernels,
+    lib = ctx.library("cusolver")  # the first stream's, at least
+    infos = ctx.over_handles("cusolver", lambda h: h.workspaces.info())
+    ctx.reply_now(reply, {**merge_info(infos), "kernels": lib.kernels,
                           "tiled_kernels": getattr(lib, "tiled", "sim")})
 
 

@@ -10,7 +10,7 @@ and launches on CUDA, device thread), ``sim.py`` (the simulator's registry of Nu
 
 from ...messages.graph import capturable
 from ...messages.nvrtc import Launch
-from ...service._registry import register_library
+from ...service._registry import placed, register_library
 from . import _handlers as handlers  # noqa: F401  (registers the message handlers)
 from ._bindings import SPEC
 from ._client import Nvrtc
@@ -21,6 +21,8 @@ LIBRARY = register_library("nvrtc", cuda=NvrtcHandle, sim=SimNvrtc, namespace="n
                            client=Nvrtc, specs=(SPEC,))
 
 capturable(Launch)  # dev.graph() may record kernel launches
+# a launch takes its stream and no scratch: any compute stream may run it
+placed(Launch, fields=(("reads",), ("writes",)))
 
 __all__ = ["LIBRARY", "SPEC", "Nvrtc", "NvrtcHandle", "SimNvrtc", "SIM_KERNELS", "sim_kernel",
            "Recipe"]
