@@ -153,6 +153,9 @@ def tensordot(x1: Array, x2: Array, /, *, axes: Any = 2) -> Array:
         n = int(axes)
         if n < 0:
             raise ValueError("tensordot: axes must be non-negative")
+        if n > min(x1.ndim, x2.ndim):
+            raise ValueError(f"tensordot: axes={n} is more than the operands' dimensions "
+                             f"({x1.ndim} and {x2.ndim})")
         a1 = tuple(range(x1.ndim - n, x1.ndim))
         a2 = tuple(range(n))
     else:
@@ -160,7 +163,12 @@ def tensordot(x1: Array, x2: Array, /, *, axes: Any = 2) -> Array:
                 and all(isinstance(a, (tuple, list)) for a in axes)):
             raise TypeError("tensordot: axes must be an integer or a pair of axis sequences, "
                             f"got {axes!r}")
-        a1, a2 = (tuple(int(v) for v in axes[0]), tuple(int(v) for v in axes[1]))
+        a1, a2 = (tuple(operator.index(v) for v in axes[0]),
+                  tuple(operator.index(v) for v in axes[1]))
+        for name, ax, nd in (("x1", a1, x1.ndim), ("x2", a2, x2.ndim)):
+            if any(not -nd <= v < nd for v in ax) or len(set(v % nd for v in ax)) != len(ax):
+                raise ValueError(f"tensordot: axes {ax} of {name} out of range or repeated "
+                                 f"for {nd} dimensions")
         a1 = tuple(v % x1.ndim for v in a1)
         a2 = tuple(v % x2.ndim for v in a2)
     if len(a1) != len(a2) or any(x1.shape[i] != x2.shape[j] for i, j in zip(a1, a2)):

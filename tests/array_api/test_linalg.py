@@ -157,3 +157,13 @@ def test_empty_stacks(xp) -> None:
     assert (u.shape, s.shape, vh.shape) == ((0, 3, 3), (0, 2), (0, 2, 2))
     assert la.inv(xp.asarray(np.zeros((2, 0, 3, 3)))).shape == (2, 0, 3, 3)
     assert la.det(xp.asarray(np.zeros((0, 3, 3)))).shape == (0,)
+
+
+def test_tensordot_refuses_axes_beyond_the_operands(xp) -> None:
+    """More contracted axes than dimensions, or an axis out of range or named twice, is a
+    ValueError at the call (it once built a tuple of 2**31 axes, or wrapped the axis)."""
+    a = xp.ones((2, 3, 4))
+    b = xp.ones((4,))
+    for axes in (2**31 + 1, 2, ((5,), (0,)), ((0, 0), (0, 0)), ((-4,), (0,))):
+        with pytest.raises(ValueError):
+            xp.tensordot(a, b, axes=axes)
