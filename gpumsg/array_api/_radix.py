@@ -35,7 +35,7 @@ from . import _dtypes as D
 from ._array import Array, new_array
 from ._cub import cub_kernel, tag, unsigned_type
 
-__all__ = ["radix_sort", "TILE"]
+__all__ = ["radix_sort", "payload_dtype", "TILE"]
 
 THREADS = 256
 ITEMS = 16
@@ -400,32 +400,45 @@ def _pass_twin(dt: np.dtype, inm: str, outm: str, bits_payload: bool,
 
 
 # -- dispatch -------------------------------------------------------------------------------------
+def payload_dtype(total: int) -> np.dtype:
+    """The dtype of the sort's index payloads for ``total`` elements (uint32 below 2**32)."""
+    return np.dtype(np.uint64 if total >= (1 << 32) else np.uint32)
+
+
 def radix_sort(rows: Array, nrows: int, n: int, descending: bool, indices: bool,
-               out: Array) -> None:
+               out: Array, *, payload: bool = False, key_bits: int | None = None,
+               first_counts: Array | None = None) -> None:
     """Sort each of the ``nrows`` rows of ``n`` elements of the C-contiguous ``rows`` (which
     fills its buffer from offset 0) into ``out`` (a new array of the same shape: the values, or
-    with ``indices`` their int64 positions in the row)."""
+    with ``indices`` their int64 positions in the row).
+
+    For one row of unsigned keys, ``payload`` writes the sorting order as the index payload
+    itself (:func:`payload_dtype`, no widening to int64), ``key_bits`` says that only the low
+    ``key_bits`` bits of the keys can be set (the passes over higher digits, which would move
+    nothing, are left out), and ``first_counts`` holds the first pass's per-tile digit counts
+    already (``counts[digit * ntiles + tile]`` over tiles of :data:`TILE`, as a kernel that
+    made the keys counted them), so that pass reads no histogram of its own."""
     dev = rows.device
     dt = rows.dtype
     total = nrows * n
     if total == 0:
         return
     ut = _UDT[dt.itemsize]
-    wide = total >= (1 << 32)
-    ot = np.dtype(np.uint64 if wide else np.uint32)
-    bits_payload = nrows == 1 and not indices
+    ot = payload_dtype(total)
+    bits_payload = nrows == 1 and not indices and not payload
     pt = ut if bits_payload else ot
-    passes: list[tuple[str, int]] = [("key", s) for s in range(0, dt.itemsize * 8, 8)]
+    top = dt.itemsize * 8 if key_bits is None else max(1, min(key_bits, dt.itemsize * 8))
+    passes: list[tuple[str, int]] = [("key", s) for s in range(0, top, 8)]
     passes += [("row", s) for s in range(0, max(nrows - 1, 0).bit_length(), 8)]
     ntiles = (total + TILE - 1) // TILE
     flip = (1 << (dt.itemsize * 8)) - 1 if descending else 0
-    counts = new_array(dev, (256 * ntiles,), ot)
+    counts = first_counts if first_counts is not None else new_array(dev, (256 * ntiles,), ot)
     totals = new_array(dev, (256,), ot)
     # ping-pong buffers between passes (none for a sort of one pass)
     many = len(passes) > 1
     keys = [new_array(dev, (total,), ut) for _ in range(2)] if many else []
     pays = [new_array(dev, (total,), pt) for _ in range(2)] if many else []
-    final = "index" if indices else ("p" if bits_payload else "gather")
+    final = "index" if indices else ("p" if bits_payload or payload else "gather")
     cur = 0
     for i, (kind, shift) in enumerate(passes):
         last = i == len(passes) - 1
@@ -434,14 +447,16 @@ def radix_sort(rows: Array, nrows: int, n: int, descending: bool, indices: bool,
             outm = final
         else:
             outm = "kv" if passes[i + 1][0] == "key" else "p"
-        # 1. per tile counts of the digit
+        # 1. per tile counts of the digit (the first pass's may come with the keys)
         hmode = "row" if kind == "row" else ("src" if i == 0 else "key")
         hin = rows if i == 0 else (pays[cur] if kind == "row" else keys[cur])
-        name, src, sig = _render_hist(dt, hmode, pt, ot)
-        kern = cub_kernel(dev, name, src, sig)
-        counts._wrote(dev.launch(kern, ntiles, THREADS,
-                                 (total, ntiles, n, shift, flip, hin.buffer, counts.buffer),
-                                 reads=[hin.buffer], writes=[counts.buffer]))
+        if i > 0 or first_counts is None:
+            name, src, sig = _render_hist(dt, hmode, pt, ot)
+            kern = cub_kernel(dev, name, src, sig)
+            counts._wrote(dev.launch(kern, ntiles, THREADS,
+                                     (total, ntiles, n, shift, flip, hin.buffer,
+                                      counts.buffer),
+                                     reads=[hin.buffer], writes=[counts.buffer]))
         # 2. per digit scan over the tiles, and the totals
         name, src, sig = _render_colscan(ot)
         kern = cub_kernel(dev, name, src, sig)
