@@ -26,6 +26,7 @@ The simulator runs NumPy twins that compute the same counts, scans and positions
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -111,6 +112,7 @@ def _rkey(dt: np.dtype, keyed: bool) -> str:
     return f"__device__ __forceinline__ {k} gm_rkey({k} u) {{ {_key_c(dt)} return u; }}"
 
 
+@functools.cache  # the source of a kernel is rendered once per process
 def _render_hist(dt: np.dtype, mode: str, pt: np.dtype,
                  ot: np.dtype) -> tuple[str, str, tuple[str, ...]]:
     """Count of each digit per tile. ``mode``: 'src' (keys made from the source), 'key' (the
@@ -167,6 +169,7 @@ def _digits(inp: np.ndarray, dt: np.dtype, mode: str, rowlen: int, shift: int,
     return _digit_np(u, shift)
 
 
+@functools.cache  # the source of a kernel is rendered once per process
 def _render_colscan(ot: np.dtype) -> tuple[str, str, tuple[str, ...]]:
     """Per digit (a block each): the exclusive scan of its counts over the tiles, in place, and
     its total. Loops over the tiles :data:`SCAN_ITEMS` per thread at a time, carrying the sum."""
@@ -216,6 +219,7 @@ def _colscan_twin(info: Any, ntiles: Any, counts: np.ndarray, totals: np.ndarray
 #: 'kv' (keys and payloads of the last pass), 'row' (payloads alone, ranked by their row);
 #: output modes: 'kv' (keys and payloads), 'p' (payloads), 'index' (int64 positions in the
 #: row), 'gather' (the source's element at each payload index)
+@functools.cache  # the source of a kernel is rendered once per process
 def _render_pass(dt: np.dtype, pt: np.dtype, ot: np.dtype, inm: str,
                  outm: str, bits_payload: bool, one_row: bool) -> tuple[str, str,
                                                                        tuple[str, ...]]:
@@ -400,6 +404,20 @@ def _pass_twin(dt: np.dtype, inm: str, outm: str, bits_payload: bool,
 
 
 # -- dispatch -------------------------------------------------------------------------------------
+class _PingPong:
+    """Two buffers of ``total`` elements of ``dt``, each allocated on first use."""
+
+    def __init__(self, dev: Any, total: int, dt: np.dtype) -> None:
+        self._dev, self._total, self._dt = dev, total, dt
+        self._bufs: list[Array | None] = [None, None]
+
+    def __getitem__(self, i: int) -> Array:
+        buf = self._bufs[i]
+        if buf is None:
+            buf = self._bufs[i] = new_array(self._dev, (self._total,), self._dt)
+        return buf
+
+
 def payload_dtype(total: int) -> np.dtype:
     """The dtype of the sort's index payloads for ``total`` elements (uint32 below 2**32)."""
     return np.dtype(np.uint64 if total >= (1 << 32) else np.uint32)
@@ -434,10 +452,10 @@ def radix_sort(rows: Array, nrows: int, n: int, descending: bool, indices: bool,
     flip = (1 << (dt.itemsize * 8)) - 1 if descending else 0
     counts = first_counts if first_counts is not None else new_array(dev, (256 * ntiles,), ot)
     totals = new_array(dev, (256,), ot)
-    # ping-pong buffers between passes (none for a sort of one pass)
-    many = len(passes) > 1
-    keys = [new_array(dev, (total,), ut) for _ in range(2)] if many else []
-    pays = [new_array(dev, (total,), pt) for _ in range(2)] if many else []
+    # ping-pong buffers between passes, made when a pass first writes one (none for a sort of
+    # one pass, one pair for two passes)
+    keys = _PingPong(dev, total, ut)
+    pays = _PingPong(dev, total, pt)
     final = "index" if indices else ("p" if bits_payload or payload else "gather")
     cur = 0
     for i, (kind, shift) in enumerate(passes):

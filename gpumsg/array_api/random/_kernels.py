@@ -20,6 +20,7 @@ Arguments of every kernel: ``n``, the output pointer and its element offset, the
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -54,6 +55,7 @@ def _split(key: int) -> tuple[int, int]:
 
 
 # -- sample ---------------------------------------------------------------------------------------
+@functools.cache  # the source of a kernel is rendered once per process
 def _render_sample(name: str, out_dt: np.dtype, pattern: str) -> tuple[str, str, tuple]:
     sampler = SAMPLERS[name]
     kname = f"gm_rng_{name}_{D.storage_name(out_dt)}_{pattern or 'x'}"
@@ -126,6 +128,7 @@ def launch_sample(out: Array, name: str, params: list[Any], key: int, call: int)
 
 
 # -- uniform (random's fast path) ------------------------------------------------------------------
+@functools.cache  # the source of a kernel is rendered once per process
 def _render_uniform(out_dt: np.dtype) -> tuple[str, str, tuple]:
     kname = f"gm_rng_random_{D.storage_name(out_dt)}"
     if out_dt == D.float32:
@@ -212,6 +215,7 @@ def launch_uniform(out: Array, key: int, call: int, low: float = 0.0,
 
 
 # -- integers --------------------------------------------------------------------------------------
+@functools.cache  # the source of a kernel is rendered once per process
 def _render_integers(out_dt: np.dtype, pattern: str) -> tuple[str, str, tuple]:
     kname = f"gm_rng_integers_{D.storage_name(out_dt)}_{pattern}"
     cparams = ["long long n", f"{_ctype(out_dt)}* __restrict__ out", "long long off",

@@ -28,6 +28,7 @@ so a seed gives the same permutation on both backends.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -63,6 +64,7 @@ def _split(key: int) -> tuple[int, int]:
 
 
 # -- labels ---------------------------------------------------------------------------------------
+@functools.cache  # the source of a kernel is rendered once per process
 def _render_labels(lt: np.dtype, ot: np.dtype) -> tuple[str, str, tuple[str, ...]]:
     """Labels of a tile of TILE indices per block (per = 8 16-bit or 4 32-bit labels from each
     Philox call, stored as one 16-byte vector where the group is whole), and the tile's count of
@@ -176,6 +178,7 @@ struct gm_perm_stream {
 """
 
 
+@functools.cache  # the source of a kernel is rendered once per process
 def _render_shuffle(lt: np.dtype, pt: np.dtype) -> tuple[str, str, tuple[str, ...]]:
     """One block per bucket: the bucket's bounds (a 32-way search of the sorted labels by a
     warp each), sub-labels, ranking, per-thread Fisher-Yates, int64 stores. ``ident``: one
