@@ -42,8 +42,19 @@ _HEAD = "#define GM_LOOP(i, n) for (long long i = (long long)blockIdx.x * blockD
         "threadIdx.x; i < (n); i += (long long)blockDim.x * gridDim.x)\n"
 
 
-def _grid(n: int) -> int:
-    return max(1, min(math.ceil(n / BLOCK), MAX_GRID))
+def _grid(n: int, per_thread: int = 1) -> int:
+    return max(1, min(math.ceil(n / (BLOCK * per_thread)), MAX_GRID))
+
+
+#: laws whose CUDA code has a constants struct (``law(params)``, ``law.draw(s)``): with scalar
+#: parameters the kernel makes it once per thread and each thread draws :data:`HOIST_PER`
+#: elements (an element's numbers depend on its index alone, not on the thread drawing it)
+HOISTED = {"binomial": "gm_binom"}
+HOIST_PER = 8
+
+
+def _hoisted(name: str, pattern: str) -> bool:
+    return name in HOISTED and "a" not in pattern
 
 
 def _ctype(dt: np.dtype) -> str:
@@ -73,11 +84,18 @@ def _render_sample(name: str, out_dt: np.dtype, pattern: str) -> tuple[str, str,
             kinds.append("f64")
             loads.append(f"v{j}")
     conv = "(long long)" if sampler.integer else ""
+    law = HOISTED.get(name) if _hoisted(name, pattern) else None
+    if law is not None:
+        # scalar parameters: the law's constants once per thread, many elements drawn from them
+        make = f"  const {law} law({', '.join(loads)});\n"
+        draw = "law.draw(s)"
+    else:
+        make, draw = "", f"gm_s_{name}({', '.join(['s', *loads])})"
     body = f"""
 extern "C" __global__ void {kname}({", ".join(cparams)}) {{
-  GM_LOOP(i, n) {{
+{make}  GM_LOOP(i, n) {{
     gm_rs s(i, (unsigned int)call, (unsigned int)key, (unsigned int)(key >> 32));
-    out[off + i] = ({_ctype(out_dt)})({conv}gm_s_{name}({", ".join(["s", *loads])}));
+    out[off + i] = ({_ctype(out_dt)})({conv}{draw});
   }}
 }}
 """
@@ -122,7 +140,8 @@ def launch_sample(out: Array, name: str, params: list[Any], key: int, call: int)
             reads.append(p.buffer)
         else:
             args.append(float(p))
-    done = out.device.launch(kernel, _grid(n), BLOCK, tuple(args), reads=reads,
+    per = HOIST_PER if _hoisted(name, pattern) else 1
+    done = out.device.launch(kernel, _grid(n, per), BLOCK, tuple(args), reads=reads,
                              writes=[out.buffer])
     out._wrote(done)
 
