@@ -2,7 +2,8 @@
 
 Each index ``i`` gets an independent uniform label of ``L`` bits (:func:`label_bits`: buckets of
 about :data:`MEAN` indices); a stable radix sort of the labels (``L <= 8``: one pass, ``L <= 16``:
-two) lays the buckets out in label order; then one block per bucket shuffles it: each index in
+two) lays the buckets out in label order; a warp per bucket finds where it starts (a 32-way
+search of the sorted labels); then one block per bucket shuffles it: each index in
 the bucket gets an independent uniform 8-bit sub-label, the block ranks them
 (``cub::BlockRadixRankMatch``, stable) into 256 sub-buckets in shared memory, and thread ``t``
 shuffles sub-bucket ``t`` by Fisher-Yates with exactly uniform integers (masked rejection).
@@ -178,26 +179,14 @@ struct gm_perm_stream {
 """
 
 
-@functools.cache  # the source of a kernel is rendered once per process
-def _render_shuffle(lt: np.dtype, pt: np.dtype) -> tuple[str, str, tuple[str, ...]]:
-    """One block per bucket: the bucket's bounds (a 32-way search of the sorted labels by a
-    warp each), sub-labels, ranking, per-thread Fisher-Yates, int64 stores. ``ident``: one
-    bucket of the identity (no labels, no payload: the values are the positions)."""
-    lc, p = unsigned_type(lt.itemsize), unsigned_type(pt.itemsize)
-    name = f"gm_perm_shuffle_{lt.name}_{pt.name}"
-    src = f"""
-#include <cub/block/block_radix_rank.cuh>
-{PHILOX}
-{_STREAM}
-struct gm_perm_digit {{
-  __device__ __forceinline__ unsigned int Digit(unsigned int key) const {{ return key & 255u; }}
-}};
-// first position p in [0, n) whose bucket (the label of the index there) is >= t, else n
+_LOWER = """
+// first position p in [0, n) whose bucket (the label of the index there) is >= t, else n: a
+// 32-way search by one warp (each step probes 32 places at once and keeps one 32nd)
 __device__ long long gm_perm_lower(long long n, unsigned long long t,
-                                   const {lc}* __restrict__ labels,
-                                   const {p}* __restrict__ pay, int lane) {{
+                                   const LABEL* __restrict__ labels,
+                                   const PAY* __restrict__ pay, int lane) {
   long long lo = 0, hi = n;  // the answer is in [lo, hi]
-  while (hi - lo > 32) {{
+  while (hi - lo > 32) {
     const long long step = (hi - lo + 31) / 32;
     const long long q = lo + (long long)(lane + 1) * step;
     const bool ge = q >= hi || (unsigned long long)labels[pay[q]] >= t;
@@ -207,14 +196,62 @@ __device__ long long gm_perm_lower(long long n, unsigned long long t,
     const long long qf = lo + (long long)(f + 1) * step;
     hi = qf < hi ? qf : hi;
     lo = nlo;
-  }}
+  }
   const long long q = lo + lane;
   const bool ge = q < hi && (unsigned long long)labels[pay[q]] >= t;
   const unsigned int ball = __ballot_sync(0xffffffffu, ge);
   return ball ? lo + (__ffs(ball) - 1) : hi;
-}}
+}
+"""
+
+
+@functools.cache  # the source of a kernel is rendered once per process
+def _render_bounds(lt: np.dtype, pt: np.dtype) -> tuple[str, str, tuple[str, ...]]:
+    """Where each bucket starts in the sorted order (``bounds[b]``, ``b <= nb``; ``bounds[nb] =
+    n``): a warp per bucket, all at once (a search inside each shuffle block would leave the
+    block waiting on its dependent loads)."""
+    lc, p = unsigned_type(lt.itemsize), unsigned_type(pt.itemsize)
+    name = f"gm_perm_bounds_{lt.name}_{pt.name}"
+    src = _LOWER.replace("LABEL", lc).replace("PAY", p) + f"""
 extern "C" __global__ void __launch_bounds__({THREADS}) {name}(
-    long long n, long long nb, int ident, const {lc}* __restrict__ labels,
+    long long n, long long nb, const {lc}* __restrict__ labels, const {p}* __restrict__ pay,
+    long long* __restrict__ bounds) {{
+  const long long t = ((long long)blockIdx.x * {THREADS} + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (t > nb) return;  // whole warps: t is the same across a warp
+  const long long at = t == nb ? n : gm_perm_lower(n, (unsigned long long)t, labels, pay, lane);
+  if (lane == 0) bounds[t] = at;
+}}
+"""
+    if name not in SIM_KERNELS:
+        sim_kernel(name)(_bounds_twin)
+    return name, src, ("i64", "i64", "ptr", "ptr", "ptr")
+
+
+def _bounds_twin(info: Any, n: Any, nb: Any, labels: np.ndarray, pay: np.ndarray,
+                 bounds: np.ndarray) -> None:
+    n, nb = int(n), int(nb)
+    keys = labels[pay[:n].astype(np.int64)].astype(np.int64)
+    bounds[:nb + 1] = np.searchsorted(keys, np.arange(nb + 1), side="left")
+    bounds[nb] = n
+
+
+@functools.cache  # the source of a kernel is rendered once per process
+def _render_shuffle(pt: np.dtype) -> tuple[str, str, tuple[str, ...]]:
+    """One block per bucket (its bounds from the bounds kernel): sub-labels, ranking,
+    per-thread Fisher-Yates, int64 stores. ``ident``: one bucket of the identity (no bounds,
+    no payload: the values are the positions)."""
+    p = unsigned_type(pt.itemsize)
+    name = f"gm_perm_shuffle_{pt.name}"
+    src = f"""
+#include <cub/block/block_radix_rank.cuh>
+{PHILOX}
+{_STREAM}
+struct gm_perm_digit {{
+  __device__ __forceinline__ unsigned int Digit(unsigned int key) const {{ return key & 255u; }}
+}};
+extern "C" __global__ void __launch_bounds__({THREADS}) {name}(
+    long long n, int ident, const long long* __restrict__ bounds,
     const {p}* __restrict__ pay, long long* __restrict__ out, unsigned long long key,
     unsigned long long call) {{
   typedef cub::BlockRadixRankMatch<{THREADS}, 8, false> Rank;
@@ -222,22 +259,12 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}(
     typename Rank::TempStorage rank;
     {p} xp[{CAP}];
   }} sh;
-  __shared__ long long bounds[2];
   __shared__ int sub[{THREADS + 1}];
   const uint2 k = make_uint2((unsigned int)key, (unsigned int)(key >> 32));
   const long long b = blockIdx.x;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if (ident) {{
-    if (threadIdx.x < 2) bounds[threadIdx.x] = threadIdx.x ? n : 0;
-  }} else if (warp < 2) {{
-    const long long t = b + warp;
-    const long long at = t >= nb ? n : gm_perm_lower(n, (unsigned long long)t, labels, pay,
-                                                     lane);
-    if (lane == 0) bounds[warp] = at;
-  }}
-  __syncthreads();
-  const long long s = bounds[0];
-  const long long m = bounds[1] - s;
+  const long long s = ident ? 0 : bounds[b];
+  const long long m = (ident ? n : bounds[b + 1]) - s;
   if (m > {CAP}) {{
     // a bucket larger than the block holds: Fisher-Yates over it in global memory, by one
     // thread (as uniform; about exp(-790) likely at the buckets' mean size)
@@ -299,8 +326,8 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}(
 }}
 """
     if name not in SIM_KERNELS:
-        sim_kernel(name)(Recipe(_shuffle_twin, lt, pt))
-    return name, src, ("i64", "i64", "i32", "ptr", "ptr", "ptr", "u64", "u64")
+        sim_kernel(name)(Recipe(_shuffle_twin, pt))
+    return name, src, ("i64", "i32", "ptr", "ptr", "ptr", "u64", "u64")
 
 
 class _Streams:
@@ -362,18 +389,17 @@ def fisher_yates(arr: np.ndarray, starts: np.ndarray, sizes: np.ndarray, sids: n
         i[e] -= 1
 
 
-def _shuffle_twin(lt: np.dtype, pt: np.dtype) -> Any:
-    def run(info: Any, n: Any, nb: Any, ident: Any, labels: np.ndarray, pay: np.ndarray,
+def _shuffle_twin(pt: np.dtype) -> Any:
+    def run(info: Any, n: Any, ident: Any, bounds_buf: np.ndarray, pay: np.ndarray,
             out: np.ndarray, key: Any, call: Any) -> None:
-        n, nb, key, call = int(n), int(nb), int(key), int(call)
+        n, key, call = int(n), int(key), int(call)
+        nb = int(info.grid[0])
         if int(ident):
             vals = np.arange(n, dtype=np.uint64)
             bounds = np.array([0, n], np.int64)
         else:
             vals = pay[:n].astype(np.uint64)
-            keys = labels[vals.astype(np.int64)].astype(np.int64)
-            bounds = np.searchsorted(keys, np.arange(nb + 1), side="left")
-            bounds[nb] = n
+            bounds = bounds_buf[:nb + 1].astype(np.int64)
         sizes = np.diff(bounds)
         bucket = np.repeat(np.arange(nb, dtype=np.int64), sizes)
         k0, k1 = _split(key)
@@ -417,6 +443,7 @@ def permutation_order(dev: Any, n: int, key: int, calls: tuple[int, int],
     bits = label_bits(n, mean)
     ot = payload_dtype(n)
     lt = np.dtype(np.uint16 if bits <= 16 else np.uint32)
+    nb = 1 << bits
     if bits:
         ntiles = (n + TILE - 1) // TILE
         labels = new_array(dev, (n,), lt)
@@ -430,14 +457,18 @@ def permutation_order(dev: Any, n: int, key: int, calls: tuple[int, int],
         pay = new_array(dev, (n,), ot)
         radix_sort(labels, 1, n, False, False, pay, payload=True, key_bits=bits,
                    first_counts=counts)
-        lab_buf, pay_buf, reads = labels.buffer, pay.buffer, [labels.buffer, pay.buffer]
+        bounds = new_array(dev, (nb + 1,), D.int64)
+        name, src, sig = _render_bounds(lt, ot)
+        bounds._wrote(dev.launch(kernel_for(dev, name, src, sig), -(-(nb + 1) * 32 // THREADS),
+                                 THREADS, (n, nb, labels.buffer, pay.buffer, bounds.buffer),
+                                 reads=[labels.buffer, pay.buffer], writes=[bounds.buffer]))
+        bnd_buf, pay_buf, reads = bounds.buffer, pay.buffer, [bounds.buffer, pay.buffer]
     else:
-        lab_buf = pay_buf = out.buffer  # not read: one bucket of the identity
+        bnd_buf = pay_buf = out.buffer  # not read: one bucket of the identity
         reads = []
-    nb = 1 << bits
-    name, src, sig = _render_shuffle(lt, ot)
+    name, src, sig = _render_shuffle(ot)
     done = dev.launch(cub_kernel(dev, name, src, sig), nb, THREADS,
-                      (n, nb, 0 if bits else 1, lab_buf, pay_buf, out.buffer, key, calls[1]),
+                      (n, 0 if bits else 1, bnd_buf, pay_buf, out.buffer, key, calls[1]),
                       reads=reads, writes=[out.buffer])
     out._wrote(done)
     return out
