@@ -170,12 +170,34 @@ def _render_uniform(out_dt: np.dtype) -> tuple[str, str, tuple]:
       const double v = low + width * w[j];
       out[off + base + j] = v >= high ? fmax(low, nextafter(high, low)) : v;
     }"""
+    fast = ""
+    if out_dt == D.float32:
+        # whole groups into a 16-byte aligned output (the usual case): one float4 store per
+        # Philox call, a 32-bit index, no per-group checks; the general loop below does the rest
+        fast = """
+  const long long whole = (off & 3) == 0 ? n / 4 : 0;
+  const uint2 kk = make_uint2((unsigned int)key, (unsigned int)(key >> 32));
+  long long first = 0;
+  if (whole <= 0x7fffffffLL) {
+    float4* __restrict__ o4 = reinterpret_cast<float4*>(out + off);
+    const unsigned int stride = blockDim.x * gridDim.x;
+    for (unsigned int g = blockIdx.x * blockDim.x + threadIdx.x; g < (unsigned int)whole;
+         g += stride) {
+      const uint4 r = gm_philox(make_uint4(g, 0u, 0u, (unsigned int)call), kk);
+      o4[g] = make_float4((float)(r.x >> 8) * 5.9604644775390625e-08f,
+                          (float)(r.y >> 8) * 5.9604644775390625e-08f,
+                          (float)(r.z >> 8) * 5.9604644775390625e-08f,
+                          (float)(r.w >> 8) * 5.9604644775390625e-08f);
+    }
+    first = whole;
+  }"""
     body = f"""
 extern "C" __global__ void {kname}(long long n, {_ctype(out_dt)}* __restrict__ out, long long off,
                                    unsigned long long key, unsigned long long call, double low,
                                    double width, double high) {{
-  const long long groups = (n + {per - 1}) / {per};
-  GM_LOOP(g, groups) {{
+  const long long groups = (n + {per - 1}) / {per};{fast}
+  for (long long g = {"first + " if fast else ""}(long long)blockIdx.x * blockDim.x + threadIdx.x;
+       g < groups; g += (long long)blockDim.x * gridDim.x) {{
     const long long base = g * {per};
     const uint4 r = gm_philox(make_uint4((unsigned int)g,
                                          (unsigned int)((unsigned long long)g >> 32), 0u,

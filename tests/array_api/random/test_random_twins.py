@@ -76,3 +76,19 @@ def test_gpu_permutation_matches_its_twin(devices, n, mean):
                 for dev in devices)
     assert np.array_equal(np.sort(gpu), np.arange(n))
     assert np.array_equal(sim, gpu), np.flatnonzero(sim != gpu)[:10]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("start,stop", [(0, 20_002), (1, 20_003), (4, 20_001)])
+def test_gpu_float32_uniforms_into_slices_match_their_twin(devices, start, stop):
+    """random(dtype=float32, out=) into a slice: whole aligned float4 groups, a partial last
+    group, and an output not 16-byte aligned (every group stored element by element)."""
+    out = []
+    for dev in devices:
+        gen = xpm.random.default_rng(99, device=dev)
+        buf = xpm.zeros((20_004,), dtype=xpm.float32, device=dev)
+        gen.random(dtype=xpm.float32, out=buf[start:stop])
+        out.append(np.asarray(buf))
+    sim, gpu = out
+    assert np.array_equal(sim, gpu)
+    assert np.all(sim[:start] == 0) and np.all(sim[stop:] == 0) and sim[start:stop].min() >= 0
