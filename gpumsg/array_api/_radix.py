@@ -36,7 +36,7 @@ from . import _dtypes as D
 from ._array import Array, new_array
 from ._cub import cub_kernel, tag, unsigned_type
 
-__all__ = ["radix_sort", "payload_dtype", "TILE"]
+__all__ = ["radix_sort", "payload_dtype", "RadixScratch", "TILE"]
 
 THREADS = 256
 ITEMS = 16
@@ -418,6 +418,37 @@ class _PingPong:
         return buf
 
 
+class RadixScratch:
+    """The buffers a radix sort of ``total`` keys of width ``key_dt`` with payloads of
+    ``pay_dt`` works in (per-tile counts, digit totals, ping-pong keys and payloads), each made
+    on first use. A caller that sorts arrays of one size again and again keeps one and passes
+    it to every :func:`radix_sort` (a new buffer per call costs an allocation and a free, and
+    makes every launch a new message); the calls must then be issued one after another on the
+    device (the scratch of one is overwritten by the next, in stream order)."""
+
+    def __init__(self, dev: Any, total: int, key_dt: np.dtype, pay_dt: np.dtype) -> None:
+        ot = payload_dtype(total)
+        self.total, self.key_dt, self.pay_dt = total, _UDT[key_dt.itemsize], pay_dt
+        self._dev, self._ot = dev, ot
+        self._counts: Array | None = None
+        self._totals: Array | None = None
+        self.keys = _PingPong(dev, total, self.key_dt)
+        self.pays = _PingPong(dev, total, pay_dt)
+
+    @property
+    def counts(self) -> Array:
+        if self._counts is None:
+            ntiles = (self.total + TILE - 1) // TILE
+            self._counts = new_array(self._dev, (256 * ntiles,), self._ot)
+        return self._counts
+
+    @property
+    def totals(self) -> Array:
+        if self._totals is None:
+            self._totals = new_array(self._dev, (256,), self._ot)
+        return self._totals
+
+
 def payload_dtype(total: int) -> np.dtype:
     """The dtype of the sort's index payloads for ``total`` elements (uint32 below 2**32)."""
     return np.dtype(np.uint64 if total >= (1 << 32) else np.uint32)
@@ -425,7 +456,7 @@ def payload_dtype(total: int) -> np.dtype:
 
 def radix_sort(rows: Array, nrows: int, n: int, descending: bool, indices: bool,
                out: Array, *, payload: bool = False, key_bits: int | None = None,
-               first_counts: Array | None = None) -> None:
+               first_counts: Array | None = None, scratch: RadixScratch | None = None) -> None:
     """Sort each of the ``nrows`` rows of ``n`` elements of the C-contiguous ``rows`` (which
     fills its buffer from offset 0) into ``out`` (a new array of the same shape: the values, or
     with ``indices`` their int64 positions in the row).
@@ -435,7 +466,9 @@ def radix_sort(rows: Array, nrows: int, n: int, descending: bool, indices: bool,
     ``key_bits`` bits of the keys can be set (the passes over higher digits, which would move
     nothing, are left out), and ``first_counts`` holds the first pass's per-tile digit counts
     already (``counts[digit * ntiles + tile]`` over tiles of :data:`TILE`, as a kernel that
-    made the keys counted them), so that pass reads no histogram of its own."""
+    made the keys counted them), so that pass reads no histogram of its own. ``scratch``: the
+    buffers to work in (:class:`RadixScratch` of this size and these dtypes; default: new
+    ones)."""
     dev = rows.device
     dt = rows.dtype
     total = nrows * n
@@ -450,12 +483,15 @@ def radix_sort(rows: Array, nrows: int, n: int, descending: bool, indices: bool,
     passes += [("row", s) for s in range(0, max(nrows - 1, 0).bit_length(), 8)]
     ntiles = (total + TILE - 1) // TILE
     flip = (1 << (dt.itemsize * 8)) - 1 if descending else 0
-    counts = first_counts if first_counts is not None else new_array(dev, (256 * ntiles,), ot)
-    totals = new_array(dev, (256,), ot)
+    if scratch is None:
+        scratch = RadixScratch(dev, total, dt, pt)
+    elif (scratch.total, scratch.key_dt, scratch.pay_dt) != (total, ut, pt):
+        raise ValueError("radix_sort: the scratch is for another size or other dtypes")
+    counts = first_counts if first_counts is not None else scratch.counts
+    totals = scratch.totals
     # ping-pong buffers between passes, made when a pass first writes one (none for a sort of
     # one pass, one pair for two passes)
-    keys = _PingPong(dev, total, ut)
-    pays = _PingPong(dev, total, pt)
+    keys, pays = scratch.keys, scratch.pays
     final = "index" if indices else ("p" if bits_payload or payload else "gather")
     cur = 0
     for i, (kind, shift) in enumerate(passes):

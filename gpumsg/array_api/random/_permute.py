@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -40,7 +42,7 @@ from .. import _dtypes as D
 from .._array import Array, new_array
 from .._codegen import kernel_for
 from .._cub import cub_kernel, unsigned_type
-from .._radix import TILE, payload_dtype, radix_sort
+from .._radix import TILE, RadixScratch, payload_dtype, radix_sort
 from ._philox import CUDA as PHILOX
 from ._philox import philox
 
@@ -432,6 +434,37 @@ def _shuffle_twin(pt: np.dtype) -> Any:
 
 
 # -- dispatch -------------------------------------------------------------------------------------
+class _Work:
+    """The scratch of the permutations of one length on one device (labels, their counts, the
+    sorted payloads, the bucket bounds, the radix sort's buffers), kept for the next call of
+    that length: a permutation's calls then allocate only their result, and the launches over
+    the same buffers and values are messages built once. ``lock``: a call's launches are
+    issued together (another thread's call would overwrite the scratch between them)."""
+
+    def __init__(self, dev: Any, n: int, bits: int, lt: np.dtype, ot: np.dtype) -> None:
+        self.key = (n, bits)
+        self.lock = threading.Lock()
+        ntiles = (n + TILE - 1) // TILE
+        self.labels = new_array(dev, (n,), lt)
+        self.counts = new_array(dev, (256 * ntiles,), ot)
+        self.pay = new_array(dev, (n,), ot)
+        self.bounds = new_array(dev, ((1 << bits) + 1,), D.int64)
+        self.radix = RadixScratch(dev, n, lt, ot)
+
+
+#: device -> the scratch of its latest permutation length (one length kept per device)
+_works: weakref.WeakKeyDictionary[Any, _Work] = weakref.WeakKeyDictionary()
+_works_lock = threading.Lock()
+
+
+def _work(dev: Any, n: int, bits: int, lt: np.dtype, ot: np.dtype) -> _Work:
+    with _works_lock:
+        w = _works.get(dev)
+        if w is None or w.key != (n, bits):
+            w = _works[dev] = _Work(dev, n, bits, lt, ot)
+        return w
+
+
 def permutation_order(dev: Any, n: int, key: int, calls: tuple[int, int],
                       mean: int = MEAN) -> Array:
     """A uniform random permutation of ``0 .. n - 1`` (int64) from the Philox key ``key`` and
@@ -444,31 +477,31 @@ def permutation_order(dev: Any, n: int, key: int, calls: tuple[int, int],
     ot = payload_dtype(n)
     lt = np.dtype(np.uint16 if bits <= 16 else np.uint32)
     nb = 1 << bits
-    if bits:
+    if not bits:  # one bucket of the identity: no labels, bounds or payload read
+        name, src, sig = _render_shuffle(ot)
+        out._wrote(dev.launch(cub_kernel(dev, name, src, sig), 1, THREADS,
+                              (n, 1, out.buffer, out.buffer, out.buffer, key, calls[1]),
+                              writes=[out.buffer]))
+        return out
+    w = _work(dev, n, bits, lt, ot)
+    with w.lock:
         ntiles = (n + TILE - 1) // TILE
-        labels = new_array(dev, (n,), lt)
-        counts = new_array(dev, (256 * ntiles,), ot)
         name, src, sig = _render_labels(lt, ot)
         done = dev.launch(kernel_for(dev, name, src, sig), ntiles, THREADS,
-                          (n, ntiles, key, calls[0], (1 << bits) - 1, labels.buffer,
-                           counts.buffer), writes=[labels.buffer, counts.buffer])
-        labels._wrote(done)
-        counts._wrote(done)
-        pay = new_array(dev, (n,), ot)
-        radix_sort(labels, 1, n, False, False, pay, payload=True, key_bits=bits,
-                   first_counts=counts)
-        bounds = new_array(dev, (nb + 1,), D.int64)
+                          (n, ntiles, key, calls[0], (1 << bits) - 1, w.labels.buffer,
+                           w.counts.buffer), writes=[w.labels.buffer, w.counts.buffer])
+        w.labels._wrote(done)
+        w.counts._wrote(done)
+        radix_sort(w.labels, 1, n, False, False, w.pay, payload=True, key_bits=bits,
+                   first_counts=w.counts, scratch=w.radix)
         name, src, sig = _render_bounds(lt, ot)
-        bounds._wrote(dev.launch(kernel_for(dev, name, src, sig), -(-(nb + 1) * 32 // THREADS),
-                                 THREADS, (n, nb, labels.buffer, pay.buffer, bounds.buffer),
-                                 reads=[labels.buffer, pay.buffer], writes=[bounds.buffer]))
-        bnd_buf, pay_buf, reads = bounds.buffer, pay.buffer, [bounds.buffer, pay.buffer]
-    else:
-        bnd_buf = pay_buf = out.buffer  # not read: one bucket of the identity
-        reads = []
-    name, src, sig = _render_shuffle(ot)
-    done = dev.launch(cub_kernel(dev, name, src, sig), nb, THREADS,
-                      (n, 0 if bits else 1, bnd_buf, pay_buf, out.buffer, key, calls[1]),
-                      reads=reads, writes=[out.buffer])
-    out._wrote(done)
+        w.bounds._wrote(dev.launch(kernel_for(dev, name, src, sig),
+                                   -(-(nb + 1) * 32 // THREADS), THREADS,
+                                   (n, nb, w.labels.buffer, w.pay.buffer, w.bounds.buffer),
+                                   reads=[w.labels.buffer, w.pay.buffer],
+                                   writes=[w.bounds.buffer]))
+        name, src, sig = _render_shuffle(ot)
+        out._wrote(dev.launch(cub_kernel(dev, name, src, sig), nb, THREADS,
+                              (n, 0, w.bounds.buffer, w.pay.buffer, out.buffer, key, calls[1]),
+                              reads=[w.bounds.buffer, w.pay.buffer], writes=[out.buffer]))
     return out
