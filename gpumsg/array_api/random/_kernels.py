@@ -50,6 +50,8 @@ def _grid(n: int, per_thread: int = 1) -> int:
 #: parameters the kernel makes it once per thread and each thread draws :data:`HOIST_PER`
 #: elements (an element's numbers depend on its index alone, not on the thread drawing it)
 HOISTED = {"binomial": "gm_binom"}
+#: Philox calls (groups of four f32 or two f64) per thread of the uniform kernel
+UNIFORM_PER_THREAD = 8
 HOIST_PER = 8
 
 
@@ -249,7 +251,9 @@ def launch_uniform(out: Array, key: int, call: int, low: float = 0.0,
     kname, source, kinds = _render_uniform(out.dtype)
     kernel = kernel_for(out.device, kname, source, kinds)
     per = 4 if out.dtype == D.float32 else 2
-    done = out.device.launch(kernel, _grid(-(-n // per)), BLOCK,
+    # eight Philox calls per thread: 234 us for 256 Mi f32 on an H200, against 247 at four and
+    # 373 at one (the grid-stride loop gives the same numbers for any grid)
+    done = out.device.launch(kernel, _grid(-(-n // per), UNIFORM_PER_THREAD), BLOCK,
                              (n, out.buffer, out._offset, key, call, float(low),
                               float(high) - float(low), float(high)), writes=[out.buffer])
     out._wrote(done)
