@@ -16,7 +16,7 @@ each bucket-size vector ``c``) and each bucket's shuffle then gives their order 
 1 / n!`` by the multinomial theorem. The sub-buckets are the same argument one level down, and
 Fisher-Yates with exact integers is uniform; so the whole is, for any ``n`` (no ties of random
 keys to break, unlike a sort by random keys). A bucket larger than a block's :data:`CAP` (about
-``exp(-220)`` likely with the buckets' mean) is shuffled by Fisher-Yates in global memory by one
+``exp(-129)`` likely with the buckets' mean) is shuffled by Fisher-Yates in global memory by one
 thread: slower, as uniform.
 
 Random words: the labels of a launch are 16 (or 32) bit fields of Philox4x32-10 calls with
@@ -49,7 +49,7 @@ from ._philox import philox
 __all__ = ["permutation_order", "label_bits", "MEAN", "CAP"]
 
 THREADS = 256
-ITEMS = 12
+ITEMS = 11
 #: the most indices a block shuffles in shared memory (a larger bucket: one thread, globally)
 CAP = THREADS * ITEMS
 #: the buckets' mean size: far enough below CAP that a larger bucket does not happen
@@ -252,7 +252,7 @@ def _render_shuffle(pt: np.dtype) -> tuple[str, str, tuple[str, ...]]:
 struct gm_perm_digit {{
   __device__ __forceinline__ unsigned int Digit(unsigned int key) const {{ return key & 255u; }}
 }};
-extern "C" __global__ void __launch_bounds__({THREADS}) {name}(
+extern "C" __global__ void __launch_bounds__({THREADS}, 4) {name}(
     long long n, int ident, const long long* __restrict__ bounds,
     const {p}* __restrict__ pay, long long* __restrict__ out, unsigned long long key,
     unsigned long long call) {{
@@ -269,7 +269,7 @@ extern "C" __global__ void __launch_bounds__({THREADS}) {name}(
   const long long m = (ident ? n : bounds[b + 1]) - s;
   if (m > {CAP}) {{
     // a bucket larger than the block holds: Fisher-Yates over it in global memory, by one
-    // thread (as uniform; about exp(-220) likely at the buckets' mean size)
+    // thread (as uniform; about exp(-129) likely at the buckets' mean size)
     for (long long j = threadIdx.x; j < m; j += {THREADS})
       out[s + j] = ident ? (long long)j : (long long)pay[s + j];
     __syncthreads();
