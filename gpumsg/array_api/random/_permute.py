@@ -452,13 +452,16 @@ class _Work:
         self.radix = RadixScratch(dev, n, lt, ot)
 
 
-#: device -> the scratch of its latest permutation length (one length kept per device)
+#: device -> the scratch of its latest permutation length (one length kept per device; the
+#: scratch's arrays hold their device, so closed devices' entries are dropped at each lookup)
 _works: weakref.WeakKeyDictionary[Any, _Work] = weakref.WeakKeyDictionary()
 _works_lock = threading.Lock()
 
 
 def _work(dev: Any, n: int, bits: int, lt: np.dtype, ot: np.dtype) -> _Work:
     with _works_lock:
+        for gone in [d for d in _works if getattr(d, "closed", False)]:
+            del _works[gone]
         w = _works.get(dev)
         if w is None or w.key != (n, bits):
             w = _works[dev] = _Work(dev, n, bits, lt, ot)
