@@ -65,11 +65,12 @@ def test_gpu_kernels_match_their_twins(devices, name, args, kw):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("n,mean", [(3000, 2048), (100_003, 2048), (600_000, 2048),
-                                    (20_000, 12_000)])
+@pytest.mark.parametrize("n,mean", [(1000, 2048), (3000, 2048), (100_003, 2048),
+                                    (600_000, 2048), (20_000, 12_000), (9000, 10**9)])
 def test_gpu_permutation_matches_its_twin(devices, n, mean):
-    """Labels, the radix passes over them and the buckets' shuffle (one block of the identity;
-    one and two passes; buckets past a block's size) give the same permutation."""
+    """Labels, the radix passes over them and the buckets' shuffle (one block of the identity,
+    small and past a block's size; one and two passes; buckets past a block's size) give the
+    same permutation."""
     from gpumsg.array_api.random._permute import permutation_order
 
     sim, gpu = (np.asarray(permutation_order(dev, n, 0x1234_5678_9ABC_DEF0, (7, 8), mean))
