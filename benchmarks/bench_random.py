@@ -189,8 +189,9 @@ def main() -> None:
              "one synchronize (n sized for >= 30 ms of the last side's work), all sides warmed "
              "up 0.3 s, 5 alternating runs each, medians",
              "gpumsg: standard_normal is cuRAND's Philox generator; random, gamma, binomial "
-             "and the permutation keys are generated kernels on per-element Philox4x32-10 "
-             "streams; permutation and choice without replacement sort random keys",
+             "and the permutation's labels are generated kernels on Philox4x32-10 streams; "
+             "permutation puts indices in random buckets (a radix sort of 13-bit labels at "
+             "16 Mi) and shuffles each bucket in shared memory by Fisher-Yates",
              "CuPy: cupy.random.default_rng() where it has the method, else RandomState; "
              "torch: its nearest call (randn/rand, _standard_gamma, binomial, randint, "
              "multinomial, randperm)",

@@ -26,6 +26,7 @@ The simulator runs NumPy twins that compute the same counts, scans and positions
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,7 @@ from . import _dtypes as D
 from ._array import Array, new_array
 from ._cub import cub_kernel, tag, unsigned_type
 
-__all__ = ["radix_sort", "TILE"]
+__all__ = ["radix_sort", "payload_dtype", "RadixScratch", "TILE"]
 
 THREADS = 256
 ITEMS = 16
@@ -111,6 +112,7 @@ def _rkey(dt: np.dtype, keyed: bool) -> str:
     return f"__device__ __forceinline__ {k} gm_rkey({k} u) {{ {_key_c(dt)} return u; }}"
 
 
+@functools.cache  # the source of a kernel is rendered once per process
 def _render_hist(dt: np.dtype, mode: str, pt: np.dtype,
                  ot: np.dtype) -> tuple[str, str, tuple[str, ...]]:
     """Count of each digit per tile. ``mode``: 'src' (keys made from the source), 'key' (the
@@ -167,6 +169,7 @@ def _digits(inp: np.ndarray, dt: np.dtype, mode: str, rowlen: int, shift: int,
     return _digit_np(u, shift)
 
 
+@functools.cache  # the source of a kernel is rendered once per process
 def _render_colscan(ot: np.dtype) -> tuple[str, str, tuple[str, ...]]:
     """Per digit (a block each): the exclusive scan of its counts over the tiles, in place, and
     its total. Loops over the tiles :data:`SCAN_ITEMS` per thread at a time, carrying the sum."""
@@ -216,6 +219,7 @@ def _colscan_twin(info: Any, ntiles: Any, counts: np.ndarray, totals: np.ndarray
 #: 'kv' (keys and payloads of the last pass), 'row' (payloads alone, ranked by their row);
 #: output modes: 'kv' (keys and payloads), 'p' (payloads), 'index' (int64 positions in the
 #: row), 'gather' (the source's element at each payload index)
+@functools.cache  # the source of a kernel is rendered once per process
 def _render_pass(dt: np.dtype, pt: np.dtype, ot: np.dtype, inm: str,
                  outm: str, bits_payload: bool, one_row: bool) -> tuple[str, str,
                                                                        tuple[str, ...]]:
@@ -400,32 +404,95 @@ def _pass_twin(dt: np.dtype, inm: str, outm: str, bits_payload: bool,
 
 
 # -- dispatch -------------------------------------------------------------------------------------
+class _PingPong:
+    """Two buffers of ``total`` elements of ``dt``, each allocated on first use."""
+
+    def __init__(self, dev: Any, total: int, dt: np.dtype) -> None:
+        self._dev, self._total, self._dt = dev, total, dt
+        self._bufs: list[Array | None] = [None, None]
+
+    def __getitem__(self, i: int) -> Array:
+        buf = self._bufs[i]
+        if buf is None:
+            buf = self._bufs[i] = new_array(self._dev, (self._total,), self._dt)
+        return buf
+
+
+class RadixScratch:
+    """The buffers a radix sort of ``total`` keys of width ``key_dt`` with payloads of
+    ``pay_dt`` works in (per-tile counts, digit totals, ping-pong keys and payloads), each made
+    on first use. A caller that sorts arrays of one size again and again keeps one and passes
+    it to every :func:`radix_sort` (a new buffer per call costs an allocation and a free, and
+    makes every launch a new message); the calls must then be issued one after another on the
+    device (the scratch of one is overwritten by the next, in stream order)."""
+
+    def __init__(self, dev: Any, total: int, key_dt: np.dtype, pay_dt: np.dtype) -> None:
+        ot = payload_dtype(total)
+        self.total, self.key_dt, self.pay_dt = total, _UDT[key_dt.itemsize], pay_dt
+        self._dev, self._ot = dev, ot
+        self._counts: Array | None = None
+        self._totals: Array | None = None
+        self.keys = _PingPong(dev, total, self.key_dt)
+        self.pays = _PingPong(dev, total, pay_dt)
+
+    @property
+    def counts(self) -> Array:
+        if self._counts is None:
+            ntiles = (self.total + TILE - 1) // TILE
+            self._counts = new_array(self._dev, (256 * ntiles,), self._ot)
+        return self._counts
+
+    @property
+    def totals(self) -> Array:
+        if self._totals is None:
+            self._totals = new_array(self._dev, (256,), self._ot)
+        return self._totals
+
+
+def payload_dtype(total: int) -> np.dtype:
+    """The dtype of the sort's index payloads for ``total`` elements (uint32 below 2**32)."""
+    return np.dtype(np.uint64 if total >= (1 << 32) else np.uint32)
+
+
 def radix_sort(rows: Array, nrows: int, n: int, descending: bool, indices: bool,
-               out: Array) -> None:
+               out: Array, *, payload: bool = False, key_bits: int | None = None,
+               first_counts: Array | None = None, scratch: RadixScratch | None = None) -> None:
     """Sort each of the ``nrows`` rows of ``n`` elements of the C-contiguous ``rows`` (which
     fills its buffer from offset 0) into ``out`` (a new array of the same shape: the values, or
-    with ``indices`` their int64 positions in the row)."""
+    with ``indices`` their int64 positions in the row).
+
+    For one row of unsigned keys, ``payload`` writes the sorting order as the index payload
+    itself (:func:`payload_dtype`, no widening to int64), ``key_bits`` says that only the low
+    ``key_bits`` bits of the keys can be set (the passes over higher digits, which would move
+    nothing, are left out), and ``first_counts`` holds the first pass's per-tile digit counts
+    already (``counts[digit * ntiles + tile]`` over tiles of :data:`TILE`, as a kernel that
+    made the keys counted them), so that pass reads no histogram of its own. ``scratch``: the
+    buffers to work in (:class:`RadixScratch` of this size and these dtypes; default: new
+    ones)."""
     dev = rows.device
     dt = rows.dtype
     total = nrows * n
     if total == 0:
         return
     ut = _UDT[dt.itemsize]
-    wide = total >= (1 << 32)
-    ot = np.dtype(np.uint64 if wide else np.uint32)
-    bits_payload = nrows == 1 and not indices
+    ot = payload_dtype(total)
+    bits_payload = nrows == 1 and not indices and not payload
     pt = ut if bits_payload else ot
-    passes: list[tuple[str, int]] = [("key", s) for s in range(0, dt.itemsize * 8, 8)]
+    top = dt.itemsize * 8 if key_bits is None else max(1, min(key_bits, dt.itemsize * 8))
+    passes: list[tuple[str, int]] = [("key", s) for s in range(0, top, 8)]
     passes += [("row", s) for s in range(0, max(nrows - 1, 0).bit_length(), 8)]
     ntiles = (total + TILE - 1) // TILE
     flip = (1 << (dt.itemsize * 8)) - 1 if descending else 0
-    counts = new_array(dev, (256 * ntiles,), ot)
-    totals = new_array(dev, (256,), ot)
-    # ping-pong buffers between passes (none for a sort of one pass)
-    many = len(passes) > 1
-    keys = [new_array(dev, (total,), ut) for _ in range(2)] if many else []
-    pays = [new_array(dev, (total,), pt) for _ in range(2)] if many else []
-    final = "index" if indices else ("p" if bits_payload else "gather")
+    if scratch is None:
+        scratch = RadixScratch(dev, total, dt, pt)
+    elif (scratch.total, scratch.key_dt, scratch.pay_dt) != (total, ut, pt):
+        raise ValueError("radix_sort: the scratch is for another size or other dtypes")
+    counts = first_counts if first_counts is not None else scratch.counts
+    totals = scratch.totals
+    # ping-pong buffers between passes, made when a pass first writes one (none for a sort of
+    # one pass, one pair for two passes)
+    keys, pays = scratch.keys, scratch.pays
+    final = "index" if indices else ("p" if bits_payload or payload else "gather")
     cur = 0
     for i, (kind, shift) in enumerate(passes):
         last = i == len(passes) - 1
@@ -434,14 +501,16 @@ def radix_sort(rows: Array, nrows: int, n: int, descending: bool, indices: bool,
             outm = final
         else:
             outm = "kv" if passes[i + 1][0] == "key" else "p"
-        # 1. per tile counts of the digit
+        # 1. per tile counts of the digit (the first pass's may come with the keys)
         hmode = "row" if kind == "row" else ("src" if i == 0 else "key")
         hin = rows if i == 0 else (pays[cur] if kind == "row" else keys[cur])
-        name, src, sig = _render_hist(dt, hmode, pt, ot)
-        kern = cub_kernel(dev, name, src, sig)
-        counts._wrote(dev.launch(kern, ntiles, THREADS,
-                                 (total, ntiles, n, shift, flip, hin.buffer, counts.buffer),
-                                 reads=[hin.buffer], writes=[counts.buffer]))
+        if i > 0 or first_counts is None:
+            name, src, sig = _render_hist(dt, hmode, pt, ot)
+            kern = cub_kernel(dev, name, src, sig)
+            counts._wrote(dev.launch(kern, ntiles, THREADS,
+                                     (total, ntiles, n, shift, flip, hin.buffer,
+                                      counts.buffer),
+                                     reads=[hin.buffer], writes=[counts.buffer]))
         # 2. per digit scan over the tiles, and the totals
         name, src, sig = _render_colscan(ot)
         kern = cub_kernel(dev, name, src, sig)

@@ -68,40 +68,64 @@ __device__ double gm_s_poisson(gm_rs& s, double lam) {
       return k;
   }
 }
-__device__ double gm_s_binomial(gm_rs& s, double n, double p) {
-  n = floor(n);
-  if (n <= 0.0 || p <= 0.0) return 0.0;
-  if (p >= 1.0) return n;
-  const bool flip = p > 0.5;
-  const double pp = flip ? 1.0 - p : p, q = 1.0 - pp;
-  double x;
-  if (n * pp < 10.0) {
-    const double qn = exp(n * log1p(-pp)), np_ = n * pp;
-    const double bound = fmin(n, np_ + 10.0 * sqrt(np_ * q + 1.0));
-    double px = qn, U = s.u();
-    x = 0.0;
-    while (U > px) {
-      x += 1.0;
-      if (x > bound) { x = 0.0; px = qn; U = s.u(); }
-      else { U -= px; px = ((n - x + 1.0) * pp * px) / (x * q); }
-    }
-  } else {
-    const double spq = sqrt(n * pp * q), b = 1.15 + 2.53 * spq;
-    const double a = -0.0873 + 0.0248 * b + 0.01 * pp, c = n * pp + 0.5, vr = 0.92 - 4.2 / b;
-    const double alpha = (2.83 + 5.1 / b) * spq, lpq = log(pp / q), m = floor((n + 1.0) * pp);
-    const double h = lgamma(m + 1.0) + lgamma(n - m + 1.0);
-    for (;;) {
-      const double U = s.u() - 0.5, V0 = s.u();
-      const double us = 0.5 - fabs(U);
-      const double k = floor((2.0 * a / us + b) * U + c);
-      if (k < 0.0 || k > n) continue;
-      if (us >= 0.07 && V0 <= vr) { x = k; break; }
-      const double V = log(V0 * alpha / (a / (us * us) + b));
-      if (V <= h - lgamma(k + 1.0) - lgamma(n - k + 1.0) + (k - m) * lpq) { x = k; break; }
+// the law's constants made once (a kernel with scalar parameters makes them once per thread
+// and draws many elements from them), then draws: inversion or BTRS
+struct gm_binom {
+  double n, pp, q, qn, bound, b, a, c, vr, alpha, lpq, m, h, konst;
+  int mode;  // 0: the constant konst, 1: inversion, 2: BTRS
+  bool flip;
+  __device__ gm_binom(double n_, double p)
+      : n(floor(n_)), pp(0.0), q(0.0), qn(0.0), bound(0.0), b(0.0), a(0.0), c(0.0), vr(0.0),
+        alpha(0.0), lpq(0.0), m(0.0), h(0.0), konst(0.0), mode(0), flip(false) {
+    if (n <= 0.0 || p <= 0.0) { konst = 0.0; return; }
+    if (p >= 1.0) { konst = n; return; }
+    flip = p > 0.5;
+    pp = flip ? 1.0 - p : p;
+    q = 1.0 - pp;
+    if (n * pp < 10.0) {
+      mode = 1;
+      qn = exp(n * log1p(-pp));
+      const double np_ = n * pp;
+      bound = fmin(n, np_ + 10.0 * sqrt(np_ * q + 1.0));
+    } else {
+      mode = 2;
+      const double spq = sqrt(n * pp * q);
+      b = 1.15 + 2.53 * spq;
+      a = -0.0873 + 0.0248 * b + 0.01 * pp;
+      c = n * pp + 0.5;
+      vr = 0.92 - 4.2 / b;
+      alpha = (2.83 + 5.1 / b) * spq;
+      lpq = log(pp / q);
+      m = floor((n + 1.0) * pp);
+      h = lgamma(m + 1.0) + lgamma(n - m + 1.0);
     }
   }
-  return flip ? n - x : x;
-}
+  __device__ double draw(gm_rs& s) const {
+    if (mode == 0) return konst;
+    double x;
+    if (mode == 1) {
+      double px = qn, U = s.u();
+      x = 0.0;
+      while (U > px) {
+        x += 1.0;
+        if (x > bound) { x = 0.0; px = qn; U = s.u(); }
+        else { U -= px; px = ((n - x + 1.0) * pp * px) / (x * q); }
+      }
+    } else {
+      for (;;) {
+        const double U = s.u() - 0.5, V0 = s.u();
+        const double us = 0.5 - fabs(U);
+        const double k = floor((2.0 * a / us + b) * U + c);
+        if (k < 0.0 || k > n) continue;
+        if (us >= 0.07 && V0 <= vr) { x = k; break; }
+        const double V = log(V0 * alpha / (a / (us * us) + b));
+        if (V <= h - lgamma(k + 1.0) - lgamma(n - k + 1.0) + (k - m) * lpq) { x = k; break; }
+      }
+    }
+    return flip ? n - x : x;
+  }
+};
+__device__ double gm_s_binomial(gm_rs& s, double n, double p) { return gm_binom(n, p).draw(s); }
 __device__ double gm_s_hypergeometric(gm_rs& s, double g, double b, double ns) {
   const double tot = g + b, lo = fmax(0.0, ns - b), hi = fmin(ns, g);
   if (lo >= hi) return lo;

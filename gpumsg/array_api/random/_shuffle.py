@@ -1,12 +1,13 @@
-"""Permutations and ``choice``: orderings by sorting random keys.
+"""Permutations and ``choice``.
 
-A uniform random permutation of ``n`` items is the order that sorts ``n`` independent random
-64-bit keys (ties, of probability about ``n**2 / 2**65``, keep the items' order); it is found by
-the array namespace's ``argsort``. ``choice`` without replacement takes the first ``k`` of such
-an order; with weights ``p`` the keys are ``E / p`` for exponential ``E`` (the smallest ``k``
-are distributed as ``k`` successive draws, each proportional to the weights left, as NumPy
-draws them); with replacement and weights it searches uniforms in the normalised cumulative
-weights, as NumPy does.
+A uniform random permutation of ``n`` items puts them in random buckets and shuffles each
+bucket (:mod:`._permute`: exactly uniform). ``permuted`` along an axis sorts independent
+random 64-bit keys per row (ties, of probability about ``k**2 / 2**65`` for rows of ``k``, keep
+the items' order). ``choice`` without replacement takes the first ``k`` of a permutation; with
+weights ``p`` it takes the ``k`` smallest keys ``E / p`` for exponential ``E`` (distributed as
+``k`` successive draws, each proportional to the weights left, as NumPy draws them); with
+replacement and weights it searches uniforms in the normalised cumulative weights, as NumPy
+does.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .. import _dtypes as D
 from .._array import Array, new_array
 from ._kernels import launch_integers
 from ._params import size_shape
+from ._permute import permutation_order
 
 if TYPE_CHECKING:
     from ._generator import Generator
@@ -38,10 +40,10 @@ def random_keys(gen: Generator, shape: tuple[int, ...]) -> Array:
 
 
 def _order(gen: Generator, n: int) -> Array:
-    """A uniform random permutation of ``0 .. n - 1`` (int64)."""
-    from .. import argsort
-
-    return argsort(random_keys(gen, (n,)))
+    """A uniform random permutation of ``0 .. n - 1`` (int64): random buckets, each shuffled
+    by Fisher-Yates (:mod:`._permute`)."""
+    bits = gen.bit_generator
+    return permutation_order(gen.device, n, bits.key, (bits.next_launch(), bits.next_launch()))
 
 
 def _as_array(gen: Generator, x: Any, field: str) -> Array:

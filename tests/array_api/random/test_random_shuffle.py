@@ -39,6 +39,42 @@ def test_long_permutation(xp, gen):
     chi2_ok(h[:1000] * 10 // 100_003, lambda k: np.full(k.shape, 0.1), 9)
 
 
+def test_permutation_places_are_shuffled_within_buckets(xp, gen):
+    """Ascents of a uniform permutation of n: mean (n - 1) / 2, variance (n + 1) / 12. Items
+    left in their order inside a bucket or sub-bucket (of a few items) would add ascents."""
+    for n in (3000, 100_003, 600_000):
+        h = np.asarray(gen.permutation(n))
+        assert np.array_equal(np.sort(h), np.arange(n))
+        ascents = int(np.count_nonzero(np.diff(h) > 0))
+        assert abs(ascents - (n - 1) / 2) < 6 * np.sqrt((n + 1) / 12), (n, ascents)
+    # the same seed gives the same permutation
+    seed = int(gen.integers(0, 1 << 62))
+    a = np.asarray(xp.random.default_rng(seed).permutation(50_000))
+    assert np.array_equal(a, np.asarray(xp.random.default_rng(seed).permutation(50_000)))
+
+
+def test_permutation_by_buckets_is_uniform(dev, rng):
+    """Orders of 4 items chi-square uniform, with 1 bucket and with 4 buckets of about one
+    item; a bucket larger than a block's (shuffled by one thread) is a permutation, uniform over
+    places."""
+    from gpumsg.array_api.random._permute import CAP, permutation_order
+
+    key = int(rng.integers(0, 1 << 63))
+    for mean in (10**9, 1):
+        codes = np.array([np.asarray(permutation_order(dev, 4, key, (2 * c, 2 * c + 1), mean))
+                          @ np.array([64, 16, 4, 1]) for c in range(960)])
+        perms = [np.array(p) @ np.array([64, 16, 4, 1])
+                 for p in itertools.permutations(range(4))]
+        counts = np.array([np.count_nonzero(codes == c) for c in perms])
+        assert counts.sum() == 960 and stats.chisquare(counts).pvalue > 1e-6, counts
+    n = 3 * CAP
+    h = np.asarray(permutation_order(dev, n, key, (5, 6), mean=2 * CAP))  # 2 buckets > CAP
+    assert np.array_equal(np.sort(h), np.arange(n))
+    chi2_ok(h[: n // 2] * 8 // n, lambda k: np.full(k.shape, 1 / 8), 7)
+    ascents = int(np.count_nonzero(np.diff(h) > 0))
+    assert abs(ascents - (n - 1) / 2) < 6 * np.sqrt((n + 1) / 12)
+
+
 def test_permuted_rows_are_independent_and_uniform(xp, gen):
     k = 7
     x = np.tile(np.arange(k), (20_000, 1))

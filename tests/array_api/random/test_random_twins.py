@@ -62,3 +62,34 @@ def test_gpu_kernels_match_their_twins(devices, name, args, kw):
         same = np.isclose(sim, gpu, rtol=1e-5 if sim.dtype == np.float32 else 1e-9,
                           atol=0.0, equal_nan=True)
     assert np.count_nonzero(~same) <= SIZE // 5000, np.flatnonzero(~same)[:10]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,mean", [(1000, 2048), (3000, 2048), (100_003, 2048),
+                                    (600_000, 2048), (20_000, 12_000), (9000, 10**9)])
+def test_gpu_permutation_matches_its_twin(devices, n, mean):
+    """Labels, the radix passes over them and the buckets' shuffle (one block of the identity,
+    small and past a block's size; one and two passes; buckets past a block's size) give the
+    same permutation."""
+    from gpumsg.array_api.random._permute import permutation_order
+
+    sim, gpu = (np.asarray(permutation_order(dev, n, 0x1234_5678_9ABC_DEF0, (7, 8), mean))
+                for dev in devices)
+    assert np.array_equal(np.sort(gpu), np.arange(n))
+    assert np.array_equal(sim, gpu), np.flatnonzero(sim != gpu)[:10]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("start,stop", [(0, 20_002), (1, 20_003), (4, 20_001)])
+def test_gpu_float32_uniforms_into_slices_match_their_twin(devices, start, stop):
+    """random(dtype=float32, out=) into a slice: whole aligned float4 groups, a partial last
+    group, and an output not 16-byte aligned (every group stored element by element)."""
+    out = []
+    for dev in devices:
+        gen = xpm.random.default_rng(99, device=dev)
+        buf = xpm.zeros((20_004,), dtype=xpm.float32, device=dev)
+        gen.random(dtype=xpm.float32, out=buf[start:stop])
+        out.append(np.asarray(buf))
+    sim, gpu = out
+    assert np.array_equal(sim, gpu)
+    assert np.all(sim[:start] == 0) and np.all(sim[stop:] == 0) and sim[start:stop].min() >= 0
