@@ -1023,7 +1023,10 @@ GM_CX gm_asin(gm_cplx<F> z) {  // -i asinh(iz); NaN + i inf where the sign is fr
   gm_cplx<F> w = gm_cx_asinh(gm_cplx<F>(-z.im, z.re));
   return gm_cplx<F>(w.im, -w.re); }
 GM_CX gm_acos(gm_cplx<F> z) { return gm_cx_acos(z); }
-GM_CX gm_atan(gm_cplx<F> z) {  // -i atanh(iz)
+GM_CX gm_atan(gm_cplx<F> z) {  // -i atanh(iz); +-pi/2 + 0i for +-inf + NaN i as NumPy (the
+  // zero's sign is free; through atanh it would follow the sign bit of -NaN, which a GPU's
+  // negation does not keep)
+  if (gm_isinf(z.re) && gm_isnan(z.im)) return gm_cplx<F>(gm_copysign((F)GM_PI_2, z.re), (F)0);
   gm_cplx<F> w = gm_cx_atanh(gm_cplx<F>(-z.im, z.re));
   return gm_cplx<F>(w.im, -w.re); }
 GM_CX gm_pow(gm_cplx<F> a, gm_cplx<F> b) {  // NumPy's rules, then exp(b log a)
