@@ -67,24 +67,33 @@ def _split(key: int) -> tuple[int, int]:
     return key & 0xFFFFFFFF, (key >> 32) & 0xFFFFFFFF
 
 
+def _params(out_dt: np.dtype, pattern: str, ctype: str, kind: str) -> tuple[
+        list[str], list[str], list[str]]:
+    """A sampling kernel's C parameters, their kinds and each parameter's per-element read:
+    the count, the output, its offset, the stream's key and call, then per ``pattern``
+    letter an array (``a``: ``ctype`` pointer, read at ``i``) or a scalar (of ``kind``)."""
+    cparams = ["long long n", f"{_ctype(out_dt)}* __restrict__ out", "long long off",
+               "unsigned long long key", "unsigned long long call"]
+    kinds = ["i64", "ptr", "i64", "u64", "u64"]
+    loads = []
+    for j, letter in enumerate(pattern):
+        if letter == "a":
+            cparams.append(f"const {ctype}* __restrict__ p{j}")
+            kinds.append("ptr")
+            loads.append(f"p{j}[i]")
+        else:
+            cparams.append(f"{ctype} v{j}")
+            kinds.append(kind)
+            loads.append(f"v{j}")
+    return cparams, kinds, loads
+
+
 # -- sample ---------------------------------------------------------------------------------------
 @functools.cache  # the source of a kernel is rendered once per process
 def _render_sample(name: str, out_dt: np.dtype, pattern: str) -> tuple[str, str, tuple]:
     sampler = SAMPLERS[name]
     kname = f"gm_rng_{name}_{D.storage_name(out_dt)}_{pattern or 'x'}"
-    cparams = ["long long n", f"{_ctype(out_dt)}* __restrict__ out", "long long off",
-               "unsigned long long key", "unsigned long long call"]
-    kinds = ["i64", "ptr", "i64", "u64", "u64"]
-    loads = []
-    for j, kind in enumerate(pattern):
-        if kind == "a":
-            cparams.append(f"const double* __restrict__ p{j}")
-            kinds.append("ptr")
-            loads.append(f"p{j}[i]")
-        else:
-            cparams.append(f"double v{j}")
-            kinds.append("f64")
-            loads.append(f"v{j}")
+    cparams, kinds, loads = _params(out_dt, pattern, "double", "f64")
     conv = "(long long)" if sampler.integer else ""
     law = HOISTED.get(name) if _hoisted(name, pattern) else None
     if law is not None:
@@ -263,19 +272,7 @@ def launch_uniform(out: Array, key: int, call: int, low: float = 0.0,
 @functools.cache  # the source of a kernel is rendered once per process
 def _render_integers(out_dt: np.dtype, pattern: str) -> tuple[str, str, tuple]:
     kname = f"gm_rng_integers_{D.storage_name(out_dt)}_{pattern}"
-    cparams = ["long long n", f"{_ctype(out_dt)}* __restrict__ out", "long long off",
-               "unsigned long long key", "unsigned long long call"]
-    kinds = ["i64", "ptr", "i64", "u64", "u64"]
-    loads = []
-    for j, kind in enumerate(pattern):
-        if kind == "a":
-            cparams.append(f"const unsigned long long* __restrict__ p{j}")
-            kinds.append("ptr")
-            loads.append(f"p{j}[i]")
-        else:
-            cparams.append(f"unsigned long long v{j}")
-            kinds.append("u64")
-            loads.append(f"v{j}")
+    cparams, kinds, loads = _params(out_dt, pattern, "unsigned long long", "u64")
     body = f"""
 extern "C" __global__ void {kname}({", ".join(cparams)}) {{
   GM_LOOP(i, n) {{
