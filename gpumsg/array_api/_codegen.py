@@ -431,15 +431,23 @@ __device__ __forceinline__ bool gm_shfl(bool v, int d) {
   return __shfl_down_sync(0xffffffffu, (int)v, d) != 0; }
 template <class F> __device__ __forceinline__ gm_cplx<F> gm_shfl(gm_cplx<F> v, int d) {
   return gm_cplx<F>(gm_shfl(v.re, d), gm_shfl(v.im, d)); }
+template <class T> __device__ __forceinline__ T gm_ldv(const T* p) {
+  return *(const volatile T*)p; }
+template <class F> __device__ __forceinline__ gm_cplx<F> gm_ldv(const gm_cplx<F>* p) {
+  const volatile F* q = (const volatile F*)p; return gm_cplx<F>(q[0], q[1]); }
 """
 #: threads of a column reduction's block: COLS outputs side by side, BLOCK // COLS lanes each
 COLS = 32
 #: about how many blocks a reduction should keep busy before it splits its rows over blocks
 FILL_BLOCKS = 1024
+#: bytes at the start of a device's reduction workspace holding one arrival counter per output
+#: group of a split reduction (a split has fewer than FILL_BLOCKS groups); the chunks' partial
+#: results follow
+WS_COUNTERS = 4 * FILL_BLOCKS
 
 
 def render_reduction(spec: ReductionSpec, ndo: int, ndr: int, wide: bool,
-                     cols: bool = False, partial: bool = False) -> tuple[
+                     cols: bool = False, split: bool = False) -> tuple[
         str, str, tuple[str, ...]]:
     """(name, source, parameter kinds) of a reduction over ``ndr`` reduced dimensions with
     ``ndo`` output dimensions.
@@ -449,17 +457,22 @@ def render_reduction(spec: ReductionSpec, ndo: int, ndr: int, wide: bool,
     slot per warp. Columns: a block per (COLS neighbouring outputs, chunk): the threads of a
     warp read COLS neighbouring outputs' elements (coalesced where outputs are contiguous in the
     input and the reduced dimensions are not), BLOCK // COLS lanes split the reduced elements
-    and shared memory combines the lanes. ``partial``: the chunks' results are stored unfinished
-    (accumulator type, ``[output, chunk]``) for a second reduction to combine and post-process.
+    and shared memory combines the lanes. ``split``: the reduced elements of each output are cut
+    into ``nsplit`` chunks, one block each, in one launch: a block stores its chunk's unfinished
+    result (accumulator type, ``[output, chunk]``) in the workspace (the last parameter: one
+    counter per output group, then the chunks' results), and the block that arrives last at its
+    group's counter (fenced, counted atomically) combines the group's chunks, post-processes and
+    stores the outputs, and sets the counter back to zero for the next launch. The counters are
+    zero when the workspace is made; the stream's order keeps two launches from sharing them.
     """
-    key = ("red", spec, ndo, ndr, wide, cols, partial)
+    key = ("red", spec, ndo, ndr, wide, cols, split)
     found = _sources.get(key)
     if found is not None:
         return found  # type: ignore[return-value]
     itype = "long long" if wide else "int"
     acc_t = D.CTYPE[spec.acc][1]
     out_var, out_dt = spec.out
-    o_ct = D.CTYPE[spec.acc][0] if partial else D.CTYPE[out_dt][0]
+    o_ct = D.CTYPE[out_dt][0]
     cparams = ["long long nout", "long long nred", "long long nn", "long long nsplit",
                "long long chunk", f"{o_ct}* __restrict__ p_o0"]
     kinds = ["i64", "i64", "i64", "i64", "i64", "ptr"]
@@ -495,6 +508,9 @@ def render_reduction(spec: ReductionSpec, ndo: int, ndr: int, wide: bool,
         for k in range(ndr):
             cparams.append(f"long long t{op}_{k}")
             kinds.append("i64")
+    if split:
+        cparams.append("unsigned char* __restrict__ p_ws")
+        kinds.append("ptr")
     digest = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
     kname = f"gm_{spec.name}_{digest}"
     mapped = render_c(program(f"v_ = {spec.map_expr}").statements[0][1])
@@ -508,6 +524,9 @@ def render_reduction(spec: ReductionSpec, ndo: int, ndr: int, wide: bool,
     body = [f'extern "C" __global__ void {kname}({", ".join(cparams)}) {{', *scal_lines,
             f"  __shared__ __align__(16) unsigned char sh_raw[{BLOCK} * sizeof({acc_t})];",
             f"  {acc_t}* sh = ({acc_t}*)sh_raw;",
+            *(["  __shared__ bool last_block_;",
+               "  unsigned int* const cnt_ = (unsigned int*)p_ws;",
+               f"  {acc_t}* const part_ = ({acc_t}*)(p_ws + {WS_COUNTERS});"] if split else []),
             "  const long long _n = nn;",
             f"  const {itype} groups = " + (f"({itype})nout;" if not cols else
                                             f"({itype})((nout + {COLS - 1}) / {COLS});"),
@@ -560,52 +579,78 @@ def render_reduction(spec: ReductionSpec, ndo: int, ndr: int, wide: bool,
     body += ["      }", f"      for (; j < jhi; j += {lanes}) {{"]
     body += loads("_u", "j", "        ") + step("_u", "        ")
     body += ["      }", "    }"]
-    if not cols:
-        # warps by shuffles, then the first warp over one slot per warp
-        body += ["    for (int d_ = 16; d_ > 0; d_ >>= 1)",
-                 *combine("gm_shfl(acc, d_)", "      "),
-                 "    if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = acc;",
-                 "    __syncthreads();",
-                 "    if (threadIdx.x < 32) {",
-                 "      acc = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : ident_s;",
-                 "      for (int d_ = 16; d_ > 0; d_ >>= 1)",
-                 *combine("gm_shfl(acc, d_)", "        "),
-                 "    }",
-                 "    const bool last_ = threadIdx.x == 0;"]
-    else:
-        body += ["    sh[threadIdx.x] = acc;",
-                 "    __syncthreads();",
-                 "    const bool last_ = threadIdx.x < " + str(COLS) + " && o < nout;",
-                 "    if (last_) {",
-                 f"      for (int l_ = 1; l_ < (int)(blockDim.x / {COLS}); ++l_)",
-                 *combine(f"sh[l_ * {COLS} + threadIdx.x]", "        "),
-                 "    }"]
-    body.append("    if (last_) {")
-    if partial:
-        store = D.CTYPE[spec.acc][4].format("acc")
-        body.append(f"      p_o0[o * ({itype})nsplit + c] = {store};")
-    else:
-        body += [f"      const {acc_t} a = acc;",
-                 f"      {D.CTYPE[out_dt][1]} {out_var};"]
-        body += _statements(program(spec.post), {out_var, "a"}, "      ")
+    def gather(ind: str) -> list[str]:
+        """The block's values combined: into thread 0 (rows) or threads < COLS (columns), and
+        ``last_`` set in the threads that hold an output's result."""
+        if not cols:
+            # warps by shuffles, then the first warp over one slot per warp
+            return [f"{ind}for (int d_ = 16; d_ > 0; d_ >>= 1)",
+                    *combine("gm_shfl(acc, d_)", ind + "  "),
+                    f"{ind}if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = acc;",
+                    f"{ind}__syncthreads();",
+                    f"{ind}if (threadIdx.x < 32) {{",
+                    f"{ind}  acc = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : ident_s;",
+                    f"{ind}  for (int d_ = 16; d_ > 0; d_ >>= 1)",
+                    *combine("gm_shfl(acc, d_)", ind + "    "),
+                    f"{ind}}}",
+                    f"{ind}const bool last_ = threadIdx.x == 0;"]
+        return [f"{ind}sh[threadIdx.x] = acc;",
+                f"{ind}__syncthreads();",
+                f"{ind}const bool last_ = threadIdx.x < {COLS} && o < nout;",
+                f"{ind}if (last_) {{",
+                f"{ind}  for (int l_ = 1; l_ < (int)(blockDim.x / {COLS}); ++l_)",
+                *combine(f"sh[l_ * {COLS} + threadIdx.x]", ind + "    "),
+                f"{ind}}}"]
+
+    def finish(ind: str) -> list[str]:
+        """The post-processing of ``acc`` and the store of output ``o``."""
+        lines = [f"{ind}if (last_) {{",
+                 f"{ind}  const {acc_t} a = acc;",
+                 f"{ind}  {D.CTYPE[out_dt][1]} {out_var};"]
+        lines += _statements(program(spec.post), {out_var, "a"}, ind + "  ")
         if ndo:
-            body += _index_code("x", "o", ndo, ["o0"], "d", "s", itype, "      ")
+            lines += _index_code("x", "o", ndo, ["o0"], "d", "s", itype, ind + "  ")
         else:
-            body.append(f"      const {itype} xo0 = 0;")
+            lines.append(f"{ind}  const {itype} xo0 = 0;")
         store = D.CTYPE[out_dt][4].format(f"({D.CTYPE[out_dt][1]})({out_var})")
-        body.append(f"      p_o0[off_o0 + xo0] = {store};")
-    body += ["    }",
-             "    __syncthreads();",
+        return lines + [f"{ind}  p_o0[off_o0 + xo0] = {store};", f"{ind}}}"]
+
+    body += gather("    ")
+    if not split:
+        body += finish("    ")
+    else:
+        lane = "threadIdx.x" if not cols else f"threadIdx.x / {COLS}"
+        # every writer fences its store before the block's arrival is counted; the last block
+        # to arrive reads the other blocks' results past its own cache (volatile loads)
+        body += ["    if (last_) part_[(long long)o * nsplit + c] = acc;",
+                 "    __threadfence();",
+                 "    __syncthreads();",
+                 "    if (threadIdx.x == 0)",
+                 "      last_block_ = atomicAdd(cnt_ + g, 1u) == (unsigned int)(nsplit - 1);",
+                 "    __syncthreads();",
+                 "    if (last_block_) {",
+                 "      __threadfence();",
+                 "      acc = ident_s;",
+                 "      if (o < nout)",
+                 f"        for (long long c_ = {lane}; c_ < nsplit; c_ += {lanes})",
+                 *combine("gm_ldv(part_ + (long long)o * nsplit + c_)", "          ")]
+        body.append("      {")
+        body += gather("        ")
+        body += finish("        ")
+        body += ["      }",
+                 "      if (threadIdx.x == 0) cnt_[g] = 0u;",
+                 "    }"]
+    body += ["    __syncthreads();",
              "  }", "}"]
     source = PRELUDE + SHUFFLE + "\n" + "\n".join(body) + "\n"
     result = (kname, source, tuple(kinds))
     _sources[key] = result
     if kname not in SIM_KERNELS:
-        sim_kernel(kname)(Recipe(_reduction_twin, spec, ndo, ndr, partial))
+        sim_kernel(kname)(Recipe(_reduction_twin, spec, ndo, ndr, split))
     return result
 
 
-def _reduction_twin(spec: ReductionSpec, ndo: int, ndr: int, partial: bool) -> Any:
+def _reduction_twin(spec: ReductionSpec, ndo: int, ndr: int, split: bool) -> Any:
     mapped = program(f"v_ = {spec.map_expr}")
     reduced = program(f"r_ = {spec.reduce_expr}")
     post = program(spec.post)
@@ -677,14 +722,11 @@ def _reduction_twin(spec: ReductionSpec, ndo: int, ndr: int, partial: bool) -> A
             run_program(mapped, env)
             vals = np.asarray(env["v_"]).astype(acc, copy=False)
             vals = np.broadcast_to(vals, (nout, nred))
-            if partial:
+            if split:  # each chunk apart, then the chunks' results, as the blocks do
                 pad = nsplit * chunk - nred
                 if pad:
                     vals = np.concatenate([vals, np.broadcast_to(ident, (nout, pad))], axis=1)
-                res = tree(vals.reshape(nout * nsplit, chunk), ident)
-                dst = _view(ptrs[0], spec.acc, 0, (nout * nsplit,), (1,))
-                dst[...] = res.astype(dst.dtype)
-                return
+                vals = tree(vals.reshape(nout * nsplit, chunk), ident).reshape(nout, nsplit)
             res = tree(vals, ident)
             out_var, out_dt = spec.out
             penv = {"a": res, "_n": np.int64(nn)}
@@ -840,7 +882,7 @@ def launch_reduction(dev: Any, spec: ReductionSpec, out_shape: tuple[int, ...],
                      identity: Any) -> Any:
     """Launch ``spec``: ``out`` has strides over ``out_shape``; each array input has strides
     over ``out_shape + red_shape``. Columns or rows, and whether the reduced elements are split
-    over blocks (then a second reduction combines the chunks), are chosen here from the layout
+    over blocks (the last block of a group combines its chunks), are chosen here from the layout
     (see :func:`render_reduction`). The future of the (last) launch; None for no output."""
     if math.prod(out_shape) == 0:
         return None
@@ -908,35 +950,38 @@ def _launch_red(dev: Any, spec: ReductionSpec, out_shape: tuple[int, ...],
     offsets = [op.offset for op in arrays]
     render = lambda: render_reduction(spec, len(oshp), ndr, wide, cols, nsplit > 1)  # noqa: E731
     key = ("red", spec, len(oshp), ndr, wide, cols, nsplit > 1)
-    reads = _distinct(refs)
     if nsplit == 1:
         args = (nout, nred, nred, nsplit, chunk, out_ref, *refs, *ident, *bits, out.offset,
                 *offsets, *shape_args)
         return _send(dev, key, render, grid, block, args, _distinct([*refs, out_ref]),
                      (out_ref,), new)
-    port = dev.port
-    part = port.mint((nout * nsplit,), D.storage_name(spec.acc), "C")
-    args = (nout, nred, nred, nsplit, chunk, part, *refs, *ident, *bits, 0, *offsets,
-            *shape_args)
-    # the chunks' buffer: its future kept until the last launch naming it is posted, and
-    # named (taken ``ref``), so that its free is ordered behind that launch
-    chunks = _send(dev, key, render, grid, block, args, reads, (part,), part)
-    chunks.ref  # noqa: B018
-    # the chunks' results, [output, chunk] in the accumulator type: reduced by the same
-    # combiner, then post-processed with _n of the whole reduction
-    fin = ReductionSpec(spec.name + "_chunks", "x", spec.reduce_expr, spec.post,
-                        (("x", spec.acc, False),), (spec.acc,), spec.acc, spec.out)
-    fblock = 32
-    while fblock < BLOCK and fblock < nsplit:
-        fblock *= 2
-    part_strides = tuple(st * nsplit for st in _c_strides(oshp))
-    fargs = (nout, nsplit, nred, 1, nsplit, out_ref, part, *ident, out.offset, 0, *oshp,
-             nsplit, *osts[0], *part_strides, 1)
-    done = _send(dev, ("red", fin, len(oshp), 1, wide, False, False),
-                 lambda: render_reduction(fin, len(oshp), 1, wide), min(nout, 1 << 30),
-                 fblock, fargs, (part, out_ref), (out_ref,), new)
-    del chunks
-    return done
+    ws = _workspace(dev, WS_COUNTERS + nout * nsplit * _compute(spec.acc).itemsize)
+    args = (nout, nred, nred, nsplit, chunk, out_ref, *refs, *ident, *bits, out.offset,
+            *offsets, *shape_args, ws)
+    return _send(dev, key, render, grid, block, args, _distinct([*refs, out_ref, ws]),
+                 (out_ref, ws), new)
+
+
+#: device -> (generation, bytes, buffer) of its reduction workspace, kept as an attribute of
+#: the device (it lives and dies with it)
+_WS_ATTR = "_array_reduction_workspace"
+_ws_lock = threading.RLock()
+
+
+def _workspace(dev: Any, nbytes: int) -> BufRef:
+    """The reference of ``dev``'s reduction workspace of at least ``nbytes`` (made, or grown,
+    here: allocated and zeroed by two messages; a replaced one is freed behind the launches
+    naming it). Every split reduction names it as read and written, so that launches sharing
+    its counters never overlap, whichever streams they are placed on."""
+    with _ws_lock:
+        found = getattr(dev, _WS_ATTR, None)
+        if found is None or found[0] != dev.generation or found[1] < nbytes:
+            size = max(nbytes, 2 * WS_COUNTERS, found[1] if found else 0)
+            buf = dev.alloc((size,), "u1")
+            dev.memset(buf, 0)
+            found = (dev.generation, size, buf)
+            setattr(dev, _WS_ATTR, found)
+        return _ref_of(found[2])
 
 
 def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -148,8 +148,8 @@ def test_integer_sum_wraps_like_numpy(xp) -> None:
 @pytest.mark.parametrize("shape,axis", [((3000,), None), ((2000, 40), 0), ((40, 3000), 1),
                                         ((64, 50, 3), (0, 2)), ((50, 64), 0)])
 def test_long_reductions_split_over_blocks_and_columns(xp, rng, shape, axis) -> None:
-    """Reductions long enough to be split over blocks (a second kernel combines the chunks),
-    and over the columns of a C-ordered array (a warp across neighbouring outputs)."""
+    """Reductions long enough to be split over blocks (the last block of a group to finish
+    combines the group's chunks), and over the columns of a C-ordered array (a warp across neighbouring outputs)."""
     h = rng.standard_normal(shape)
     x = xp.asarray(h)
     c = xp.asarray(h + 1j * rng.standard_normal(shape))
@@ -168,3 +168,22 @@ def test_long_reductions_split_over_blocks_and_columns(xp, rng, shape, axis) -> 
     h32 = h.astype(np.float32)
     np.testing.assert_allclose(np.asarray(xp.sum(xp.asarray(h32), axis=axis)),
                                h32.astype(np.float64).sum(axis=axis), rtol=1e-4, atol=1e-4)
+
+
+def test_split_reductions_in_flight_share_the_workspace(xp, rng) -> None:
+    """Split reductions issued back to back, none read before the last: each one's arrival
+    counters are back at zero for the next, including across a growth of the device's
+    workspace (the complex128 column sums need more room than the first ones) and for
+    accumulators of every width (bool ``any``, int64 ``count_nonzero``, complex128)."""
+    small = [rng.standard_normal(n) for n in (3000, 5000, 1025, 70_000)]
+    wide = rng.standard_normal((4096, 96)) + 1j * rng.standard_normal((4096, 96))
+    got, refs = [], []
+    for _ in range(3):
+        for h in small:
+            x = xp.asarray(h)
+            got += [xp.sum(x), xp.any(x > 3.5), xp.count_nonzero(x > 0)]
+            refs += [h.sum(), np.any(h > 3.5), np.count_nonzero(h > 0)]
+        got.append(xp.sum(xp.asarray(wide), axis=0))
+        refs.append(wide.sum(axis=0))
+    for g, r in zip(got, refs):
+        np.testing.assert_allclose(np.asarray(g), r, rtol=1e-12, atol=1e-10)
