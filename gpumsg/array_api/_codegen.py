@@ -22,7 +22,7 @@ import struct
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -70,6 +70,25 @@ class Operand:
     strides: tuple[int, ...]
 
 
+def _hash_once(spec: Any) -> int:
+    """A spec's hash, computed on first use and kept: specs key the plan caches on every call,
+    and hashing their dtypes each time cost more than the rest of a cache lookup."""
+    fields = spec.__dict__
+    h = fields.get("_hash")
+    if h is None:
+        h = hash(tuple(fields.values()))  # the fields, in order (before _hash is added)
+        object.__setattr__(spec, "_hash", h)
+    return h
+
+
+def _state_without_hash(spec: Any) -> dict[str, Any]:
+    """A spec's pickled state: its fields, not its kept hash (strings hash differently in
+    another process)."""
+    state = dict(spec.__dict__)
+    state.pop("_hash", None)
+    return state
+
+
 @dataclass(frozen=True)
 class ElementwiseSpec:
     """``out_i = f(in_j)``: ``text`` is the operation (statements), ``ins`` the input names with
@@ -81,6 +100,9 @@ class ElementwiseSpec:
     ins: tuple[tuple[str, np.dtype, bool], ...]
     casts: tuple[np.dtype, ...]
     outs: tuple[tuple[str, np.dtype], ...]
+
+    __hash__ = _hash_once
+    __getstate__ = _state_without_hash
 
 
 @dataclass(frozen=True)
@@ -101,6 +123,9 @@ class ReductionSpec:
     acc: np.dtype
     out: tuple[str, np.dtype]
     pre: str = ""
+
+    __hash__ = _hash_once
+    __getstate__ = _state_without_hash
 
 
 # -- scalars --------------------------------------------------------------------------------------
@@ -901,12 +926,30 @@ def reduction_new(dev: Any, spec: ReductionSpec, out_shape: tuple[int, ...],
     return _launch_red(dev, spec, out_shape, red_shape, out, ins, identity, ref)
 
 
-def _launch_red(dev: Any, spec: ReductionSpec, out_shape: tuple[int, ...],
-                red_shape: tuple[int, ...], out: Operand, ins: list[Any], identity: Any,
-                new: Any) -> Any:
+class _RedPlan(NamedTuple):
+    """What a reduction's launch derives from its layout alone (no buffer, no scalar value):
+    the kernel's plan key and renderer, the grid and block, the leading and trailing integer
+    arguments, and the workspace bytes a split needs (0: not split)."""
+
+    key: tuple
+    render: Any
+    grid: int
+    block: int
+    head: tuple[int, ...]
+    shape_args: tuple[int, ...]
+    ws_bytes: int
+
+
+#: (spec, shapes, the operands' strides and offsets) -> its _RedPlan: a loop's reductions of
+#: one layout derive it once
+_red_plans: dict[tuple, _RedPlan] = {}
+_RED_PLANS_SIZE = 4096
+
+
+def _red_plan(spec: ReductionSpec, out_shape: tuple[int, ...], red_shape: tuple[int, ...],
+              out: Operand, arrays: list[Operand]) -> _RedPlan:
     nout = math.prod(out_shape)
     nred = math.prod(red_shape)
-    arrays = [op for op, (_, _, sc) in zip(ins, spec.ins) if not sc]
     ndo = len(out_shape)
     oshp, osts = simplify(out_shape, [out.strides] + [op.strides[:ndo] for op in arrays])
     rshp, rsts = simplify(red_shape, [op.strides[ndo:] for op in arrays]) if arrays else \
@@ -933,33 +976,50 @@ def _launch_red(dev: Any, spec: ReductionSpec, out_shape: tuple[int, ...],
         block = 32
         while block < BLOCK and block < chunk:
             block *= 2
-    grid = min(groups * nsplit, 1 << 30)
     ndr = len(rshp)
-    refs = [_ref_of(op.buffer) for op in arrays]
-    out_ref = _ref_of(out.buffer)
-    ident = scalar_bits(identity, spec.acc)
-    bits: list[int] = []
-    for value, (_, dt, sc) in zip(ins, spec.ins):
-        if sc:
-            bits += scalar_bits(value, dt)
     shape_args: list[int] = [*oshp, *rshp]
     for st in osts:
         shape_args += st
     for st in rsts:
         shape_args += st
+    split = nsplit > 1
+    return _RedPlan(("red", spec, len(oshp), ndr, wide, cols, split),
+                    lambda: render_reduction(spec, len(oshp), ndr, wide, cols, split),
+                    min(groups * nsplit, 1 << 30), block, (nout, nred, nred, nsplit, chunk),
+                    tuple(shape_args),
+                    WS_COUNTERS + nout * nsplit * _compute(spec.acc).itemsize if split else 0)
+
+
+def _launch_red(dev: Any, spec: ReductionSpec, out_shape: tuple[int, ...],
+                red_shape: tuple[int, ...], out: Operand, ins: list[Any], identity: Any,
+                new: Any) -> Any:
+    arrays = [op for op, (_, _, sc) in zip(ins, spec.ins) if not sc]
+    memo = (spec, out_shape, red_shape, out.strides, out.offset,
+            tuple([(op.strides, op.offset) for op in arrays]))
+    plan = _red_plans.get(memo)
+    if plan is None:
+        plan = _red_plan(spec, out_shape, red_shape, out, arrays)
+        if len(_red_plans) >= _RED_PLANS_SIZE:
+            _red_plans.clear()
+        _red_plans[memo] = plan
+    ident = scalar_bits(identity, spec.acc)
+    refs = [_ref_of(op.buffer) for op in arrays]
+    out_ref = _ref_of(out.buffer)
+    bits: list[int] = []
+    for value, (_, dt, sc) in zip(ins, spec.ins):
+        if sc:
+            bits += scalar_bits(value, dt)
     offsets = [op.offset for op in arrays]
-    render = lambda: render_reduction(spec, len(oshp), ndr, wide, cols, nsplit > 1)  # noqa: E731
-    key = ("red", spec, len(oshp), ndr, wide, cols, nsplit > 1)
-    if nsplit == 1:
-        args = (nout, nred, nred, nsplit, chunk, out_ref, *refs, *ident, *bits, out.offset,
-                *offsets, *shape_args)
-        return _send(dev, key, render, grid, block, args, _distinct([*refs, out_ref]),
-                     (out_ref,), new)
-    ws = _workspace(dev, WS_COUNTERS + nout * nsplit * _compute(spec.acc).itemsize)
-    args = (nout, nred, nred, nsplit, chunk, out_ref, *refs, *ident, *bits, out.offset,
-            *offsets, *shape_args, ws)
-    return _send(dev, key, render, grid, block, args, _distinct([*refs, out_ref, ws]),
-                 (out_ref, ws), new)
+    if not plan.ws_bytes:
+        args = (*plan.head, out_ref, *refs, *ident, *bits, out.offset, *offsets,
+                *plan.shape_args)
+        return _send(dev, plan.key, plan.render, plan.grid, plan.block, args,
+                     _distinct([*refs, out_ref]), (out_ref,), new)
+    ws = _workspace(dev, plan.ws_bytes)
+    args = (*plan.head, out_ref, *refs, *ident, *bits, out.offset, *offsets,
+            *plan.shape_args, ws)
+    return _send(dev, plan.key, plan.render, plan.grid, plan.block, args,
+                 _distinct([*refs, out_ref, ws]), (out_ref, ws), new)
 
 
 #: device -> (generation, bytes, buffer) of its reduction workspace, kept as an attribute of

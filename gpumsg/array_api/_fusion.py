@@ -455,7 +455,8 @@ def chain_of(x: Any, order: tuple[int, ...]) -> Any:
     """For a reduction of ``x``: None when ``x`` is in memory (or fusion is off); else
     (statements, root variable, its dtype, inputs, casts, operand values) of the pending chain,
     the array operands' strides permuted by ``order``. Counts the reduction."""
-    if not enabled():
+    # an array in memory never becomes pending again: no lock and no option to read for it
+    if x._node is None or not enabled():
         return None
     with _lock:
         node = x._node
