@@ -113,13 +113,16 @@ class Node:
     the result dtype and shape. ``done`` is the Leaf of its memory once computed."""
 
     __slots__ = ("name", "tree", "params", "args", "casts", "dtype", "shape", "dev", "ops",
-                 "keys", "inputs", "done", "error", "__weakref__")
+                 "keys", "inputs", "done", "error", "spec", "__weakref__")
 
     def __init__(self, name: str, tree: Tree, params: tuple[str, ...], args: tuple[Any, ...],
                  casts: tuple[np.dtype, ...], dtype: np.dtype, shape: tuple[int, ...],
-                 dev: Any) -> None:
+                 dev: Any, spec: ElementwiseSpec | None = None) -> None:
         self.name, self.tree, self.params, self.args = name, tree, params, args
         self.casts, self.dtype, self.shape, self.dev = casts, dtype, shape, dev
+        #: the operation's own description: a node whose arguments are all in memory is
+        #: computed by its own kernel, as the unfused call would be
+        self.spec = spec
         # an upper bound of the chain's size (shared subexpressions counted per use)
         ops = 1
         keys: set[tuple] = set()
@@ -226,7 +229,7 @@ def defer(dev: Any, spec: ElementwiseSpec, shape: tuple[int, ...], args: list[An
             items = tuple([Scalar(a, dt) if sc else _item(a)
                            for (_, dt, sc), a in zip(spec.ins, args)])
             node = Node(spec.name, tree, params, items, spec.casts, spec.outs[0][1], shape,
-                        dev)
+                        dev, spec)
             if attempt or (node.ops <= MAX_OPS and node.inputs <= MAX_INPUTS):
                 wrapper = wrap(node)
                 if not _live:
@@ -429,6 +432,9 @@ def _batches(ws: list[tuple[int, Any]]) -> list[list[tuple[int, Any]]]:
 def _compute(wrappers: list[Any]) -> None:
     nodes = [w._node for w in wrappers]
     dev, shape = nodes[0].dev, nodes[0].shape
+    if len(nodes) == 1 and nodes[0].ops == 1 and nodes[0].spec is not None:
+        _compute_one(wrappers[0], nodes[0], dev, shape)
+        return
     b = _Builder()
     outs = tuple(b.var(n)[0][1] for n in nodes)
 
@@ -449,6 +455,20 @@ def _compute(wrappers: list[Any]) -> None:
             w._wrote(bufs[0])
         n.done = Leaf(w._b, n.dtype, 0, strides, shape)
         n.args = ()  # its inputs are no longer needed by it
+
+
+def _compute_one(w: Any, node: Node, dev: Any, shape: tuple[int, ...]) -> None:
+    """One pending operation over arrays in memory and scalars (a chain of one, the most common
+    flush): launched with its own description, as the unfused call launches it, without
+    walking a chain or generating a description."""
+    ins = [a.value if type(a) is Scalar else a.operand(shape) for a in node.args]
+    (buf,) = elementwise_new(dev, node.spec, shape, ins)
+    _stats["kernels"] += 1
+    _stats["operations"] += 1
+    w._b = buf
+    w._node = None
+    node.done = Leaf(buf, node.dtype, 0, _c_strides(shape), shape)
+    node.args = ()
 
 
 def chain_of(x: Any, order: tuple[int, ...]) -> Any:
