@@ -14,7 +14,7 @@ import numpy as np
 from . import _dtypes as D
 from . import _fusion
 from ._array import Array
-from ._codegen import Operand, ReductionSpec, reduction_new
+from ._codegen import Operand, ReductionSpec, _c_strides, reduction_new
 from ._expr import cast_name
 
 __all__ = ["sum", "prod", "max", "min", "mean", "var", "std", "all", "any", "count_nonzero",
@@ -41,6 +41,13 @@ def normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
     return tuple(sorted(out)) if ndim else ()
 
 
+#: (the reduction's description, x's dtype, shape and strides, axis, keepdims) -> (spec,
+#: output shape, reduced shape, x's strides in launch order, keepdims strides or None) of
+#: reductions of an array in memory with no extras: a loop's repeated reduction derives them once
+_LAYOUTS: dict[tuple, tuple] = {}
+_LAYOUTS_SIZE = 4096
+
+
 def reduce(x: Array, axis: Any, keepdims: bool, name: str, map_expr: str, reduce_expr: str,
            identity: Any, acc: np.dtype, out_dt: np.dtype, post: str = "out = a",
            extra: tuple[Array, ...] = (), casts: tuple[np.dtype, ...] | None = None) -> Array:
@@ -48,6 +55,18 @@ def reduce(x: Array, axis: Any, keepdims: bool, name: str, map_expr: str, reduce
     ``axis``: ``map_expr`` sees ``x`` (and ``m`` for the first extra), ``_j`` and ``_n``."""
     if not isinstance(x, Array):
         raise TypeError(f"{name}: expected an array, got {type(x).__name__}")
+    key = None
+    if not extra and x._node is None:
+        key = (name, map_expr, reduce_expr, post, acc, out_dt, casts, x._dtype, x._shape,
+               x._strides, axis, keepdims)
+        try:
+            found = _LAYOUTS.get(key)
+        except TypeError:  # an axis given as a list
+            key = found = None
+        if found is not None:
+            spec, out_shape, red_shape, strides, kept = found
+            ops = [Operand(x._b, x._dtype, x._offset, strides)]
+            return _launched(x, spec, out_shape, red_shape, ops, identity, out_dt, kept)
     axes = normalize_axes(axis, x.ndim)
     keep = [k for k in range(x.ndim) if k not in axes]
     out_shape = tuple(x.shape[k] for k in keep)
@@ -76,18 +95,32 @@ def reduce(x: Array, axis: Any, keepdims: bool, name: str, map_expr: str, reduce
                            tuple(kd[k] for k in keep) + (0,) * len(axes)))
     spec = ReductionSpec(name, map_expr, reduce_expr, post, tuple(ins), casts, acc,
                          ("out", out_dt), pre)
-    with _fusion.quiet() if chain is not None else _nothing():
-        # the new output's future resolves once the launch writing it has
-        out = Array(reduction_new(x.device, spec, out_shape, red_shape, ops, identity),
-                    out_shape, out_dt, x.device)
+    kept = None
     if keepdims:
         shape = tuple(1 if k in axes else x.shape[k] for k in range(x.ndim))
         strides = []
-        it = iter(out.strides)
+        it = iter(_c_strides(out_shape))
         for k in range(x.ndim):
             strides.append(0 if k in axes else next(it))
-        return Array(out._b, shape, out_dt, out.device, tuple(strides), out._offset)
-    return out
+        kept = (shape, tuple(strides))
+    if key is not None and chain is None:
+        if len(_LAYOUTS) >= _LAYOUTS_SIZE:
+            _LAYOUTS.clear()
+        _LAYOUTS[key] = (spec, out_shape, red_shape, ops[0].strides, kept)
+    with _fusion.quiet() if chain is not None else _nothing():
+        return _launched(x, spec, out_shape, red_shape, ops, identity, out_dt, kept)
+
+
+def _launched(x: Array, spec: ReductionSpec, out_shape: tuple[int, ...],
+              red_shape: tuple[int, ...], ops: list[Any], identity: Any, out_dt: np.dtype,
+              kept: tuple | None) -> Array:
+    """The launch of ``spec`` into a new array (its future resolves once the launch writing it
+    has), viewed with the reduced dimensions kept when ``kept`` gives their shape and
+    strides."""
+    buf = reduction_new(x._dev, spec, out_shape, red_shape, ops, identity)
+    if kept is None:
+        return Array(buf, out_shape, out_dt, x._dev)
+    return Array(buf, kept[0], out_dt, x._dev, kept[1], 0)
 
 
 def _sum_dtype(x: Array, dtype: Any) -> np.dtype:

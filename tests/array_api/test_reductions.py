@@ -187,3 +187,28 @@ def test_split_reductions_in_flight_share_the_workspace(xp, rng) -> None:
         refs.append(wide.sum(axis=0))
     for g, r in zip(got, refs):
         np.testing.assert_allclose(np.asarray(g), r, rtol=1e-12, atol=1e-10)
+
+
+def test_repeated_reductions_of_one_layout_follow_each_call(xp, rng) -> None:
+    """A loop's reductions reuse their derived layout: each call still reads its own buffer,
+    offset and dtype, and keepdims, axis and the strides of views still pick their own."""
+    h = rng.standard_normal((6, 40))
+    x = xp.asarray(h)
+    for _ in range(2):
+        for axis, keep in [(None, False), (0, False), (1, True), (0, True), (-1, False)]:
+            for view, ref in [(x, h), (x[1:], h[1:]), (x[:, 3:], h[:, 3:]), (x.T, h.T)]:
+                got = xp.sum(view, axis=axis, keepdims=keep)
+                want = ref.sum(axis=axis, keepdims=keep)
+                assert got.shape == want.shape
+                np.testing.assert_allclose(np.asarray(got), want, rtol=1e-12, atol=1e-12)
+                np.testing.assert_allclose(np.asarray(xp.max(view, axis=axis, keepdims=keep)),
+                                           ref.max(axis=axis, keepdims=keep))
+    # one shape, other strides or another offset: a layout keyed by shape alone would mix them
+    q = rng.standard_normal((8, 8))
+    s = xp.asarray(q)
+    for view, ref in [(s, q), (s.T, q.T), (s[1:], q[1:]), (s[:-1], q[:-1])] * 2:
+        np.testing.assert_allclose(np.asarray(xp.sum(view, axis=0)), ref.sum(axis=0),
+                                   rtol=1e-12, atol=1e-12)
+    h32 = h.astype(np.float32)
+    np.testing.assert_allclose(np.asarray(xp.sum(xp.asarray(h32), axis=0)),
+                               h.sum(axis=0), rtol=1e-5)
