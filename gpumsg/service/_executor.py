@@ -26,6 +26,12 @@ caller to answer; when callers are away the device thread drains them: a turn th
 puts :data:`WATCH` in the mailbox (once), and the device thread then looks every
 :data:`WATCH_SECONDS`, handing what callers left to the completion threads when no caller has
 taken a turn since its last look.
+
+Measured on an H200 (array calls pipelined, each dropping the previous result): once one
+message waits in the mailbox, the caller's next posts queue behind it while the device thread
+catches up, and 97-99% of the calls went through the mailbox; forcing callers to wait for the
+device thread (``GPUMSG_BACKPRESSURE=1/0``: 86% of small reductions inline) did not make a call
+cheaper (77-79 µs either way). The Python work per message, not the hand-over, sets that cost.
 """
 
 from __future__ import annotations
