@@ -149,7 +149,8 @@ def test_integer_sum_wraps_like_numpy(xp) -> None:
                                         ((64, 50, 3), (0, 2)), ((50, 64), 0)])
 def test_long_reductions_split_over_blocks_and_columns(xp, rng, shape, axis) -> None:
     """Reductions long enough to be split over blocks (the last block of a group to finish
-    combines the group's chunks), and over the columns of a C-ordered array (a warp across neighbouring outputs)."""
+    combines the group's chunks), and over the columns of a C-ordered array (a warp across
+    neighbouring outputs)."""
     h = rng.standard_normal(shape)
     x = xp.asarray(h)
     c = xp.asarray(h + 1j * rng.standard_normal(shape))
