@@ -11,6 +11,7 @@ import threading
 import weakref
 from typing import Any
 
+from ..libs._loader import LibraryNotFound
 from ._codegen import kernel_for
 
 __all__ = ["cub_kernel", "include_dir", "unsigned_type", "tag"]
@@ -48,14 +49,16 @@ def include_dir() -> str | None:
 
 def cub_kernel(dev: Any, name: str, source: str, signature: tuple[str, ...]) -> Any:
     """Kernel ``name`` of ``source`` (which includes CUB headers) on ``dev``, compiled once per
-    device. Without the CCCL headers the simulator loads its twin alone; a GPU cannot."""
+    device. Without the CCCL headers the simulator loads its twin alone; on a GPU this raises
+    LibraryNotFound, which names the package to install."""
     inc = include_dir()
     if inc is not None:
         return kernel_for(dev, name, source, signature,
                           (f"-I{inc}", "-std=c++17", "-default-device"))
     if dev.backend != "sim":
-        raise NotImplementedError("this needs the CCCL headers (pip install "
-                                  "nvidia-cuda-cccl-cu12, or a CUDA toolkit)")
+        raise LibraryNotFound(f"{name} is built on CUB and needs the CCCL headers, which "
+                              "cuda.pathfinder did not find: pip install nvidia-cuda-cccl-cu12 "
+                              "(or install a CUDA toolkit)")
     with _lock:
         mine = _twins.get(dev)
         if mine is None:

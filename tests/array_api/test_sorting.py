@@ -136,6 +136,19 @@ def test_simulator_without_cccl_headers(monkeypatch) -> None:
         d.close()
 
 
+def test_gpu_without_cccl_headers_says_what_to_install(monkeypatch) -> None:
+    """Where the CCCL headers are missing a GPU cannot build a CUB kernel: a typed error that
+    names the package, raised before anything is compiled or sent."""
+    from types import SimpleNamespace
+
+    from gpumsg.array_api import _cub
+    from gpumsg.libs._loader import LibraryNotFound
+
+    monkeypatch.setattr(_cub, "include_dir", lambda: None)
+    with pytest.raises(LibraryNotFound, match="nvidia-cuda-cccl"):
+        _cub.cub_kernel(SimpleNamespace(backend="cuda"), "gm_sort_keys", "", ())
+
+
 @pytest.mark.parametrize("dtype", ["bool", "int8", "uint64", "float16", "float32",
                                    "complex128"])
 @pytest.mark.parametrize("shape", [(9000,), (3, 2000), (2, 3, 5), (0, 4)])

@@ -25,6 +25,7 @@ import oracles
 
 import gpumsg.array_api as xp
 from gpumsg import BufferFuture, GpuBuffer
+from gpumsg.libs._loader import LibraryNotFound
 from tests.tolerance import bound
 
 __all__ = ["make_array", "make_list", "NoReference", "check_array_call"]
@@ -531,7 +532,7 @@ def valid_indexing(dev: Any, rng: np.random.Generator) -> int:
 def valid_sorting(dev: Any, rng: np.random.Generator) -> int:
     try:
         return _valid_sorting(dev, rng)
-    except NotImplementedError as exc:
+    except LibraryNotFound as exc:
         if "CCCL" in str(exc):  # a GPU machine without CUB's headers: nothing to compare
             return 0
         raise
