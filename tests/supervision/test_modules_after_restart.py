@@ -57,12 +57,18 @@ def test_a_kernel_compiled_before_a_fault_launches_after_it(pdev, rng, fault: st
 
 def test_array_operations_before_and_after_a_fault(pdev, rng) -> None:
     host = rng.standard_normal((40, 7))
+    long = rng.standard_normal(50_000)  # a sum split over blocks: it uses the workspace
     x = xp.asarray(host, device=pdev)
     np.testing.assert_allclose(np.asarray(xp.sum(xp.sin(x) * 2.0 + x, axis=0)),
                                (np.sin(host) * 2.0 + host).sum(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(float(xp.sum(xp.asarray(long, device=pdev))), long.sum(),
+                               rtol=1e-12)
     with pytest.raises(gpumsg.ContextPoisoned):
         pdev.inject_fault("exit").result(timeout=60)
     x = xp.asarray(host, device=pdev)  # the same generated kernels, on the new worker
     np.testing.assert_allclose(np.asarray(xp.sum(xp.sin(x) * 2.0 + x, axis=0)),
                                (np.sin(host) * 2.0 + host).sum(axis=0), rtol=1e-12)
+    # the old worker's workspace is stale: the device's next split reduction makes a new one
+    np.testing.assert_allclose(float(xp.sum(xp.asarray(long, device=pdev))), long.sum(),
+                               rtol=1e-12)
     np.testing.assert_array_equal(np.asarray(xp.sort(x, axis=0)), np.sort(host, axis=0))
