@@ -128,6 +128,15 @@ def rng(request: pytest.FixtureRequest) -> np.random.Generator:
     return np.random.default_rng([suite_seed(request.config), test_key])
 
 
+def gpu_count() -> int:
+    """How many CUDA devices this machine has (0 without a driver): multi-GPU tests skip below
+    the count they need."""
+    try:
+        return len([d for d in gpumsg.devices("cuda") if d["backend"] == "cuda"])
+    except Exception:  # noqa: BLE001 - no driver, no bindings: no GPU
+        return 0
+
+
 def random_array(rng: np.random.Generator, shape, dtype, order: str = "C") -> np.ndarray:
     """Random, non-zero data of any gpumsg dtype."""
     dtype = gpumsg.as_dtype(dtype)

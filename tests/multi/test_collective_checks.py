@@ -15,16 +15,10 @@ import pytest
 
 import gpumsg
 from gpumsg.messages.nccl import Collective, CollOp, check_batch, coll_op
+from tests.conftest import gpu_count
 
 RTOL = {"f32": 1e-5, "f64": 1e-12}
 NP = {"f32": np.float32, "f64": np.float64}
-
-
-def _gpu_count() -> int:
-    try:
-        return len([d for d in gpumsg.devices("cuda") if d["backend"] == "cuda"])
-    except Exception:
-        return 0
 
 
 GROUPS = [("sim", 2), ("sim", 3), pytest.param(("cuda", 2), marks=pytest.mark.gpu)]
@@ -33,7 +27,7 @@ GROUPS = [("sim", 2), ("sim", 3), pytest.param(("cuda", 2), marks=pytest.mark.gp
 @pytest.fixture(scope="module", params=GROUPS, ids=lambda p: f"{p[0]}{p[1]}")
 def group(request):
     backend, n = request.param
-    if backend == "cuda" and _gpu_count() < 2:
+    if backend == "cuda" and gpu_count() < 2:
         pytest.skip("needs two GPUs")
     g = gpumsg.open_devices(list(range(n)), backend=backend)
     g.comm = g.nccl(timeout=60)

@@ -13,6 +13,7 @@ import pytest
 
 import gpumsg
 from gpumsg.errors import CollectiveError
+from tests.conftest import gpu_count
 
 SIZES = [2, 3, 4]
 
@@ -172,13 +173,6 @@ def test_async_error_fails_every_rank_fast(group, rng):
     assert time.monotonic() - t0 < 1.0
 
 
-def _gpu_count() -> int:
-    try:
-        return len([d for d in gpumsg.devices("cuda") if d["backend"] == "cuda"])
-    except Exception:
-        return 0
-
-
 RESTART = [("sim", 2), ("sim", 3), ("sim", 4), pytest.param(("cuda", 2), marks=pytest.mark.gpu)]
 
 
@@ -189,7 +183,7 @@ def test_restarted_member_rebuilds_the_communicator(where, rng):
     once, comes back at a new generation, and the next collective (on a rebuilt communicator)
     computes the sum."""
     backend, n = where
-    if backend == "cuda" and _gpu_count() < n:
+    if backend == "cuda" and gpu_count() < n:
         pytest.skip(f"needs {n} GPUs")
     with gpumsg.open_devices(list(range(n)), backend=backend, isolation="process",
                              allow_fault_injection=True, standby=False) as g:

@@ -15,15 +15,7 @@ import pytest
 import gpumsg
 from gpumsg.backends.sim import _device as simdev
 from gpumsg.multi import PeerCopyError
-from tests.conftest import random_array
-
-
-def _gpu_count() -> int:
-    try:
-        return len([d for d in gpumsg.devices("cuda") if d["backend"] == "cuda"])
-    except Exception:
-        return 0
-
+from tests.conftest import gpu_count, random_array
 
 GROUPS = [("sim", 2, True), ("sim", 3, True), ("sim", 4, True), ("sim", 2, False),
           ("sim", 3, False), ("sim", 4, False),
@@ -33,7 +25,7 @@ GROUPS = [("sim", 2, True), ("sim", 3, True), ("sim", 4, True), ("sim", 2, False
 @pytest.fixture(params=GROUPS, ids=lambda p: f"{p[0]}{p[1]}-{'p2p' if p[2] else 'staged'}")
 def group(request, monkeypatch):
     backend, n, peer = request.param
-    if backend == "cuda" and _gpu_count() < 2:
+    if backend == "cuda" and gpu_count() < 2:
         pytest.skip("needs two GPUs")
     monkeypatch.setattr(simdev, "PEER_ACCESS", peer)
     g = gpumsg.open_devices(list(range(n)), backend=backend, allow_fault_injection=True)

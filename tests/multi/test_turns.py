@@ -19,16 +19,10 @@ from gpumsg.dtypes import dtype_of
 from gpumsg.messages.nccl import COLLECTIVE_DTYPES, Collective
 from gpumsg.messages.peer import PeerCopyRecv, PeerCopySend
 from gpumsg.multi import _turns
+from tests.conftest import gpu_count
 from tests.tolerance import bound
 
 MODES = ("caller", "members")
-
-
-def _gpu_count() -> int:
-    try:
-        return len([d for d in gpumsg.devices("cuda") if d["backend"] == "cuda"])
-    except Exception:
-        return 0
 
 
 GROUPS = [("sim", 2), ("sim", 3), pytest.param(("cuda", 2), marks=pytest.mark.gpu)]
@@ -37,7 +31,7 @@ GROUPS = [("sim", 2), ("sim", 3), pytest.param(("cuda", 2), marks=pytest.mark.gp
 @pytest.fixture(scope="module", params=GROUPS, ids=lambda p: f"{p[0]}{p[1]}")
 def group(request):
     backend, n = request.param
-    if backend == "cuda" and _gpu_count() < 2:
+    if backend == "cuda" and gpu_count() < 2:
         pytest.skip("needs two GPUs")
     g = gpumsg.open_devices(list(range(n)), backend=backend,
                             allow_fault_injection=backend == "sim")

@@ -8,17 +8,11 @@ import pytest
 
 import gpumsg
 from gpumsg.dtypes import dtype_of
+from tests.conftest import gpu_count
 
 FLOATS = ("f32", "f64", "f16", "bf16", "e4m3", "e5m2")
 INTS = ("i8", "u8", "i32", "u32", "i64", "u64")
 RTOL = {"f64": 1e-12, "f32": 1e-5, "f16": 4e-3, "bf16": 3e-2, "e4m3": 0.07, "e5m2": 0.13}
-
-
-def _gpu_count() -> int:
-    try:
-        return len([d for d in gpumsg.devices("cuda") if d["backend"] == "cuda"])
-    except Exception:
-        return 0
 
 
 GROUPS = [("sim", 2), ("sim", 3), ("sim", 4),
@@ -28,7 +22,7 @@ GROUPS = [("sim", 2), ("sim", 3), ("sim", 4),
 @pytest.fixture(scope="module", params=GROUPS, ids=lambda p: f"{p[0]}{p[1]}")
 def group(request):
     backend, n = request.param
-    if backend == "cuda" and _gpu_count() < 2:
+    if backend == "cuda" and gpu_count() < 2:
         pytest.skip("needs two GPUs")
     g = gpumsg.open_devices(list(range(n)), backend=backend)
     g.comm = g.nccl(timeout=60)
