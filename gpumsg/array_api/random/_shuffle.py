@@ -7,7 +7,7 @@ the items' order). ``choice`` without replacement takes the first ``k`` of a per
 weights ``p`` it takes the ``k`` smallest keys ``E / p`` for exponential ``E`` (distributed as
 ``k`` successive draws, each proportional to the weights left, as NumPy draws them); with
 replacement and weights it searches uniforms in the normalised cumulative weights, as NumPy
-does.
+does (:mod:`._weighted`: one kernel for up to 4096 weights).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from .._array import Array, new_array
 from ._kernels import launch_integers
 from ._params import size_shape
 from ._permute import permutation_order
+from ._weighted import MAX_WEIGHTS, weighted_pick
 
 if TYPE_CHECKING:
     from ._generator import Generator
@@ -190,6 +191,9 @@ def choice(gen: Generator, a: Any, size: Any, replace: bool, p: Any, axis: int,
     if replace:
         if probs is None:
             idx = gen.integers(0, max(pop, 1), size=out_shape)
+        elif pop <= MAX_WEIGHTS:  # the running sum and the searches in one kernel
+            u = gen.random(size=out_shape)
+            idx = reshape(weighted_pick(probs, reshape(u, (-1,))), out_shape)
         else:
             cdf = cumulative_sum(probs)
             cdf = cdf / cdf[-1]

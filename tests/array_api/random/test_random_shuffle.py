@@ -160,3 +160,28 @@ def test_choice_from_arrays_along_an_axis(xp, gen):
     with pytest.raises(InvalidMessage) as err:
         gen.choice(np.float64(3.0), 2)
     assert err.value.field == "a"
+
+
+@pytest.mark.parametrize("pop", [1, 300, 4096, 4097, 6000])
+def test_choice_weighted_on_both_sides_of_the_one_kernel_limit(xp, gen, pop):
+    """Up to 4096 weights the running sum and the searches are one kernel; beyond, the
+    namespace's calls. Either way the draws follow the weights (chi-square), zero weights are
+    never drawn, and a strided ``p`` (a view) is read with its stride."""
+    rng = np.random.default_rng(pop)
+    w = rng.random(pop) + 0.5
+    w[::7] = 0.0 if pop > 1 else 1.0  # zero weights at both ends and inside
+    w[-1] = 0.0 if pop > 1 else w[-1]
+    p = w / w.sum()
+    n = 200_000
+    h = np.asarray(gen.choice(pop, n, p=p))
+    assert h.min() >= 0 and h.max() < pop
+    assert not np.any(p[h] == 0)
+    if pop > 1:  # one category: every draw is 0, checked above
+        chi2_ok(h, lambda k: p[k], pop - 1, min_expected=5.0)
+    doubled = np.zeros(2 * pop)
+    doubled[::2] = p
+    strided = xp.asarray(doubled)[::2]
+    h = np.asarray(gen.choice(pop, (400, 500), p=strided))
+    assert h.shape == (400, 500) and not np.any(p[h] == 0)
+    if pop > 1:
+        chi2_ok(h, lambda k: p[k], pop - 1, min_expected=5.0)
