@@ -27,8 +27,9 @@ when memory is next needed). Pending nodes only ever write memory they allocate,
 write to existing memory goes through one of the moments above, so the order of reads and
 writes is the program's whatever the timing.
 
-Fusion is off with ``gpumsg.configure(array_fusion=False)`` (``GPUMSG_ARRAY_FUSION=0``) or
-within ``with gpumsg.array_api.fusion(False):``; :func:`fusion_stats` counts the kernels.
+Fusion is off with ``gpumsg.configure(array_fusion=False)`` (``GPUMSG_ARRAY_FUSION=0``, read
+at the first element-wise call and again after each change of the configuration) or within
+``with gpumsg.array_api.fusion(False):``; :func:`fusion_stats` counts the kernels.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from ..client._device import set_before_post
-from ..config import setting
+from ..config import config, setting
 from ..messages.device import Alloc
 from ..messages.nvrtc import LoadModule
 from ._codegen import ElementwiseSpec, Operand, _c_strides, elementwise_new, program
@@ -149,7 +150,16 @@ def enabled() -> bool:
     forced = getattr(_tls, "forced", None)
     if forced is not None:
         return forced
-    return (setting("GPUMSG_ARRAY_FUSION") or "1").strip().lower() not in _OFF
+    option = _option
+    if option[0] is not config():  # read once per configuration (an element-wise call's
+        # cost is a few microseconds: the environment is not read at every one)
+        option[1] = (setting("GPUMSG_ARRAY_FUSION") or "1").strip().lower() not in _OFF
+        option[0] = config()
+    return option[1]
+
+
+#: [the configuration the option was read under, whether fusion is on]
+_option: list[Any] = [None, True]
 
 
 @contextlib.contextmanager
@@ -372,6 +382,17 @@ def flush(raise_errors: bool = True) -> None:
                 # creation order
                 refs = _live.copy()
                 _live.clear()
+                if len(refs) == 1:  # the common flush: one pending result, one kernel
+                    ((seq, ref),) = refs.items()
+                    w = ref()
+                    node = w._node if w is not None else None
+                    if node is not None and node.done is None:
+                        try:
+                            _compute([w])
+                        except Exception as exc:  # noqa: BLE001 - kept with its array
+                            failed.append(([(seq, w)], exc))
+                            node.error = exc
+                    continue
                 groups: dict[tuple, list[tuple[int, Any]]] = {}
                 for seq, ref in refs.items():
                     w = ref()

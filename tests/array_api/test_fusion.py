@@ -127,6 +127,17 @@ def test_the_off_switches(xp, dev, rng, posted) -> None:
             pass
 
 
+def test_the_environment_switch_is_read_per_configuration(xp, dev, rng, monkeypatch) -> None:
+    (x, y), _ = _inputs(xp, rng, 2)
+    assert (x + y)._node is not None
+    monkeypatch.setenv("GPUMSG_ARRAY_FUSION", "0")
+    with gpumsg.config.configured():  # a new configuration: the option is read again
+        assert (x + y)._node is None
+    monkeypatch.delenv("GPUMSG_ARRAY_FUSION")
+    with gpumsg.config.configured():
+        assert (x + y)._node is not None
+
+
 def test_scalars_are_arguments_not_part_of_the_kernel(xp, dev, rng, posted) -> None:
     (x,), (hx,) = _inputs(xp, rng, 1)
     launches = posted(dev, Launch)
