@@ -19,7 +19,7 @@ from typing import Any
 
 from ._base import BufRef, Message, _choice, _fail, _int, _ref, _set, fast_init, message
 
-__all__ = ["Kernel", "LoadModule", "Launch", "Untyped", "SCALAR_KINDS",
+__all__ = ["Kernel", "LoadModule", "Launch", "Untyped", "pointer_params", "SCALAR_KINDS",
            "MAX_THREADS_PER_BLOCK"]
 
 #: scalar parameter kinds -> (is_integer, bits, signed)
@@ -54,6 +54,22 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"Kernel({self.name!r}, params={list(self.params)})"
+
+
+#: a kernel's parameter kinds -> (position, field name) of each pointer parameter
+_POINTERS: dict[tuple[str, ...], tuple[tuple[int, str], ...]] = {}
+
+
+def pointer_params(params: tuple[str, ...]) -> tuple[tuple[int, str], ...]:
+    """(position, ``args[i]``) of each pointer parameter of a kernel with these parameter
+    kinds: a Launch holds a BufRef at exactly those positions (its checks make every pointer
+    argument one) and a number everywhere else."""
+    found = _POINTERS.get(params)
+    if found is None:
+        found = tuple((i, f"args[{i}]") for i, kind in enumerate(params) if kind == "ptr")
+        if len(_POINTERS) < 4096:
+            _POINTERS[params] = found
+    return found
 
 
 @message()
@@ -213,7 +229,8 @@ class Launch(Message):
             _set(self, field, chosen)
 
     def refs(self) -> list[BufRef]:
-        return [a for a in self.args if type(a) is BufRef]
+        args = self.args
+        return [args[i] for i, _ in pointer_params(self.kernel.params)]
 
     def written(self) -> list[BufRef]:
         return list(self.writes)

@@ -6,7 +6,7 @@ from typing import Any
 
 from ...errors import InvalidMessage
 from ...messages._base import BufRef
-from ...messages.nvrtc import Launch, LoadModule
+from ...messages.nvrtc import Launch, LoadModule, pointer_params
 from ...service._registry import COMPUTE, handles
 
 __all__: list[str] = []
@@ -58,7 +58,8 @@ class _LaunchPlan:
 
 def _launch_once(ctx: Any, msg: Launch, reply: Any) -> None:
     """A launch never sent again (``AllocThen``'s: its output is new): what ``_LaunchPlan``
-    derives, derived inline and not kept."""
+    derives, derived inline and not kept. Only the pointer parameters are looked at (the
+    others are numbers, passed as they are)."""
     k = msg.kernel
     if k.owner != ctx.token:
         raise InvalidMessage(f"kernel: {k.name!r} was compiled for another device",
@@ -69,21 +70,17 @@ def _launch_once(ctx: Any, msg: Launch, reply: Any) -> None:
     reads, writes = msg.reads, msg.writes
     read_ids = {r.id for r in reads}
     by_id: dict[int, Any] = {}
-    values: list[Any] = []
-    refs: list[Any] = []
-    for i, a in enumerate(msg.args):
-        if type(a) is BufRef:
-            alloc = by_id.get(a.id)
-            if alloc is None:
-                field = f"args[{i}]"
-                alloc = by_id[a.id] = resolve(a, field) if a.id in read_ids else \
-                    resolve_out(a, field)
-            values.append(alloc.ptr)
-            refs.append(a)
-        else:
-            values.append(a)
-            refs.append(None)
-    launcher = lib.bound(fn, msg.grid, msg.block, msg.shared, k.params, values, refs)
+    args = msg.args
+    values = list(args)
+    for i, field in pointer_params(k.params):
+        a = args[i]
+        alloc = by_id.get(a.id)
+        if alloc is None:
+            alloc = by_id[a.id] = resolve(a, field) if a.id in read_ids else \
+                resolve_out(a, field)
+        values[i] = alloc.ptr
+    # ``args`` as the references: a BufRef at each pointer parameter (the simulator views it)
+    launcher = lib.bound(fn, msg.grid, msg.block, msg.shared, k.params, values, args)
     ctx.run(reply, COMPUTE, tuple([by_id[r.id] for r in reads]),
             tuple([by_id[r.id] for r in writes]), launcher)
 
