@@ -31,7 +31,17 @@ def _stream(msg: object, field: str, value: object) -> int:
         raise _fail(msg, field, f"must be an int stream handle, got {value!r}")
     if value < -1 or value >= 1 << 64:
         raise _fail(msg, field, f"must be -1, 0 or a CUstream handle, got {value}")
+    if 3 <= value < _FIRST_PAGE:
+        # a handle is the address of the driver's stream object (1 and 2 name the legacy and
+        # the per-thread default streams): a small number is no stream, and the driver would
+        # dereference it
+        raise _fail(msg, field, f"{value} is not a CUstream handle (a stream's address, or 1 "
+                    "for the legacy and 2 for the per-thread default stream)")
     return int(value)
+
+
+#: addresses below this are never mapped: no CUstream lives there
+_FIRST_PAGE = 4096
 
 
 @message(buffers=("buffer",))

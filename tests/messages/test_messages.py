@@ -16,6 +16,7 @@ from gpumsg.messages import (
     CopyDevice,
     CopyFromHost,
     CopyToHost,
+    ExportSync,
     Free,
     FreePinned,
     HostRef,
@@ -136,7 +137,15 @@ BAD = [
     (lambda: Sgemm(ref(1, dtype="f64"), ref(2), ref(3), 8, 8, 8), "a"),
     (lambda: Sgemm(ref(1), ref(2), ref(1), 8, 8, 8), "c"),
     (lambda: Sgemm(ref(1), ref(2), 3, 8, 8, 8), "c"),
+    (lambda: ExportSync(ref(), stream=8), "stream"),
+    (lambda: ExportSync(ref(), stream=4095), "stream"),
+    (lambda: ExportSync(ref(), stream=-2), "stream"),
 ]
+
+
+@pytest.mark.parametrize("stream", [-1, 0, 1, 2, 4096, 0x7F00_1234_5000])
+def test_export_sync_takes_the_dlpack_stream_values(stream: int) -> None:
+    assert ExportSync(ref(), stream=stream).stream == stream
 
 
 @pytest.mark.parametrize("make,field", BAD, ids=[f"{i}-{f}" for i, (_, f) in enumerate(BAD)])
