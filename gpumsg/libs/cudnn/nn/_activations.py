@@ -179,6 +179,9 @@ class Activations(NnBase):
         x = self._tensor(input, "input")
         ns = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else \
             tuple(normalized_shape) if isinstance(normalized_shape, (tuple, list)) else None
+        if ns is not None and not all(isinstance(v, (int, np.integer)) and
+                                      not isinstance(v, bool) for v in ns):
+            ns = None  # a size that is not an int (a nested tuple, a float): refused below
         k = len(ns) if ns is not None else 0
         if ns is None or not k or k > len(x.shape) or tuple(x.shape[-k:]) != tuple(
                 int(v) for v in ns):

@@ -255,6 +255,8 @@ BAD = [
            field="padding"),
     BadArg("layer_norm shape", lambda d: d.nn.layer_norm(_t(d), (3,)),
            field="normalized_shape"),
+    BadArg("layer_norm nested shape", lambda d: d.nn.layer_norm(_t(d), ((8,),)),
+           field="normalized_shape"),
     BadArg("layer_norm weight size", lambda d: d.nn.layer_norm(_t(d), 8, _t(d, (7,))),
            field="weight"),
     BadArg("instance running stats", lambda d: d.nn.instance_norm(
