@@ -125,7 +125,7 @@ def permuted(gen: Generator, x: Any, axis: int | None, out: Any) -> Array:
 def _probabilities(gen: Generator, p: Any, pop: int) -> Array:
     """``p`` checked as NumPy checks it (1-D, ``pop`` entries, >= 0, summing to 1 within
     sqrt(eps)), as a float64 array on the device."""
-    from .. import asarray, astype
+    from .. import asarray, astype, stack
     from .. import min as min_
     from .. import sum as sum_
 
@@ -133,8 +133,10 @@ def _probabilities(gen: Generator, p: Any, pop: int) -> Array:
         if p.ndim != 1:
             raise InvalidMessage("p: must be 1-dimensional", field="p")
         pa = astype(p, D.float64)
-        lo, total = float(min_(pa)), float(sum_(pa))
         n = p.shape[0]
+        # both figures in one read: each read waits for the device
+        lo, total = (float(v) for v in np.asarray(stack([min_(pa), sum_(pa)]))) if n else \
+            (0.0, 0.0)
     else:
         host = np.asarray(p, dtype=np.float64)
         if host.ndim != 1:

@@ -148,6 +148,14 @@ def test_choice_weighted(xp, gen):
     assert len(np.unique(big)) == 900
 
 
+@pytest.mark.parametrize("p", [[0.5, 0.6, -0.1], [0.5, 0.4, 0.0], [0.5, np.nan, 0.5]],
+                         ids=["negative", "sum below 1", "nan"])
+def test_choice_refuses_bad_probabilities_on_the_device(xp, gen, p):
+    with pytest.raises(InvalidMessage) as info:
+        gen.choice(3, 10, p=xp.asarray(np.array(p)))
+    assert info.value.field == "p"
+
+
 def test_choice_from_arrays_along_an_axis(xp, gen):
     pool = np.arange(30).reshape(5, 6) * 10
     h = np.asarray(gen.choice(xp.asarray(pool), 4))
