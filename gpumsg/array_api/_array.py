@@ -21,7 +21,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from ..client._buffers import BufferFuture, GpuBuffer
 from ..dtypes import dtype_name
-from ..errors import InvalidMessage
+from ..errors import DependencyFailed, InvalidMessage
 from . import _dtypes as D
 from . import _fusion
 
@@ -284,9 +284,18 @@ class Array:
     # -- reading -----------------------------------------------------------------------------
     def _to_numpy(self) -> np.ndarray:
         buf = self._buf
-        if isinstance(buf, Future):
-            buf = buf.result()
-        host = self._dev.copy_to_host(buf).result()
+        if isinstance(buf, Future) and not buf.done():
+            # the copy is ordered behind the buffer's producer on the device: one round trip,
+            # not a wait for the producer's answer and then another for the copy's
+            try:
+                host = self._dev.copy_to_host(buf).result()
+            except DependencyFailed:
+                buf.result()  # the producer's own error (IndexOutOfRange, ...) where it failed
+                raise
+        else:
+            if isinstance(buf, Future):
+                buf = buf.result()
+            host = self._dev.copy_to_host(buf).result()
         flat = host.ravel(order="K")  # the buffer's memory order (an F-ordered buffer's too)
         if self._dtype == D.bool:
             flat = flat.view(np.bool_)

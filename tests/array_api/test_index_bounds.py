@@ -7,6 +7,9 @@ import numpy as np
 import pytest
 from array_helpers import INT_DTYPES
 
+import gpumsg
+import gpumsg.array_api as xp_
+from gpumsg.backends.sim import SimBackend
 from gpumsg.errors import DependencyFailed, IndexOutOfRange
 
 
@@ -191,3 +194,17 @@ def test_offsets_source_on_the_host(folder, xp, dtype) -> None:
     wide = vals.astype(object)
     ref = [OUT_OF_RANGE if not -5 <= v < 5 else (v % 5) * 3 for v in wide]
     assert out.tolist() == ref
+
+
+def test_a_read_racing_its_producer_raises_the_producers_error(rng) -> None:
+    # a slow stream: the result is still being computed when it is read, so the read's copy
+    # is what waits for it (and fails with it)
+    with gpumsg.open_device(0, backend=SimBackend(jitter=5e-3)) as dev:
+        h = rng.standard_normal(7) + 2.0
+        x = xp_.asarray(h, device=dev)
+        y = x[xp_.asarray(np.array([1, 9, 2]), device=dev)]
+        assert not y._buf.done()
+        err = _raises_on_read(y)
+        assert err.field == "key"
+        z = x[xp_.asarray(np.array([1, 6, 2]), device=dev)] * 2.0
+        np.testing.assert_array_equal(np.asarray(z), h[[1, 6, 2]] * 2.0)
