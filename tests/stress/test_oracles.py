@@ -1,0 +1,43 @@
+"""The fuzz's reference checks catch what they must: a wrong element, and a finite element where
+the float64 reference is not (an infinite ``alpha``), while leaving inf against NaN free there."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import oracles
+import pytest
+
+from gpumsg.messages import BufRef, Gemv
+
+
+def _gemv_case(alpha: float) -> tuple[Gemv, dict[int, np.ndarray], np.ndarray]:
+    rng = np.random.default_rng(7)
+    a = np.asfortranarray(rng.standard_normal((4, 4)).astype(np.float32))  # as the buffer
+    x = rng.standard_normal(4).astype(np.float32)
+    y = rng.standard_normal(4).astype(np.float32)
+    refs = [BufRef(1, i, 0, "f32", shape, "F", 4 * int(np.prod(shape)))
+            for i, shape in ((1, (4, 4)), (2, (4,)), (3, (4,)))]
+    msg = Gemv(refs[0], refs[1], refs[2], 4, 4, alpha=alpha)
+    return msg, {1: a, 2: x, 3: y}, (np.float64(alpha) * (a.astype(np.float64) @ x))
+
+
+def test_a_right_answer_passes_and_a_wrong_one_is_caught() -> None:
+    msg, snaps, want = _gemv_case(1.5)
+    assert oracles.check_message(msg, snaps, lambda ref: want.astype(np.float32), None)
+    bad = want.astype(np.float32)
+    bad[2] += 1.0
+    with pytest.raises(oracles.Mismatch):
+        oracles.check_message(msg, snaps, lambda ref: bad, None)
+
+
+def test_an_infinite_alpha_takes_inf_or_nan_but_not_a_finite_value() -> None:
+    msg, snaps, want = _gemv_case(math.inf)
+    assert not np.isfinite(want).any()
+    nan = np.full(4, np.nan, np.float32)  # cuBLAS's order of operations may give NaN here
+    assert oracles.check_message(msg, snaps, lambda ref: nan, None)
+    finite = nan.copy()
+    finite[1] = 3.0
+    with pytest.raises(oracles.Mismatch):
+        oracles.check_message(msg, snaps, lambda ref: finite, None)
