@@ -6,7 +6,10 @@ live on the device thread and are called only from there. Two base resources:
 * :class:`AsyncPoolResource` (the default): ``cuMemAllocFromPoolAsync`` / ``cuMemFreeAsync`` on
   a pool of the device's own whose release threshold is raised, so freed memory is kept for
   reuse (with the default threshold of 0 the driver returns it at every synchronization and
-  reuse costs milliseconds).
+  reuse costs milliseconds). The pool is the only cache: handing a freed buffer's block to the
+  next buffer of its size on its stream without the driver (torch's caching allocator) saved
+  nothing measurable on an H200, in pipelined 64 Mi ``exp`` and ``sum`` calls run beside the
+  tree without it (0.138 against 0.140 ms, 0.0744 against 0.0746).
 * :class:`DirectResource`: ``cuMemAlloc`` / ``cuMemFree``. ``cuMemFree`` is not stream-ordered,
   so a free is deferred until an event recorded behind the buffer's last use has completed.
 

@@ -57,6 +57,7 @@ _log = logging.getLogger("gpumsg")
 #: how long the device thread, about to block on an empty mailbox, keeps asking whether its
 #: batches have completed before handing them to the watcher threads (it leaves as soon as a
 #: message arrives). Small work completes well within it and is answered with no thread hop.
+#: Pipelined 64 Mi array calls timed alike with 0, 50, 150 and 400 µs on an H200.
 SETTLE_SECONDS = 150e-6
 #: entries a caller's turn leaves pending on a stream before it records their event (see
 #: flush): a waiting caller, a nudge and the device thread's look record it sooner
