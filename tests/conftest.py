@@ -39,6 +39,17 @@ def dev(backend: str):
 
 
 @pytest.fixture
+def one_stream_dev(backend: str, monkeypatch: pytest.MonkeyPatch):
+    """``dev`` with one compute stream whatever ``GPUMSG_STREAMS`` says, for tests of what a
+    device keeps per stream (launcher memos, plan and algorithm caches) or of work queued
+    behind a busy compute stream (a pool would run it beside)."""
+    monkeypatch.setenv("GPUMSG_STREAMS", "1")
+    d = gpumsg.open_device(0, backend=backend, allow_fault_injection=True)
+    yield d
+    d.close()
+
+
+@pytest.fixture
 def posted():
     """``posted(dev, *types)``: the list of the messages of those types that ``dev`` puts in
     its mailbox from then on (every send path ends in ``dev._post``), until the test ends. A

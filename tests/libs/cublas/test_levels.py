@@ -96,7 +96,8 @@ def test_repeated_reductions_follow_their_inputs(dev, rng, backend: str) -> None
         assert red["with_memory_nodes"] == 0, red  # no workspace allocated per replay
 
 
-def test_reductions_do_not_stall_the_device(dev, rng) -> None:
+def test_reductions_do_not_stall_the_device(one_stream_dev, rng) -> None:
+    dev = one_stream_dev  # per-stream bookkeeping: one compute stream
     x = rand(rng, (1000,), "f64")
     dx = dev.to_device(x).result()
     dev.inject_fault("hang", seconds=0.6)  # the compute stream is busy for a while
@@ -291,7 +292,7 @@ LEVEL_TYPES = (messages.Axpy, messages.Scal, messages.Copy, messages.Swap, messa
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_repeated_level_calls_follow_their_inputs(dev, rng, backend: str, posted,
+def test_repeated_level_calls_follow_their_inputs(one_stream_dev, rng, backend: str, posted,
                                                   dtype: str) -> None:
     """Four rounds of the same nine level-1/2 calls on the same buffers, with fresh inputs
     written into them every round, every result against float64. The client sends each call
@@ -299,6 +300,7 @@ def test_repeated_level_calls_follow_their_inputs(dev, rng, backend: str, posted
     message, however many rounds; on a GPU the second round is captured as CUDA graphs and the
     later ones replayed, so a graph keyed on too little (another buffer, a scalar) or a launcher
     kept for the wrong message shows as a wrong result."""
+    dev = one_stream_dev  # per-stream bookkeeping: one compute stream
     ctx = dev._worker.ctx
     n, m = 40, 24
     real = dtype in ("f32", "f64")

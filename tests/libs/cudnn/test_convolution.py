@@ -121,7 +121,8 @@ def test_conv_bias_activation(dev, rng, dtype: str, activation: str, coef) -> No
     assert_close(first(dev.copy_to_host(y).result(), layout), y_ref, PREC[dtype], 2.0)
 
 
-def test_algorithm_cache_and_workspace_limit(dev, rng) -> None:
+def test_algorithm_cache_and_workspace_limit(one_stream_dev, rng) -> None:
+    dev = one_stream_dev  # per-stream bookkeeping: one compute stream
     x, w, geo = problem(rng, "plain", "f32", "NCHW")
     dx, dw = dev.to_device(x), dev.to_device(w)
     before = dev.cudnn.cache_info().result()

@@ -155,7 +155,8 @@ def test_half_precision_plans(dev, rng, kind, direction, n, dtype) -> None:
 
 
 # -- the plan cache -----------------------------------------------------------------------------
-def test_cache_hits_and_evictions(dev, rng) -> None:
+def test_cache_hits_and_evictions(one_stream_dev, rng) -> None:
+    dev = one_stream_dev  # per-stream bookkeeping: one compute stream
     dev.cufft.cache_config(clear=True).result(timeout=60)
     before = dev.cufft.cache_info().result(timeout=60)
     x = dev.to_device(crand(rng, (4, 30), np.complex64))
@@ -183,7 +184,8 @@ def test_cache_hits_and_evictions(dev, rng) -> None:
     dev.cufft.cache_config(capacity=64).result(timeout=60)
 
 
-def test_two_threads_different_plans(dev, rng) -> None:
+def test_two_threads_different_plans(one_stream_dev, rng) -> None:
+    dev = one_stream_dev  # per-stream bookkeeping: one compute stream
     inputs = {m: crand(rng, (8, m), np.complex128) for m in (60, 77)}
     errors: list[BaseException] = []
 

@@ -99,10 +99,11 @@ def test_repeated_execute_is_refused_for_a_stale_buffer(backend, rng) -> None:
         assert_close(host(d, out2), np.fft.fft(wide(h)), "c64", 5)
 
 
-def test_a_repeated_exec_keeps_its_call_and_follows_evictions(dev, rng) -> None:
+def test_a_repeated_exec_keeps_its_call_and_follows_evictions(one_stream_dev, rng) -> None:
     """The device thread keeps one derived call per message (service/derived.py), counts a hit
     per repeat, and looks the plan up again after it left the cache: every result is checked,
     so a call kept for an evicted (destroyed) plan or the wrong buffers fails."""
+    dev = one_stream_dev  # per-stream bookkeeping: one compute stream
     ctx = dev._worker.ctx
     plan, x, out = _c2c_case(dev, rng, 40, 2)
     out2 = dev.alloc((2, 40), np.complex64, order="C").result()
