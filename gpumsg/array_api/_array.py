@@ -284,18 +284,16 @@ class Array:
     # -- reading -----------------------------------------------------------------------------
     def _to_numpy(self) -> np.ndarray:
         buf = self._buf
-        if isinstance(buf, Future) and not buf.done():
-            # the copy is ordered behind the buffer's producer on the device: one round trip,
-            # not a wait for the producer's answer and then another for the copy's
-            try:
-                host = self._dev.copy_to_host(buf).result()
-            except DependencyFailed:
-                buf.result()  # the producer's own error (IndexOutOfRange, ...) where it failed
-                raise
-        else:
-            if isinstance(buf, Future):
-                buf = buf.result()
+        if isinstance(buf, Future) and buf.done():
+            buf = buf.result()  # a failed producer raises its own error here
+        # a producer still running: the copy is ordered behind it on the device (one round
+        # trip, not a wait for the producer's answer and then another for the copy's)
+        try:
             host = self._dev.copy_to_host(buf).result()
+        except DependencyFailed:
+            if isinstance(buf, Future):
+                buf.result()  # the producer's own error (IndexOutOfRange, ...) where it failed
+            raise
         flat = host.ravel(order="K")  # the buffer's memory order (an F-ordered buffer's too)
         if self._dtype == D.bool:
             flat = flat.view(np.bool_)

@@ -382,17 +382,6 @@ def flush(raise_errors: bool = True) -> None:
                 # creation order
                 refs = _live.copy()
                 _live.clear()
-                if len(refs) == 1:  # the common flush: one pending result, one kernel
-                    ((seq, ref),) = refs.items()
-                    w = ref()
-                    node = w._node if w is not None else None
-                    if node is not None and node.done is None:
-                        try:
-                            _compute([w])
-                        except Exception as exc:  # noqa: BLE001 - kept with its array
-                            failed.append(([(seq, w)], exc))
-                            node.error = exc
-                    continue
                 groups: dict[tuple, list[tuple[int, Any]]] = {}
                 for seq, ref in refs.items():
                     w = ref()
