@@ -143,6 +143,8 @@ class CusparseHandle:
         self._scalars = {t: np.zeros(2, dtype_of(t)) for t in ("f32", "f64", "c64", "c128")}
         self._scalar_ptrs = {t: (a.ctypes.data, a.ctypes.data + a.itemsize)
                              for t, a in self._scalars.items()}
+        #: (1, 0) per dtype, never rewritten: alpha and beta of the scratch SpMV (_spmv_ws)
+        self._one_zero = {t: np.array([1, 0], dtype_of(t)) for t in self._scalars}
         #: (libcusolver, cusolverSp handle, matrix descriptor) of SpSolveQR, made on first use
         self._sp: tuple[Any, int, int] | None = None
 
@@ -338,7 +340,8 @@ class CusparseHandle:
     # -- products ------------------------------------------------------------------------------
     def _spmv_ws(self, rec: _Matrix, o: int, pa: int, vx: int, pb: int, vy: int, t: int) -> int:
         """The kept SpMV workspace of ``rec`` for operation ``o`` (sized, allocated and, for
-        CSR, preprocessed on first use), counted as a hit or a miss."""
+        CSR, preprocessed on first use, then settled by :meth:`_scratch_spmv`), counted as a
+        hit or a miss."""
         entry = rec.ws.get(o)
         if entry is None:
             self.sizes.misses += 1
@@ -351,9 +354,41 @@ class CusparseHandle:
                 # an optimization only: without it (status != 0) SpMV works the same
                 pre(self.raw_handle, o, pa, rec.desc, vx, pb, vy, t, ALG_DEFAULT,
                     entry[0] or None)
+            self._scratch_spmv(rec, o, vx, t, entry[0])
         else:
             self.sizes.hits += 1
         return entry[0]
+
+    def _scratch_spmv(self, rec: _Matrix, o: int, vx: int, t: int, ws: int) -> None:
+        """One SpMV of a matrix's new workspace into a scratch vector, before the caller's.
+        On H100 and H200 (CUDA 13), the first SpMV of a fresh handle, in a process where an
+        earlier device's handle had been destroyed, wrote 0 into the last row of a 32x32
+        complex128 CSR product (every input read back right, with CUDA_LAUNCH_BLOCKING=1,
+        with and without preprocessing, with CSR_ALG1 and ALG2, a zeroed workspace and no
+        graphs; the output was written, not skipped); every later SpMV on the same handle
+        was right. The cause inside cuSPARSE was not found: this call takes that first
+        product (tests/array_api/sparse: test_first_product_of_a_matrix_over_computed_arrays
+        after test_arrays_of_another_device_are_refused)."""
+        dtype = rec.ref.dtype
+        rows, cols = rec.ref.shape
+        n = rows if o == 0 else cols
+        if n == 0:
+            return
+        pair = self._one_zero[dtype]
+        nbytes = n * pair.itemsize
+        scratch = self._alloc(nbytes)
+        h = c_void_p()
+        self._check(self.lib.cusparseCreateDnVec(ctypes.byref(h), n, scratch, t),
+                    "cusparseCreateDnVec")
+        try:
+            one = pair.ctypes.data
+            st = self.lib.cusparseSpMV(self.raw_handle, o, one, rec.desc, vx,
+                                       one + pair.itemsize, h.value, t, ALG_DEFAULT, ws)
+        finally:
+            self.lib.cusparseDestroyDnVec(h.value)
+            self._free(scratch, nbytes)
+        if st:
+            self._check(st, "cusparseSpMV")
 
     def spmv(self, stream: Any, mid: int, op: str, alpha: Any, x: int, beta: Any, y: int,
              nx: int, ny: int) -> None:

@@ -5,12 +5,17 @@ format, on random entries with repeats, empty rows and columns."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from sparse_helpers import DTYPES, check, entries, reference, values, wide
 
 from gpumsg.array_api import sparse
 from gpumsg.errors import InvalidMessage
+from tests.conftest import CUDA_OK
 
 FORMATS = ["csr", "csc", "coo"]
 
@@ -232,3 +237,20 @@ def test_first_product_of_a_matrix_over_computed_arrays(xp, rng, dtype) -> None:
     a = sparse.csr_matrix((val, idx, ptr), shape=(k, k))
     x = values(rng, k, dtype)
     check(a @ xp.asarray(x), vals.astype(wide(dtype)) * x[perm].astype(wide(dtype)), dtype, 1)
+
+
+@pytest.mark.gpu
+def test_the_first_product_of_a_later_devices_handle() -> None:
+    """In a fresh process, the two tests above in this order and with this seed: cuSPARSE's
+    first SpMV on the second device's handle once wrote 0 into the last row of the product
+    (CusparseHandle._scratch_spmv takes that first product now)."""
+    if not CUDA_OK:
+        pytest.skip("no CUDA GPU here")
+    here = f"{__file__}::test_"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "gpu",
+         here + "arrays_of_another_device_are_refused[cuda]",
+         here + "first_product_of_a_matrix_over_computed_arrays[cuda-complex128]"],
+        env={**os.environ, "GPUMSG_TEST_SEED": "6923262388527844377"}, capture_output=True,
+        text=True, timeout=600)
+    assert proc.returncode == 0 and "2 passed" in proc.stdout, proc.stdout[-3000:]

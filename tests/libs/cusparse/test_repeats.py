@@ -249,12 +249,15 @@ def test_the_cuda_handle_keeps_a_launcher_and_replays_it(monkeypatch) -> None:
     sizes0 = dict(h.sizes.info())
     for _ in range(5):
         launch(stream)
-    assert lib.count("cusparseSpMV") == 2  # the plain run, then the capture
-    assert lib.count("cusparseCreateDnVec") == 2 and lib.count("cusparseSpMV_bufferSize") == 1
+    # the new workspace's scratch product (CusparseHandle._scratch_spmv), the plain run, then
+    # the capture; the scratch vector has a descriptor of its own
+    assert lib.count("cusparseSpMV") == 3
+    assert lib.count("cusparseCreateDnVec") == 3 and lib.count("cusparseSpMV_bufferSize") == 1
+    assert lib.count("cusparseDestroyDnVec") == 1 and len(memory.freed) == 1
     assert len(drv.launched) == 4 and h.spmv_replays.captures == 1
     info = h.sizes.info()
     assert (info["misses"] - sizes0["misses"], info["hits"] - sizes0["hits"]) == (1, 4)
-    args = next(a for n, a in lib.calls if n == "cusparseSpMV")
+    args = [a for n, a in lib.calls if n == "cusparseSpMV"][1]  # the caller's first
     pa, pb = args[2], args[5]
     import ctypes
 
@@ -297,6 +300,6 @@ def test_the_cuda_handle_keeps_a_launcher_and_replays_it(monkeypatch) -> None:
     spmv_calls = lib.count("cusparseSpMV")
     for _ in range(3):
         launch(stream)
-    assert lib.count("cusparseSpMV") == spmv_calls + 2 and h.spmv_replays.captures == 3
+    assert lib.count("cusparseSpMV") == spmv_calls + 3 and h.spmv_replays.captures == 3
     h.close()
     assert h.raw_handle == 0
