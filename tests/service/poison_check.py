@@ -5,13 +5,30 @@ device has one compute stream, so that the work sent after the fault is queued b
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numpy as np
 
 import gpumsg
 
 
+@contextmanager
+def _one_stream() -> Iterator[None]:
+    """Devices opened inside have one compute stream, whatever ``GPUMSG_STREAMS`` says (the
+    environment overrides a configured value; the pool size is read when a device opens)."""
+    saved = os.environ.pop("GPUMSG_STREAMS", None)
+    try:
+        with gpumsg.config.configured(streams=1):
+            yield
+    finally:
+        if saved is not None:
+            os.environ["GPUMSG_STREAMS"] = saved
+
+
 def check(backend) -> None:
-    with gpumsg.config.configured(streams=1):
+    with _one_stream():
         dev = gpumsg.open_device(0, backend=backend, allow_fault_injection=True)
     watch = dev.watch_generation()
     x = np.arange(1000.0)
@@ -49,7 +66,7 @@ def check(backend) -> None:
 def check_pinned_copy(backend) -> None:
     """A copy into a pinned array, queued behind a sticky fault, fails with ContextPoisoned."""
     rng = np.random.default_rng()
-    with gpumsg.config.configured(streams=1):
+    with _one_stream():
         dev = gpumsg.open_device(0, backend=backend, allow_fault_injection=True)
     with dev:
         pinned = dev.alloc_pinned((64,), np.float32).result()

@@ -59,13 +59,10 @@ def test_the_device_thread_waits_for_running_work_up_to_its_settle(dev) -> None:
         ctx.settle_seconds = gpumsg.service._context.SETTLE_SECONDS
 
 
-def test_completions_answer_in_issue_order(backend, rng) -> None:
+def test_completions_answer_in_issue_order(one_stream_dev, rng) -> None:
     # one compute stream: the fills queue behind the slow batch (with a pool they would run
     # beside it, and be answered first, as they should)
-    with gpumsg.config.configured(streams=1):
-        dev = gpumsg.open_device(0, backend=backend, allow_fault_injection=True)
-    with dev:
-        _answer_in_issue_order(dev, rng)
+    _answer_in_issue_order(one_stream_dev, rng)
 
 
 def _answer_in_issue_order(dev, rng) -> None:

@@ -15,6 +15,13 @@ from gpumsg.backends.sim import SimBackend
 from tests.conftest import random_array, rel_err
 
 
+@pytest.fixture(autouse=True)
+def _pool_as_configured(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests configure the pool themselves (``configured(streams=...)``); the
+    environment variable, which overrides a configured value, is taken out."""
+    monkeypatch.delenv("GPUMSG_STREAMS", raising=False)
+
+
 def _open(backend: str = "sim", **options):
     with gpumsg.config.configured(**options):
         return gpumsg.open_device(0, backend=backend, allow_fault_injection=True)

@@ -130,6 +130,13 @@ def run_dags(dev, rng, backend: str, threads: int, ops: int, nbufs: int = 5) -> 
     return [w for c in clients for w in c.wrong()]
 
 
+@pytest.fixture(autouse=True)
+def _pool_as_configured(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests configure the pool themselves (``configured(streams=...)``); the
+    environment variable, which overrides a configured value, is taken out."""
+    monkeypatch.delenv("GPUMSG_STREAMS", raising=False)
+
+
 def _open(backend: str, streams: int = 4):
     with gpumsg.config.configured(streams=streams):
         if backend == "sim":

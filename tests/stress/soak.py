@@ -52,6 +52,10 @@ class SoakReport:
     freed_by_gc: int = 0
     pool_used_start: int = 0
     pool_used_end: int = 0
+    #: pool bytes the warm-up's library handles kept (their scratch on one compute stream)
+    scratch_per_stream: int = 0
+    #: compute streams of the device: each one's library handles keep their own scratch
+    compute_streams: int = 1
     #: page-locked host blocks the device still held after close (checked, not assumed)
     pinned_blocks_after_close: int = -1
     seconds: float = 0.0
@@ -344,6 +348,8 @@ def campaign(threads: int = 8, ops_per_thread: int = 10_000, backend: str = "sim
         kernel = dev.compile(AXPBY, "stress_axpby").result(WAIT_S)
         # one op of each family first: library handles keep scratch (a reduction's result
         # slot, workspaces) for the device's life; the baseline is taken after it exists
+        dev.synchronize().result(WAIT_S)
+        before_warm = dev.stats().result(WAIT_S).pool_used_bytes
         warm = _Client(dev, kernel, SoakReport(), threading.Lock(), queue.Queue(), seed=0)
         warm.make_graph()
         report.families = len(warm.ops)
@@ -360,7 +366,10 @@ def campaign(threads: int = 8, ops_per_thread: int = 10_000, backend: str = "sim
         del warm, futures, check, bufs, op
         dev.synchronize().result(WAIT_S)
         gc.collect()
-        report.pool_used_start = dev.stats().result(WAIT_S).pool_used_bytes
+        load = dev.stats().result(WAIT_S)
+        report.pool_used_start = load.pool_used_bytes
+        report.scratch_per_stream = report.pool_used_start - before_warm
+        report.compute_streams = max(len(load.streams), 1)
         lock = threading.Lock()
         shared: queue.Queue = queue.Queue()
         clients = [_Client(dev, kernel, report, lock, shared, seed=i + int(time.time()))

@@ -16,5 +16,10 @@ def test_soak() -> None:
     assert report.lost == 0 and report.wrong == 0 and report.errors == 0, report.problems[:10]
     assert report.families >= 13 and len(report.by_family) == report.families  # every one ran
     assert report.freed_by_other_thread > 0 and report.freed_by_gc > 0
-    assert report.pool_used_end == report.pool_used_start
+    # nothing leaked: the pool holds what it held after the warm-up, plus at most the scratch
+    # that the library handles of each other compute stream of a pool keep (made on first use
+    # there; one stream: exactly what it held)
+    extra = (report.compute_streams - 1) * report.scratch_per_stream
+    assert report.pool_used_start <= report.pool_used_end <= report.pool_used_start + extra, (
+        report.pool_used_start, report.pool_used_end, extra)
     assert report.pinned_blocks_after_close == 0
