@@ -17,7 +17,7 @@ STAMP = $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 # where a benchmark run writes (git-ignored); $OUT on the GPU box
 BENCH_OUT ?= $(if $(OUT),$(OUT),benchmarks/out)
 
-.PHONY: install test demo bench bench-headline bench-report lint test-here gpu-test-here conformance \
+.PHONY: install test test-pool demo bench bench-headline bench-report lint test-here gpu-test-here conformance \
 	bench-here bench-headline-here clean stress stress-here
 
 install: $(STAMP)
@@ -32,6 +32,12 @@ $(STAMP): pyproject.toml | $(PY)
 
 test: install
 	$(PY) -m pytest -q
+
+# the service's tests again with a pool of four compute streams per device (the default is
+# one, GPUMSG_STREAMS): placement and ordering must hold either way (CI runs it)
+test-pool: install
+	GPUMSG_STREAMS=4 $(PY) -m pytest -q tests/service tests/client tests/memory tests/supervision \
+		tests/stress
 
 # the Array API standard's conformance suite against gpumsg.array_api (read from
 # ../shared/external/array-api-tests or $$GPUMSG_ARRAY_API_TESTS; not part of this repository)
