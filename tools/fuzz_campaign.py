@@ -10,6 +10,8 @@ two backends given one seed make the same calls: the report's ``plan_digest`` sh
 plan runs in chunks of ``--chunk`` cases, each in an interpreter of its own: an interpreter that
 dies (a signal, an abort in native code) or stops answering (``--chunk-timeout``) is counted as
 a crash or a hang of the case it was running, and the campaign goes on from the next case.
+One that ends before its first case began (its devices could not be opened) charges no
+case: the chunk is tried once more, and a second such end stops the campaign with its error.
 
 Written to ``--out``: ``fuzz_<backend>_<seed>.json`` (the figures: calls tried, accepted,
 refused by error type, answers checked, wrong, untyped, crashes, hangs, and the defects) and
@@ -65,6 +67,8 @@ fuzz.run_cases({backend!r}, {seed}, cases, emit, started)
 
 #: the exit status of a chunk that stopped after a case that hung (recorded as a hang)
 HUNG = 75
+#: seconds before a chunk whose interpreter ended before its first case is tried again
+SETUP_RETRY_S = 5.0
 
 
 def run_chunk(backend: str, seed: int, cases: int, start: int, stop: int, log: str,
@@ -124,6 +128,7 @@ def campaign(backend: str, seed: int, cases: int, out_dir: str, chunk: int = 250
         f"({len(fuzz_targets.targets())} targets, {len(fuzz.valid_calls())} valid calls), "
         f"plan digest {fuzz_targets.digest(planned)}, chunks of {chunk}")
     nxt = 0
+    setup_failures = 0
     with open(cases_path, "w") as sink:
         while nxt < cases:
             stop = min(nxt + chunk, cases)
@@ -131,6 +136,21 @@ def campaign(backend: str, seed: int, cases: int, out_dir: str, chunk: int = 250
                 os.remove(tmp_log)
             status, err = run_chunk(backend, seed, cases, nxt, stop, tmp_log, chunk_timeout)
             records, unfinished = _read_log(tmp_log, nxt)
+            if status not in (0, None) and not records and unfinished is None:
+                # the interpreter ended before its first case began (opening its devices: a
+                # GPU that other processes filled, say): no case ran, so none is charged; the
+                # chunk is tried once more, and a second such failure ends the campaign
+                setup_failures += 1
+                if setup_failures > 1:
+                    raise RuntimeError(
+                        f"cases {nxt}..{stop - 1}: the chunk's interpreter ended before its "
+                        f"first case twice (exit status {status}): the device could not be "
+                        f"set up\n{err[-1500:]}")
+                log(f"  cases {nxt}..{stop - 1}: the interpreter ended before its first case "
+                    f"(exit status {status}); trying the chunk once more\n{err[-600:]}")
+                time.sleep(SETUP_RETRY_S)
+                continue
+            setup_failures = 0
             for rec in records:
                 total.merge(fuzz.FuzzReport.from_json(rec.pop("report")))
                 sink.write(json.dumps(rec) + "\n")

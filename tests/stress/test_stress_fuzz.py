@@ -49,6 +49,29 @@ def test_a_crashed_interpreter_is_counted_and_the_plan_goes_on(tmp_path, monkeyp
     assert sorted(outcomes) == list(range(12)) and outcomes[5] == "crash"
 
 
+def test_an_interpreter_that_ends_before_its_first_case_charges_no_case(tmp_path,
+                                                                      monkeypatch) -> None:
+    """A chunk whose interpreter ends before any case began (its device could not be opened)
+    is tried once more; a second such end stops the campaign with the interpreter's error."""
+    tool = _tool()
+    monkeypatch.setattr(tool, "SETUP_RETRY_S", 0.0)
+    real, calls = tool.run_chunk, []
+
+    def first_fails(*args):
+        calls.append(args[3])
+        if len(calls) == 1:
+            return 1, "CudaError: CUDA_ERROR_OUT_OF_MEMORY (2) in cuDevicePrimaryCtxRetain"
+        return real(*args)
+
+    monkeypatch.setattr(tool, "run_chunk", first_fails)
+    report = tool.campaign("sim", 7, 6, str(tmp_path), chunk=6, log=lambda *a: None)
+    assert calls == [0, 0] and report["figures"]["crashes"] == 0 and not report["defects"]
+    assert report["figures"]["tried"] == 6 and tool.ok(report)
+    monkeypatch.setattr(tool, "run_chunk", lambda *args: (1, "cannot open the device"))
+    with pytest.raises(RuntimeError, match="before its first case twice(.|\\n)*cannot open"):
+        tool.campaign("sim", 7, 6, str(tmp_path), chunk=6, log=lambda *a: None)
+
+
 def _run_campaign(backend: str, cases: int, chunk: int, tmp_path, seed: int) -> dict:
     """tools/fuzz_campaign.py: the plan in chunks, each in an interpreter of its own (a crash
     of one is counted as a crash, not the end of the suite)."""
