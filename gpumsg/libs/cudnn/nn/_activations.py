@@ -24,7 +24,7 @@ from ....messages.cudnn import (
     layer_norm_dims,
 )
 from ....messages.cudnn_attention import AttentionForward
-from ._base import NnBase, checked_real, view_as
+from ._base import NnBase, checked_flag, checked_real, view_as
 
 __all__ = ["Activations"]
 
@@ -40,12 +40,6 @@ def _axis(dim: Any, ndim: int, field: str = "dim") -> int:
     return d % size
 
 
-def _flag(value: Any, field: str) -> bool:
-    if not isinstance(value, bool):
-        raise InvalidMessage(f"{field}: expected True or False, got {value!r}", field=field)
-    return value
-
-
 class Activations(NnBase):
     """Activations, softmaxes, normalizations, dropout and attention of ``dev.nn``."""
 
@@ -53,7 +47,7 @@ class Activations(NnBase):
     def _act(self, input: Any, activation: str, coef: float | None, inplace: bool,
              out: Any) -> Future:
         x = self._tensor(input, "input")
-        if _flag(inplace, "inplace"):
+        if checked_flag(inplace, "inplace"):
             if out is not None:
                 raise InvalidMessage("out: not with inplace=True", field="out")
             return self._dev.port.send_writing(Activation(x, x, activation, coef), input)
@@ -101,7 +95,7 @@ class Activations(NnBase):
         x = self._tensor(input, "input")
         dtype = self._float(x, "input")
         slope = checked_real(negative_slope, "negative_slope")
-        if _flag(inplace, "inplace"):
+        if checked_flag(inplace, "inplace"):
             if out is not None:
                 raise InvalidMessage("out: not with inplace=True", field="out")
             y = input
@@ -223,7 +217,7 @@ class Activations(NnBase):
         running ones (``use_input_stats=False``). Updating running statistics from the
         input's is refused (not offered)."""
         x = self._tensor(input, "input")
-        if _flag(use_input_stats, "use_input_stats"):
+        if checked_flag(use_input_stats, "use_input_stats"):
             if running_mean is not None or running_var is not None:
                 raise InvalidMessage("running_mean: updating running statistics from "
                                      "instance statistics is not offered; pass None, or "
@@ -252,7 +246,7 @@ class Activations(NnBase):
         xv = view_as(x, (*x.shape[:2], math.prod(x.shape[2:]), 1)) if len(x.shape) < 4 else x
         y = self._out_ref(tuple(x.shape), x.dtype, out)
         yv = view_as(y, tuple(xv.shape))
-        if _flag(training, "training"):
+        if checked_flag(training, "training"):
             if momentum is None:
                 raise InvalidMessage("momentum: the cumulative average (None) is not offered",
                                      field="momentum")
@@ -280,8 +274,8 @@ class Activations(NnBase):
         rate = checked_real(p, "p")
         if not 0.0 <= rate <= 1.0:
             raise InvalidMessage(f"p: must be in [0, 1], got {p}", field="p")
-        inplace = _flag(inplace, "inplace")
-        if not _flag(training, "training"):
+        inplace = checked_flag(inplace, "inplace")
+        if not checked_flag(training, "training"):
             done: Future = Future()
             done.set_result(None)
             return self._dev.buffer_after(done, input)
@@ -322,7 +316,7 @@ class Activations(NnBase):
                                  field="key")
         q, k, v = (view_as(r, (r.shape[0], 1, *r.shape[1:])) if len(r.shape) == 3 else r
                    for r in refs)
-        if k.shape[1] != q.shape[1] and not _flag(enable_gqa, "enable_gqa"):
+        if k.shape[1] != q.shape[1] and not checked_flag(enable_gqa, "enable_gqa"):
             raise InvalidMessage(f"key: {k.shape[1]} heads against the query's {q.shape[1]} "
                                  "needs enable_gqa=True (as torch)", field="key")
         rate = checked_real(dropout_p, "dropout_p")
@@ -331,7 +325,7 @@ class Activations(NnBase):
         if rate > 0.0:
             stats = self._temp((*q.shape[:3], 1), "f32")
         msg = AttentionForward(q, k, v, view_as(y, tuple(q.shape)), stats, None, None,
-                               _flag(is_causal, "is_causal"), scale, rate,
+                               checked_flag(is_causal, "is_causal"), scale, rate,
                                self._seed(seed) if rate > 0.0 else 0, 0)
         done = self._send(msg, y, out)
         self._free(stats)

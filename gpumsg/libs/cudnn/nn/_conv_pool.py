@@ -13,7 +13,7 @@ from typing import Any
 from ....errors import InvalidMessage
 from ....messages.cudnn import ConvBackwardData, ConvForward, Pool, conv_output_shape
 from ..._answers import tuple_after
-from ._base import NnBase, int_tuple, view_as
+from ._base import NnBase, checked_flag, int_tuple, view_as
 
 __all__ = ["ConvPool"]
 
@@ -189,10 +189,8 @@ class ConvPool(NnBase):
             int_tuple(stride, nd, "stride", 1)
         pad = int_tuple(padding, nd, "padding", 0)
         dil = int_tuple(dilation, nd, "dilation", 1)
-        for name, flag in (("ceil_mode", ceil_mode), ("return_indices", return_indices)):
-            if not isinstance(flag, bool):
-                raise InvalidMessage(f"{name}: expected True or False, got {flag!r}",
-                                     field=name)
+        checked_flag(ceil_mode, "ceil_mode")
+        checked_flag(return_indices, "return_indices")
         if divisor_override is not None and (isinstance(divisor_override, bool) or not
                                              isinstance(divisor_override, int)
                                              or divisor_override < 1):
@@ -304,9 +302,7 @@ class ConvPool(NnBase):
                                  f"{output_size!r}", field="output_size")
         sizes = [x.shape[2 + i] if s is None else s for i, s in enumerate(sizes)]
         osz = int_tuple(tuple(sizes), nd, "output_size", 1)
-        if not isinstance(return_indices, bool):
-            raise InvalidMessage(f"return_indices: expected True or False, got "
-                                 f"{return_indices!r}", field="return_indices")
+        checked_flag(return_indices, "return_indices")
         shape = (*x.shape[:2], *osz)
         final = shape[1:] if unbatched else shape
         y = self._alloc_out(final, dtype, out)
@@ -357,7 +353,4 @@ def _pooled(size: int, k: int, s: int, p: int, d: int, ceil: bool) -> int:
 
 
 def _avg_mode(count_include_pad: Any) -> str:
-    if not isinstance(count_include_pad, bool):
-        raise InvalidMessage(f"count_include_pad: expected True or False, got "
-                             f"{count_include_pad!r}", field="count_include_pad")
-    return "avg_include_pad" if count_include_pad else "avg"
+    return "avg_include_pad" if checked_flag(count_include_pad, "count_include_pad") else "avg"

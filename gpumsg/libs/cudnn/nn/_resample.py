@@ -11,7 +11,7 @@ import numpy as np
 
 from ....errors import InvalidMessage
 from ....messages._base import BufRef
-from ._base import NnBase, checked_real
+from ._base import NnBase, checked_flag, checked_real
 
 __all__ = ["Resample"]
 
@@ -113,11 +113,15 @@ class Resample(NnBase):
             raise InvalidMessage(f"mode: {mode!r} takes {axes + 2}-D input, got "
                                  f"{len(x.shape)}-D", field="mode")
         linear = code == 2
-        if align_corners is not None and not linear:
-            raise InvalidMessage("align_corners: only the linear modes take it (as torch)",
-                                 field="align_corners")
+        if align_corners is not None:
+            checked_flag(align_corners, "align_corners")
+            if not linear:
+                raise InvalidMessage("align_corners: only the linear modes take it (as torch)",
+                                     field="align_corners")
         align = bool(align_corners) if linear else False
-        if antialias:
+        if recompute_scale_factor is not None:
+            checked_flag(recompute_scale_factor, "recompute_scale_factor")
+        if checked_flag(antialias, "antialias"):
             raise InvalidMessage("antialias: not offered", field="antialias")
         ins = tuple(x.shape[2:])
         if (size is None) == (scale_factor is None):
@@ -176,6 +180,8 @@ class Resample(NnBase):
         pipelined or not, with DependencyFailed (a check at completion). A generated
         kernel. ``padding_idx``, ``scale_grad_by_freq`` and ``sparse`` concern gradients only
         (checked, no effect here); ``max_norm`` (which rewrites ``weight``) is refused."""
+        checked_flag(scale_grad_by_freq, "scale_grad_by_freq")
+        checked_flag(sparse, "sparse")
         idx = self._tensor(input, "input")
         if idx.dtype not in ("i64", "i32"):
             raise InvalidMessage(f"input: {idx.describe()} must hold i64 or i32 indices",
