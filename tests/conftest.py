@@ -162,6 +162,20 @@ def random_array(rng: np.random.Generator, shape, dtype, order: str = "C") -> np
     return np.asarray(out, order=order)
 
 
+class HostCapsule:
+    """A DLPack producer handing out one ready-made capsule as host memory (kDLCPU): lets
+    ``np.from_dlpack`` take a capsule of the simulator's (NumPy passes ``stream=None``)."""
+
+    def __init__(self, cap) -> None:
+        self.cap = cap
+
+    def __dlpack__(self, **kwargs):
+        return self.cap
+
+    def __dlpack_device__(self):
+        return (1, 0)  # kDLCPU, device 0
+
+
 def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
     out = np.asarray(out, dtype=np.complex128 if np.iscomplexobj(ref) else np.float64)
     denom = np.linalg.norm(ref)

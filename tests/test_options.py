@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 import gpumsg
@@ -19,6 +20,14 @@ from tests.conftest import CUDA_OK, ROOT, run_python
                                           ("restart_window", 10.0), ("standby", False)])
 def test_supervisor_options_need_process_isolation(option: str, value) -> None:
     with pytest.raises(gpumsg.InvalidMessage, match="isolation='process'") as info:
+        gpumsg.open_device(0, backend="sim", **{option: value})
+    assert info.value.field == option
+
+
+@pytest.mark.parametrize("option,value", [("allow_fault_injection", "no"),
+                                          ("standby", np.array([True, False]))])
+def test_flag_options_take_true_or_false(option: str, value) -> None:
+    with pytest.raises(gpumsg.InvalidMessage, match="expected True or False") as info:
         gpumsg.open_device(0, backend="sim", **{option: value})
     assert info.value.field == option
 

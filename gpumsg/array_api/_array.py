@@ -381,6 +381,11 @@ class Array:
 
     def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
                    copy: Any = None) -> Any:
+        """DLPack export, zero copy where it can be; ``copy`` is None or taken for its truth
+        value, as NumPy takes it (an array of several elements raises TypeError): true exports
+        a copy on every backend."""
+        if copy is not None:
+            copy = builtins.bool(copy)
         kwargs: dict[str, Any] = {}
         if max_version is not None:
             kwargs["max_version"] = max_version

@@ -26,7 +26,7 @@ from ..errors import DeviceClosed, GpuRefStale, InvalidMessage, OutOfMemory
 from ..libs import namespaces
 from ..libs.cublas._order import gemm_args
 from ..memory._config import MemorySpec
-from ..messages._base import MAX_NBYTES, BufRef, Message, as_ref
+from ..messages._base import MAX_NBYTES, BufRef, Message, as_ref, checked_flag
 from ..messages._memo import MessageMemo
 from ..messages.cublas import Sgemm
 from ..messages.device import (
@@ -293,6 +293,8 @@ class Device:
                                  f"{isolation!r}", field="isolation")
         if trace is not None and not isinstance(trace, KernelTrace):
             raise InvalidMessage("trace must be a KernelTrace", field="trace")
+        checked_flag(allow_fault_injection, "allow_fault_injection")
+        checked_flag(standby, "standby")
         if isolation == "thread":
             _refuse_process_options(watchdog, max_restarts, restart_window, standby)
         else:

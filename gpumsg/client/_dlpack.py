@@ -34,6 +34,7 @@ import numpy as np
 
 from ..dtypes import as_dtype, dtype_name
 from ..errors import GpuError, InvalidMessage
+from ..messages._base import checked_flag
 from ..messages.interop import HOST_CONSUMER, NO_SYNC, Adopt, ExportSync
 from ..service._interop import PER_THREAD_STREAM, register_release
 
@@ -307,9 +308,11 @@ def export(buf: GpuBuffer, stream: Any = None, max_version: Any = None, dl_devic
     ``(1, x)`` gets ``DLManagedTensorVersioned``, None or ``(0, x)`` the legacy struct.
     ``dl_device``: ``(kDLCPU, 0)`` from a CUDA buffer copies to the host (unless ``copy`` is
     False); any other device than the buffer's raises BufferError. ``copy=True`` exports a fresh
-    device copy. Raises BufferError for what DLPack cannot express (a read-only buffer to a
-    legacy consumer, process isolation), InvalidMessage for a bad stream, GpuRefStale for a
-    freed or stale buffer."""
+    device copy (``copy``: None, True or False). Raises BufferError for what DLPack cannot
+    express (a read-only buffer to a legacy consumer, process isolation), InvalidMessage for a
+    bad stream or ``copy``, GpuRefStale for a freed or stale buffer."""
+    if copy is not None:
+        checked_flag(copy, "copy")
     dev = buf._device
     buf.ref  # noqa: B018 - raises GpuRefStale if freed or stale
     if dev.isolation != "thread":

@@ -20,7 +20,7 @@ from ..dtypes import dtype_name, dtype_of
 from ..errors import GpuError, InvalidMessage
 
 __all__ = ["Message", "BufRef", "HostRef", "message", "MAX_NBYTES", "as_ref", "as_refs",
-           "check_choice", "check_extent", "touched"]
+           "check_choice", "checked_flag", "check_extent", "touched"]
 
 #: Upper bound for any single byte count in a message (2**48: far above any device, far below
 #: overflow of the 64-bit sizes the driver takes).
@@ -325,6 +325,16 @@ def check_choice(value: Any, field: str, choices: tuple) -> Any:
     if not _known(value, choices):
         raise InvalidMessage(f"{field}: must be one of {', '.join(map(repr, choices))}; "
                              f"got {value!r}", field=field)
+    return value
+
+
+def checked_flag(value: Any, field: str) -> bool:
+    """``value`` if it is True or False (a Python bool), else
+    :class:`~gpumsg.errors.InvalidMessage` naming ``field``: the client-side form of a
+    message's bool check (an array is refused, never asked for its truth value; 1 or "yes" is
+    not taken for True)."""
+    if not isinstance(value, bool):
+        raise InvalidMessage(f"{field}: expected True or False, got {value!r}", field=field)
     return value
 
 

@@ -57,6 +57,7 @@ from ._base import (
     _dense_rows,
     _fail,
     _int,
+    _known,
     _real,
     _ref,
     _require_dtype,
@@ -121,7 +122,7 @@ def _check(msg: Any, forward: bool) -> None:
     causal = msg.causal
     if causal is True:
         causal = "top_left"
-    elif causal is not False and causal not in CAUSAL_ALIGNMENTS:
+    elif causal is not False and not _known(causal, CAUSAL_ALIGNMENTS):
         raise _fail(msg, "causal", f"expected False, True, 'top_left' or 'bottom_right', got "
                     f"{causal!r}")
     _set(msg, "causal", causal)  # False, "top_left" or "bottom_right"

@@ -10,6 +10,7 @@ from array_helpers import random_values
 import gpumsg
 import gpumsg.array_api as xpm
 from gpumsg.errors import InvalidMessage
+from tests.conftest import HostCapsule
 
 
 def test_attributes(xp, rng) -> None:
@@ -152,6 +153,17 @@ def test_dlpack(xp, backend, rng) -> None:
         np.testing.assert_array_equal(v, h[:, ::2])
         y = xp.from_dlpack(h[1])
         np.testing.assert_array_equal(np.asarray(y), h[1])
+
+
+def test_dlpack_copy_as_numpy_takes_it(xp, backend, rng) -> None:
+    h = random_values(rng, (3, 4), np.float64, False)
+    x = xp.asarray(h)
+    with pytest.raises(TypeError):  # asked for its truth value, as NumPy asks
+        x.__dlpack__(copy=xp.ones(2))
+    if backend == "sim":  # a true copy= exports a copy: writing to it leaves x as it was
+        v = np.from_dlpack(HostCapsule(x.__dlpack__(max_version=(1, 0), copy=1)))
+        v[...] = 0.0
+        np.testing.assert_array_equal(np.asarray(x), h)
 
 
 def test_inspection(xp) -> None:

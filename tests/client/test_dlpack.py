@@ -22,7 +22,7 @@ import gpumsg
 from gpumsg.backends.sim import SimBackend
 from gpumsg.client import _dlpack as dlpack
 from gpumsg.errors import GpuRefStale, InvalidMessage
-from tests.conftest import CUDA_OK, CUDA_WHY, random_array
+from tests.conftest import CUDA_OK, CUDA_WHY, HostCapsule, random_array
 
 NUMPY_DTYPES = ["f32", "f64", "f16", "i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64",
                 "c64", "c128"]
@@ -131,7 +131,7 @@ def test_export_without_sync_sees_the_write_missing(sim, rng) -> None:
     buf = sim.alloc((256,), np.float64).result()
     sim.inject_fault("hang", stream="h2d", seconds=1.0)  # long enough for a loaded machine
     done = sim.copy_from_host(buf, data)
-    early = np.from_dlpack(_Capsule(buf.__dlpack__(stream=-1)))
+    early = np.from_dlpack(HostCapsule(buf.__dlpack__(stream=-1)))
     assert not np.array_equal(early, data) and not done.done()
     done.result()
     assert np.array_equal(early, data)  # the same memory, written later
@@ -176,24 +176,11 @@ def test_export_of_a_failed_buffer_raises_even_when_quiet(sim, rng) -> None:
         np.from_dlpack(buf)
 
 
-class _Capsule:
-    """A DLPack producer handing out one ready-made capsule (numpy passes stream=None)."""
-
-    def __init__(self, cap) -> None:
-        self.cap = cap
-
-    def __dlpack__(self, **kwargs):
-        return self.cap
-
-    def __dlpack_device__(self):
-        return (dlpack.KDLCPU, 0)
-
-
 def test_export_copy_true_is_a_copy(sim, rng) -> None:
     data = random_array(rng, (4, 4), "f32")
     buf = sim.to_device(data).result()
     copied = np.from_dlpack(buf, copy=True) if _numpy_copy_kw() else \
-        np.from_dlpack(_Capsule(buf.__dlpack__(max_version=(1, 0), copy=True)))
+        np.from_dlpack(HostCapsule(buf.__dlpack__(max_version=(1, 0), copy=True)))
     assert np.array_equal(copied, data)
     copied[...] = 0
     assert np.array_equal(sim.copy_to_host(buf).result(), data)
@@ -211,6 +198,7 @@ def _numpy_copy_kw() -> bool:
     ({"stream": 5}, BufferError),  # the simulator's consumers are on the host
     ({"dl_device": (2, 0)}, BufferError),
     ({"stream": "x"}, BufferError),
+    ({"copy": 1}, InvalidMessage),  # None, True or False: 1 is not taken for True
 ])
 def test_export_bad_arguments(sim, rng, kwargs, error) -> None:
     buf = sim.to_device(random_array(rng, (3,), "f32")).result()

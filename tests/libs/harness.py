@@ -127,6 +127,14 @@ class BadArg:
         return self.name
 
 
+def ones_array(dev: Any, n: int) -> Any:
+    """A ``gpumsg.array_api`` array of ``n`` ones on ``dev``: where a call wants a flag, asking
+    it for its truth value raises TypeError (n > 1), so the call must refuse it first."""
+    import gpumsg.array_api as xp
+
+    return xp.ones(n, device=dev)
+
+
 def device_still_serves(dev: Any) -> None:
     """The device answers a round trip with the right data (after a refused call)."""
     x = np.arange(7.0) + 0.5

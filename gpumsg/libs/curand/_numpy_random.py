@@ -31,6 +31,7 @@ import numpy as np
 
 from ...dtypes import dtype_name
 from ...errors import InvalidMessage
+from ...messages._base import checked_flag
 from ..nvrtc._elementwise import launch
 
 if TYPE_CHECKING:
@@ -203,9 +204,7 @@ class Generator:
         for field, v in (("low", low), ("high", high)):
             if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral)):
                 raise InvalidMessage(f"{field}: expected an int, got {v!r}", field=field)
-        if not isinstance(endpoint, bool):
-            raise InvalidMessage(f"endpoint: expected True or False, got {endpoint!r}",
-                                 field="endpoint")
+        checked_flag(endpoint, "endpoint")
         lo, hi = (0, int(low)) if high is None else (int(low), int(high))
         if endpoint:
             hi += 1

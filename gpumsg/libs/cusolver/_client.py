@@ -25,7 +25,7 @@ import numpy as np
 
 from ...errors import InvalidMessage, SingularMatrix
 from ...messages import cusolver as msgs
-from ...messages._base import BufRef, check_choice
+from ...messages._base import BufRef, check_choice, checked_flag
 from .._answers import EighResult, QRResult, SVDResult, tuple_after
 from .._numpy_order import any_order
 from ..cublas._order import refuse_c_order
@@ -403,9 +403,8 @@ class Linalg:
                                      "Jacobi ('gesvdj')", field="method")
             return self._svd_batched(a, full_matrices, compute_uv, tol, max_sweeps)
         check_choice(method, "method", ("gesvdj", "gesvd"))
-        for name, flag in (("full_matrices", full_matrices), ("compute_uv", compute_uv)):
-            if not isinstance(flag, bool):
-                raise InvalidMessage(f"{name}: expected True or False, got {flag!r}", field=name)
+        checked_flag(full_matrices, "full_matrices")
+        checked_flag(compute_uv, "compute_uv")
         dev = self._dev
         dev.port.check_open()
         r = self._matrix(a)
@@ -650,9 +649,8 @@ class Linalg:
         to 32 x 32, one gesvdj per matrix in one message beyond: resolves to (u, s, vh) stacks
         ((batch, m, m|k), (batch, k), (batch, n|k, n)), or a future of s alone with
         ``compute_uv=False``. DidNotConverge names the first failing item."""
-        for name, flag in (("full_matrices", full_matrices), ("compute_uv", compute_uv)):
-            if not isinstance(flag, bool):
-                raise InvalidMessage(f"{name}: expected True or False, got {flag!r}", field=name)
+        checked_flag(full_matrices, "full_matrices")
+        checked_flag(compute_uv, "compute_uv")
         dev = self._dev
         dev.port.check_open()
         r = self._stack(stack, "a", square=False)
@@ -692,8 +690,7 @@ class Linalg:
         getrsBatched (with or without pivoting). Returns a new C-ordered buffer of b's shape;
         the first singular item fails the future with SingularMatrix (``batch_item``,
         ``failed_items``)."""
-        if not isinstance(pivot, bool):
-            raise InvalidMessage(f"pivot: expected True or False, got {pivot!r}", field="pivot")
+        checked_flag(pivot, "pivot")
         dev = self._dev
         dev.port.check_open()
         ra = self._stack(a, "a")
@@ -775,8 +772,7 @@ class Linalg:
         Returns a new C-ordered buffer of b's shape; fails with SingularMatrix."""
         if _ndim(a) == 3:  # a stack of systems, as NumPy takes it
             return self._solve_batched(a, b, pivot)
-        if not isinstance(pivot, bool):
-            raise InvalidMessage(f"pivot: expected True or False, got {pivot!r}", field="pivot")
+        checked_flag(pivot, "pivot")
         dev = self._dev
         dev.port.check_open()
         ra = self._square(a)

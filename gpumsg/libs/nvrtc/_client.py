@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...errors import InvalidMessage
-from ...messages._base import BufRef, as_ref
+from ...messages._base import BufRef, as_ref, checked_flag
 from ...messages.nvrtc import Kernel, Launch, LoadModule, Untyped
 from .._loader import LibraryNotFound
 from ._compiler import compile_program
@@ -79,15 +79,17 @@ class Nvrtc:
         ``name_expressions``). ``headers`` maps include names to their text. Parameter types come
         from the declaration in ``source`` unless ``signature`` (ctypes types or kind names)
         is given. Fails with :class:`~gpumsg.errors.CompileError` carrying NVRTC's log. The image
-        is cached on disk (see ``compiler.py``) and the module once per device. On the simulator
-        the kernel runs its registered NumPy version (``sim.sim_kernel``); the source is still
-        compiled when NVRTC is installed, so compile errors surface there too."""
+        is cached on disk (see ``compiler.py``; ``cache=False`` compiles anew and keeps nothing)
+        and the module once per device. On the simulator the kernel runs its registered NumPy
+        version (``sim.sim_kernel``); the source is still compiled when NVRTC is installed, so
+        compile errors surface there too."""
         dev = self._dev
         dev.port.check_open()
         if not isinstance(source, str) or not source.strip():
             raise InvalidMessage("source: expected CUDA C++ source text", field="source")
         if not isinstance(name, str) or not name.strip():
             raise InvalidMessage("name: expected the kernel's name", field="name")
+        checked_flag(cache, "cache")
         opts = _strs(options, "options")
         exprs = tuple(dict.fromkeys((name,) + _strs(name_expressions, "name_expressions")))
         if headers is None:

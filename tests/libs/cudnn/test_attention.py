@@ -266,6 +266,8 @@ BAD = [
            lambda d: _sdpa(d, q=d.alloc((2, 4, 16, 32), "bf16", order="F")), field="q"),
     BadArg("causal not a bool", lambda d: _sdpa(d, causal=1), field="causal"),
     BadArg("causal alignment unknown", lambda d: _sdpa(d, causal="lower"), field="causal"),
+    BadArg("causal an array", lambda d: _sdpa(d, causal=np.array([True, False])),
+           field="causal"),
     BadArg("bottom-right with S_q > S_kv", lambda d: _sdpa(
         d, k=_t(d, (2, 4, 8, 32)), v=_t(d, (2, 4, 8, 32)), causal="bottom_right"),
         field="causal", match="S_q <= S_kv"),

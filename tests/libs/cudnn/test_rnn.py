@@ -29,7 +29,7 @@ from tests.libs.cudnn._rnn_reference import (
     random_params,
     ref_rnn,
 )
-from tests.libs.harness import BadArg, assert_close, check_bad_args, random_array, wide
+from tests.libs.harness import BadArg, assert_close, check_bad_args, ones_array, random_array, wide
 
 
 # -- forward --------------------------------------------------------------------------------------
@@ -316,6 +316,11 @@ BAD = [
            field="bidirectional"),
     BadArg("batch_first not bool", lambda d: d.cudnn.lstm(3, 4, batch_first="yes"),
            field="batch_first"),
+    BadArg("train an array", lambda d: _lstm(d)(_buf(d, (5, 2, 3)), train=ones_array(d, 2)),
+           field="train"),
+    BadArg("backward weights 1", lambda d: (lambda n: n.backward(
+        n(_buf(d, (5, 2, 3)), train=True), _buf(d, (5, 2, 4)), weights=1))(_lstm(d)),
+        field="weights"),
     BadArg("x dtype", lambda d: _lstm(d)(_buf(d, (5, 2, 3), "f64")), field="x"),
     BadArg("x features", lambda d: _lstm(d)(_buf(d, (5, 2, 6))), field="x"),
     BadArg("x 2-D", lambda d: _lstm(d)(_buf(d, (5, 3))), field="x"),
@@ -418,3 +423,18 @@ BAD = [
 @pytest.mark.parametrize("case", BAD, ids=str)
 def test_bad_arguments(dev, case) -> None:
     check_bad_args(dev, case)
+
+
+def test_backward_flags_are_refused_before_anything_is_sent(dev, posted) -> None:
+    """``accumulate`` (which RnnBackwardWeights checks too) is refused by the call itself:
+    a backward sends no data pass and allocates no dw before the refusal."""
+    net = _lstm(dev)
+    fwd = net(_buf(dev, (5, 2, 3)), train=True)
+    dy = _buf(dev, (5, 2, 4))
+    sent = posted(dev, RnnBackwardData, gpumsg.messages.Alloc)
+    for call in (lambda: net.backward(fwd, dy, accumulate=1),
+                 lambda: net.backward_weights(fwd, accumulate=1)):
+        with pytest.raises(gpumsg.InvalidMessage) as info:
+            call()
+        assert info.value.field == "accumulate"
+    assert sent == []

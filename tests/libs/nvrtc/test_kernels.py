@@ -196,6 +196,7 @@ BAD = [
         "struct P { int a; }; extern \"C\" __global__ void k(P p) {}", "k"), field="signature"),
     BadArg("options not strings", lambda d: d.compile(SAXPY, "saxpy", options=(3,)),
            field="options"),
+    BadArg("cache 1", lambda d: d.compile(SAXPY, "saxpy", cache=1), field="cache"),
     BadArg("freed buffer", lambda d: d.launch(_saxpy(d), 1, 64, (1.0, _f32(d), _freed(d), 6)),
            error=gpumsg.GpuRefStale),
 ]

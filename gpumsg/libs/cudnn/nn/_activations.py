@@ -12,6 +12,7 @@ import numpy as np
 
 from ....dtypes import dtype_name
 from ....errors import InvalidMessage
+from ....messages._base import checked_flag
 from ....messages.cudnn import (
     Activation,
     BatchNormInference,
@@ -24,7 +25,7 @@ from ....messages.cudnn import (
     layer_norm_dims,
 )
 from ....messages.cudnn_attention import AttentionForward
-from ._base import NnBase, checked_flag, checked_real, view_as
+from ._base import NnBase, checked_real, view_as
 
 __all__ = ["Activations"]
 

@@ -53,14 +53,6 @@ def int_tuple(value: Any, n: int, field: str, lo: int = 0) -> tuple[int, ...]:
     return tuple(int(v) for v in items)
 
 
-def checked_flag(value: Any, field: str) -> bool:
-    """``value`` when it is True or False (a Python bool, as torch takes); else InvalidMessage
-    naming ``field`` (an array would otherwise be asked for its truth value)."""
-    if not isinstance(value, bool):
-        raise InvalidMessage(f"{field}: expected True or False, got {value!r}", field=field)
-    return value
-
-
 def checked_real(value: Any, field: str) -> float:
     """A finite real number; else InvalidMessage naming ``field``."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):

@@ -11,9 +11,10 @@ from concurrent.futures import Future
 from typing import Any
 
 from ....errors import InvalidMessage
+from ....messages._base import checked_flag
 from ....messages.cudnn import ConvBackwardData, ConvForward, Pool, conv_output_shape
 from ..._answers import tuple_after
-from ._base import NnBase, checked_flag, int_tuple, view_as
+from ._base import NnBase, int_tuple, view_as
 
 __all__ = ["ConvPool"]
 

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from ....errors import InvalidMessage
-from ....messages._base import BufRef
-from ._base import NnBase, checked_flag, checked_real
+from ....messages._base import BufRef, checked_flag
+from ._base import NnBase, checked_real
 
 __all__ = ["Resample"]
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from ....dtypes import as_dtype
 from ....errors import InvalidMessage
-from ....messages._base import as_ref
+from ....messages._base import as_ref, checked_flag
 from ....messages.cudnn_rnn import (
     SEED_MAX,
     RnnBackwardData,
@@ -294,6 +294,7 @@ class Rnn:
         the weights): a training step is sent whole without waiting in between."""
         dev = self._dev
         dev.port.check_open()
+        checked_flag(train, "train")
         seq_lengths = _lengths(seq_lengths)
         t, b = self._seq_dims(x, "x")
         w = self._check_w(w, "w")
@@ -360,6 +361,7 @@ class Rnn:
         :meth:`get_weights`."""
         dev = self._dev
         dev.port.check_open()
+        checked_flag(accumulate, "accumulate")
         out, inp = self._forward_of(forward)
         given = dw is not None
         if given:
@@ -377,6 +379,8 @@ class Rnn:
         two), given dy and dhy/dcy (omitted: zeros): :meth:`backward_data`, then with
         ``weights=True`` :meth:`backward_weights` (dw: a new gradient space, or ``dw``,
         overwritten or, with ``accumulate``, added to). ``weights=False``: dw is None."""
+        checked_flag(accumulate, "accumulate")
+        checked_flag(weights, "weights")
         data = self.backward_data(forward, dy, dhy, dcy)
         if not weights:
             return _grads_after(data, None)
@@ -478,9 +482,7 @@ class DnnRnn:
         self._dev.port.check_open()
         spec = RnnSpec(cell, input_size, hidden_size, num_layers, bidirectional, dtype, bias,
                        math, algo, proj_size, dropout)
-        if not isinstance(batch_first, bool):
-            raise InvalidMessage(f"batch_first: expected True or False, got {batch_first!r}",
-                                 field="batch_first")
+        checked_flag(batch_first, "batch_first")
         if seed is None:
             seed = int(np.random.default_rng().integers(0, SEED_MAX, endpoint=True,
                                                         dtype=np.uint64))

@@ -14,7 +14,7 @@ from scipy.special import erf
 
 import gpumsg
 from tests.libs.cudnn._helpers import act_ref, bn_ref, ref_conv, softmax_ref
-from tests.libs.harness import BadArg, assert_close, check_bad_args, random_array, wide
+from tests.libs.harness import BadArg, assert_close, check_bad_args, ones_array, random_array, wide
 
 
 def _host(dev, fut):
@@ -229,14 +229,6 @@ def _i(d, values):
     return d.to_device(np.asarray(values, np.int64))
 
 
-def _a(d, n):
-    """An array of ``n`` ones: asked for its truth value, more than one element raises
-    TypeError (where a flag is expected, the call must refuse it first)."""
-    import gpumsg.array_api as xp
-
-    return xp.ones(n, device=d)
-
-
 BAD = [
     BadArg("F-ordered input", lambda d: d.nn.relu(_t(d, (3, 4), order="F")), field="input"),
     BadArg("softmax without dim", lambda d: d.nn.softmax(_t(d)), field="dim"),
@@ -286,16 +278,16 @@ BAD = [
            field="align_corners"),
     BadArg("bilinear of 3-D", lambda d: d.nn.interpolate(_t(d), 4, mode="bilinear"),
            field="mode"),
-    BadArg("antialias an array", lambda d: d.nn.interpolate(_t(d), 4, antialias=_a(d, 8)),
+    BadArg("antialias an array", lambda d: d.nn.interpolate(_t(d), 4, antialias=ones_array(d, 8)),
            field="antialias"),
     BadArg("align_corners an array", lambda d: d.nn.interpolate(
-        _t(d), 4, mode="linear", align_corners=_a(d, 1)), field="align_corners"),
+        _t(d), 4, mode="linear", align_corners=ones_array(d, 1)), field="align_corners"),
     BadArg("recompute_scale_factor 1", lambda d: d.nn.interpolate(
         _t(d), None, 2.0, recompute_scale_factor=1), field="recompute_scale_factor"),
     BadArg("count_include_pad 0", lambda d: d.nn.avg_pool1d(_t(d), 2, count_include_pad=0),
            field="count_include_pad"),
     BadArg("is_causal an array", lambda d: d.nn.scaled_dot_product_attention(
-        *(_t(d, (1, 1, 8, 8), "f16"),) * 3, is_causal=_a(d, 2)), field="is_causal"),
+        *(_t(d, (1, 1, 8, 8), "f16"),) * 3, is_causal=ones_array(d, 2)), field="is_causal"),
     BadArg("bicubic", lambda d: d.nn.interpolate(_t(d, (1, 1, 4, 4)), 8, mode="bicubic"),
            field="mode"),
     BadArg("embedding float indices", lambda d: d.nn.embedding(_t(d, (3,)), _t(d, (4, 2))),
