@@ -175,6 +175,8 @@ def _reference(name: str, args: list, kwargs: dict) -> Any:
             out = fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - NumPy refuses: nothing to compare
             raise NoReference(f"NumPy refuses: {exc!r}") from None
+    if name in ("empty", "empty_like"):
+        return ("empty", out)  # contents undefined (NumPy's and the pool's): shape and dtype
     if name in ("var", "std") and args and isinstance(args[0], np.ndarray):
         # the standard: NaN where N - correction <= 0 (NumPy divides by max(N - c, 0))
         x, axis = args[0], kwargs.get("axis")
@@ -188,6 +190,12 @@ def _reference(name: str, args: list, kwargs: dict) -> Any:
 def _compare(name: str, got: Any, ref: Any, mixed: bool, n: int) -> None:
     if isinstance(ref, tuple) and ref and isinstance(ref[0], str) and ref[0] == "unique":
         _compare_unique(name, got, ref[1], ref[2], ref[3])
+        return
+    if isinstance(ref, tuple) and ref and isinstance(ref[0], str) and ref[0] == "empty":
+        got, ref = np.asarray(got), ref[1]
+        if got.shape != ref.shape or (not mixed and got.dtype != ref.dtype):
+            raise oracles.Mismatch(f"{name}: {got.dtype}{list(got.shape)}, expected "
+                                   f"{ref.dtype}{list(ref.shape)}")
         return
     if isinstance(ref, (tuple, list)):
         got_items = list(got) if isinstance(got, (tuple, list)) else None

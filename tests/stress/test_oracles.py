@@ -1,5 +1,6 @@
 """The fuzz's reference checks catch what they must: a wrong element, and a finite element where
-the float64 reference is not (an infinite ``alpha``), while leaving inf against NaN free there."""
+the float64 reference is not (an infinite ``alpha``), while leaving inf against NaN free there;
+and ``empty``'s undefined contents are left alone."""
 
 from __future__ import annotations
 
@@ -41,3 +42,16 @@ def test_an_infinite_alpha_takes_inf_or_nan_but_not_a_finite_value() -> None:
     finite[1] = 3.0
     with pytest.raises(oracles.Mismatch):
         oracles.check_message(msg, snaps, lambda ref: finite, None)
+
+
+def test_empty_is_checked_for_shape_and_dtype_only() -> None:
+    """``empty``'s contents are undefined, the pool's as NumPy's: whatever they hold passes,
+    a wrong shape or dtype does not."""
+    import fuzz_arrays
+
+    ref = fuzz_arrays._reference("empty", [(3, 5)], {"dtype": np.float32})
+    held = np.full((3, 5), np.nan, np.float32)  # what a reused block may hold
+    fuzz_arrays._compare("empty", held, ref, False, 1)
+    for wrong in (np.zeros((5, 3), np.float32), np.zeros((3, 5), np.float64)):
+        with pytest.raises(oracles.Mismatch):
+            fuzz_arrays._compare("empty", wrong, ref, False, 1)
