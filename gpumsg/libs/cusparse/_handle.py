@@ -368,7 +368,11 @@ class CusparseHandle:
         graphs; the output was written, not skipped); every later SpMV on the same handle
         was right. The cause inside cuSPARSE was not found: this call takes that first
         product (tests/array_api/sparse: test_first_product_of_a_matrix_over_computed_arrays
-        after test_arrays_of_another_device_are_refused)."""
+        after test_arrays_of_another_device_are_refused). Not while a graph is recorded
+        (``dev.graph``): the recording keeps exactly the caller's calls, without a scratch
+        vector's allocation and free as graph nodes."""
+        if getattr(self._ctx, "capture", None) is not None:
+            return
         dtype = rec.ref.dtype
         rows, cols = rec.ref.shape
         n = rows if o == 0 else cols

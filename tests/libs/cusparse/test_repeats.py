@@ -303,3 +303,24 @@ def test_the_cuda_handle_keeps_a_launcher_and_replays_it(monkeypatch) -> None:
     assert lib.count("cusparseSpMV") == spmv_calls + 3 and h.spmv_replays.captures == 3
     h.close()
     assert h.raw_handle == 0
+
+
+def test_a_recorded_graph_gets_no_scratch_product(monkeypatch) -> None:
+    """A new SpMV workspace takes a scratch product first (CusparseHandle._scratch_spmv), except
+    while a graph is recorded: the recording holds the caller's SpMV alone."""
+    import types
+
+    from gpumsg.libs.cusparse._handle import CusparseHandle
+
+    monkeypatch.setenv("GPUMSG_SPARSE_REPLAY", "0")  # no driver here
+    for capture, products in ((None, 2), (object(), 1)):
+        lib = _FakeCusparse()
+        ctx = types.SimpleNamespace(memory=_FakeMemory(), capture=capture,
+                                    compute=types.SimpleNamespace(obj=77))
+        h = CusparseHandle(ctx, lib=lib)
+        ref = types.SimpleNamespace(id=5, format="csr", shape=(8, 6), nnz=10, block=1,
+                                    dtype="f32", index_dtype="i32")
+        h.create(ref, 0x100, 0x200, 0x300)
+        h.spmv(77, 5, "N", 1.0, 0x5000, 0.0, 0x6000, 6, 8)
+        assert lib.count("cusparseSpMV") == products
+        assert len(ctx.memory.freed) == products - 1
