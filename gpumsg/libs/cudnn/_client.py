@@ -5,6 +5,8 @@ from __future__ import annotations
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ...errors import InvalidMessage
 from ...messages._base import as_ref
 from ...messages._memo import MessageMemo
@@ -46,8 +48,14 @@ _CONV_BUFFERS = ("x", "w", "y", "bias")
 __all__ = ["Dnn"]
 
 
-def _tuple(value: Any, nd: int) -> tuple:
-    return tuple(value) if isinstance(value, (tuple, list)) else (value,) * nd
+def _ints(value: Any, nd: int) -> tuple[int, ...] | None:
+    """``value`` (an int, or a tuple or list of them) as ints for working out an output shape;
+    None for anything else (an array is never computed with here): the message then refuses
+    it, naming the field."""
+    items = tuple(value) if isinstance(value, (tuple, list)) else (value,) * nd
+    if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in items):
+        return tuple(int(v) for v in items)
+    return None
 
 
 class Dnn:
@@ -82,11 +90,13 @@ class Dnn:
         if out is None:
             xr, wr = as_ref(x, "x"), as_ref(w, "w")
             nd = max(len(xr.shape) - 2, 1)
-            try:
-                shape = conv_output_shape(xr.shape, wr.shape, layout, _tuple(stride, nd),
-                                          _tuple(padding, nd), _tuple(dilation, nd))
-            except (TypeError, ValueError, ArithmeticError, IndexError):
-                shape = ()
+            sizes = (_ints(stride, nd), _ints(padding, nd), _ints(dilation, nd))
+            shape = ()
+            if None not in sizes:
+                try:
+                    shape = conv_output_shape(xr.shape, wr.shape, layout, *sizes)
+                except (TypeError, ValueError, ArithmeticError, IndexError):
+                    shape = ()
             if len(shape) != len(xr.shape) or any(s <= 0 for s in shape):
                 shape = xr.shape  # a bad argument: the message names the field
             y = dev.port.mint(shape, xr.dtype, "C")
@@ -201,12 +211,11 @@ class Dnn:
             xr = as_ref(x, "x")
             nd = len(xr.shape) - 2
             shape: tuple = tuple(xr.shape)
+            win = _ints(window, nd)
+            sizes = (win, win if stride is None else _ints(stride, nd), _ints(padding, nd))
             try:
-                if nd >= 1 and layout in ("NCHW", "NHWC"):
-                    win = _tuple(window, nd)
-                    cand = pool_output_shape(xr.shape, layout, win,
-                                             win if stride is None else _tuple(stride, nd),
-                                             _tuple(padding, nd))
+                if nd >= 1 and layout in ("NCHW", "NHWC") and None not in sizes:
+                    cand = pool_output_shape(xr.shape, layout, *sizes)
                     if all(s > 0 for s in cand):
                         shape = cand
             except (TypeError, ValueError, ArithmeticError, IndexError):

@@ -11,7 +11,7 @@ import pytest
 import gpumsg
 from gpumsg.errors import InvalidMessage
 from tests.libs.cudnn._helpers import CASES, PREC, _x, act_ref, first, last, problem, ref_conv
-from tests.libs.harness import BadArg, assert_close, check_bad_args, random_array, wide
+from tests.libs.harness import BadArg, assert_close, check_bad_args, ones_array, random_array, wide
 
 
 def test_reference_gradients_by_finite_differences(rng) -> None:
@@ -182,6 +182,10 @@ BAD = [
     BadArg("2-D input", lambda d: d.cudnn.conv(_x(d, (4, 6)), _x(d, (3, 4))), field="x"),
     BadArg("stride 0", lambda d: d.cudnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), stride=0),
            field="stride"),
+    BadArg("padding an array", lambda d: d.cudnn.conv2d(
+        _x(d), _x(d, (3, 4, 3, 3)), padding=ones_array(d, 8)), field="padding"),
+    BadArg("pool window an array", lambda d: d.cudnn.pool(_x(d), window=ones_array(d, 2)),
+           field="window"),
     BadArg("negative padding", lambda d: d.cudnn.conv2d(_x(d), _x(d, (3, 4, 3, 3)), padding=-1),
            field="padding"),
     BadArg("wrong tuple length",
