@@ -55,3 +55,15 @@ def test_empty_is_checked_for_shape_and_dtype_only() -> None:
     for wrong in (np.zeros((5, 3), np.float32), np.zeros((3, 5), np.float64)):
         with pytest.raises(oracles.Mismatch):
             fuzz_arrays._compare("empty", wrong, ref, False, 1)
+
+
+def test_a_narrower_mixed_kind_answer_is_compared_in_its_own_type() -> None:
+    """float32 ** int32 answers float32 here (NumPy: float64): a float64 value too large for
+    float32 is an infinity there, and a wrong finite value still fails."""
+    import fuzz_arrays
+
+    ref = np.array([1.6e60, 2.5], np.float64)
+    fuzz_arrays._compare("pow", np.array([np.inf, 2.5], np.float32), ref, True, 2)
+    for wrong in (np.array([np.inf, 2.6], np.float32), np.array([3.0e38, 2.5], np.float32)):
+        with pytest.raises(oracles.Mismatch):
+            fuzz_arrays._compare("pow", wrong, ref, True, 2)
