@@ -283,14 +283,26 @@ class Array:
 
     # -- reading -----------------------------------------------------------------------------
     def _to_numpy(self) -> np.ndarray:
+        return self._received(self._download())
+
+    def _download(self) -> Future:
+        """Post the copy of this array's buffer to the host now and return its future, for
+        :meth:`_received` to read later: a caller with other work to post reads values
+        without waiting for them first (the copy is ordered behind a producer still running:
+        one round trip, not a wait for the producer's answer and then another for the
+        copy's)."""
         buf = self._buf
         if isinstance(buf, Future) and buf.done():
             buf = buf.result()  # a failed producer raises its own error here
-        # a producer still running: the copy is ordered behind it on the device (one round
-        # trip, not a wait for the producer's answer and then another for the copy's)
+        return self._dev.copy_to_host(buf)
+
+    def _received(self, download: Future) -> np.ndarray:
+        """This array's values from ``download`` (a :meth:`_download` of it); waits for
+        the copy, and raises the producer's own error where the producer failed."""
         try:
-            host = self._dev.copy_to_host(buf).result()
+            host = download.result()
         except DependencyFailed:
+            buf = self._buf
             if isinstance(buf, Future):
                 buf.result()  # the producer's own error (IndexOutOfRange, ...) where it failed
             raise

@@ -72,6 +72,14 @@ class PhiloxStreams:
                                  "generator", field="generator")
         return c
 
+    def rewind(self, start: int, end: int) -> None:
+        """Give back the launches ``start`` to ``end - 1`` drawn by a call that then failed
+        (its draws discarded), as NumPy's generator is left as it was by a call that raises;
+        only while nothing was drawn since (a later launch keeps its counters unique)."""
+        with self._lock:
+            if self.counter == end:
+                self.counter = start
+
     @property
     def curand(self) -> Any:
         """The cuRAND Philox generator of the normal, log-normal and Poisson draws."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -122,50 +123,58 @@ def permuted(gen: Generator, x: Any, axis: int | None, out: Any) -> Array:
     return out
 
 
-def _probabilities(gen: Generator, p: Any, pop: int) -> Array:
-    """``p`` checked as NumPy checks it (1-D, ``pop`` entries, >= 0, summing to 1 within
-    sqrt(eps)), as a float64 array on the device."""
-    from .. import asarray, astype, stack
+def _probabilities(gen: Generator, p: Any, pop: int) -> tuple[Array, Callable[[], None]]:
+    """``p`` as a float64 array on the device, and its check as NumPy checks it (1-D, ``pop``
+    entries, >= 0, summing to 1 within sqrt(eps)): a call that raises InvalidMessage naming
+    ``p`` when it fails. The shape is checked here; the values of a host ``p`` are too, and
+    the check returned does nothing. For a device ``p`` the minimum and the sum are computed
+    and their copies to the host posted here, and the check reads them: the caller posts its
+    own work first, so the read's wait overlaps it (a read before it would cost a round trip
+    of its own)."""
+    from .. import asarray, astype
     from .. import min as min_
     from .. import sum as sum_
 
     if isinstance(p, Array):
         if p.ndim != 1:
             raise InvalidMessage("p: must be 1-dimensional", field="p")
-        pa = astype(p, D.float64)
-        n = p.shape[0]
-        # both figures in one read: each read waits for the device
-        lo, total = (float(v) for v in np.asarray(stack([min_(pa), sum_(pa)]))) if n else \
-            (0.0, 0.0)
-    else:
-        host = np.asarray(p, dtype=np.float64)
-        if host.ndim != 1:
-            raise InvalidMessage("p: must be 1-dimensional", field="p")
-        n = host.shape[0]
-        lo = float(host.min()) if n else 0.0
-        total = float(host.sum())
-        pa = asarray(host, device=gen.device)
+        if p.shape[0] != pop:
+            raise InvalidMessage("p: a and p must have same size", field="p")
+        pa = astype(p, D.float64, copy=False)
+        if not pop:
+            _judge(0.0, 0.0)  # an empty p sums to 0, as NumPy finds
+        lo, total = min_(pa), sum_(pa)
+        reads = (lo._download(), total._download())
+
+        def check() -> None:
+            _judge(float(lo._received(reads[0])), float(total._received(reads[1])))
+
+        return pa, check
+    host = np.asarray(p, dtype=np.float64)
+    if host.ndim != 1:
+        raise InvalidMessage("p: must be 1-dimensional", field="p")
+    n = host.shape[0]
     if n != pop:
         raise InvalidMessage("p: a and p must have same size", field="p")
+    _judge(float(host.min()) if n else 0.0, float(host.sum()))
+    return asarray(host, device=gen.device), _nothing
+
+
+def _judge(lo: float, total: float) -> None:
     if not lo >= 0:
         raise InvalidMessage("p: probabilities are not non-negative", field="p")
     if not abs(total - 1.0) <= math.sqrt(np.finfo(np.float64).eps):
         raise InvalidMessage("p: probabilities do not sum to 1", field="p")
-    return pa
+
+
+def _nothing() -> None:
+    pass
 
 
 def choice(gen: Generator, a: Any, size: Any, replace: bool, p: Any, axis: int,
            shuffle_: bool) -> Array:
     """``Generator.choice`` (see the module docstring)."""
-    from .. import (
-        argsort,
-        count_nonzero,
-        cumulative_sum,
-        minimum,
-        reshape,
-        searchsorted,
-        take,
-    )
+    from .. import reshape, take
 
     if isinstance(a, numbers.Integral) and not isinstance(a, bool):
         pool: Array | None = None
@@ -189,7 +198,27 @@ def choice(gen: Generator, a: Any, size: Any, replace: bool, p: Any, axis: int,
     k = math.prod(out_shape)
     if pop == 0 and k > 0:
         raise InvalidMessage("a: cannot take a sample from an empty population", field="a")
-    probs = _probabilities(gen, p, pop) if p is not None else None
+    probs, check = _probabilities(gen, p, pop) if p is not None else (None, _nothing)
+    bits = gen.bit_generator
+    start = bits.counter
+    try:
+        idx = _pick(gen, pop, out_shape, k, replace, probs, check)
+    except InvalidMessage:
+        bits.rewind(start, bits.counter)  # nothing drawn, as NumPy's generator after a refusal
+        raise
+    del shuffle_  # the selection is in random order either way
+    if pool is None:
+        return idx
+    picked = take(pool, reshape(idx, (-1,)), axis=ax)
+    return reshape(picked, pool.shape[:ax] + out_shape + pool.shape[ax + 1:])
+
+
+def _pick(gen: Generator, pop: int, out_shape: tuple[int, ...], k: int, replace: bool,
+          probs: Array | None, check: Callable[[], None]) -> Array:
+    """The indices (int64, ``out_shape``) of ``choice``'s sample; ``check`` (of ``probs``)
+    is called once the draws are posted, before any read of the sample."""
+    from .. import argsort, count_nonzero, cumulative_sum, minimum, reshape, searchsorted
+
     if replace:
         if probs is None:
             idx = gen.integers(0, max(pop, 1), size=out_shape)
@@ -202,21 +231,18 @@ def choice(gen: Generator, a: Any, size: Any, replace: bool, p: Any, axis: int,
             u = gen.random(size=out_shape)
             idx = minimum(searchsorted(cdf, reshape(u, (-1,)), side="right"), pop - 1)
             idx = reshape(idx, out_shape)
-    else:
-        if k > pop:
-            raise InvalidMessage("size: cannot take a larger sample than population when "
-                                 "replace is False", field="size")
-        if probs is None:
-            order = _order(gen, pop)
-        else:
-            if int(count_nonzero(probs)) < k:
-                raise InvalidMessage("p: fewer non-zero entries in p than size", field="p")
-            keys = gen.standard_exponential(size=pop) / probs
-            order = argsort(keys)
-        idx = reshape(order[:k], out_shape)
-    del shuffle_  # the selection is in random order either way
-    if pool is None:
+        check()
         return idx
-    picked = take(pool, reshape(idx, (-1,)), axis=ax)
-    return reshape(picked, pool.shape[:ax] + out_shape + pool.shape[ax + 1:])
+    if k > pop:
+        raise InvalidMessage("size: cannot take a larger sample than population when "
+                             "replace is False", field="size")
+    if probs is None:
+        order = _order(gen, pop)
+    else:
+        check()
+        if int(count_nonzero(probs)) < k:
+            raise InvalidMessage("p: fewer non-zero entries in p than size", field="p")
+        keys = gen.standard_exponential(size=pop) / probs
+        order = argsort(keys)
+    return reshape(order[:k], out_shape)
 

@@ -156,6 +156,29 @@ def test_choice_refuses_bad_probabilities_on_the_device(xp, gen, p):
     assert info.value.field == "p"
 
 
+@pytest.mark.parametrize("replace", [True, False])
+@pytest.mark.parametrize("pop", [3, 5000])
+def test_a_refused_choice_leaves_the_generator_as_it_was(xp, rng, replace, pop):
+    """The values of a device ``p`` are checked after the draws are posted (the read
+    overlaps them); a refusal gives those draws back: the next values are those of a
+    generator that never saw the call, as NumPy's generator after its ValueError."""
+    seed = seed_of(rng)
+    bad = np.full(pop, 1.0 / pop)
+    bad[-1] = -bad[-1]
+    g = xp.random.default_rng(seed)
+    g.random(3)
+    with pytest.raises(InvalidMessage) as info:
+        g.choice(pop, 2, replace=replace, p=xp.asarray(bad))
+    assert info.value.field == "p"
+    fresh = xp.random.default_rng(seed)
+    fresh.random(3)
+    assert np.array_equal(np.asarray(g.random(4)), np.asarray(fresh.random(4)))
+    # an accepted device p with the same draws: the check does not change the sample
+    good = np.abs(bad) / np.abs(bad).sum()
+    assert np.array_equal(np.asarray(g.choice(pop, 2, replace=replace, p=xp.asarray(good))),
+                          np.asarray(fresh.choice(pop, 2, replace=replace, p=good)))
+
+
 def test_choice_from_arrays_along_an_axis(xp, gen):
     pool = np.arange(30).reshape(5, 6) * 10
     h = np.asarray(gen.choice(xp.asarray(pool), 4))
