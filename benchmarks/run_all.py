@@ -26,7 +26,7 @@ SUITE = ["bench_overhead", "bench_gemm", "bench_blas", "bench_fft", "bench_copie
          "bench_solver", "bench_solver_sparse", "bench_sparse", "bench_cudnn", "bench_cudnn_norm",
          "bench_cudnn_rnn", "bench_attention", "bench_conv_graph", "bench_interop", "bench_random",
          "bench_workloads", "bench_linalg_stacked", "bench_arrays", "bench_sort",
-         "bench_sparse_arrays"]
+         "bench_sparse_arrays", "bench_streams"]
 
 #: what RESULTS.md needs; the seconds each took on an H100 are in the comments
 HEADLINE = ["bench_gemm",            # GEMM by size and type beside torch and CuPy (~70 s)
