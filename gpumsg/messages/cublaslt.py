@@ -40,6 +40,7 @@ from ._base import (
     Message,
     _choice,
     _fail,
+    _int,
     _ref,
     _require_dtype,
     _set,
@@ -165,6 +166,8 @@ class Matmul(Message):
             check_matrix(self, "c", c, self.m, self.n, _ld(self, "ldc", self.m), "ldc")
         elif self.ldc is None:
             _set(self, "ldc", self.ldd)
+        else:  # no C, but its layout still goes to cuBLASLt: a column of D's rows at least
+            _set(self, "ldc", _int(self, "ldc", self.ldc, max(1, self.m), INT32_MAX))
         if fp8:
             for name in ("lda", "ldb", "ldd"):
                 if getattr(self, name) % 16:
@@ -173,6 +176,8 @@ class Matmul(Message):
         for name, ref in (("a", a), ("b", b), ("c", c), ("bias", bias), ("aux", aux)):
             if ref is not None and ref.id == d.id and ref.owner == d.owner:
                 raise _fail(self, "d", f"D must not alias {name}")
+        if self.aux_ld is not None:
+            _set(self, "aux_ld", _int(self, "aux_ld", self.aux_ld, 1, INT32_MAX))
         # -- epilogue operands
         if ep == "bgrada" and self.transa != "N":
             raise _fail(self, "transa", "bgrada needs A not transposed (cuBLASLt has no kernel "

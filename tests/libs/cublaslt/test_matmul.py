@@ -220,6 +220,13 @@ BAD = [
      dict(compute="tf32"), "compute"),
     ("scale on f32", dict(a=("f32", (M, K)), b=("f32", (K, N)), d=("f32", (M, N))),
      dict(scale_a=1.0), "scale_a"),
+    # no C, yet its layout goes to cuBLASLt: a bad ldc once reached ctypes (ArgumentError)
+    ("ldc a string without c", dict(a=("f32", (M, K)), b=("f32", (K, N)), d=("f32", (M, N))),
+     dict(ldc="L"), "ldc"),
+    ("ldc short without c", dict(a=("f32", (M, K)), b=("f32", (K, N)), d=("f32", (M, N))),
+     dict(ldc=M - 1), "ldc"),
+    ("aux_ld a string", dict(a=("f32", (M, K)), b=("f32", (K, N)), d=("f32", (M, N))),
+     dict(aux_ld="L"), "aux_ld"),
 ]
 
 
