@@ -32,6 +32,10 @@ message waits in the mailbox, the caller's next posts queue behind it while the 
 catches up, and 97-99% of the calls went through the mailbox; forcing callers to wait for the
 device thread (``GPUMSG_BACKPRESSURE=1/0``: 86% of small reductions inline) did not make a call
 cheaper (77-79 µs either way). The Python work per message, not the hand-over, sets that cost.
+Nor did a device thread that skipped its look (:data:`WATCH`) while a caller's turn ran, so that
+callers never found the lock taken by it: nearly every small call then ran inline, but one
+thread issuing GEMM, FFT and convolution calls in turn fell from 18k to 10k calls a second
+(paired runs, H200), and a pipeline test's chain behind a hung kernel failed.
 """
 
 from __future__ import annotations
