@@ -372,6 +372,12 @@ def _run_case(mat: Materializer, target: Target, tokens: dict[str, str],
                 accepted = True
     finally:
         undo()
+    for msg in sent:  # every message posted got past its checks
+        bad = oracles.field_kinds(msg)
+        if bad:
+            report.untyped += 1
+            report.defects.append(f"{where}: a message was posted with fields of the wrong "
+                                  f"kind: {', '.join(bad)}")
     if accepted:
         _check_accepted(mat, target, positional, keywords, sent, answer, where, report)
     try:

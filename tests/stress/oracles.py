@@ -308,6 +308,40 @@ def check_message(msg: Any, snapshots: dict[int, np.ndarray], read: Callable[[An
 # -- valid calls: random arguments inside each call's contract -----------------------------------
 
 #: the calls the differential pass draws valid arguments for (Device or namespace method)
+#: a message field's annotation -> the types its value may have once the message is built:
+#: what a library call is handed (ctypes refuses a str where an int is declared)
+_FIELD_KINDS: dict[str, tuple[type, ...]] = {
+    "int": (int,), "int | None": (int, type(None)),
+    "float": (float, int), "float | None": (float, int, type(None)),
+    "str": (str,), "str | None": (str, type(None)), "bool": (bool,),
+}
+
+
+def field_kinds(msg: Any) -> list[str]:
+    """The fields of a built message (and of the messages it carries) whose values are not of
+    their annotated kind, as ``Type.field=value``: a message that its checks let through with
+    such a value hands it to a library call as it is. A bool where an int is annotated
+    counts too."""
+    import dataclasses
+
+    out: list[str] = []
+    for f in dataclasses.fields(msg):
+        value = getattr(msg, f.name, None)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type) and \
+                hasattr(type(value), "__dataclass_fields__") and \
+                type(value).__module__.startswith("gpumsg.messages"):
+            out += field_kinds(value)
+            continue
+        kinds = _FIELD_KINDS.get(str(f.type).strip())
+        if kinds is None:
+            continue
+        ok = isinstance(value, kinds) and not (
+            isinstance(value, bool) and bool not in kinds and value is not None)
+        if not ok:
+            out.append(f"{type(msg).__name__}.{f.name}={value!r}")
+    return out
+
+
 VALID_CALLS = ("sgemm", "cublas.gemm", "cublas.axpy", "cublas.scal", "cublas.dot", "cublas.nrm2",
                "cublas.asum", "cublas.iamax", "cublas.iamin", "cublas.copy", "cublas.swap",
                "cublas.gemv",

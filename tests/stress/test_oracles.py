@@ -67,3 +67,22 @@ def test_a_narrower_mixed_kind_answer_is_compared_in_its_own_type() -> None:
     for wrong in (np.array([np.inf, 2.6], np.float32), np.array([3.0e38, 2.5], np.float32)):
         with pytest.raises(oracles.Mismatch):
             fuzz_arrays._compare("pow", wrong, ref, True, 2)
+
+
+def test_a_posted_field_of_the_wrong_kind_is_named() -> None:
+    """A built message whose checks let a value of another kind through (a str where an int
+    is annotated: ctypes refuses it only on the GPU) is reported by type and field; the
+    messages it carries are looked into; a well-built message has nothing to report."""
+    from gpumsg.messages import AllocThen
+
+    msg, _, _ = _gemv_case(1.5)
+    assert oracles.field_kinds(msg) == []
+    object.__setattr__(msg, "incx", "L")
+    assert oracles.field_kinds(msg) == ["Gemv.incx='L'"]
+    object.__setattr__(msg, "incx", True)
+    assert oracles.field_kinds(msg) == ["Gemv.incx=True"]
+    out = BufRef(1, 9, 0, "f32", (4,), "C", 16)
+    wrapped = AllocThen.__new__(AllocThen)
+    object.__setattr__(wrapped, "out", out)
+    object.__setattr__(wrapped, "then", msg)
+    assert oracles.field_kinds(wrapped) == ["Gemv.incx=True"]
