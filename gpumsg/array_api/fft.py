@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import _dtypes as D
-from ._array import Array, _copy, asarray_host, resolve_device
+from ._array import Array, _copy, resolve_device
 from ._elementwise import TABLE, apply
 from ._manipulation import roll
 from ._reductions import normalize_axes
@@ -173,13 +173,31 @@ def fftfreq(n: int, /, d: float = 1.0, *, dtype: Any = None, device: Any = None)
     """The sample frequencies of an ``n``-point transform with sample spacing ``d``."""
     dt = _freq_dtype(dtype)
     n, d = _window(n, d)
-    return asarray_host(resolve_device(device), np.fft.fftfreq(n, d), dt)
+    return _frequencies(resolve_device(device), n, (n - 1) // 2 + 1, d, dt)
 
 
 def rfftfreq(n: int, /, d: float = 1.0, *, dtype: Any = None, device: Any = None) -> Array:
+    """The non-negative sample frequencies of an ``n``-point real transform."""
     dt = _freq_dtype(dtype)
     n, d = _window(n, d)
-    return asarray_host(resolve_device(device), np.fft.rfftfreq(n, d), dt)
+    return _frequencies(resolve_device(device), n, n // 2 + 1, d, dt, False)
+
+
+def _frequencies(dev: Any, n: int, count: int, d: float, dt: np.dtype,
+                 negative: bool = True) -> Array:
+    """``[0, 1, .., count - 1]`` and, with ``negative``, ``[-(n - count), .., -1]`` after them,
+    times ``1 / (n d)``, computed as NumPy computes them (integer indices, their float64
+    products, then ``dt``) on the device: a long window takes device memory only, where the
+    host's copy of NumPy's answer could exhaust the host first."""
+    from ._creation import arange
+    from ._elementwise import astype, where
+
+    val = 1.0 / (n * d)
+    k = arange(n if negative else count, dtype=D.int64, device=dev)
+    if negative and n > count:
+        k = where(k < count, k, k - n)
+    out = astype(k, D.float64) * val
+    return out if dt == D.float64 else astype(out, dt)
 
 
 def _shift(x: Array, axes: Any, sign: int) -> Array:

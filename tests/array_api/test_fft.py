@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 from array_helpers import random_values
 
+import gpumsg
+
 
 @pytest.mark.parametrize("norm", ["backward", "ortho", "forward"])
 def test_transforms(xp, rng, norm) -> None:
@@ -44,6 +46,23 @@ def test_helpers(xp, rng) -> None:
                                   np.fft.ifftshift(h, axes=(1,)))
     with pytest.raises(TypeError):
         f.fft(x)  # a real array: rfft is the transform for it
+
+
+@pytest.mark.parametrize("name", ["fftfreq", "rfftfreq"])
+def test_frequencies_are_numpys_and_made_on_the_device(xp, rng, name) -> None:
+    """Bit for bit NumPy's (integer indices times 1 / (n d) in float64, then the dtype), for
+    random windows and spacings; a window too long for the device is refused as device
+    memory (OutOfMemory) before any host copy of it is made (a host copy of 2**31 float64
+    frequencies ended a fuzz run's interpreter)."""
+    fn, ref = getattr(xp.fft, name), getattr(np.fft, name)
+    for n in [1, 2, 3, *rng.integers(4, 5000, 4).tolist()]:
+        d = float(rng.uniform(-3, 3)) or 1.0
+        for dt, npdt in ((None, np.float64), (xp.float32, np.float32)):
+            got = np.asarray(fn(n, d, dtype=dt))
+            assert got.dtype == npdt
+            np.testing.assert_array_equal(got, ref(n, d).astype(npdt))
+    with pytest.raises(gpumsg.OutOfMemory):
+        fn(2 ** 40, 1.0)
 
 
 def test_numpy_surface(xp, rng) -> None:
