@@ -228,7 +228,9 @@ def _stride(msg: Any, field: str, minimum: int) -> int:
     if value is None:
         _set(msg, field, minimum)
         return minimum
-    _int(msg, field, value)
+    # at most MAX_NBYTES elements: the matrices' addresses (i * stride elements on) are 64-bit
+    # byte offsets, which a larger stride would overflow even where one matrix uses none
+    value = _int(msg, field, value, 0, MAX_NBYTES)
     if value < minimum:
         raise _fail(msg, field, f"must be >= {minimum} (matrices must not overlap), got {value}")
     return value

@@ -95,6 +95,9 @@ BAD = [
                                                                     nrhs=2), field="nrhs"),
     BadArg("getrf_batched ipiv i64", lambda d: d.cusolver.getrf_batched(
         _col(d, (2, 8, 8)), 8, 2, d.alloc((16,), np.int64)), field="ipiv"),
+    # one matrix uses no stride, yet 2**63 elements overflowed the handler's 64-bit offsets
+    BadArg("getrf_batched stride past 64 bits", lambda d: d.cusolver.getrf_batched(
+        _col(d, (8, 8)), 8, 1, stride=2 ** 63), field="stride"),
     BadArg("getrs_batched stride overlaps", lambda d: d.cusolver.getrs_batched(
         _col(d, (2, 8, 8)), _col(d, (2, 8)), 8, 1, 2, stride_a=10), field="stride_a"),
     BadArg("qr mode", lambda d: d.linalg.qr(_f64(d), mode="economic"), field="mode"),
