@@ -186,8 +186,10 @@ class ConvPool(NnBase):
         indices, no divisor override), else the generated kernel, which has them all."""
         x, unbatched = self._batched(input, nd)
         window = int_tuple(kernel_size, nd, "kernel_size", 1)
-        strides = window if stride is None or stride == () or stride == [] else \
-            int_tuple(stride, nd, "stride", 1)
+        # torch's default stride (the window) for None or an empty sequence; compared by type
+        # first: an array's == is element-wise
+        strides = window if stride is None or (type(stride) in (tuple, list) and not stride) \
+            else int_tuple(stride, nd, "stride", 1)
         pad = int_tuple(padding, nd, "padding", 0)
         dil = int_tuple(dilation, nd, "dilation", 1)
         checked_flag(ceil_mode, "ceil_mode")

@@ -251,6 +251,10 @@ BAD = [
     BadArg("divisor_override 0", lambda d: d.nn.avg_pool2d(_t(d, (1, 2, 6, 6)), 2,
                                                            divisor_override=0),
            field="divisor_override"),
+    # an array stride: compared with () element-wise it once raised NumPy's ValueError
+    BadArg("pool stride an array", lambda d: d.nn.avg_pool2d(_t(d, (1, 2, 6, 6)), 2,
+                                                             stride=np.ones(8, np.float32)),
+           field="stride"),
     BadArg("pool padding > half", lambda d: d.nn.max_pool1d(_t(d), 2, padding=2),
            field="padding"),
     BadArg("layer_norm shape", lambda d: d.nn.layer_norm(_t(d), (3,)),
