@@ -69,6 +69,19 @@ def test_a_narrower_mixed_kind_answer_is_compared_in_its_own_type() -> None:
             fuzz_arrays._compare("pow", wrong, ref, True, 2)
 
 
+def test_clip_is_compared_in_the_dtype_of_x() -> None:
+    """clip(float32 x, min=float64 array) answers float32 (the standard: x's dtype; NumPy
+    promotes to float64): NumPy's value rounded to float32 passes, a wrong value fails."""
+    import fuzz_arrays
+
+    x = np.array([0.1, 0.7, -2.0], np.float32)
+    lo = np.array([0.2, 0.25, -1.0 / 3], np.float64)
+    right = np.clip(x, lo, None).astype(np.float32)
+    assert fuzz_arrays.check_array_call("clip", [x], {"min": lo}, right, {})
+    with pytest.raises(oracles.Mismatch):
+        fuzz_arrays.check_array_call("clip", [x], {"min": lo}, right + np.float32(0.01), {})
+
+
 def test_a_posted_field_of_the_wrong_kind_is_named() -> None:
     """A built message whose checks let a value of another kind through (a str where an int
     is annotated: ctypes refuses it only on the GPU) is reported by type and field; the
