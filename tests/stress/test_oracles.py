@@ -82,6 +82,22 @@ def test_clip_is_compared_in_the_dtype_of_x() -> None:
         fuzz_arrays.check_array_call("clip", [x], {"min": lo}, right + np.float32(0.01), {})
 
 
+def test_floor_divide_of_an_infinity_is_the_standards() -> None:
+    """inf // 2.0: the standard's preferred floor(inf / 2.0) = inf (NumPy: NaN) passes; NaN
+    there fails, as does a wrong finite quotient."""
+    import fuzz_arrays
+
+    x2 = np.array([2.0, -4.0, 0.5], np.float64)
+    right = np.array([np.inf, -np.inf, np.inf])
+    assert fuzz_arrays.check_array_call("floor_divide", [np.inf, x2], {}, right, {})
+    for wrong in (np.full(3, np.nan), np.array([np.inf, -np.inf, 3.0])):
+        with pytest.raises(oracles.Mismatch):
+            fuzz_arrays.check_array_call("floor_divide", [np.inf, x2], {}, wrong, {})
+    finite = np.array([7.0, 9.0], np.float64)
+    assert fuzz_arrays.check_array_call("floor_divide", [finite, 2.0], {},
+                                        np.array([3.0, 4.0]), {})
+
+
 def test_a_posted_field_of_the_wrong_kind_is_named() -> None:
     """A built message whose checks let a value of another kind through (a str where an int
     is annotated: ctypes refuses it only on the GPU) is reported by type and field; the
