@@ -21,7 +21,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from ..client._buffers import BufferFuture, GpuBuffer
 from ..dtypes import dtype_name
-from ..errors import DependencyFailed, InvalidMessage
+from ..errors import DependencyFailed, GpuRefStale, InvalidMessage
 from . import _dtypes as D
 from . import _fusion
 
@@ -294,7 +294,15 @@ class Array:
         buf = self._buf
         if isinstance(buf, Future) and buf.done():
             buf = buf.result()  # a failed producer raises its own error here
-        return self._dev.copy_to_host(buf)
+        try:
+            return self._dev.copy_to_host(buf)
+        except GpuRefStale:
+            # a producer whose failure poisoned the device between the look above and the
+            # copy (the buffer is stale): its own error (ContextPoisoned, with the cause), not
+            # the staleness it left behind
+            if isinstance(buf, Future):
+                buf.result()
+            raise
 
     def _received(self, download: Future) -> np.ndarray:
         """This array's values from ``download`` (a :meth:`_download` of it); waits for

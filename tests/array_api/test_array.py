@@ -178,3 +178,33 @@ def test_inspection(xp) -> None:
     assert xp.can_cast(xp.int8, xp.int64) and not xp.can_cast(xp.float64, xp.float32)
     assert xp.finfo(xp.float32).eps == np.finfo(np.float32).eps
     assert xp.iinfo(xp.uint16).max == 65535
+
+
+@pytest.mark.parametrize("producer_fails", [True, False], ids=["failed", "succeeded"])
+def test_a_read_that_finds_the_buffer_stale_raises_the_producers_error(
+        xp, monkeypatch, producer_fails: bool) -> None:
+    """A producer whose failure poisons the device after the read looked at it (still
+    running) but before the copy was posted: the copy finds the buffer stale, and the read
+    raises the producer's own error (its cause), not the staleness it left behind; a stale
+    buffer whose producer succeeded stays GpuRefStale."""
+    import threading
+    from concurrent.futures import Future
+
+    from gpumsg.array_api._array import Array
+
+    dev = xp.asarray(np.ones(2, np.float32)).device
+    fut: Future = Future()  # the producer's, still running
+    x = Array(fut, (4,), xp.float32, dev)
+
+    def stale(*args, **kwargs):
+        if producer_fails:
+            threading.Timer(0.05, fut.set_exception,
+                            [gpumsg.ContextPoisoned("injected kernel failure")]).start()
+        else:
+            fut.set_result(None)
+        raise gpumsg.GpuRefStale("buffer #1 is stale: the device was rebuilt")
+
+    monkeypatch.setattr(dev, "copy_to_host", stale)
+    with pytest.raises(gpumsg.ContextPoisoned if producer_fails else gpumsg.GpuRefStale,
+                       match="injected" if producer_fails else "stale"):
+        np.asarray(x)
