@@ -61,7 +61,7 @@ BF16 = gpumsg.as_dtype("bf16")
 
 
 class Sizes:
-    """The work's sizes: the issue's on a GPU, small ones on the simulator."""
+    """The work's sizes: the targets' on a GPU, small ones on the simulator."""
 
     def __init__(self, small: bool) -> None:
         self.rows, self.width = (8, 64) if small else (32, 1024)

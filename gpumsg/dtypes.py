@@ -49,7 +49,7 @@ _BY_NAME: dict[str, np.dtype] = {
 }
 _BY_DTYPE: dict[np.dtype, str] = {v: k for k, v in _BY_NAME.items()}
 
-#: The types the issue lists for typed allocation (fp8 buffers are allocated the same way).
+#: The types offered for typed allocation (fp8 buffers are allocated the same way).
 ALLOC_DTYPES: tuple[str, ...] = ("f32", "f64", "f16", "bf16", "i8", "u8", "i16", "u16", "i32",
                                  "u32", "i64", "u64", "c64", "c128")
 

@@ -1,6 +1,6 @@
 """cuRAND on the simulator: deterministic NumPy/SciPy streams with cuRAND's semantics.
 
-The numbers are not cuRAND's bit for bit (the issue allows that); what carries over is the
+The numbers are not cuRAND's bit for bit (nothing promises them); what carries over is the
 contract: the same generator kind, seed, ordering and offset give the same numbers; a stream
 has a position that each call advances, so ``n`` values then ``m`` values equal ``n + m``
 values for uniform and raw draws (and normal ones in even counts); quasi-random output is laid
