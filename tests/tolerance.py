@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["unit_roundoff", "bound", "rel_err", "assert_rel", "orthonormality_error",
+__all__ = ["unit_roundoff", "bound", "sum_cond", "rel_err", "assert_rel", "orthonormality_error",
            "assert_orthonormal", "REAL_OF"]
 
 #: u = 2^-(mantissa bits + 1): half the distance from 1 to the next number, per precision.
@@ -53,6 +53,16 @@ def bound(dtype: Any, n: int = 1, c: float = 4.0, cond: float = 1.0) -> float:
     """``c * max(n, 1) * u(dtype) * cond``: the relative error a correct computation of a
     reduction (or solve) of size ``n`` in ``dtype`` stays under."""
     return c * max(int(n), 1) * unit_roundoff(dtype) * max(float(cond), 1.0)
+
+
+def sum_cond(x: Any, axis: Any = None) -> float:
+    """The condition number of summing ``x``'s entries (along ``axis``; an array or a SciPy
+    sparse matrix): the norm of the sums of magnitudes over the norm of the sums. Random signed
+    terms may cancel to a small sum, whose relative error is then larger by that factor,
+    however the sum is taken."""
+    mags, sums = abs(x).sum(axis=axis), x.sum(axis=axis)
+    den = float(np.linalg.norm(np.asarray(sums)))
+    return max(1.0, float(np.linalg.norm(np.asarray(mags))) / den) if den else 1.0
 
 
 def _wide(x: Any) -> np.ndarray:

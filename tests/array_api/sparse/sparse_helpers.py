@@ -62,15 +62,6 @@ def check(got, ref, dtype: str, n: int = 1, what: str = "", cond: float = 1.0) -
     assert_rel(np.asarray(got), ref, dtype, n=max(n, 1), c=8.0, cond=cond, what=what)
 
 
-def sum_cond(ref: sp.spmatrix, axis: int | None = None) -> float:
-    """The condition number of summing ``ref``'s entries (along ``axis``): the norm of the sums
-    of magnitudes over the norm of the sums. Random signed terms may cancel to a small sum,
-    whose relative error is then larger by that factor, however the sum is taken."""
-    mags, sums = abs(ref).sum(axis=axis), ref.sum(axis=axis)
-    den = float(np.linalg.norm(np.asarray(sums)))
-    return max(1.0, float(np.linalg.norm(np.asarray(mags))) / den) if den else 1.0
-
-
 def dense_of(matrix) -> np.ndarray:
     """A sparse matrix of the namespace read back through its own arrays (no todense)."""
     return matrix.get().toarray()
