@@ -35,6 +35,7 @@ without torch, to exercise the harness. Writes ``streams.{json,md}``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -67,10 +68,6 @@ class Sizes:
         self.rows, self.width = (8, 64) if small else (32, 1024)
         self.fft = (4, 256) if small else (64, 4096)
         self.conv = (2, 8, 12) if small else (8, 64, 56)  # batch, channels, height = width
-
-
-def _gelu(x: np.ndarray) -> np.ndarray:
-    return mlp_serving.gelu(x)
 
 
 def _close(name: str, got: np.ndarray, want: np.ndarray, tol: float) -> None:
@@ -145,7 +142,7 @@ class GpumsgWork:
         got = self.dev.copy_to_host(self.keep[0] if self.kind == 1 else self.out).result()
         if self.kind == 0:
             x, w, b = (a.astype(np.float64) for a in self.host)
-            want = _gelu(w @ x + b[:, None])
+            want = mlp_serving.gelu(w @ x + b[:, None])
             _close("GEMM + bias + GELU", np.asarray(got, np.float64), want, 2e-2)
         elif self.kind == 1:
             want = np.fft.fft(self.host[0].astype(np.complex128), axis=-1)
@@ -197,13 +194,9 @@ def _run_threads(calls: list[Callable[[], Any]], ops: int, finish: Callable[[], 
     def client(k: int) -> None:
         try:
             start.wait()
-            if around is None:
+            with around(k) if around is not None else contextlib.nullcontext():
                 for _ in range(ops):
                     calls[k]()
-            else:
-                with around(k):
-                    for _ in range(ops):
-                        calls[k]()
         except BaseException as exc:  # noqa: BLE001 - raised again below
             failures.append(exc)
 

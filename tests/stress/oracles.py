@@ -328,7 +328,6 @@ def field_kinds(msg: Any) -> list[str]:
     for f in dataclasses.fields(msg):
         value = getattr(msg, f.name, None)
         if dataclasses.is_dataclass(value) and not isinstance(value, type) and \
-                hasattr(type(value), "__dataclass_fields__") and \
                 type(value).__module__.startswith("gpumsg.messages"):
             out += field_kinds(value)
             continue
