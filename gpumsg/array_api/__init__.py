@@ -81,7 +81,6 @@ from ._manipulation import (
     flip,
     moveaxis,
     permute_dims,
-    repeat,
     reshape,
     roll,
     squeeze,
@@ -103,6 +102,7 @@ from ._reductions import (
     sum,
     var,
 )
+from ._repeat import repeat
 from ._scan import cumulative_prod, cumulative_sum
 from ._sorting import (
     argsort,

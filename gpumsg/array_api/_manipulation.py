@@ -14,7 +14,7 @@ from ._array import Array, _copy, c_strides, check_device, new_array
 from ._elementwise import broadcast_shapes
 
 __all__ = ["reshape", "permute_dims", "expand_dims", "squeeze", "concat", "stack",
-           "broadcast_to", "broadcast_arrays", "flip", "roll", "tile", "repeat", "moveaxis",
+           "broadcast_to", "broadcast_arrays", "flip", "roll", "tile", "moveaxis",
            "unstack"]
 
 
@@ -202,29 +202,6 @@ def tile(x: Array, repetitions: tuple[int, ...], /) -> Array:
     v = reshape(base, tuple(exp_view_shape))
     b = broadcast_to(v, tuple(exp_shape))
     return reshape(_copy(b), tuple(r * d for r, d in zip(reps, shape)))
-
-
-def repeat(x: Array, repeats: Any, /, *, axis: int | None = None) -> Array:
-    x = _arr(x, "repeat")
-    if axis is None:
-        x = reshape(x, (-1,))
-        axis = 0
-    a = _axis(axis, x.ndim)
-    if isinstance(repeats, Array):
-        if repeats.ndim == 0:
-            repeats = int(repeats)
-        else:
-            from ._array import asarray_host
-
-            host = np.repeat(x._to_numpy(), repeats._to_numpy(), axis=a)
-            return asarray_host(x.device, host, x.dtype)
-    r = operator.index(repeats)
-    if r < 0:
-        raise ValueError("repeat: repeats must be non-negative")
-    v = expand_dims(x, axis=a + 1)
-    shape = x.shape[:a + 1] + (r,) + x.shape[a + 1:]
-    b = broadcast_to(v, shape)
-    return reshape(_copy(b), x.shape[:a] + (x.shape[a] * r,) + x.shape[a + 1:])
 
 
 def moveaxis(x: Array, source: Any, destination: Any, /) -> Array:

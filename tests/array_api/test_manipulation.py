@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 from array_helpers import random_values
 
+from gpumsg.errors import OutOfMemory
+
 
 def test_views_share_the_buffer(xp, rng) -> None:
     h = random_values(rng, (3, 4, 5), np.float32, False)
@@ -70,6 +72,53 @@ def test_roll_tile_repeat(xp, rng) -> None:
     reps = xp.asarray(np.array([1, 0, 2]))
     np.testing.assert_array_equal(np.asarray(xp.repeat(x, reps, axis=0)),
                                   np.repeat(h, [1, 0, 2], axis=0))
+
+
+@pytest.mark.parametrize("shape,axis", [((7, 5), 0), ((7, 5), 1), ((4, 3, 6), -1), ((9,), None),
+                                        ((3, 4), None)])
+def test_repeat_by_an_array_of_counts(xp, rng, shape, axis) -> None:
+    h = random_values(rng, shape, np.float32, False)
+    n = h.size if axis is None else shape[axis]
+    counts = rng.integers(0, 4, n)
+    counts[rng.integers(0, n)] = 0  # a dropped element, wherever it falls
+    for dt in (np.int64, np.int32, np.uint8):
+        got = xp.repeat(xp.asarray(h), xp.asarray(counts.astype(dt)), axis=axis)
+        np.testing.assert_array_equal(np.asarray(got), np.repeat(h, counts, axis=axis))
+    # one count for every element, as an int or as an array of one element
+    np.testing.assert_array_equal(np.asarray(xp.repeat(xp.asarray(h), xp.asarray([2]), axis=axis)),
+                                  np.repeat(h, 2, axis=axis))
+    flags = rng.integers(0, 2, n).astype(bool)
+    np.testing.assert_array_equal(np.asarray(xp.repeat(xp.asarray(h), xp.asarray(flags),
+                                                       axis=axis)),
+                                  np.repeat(h, flags, axis=axis))
+
+
+def test_repeat_by_zero_counts_and_of_an_empty_axis(xp, rng) -> None:
+    h = random_values(rng, (3, 4), np.int16, False)
+    got = xp.repeat(xp.asarray(h), xp.asarray(np.zeros(4, np.int64)), axis=1)
+    assert got.shape == (3, 0)
+    empty = xp.asarray(np.zeros((0, 4), np.float32))
+    assert xp.repeat(empty, xp.asarray(np.zeros(0, np.int64)), axis=0).shape == (0, 4)
+
+
+def test_repeat_refuses_bad_counts_and_keeps_serving(xp, rng) -> None:
+    h = random_values(rng, (4, 3), np.float64, False)
+    x = xp.asarray(h)
+    with pytest.raises(ValueError, match="non-negative"):
+        xp.repeat(x, xp.asarray(np.array([1, -1, 2, 0])), axis=0)
+    with pytest.raises(ValueError, match="repeats for an axis"):
+        xp.repeat(x, xp.asarray(np.array([1, 2])), axis=0)
+    with pytest.raises(TypeError):
+        xp.repeat(x, xp.asarray(np.array([1.0, 2.0, 1.0])), axis=1)
+    with pytest.raises(TypeError):
+        xp.repeat(x, xp.asarray(np.ones((3, 1), np.int64)), axis=1)
+    # counts whose sum passes int64 (it would wrap to a small total): refused, not computed
+    with pytest.raises(ValueError, match="2\\*\\*63"):
+        xp.repeat(x, xp.asarray(np.full(4, 2**62, np.int64)), axis=0)
+    # a total that fits int64 but no device: the device's refusal, nothing made on the host
+    with pytest.raises(OutOfMemory):
+        xp.repeat(x, xp.asarray(np.full(4, 2**40, np.int64)), axis=0)
+    np.testing.assert_array_equal(np.asarray(xp.repeat(x, 2, axis=0)), np.repeat(h, 2, axis=0))
 
 
 def test_broadcast(xp, rng) -> None:
