@@ -215,11 +215,15 @@ class Generator:
                 args.append(int(v))
             else:
                 from .._array import asarray_host
+                from .._elementwise import astype
+                from .._manipulation import broadcast_to
 
                 wrapped = np.array([int(x) & 0xFFFFFFFFFFFFFFFF for x in v.reshape(-1)],
                                    np.uint64).reshape(v.shape)
-                args.append(asarray_host(self._dev, np.broadcast_to(wrapped, shape),
-                                         D.uint64))
+                # the bounds as given go up, the output's shape of them is made on the device
+                # (a host copy of that shape would cost host memory in the output's size)
+                args.append(astype(broadcast_to(asarray_host(self._dev, wrapped, D.uint64),
+                                                shape), D.uint64))
         launch_integers(res, args[0], args[1], self._bits.key, self._bits.next_launch())
         return res
 

@@ -134,6 +134,15 @@ def test_integers_array_bounds(xp, gen):
             chi2_ok(col - low[j], lambda k, s=span: np.full(k.shape, 1.0 / s), span - 1)
     h = np.asarray(gen.integers([0, 10], [3, 20], endpoint=True))
     assert h.shape == (2,) and 0 <= h[0] <= 3 and 10 <= h[1] <= 20
+    # host bounds broadcast to a larger output (on the device), past int64 for uint64
+    top = 2 ** 64 - 1
+    low = np.array([0, 2 ** 63 + 5], np.uint64)
+    h = np.asarray(gen.integers(low, np.array([4, top], np.uint64), size=(N // 4, 2),
+                                dtype=xp.uint64, endpoint=True))
+    assert h.shape == (N // 4, 2) and h.dtype == np.uint64
+    assert set(np.unique(h[:, 0]).tolist()) == {0, 1, 2, 3, 4}
+    assert int(h[:, 1].min()) >= 2 ** 63 + 5
+    assert (h[:, 1] >> np.uint64(62)).mean() == pytest.approx(2.5, abs=0.02)  # bit 62 even
 
 
 def test_integers_single_argument_and_bytes(xp, gen):
