@@ -87,6 +87,14 @@ def test_results_equal_the_array_path(xp, dev, rng) -> None:
         np.testing.assert_array_equal(np.asarray(f(buf)), np.asarray(f(arr)))
 
 
+def _within_roundings(got: np.ndarray, ref: np.ndarray, terms: list[np.ndarray]) -> None:
+    """Each float64 element within a few roundings of the largest of the terms summed into it:
+    signed terms may cancel to a small result, whose relative error is then larger (a GPU run
+    drew 0.0126 from terms near 1 off by one rounding of them, 1.8e-14 of the result)."""
+    scale = np.max(np.abs(np.stack(terms)), axis=0)
+    np.testing.assert_array_less(np.abs(got - ref), 4 * np.finfo(np.float64).eps * scale + 1e-300)
+
+
 def test_in_place_operators_keep_the_buffer(xp, dev, rng) -> None:
     h = random_values(rng, (3, 4), np.float64, False)
     d = random_values(rng, (3, 4), np.float64, False)
@@ -98,10 +106,10 @@ def test_in_place_operators_keep_the_buffer(xp, dev, rng) -> None:
     buf *= dev.to_device(d)
     fut -= xp.asarray(d)
     assert isinstance(fut, gpumsg.BufferFuture)
-    np.testing.assert_allclose(np.asarray(buf), (h + 1.5) * d - d, rtol=1e-14)
+    _within_roundings(np.asarray(buf), (h + 1.5) * d - d, [(h + 1.5) * d, d])
     arr = xp.asarray(h)
     arr += buf  # an Array updated in place from a buffer
-    np.testing.assert_allclose(np.asarray(arr), h + (h + 1.5) * d - d, rtol=1e-14)
+    _within_roundings(np.asarray(arr), h + (h + 1.5) * d - d, [h, (h + 1.5) * d, d])
 
 
 @pytest.mark.parametrize("order", ["C", "F"])
