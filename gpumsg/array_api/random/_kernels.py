@@ -31,7 +31,7 @@ from .. import _dtypes as D
 from .._array import Array
 from .._codegen import MAX_GRID, kernel_for
 from ._philox import CUDA as PHILOX
-from ._philox import Draws, philox
+from ._philox import Draws, philox, slices
 from ._samplers import CUDA as SAMPLERS_CUDA
 from ._samplers import SAMPLERS
 
@@ -121,15 +121,17 @@ def _sample_twin(name: str, pattern: str) -> Any:
     def run(info: Any, n: Any, out: np.ndarray, off: Any, key: Any, call: Any,
             *params: Any) -> None:
         n, off = int(n), int(off)
-        ps = [p[:n].astype(np.float64) if kind == "a" else np.full(n, float(p))
-              for kind, p in zip(pattern, params)]
         k0, k1 = _split(int(key))
-        d = Draws(n, int(call), k0, k1)
-        with np.errstate(all="ignore"):
-            vals = sampler.twin(d, np.arange(n), *ps)
-            if sampler.integer:
-                vals = np.clip(np.nan_to_num(vals), -2.0 ** 63, 2.0 ** 63 - 1024)
-        out[off:off + n] = vals.astype(out.dtype)
+        for start, stop in slices(n):
+            m = stop - start
+            ps = [p[start:stop].astype(np.float64) if kind == "a" else np.full(m, float(p))
+                  for kind, p in zip(pattern, params)]
+            d = Draws(m, int(call), k0, k1, start)
+            with np.errstate(all="ignore"):
+                vals = sampler.twin(d, np.arange(m), *ps)
+                if sampler.integer:
+                    vals = np.clip(np.nan_to_num(vals), -2.0 ** 63, 2.0 ** 63 - 1024)
+            out[off + start:off + stop] = vals.astype(out.dtype)
 
     return run
 
@@ -312,11 +314,16 @@ def _integers_twin(pattern: str) -> Any:
     def run(info: Any, n: Any, out: np.ndarray, off: Any, key: Any, call: Any,
             *params: Any) -> None:
         n, off = int(n), int(off)
-        lo, hi = (p[:n].view(np.uint64) if kind == "a" else
-                  np.full(n, int(p) & 0xFFFFFFFFFFFFFFFF, np.uint64)
-                  for kind, p in zip(pattern, params))
         k0, k1 = _split(int(key))
-        d = Draws(n, int(call), k0, k1)
+        for start, stop in slices(n):
+            lo, hi = (p[start:stop].view(np.uint64) if kind == "a" else
+                      np.full(stop - start, int(p) & 0xFFFFFFFFFFFFFFFF, np.uint64)
+                      for kind, p in zip(pattern, params))
+            d = Draws(stop - start, int(call), k0, k1, start)
+            out[off + start:off + stop] = draw(d, lo, hi, out.dtype)
+
+    def draw(d: Draws, lo: np.ndarray, hi: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        n = lo.size
         with np.errstate(over="ignore"):
             span = hi - lo
             # the bits up to span's top bit: span with every lower bit set
@@ -344,8 +351,7 @@ def _integers_twin(pattern: str) -> Any:
                 r[pend[got]] = val[got]
                 pend = pend[~got]
             val = lo + r
-        out[off:off + n] = val.astype(out.dtype, casting="unsafe") if out.dtype != np.uint64 \
-            else val
+        return val.astype(dtype, casting="unsafe") if dtype != np.uint64 else val
     return run
 
 

@@ -16,11 +16,12 @@ floating ones to the last few units of the math functions.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-__all__ = ["CUDA", "philox", "Draws", "M0", "M1", "W0", "W1"]
+__all__ = ["CUDA", "philox", "Draws", "TWIN_SLICE", "slices", "M0", "M1", "W0", "W1"]
 
 M0, M1 = 0xD2511F53, 0xCD9E8D57
 W0, W1 = 0x9E3779B9, 0xBB67AE85
@@ -99,11 +100,25 @@ def philox(c0: np.ndarray, c1: np.ndarray, c2: np.ndarray, c3: np.ndarray, k0: i
     return tuple(c)
 
 
-class Draws:
-    """The streams of elements ``0 .. n - 1`` of one launch (NumPy twin of ``gm_rs``): each
-    method takes the element indices that draw now and advances their draw counters."""
+#: elements a twin draws at a time (its temporaries take some 100-200 bytes an element: a whole
+#: launch of 2**29 elements at once needed more host memory than the simulator's machine had)
+TWIN_SLICE = 1 << 20
 
-    def __init__(self, n: int, call: int, k0: int, k1: int) -> None:
+
+def slices(n: int) -> Iterator[tuple[int, int]]:
+    """(start, stop) of the slices of ``n`` elements a twin draws in turn."""
+    for start in range(0, n, TWIN_SLICE):
+        yield start, min(n, start + TWIN_SLICE)
+
+
+class Draws:
+    """The streams of elements ``first .. first + n - 1`` of one launch (NumPy twin of
+    ``gm_rs``): each method takes the indices (from 0, counted from ``first``) of the elements
+    that draw now and advances their draw counters. A launch's twin draws in slices of
+    :data:`TWIN_SLICE` elements, one Draws each, so that its temporaries stay bounded."""
+
+    def __init__(self, n: int, call: int, k0: int, k1: int, first: int = 0) -> None:
+        self.first = np.uint64(first)
         self.draw = np.zeros(n, np.uint32)
         self.spare = np.zeros(n)
         self.has = np.zeros(n, bool)
@@ -113,7 +128,7 @@ class Draws:
         self.k0, self.k1 = int(k0), int(k1)
 
     def words(self, e: np.ndarray) -> tuple[np.ndarray, ...]:
-        e64 = e.astype(np.uint64)
+        e64 = e.astype(np.uint64) + self.first
         c0 = (e64 & np.uint64(0xFFFFFFFF)).astype(np.uint32)
         c1 = (e64 >> np.uint64(32)).astype(np.uint32)
         c3 = np.full(e.shape, self.call, np.uint32)
