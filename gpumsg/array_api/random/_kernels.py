@@ -229,12 +229,19 @@ def _uniform_twin(per: int) -> Any:
     def run(info: Any, n: Any, out: np.ndarray, off: Any, key: Any, call: Any, low: Any,
             width: Any, high: Any) -> None:
         n, off = int(n), int(off)
-        groups = -(-n // per)
-        g = np.arange(groups, dtype=np.uint64)
         k0, k1 = _split(int(key))
+        for start, stop in slices(-(-n // per)):  # groups of `per` values, a slice at a time
+            vals = draw(np.arange(start, stop, dtype=np.uint64), int(call), k0, k1, low, width,
+                        high)
+            first, last = start * per, min(n, stop * per)
+            out[off + first:off + last] = vals.reshape(-1)[:last - first]
+
+    def draw(g: np.ndarray, call: int, k0: int, k1: int, low: Any, width: Any,
+             high: Any) -> np.ndarray:
+        groups = g.size
         w = philox((g & np.uint64(0xFFFFFFFF)).astype(np.uint32),
                    (g >> np.uint64(32)).astype(np.uint32), np.zeros(groups, np.uint32),
-                   np.full(groups, int(call), np.uint32), k0, k1)
+                   np.full(groups, call, np.uint32), k0, k1)
         if per == 4:
             vals = np.stack([(x >> np.uint32(8)).astype(np.float32) *
                              np.float32(5.9604644775390625e-08) for x in w], axis=1)
@@ -247,7 +254,7 @@ def _uniform_twin(per: int) -> Any:
             lo, hi = float(low), float(high)
             vals = lo + float(width) * u
             vals = np.where(vals >= hi, max(lo, float(np.nextafter(hi, lo))), vals)
-        out[off:off + n] = vals.reshape(-1)[:n]
+        return vals
 
     return run
 
