@@ -24,9 +24,9 @@ median per call is reported with the ratios torch / gpumsg and CuPy / gpumsg (ab
 faster; the target for the stacked rows is >= 0.9 against torch). A side whose one timed call
 takes over a second (torch's stacked ``eigh`` and ``svd`` loop over the matrices) is reported by
 that call (``timed_once``). The svd's one-stream row (every matrix's gesvdj on one stream, the
-baseline of gpumsg's lanes) is gpumsg alone. torch and CuPy are used only
-when importable with a GPU; on the simulator small sizes run without peers, to exercise the
-harness. Writes ``linalg_stacked.{json,md}`` to the benchmarks' output folder.
+baseline of gpumsg's lanes) is gpumsg alone. torch and CuPy are used only when importable with
+a GPU; on the simulator small sizes run without peers, to exercise the harness. Writes
+``linalg_stacked.{json,md}`` to the benchmarks' output folder.
 """
 
 from __future__ import annotations
