@@ -90,7 +90,7 @@ def test_results_equal_the_array_path(xp, dev, rng) -> None:
 def _within_roundings(got: np.ndarray, ref: np.ndarray, terms: list[np.ndarray]) -> None:
     """Each float64 element within a few roundings of the largest of the terms summed into it:
     signed terms may cancel to a small result, whose relative error is then larger (a GPU run
-    drew 0.0126 from terms near 1 off by one rounding of them, 1.8e-14 of the result)."""
+    drew 0.0126 from terms near 4.8, off by one rounding of them: 1.8e-14 of the result)."""
     scale = np.max(np.abs(np.stack(terms)), axis=0)
     np.testing.assert_array_less(np.abs(got - ref), 4 * np.finfo(np.float64).eps * scale + 1e-300)
 
