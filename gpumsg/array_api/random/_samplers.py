@@ -283,6 +283,7 @@ __device__ double gm_s_logseries(gm_rs& s, double p) {
   }
 }
 __device__ double gm_s_zipf(gm_rs& s, double a) {
+  if (a >= 1025.0) return 1.0;  // P(2) / P(1) = 2^-a: 1 to double precision (and 2^(a-1) is inf)
   const double am1 = a - 1.0, b = exp2(am1);
   for (;;) {
     const double U = 1.0 - s.u(), V = s.u();
@@ -701,20 +702,26 @@ def t_logseries(d: Draws, e: np.ndarray, p: np.ndarray) -> np.ndarray:
 
 
 def t_zipf(d: Draws, e: np.ndarray, a: np.ndarray) -> np.ndarray:
-    am1 = a - 1.0
-    b = np.exp2(am1)
+    # a >= 1025 (infinity too) draws 1, as the kernel does: P(2) / P(1) = 2^-a is below double
+    # precision, and there 2^(a - 1) is infinite and the rejection test NaN (it never accepts)
+    out = np.ones(e.size)
+    keep = np.flatnonzero(a < 1025.0)
+    if keep.size:
+        am1 = a[keep] - 1.0
+        b = np.exp2(am1)
 
-    def body(ee: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, Any]:
-        U = 1.0 - d.u(ee)
-        V = d.u(ee)
-        with _err():
-            X = np.floor(np.power(U, -1.0 / am1[pos]))
-            ok = (X >= 1.0) & (X <= 9.2233720368547748e18)
-            T = np.power(1.0 + 1.0 / X, am1[pos])
-            acc = ok & (V * X * (T - 1.0) / (b[pos] - 1.0) <= T / b[pos])
-        return acc, X
+        def body(ee: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, Any]:
+            U = 1.0 - d.u(ee)
+            V = d.u(ee)
+            with _err():
+                X = np.floor(np.power(U, -1.0 / am1[pos]))
+                ok = (X >= 1.0) & (X <= 9.2233720368547748e18)
+                T = np.power(1.0 + 1.0 / X, am1[pos])
+                acc = ok & (V * X * (T - 1.0) / (b[pos] - 1.0) <= T / b[pos])
+            return acc, X
 
-    return _loop(e, body)
+        out[keep] = _loop(e[keep], body)
+    return out
 
 
 def t_negative_binomial(d: Draws, e: np.ndarray, n: np.ndarray, p: np.ndarray) -> np.ndarray:

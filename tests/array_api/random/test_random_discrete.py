@@ -153,3 +153,13 @@ def test_integers_single_argument_and_bytes(xp, gen):
     counts = np.bincount(np.frombuffer(b, np.uint8), minlength=256)
     assert stats.chisquare(counts).pvalue > 1e-6
     assert gen.bytes(0) == b""
+
+
+def test_zipf_of_a_huge_exponent_draws_ones(xp, gen):
+    """From a = 1025 on, P(2) / P(1) = 2^-a is below double precision: every draw is 1 (as
+    NumPy's), including a = inf; the rejection loop would not accept there (2^(a-1) is inf)."""
+    for a in (1025.0, 2.0 ** 31 + 1, np.inf):
+        assert np.all(np.asarray(gen.zipf(a, size=1000)) == 1)
+    h = np.asarray(gen.zipf(xp.asarray(np.array([1.5, np.inf, 1e300, 1024.0] * 500))))
+    assert np.all(h.reshape(500, 4)[:, 1:3] == 1)
+    assert h.reshape(500, 4)[:, 0].max() > 1  # the small exponent still draws a tail

@@ -31,6 +31,7 @@ LAWS = [
     ("poisson", (5e4,), {}), ("binomial", (20, 0.3), {}), ("binomial", (1000, 0.7), {}),
     ("hypergeometric", (30, 20, 15), {}), ("negative_binomial", (3.0, 0.4), {}),
     ("geometric", (0.2,), {}), ("logseries", (0.9,), {}), ("zipf", (2.0,), {}),
+    ("zipf", ([1.5, 2000.0],), {}),
 ]
 
 
