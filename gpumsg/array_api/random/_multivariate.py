@@ -25,7 +25,7 @@ import numpy as np
 from ...errors import InvalidMessage
 from .. import _dtypes as D
 from .._array import Array, asarray_host
-from ._params import Param, out_shape, size_shape
+from ._params import Param, out_shape, real_host, size_shape
 
 if TYPE_CHECKING:
     from ._generator import Generator
@@ -34,10 +34,7 @@ __all__ = ["multinomial", "multivariate_hypergeometric", "dirichlet", "multivari
 
 
 def _host(x: Any, field: str, dtype: Any = np.float64) -> np.ndarray:
-    try:
-        return np.asarray(x._to_numpy() if isinstance(x, Array) else x, dtype=dtype)
-    except (TypeError, ValueError) as exc:
-        raise InvalidMessage(f"{field}: {exc}", field=field) from None
+    return real_host(x._to_numpy() if isinstance(x, Array) else x, field, dtype)
 
 
 def _dev_param(gen: Generator, name: str, host: np.ndarray) -> Param:

@@ -22,7 +22,7 @@ from .._array import Array, asarray_host
 from .._elementwise import broadcast_shapes
 
 __all__ = ["size_shape", "float_dtype", "Param", "param", "out_shape", "materialize",
-           "check", "int_value"]
+           "check", "int_value", "real_host"]
 
 
 def size_shape(size: Any) -> tuple[int, ...] | None:
@@ -68,6 +68,25 @@ class Param:
         return not isinstance(self.value, Array)
 
 
+def real_host(value: Any, name: str, dtype: Any = np.float64) -> np.ndarray:
+    """Host values of parameter ``name`` as ``dtype`` (None: as they are). Raises
+    InvalidMessage for what is not real numbers: complex values are refused, not cast (NumPy's
+    cast would drop the imaginary part with only a warning)."""
+    try:
+        host = np.asarray(value)
+    except (TypeError, ValueError):  # ragged nesting, say
+        raise InvalidMessage(f"{name}: expected real numbers, got {type(value).__name__}",
+                             field=name) from None
+    if host.dtype.kind == "c":
+        raise InvalidMessage(f"{name}: expected real numbers, got complex values "
+                             f"({host.dtype})", field=name)
+    try:
+        return host if dtype is None else np.asarray(host, dtype=dtype)
+    except (TypeError, ValueError):  # strings, objects (a complex among them)
+        raise InvalidMessage(f"{name}: expected real numbers, got {host.dtype} values",
+                             field=name) from None
+
+
 def param(dev: Any, name: str, value: Any) -> Param:
     """``value`` (a real number, a sequence, a NumPy array or an Array on ``dev``) as a Param."""
     if isinstance(value, Array):
@@ -82,11 +101,7 @@ def param(dev: Any, name: str, value: Any) -> Param:
         return Param(name, arr, value.shape, None)
     if isinstance(value, numbers.Real):
         return Param(name, float(value), (), np.float64(value))
-    try:
-        host = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InvalidMessage(f"{name}: expected real numbers, got {type(value).__name__}",
-                             field=name) from None
+    host = real_host(value, name)
     if host.ndim == 0:
         return Param(name, float(host), (), host)
     return Param(name, asarray_host(dev, host, D.float64), host.shape, host)

@@ -150,6 +150,11 @@ BAD = [
     ("multivariate_normal", ([0.0], [[1.0, 0.0], [0.0, 1.0]]), "cov"),
     ("standard_exponential", (None, np.float64, "ziggurat"), "method"),
     ("bytes", (-1,), "length"),
+    # complex parameters are refused, not cast to their real parts
+    ("normal", (np.array([1 + 2j, 0.0]),), "loc"), ("zipf", (np.array([2 + 1j]),), "a"),
+    ("multinomial", (3, np.array([0.5 + 1j, 0.5])), "pvals"),
+    ("dirichlet", (np.array([1 + 1j, 2.0]),), "alpha"),
+    ("multivariate_normal", (np.array([1j, 0.0]), np.eye(2)), "mean"),
 ]
 
 
