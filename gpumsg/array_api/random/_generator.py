@@ -261,7 +261,10 @@ class Generator:
         if n < 0:
             raise InvalidMessage(f"length: must be >= 0, got {n}", field="length")
         words = self.integers(0, 1 << 32, size=(n + 3) // 4, dtype=np.uint32)
-        return np.asarray(words).astype("<u4").tobytes()[:n]
+        # one host copy of the words and the bytes made from it: n bytes cost 2n of host memory
+        # at the peak (a cast, a copy and a slice of the bytes took 4n, past 8 GiB for 2 GiB)
+        host = np.asarray(words).astype("<u4", copy=False)
+        return host.view(np.uint8)[:n].tobytes()
 
     # -- the normal family (cuRAND) --------------------------------------------------------------
     def standard_normal(self, size: Any = None, dtype: Any = np.float64,
