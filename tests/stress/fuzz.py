@@ -264,6 +264,8 @@ def _invoke(dev: Device, target: Target, positional: list, keywords: dict[str, A
         for part in target.name.split("."):
             fn = getattr(fn, part)
         return fn(*positional, **keywords)
+    if target.kind == "random":  # a method of a generator made for the case
+        return getattr(xp.random.default_rng(1729), target.name)(*positional, **keywords)
     cls = getattr(gpumsg.messages, target.name)
     return dev.send(cls(**keywords))
 
@@ -331,7 +333,8 @@ def _run_case(mat: Materializer, target: Target, tokens: dict[str, str],
     report.cases += 1
     report.by_target[str(target)] = report.by_target.get(str(target), 0) + 1
     where = where or f"{target}({', '.join(f'{k}={v}' for k, v in tokens.items())})"
-    typed: tuple = (gpumsg.GpuError,) + (ARRAY_ERRORS if target.kind == "array" else ())
+    arrays = target.kind in ("array", "random")
+    typed: tuple = (gpumsg.GpuError,) + (ARRAY_ERRORS if arrays else ())
     try:
         positional, keywords = mat.args(target, tokens)
     except Exception as exc:  # noqa: BLE001 - a fixture failure is a defect too
@@ -356,7 +359,7 @@ def _run_case(mat: Materializer, target: Target, tokens: dict[str, str],
             try:
                 if isinstance(out, Future):
                     out = out.result(WAIT_S)
-                answer = _host_answer(dev, out) if target.kind == "array" else out
+                answer = _host_answer(dev, out) if arrays else out
             except FutureTimeout:
                 report.hangs += 1
                 report.defects.append(f"{where}: no answer within {WAIT_S} s (hang)")
@@ -398,6 +401,11 @@ def _check_accepted(mat: Materializer, target: Target, positional: list, keyword
             if fuzz_arrays.check_array_call(target.name, positional, keywords, answer,
                                             mat.hosts):
                 report.count_checked(f"xp.{target.name}")
+            return
+        if target.kind == "random":
+            if fuzz_arrays.check_random_call(target.name, positional, keywords, answer,
+                                             mat.hosts):
+                report.count_checked(f"random.{target.name}")
             return
         if target.kind == "namespace" and target.name in fuzz_answers.NAMESPACE_CHECKS:
             def host(value: Any) -> Any:

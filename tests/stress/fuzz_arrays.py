@@ -590,3 +590,48 @@ def _valid_sorting(dev: Any, rng: np.random.Generator) -> int:
 ARRAY_VALID = {"array.elementwise": valid_elementwise, "array.reduction": valid_reduction,
                "array.manipulation": valid_manipulation, "array.indexing": valid_indexing,
                "array.sorting": valid_sorting}
+
+
+#: random methods whose answer is not an array of draws (a list of generators, bytes, None)
+RANDOM_NOT_ARRAYS = {"spawn", "bytes", "shuffle"}
+
+
+def check_random_call(name: str, positional: list, keywords: dict, answer: Any,
+                      hosts: dict[int, np.ndarray]) -> bool:
+    """Compare the answer of ``Generator.<name>(*positional, **keywords)`` with NumPy's
+    ``Generator`` on the same arguments, where NumPy accepts them: the draws differ (another
+    bit generator), but the shape must be NumPy's, the dtype NumPy's where no dtype was asked
+    for, and a draw may be NaN only where NumPy's draws are (NaN parameters). False where
+    nothing was compared; raises ``oracles.Mismatch``."""
+    if name in RANDOM_NOT_ARRAYS or not isinstance(answer, np.ndarray):
+        return False
+    try:
+        args = _np_args(list(positional), hosts)
+        kwargs = {k: _np_args(v, hosts) for k, v in keywords.items() if k != "out"}
+    except NoReference:
+        return False
+    if "out" in keywords or any(isinstance(v, np.ndarray) and v.size > 4096
+                                for v in list(args) + list(kwargs.values())):
+        return False
+    try:
+        elements = np.prod(np.atleast_1d(np.asarray(kwargs.get("size", 1), dtype=object)))
+        if elements > 1 << 16:
+            return False  # NumPy would draw it all on the host
+    except (TypeError, ValueError):
+        return False  # not a size NumPy takes
+    fn = getattr(np.random.default_rng(0), name, None)
+    if fn is None:
+        return False
+    with np.errstate(all="ignore"):
+        try:
+            ref = np.asarray(fn(*args, **kwargs))
+        except Exception:  # noqa: BLE001 - NumPy refuses: no reference (gpumsg may extend)
+            return False
+    if answer.shape != ref.shape:
+        raise oracles.Mismatch(f"random.{name}: shape {answer.shape}, NumPy's {ref.shape}")
+    if "dtype" not in kwargs and answer.dtype != ref.dtype:
+        raise oracles.Mismatch(f"random.{name}: dtype {answer.dtype}, NumPy's {ref.dtype}")
+    if answer.dtype.kind in "fc" and np.isnan(answer).any() and not (
+            ref.dtype.kind in "fc" and np.isnan(ref).any()):
+        raise oracles.Mismatch(f"random.{name}: NaN drawn where NumPy's draws have none")
+    return True

@@ -1,8 +1,9 @@
 """What the fuzz campaign calls, and the plan of its cases, drawn from the seed alone.
 
 The targets are found by introspection: every public ``Device`` method, every method of every
-library namespace, every exported ``Message`` subclass and every function of the array layer
-(``gpumsg.array_api`` and its ``linalg`` and ``fft``). A case is a target and one *token* per
+library namespace, every exported ``Message`` subclass, every function of the array layer
+(``gpumsg.array_api`` and its ``linalg`` and ``fft``) and every method of its random
+``Generator`` (called on a generator made for the case). A case is a target and one *token* per
 parameter (a short name such as ``"f32_8x8_F"``, ``"freed"``, ``"nan"`` that the Materializer
 turns into an object), or a *valid* call (random arguments inside a call's contract, whose answer
 is compared with NumPy).
@@ -46,6 +47,9 @@ from fuzz_tokens import (
     GOOD_BUFS,
     INT_NAMES,
     INT_VALUES,
+    RANDOM_ARRAY_NAMES,
+    RANDOM_SIZE_NAMES,
+    RANDOM_SIZE_VALUES,
     STR_NAMES,
     STR_VALUES,
     TUPLE_NAMES,
@@ -75,7 +79,8 @@ DEFAULT = "<default>"
 
 @dataclasses.dataclass
 class Target:
-    """One callable to fuzz: ``kind`` is "device", "namespace", "message" or "array"."""
+    """One callable to fuzz: ``kind`` is "device", "namespace", "message", "array" or
+    "random" (a method of ``gpumsg.array_api.random.Generator``)."""
 
     kind: str
     name: str
@@ -145,12 +150,22 @@ def targets() -> list[Target]:
     for name, fn in array_functions().items():
         params, positional = _params(fn, skip_self=False)
         out.append(Target("array", name, params, positional))
+    for name, member in inspect.getmembers(xp.random.Generator):
+        if not name.startswith("_") and inspect.isfunction(member):
+            params, positional = _params(member, skip_self=True)
+            out.append(Target("random", name, params, positional))
     return out
 
 
 # -- drawing one case ----------------------------------------------------------------------------
 def kind_of(name: str, default: Any, family: str = "buffer") -> str:
     """The kind of argument a parameter takes, by its name and default."""
+    if family == "random":
+        if name in RANDOM_SIZE_NAMES:
+            return "rsize"
+        if name in RANDOM_ARRAY_NAMES:
+            return "array"
+        family = "array"
     if family == "array":
         if name in ARRAY_NAMES:
             return "array"
@@ -188,7 +203,7 @@ PLAUSIBLE = {"int": INT_VALUES, "float": FLOAT_VALUES, "tuple": TUPLE_VALUES,
              "dtype": DTYPE_VALUES, "str": STR_VALUES, "bool": ["true", "false", "int3"],
              "buffer": GOOD_BUFS + BAD_BUFS, "array": GOOD_ARRS + BAD_ARRS, "arrays": ARR_LISTS,
              "axis": AXIS_VALUES, "atuple": ARRAY_TUPLE_VALUES, "scalar": ARRAY_SCALAR_VALUES,
-             "astr": ARRAY_STR_VALUES}
+             "astr": ARRAY_STR_VALUES, "rsize": RANDOM_SIZE_VALUES}
 GOOD = {"int": ["4", "8", "1"], "float": ["1.0", "0.5"], "tuple": ["t_8x8", "t_2x3x6x6"],
         "dtype": ["dt_f32", "dt_f64"], "bool": ["false", "true"],
         "buffer": ["f32_8x8_F", "f32_8x8_C", "f64_8x8_F", "f32_8", "f32_2x3x6x6_C",
@@ -197,18 +212,24 @@ GOOD = {"int": ["4", "8", "1"], "float": ["1.0", "0.5"], "tuple": ["t_8x8", "t_2
                   "a_bool_8", "a_f64_16_s2"],
         "arrays": ["l_f32_8x8_x2", "l_f64_8_x3"], "atuple": ["t_64", "t_8x8"],
         "axis": ["0", "1", "neg1", "none"],
-        "scalar": ["1", "0.5", "-2.0"], "astr": ["left", "right", "ortho", "reduced"]}
+        "scalar": ["1", "0.5", "-2.0"], "astr": ["left", "right", "ortho", "reduced"],
+        "rsize": ["none", "8", "t_2x32"]}
 
 
 def draw_tokens(target: Target, rnd: random.Random) -> dict[str, str]:
     """A dict parameter name -> token (or DEFAULT): half the cases draw every argument
     freely, half keep plausible arguments and spoil one (so the checks past the first are
     reached too)."""
-    family = "array" if target.kind == "array" else "buffer"
-    everything = ARRAY_TOKENS if family == "array" else ALL_TOKENS
+    family = target.kind if target.kind in ("array", "random") else "buffer"
+    tokens = ALL_TOKENS if family == "buffer" else ARRAY_TOKENS
     names = [n for n, _ in target.params]
     if not names:
         return {}
+
+    def everything(name: str) -> list[str]:
+        """What a parameter draws when anything goes (a random draw's count: its sizes)."""
+        return RANDOM_SIZE_VALUES if family == "random" and name in RANDOM_SIZE_NAMES else \
+            tokens
     if rnd.random() < 0.5:
         out = {}
         for n, d in target.params:
@@ -217,13 +238,13 @@ def draw_tokens(target: Target, rnd: random.Random) -> dict[str, str]:
             pick = rnd.choice(options)
             out[n] = (DEFAULT if pick == "default" else
                       rnd.choice(PLAUSIBLE[kind_of(n, d, family)]) if pick == "plausible" else
-                      rnd.choice(everything))
+                      rnd.choice(everything(n)))
         return out
     focus = rnd.choice(names)
     out = {}
     for n, d in target.params:
         if n == focus:
-            out[n] = rnd.choice(everything)
+            out[n] = rnd.choice(everything(n))
         elif d is not inspect.Parameter.empty:
             out[n] = DEFAULT
         else:

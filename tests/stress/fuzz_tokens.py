@@ -68,3 +68,15 @@ ARRAY_STR_VALUES = ["left", "right", "xy", "ij", "ortho", "forward", "backward",
 ARRAY_TOKENS = sorted(set(GOOD_ARRS + BAD_ARRS + ARR_LISTS + AXIS_VALUES + ARRAY_TUPLE_VALUES
                           + ARRAY_SCALAR_VALUES + ARRAY_STR_VALUES + DTYPE_VALUES
                           + ["dt_i32", "dt_bool", "dt_f16", "dt_u8"]))
+
+# -- the random generator (gpumsg.array_api.random.Generator): sizes, array parameters --------
+#: parameters taking an array (or array-like) of values
+RANDOM_ARRAY_NAMES = {"out", "x", "p", "pvals", "mean", "cov", "alpha", "colors"}
+#: parameters giving how many values to draw (``size``: an int, a shape or None; ``length``;
+#: ``n_children``, generators to spawn)
+RANDOM_SIZE_NAMES = {"size", "length", "n_children"}
+#: what they are drawn from, also when a case draws "anything": no count of 2**31 ("huge"),
+#: which fits the simulated device and which its twins take minutes to draw (a hang to the
+#: campaign); "t_huge" asks for more than any device has
+RANDOM_SIZE_VALUES = ["none", "1", "8", "0", "t_8x8", "t_2x32", "t_0", "t_neg", "t_huge",
+                      "neg1", "0.5", "t_float", "str_bad", "a_i64_2x3x4", "dt_f32"]
