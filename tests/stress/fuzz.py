@@ -37,11 +37,13 @@ import fuzz_answers
 import fuzz_arrays
 import numpy as np
 import oracles
+from fuzz_arrays import SparseAnswer
 from fuzz_targets import DEFAULT, Case, Target, plan, target_by_name, targets
 from fuzz_tokens import ARRAY_STR_VALUES, STR_VALUES
 
 import gpumsg
 import gpumsg.array_api as xp
+from gpumsg.array_api.sparse import SparseMatrix
 from gpumsg.client._device import Device
 
 #: a future not answered within this many seconds counts as a hang
@@ -266,6 +268,10 @@ def _invoke(dev: Device, target: Target, positional: list, keywords: dict[str, A
         return fn(*positional, **keywords)
     if target.kind == "random":  # a method of a generator made for the case
         return getattr(xp.random.default_rng(1729), target.name)(*positional, **keywords)
+    if target.kind == "sparse":  # a method of a matrix made for the case
+        fmt, meth = target.name.split(".")
+        return fuzz_arrays.call_sparse(fuzz_arrays.sparse_matrix(fmt), meth, positional,
+                                       keywords)
     cls = getattr(gpumsg.messages, target.name)
     return dev.send(cls(**keywords))
 
@@ -275,6 +281,8 @@ def _host_answer(dev: Device, answer: Any) -> Any:
     write it and raises their errors, as a user's read would."""
     if isinstance(answer, xp.Array):
         return np.asarray(answer)
+    if isinstance(answer, SparseMatrix):
+        return SparseAnswer(answer.format, np.asarray(answer.toarray()))
     if isinstance(answer, tuple) and hasattr(answer, "_fields"):
         return type(answer)(*(_host_answer(dev, a) for a in answer))
     if isinstance(answer, (tuple, list)):
@@ -333,7 +341,7 @@ def _run_case(mat: Materializer, target: Target, tokens: dict[str, str],
     report.cases += 1
     report.by_target[str(target)] = report.by_target.get(str(target), 0) + 1
     where = where or f"{target}({', '.join(f'{k}={v}' for k, v in tokens.items())})"
-    arrays = target.kind in ("array", "random")
+    arrays = target.kind in ("array", "random", "sparse")
     typed: tuple = (gpumsg.GpuError,) + (ARRAY_ERRORS if arrays else ())
     try:
         positional, keywords = mat.args(target, tokens)
@@ -406,6 +414,11 @@ def _check_accepted(mat: Materializer, target: Target, positional: list, keyword
             if fuzz_arrays.check_random_call(target.name, positional, keywords, answer,
                                              mat.hosts):
                 report.count_checked(f"random.{target.name}")
+            return
+        if target.kind == "sparse":
+            if fuzz_arrays.check_sparse_call(target.name, positional, keywords, answer,
+                                             mat.hosts):
+                report.count_checked(f"sparse.{target.name}")
             return
         if target.kind == "namespace" and target.name in fuzz_answers.NAMESPACE_CHECKS:
             def host(value: Any) -> Any:

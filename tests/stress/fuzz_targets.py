@@ -2,11 +2,12 @@
 
 The targets are found by introspection: every public ``Device`` method, every method of every
 library namespace, every exported ``Message`` subclass, every function of the array layer
-(``gpumsg.array_api`` and its ``linalg`` and ``fft``) and every method of its random
-``Generator`` (called on a generator made for the case). A case is a target and one *token* per
-parameter (a short name such as ``"f32_8x8_F"``, ``"freed"``, ``"nan"`` that the Materializer
-turns into an object), or a *valid* call (random arguments inside a call's contract, whose answer
-is compared with NumPy).
+(``gpumsg.array_api`` and its ``linalg``, ``fft`` and ``sparse``), every method of its random
+``Generator`` (called on a generator made for the case) and every method and operator of its
+sparse matrices (called on a CSR, CSC or COO matrix made for the case). A case is a target and
+one *token* per parameter (a short name such as ``"f32_8x8_F"``, ``"freed"``, ``"nan"`` that the
+Materializer turns into an object), or a *valid* call (random arguments inside a call's
+contract, whose answer is compared with NumPy).
 
 :func:`plan` draws case ``i`` from ``random.Random(f"{seed}:{i}")`` and nothing else: the same
 seed gives the same calls on every backend and machine, whether or not hypothesis is installed,
@@ -58,6 +59,7 @@ from fuzz_tokens import (
 
 import gpumsg
 import gpumsg.array_api as xp
+import gpumsg.array_api.sparse as xsp
 from gpumsg.client._device import _NAMESPACES, Device
 from gpumsg.messages._base import Message
 
@@ -79,8 +81,9 @@ DEFAULT = "<default>"
 
 @dataclasses.dataclass
 class Target:
-    """One callable to fuzz: ``kind`` is "device", "namespace", "message", "array" or
-    "random" (a method of ``gpumsg.array_api.random.Generator``)."""
+    """One callable to fuzz: ``kind`` is "device", "namespace", "message", "array", "random"
+    (a method of ``gpumsg.array_api.random.Generator``) or "sparse" (``<format>.<method>`` of
+    a sparse matrix of that format)."""
 
     kind: str
     name: str
@@ -122,7 +125,20 @@ def array_functions() -> dict[str, Any]:
                     and fn.__module__.startswith("gpumsg.array_api")
                     and fn.__module__.endswith(sub)):
                 out[f"{sub}.{name}"] = fn
+    # the sparse package: its functions and the constructors of its three formats
+    for name in sorted(xsp.__all__):
+        fn = getattr(xsp, name)
+        if inspect.isfunction(fn) or name in SPARSE_CLASSES:
+            out[f"sparse.{name}"] = fn
     return out
+
+
+#: the sparse formats a matrix method is called on, and their constructors
+SPARSE_FORMATS = ("csr", "csc", "coo")
+SPARSE_CLASSES = tuple(f"{f}_matrix" for f in SPARSE_FORMATS)
+#: the operators of a sparse matrix fuzzed beside its methods
+SPARSE_OPERATORS = ("__matmul__", "__rmatmul__", "__mul__", "__rmul__", "__add__", "__radd__",
+                    "__sub__", "__rsub__", "__truediv__", "__neg__", "__pow__", "__getitem__")
 
 
 def targets() -> list[Target]:
@@ -154,6 +170,12 @@ def targets() -> list[Target]:
         if not name.startswith("_") and inspect.isfunction(member):
             params, positional = _params(member, skip_self=True)
             out.append(Target("random", name, params, positional))
+    for fmt in SPARSE_FORMATS:
+        for name, member in inspect.getmembers(getattr(xsp, f"{fmt}_matrix")):
+            if ((not name.startswith("_") or name in SPARSE_OPERATORS)
+                    and inspect.isfunction(member)):
+                params, positional = _params(member, skip_self=True)
+                out.append(Target("sparse", f"{fmt}.{name}", params, positional))
     return out
 
 
@@ -220,7 +242,8 @@ def draw_tokens(target: Target, rnd: random.Random) -> dict[str, str]:
     """A dict parameter name -> token (or DEFAULT): half the cases draw every argument
     freely, half keep plausible arguments and spoil one (so the checks past the first are
     reached too)."""
-    family = target.kind if target.kind in ("array", "random") else "buffer"
+    family = target.kind if target.kind in ("array", "random") else \
+        "array" if target.kind == "sparse" else "buffer"
     tokens = ALL_TOKENS if family == "buffer" else ARRAY_TOKENS
     names = [n for n, _ in target.params]
     if not names:

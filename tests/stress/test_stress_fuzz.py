@@ -1,7 +1,7 @@
-"""Fuzz every public method, message type, array function and random generator method: a typed
-error or a success, never a bare exception, a crash or a hang; every accepted answer that has a
-reference is right; and a correct SGEMM after every case (see fuzz.py and
-tools/fuzz_campaign.py)."""
+"""Fuzz every public method, message type, array function, random generator method and sparse
+matrix method: a typed error or a success, never a bare exception, a crash or a hang; every
+accepted answer that has a reference is right; and a correct SGEMM after every case (see fuzz.py
+and tools/fuzz_campaign.py)."""
 
 from __future__ import annotations
 
@@ -19,12 +19,13 @@ from tests.conftest import ROOT, need_backend
 def test_targets_cover_every_surface() -> None:
     kinds = {t.kind for t in fuzz.targets()}
     names = {t.name for t in fuzz.targets()}
-    assert kinds == {"device", "namespace", "message", "array", "random"}
+    assert kinds == {"device", "namespace", "message", "array", "random", "sparse"}
     # the surfaces the fuzz must reach, found by introspection
     for must in ("copy_from_host", "to_device", "sgemm", "linalg.matmul", "cublas.gemm_batched",
                  "linalg.solve", "cudnn.conv", "nvrtc.launch", "Gemm", "CopyFromHost",
                  "InjectFault", "sort", "sum", "take", "reshape", "linalg.qr", "fft.rfft",
-                 "zipf", "multinomial", "choice", "integers", "bytes"):
+                 "zipf", "multinomial", "choice", "integers", "bytes", "sparse.csr_matrix",
+                 "sparse.diags", "csr.__matmul__", "coo.tocsr", "csc.sum"):
         assert must in names, must
     assert len(names) > 100
 
