@@ -16,6 +16,7 @@ to it.
 from __future__ import annotations
 
 import builtins
+import numbers
 from typing import Any
 
 import numpy as np
@@ -30,7 +31,30 @@ from ._reductions import reduce
 __all__ = ["ElementwiseKernel", "ReductionKernel"]
 
 
+def _text(value: Any, field: str) -> str:
+    """A kernel description's text (``field`` names it): a str, else InvalidMessage."""
+    if not isinstance(value, str):
+        raise InvalidMessage(f"{field} must be a str, got {type(value).__name__}", field=field)
+    return value
+
+
+def _identity(value: Any) -> Any:
+    """A reduction's identity: a number (a bool, int, float or complex) or its text ("0",
+    "-inf")."""
+    if isinstance(value, str):
+        try:
+            return float(value) if any(c in value for c in ".eEn") else int(value)
+        except ValueError:
+            raise InvalidMessage(f"identity must be a number or its text, got {value!r}",
+                                 field="identity") from None
+    if not isinstance(value, numbers.Number):
+        raise InvalidMessage(f"identity must be a number, got {type(value).__name__}",
+                             field="identity")
+    return value
+
+
 def _params(text: str, field: str) -> list[tuple[str, str]]:
+    _text(text, field)
     out = []
     for item in text.split(","):
         parts = item.split()
@@ -79,9 +103,9 @@ class ElementwiseKernel:
         self.out_params = _params(out_params, "out_params")
         if not self.out_params:
             raise InvalidMessage("out_params: at least one output", field="out_params")
-        if not name.isidentifier():
+        if not _text(name, "name").isidentifier():
             raise InvalidMessage(f"name must be an identifier, got {name!r}", field="name")
-        self.operation = operation
+        self.operation = _text(operation, "operation")
         self.name = name
         prog = program(operation)  # parsed now: a syntax error raises here
         names = {n for _, n in self.in_params}
@@ -153,16 +177,15 @@ class ReductionKernel:
         if len(self.in_params) != 1 or len(self.out_params) != 1:
             raise InvalidMessage("ReductionKernel takes one input and one output",
                                  field="in_params")
-        if not name.isidentifier():
+        if not _text(name, "name").isidentifier():
             raise InvalidMessage(f"name must be an identifier, got {name!r}", field="name")
-        program(f"v_ = {map_expr}")
-        program(f"r_ = {reduce_expr}")
-        post = program(post_map_expr)
+        program(f"v_ = {_text(map_expr, 'map_expr')}")
+        program(f"r_ = {_text(reduce_expr, 'reduce_expr')}")
+        post = program(_text(post_map_expr, "post_map_expr"))
         if self.out_params[0][1] not in post.assigned:
             raise InvalidMessage("post_map_expr must assign the output",
                                  field="post_map_expr")
-        if isinstance(identity, str):
-            identity = float(identity) if any(c in identity for c in ".eEn") else int(identity)
+        identity = _identity(identity)
         self.map_expr, self.reduce_expr, self.post = map_expr, reduce_expr, post_map_expr
         self.identity = identity
         self.name = name

@@ -45,6 +45,35 @@ def test_elementwise_kernel_is_checked_when_made() -> None:
         ElementwiseKernel("float33 x", "T y", "y = x", "bad_type")
 
 
+@pytest.mark.parametrize("args,field", [
+    ((1, "T y", "y = x"), "in_params"), (("T x", ["T y"], "y = x"), "out_params"),
+    (("T x", "T y", 7), "operation"), (("T x", "T y", "y = x", 3), "name")])
+def test_elementwise_kernel_refuses_descriptions_that_are_not_text(args, field) -> None:
+    with pytest.raises(InvalidMessage) as err:
+        ElementwiseKernel(*args)
+    assert err.value.field == field
+
+
+@pytest.mark.parametrize("args,field", [
+    ((b"T x", "T y", "x", "a + b", "y = a", 0), "in_params"),
+    (("T x", "T y", 3, "a + b", "y = a", 0), "map_expr"),
+    (("T x", "T y", "x", None, "y = a", 0), "reduce_expr"),
+    (("T x", "T y", "x", "a + b", "y = a", "zero"), "identity"),
+    (("T x", "T y", "x", "a + b", "y = a", None), "identity"),
+    (("T x", "T y", "x", "a + b", "y = a", [0]), "identity")])
+def test_reduction_kernel_refuses_bad_descriptions_by_name(args, field) -> None:
+    with pytest.raises(InvalidMessage) as err:
+        ReductionKernel(*args)
+    assert err.value.field == field
+
+
+def test_reduction_kernel_takes_an_identity_as_text_or_number(xp, rng) -> None:
+    h = random_values(rng, (5, 7), np.float64, False)
+    for ident in ("-inf", float("-inf"), np.float64(-np.inf)):
+        top = ReductionKernel("T x", "T y", "x", "maximum(a, b)", "y = a", ident, "top")
+        np.testing.assert_array_equal(np.asarray(top(xp.asarray(h), axis=1)), h.max(1))
+
+
 def test_reduction_kernel(xp, rng) -> None:
     l2 = ReductionKernel("T x", "T y", "x * x", "a + b", "y = sqrt(a)", 0, "l2")
     h = random_values(rng, (6, 9), np.float64, False)
