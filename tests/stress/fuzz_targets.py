@@ -75,6 +75,9 @@ SKIP_MESSAGES = {"Message", "WatchGeneration"}
 #: the campaign off its device; the rest (dtypes, constants, classes) are not functions
 SKIP_ARRAY = {"set_default_device", "default_device"}
 
+#: the classes of the array layer fuzzed as calls: user kernels made from a description
+USER_KERNELS = ("ElementwiseKernel", "ReductionKernel")
+
 #: the default marker of a parameter left out
 DEFAULT = "<default>"
 
@@ -110,12 +113,13 @@ def _params(fn: Any, skip_self: bool) -> tuple[list[tuple[str, Any]], tuple[str,
 
 
 def array_functions() -> dict[str, Any]:
-    """name -> function of the array layer: the namespace's functions, then ``linalg.*`` and
-    ``fft.*`` (their public functions)."""
+    """name -> function of the array layer: the namespace's functions and user-kernel classes,
+    then ``linalg.*``, ``fft.*`` and ``sparse.*`` (their public functions; the sparse formats'
+    constructors)."""
     out = {}
     for name in sorted(xp.__all__):
         fn = getattr(xp, name)
-        if inspect.isfunction(fn) and name not in SKIP_ARRAY:
+        if (inspect.isfunction(fn) or name in USER_KERNELS) and name not in SKIP_ARRAY:
             out[name] = fn
     for sub in ("linalg", "fft"):
         mod = getattr(xp, sub)
