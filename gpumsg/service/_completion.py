@@ -112,6 +112,9 @@ class CompletionWatcher:
                 mine, self._current = self._current is not None, None
             if not mine:  # abandon() failed the batch meanwhile
                 continue
+            # counted before answering: a waiter the answer wakes reads the count at once
+            self.completed += len(entries)
+            self.batches += 1
             if error is None:
                 if seq > self._slot.done_seq:
                     self._slot.done_seq = seq
@@ -119,8 +122,6 @@ class CompletionWatcher:
             else:
                 fail_entries(entries, error)
             spare.append(event)
-            self.completed += len(entries)
-            self.batches += 1
             # drop the group before blocking again (its replies keep buffers alive)
             item = entries = None  # type: ignore[assignment]
 

@@ -773,14 +773,16 @@ class DeviceContext:
                         break
                 except CudaError as exc:
                     local.popleft()
+                    slot.answered += len(entries)
                     fail_entries(entries, self.on_async_error(exc, entries))
                 else:
                     local.popleft()
                     if seq > slot.done_seq:
                         slot.done_seq = seq
+                    # counted before answering: a waiter the answer wakes reads the count
+                    slot.answered += len(entries)
                     answer_entries(entries, trace)
                 slot.spare_events.append(event)
-                slot.answered += len(entries)
         return running
 
     def keeps_batches(self) -> bool:
@@ -893,8 +895,8 @@ class DeviceContext:
             fail_entries(entries, error)
             while slot.local:
                 event, kept, _ = slot.local.popleft()
-                fail_entries(kept, error)
                 slot.answered += len(kept)
+                fail_entries(kept, error)
 
     # -- stats ------------------------------------------------------------------------------------
     def load(self) -> DeviceLoad:
