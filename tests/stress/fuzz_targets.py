@@ -72,7 +72,8 @@ SKIP_DEVICE = {"close", "watch_generation"}
 #: above); the rest are fuzzed.
 SKIP_MESSAGES = {"Message", "WatchGeneration"}
 #: array-layer names that are not operations on arrays: changing the default device would move
-#: the campaign off its device; the rest (dtypes, constants, classes) are not functions
+#: the campaign off its device; the rest (dtypes, constants, classes other than
+#: :data:`USER_KERNELS`) are not functions
 SKIP_ARRAY = {"set_default_device", "default_device"}
 
 #: the classes of the array layer fuzzed as calls: user kernels made from a description
@@ -146,8 +147,9 @@ SPARSE_OPERATORS = ("__matmul__", "__rmatmul__", "__mul__", "__rmul__", "__add__
 
 
 def targets() -> list[Target]:
-    """Every public Device method, namespace method, exported Message subclass and array
-    function, in a fixed order."""
+    """Every public Device method, namespace method, exported Message subclass, array
+    function, random Generator method and sparse matrix method (per format), in a fixed
+    order."""
     out: list[Target] = []
     for name, member in inspect.getmembers(Device):
         if name.startswith("_") or name in SKIP_DEVICE or not inspect.isfunction(member):
