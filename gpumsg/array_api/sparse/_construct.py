@@ -52,6 +52,14 @@ def identity(n: int, dtype: Any = D.float64, format: str | None = None, *,
     return eye(n, n, 0, dtype, format, device=device)
 
 
+def _fits(dev: Any, nnz: int, dt: Any) -> None:
+    """Refuse with the device's OutOfMemory, before anything is laid out on the host, a matrix
+    of ``nnz`` stored values of ``dt`` (with their two int64 indices) that the device cannot
+    hold: SciPy would otherwise build it in host memory first (a reference is minted for the
+    bytes and checked; nothing is sent)."""
+    dev.port.mint((nnz * (np.dtype(dt).itemsize + 16),), np.uint8, "C")
+
+
 def random(m: int, n: int, density: float = 0.01, format: str = "coo", dtype: Any = None,
            random_state: Any = None, data_rvs: Any = None, *,
            device: Any = None) -> SparseMatrix:  # noqa: A002
@@ -63,6 +71,8 @@ def random(m: int, n: int, density: float = 0.01, format: str = "coo", dtype: An
 
     m, n = check_shape((m, n))
     dt = P.value_dtype(D.float64 if dtype is None else dtype)
+    if isinstance(density, (int, float, np.integer, np.floating)) and 0 <= density <= 1:
+        _fits(C.device_of(device), int(round(density * m * n)), dt)  # SciPy's count
     host = sp.random(m, n, density=density, format="coo", dtype=dt,
                      random_state=random_state, data_rvs=data_rvs)
     return coo_matrix(host, device=device).asformat(_format(format))
@@ -89,7 +99,22 @@ def diags(diagonals: Any, offsets: Any = 0, shape: Any = None, format: str | Non
         diagonals = [host(d) for d in diagonals]
     arrays = [diagonals] if isinstance(diagonals, Array) else []
     dev = C.device_of(device, *arrays)
+    _diagonals_fit(dev, offsets, shape, dtype)
     made = sp.diags(diagonals, offsets, shape=shape, format="coo", dtype=dtype)
     if dtype is None and np.dtype(made.dtype).kind in "biu":
         made = made.astype(np.float64)
     return coo_matrix(made, device=dev).asformat(_format(format))
+
+
+def _diagonals_fit(dev: Any, offsets: Any, shape: Any, dtype: Any) -> None:
+    """For a ``shape`` given to :func:`diags`: its diagonals' stored values must fit the device
+    (a scalar diagonal is broadcast along the whole diagonal on the host). Arguments SciPy
+    refuses are left to SciPy."""
+    try:
+        m, n = (int(d) for d in shape)
+        ks = [int(k) for k in np.atleast_1d(np.asarray(offsets)).ravel()]
+        dt = np.dtype(np.float64 if dtype is None else dtype)
+    except (TypeError, ValueError, OverflowError):
+        return
+    nnz = sum(max(0, min(m + min(k, 0), n - max(k, 0))) for k in ks)
+    _fits(dev, nnz, dt)

@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from sparse_helpers import DTYPES, check, dense_of, entries, reference, scipy_matrix, values
 
 from gpumsg.array_api import sparse
-from gpumsg.errors import InvalidMessage
+from gpumsg.errors import InvalidMessage, OutOfMemory
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -191,6 +191,23 @@ def test_diags(xp, rng) -> None:
     check(b.todense(), sp.diags(d1, -2, shape=(7, 7)), "complex64")
     c = sparse.diags([1, 2, 3])
     assert c.dtype == np.float64
+
+
+def test_matrices_too_large_for_the_device_are_refused_before_the_host_builds_them(xp) -> None:
+    """SciPy lays random and diags matrices out in host memory before they are uploaded: one
+    that no device could hold is refused first (terabytes of host memory otherwise), and the
+    device keeps serving."""
+    too_many = [lambda: sparse.random(2 ** 20, 2 ** 20, density=0.5),
+                lambda: sparse.rand(2 ** 31, 2 ** 31, density=1e-6),
+                lambda: sparse.diags([1.0], [0], shape=(2 ** 40, 2 ** 40)),
+                lambda: sparse.diags([1.0, 2.0], [0, -3], shape=(2 ** 38, 2 ** 39))]
+    for make in too_many:
+        with pytest.raises(OutOfMemory):
+            make()
+    a = sparse.diags([1.0, 2.0], [0, -3], shape=(8, 9))  # the same laid out small still works
+    check(a.todense(), sp.diags([1.0, 2.0], [0, -3], shape=(8, 9)), "float64")
+    with pytest.raises(ValueError):
+        sparse.random(5, 5, density=2.0)  # SciPy's own refusal, as before
 
 
 def test_repr_and_scalar_protocols(xp) -> None:
