@@ -6,8 +6,10 @@ from __future__ import annotations
 import operator
 from typing import Any
 
+import numpy as np
+
 from . import _dtypes as D
-from ._array import Array, _copy, check_device
+from ._array import Array, _copy, asarray_host, check_device
 from ._creation import arange
 from ._indexing import take
 from ._manipulation import _arr, _axis, broadcast_to, expand_dims, reshape, stack
@@ -22,14 +24,20 @@ __all__ = ["repeat"]
 
 def repeat(x: Array, repeats: Any, /, *, axis: int | None = None) -> Array:
     """Each element of ``x`` along ``axis`` (the flattened ``x`` for None) repeated: ``repeats``
-    times (an int, or an integer array of one element), or ``repeats[i]`` times element ``i``
-    (a 1-D integer array as long as that axis), computed on the device. Raises ValueError for a
-    negative count or a length that does not match, TypeError for repeats of another dtype."""
+    times (an int, or an integer array or sequence of one element), or ``repeats[i]`` times
+    element ``i`` (a 1-D integer array, list or tuple as long as that axis), on the device.
+    Raises ValueError for a negative count or a length that does not match, TypeError for
+    repeats of another dtype."""
     x = _arr(x, "repeat")
     if axis is None:
         x = reshape(x, (-1,))
         axis = 0
     a = _axis(axis, x.ndim)
+    if isinstance(repeats, (list, tuple)):  # NumPy's and CuPy's sequence of counts
+        counts = np.asarray(repeats)
+        if counts.dtype.kind not in "biu":
+            raise TypeError(f"repeat: repeats must be integers, got {counts.dtype}")
+        repeats = asarray_host(x.device, counts.astype(np.int64), D.int64)
     if isinstance(repeats, Array):
         if repeats.ndim > 1 or D.kind_of(repeats.dtype) not in "bui":
             raise TypeError("repeat: repeats must be an int or a 0-d or 1-D integer array, got "

@@ -93,6 +93,16 @@ def test_repeat_by_an_array_of_counts(xp, rng, shape, axis) -> None:
                                   np.repeat(h, flags, axis=axis))
 
 
+def test_repeat_by_a_list_or_tuple_of_counts(xp, rng) -> None:
+    h = random_values(rng, (3, 4), np.int32, False)
+    x = xp.asarray(h)
+    np.testing.assert_array_equal(np.asarray(xp.repeat(x, [2, 0, 1, 3], axis=1)),
+                                  np.repeat(h, [2, 0, 1, 3], axis=1))
+    np.testing.assert_array_equal(np.asarray(xp.repeat(x, (3,), axis=0)), np.repeat(h, 3, axis=0))
+    with pytest.raises(TypeError):
+        xp.repeat(x, [1.5, 1, 1], axis=0)  # NumPy truncates; a count is refused instead
+
+
 def test_repeat_by_zero_counts_and_of_an_empty_axis(xp, rng) -> None:
     h = random_values(rng, (3, 4), np.int16, False)
     got = xp.repeat(xp.asarray(h), xp.asarray(np.zeros(4, np.int64)), axis=1)
