@@ -35,9 +35,10 @@ from typing import Any
 
 import fuzz_answers
 import fuzz_arrays
+import fuzz_objects
 import numpy as np
 import oracles
-from fuzz_arrays import SparseAnswer
+from fuzz_objects import SparseAnswer
 from fuzz_targets import DEFAULT, Case, Target, plan, target_by_name, targets
 from fuzz_tokens import ARRAY_STR_VALUES, STR_VALUES
 
@@ -266,12 +267,8 @@ def _invoke(dev: Device, target: Target, positional: list, keywords: dict[str, A
         for part in target.name.split("."):
             fn = getattr(fn, part)
         return fn(*positional, **keywords)
-    if target.kind == "random":  # a method of a generator made for the case
-        return getattr(xp.random.default_rng(1729), target.name)(*positional, **keywords)
-    if target.kind == "sparse":  # a method of a matrix made for the case
-        fmt, meth = target.name.split(".")
-        return fuzz_arrays.call_sparse(fuzz_arrays.sparse_matrix(fmt), meth, positional,
-                                       keywords)
+    if target.kind in ("random", "sparse"):  # on an object made for the case
+        return fuzz_objects.invoke(target.kind, target.name, positional, keywords)
     cls = getattr(gpumsg.messages, target.name)
     return dev.send(cls(**keywords))
 
@@ -405,20 +402,16 @@ def _check_accepted(mat: Materializer, target: Target, positional: list, keyword
     same call, a namespace call with a reference in fuzz_answers against it, otherwise a lone
     message with an oracle (BLAS, copies, memset) against oracles.py."""
     try:
-        if target.kind == "array":
-            if fuzz_arrays.check_array_call(target.name, positional, keywords, answer,
-                                            mat.hosts):
-                report.count_checked(f"xp.{target.name}")
-            return
-        if target.kind == "random":
-            if fuzz_arrays.check_random_call(target.name, positional, keywords, answer,
-                                             mat.hosts):
-                report.count_checked(f"random.{target.name}")
-            return
-        if target.kind == "sparse":
-            if fuzz_arrays.check_sparse_call(target.name, positional, keywords, answer,
-                                             mat.hosts):
-                report.count_checked(f"sparse.{target.name}")
+        checks = {"array": fuzz_arrays.check_array_call,
+                  "random": fuzz_objects.check_random_call,
+                  "sparse": fuzz_objects.check_sparse_call}
+        if target.kind == "array" and target.name.startswith("sparse."):
+            checks["array"] = fuzz_objects.check_sparse_function
+        check = checks.get(target.kind)
+        if check is not None:
+            if check(target.name, positional, keywords, answer, mat.hosts):
+                report.count_checked(f"{'xp' if target.kind == 'array' else target.kind}."
+                                     f"{target.name}")
             return
         if target.kind == "namespace" and target.name in fuzz_answers.NAMESPACE_CHECKS:
             def host(value: Any) -> Any:
