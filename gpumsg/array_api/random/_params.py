@@ -71,18 +71,19 @@ class Param:
 def real_host(value: Any, name: str, dtype: Any = np.float64) -> np.ndarray:
     """Host values of parameter ``name`` as ``dtype`` (None: as they are). Raises
     InvalidMessage for what is not real numbers: complex values are refused, not cast (NumPy's
-    cast would drop the imaginary part with only a warning)."""
+    cast would drop the imaginary part with only a warning), and text is not parsed as
+    numbers (NumPy's Generator refuses a str too)."""
     try:
         host = np.asarray(value)
     except (TypeError, ValueError):  # ragged nesting, say
         raise InvalidMessage(f"{name}: expected real numbers, got {type(value).__name__}",
                              field=name) from None
-    if host.dtype.kind == "c":
-        raise InvalidMessage(f"{name}: expected real numbers, got complex values "
-                             f"({host.dtype})", field=name)
+    if host.dtype.kind not in "biufO":  # complex, text, dates: not parsed, not cast
+        raise InvalidMessage(f"{name}: expected real numbers, got {host.dtype} values",
+                             field=name)
     try:
         return host if dtype is None else np.asarray(host, dtype=dtype)
-    except (TypeError, ValueError):  # strings, objects (a complex among them)
+    except (TypeError, ValueError):  # objects that are not real numbers (a complex, a str)
         raise InvalidMessage(f"{name}: expected real numbers, got {host.dtype} values",
                              field=name) from None
 

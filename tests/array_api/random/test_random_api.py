@@ -155,6 +155,8 @@ BAD = [
     ("multinomial", (3, np.array([0.5 + 1j, 0.5])), "pvals"),
     ("dirichlet", (np.array([1 + 1j, 2.0]),), "alpha"),
     ("multivariate_normal", (np.array([1j, 0.0]), np.eye(2)), "mean"),
+    # text is not parsed as numbers
+    ("normal", ("1.5",), "loc"), ("gamma", (np.array(["2.0"]),), "shape"),
 ]
 
 
