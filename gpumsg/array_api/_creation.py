@@ -63,8 +63,11 @@ def _infer(obj: Any) -> np.dtype:
             kinds.add("f")
         elif isinstance(v, complex):
             kinds.add("c")
-        else:
-            kinds.add("?")
+        elif isinstance(v, np.generic) and v.dtype.kind in "biufc":
+            kinds.add("i" if v.dtype.kind == "u" else v.dtype.kind)
+        else:  # text, None, objects: not numbers (NumPy would make a str or object array)
+            raise TypeError(f"asarray: expected numbers (or arrays), got "
+                            f"{type(v).__name__} {v!r:.40}")
     if "c" in kinds:
         return D.complex128
     if "f" in kinds:
@@ -308,6 +311,9 @@ def linspace(start: Any, stop: Any, /, num: int, *, dtype: Any = None, device: A
              endpoint: bool = True) -> Array:
     """``num`` evenly spaced values from ``start`` to ``stop`` (included with ``endpoint``),
     made on the device as NumPy's: ``start + i * step``, the end point exact."""
+    for v in (start, stop):
+        if isinstance(v, (str, bytes)):  # complex() below would parse the text
+            raise TypeError(f"linspace: start and stop must be numbers, got {type(v).__name__}")
     cplx = isinstance(start, complex) or isinstance(stop, complex)
     dt = (D.complex128 if cplx else D.float64) if dtype is None else D.check_dtype(dtype)
     if D.kind_of(dt) not in "fc":

@@ -34,6 +34,21 @@ def test_python_data(xp) -> None:
         xp.asarray([1.0], copy=False)
 
 
+def test_python_data_of_numpy_scalars_and_refused_text(xp) -> None:
+    # NumPy scalars in a sequence keep their kind, as NumPy keeps it
+    assert xp.asarray([np.int64(1), np.int64(2)]).dtype == xp.int64
+    assert xp.asarray([np.bool_(True), False]).dtype == xp.bool
+    assert xp.asarray([np.float32(1.5), 2]).dtype == xp.float64
+    # text and None are not numbers: refused, not parsed ('1' became 1.0 before)
+    for bad in (["1", "2"], [[1, 2], [3, None]], [b"1"]):
+        with pytest.raises(TypeError):
+            xp.asarray(bad)
+    with pytest.raises(TypeError):
+        xp.linspace("0", 1, 3)
+    np.testing.assert_array_equal(np.asarray(xp.linspace(xp.asarray(0.0), 1, 3)),
+                                  [0.0, 0.5, 1.0])  # a 0-d array still bounds it
+
+
 def test_asarray_of_an_array(xp, rng) -> None:
     x = xp.asarray(random_values(rng, (5,), np.float32, False))
     assert xp.asarray(x) is x
