@@ -213,6 +213,34 @@ def choice(gen: Generator, a: Any, size: Any, replace: bool, p: Any, axis: int,
     return reshape(picked, pool.shape[:ax] + out_shape + pool.shape[ax + 1:])
 
 
+#: a sample without replacement of at most 1/SPARSE_SHARE of a population larger than
+#: SPARSE_POP is drawn by :func:`_distinct_draws`, not by permuting the whole population (NumPy
+#: switches at the same point, to a set of draws): choice(2**40, 5, replace=False) needs 5
+#: values, not 8 TiB
+SPARSE_POP = 10_000
+SPARSE_SHARE = 50
+
+
+def _distinct_draws(gen: Generator, pop: int, k: int) -> Array:
+    """``k`` distinct values of ``0 .. pop - 1`` (int64) in random order, for ``k`` <= pop / 50:
+    the first ``k`` distinct values of a stream of uniform draws. Each new distinct value of the
+    stream is uniform over those not drawn yet, so they are a uniformly random ordered sample.
+    A stream of 1.1 k + 16 draws holds k distinct values but with a small chance (about 0.012 k
+    repeats are expected); a stream that falls short is drawn again, twice as long."""
+    from .. import argsort, concat, ones, sort, take
+
+    m = k + k // 10 + 16
+    while True:
+        v = gen.integers(0, pop, size=m)
+        order = argsort(v, stable=True)  # equal values keep their stream order
+        sv = take(v, order)
+        starts = concat([ones((1,), dtype=D.bool, device=gen.device), sv[1:] != sv[:-1]])
+        first = sort(order[starts])  # where each distinct value first occurs (one read)
+        if first.shape[0] >= k:
+            return take(v, first[:k])
+        m *= 2
+
+
 def _pick(gen: Generator, pop: int, out_shape: tuple[int, ...], k: int, replace: bool,
           probs: Array | None, check: Callable[[], None]) -> Array:
     """The indices (int64, ``out_shape``) of ``choice``'s sample; ``check`` (of ``probs``)
@@ -236,6 +264,8 @@ def _pick(gen: Generator, pop: int, out_shape: tuple[int, ...], k: int, replace:
     if k > pop:
         raise InvalidMessage("size: cannot take a larger sample than population when "
                              "replace is False", field="size")
+    if probs is None and pop > SPARSE_POP and k <= pop // SPARSE_SHARE:
+        return reshape(_distinct_draws(gen, pop, k), out_shape)
     if probs is None:
         order = _order(gen, pop)
     else:

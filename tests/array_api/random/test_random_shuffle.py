@@ -8,7 +8,7 @@ import itertools
 
 import numpy as np
 import pytest
-from random_helpers import chi2_ok, seed_of
+from random_helpers import chi2_ok, ks_ok, seed_of
 from scipy import stats
 
 from gpumsg.errors import InvalidMessage
@@ -216,3 +216,28 @@ def test_choice_weighted_on_both_sides_of_the_one_kernel_limit(xp, gen, pop):
     assert h.shape == (400, 500) and not np.any(p[h] == 0)
     if pop > 1:
         chi2_ok(h, lambda k: p[k], pop - 1, min_expected=5.0)
+
+
+def test_choice_without_replacement_from_a_huge_population_draws_only_the_sample(xp, gen):
+    """A sample of at most 1/50 of a population past 10,000 is the first distinct values of a
+    stream of draws, not a prefix of a permutation of the whole population (2**40 int64 would
+    be 8 TiB): distinct, in range, uniform, in NumPy's shapes."""
+    h = np.asarray(gen.choice(2 ** 40, 2000, replace=False))
+    assert h.dtype == np.int64 and h.shape == (2000,) and np.unique(h).size == 2000
+    assert h.min() >= 0 and h.max() < 2 ** 40
+    ks_ok(h / 2.0 ** 40, "uniform")
+    assert np.asarray(gen.choice(2 ** 62, (3, 4), replace=False)).shape == (3, 4)
+    assert np.asarray(gen.choice(10 ** 9, 0, replace=False)).shape == (0,)
+    pool = xp.asarray(np.arange(30_000) * 3)
+    picked = np.asarray(gen.choice(pool, 50, replace=False))
+    assert np.unique(picked).size == 50 and np.all(picked % 3 == 0)
+
+
+def test_choice_of_few_without_replacement_is_a_uniform_ordered_sample(xp, gen):
+    # 20,000 items, samples of 400 (the stream path): every value and the first position alike
+    reps = [np.asarray(gen.choice(20_000, 400, replace=False)) for _ in range(60)]
+    assert all(np.unique(r).size == 400 for r in reps)
+    values = np.concatenate(reps)
+    chi2_ok(values // 200, lambda k: np.full(k.shape, 1 / 100), 99)  # 100 bins of 200 values
+    chi2_ok(np.array([r[0] for r in reps]) // 2000, lambda k: np.full(k.shape, 1 / 10), 9,
+            min_expected=5.0)
