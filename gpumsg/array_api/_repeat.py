@@ -66,7 +66,7 @@ def _repeat_each(x: Array, repeats: Array, a: int) -> Array:
         raise ValueError(f"repeat: {repeats.shape[0]} repeats for an axis of length {n}")
     if n == 0:
         return _copy(x)
-    counts = repeats.astype(D.int64)
+    counts = repeats.astype(D.int64, copy=False)  # int64 counts are read as they are
     low, high, total = (int(v) for v in stack([min_(counts), max_(counts),
                                                sum_(counts)])._to_numpy())
     if low < 0:
