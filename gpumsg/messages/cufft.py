@@ -223,7 +223,10 @@ class FftExec(Message):
     "backward" is accepted as its alias). Unnormalized; ``scale`` other than 1 multiplies
     every element of ``out`` afterwards. In place (``x`` is ``out``) exactly when
     ``spec.inplace``. The real side's offset and step must be even (cuFFT wants real data
-    aligned to the complex type). Out-of-place C2R overwrites ``x``. Runs on the compute stream."""
+    aligned to the complex type). Out-of-place C2R overwrites ``x``, unless ``preserve``: the
+    transform then reads a copy of ``x`` that the handler makes in memory of the device's pool
+    (the size of ``x``'s buffer, freed behind the transform), and ``x`` is left as it was; a
+    ``dev.graph()`` recording refuses it. Runs on the compute stream."""
 
     spec: FftSpec
     x: BufRef
@@ -235,6 +238,7 @@ class FftExec(Message):
     x_offset: int = 0
     out_offset: int = 0
     scale: float = 1.0
+    preserve: bool = False
 
     def __post_init__(self) -> None:
         spec = _spec(self)
@@ -258,6 +262,10 @@ class FftExec(Message):
         if same != spec.inplace:
             raise _fail(self, "out", "x and out must be the same buffer exactly when the plan "
                         f"is in place (spec.inplace={spec.inplace})")
+        _bool(self, "preserve", self.preserve)
+        if self.preserve and (spec.kind != "c2r" or spec.inplace):
+            raise _fail(self, "preserve", "only an out-of-place C2R transform overwrites its "
+                        "input; this one leaves x as it is without preserve")
         # an in-place real transform reads and writes one buffer as both real and complex
         both = (REAL_OF[spec.precision], COMPLEX_OF[spec.precision])
         if x.dtype != spec.in_dtype and not (same and x.dtype in both):
@@ -293,8 +301,16 @@ class FftExec(Message):
                          f"the layout ({self.repeat} run(s) {step} elements apart, {span} "
                          f"elements of {item} bytes per run)", unit="bytes")
 
+    def capture_refusal(self) -> str | None:
+        """Why a graph cannot record this execution (see ``messages.graph.refusal``)."""
+        if self.preserve:
+            return ("with preserve it copies x into memory allocated at the call (allocations "
+                    "inside a graph are refused): record a copy into a buffer of your own and "
+                    "the transform of that")
+        return None
+
     def written(self) -> list[BufRef]:
-        if self.spec.kind == "c2r" and not self.spec.inplace:
+        if self.spec.kind == "c2r" and not self.spec.inplace and not self.preserve:
             return [self.out, self.x]
         return [self.out]
 

@@ -48,9 +48,12 @@ def capturable(*types: type, libraries: tuple[str, ...] = ()) -> None:
 def refusal(msg: object) -> str | None:
     """Why ``msg`` cannot be recorded in a graph, or None when it can."""
     t = type(msg)
-    if t in CAPTURABLE:
-        return None
     name = t.__name__
+    if t in CAPTURABLE:
+        # a capturable type whose fields can ask for more (FftExec's ``preserve``)
+        check = getattr(t, "capture_refusal", None)
+        why = check(msg) if check is not None else None
+        return None if why is None else f"{name} cannot be recorded in a graph: {why}"
     why = _WHY.get(name, "it is not a capturable GPU operation")
     return f"{name} cannot be recorded in a graph: {why}"
 

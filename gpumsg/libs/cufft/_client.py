@@ -126,13 +126,14 @@ class _Recipe:
         self.out_shape: tuple[int, ...] = ()
         self.out_dtype = ""
         self.scale = 1.0
-        #: the common case (innermost axes, no n/s, not C2R): one execution from the input
-        #: into the new output, nothing else to send (see Fft._run)
+        #: the common case (innermost axes, no n/s): one execution from the input into the
+        #: new output, nothing else to send (see Fft._run); with ``copy_input`` (a C2R) the
+        #: execution reads a copy the device makes (``FftExec.preserve``)
         self.single: _Pass | None = None
 
     def finish(self) -> _Recipe:
         """Note whether the recipe is one execution from the input into the output."""
-        if (len(self.passes) == 1 and not self.resize and not self.copy_input):
+        if len(self.passes) == 1 and not self.resize:
             p = self.passes[0]
             if p.src == "in" and p.dst == "out" and not p.pad_in and not p.pad_out:
                 self.single = p
@@ -233,17 +234,18 @@ class FftCalls:
 
     def execute(self, plan: Any, x: Any, out: Any = None, direction: str = "forward",
                 scale: float = 1.0, repeat: int = 1, x_step: int = 0, out_step: int = 0,
-                x_offset: int = 0, out_offset: int = 0) -> Future:
+                x_offset: int = 0, out_offset: int = 0, preserve: bool = False) -> Future:
         """Run ``plan`` (a :class:`Plan` or an FftSpec) from ``x`` into ``out`` (``out`` is
         ``x`` for an in-place plan; leave it None then) on the compute stream. Unnormalized;
-        ``scale`` multiplies all of ``out`` afterwards. Out-of-place C2R overwrites ``x``.
-        Resolves to None."""
+        ``scale`` multiplies all of ``out`` afterwards. Out-of-place C2R overwrites ``x``
+        unless ``preserve`` (the transform then reads a copy the device makes; not inside a
+        ``dev.graph()`` recording). Resolves to None."""
         dev = self._dev
         dev.port.check_open()
         spec = plan.spec if isinstance(plan, Plan) else plan
         if out is None:
             out = x
-        args = (direction, repeat, x_step, out_step, x_offset, out_offset, scale)
+        args = (direction, repeat, x_step, out_step, x_offset, out_offset, scale, preserve)
         hit = self._spec_ids.get(id(spec))
         token = hit[1] if hit is not None and hit[0] is spec else self._token(spec)
         if token is None:  # not a well-formed FftSpec: the message says what is wrong
@@ -530,10 +532,14 @@ class FftCalls:
         time)."""
         dev = self._dev
         p = rec.single
-        if p is not None:  # one execution, input -> new output: one message (AllocThen)
-            oref = dev.port.mint(rec.out_shape, rec.out_dtype, "C")
-            fut = dev.port.send_new(oref, _UNCHECKED(p.spec, r, oref, p.direction, p.repeat,
-                                                 p.x_step, p.out_step, 0, 0, rec.scale))
+        port = dev.port
+        if p is not None:
+            # one execution, input -> new output: one message (AllocThen); a C2R reads a copy
+            # made by its handler
+            oref = port.mint(rec.out_shape, rec.out_dtype, "C")
+            fut = port.send_new(oref, _UNCHECKED(p.spec, r, oref, p.direction, p.repeat,
+                                                 p.x_step, p.out_step, 0, 0, rec.scale,
+                                                 rec.copy_input))
             if YIELD_BYTES is not None and oref.nbytes >= YIELD_BYTES:
                 time.sleep(0)  # let the device thread issue it now (see YIELD_BYTES)
             return fut
@@ -571,12 +577,13 @@ class FftCalls:
                 row = p.pad_out
                 pad = dev.alloc((p.repeat, row + 1), p.spec.out_dtype, order="C")
                 send(make(p.spec, xb, pad.ref, p.direction, p.repeat, p.x_step, p.out_step, 0,
-                          0, 1.0))
+                          0, 1.0, False))
                 done = dev.cublas.raw.geam(pad, pad, ob, row, p.repeat, scale, 0.0, lda=row + 1,
                                            ldb=row + 1, ldc=row)
                 temps.append(pad)
                 continue
-            msg = make(p.spec, xb, ob, p.direction, p.repeat, p.x_step, p.out_step, 0, 0, scale)
+            msg = make(p.spec, xb, ob, p.direction, p.repeat, p.x_step, p.out_step, 0, 0, scale,
+                       False)
             if i == last and ob is oref:
                 result = dev.send_writing(msg, out)
             else:

@@ -32,6 +32,9 @@ def _exec(ctx: Any, msg: FftExec, reply: Any) -> None:
     x = ctx.resolve(msg.x, "x")
     out = x if msg.spec.inplace else ctx.resolve_out(msg.out, "out")
     lib = ctx.library("cufft")
+    if msg.preserve:
+        _exec_on_copy(ctx, msg, reply, x, out, lib)
+        return
     xp, op = x.ptr, out.ptr
     call = ctx.derived.get(msg, (xp, op), lambda: exec_call(lib, msg, xp, op, ctx.compute.obj))
     # a dev.graph() recording: the plan must exist already (making one allocates device
@@ -47,6 +50,35 @@ def _exec(ctx: Any, msg: FftExec, reply: Any) -> None:
     if recording:
         call.plan.captured = True
     ctx.run(reply, COMPUTE, (x,), (out, x) if call.overwrites_input else (out,), launch)
+
+
+def _exec_on_copy(ctx: Any, msg: FftExec, reply: Any, x: Any, out: Any, lib: Any) -> None:
+    """An out-of-place C2R that leaves ``x`` as it was (``preserve``): the transform reads a
+    copy of x's buffer in memory of the device's pool, allocated, copied, transformed and freed
+    in the order of the compute stream. One message instead of the client's allocation, copy
+    and free around the transform; the copy's address recurs (the pool hands it out again), so
+    the execution still finds its plan and replay (:func:`exec_call`)."""
+    if ctx.capture is not None:
+        raise GraphCaptureError("FftExec with preserve cannot be recorded in a graph (its copy "
+                                "is allocated at the call): record the copy and the transform "
+                                "on buffers of your own", "FftExec")
+    nbytes = msg.x.nbytes
+    stream = ctx.compute.obj
+    memory = ctx.memory
+    copy = memory.allocate(nbytes, stream)
+    try:
+        call = exec_call(lib, msg, copy, out.ptr, stream)
+        launch = call.launcher()
+        copy_dtod = ctx.backend.copy_dtod
+        src = x.ptr
+
+        def run(s: Any) -> None:
+            copy_dtod(s, copy, src, nbytes)
+            launch(s)
+
+        ctx.run(reply, COMPUTE, (x,), (out,), run)
+    finally:
+        memory.deallocate(copy, nbytes, stream)  # behind the transform, in stream order
 
 
 @handles(FftCacheInfo)

@@ -129,3 +129,39 @@ def test_numpy_shaped_call_is_one_message_and_a_new_buffer(dev, rng, posted) -> 
     gc.collect()
     dev.synchronize().result(timeout=60)
     assert len(dev._worker.ctx.buffers) == live  # the dropped outputs were freed
+
+
+def test_inverse_real_call_is_one_message_and_leaves_its_input(dev, rng, posted) -> None:
+    """``irfft2(x)``: one AllocThen whose FftExec transforms a copy its handler makes
+    (``preserve``), so cuFFT's C2R leaves x as it was (the simulator poisons an overwritten
+    input)."""
+    real = rng.standard_normal((6, 16))
+    x0 = np.fft.rfft2(real).astype(np.complex64)
+    x = dev.to_device(x0).result()
+    sent = posted(dev, gpumsg.messages.Alloc, gpumsg.messages.AllocThen, FftExec,
+                  gpumsg.messages.CopyDevice)
+    y = dev.fft.irfft2(x, s=(6, 16)).result(timeout=60)
+    assert [type(m).__name__ for m in sent] == ["AllocThen"]
+    assert sent[0].then.preserve and sent[0].then.x is x.ref
+    assert_close(host(dev, y), np.fft.irfft2(wide(x0), s=(6, 16)), "c64", 5)
+    assert np.array_equal(host(dev, x), x0)
+
+
+def test_execute_preserve(dev, rng) -> None:
+    """The raw ``execute(..., preserve=True)`` of an out-of-place C2R leaves x as it was; a
+    transform that does not overwrite its input refuses the flag by name."""
+    x0 = np.fft.rfft(rng.standard_normal((3, 10))).astype(np.complex64)
+    x = dev.to_device(x0)
+    out = dev.alloc((3, 10), np.float32, order="C")
+    plan = dev.cufft.plan((10,), 3, "c2r", "f32")
+    dev.cufft.execute(plan, x, out, direction="inverse", preserve=True).result(timeout=60)
+    assert_close(host(dev, out), 10 * np.fft.irfft(wide(x0), n=10), "c64", 5)
+    assert np.array_equal(host(dev, x), x0)
+    c2c = dev.cufft.plan((10,), 3, "c2c", "c64")
+    with pytest.raises(gpumsg.InvalidMessage, match="preserve"):
+        dev.cufft.execute(c2c, x, dev.alloc((3, 10), np.complex64, order="C"), preserve=True)
+    # a graph refuses it at the call (its copy is allocated at the call)
+    with pytest.raises(gpumsg.GraphCaptureError, match="preserve"):
+        with dev.graph():
+            dev.cufft.execute(plan, x, out, direction="inverse", preserve=True)
+    dev.cufft.execute(plan, x, out, direction="inverse", preserve=True).result(timeout=60)
