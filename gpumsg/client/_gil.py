@@ -28,7 +28,10 @@ completes, so pipelined calls outlive young collections, and a full collection w
 imported once stalled a run of 64 Mi sums for 4 ms; but raising the young threshold from 700
 to 50,000 while devices were open (H100, 2026-11-28, settings alternating in paired runs beside
 torch) moved the array rows by -4% to +4% (sums, element-wise, the fused chain) with no
-direction that held across runs, and the workloads within their run-to-run spread.
+direction that held across runs, and the workloads within their run-to-run spread. Nor did a
+5 ms interval change the single-caller array rows (sums, element-wise, the fused chain, new
+`matmul` outputs; H200, 2026-11-28, two paired runs): the differences stayed within the spread
+of two runs at one setting.
 """
 
 from __future__ import annotations

@@ -35,7 +35,14 @@ cheaper (77-79 µs either way). The Python work per message, not the hand-over, 
 Nor did a device thread that skipped its look (:data:`WATCH`) while a caller's turn ran, so that
 callers never found the lock taken by it: nearly every small call then ran inline, but one
 thread issuing GEMM, FFT and convolution calls in turn fell from 18k to 10k calls a second
-(paired runs, H200), and a pipeline test's chain behind a hung kernel failed.
+(paired runs, H200), and a pipeline test's chain behind a hung kernel failed. Nor did callers
+that waited for the lock of a device thread that was only settling or looking (up to 1 ms, the
+settling ending at once) instead of posting behind it: pipelined sums, element-wise calls, new
+`matmul` outputs and GEMM/FFT/convolution rounds moved by -20% to +30% between paired runs on an
+H200 VM, the same spread as two runs of one tree. What each call costs there (per-thread CPU
+time from ``/proc``, 2026-11-28): the caller 30-55 µs and the device thread 35-55 µs for a sum
+or an element-wise call, their sum about the call's wall time, the GIL serializing them; with
+the whole process pinned to one core some rows ran 20-30% faster and others 10-15% slower.
 """
 
 from __future__ import annotations
