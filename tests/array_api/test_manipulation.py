@@ -58,6 +58,36 @@ def test_concat_stack_unstack(xp, rng) -> None:
         xp.concat([xa, xp.asarray(np.zeros((2, 4)))])
 
 
+@pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.float16, np.float32, np.int64,
+                                   np.complex128])
+def test_concat_in_one_launch_per_eight_inputs(xp, dev, rng, posted, dtype) -> None:
+    """A concatenation of arrays of the result's dtype is one message per eight inputs (the
+    first allocating the output), bit for bit NumPy's: strided and offset views, empty inputs,
+    pending (fused) inputs, every axis, more inputs than one launch reads."""
+    from gpumsg.messages import Alloc, AllocThen, Launch
+
+    h = random_values(rng, (6, 5, 4), dtype)
+    x = xp.asarray(h)
+    parts = [x[1:3], x[::2, ::-1], x[:0], xp.permute_dims(x, (0, 2, 1))[:, :, 1:]]
+    want = [h[1:3], h[::2, ::-1], h[:0], h.transpose(0, 2, 1)[:, :, 1:]]
+    np.testing.assert_array_equal(np.asarray(xp.concat(parts[:3], axis=0)),
+                                  np.concatenate(want[:3], axis=0))
+    for axis in (0, 1, 2):
+        cut = [p[:2, :4, :3] for p in parts if p.shape[0]]
+        np.testing.assert_array_equal(np.asarray(xp.concat(cut, axis=axis)),
+                                      np.concatenate([w[:2, :4, :3] for w in want if len(w)],
+                                                     axis=axis))
+    sent = posted(dev, Alloc, AllocThen, Launch)
+    many = [x[k % 6: k % 6 + 1] for k in range(19)]
+    got = xp.concat(many, axis=0)
+    assert [type(m).__name__ for m in sent] == ["AllocThen", "Launch", "Launch"]
+    np.testing.assert_array_equal(np.asarray(got),
+                                  np.concatenate([h[k % 6: k % 6 + 1] for k in range(19)]))
+    if dtype == np.float32:  # pending inputs are computed first
+        np.testing.assert_array_equal(np.asarray(xp.stack([x * 2, x + 1], axis=-1)),
+                                      np.stack([h * 2, h + 1], axis=-1))
+
+
 def test_roll_tile_repeat(xp, rng) -> None:
     h = random_values(rng, (3, 5), np.int32, False)
     x = xp.asarray(h)
