@@ -18,7 +18,7 @@ import numpy as np
 from ..libs.nvrtc._sim import SIM_KERNELS, Recipe, sim_kernel
 from . import _dtypes as D
 from ._array import Array, _copy, new_array
-from ._codegen import _index_code, kernel_for
+from ._codegen import _distinct, _index_code, _ref_of, _send, kernel_for
 
 __all__ = ["move", "whole", "OUT_OF_RANGE"]
 
@@ -120,6 +120,103 @@ def move(dst: Array, src: Array, off: int, adv: Array, shape: tuple[int, ...],
     grid = max(1, min((n + 255) // 256, 1 << 16))
     return dev.launch(kernel, grid, 256, args, reads=[src.buffer, adv.buffer],
                       writes=[dst.buffer, *extra])
+
+
+#: C types of the index dtypes a take reads
+_INDEX_C = {"i8": "signed char", "i16": "short", "i32": "int", "i64": "long long",
+            "u8": "unsigned char", "u16": "unsigned short", "u32": "unsigned int",
+            "u64": "unsigned long long"}
+
+
+def _render_take(width: int, index: str, ndim: int) -> tuple[str, str, tuple[str, ...]]:
+    """The checked gather ``out[i] = x[off + view(i) + wrap(idx[ioff + at(i)]) * s]`` over
+    ``ndim`` result dimensions, elements ``width`` bytes wide, indices of dtype ``index``: an
+    index outside ``[-ext, ext)`` (``[0, ext)`` unsigned) sets ``flag`` and writes zero bits.
+    The offsets a move reads from an array (:func:`move`) computed in place: one launch."""
+    w = _WORD[width]
+    it = _INDEX_C[index]
+    name = f"gm_take_{width}_{index}_{ndim}"
+    params = ["long long n", f"{w}* __restrict__ dst", f"const {w}* __restrict__ src",
+              "long long off", f"const {it}* __restrict__ idx", "long long ioff",
+              "int* __restrict__ flag", "long long ext", "long long s"]
+    params += [f"long long d{k}" for k in range(ndim)]
+    params += [f"long long tv_{k}" for k in range(ndim)] + [f"long long ta_{k}"
+                                                             for k in range(ndim)]
+    kinds = ("i64", "ptr", "ptr", "i64", "ptr", "i64", "ptr", "i64", "i64") + \
+        ("i64",) * (3 * ndim)
+    lines = _index_code("x", "i", ndim, ["v", "a"], "d", "t", "long long", "    ")
+    if index[0] == "u":
+        test = "(unsigned long long)k_ >= (unsigned long long)ext"
+        pos = "(long long)k_"
+    else:
+        test = "(long long)k_ < -ext || (long long)k_ >= ext"
+        pos = "((long long)k_ < 0 ? (long long)k_ + ext : (long long)k_)"
+    body = "\n".join(lines)
+    src = f"""
+typedef {w} gm_word;
+extern "C" __global__ void {name}({", ".join(params)}) {{
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (long long)blockDim.x * gridDim.x) {{
+{body}
+    {it} k_ = idx[ioff + xa];
+    if ({test}) {{ *flag = 1; dst[i] = gm_word(); }}
+    else dst[i] = src[off + xv + {pos} * s];
+  }}
+}}
+"""
+    if name not in SIM_KERNELS:
+        sim_kernel(name)(Recipe(_take_twin, width, index, ndim))
+    return name, src, kinds
+
+
+def _take_twin(width: int, index: str, ndim: int) -> Any:
+    wt = _NPWORD[width]
+    idt = np.dtype(index.replace("i", "int").replace("u", "uint"))
+
+    def run(info: Any, n: Any, dst: np.ndarray, src: np.ndarray, off: Any, idx: np.ndarray,
+            ioff: Any, flag: np.ndarray, ext: Any, s: Any, *rest: Any) -> None:
+        n, off, ioff, ext, s = int(n), int(off), int(ioff), int(ext), int(s)
+        dims = tuple(int(v) for v in rest[:ndim])
+        tv = np.array([int(v) for v in rest[ndim:2 * ndim]], np.int64)
+        ta = np.array([int(v) for v in rest[2 * ndim:3 * ndim]], np.int64)
+        coords = np.stack(np.unravel_index(np.arange(n), dims)) if ndim else \
+            np.zeros((0, n), np.int64)
+        raw = idx.view(idt)[ioff + ta @ coords]
+        if idt.kind == "u":
+            good = raw < np.uint64(ext) if idt == np.uint64 else raw.astype(np.int64) < ext
+            k = raw.astype(np.int64)
+        else:
+            k = raw.astype(np.int64)
+            good = (k >= -ext) & (k < ext)
+            k = np.where(k < 0, k + ext, k)
+        if not good.all():
+            flag.view(np.int32)[0] = 1
+        d = dst.view(wt)
+        d[:n] = np.zeros((), wt)
+        d[:n][good] = src.view(wt)[off + (tv @ coords)[good] + k[good] * s]
+
+    return run
+
+
+def take_new(view: Array, index: Array, axis: int, shape: tuple[int, ...],
+             vs: tuple[int, ...], at: tuple[int, ...], flag: Any) -> Any:
+    """A new C-ordered array of ``shape`` gathered from ``view`` (strides ``vs`` over the
+    result's dimensions) at ``index`` (an integer array read with strides ``at`` over them)
+    along ``axis`` of ``view``, checked: an index out of range sets ``flag`` (a zeroed i32
+    buffer or its future). One message: the output's allocation and the launch."""
+    dev = view.device
+    n = math.prod(shape)
+    width = view.dtype.itemsize
+    name = D.storage_name(index.dtype)
+    ndim = len(shape)
+    out = dev.port.mint(shape, D.storage_name(view.dtype), "C")
+    src, idx, fl = _ref_of(view._buf), _ref_of(index._buf), _ref_of(flag)
+    args = (n, out, src, view._offset, idx, index._offset, fl, view.shape[axis],
+            view.strides[axis], *shape, *vs, *at)
+    grid = max(1, min((n + 255) // 256, 1 << 16))
+    fut = _send(dev, ("take", width, name, ndim), lambda: _render_take(width, name, ndim),
+                grid, 256, args, _distinct([src, idx]), (out, fl), out)
+    return Array(fut, shape, view.dtype, dev)
 
 
 def whole(x: Array) -> Array:

@@ -175,3 +175,54 @@ def test_overlapping_source_and_destination(xp, rng) -> None:
     y = xp.asarray(m)
     y += y.T
     np.testing.assert_array_equal(np.asarray(y), m + m.T)
+
+
+@pytest.mark.parametrize("index", ["int8", "int32", "int64", "uint8", "uint64"])
+def test_one_index_array_is_one_checked_gather(xp, dev, rng, posted, index) -> None:
+    """``x[i]`` with one device index array: the flag's zeroing, the gather (which computes
+    each offset itself) and the check, three messages; any integer dtype; an index outside
+    ``[-n, n)`` is refused, the array answering with IndexOutOfRange where it is read."""
+    import gpumsg
+    from gpumsg.messages import Alloc, AllocThen, Free, IndexCheck, Launch, Memset
+
+    h = random_values(rng, (6, 5), np.float64, False)
+    x = xp.asarray(h)
+    lo = -6 if np.dtype(index).kind == "i" else 0
+    ih = rng.integers(lo, 6, size=(3, 4)).astype(index)
+    i = xp.asarray(ih)
+    np.testing.assert_array_equal(np.asarray(x[i]), h[ih])  # compiles once
+    j = i[:, :1] % 5
+    np.asarray(j)
+    sent = posted(dev, Alloc, AllocThen, Launch, Memset, IndexCheck, Free)
+    got = x[:, j]
+    assert [type(m).__name__ for m in sent] == ["AllocThen", "AllocThen", "IndexCheck"]
+    assert type(sent[0].then) is Memset and type(sent[1].then) is Launch
+    np.testing.assert_array_equal(np.asarray(got), h[:, ih[:, :1] % 5])
+    bad = np.array([1, 6] if lo == 0 else [1, -7], dtype=index)
+    with pytest.raises(gpumsg.IndexOutOfRange, match="outside"):
+        np.asarray(x[xp.asarray(bad)])
+    if index == "uint64":  # compared unsigned: 2**64 - 1 is not -1
+        with pytest.raises(gpumsg.IndexOutOfRange):
+            np.asarray(x[xp.asarray(np.array([2**64 - 1], np.uint64))])
+    np.testing.assert_array_equal(np.asarray(x[i]), h[ih])  # the device serves on
+
+
+def test_a_gather_of_a_failed_array_raises(xp, backend) -> None:
+    """A gather whose input has no valid contents (its allocation failed) raises that where
+    the result is read, rather than answering what the memory holds."""
+    import gpumsg
+
+    if backend != "sim":
+        pytest.skip("the allocation failure is injected on the simulator")
+    with gpumsg.open_device(0, backend="sim", allow_fault_injection=True) as d:
+        x = xp.asarray(np.arange(10, dtype=np.float32), device=d)
+        idx = xp.asarray(np.array([1, 2, 3]), device=d)
+        with xp.fusion(False):
+            xp.exp(x)
+            d.synchronize().result()
+            d.inject_fault("oom", count=2).result()
+            y = xp.exp(x)  # its allocation fails: OutOfMemory, the device serves on
+            z = y[idx]
+        with pytest.raises(gpumsg.GpuError):
+            np.asarray(z)
+        np.testing.assert_array_equal(np.asarray(x[idx]), [1, 2, 3])

@@ -36,6 +36,7 @@ from ...messages.cudnn import (
     ConvBackwardData,
     ConvBackwardFilter,
     ConvForward,
+    IndexCheck,
     LayerNorm,
     Pool,
     PoolBackward,
@@ -43,6 +44,7 @@ from ...messages.cudnn import (
     SoftmaxBackward,
 )
 from ...messages.graph import capturable
+from ...service._executor import runs_inline
 from ...service._registry import messages_in, placed, register_library
 from .._namespace import register_namespace
 from . import _handlers as handlers  # noqa: F401  (registers the message handlers)
@@ -64,6 +66,8 @@ capturable(ConvForward, ConvBackwardData, ConvBackwardFilter, Activation, Activa
 # each compute stream of the pool has its own handle, plans and workspace: any may run them
 # (RNNs and attention, whose descriptors and plans the device keeps once, run on the first)
 placed(*messages_in(dnn, dnn.DnnCacheInfo))
+# an index check enqueues a read of its flag and answers at completion: a caller may run it
+runs_inline(IndexCheck)
 
 # RNNs (v8 API): their own descriptor caches on the device's cuDNN handle; methods join dev.cudnn
 from .rnn import _handlers as rnn_handlers  # noqa: E402, F401  (registers the handlers)
