@@ -31,7 +31,6 @@ from ._base import (
     INT32_MAX,
     BufRef,
     Message,
-    _bool,
     _choice,
     _dense_rows,
     _fail,
@@ -936,14 +935,12 @@ class IndexCheck(Message):
     entropy): the flag is read back at completion, and when set the reply fails with
     InvalidMessage(``text``, field=``field``) and ``y`` carries the failure to every reader,
     pipelined before the failure was seen or sent after (DependencyFailed). ``y`` itself is
-    not modified. ``reset``: the flag is zeroed after it is read (in stream order), for a flag
-    that serves one launch after another (the check then writes it too)."""
+    not modified."""
 
     flag: BufRef
     y: BufRef
     field: str = "input"
     text: str = "an index lies outside its range"
-    reset: bool = False
 
     def __post_init__(self) -> None:
         flag, y = _ref(self, "flag", self.flag), _ref(self, "y", self.y)
@@ -957,7 +954,3 @@ class IndexCheck(Message):
         for name in ("field", "text"):
             if not isinstance(getattr(self, name), str):
                 raise _fail(self, name, f"expected a string, got {getattr(self, name)!r}")
-        _bool(self, "reset", self.reset)
-
-    def written(self) -> list[BufRef]:
-        return [self.y, self.flag] if self.reset else [self.y]

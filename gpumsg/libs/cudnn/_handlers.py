@@ -276,13 +276,10 @@ def _index_check(ctx: Any, msg: IndexCheck, reply: Any) -> None:
     y = ctx.resolve_out(msg.y, "y")
     scratch = ctx.scratch
     slot = scratch.acquire()
-    backend = ctx.backend
-    reset = msg.reset
+    copy_back = ctx.backend.copy_dtoh
 
     def launch(stream: Any) -> None:
-        backend.copy_dtoh(stream, slot.host, flag.ptr, 4)
-        if reset:  # behind the read, in stream order
-            backend.memset(stream, flag.ptr, 0, 1, 4)
+        copy_back(stream, slot.host, flag.ptr, 4)
 
     def finish(value: Any, failure: BaseException | None) -> Any:
         try:
@@ -295,4 +292,4 @@ def _index_check(ctx: Any, msg: IndexCheck, reply: Any) -> None:
             raise IndexOutOfRange(msg.text, field=msg.field)
         return value
 
-    ctx.run(reply, COMPUTE, (flag,), (y, flag) if reset else (y,), launch, finish=finish)
+    ctx.run(reply, COMPUTE, (flag,), (y,), launch, finish=finish)
