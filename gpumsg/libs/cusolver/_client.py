@@ -29,6 +29,7 @@ from ...messages._base import BufRef, check_choice, checked_flag
 from .._answers import EighResult, QRResult, SVDResult, tuple_after
 from .._numpy_order import any_order
 from ..cublas._order import refuse_c_order
+from ..nvrtc._elementwise import launch
 
 if TYPE_CHECKING:
     from ...client._device import Device
@@ -608,7 +609,7 @@ class Linalg:
         """dst_i (cols x rows, ld cols) = src_i^T (or ^H) for the column-major rows x cols
         src_i (ld): a strided batched GEMM against a shared identity (no batched geam)."""
         dev = self._dev
-        eye = dev.to_device(np.eye(cols, dtype=np.dtype(_NP[dt])), order="F")
+        eye = _identity(dev, cols, dt)
         done = dev.cublas.raw.gemm_strided_batched(
             eye, src, dst, cols, rows, cols, batch, 0, stride_src, stride_dst,
             transb="C" if conj and dt in ("c64", "c128") else "T", lda=cols, ldb=ld, ldc=cols)
@@ -676,7 +677,7 @@ class Linalg:
             # u's memory: (V_B[:, :ucols])^H; vh's memory: U_B[:, :vrows] (a copy: conj twice)
             steps.append(self._transpose_batched(vb, u, m, ucols, m, batch, m * m, ucols * m,
                                                  dt, True))
-            eye = dev.to_device(np.eye(n, dtype=np.dtype(_NP[dt])), order="F")
+            eye = _identity(dev, n, dt)
             steps.append(dev.cublas.raw.gemm_strided_batched(eye, ub, vh, n, vrows, n, batch, 0,
                                                        n * n, n * vrows, lda=n, ldb=n, ldc=n))
             eye.buffer.free()
@@ -814,7 +815,7 @@ class Linalg:
 
     def inv(self, a: Any, assume_a: str = "gen") -> Any:
         """NumPy's ``linalg.inv`` of the C-ordered (n, n) matrix ``a``, as a new C-ordered
-        buffer. ``assume_a='gen'``: solve(a, I) by LU (the identity is uploaded); fails with
+        buffer. ``assume_a='gen'``: solve(a, I) by LU (the identity made on the device); fails with
         SingularMatrix. ``'pos'``: ``a`` Hermitian positive definite, its lower triangle read
         (as :meth:`cholesky`): potrf + potri, the other triangle filled by a conjugate
         transpose (geam) and the diagonal halved back (scal); fails with
@@ -823,7 +824,7 @@ class Linalg:
         r = self._square(a)
         if assume_a == "pos":
             return self._inv_pos(a, r)
-        eye = self._dev.to_device(np.eye(r.shape[0], dtype=np.dtype(_NP[r.dtype])))
+        eye = _identity(self._dev, r.shape[0], r.dtype)
         out = self.solve(a, eye)
         eye.buffer.free()
         return out
@@ -833,4 +834,10 @@ def _herm(dtype: str) -> str:
     return "C" if dtype in ("c64", "c128") else "T"
 
 
-_NP = {"f32": np.float32, "f64": np.float64, "c64": np.complex64, "c128": np.complex128}
+def _identity(dev: Any, n: int, dt: str) -> Any:
+    """A new n x n identity of solver dtype ``dt`` (the same memory in either order), made on
+    the device by one kernel: nothing of its size is built on the host or copied."""
+    eye = dev.alloc((n, n), dt, order="C")
+    if n:
+        launch(dev, f"gm_identity_{dt}", n * n, (eye, n * n, n), (), (eye,))
+    return eye

@@ -1,5 +1,6 @@
 """Small elementwise kernels that the NumPy-level namespaces launch from the caller's side
-(``dev.random``'s transforms of cuRAND's draws, ``dev.fft``'s upcast of real input): one CUDA
+(``dev.random``'s transforms of cuRAND's draws, ``dev.fft``'s upcast of real input, the solvers'
+identity matrices): one CUDA
 C++ program compiled with NVRTC once per device (through the disk cache), and the NumPy twin of
 each kernel for the simulator (registered with :func:`~gpumsg.libs.nvrtc._sim.sim_kernel`).
 
@@ -73,12 +74,26 @@ extern "C" __global__ void gm_real_to_complex_f32(const float* x, float2* out, l
 extern "C" __global__ void gm_real_to_complex_f64(const double* x, double2* out, long long n) {
     GRID_STRIDE(i, n) { out[i] = make_double2(x[i], 0.0); }
 }
+// out = the m x m identity (either memory order), n = m * m elements
+extern "C" __global__ void gm_identity_f32(float* out, long long n, long long m) {
+    GRID_STRIDE(i, n) out[i] = i % (m + 1) == 0 ? 1.0f : 0.0f;
+}
+extern "C" __global__ void gm_identity_f64(double* out, long long n, long long m) {
+    GRID_STRIDE(i, n) out[i] = i % (m + 1) == 0 ? 1.0 : 0.0;
+}
+extern "C" __global__ void gm_identity_c64(float2* out, long long n, long long m) {
+    GRID_STRIDE(i, n) out[i] = make_float2(i % (m + 1) == 0 ? 1.0f : 0.0f, 0.0f);
+}
+extern "C" __global__ void gm_identity_c128(double2* out, long long n, long long m) {
+    GRID_STRIDE(i, n) out[i] = make_double2(i % (m + 1) == 0 ? 1.0 : 0.0, 0.0);
+}
 """
 
 #: the kernels of SOURCE
 KERNELS = ("gm_affine_f32", "gm_affine_f64", "gm_uniform_f32", "gm_uniform_f64",
            "gm_u32_to_i64", "gm_integers_i64", "gm_integers_i32", "gm_real_to_complex_f32",
-           "gm_real_to_complex_f64")
+           "gm_real_to_complex_f64", "gm_identity_f32", "gm_identity_f64", "gm_identity_c64",
+           "gm_identity_c128")
 _BLOCK = 256
 _MAX_GRID = 65535
 
@@ -130,6 +145,16 @@ def _integers_kernel(launch: Any, bits: np.ndarray, out: np.ndarray, n: Any, low
 def _real_to_complex(launch: Any, x: np.ndarray, out: np.ndarray, n: Any) -> None:
     m = int(n)  # ``out`` arrives as the complex buffer's own dtype
     out[:m] = x[:m]
+
+
+@sim_kernel("gm_identity_f32")
+@sim_kernel("gm_identity_f64")
+@sim_kernel("gm_identity_c64")
+@sim_kernel("gm_identity_c128")
+def _identity(launch: Any, out: np.ndarray, n: Any, m: Any) -> None:
+    count = int(n)  # ``out`` arrives as the buffer's own dtype
+    out[:count] = 0
+    out[:count:int(m) + 1] = 1
 
 
 # -- compiling once per device, launching --------------------------------------------------
