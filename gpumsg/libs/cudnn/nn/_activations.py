@@ -143,7 +143,9 @@ class Activations(NnBase):
         if value is None:
             if fill is None:
                 return None, None
-            tmp = self._dev.to_device(np.full(size, fill, np.float32))
+            # the fill's float32 bits as a 4-byte memset: nothing made on the host or copied
+            tmp = self._dev.alloc((size,), "f32")
+            self._dev.memset(tmp, int(np.array(fill, np.float32).view(np.uint32)), width=4)
             return tmp, tmp
         ref = self._tensor(value, field)
         if ref.size != size:
