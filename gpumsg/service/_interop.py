@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -101,13 +102,44 @@ class ImportedAllocation(DeviceAllocation):
 
 
 def _foreign_stream(ctx: DeviceContext, handle: int) -> Any:
-    """The backend stream object for a consumer's raw CUstream handle."""
+    """The backend stream object for a consumer's raw CUstream handle. A handle other than
+    the legacy default stream's (1) is the address of the driver's stream object, which the
+    driver dereferences: an address where this process maps no memory is refused here (it
+    would end the process); one where it maps other memory cannot be told apart (as in every
+    DLPack producer, the consumer must pass a live stream of this context)."""
     if ctx.backend.kind != "cuda":
         raise InvalidMessage("stream: the simulator's DLPack peers are on the host (kDLCPU): "
                              "there is no consumer stream to order", field="stream")
+    if handle != LEGACY_STREAM and not _mapped(handle):
+        raise InvalidMessage(f"stream: {handle:#x} is not a CUstream of this process (no "
+                             "memory is mapped at that address); pass the consumer's stream "
+                             "handle, 1 for the legacy default stream or 2 for the per-thread "
+                             "one", field="stream")
     from cuda.bindings import driver
 
     return driver.CUstream(handle)
+
+
+#: CU_STREAM_LEGACY: the legacy default stream's handle
+LEGACY_STREAM = 1
+#: [the descriptor of /proc/self/mem, or -1 where it cannot be opened: nothing is checked]
+_MEM: list[int] = []
+
+
+def _mapped(address: int) -> bool:
+    """Whether this process maps readable memory at ``address``: a read of one byte through
+    ``/proc/self/mem`` fails (EIO) where it does not. True where that file cannot be opened."""
+    if not _MEM:
+        try:
+            _MEM.append(os.open("/proc/self/mem", os.O_RDONLY))
+        except OSError:
+            _MEM.append(-1)
+    if _MEM[0] < 0:
+        return True
+    try:
+        return len(os.pread(_MEM[0], 1, address)) == 1
+    except (OSError, OverflowError, ValueError):
+        return False
 
 
 def _uses(a: DeviceAllocation) -> list[tuple[int, int]]:

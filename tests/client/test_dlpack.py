@@ -372,8 +372,27 @@ def test_import_refused_contents_release_the_producer(sim) -> None:
     assert producer() is None
 
 
+def test_a_stream_handle_must_point_at_mapped_memory() -> None:
+    """A consumer's stream handle is the address of the driver's stream object: the handler
+    refuses one where nothing is mapped (the driver would dereference it)."""
+    from gpumsg.service._interop import _mapped
+
+    here = ctypes.c_int(7)
+    assert _mapped(ctypes.addressof(here))
+    assert not _mapped(3 * 4096)  # below the lowest address Linux maps
+    assert not _mapped(2**64 - 1)
+
+
 # -- GPU peers ---
 gpu = pytest.mark.gpu
+
+
+@gpu
+def test_export_to_an_unmapped_stream_handle_is_refused(cuda, rng) -> None:
+    buf = cuda.to_device(random_array(rng, (8, 8), "f32")).result()  # a write to order after
+    with pytest.raises(InvalidMessage, match="not a CUstream"):
+        cuda.send(gpumsg.messages.ExportSync(buf.ref, 2**31 + 1)).result(timeout=60)
+    assert cuda.copy_to_host(buf).result(timeout=60).shape == (8, 8)  # the device serves on
 
 
 @pytest.fixture
