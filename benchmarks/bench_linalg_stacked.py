@@ -9,9 +9,9 @@
   user calls them (``solve``: right-hand sides (batch, n, 1)); torch: ``torch.linalg.inv``,
   ``solve``, ``eigh``, ``svd`` (full matrices, as NumPy's default), ``cholesky``; CuPy: the
   ``cupy.linalg`` functions of the same names.
-* ``big``: ``cholesky`` of one 4096 x 4096 matrix, float32 and float64, through the array
-  namespace and through ``dev.linalg`` (the NumPy-shaped client), beside
-  ``torch.linalg.cholesky`` (CuPy's ``cupy.linalg.cholesky`` too).
+* ``big``: ``cholesky`` and ``inv`` of one 4096 x 4096 matrix, float32 and float64, through the
+  array namespace and through ``dev.linalg`` (the NumPy-shaped client), beside
+  ``torch.linalg.cholesky`` and ``inv`` (CuPy's functions of the same names too).
 * ``fills``: the raw calls whose fill mode the NumPy-shaped calls choose, with uplo 'L' and 'U'
   on the same column-major matrix (a device copy + the call): potrf and potrf + potri at
   4096^2, syevd at 2048^2, float32 and float64 (gpumsg alone).
@@ -84,7 +84,7 @@ def inputs(kind: str, batch: int, n: int, dtype: Any, rng: np.random.Generator
         a = (g + np.swapaxes(g, -1, -2)) / 2
     elif kind in ("cholesky", "big"):
         a = g @ np.swapaxes(g, -1, -2) / n + np.eye(n)
-    elif kind in ("inv", "solve"):
+    elif kind in ("inv", "solve", "big_inv"):
         a = g / np.sqrt(n) + 2 * np.eye(n)
     else:
         a = g
@@ -97,6 +97,8 @@ def reference(kind: str, a: np.ndarray, b: np.ndarray | None) -> np.ndarray:
     a64 = a[:CHECKED].astype(np.float64) if a.ndim == 3 else a.astype(np.float64)
     if kind == "inv":
         return np.linalg.inv(a64)
+    if kind == "big_inv":
+        return np.linalg.inv(a64)[:512, :512]  # the leading block of the inverse
     if kind == "solve":
         assert b is not None
         return np.linalg.solve(a64, b[:CHECKED].astype(np.float64))
@@ -132,10 +134,13 @@ def ours(kind: str, dev: Any, a: np.ndarray, b: np.ndarray | None,
     la = xp.linalg
     if client == "dev.linalg":
         buf = dev.to_device(a)
+        if kind == "big_inv":
+            return lambda: dev.linalg.inv(buf)
         return lambda: dev.linalg.cholesky(buf)
     return {"inv": lambda: la.inv(x), "solve": lambda: la.solve(x, y),
             "eigh": lambda: la.eigh(x), "svd": lambda: la.svd(x),
-            "cholesky": lambda: la.cholesky(x), "big": lambda: la.cholesky(x)}[kind]
+            "cholesky": lambda: la.cholesky(x), "big": lambda: la.cholesky(x),
+            "big_inv": lambda: la.inv(x)}[kind]
 
 
 def peer(mod: Any, kind: str, a: np.ndarray, b: np.ndarray | None) -> Callable[[], Any]:
@@ -149,7 +154,8 @@ def peer(mod: Any, kind: str, a: np.ndarray, b: np.ndarray | None) -> Callable[[
         la = mod.linalg
     return {"inv": lambda: la.inv(x), "solve": lambda: la.solve(x, y),
             "eigh": lambda: la.eigh(x), "svd": lambda: la.svd(x),
-            "cholesky": lambda: la.cholesky(x), "big": lambda: la.cholesky(x)}[kind]
+            "cholesky": lambda: la.cholesky(x), "big": lambda: la.cholesky(x),
+            "big_inv": lambda: la.inv(x)}[kind]
 
 
 def to_host(kind: str, out: Any, mod: Any) -> Any:
@@ -215,7 +221,7 @@ def measure(sides: dict[str, tuple[Callable[[], Any], Callable[[], Any]]], repea
 def bench(kind: str, dev: Any, torch: Any, cupy: Any, batch: int, n: int, dtype: Any,
           repeats: int, client: str = "array") -> dict[str, Any]:
     rng = np.random.default_rng(41)
-    stacked = kind != "big"
+    stacked = kind not in ("big", "big_inv")
     a, b = inputs(kind, batch if stacked else 0, n, dtype, rng)
     want = reference(kind, a, b)
     tol = 1e-3 if np.dtype(dtype) == np.float32 else 1e-9
@@ -239,7 +245,7 @@ def bench(kind: str, dev: Any, torch: Any, cupy: Any, batch: int, n: int, dtype:
         if not err < tol:
             raise AssertionError(f"{kind} {name}: relative error {err:.2e} against NumPy")
     med, calls, once = measure(sides, repeats)
-    label = kind if stacked else "cholesky"
+    label = kind if stacked else {"big": "cholesky", "big_inv": "inv"}[kind]
     size = (f"{batch} x {n}^2 {np.dtype(dtype).name}" if stacked
             else f"{n}^2 {np.dtype(dtype).name}")
     row: dict[str, Any] = {
@@ -328,10 +334,11 @@ def main(argv: list[str] | None = None) -> int:
                     _handle.GESVDJ_LANES = lanes
                 rows[-1]["case"] = "svd, one stream"
             if "big" in chosen:
-                for dtype in (np.float32, np.float64):
-                    for client in ("array", "dev.linalg"):
-                        rows.append(bench("big", dev, torch, cupy, 0, big, dtype, repeats,
-                                          client))
+                for kind in ("big", "big_inv"):
+                    for dtype in (np.float32, np.float64):
+                        for client in ("array", "dev.linalg"):
+                            rows.append(bench(kind, dev, torch, cupy, 0, big, dtype, repeats,
+                                              client))
             if "fills" in chosen:
                 for dtype in (np.float32, np.float64):
                     for kind, size in (("potrf", big), ("potrf+potri", big),
@@ -349,7 +356,8 @@ def main(argv: list[str] | None = None) -> int:
         "32) or cusolverDnXsyevBatched (one Xsyevd per matrix without it); svd gesvdjBatched "
         "(<= 32) or one gesvdj per matrix in one message, spread over GESVDJ_LANES streams "
         "('svd, one stream': all on one); cholesky potrfBatched; big cholesky: potrf uplo 'L' "
-        "after a transposing geam (dev.linalg: and another after it)",
+        "after a transposing geam (dev.linalg: and another after it); big inv: getrf and "
+        "getrs against an identity made on the device",
     ]
     write_results("linalg_stacked", rows, notes, COLUMNS)
     return 0
