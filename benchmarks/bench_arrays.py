@@ -12,6 +12,7 @@ Cases (64 Mi float32 unless named otherwise; every side gets the same values):
 - ``sum`` of 64 Mi whole and of 8192 x 8192 along axis 0 and axis 1.
 - ``x + y`` on 1 Ki elements, pipelined: per-call time (fusion off: one kernel a call; fusion on:
   a chain of 32 calls is one kernel).
+- ``stack`` of four 1 Mi arrays and ``x[i]`` with 256 Ki int64 indices into 1 Mi: new outputs.
 
 The compiled peers of the chain (``cupy.fuse``, ``torch.compile``) are timed last, beside gpumsg
 fused again: ``torch.compile`` leaves threads running that slow whatever is measured after it.
@@ -206,6 +207,22 @@ def main() -> None:
         rows.append({"case": "x + y 1Ki f32, per call", "side": "gpumsg fused chain of 32",
                      "ms": chain_s / 32 * 1e3, "vs_gpumsg": chain_s / 32 / secs[0],
                      "note": "32 calls, one kernel"})
+
+        # -- concatenation and a gather, new outputs -----------------------------------------
+        part = 1 << 20 if n >= 1 << 20 else n
+        gp = [xp.asarray(h[:part]) for h in hs]
+        tp = [v[:part].clone() for v in t]
+        cp = [v[:part].copy() for v in c]
+        ih = rng.integers(0, part, part // 4)
+        gi, ti, ci = xp.asarray(ih), torch.from_numpy(ih).cuda(), cupy.asarray(ih)
+        for case, ours, cup, tor in [
+                (f"stack of 4 x {part} f32", lambda: xp.stack(gp), lambda: cupy.stack(cp),
+                 lambda: torch.stack(tp)),
+                (f"x[i], {part // 4} int64 indices into {part} f32", lambda: gp[0][gi],
+                 lambda: cp[0][ci], lambda: tp[0][ti])]:
+            secs = compare_many([(lambda f=ours: keep.__setitem__(slice(None), [f()]), sync),
+                                 (cup, csync), (tor, tsync)])
+            _row(rows, case, ["gpumsg", "CuPy", "torch"], secs)
 
         # -- the compiled peers of the chain, measured last: torch.compile leaves threads (its
         # compile workers, a progress monitor) that wake while later rows run and slowed every
