@@ -49,14 +49,18 @@ def test_a_waiting_caller_answers_its_own_work(dev, rng) -> None:
     a0, b0 = rng.standard_normal((32, 16)), rng.standard_normal((16, 8))
     a, b = dev.to_device(a0).result(), dev.to_device(b0).result()
     watcher = dev._worker.ctx.compute.watcher
-    handed = watcher.batches
-    for _ in range(20):
-        c = dev.linalg.matmul(a, b)
-        np.testing.assert_allclose(dev.copy_to_host(c.result(timeout=60)).result(timeout=60),
-                                   a0 @ b0, rtol=1e-12, atol=1e-12)
-    # the callers answered their own batches: few or none went to the completion thread
-    # (the device thread hands over only what callers leave for 300 µs or more)
-    assert watcher.batches - handed < 20
+    for _ in range(3):  # a loaded host may leave every call of a round to the device thread
+        handed = watcher.batches
+        for _ in range(20):
+            c = dev.linalg.matmul(a, b)
+            np.testing.assert_allclose(
+                dev.copy_to_host(c.result(timeout=60)).result(timeout=60), a0 @ b0,
+                rtol=1e-12, atol=1e-12)
+        # the callers answered their own batches: few or none went to the completion thread
+        # (the device thread hands over only what callers leave for 300 µs or more)
+        if watcher.batches - handed < 20:
+            return
+    raise AssertionError("every batch of three rounds went to the completion thread")
 
 
 def test_queued_messages_run_before_a_later_call(dev, rng) -> None:
