@@ -57,20 +57,25 @@ def _render_move(width: int, ndim: int, scatter: bool, checked: bool = False
     else:
         move = (f"long long a_ = adv[xa];\n    if (a_ == {OUT_OF_RANGE}LL) {{ *flag = 1; "
                 "dst[i] = gm_word(); }\n    else dst[i] = src[off + xv + a_];")
-    body = "\n".join(lines)
-    src = f"""
-typedef {w} gm_word;
-extern "C" __global__ void {name}({", ".join(params)}) {{
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (long long)blockDim.x * gridDim.x) {{
-{body}
-    {move}
-  }}
-}}
-"""
+    src = _grid_stride(w, name, params, lines + [f"    {move}"])
     if name not in SIM_KERNELS:
         sim_kernel(name)(Recipe(_move_twin, width, ndim, scatter, checked))
     return name, src, kinds
+
+
+def _grid_stride(word: str, name: str, params: list[str], body: list[str]) -> str:
+    """The source of kernel ``name``: ``body`` (lines) run for each ``i < n`` in a grid-stride
+    loop, ``gm_word`` the type elements move as."""
+    lines = "\n".join(body)
+    return f"""
+typedef {word} gm_word;
+extern "C" __global__ void {name}({", ".join(params)}) {{
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (long long)blockDim.x * gridDim.x) {{
+{lines}
+  }}
+}}
+"""
 
 
 def _move_twin(width: int, ndim: int, scatter: bool, checked: bool = False) -> Any:
@@ -151,19 +156,10 @@ def _render_take(width: int, index: str, ndim: int) -> tuple[str, str, tuple[str
     else:
         test = "(long long)k_ < -ext || (long long)k_ >= ext"
         pos = "((long long)k_ < 0 ? (long long)k_ + ext : (long long)k_)"
-    body = "\n".join(lines)
-    src = f"""
-typedef {w} gm_word;
-extern "C" __global__ void {name}({", ".join(params)}) {{
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (long long)blockDim.x * gridDim.x) {{
-{body}
-    {it} k_ = idx[ioff + xa];
-    if ({test}) {{ *flag = 1; dst[i] = gm_word(); }}
-    else dst[i] = src[off + xv + {pos} * s];
-  }}
-}}
-"""
+    src = _grid_stride(w, name, params, lines + [
+        f"    {it} k_ = idx[ioff + xa];",
+        f"    if ({test}) {{ *flag = 1; dst[i] = gm_word(); }}",
+        f"    else dst[i] = src[off + xv + {pos} * s];"])
     if name not in SIM_KERNELS:
         sim_kernel(name)(Recipe(_take_twin, width, index, ndim))
     return name, src, kinds
