@@ -18,6 +18,15 @@ __all__ = ["invoke", "SparseAnswer", "check_random_call", "check_sparse_call",
            "check_sparse_function", "sparse_host", "sparse_matrix", "call_sparse"]
 
 
+def _np_call(positional: Any, keywords: dict, hosts: Any, drop: str | None = None
+             ) -> tuple[list, dict]:
+    """A call's arguments with the case's arrays as their host copies (the keyword ``drop``
+    left out); raises NoReference where one has none."""
+    args = _np_args(list(positional), hosts)
+    kwargs = {k: _np_args(v, hosts) for k, v in keywords.items() if k != drop}
+    return args, kwargs
+
+
 def invoke(kind: str, name: str, positional: list, keywords: dict) -> Any:
     """Call target ``name`` of ``kind`` "random" (a method of a generator made for the case) or
     "sparse" (``<format>.<method>`` of a matrix made for the case)."""
@@ -42,8 +51,7 @@ def check_random_call(name: str, positional: list, keywords: dict, answer: Any,
     if name in RANDOM_NOT_ARRAYS or not isinstance(answer, np.ndarray):
         return False
     try:
-        args = _np_args(list(positional), hosts)
-        kwargs = {k: _np_args(v, hosts) for k, v in keywords.items() if k != "out"}
+        args, kwargs = _np_call(positional, keywords, hosts, "out")
     except NoReference:
         return False
     if "out" in keywords or any(isinstance(v, np.ndarray) and v.size > 4096
@@ -128,8 +136,7 @@ def check_sparse_function(name: str, positional: list, keywords: dict, answer: A
     if fname in SPARSE_RANDOM:
         return False
     try:
-        args = _np_args(list(positional), hosts)
-        kwargs = {k: _np_args(v, hosts) for k, v in keywords.items() if k != "device"}
+        args, kwargs = _np_call(positional, keywords, hosts, "device")
     except NoReference:
         return False
     with np.errstate(all="ignore"):
@@ -150,8 +157,7 @@ def check_sparse_call(name: str, positional: list, keywords: dict, answer: Any,
     if answer is None:
         return False  # in place (sort_indices, sum_duplicates)
     try:
-        args = _np_args(list(positional), hosts)
-        kwargs = {k: _np_args(v, hosts) for k, v in keywords.items()}
+        args, kwargs = _np_call(positional, keywords, hosts)
     except NoReference:
         return False
     host = sparse_host(fmt)
