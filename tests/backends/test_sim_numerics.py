@@ -178,3 +178,36 @@ def test_poisson_of_huge_mean(dev) -> None:
         assert dev.stats().result(timeout=60).backend == "cuda"
     else:
         assert abs(big.astype(np.float64).mean() - 1e9) < 5 * np.sqrt(1e9 / 4096) + 1
+
+
+def test_an_event_query_racing_a_fault_never_answers_complete() -> None:
+    """A fault that runs between the query's two reads (the context's state and the event's)
+    must not let the query answer "complete" for work behind the fault: it answers "not yet",
+    and the next query raises the fault, as cuEventQuery does on a broken context."""
+    import threading
+
+    from gpumsg.backends.sim import SimBackend
+    from gpumsg.errors import CudaError
+
+    sim = SimBackend()
+    stream = sim.stream_create()
+    held = threading.Event()
+    stream.put(held.wait, always=True)  # the stream waits here until released
+    sim.inject_illegal_address(stream)
+    ev = sim.event_create()
+    sim.event_record(ev, stream)
+    check = sim._check_sticky
+    released = []
+
+    def check_then_run_the_stream(function: str) -> None:
+        check(function)
+        if not released:  # the stream runs the fault and the marker between the two reads
+            released.append(True)
+            held.set()
+            ev.marker.wait(10)
+
+    sim._check_sticky = check_then_run_the_stream
+    assert sim.event_query(ev) is False
+    with pytest.raises(CudaError):
+        sim.event_query(ev)
+    stream.close()

@@ -271,8 +271,12 @@ class SimBackend(Backend):
         stream.put(marker.set, always=True)
 
     def event_query(self, event: _Event) -> bool:
+        # the marker first: set, the stream has run everything before it, a fault included
+        # (which broke the context before the marker ran); read the other way round, a fault
+        # between the two reads answered work that never ran as complete
+        done = event.marker.is_set()
         self._check_sticky("cuEventQuery")
-        return event.marker.is_set()
+        return done
 
     def event_pause(self, event: _Event, timeout: float) -> None:
         # the simulated streams are Python threads: they need the GIL to make progress
