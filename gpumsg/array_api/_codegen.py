@@ -879,15 +879,18 @@ _UNCHECKED = Launch.unchecked  # type: ignore[attr-defined]
 
 
 def _send(dev: Any, key: tuple, render: Any, grid: int, block: int, args: tuple,
-          reads: tuple, writes: tuple, new: Any = None) -> Any:
+          reads: tuple, writes: tuple, new: Any = None, make: Any = None) -> Any:
     """Post the launch of the kernel of plan ``key`` (``render()`` gives its name, source and
-    parameter kinds the first time); ``new``: a reference minted for an output that the
-    launch's message allocates. The future of the launch (of the new buffer with ``new``)."""
+    parameter kinds the first time; ``make(dev, name, source, kinds)`` compiles it, by default
+    :func:`kernel_for` with the exact-math options); ``new``: a reference minted for an output
+    that the launch's message allocates. The future of the launch (of the new buffer with
+    ``new``)."""
     mine = _ready.get(dev)
     kernel = mine.get(key) if mine is not None else None
     if kernel is None:
         name, source, kinds = render()
-        kernel = kernel_for(dev, name, source, kinds, EXACT)
+        kernel = kernel_for(dev, name, source, kinds, EXACT) if make is None else \
+            make(dev, name, source, kinds)
         msg = Launch(kernel, grid, block, args, 0, reads, writes)  # checked, once per plan
         with _lock:
             mine = _ready.get(dev)

@@ -13,6 +13,7 @@ import numpy as np
 from ..libs.nvrtc._sim import SIM_KERNELS, Recipe, sim_kernel
 from . import _dtypes as D
 from ._array import Array, new_array
+from ._codegen import _send
 from ._cub import cub_kernel
 from ._expr import PRELUDE
 from ._gather import whole
@@ -24,6 +25,7 @@ THREADS = 256
 #    (CUB BlockScan) -------------------------------------------------------------------------
 TILE_ITEMS = 16
 TILE = THREADS * TILE_ITEMS
+_COUNT_KINDS = ("i64", "i64", "ptr", "ptr")
 
 
 def _render_nonzero(dt: np.dtype, write: bool, values: np.dtype | None = None) -> tuple[
@@ -124,25 +126,31 @@ def compact(x: Array, values: Array | None = None) -> Array:
     ntiles = (n + TILE - 1) // TILE
     if n == 0:
         return new_array(dev, (0,), out_dt)
-    name, source = _render_nonzero(x.dtype, False)
-    kernel = cub_kernel(dev, name, source, ("i64", "i64", "ptr", "ptr"))
-    counts = new_array(dev, (ntiles,), D.int64)
+    port = dev.port
     grid = min(ntiles, 1 << 16)
-    counts._wrote(dev.launch(kernel, grid, THREADS, (n, ntiles, flat.buffer, counts.buffer),
-                             reads=[flat.buffer], writes=[counts.buffer]))
+    flat_ref = flat.buffer.ref
+    counts_ref = port.mint((ntiles,), "i64", "C")  # allocated by the launch that writes it
+    counts = Array(_send(dev, ("nonzero", x.dtype, False, None),
+                         lambda: (*_render_nonzero(x.dtype, False), _COUNT_KINDS), grid,
+                         THREADS,
+                         (n, ntiles, flat_ref, counts_ref), (flat_ref,), (counts_ref,),
+                         counts_ref, cub_kernel), (ntiles,), D.int64, dev)
     # each tile's offset: a scan on the device; only the total is read back
     offs = cumulative_sum(counts, include_initial=True)
     total = int(offs[ntiles])
-    found = new_array(dev, (total,), out_dt)
-    if total:
-        name, source = _render_nonzero(x.dtype, True, None if src is None else src.dtype)
-        extra = [] if src is None else [src.buffer]
-        signature = ("i64", "i64", "ptr") + ("ptr",) * (len(extra) + 2)
-        kernel = cub_kernel(dev, name, source, signature)
-        found._wrote(dev.launch(kernel, grid, THREADS,
-                                (n, ntiles, flat.buffer, *extra, offs.buffer, found.buffer),
-                                reads=[flat.buffer, *extra, offs.buffer],
-                                writes=[found.buffer]))
+    if not total:
+        return new_array(dev, (0,), out_dt)
+    vdt = None if src is None else src.dtype
+    extra = () if src is None else (src.buffer.ref,)
+    found_ref = port.mint((total,), D.storage_name(out_dt), "C")
+    offs_ref = offs.buffer.ref
+    found = Array(_send(dev, ("nonzero", x.dtype, True, vdt),
+                        lambda: (*_render_nonzero(x.dtype, True, vdt),
+                                 ("i64", "i64", "ptr") + ("ptr",) * (len(extra) + 2)),
+                        grid, THREADS,
+                        (n, ntiles, flat_ref, *extra, offs_ref, found_ref),
+                        (flat_ref, *extra, offs_ref), (found_ref,), found_ref, cub_kernel),
+                  (total,), out_dt, dev)
     return found
 
 

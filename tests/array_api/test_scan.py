@@ -1,6 +1,7 @@
-"""cumulative_sum and cumulative_prod (a device-wide scan: tile totals, their scan per row, the
-tiles' scans) against NumPy: rows shorter and longer than a tile, every axis, include_initial,
-NaN and infinities, integer wrap-around."""
+"""cumulative_sum and cumulative_prod (a single-pass scan: each tile looks back over the tiles
+before it in its row) against NumPy: rows shorter and longer than a tile, rows of many tiles
+(look-backs over several windows of 32), every axis, include_initial, NaN and infinities,
+integer wrap-around; every scan kernel compiles."""
 
 from __future__ import annotations
 
@@ -99,3 +100,62 @@ def test_cumulative_edges(xp, rng) -> None:
     s = xp.asarray(rng.standard_normal((4, 6)))[:, ::2]  # a strided view
     np.testing.assert_allclose(np.asarray(xp.cumulative_sum(s, axis=1)),
                                np.cumsum(np.asarray(s), axis=1), rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "float32", "complex128"])
+def test_rows_of_many_tiles(xp, rng, dtype) -> None:
+    """Three rows of 70 tiles and a bit: each tile's look-back crosses up to three windows of
+    32 tiles, and stops at its own row's first tile, whatever ran before it."""
+    dt = np.dtype(getattr(xpm, dtype))
+    n = 70 * TILE + 13
+    if dt.kind == "i":
+        h = rng.integers(-1000, 1000, (3, n)).astype(dt)
+    else:
+        h = rng.standard_normal((3, n)).astype(dt)
+        if dt.kind == "c":
+            h = h + 1j * rng.standard_normal((3, n))
+    for initial in (False, True):
+        got = np.asarray(xp.cumulative_sum(xp.asarray(h), axis=1, include_initial=initial))
+        ref = _ref(h, 1, dt, False, initial)
+        if dt.kind == "i":
+            np.testing.assert_array_equal(got, ref.astype(np.int64))
+            continue
+        scale = np.cumsum(np.abs(h).astype(np.float64), axis=1)
+        if initial:
+            scale = np.concatenate([np.zeros((3, 1)), scale], axis=1)
+        parts = ((got.real, ref.real), (got.imag, ref.imag)) if dt.kind == "c" else ((got, ref),)
+        for gp, rp in parts:
+            _close(gp, rp, scale, FLOAT_TOL[dtype] * 4)
+
+
+def test_every_scan_kernel_compiles() -> None:
+    """The scan kernel of every input, accumulator and output type, through NVRTC with the
+    CCCL headers (no GPU needed; skipped where either is missing)."""
+    from gpumsg.array_api import _scan
+    from gpumsg.array_api._cub import include_dir
+    from gpumsg.array_api._reductions import _acc
+    from gpumsg.libs._loader import LibraryNotFound
+
+    try:
+        from gpumsg.libs.nvrtc._compiler import compile_program, nvrtc_version
+
+        nvrtc_version()
+    except LibraryNotFound:
+        pytest.skip("NVRTC is not installed here")
+    inc = include_dir()
+    if inc is None:
+        pytest.skip("the CCCL headers are not installed here")
+    kernels = {}
+    for name in ("bool", "int8", "uint16", "int64", "float16", "bfloat16", "float32",
+                 "complex64", "complex128"):
+        dt = np.dtype(getattr(xpm, name))
+        wide = {"b": np.dtype(np.int64), "i": np.dtype(np.int64),
+                "u": np.dtype(np.uint64)}.get(dt.kind, dt)
+        for op in ("sum", "prod"):
+            for out in {dt, wide}:
+                kname, src, _ = _scan._render(op, dt, _acc(out), out)
+                kernels[kname] = src
+    for kname, src in kernels.items():
+        prog = compile_program(src, kname, "sm_90", (f"-I{inc}", "-std=c++17",
+                                                     "-default-device"))
+        assert prog.image
