@@ -16,7 +16,9 @@ def test_chain_without_intermediate_waits(dev, rng) -> None:
     a = dev.to_device(a_host)
     b = dev.to_device(b_host)
     c = dev.alloc((128, 32), np.float32)
-    dev.inject_fault("hang", seconds=0.5)  # the stream is busy: nothing below can finish yet
+    # the stream is busy: nothing below can finish yet (two seconds: on a host loaded by
+    # other test processes, issuing the calls below has taken more than half a second)
+    dev.inject_fault("hang", seconds=2.0)
     # several dependent GEMMs: C = A B, then D = A^T C ... all issued before any result
     g1 = dev.sgemm(a, b, c, 128, 32, 64)
     d = dev.alloc((64, 32), np.float32)
