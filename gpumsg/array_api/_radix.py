@@ -34,9 +34,10 @@ import numpy as np
 from ..libs.nvrtc._sim import SIM_KERNELS, Recipe, sim_kernel
 from . import _dtypes as D
 from ._array import Array, new_array
+from ._codegen import _send
 from ._cub import cub_kernel, tag, unsigned_type
 
-__all__ = ["radix_sort", "payload_dtype", "RadixScratch", "TILE"]
+__all__ = ["radix_sort", "radix_sorted", "payload_dtype", "RadixScratch", "TILE"]
 
 THREADS = 256
 ITEMS = 16
@@ -404,54 +405,100 @@ def _pass_twin(dt: np.dtype, inm: str, outm: str, bits_payload: bool,
 
 
 # -- dispatch -------------------------------------------------------------------------------------
+class _Slot:
+    """A scratch buffer of ``shape`` and ``dt``, made when a launch first writes it: that
+    launch's message allocates it (:func:`_issue`)."""
+
+    __slots__ = ("shape", "dt", "array")
+
+    def __init__(self, shape: tuple[int, ...], dt: np.dtype) -> None:
+        self.shape, self.dt = shape, dt
+        self.array: Array | None = None
+
+
 class _PingPong:
-    """Two buffers of ``total`` elements of ``dt``, each allocated on first use."""
+    """Two scratch buffers of ``total`` elements of ``dt``, each made when first written."""
 
-    def __init__(self, dev: Any, total: int, dt: np.dtype) -> None:
-        self._dev, self._total, self._dt = dev, total, dt
-        self._bufs: list[Array | None] = [None, None]
+    def __init__(self, total: int, dt: np.dtype) -> None:
+        self._slots = (_Slot((total,), dt), _Slot((total,), dt))
 
-    def __getitem__(self, i: int) -> Array:
-        buf = self._bufs[i]
-        if buf is None:
-            buf = self._bufs[i] = new_array(self._dev, (self._total,), self._dt)
-        return buf
+    def __getitem__(self, i: int) -> _Slot:
+        return self._slots[i]
 
 
 class RadixScratch:
     """The buffers a radix sort of ``total`` keys of width ``key_dt`` with payloads of
     ``pay_dt`` works in (per-tile counts, digit totals, ping-pong keys and payloads), each made
-    on first use. A caller that sorts arrays of one size again and again keeps one and passes
-    it to every :func:`radix_sort` (a new buffer per call costs an allocation and a free, and
-    makes every launch a new message); the calls must then be issued one after another on the
-    device (the scratch of one is overwritten by the next, in stream order)."""
+    by the first launch that writes it. A caller that sorts arrays of one size again and again
+    keeps one and passes it to every :func:`radix_sort` (a new buffer per call costs an
+    allocation and a free, and makes every launch a new message); the calls must then be
+    issued one after another on the device (the scratch of one is overwritten by the next, in
+    stream order)."""
 
     def __init__(self, dev: Any, total: int, key_dt: np.dtype, pay_dt: np.dtype) -> None:
         ot = payload_dtype(total)
         self.total, self.key_dt, self.pay_dt = total, _UDT[key_dt.itemsize], pay_dt
-        self._dev, self._ot = dev, ot
-        self._counts: Array | None = None
-        self._totals: Array | None = None
-        self.keys = _PingPong(dev, total, self.key_dt)
-        self.pays = _PingPong(dev, total, pay_dt)
+        ntiles = (total + TILE - 1) // TILE
+        self.counts = _Slot((256 * ntiles,), ot)
+        self.totals = _Slot((256,), ot)
+        self.keys = _PingPong(total, self.key_dt)
+        self.pays = _PingPong(total, pay_dt)
 
-    @property
-    def counts(self) -> Array:
-        if self._counts is None:
-            ntiles = (self.total + TILE - 1) // TILE
-            self._counts = new_array(self._dev, (256 * ntiles,), self._ot)
-        return self._counts
 
-    @property
-    def totals(self) -> Array:
-        if self._totals is None:
-            self._totals = new_array(self._dev, (256,), self._ot)
-        return self._totals
+def _issue(dev: Any, key: tuple, render: Any, grid: int, args: list[Any], reads: list[Any],
+           writes: list[Any]) -> None:
+    """Launch the kernel ``render()`` makes (name, source, signature; ``key`` names it) over
+    ``args`` (numbers, arrays or scratch slots; ``reads`` and ``writes`` are among them). The
+    first slot written that is not made yet is allocated by the launch's own message; any
+    other such slot by a message of its own before it. A launch over made buffers only goes
+    through ``dev.launch``, which keeps its message for a repeat over the same buffers (a
+    kept :class:`RadixScratch`)."""
+    minted: tuple[_Slot, Any] | None = None
+    for w in writes:
+        if type(w) is _Slot and w.array is None:
+            if minted is None:
+                minted = (w, dev.port.mint(w.shape, D.storage_name(w.dt), "C"))
+            else:
+                w.array = new_array(dev, w.shape, w.dt)
+    if minted is None:
+        def buf(v: Any) -> Any:
+            return (v.array if type(v) is _Slot else v).buffer
+
+        name, src, sig = render()
+        done = dev.launch(cub_kernel(dev, name, src, sig), grid, THREADS,
+                          tuple(buf(a) if isinstance(a, (Array, _Slot)) else a for a in args),
+                          reads=[buf(r) for r in reads], writes=[buf(w) for w in writes])
+    else:
+        slot, new = minted
+
+        def ref(v: Any) -> Any:
+            if v is slot:
+                return new
+            return (v.array if type(v) is _Slot else v).buffer.ref
+
+        done = _send(dev, key, render, grid, THREADS,
+                     tuple(ref(a) if isinstance(a, (Array, _Slot)) else a for a in args),
+                     tuple(dict.fromkeys(ref(r) for r in reads)),
+                     tuple(dict.fromkeys(ref(w) for w in writes)), new, cub_kernel)
+        slot.array = Array(done, slot.shape, slot.dt, dev)
+    for w in writes:
+        if minted is None or w is not minted[0]:
+            (w.array if type(w) is _Slot else w)._wrote(done)
 
 
 def payload_dtype(total: int) -> np.dtype:
     """The dtype of the sort's index payloads for ``total`` elements (uint32 below 2**32)."""
     return np.dtype(np.uint64 if total >= (1 << 32) else np.uint32)
+
+
+def radix_sorted(rows: Array, nrows: int, n: int, descending: bool, indices: bool,
+                 shape: tuple[int, ...], dtype: np.dtype) -> Array:
+    """:func:`radix_sort` into a new array of ``shape`` and ``dtype``, allocated by the message
+    of the pass that writes it."""
+    out = _Slot(shape, dtype)
+    radix_sort(rows, nrows, n, descending, indices, out)  # type: ignore[arg-type]
+    assert out.array is not None
+    return out.array
 
 
 def radix_sort(rows: Array, nrows: int, n: int, descending: bool, indices: bool,
@@ -505,48 +552,38 @@ def radix_sort(rows: Array, nrows: int, n: int, descending: bool, indices: bool,
         hmode = "row" if kind == "row" else ("src" if i == 0 else "key")
         hin = rows if i == 0 else (pays[cur] if kind == "row" else keys[cur])
         if i > 0 or first_counts is None:
-            name, src, sig = _render_hist(dt, hmode, pt, ot)
-            kern = cub_kernel(dev, name, src, sig)
-            counts._wrote(dev.launch(kern, ntiles, THREADS,
-                                     (total, ntiles, n, shift, flip, hin.buffer,
-                                      counts.buffer),
-                                     reads=[hin.buffer], writes=[counts.buffer]))
+            _issue(dev, ("radix_hist", dt, hmode, pt, ot),
+                   functools.partial(_render_hist, dt, hmode, pt, ot), ntiles,
+                   [total, ntiles, n, shift, flip, hin, counts], [hin], [counts])
         # 2. per digit scan over the tiles, and the totals
-        name, src, sig = _render_colscan(ot)
-        kern = cub_kernel(dev, name, src, sig)
-        done = dev.launch(kern, 256, THREADS, (ntiles, counts.buffer, totals.buffer),
-                          reads=[counts.buffer], writes=[counts.buffer, totals.buffer])
-        counts._wrote(done)
-        totals._wrote(done)
+        _issue(dev, ("radix_colscan", ot), functools.partial(_render_colscan, ot), 256,
+               [ntiles, counts, totals], [counts], [counts, totals])
         # 3. rank and scatter
-        name, src, sig = _render_pass(dt, pt, ot, inm, outm, bits_payload, nrows == 1)
-        kern = cub_kernel(dev, name, src, sig)
         nxt = 1 - cur
         args: list[Any] = [total, ntiles, n, shift, flip]
         reads: list[Any] = []
         if inm != "row":
             kin = rows if inm == "src" else keys[cur]
-            args.append(kin.buffer)
-            reads.append(kin.buffer)
+            args.append(kin)
+            reads.append(kin)
         if inm != "src":
-            args.append(pays[cur].buffer)
-            reads.append(pays[cur].buffer)
-        written: list[Array] = []
+            args.append(pays[cur])
+            reads.append(pays[cur])
+        written: list[Any] = []
         if outm == "kv":
             written.append(keys[nxt])
         if outm == "gather":
-            args.append(rows.buffer)
-            reads.append(rows.buffer)
+            args.append(rows)
+            reads.append(rows)
             written.append(out)
         elif outm == "index" or (outm == "p" and last):
             written.append(out)
         else:
             written.append(pays[nxt])
-        args += [w.buffer for w in written]
-        args += [counts.buffer, totals.buffer]
-        reads += [counts.buffer, totals.buffer]
-        done = dev.launch(kern, ntiles, THREADS, tuple(args), reads=reads,
-                          writes=[w.buffer for w in written])
-        for w in written:
-            w._wrote(done)
+        args += written
+        args += [counts, totals]
+        reads += [counts, totals]
+        key = ("radix_pass", dt, pt, ot, inm, outm, bits_payload, nrows == 1)
+        _issue(dev, key, functools.partial(_render_pass, dt, pt, ot, inm, outm, bits_payload,
+                                           nrows == 1), ntiles, args, reads, written)
         cur = nxt

@@ -24,7 +24,7 @@ from ._cub import cub_kernel, tag, unsigned_type
 from ._expr import PRELUDE
 from ._gather import whole
 from ._manipulation import moveaxis
-from ._radix import _key_c, _np_key, radix_sort
+from ._radix import _key_c, _np_key, radix_sorted
 
 __all__ = ["sort", "argsort", "MAX_ROW"]
 
@@ -130,10 +130,11 @@ def _sort(x: Array, axis: int, descending: bool, indices: bool, name: str) -> Ar
     out_dt = D.int64 if indices else x.dtype
     rows = whole(moved)
     nrows = rows.size // n if n else 0
-    out = new_array(x.device, moved.shape, out_dt)
     if nrows and n > MAX_ROW:
-        radix_sort(rows, nrows, n, descending, indices, out)
-    elif nrows and n:
+        return moveaxis(radix_sorted(rows, nrows, n, descending, indices, moved.shape, out_dt),
+                        -1, ax)
+    out = new_array(x.device, moved.shape, out_dt)
+    if nrows and n:
         kernel = _kernel(x.device, x.dtype, _items(n), indices)
         flip = (1 << (x.dtype.itemsize * 8)) - 1 if descending else 0
         done = x.device.launch(kernel, min(nrows, 1 << 16), THREADS,
