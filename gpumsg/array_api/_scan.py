@@ -47,8 +47,10 @@ def _state_code(a: str, size: int) -> str:
     ``gm_scan_publish`` (a tile's total, flag 1, or its inclusive prefix, flag 2) and
     ``gm_scan_peek`` (a tile's flag, 0 while it has published nothing, and its value). Up to
     8 bytes, value and flag share one word (8 or 16 bytes) stored and loaded whole, as CUB's
-    tile states are: a reader sees both or neither, with no fence between them. Wider values
-    (complex128) are written before their flag, with a fence between, and read past L1."""
+    tile states are: a reader sees both or neither, with no fence between them (written and
+    read apart, with a fence, the kernel took twice as long at 64 Mi float32 on an H200: 544
+    against 271 µs, CUB's 209-214). Wider values (complex128) are written before their flag,
+    with a fence between, and read past L1."""
     if size <= 8:
         if size <= 4:
             word = """  unsigned int bits = 0;
