@@ -1,7 +1,9 @@
 """Sorting, scans and gathers of ``gpumsg.array_api`` beside torch and CuPy in the same run:
 ``sort`` and ``argsort`` of 64 Mi float32 keys (the device-wide radix sort), a batch of long rows
 (sorted as one array, the row the most significant digits), a batch of short rows (one block
-per row), ``cumulative_sum`` of 64 Mi float32, and an integer-array gather of 16 Mi elements.
+per row), ``cumulative_sum`` of 64 Mi float32, an integer-array gather of 16 Mi elements, and
+small calls whose cost is their messages (a scan of 1 Mi, a sort of 10 Ki, a boolean mask and
+``unique_values``, the last two waiting for their count as every peer's do).
 Steady state, pipelined: n calls issued, then one wait (``dev.synchronize()``,
 ``torch.cuda.synchronize()``, CuPy's device synchronize); medians after warm-up, runs
 alternating. Each side's result is checked against the others' before it is timed.
@@ -33,6 +35,15 @@ CASES = [
      lambda t, x: t.sort(x, dim=-1)[0], lambda c, x: c.sort(x, axis=-1)),
     ("cumulative_sum 64 Mi f32", (64 * MI,), lambda x: xp.cumulative_sum(x),
      lambda t, x: t.cumsum(x, 0), lambda c, x: c.cumsum(x)),
+    # small calls: what the messages of a call cost beside the peers' launches
+    ("cumulative_sum 1 Mi f32", (MI,), lambda x: xp.cumulative_sum(x),
+     lambda t, x: t.cumsum(x, 0), lambda c, x: c.cumsum(x)),
+    ("sort 10 Ki f32", (10 * 1024,), lambda x: xp.sort(x), lambda t, x: t.sort(x)[0],
+     lambda c, x: c.sort(x)),
+    ("x[x > 0] of 1 Mi f32 (waits for the count)", (MI,), lambda x: x[x > 0],
+     lambda t, x: x[x > 0], lambda c, x: x[x > 0]),
+    ("unique_values 10 Ki f32 (waits for the count)", (10 * 1024,),
+     lambda x: xp.unique_values(x), lambda t, x: t.unique(x), lambda c, x: c.unique(x)),
 ]
 
 
