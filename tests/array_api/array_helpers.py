@@ -6,7 +6,10 @@ and a second module of that name would shadow it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import pytest
 
 #: dtypes the tests run over, with the relative tolerance of a result of that dtype
 FLOAT_TOL = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 2e-5, "float64": 1e-12,
@@ -56,3 +59,16 @@ def random_values(rng: np.random.Generator, shape, dtype, specials: bool = True)
         out = out.astype(np.result_type(out.dtype, sp.dtype)) if dtype.kind != "b" else out
         out[idx] = sp[:k]
     return np.asarray(out).astype(dtype).reshape(shape)
+
+
+def nvrtc_compile_program() -> Any:
+    """NVRTC's ``compile_program`` (kernels compile without a GPU), or a skip where the NVRTC
+    library is not installed."""
+    from gpumsg.libs._loader import LibraryNotFound
+    from gpumsg.libs.nvrtc._compiler import compile_program, nvrtc_version
+
+    try:
+        nvrtc_version()
+    except LibraryNotFound:
+        pytest.skip("NVRTC is not installed here")
+    return compile_program

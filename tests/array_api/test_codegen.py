@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from array_helpers import ALL_DTYPES
+from array_helpers import ALL_DTYPES, nvrtc_compile_program
 
 import gpumsg.array_api as xpm
 from gpumsg.array_api import _dtypes as D
@@ -23,17 +23,6 @@ from gpumsg.array_api._codegen import (
 from gpumsg.array_api._elementwise import TABLE
 from gpumsg.array_api._expr import PRELUDE, evaluate, parse, render_c
 from gpumsg.errors import InvalidMessage
-
-
-def _nvrtc():
-    from gpumsg.libs._loader import LibraryNotFound
-    from gpumsg.libs.nvrtc._compiler import compile_program, nvrtc_version
-
-    try:
-        nvrtc_version()
-    except LibraryNotFound:
-        pytest.skip("NVRTC is not installed here")
-    return compile_program
 
 
 def _sources(dt_name: str) -> list[tuple[str, str]]:
@@ -78,7 +67,7 @@ def test_every_function_renders_and_compiles(dt: str) -> None:
     """All kernels of one dtype in one translation unit: NVRTC must accept every one."""
     bodies = list(dict(_sources(dt)).items())  # a unary function renders once per layout
     assert bodies
-    compile_program = _nvrtc()
+    compile_program = nvrtc_compile_program()
     source = PRELUDE + SHUFFLE + "\n".join(body for _, body in bodies)
     prog = compile_program(source, bodies[0][0], "sm_90", (), None,
                            tuple(name for name, _ in bodies[1:]))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from array_helpers import FLOAT_TOL, random_values
+from array_helpers import FLOAT_TOL, nvrtc_compile_program, random_values
 
 import gpumsg.array_api as xpm
 from gpumsg.array_api._scan import TILE
@@ -134,14 +134,8 @@ def test_every_scan_kernel_compiles() -> None:
     from gpumsg.array_api import _scan
     from gpumsg.array_api._cub import include_dir
     from gpumsg.array_api._reductions import _acc
-    from gpumsg.libs._loader import LibraryNotFound
 
-    try:
-        from gpumsg.libs.nvrtc._compiler import compile_program, nvrtc_version
-
-        nvrtc_version()
-    except LibraryNotFound:
-        pytest.skip("NVRTC is not installed here")
+    compile_program = nvrtc_compile_program()
     inc = include_dir()
     if inc is None:
         pytest.skip("the CCCL headers are not installed here")
