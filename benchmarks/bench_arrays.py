@@ -224,6 +224,20 @@ def main() -> None:
                                  (cup, csync), (tor, tsync)])
             _row(rows, case, ["gpumsg", "CuPy", "torch"], secs)
 
+        # -- matrix products of the dtypes beside float32: one cuBLAS GEMM (or strided batch)
+        for case, shape_a, shape_b, dt in [
+                ("x @ y 2048x2048 f64", (2048, 2048), (2048, 2048), np.float64),
+                ("x @ y 64 x 256x256 f16", (64, 256, 256), (64, 256, 256), np.float16)]:
+            ha = (rng.standard_normal(shape_a) * 0.1).astype(dt)
+            hb = (rng.standard_normal(shape_b) * 0.1).astype(dt)
+            ga, gb = xp.asarray(ha), xp.asarray(hb)
+            ta_, tb_ = torch.from_numpy(ha).cuda(), torch.from_numpy(hb).cuda()
+            ca_, cb_ = cupy.asarray(ha), cupy.asarray(hb)
+            secs = compare_many([
+                (lambda p=ga, q=gb: keep.__setitem__(slice(None), [p @ q]), sync),
+                (lambda p=ca_, q=cb_: p @ q, csync), (lambda p=ta_, q=tb_: p @ q, tsync)])
+            _row(rows, case, ["gpumsg", "CuPy", "torch"], secs)
+
         # -- the compiled peers of the chain, measured last: torch.compile leaves threads (its
         # compile workers, a progress monitor) that wake while later rows run and slowed every
         # gpumsg row measured after it by 10-30 us a call (a probe on an H200)

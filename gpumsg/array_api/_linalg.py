@@ -1,21 +1,29 @@
-"""``matmul``, ``tensordot``, ``vecdot``: one generated reduction (multiply, add) over the
-contracted dimension, for every numeric dtype, batch dimensions broadcast. (The cuBLAS path
-for large float matrices is the obvious next step for speed; the results are the same.)
-``matrix_transpose`` and ``diagonal`` are views."""
+"""``matmul``, ``tensordot``, ``vecdot``: products of floating and complex matrices (float16,
+bfloat16, float32, float64, complex64, complex128) go to cuBLAS, one GEMM (or one strided
+batch of them) per call, its output allocated by the same message; integer products and
+``vecdot`` are the generated multiply-add reduction over the contracted dimension, batch
+dimensions broadcast. ``matrix_transpose`` and ``diagonal`` are views."""
 
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any
 
 import numpy as np
 
+from ..messages.cublas import Gemm, GemmStridedBatched, Sgemm
 from . import _dtypes as D
-from ._array import Array, check_device, new_array
-from ._codegen import Operand, ReductionSpec, launch_reduction
-from ._elementwise import broadcast_shapes
+from ._array import Array, _copy, check_device, new_array
+from ._codegen import Operand, ReductionSpec, _ref_of, launch_reduction
+from ._elementwise import astype, broadcast_shapes
+from ._manipulation import permute_dims, reshape
 
 __all__ = ["matmul", "tensordot", "vecdot", "matrix_transpose", "diagonal"]
+
+#: array dtypes cuBLAS multiplies (the GEMM family's element types)
+_BLAS_DTYPES = frozenset((D.float16, D.bfloat16, D.float32, D.float64, D.complex64,
+                          D.complex128))
 
 
 def _contract(a: Array, b: Array, out_shape: tuple[int, ...], sa: tuple[int, ...],
@@ -45,65 +53,92 @@ def _bstrides(x: Array, batch: tuple[int, ...], nb: int) -> tuple[int, ...]:
                               for k, (d, s) in enumerate(zip(xb, st)))
 
 
-def _as_stored(x: Array) -> tuple[str, int] | None:
-    """How cuBLAS (column-major) sees a 2-D row-major operand occupying its whole buffer from
-    element 0: ("N", ld) for a C-contiguous array (the buffer holds its transpose), ("T", ld)
-    for a transposed one (the buffer holds the matrix itself); None otherwise."""
-    r, c = x.shape
-    if x._offset != 0 or r == 0 or c == 0:
-        return None
-    buf = x.buffer.buffer if hasattr(x.buffer, "buffer") else x.buffer
-    if buf.size != r * c:
-        return None
-    if x.strides == (c, 1) or r == 1 and x.strides[1] == 1 or c == 1 and x.strides[0] == 1:
-        return ("N", c)
-    if x.strides == (1, r):
-        return ("T", r)
+
+def _blas_layout(rows: int, cols: int, s0: int, s1: int) -> tuple[str, int] | None:
+    """How cuBLAS (column-major) reads a row-major ``rows`` x ``cols`` matrix whose element
+    ``[i, j]`` is ``i * s0 + j * s1`` elements from its start: ("N", ld) when the memory holds
+    its transpose column-major (rows of the matrix contiguous, ``ld`` apart), ("T", ld) when it
+    holds the matrix itself (columns contiguous); None for any other layout (broadcast, negative
+    or interleaved strides). A dimension of one constrains nothing."""
+    if (s1 == 1 or cols == 1) and (rows == 1 or s0 >= cols):
+        return "N", s0 if rows > 1 else max(1, cols)
+    if (s0 == 1 or rows == 1) and (cols == 1 or s1 >= rows):
+        return "T", s1 if cols > 1 else max(1, rows)
     return None
 
 
-def _sgemm(a: Array, b: Array) -> Array | None:
-    """``a @ b`` of 2-D float32 operands through cuBLAS's SGEMM (``dev.sgemm``), or None when
-    the operands are not laid out for it. ``dev.sgemm`` reads each buffer in its own order, so
-    a 2-D C-ordered buffer holding the operand (or its transpose, for a ``.T`` view) goes as it
-    is; flat buffers are column-major storage, so there row-major C = A B is passed as the
-    column-major C^T = B^T A^T with explicit sizes."""
-    sa, sb = _as_stored(a), _as_stored(b)
-    if sa is None or sb is None:
+def _batch_stride(shape: tuple[int, ...], strides: tuple[int, ...]) -> int | None:
+    """The one element stride that walks the flattened batch dimensions ``shape`` (0: one
+    matrix for every product), or None when they do not flatten to one stride."""
+    dims = [(d, s) for d, s in zip(shape, strides) if d != 1]
+    if not dims:
+        return 0
+    if all(s == 0 for _, s in dims):
+        return 0
+    for (_, outer), (inner_d, inner) in zip(dims, dims[1:]):
+        if inner <= 0 or outer != inner * inner_d:
+            return None
+    return dims[-1][1] if dims[-1][1] > 0 else None
+
+
+def _blas_operand(x: Array, batch: tuple[int, ...]) -> tuple[Any, str, int, int] | None:
+    """``x`` (``batch`` + a matrix, its batch dimensions broadcast to ``batch``) as cuBLAS
+    reads it: (buffer reference, transpose, leading dimension, batch stride), or None when its
+    layout is not one cuBLAS can read in place."""
+    if x._offset != 0:
         return None
-    n, k = a.shape
-    m = b.shape[1]
+    rows, cols = x.shape[-2:]
+    s0, s1 = x.strides[-2:]
+    layout = _blas_layout(rows, cols, s0, s1)
+    if layout is None:
+        return None
+    stride = _batch_stride(batch, _bstrides(x, batch, x.ndim - 2))
+    if stride is None:
+        return None
+    return _ref_of(x._buf), layout[0], layout[1], stride
+
+
+def _gemm(a: Array, b: Array, batch: tuple[int, ...], dt: np.dtype) -> Array:
+    """``a @ b`` of ``dt`` operands (stacks broadcast to ``batch``, no dimension empty) as one
+    cuBLAS GEMM, or one strided batch of them, writing a new C-ordered array allocated by the
+    same message. Row-major ``C = A B`` is the column-major ``C^T = B^T A^T``: each operand
+    goes as it lies in memory, a transposed view with the opposite transpose flag. An operand
+    laid out otherwise (an offset view, a reversed axis, batch dimensions that broadcast
+    against each other) is copied first."""
+    n, k = a.shape[-2:]
+    m = b.shape[-1]
+    ops = []
+    copies = []  # held until the GEMM is posted: a copy dropped sooner would be freed first
+    for x in (a, b):
+        found = _blas_operand(x, batch)
+        if found is None:  # a C-ordered copy, its batch broadcast out: one cuBLAS can read
+            nb = x.ndim - 2
+            full = x._view(batch + x.shape[-2:], _bstrides(x, batch, nb) + x.strides[-2:],
+                           x._offset)
+            copies.append(_copy(full))
+            found = _blas_operand(copies[-1], batch)
+        ops.append(found)
+    (ra, ta, lda, sa), (rb, tb, ldb, sb) = ops
     dev = a.device
-    abuf, bbuf = (x.buffer.buffer if hasattr(x.buffer, "buffer") else x.buffer for x in (a, b))
-    out = new_array(dev, (n, m), D.float32)
-    if len(abuf.shape) == 1 and len(bbuf.shape) == 1 and len(out.buffer.shape) == 1:
-        done = dev.sgemm(b.buffer, a.buffer, out.buffer, m=m, n=n, k=k, transa=sb[0],
-                         transb=sa[0], lda=sb[1], ldb=sa[1], ldc=m)
+    count = math.prod(batch)
+    ref = dev.port.mint(batch + (n, m), D.storage_name(dt), "C")
+    if count == 1:
+        kind = Sgemm if dt == D.float32 else Gemm
+        msg = kind(rb, ra, ref, m, n, k, 1.0, 0.0, tb, ta, ldb, lda, m)
     else:
-        ops = []
-        for x, (kind, _ld), buf in ((a, sa, abuf), (b, sb, bbuf)):
-            want = x.shape if kind == "N" else x.shape[::-1]
-            if tuple(buf.shape) != tuple(want) or buf.order != "C":
-                return None
-            ops.append(kind)
-        done = dev.sgemm(a.buffer, b.buffer, out.buffer, transa=ops[0], transb=ops[1])
-    out._wrote(done)
-    return out
+        msg = GemmStridedBatched(rb, ra, ref, m, n, k, count, sb, sa, n * m, 1.0, 0.0, tb, ta,
+                                 ldb, lda, m)
+    return Array(dev.port.send_new(ref, msg), batch + (n, m), dt, dev)
 
 
 def matmul(x1: Array, x2: Array, /) -> Array:
-    """The standard's ``matmul``: 2-D float32 operands laid out for it go through cuBLAS's SGEMM,
-    everything else through the generated multiply-add reduction."""
+    """The standard's ``matmul``: floating and complex operands through cuBLAS (:func:`_gemm`),
+    integers through the generated multiply-add reduction. Operands of different dtypes are
+    converted to the promoted one first."""
     if not isinstance(x1, Array) or not isinstance(x2, Array):
         raise TypeError("matmul: both operands must be arrays")
     if x1.ndim == 0 or x2.ndim == 0:
         raise ValueError("matmul: operands must have at least one dimension")
-    if x1.ndim == 2 and x2.ndim == 2 and x1.dtype == D.float32 == x2.dtype and \
-            x1.shape[1] == x2.shape[0]:
-        check_device(x1, x2)
-        out = _sgemm(x1, x2)
-        if out is not None:
-            return out
     a, b = x1, x2
     if a.ndim == 1:
         a = a._view((1,) + a.shape, (0,) + a.strides, a._offset)
@@ -114,16 +149,19 @@ def matmul(x1: Array, x2: Array, /) -> Array:
     if k != k2:
         raise ValueError(f"matmul: shapes {x1.shape} and {x2.shape} do not align")
     batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    sa = _bstrides(a, batch, a.ndim - 2) + (a.strides[-2], 0, a.strides[-1])
-    sb = _bstrides(b, batch, b.ndim - 2) + (0, b.strides[-1], b.strides[-2])
-    out = _contract(a, b, batch + (n, m), sa, sb, (k,))
+    check_device(a, b)
+    dt = D.result_type(a, b)
+    if dt in _BLAS_DTYPES and n * m * k * math.prod(batch) > 0:
+        out = _gemm(a if a.dtype == dt else astype(a, dt),
+                    b if b.dtype == dt else astype(b, dt), batch, dt)
+    else:
+        sa = _bstrides(a, batch, a.ndim - 2) + (a.strides[-2], 0, a.strides[-1])
+        sb = _bstrides(b, batch, b.ndim - 2) + (0, b.strides[-1], b.strides[-2])
+        out = _contract(a, b, batch + (n, m), sa, sb, (k,))
     shape = batch + ((n,) if x1.ndim > 1 else ()) + ((m,) if x2.ndim > 1 else ())
     if shape != out.shape:
-        from ._manipulation import reshape
-
         out = reshape(out, shape)
     return out
-
 
 def vecdot(x1: Array, x2: Array, /, *, axis: int = -1) -> Array:
     if not isinstance(x1, Array) or not isinstance(x2, Array):
@@ -176,9 +214,18 @@ def tensordot(x1: Array, x2: Array, /, *, axes: Any = 2) -> Array:
     f1 = [d for d in range(x1.ndim) if d not in a1]
     f2 = [d for d in range(x2.ndim) if d not in a2]
     out_shape = tuple(x1.shape[d] for d in f1) + tuple(x2.shape[d] for d in f2)
+    red = tuple(x1.shape[d] for d in a1)
+    if D.result_type(x1, x2) in _BLAS_DTYPES and math.prod(out_shape) * math.prod(red) > 0:
+        # one GEMM: (free of x1, contracted) @ (contracted, free of x2); the reshapes are
+        # views unless the permuted operand is not contiguous
+        check_device(x1, x2)
+        rows = math.prod(x1.shape[d] for d in f1)
+        cols = math.prod(x2.shape[d] for d in f2)
+        left = reshape(permute_dims(x1, tuple(f1) + a1), (rows, math.prod(red)))
+        right = reshape(permute_dims(x2, a2 + tuple(f2)), (math.prod(red), cols))
+        return reshape(matmul(left, right), out_shape)
     sa = tuple(x1.strides[d] for d in f1) + (0,) * len(f2) + tuple(x1.strides[d] for d in a1)
     sb = (0,) * len(f1) + tuple(x2.strides[d] for d in f2) + tuple(x2.strides[d] for d in a2)
-    red = tuple(x1.shape[d] for d in a1)
     return _contract(x1, x2, out_shape, sa, sb, red, name="tensordot")
 
 

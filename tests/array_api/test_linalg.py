@@ -39,20 +39,57 @@ def test_matmul_of_views_and_errors(xp, rng) -> None:
         xp.asarray([True]) @ xp.asarray([True])
 
 
-def test_float32_matmul_goes_through_sgemm(xp, dev, posted, rng) -> None:
-    from gpumsg.messages.cublas import Sgemm
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64", "complex64",
+                                   "complex128"])
+def test_floating_matmul_is_one_cublas_gemm(xp, dev, posted, rng, dtype) -> None:
+    """Every product of floating or complex operands is one cuBLAS message (a GEMM, or one
+    strided batch of them) that also allocates the output: C-ordered operands, ``.T`` views
+    (no copy), a matrix broadcast against a stack; an offset view and batches that broadcast
+    against each other are copied first, still one GEMM. The float64 references are NumPy's."""
+    from gpumsg.messages import AllocThen
+    from gpumsg.messages.cublas import Gemm, GemmStridedBatched, Sgemm
 
-    h = random_values(rng, (33, 17), np.float32, False)
-    g = random_values(rng, (17, 9), np.float32, False)
-    x, y = xp.asarray(h), xp.asarray(g)
-    sent = posted(dev, Sgemm)
-    hw, gw = h.astype(np.float64), g.astype(np.float64)
-    for got, ref in ((x @ y, hw @ gw), (x.T @ x, hw.T @ hw), (x @ x.T, hw @ hw.T),
-                     (y.T @ x.T, gw.T @ hw.T)):
-        np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-5, atol=1e-4)
-    assert len(sent) == 4
-    np.testing.assert_allclose(np.asarray(x[1:] @ y), hw[1:] @ gw, rtol=1e-5, atol=1e-4)
-    assert len(sent) == 4  # an offset view takes the generated kernel
+    dt = np.dtype(getattr(xpm, dtype))
+    wide = np.complex128 if dt.kind == "c" else np.float64
+    tol = FLOAT_TOL[dtype] * 40
+    h = random_values(rng, (33, 17), dt, False)
+    g = random_values(rng, (17, 9), dt, False)
+    s3 = random_values(rng, (4, 9, 17), dt, False)
+    s2 = random_values(rng, (2, 1, 17, 5), dt, False)
+    x, y, z, w = xp.asarray(h), xp.asarray(g), xp.asarray(s3), xp.asarray(s2)
+    hw, gw, zw, ww = (v.astype(wide) for v in (h, g, s3, s2))
+    gemms = posted(dev, Sgemm, Gemm, GemmStridedBatched)
+    fused = posted(dev, AllocThen)
+    cases = [(x @ y, hw @ gw), (x.T @ x, hw.T @ hw), (x @ x.T, hw @ hw.T),
+             (y.T @ x.T, gw.T @ hw.T), (x @ z.mT, hw @ np.swapaxes(zw, -1, -2)),
+             (z @ x.T, zw @ hw.T), (x[0] @ y, hw[0] @ gw), (x @ y[:, 0], hw @ gw[:, 0])]
+    assert len(gemms) == len(cases) and len(fused) == len(cases)
+    assert all(type(m) is GemmStridedBatched for m in gemms[4:6])
+    cases += [(x[1:] @ y, hw[1:] @ gw), (z @ w, zw @ ww)]
+    assert len(gemms) == len(cases)
+    for got, ref in cases:
+        assert got.shape == ref.shape and got.dtype == dt
+        np.testing.assert_allclose(np.asarray(got).astype(wide), ref, rtol=tol,
+                                   atol=tol * np.abs(ref).max())
+    td = xp.tensordot(z, xp.asarray(s3[0]), axes=([1, 2], [0, 1]))
+    np.testing.assert_allclose(np.asarray(td).astype(wide),
+                               np.tensordot(zw, zw[0], axes=([1, 2], [0, 1])), rtol=tol,
+                               atol=tol * 10 * np.abs(zw).max() ** 2)
+    assert len(gemms) == len(cases) + 1
+
+
+def test_matmul_of_mixed_dtypes_promotes_then_multiplies(xp, rng) -> None:
+    """float32 @ float64 is float64; float16 @ float32 is float32; float32 @ complex128 is
+    complex128: the narrower operand is converted, then one GEMM."""
+    for da, db in ((np.float32, np.float64), (np.float16, np.float32),
+                   (np.float32, np.complex128)):
+        a = random_values(rng, (6, 5), da, False)
+        b = random_values(rng, (5, 4), db, False)
+        got = xp.asarray(a) @ xp.asarray(b)
+        ref = a.astype(np.complex128) @ b.astype(np.complex128)
+        assert got.dtype == np.result_type(da, db)
+        np.testing.assert_allclose(np.asarray(got), ref if got.dtype.kind == "c" else ref.real,
+                                   rtol=2e-3, atol=2e-3)
 
 
 def test_tensordot_vecdot(xp, rng) -> None:
