@@ -14,8 +14,8 @@ import numpy as np
 
 from ..messages.cublas import Gemm, GemmStridedBatched, Sgemm
 from . import _dtypes as D
-from ._array import Array, _copy, check_device, new_array
-from ._codegen import Operand, ReductionSpec, _ref_of, launch_reduction
+from ._array import Array, _copy, check_device
+from ._codegen import Operand, ReductionSpec, _ref_of, reduction_new
 from ._elementwise import astype, broadcast_shapes
 from ._manipulation import permute_dims, reshape
 
@@ -38,10 +38,8 @@ def _contract(a: Array, b: Array, out_shape: tuple[int, ...], sa: tuple[int, ...
     ins = (("x", a.dtype, False), ("y", b.dtype, False))
     spec = ReductionSpec(name, "conj(x) * y" if conj else "x * y", "a + b", "out = a", ins,
                          (acc, acc), acc, ("out", dt))
-    out = new_array(dev, out_shape, dt)
     ops = [Operand(a._buf, a.dtype, a._offset, sa), Operand(b._buf, b.dtype, b._offset, sb)]
-    out._wrote(launch_reduction(dev, spec, out_shape, red, out._operand(), ops, 0))
-    return out
+    return Array(reduction_new(dev, spec, out_shape, red, ops, 0), out_shape, dt, dev)
 
 
 def _bstrides(x: Array, batch: tuple[int, ...], nb: int) -> tuple[int, ...]:

@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from ..messages.cusolver import Getrf, GetrfBatched
 from . import _dtypes as D
-from ._array import Array, new_array
+from ._array import Array, _copy, new_array
 from ._elementwise import TABLE, apply, astype
 from ._linalg import diagonal, matmul
 from ._manipulation import expand_dims, reshape, stack
@@ -73,8 +74,6 @@ def _stack_input(x: Any, name: str, square: bool = False) -> Array:
 
 def _items(x: Array) -> list[Array]:
     """Each matrix of the stack ``x`` as a C-contiguous array of its own buffer."""
-    from ._array import _copy
-
     batch = x.shape[:-2]
     out = []
     for idx in np.ndindex(*batch):
@@ -141,8 +140,6 @@ def _after(*futures: Any) -> Future:
 
 def _fresh(x: Array) -> Array:
     """A C-contiguous copy of ``x`` in a buffer of its own (the batched calls write in place)."""
-    from ._array import _copy
-
     return _copy(x)
 
 
@@ -196,15 +193,16 @@ def _eye_stack(dtype: Any, dev: Any, shape: tuple[int, ...]) -> Array:
 
 def _lu_batched(a: Array, singular_ok: bool = False) -> tuple[Array, Any, Any]:
     """cuBLAS getrfBatched of the stack ``a`` (..., n, n): the factors of each A^T (the
-    column-major reading of its memory) over a copy, the int32 pivots, and the call's future
-    (``singular_ok``: a zero pivot is no error)."""
+    column-major reading of its memory) over a copy, the future of the int32 pivots' buffer,
+    and the call's future (the same: the pivots are allocated by the call's message;
+    ``singular_ok``: a zero pivot is no error)."""
     n = a.shape[-1]
-    dev = a.device
+    count = _count(a.shape[:-2])
+    port = a.device.port
     lu = _fresh(a)
-    ipiv = dev.alloc((_count(a.shape[:-2]) * n,), np.int32)
-    done = _raw(dev).getrf_batched(lu.buffer, n, _count(a.shape[:-2]), ipiv,
-                                   singular_ok=singular_ok)
-    return lu, ipiv, done
+    ref = port.mint((count * n,), "i32", "C")  # the pivots, allocated by getrf's message
+    ipiv = port.send_new(ref, GetrfBatched(lu.buffer, n, count, ref, None, None, singular_ok))
+    return lu, ipiv, ipiv
 
 
 def _slogdet_from(lu: Array, piv: Array, dtype: Any) -> SlogdetResult:
@@ -234,16 +232,13 @@ def _slogdet_batched(x: Array) -> SlogdetResult:
     batch, n = x.shape[:-2], x.shape[-1]
     lu, ipiv, done = _lu_batched(x, singular_ok=True)
     lu._wrote(done)
-    piv = Array(ipiv, (_count(batch) * n,), D.int32, x.device)
-    piv._wrote(done)
+    piv = Array(ipiv, (_count(batch) * n,), D.int32, x.device)  # resolves once factored
     return _slogdet_from(lu, reshape(piv, batch + (n,)), x.dtype)
 
 
 def _slogdet_one(x: Array) -> tuple[Array, Array]:
     """slogdet of one matrix through cusolverDnXgetrf (a zero pivot no error) on a flat copy
     of its C-ordered memory (the column-major A^T), on the device."""
-    from ._elementwise import copy_into
-
     n = x.shape[-1]
     dev = x.device
     if not n:
@@ -251,13 +246,12 @@ def _slogdet_one(x: Array) -> tuple[Array, Array]:
 
         return (ones((), dtype=x.dtype, device=dev),
                 zeros((), dtype=D.real_dtype(x.dtype), device=dev))
-    lu = Array(dev.alloc((n * n,), D.storage_name(x.dtype)), (n, n), x.dtype, dev)
-    copy_into(lu, x)
-    ipiv = dev.alloc((n,), np.int64)
-    done = _raw(dev).getrf(lu.buffer, n, n, ipiv, singular_ok=True)
-    lu._wrote(done)
+    lu = _copy(x)  # its C-ordered memory, read column-major by getrf, is A^T
+    port = dev.port
+    ref = port.mint((n,), "i64", "C")  # the pivots, allocated by the factorization's message
+    ipiv = port.send_new(ref, Getrf(lu.buffer, n, n, ref, None, True))
+    lu._wrote(ipiv)
     piv = Array(ipiv, (n,), D.int64, dev)
-    piv._wrote(done)
     return tuple(_slogdet_from(lu, piv, x.dtype))
 
 
@@ -307,7 +301,6 @@ def inv(x: Array, /) -> Array:
         out = _eye_stack(x.dtype, x.device, x.shape)
         solved = _raw(x.device).getrs_batched(lu.buffer, out.buffer, n, n,
                                               _count(x.shape[:-2]), ipiv, "N")
-        ipiv.buffer.free()
         out._wrote(_after(factored, solved))
         return out
     sol = _solver(x.device)
@@ -350,15 +343,14 @@ def solve(x1: Array, x2: Array, /) -> Array:
         rhs = _fresh(b if vec else b.mT)
         k = 1 if vec else b.shape[-1]
         solved = _raw(a.device).getrs_batched(lu.buffer, rhs.buffer, n, k, count, ipiv, "T")
-        ipiv.buffer.free()
         rhs._wrote(_after(factored, solved))
         return rhs if vec else rhs.mT
     sol = _solver(a.device)
-    from ._array import _copy
 
     parts = []
-    for idx in np.ndindex(*batch):
-        ai, bi = _copy(a[idx]), _copy(b[idx])
+    for idx in np.ndindex(*batch):  # the solver reads whole C-ordered buffers; others copied
+        ai, bi = a[idx], b[idx]
+        ai, bi = (v if _whole(v) else _copy(v) for v in (ai, bi))
         parts.append(_arr(sol.solve(ai.buffer, bi.buffer), a.device))
     return _restack(parts, batch, (n,) if vec else b.shape[-2:], dt, a.device)
 

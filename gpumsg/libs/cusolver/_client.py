@@ -26,10 +26,12 @@ import numpy as np
 from ...errors import InvalidMessage, SingularMatrix
 from ...messages import cusolver as msgs
 from ...messages._base import BufRef, check_choice, checked_flag
+from ...messages.cublas import Geam
+from ...messages.device import CopyDevice
 from .._answers import EighResult, QRResult, SVDResult, tuple_after
 from .._numpy_order import any_order
 from ..cublas._order import refuse_c_order
-from ..nvrtc._elementwise import launch
+from ..nvrtc._elementwise import launch_new
 
 if TYPE_CHECKING:
     from ...client._device import Device
@@ -51,6 +53,21 @@ EIGH_FILL = "flip"
 
 def _ref(x: Any) -> Any:
     return getattr(x, "ref", x)
+
+
+def _new(dev: Any, shape: tuple[int, ...], dtype: str, order: str, write: Any) -> Any:
+    """A new buffer allocated by the message that first writes it: ``write(ref)`` builds that
+    message from the new buffer's reference; one message instead of an allocation and a write.
+    The future resolves to the buffer once it is written (or fails with the write's error)."""
+    port = dev.port
+    ref = port.mint(shape, dtype, order)
+    return port.send_new(ref, write(ref))
+
+
+def _transposed(a: Any, rows: int, cols: int, lda: int, ldc: int) -> Any:
+    """The message that writes, column-major into a new buffer (ld ``ldc``), the transpose of
+    the column-major ``rows`` x ``cols`` matrix stored at ``a`` (ld ``lda``): cuBLAS geam."""
+    return lambda ref: Geam(a, a, ref, cols, rows, 1.0, 0.0, "T", "N", lda, max(cols, 1), ldc)
 
 
 def _ndim(x: Any) -> int:
@@ -283,18 +300,17 @@ class Linalg:
     def _to_cols(self, a: Any, m: int, n: int, dtype: str, cols: int | None = None) -> Any:
         """A new column-major m x max(n, cols) buffer (ld m) whose first n columns hold the
         C-ordered (m, n) matrix ``a`` (cuBLAS geam transposes the memory)."""
-        work = self._dev.alloc((m, max(n, cols or 0)), dtype, order="F")
-        if m and n:
-            self._dev.cublas.raw.geam(a, a, work, m, n, transa="T", lda=max(n, 1), ldb=max(m, 1))
-        return work
+        shape = (m, max(n, cols or 0))
+        if not m or not n:
+            return self._dev.alloc(shape, dtype, order="F")
+        return _new(self._dev, shape, dtype, "F", _transposed(a, n, m, n, m))
 
     def _to_rows(self, work: Any, rows: int, cols: int, ld: int, dtype: str) -> tuple:
         """The column-major rows x cols matrix at ``work`` (ld) as a new C-ordered buffer."""
-        out = self._dev.alloc((rows, cols), dtype, order="C")
         if not rows or not cols:
-            return out, self._dev.synchronize()
-        return out, self._dev.cublas.raw.geam(work, work, out, cols, rows, transa="T", lda=ld,
-                                          ldb=max(cols, 1))
+            return self._dev.alloc((rows, cols), dtype, order="C"), self._dev.synchronize()
+        out = _new(self._dev, (rows, cols), dtype, "C", _transposed(work, rows, cols, ld, cols))
+        return out, out
 
     def qr(self, a: Any, mode: str = "reduced") -> Future:
         """NumPy's ``linalg.qr`` of the C-ordered (m, n) matrix ``a`` (geqrf + orgqr; a, k =
@@ -789,28 +805,30 @@ class Linalg:
         if len(rb.shape) == 2 and rb.order != "C":
             raise InvalidMessage(f"b: takes C-ordered buffers like NumPy ({rb.describe()})",
                                  field="b")
-        lu = dev.alloc((n, n), ra.dtype, order="C")
-        ipiv = dev.alloc((max(n, 1),), np.int64) if pivot else None
-        dev.copy_bytes(lu, a)
-        factored = self._raw.getrf(lu, n, n, ipiv)  # LU of A^T (the column-major view)
+        # each work buffer is allocated by the message that first writes it, and freed when
+        # dropped here (by the executor at its next turn where no message can still name it)
+        if not n:
+            return dev.alloc(rb.shape, ra.dtype, order="C")
+        lu = _new(dev, (n, n), ra.dtype, "C", lambda ref: CopyDevice(ref, a))
+        if pivot:  # LU of A^T (the column-major view); the pivots' buffer made by getrf
+            factored = _new(dev, (n,), "i64", "C",
+                            lambda ref: msgs.Getrf(lu, n, n, ref))
+            ipiv = factored
+        else:
+            factored, ipiv = self._raw.getrf(lu, n, n, None), None
         if len(rb.shape) == 1:
-            x = dev.alloc((n,), ra.dtype)
-            dev.copy_bytes(x, b)
-            solved = self._raw.getrs(lu, x, n, 1, ipiv, trans="T")
-            out = x
+            out = _new(dev, (n,), ra.dtype, "C", lambda ref: CopyDevice(ref, b))
+            solved = self._raw.getrs(lu, out, n, 1, ipiv, trans="T")
         else:
             k = rb.shape[1]
-            cols = dev.alloc((n, k), ra.dtype, order="F")
-            # b's memory is the column-major k x n matrix B^T: transpose it into n x k
-            dev.cublas.raw.geam(b, b, cols, n, k, transa="T", lda=max(k, 1), ldb=max(n, 1))
+            if not k:
+                return dev.alloc(rb.shape, ra.dtype, order="C")
+            # b's memory is the column-major k x n matrix B^T: transposed into n x k, solved
+            # there, transposed back into C order
+            cols = _new(dev, (n, k), ra.dtype, "F", _transposed(b, k, n, k, n))
             self._raw.getrs(lu, cols, n, k, ipiv, trans="T")
-            out = dev.alloc((n, k), ra.dtype, order="C")
-            solved = dev.cublas.raw.geam(cols, cols, out, k, n, transa="T", lda=max(n, 1),
-                                   ldb=max(k, 1))
-            cols.buffer.free()
-        lu.buffer.free()
-        if ipiv is not None:
-            ipiv.buffer.free()
+            out = _new(dev, (n, k), ra.dtype, "C", _transposed(cols, n, k, n, k))
+            solved = out
         return dev.buffer_after(_after_all(factored, solved), out)
 
     def inv(self, a: Any, assume_a: str = "gen") -> Any:
@@ -824,10 +842,7 @@ class Linalg:
         r = self._square(a)
         if assume_a == "pos":
             return self._inv_pos(a, r)
-        eye = _identity(self._dev, r.shape[0], r.dtype)
-        out = self.solve(a, eye)
-        eye.buffer.free()
-        return out
+        return self.solve(a, _identity(self._dev, r.shape[0], r.dtype))
 
 
 def _herm(dtype: str) -> str:
@@ -837,7 +852,7 @@ def _herm(dtype: str) -> str:
 def _identity(dev: Any, n: int, dt: str) -> Any:
     """A new n x n identity of solver dtype ``dt`` (the same memory in either order), made on
     the device by one kernel: nothing of its size is built on the host or copied."""
-    eye = dev.alloc((n, n), dt, order="C")
-    if n:
-        launch(dev, f"gm_identity_{dt}", n * n, (eye, n * n, n), (), (eye,))
-    return eye
+    if not n:
+        return dev.alloc((n, n), dt, order="C")
+    return launch_new(dev, f"gm_identity_{dt}", n * n, (n, n), dt,
+                      lambda ref: ((ref, n * n, n), (), (ref,)))

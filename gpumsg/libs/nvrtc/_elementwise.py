@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
 
+from ...messages.nvrtc import Launch
 from ._sim import sim_kernel
 
 __all__ = ["KERNELS", "SOURCE", "launch"]
@@ -185,3 +187,15 @@ def launch(dev: Any, name: str, n: int, args: tuple, reads: tuple, writes: tuple
     kernel takes them); a future of None, ordered on the compute stream like every message."""
     grid = max(1, min(_MAX_GRID, -(-n // _BLOCK)))
     return dev.nvrtc.launch(_kernel(dev, name), grid, _BLOCK, args, reads=reads, writes=writes)
+
+
+def launch_new(dev: Any, name: str, n: int, shape: tuple[int, ...], dtype: str,
+               build: Callable[[Any], tuple[tuple, tuple, tuple]]) -> Future:
+    """:func:`launch` into a new C-ordered buffer of ``shape`` and ``dtype``, allocated by the
+    launch's own message: ``build(ref)`` gives ``(args, reads, writes)`` naming the new
+    buffer's reference. The future resolves to the buffer once the kernel has run."""
+    grid = max(1, min(_MAX_GRID, -(-n // _BLOCK)))
+    port = dev.port
+    ref = port.mint(shape, dtype, "C")
+    args, reads, writes = build(ref)
+    return port.send_new(ref, Launch(_kernel(dev, name), grid, _BLOCK, args, 0, reads, writes))
