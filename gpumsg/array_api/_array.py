@@ -419,8 +419,7 @@ class Array:
             if copy is False:
                 raise BufferError("bool arrays are held as bytes: exporting them copies")
             return self._to_numpy().__dlpack__(**kwargs)
-        plain = (self._is_contiguous() and self._offset == 0 and
-                 self._buf_shape() == self._shape)
+        plain = self._is_whole()
         if not plain and copy is False:
             raise BufferError("a strided view cannot be exported without a copy")
         src = self if plain else _copy(self)
@@ -445,6 +444,18 @@ class Array:
     def _buf_shape(self) -> tuple[int, ...]:
         buf = self._buf
         return buf.buffer.shape if hasattr(buf, "buffer") else buf.shape
+
+    def _is_whole(self) -> builtins.bool:
+        """Whether this array is its buffer read in C order: contiguous from element 0, of the
+        buffer's shape, in a C-ordered buffer (or one of fewer than 2 dimensions). What takes
+        a plain buffer in its own order (the NumPy-shaped library calls, an export) can be
+        given such an array's buffer as it is; a C-strided view of an F-ordered buffer of the
+        same shape (a square one's ``.T``) is the transpose of what the buffer says."""
+        if self._offset != 0 or not is_c_contiguous(self._shape, self._strides):
+            return False
+        buf = self._buf
+        base = buf.buffer if hasattr(buf, "buffer") else buf
+        return base.shape == self._shape and (base.order == "C" or len(base.shape) < 2)
 
     # -- indexing ----------------------------------------------------------------------------
     def __getitem__(self, key: Any) -> Array:

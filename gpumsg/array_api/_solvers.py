@@ -77,12 +77,8 @@ def _items(x: Array) -> list[Array]:
     batch = x.shape[:-2]
     out = []
     for idx in np.ndindex(*batch):
-        out.append(_copy(x[idx]) if idx or not _whole(x) else x)
+        out.append(_copy(x[idx]) if idx or not x._is_whole() else x)
     return out
-
-
-def _whole(x: Array) -> bool:
-    return x._is_contiguous() and x._offset == 0 and x._buf_shape() == x.shape
 
 
 def _arr(fut: Any, dev: Any) -> Array:
@@ -163,7 +159,7 @@ def _colmajor(x: Array) -> Array:
     m, n = x.shape[-2:]
     dev = x.device
     out = _colmajor_new(dev, m, n, x.dtype, x.shape[:-2])
-    if x.ndim == 2 and m and n and _whole(x):
+    if x.ndim == 2 and m and n and x._is_whole():
         # a C-ordered matrix of its own buffer: cuBLAS geam transposes it (tiled), reading its
         # memory as the column-major n x m matrix x^T
         out._wrote(dev.cublas.raw.geam(x.buffer, x.buffer, out.buffer, m, n, transa="T",
@@ -350,7 +346,7 @@ def solve(x1: Array, x2: Array, /) -> Array:
     parts = []
     for idx in np.ndindex(*batch):  # the solver reads whole C-ordered buffers; others copied
         ai, bi = a[idx], b[idx]
-        ai, bi = (v if _whole(v) else _copy(v) for v in (ai, bi))
+        ai, bi = (v if v._is_whole() else _copy(v) for v in (ai, bi))
         parts.append(_arr(sol.solve(ai.buffer, bi.buffer), a.device))
     return _restack(parts, batch, (n,) if vec else b.shape[-2:], dt, a.device)
 

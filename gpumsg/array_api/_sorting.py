@@ -232,8 +232,7 @@ def searchsorted(x1: Array, x2: Array, /, *, side: str = "left", sorter: Any = N
     out = new_array(dev, x2.shape, D.int64)
     if x2.size == 0:
         return out
-    v = x2 if x2._is_contiguous() and x2._offset == 0 and x2._buf_shape() == x2.shape \
-        else _copy(x2)
+    v = x2 if x2._is_whole() else _copy(x2)
     name, source = _render_search(x1.dtype, x2.dtype, compute, side == "right")
     kernel = kernel_for(dev, name, source, ("i64", "i64", "ptr", "i64", "i64", "ptr", "ptr"))
     n2 = x2.size

@@ -39,8 +39,7 @@ def _input(x: Any, kinds: str, name: str) -> Array:
     if D.kind_of(x.dtype) not in kinds or x.dtype in (D.float16, D.bfloat16):
         want = "complex" if kinds == "c" else "real float32/float64"
         raise TypeError(f"{name} takes a {want} array, got {x.dtype}")
-    plain = x._is_contiguous() and x._offset == 0 and x._buf_shape() == x.shape
-    return x if plain else _copy(x)
+    return x if x._is_whole() else _copy(x)
 
 
 def _norm(norm: str | None) -> str:

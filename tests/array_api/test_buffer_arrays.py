@@ -314,3 +314,26 @@ def test_arrays_without_importing_the_array_namespace() -> None:
         print("ok")
     """)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+
+def test_the_transpose_of_a_square_f_ordered_buffer_is_not_its_buffer(xp, dev, rng) -> None:
+    """``b.T`` of a square F-ordered buffer has C strides and the buffer's shape, yet holds the
+    transpose of what the buffer says: the calls that hand a plain buffer to a library in its
+    own order copy it first (inv and solve once answered for the untransposed matrix; fft and
+    a sparse conversion refused the F-ordered buffer)."""
+    from gpumsg.array_api import sparse
+
+    n = 6
+    h = random_values(rng, (n, n), np.float64, False) + n * np.eye(n)
+    hc = h + 1j * random_values(rng, (n, n), np.float64, False)
+    t = dev.to_device(np.asfortranarray(h), order="F").T
+    tc = dev.to_device(np.asfortranarray(hc), order="F").T
+    assert t.strides == (n, 1) and t.shape == t.buffer.shape
+    v = random_values(rng, (n,), np.float64, False)
+    for got, ref in ((xp.linalg.inv(t), np.linalg.inv(h.T)),
+                     (xp.linalg.solve(t, xp.asarray(v)), np.linalg.solve(h.T, v)),
+                     (xp.linalg.solve(xp.asarray(h), t), np.linalg.solve(h, h.T)),
+                     (xp.fft.fft(tc), np.fft.fft(hc.T)), (xp.fft.fft2(tc), np.fft.fft2(hc.T)),
+                     (xp.fft.rfft(t), np.fft.rfft(h.T)),
+                     (sparse.csr_matrix(t).toarray(), h.T), (np.from_dlpack(t), h.T)):
+        np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-10, atol=1e-10)

@@ -274,8 +274,7 @@ class Generator:
         shape = self._out(out, size, dt) or ()
         gen = self._bits.curand
         name = D.storage_name(dt)
-        if out is not None and out._is_contiguous() and out._offset == 0 and \
-                out._buf_shape() == out.shape:
+        if out is not None and out._is_whole():
             if out.size:
                 out._wrote(gen.normal(None, out=out.buffer))
             return out

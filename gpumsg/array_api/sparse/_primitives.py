@@ -71,7 +71,7 @@ def is_scalar(x: Any) -> bool:
 def whole(x: Array) -> Array:
     """``x`` as an array occupying its whole buffer in C order (a copy when it does not): what a
     message can name as a plain buffer."""
-    if x._is_contiguous() and x._offset == 0 and x._buf_shape() == x.shape:
+    if x._is_whole():
         return x
     out = new_array(x.device, x.shape, x.dtype)
     from .. import _elementwise
