@@ -33,12 +33,16 @@ do; the pair is drawn rarely, so the test fails on some runs only.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
 import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: what the suite imports beside pytest (its requirements), as (package, module)
+_NEEDS = (("hypothesis", "hypothesis"), ("ndindex", "ndindex"),
+          ("pytest-json-report", "pytest_jsonreport"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,6 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.isdir(os.path.join(suite, "array_api_tests")):
         print(f"array-api-tests not found at {suite}: conformance not run")
         return 0
+    missing = [name for name, module in _NEEDS if importlib.util.find_spec(module) is None]
+    if missing:
+        print(f"array-api-tests needs {', '.join(missing)} (pip install {' '.join(missing)}): "
+              "conformance not run")
+        return 1
     env = dict(os.environ, ARRAY_API_TESTS_MODULE="gpumsg.array_api")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH")) if p)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rf",
@@ -64,13 +73,14 @@ def main(argv: list[str] | None = None) -> int:
         cmd.append("--disable-deadline")
     run = subprocess.run(cmd, cwd=suite, env=env, capture_output=True, text=True)
     out = run.stdout + run.stderr
-    counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|error)", out)}
+    counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|error)s?\b", out)}
     passed, failed = counts.get("passed", 0), counts.get("failed", 0) + counts.get("error", 0)
     for line in out.splitlines():
         if line.startswith(("FAILED", "ERROR")):
             print(line)
+    if passed + failed == 0 or counts.get("error"):
+        print(out[-3000:])  # what stopped the run, or the errors counted as failures
     if passed + failed == 0:
-        print(out[-3000:])
         print("array-api-tests ran no test")
         return 1
     rate = passed / (passed + failed)

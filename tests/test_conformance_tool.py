@@ -1,0 +1,57 @@
+"""``tools/array_api_conformance.py``: its pass rate and what it prints when the suite cannot
+run (a stand-in suite in a temporary folder, so that no test here depends on the real one)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+from tests.conftest import ROOT
+
+TOOL = os.path.join(ROOT, "tools", "array_api_conformance.py")
+#: the options the real suite's conftest adds, which the tool passes
+CONFTEST = textwrap.dedent("""
+    def pytest_addoption(parser):
+        parser.addoption("--max-examples", default=None)
+        parser.addoption("--disable-deadline", action="store_true")
+""")
+
+
+def _suite(tmp_path, tests: str) -> str:
+    (tmp_path / "array_api_tests").mkdir()
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "array_api_tests" / "test_stand_in.py").write_text(textwrap.dedent(tests))
+    return str(tmp_path)
+
+
+def _run(suite: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, TOOL, "--suite", suite, *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_the_pass_rate_is_held_to_the_floor(tmp_path) -> None:
+    suite = _suite(tmp_path, """
+        def test_a(): pass
+        def test_b(): pass
+        def test_c(): assert False
+    """)
+    proc = _run(suite, "--floor", "0.6")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 passed, 1 failed" in proc.stdout and "66.7%" in proc.stdout
+    assert "FAILED" in proc.stdout  # the failures are named
+    assert _run(suite, "--floor", "0.7").returncode == 1
+
+
+def test_a_suite_that_does_not_collect_says_why(tmp_path) -> None:
+    """Collection errors count as failures, and their report is printed: a run that only
+    said '0 passed, 15 failed' left no clue (the GPU machine lacked a dependency)."""
+    suite = _suite(tmp_path, """
+        import a_module_nobody_has
+        def test_a(): pass
+    """)
+    proc = _run(suite)
+    assert proc.returncode == 1
+    assert "0 passed, 1 failed" in proc.stdout
+    assert "a_module_nobody_has" in proc.stdout
