@@ -161,6 +161,7 @@ def matmul(x1: Array, x2: Array, /) -> Array:
         out = reshape(out, shape)
     return out
 
+
 def vecdot(x1: Array, x2: Array, /, *, axis: int = -1) -> Array:
     if not isinstance(x1, Array) or not isinstance(x2, Array):
         raise TypeError("vecdot: both operands must be arrays")
