@@ -9,8 +9,10 @@ on a GPU machine (the suite run file by file in one process takes far longer):
 Each shard is ``pytest -m gpu`` over some test folders or files (the campaigns: the fuzz and
 fault campaigns, and the Array API conformance suite where ``GPUMSG_ARRAY_API_TESTS`` or
 ``../shared/external`` holds it), run beside the others with ``--timeout`` seconds each; its
-output goes to ``<out>/<shard>.txt``, which ends with its exit status (124: out of time). The
-summary printed names each shard's last counts and every failed test. Together the two waves
+output goes to ``<work>/<shard>.txt``, which ends with its exit status (124: out of time). The
+summary, printed and written to ``<out>/wave<N>.txt``, names each shard's last counts and
+every failed test; ``<out>/wave<N>.tar.gz`` holds every log and the campaigns' reports (two
+files: a GPU machine's call brings back a few files only). Together the two waves
 hold every test file under ``tests/`` exactly once (tests/test_gpu_suite_tool.py checks it):
 a new folder lands in a core shard, and the array files are spread over six shards by their
 GPU test counts.
@@ -119,7 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--wave", type=int, required=True, choices=(1, 2))
-    ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/gpu_suite"))
+    ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/gpu_suite"),
+                    help="where the summary and the archive of the logs go")
+    ap.add_argument("--work", default="/tmp/gpu_suite_work", help="where the logs are written")
     ap.add_argument("--timeout", type=float, default=280.0, help="seconds per shard")
     ap.add_argument("--fuzz-seed", type=int, default=57)
     ap.add_argument("--site", default=None, help="a folder of carried extras to install first")
@@ -133,14 +137,16 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ, NCCL_NVLS_ENABLE="0")
     path = [ROOT] + ([_install(args.site)] if args.site else [])
     env["PYTHONPATH"] = os.pathsep.join(path + [p for p in [env.get("PYTHONPATH")] if p])
+    work = os.path.join(args.work, f"wave{args.wave}")
+    os.makedirs(work, exist_ok=True)
     os.makedirs(args.out, exist_ok=True)
     running = {}
     for name, cmd in plan.items():
         if name == "fuzz":
-            cmd = cmd + ["--out", os.path.join(args.out, "fuzz")]
+            cmd = cmd + ["--out", os.path.join(work, "fuzz")]
         elif name == "faults":
-            cmd = cmd + ["--out", os.path.join(args.out, "faults")]
-        log = open(os.path.join(args.out, f"{name}.txt"), "w")
+            cmd = cmd + ["--out", os.path.join(work, "faults")]
+        log = open(os.path.join(work, f"{name}.txt"), "w")
         running[name] = (subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log,
                                           stderr=subprocess.STDOUT), log, time.monotonic())
     failed = False
@@ -154,15 +160,20 @@ def main(argv: list[str] | None = None) -> int:
         log.write(f"\nexit status {status}\n")
         log.close()
         failed |= status != 0
+    summary = []
     for name in running:
-        with open(os.path.join(args.out, f"{name}.txt")) as f:
+        with open(os.path.join(work, f"{name}.txt")) as f:
             lines = f.read().splitlines()
         counts = [ln for ln in lines if any(word in ln for word in (
             " passed", " failed", " skipped", "pass rate", '"defects"', '"lost"', "not run"))]
-        print(f"{name}: {(counts[-1].strip() if counts else '-')} ({lines[-1]})")
-        for ln in lines:
-            if ln.startswith(("FAILED", "ERROR")):
-                print(f"  {ln}")
+        summary.append(f"{name}: {(counts[-1].strip() if counts else '-')} ({lines[-1]})")
+        summary += [f"  {ln}" for ln in lines if ln.startswith(("FAILED", "ERROR"))]
+    text = "\n".join(summary) + "\n"
+    print(text, end="")
+    with open(os.path.join(args.out, f"wave{args.wave}.txt"), "w") as f:
+        f.write(text)
+    subprocess.run(["tar", "czf", os.path.join(args.out, f"wave{args.wave}.tar.gz"), "-C",
+                    args.work, f"wave{args.wave}"], check=False)
     return 1 if failed else 0
 
 
