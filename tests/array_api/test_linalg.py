@@ -227,3 +227,53 @@ def test_one_system_is_solved_in_few_messages(xp, dev, posted, rng) -> None:
         count = len(sent)
         np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-10, atol=1e-12)
         assert count <= most, [type(s).__name__ for s in sent[:count]]
+
+
+def _random_view(xp, rng, shape: tuple[int, ...], dtype):
+    """A random view of ``shape`` into a larger random array (steps of 1 or 2, offsets,
+    reversed axes, the last two axes swapped) and its NumPy twin."""
+    swap = rng.random() < 0.4 and len(shape) >= 2
+    want = shape[:-2] + shape[-2:][::-1] if swap else shape
+    steps = [int(rng.integers(1, 3)) for _ in want]
+    starts = [int(rng.integers(0, 2)) for _ in want]
+    host = random_values(rng, tuple(st + d * s for st, d, s in zip(starts, want, steps)),
+                         dtype, False)
+    key = tuple(slice(st, st + d * s, s) for st, d, s in zip(starts, want, steps))
+    flip = tuple(slice(None, None, -1) if rng.random() < 0.2 else slice(None) for _ in want)
+    h, x = host[key][flip], xp.asarray(host)[key][flip]
+    if swap:
+        h, x = np.swapaxes(h, -1, -2), xp.matrix_transpose(x)
+    assert h.shape == shape and x.shape == shape
+    return x, h
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "float16"])
+def test_matmul_of_random_views_matches_numpy(xp, rng, dtype) -> None:
+    """Products of views cuBLAS reads in place and views it cannot (steps, flips, offsets,
+    transposes, batches of one and broadcast), each against NumPy's product in float64."""
+    dt = np.dtype(getattr(xpm, dtype))
+    wide = np.complex128 if dt.kind == "c" else np.float64
+    tol = FLOAT_TOL[dtype] * 40
+    for _ in range(12):
+        n, k, m = (int(v) for v in rng.integers(1, 7, 3))
+        batch_a = tuple(int(v) for v in rng.choice([1, 2, 3], int(rng.integers(0, 3))))
+        batch_b = tuple(1 if rng.random() < 0.3 else d for d in batch_a)
+        x, hx = _random_view(xp, rng, batch_a + (n, k), dt)
+        y, hy = _random_view(xp, rng, batch_b + (k, m), dt)
+        got = x @ y
+        ref = np.matmul(hx.astype(wide), hy.astype(wide))
+        assert got.shape == ref.shape and got.dtype == dt
+        np.testing.assert_allclose(np.asarray(got).astype(wide), ref, rtol=tol,
+                                   atol=tol * max(1.0, np.abs(ref).max()))
+
+
+def test_matmul_of_broadcast_operands(xp, rng) -> None:
+    """Operands with a stride-0 row or column axis (``broadcast_to``) are no layout cuBLAS
+    reads in place: they are copied, and the product matches NumPy's."""
+    row = random_values(rng, (1, 5), np.float64, False)
+    col = random_values(rng, (4, 1), np.float64, False)
+    other = random_values(rng, (5, 4), np.float64, False)
+    for h in (np.broadcast_to(row, (4, 5)), np.broadcast_to(col, (4, 5))):
+        x = xp.broadcast_to(xp.asarray(h[:1] if h.strides[0] == 0 else h[:, :1]), (4, 5))
+        np.testing.assert_allclose(np.asarray(x @ xp.asarray(other)), h @ other, rtol=1e-12)
+        np.testing.assert_allclose(np.asarray(xp.asarray(other) @ x), other @ h, rtol=1e-12)
