@@ -277,3 +277,21 @@ def test_matmul_of_broadcast_operands(xp, rng) -> None:
         x = xp.broadcast_to(xp.asarray(h[:1] if h.strides[0] == 0 else h[:, :1]), (4, 5))
         np.testing.assert_allclose(np.asarray(x @ xp.asarray(other)), h @ other, rtol=1e-12)
         np.testing.assert_allclose(np.asarray(xp.asarray(other) @ x), other @ h, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_solve_inv_det_of_views_match_numpy(xp, rng, dtype) -> None:
+    """solve, inv and det of views (transposed, stepped, reversed, offset; one matrix and
+    stacks) against NumPy: the whole-buffer shortcut must not take a view for its buffer."""
+    dt = np.dtype(getattr(xpm, dtype))
+    for batch in ((), (2,), (3,)):
+        n = int(rng.integers(2, 6))
+        x, hx = _random_view(xp, rng, batch + (n, n), dt)
+        assert np.linalg.cond(hx).max() < 1e6  # random entries: far from singular
+        v, hv = _random_view(xp, rng, batch + (n, 2), dt)
+        np.testing.assert_allclose(np.asarray(xp.linalg.inv(x)), np.linalg.inv(hx),
+                                   rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(np.asarray(xp.linalg.solve(x, v)), np.linalg.solve(hx, hv),
+                                   rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(np.asarray(xp.linalg.det(x)), np.linalg.det(hx),
+                                   rtol=1e-8)
