@@ -182,11 +182,15 @@ def _kernel(dev: Any, name: str) -> Any:
         raise
 
 
+def _grid(n: int) -> int:
+    """Blocks of :data:`_BLOCK` threads for ``n`` elements (grid-stride beyond the cap)."""
+    return max(1, min(_MAX_GRID, -(-n // _BLOCK)))
+
+
 def launch(dev: Any, name: str, n: int, args: tuple, reads: tuple, writes: tuple) -> Future:
     """Launch kernel ``name`` of :data:`SOURCE` over ``n`` elements on ``dev`` (``args`` as the
     kernel takes them); a future of None, ordered on the compute stream like every message."""
-    grid = max(1, min(_MAX_GRID, -(-n // _BLOCK)))
-    return dev.nvrtc.launch(_kernel(dev, name), grid, _BLOCK, args, reads=reads, writes=writes)
+    return dev.nvrtc.launch(_kernel(dev, name), _grid(n), _BLOCK, args, reads=reads, writes=writes)
 
 
 def launch_new(dev: Any, name: str, n: int, shape: tuple[int, ...], dtype: str,
@@ -194,8 +198,7 @@ def launch_new(dev: Any, name: str, n: int, shape: tuple[int, ...], dtype: str,
     """:func:`launch` into a new C-ordered buffer of ``shape`` and ``dtype``, allocated by the
     launch's own message: ``build(ref)`` gives ``(args, reads, writes)`` naming the new
     buffer's reference. The future resolves to the buffer once the kernel has run."""
-    grid = max(1, min(_MAX_GRID, -(-n // _BLOCK)))
     port = dev.port
     ref = port.mint(shape, dtype, "C")
     args, reads, writes = build(ref)
-    return port.send_new(ref, Launch(_kernel(dev, name), grid, _BLOCK, args, 0, reads, writes))
+    return port.send_new(ref, Launch(_kernel(dev, name), _grid(n), _BLOCK, args, 0, reads, writes))
