@@ -53,6 +53,11 @@ def _sources(dt_name: str) -> list[tuple[str, str]]:
             for cols, partial in ((False, False), (True, False), (False, True), (True, True)):
                 name, src, _ = render_reduction(spec, ndo, ndr, ndo == 2, cols, partial)
                 out.append((name, src[len(PRELUDE) + len(SHUFFLE):]))
+        vec = 16 // np.dtype(dt).itemsize
+        if vec > 1:  # rows of one stride-1 reduced dimension read 16 bytes a load
+            for ndo, partial in ((0, True), (1, False)):
+                name, src, _ = render_reduction(spec, ndo, 1, False, False, partial, vec)
+                out.append((name, src[len(PRELUDE) + len(SHUFFLE):]))
     # the accumulator types of the other reductions (bool, int64, and the half types' float32)
     for acc, mapped in ((D.bool, "x != 0"), (D.int64, "x != 0 ? 1 : 0")):
         spec = ReductionSpec("any", mapped, "a || b" if acc == D.bool else "a + b", "out = a",

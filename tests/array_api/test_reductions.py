@@ -216,3 +216,55 @@ def test_repeated_reductions_of_one_layout_follow_each_call(xp, rng) -> None:
     # magnitudes (a column that cancels to near 0 is no less right)
     bound = 8 * h.shape[0] * np.finfo(np.float32).eps * np.abs(h).sum(axis=0)
     assert (np.abs(got32 - h.sum(axis=0)) <= bound).all()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "complex64", "int8",
+                                   "uint16", "bool"])
+def test_contiguous_rows_with_tails_and_unaligned_starts(xp, rng, dtype) -> None:
+    """Rows of one contiguous reduced dimension (read 16 bytes a load on the GPU where a block's
+    inputs start aligned): lengths that leave a tail of single elements, views starting 1-3
+    elements in (an unaligned start takes the element loop), rows of a matrix whose starts
+    alternate between aligned and not, lengths long enough to be split over blocks, and a
+    fused chain whose inputs differ in alignment."""
+    dt = np.dtype(getattr(xpm, dtype))
+    for n in (17, 1029, 4111, 70_001):
+        h = random_values(rng, (n,), dt, specials=False)
+        x = xp.asarray(h)
+        for k in (0, 1, 3):
+            view, ref = x[k:], h[k:]
+            if dt.kind == "b":
+                assert int(xp.count_nonzero(view)) == np.count_nonzero(ref)
+                assert bool(xp.any(view)) == bool(np.any(ref))
+                continue
+            wide = ref.astype(np.complex128 if dt.kind == "c" else np.float64)
+            got = np.asarray(xp.sum(view))
+            if dt.kind in "iu":  # wraps like NumPy's int64 / uint64 sum
+                assert got == np.sum(ref, dtype=np.int64 if dt.kind == "i" else np.uint64)
+                assert np.asarray(xp.max(view)) == ref.max()
+                continue
+            # the accumulator's rounding over n terms, bounded by their magnitudes
+            acc_eps = np.finfo(np.float64 if dt == np.float64 else np.float32).eps
+            bound = n * acc_eps * np.abs(wide).sum() + np.finfo(dt).eps * abs(wide.sum())
+            assert abs(got.astype(wide.dtype) - wide.sum()) <= 4 * bound
+            if dt.kind == "f":
+                assert np.asarray(xp.max(view)) == ref.max()
+    rows = random_values(rng, (7, 1031), dt, specials=False)  # row starts 1031 elements apart
+    m = xp.asarray(rows)
+    for view, ref in [(m, rows), (m[:, 2:], rows[:, 2:])]:
+        if dt.kind == "b":
+            np.testing.assert_array_equal(np.asarray(xp.any(view, axis=1)), ref.any(axis=1))
+            continue
+        got = np.asarray(xp.sum(view, axis=1))
+        if dt.kind in "iu":
+            np.testing.assert_array_equal(got, ref.sum(axis=1, dtype=got.dtype))
+        else:
+            wide = ref.astype(np.complex128 if dt.kind == "c" else np.float64)
+            tol = 8 * ref.shape[1] * np.finfo(dt).eps * np.abs(wide).sum(axis=1)
+            assert (np.abs(got.astype(wide.dtype) - wide.sum(axis=1)) <= tol).all()
+    if dt == np.float32:
+        hs = [rng.standard_normal(70_003).astype(np.float32) / 4 for _ in range(4)]
+        a, b, c, d = (xp.asarray(v) for v in hs)
+        got = float(xp.sum(xp.exp(a[1:] * b[:-1] + c[:-1]) * d[:-1]))
+        w = [v.astype(np.float64) for v in hs]
+        terms = np.exp(w[0][1:] * w[1][:-1] + w[2][:-1]) * w[3][:-1]
+        assert abs(got - terms.sum()) <= 70_003 * 1e-7 * np.abs(terms).sum()
