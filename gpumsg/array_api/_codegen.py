@@ -258,11 +258,14 @@ def _statements(prog: Program, declared: set[str], indent: str) -> list[str]:
     return lines
 
 
-def render_elementwise(spec: ElementwiseSpec, layout: Any, wide: bool) -> tuple[str, str,
-                                                                                 tuple[str, ...]]:
+def render_elementwise(spec: ElementwiseSpec, layout: Any, wide: bool,
+                       vec: int = 1) -> tuple[str, str, tuple[str, ...]]:
     """(kernel name, CUDA source, parameter kinds) of ``spec`` for ``layout`` (``"contig"`` or
-    the number of dimensions) and index width."""
-    key = ("ew", spec, layout, wide)
+    the number of dimensions) and index width. ``vec`` > 1 (``contig`` only): where every array
+    operand starts aligned to its ``vec`` elements' bytes, a thread moves ``vec`` elements of
+    each with one load or store (16 bytes for the widest operand), the last ``n % vec`` one by
+    one; otherwise the element loop runs."""
+    key = ("ew", spec, layout, wide) if vec == 1 else ("ew", spec, layout, wide, vec)
     found = _sources.get(key)
     if found is not None:
         return found  # type: ignore[return-value]
@@ -301,11 +304,13 @@ def render_elementwise(spec: ElementwiseSpec, layout: Any, wide: bool) -> tuple[
     kname = f"gm_{spec.name}_{digest}"
     body = [f'extern "C" __global__ void {kname}({", ".join(cparams)}) {{', *scal_lines]
     if layout == "contig":
+        body += [f"  const {itype} T_ = ({itype})blockDim.x * gridDim.x;",
+                 f"  {itype} i = ({itype})blockIdx.x * blockDim.x + threadIdx.x;"]
+        if vec > 1:
+            body += _vector_loop(spec, prog, vec, itype)
         # UNROLL elements a thread, T_ apart (coalesced), every load issued before any
         # arithmetic so that they are in flight together; then the rest one at a time
-        body += [f"  const {itype} T_ = ({itype})blockDim.x * gridDim.x;",
-                 f"  {itype} i = ({itype})blockIdx.x * blockDim.x + threadIdx.x;",
-                 f"  for (; (long long)i + {UNROLL - 1}LL * T_ < n; i += {UNROLL} * T_) {{"]
+        body += [f"  for (; (long long)i + {UNROLL - 1}LL * T_ < n; i += {UNROLL} * T_) {{"]
         for k in range(UNROLL):
             at = "i" if k == 0 else f"i + {k} * T_"
             body += [f"    const {itype} x{op}_u{k} = {at};" for op in names]
@@ -335,6 +340,49 @@ def render_elementwise(spec: ElementwiseSpec, layout: Any, wide: bool) -> tuple[
 
 #: elements a thread of a contiguous element-wise kernel handles per round
 UNROLL = 4
+#: the unsigned type moving a vector of each byte width in one load or store
+_WORD = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "uint2", 16: "uint4"}
+
+
+def ew_vector(spec: ElementwiseSpec) -> int:
+    """Elements a thread of a contiguous element-wise kernel moves per load: 16 bytes of the
+    widest array operand (1: no vector loads, for 16-byte elements)."""
+    widest = max([dt.itemsize for _, dt in spec.outs] +
+                 [dt.itemsize for _, dt, sc in spec.ins if not sc])
+    return max(1, 16 // widest)
+
+
+def _vector_loop(spec: ElementwiseSpec, prog: Program, vec: int, itype: str) -> list[str]:
+    """The vector rounds of a contiguous kernel (see :func:`render_elementwise`): a uniform
+    check of every operand's alignment, one vector a thread a round, then ``i`` set past the
+    vectors for the element loop that follows, which finishes the last ``n % vec``."""
+    ops = [(f"o{i}", dt) for i, (_, dt) in enumerate(spec.outs)]
+    ops += [(f"i{j}", dt) for j, (_, dt, sc) in enumerate(spec.ins) if not sc]
+    word = {op: _WORD[vec * dt.itemsize] for op, dt in ops}
+    aligned = " && ".join(f"((unsigned long long)(p_{op} + off_{op}) % {vec * dt.itemsize}"
+                          " == 0)" for op, dt in ops)
+    lines = [f"  if ({aligned}) {{",
+             f"    const {itype} nv_ = ({itype})(n / {vec});",
+             f"    for ({itype} v_ = i; v_ < nv_; v_ += T_) {{"]
+    for j, (_, _, sc) in enumerate(spec.ins):
+        if not sc:
+            lines.append(f"      const {word[f'i{j}']} r_i{j} = *(const {word[f'i{j}']}*)"
+                         f"(p_i{j} + off_i{j} + v_ * {vec});")
+    lines += [f"      {word[f'o{i}']} w_o{i};" for i in range(len(spec.outs))]
+    for e in range(vec):
+        lines.append("      {")
+        for j, ((var, dt, sc), cdt) in enumerate(zip(spec.ins, spec.casts)):
+            if not sc:
+                ctype = D.CTYPE[cdt][1]
+                load = D.CTYPE[dt][3].format(f"((const {D.CTYPE[dt][0]}*)&r_i{j})[{e}]")
+                lines.append(f"        const {ctype} {var}_v{e} = ({ctype})({load});")
+        lines += _element(spec, prog, f"_v{e}", "        ", None,
+                          lambda i, e=e: f"(({D.CTYPE[spec.outs[i][1]][0]}*)&w_o{i})[{e}]")
+        lines.append("      }")
+    lines += [f"      *({word[f'o{i}']}*)(p_o{i} + off_o{i} + v_ * {vec}) = w_o{i};"
+              for i in range(len(spec.outs))]
+    lines += ["    }", f"    i = ({itype})(n / {vec} * {vec}) + i;", "  }"]
+    return lines
 
 
 def _loads(spec: ElementwiseSpec, suffix: str, indent: str, index: Any) -> list[str]:
@@ -350,9 +398,10 @@ def _loads(spec: ElementwiseSpec, suffix: str, indent: str, index: Any) -> list[
 
 
 def _element(spec: ElementwiseSpec, prog: Program, suffix: str, indent: str,
-             index: Any) -> list[str]:
+             index: Any, lvalue: Any = None) -> list[str]:
     """C lines computing one element from the loaded ``<name><suffix>`` values and storing
-    the outputs (``index(op)``: output op's element index expression)."""
+    the outputs (``index(op)``: output op's element index expression; or ``lvalue(i)``: where
+    output i's value goes)."""
     lines = []
     declared: set[str] = set()
     for j, ((var, _, sc), cdt) in enumerate(zip(spec.ins, spec.casts)):
@@ -367,7 +416,8 @@ def _element(spec: ElementwiseSpec, prog: Program, suffix: str, indent: str,
     lines += _statements(prog, declared, indent)
     for i, (var, dt) in enumerate(spec.outs):
         store = D.CTYPE[dt][4].format(f"({D.CTYPE[dt][1]})({var})")
-        lines.append(f"{indent}p_o{i}[off_o{i} + {index(f'o{i}')}] = {store};")
+        target = lvalue(i) if lvalue is not None else f"p_o{i}[off_o{i} + {index(f'o{i}')}]"
+        lines.append(f"{indent}{target} = {store};")
     return lines
 
 
@@ -901,10 +951,14 @@ def _launch_ew(dev: Any, spec: ElementwiseSpec, shape: tuple[int, ...], outs: li
     args = (n, *refs, *bits, *[op.offset for op in arrays], *dims)
     nout = len(outs)
     written = (refs[0],) if nout == 1 else _distinct(refs[:nout])
-    grid = _grid(-(-n // UNROLL) if contig else n)
-    return _send(dev, ("ew", spec, layout, wide),
-                 lambda: render_elementwise(spec, layout, wide), grid, BLOCK, args,
-                 _distinct(refs), written, new)
+    if contig:
+        vec = ew_vector(spec)
+        grid = _grid(-(-n // max(UNROLL, vec)))
+        key = ("ew", spec, layout, wide) if vec == 1 else ("ew", spec, layout, wide, vec)
+    else:
+        vec, grid, key = 1, _grid(n), ("ew", spec, layout, wide)
+    return _send(dev, key, lambda: render_elementwise(spec, layout, wide, vec), grid, BLOCK,
+                 args, _distinct(refs), written, new)
 
 
 def _ref_of(buffer: Any) -> BufRef:

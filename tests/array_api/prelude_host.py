@@ -48,6 +48,8 @@ struct gm_dim3 { unsigned int x, y, z; };
 static const gm_dim3 blockIdx = {0, 0, 0}, threadIdx = {0, 0, 0};
 static const gm_dim3 blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
 struct ulonglong2 { unsigned long long x, y; };
+struct uint2 { unsigned int x, y; };
+struct uint4 { unsigned int x, y, z, w; };
 static inline float gm_h2f(unsigned short h) { _Float16 f; memcpy(&f, &h, 2); return (float)f; }
 static inline unsigned short gm_f2h(float x) {
   _Float16 f = (_Float16)x; unsigned short h; memcpy(&h, &f, 2); return h; }

@@ -5,6 +5,8 @@ NumPy evaluation follow C."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from array_helpers import ALL_DTYPES, nvrtc_compile_program
@@ -15,6 +17,7 @@ from gpumsg.array_api._codegen import (
     SHUFFLE,
     ElementwiseSpec,
     ReductionSpec,
+    ew_vector,
     render_elementwise,
     render_reduction,
     scalar_bits,
@@ -44,6 +47,9 @@ def _sources(dt_name: str) -> list[tuple[str, str]]:
                 name, src, kinds = render_elementwise(spec, layout, wide)
                 assert src.startswith(PRELUDE)
                 assert kinds[0] == "i64" and kinds.count("ptr") >= 2
+                out.append((name, src[len(PRELUDE):]))
+            if ew_vector(spec) > 1:
+                name, src, _ = render_elementwise(spec, "contig", False, ew_vector(spec))
                 out.append((name, src[len(PRELUDE):]))
     if kind != "b":
         acc = D.float32 if dt in (D.float16, D.bfloat16) else dt
@@ -158,3 +164,61 @@ def test_c_division_in_the_twin() -> None:
                                                    "b": np.array([2, -2, -2], np.int32)})
     np.testing.assert_array_equal(env["q"], [-3, -3, 3])
     np.testing.assert_array_equal(env["r"], [-1, 1, -1])
+
+
+@pytest.mark.parametrize("case", ["add_f32", "exp_f32", "where", "to_f16", "add_f16",
+                                  "mul_i8", "mul_c64", "sqrt_f64"])
+def test_vector_loop_on_the_host(tmp_path, rng, case: str) -> None:
+    """A contiguous kernel's vector rounds (one load or store per operand moves 16 bytes of the
+    widest), built for the host with g++ and run as one thread: every element of every length
+    (whole vectors, a tail, fewer than one vector) is right, and operands starting off their
+    vector's alignment (one offset, or all) take the element loop and are right too."""
+    import prelude_host as host
+
+    if host.GXX is None:
+        pytest.skip("g++ is not installed: the kernels' CUDA text cannot be built for the host")
+    f32, f16, f64 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.float64)
+    ins, text, out_dt, ref = {
+        "add_f32": ((f32, f32), "out = x + y", f32, lambda a, b: a + b),
+        "exp_f32": ((f32,), "out = exp(x)", f32, np.exp),
+        "where": ((np.dtype(bool), f32, f32), "out = c ? x : y", f32, np.where),
+        "to_f16": ((f32,), "out = x", f16, lambda a: a.astype(f16)),
+        "add_f16": ((f16, f16), "out = x + y", f16, lambda a, b: a + b),
+        "mul_i8": ((np.dtype(np.int8),) * 2, "out = x * y", np.dtype(np.int8),
+                   lambda a, b: a * b),
+        "mul_c64": ((np.dtype(np.complex64),) * 2, "out = x * y", np.dtype(np.complex64),
+                    lambda a, b: a * b),
+        "sqrt_f64": ((f64,), "out = sqrt(x)", f64, np.sqrt),
+    }[case]
+    names = ("c", "x", "y") if case == "where" else ("x", "y")[:len(ins)]
+    casts = tuple(D.float32 if dt == f16 else dt for dt in ins)
+    spec = ElementwiseSpec(case, text, tuple((nm, dt, False) for nm, dt in zip(names, ins)),
+                           casts, (("out", out_dt),))
+    vec = ew_vector(spec)
+    assert vec == 16 // max(out_dt.itemsize, *(dt.itemsize for dt in ins)) > 1
+    kernels = []
+    for wide in (False, True):
+        name, src, kinds = render_elementwise(spec, "contig", wide, vec)
+        kernels.append(host.build_kernel(str(tmp_path), name, src))
+    for kernel, n in itertools.product(kernels, (1, vec - 1, vec, 3 * vec + 1, 100)):
+        for shift in ((0,) * (len(ins) + 1), (1,) + (0,) * len(ins), (1,) * (len(ins) + 1)):
+            arrays = []
+            for dt in ins:
+                if dt.kind == "b":
+                    a = rng.integers(0, 2, n + 4).astype(bool)
+                elif dt.kind == "i":
+                    a = rng.integers(-100, 100, n + 4).astype(dt)
+                elif dt.kind == "c":
+                    a = (rng.standard_normal(n + 4) + 1j * rng.standard_normal(n + 4)).astype(dt)
+                else:
+                    a = (np.abs(rng.standard_normal(n + 4)) + 0.5).astype(dt)
+                arrays.append(a)
+            out = np.zeros(n + 4, out_dt)
+            host.launch_host(kernel, kinds, (n, out, *arrays, *shift))
+            views = [a[k:k + n] for a, k in zip(arrays, shift[1:])]
+            want = np.asarray(ref(*views)).astype(out_dt)
+            got = out[shift[0]:shift[0] + n]
+            tol = 4 * np.finfo(out_dt).eps if out_dt.kind in "fc" else 0
+            np.testing.assert_allclose(got, want, rtol=tol, atol=0)
+            # nothing outside the output's n elements is written
+            assert not out[:shift[0]].any() and not out[shift[0] + n:].any()
