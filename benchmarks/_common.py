@@ -208,6 +208,27 @@ def compare_many(sides: list[tuple[Callable[[], Any], Callable[[], Any]]],
     return [statistics.median(r) for r in runs]
 
 
+def gpu_us_per_call(issue: Callable[[], Any], finish: Callable[[], Any],
+                    calls: int = 20) -> float:
+    """The GPU's busy time per call of ``issue``, in microseconds: the durations of every
+    kernel, copy and set the CUDA activity profiler (CUPTI, through ``torch.profiler``; it sees
+    the whole process's device work, whatever library launched it) records while ``calls``
+    calls run, over ``calls``. ``finish`` waits for the work before and after (it must launch
+    nothing itself). Gaps between kernels do not count: this is what the work costs the GPU,
+    apart from how fast the host issues it."""
+    from torch.profiler import ProfilerActivity, profile
+
+    issue()
+    finish()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            issue()
+        finish()
+    busy = sum(e.time_range.elapsed_us() for e in prof.events()
+               if e.device_type.name == "CUDA")
+    return busy / calls
+
+
 def write_results(name: str, rows: list[dict[str, Any]], notes: list[str],
                   columns: list[str], extra: dict[str, Any] | None = None) -> None:
     """Write ``name.json`` (everything) and ``name.md`` (a table of ``columns``)."""

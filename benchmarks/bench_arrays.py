@@ -16,6 +16,9 @@ Cases (64 Mi float32 unless named otherwise; every side gets the same values):
 
 The compiled peers of the chain (``cupy.fuse``, ``torch.compile``) are timed last, beside gpumsg
 fused again: ``torch.compile`` leaves threads running that slow whatever is measured after it.
+Before them, the large rows once more as *GPU time* (rows ``<case>, GPU time``): each side's
+kernels' busy time per call as CUPTI records it (``gpu_us_per_call``), which separates what the
+kernels cost from how fast the host issues them.
 
 Each side is an (issue, finish) pair timed by ``compare_many``: warmed up, then runs of calls
 issued back to back and one wait (gpumsg: ``dev.synchronize()``, whose post also computes what
@@ -31,7 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from _common import compare_many, write_results
+from _common import compare_many, gpu_us_per_call, write_results
 
 import gpumsg
 import gpumsg.array_api as xp
@@ -118,6 +121,9 @@ def main() -> None:
         sides.append(("CuPy eager", lambda: chain_c(cx, cy, cz, cw), csync))
         sides.append(("torch eager", lambda: chain_t(tx, ty, tz, tw), tsync))
         fused_side = sides[0]
+        #: (case, [(side, issue, finish)]) timed again as GPU time at the end
+        gpu_cases: list[tuple[str, list[tuple[str, Any, Any]]]] = [
+            (f"sum(exp(x*y+z)*w) {size}", [sides[0], sides[2], sides[3]])]
         ref = float(np.sum(np.exp(hs[0].astype(np.float64) * hs[1] + hs[2]) * hs[3]))
         got = float(xp.sum(xp.exp(x * y + z) * w))
         notes.append(f"sum(exp(x*y+z)*w): gpumsg {got:.6g}, float64 {ref:.6g}")
@@ -160,6 +166,8 @@ def main() -> None:
                 (lambda h=half: dev.copy_bytes(dst, src, 4 * h), sync)])
             _row(rows, f"{case} {size}", ["gpumsg", "CuPy", "torch", "gpumsg D2D copy"],
                  secs, nbytes=moved)
+            gpu_cases.append((f"{case} {size}", [("gpumsg", _flushed(ours, keep), sync),
+                                                 ("CuPy", cup, csync), ("torch", tor, tsync)]))
             for nm, s, target in zip(["CuPy", "torch", "a D2D copy of the same bytes"],
                                      secs[1:], [">= 0.95", ">= 0.95", ">= 0.9"]):
                 _target(rows, f"{case} {size}", secs[0], s, nm, target)
@@ -182,6 +190,9 @@ def main() -> None:
             _row(rows, case, ["gpumsg", "CuPy", "torch"], secs, nbytes=moved)
             _target(rows, case, secs[0], min(secs[1:]), "the faster of CuPy and torch",
                     ">= 0.9")
+            gpu_cases.append((case, [
+                ("gpumsg", lambda f=ours: keep.__setitem__(slice(None), [f()]), sync),
+                ("CuPy", cup, csync), ("torch", tor, tsync)]))
 
         # -- small element-wise, pipelined -----------------------------------------------------
         a = xp.asarray(hs[0][:1024])
@@ -237,6 +248,15 @@ def main() -> None:
                 (lambda p=ga, q=gb: keep.__setitem__(slice(None), [p @ q]), sync),
                 (lambda p=ca_, q=cb_: p @ q, csync), (lambda p=ta_, q=tb_: p @ q, tsync)])
             _row(rows, case, ["gpumsg", "CuPy", "torch"], secs)
+
+        # -- GPU time of the large rows: what the kernels cost, apart from the host ------------
+        try:
+            for case, gsides in gpu_cases:
+                busy = [gpu_us_per_call(f, s) * 1e-6 for _, f, s in gsides]
+                _row(rows, f"{case}, GPU time", [nm for nm, _, _ in gsides], busy,
+                     note="kernel busy time per call (CUPTI)")
+        except Exception as exc:  # noqa: BLE001 - reported, not fatal (no CUPTI, say)
+            notes.append(f"GPU time not measured: {type(exc).__name__}: {exc}")
 
         # -- the compiled peers of the chain, measured last: torch.compile leaves threads (its
         # compile workers, a progress monitor) that wake while later rows run and slowed every
