@@ -31,7 +31,9 @@ torch) moved the array rows by -4% to +4% (sums, element-wise, the fused chain) 
 direction that held across runs, and the workloads within their run-to-run spread. Nor did a
 5 ms interval change the single-caller array rows (sums, element-wise, the fused chain, new
 `matmul` outputs; H200, 2026-11-28, two paired runs): the differences stayed within the spread
-of two runs at one setting.
+of two runs at one setting. The GPU's own timeline agrees (CUPTI, H200, 2026-11-28, settings
+alternating in one process): pipelined fused chains of 64 Mi ran their kernels back to back at
+247-250 µs a call with the default thresholds, with 10,000 or 50,000, and with the collector off.
 """
 
 from __future__ import annotations
