@@ -20,6 +20,7 @@ parentheses; statements are ``name = expr`` separated by ``;`` or new lines.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -30,6 +31,7 @@ from ..errors import InvalidMessage
 from . import _dtypes as D
 
 __all__ = ["parse", "render_c", "render_text", "evaluate", "run_program", "FUNCTIONS",
+           "float_text",
            "CONSTANTS", "PRELUDE", "Program", "cast_name"]
 
 _TOKEN = re.compile(r"""\s*(?:
@@ -197,6 +199,18 @@ def parse(text: str) -> Program:
 
 
 # -- CUDA C ---------------------------------------------------------------------------------------
+def float_text(v: float) -> str:
+    """A float as a literal of the description language that reads back as the same value:
+    ``NAN``, ``INFINITY`` and ``(-INFINITY)`` where Python would write ``nan`` and ``inf``
+    (names the language does not know)."""
+    if v != v:
+        return "NAN"
+    if v == math.inf or v == -math.inf:
+        return "INFINITY" if v > 0 else "(-INFINITY)"
+    text = repr(v)
+    return text if "e" in text or "." in text else text + ".0"
+
+
 def render_c(node: Node) -> str:
     """The C expression of a node (fully parenthesized)."""
     kind = node[0]
@@ -228,10 +242,7 @@ def render_text(node: Node) -> str:
         return node[1]
     if kind == "num":
         v = node[1]
-        if isinstance(v, float):
-            text = repr(v)
-            return text if "e" in text or "." in text else text + ".0"
-        return str(v)
+        return float_text(v) if isinstance(v, float) else str(v)
     if kind == "bin":
         return f"({render_text(node[2])} {node[1]} {render_text(node[3])})"
     if kind == "un":

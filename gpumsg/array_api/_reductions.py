@@ -15,7 +15,7 @@ from . import _dtypes as D
 from . import _fusion
 from ._array import Array
 from ._codegen import Operand, ReductionSpec, _c_strides, reduction_new
-from ._expr import cast_name
+from ._expr import cast_name, float_text
 
 __all__ = ["sum", "prod", "max", "min", "mean", "var", "std", "all", "any", "count_nonzero",
            "argmax", "argmin", "reduce"]
@@ -214,7 +214,8 @@ def _var(x: Array, axis: Any, correction: Any, keepdims: bool, root: bool) -> Ar
     real = D.real_dtype(acc)
     out_dt = D.real_dtype(x.dtype)
     # the standard: NaN where N - correction <= 0 (not a division by zero or a negative count)
-    value = f"(_n - {c!r} > 0 ? a / (_n - {c!r}) : NAN)"
+    c_text = float_text(c)
+    value = f"(_n - {c_text} > 0 ? a / (_n - {c_text}) : NAN)"
     post = f"out = sqrt({value})" if root else f"out = {value}"
     return reduce(x, axis, keepdims, "std" if root else "var",
                   "real((x - m) * conj(x - m))", "a + b", 0, real, out_dt, post=post,

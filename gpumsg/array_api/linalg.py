@@ -20,6 +20,7 @@ from . import _dtypes as D
 from ._array import Array, new_array
 from ._codegen import ElementwiseSpec, launch_elementwise
 from ._elementwise import TABLE, apply, astype
+from ._expr import float_text
 from ._linalg import diagonal, matmul, matrix_transpose, tensordot, vecdot
 from ._manipulation import broadcast_arrays, expand_dims, reshape
 from ._reductions import normalize_axes, reduce
@@ -101,8 +102,8 @@ def vector_norm(x: Array, /, *, axis: Any = None, keepdims: bool = False,
     p = float(ord)
     # |x|^p as exp(p log|x|): pow of a float32 and a double literal has no single overload on
     # the device (and a zero still gives 0 for p > 0, inf for p < 0, as NumPy's)
-    return reduce(x, axis, keepdims, "normp", f"exp(log(abs(x)) * {p!r})", "a + b", 0, racc,
-                  out, post=f"out = exp(log(a) * {1.0 / p!r})", casts=casts)
+    return reduce(x, axis, keepdims, "normp", f"exp(log(abs(x)) * {float_text(p)})", "a + b", 0,
+                  racc, out, post=f"out = exp(log(a) * {float_text(1.0 / p)})", casts=casts)
 
 
 def matrix_norm(x: Array, /, *, keepdims: bool = False, ord: Any = "fro") -> Array:  # noqa: A002

@@ -24,7 +24,7 @@ from gpumsg.array_api._codegen import (
     simplify,
 )
 from gpumsg.array_api._elementwise import TABLE
-from gpumsg.array_api._expr import PRELUDE, evaluate, parse, render_c
+from gpumsg.array_api._expr import PRELUDE, evaluate, float_text, parse, render_c
 from gpumsg.errors import InvalidMessage
 
 
@@ -222,3 +222,19 @@ def test_vector_loop_on_the_host(tmp_path, rng, case: str) -> None:
             np.testing.assert_allclose(got, want, rtol=tol, atol=0)
             # nothing outside the output's n elements is written
             assert not out[:shift[0]].any() and not out[shift[0] + n:].any()
+
+
+def test_float_text_reads_back_as_the_same_value() -> None:
+    """Floats written into a description (a correction, a norm's order) read back exactly,
+    the non-finite ones included (Python spells them ``nan``/``inf``, names the language does
+    not know), in the simulator's evaluation and in the C rendering."""
+    for v in (np.nan, np.inf, -np.inf, 0.5, -0.0, 1e300, 5e-324, -2.5, 3.0, 1 / 3):
+        text = float_text(v)
+        got = evaluate(parse(f"out = {text}"), {})["out"]
+        if np.isnan(v):
+            assert np.isnan(got)
+        else:
+            assert got == v and np.signbit(got) == np.signbit(v), (v, text)
+        c = render_c(parse(f"out = {text}").statements[0][1])
+        bare = c.replace("gm_nan()", "").replace("gm_inf()", "")
+        assert "nan" not in bare and "inf" not in bare, c

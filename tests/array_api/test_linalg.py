@@ -127,7 +127,8 @@ def test_linalg_extension(xp, rng) -> None:
         np.testing.assert_array_equal(np.asarray(d), np.diagonal(h, k, -2, -1))
         np.testing.assert_allclose(np.asarray(la.trace(x, offset=k)),
                                    np.trace(h, k, axis1=-2, axis2=-1))
-    for ord_ in (2, 1, 0, np.inf, -np.inf, 3.5):
+    # NaN and negative orders go through the general p-norm, as NumPy's do (NaN: all NaN)
+    for ord_ in (2, 1, 0, np.inf, -np.inf, 3.5, -2.5, np.nan, float(np.float32(0.3))):
         np.testing.assert_allclose(np.asarray(la.vector_norm(x, axis=-1, ord=ord_)),
                                    np.linalg.norm(h, ord=ord_, axis=-1))
     np.testing.assert_allclose(float(la.vector_norm(x)), np.linalg.norm(h.ravel()))

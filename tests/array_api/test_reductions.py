@@ -268,3 +268,21 @@ def test_contiguous_rows_with_tails_and_unaligned_starts(xp, rng, dtype) -> None
         w = [v.astype(np.float64) for v in hs]
         terms = np.exp(w[0][1:] * w[1][:-1] + w[2][:-1]) * w[3][:-1]
         assert abs(got - terms.sum()) <= 70_003 * 1e-7 * np.abs(terms).sum()
+
+
+def test_var_std_corrections_at_and_past_the_count(xp, rng) -> None:
+    """``correction`` may be any float: the standard's NaN where N - correction <= 0 (NaN and
+    inf included: N - NaN > 0 is false), NumPy's values elsewhere (-inf: 0); the device keeps
+    serving after each."""
+    h = rng.standard_normal((3, 7))
+    x = xp.asarray(h)
+    for c in (np.nan, np.inf, -np.inf, 7.0, 6.5, -1.0, 0.5):
+        for axis, n in ((1, 7), (None, 21)):
+            for fn, ref in ((xp.var, np.var), (xp.std, np.std)):
+                got = np.asarray(fn(x, axis=axis, correction=c))
+                if not n - c > 0:
+                    assert np.isnan(got).all(), (fn.__name__, c, axis)
+                    continue
+                with np.errstate(all="ignore"):
+                    want = ref(h, axis=axis, ddof=c)
+                np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300)
