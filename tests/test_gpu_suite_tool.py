@@ -40,3 +40,17 @@ def test_the_list_names_the_campaigns(capsys) -> None:
     listed = capsys.readouterr().out
     for name in ("arrays_0", "fuzz", "faults", "conformance"):
         assert f"{name}:" in listed
+
+
+def test_skips_are_summed_by_reason() -> None:
+    lines = ["....s", "SKIPPED [3] tests/a.py:4: Ray is not installed",
+             "SKIPPED [2] tests/b.py:9: no CUDA GPU here (no driver)",
+             "SKIPPED [4] tests/c.py:1: Ray is not installed",
+             "SKIPPED [1] tests/d.py:2: the cuDNN frontend is not installed",
+             "1 passed, 10 skipped"]
+    assert gpu_suite.skip_reasons(lines) == [
+        "7 x Ray is not installed", "2 x no CUDA GPU here (no driver)",
+        "1 x the cuDNN frontend is not installed"]
+    assert gpu_suite.skip_reasons(lines, most=1) == ["7 x Ray is not installed",
+                                                     "3 x 2 other reasons"]
+    assert gpu_suite.skip_reasons(["3 passed"]) == []

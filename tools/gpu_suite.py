@@ -10,8 +10,8 @@ Each shard is ``pytest -m gpu`` over some test folders or files (the campaigns: 
 fault campaigns, and the Array API conformance suite where ``GPUMSG_ARRAY_API_TESTS`` or
 ``../shared/external`` holds it), run beside the others with ``--timeout`` seconds each; its
 output goes to ``<work>/<shard>.txt``, which ends with its exit status (124: out of time). The
-summary, printed and written to ``<out>/wave<N>.txt``, names each shard's last counts and
-every failed test; ``<out>/wave<N>.tar.gz`` holds every log and the campaigns' reports (two
+summary, printed and written to ``<out>/wave<N>.txt``, names each shard's last counts,
+every failed test and its skips by reason; ``<out>/wave<N>.tar.gz`` holds every log and the campaigns' reports (two
 files: a GPU machine's call brings back a few files only). Together the two waves
 hold every test file under ``tests/`` exactly once (tests/test_gpu_suite_tool.py checks it):
 a new folder lands in a core shard, and the array files are spread over six shards by their
@@ -32,7 +32,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PYTEST = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider"]
+PYTEST = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", "-rs"]
 #: the library folders that get a shard each (the heaviest, or those holding many handles)
 OWN_LIB_SHARDS = {"blas": ["cublas", "cublaslt", "cufft"], "cudnn": ["cudnn"],
                   "cusolver": ["cusolver"]}
@@ -103,6 +103,25 @@ def _weights(units: list[str]) -> dict[str, int]:
     return {u: n * SLOW.get(os.path.basename(u), 1) for u, n in found.items()}
 
 
+def skip_reasons(lines: list[str], most: int = 4) -> list[str]:
+    """A shard's skipped GPU tests by reason (pytest's ``-rs`` lines ``SKIPPED [n] file:line:
+    reason``), the most frequent first: ``"<count> x <reason>"``, at most ``most`` of them and
+    a line for the rest. On a GPU machine a skip is worth a look: a missing extra (Ray, the
+    cuDNN frontend) or a simulator-only parameter."""
+    counts: dict[str, int] = {}
+    for ln in lines:
+        if not ln.startswith("SKIPPED ["):
+            continue
+        head, _, rest = ln.partition("] ")
+        reason = rest.split(": ", 1)[1] if ": " in rest else rest
+        counts[reason[:110]] = counts.get(reason[:110], 0) + int(head[len("SKIPPED ["):])
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    out = [f"{n} x {reason}" for reason, n in ranked[:most]]
+    if len(ranked) > most:
+        out.append(f"{sum(n for _, n in ranked[most:])} x {len(ranked) - most} other reasons")
+    return out
+
+
 def _install(site: str) -> str:
     """Unpack the carried extras in ``site`` (``*.tar.xz`` and wheels) into a folder for the
     path; the folder."""
@@ -168,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
             " passed", " failed", " skipped", "pass rate", '"defects"', '"lost"', "not run"))]
         summary.append(f"{name}: {(counts[-1].strip() if counts else '-')} ({lines[-1]})")
         summary += [f"  {ln}" for ln in lines if ln.startswith(("FAILED", "ERROR"))]
+        summary += [f"  skipped: {ln}" for ln in skip_reasons(lines)]
     text = "\n".join(summary) + "\n"
     print(text, end="")
     with open(os.path.join(args.out, f"wave{args.wave}.txt"), "w") as f:
