@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from ..errors import InvalidMessage
 from ..libs.nvrtc._sim import SIM_KERNELS, Recipe, sim_kernel
 from ..messages._base import BufRef
 from ..messages.nvrtc import Launch
@@ -68,6 +69,17 @@ class Operand:
     dtype: np.dtype
     offset: int
     strides: tuple[int, ...]
+
+
+def check_names(prog: Program, allowed: Any, field: str, what: str) -> None:
+    """Raise InvalidMessage (``field``) where ``prog`` reads a name that is none of
+    ``allowed`` and none of the language's constants: the kernel would not compile on a GPU,
+    and its simulator twin would fail when it ran (a launch failure, which poisons the
+    device), so it is refused before anything is sent."""
+    for name in prog.free:
+        if name not in allowed:
+            raise InvalidMessage(f"{field}: {what} reads {name!r}, which is not one of "
+                                 f"{', '.join(sorted(allowed))}", field=field)
 
 
 def _hash_once(spec: Any) -> int:
@@ -270,6 +282,8 @@ def render_elementwise(spec: ElementwiseSpec, layout: Any, wide: bool,
     if found is not None:
         return found  # type: ignore[return-value]
     prog = program(spec.text)
+    check_names(prog, {n for n, _, _ in spec.ins} | {n for n, _ in spec.outs}, "operation",
+                f"the element-wise operation {spec.name!r}")
     itype = "long long" if wide else "int"
     arrays = [(f"o{i}", dt) for i, (_, dt) in enumerate(spec.outs)]
     arrays += [(f"i{j}", dt) for j, (_, dt, sc) in enumerate(spec.ins) if not sc]
@@ -605,6 +619,7 @@ def render_reduction(spec: ReductionSpec, ndo: int, ndr: int, wide: bool,
         kinds.append("ptr")
     digest = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
     kname = f"gm_{spec.name}_{digest}"
+    _check_reduction_names(spec)
     mapped = render_c(program(f"v_ = {spec.map_expr}").statements[0][1])
     reduced = render_c(program(f"r_ = {spec.reduce_expr}").statements[0][1])
 
@@ -779,6 +794,23 @@ def render_reduction(spec: ReductionSpec, ndo: int, ndr: int, wide: bool,
     if kname not in SIM_KERNELS:
         sim_kernel(kname)(Recipe(_reduction_twin, spec, ndo, ndr, split))
     return result
+
+
+def _check_reduction_names(spec: ReductionSpec) -> None:
+    """What each part of a reduction's description may read (see :func:`check_names`): the
+    pre-statements and the map the inputs, ``_j`` and ``_n`` (the map also what ``pre``
+    assigns), the combiner ``a`` and ``b``, the post-statements ``a`` and ``_n``."""
+    element = {n for n, _, _ in spec.ins} | {"_j", "_n"}
+    if spec.pre:
+        pre = program(spec.pre)
+        check_names(pre, element, "map_expr", f"the reduction {spec.name!r}")
+        element |= set(pre.assigned)
+    check_names(program(f"v_ = {spec.map_expr}"), element, "map_expr",
+                f"the reduction {spec.name!r}")
+    check_names(program(f"r_ = {spec.reduce_expr}"), {"a", "b"}, "reduce_expr",
+                f"the reduction {spec.name!r}")
+    check_names(program(spec.post), {"a", "_n"}, "post_map_expr",
+                f"the reduction {spec.name!r}")
 
 
 def _reduction_twin(spec: ReductionSpec, ndo: int, ndr: int, split: bool) -> Any:

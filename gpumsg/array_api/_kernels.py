@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import InvalidMessage
 from . import _dtypes as D
 from ._array import BUFFERS, Array, check_device, new_array, view_of
-from ._codegen import ElementwiseSpec, launch_elementwise, program
+from ._codegen import ElementwiseSpec, check_names, launch_elementwise, program
 from ._elementwise import broadcast_shapes
 from ._reductions import reduce
 
@@ -179,9 +179,15 @@ class ReductionKernel:
                                  field="in_params")
         if not _text(name, "name").isidentifier():
             raise InvalidMessage(f"name must be an identifier, got {name!r}", field="name")
-        program(f"v_ = {_text(map_expr, 'map_expr')}")
-        program(f"r_ = {_text(reduce_expr, 'reduce_expr')}")
+        # parsed and checked now: a syntax error or a name that is not the input, ``_j`` or
+        # ``_n`` (``a``/``b`` to combine, ``a``/``_n`` after) raises here
+        what = f"ReductionKernel {name!r}"
+        check_names(program(f"v_ = {_text(map_expr, 'map_expr')}"),
+                    {self.in_params[0][1], "_j", "_n"}, "map_expr", what)
+        check_names(program(f"r_ = {_text(reduce_expr, 'reduce_expr')}"), {"a", "b"},
+                    "reduce_expr", what)
         post = program(_text(post_map_expr, "post_map_expr"))
+        check_names(post, {"a", "_n"}, "post_map_expr", what)
         if self.out_params[0][1] not in post.assigned:
             raise InvalidMessage("post_map_expr must assign the output",
                                  field="post_map_expr")

@@ -60,7 +60,12 @@ def test_elementwise_kernel_refuses_descriptions_that_are_not_text(args, field) 
     (("T x", "T y", "x", None, "y = a", 0), "reduce_expr"),
     (("T x", "T y", "x", "a + b", "y = a", "zero"), "identity"),
     (("T x", "T y", "x", "a + b", "y = a", None), "identity"),
-    (("T x", "T y", "x", "a + b", "y = a", [0]), "identity")])
+    (("T x", "T y", "x", "a + b", "y = a", [0]), "identity"),
+    # a name that is not the input (or _j, _n), not a/b, not a/_n: refused when made
+    (("T x", "T y", "x * zz", "a + b", "y = a", 0), "map_expr"),
+    (("T x", "T y", "x", "a + c", "y = a", 0), "reduce_expr"),
+    (("T x", "T y", "x", "a + b", "y = a / n", 0), "post_map_expr"),
+    (("T x", "T y", "x + nan", "a + b", "y = a", 0), "map_expr")])
 def test_reduction_kernel_refuses_bad_descriptions_by_name(args, field) -> None:
     with pytest.raises(InvalidMessage) as err:
         ReductionKernel(*args)
@@ -96,3 +101,30 @@ def test_a_literal_wider_than_the_operand(xp) -> None:
     h = np.array([-128, -1, 0, 5, 127], np.int8)
     got = k(xp.asarray(h))
     np.testing.assert_array_equal(np.asarray(got), (h.astype(np.int64) + 1000).astype(np.int8))
+
+
+def test_a_generated_description_reading_an_unknown_name_is_refused_at_the_call(xp) -> None:
+    """The generator's own check (behind the kernels' checks when made): a description that
+    reads a name it does not define is refused where it is launched, with a typed error, and
+    the device keeps serving (its simulator twin would otherwise fail as a launch and poison
+    the device; on a GPU it would not compile)."""
+    from gpumsg.array_api import _dtypes as D
+    from gpumsg.array_api._codegen import (
+        ElementwiseSpec,
+        ReductionSpec,
+        elementwise_new,
+        reduction_new,
+    )
+
+    x = xp.asarray(np.arange(1.0, 9.0))
+    dev = x.device
+    spec = ReductionSpec("typo", "x * nan", "a + b", "out = a", (("x", D.float64, False),),
+                         (D.float64,), D.float64, ("out", D.float64))
+    with pytest.raises(InvalidMessage, match="'nan'") as err:
+        reduction_new(dev, spec, (), (8,), [x._operand((8,))], 0.0)
+    assert err.value.field == "map_expr"
+    ew = ElementwiseSpec("typo", "out = x + inf", (("x", D.float64, False),), (D.float64,),
+                         (("out", D.float64),))
+    with pytest.raises(InvalidMessage, match="'inf'"):
+        elementwise_new(dev, ew, (8,), [x._operand((8,))])
+    assert float(xp.sum(x)) == 36.0
