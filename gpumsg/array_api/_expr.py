@@ -149,6 +149,13 @@ class _Parser:
                 if text not in FUNCTIONS:
                     raise InvalidMessage(f"operation: unknown function {text!r}; known: "
                                          f"{', '.join(sorted(FUNCTIONS))}", field="operation")
+                want = 2 if text in BINARY else 1
+                if len(args) != want:
+                    # the device has no such overload, and NumPy's function would read a
+                    # second argument as its output (or fail when the kernel runs)
+                    raise InvalidMessage(f"operation: {text}() takes {want} argument"
+                                         f"{'s' if want > 1 else ''}, got {len(args)}",
+                                         field="operation")
                 return ("call", text, tuple(args))
             return ("var", text)
         if text == "(":
@@ -504,6 +511,9 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "atan2": np.arctan2, "nextafter": np.nextafter, "logaddexp": np.logaddexp,
     "conj": np.conj, "real": np.real, "imag": _imag,
 }
+#: the functions of two arguments; every other function (the casts included) takes one
+BINARY = frozenset(("maximum", "minimum", "floordiv", "mod", "pow", "shl", "shr", "copysign",
+                    "hypot", "atan2", "nextafter", "logaddexp"))
 
 
 

@@ -43,6 +43,16 @@ def test_elementwise_kernel_is_checked_when_made() -> None:
         ElementwiseKernel("T x", "T y", "y = x + w", "unknown_name")
     with pytest.raises(TypeError):
         ElementwiseKernel("float33 x", "T y", "y = x", "bad_type")
+    # a function given the wrong number of arguments: the device has no such overload, and
+    # NumPy's exp(x, x) would take its second argument as the output
+    for op, msg in [("y = exp(x, x)", "exp\\(\\) takes 1 argument, got 2"),
+                    ("y = maximum(x)", "takes 2 arguments, got 1"),
+                    ("y = pow(x, 2, 3)", "takes 2 arguments, got 3"),
+                    ("y = cast_float32()", "takes 1 argument, got 0")]:
+        with pytest.raises(InvalidMessage, match=msg):
+            ElementwiseKernel("T x", "T y", op, "arity")
+    with pytest.raises(InvalidMessage, match="takes 2 arguments"):
+        ReductionKernel("T x", "T y", "x", "maximum(a)", "y = a", 0, "arity")
 
 
 @pytest.mark.parametrize("args,field", [
