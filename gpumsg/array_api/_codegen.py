@@ -16,6 +16,7 @@ description (:mod:`._expr`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import struct
@@ -28,7 +29,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..errors import InvalidMessage
-from ..libs.nvrtc._sim import SIM_KERNELS, Recipe, sim_kernel
+from ..libs.nvrtc._sim import SIM_CHECKS, SIM_KERNELS, Recipe, sim_kernel
 from ..messages._base import BufRef
 from ..messages.nvrtc import Launch
 from . import _dtypes as D
@@ -349,6 +350,7 @@ def render_elementwise(spec: ElementwiseSpec, layout: Any, wide: bool,
     _sources[key] = result
     if kname not in SIM_KERNELS:
         sim_kernel(kname)(Recipe(_elementwise_twin, spec, layout))
+        SIM_CHECKS[kname] = functools.partial(_probe_elementwise, spec)
     return result
 
 
@@ -445,6 +447,55 @@ def _view(flat: np.ndarray, dt: np.dtype, offset: int, shape: tuple[int, ...],
         return flat[offset:offset + math.prod(shape)].reshape(shape)
     item = flat.dtype.itemsize
     return as_strided(flat[offset:], shape, tuple(s * item for s in strides))
+
+
+def _probe(name: str, field: str, run: Any) -> None:
+    """Run ``run`` (a description evaluated on one element of each input); what it raises is
+    an InvalidMessage of ``field`` (see ``SIM_CHECKS``)."""
+    try:
+        with np.errstate(all="ignore"):
+            run()
+    except InvalidMessage:
+        raise
+    except Exception as exc:  # noqa: BLE001 - NumPy refusing the types, named to the caller
+        raise InvalidMessage(f"{field}: {name!r} cannot be computed for its operands' dtypes "
+                             f"({type(exc).__name__}: {exc})", field=field) from None
+
+
+def _one(dt: np.dtype) -> np.ndarray:
+    return np.ones(1, _compute(dt))
+
+
+def _probe_elementwise(spec: ElementwiseSpec) -> None:
+    """The simulator's stand-in for compiling ``spec`` (``SIM_CHECKS``): its twin's program on
+    one element of each input, converted as the twin converts."""
+    def run() -> None:
+        env: dict[str, Any] = {var: _one(cdt) for (var, _, _), cdt in zip(spec.ins, spec.casts)}
+        run_program(program(spec.text), env)
+        for var, dt in spec.outs:
+            np.asarray(env[var]).astype(_compute(dt))
+
+    _probe(spec.name, "operation", run)
+
+
+def _probe_reduction(spec: ReductionSpec) -> None:
+    """:func:`_probe_elementwise` for a reduction: the pre-statements and the map on one
+    element, the combiner on two mapped values, the post-statements on the result."""
+    def run() -> None:
+        env: dict[str, Any] = {var: _one(cdt) for (var, _, _), cdt in zip(spec.ins, spec.casts)}
+        env.update(_j=np.zeros(1, np.int64), _n=np.int64(1))
+        if spec.pre:
+            run_program(program(spec.pre), env)
+        run_program(program(f"v_ = {spec.map_expr}"), env)
+        acc = _compute(spec.acc)
+        mapped = np.asarray(env["v_"]).astype(acc)
+        both = {"a": mapped, "b": mapped}
+        run_program(program(f"r_ = {spec.reduce_expr}"), both)
+        after = {"a": np.asarray(both["r_"]).astype(acc), "_n": np.int64(1)}
+        run_program(program(spec.post), after)
+        np.asarray(after[spec.out[0]]).astype(_compute(spec.out[1]))
+
+    _probe(spec.name, "map_expr", run)
 
 
 def _elementwise_twin(spec: ElementwiseSpec, layout: Any) -> Any:
@@ -793,6 +844,7 @@ def render_reduction(spec: ReductionSpec, ndo: int, ndr: int, wide: bool,
     _sources[key] = result
     if kname not in SIM_KERNELS:
         sim_kernel(kname)(Recipe(_reduction_twin, spec, ndo, ndr, split))
+        SIM_CHECKS[kname] = functools.partial(_probe_reduction, spec)
     return result
 
 

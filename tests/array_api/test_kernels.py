@@ -138,3 +138,29 @@ def test_a_generated_description_reading_an_unknown_name_is_refused_at_the_call(
     with pytest.raises(InvalidMessage, match="'inf'"):
         elementwise_new(dev, ew, (8,), [x._operand((8,))])
     assert float(xp.sum(x)) == 36.0
+
+
+@pytest.mark.parametrize("op,dtype", [("y = x & 1", "float64"), ("y = x % 2", "complex128"),
+                                      ("y = signbit(x)", "complex64")])
+def test_descriptions_numpy_cannot_compute_are_refused_without_nvrtc(xp, monkeypatch, op,
+                                                                     dtype) -> None:
+    """Where NVRTC is not installed the simulator cannot compile a kernel's source, and its
+    NumPy version would fail only when it ran (a launch failure, which poisons the device):
+    the description is evaluated on one element instead, and what NumPy refuses for the
+    operands' dtypes is refused at the call, typed; the device keeps serving."""
+    import gpumsg.libs.nvrtc._client as client
+    from gpumsg.libs._loader import LibraryNotFound
+
+    x = xp.asarray(np.arange(1, 9).astype(dtype))
+    if x.device.backend == "cuda":
+        pytest.skip("NVRTC compiles the source on a GPU (and refuses it)")
+
+    def no_nvrtc(*args, **kwargs):
+        raise LibraryNotFound("nvrtc")
+
+    monkeypatch.setattr(client, "compile_program", no_nvrtc)
+    k = ElementwiseKernel("T x", "T y", op, f"probe_{abs(hash((op, dtype)))}")
+    with pytest.raises(InvalidMessage, match="cannot be computed for its operands' dtypes"):
+        k(x)
+    good = ElementwiseKernel("T x", "T y", "y = x + x", f"fine_{abs(hash((op, dtype)))}")
+    np.testing.assert_array_equal(np.asarray(good(x)), np.arange(1, 9).astype(dtype) * 2)

@@ -22,7 +22,7 @@ from ._signature import (
     kernel_params,
     pointer_dtypes,
 )
-from ._sim import sim_image
+from ._sim import SIM_CHECKS, sim_image
 
 if TYPE_CHECKING:
     from ...client._device import Device
@@ -118,6 +118,9 @@ class Nvrtc:
                     if not simulated:
                         raise
                     program = None  # the simulator without NVRTC: the registry alone
+                    check = SIM_CHECKS.get(name)
+                    if check is not None:
+                        check()  # what compiling would refuse, refused here
                 if simulated:
                     key = program.key if program is not None else f"sim:{name}"
                     msg = LoadModule(key, sim_image(name), "sim", (name,))

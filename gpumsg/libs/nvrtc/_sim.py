@@ -28,10 +28,16 @@ from ...dtypes import dtype_of
 from ...errors import InvalidMessage
 from ._functions import LoadedFunctions
 
-__all__ = ["SIM_KERNELS", "sim_kernel", "SimNvrtc", "SimLaunch", "Recipe", "sim_image"]
+__all__ = ["SIM_KERNELS", "SIM_CHECKS", "sim_kernel", "SimNvrtc", "SimLaunch", "Recipe",
+           "sim_image"]
 
 #: kernel name -> NumPy implementation
 SIM_KERNELS: dict[str, Callable[..., None]] = {}
+#: kernel name -> a check run in place of compiling its source where NVRTC is not installed:
+#: it raises (InvalidMessage) for a kernel whose NumPy version would fail when it ran, as NVRTC
+#: refuses source that does not compile; a kernel failing on the simulated stream is a launch
+#: failure, which poisons the device
+SIM_CHECKS: dict[str, Callable[[], None]] = {}
 
 
 def sim_kernel(name: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
