@@ -55,3 +55,26 @@ def test_a_suite_that_does_not_collect_says_why(tmp_path) -> None:
     assert proc.returncode == 1
     assert "0 passed, 1 failed" in proc.stdout
     assert "a_module_nobody_has" in proc.stdout
+
+
+def test_failures_are_not_replayed_from_an_earlier_run(tmp_path) -> None:
+    """Hypothesis keeps failing examples in a database and replays them first: kept in the
+    suite's folder, one rare failing draw failed every later run and wrote into the shared
+    checkout. Each run gets its own database, outside the suite's folder."""
+    suite = _suite(tmp_path, """
+        import os
+        from hypothesis import given, strategies as st
+
+        def test_where_the_database_is():
+            where = os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY", "")
+            assert where and not where.startswith(os.getcwd())
+
+        @given(st.integers())
+        def test_draws(n):
+            assert n != 123456789
+    """)
+    for _ in range(2):
+        proc = _run(suite)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "2 passed, 0 failed" in proc.stdout
+    assert not os.path.exists(os.path.join(suite, ".hypothesis"))

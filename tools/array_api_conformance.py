@@ -38,6 +38,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: what the suite imports beside pytest (its requirements), as (package, module)
@@ -67,11 +68,17 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     env = dict(os.environ, ARRAY_API_TESTS_MODULE="gpumsg.array_api")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH")) if p)
+    # hypothesis keeps the examples that failed in a database and replays them first; kept in
+    # the suite's folder (the working directory) it would write into the shared checkout and
+    # make a rare draw fail every later run: each run gets a database of its own
+    scratch = tempfile.TemporaryDirectory(prefix="gpumsg-hypothesis-")
+    env["HYPOTHESIS_STORAGE_DIRECTORY"] = scratch.name
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rf",
            "array_api_tests/", f"--max-examples={args.max_examples}"]
     if not args.deadline:
         cmd.append("--disable-deadline")
-    run = subprocess.run(cmd, cwd=suite, env=env, capture_output=True, text=True)
+    with scratch:
+        run = subprocess.run(cmd, cwd=suite, env=env, capture_output=True, text=True)
     out = run.stdout + run.stderr
     counts = {k: int(v) for v, k in re.findall(r"(\d+) (passed|failed|skipped|error)s?\b", out)}
     passed, failed = counts.get("passed", 0), counts.get("failed", 0) + counts.get("error", 0)

@@ -11,11 +11,11 @@ fault campaigns, and the Array API conformance suite where ``GPUMSG_ARRAY_API_TE
 ``../shared/external`` holds it), run beside the others with ``--timeout`` seconds each; its
 output goes to ``<work>/<shard>.txt``, which ends with its exit status (124: out of time). The
 summary, printed and written to ``<out>/wave<N>.txt``, names each shard's last counts,
-every failed test and its skips by reason; ``<out>/wave<N>.tar.gz`` holds every log and the campaigns' reports (two
-files: a GPU machine's call brings back a few files only). Together the two waves
-hold every test file under ``tests/`` exactly once (tests/test_gpu_suite_tool.py checks it):
-a new folder lands in a core shard, and the array files are spread over six shards by their
-GPU test counts.
+every failed test and its skips by reason; ``<out>/wave<N>.tar.gz`` holds every log and the
+campaigns' reports (two files: a GPU machine's call brings back a few files only). Together the
+two waves hold every test file under ``tests/`` exactly once (tests/test_gpu_suite_tool.py
+checks it): a new folder lands in a core shard, and the array files are spread over six shards
+by their GPU test counts.
 
 On a GPU machine without network, carried wheels are installed first where ``--site`` names
 a folder of them (Ray, the cuDNN frontend: ``../shared/tools/carry_extras.sh``). The exit
