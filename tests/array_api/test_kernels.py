@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
 from array_helpers import random_values
@@ -164,3 +166,60 @@ def test_descriptions_numpy_cannot_compute_are_refused_without_nvrtc(xp, monkeyp
         k(x)
     good = ElementwiseKernel("T x", "T y", "y = x + x", f"fine_{abs(hash((op, dtype)))}")
     np.testing.assert_array_equal(np.asarray(good(x)), np.arange(1, 9).astype(dtype) * 2)
+
+
+def _description(r: random.Random, depth: int = 0) -> str:
+    """A random element-wise expression of ``x`` and ``y``: mostly well formed, sometimes a
+    function given the wrong number of arguments or a name that is not defined."""
+    from gpumsg.array_api._expr import BINARY, FUNCTIONS
+
+    if depth >= 3 or r.random() < 0.3:
+        return r.choice(["x", "y", "x", "y", "2", "0.5", "-3", "NAN", "INFINITY", "true",
+                         "zz", "nan"])
+    kind = r.random()
+    if kind < 0.35:
+        op = r.choice(["+", "-", "*", "/", "%", "&", "|", "^", "<<", ">>", "<", "==", "&&"])
+        return f"({_description(r, depth + 1)} {op} {_description(r, depth + 1)})"
+    if kind < 0.45:
+        return (f"({_description(r, depth + 1)} ? {_description(r, depth + 1)} : "
+                f"{_description(r, depth + 1)})")
+    if kind < 0.55:
+        return f"{r.choice(['-', '!', '~'])}{_description(r, depth + 1)}"
+    name = r.choice(sorted(FUNCTIONS))
+    n = 2 if name in BINARY else 1
+    if r.random() < 0.1:
+        n = r.choice([0, 1, 2, 3])
+    return f"{name}({', '.join(_description(r, depth + 1) for _ in range(n))})"
+
+
+@pytest.mark.parametrize("nvrtc", ["as installed", "missing"])
+def test_random_user_kernels_are_answered_or_refused_and_never_break_the_device(
+        xp, rng, monkeypatch, nvrtc) -> None:
+    """Random descriptions (operators, ternaries, every function, wrong arities, undefined
+    names) over random dtypes: each kernel is refused with a typed error or answers, and the
+    device keeps serving after every one, with NVRTC as installed and (on the simulator)
+    without it."""
+    import gpumsg.libs.nvrtc._client as client
+    from gpumsg.errors import GpuError
+    from gpumsg.libs._loader import LibraryNotFound
+
+    probe = xp.asarray(np.arange(1.0, 5.0))
+    if nvrtc == "missing":
+        if probe.device.backend == "cuda":
+            pytest.skip("a GPU compiles with NVRTC")
+
+        def no_nvrtc(*args, **kwargs):
+            raise LibraryNotFound("nvrtc")
+        monkeypatch.setattr(client, "compile_program", no_nvrtc)
+    r = random.Random(int(rng.integers(1 << 31)))
+    for case in range(40):
+        dtype = r.choice(["float32", "float64", "int32", "int64", "uint8", "complex64", "bool"])
+        h = random_values(rng, (5,), getattr(xp, dtype), specials=False)
+        x, y = xp.asarray(h), xp.asarray(h[::-1].copy())
+        text = f"z = {_description(r)}"
+        try:
+            k = ElementwiseKernel("T x, T y", "T z", text, f"rk_{case}_{r.randrange(1 << 30)}")
+            np.asarray(k(x, y))
+        except (GpuError, TypeError, ValueError, OverflowError):
+            pass  # refused, typed (InvalidMessage and CompileError are GpuErrors)
+        assert float(xp.sum(probe)) == 10.0, (text, dtype)
