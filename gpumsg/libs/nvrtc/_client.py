@@ -118,10 +118,10 @@ class Nvrtc:
                     if not simulated:
                         raise
                     program = None  # the simulator without NVRTC: the registry alone
-                    check = SIM_CHECKS.get(name)
-                    if check is not None:
-                        check()  # what compiling would refuse, refused here
                 if simulated:
+                    check = SIM_CHECKS.get(name)
+                    if check is not None:  # what its NumPy version cannot run, refused here
+                        check()
                     key = program.key if program is not None else f"sim:{name}"
                     msg = LoadModule(key, sim_image(name), "sim", (name,))
                     symbol = name

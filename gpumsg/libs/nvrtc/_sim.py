@@ -33,10 +33,10 @@ __all__ = ["SIM_KERNELS", "SIM_CHECKS", "sim_kernel", "SimNvrtc", "SimLaunch", "
 
 #: kernel name -> NumPy implementation
 SIM_KERNELS: dict[str, Callable[..., None]] = {}
-#: kernel name -> a check run in place of compiling its source where NVRTC is not installed:
-#: it raises (InvalidMessage) for a kernel whose NumPy version would fail when it ran, as NVRTC
-#: refuses source that does not compile; a kernel failing on the simulated stream is a launch
-#: failure, which poisons the device
+#: kernel name -> a check the simulator runs when the kernel is compiled (after NVRTC, where
+#: it is installed): it raises (InvalidMessage) for a kernel whose NumPy version would fail
+#: when it ran, as NVRTC refuses source that does not compile; a kernel failing on the
+#: simulated stream is a launch failure, which poisons the device
 SIM_CHECKS: dict[str, Callable[[], None]] = {}
 
 
