@@ -168,8 +168,13 @@ def test_close_from_a_future_callback(isolation: str) -> None:
 @pytest.mark.parametrize("isolation", ISOLATIONS)
 def test_ctrl_c_during_a_long_wait(isolation: str) -> None:
     """SIGINT while the main thread waits on a future that never completes (a hung kernel):
-    KeyboardInterrupt reaches the caller, atexit closes the device, the process ends."""
+    KeyboardInterrupt reaches the caller, atexit closes the device, the process ends. The
+    child sets Python's own SIGINT handler first: a process started in the background by a
+    non-interactive shell inherits SIGINT ignored, which Python keeps, and the signal would
+    then never reach it (a CI started that way hung here for 60 s)."""
     proc = _python(f"""
+        import signal
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         import gpumsg
         dev = gpumsg.open_device(0, backend="sim", isolation={isolation!r},
                                  allow_fault_injection=True, shutdown_timeout=1.0)
