@@ -87,27 +87,45 @@ def _gemm(msg: Any, hosts: Callable[[Any], np.ndarray]) -> _Expect | None:
     a, b, c = hosts(msg.a), hosts(msg.b), hosts(msg.c)
     ar, ac = (msg.m, msg.k) if msg.transa == "N" else (msg.k, msg.m)
     br, bc = (msg.k, msg.n) if msg.transb == "N" else (msg.n, msg.k)
-    prod = _op(_matrix(a, ar, ac, msg.lda), msg.transa) @ _op(_matrix(b, br, bc, msg.ldb),
-                                                             msg.transb)
+    opa = _op(_matrix(a, ar, ac, msg.lda), msg.transa)
+    opb = _op(_matrix(b, br, bc, msg.ldb), msg.transb)
+    prod = opa @ opb
     out = c.copy()
     idx = np.arange(msg.m)[:, None] + msg.ldc * np.arange(msg.n)[None, :]
     block = msg.alpha * prod
+    # the sizes of the terms each entry sums: a GEMM's rounding error is bounded by them, not
+    # by the entry, which alpha A B and beta C may cancel to near zero
+    mags = abs(msg.alpha) * (np.abs(opa) @ np.abs(opb))
     if msg.beta != 0:
         block = block + msg.beta * c[idx]
+        mags = mags + abs(msg.beta) * np.abs(c[idx])
     out = out.astype(np.result_type(out, block))
     out[idx] = block
     e = _Expect()
-    e.buffer(msg.c, out, idx.ravel(), _tol(msg.c.dtype, msg.k + 1))
+    e.buffer(msg.c, out, idx.ravel(), _tol(msg.c.dtype, msg.k + 1) * _cancel(mags, block))
     return e
+
+
+def _cancel(mags: np.ndarray, values: np.ndarray) -> float:
+    """How much the entries' terms cancel: the norm of the terms' magnitudes over the norm of
+    the entries (at least 1; 1 where either is not finite or the entries are all zero)."""
+    with np.errstate(all="ignore"):
+        num = float(np.linalg.norm(np.asarray(mags, np.float64)))
+        den = float(np.linalg.norm(np.asarray(values)))
+    if not (np.isfinite(num) and np.isfinite(den)) or den == 0:
+        return 1.0
+    return max(1.0, num / den)
 
 
 def _axpy(msg: Any, hosts: Callable[[Any], np.ndarray]) -> _Expect:
     x, y = hosts(msg.x), hosts(msg.y)
     idx = np.arange(msg.n) * msg.incy
     out = y.astype(np.result_type(y, x, msg.alpha))
-    out[idx] = out[idx] + msg.alpha * _vector(x, msg.n, msg.incx)
+    xs = _vector(x, msg.n, msg.incx)
+    mags = np.abs(out[idx]) + abs(msg.alpha) * np.abs(xs)
+    out[idx] = out[idx] + msg.alpha * xs
     e = _Expect()
-    e.buffer(msg.y, out, idx, _tol(msg.y.dtype, 2))
+    e.buffer(msg.y, out, idx, _tol(msg.y.dtype, 2) * _cancel(mags, out[idx]))
     return e
 
 
@@ -170,15 +188,18 @@ def _reduction(kind: str) -> Callable[[Any, Callable[[Any], np.ndarray]], _Expec
 def _gemv(msg: Any, hosts: Callable[[Any], np.ndarray]) -> _Expect:
     a, x, y = hosts(msg.a), hosts(msg.x), hosts(msg.y)
     xn, yn = (msg.n, msg.m) if msg.trans == "N" else (msg.m, msg.n)
-    prod = _op(_matrix(a, msg.m, msg.n, msg.lda), msg.trans) @ _vector(x, xn, msg.incx)
+    opa, xs = _op(_matrix(a, msg.m, msg.n, msg.lda), msg.trans), _vector(x, xn, msg.incx)
+    prod = opa @ xs
     idx = np.arange(yn) * msg.incy
     block = msg.alpha * prod
+    mags = abs(msg.alpha) * (np.abs(opa) @ np.abs(xs))
     if msg.beta != 0:
         block = block + msg.beta * y[idx]
+        mags = mags + abs(msg.beta) * np.abs(y[idx])
     out = y.astype(np.result_type(y, block))
     out[idx] = block
     e = _Expect()
-    e.buffer(msg.y, out, idx, _tol(msg.y.dtype, max(msg.m, msg.n) + 1))
+    e.buffer(msg.y, out, idx, _tol(msg.y.dtype, max(msg.m, msg.n) + 1) * _cancel(mags, block))
     return e
 
 
@@ -187,13 +208,16 @@ def _geam(msg: Any, hosts: Callable[[Any], np.ndarray]) -> _Expect:
     ar, ac = (msg.m, msg.n) if msg.transa == "N" else (msg.n, msg.m)
     br, bc = (msg.m, msg.n) if msg.transb == "N" else (msg.n, msg.m)
     block = msg.alpha * _op(_matrix(a, ar, ac, msg.lda), msg.transa)
+    mags = np.abs(block)
     if msg.beta != 0:
-        block = block + msg.beta * _op(_matrix(b, br, bc, msg.ldb), msg.transb)
+        term = msg.beta * _op(_matrix(b, br, bc, msg.ldb), msg.transb)
+        block = block + term
+        mags = mags + np.abs(term)
     idx = np.arange(msg.m)[:, None] + msg.ldc * np.arange(msg.n)[None, :]
     out = c.astype(np.result_type(c, block))
     out[idx] = block
     e = _Expect()
-    e.buffer(msg.c, out, idx.ravel(), _tol(msg.c.dtype, 2))
+    e.buffer(msg.c, out, idx.ravel(), _tol(msg.c.dtype, 2) * _cancel(mags, block))
     return e
 
 

@@ -115,3 +115,28 @@ def test_a_posted_field_of_the_wrong_kind_is_named() -> None:
     object.__setattr__(wrapped, "out", out)
     object.__setattr__(wrapped, "then", msg)
     assert oracles.field_kinds(wrapped) == ["Gemv.incx=True"]
+
+
+def test_an_entry_that_cancels_is_held_to_its_terms_sizes() -> None:
+    """C = alpha A^T B + beta C for one entry that cancels to near zero (a fuzz draw: k = 2,
+    beta = -0.82): float32 rounding of the terms is a large error relative to the entry, and
+    passes; an error of a percent of the terms does not."""
+    from gpumsg.messages import Sgemm
+
+    a = np.array([0.75, -0.5], np.float32)
+    b = np.array([0.5, 0.25], np.float32)
+    alpha, beta = 0.39299390874762796, -0.8222815004206412
+    terms = alpha * float(np.dot(a.astype(np.float64), b))
+    c = np.array([terms / -beta * (1 + 1e-5)], np.float32)  # beta * c cancels alpha a.b
+    refs = [BufRef(1, i, 0, "f32", shape, "F", 4 * int(np.prod(shape)))
+            for i, shape in ((1, (2, 1)), (2, (2, 1)), (3, (1, 1)))]
+    msg = Sgemm(refs[0], refs[1], refs[2], 1, 1, 2, alpha=alpha, beta=beta, transa="T",
+                lda=2, ldb=2, ldc=1)
+    exact = terms + beta * float(c[0])
+    rounded = np.float32(np.float32(alpha) * np.float32(np.dot(a, b)) + np.float32(beta) * c[0])
+    assert abs(float(rounded) - exact) > 1e-6 * abs(exact)  # far off relative to the entry
+    snaps = {1: a, 2: b, 3: c}
+    assert oracles.check_message(msg, snaps, lambda ref: np.array([rounded]), None)
+    with pytest.raises(oracles.Mismatch):
+        oracles.check_message(msg, snaps, lambda ref: np.array([exact + 0.01 * terms],
+                                                                np.float32), None)
