@@ -260,8 +260,11 @@ __device__ double gm_s_vonmises(gm_rs& s, double mu, double kappa) {
   return r < 0.0 ? -m : m;
 }
 __device__ double gm_s_wald(gm_rs& s, double mean, double scale) {
+  // mean + mean/(2 scale) (y - sqrt(4 scale y + y^2)), written without the difference: the
+  // same value, which tends to the mean as the scale grows (an infinite scale gave NaN)
   const double z = s.normal(), y = mean * z * z;
-  const double x = mean + (mean / (2.0 * scale)) * (y - sqrt(4.0 * scale * y + y * y));
+  const double x = y > 0.0 ? mean - 2.0 * mean * y / (y + sqrt(4.0 * scale * y + y * y))
+                           : mean;
   return s.u() <= mean / (mean + x) ? x : mean * mean / x;
 }
 __device__ double gm_s_geometric(gm_rs& s, double p) {
@@ -668,7 +671,9 @@ def t_vonmises(d: Draws, e: np.ndarray, mu: np.ndarray, kappa: np.ndarray) -> np
 def t_wald(d: Draws, e: np.ndarray, mean: np.ndarray, scale: np.ndarray) -> np.ndarray:
     z = d.normal(e)
     y = mean * z * z
-    x = mean + (mean / (2.0 * scale)) * (y - np.sqrt(4.0 * scale * y + y * y))
+    with _err():
+        x = np.where(y > 0.0, mean - 2.0 * mean * y / (y + np.sqrt(4.0 * scale * y + y * y)),
+                     mean)
     return np.where(d.u(e) <= mean / (mean + x), x, mean * mean / x)
 
 

@@ -163,3 +163,16 @@ def test_continuous_array_parameters(xp, gen):
     for i, b in enumerate([0.5, 4.0]):
         for j, a in enumerate([0.5, 3.0]):
             ks_ok(h[:, i, j], stats.beta(a, b).cdf)
+
+
+def test_wald_of_a_huge_or_infinite_scale_is_its_mean(xp, gen) -> None:
+    """The inverse Gaussian's spread shrinks as the scale grows (variance mean^3 / scale): an
+    infinite scale draws the mean, as NumPy's does (the textbook difference of two large terms
+    gave NaN, and -0.0 past an overflow of 4 scale y), and a huge one draws within rounding
+    of it; an ordinary one is untouched (the KS test above)."""
+    for scale, tol in ((np.inf, 0.0), (1e308, 1e-12), (1e200, 1e-12)):
+        got = np.asarray(gen.wald(0.5, scale, 1000))
+        assert np.isfinite(got).all(), scale
+        np.testing.assert_allclose(got, 0.5, rtol=tol, atol=0)
+    got = np.asarray(gen.wald(xp.asarray(np.array([0.5, 3.0])), np.inf, (4, 2)))
+    np.testing.assert_array_equal(got, np.broadcast_to([0.5, 3.0], (4, 2)))
