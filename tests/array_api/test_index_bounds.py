@@ -113,15 +113,6 @@ def test_masks_and_ints_need_no_check(xp, dev, posted, rng) -> None:
 
 
 # -- the CUDA text, built for the host ----------------------------------------------------------
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    import prelude_host as host
-
-    if host.GXX is None:
-        pytest.skip("g++ is not installed: the kernels' CUDA text cannot be built for the host")
-    return str(tmp_path_factory.mktemp("kernels"))
-
-
 @pytest.mark.parametrize("scatter", [False, True], ids=["gather", "scatter"])
 @pytest.mark.parametrize("width", [1, 8, 16])
 def test_checked_move_source_on_the_host(folder, rng, scatter: bool, width: int) -> None:

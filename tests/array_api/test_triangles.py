@@ -104,15 +104,6 @@ def test_tril_triu_refuse(xp) -> None:
 
 
 # -- the CUDA text, built for the host (one thread walks the grid-stride loop) ---------------
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    import prelude_host as host
-
-    if host.GXX is None:
-        pytest.skip("g++ is not installed: the kernels' CUDA text cannot be built for the host")
-    return str(tmp_path_factory.mktemp("kernels"))
-
-
 @pytest.mark.parametrize("dtype", ["bool", "int8", "uint16", "float16", "bfloat16", "float32",
                                    "int64", "complex64", "complex128"])
 def test_eye_source_on_the_host(folder, dtype) -> None:
