@@ -90,17 +90,16 @@ def _hash_once(spec: Any) -> int:
     fields = spec.__dict__
     h = fields.get("_hash")
     if h is None:
-        h = hash(tuple(fields.values()))  # the fields, in order (before _hash is added)
+        # the fields, in order: not what is kept beside them (_hash, ew_vector's _vec)
+        h = hash(tuple([v for k, v in fields.items() if k[0] != "_"]))
         object.__setattr__(spec, "_hash", h)
     return h
 
 
 def _state_without_hash(spec: Any) -> dict[str, Any]:
-    """A spec's pickled state: its fields, not its kept hash (strings hash differently in
-    another process)."""
-    state = dict(spec.__dict__)
-    state.pop("_hash", None)
-    return state
+    """A spec's pickled state: its fields, not what is kept beside them (strings hash
+    differently in another process)."""
+    return {k: v for k, v in spec.__dict__.items() if k[0] != "_"}
 
 
 @dataclass(frozen=True)
@@ -363,10 +362,15 @@ _WORD = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "uint2",
 
 def ew_vector(spec: ElementwiseSpec) -> int:
     """Elements a thread of a contiguous element-wise kernel moves per load: 16 bytes of the
-    widest array operand (1: no vector loads, for 16-byte elements)."""
-    widest = max([dt.itemsize for _, dt in spec.outs] +
-                 [dt.itemsize for _, dt, sc in spec.ins if not sc])
-    return max(1, 16 // widest)
+    widest array operand (1: no vector loads, for 16-byte elements). Kept on the spec: every
+    contiguous launch asks."""
+    vec = spec.__dict__.get("_vec")
+    if vec is None:
+        widest = max([dt.itemsize for _, dt in spec.outs] +
+                     [dt.itemsize for _, dt, sc in spec.ins if not sc])
+        vec = max(1, 16 // widest)
+        object.__setattr__(spec, "_vec", vec)
+    return vec
 
 
 def _vector_loop(spec: ElementwiseSpec, prog: Program, vec: int, itype: str) -> list[str]:
