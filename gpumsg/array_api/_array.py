@@ -103,6 +103,10 @@ def c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
+#: shape -> its C-order strides, for the arrays made C-contiguous
+_C_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}
+
+
 def is_c_contiguous(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     acc = 1
     for d, s in zip(reversed(shape), reversed(strides)):
@@ -177,10 +181,22 @@ class Array:
                  strides: tuple[int, ...] | None = None, offset: int = 0) -> None:
         self._b = buf
         self._node: Any = None
-        self._shape = tuple(shape)
+        if type(shape) is not tuple:
+            shape = tuple(shape)
+        self._shape = shape
         self._dtype = dtype
         self._dev = dev
-        self._strides = c_strides(self._shape) if strides is None else tuple(strides)
+        if strides is None:
+            # a new array's strides: the few shapes a program repeats, worked out once each
+            strides = _C_STRIDES.get(shape)
+            if strides is None:
+                strides = c_strides(shape)
+                if len(_C_STRIDES) >= 1024:
+                    _C_STRIDES.clear()
+                _C_STRIDES[shape] = strides
+        elif type(strides) is not tuple:
+            strides = tuple(strides)
+        self._strides = strides
         self._offset = offset
 
     @classmethod

@@ -1015,16 +1015,20 @@ def elementwise_new(dev: Any, spec: ElementwiseSpec, shape: tuple[int, ...],
     return [_launch_ew(dev, spec, shape, outs, ins, first), *rest]
 
 
-def _launch_ew(dev: Any, spec: ElementwiseSpec, shape: tuple[int, ...], outs: list[Operand],
-               ins: list[Any], new: Any) -> Any:
+class _EwPlan(NamedTuple):
+    """What an element-wise launch derives from its layout alone (no buffer, no scalar value):
+    the kernel's plan key and renderer, the grid, the element count and the trailing integer
+    arguments (the array operands' offsets, outputs first, then the extents and strides)."""
+
+    key: tuple
+    render: Any
+    grid: int
+    n: int
+    tail: tuple[int, ...]
+
+
+def _ew_plan(spec: ElementwiseSpec, shape: tuple[int, ...], arrays: list[Operand]) -> _EwPlan:
     n = math.prod(shape)
-    arrays = list(outs)
-    bits: list[int] = []
-    for value, (_, dt, sc) in zip(ins, spec.ins):
-        if sc:
-            bits += scalar_bits(value, dt)
-        else:
-            arrays.append(value)
     cst = _c_strides(shape)
     dims: list[int] = []
     if all(op.strides == cst for op in arrays):  # the common case: every operand C-ordered
@@ -1039,18 +1043,110 @@ def _launch_ew(dev: Any, spec: ElementwiseSpec, shape: tuple[int, ...], outs: li
             for st in sts:
                 dims += st
     layout: Any = "contig" if contig else len(dims) // (len(arrays) + 1)
-    refs = [_ref_of(op.buffer) for op in arrays]
-    args = (n, *refs, *bits, *[op.offset for op in arrays], *dims)
-    nout = len(outs)
-    written = (refs[0],) if nout == 1 else _distinct(refs[:nout])
     if contig:
         vec = ew_vector(spec)
         grid = _grid(-(-n // max(UNROLL, vec)))
         key = ("ew", spec, layout, wide) if vec == 1 else ("ew", spec, layout, wide, vec)
     else:
         vec, grid, key = 1, _grid(n), ("ew", spec, layout, wide)
-    return _send(dev, key, lambda: render_elementwise(spec, layout, wide, vec), grid, BLOCK,
-                 args, _distinct(refs), written, new)
+    return _EwPlan(key, lambda: render_elementwise(spec, layout, wide, vec), grid, n,
+                   (*[op.offset for op in arrays], *dims))
+
+
+#: (spec, shape, each array operand's strides and offset, outputs first) -> its _EwPlan: a
+#: loop's launches of one layout derive it once
+_ew_plans: dict[tuple, _EwPlan] = {}
+_EW_PLANS_SIZE = 4096
+
+
+def _launch_ew(dev: Any, spec: ElementwiseSpec, shape: tuple[int, ...], outs: list[Operand],
+               ins: list[Any], new: Any) -> Any:
+    arrays = list(outs)
+    bits: list[int] = []
+    for value, (_, dt, sc) in zip(ins, spec.ins):
+        if sc:
+            bits += scalar_bits(value, dt)
+        else:
+            arrays.append(value)
+    memo = (spec, shape, *[(op.strides, op.offset) for op in arrays])
+    plan = _ew_plans.get(memo)
+    if plan is None:
+        plan = _ew_plan(spec, shape, arrays)
+        if len(_ew_plans) >= _EW_PLANS_SIZE:
+            _ew_plans.clear()
+        _ew_plans[memo] = plan
+    refs = [_ref_of(op.buffer) for op in arrays]
+    args = (plan.n, *refs, *bits, *plan.tail)
+    nout = len(outs)
+    written = (refs[0],) if nout == 1 else _distinct(refs[:nout])
+    return _send(dev, plan.key, plan.render, plan.grid, BLOCK, args, _distinct(refs), written,
+                 new)
+
+
+#: the device attribute holding {(spec, shape, each array operand's shape, strides and
+#: offset): (_EwPlan, Kernel, the output's storage name)} of the new-output launches of
+#: :func:`elementwise_new_of` sent once: a repeated kind of call derives nothing again. It
+#: lives and dies with its device, and names no buffer.
+_EW_PLANS_ATTR = "_array_elementwise_plans"
+_BLOCK3 = (BLOCK, 1, 1)
+
+
+def elementwise_new_of(dev: Any, spec: ElementwiseSpec, shape: tuple[int, ...],
+                       args: Any) -> Any:
+    """:func:`elementwise_new` of a one-output ``spec`` over ``args``: Arrays (anything with
+    the array's ``_shape``, ``_strides``, ``_offset`` and ``_buf``), each broadcast to
+    ``shape``, and Python scalars, in the order of ``spec.ins``. The new buffer's future."""
+    memo: list[Any] = [spec, shape]
+    bufs: list[Any] = []
+    bits: list[int] = []
+    for a, (_, dt, sc) in zip(args, spec.ins):
+        if sc:
+            bits += scalar_bits(a, dt)
+        else:
+            memo += (a._shape, a._strides, a._offset)
+            bufs.append(a._buf)
+    plans = getattr(dev, _EW_PLANS_ATTR, None)
+    found = plans.get(tuple(memo)) if plans is not None else None
+    if found is None:
+        return _elementwise_new_first(dev, spec, shape, args, tuple(memo))
+    plan, kernel, storage = found
+    # _ref_of written out: a freed or stale buffer raises here
+    refs = [b if type(b) is BufRef else b.ref for b in bufs]
+    ref = dev.port.mint(shape, storage, "C")
+    if len(refs) == 1:
+        reads: tuple = (ref, refs[0])
+    elif len(refs) == 2:
+        reads = (ref, refs[0]) if refs[0] is refs[1] else (ref, refs[0], refs[1])
+    else:
+        reads = (ref, *_distinct(refs))
+    msg = _UNCHECKED(kernel, (plan.grid, 1, 1), _BLOCK3, (plan.n, ref, *refs, *bits, *plan.tail),
+                     0, reads, (ref,))
+    return dev.port.send_new(ref, msg)
+
+
+def _elementwise_new_first(dev: Any, spec: ElementwiseSpec, shape: tuple[int, ...], args: Any,
+                           memo: tuple) -> Any:
+    """:func:`elementwise_new_of` of a kind of call not sent before on ``dev``: through
+    :func:`elementwise_new` (whose first launch of a kernel is checked), its plan kept once
+    the kernel is ready."""
+    ins = [a if sc else a._operand(shape) for a, (_, _, sc) in zip(args, spec.ins)]
+    (buf,) = elementwise_new(dev, spec, shape, ins)
+    if math.prod(shape) == 0:
+        return buf
+    out_dt = spec.outs[0][1]
+    arrays = [Operand(None, out_dt, 0, _c_strides(shape))]
+    arrays += [op for op, (_, _, sc) in zip(ins, spec.ins) if not sc]
+    plan = _ew_plan(spec, shape, arrays)
+    mine = getattr(dev, _READY_ATTR, None)
+    kernel = mine.get(plan.key) if mine is not None else None
+    if kernel is not None:
+        with _lock:
+            plans = getattr(dev, _EW_PLANS_ATTR, None)
+            if plans is None or len(plans) >= _EW_PLANS_SIZE:
+                plans = {}
+                setattr(dev, _EW_PLANS_ATTR, plans)
+            plans[memo] = (plan, kernel, D.storage_name(out_dt))
+    return buf
 
 
 def _ref_of(buffer: Any) -> BufRef:
@@ -1071,10 +1167,12 @@ def _distinct(refs: list[BufRef]) -> tuple[BufRef, ...]:
     return tuple(out)
 
 
-#: device -> {plan key: Kernel} of the generated kernels whose launch message passed
-#: :class:`Launch`'s checks once; later launches of the same plan build the message unchecked
-#: (the arguments have the same kinds: buffer references taken here, ints in range)
-_ready: weakref.WeakKeyDictionary[Any, dict[tuple, Any]] = weakref.WeakKeyDictionary()
+#: the device attribute holding {plan key: Kernel} of the generated kernels whose launch
+#: message passed :class:`Launch`'s checks once; later launches of the same plan build the
+#: message unchecked (the arguments have the same kinds: buffer references taken here, ints in
+#: range). An attribute, not a weak dictionary keyed by the device: it is read at every launch,
+#: and it lives and dies with its device.
+_READY_ATTR = "_array_kernels_ready"
 _READY_SIZE = 4096
 _UNCHECKED = Launch.unchecked  # type: ignore[attr-defined]
 
@@ -1086,7 +1184,7 @@ def _send(dev: Any, key: tuple, render: Any, grid: int, block: int, args: tuple,
     :func:`kernel_for` with the exact-math options); ``new``: a reference minted for an output
     that the launch's message allocates. The future of the launch (of the new buffer with
     ``new``)."""
-    mine = _ready.get(dev)
+    mine = getattr(dev, _READY_ATTR, None)
     kernel = mine.get(key) if mine is not None else None
     if kernel is None:
         name, source, kinds = render()
@@ -1094,9 +1192,10 @@ def _send(dev: Any, key: tuple, render: Any, grid: int, block: int, args: tuple,
             make(dev, name, source, kinds)
         msg = Launch(kernel, grid, block, args, 0, reads, writes)  # checked, once per plan
         with _lock:
-            mine = _ready.get(dev)
+            mine = getattr(dev, _READY_ATTR, None)
             if mine is None:
-                mine = _ready[dev] = {}
+                mine = {}
+                setattr(dev, _READY_ATTR, mine)
             elif len(mine) >= _READY_SIZE:
                 mine.clear()
             mine[key] = kernel
@@ -1234,6 +1333,64 @@ def _launch_red(dev: Any, spec: ReductionSpec, out_shape: tuple[int, ...],
             *plan.shape_args, ws)
     return _send(dev, plan.key, plan.render, plan.grid, plan.block, args,
                  _distinct([*refs, out_ref, ws]), (out_ref, ws), new)
+
+
+#: the device attribute holding {(spec, output shape, reduced shape, the input's offset and
+#: strides): (_RedPlan, Kernel, the output's storage name)} of the one-input reductions into a
+#: new output that :func:`reduction_new_of` sent once. It lives and dies with its device, and
+#: names no buffer.
+_RED_NEW_ATTR = "_array_reduction_plans"
+
+
+def reduction_new_of(dev: Any, spec: ReductionSpec, out_shape: tuple[int, ...],
+                     red_shape: tuple[int, ...], buf: Any, offset: int,
+                     strides: tuple[int, ...], identity: Any) -> Any:
+    """:func:`reduction_new` of a ``spec`` whose one input (no scalar) is ``buf`` (a GpuBuffer
+    or its future) read from element ``offset`` with ``strides`` over
+    ``out_shape + red_shape``."""
+    memo = (spec, out_shape, red_shape, offset, strides)
+    plans = getattr(dev, _RED_NEW_ATTR, None)
+    found = plans.get(memo) if plans is not None else None
+    if found is None:
+        return _reduction_new_first(dev, spec, out_shape, red_shape, buf, offset, strides,
+                                    identity, memo)
+    plan, kernel, storage = found
+    src = _ref_of(buf)  # a freed or stale buffer raises here
+    ref = dev.port.mint(out_shape, storage, "C")
+    head = (*plan.head, ref, src, *scalar_bits(identity, spec.acc), 0, offset, *plan.shape_args)
+    if not plan.ws_bytes:
+        msg = _UNCHECKED(kernel, (plan.grid, 1, 1), (plan.block, 1, 1), head, 0,
+                         (src, ref), (ref,))
+    else:
+        ws = _workspace(dev, plan.ws_bytes)
+        msg = _UNCHECKED(kernel, (plan.grid, 1, 1), (plan.block, 1, 1), (*head, ws), 0,
+                         _distinct([src, ref, ws]), (ref, ws))
+    return dev.port.send_new(ref, msg)
+
+
+def _reduction_new_first(dev: Any, spec: ReductionSpec, out_shape: tuple[int, ...],
+                         red_shape: tuple[int, ...], buf: Any, offset: int,
+                         strides: tuple[int, ...], identity: Any, memo: tuple) -> Any:
+    """:func:`reduction_new_of` of a kind of reduction not sent before on ``dev``: through
+    :func:`reduction_new` (whose first launch of a kernel is checked), its plan kept once the
+    kernel is ready."""
+    op = Operand(buf, spec.ins[0][1], offset, strides)
+    out = reduction_new(dev, spec, out_shape, red_shape, [op], identity)
+    if math.prod(out_shape) == 0:
+        return out
+    out_dt = spec.out[1]
+    plan = _red_plan(spec, out_shape, red_shape, Operand(None, out_dt, 0, _c_strides(out_shape)),
+                     [op])
+    mine = getattr(dev, _READY_ATTR, None)
+    kernel = mine.get(plan.key) if mine is not None else None
+    if kernel is not None:
+        with _lock:
+            plans = getattr(dev, _RED_NEW_ATTR, None)
+            if plans is None or len(plans) >= _RED_PLANS_SIZE:
+                plans = {}
+                setattr(dev, _RED_NEW_ATTR, plans)
+            plans[memo] = (plan, kernel, D.storage_name(out_dt))
+    return out
 
 
 #: device -> (generation, bytes, buffer) of its reduction workspace, kept as an attribute of

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import _dtypes as D
 from ._array import Array, check_device
-from ._codegen import ElementwiseSpec, Operand, elementwise_new, launch_elementwise
+from ._codegen import ElementwiseSpec, elementwise_new_of, launch_elementwise
 from ._fusion import defer
 
 _pybool = builtins.bool
@@ -205,23 +205,51 @@ def apply(f: Func, *args: Any) -> Array:
     return _run(dev, spec, shape, args)
 
 
-def _operand(a: Array, shape: tuple[int, ...]) -> Operand:
-    """``a`` as a kernel operand broadcast to ``shape``."""
-    if a._shape == shape:
-        return Operand(a._buf, a._dtype, a._offset, a._strides)
-    return a._operand(shape)
+def _apply1(f: Func, x: Array) -> Array:
+    """:func:`apply` of a one-argument table function to an array: the same, written out for
+    a kind of call seen before (its spec kept)."""
+    spec = _SPECS.get((f.name, x._dtype))
+    if spec is None or TABLE.get(f.name) is not f:
+        return apply(f, x)
+    return _run(x._dev, spec, x._shape, (x,))
+
+
+def _apply2(f: Func, x1: Any, x2: Any) -> Array:
+    """:func:`apply` of a two-argument table function: the same, written out for a kind of
+    call seen before (its spec kept, so that each argument is an array or a Python scalar
+    and one of them an array)."""
+    name = f.name
+    a1 = isinstance(x1, Array)
+    a2 = isinstance(x2, Array)
+    spec = _SPECS.get((name, x1._dtype if a1 else type(x1), x2._dtype if a2 else type(x2)))
+    if spec is None or TABLE.get(name) is not f:
+        return apply(f, x1, x2)
+    if not a1:
+        _check_scalar(x1, spec.ins[0][1], name)
+        return _run(x2._dev, spec, x2._shape, (x1, x2))
+    if not a2:
+        _check_scalar(x2, spec.ins[1][1], name)
+        return _run(x1._dev, spec, x1._shape, (x1, x2))
+    dev = x1._dev
+    if x2._dev is not dev:
+        check_device(x1, x2)  # raises
+    shape = x1._shape
+    if x2._shape != shape:
+        shape = broadcast_shapes(shape, x2._shape)
+    return _run(dev, spec, shape, (x1, x2))
 
 
 def _run(dev: Any, spec: ElementwiseSpec, shape: tuple[int, ...], args: Any) -> Array:
     """The result of one-output ``spec`` over ``args`` (arrays and scalars in the order of
     ``spec.ins``): pending when fusion is on (:mod:`._fusion`), else launched now."""
-    out = defer(dev, spec, shape, args, Array._pending)
+    out = defer(dev, spec, shape, args, _pending)
     if out is not None:
         return out
-    ins = [_operand(a, shape) if isinstance(a, Array) else a for a in args]
     # the new buffer's future resolves once the launch writing it has
-    (buf,) = elementwise_new(dev, spec, shape, ins)
-    return Array(buf, shape, spec.outs[0][1], dev)
+    return Array(elementwise_new_of(dev, spec, shape, args), shape, spec.outs[0][1], dev)
+
+
+_pending = Array._pending
 
 
 def _base(x: Array) -> Any:
@@ -298,10 +326,10 @@ def _public(f: Func) -> Any:
         def fn(x: Array, /) -> Array:
             if not isinstance(x, Array):
                 raise TypeError(f"{f.name}: expected an array, got {type(x).__name__}")
-            return apply(f, x)
+            return _apply1(f, x)
     else:
         def fn(x1: Any, x2: Any, /) -> Array:  # type: ignore[misc]
-            return apply(f, x1, x2)
+            return _apply2(f, x1, x2)
     fn.__name__ = fn.__qualname__ = f.name
     fn.__doc__ = (f"The standard's ``{f.name}``, element-wise on the device: "
                   f"``{f.op if isinstance(f.op, str) else f.op}``.")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -79,10 +79,10 @@ def _batch_stride(shape: tuple[int, ...], strides: tuple[int, ...]) -> int | Non
     return dims[-1][1] if dims[-1][1] > 0 else None
 
 
-def _blas_operand(x: Array, batch: tuple[int, ...]) -> tuple[Any, str, int, int] | None:
-    """``x`` (``batch`` + a matrix, its batch dimensions broadcast to ``batch``) as cuBLAS
-    reads it: (buffer reference, transpose, leading dimension, batch stride), or None when its
-    layout is not one cuBLAS can read in place."""
+def _blas_read(x: Array, batch: tuple[int, ...]) -> tuple[str, int, int] | None:
+    """How cuBLAS reads ``x`` (``batch`` + a matrix, its batch dimensions broadcast to
+    ``batch``) in place: (transpose, leading dimension, batch stride), or None when its layout
+    is not one cuBLAS can read in place. Its layout alone: no buffer."""
     if x._offset != 0:
         return None
     rows, cols = x.shape[-2:]
@@ -93,7 +93,58 @@ def _blas_operand(x: Array, batch: tuple[int, ...]) -> tuple[Any, str, int, int]
     stride = _batch_stride(batch, _bstrides(x, batch, x.ndim - 2))
     if stride is None:
         return None
-    return _ref_of(x._buf), layout[0], layout[1], stride
+    return layout[0], layout[1], stride
+
+
+def _blas_operand(x: Array, batch: tuple[int, ...]) -> tuple[Any, str, int, int] | None:
+    """``x`` as cuBLAS reads it (:func:`_blas_read`) with its buffer reference first, or None
+    when its layout is not one cuBLAS can read in place."""
+    found = _blas_read(x, batch)
+    if found is None:
+        return None
+    return (_ref_of(x._buf), *found)
+
+
+class _GemmPlan(NamedTuple):
+    """A GEMM of operands that cuBLAS reads in place, from their layouts alone: the message
+    class, its fields after its three buffers (B, A, C), and the output's shape, dtype and
+    storage name."""
+
+    kind: Any
+    fields: tuple
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    storage: str
+
+
+def _gemm_plan(a: Array, b: Array, batch: tuple[int, ...], dt: np.dtype) -> _GemmPlan | None:
+    """The :class:`_GemmPlan` of ``a @ b`` (see :func:`_gemm`), or None when an operand must
+    be copied first."""
+    la = _blas_read(a, batch)
+    lb = _blas_read(b, batch)
+    if la is None or lb is None:
+        return None
+    (ta, lda, sa), (tb, ldb, sb) = la, lb
+    n, k = a.shape[-2:]
+    m = b.shape[-1]
+    count = math.prod(batch)
+    if count == 1:
+        kind: Any = Sgemm if dt == D.float32 else Gemm
+        fields: tuple = (m, n, k, 1.0, 0.0, tb, ta, ldb, lda, m)
+    else:
+        kind = GemmStridedBatched
+        fields = (m, n, k, count, sb, sa, n * m, 1.0, 0.0, tb, ta, ldb, lda, m)
+    return _GemmPlan(kind, fields, batch + (n, m), dt, D.storage_name(dt))
+
+
+def _gemm_send(a: Array, b: Array, plan: _GemmPlan) -> Array:
+    """Post ``plan``'s GEMM of ``a`` and ``b`` into a new array allocated by its message."""
+    ra = _ref_of(a._buf)
+    rb = _ref_of(b._buf)
+    dev = a._dev
+    ref = dev.port.mint(plan.shape, plan.storage, "C")
+    msg = plan.kind(rb, ra, ref, *plan.fields)
+    return Array(dev.port.send_new(ref, msg), plan.shape, plan.dtype, dev)
 
 
 def _gemm(a: Array, b: Array, batch: tuple[int, ...], dt: np.dtype) -> Array:
@@ -103,30 +154,27 @@ def _gemm(a: Array, b: Array, batch: tuple[int, ...], dt: np.dtype) -> Array:
     goes as it lies in memory, a transposed view with the opposite transpose flag. An operand
     laid out otherwise (an offset view, a reversed axis, batch dimensions that broadcast
     against each other) is copied first."""
-    n, k = a.shape[-2:]
-    m = b.shape[-1]
-    ops = []
     copies = []  # held until the GEMM is posted: a copy dropped sooner would be freed first
+    operands = []
     for x in (a, b):
-        found = _blas_operand(x, batch)
-        if found is None:  # a C-ordered copy, its batch broadcast out: one cuBLAS can read
+        if _blas_read(x, batch) is None:  # a C-ordered copy, its batch broadcast out: one
+            # cuBLAS can read
             nb = x.ndim - 2
             full = x._view(batch + x.shape[-2:], _bstrides(x, batch, nb) + x.strides[-2:],
                            x._offset)
             copies.append(_copy(full))
-            found = _blas_operand(copies[-1], batch)
-        ops.append(found)
-    (ra, ta, lda, sa), (rb, tb, ldb, sb) = ops
-    dev = a.device
-    count = math.prod(batch)
-    ref = dev.port.mint(batch + (n, m), D.storage_name(dt), "C")
-    if count == 1:
-        kind = Sgemm if dt == D.float32 else Gemm
-        msg = kind(rb, ra, ref, m, n, k, 1.0, 0.0, tb, ta, ldb, lda, m)
-    else:
-        msg = GemmStridedBatched(rb, ra, ref, m, n, k, count, sb, sa, n * m, 1.0, 0.0, tb, ta,
-                                 ldb, lda, m)
-    return Array(dev.port.send_new(ref, msg), batch + (n, m), dt, dev)
+            x = copies[-1]
+        operands.append(x)
+    plan = _gemm_plan(operands[0], operands[1], batch, dt)
+    assert plan is not None  # the copies are C-ordered
+    return _gemm_send(operands[0], operands[1], plan)
+
+
+#: (each operand's dtype, shape, strides and offset) -> the _GemmPlan of a matmul of two
+#: arrays of at least 2 dimensions that cuBLAS multiplies in place, with no conversion: a
+#: repeated kind of product derives it once (layouts only: no buffer, no device)
+_GEMM_PLANS: dict[tuple, _GemmPlan] = {}
+_GEMM_PLANS_SIZE = 4096
 
 
 def matmul(x1: Array, x2: Array, /) -> Array:
@@ -135,6 +183,13 @@ def matmul(x1: Array, x2: Array, /) -> Array:
     converted to the promoted one first."""
     if not isinstance(x1, Array) or not isinstance(x2, Array):
         raise TypeError("matmul: both operands must be arrays")
+    key = (x1._dtype, x1._shape, x1._strides, x1._offset,
+           x2._dtype, x2._shape, x2._strides, x2._offset)
+    plan = _GEMM_PLANS.get(key)
+    if plan is not None:
+        if x2._dev is not x1._dev:
+            check_device(x1, x2)  # raises
+        return _gemm_send(x1, x2, plan)
     if x1.ndim == 0 or x2.ndim == 0:
         raise ValueError("matmul: operands must have at least one dimension")
     a, b = x1, x2
@@ -150,6 +205,13 @@ def matmul(x1: Array, x2: Array, /) -> Array:
     check_device(a, b)
     dt = D.result_type(a, b)
     if dt in _BLAS_DTYPES and n * m * k * math.prod(batch) > 0:
+        if a is x1 and b is x2 and a.dtype == dt and b.dtype == dt:
+            plan = _gemm_plan(a, b, batch, dt)
+            if plan is not None:  # the product of this kind of operands, kept
+                if len(_GEMM_PLANS) >= _GEMM_PLANS_SIZE:
+                    _GEMM_PLANS.clear()
+                _GEMM_PLANS[key] = plan
+                return _gemm_send(a, b, plan)
         out = _gemm(a if a.dtype == dt else astype(a, dt),
                     b if b.dtype == dt else astype(b, dt), batch, dt)
     else:

@@ -14,7 +14,7 @@ import numpy as np
 from . import _dtypes as D
 from . import _fusion
 from ._array import Array
-from ._codegen import Operand, ReductionSpec, _c_strides, reduction_new
+from ._codegen import Operand, ReductionSpec, _c_strides, reduction_new, reduction_new_of
 from ._expr import cast_name, float_text
 
 __all__ = ["sum", "prod", "max", "min", "mean", "var", "std", "all", "any", "count_nonzero",
@@ -65,8 +65,12 @@ def reduce(x: Array, axis: Any, keepdims: bool, name: str, map_expr: str, reduce
             key = found = None
         if found is not None:
             spec, out_shape, red_shape, strides, kept = found
-            ops = [Operand(x._b, x._dtype, x._offset, strides)]
-            return _launched(x, spec, out_shape, red_shape, ops, identity, out_dt, kept)
+            dev = x._dev
+            buf = reduction_new_of(dev, spec, out_shape, red_shape, x._b, x._offset, strides,
+                                   identity)
+            if kept is None:
+                return Array(buf, out_shape, out_dt, dev)
+            return Array(buf, kept[0], out_dt, dev, kept[1], 0)
     axes = normalize_axes(axis, x.ndim)
     keep = [k for k in range(x.ndim) if k not in axes]
     out_shape = tuple(x.shape[k] for k in keep)

@@ -91,6 +91,7 @@ _FIELD_REFS = Message.refs
 _ALLOC = Alloc.unchecked  # type: ignore[attr-defined]
 _ALLOC_THEN = AllocThen.unchecked  # type: ignore[attr-defined]
 _MINTED = BufRef.whole  # type: ignore[attr-defined]
+_FREE = Free.unchecked  # type: ignore[attr-defined]
 #: messages memoized per Device for repeated identical calls (see Device.sgemm)
 _MEMO_SIZE = 256
 #: dtype as callers pass it (np.float32, "f32", np.dtype(...)) -> (short name, itemsize)
@@ -569,7 +570,10 @@ class Device:
             break
         else:
             if t.refs is not _FIELD_REFS:  # buffers inside other fields (a launch's args)
-                self._check_refs(msg)
+                for ref in msg.refs():  # as for the fields: _check_refs says what is wrong
+                    if ref.owner != token or ref.generation != gen:
+                        self._check_refs(msg)
+                        break
         if self._recorder is not None:
             self._recorder.screen(msg)  # refuse before staging host data
 
@@ -712,7 +716,7 @@ class Device:
         state = self._state
         if state.accepting and ref.generation == state.generation:
             if not self._fuse_alloc or not self._worker.drop(ref, named):
-                self._submit(Free(ref), None)
+                self._submit(_FREE(ref), None)  # a BufRef, its own: nothing to check
 
     def copy_from_host(self, dst: Any, array: Any, offset: int = 0) -> Future:
         """Copy ``array`` into ``dst``. An array of ``dst``'s shape is copied whole (any memory
