@@ -208,3 +208,22 @@ def test_a_read_that_finds_the_buffer_stale_raises_the_producers_error(
     with pytest.raises(gpumsg.ContextPoisoned if producer_fails else gpumsg.GpuRefStale,
                        match="injected" if producer_fails else "stale"):
         np.asarray(x)
+
+
+def test_a_read_of_an_array_whose_allocation_failed_raises_typed(backend, rng) -> None:
+    """An output the budget refused fails every later kernel that reads it, with the cause
+    named, while kernels reading only sound arrays run; nothing else is lost."""
+    MiB = 1 << 20
+    with gpumsg.open_device(0, backend=backend,
+                            memory=gpumsg.MemoryConfig(budget=10 * MiB)) as d:
+        h = random_values(rng, (MiB,), np.float32, False)  # 4 MiB
+        a = xpm.asarray(h, device=d)
+        with xpm.fusion(False):
+            b = a * 2  # 8 MiB held
+            c = b + a  # a third 4 MiB: refused on the device
+            head = c[:4] + 1  # a small output: its launch reads c and is refused
+            sound = a[:4] + b[:4]
+        with pytest.raises(gpumsg.DependencyFailed, match="OutOfBudget"):
+            np.asarray(head)
+        np.testing.assert_array_equal(np.asarray(sound), h[:4] + h[:4] * 2)
+        np.testing.assert_array_equal(np.asarray(b), h * 2)

@@ -87,6 +87,39 @@ def pack(kinds: tuple[str, ...], values: list[Any]) -> tuple[Any, list[Any]]:
     return block, [block]
 
 
+class _ParamBlock:
+    """One kernel signature's parameter block, kept and rewritten at each launch: the layout
+    of :func:`pack` with its pointer array written once, so a launch writes only the values
+    (one ``pack_into``, about a quarter of :func:`pack`'s cost). The driver copies the
+    values at ``cuLaunchKernel`` (into the graph node under capture), and launches run one at
+    a time on the device's executor, so one block per signature serves every launch."""
+
+    __slots__ = ("block", "values", "address", "f16")
+
+    def __init__(self, kinds: tuple[str, ...]) -> None:
+        array, packer, offsets = _packer(kinds)
+        n = len(kinds)
+        self.block = array()
+        base = ctypes.addressof(self.block)
+        for i, off in enumerate(offsets):
+            self.block[i] = base + off
+        self.values = struct.Struct("<" + packer.format[1 + n:])
+        self.address = ctypes.c_void_p(base)
+        self.f16 = "f16" in kinds
+
+    def fill(self, kinds: tuple[str, ...], values: list[Any]) -> Any:
+        """Write ``values``; the block's address (a ``c_void_p``), or None for a value the
+        struct refuses (:func:`pack` converts those through ctypes)."""
+        if self.f16:
+            values = [int(np.float16(v).view(np.uint16)) if k == "f16" else v
+                      for k, v in zip(kinds, values)]
+        try:
+            self.values.pack_into(self.block, 8 * len(kinds), *values)
+        except (struct.error, OverflowError, TypeError):
+            return None
+        return self.address
+
+
 class NvrtcHandle:
     """Modules and functions loaded on one device (CUDA)."""
 
@@ -102,6 +135,8 @@ class NvrtcHandle:
         self._heads: dict[tuple, list[Any]] = {}
         #: stream handle -> its ctypes value (the device's streams are few and long-lived)
         self._streams: dict[int, Any] = {}
+        #: parameter kinds -> the block one-off launches write their values into
+        self._blocks: dict[tuple[str, ...], _ParamBlock] = {}
         #: cuLaunchKernel through ctypes (backends/cuda/driver.py), or None for the binding
         self._raw = raw_kernel_launch(ctx.compute.in_flight if ctx is not None else None)
 
@@ -143,8 +178,50 @@ class NvrtcHandle:
 
     def launch(self, stream: Any, fn: Any, grid: tuple, block: tuple, shared: int,
                kinds: tuple[str, ...], values: list[Any], refs: list[Any]) -> None:
-        """Launch ``fn`` once with these arguments (packed for this call)."""
-        self.bound(fn, grid, block, shared, kinds, values, refs)(stream)
+        """Launch ``fn`` once with these arguments on ``stream``, written into the kept block
+        of their signature (:class:`_ParamBlock`): no launcher is made, nothing is kept.
+        Called on the device's executor (a handler), whose turns never overlap."""
+        raw = self._raw
+        address = None
+        if raw is not None and kinds:
+            params = self._blocks.get(kinds)
+            if params is None:
+                if len(self._blocks) >= 1024:
+                    self._blocks.clear()
+                params = self._blocks[kinds] = _ParamBlock(kinds)
+            address = params.fill(kinds, values)
+        if address is None:  # the binding, no parameters, or a value ctypes must convert
+            self.bound(fn, grid, block, shared, kinds, values, refs)(stream)
+            return
+        self._allow_shared(fn, shared)
+        err = raw(*self._head(fn, grid, block, shared), self._stream_arg(stream), address, None)
+        if err:
+            raise _fail(err, "cuLaunchKernel")
+
+    def _head(self, fn: Any, grid: tuple, block: tuple, shared: int) -> list[Any]:
+        """The function's and the configuration's ctypes values, made once per (function,
+        configuration): ctypes passes instances of the declared types as they are, where it
+        converts a Python int at every call."""
+        handle = int(fn)
+        key = (handle, grid, block, shared)
+        head = self._heads.get(key)
+        if head is None:
+            head = [ctypes.c_void_p(handle), *(ctypes.c_uint(v) for v in (*grid, *block, shared))]
+            if len(self._heads) >= 4096:
+                self._heads.clear()
+            self._heads[key] = head
+        return head
+
+    def _stream_arg(self, stream: Any) -> Any:
+        """The stream's handle as a ``c_void_p`` (the device's streams are few and
+        long-lived)."""
+        h = int(stream)
+        arg = self._streams.get(h)
+        if arg is None:
+            if len(self._streams) >= 256:
+                self._streams.clear()
+            arg = self._streams[h] = ctypes.c_void_p(h)
+        return arg
 
     def bound(self, fn: Any, grid: tuple, block: tuple, shared: int, kinds: tuple[str, ...],
               values: list[Any], refs: list[Any]) -> Callable[[Any], None]:
@@ -167,34 +244,16 @@ class NvrtcHandle:
                 if err:
                     raise _fail(err, "cuLaunchKernel")
         else:
-            # the arguments as instances of their declared ctypes types, made once: ctypes
-            # passes those as they are, where it converts a Python int at every call. The
-            # function's and the configuration's are kept per (function, configuration): a
-            # launch of a new output is a new message, bound once and launched once
-            handle = int(fn)
-            key = (handle, grid, block, shared)
-            head = self._heads.get(key)
-            if head is None:
-                head = [ctypes.c_void_p(handle),
-                        *(ctypes.c_uint(v) for v in (gx, gy, gz, bx, by, bz, shared))]
-                if len(self._heads) >= 4096:
-                    self._heads.clear()
-                self._heads[key] = head
-            args: list[Any] = [*head, None, ctypes.c_void_p(address), None]
+            # the arguments as instances of their declared ctypes types (see _head)
+            args: list[Any] = [*self._head(fn, grid, block, shared), None,
+                               ctypes.c_void_p(address), None]
             last: list[Any] = [None]  # the stream object whose handle is args[8]
-
-            streams = self._streams
+            stream_arg = self._stream_arg
 
             def launch(stream: Any) -> None:
                 if stream is not last[0]:
                     last[0] = stream
-                    h = int(stream)
-                    arg = streams.get(h)
-                    if arg is None:
-                        if len(streams) >= 256:
-                            streams.clear()
-                        arg = streams[h] = ctypes.c_void_p(h)
-                    args[8] = arg
+                    args[8] = stream_arg(stream)
                 err = raw(*args)
                 if err:
                     raise _fail(err, "cuLaunchKernel")

@@ -58,31 +58,49 @@ class _LaunchPlan:
 
 def _launch_once(ctx: Any, msg: Launch, reply: Any) -> None:
     """A launch never sent again (``AllocThen``'s: its output is new): what ``_LaunchPlan``
-    derives, derived inline and not kept. Only the pointer parameters are looked at (the
-    others are numbers, passed as they are)."""
+    derives, derived inline and not kept, and launched without a launcher
+    (``launch``: the arguments written into the kept block of their kinds). Only the pointer
+    parameters are looked at (the others are numbers, passed as they are)."""
     k = msg.kernel
     if k.owner != ctx.token:
         raise InvalidMessage(f"kernel: {k.name!r} was compiled for another device",
                              field="kernel")
     lib = ctx.library("nvrtc")
     fn = lib.function(k.module, k.symbol)
-    resolve, resolve_out = ctx.resolve, ctx.resolve_out
-    reads, writes = msg.reads, msg.writes
-    read_ids = {r.id for r in reads}
-    by_id: dict[int, Any] = {}
     args = msg.args
     values = list(args)
-    for i, field in pointer_params(k.params):
+    # the common case: every buffer allocated and sound, one dict lookup each
+    found = ctx.buffers.get
+    for i, _ in pointer_params(k.params):
+        alloc = found(args[i].id)
+        if alloc is None or alloc.failed is not None:
+            allocs = _resolved(ctx, msg, values)  # the slow path says what is wrong
+            break
+        values[i] = alloc.ptr
+    else:
+        allocs = found
+    # ``args`` as the references: a BufRef at each pointer parameter (the simulator views it)
+    ctx.run(reply, COMPUTE, tuple([allocs(r.id) for r in msg.reads]),
+            tuple([allocs(r.id) for r in msg.writes]), lib.launch, fn, msg.grid, msg.block,
+            msg.shared, k.params, values, args)
+
+
+def _resolved(ctx: Any, msg: Launch, values: list[Any]) -> Any:
+    """Resolve each pointer argument as a read (a buffer the launch reads) or a write, raising
+    what ``resolve``/``resolve_out`` raise; write the pointers into ``values``. The lookup of
+    the resolved allocations by buffer id."""
+    resolve, resolve_out = ctx.resolve, ctx.resolve_out
+    read_ids = {r.id for r in msg.reads}
+    by_id: dict[int, Any] = {}
+    args = msg.args
+    for i, field in pointer_params(msg.kernel.params):
         a = args[i]
         alloc = by_id.get(a.id)
         if alloc is None:
             alloc = by_id[a.id] = resolve(a, field) if a.id in read_ids else \
                 resolve_out(a, field)
         values[i] = alloc.ptr
-    # ``args`` as the references: a BufRef at each pointer parameter (the simulator views it)
-    launcher = lib.bound(fn, msg.grid, msg.block, msg.shared, k.params, values, args)
-    ctx.run(reply, COMPUTE, tuple([by_id[r.id] for r in reads]),
-            tuple([by_id[r.id] for r in writes]), launcher)
+    return by_id.get
 
 
 @handles(Launch)
