@@ -1120,7 +1120,7 @@ def elementwise_new_of(dev: Any, spec: ElementwiseSpec, shape: tuple[int, ...],
     else:
         reads = (ref, *_distinct(refs))
     msg = _UNCHECKED(kernel, (plan.grid, 1, 1), _BLOCK3, (plan.n, ref, *refs, *bits, *plan.tail),
-                     0, reads, (ref,))
+                     0, reads, (ref,), ())
     return dev.port.send_new(ref, msg)
 
 
@@ -1178,19 +1178,20 @@ _UNCHECKED = Launch.unchecked  # type: ignore[attr-defined]
 
 
 def _send(dev: Any, key: tuple, render: Any, grid: int, block: int, args: tuple,
-          reads: tuple, writes: tuple, new: Any = None, make: Any = None) -> Any:
+          reads: tuple, writes: tuple, new: Any = None, make: Any = None,
+          scratch: tuple = ()) -> Any:
     """Post the launch of the kernel of plan ``key`` (``render()`` gives its name, source and
     parameter kinds the first time; ``make(dev, name, source, kinds)`` compiles it, by default
     :func:`kernel_for` with the exact-math options); ``new``: a reference minted for an output
-    that the launch's message allocates. The future of the launch (of the new buffer with
-    ``new``)."""
+    that the launch's message allocates; ``scratch``: the launch's workspace (``Launch``'s
+    field). The future of the launch (of the new buffer with ``new``)."""
     mine = getattr(dev, _READY_ATTR, None)
     kernel = mine.get(key) if mine is not None else None
     if kernel is None:
         name, source, kinds = render()
         kernel = kernel_for(dev, name, source, kinds, EXACT) if make is None else \
             make(dev, name, source, kinds)
-        msg = Launch(kernel, grid, block, args, 0, reads, writes)  # checked, once per plan
+        msg = Launch(kernel, grid, block, args, 0, reads, writes, scratch)  # checked, once
         with _lock:
             mine = getattr(dev, _READY_ATTR, None)
             if mine is None:
@@ -1200,7 +1201,7 @@ def _send(dev: Any, key: tuple, render: Any, grid: int, block: int, args: tuple,
                 mine.clear()
             mine[key] = kernel
     else:
-        msg = _UNCHECKED(kernel, (grid, 1, 1), (block, 1, 1), args, 0, reads, writes)
+        msg = _UNCHECKED(kernel, (grid, 1, 1), (block, 1, 1), args, 0, reads, writes, scratch)
     port = dev.port
     return port.send(msg) if new is None else port.send_new(new, msg)
 
@@ -1332,7 +1333,7 @@ def _launch_red(dev: Any, spec: ReductionSpec, out_shape: tuple[int, ...],
     args = (*plan.head, out_ref, *refs, *ident, *bits, out.offset, *offsets,
             *plan.shape_args, ws)
     return _send(dev, plan.key, plan.render, plan.grid, plan.block, args,
-                 _distinct([*refs, out_ref, ws]), (out_ref, ws), new)
+                 _distinct([*refs, out_ref, ws]), (out_ref, ws), new, scratch=(ws,))
 
 
 #: the device attribute holding {(spec, output shape, reduced shape, the input's offset and
@@ -1360,11 +1361,11 @@ def reduction_new_of(dev: Any, spec: ReductionSpec, out_shape: tuple[int, ...],
     head = (*plan.head, ref, src, *scalar_bits(identity, spec.acc), 0, offset, *plan.shape_args)
     if not plan.ws_bytes:
         msg = _UNCHECKED(kernel, (plan.grid, 1, 1), (plan.block, 1, 1), head, 0,
-                         (src, ref), (ref,))
+                         (src, ref), (ref,), ())
     else:
         ws = _workspace(dev, plan.ws_bytes)
         msg = _UNCHECKED(kernel, (plan.grid, 1, 1), (plan.block, 1, 1), (*head, ws), 0,
-                         _distinct([src, ref, ws]), (ref, ws))
+                         _distinct([src, ref, ws]), (ref, ws), (ws,))
     return dev.port.send_new(ref, msg)
 
 

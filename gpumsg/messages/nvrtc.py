@@ -155,7 +155,10 @@ class Launch(Message):
     (GpuBuffer, its future or a BufRef) for each pointer, a number for each scalar (checked
     against the parameter's type). ``reads``/``writes`` declare which buffer arguments the kernel
     reads and writes (default: every buffer argument, both), so that other streams' uses and
-    stream-ordered frees are ordered around the launch. Replies None."""
+    stream-ordered frees are ordered around the launch. ``scratch`` names buffer arguments the
+    kernel uses as workspace and leaves as it found them (a split reduction's arrival counters):
+    ordered as read and written, but a failed launch does not mark them failed, since their
+    contents never depend on the launch's inputs. Replies None."""
 
     kernel: Kernel
     grid: Any
@@ -164,6 +167,7 @@ class Launch(Message):
     shared: int = 0
     reads: Any = None
     writes: Any = None
+    scratch: Any = None
 
     def __post_init__(self) -> None:
         k = self.kernel
@@ -227,10 +231,27 @@ class Launch(Message):
                         raise _fail(self, field, f"{ref.describe()} is not an argument of the "
                                     "launch")
             _set(self, field, chosen)
+        scratch = () if self.scratch is None else self.scratch
+        if not isinstance(scratch, (tuple, list)):
+            scratch = (scratch,)
+        kept = tuple(dict.fromkeys(_ref(self, "scratch", v) for v in scratch))
+        for ref in kept:
+            if ref.id not in ids:
+                raise _fail(self, "scratch", f"{ref.describe()} is not an argument of the "
+                            "launch")
+            for field in ("reads", "writes"):  # ordered as read and written
+                chosen = getattr(self, field)
+                if all(r.id != ref.id for r in chosen):
+                    _set(self, field, (*chosen, ref))
+        _set(self, "scratch", kept)
 
     def refs(self) -> list[BufRef]:
         args = self.args
         return [args[i] for i, _ in pointer_params(self.kernel.params)]
 
     def written(self) -> list[BufRef]:
-        return list(self.writes)
+        scratch = self.scratch
+        if not scratch:
+            return list(self.writes)
+        ids = {r.id for r in scratch}
+        return [r for r in self.writes if r.id not in ids]

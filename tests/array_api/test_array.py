@@ -227,3 +227,24 @@ def test_a_read_of_an_array_whose_allocation_failed_raises_typed(backend, rng) -
             np.asarray(head)
         np.testing.assert_array_equal(np.asarray(sound), h[:4] + h[:4] * 2)
         np.testing.assert_array_equal(np.asarray(b), h * 2)
+
+
+def test_a_failed_reduction_leaves_the_next_reductions_working(backend, rng) -> None:
+    """Split reductions share a workspace of arrival counters: a reduction refused because its
+    input failed leaves it as it was, so later reductions on the device still answer."""
+    MiB = 1 << 20
+    with gpumsg.open_device(0, backend=backend,
+                            memory=gpumsg.MemoryConfig(budget=10 * MiB)) as d:
+        h = random_values(rng, (MiB,), np.float32, False)  # 4 MiB: a split reduction
+        a = xpm.asarray(h, device=d)
+        with xpm.fusion(False):
+            b = a * 2
+            c = b + a  # refused on the device: the budget is spent
+            total = xpm.sum(c)
+            del c
+            later = [xpm.sum(a), xpm.max(a), xpm.sum(b)]
+        with pytest.raises(gpumsg.DependencyFailed, match="OutOfBudget"):
+            float(total)
+        want = [h.astype(np.float64).sum(), h.max(), 2 * h.astype(np.float64).sum()]
+        for got, ref in zip(later, want):
+            np.testing.assert_allclose(float(got), ref, rtol=1e-4, atol=1e-2)

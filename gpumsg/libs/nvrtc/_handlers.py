@@ -83,6 +83,19 @@ def _launch_once(ctx: Any, msg: Launch, reply: Any) -> None:
     ctx.run(reply, COMPUTE, tuple([allocs(r.id) for r in msg.reads]),
             tuple([allocs(r.id) for r in msg.writes]), lib.launch, fn, msg.grid, msg.block,
             msg.shared, k.params, values, args)
+    if msg.scratch:
+        _keep_scratch(ctx, msg)
+
+
+def _keep_scratch(ctx: Any, msg: Launch) -> None:
+    """A launch's scratch carries no verdict of its inputs: the envelope gave every buffer
+    the launch writes its verdict, but a scratch buffer's contents do not depend on them, and
+    a verdict failing later would fail every launch that uses the scratch after."""
+    found = ctx.buffers.get
+    for ref in msg.scratch:
+        alloc = found(ref.id)
+        if alloc is not None:
+            alloc.verdict = None
 
 
 def _resolved(ctx: Any, msg: Launch, values: list[Any]) -> Any:
@@ -117,3 +130,5 @@ def _launch(ctx: Any, msg: Launch, reply: Any) -> None:
     launcher = plan.launcher if ptrs == plan.ptrs else plan.bind(ctx, msg, allocs, ptrs)
     ctx.run(reply, COMPUTE, tuple([allocs[i] for i in plan.reads]),
             tuple([allocs[i] for i in plan.writes]), launcher)
+    if msg.scratch:
+        _keep_scratch(ctx, msg)
