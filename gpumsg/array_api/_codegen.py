@@ -16,6 +16,7 @@ description (:mod:`._expr`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import math
@@ -84,22 +85,37 @@ def check_names(prog: Program, allowed: Any, field: str, what: str) -> None:
                                  f"{', '.join(sorted(allowed))}", field=field)
 
 
+def _field_names(cls: type) -> tuple[str, ...]:
+    """A spec class's dataclass field names, in order."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+#: spec class -> its dataclass field names, in order
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def _hash_once(spec: Any) -> int:
     """A spec's hash, computed on first use and kept: specs key the plan caches on every call,
-    and hashing their dtypes each time cost more than the rest of a cache lookup."""
+    and hashing their dtypes each time cost more than the rest of a cache lookup. The fields
+    are read by name: the instance dict also holds what is kept beside them (``_hash``,
+    ew_vector's ``_vec``), which another thread may add meanwhile, so it is never iterated (a
+    dict that grows under an iteration raises)."""
     fields = spec.__dict__
     h = fields.get("_hash")
     if h is None:
-        # the fields, in order: not what is kept beside them (_hash, ew_vector's _vec)
-        h = hash(tuple([v for k, v in fields.items() if k[0] != "_"]))
+        h = hash(tuple([fields[name] for name in _field_names(type(spec))]))
         object.__setattr__(spec, "_hash", h)
     return h
 
 
 def _state_without_hash(spec: Any) -> dict[str, Any]:
     """A spec's pickled state: its fields, not what is kept beside them (strings hash
-    differently in another process)."""
-    return {k: v for k, v in spec.__dict__.items() if k[0] != "_"}
+    differently in another process); read by name, as :func:`_hash_once` does."""
+    fields = spec.__dict__
+    return {name: fields[name] for name in _field_names(type(spec))}
 
 
 @dataclass(frozen=True)

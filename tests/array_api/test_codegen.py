@@ -236,3 +236,29 @@ def test_float_text_reads_back_as_the_same_value() -> None:
         c = render_c(parse(f"out = {text}").statements[0][1])
         bare = c.replace("gm_nan()", "").replace("gm_inf()", "")
         assert "nan" not in bare and "inf" not in bare, c
+
+
+class _NoIteration(dict):
+    """An instance dict that fails when iterated: another thread may add a kept value (the
+    hash, ew_vector's width) to a spec's dict at any time, and a dict that grows under an
+    iteration raises RuntimeError."""
+
+    def items(self):
+        raise AssertionError("a spec's instance dict was iterated")
+
+    __iter__ = keys = values = items
+
+
+@pytest.mark.parametrize("kind", ["elementwise", "reduction"])
+def test_spec_hash_and_pickle_read_fields_by_name(kind) -> None:
+    import pickle
+
+    f32 = np.dtype(np.float32)
+    if kind == "elementwise":
+        spec = ElementwiseSpec("t", "out = x", (("x", f32, False),), (f32,), (("out", f32),))
+    else:
+        spec = ReductionSpec("t", "a = x", "a = a + b", "out = a", (("x", f32, False),), (f32,),
+                             f32, ("out", f32))
+    object.__setattr__(spec, "__dict__", _NoIteration(spec.__dict__))
+    copy = pickle.loads(pickle.dumps(spec))
+    assert copy == spec and hash(copy) == hash(spec)
