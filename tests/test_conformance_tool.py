@@ -78,3 +78,19 @@ def test_failures_are_not_replayed_from_an_earlier_run(tmp_path) -> None:
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert "2 passed, 0 failed" in proc.stdout
     assert not os.path.exists(os.path.join(suite, ".hypothesis"))
+
+
+def test_a_failure_prints_what_it_raised_and_for_which_input(tmp_path) -> None:
+    """A run that comes back from a GPU must say why a case failed, not only its name."""
+    suite = _suite(tmp_path, """
+        def test_ok(): pass
+        def test_refused():
+            exc = BufferError("cannot export a buffer on (2, 0) without a copy")
+            exc.add_note("x.__dlpack__ with copy_kw = {'copy': False}")
+            raise exc
+    """)
+    proc = _run(suite, "--floor", "0.4")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "FAILED array_api_tests/test_stand_in.py::test_refused" in proc.stdout
+    assert "BufferError: cannot export a buffer on (2, 0) without a copy" in proc.stdout
+    assert "x.__dlpack__ with copy_kw" in proc.stdout

@@ -85,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     for line in out.splitlines():
         if line.startswith(("FAILED", "ERROR")):
             print(line)
+    if failed:  # what each failure raised, hypothesis's sub-failures included: a GPU run that
+        for line in _failure_lines(out):  # comes back with a bare FAILED line costs another
+            print(line)
     if passed + failed == 0 or counts.get("error"):
         print(out[-3000:])  # what stopped the run, or the errors counted as failures
     if passed + failed == 0:
@@ -94,6 +97,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"array-api-tests: {passed} passed, {failed} failed, {counts.get('skipped', 0)} "
           f"skipped: pass rate {rate:.1%} (floor {args.floor:.0%})")
     return 0 if rate >= args.floor else 1
+
+
+def _failure_lines(out: str, limit: int = 40) -> list[str]:
+    """The lines of pytest's failure report that say what was raised and for which input (an
+    exception's ``Name: message``, hypothesis's failing cases and their notes), each once."""
+    keep = re.compile(r"^[\s|+]*(E\s+\S|\w+(Error|Exception|Group)\b.*:|Failing test case|"
+                      r"Falsifying|x\.\S+ with )")
+    seen: list[str] = []
+    for line in out.splitlines():
+        text = line.rstrip()
+        if keep.match(text) and text not in seen:
+            seen.append(text)
+    return seen[:limit]
 
 
 if __name__ == "__main__":
