@@ -127,11 +127,13 @@ def test_success_is_not_gated_into_failure(dev, rng) -> None:
 
 
 @pytest.mark.parametrize("when", ["pipelined", "after"])
-def test_poisoned_stream_fails_queued_readers(when: str, rng) -> None:
+def test_poisoned_stream_fails_queued_readers(when: str, rng, monkeypatch) -> None:
     """A failed launch (a sticky fault at completion) fails what was queued behind it and
     what comes after; nothing reaches the host as data. Simulator only: on a GPU the poisoned
     context ends the process's use of CUDA (tests/service/test_poison.py covers it in a
-    subprocess)."""
+    subprocess). One compute stream: a pool may run the matmul beside the fault, and answer it
+    (right) before the fault is seen (about one run in 150 with four streams)."""
+    monkeypatch.setenv("GPUMSG_STREAMS", "1")
     dev = gpumsg.open_device(0, backend="sim", allow_fault_injection=True)
     try:
         a = dev.to_device(random_array(rng, (4, 4), np.float32)).result()
