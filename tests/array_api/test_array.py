@@ -248,3 +248,19 @@ def test_a_failed_reduction_leaves_the_next_reductions_working(backend, rng) -> 
         want = [h.astype(np.float64).sum(), h.max(), 2 * h.astype(np.float64).sum()]
         for got, ref in zip(later, want):
             np.testing.assert_allclose(float(got), ref, rtol=1e-4, atol=1e-2)
+
+
+def test_a_reduction_of_a_failed_factorization_leaves_later_reductions_working(xp) -> None:
+    """The same through a verdict decided at completion: the reduction of a Cholesky factor of a
+    matrix that is not positive definite is gated on the factorization's check, and its failure
+    must not reach the workspace the reduction shares with later ones."""
+    n = 1024  # a split reduction: it uses the device's workspace
+    with xp.fusion(False):
+        factor = xp.linalg.cholesky(xp.asarray(-np.eye(n, dtype=np.float32)))
+        total = xp.sum(factor)
+        ones = xp.asarray(np.ones((n, n), np.float32))
+        later = xp.sum(ones)
+        with pytest.raises(gpumsg.GpuError):
+            float(total)
+        assert float(later) == n * n
+        assert float(xp.sum(ones)) == n * n
