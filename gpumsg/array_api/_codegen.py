@@ -24,6 +24,7 @@ import struct
 import threading
 import warnings
 import weakref
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -1410,8 +1411,8 @@ def _reduction_new_first(dev: Any, spec: ReductionSpec, out_shape: tuple[int, ..
     return out
 
 
-#: device -> (generation, bytes, buffer) of its reduction workspace, kept as an attribute of
-#: the device (it lives and dies with it)
+#: device -> (generation, bytes, buffer, its zeroing's future) of its reduction workspace, kept
+#: as an attribute of the device (it lives and dies with it)
 _WS_ATTR = "_array_reduction_workspace"
 _ws_lock = threading.RLock()
 
@@ -1420,16 +1421,23 @@ def _workspace(dev: Any, nbytes: int) -> BufRef:
     """The reference of ``dev``'s reduction workspace of at least ``nbytes`` (made, or grown,
     here: allocated and zeroed by two messages; a replaced one is freed behind the launches
     naming it). Every split reduction names it as read and written, so that launches sharing
-    its counters never overlap, whichever streams they are placed on."""
+    its counters never overlap, whichever streams they are placed on. One whose allocation or
+    zeroing failed (a budget or memory refusal) is made again: kept, it would fail every split
+    reduction after."""
     with _ws_lock:
         found = getattr(dev, _WS_ATTR, None)
-        if found is None or found[0] != dev.generation or found[1] < nbytes:
+        if found is None or found[0] != dev.generation or found[1] < nbytes or \
+                _failed(found[2]) or _failed(found[3]):
             size = max(nbytes, 2 * WS_COUNTERS, found[1] if found else 0)
             buf = dev.alloc((size,), "u1")
-            dev.memset(buf, 0)
-            found = (dev.generation, size, buf)
+            found = (dev.generation, size, buf, dev.memset(buf, 0))
             setattr(dev, _WS_ATTR, found)
         return _ref_of(found[2])
+
+
+def _failed(fut: Any) -> bool:
+    """Whether ``fut`` (a future, or a buffer already answered) has failed, without waiting."""
+    return isinstance(fut, Future) and fut.done() and fut.exception() is not None
 
 
 def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

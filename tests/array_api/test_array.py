@@ -264,3 +264,24 @@ def test_a_reduction_of_a_failed_factorization_leaves_later_reductions_working(x
             float(total)
         assert float(later) == n * n
         assert float(xp.sum(ones)) == n * n
+
+
+def test_a_refused_workspace_is_made_again(backend, rng) -> None:
+    """The first split reduction allocates the device's workspace; refused (the budget is
+    spent), it is made again by the next reduction once memory is free, rather than kept and
+    failing every reduction after."""
+    MiB = 1 << 20
+    with gpumsg.open_device(0, backend=backend,
+                            memory=gpumsg.MemoryConfig(budget=12 * MiB)) as d:
+        h = random_values(rng, (MiB,), np.float32, False)  # 4 MiB: a split reduction
+        a = xpm.asarray(h, device=d)
+        with xpm.fusion(False):
+            b = a * 2
+            c = a + b  # fills the budget: the workspace's allocation is refused below
+            first = xpm.sum(c)
+            with pytest.raises(gpumsg.GpuError, match="OutOfBudget|budget"):
+                float(first)
+            del b, c
+            np.testing.assert_allclose(float(xpm.sum(a)), h.astype(np.float64).sum(),
+                                       rtol=1e-4, atol=1e-2)
+            np.testing.assert_allclose(float(xpm.max(a)), h.max())
