@@ -1153,17 +1153,23 @@ def _elementwise_new_first(dev: Any, spec: ElementwiseSpec, shape: tuple[int, ..
     out_dt = spec.outs[0][1]
     arrays = [Operand(None, out_dt, 0, _c_strides(shape))]
     arrays += [op for op, (_, _, sc) in zip(ins, spec.ins) if not sc]
-    plan = _ew_plan(spec, shape, arrays)
+    _keep_plan(dev, _EW_PLANS_ATTR, _EW_PLANS_SIZE, memo, _ew_plan(spec, shape, arrays), out_dt)
+    return buf
+
+
+def _keep_plan(dev: Any, attr: str, size: int, memo: tuple, plan: Any, out_dt: np.dtype) -> None:
+    """Keep ``plan`` (its kernel and the output's storage name beside it) under ``memo`` in the
+    device's table ``attr``, once its kernel is ready (a first launch that failed to compile or
+    to send keeps nothing); a full table starts again."""
     mine = getattr(dev, _READY_ATTR, None)
     kernel = mine.get(plan.key) if mine is not None else None
     if kernel is not None:
         with _lock:
-            plans = getattr(dev, _EW_PLANS_ATTR, None)
-            if plans is None or len(plans) >= _EW_PLANS_SIZE:
+            plans = getattr(dev, attr, None)
+            if plans is None or len(plans) >= size:
                 plans = {}
-                setattr(dev, _EW_PLANS_ATTR, plans)
+                setattr(dev, attr, plans)
             plans[memo] = (plan, kernel, D.storage_name(out_dt))
-    return buf
 
 
 def _ref_of(buffer: Any) -> BufRef:
@@ -1399,15 +1405,7 @@ def _reduction_new_first(dev: Any, spec: ReductionSpec, out_shape: tuple[int, ..
     out_dt = spec.out[1]
     plan = _red_plan(spec, out_shape, red_shape, Operand(None, out_dt, 0, _c_strides(out_shape)),
                      [op])
-    mine = getattr(dev, _READY_ATTR, None)
-    kernel = mine.get(plan.key) if mine is not None else None
-    if kernel is not None:
-        with _lock:
-            plans = getattr(dev, _RED_NEW_ATTR, None)
-            if plans is None or len(plans) >= _RED_PLANS_SIZE:
-                plans = {}
-                setattr(dev, _RED_NEW_ATTR, plans)
-            plans[memo] = (plan, kernel, D.storage_name(out_dt))
+    _keep_plan(dev, _RED_NEW_ATTR, _RED_PLANS_SIZE, memo, plan, out_dt)
     return out
 
 

@@ -3,6 +3,8 @@ its errors, DLPack, the inspection API."""
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 from array_helpers import random_values
@@ -210,14 +212,20 @@ def test_a_read_that_finds_the_buffer_stale_raises_the_producers_error(
         np.asarray(x)
 
 
+@contextlib.contextmanager
+def _budgeted(backend: str, rng, mib: int):
+    """A device whose memory budget is ``mib`` MiB, holding ``a``, 4 MiB of float32 (``h`` on
+    the host): (device, h, a)."""
+    with gpumsg.open_device(0, backend=backend,
+                            memory=gpumsg.MemoryConfig(budget=mib << 20)) as d:
+        h = random_values(rng, (1 << 20,), np.float32, False)
+        yield d, h, xpm.asarray(h, device=d)
+
+
 def test_a_read_of_an_array_whose_allocation_failed_raises_typed(backend, rng) -> None:
     """An output the budget refused fails every later kernel that reads it, with the cause
     named, while kernels reading only sound arrays run; nothing else is lost."""
-    MiB = 1 << 20
-    with gpumsg.open_device(0, backend=backend,
-                            memory=gpumsg.MemoryConfig(budget=10 * MiB)) as d:
-        h = random_values(rng, (MiB,), np.float32, False)  # 4 MiB
-        a = xpm.asarray(h, device=d)
+    with _budgeted(backend, rng, 10) as (d, h, a):  # a: 4 MiB
         with xpm.fusion(False):
             b = a * 2  # 8 MiB held
             c = b + a  # a third 4 MiB: refused on the device
@@ -232,11 +240,7 @@ def test_a_read_of_an_array_whose_allocation_failed_raises_typed(backend, rng) -
 def test_a_failed_reduction_leaves_the_next_reductions_working(backend, rng) -> None:
     """Split reductions share a workspace of arrival counters: a reduction refused because its
     input failed leaves it as it was, so later reductions on the device still answer."""
-    MiB = 1 << 20
-    with gpumsg.open_device(0, backend=backend,
-                            memory=gpumsg.MemoryConfig(budget=10 * MiB)) as d:
-        h = random_values(rng, (MiB,), np.float32, False)  # 4 MiB: a split reduction
-        a = xpm.asarray(h, device=d)
+    with _budgeted(backend, rng, 10) as (d, h, a):  # a: 4 MiB: a split reduction
         with xpm.fusion(False):
             b = a * 2
             c = b + a  # refused on the device: the budget is spent
@@ -270,11 +274,7 @@ def test_a_refused_workspace_is_made_again(backend, rng) -> None:
     """The first split reduction allocates the device's workspace; refused (the budget is
     spent), it is made again by the next reduction once memory is free, rather than kept and
     failing every reduction after."""
-    MiB = 1 << 20
-    with gpumsg.open_device(0, backend=backend,
-                            memory=gpumsg.MemoryConfig(budget=12 * MiB)) as d:
-        h = random_values(rng, (MiB,), np.float32, False)  # 4 MiB: a split reduction
-        a = xpm.asarray(h, device=d)
+    with _budgeted(backend, rng, 12) as (d, h, a):  # a: 4 MiB: a split reduction
         with xpm.fusion(False):
             b = a * 2
             c = a + b  # fills the budget: the workspace's allocation is refused below
