@@ -32,10 +32,17 @@ message waits in the mailbox, the caller's next posts queue behind it while the 
 catches up, and 97-99% of the calls went through the mailbox; forcing callers to wait for the
 device thread (``GPUMSG_BACKPRESSURE=1/0``: 86% of small reductions inline) did not make a call
 cheaper (77-79 µs either way). The Python work per message, not the hand-over, sets that cost.
-Nor did a device thread that skipped its look (:data:`WATCH`) while a caller's turn ran, so that
-callers never found the lock taken by it: nearly every small call then ran inline, but one
-thread issuing GEMM, FFT and convolution calls in turn fell from 18k to 10k calls a second
-(paired runs, H200), and a pipeline test's chain behind a hung kernel failed. Nor did callers
+The device thread's look never waits for the lock: a look that did took the lock as a caller's
+turn ended, and the caller's next message, finding it taken, queued behind the look; the wait
+for that message then crossed two threads (the device thread woken to run it, the caller woken
+by its answer). In a loop of round trips, 20-40% of the waits went so, at 130-230 µs each
+against one inline turn's wait (H200 VM, 2026-11-28, CG on the Poisson matrix and the upload /
+matmul / download step). A look that finds the lock taken skips: a caller is at work, and what
+its turns leave running is its own. Paired runs (two rounds each, the same VM): a round trip of
+``float(sum(x))`` 172-223 µs before, 114-118 after; the kept-buffer upload / matmul / download
+step 139-155 µs, 115-121; 50 spectral steps with one wait 295-307 µs a step, 195-198;
+pipelined calls and one thread issuing GEMM, FFT and convolution calls in turn within the runs'
+spread. Nor did callers
 that waited for the lock of a device thread that was only settling or looking (up to 1 ms, the
 settling ending at once) instead of posting behind it: pipelined sums, element-wise calls, new
 `matmul` outputs and GEMM/FFT/convolution rounds moved by -20% to +30% between paired runs on an

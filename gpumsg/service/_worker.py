@@ -185,7 +185,12 @@ def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | No
                 ctx.epoch += 1
             except Empty:
                 ctx.epoch += 1
-                with executor.lock:
+                # a turn holds the lock: a caller is at work and its batches are its own. A
+                # look that waited for the lock would take it as that turn ends, and the
+                # caller's next message would queue behind the look (service/_executor.py)
+                if not executor.lock.acquire(False):
+                    continue
+                try:
                     executor.holder = me
                     if executor.turns != seen:  # callers are at work: their batches are theirs
                         seen, idle = executor.turns, 0
@@ -198,6 +203,8 @@ def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | No
                     if dropped:
                         _free_dropped(ctx, dropped)
                     executor.holder = None
+                finally:
+                    executor.lock.release()
                 continue
         batch = [item]
         n = qsize()
