@@ -18,9 +18,8 @@ more before the disk cache has it), which is a cold start, not a wrong answer; p
 Known on a GPU: ``test_dunder_dlpack`` draws ``x.__dlpack__(copy=False,
 dl_device=(kDLCPU, 0))`` for arrays in GPU memory, which needs a copy to the host; the
 standard says that such a call raises BufferError (as CuPy's and torch's do), and the suite
-counts any exception as a failure. It also draws ``copy=False`` for bool arrays, which gpumsg
-holds as bytes and exports through a copy (BufferError again). On the simulator the memory is
-host memory and the export needs no copy.
+counts any exception as a failure. On the simulator the memory is host memory and the export
+needs no copy.
 
 Known wherever NumPy's dtypes are the dtypes: ``test_can_cast`` expects ``can_cast(a, b)`` to be
 true when ``promotion_table.get((a, other)) == b`` for some ``other``; a pair missing from the

@@ -20,6 +20,8 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..client._buffers import BufferFuture, GpuBuffer
+from ..client._dlpack import View
+from ..client._dlpack import export as dlpack_export
 from ..dtypes import dtype_name
 from ..errors import DependencyFailed, GpuRefStale, InvalidMessage
 from . import _dtypes as D
@@ -419,43 +421,43 @@ class Array:
                    copy: Any = None) -> Any:
         """DLPack export, zero copy where it can be; ``copy`` is None or taken for its truth
         value, as NumPy takes it (an array of several elements raises TypeError): true exports
-        a copy on every backend."""
+        a copy on every backend.
+
+        A strided view exports the elements where they lie (its strides, its first element
+        as the data pointer), a bool array as DLPack booleans (kDLBool, 8 bits: gpumsg holds a
+        bool a byte), both without a copy; ``copy=None`` compacts a view with negative strides
+        first, which torch refuses. Another ``dl_device`` (the host) gets a compact copy, and
+        BufferError with ``copy=False``."""
         if copy is not None:
             copy = builtins.bool(copy)
         kwargs: dict[str, Any] = {}
         if max_version is not None:
             kwargs["max_version"] = max_version
-        if self._dev.backend != "cuda":
-            # the simulator's memory is host memory: a NumPy view of the buffer is the tensor
-            host = self._host_view() if copy is not True else self._to_numpy()
-            if dl_device is not None and tuple(dl_device) != (1, 0):
-                raise BufferError(f"cannot export to device {dl_device}")
-            return host.__dlpack__(**kwargs)
-        if self._dtype == D.bool:
-            if copy is False:
-                raise BufferError("bool arrays are held as bytes: exporting them copies")
-            return self._to_numpy().__dlpack__(**kwargs)
         plain = self._is_whole()
-        if not plain and copy is False:
-            raise BufferError("a strided view cannot be exported without a copy")
-        src = self if plain else _copy(self)
-        buf = src._buf.result() if isinstance(src._buf, Future) else src._buf
-        return buf.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device,
-                              copy=copy)
+        is_bool = self._dtype == D.bool
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            # another device (the host): a copy of the elements, compact
+            if is_bool and copy is not False:
+                if tuple(dl_device) != (1, 0):
+                    raise BufferError(f"cannot export to device {tuple(dl_device)}")
+                return self._to_numpy().__dlpack__(**kwargs)
+            src = self if plain or copy is False else _copy(self)
+            return src._buffer().__dlpack__(stream=stream, max_version=max_version,
+                                            dl_device=dl_device, copy=copy)
+        if plain and not is_bool:
+            return self._buffer().__dlpack__(stream=stream, max_version=max_version, copy=copy)
+        src = self
+        if copy is None and any(s < 0 for s in self._strides):
+            src = _copy(self)  # torch refuses negative strides: a compact copy unless forbidden
+        # a strided view, or bool bytes: the elements where they lie, described as they are
+        # (copy=True copies the whole buffer and describes the copy alike)
+        view = View(src._shape, src._strides, src._offset, is_bool)
+        return dlpack_export(src._buffer(), stream, max_version, None, copy, view=view)
 
-    def _host_view(self) -> np.ndarray:
-        """On the simulator: a NumPy view of the elements (device memory is host memory)."""
+    def _buffer(self) -> GpuBuffer:
+        """The buffer this array reads (waiting for its allocation if it is a future)."""
         buf = self._buf
-        if isinstance(buf, Future):
-            buf = buf.result()
-        flat = np.from_dlpack(buf).ravel(order="K")  # a view, in memory order
-        if self._dtype == D.bool:
-            flat = flat.view(np.bool_)
-        if self.size == 0:
-            return np.empty(self._shape, flat.dtype)
-        item = flat.dtype.itemsize
-        return as_strided(flat[self._offset:], self._shape,
-                          tuple(s * item for s in self._strides))
+        return buf.result() if isinstance(buf, Future) else buf
 
     def _buf_shape(self) -> tuple[int, ...]:
         buf = self._buf

@@ -28,7 +28,7 @@ import ctypes
 import struct
 import weakref
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -42,7 +42,8 @@ if TYPE_CHECKING:
     from ._core import BufferCore as GpuBuffer
     from ._core import DeviceCore as Device
 
-__all__ = ["export", "dlpack_device", "from_dlpack", "KDLCPU", "KDLCUDA", "is_readonly"]
+__all__ = ["export", "dlpack_device", "from_dlpack", "KDLCPU", "KDLCUDA", "KDLBOOL", "View",
+           "is_readonly"]
 
 KDLCPU, KDLCUDA, KDLCUDAHOST, KDLCUDAMANAGED = 1, 2, 3, 13
 FLAG_READ_ONLY, FLAG_IS_COPIED = 1 << 0, 1 << 1
@@ -224,19 +225,37 @@ assert struct.calcsize("=" + _TENSOR + _LEGACY_TAIL) == ctypes.sizeof(DLManagedT
 _LAYOUTS: dict[tuple, tuple] = {}
 
 
-def _layout_of(versioned: bool, buf: GpuBuffer) -> tuple:
+#: DLDataTypeCode kDLBool: one byte per element, 0 or 1 (how gpumsg holds a bool array)
+KDLBOOL = 6
+
+
+class View(NamedTuple):
+    """What an export of part of a buffer shows: ``shape``, ``strides`` and ``offset`` in
+    elements of the buffer's memory (as an array's view of it), and ``bool``: a u8 buffer's
+    bytes as DLPack booleans (kDLBool, 8 bits)."""
+
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+    bool: bool = False
+
+
+def _layout_of(versioned: bool, buf: GpuBuffer, view: View | None = None) -> tuple:
     ref = buf._ref
-    key = (versioned, ref.shape, ref.dtype, ref.order)
+    key = (versioned, ref.shape, ref.dtype, ref.order) if view is None else \
+        (versioned, view.shape, view.strides, view.bool, ref.dtype)
     got = _LAYOUTS.get(key)
     if got is None:
         head = _VERSIONED_HEAD + _TENSOR if versioned else _TENSOR + _LEGACY_TAIL
-        ndim = len(ref.shape)
+        shape, strides = (ref.shape, _strides(buf)) if view is None else \
+            (view.shape, view.strides)
+        ndim = len(shape)
         dims = max(ndim, 1)
         fmt = struct.Struct(f"={head}{dims}q{dims}q")
         pad = (0,) * (dims - ndim)
-        code, bits = _TO_DL[ref.dtype]
+        code, bits = (KDLBOOL, 8) if view is not None and view.bool else _TO_DL[ref.dtype]
         got = (fmt, ctypes.c_char * fmt.size, struct.calcsize("=" + head), 8 * dims, ndim,
-               code, bits, ref.shape + pad + _strides(buf) + pad)
+               code, bits, shape + pad + strides + pad)
         if len(_LAYOUTS) >= 4096:  # many shapes: start over rather than grow without end
             _LAYOUTS.clear()
         _LAYOUTS[key] = got
@@ -298,7 +317,7 @@ _NOT_NUMPY = frozenset({"bf16", "e4m3", "e5m2"})
 
 
 def export(buf: GpuBuffer, stream: Any = None, max_version: Any = None, dl_device: Any = None,
-           copy: bool | None = None, any_dtype: bool = False) -> Any:
+           copy: bool | None = None, any_dtype: bool = False, view: View | None = None) -> Any:
     """``buf.__dlpack__``: a DLPack capsule of ``buf`` (zero copy unless ``copy``).
 
     ``stream``: the consumer's stream (CUDA: ``None`` the legacy default stream, 1 legacy, 2
@@ -310,7 +329,12 @@ def export(buf: GpuBuffer, stream: Any = None, max_version: Any = None, dl_devic
     False); any other device than the buffer's raises BufferError. ``copy=True`` exports a fresh
     device copy (``copy``: None, True or False). Raises BufferError for what DLPack cannot
     express (a read-only buffer to a legacy consumer, process isolation), InvalidMessage for a
-    bad stream or ``copy``, GpuRefStale for a freed or stale buffer."""
+    bad stream or ``copy``, GpuRefStale for a freed or stale buffer.
+
+    ``view`` (an array's strided view, or its bool elements) exports that part of the buffer
+    in the buffer's own memory: the data pointer is the view's first element (byte_offset 0,
+    as torch and CuPy export views), the strides are the view's. It is for the buffer's own
+    device: with another ``dl_device`` it raises BufferError (the array compacts first)."""
     if copy is not None:
         checked_flag(copy, "copy")
     dev = buf._device
@@ -327,6 +351,9 @@ def export(buf: GpuBuffer, stream: Any = None, max_version: Any = None, dl_devic
                           "dev.copy_to_host(buffer).result(), or dev.from_dlpack on another "
                           "gpumsg device")
     if dl_device is not None and tuple(dl_device) != mine:
+        if view is not None:
+            raise BufferError(f"a view is exported on its buffer's device {mine}, not "
+                              f"{tuple(dl_device)}")
         if tuple(dl_device) == (KDLCPU, 0) and copy is not False:
             host = dev.copy_to_host(buf).result()
             kwargs: dict[str, Any] = {"stream": None}
@@ -355,8 +382,10 @@ def export(buf: GpuBuffer, stream: Any = None, max_version: Any = None, dl_devic
     if consumer == PER_THREAD_STREAM and keep:
         _wait_on_this_thread(keep)
         keep = None
-    return _capsule(buf, host if mine[0] == KDLCPU else ptr, mine, keep, versioned, flags,
-                    consumer)
+    data = host if mine[0] == KDLCPU else ptr
+    if view is not None:
+        data += view.offset * buf.dtype.itemsize
+    return _capsule(buf, data, mine, keep, versioned, flags, consumer, view)
 
 
 #: how exports were ordered (zero_trip: the device was quiet; round_trip: one ExportSync)
@@ -415,8 +444,8 @@ def _wait_on_this_thread(events: list[Any]) -> None:
 
 
 def _capsule(buf: GpuBuffer, data: int, device: tuple[int, int], keep: Any, versioned: bool,
-             flags: int, stream: int) -> Any:
-    fmt, block_type, at, step, ndim, code, bits, dims = _layout_of(versioned, buf)
+             flags: int, stream: int, view: View | None = None) -> Any:
+    fmt, block_type, at, step, ndim, code, bits, dims = _layout_of(versioned, buf, view)
     block = block_type()
     address = ctypes.addressof(block)
     shape_at = address + at

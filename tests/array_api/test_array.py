@@ -157,6 +157,52 @@ def test_dlpack(xp, backend, rng) -> None:
         np.testing.assert_array_equal(np.asarray(y), h[1])
 
 
+class _Asking:
+    """A producer that passes the consumer's request on with ``copy`` set."""
+
+    def __init__(self, x, copy) -> None:
+        self.x, self.copy = x, copy
+
+    def __dlpack__(self, **kwargs):
+        return self.x.__dlpack__(**{**kwargs, "copy": self.copy})
+
+    def __dlpack_device__(self):
+        return self.x.__dlpack_device__()
+
+
+def _consume(backend):
+    """The DLPack consumer of the backend's memory, as a NumPy reader: NumPy on the simulator
+    (host memory), torch on a GPU."""
+    if backend == "sim":
+        return np.from_dlpack
+    torch = pytest.importorskip("torch")
+    return lambda x: torch.from_dlpack(x).cpu().numpy()
+
+
+@pytest.mark.parametrize("copy", [None, False])
+def test_dlpack_exports_views_and_bools_where_they_lie(xp, backend, rng, copy) -> None:
+    """A strided view and a bool array export without a copy: the consumer's tensor is the
+    view's elements in the buffer's memory (a write through it shows in the array), bools as
+    DLPack booleans; ``copy=None`` compacts a view with negative strides (torch refuses them)."""
+    consume = _consume(backend)
+    h = random_values(rng, (6, 8), np.float32, False)
+    x = xp.asarray(h)
+    views = {"rows and steps": (x[1:5, ::3], h[1:5, ::3]), "transpose": (x.T, h.T),
+             "one row": (x[2], h[2]), "column": (x[:, 5], h[:, 5]),
+             "bools": (x > 0, h > 0), "bool view": ((x > 0)[::2, 1:], (h > 0)[::2, 1:])}
+    if copy is None:
+        views["flipped"] = (xp.flip(x, axis=1), h[:, ::-1])
+    for name, (view, want) in views.items():
+        got = consume(_Asking(view, copy))
+        assert got.dtype == want.dtype, name
+        np.testing.assert_array_equal(got, want, err_msg=name)
+    if backend == "sim" and copy is False:  # the same memory: a write shows in the array
+        v = np.from_dlpack(_Asking(x[1:3, ::2], False))
+        v[...] = -1.0
+        h[1:3, ::2] = -1.0
+        np.testing.assert_array_equal(np.asarray(x), h)
+
+
 def test_dlpack_copy_as_numpy_takes_it(xp, backend, rng) -> None:
     h = random_values(rng, (3, 4), np.float64, False)
     x = xp.asarray(h)
