@@ -425,9 +425,9 @@ class Array:
 
         A strided view exports the elements where they lie (its strides, its first element
         as the data pointer), a bool array as DLPack booleans (kDLBool, 8 bits: gpumsg holds a
-        bool a byte), both without a copy; ``copy=None`` compacts a view with negative strides
-        first, which torch refuses. Another ``dl_device`` (the host) gets a compact copy, and
-        BufferError with ``copy=False``."""
+        bool a byte), both without a copy; a view with negative strides, which torch refuses,
+        is compacted first unless ``copy=False``. Another ``dl_device`` (the host) gets a
+        compact copy, and BufferError with ``copy=False``."""
         if copy is not None:
             copy = builtins.bool(copy)
         kwargs: dict[str, Any] = {}
@@ -447,7 +447,7 @@ class Array:
         if plain and not is_bool:
             return self._buffer().__dlpack__(stream=stream, max_version=max_version, copy=copy)
         src = self
-        if copy is None and any(s < 0 for s in self._strides):
+        if copy is not False and any(s < 0 for s in self._strides):
             src = _copy(self)  # torch refuses negative strides: a compact copy unless forbidden
         # a strided view, or bool bytes: the elements where they lie, described as they are
         # (copy=True copies the whole buffer and describes the copy alike)

@@ -179,18 +179,20 @@ def _consume(backend):
     return lambda x: torch.from_dlpack(x).cpu().numpy()
 
 
-@pytest.mark.parametrize("copy", [None, False])
+@pytest.mark.parametrize("copy", [None, False, True])
 def test_dlpack_exports_views_and_bools_where_they_lie(xp, backend, rng, copy) -> None:
-    """A strided view and a bool array export without a copy: the consumer's tensor is the
-    view's elements in the buffer's memory (a write through it shows in the array), bools as
-    DLPack booleans; ``copy=None`` compacts a view with negative strides (torch refuses them)."""
+    """A strided view and a bool array export where they lie (``copy=True``: alike, over a
+    copy): the consumer's tensor is the view's elements (a write through a ``copy=False``
+    export shows in the array), bools as
+    DLPack booleans; a view with negative strides (torch refuses them) is compacted unless
+    ``copy=False``."""
     consume = _consume(backend)
     h = random_values(rng, (6, 8), np.float32, False)
     x = xp.asarray(h)
     views = {"rows and steps": (x[1:5, ::3], h[1:5, ::3]), "transpose": (x.T, h.T),
              "one row": (x[2], h[2]), "column": (x[:, 5], h[:, 5]),
              "bools": (x > 0, h > 0), "bool view": ((x > 0)[::2, 1:], (h > 0)[::2, 1:])}
-    if copy is None:
+    if copy is not False:
         views["flipped"] = (xp.flip(x, axis=1), h[:, ::-1])
     for name, (view, want) in views.items():
         got = consume(_Asking(view, copy))
