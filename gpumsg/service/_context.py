@@ -329,6 +329,10 @@ class DeviceContext:
         self._opened: set[str] = set()  # libraries with a handle on some stream
         self.issued = 0
         self.epoch = 0  # see worker.serve: odd while the device thread waits for messages
+        #: inside a turn, after an allocation was refused: answer what the executor keeps and
+        #: free the buffers that died meanwhile; whether any was freed (the worker sets it;
+        #: None where nothing is kept for later, as in a worker process)
+        self.reclaim: Callable[[], bool] | None = None
         self.traced = 0
         self.host_registry: dict[int, Any] = {}  # shm segments (process isolation)
         #: block -> why its RegisterHostMemory failed (named when a copy then uses the block)

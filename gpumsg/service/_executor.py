@@ -102,7 +102,7 @@ class Executor:
     callers left; ``watch_posted``: :data:`WATCH` is in the mailbox."""
 
     __slots__ = ("lock", "holder", "taken", "turns", "watching", "watch_posted", "closed",
-                 "nudged")
+                 "nudged", "reclaiming", "batch")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -115,6 +115,11 @@ class Executor:
         #: someone is to be told of an answer rather than wait for it (GpuFuture's nudge): the
         #: turn's end hands what it keeps to the completion threads
         self.nudged = False
+        #: a refused allocation is reclaiming memory (DeviceWorker._reclaim): buffers that die
+        #: on any thread meanwhile are the executor's to free
+        self.reclaiming = False
+        #: the device thread's batch being handled, ``[(message, reply), ...]``
+        self.batch: list = []
 
     def idle(self, mailbox: Any) -> bool:
         """Under the lock: whether everything posted has been taken (and so handled)."""

@@ -8,7 +8,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import FaultInjectionDisabled, GpuError, GpuRefStale, InvalidMessage
+from ..errors import (
+    FaultInjectionDisabled,
+    GpuError,
+    GpuRefStale,
+    InvalidMessage,
+    OutOfBudget,
+    OutOfMemory,
+)
 from ..memory._resource import AsyncPoolResource
 from ..messages import cublas, curand, cusolver, cusparse
 from ..messages._base import HostRef, Message
@@ -129,7 +136,15 @@ def _allocate(ctx: DeviceContext, ref: Any) -> int:
         raise InvalidMessage(f"out: {ref.describe()} is already allocated", field="out")
     alloc = DeviceAllocation(ref, 0)
     try:
-        alloc.ptr = ctx.memory.allocate(ref.nbytes, ctx.compute.obj)
+        try:
+            alloc.ptr = ctx.memory.allocate(ref.nbytes, ctx.compute.obj)
+        except (OutOfBudget, OutOfMemory):
+            # buffers nobody holds may still wait for their producer's answer (a reply keeps
+            # its buffer until answered, and a caller's turn answers lazily): answer them,
+            # free them, and ask once more
+            if ctx.reclaim is None or not ctx.reclaim():
+                raise
+            alloc.ptr = ctx.memory.allocate(ref.nbytes, ctx.compute.obj)
     except GpuError as exc:
         # keep the failure where dependants will find it: they fail naming this cause
         alloc.failed = exc

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..config import setting
 from ..errors import CudaError, GpuError, InvalidMessage
+from ..messages._base import Message
 from ..messages.device import AllocThen, OnStream
 from ..messages.graph import CAPTURABLE
 from . import _handlers as _device_handlers  # noqa: F401  (registers the device messages)
@@ -145,6 +146,12 @@ def _hand_over(ctx: DeviceContext, executor: Any) -> None:
             ctx.fail_pending(ctx.poison(exc, "observed between batches"))
 
 
+#: how long a refused allocation waits for the completion threads to answer what they hold
+#: (DeviceWorker._reclaim), in seconds
+RECLAIM_SECONDS = 0.5
+_NO_BATCH: list = []
+
+
 def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | None,
           on_dispatch: Any = None, backpressure: Backpressure | None = None,
           dropped: list | None = None) -> None:
@@ -207,16 +214,23 @@ def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | No
                     executor.lock.release()
                 continue
         batch = [item]
+        item = None
         n = qsize()
         if n:
             for _ in range(min(n, MAX_BATCH - 1)):
                 batch.append(get_nowait())
+        # taken from the end, each message leaves the batch as it starts: a handled message's
+        # reply is then held by its completion entry alone, and what is left is the rest of
+        # the turn (a refused allocation's reclaim reads it: DeviceWorker._reclaim)
+        batch.reverse()
         with executor.lock:
             executor.holder = me
+            executor.batch = batch
             if dropped:  # died since the last turn's end (before the count: see drop)
                 _free_dropped(ctx, dropped)
             executor.taken += len(batch)
-            for msg, reply in batch:
+            while batch:
+                msg, reply = batch.pop()
                 if msg is STOP:
                     stop = True
                     continue
@@ -238,6 +252,7 @@ def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | No
             # referenced here would keep its buffer alive (and its Free unsent) until the next
             # message came
             batch = item = msg = reply = None  # type: ignore[assignment]
+            executor.batch = _NO_BATCH
             ctx.current = None
             if state.poisoned is not None and ctx.in_worker_process:
                 ctx.fail_pending(state.poisoned)
@@ -316,6 +331,7 @@ class DeviceWorker:
                 RuntimeError(repr(exc))
             self._ready.set()
             return
+        self.ctx.reclaim = self._reclaim
         self._ready.set()
         try:
             profile_to = setting("GPUMSG_PROFILE")
@@ -334,6 +350,52 @@ class DeviceWorker:
             with self._late_lock:
                 self._drain()
                 self._finished = True
+
+    def _reclaim(self) -> bool:
+        """``ctx.reclaim``: an allocation was refused inside a turn. Buffers nobody holds any
+        more may still be alive, held by their producer's reply until it is answered (a
+        caller's turn answers lazily; a completion thread may have the batch). Answer every
+        batch the executor keeps, waiting for the work still running, wait up to
+        :data:`RECLAIM_SECONDS` for the completion threads to answer theirs, free the buffers
+        that died meanwhile, and say whether any buffer was freed.
+
+        Never a buffer that the message being handled or a later one of its turn names (they
+        have not run yet): those wait for the turn's end, as every buffer dropped during a
+        turn does. A message posted later cannot name a buffer that died before it."""
+        ctx = self.ctx
+        executor = ctx.executor  # type: ignore[union-attr]
+        current = ctx.current  # type: ignore[union-attr]
+        if current is None:
+            return False
+        turn = [current]  # a caller's turn: its one message
+        if executor.holder == self._thread.ident:  # the device thread: the rest of its batch
+            turn += [msg for msg, _ in executor.batch if isinstance(msg, Message)]
+        held = len(ctx.buffers)  # type: ignore[union-attr]
+        executor.reclaiming = True
+        try:
+            ctx.flush()  # type: ignore[union-attr]
+            while (running := ctx.reap()) is not None:  # type: ignore[union-attr]
+                ctx.backend.event_synchronize(running)  # type: ignore[union-attr]
+            deadline = time.monotonic() + RECLAIM_SECONDS
+            for slot in ctx.active:  # type: ignore[union-attr]
+                while slot.watcher is not None and slot.watcher.batches < slot.handed and \
+                        time.monotonic() < deadline:
+                    time.sleep(20e-6)
+        except CudaError:
+            return False  # the refusal stands; the next turn reports the error
+        finally:
+            executor.reclaiming = False
+        dropped = self.dropped
+        if dropped:
+            named = {ref.id for msg in turn for ref in msg.refs()}
+            now: list = []
+            later: list = []
+            while dropped:  # pops: a drop appended by another thread meanwhile is not lost
+                ref = dropped.pop()
+                (later if ref.id in named else now).append(ref)
+            _free_dropped(ctx, now)  # type: ignore[arg-type]
+            dropped.extend(later)
+        return len(ctx.buffers) < held  # type: ignore[union-attr]
 
     def _drain(self) -> None:
         """Fail what is left in the mailbox after the loop ended (posts that raced close)."""
@@ -550,7 +612,8 @@ class DeviceWorker:
         ``Free``). A drop that races the device thread's last look is freed at the next
         turn."""
         executor = self.ctx.executor  # type: ignore[union-attr]
-        if executor.holder != threading.get_ident() and not executor.watching:
+        if executor.holder != threading.get_ident() and not executor.watching and \
+                not executor.reclaiming:
             return False
         if named and executor.taken != self.mailbox.posted:
             return False

@@ -160,3 +160,36 @@ def test_budget_waits_for_deferred_frees_before_refusing(backend) -> None:
             buf.free()
             dev.synchronize().result()  # the freed buffer's work has run
         assert dev.stats().result().memory.current_count == 0
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_refused_allocation_waits_for_the_answers_that_hold_dead_buffers(backend,
+                                                                           keep) -> None:
+    """A buffer nobody holds is still alive while its producer's reply waits to be answered
+    (here behind a kernel that runs 0.3 s). An allocation the budget would refuse answers what
+    is pending first, waiting for the work, and frees what died: with ``x`` dropped it gets
+    ``x``'s memory; with ``x`` kept, the refusal stands."""
+    import gpumsg.array_api as xpm
+
+    n = 3 * MiB // 4  # 3 MiB of float32
+    with gpumsg.open_device(0, backend=backend, memory=MemoryConfig(budget=8 * MiB),
+                            allow_fault_injection=True) as dev, xpm.fusion(False):
+        a = xpm.ones(n, dtype=xpm.float32, device=dev)
+        float(a[0])  # a's fill has run
+        for _ in range(3):
+            slow = dev.inject_fault("hang", seconds=0.3)  # what follows waits on the stream
+            x = xpm.exp(a)  # 6 MiB held; x's reply waits behind the slow kernel
+            kept = x if keep else None
+            del x
+            if keep:
+                with pytest.raises(gpumsg.OutOfBudget):
+                    np.asarray(xpm.exp(a))
+            else:
+                y = xpm.negative(a)  # needs x's memory
+                np.testing.assert_array_equal(np.asarray(y), -np.ones(n, np.float32))
+                del y
+            slow.result(timeout=30)
+            if keep:
+                np.testing.assert_allclose(np.asarray(kept), np.full(n, np.e, np.float32),
+                                           rtol=1e-6)
+            del kept
