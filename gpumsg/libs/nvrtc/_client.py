@@ -64,6 +64,8 @@ class Nvrtc:
     def __init__(self, device: Device) -> None:
         self._dev = device
         self._memo: dict[tuple, list] = {}
+        #: kind of launch (:func:`_kind_of`) -> the :class:`_Plan` of its first checked message
+        self._plans: dict[tuple, _Plan] = {}
 
     def _arch(self) -> str:
         major, minor = self._dev.props.compute_capability
@@ -183,7 +185,9 @@ class Nvrtc:
                reads: Any = None, writes: Any = None) -> Future:
         """Launch ``kernel`` on the compute stream (see :class:`~gpumsg.messages.nvrtc.Launch`);
         a future of None. A repeated launch (the same kernel, buffers and values) posts the
-        message it built and checked the first time."""
+        message it built and checked the first time; a launch of a kind seen before (the same
+        kernel, values, buffer dtypes and which arguments are the same buffer, other buffers)
+        builds its message from that kind's checked one, the buffers swapped in."""
         if isinstance(kernel, Future):
             kernel = kernel.result()
         if isinstance(args, list):
@@ -192,16 +196,28 @@ class Nvrtc:
         key, refs = _launch_key(kernel, grid, block, args, shared, reads, writes)
         entry = self._memo.get(key) if key is not None else None
         if entry is None:
-            if type(kernel) is Kernel and kernel.owner != dev.port.token:
-                raise InvalidMessage(f"kernel: {kernel.name!r} was compiled for another device",
-                                     field="kernel")
-            msg = Launch(kernel, grid, block, args, shared, reads, writes)
+            kind = _kind_of(key, refs) if key is not None else None
+            plan = self._plans.get(kind) if kind is not None else None
+            if plan is not None:
+                msg = plan.build(refs)
+            else:
+                if type(kernel) is Kernel and kernel.owner != dev.port.token:
+                    raise InvalidMessage(f"kernel: {kernel.name!r} was compiled for another "
+                                         "device", field="kernel")
+                msg = Launch(kernel, grid, block, args, shared, reads, writes)
             entry = [msg, None]
             if key is not None and _holds(msg, kernel, refs):
                 memo = self._memo
                 if len(memo) >= _MEMO_SIZE:
                     memo.clear()
                 memo[key] = entry
+                if plan is None:
+                    plan = _Plan.of(msg, refs)
+                    if plan is not None:
+                        plans = self._plans
+                        if len(plans) >= _MEMO_SIZE:
+                            plans.clear()
+                        plans[kind] = plan  # type: ignore[index]
         return dev.port.send_memo(entry)
 
 
@@ -254,6 +270,54 @@ def _launch_key(kernel: Any, grid: Any, block: Any, args: Any, shared: Any, read
     except ValueError:  # an argument marshal cannot write: checked every time
         return None, []
     return (id(kernel), *map(id, refs), blob, *numpy), refs
+
+
+def _kind_of(key: tuple, refs: list[BufRef]) -> tuple:
+    """The kind of a launch whose memo key is ``key``: the key without the buffers' identities,
+    with each buffer's dtype and the position of its first occurrence among ``refs`` (which
+    arguments and declared reads and writes are the same buffer). Two launches of one kind
+    pass or fail :class:`Launch`'s checks alike: those read a buffer's dtype and which
+    arguments the reads and writes name, never its size or contents."""
+    first: dict[int, int] = {}
+    return (key[0], key[1 + len(refs):], tuple(r.dtype for r in refs),
+            tuple(first.setdefault(r.id, i) for i, r in enumerate(refs)))
+
+
+class _Plan:
+    """A checked launch message and where its buffers sit, to build the message of another
+    launch of its kind (:func:`_kind_of`) with that launch's buffers, unchecked."""
+
+    __slots__ = ("msg", "args", "reads", "writes", "scratch")
+
+    def __init__(self, msg: Launch, args: tuple, reads: tuple, writes: tuple,
+                 scratch: tuple) -> None:
+        self.msg = msg
+        self.args = args  # (position in msg.args, index in refs) of each buffer argument
+        self.reads, self.writes, self.scratch = reads, writes, scratch  # indices in refs
+
+    @classmethod
+    def of(cls, msg: Launch, refs: list[BufRef]) -> _Plan | None:
+        """The plan of ``msg``, checked, built from a call naming ``refs`` (None if one of its
+        buffers is not among them)."""
+        index: dict[int, int] = {}
+        for i, r in enumerate(refs):
+            index.setdefault(r.id, i)
+        try:
+            args = tuple((p, index[a.id]) for p, a in enumerate(msg.args) if type(a) is BufRef)
+            return cls(msg, args, *(tuple(index[r.id] for r in field)
+                                    for field in (msg.reads, msg.writes, msg.scratch)))
+        except KeyError:
+            return None
+
+    def build(self, refs: list[BufRef]) -> Launch:
+        m = self.msg
+        args = list(m.args)
+        for p, i in self.args:
+            args[p] = refs[i]
+        return Launch.unchecked(  # type: ignore[attr-defined]
+            m.kernel, m.grid, m.block, tuple(args), m.shared,
+            tuple(refs[i] for i in self.reads), tuple(refs[i] for i in self.writes),
+            tuple(refs[i] for i in self.scratch))
 
 
 def _holds(msg: Launch, kernel: Kernel, refs: list[BufRef]) -> bool:

@@ -268,6 +268,39 @@ def test_a_repeated_launch_reuses_its_message_and_keeps_every_check(dev, backend
     assert_close(dev.copy_to_host(y).result(), expect, "f32")  # the device still serves
 
 
+def test_a_launch_of_a_kind_seen_before_builds_the_checked_message(dev, rng, posted) -> None:
+    """dev.launch with other buffers than before, of the same dtypes, the same values and the
+    same arguments being one buffer: the message built from the kind's first (checked) one
+    equals the message Launch checks field by field, and the kernels compute right; a launch
+    naming one buffer twice, or a value of another type, is another kind."""
+    from gpumsg.messages.nvrtc import Launch
+
+    k = _saxpy(dev)
+    n = int(rng.integers(500, 2000))
+    grid = (n + 255) // 256
+    sent = posted(dev, Launch)
+    hosts, wants, bufs = [], [], []
+    for i in range(4):
+        xh, yh = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+        x, y = dev.to_device(xh).result(), dev.to_device(yh).result()
+        a = 0.5 if i < 3 else np.float32(0.5)  # the last: a value of another type
+        dev.launch(k, grid, 256, (a, x, y, n), reads=(x, y), writes=(y,))
+        hosts.append(Launch(k, grid, 256, (a, x, y, n), 0, (x, y), (y,)))
+        wants.append(0.5 * wide(xh) + wide(yh))
+        bufs.append(y)
+    zh = rng.standard_normal(n).astype(np.float32)
+    z = dev.to_device(zh).result()
+    dev.launch(k, grid, 256, (0.5, z, z, n), reads=(z,), writes=(z,))  # one buffer twice
+    hosts.append(Launch(k, grid, 256, (0.5, z, z, n), 0, (z,), (z,)))
+    wants.append(1.5 * wide(zh))
+    bufs.append(z)
+    assert len(sent) == 5 and sent == hosts
+    assert len(dev.nvrtc._plans) == 3  # three kinds: the first two repeats were built
+    assert all(type(m.args[0]) is type(h.args[0]) for m, h in zip(sent, hosts, strict=True))
+    for buf, want in zip(bufs, wants, strict=True):
+        assert_close(dev.copy_to_host(buf).result(), want, "f32")
+
+
 @pytest.mark.gpu
 def test_launches_through_the_binding_when_raw_launches_are_off(monkeypatch, rng) -> None:
     """GPUMSG_RAW_LAUNCH=0: user kernels launch through cuda.bindings' cuLaunchKernel instead
