@@ -365,7 +365,7 @@ class DeviceWorker:
         ctx = self.ctx
         executor = ctx.executor  # type: ignore[union-attr]
         current = ctx.current  # type: ignore[union-attr]
-        if current is None:
+        if current is None or ctx.capture is not None:  # nothing recorded inside a capture
             return False
         turn = [current]  # a caller's turn: its one message
         if executor.holder == self._thread.ident:  # the device thread: the rest of its batch
