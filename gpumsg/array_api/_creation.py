@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..client._dlpack import holds_bools
 from . import _dtypes as D
 from ._array import Array, asarray_host, check_device, new_array, resolve_device
 
@@ -416,7 +417,8 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: Any = None) -> Array:
         return asarray_host(dev, host, dt)
     buf = dev.from_dlpack(x)
     b = buf.buffer if hasattr(buf, "buffer") else buf
-    return Array(buf, b.shape, D.check_dtype(b.dtype), dev,
+    dt = D.bool if holds_bools(b) else D.check_dtype(b.dtype)  # kDLBool arrives as bytes
+    return Array(buf, b.shape, dt, dev,
                  None if b.order == "C" else tuple(
                      int(np.prod(b.shape[:k])) for k in range(len(b.shape))))
 

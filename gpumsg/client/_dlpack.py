@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from ._core import DeviceCore as Device
 
 __all__ = ["export", "dlpack_device", "from_dlpack", "KDLCPU", "KDLCUDA", "KDLBOOL", "View",
-           "is_readonly"]
+           "is_readonly", "holds_bools"]
 
 KDLCPU, KDLCUDA, KDLCUDAHOST, KDLCUDAMANAGED = 1, 2, 3, 13
 FLAG_READ_ONLY, FLAG_IS_COPIED = 1 << 0, 1 << 1
@@ -121,6 +121,8 @@ _NAMES = {name: ctypes.create_string_buffer(name) for name in
 _exports: dict[int, tuple[Any, Any, Any, int]] = {}
 #: ids of imported read-only buffers
 _readonly: set[int] = set()
+#: ids of buffers imported from DLPack booleans (kDLBool): u8 buffers of 0s and 1s
+_bools: set[int] = set()
 #: CU_STREAM_LEGACY: the legacy default stream, which exists as long as the context
 LEGACY_STREAM = 1
 _NOT_READY = 600  # CUDA_ERROR_NOT_READY
@@ -265,6 +267,12 @@ def _layout_of(versioned: bool, buf: GpuBuffer, view: View | None = None) -> tup
 def is_readonly(buf: GpuBuffer) -> bool:
     """Whether ``buf`` was imported from a read-only DLPack tensor."""
     return buf._ref.id in _readonly
+
+
+def holds_bools(buf: GpuBuffer) -> bool:
+    """Whether ``buf`` was imported from DLPack booleans (kDLBool, 8 bits): a u8 buffer whose
+    bytes are 0 and 1, which an array reads as bool."""
+    return buf._ref.id in _bools
 
 
 def dlpack_device(buf: GpuBuffer) -> tuple[int, int]:
@@ -504,7 +512,8 @@ def from_dlpack(dev: Device, obj: Any, *, future: Any, sink: Any, buffer: Any) -
     passed to later calls at once).
 
     ``obj`` must be on this device (``kDLCUDA`` with this ordinal; on the simulator ``kDLCPU``
-    host memory) and compact in C or F order, of a dtype gpumsg has. The producer is asked to
+    host memory) and compact in C or F order, of a dtype gpumsg has (booleans, kDLBool, become
+    a u8 buffer of 0s and 1s: :func:`holds_bools`). The producer is asked to
     order gpumsg's compute stream after its own pending work (``stream=`` the compute stream's
     handle), so no synchronization is needed. The producer stays alive until the buffer is
     freed; its deleter runs once the compute stream has finished every use. A read-only tensor
@@ -582,7 +591,8 @@ def _adopt(dev: Device, producer: Any, capsule: Any, future: Any, sink: Any) -> 
         ndim = int(t.ndim)
         shape = tuple(int(t.shape[i]) for i in range(ndim))
         strides = (tuple(int(t.strides[i]) for i in range(ndim)) if t.strides else None)
-        name = _parse_dtype(t.dtype)
+        is_bool = (int(t.dtype.code), int(t.dtype.bits), int(t.dtype.lanes)) == (KDLBOOL, 8, 1)
+        name = "u8" if is_bool else _parse_dtype(t.dtype)
         order = _layout(shape, strides)
         ref = dev._mint(shape, as_dtype(name), order)
         ptr = (t.data or 0) + int(t.byte_offset)
@@ -592,11 +602,15 @@ def _adopt(dev: Device, producer: Any, capsule: Any, future: Any, sink: Any) -> 
         release()
         raise
     buf = dev._new_buffer(ref)
-    if readonly:
-        _readonly.add(ref.id)
+    if readonly or is_bool:
+        if readonly:
+            _readonly.add(ref.id)
+        if is_bool:
+            _bools.add(ref.id)
 
         def forget(_buf: Any, i: int = ref.id) -> None:
             _readonly.discard(i)
+            _bools.discard(i)
 
         weakref.finalize(buf, forget, None)
     token = register_release(release)

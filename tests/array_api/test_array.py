@@ -205,6 +205,27 @@ def test_dlpack_exports_views_and_bools_where_they_lie(xp, backend, rng, copy) -
         np.testing.assert_array_equal(np.asarray(x), h)
 
 
+def test_dlpack_imports_booleans_as_bools(xp, dev, backend, rng) -> None:
+    """A producer's booleans (kDLBool) are adopted without a copy as a u8 buffer of 0s and 1s,
+    which an array reads as bool (NumPy's on the simulator, torch's on a GPU)."""
+    from gpumsg.client._dlpack import holds_bools
+
+    h = random_values(rng, (37,), np.float64, False) > 0
+    if backend == "sim":
+        producer = h
+    else:
+        torch = pytest.importorskip("torch")
+        producer = torch.from_numpy(h).cuda()
+    buf = dev.from_dlpack(producer).result()
+    assert buf.dtype == np.uint8 and holds_bools(buf)
+    np.testing.assert_array_equal(dev.copy_to_host(buf).result(), h.astype(np.uint8))
+    a = xp.from_dlpack(producer)
+    assert a.dtype == xp.bool
+    np.testing.assert_array_equal(np.asarray(a), h)
+    assert not holds_bools(dev.from_dlpack(h.astype(np.uint8) if backend == "sim" else
+                                           producer.to(torch.uint8)).result())
+
+
 def test_dlpack_copy_as_numpy_takes_it(xp, backend, rng) -> None:
     h = random_values(rng, (3, 4), np.float64, False)
     x = xp.asarray(h)
