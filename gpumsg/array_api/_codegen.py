@@ -1200,11 +1200,12 @@ _READY_SIZE = 4096
 _UNCHECKED = Launch.unchecked  # type: ignore[attr-defined]
 
 
-def _send(dev: Any, key: tuple, render: Any, grid: int, block: int, args: tuple,
+def _send(dev: Any, key: tuple, render: Any, grid: int | tuple, block: int, args: tuple,
           reads: tuple, writes: tuple, new: Any = None, make: Any = None,
           scratch: tuple = ()) -> Any:
     """Post the launch of the kernel of plan ``key`` (``render()`` gives its name, source and
-    parameter kinds the first time; ``make(dev, name, source, kinds)`` compiles it, by default
+    parameter kinds the first time; ``grid``: blocks along x, or the (x, y, z) grid;
+    ``make(dev, name, source, kinds)`` compiles it, by default
     :func:`kernel_for` with the exact-math options); ``new``: a reference minted for an output
     that the launch's message allocates; ``scratch``: the launch's workspace (``Launch``'s
     field). The future of the launch (of the new buffer with ``new``)."""
@@ -1224,7 +1225,8 @@ def _send(dev: Any, key: tuple, render: Any, grid: int, block: int, args: tuple,
                 mine.clear()
             mine[key] = kernel
     else:
-        msg = _UNCHECKED(kernel, (grid, 1, 1), (block, 1, 1), args, 0, reads, writes, scratch)
+        msg = _UNCHECKED(kernel, grid if isinstance(grid, tuple) else (grid, 1, 1),
+                         (block, 1, 1), args, 0, reads, writes, scratch)
     port = dev.port
     return port.send(msg) if new is None else port.send_new(new, msg)
 

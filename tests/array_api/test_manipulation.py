@@ -88,6 +88,43 @@ def test_concat_in_one_launch_per_eight_inputs(xp, dev, rng, posted, dtype) -> N
                                       np.stack([h * 2, h + 1], axis=-1))
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.float16, np.float32, np.complex128])
+def test_concat_of_contiguous_inputs_copies_runs(xp, dev, rng, posted, dtype) -> None:
+    """C-contiguous inputs go through the runs kernel (one grid row an input): along every
+    axis (one run an input, or one a leading index), from offsets and run lengths that are
+    and are not multiples of 16 bytes, over more blocks than one, bit for bit NumPy's."""
+    from gpumsg.messages import Launch
+
+    flat_h = random_values(rng, (4000,), dtype)
+    flat = xp.asarray(flat_h)
+
+    def part(start: int, shape: tuple[int, ...]) -> tuple:
+        n = int(np.prod(shape))
+        return (xp.reshape(flat[start:start + n], shape),
+                flat_h[start:start + n].reshape(shape))
+
+    for axis, shapes in [(0, [(2, 3, 5), (1, 3, 5), (4, 3, 5)]),
+                         (1, [(2, 3, 5), (2, 1, 5), (2, 4, 5)]),
+                         (2, [(2, 3, 5), (2, 3, 2), (2, 3, 8)]),
+                         (1, [(3, 16), (3, 32)])]:
+        for starts in ([0, 64, 512], [1, 7, 333]):
+            sent = posted(dev, Launch)
+            ins = [part(s, sh) for s, sh in zip(starts, shapes)]
+            got = xp.concat([g for g, _ in ins], axis=axis)
+            assert [m.kernel.name.startswith("gm_concat_runs") for m in sent] == [True]
+            np.testing.assert_array_equal(np.asarray(got),
+                                          np.concatenate([h for _, h in ins], axis=axis))
+    # a stack of four over many blocks, aligned and not
+    n = 300_000 + 3
+    big_h = random_values(rng, (4 * n + 1,), dtype)
+    big = xp.asarray(big_h)
+    for lead in (0, 1):
+        got = xp.stack([big[lead + j * n: lead + (j + 1) * n] for j in range(4)], axis=0)
+        np.testing.assert_array_equal(
+            np.asarray(got), np.stack([big_h[lead + j * n: lead + (j + 1) * n]
+                                       for j in range(4)]))
+
+
 def test_roll_tile_repeat(xp, rng) -> None:
     h = random_values(rng, (3, 5), np.int32, False)
     x = xp.asarray(h)
