@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..messages._memo import field_values
 from ..messages.cublas import Gemm, GemmStridedBatched, Sgemm
 from . import _dtypes as D
 from ._array import Array, _copy, check_device
@@ -137,13 +138,30 @@ def _gemm_plan(a: Array, b: Array, batch: tuple[int, ...], dt: np.dtype) -> _Gem
     return _GemmPlan(kind, fields, batch + (n, m), dt, D.storage_name(dt))
 
 
-def _gemm_send(a: Array, b: Array, plan: _GemmPlan) -> Array:
-    """Post ``plan``'s GEMM of ``a`` and ``b`` into a new array allocated by its message."""
+def _gemm_send(a: Array, b: Array, plan: _GemmPlan) -> tuple[Array, Any]:
+    """Post ``plan``'s GEMM of ``a`` and ``b`` into a new array allocated by its message,
+    validated: the array and the message."""
     ra = _ref_of(a._buf)
     rb = _ref_of(b._buf)
     dev = a._dev
     ref = dev.port.mint(plan.shape, plan.storage, "C")
     msg = plan.kind(rb, ra, ref, *plan.fields)
+    return Array(dev.port.send_new(ref, msg), plan.shape, plan.dtype, dev), msg
+
+
+def _gemm_again(a: Array, b: Array, plan: _GemmPlan, rest: tuple) -> Array:
+    """:func:`_gemm_send` for operands of a kind whose product was validated before: the
+    message is built unchecked from the validated one's fields after its three buffers
+    (``rest``), as the layouts, the dtypes and the output are the same and each operand's
+    buffer holds its array. A buffer of another storage dtype (a view of other bits) takes the
+    checked path."""
+    ra = _ref_of(a._buf)
+    rb = _ref_of(b._buf)
+    if ra.dtype != plan.storage or rb.dtype != plan.storage:
+        return _gemm_send(a, b, plan)[0]
+    dev = a._dev
+    ref = dev.port.mint(plan.shape, plan.storage, "C")
+    msg = plan.kind.unchecked(rb, ra, ref, *rest)
     return Array(dev.port.send_new(ref, msg), plan.shape, plan.dtype, dev)
 
 
@@ -167,13 +185,15 @@ def _gemm(a: Array, b: Array, batch: tuple[int, ...], dt: np.dtype) -> Array:
         operands.append(x)
     plan = _gemm_plan(operands[0], operands[1], batch, dt)
     assert plan is not None  # the copies are C-ordered
-    return _gemm_send(operands[0], operands[1], plan)
+    return _gemm_send(operands[0], operands[1], plan)[0]
 
 
 #: (each operand's dtype, shape, strides and offset) -> the _GemmPlan of a matmul of two
-#: arrays of at least 2 dimensions that cuBLAS multiplies in place, with no conversion: a
-#: repeated kind of product derives it once (layouts only: no buffer, no device)
-_GEMM_PLANS: dict[tuple, _GemmPlan] = {}
+#: arrays of at least 2 dimensions that cuBLAS multiplies in place, with no conversion, and
+#: the fields after the three buffers of its first message, once that one was validated: a
+#: repeated kind of product derives it once and builds its message unchecked (layouts only:
+#: no buffer, no device)
+_GEMM_PLANS: dict[tuple, tuple[_GemmPlan, tuple]] = {}
 _GEMM_PLANS_SIZE = 4096
 
 
@@ -185,11 +205,11 @@ def matmul(x1: Array, x2: Array, /) -> Array:
         raise TypeError("matmul: both operands must be arrays")
     key = (x1._dtype, x1._shape, x1._strides, x1._offset,
            x2._dtype, x2._shape, x2._strides, x2._offset)
-    plan = _GEMM_PLANS.get(key)
-    if plan is not None:
+    known = _GEMM_PLANS.get(key)
+    if known is not None:
         if x2._dev is not x1._dev:
             check_device(x1, x2)  # raises
-        return _gemm_send(x1, x2, plan)
+        return _gemm_again(x1, x2, *known)
     if x1.ndim == 0 or x2.ndim == 0:
         raise ValueError("matmul: operands must have at least one dimension")
     a, b = x1, x2
@@ -207,11 +227,12 @@ def matmul(x1: Array, x2: Array, /) -> Array:
     if dt in _BLAS_DTYPES and n * m * k * math.prod(batch) > 0:
         if a is x1 and b is x2 and a.dtype == dt and b.dtype == dt:
             plan = _gemm_plan(a, b, batch, dt)
-            if plan is not None:  # the product of this kind of operands, kept
+            if plan is not None:  # the product of this kind of operands, kept once valid
+                out, msg = _gemm_send(a, b, plan)
                 if len(_GEMM_PLANS) >= _GEMM_PLANS_SIZE:
                     _GEMM_PLANS.clear()
-                _GEMM_PLANS[key] = plan
-                return _gemm_send(a, b, plan)
+                _GEMM_PLANS[key] = (plan, field_values(msg)[3:])
+                return out
         out = _gemm(a if a.dtype == dt else astype(a, dt),
                     b if b.dtype == dt else astype(b, dt), batch, dt)
     else:

@@ -18,7 +18,7 @@ from typing import Any
 
 from ._base import BufRef, Message
 
-__all__ = ["MessageMemo", "OutputTemplates", "plain", "with_output"]
+__all__ = ["MessageMemo", "OutputTemplates", "field_values", "plain", "with_output"]
 
 
 def plain(value: Any) -> bool:
@@ -111,17 +111,27 @@ class MessageMemo:
 _FIELDS: dict[type, tuple[Callable[[Any], tuple], dict[str, int]]] = {}
 
 
+def _fields_of(cls: type) -> tuple[Callable[[Any], tuple], dict[str, int]]:
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        names = tuple(cls.__dataclass_fields__)  # type: ignore[attr-defined]
+        fields = _FIELDS[cls] = (attrgetter(*names), {n: i for i, n in enumerate(names)})
+    return fields
+
+
+def field_values(msg: Message) -> tuple:
+    """Every field of ``msg``, in their order (what ``type(msg).unchecked`` takes)."""
+    return _fields_of(type(msg))[0](msg)
+
+
 def with_output(msg: Message, field: str, ref: BufRef) -> Message:
     """A copy of ``msg`` holding ``ref`` in ``field``, built without validating it again: for
     a message validated with an output of exactly ``ref``'s shape, dtype, order, owner and
     generation (a new output minted as the first was), whose other fields are unchanged."""
     cls = type(msg)
-    fields = _FIELDS.get(cls)
-    if fields is None:
-        names = tuple(cls.__dataclass_fields__)  # type: ignore[attr-defined]
-        fields = _FIELDS[cls] = (attrgetter(*names), {n: i for i, n in enumerate(names)})
-    values = list(fields[0](msg))
-    values[fields[1][field]] = ref
+    getter, index = _fields_of(cls)
+    values = list(getter(msg))
+    values[index[field]] = ref
     return cls.unchecked(*values)  # type: ignore[attr-defined]
 
 

@@ -78,6 +78,45 @@ def test_floating_matmul_is_one_cublas_gemm(xp, dev, posted, rng, dtype) -> None
     assert len(gemms) == len(cases) + 1
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "complex64"])
+def test_a_repeated_kind_of_product_builds_its_gemm_unchecked(xp, dev, posted, rng,
+                                                              monkeypatch, dtype) -> None:
+    """The second product of operands with the layouts and dtype of a validated one builds
+    its message without validating it again; that message equals the one the checked
+    constructor builds from the same fields, and its numbers are NumPy's."""
+    from gpumsg.array_api import _linalg
+    from gpumsg.messages._memo import field_values
+    from gpumsg.messages.cublas import Gemm, GemmStridedBatched, Sgemm
+
+    dt = np.dtype(getattr(xpm, dtype))
+    wide = np.complex128 if dt.kind == "c" else np.float64
+    tol = FLOAT_TOL[dtype] * 40
+    monkeypatch.setattr(_linalg, "_GEMM_PLANS", {})  # no kind known from other tests
+    built = []
+    for cls in (Sgemm, Gemm, GemmStridedBatched):
+        def counted(*values, _real=cls.unchecked):
+            built.append(values)
+            return _real(*values)
+        monkeypatch.setattr(cls, "unchecked", staticmethod(counted))
+    shapes = [((19, 7), (7, 11)), ((3, 19, 7), (3, 7, 11)), ((19, 7), (4, 7, 11))]
+    for round_ in range(2):
+        built.clear()
+        gemms = posted(dev, Sgemm, Gemm, GemmStridedBatched)
+        pairs = [(random_values(rng, sa, dt, False), random_values(rng, sb, dt, False))
+                 for sa, sb in shapes]
+        got = [xp.asarray(a) @ xp.asarray(b) for a, b in pairs]
+        pairs.append((pairs[0][0], pairs[0][1]))  # a transposed view
+        got.append(xp.asarray(np.ascontiguousarray(pairs[0][0].T)).T @ xp.asarray(pairs[0][1]))
+        assert len(gemms) == len(pairs)
+        assert len(built) == (len(pairs) if round_ else 0)
+        for m in gemms:
+            assert m == type(m)(*field_values(m))
+        for g, (a, b) in zip(got, pairs):
+            ref = a.astype(wide) @ b.astype(wide)
+            np.testing.assert_allclose(np.asarray(g).astype(wide), ref, rtol=tol,
+                                       atol=tol * np.abs(ref).max())
+
+
 def test_matmul_of_mixed_dtypes_promotes_then_multiplies(xp, rng) -> None:
     """float32 @ float64 is float64; float16 @ float32 is float32; float32 @ complex128 is
     complex128: the narrower operand is converted, then one GEMM."""
