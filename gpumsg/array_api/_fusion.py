@@ -483,8 +483,11 @@ def _compute_one(w: Any, node: Node, dev: Any, shape: tuple[int, ...]) -> None:
 
 def chain_of(x: Any, order: tuple[int, ...]) -> Any:
     """For a reduction of ``x``: None when ``x`` is in memory (or fusion is off); else
-    (statements, root variable, its dtype, inputs, casts, operand values) of the pending chain,
-    the array operands' strides permuted by ``order``. Counts the reduction."""
+    (statements, root variable, its dtype, inputs, casts, operand values, description) of the
+    pending chain, the array operands' strides permuted by ``order``; ``description`` is the
+    object generated for the chain's structure (the same object for every chain of that
+    structure while it is kept, so a caller may key its own derived values by its identity,
+    holding it). Counts the reduction."""
     # an array in memory never becomes pending again: no lock and no option to read for it
     if x._node is None or not enabled():
         return None
@@ -499,7 +502,8 @@ def chain_of(x: Any, order: tuple[int, ...]) -> Any:
             ins, casts = b.ins()
             return "; ".join(b.statements()), f"t{root}", ins, casts
 
-        statements, name, ins, casts = _generate(("red", b.structure_key((root,))), make)
+        made = _generate(("red", b.structure_key((root,))), make)
+        statements, name, ins, casts = made
         _stats["reductions"] += 1
         _stats["operations"] += len(b.structure)
-        return statements, name, dt, ins, casts, b.values(node.shape, order)
+        return statements, name, dt, ins, casts, b.values(node.shape, order), made

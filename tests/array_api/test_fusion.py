@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from array_helpers import FLOAT_TOL
+from array_helpers import FLOAT_TOL, random_values
 
 import gpumsg
 from gpumsg.messages.nvrtc import Launch
@@ -167,6 +167,43 @@ def test_chains_of_one_structure_share_a_kernel_not_their_inputs(xp, dev, rng, p
         np.testing.assert_allclose(g, a * b + c, rtol=tol, atol=tol * np.abs(a * b).max()
                                    + tol * np.abs(c).max())
     np.testing.assert_allclose(got[4], hx.astype(np.float64) * hy + hz, rtol=1e-12)
+
+
+def test_reductions_of_one_chain_structure_repeated_other_ways(xp, rng) -> None:
+    """A reduction of a chain whose structure was reduced before reuses what it derived
+    (the spec, the shapes) only for the same reduction, shape, axes and keepdims: every other
+    way (another reduction, axis, keepdims, shape, dtype, layout of a leaf) is right too."""
+    from gpumsg.array_api import _reductions
+
+    h = [random_values(rng, (6, 5), np.float32, False) for _ in range(3)]
+    hv = [random_values(rng, (10, 3), np.float32, False) for _ in range(3)]
+    w = [a.astype(np.float64) for a in h]
+    wv = [a.astype(np.float64) for a in hv]
+    tol = FLOAT_TOL["float32"] * 40
+
+    def check(got, want) -> None:
+        want = np.asarray(want)
+        assert got.shape == want.shape
+        np.testing.assert_allclose(np.asarray(got), want, rtol=tol,
+                                   atol=tol * max(1.0, float(np.abs(want).max())))
+
+    before = len(_reductions._CHAIN_SPECS)
+    for _ in range(2):  # the second round finds what the first derived
+        x, y, z = (xp.asarray(a) for a in h)
+        check(xp.sum(xp.exp(x * y) + z), np.sum(np.exp(w[0] * w[1]) + w[2]))
+        check(xp.sum(xp.exp(x * y) + z, axis=0), np.sum(np.exp(w[0] * w[1]) + w[2], axis=0))
+        check(xp.sum(xp.exp(x * y) + z, axis=1, keepdims=True),
+              np.sum(np.exp(w[0] * w[1]) + w[2], axis=1, keepdims=True))
+        check(xp.max(xp.exp(x * y) + z, axis=1), np.max(np.exp(w[0] * w[1]) + w[2], axis=1))
+        check(xp.prod(xp.exp(x * y) * 0.5 + z, axis=0),
+              np.prod(np.exp(w[0] * w[1]) * 0.5 + w[2], axis=0))
+        xv, yv, zv = (xp.asarray(a) for a in hv)
+        check(xp.sum(xp.exp(xv * yv) + zv, axis=0), np.sum(np.exp(wv[0] * wv[1]) + wv[2], axis=0))
+        check(xp.sum(xp.exp(x[:, ::2] * y[:, :3]) + z[:, 1:4], axis=1),  # strided leaves
+              np.sum(np.exp(w[0][:, ::2] * w[1][:, :3]) + w[2][:, 1:4], axis=1))
+        check(xp.sum(xp.exp(xp.astype(x, xp.float64) * y) + z, axis=0),
+              np.sum(np.exp(w[0] * w[1]) + w[2], axis=0))
+    assert len(_reductions._CHAIN_SPECS) > before
 
 
 def test_a_long_chain_is_cut_at_the_limit(xp, rng) -> None:
