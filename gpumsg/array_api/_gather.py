@@ -5,8 +5,10 @@ offsets of the result's coordinates into the source and into an int64 array of e
 move is bit-exact for every dtype. The simulator runs the NumPy twin.
 
 A checked move (``flag`` given) treats an extra offset equal to :data:`OUT_OF_RANGE` (what the
-offsets kernel writes for an index outside its axis) as no element: it sets the i32 ``flag``,
-and a gather writes zero bits there, a scatter writes nothing."""
+offsets kernel writes for an index outside its axis) as no element: it stores its ``token``
+in the i32 ``flag``, and a gather writes zero bits there, a scatter writes nothing. The
+check after it (``IndexCheck`` with that token) fails the result when the flag holds the
+token: a flag kept from one move to the next needs no zeroing (see ``_indexing``)."""
 
 from __future__ import annotations
 
@@ -36,26 +38,26 @@ def _render_move(width: int, ndim: int, scatter: bool, checked: bool = False
                  ) -> tuple[str, str, tuple[str, ...]]:
     """The gather ``out[i] = x[off + view(i) + adv[idx(i)]]`` (or the scatter, the other way)
     over ``ndim`` result dimensions, for elements ``width`` bytes wide; ``checked``: an extra
-    offset of OUT_OF_RANGE sets ``flag`` and moves no element."""
+    offset of OUT_OF_RANGE stores ``tok`` in ``flag`` and moves no element."""
     w = _WORD[width]
     name = f"gm_{'scatter' if scatter else 'gather'}{'_chk' if checked else ''}_{width}_{ndim}"
     params = ["long long n", f"{w}* __restrict__ dst", f"const {w}* __restrict__ src",
               "long long off", "const long long* __restrict__ adv"]
-    params += ["int* __restrict__ flag"] if checked else []
+    params += ["int* __restrict__ flag", "int tok"] if checked else []
     params += [f"long long d{k}" for k in range(ndim)]
     params += [f"long long tv_{k}" for k in range(ndim)] + [f"long long ta_{k}"
                                                              for k in range(ndim)]
-    kinds = ("i64", "ptr", "ptr", "i64", "ptr") + (("ptr",) if checked else ()) + \
+    kinds = ("i64", "ptr", "ptr", "i64", "ptr") + (("ptr", "i32") if checked else ()) + \
         ("i64",) * (3 * ndim)
     lines = _index_code("x", "i", ndim, ["v", "a"], "d", "t", "long long", "    ")
     if not checked:
         move = "dst[off + xv + adv[xa]] = src[i];" if scatter else \
             "dst[i] = src[off + xv + adv[xa]];"
     elif scatter:
-        move = (f"long long a_ = adv[xa];\n    if (a_ == {OUT_OF_RANGE}LL) *flag = 1;\n"
+        move = (f"long long a_ = adv[xa];\n    if (a_ == {OUT_OF_RANGE}LL) *flag = tok;\n"
                 "    else dst[off + xv + a_] = src[i];")
     else:
-        move = (f"long long a_ = adv[xa];\n    if (a_ == {OUT_OF_RANGE}LL) {{ *flag = 1; "
+        move = (f"long long a_ = adv[xa];\n    if (a_ == {OUT_OF_RANGE}LL) {{ *flag = tok; "
                 "dst[i] = gm_word(); }\n    else dst[i] = src[off + xv + a_];")
     src = _grid_stride(w, name, params, lines + [f"    {move}"])
     if name not in SIM_KERNELS:
@@ -85,7 +87,7 @@ def _move_twin(width: int, ndim: int, scatter: bool, checked: bool = False) -> A
             *rest: Any) -> None:
         flag = None
         if checked:
-            flag, rest = rest[0], rest[1:]
+            flag, tok, rest = rest[0], int(rest[1]), rest[2:]
         n, off = int(n), int(off)
         dims = tuple(int(v) for v in rest[:ndim])
         tv = np.array([int(v) for v in rest[ndim:2 * ndim]], np.int64)
@@ -95,7 +97,7 @@ def _move_twin(width: int, ndim: int, scatter: bool, checked: bool = False) -> A
         extra = adv[ta @ coords]
         good = extra != OUT_OF_RANGE if checked else np.ones(n, bool)
         if flag is not None and not good.all():
-            flag.view(np.int32)[0] = 1
+            flag.view(np.int32)[0] = tok
         where = off + tv @ coords + np.where(good, extra, 0)
         d, s = dst.view(wt), src.view(wt)
         if scatter:
@@ -108,11 +110,12 @@ def _move_twin(width: int, ndim: int, scatter: bool, checked: bool = False) -> A
 
 def move(dst: Array, src: Array, off: int, adv: Array, shape: tuple[int, ...],
          vs: tuple[int, ...], as_: tuple[int, ...], scatter: bool,
-         flag: Array | None = None) -> Any:
+         flag: Any = None, token: int = 1) -> Any:
     """Launch the gather into the C-contiguous ``dst`` (or, ``scatter``, from the C-contiguous
     ``src``) over ``shape``: the strided side at element ``off`` with strides ``vs``, the
-    offsets ``adv`` with strides ``as_``; with ``flag`` (one int32, zero), checked (see the
-    module's docstring). Returns the launch's future."""
+    offsets ``adv`` with strides ``as_``; with ``flag`` (a one-int32 buffer or its reference,
+    not holding ``token``), checked (see the module's docstring). Returns the launch's
+    future."""
     dev = dst.device
     n = math.prod(shape)
     if n == 0:
@@ -120,11 +123,11 @@ def move(dst: Array, src: Array, off: int, adv: Array, shape: tuple[int, ...],
     checked = flag is not None
     name, source, kinds = _render_move(dst.dtype.itemsize, len(shape), scatter, checked)
     kernel = kernel_for(dev, name, source, kinds)
-    extra = (flag.buffer,) if flag is not None else ()
+    extra = (flag, token) if flag is not None else ()
     args = (n, dst.buffer, src.buffer, off, adv.buffer, *extra, *shape, *vs, *as_)
     grid = max(1, min((n + 255) // 256, 1 << 16))
     return dev.launch(kernel, grid, 256, args, reads=[src.buffer, adv.buffer],
-                      writes=[dst.buffer, *extra])
+                      writes=[dst.buffer, *extra[:1]])
 
 
 #: C types of the index dtypes a take reads
@@ -136,18 +139,19 @@ _INDEX_C = {"i8": "signed char", "i16": "short", "i32": "int", "i64": "long long
 def _render_take(width: int, index: str, ndim: int) -> tuple[str, str, tuple[str, ...]]:
     """The checked gather ``out[i] = x[off + view(i) + wrap(idx[ioff + at(i)]) * s]`` over
     ``ndim`` result dimensions, elements ``width`` bytes wide, indices of dtype ``index``: an
-    index outside ``[-ext, ext)`` (``[0, ext)`` unsigned) sets ``flag`` and writes zero bits.
+    index outside ``[-ext, ext)`` (``[0, ext)`` unsigned) stores ``tok`` in ``flag`` and writes
+    zero bits.
     The offsets a move reads from an array (:func:`move`) computed in place: one launch."""
     w = _WORD[width]
     it = _INDEX_C[index]
     name = f"gm_take_{width}_{index}_{ndim}"
     params = ["long long n", f"{w}* __restrict__ dst", f"const {w}* __restrict__ src",
               "long long off", f"const {it}* __restrict__ idx", "long long ioff",
-              "int* __restrict__ flag", "long long ext", "long long s"]
+              "int* __restrict__ flag", "int tok", "long long ext", "long long s"]
     params += [f"long long d{k}" for k in range(ndim)]
     params += [f"long long tv_{k}" for k in range(ndim)] + [f"long long ta_{k}"
                                                              for k in range(ndim)]
-    kinds = ("i64", "ptr", "ptr", "i64", "ptr", "i64", "ptr", "i64", "i64") + \
+    kinds = ("i64", "ptr", "ptr", "i64", "ptr", "i64", "ptr", "i32", "i64", "i64") + \
         ("i64",) * (3 * ndim)
     lines = _index_code("x", "i", ndim, ["v", "a"], "d", "t", "long long", "    ")
     if index[0] == "u":
@@ -158,7 +162,7 @@ def _render_take(width: int, index: str, ndim: int) -> tuple[str, str, tuple[str
         pos = "((long long)k_ < 0 ? (long long)k_ + ext : (long long)k_)"
     src = _grid_stride(w, name, params, lines + [
         f"    {it} k_ = idx[ioff + xa];",
-        f"    if ({test}) {{ *flag = 1; dst[i] = gm_word(); }}",
+        f"    if ({test}) {{ *flag = tok; dst[i] = gm_word(); }}",
         f"    else dst[i] = src[off + xv + {pos} * s];"])
     if name not in SIM_KERNELS:
         sim_kernel(name)(Recipe(_take_twin, width, index, ndim))
@@ -170,7 +174,7 @@ def _take_twin(width: int, index: str, ndim: int) -> Any:
     idt = np.dtype(index.replace("i", "int").replace("u", "uint"))
 
     def run(info: Any, n: Any, dst: np.ndarray, src: np.ndarray, off: Any, idx: np.ndarray,
-            ioff: Any, flag: np.ndarray, ext: Any, s: Any, *rest: Any) -> None:
+            ioff: Any, flag: np.ndarray, tok: Any, ext: Any, s: Any, *rest: Any) -> None:
         n, off, ioff, ext, s = int(n), int(off), int(ioff), int(ext), int(s)
         dims = tuple(int(v) for v in rest[:ndim])
         tv = np.array([int(v) for v in rest[ndim:2 * ndim]], np.int64)
@@ -186,7 +190,7 @@ def _take_twin(width: int, index: str, ndim: int) -> Any:
             good = (k >= -ext) & (k < ext)
             k = np.where(k < 0, k + ext, k)
         if not good.all():
-            flag.view(np.int32)[0] = 1
+            flag.view(np.int32)[0] = int(tok)
         d = dst.view(wt)
         d[:n] = np.zeros((), wt)
         d[:n][good] = src.view(wt)[off + (tv @ coords)[good] + k[good] * s]
@@ -195,11 +199,12 @@ def _take_twin(width: int, index: str, ndim: int) -> Any:
 
 
 def take_new(view: Array, index: Array, axis: int, shape: tuple[int, ...],
-             vs: tuple[int, ...], at: tuple[int, ...], flag: Any) -> Any:
+             vs: tuple[int, ...], at: tuple[int, ...], flag: Any, token: int) -> Any:
     """A new C-ordered array of ``shape`` gathered from ``view`` (strides ``vs`` over the
     result's dimensions) at ``index`` (an integer array read with strides ``at`` over them)
-    along ``axis`` of ``view``, checked: an index out of range sets ``flag`` (a zeroed i32
-    buffer or its future). One message: the output's allocation and the launch."""
+    along ``axis`` of ``view``, checked: an index out of range stores ``token`` in ``flag``
+    (an i32 buffer, its future or its reference, not holding ``token``). One message: the
+    output's allocation and the launch."""
     dev = view.device
     n = math.prod(shape)
     width = view.dtype.itemsize
@@ -207,7 +212,7 @@ def take_new(view: Array, index: Array, axis: int, shape: tuple[int, ...],
     ndim = len(shape)
     out = dev.port.mint(shape, D.storage_name(view.dtype), "C")
     src, idx, fl = _ref_of(view._buf), _ref_of(index._buf), _ref_of(flag)
-    args = (n, out, src, view._offset, idx, index._offset, fl, view.shape[axis],
+    args = (n, out, src, view._offset, idx, index._offset, fl, token, view.shape[axis],
             view.strides[axis], *shape, *vs, *at)
     grid = max(1, min((n + 255) // 256, 1 << 16))
     fut = _send(dev, ("take", width, name, ndim), lambda: _render_take(width, name, ndim),

@@ -23,15 +23,15 @@ from __future__ import annotations
 import builtins
 import math
 import operator
+import threading
 from typing import Any
 
 import numpy as np
 
 from ..messages.cudnn import IndexCheck
-from ..messages.device import Memset
 from . import _dtypes as D
 from ._array import Array, asarray_host, c_strides, new_array
-from ._codegen import ElementwiseSpec, launch_elementwise
+from ._codegen import ElementwiseSpec, _failed, launch_elementwise
 from ._compact import compact, nonzero
 from ._elementwise import broadcast_shapes
 from ._expr import cast_name
@@ -275,19 +275,54 @@ def _move(plan: _Plan, dst: Array, src: Array, scatter: bool, written: Array,
         return
     vs, os_ = plan.layout()
     dev = dst.device
-    flag = None
+    flag = token = None
     if plan.unchecked:
-        flag = new_array(dev, (1,), D.int32)
-        flag._wrote(dev.memset(flag.buffer, 0))
+        flag, token = _thread_flag(dev)
     written._wrote(move(dst, src, plan.view._offset, plan.offsets(), plan.shape, vs, os_,
-                        scatter, flag))
+                        scatter, flag, token or 1))
     if flag is not None:
         extents = ", ".join(str(plan.view.shape[p]) for p in plan.unchecked)
         text = f"{field}: an index lies outside [-n, n) of its axis (n: {extents})"
-        checked = dev.port.send_writing(IndexCheck(flag.buffer, written.buffer, field, text),
+        checked = dev.port.send_writing(IndexCheck(flag, written.buffer, field, text, token),
                                         written.buffer)
         written._wrote(checked)
-        getattr(flag.buffer, "buffer", flag.buffer).free()  # stream-ordered: after the check
+
+
+#: the device attribute holding {thread ident: [device generation, flag buffer, its zeroing's
+#: future, last token]}: each thread's i32 flag of checked gathers and scatters on the device
+_FLAGS_ATTR = "_array_index_flags"
+_FLAGS_SIZE = 1024
+_flags_lock = threading.Lock()
+_TOKENS = (1 << 31) - 1
+
+
+def _thread_flag(dev: Any) -> tuple[Any, int]:
+    """This thread's index flag on ``dev`` (a one-int32 buffer's future) and a token no
+    earlier move of the thread stored in it. A checked move stores its token where an index
+    is out of range and its IndexCheck looks for that token, so the flag is zeroed once, when
+    made, not before every move (two messages, an allocation and a memset, a gather used to
+    spend on it).
+    The flag is the thread's own: each thread posts a move and its check one after the other,
+    and the flag's reads and writes order them on the device, so no other move can store
+    into it between the two (one flag shared by threads could lose a token stored by one
+    thread's move under another's). A token repeats after 2**31 - 1 moves of one thread; a
+    flag still holding it then fails a check that found nothing (an error, never a wrong
+    result). A flag whose allocation or zeroing failed, or of an earlier generation of the
+    device, is made again."""
+    me = threading.get_ident()
+    table = getattr(dev, _FLAGS_ATTR, None)
+    entry = table.get(me) if table is not None else None
+    if entry is None or entry[0] != dev.generation or _failed(entry[1]) or _failed(entry[2]):
+        buf = dev.alloc((1,), "i32")
+        entry = [dev.generation, buf, dev.memset(buf, 0), 0]
+        with _flags_lock:
+            table = getattr(dev, _FLAGS_ATTR, None)
+            if table is None or len(table) >= _FLAGS_SIZE:
+                table = {}
+                setattr(dev, _FLAGS_ATTR, table)
+            table[me] = entry
+    entry[3] = entry[3] % _TOKENS + 1
+    return entry[1], entry[3]
 
 
 def getitem(x: Array, key: Any, field: str = "key") -> Array:
@@ -306,22 +341,20 @@ def getitem(x: Array, key: Any, field: str = "key") -> Array:
 
 
 def _take(plan: _Plan, field: str) -> Array:
-    """``x[key]`` with one device index array (any shape, on one axis): the zeroed flag, the
-    checked gather that computes each offset itself, and the check, each allocating what it
-    writes in its own message (three messages; the offsets, flag and free apart took eight)."""
+    """``x[key]`` with one device index array (any shape, on one axis): the checked gather
+    that computes each offset itself, allocating its output, and the check (two messages;
+    the offsets, a zeroed flag and its free apart took eight)."""
     (index,) = plan.arrays
     (axis,) = plan.axes
     view, dev = plan.view, plan.view.device
     vs, _ = plan.layout()
     before, after = plan.others
     at = (0,) * len(before) + index._operand(plan.bshape).strides + (0,) * len(after)
-    port = dev.port
-    flag_ref = port.mint((1,), "i32", "C")
-    flag = port.send_new(flag_ref, Memset(flag_ref, 0))
-    out = take_new(view, index, axis, plan.shape, vs, at, flag)
+    flag, token = _thread_flag(dev)
+    out = take_new(view, index, axis, plan.shape, vs, at, flag, token)
     text = f"{field}: an index lies outside [-n, n) of its axis (n: {view.shape[axis]})"
-    out._wrote(port.send_writing(IndexCheck(flag_ref, out.buffer.ref, field, text),
-                                 out.buffer))
+    out._wrote(dev.port.send_writing(IndexCheck(flag, out.buffer.ref, field, text, token),
+                                     out.buffer))
     return out
 
 

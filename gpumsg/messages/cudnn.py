@@ -932,15 +932,18 @@ class GroupNormBackward(Message):
 class IndexCheck(Message):
     """The verdict on ``y``, written by a generated kernel that sets the i32 ``flag`` (its
     first element) where an index lies outside its range (dev.nn's embedding and cross
-    entropy): the flag is read back at completion, and when set the reply fails with
-    InvalidMessage(``text``, field=``field``) and ``y`` carries the failure to every reader,
-    pipelined before the failure was seen or sent after (DependencyFailed). ``y`` itself is
-    not modified."""
+    entropy, the arrays' indexing): the flag is read back at completion, and when set the
+    reply fails with InvalidMessage(``text``, field=``field``) and ``y`` carries the failure
+    to every reader, pipelined before the failure was seen or sent after (DependencyFailed).
+    ``y`` itself is not modified. With ``token`` (1 to 2**31 - 1) the flag is set when it
+    holds that token, which the kernel stores there (a flag kept from one check to the next,
+    never zeroed); with 0, when it is not zero."""
 
     flag: BufRef
     y: BufRef
     field: str = "input"
     text: str = "an index lies outside its range"
+    token: int = 0
 
     def __post_init__(self) -> None:
         flag, y = _ref(self, "flag", self.flag), _ref(self, "y", self.y)
@@ -954,3 +957,5 @@ class IndexCheck(Message):
         for name in ("field", "text"):
             if not isinstance(getattr(self, name), str):
                 raise _fail(self, name, f"expected a string, got {getattr(self, name)!r}")
+        if not 0 <= self.token < 2 ** 31:
+            raise _fail(self, "token", f"expected 0 to 2**31 - 1, got {self.token}")

@@ -134,16 +134,41 @@ def test_checked_move_source_on_the_host(folder, rng, scatter: bool, width: int)
     if scatter:
         dst = big.copy()
         vals = (rng.standard_normal(8) + 3).astype(dt)
-        host.launch_host(kernel, kinds, (8, dst, vals, 0, adv, flag, *shape, *vs, *as_))
+        host.launch_host(kernel, kinds, (8, dst, vals, 0, adv, flag, 12345, *shape, *vs, *as_))
         ref = big.copy()
         ref[where[ok]] = vals.reshape(shape)[ok]
         assert dst.tobytes() == ref.tobytes()
     else:
         out = np.full(8, 7, dt)
-        host.launch_host(kernel, kinds, (8, out, big, 0, adv, flag, *shape, *vs, *as_))
+        host.launch_host(kernel, kinds, (8, out, big, 0, adv, flag, 12345, *shape, *vs, *as_))
         ref = np.where(ok, big[np.where(ok, where, 0)], np.zeros((), dt)).ravel()
         assert out.tobytes() == ref.tobytes()
-    assert flag[0] == 1
+    assert flag[0] == 12345  # the move's token
+
+
+@pytest.mark.parametrize("index", ["int8", "int64", "uint32"])
+def test_take_source_on_the_host(folder, rng, index: str) -> None:
+    """The checked take kernel: indices in ``[-n, n)`` (``[0, n)`` unsigned) gathered,
+    wrapped once; others write zero bits and store the launch's token in the flag, which
+    a launch that found nothing leaves as it was."""
+    import prelude_host as host
+
+    from gpumsg.array_api._gather import _render_take
+
+    name, src, kinds = _render_take(8, index.replace("int", "i").replace("ui", "u"), 1)
+    kernel = host.build_kernel(folder, name, src)
+    x = rng.standard_normal(10) + 5.0
+    raw = [3, 9, 0, 10, -2, -11] if index[0] == "i" else [3, 9, 0, 10, 2**32 - 2]
+    idx = np.array(raw, np.dtype(index))
+    want = np.array([x[v] if -10 <= v < 10 else 0.0 for v in np.asarray(raw)])
+    for token, flagged in ((77, True), (78, False)):
+        ids = idx if flagged else idx[:3]
+        n = len(ids)
+        out = np.full(n, 9.0)
+        flag = np.array([5], np.int32)
+        host.launch_host(kernel, kinds, (n, out, x, 0, ids, 0, flag, token, 10, 1, n, 0, 1))
+        assert out.tobytes() == want[:n].tobytes()
+        assert flag[0] == (token if flagged else 5)
 
 
 @pytest.mark.parametrize("dtype", ["int8", "int64", "uint32", "uint64"])

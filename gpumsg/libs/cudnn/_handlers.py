@@ -285,10 +285,10 @@ def _index_check(ctx: Any, msg: IndexCheck, reply: Any) -> None:
         try:
             if failure is not None:
                 return None
-            bad = int(np.asarray(slot.view[:4]).view(np.int32)[0])
+            held = int(np.asarray(slot.view[:4]).view(np.int32)[0])
         finally:
             scratch.release(slot)
-        if bad:
+        if (held == msg.token) if msg.token else held:
             raise IndexOutOfRange(msg.text, field=msg.field)
         return value
 
