@@ -89,13 +89,16 @@ class Leaf:
     def key(self) -> tuple:
         return (id(self.buffer), self.dtype, self.offset, self.strides, self.shape)
 
-    def operand(self, shape: tuple[int, ...]) -> Operand:
-        """As a kernel operand broadcast to ``shape``."""
+    def operand(self, shape: tuple[int, ...], order: tuple[int, ...] | None = None) -> Operand:
+        """As a kernel operand broadcast to ``shape``, its dimensions taken in ``order``."""
         if shape == self.shape:
-            return Operand(self.buffer, self.dtype, self.offset, self.strides)
-        pad = len(shape) - len(self.shape)
-        st = (0,) * pad + tuple(0 if d == 1 and shape[pad + k] != 1 else s
-                                for k, (d, s) in enumerate(zip(self.shape, self.strides)))
+            st = self.strides
+        else:
+            pad = len(shape) - len(self.shape)
+            st = (0,) * pad + tuple(0 if d == 1 and shape[pad + k] != 1 else s
+                                    for k, (d, s) in enumerate(zip(self.shape, self.strides)))
+        if order is not None:
+            st = tuple([st[k] for k in order])
         return Operand(self.buffer, self.dtype, self.offset, st)
 
 
@@ -283,6 +286,10 @@ def _substitute(tree: Tree, names: dict[str, Tree]) -> Tree:
     return ("call", tree[1], tuple(_substitute(t, names) for t in tree[2]))
 
 
+#: rank -> the identity order of that many dimensions
+_IDENTITY = {n: tuple(range(n)) for n in range(33)}
+
+
 class _Builder:
     """The statements of the nodes reachable from some outputs: one ``t<k>`` per pending node
     (shared subexpressions once), one input ``a<k>`` per distinct leaf, one ``s<k>`` per
@@ -341,12 +348,9 @@ class _Builder:
 
     def values(self, shape: tuple[int, ...],
                order: tuple[int, ...] | None = None) -> list[Any]:
-        out: list[Any] = []
-        for _, leaf in self.leaves.values():
-            op = leaf.operand(shape)
-            if order is not None:
-                op = Operand(op.buffer, op.dtype, op.offset, tuple(op.strides[k] for k in order))
-            out.append(op)
+        if order is not None and order == _IDENTITY.get(len(order)):
+            order = None
+        out: list[Any] = [leaf.operand(shape, order) for _, leaf in self.leaves.values()]
         return out + [s.value for s in self.scalars]
 
 
