@@ -56,6 +56,8 @@ def test_a_kernel_compiled_before_a_fault_launches_after_it(pdev, rng, fault: st
 
 
 def test_array_operations_before_and_after_a_fault(pdev, rng) -> None:
+    """Generated kernels, the reduction workspace and the checked gathers' index flag, before
+    a fault and on the new worker after it."""
     host = rng.standard_normal((40, 7))
     long = rng.standard_normal(50_000)  # a sum split over blocks: it uses the workspace
     x = xp.asarray(host, device=pdev)
@@ -63,6 +65,8 @@ def test_array_operations_before_and_after_a_fault(pdev, rng) -> None:
                                (np.sin(host) * 2.0 + host).sum(axis=0), rtol=1e-12)
     np.testing.assert_allclose(float(xp.sum(xp.asarray(long, device=pdev))), long.sum(),
                                rtol=1e-12)
+    idx = np.array([3, -1, 0, 39])
+    np.testing.assert_array_equal(np.asarray(x[xp.asarray(idx, device=pdev)]), host[idx])
     with pytest.raises(gpumsg.ContextPoisoned):
         pdev.inject_fault("exit").result(timeout=60)
     x = xp.asarray(host, device=pdev)  # the same generated kernels, on the new worker
@@ -72,3 +76,7 @@ def test_array_operations_before_and_after_a_fault(pdev, rng) -> None:
     np.testing.assert_allclose(float(xp.sum(xp.asarray(long, device=pdev))), long.sum(),
                                rtol=1e-12)
     np.testing.assert_array_equal(np.asarray(xp.sort(x, axis=0)), np.sort(host, axis=0))
+    # the old worker's index flag is stale too: the thread's next checked gather makes one
+    np.testing.assert_array_equal(np.asarray(x[xp.asarray(idx, device=pdev)]), host[idx])
+    with pytest.raises(gpumsg.IndexOutOfRange):
+        np.asarray(x[xp.asarray(np.array([1, 40]), device=pdev)])
