@@ -119,7 +119,9 @@ def test_concat_of_contiguous_inputs_copies_runs(xp, dev, rng, posted, dtype) ->
     big_h = random_values(rng, (4 * n + 1,), dtype)
     big = xp.asarray(big_h)
     for lead in (0, 1):
+        sent = posted(dev, Launch)
         got = xp.stack([big[lead + j * n: lead + (j + 1) * n] for j in range(4)], axis=0)
+        assert [m.kernel.name for m in sent] == [f"gm_concat_runs_{big.dtype.itemsize}_4"]
         np.testing.assert_array_equal(
             np.asarray(got), np.stack([big_h[lead + j * n: lead + (j + 1) * n]
                                        for j in range(4)]))
