@@ -6,6 +6,8 @@ and a second module of that name would shadow it."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -72,3 +74,23 @@ def nvrtc_compile_program() -> Any:
     except LibraryNotFound:
         pytest.skip("NVRTC is not installed here")
     return compile_program
+
+
+def in_threads(work: Callable[[int], None], count: int = 4) -> None:
+    """Run ``work(k)`` on ``count`` threads at once (k = 0, 1, ...) and raise the first
+    exception one of them raised, once all have ended."""
+    errors: list[BaseException] = []
+
+    def run(k: int) -> None:
+        try:
+            work(k)
+        except BaseException as exc:  # noqa: BLE001 - raised on the caller's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]

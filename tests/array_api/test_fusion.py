@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from array_helpers import FLOAT_TOL, random_values
+from array_helpers import FLOAT_TOL, in_threads, random_values
 
 import gpumsg
 from gpumsg.messages.nvrtc import Launch
@@ -360,27 +360,16 @@ def test_a_kernel_that_cannot_be_sent_fails_where_its_array_is_read(xp, dev, rng
 def test_threads_building_and_reading_chains_at_once(xp, rng) -> None:
     """Pending work is shared by the process: any thread's read computes every thread's
     pending arrays, and each still gets its own values."""
-    import threading
-
     (x, y), (hx, hy) = _inputs(xp, rng, 2)
-    errors: list = []
 
     def work(k: int) -> None:
-        try:
-            for step in range(15):
-                a = x * float(k) + y
-                b = xp.exp(a * 0.1) - float(step)
-                if step % 3 == 0:
-                    np.testing.assert_allclose(float(xp.sum(b)), np.sum(
-                        np.exp((hx * k + hy) * 0.1) - step), rtol=1e-4)
-                np.testing.assert_allclose(np.asarray(b), np.exp((hx * k + hy) * 0.1) - step,
-                                           rtol=1e-5, atol=1e-5)
-        except Exception as exc:  # noqa: BLE001 - reported by the main thread
-            errors.append(exc)
+        for step in range(15):
+            a = x * float(k) + y
+            b = xp.exp(a * 0.1) - float(step)
+            if step % 3 == 0:
+                np.testing.assert_allclose(float(xp.sum(b)), np.sum(
+                    np.exp((hx * k + hy) * 0.1) - step), rtol=1e-4)
+            np.testing.assert_allclose(np.asarray(b), np.exp((hx * k + hy) * 0.1) - step,
+                                       rtol=1e-5, atol=1e-5)
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+    in_threads(work)

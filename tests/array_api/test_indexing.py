@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from array_helpers import random_values
+from array_helpers import in_threads, random_values
 
 KEYS = [0, -1, slice(None), slice(1, None, 2), slice(None, None, -1), (1, 2), (Ellipsis, 0),
         (None, slice(0, 2)), (slice(2, 0, -1), None, Ellipsis, 1), (), (slice(5, 9),),
@@ -214,8 +214,6 @@ def test_threads_gathering_at_once_each_get_their_own_verdict(xp, rng) -> None:
     """Threads interleave gathers and scatters with indices in and out of range, pipelined
     (several posted before any is read): each result is refused exactly when its own indices
     were out of range, never for another thread's, and the others hold NumPy's values."""
-    import threading
-
     import gpumsg
 
     h = random_values(rng, (50, 3), np.float32, False)
@@ -224,37 +222,28 @@ def test_threads_gathering_at_once_each_get_their_own_verdict(xp, rng) -> None:
     bad_h = good_h.copy()
     bad_h[17] = 50
     good, bad = xp.asarray(good_h), xp.asarray(bad_h)
-    errors: list = []
 
     def work(seed: int) -> None:
         pick = np.random.default_rng(seed).random(60) < 0.3
-        try:
-            pending = [(x[bad if b else good], b) for b in pick]  # posted before any read
-            for got, was_bad in pending:
-                if was_bad:
-                    with pytest.raises(gpumsg.IndexOutOfRange):
-                        np.asarray(got)
-                else:
-                    np.testing.assert_array_equal(np.asarray(got), h[good_h])
-            want = h.copy()
-            want[good_h] = 2.0
-            for b in pick[:20]:  # scatters: the array written is refused, or right
-                y = xp.asarray(h)
-                y[bad if b else good] = 1.0 if b else 2.0
-                if b:
-                    with pytest.raises(gpumsg.IndexOutOfRange):
-                        np.asarray(y)
-                else:
-                    np.testing.assert_array_equal(np.asarray(y), want)
-        except BaseException as exc:  # noqa: BLE001 - reported by the test's thread
-            errors.append(exc)
+        pending = [(x[bad if b else good], b) for b in pick]  # posted before any read
+        for got, was_bad in pending:
+            if was_bad:
+                with pytest.raises(gpumsg.IndexOutOfRange):
+                    np.asarray(got)
+            else:
+                np.testing.assert_array_equal(np.asarray(got), h[good_h])
+        want = h.copy()
+        want[good_h] = 2.0
+        for b in pick[:20]:  # scatters: the array written is refused, or right
+            y = xp.asarray(h)
+            y[bad if b else good] = 1.0 if b else 2.0
+            if b:
+                with pytest.raises(gpumsg.IndexOutOfRange):
+                    np.asarray(y)
+            else:
+                np.testing.assert_array_equal(np.asarray(y), want)
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+    in_threads(work)
 
 
 def test_a_gather_of_a_failed_array_raises() -> None:
