@@ -33,8 +33,8 @@ import ray
 from ..client._buffers import _FINISHED, GpuFuture
 from ..errors import CollectiveError, GpuError, GpuRefStale, InvalidMessage, WorkerDied
 from ..messages.nccl import CollOp, check_batch
-from ._actor import DeviceActor
-from ._handles import Handle
+from ._actor import THREADS, DeviceActor
+from ._handles import Handle, pack, unpack
 
 __all__ = ["RemoteDevice", "RemoteBuffer", "RemoteFuture", "RemoteDeviceGroup",
            "RemoteCommunicator", "open_devices"]
@@ -334,7 +334,7 @@ class RemoteDevice:
             seq = self._next_seq()
             fut = RemoteFuture(self, ((_CLIENT, seq[1]), 0), self.generation)
             try:
-                ref = self.actor.call.remote((seq, name, args, kwargs))
+                ref = self.actor.call.remote(pack((seq, name, args, kwargs)))
             except BaseException:
                 self._outstanding.discard(seq[1])
                 raise
@@ -356,7 +356,7 @@ class RemoteDevice:
                 self._died()
             fut.set_exception(_translate(exc, what))
             return
-        incarnation, value = reply
+        incarnation, value = unpack(reply)
         self._observe(incarnation)
         try:
             fut.set_result(self._result(value))
@@ -617,7 +617,7 @@ def open_devices(num_gpus: int = 1, backend: str = "auto", max_restarts: int = 0
                              field="backend")
     cls = ray.remote(DeviceActor).options(
         num_gpus=1 if backend == "cuda" else 0, num_cpus=0, max_restarts=max_restarts,
-        max_task_retries=0, max_concurrency=1000)
+        max_task_retries=0, max_concurrency=THREADS)
     actors = [cls.remote(0, backend, options) for _ in range(num_gpus)]
     try:
         devices = [RemoteDevice(a, i, timeout) for i, a in enumerate(actors)]

@@ -7,6 +7,7 @@ correct, old buffers stale). The GPU case runs only where Ray is installed next 
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import numpy as np
@@ -69,7 +70,7 @@ def test_round_trip_and_gemm(group, rng) -> None:
 
 def test_pipelined_chain_keeps_order(group, rng) -> None:
     """Each call names the previous call's buffer before it resolves: the actor must start
-    them in the caller's order (Ray does not promise that for async actors)."""
+    them in the caller's order (Ray does not promise that for threaded actors)."""
     rd = group[0]
     data = random_array(rng, (256,), "f32")
     cur = rd.to_device(data)
@@ -78,6 +79,88 @@ def test_pipelined_chain_keeps_order(group, rng) -> None:
         rd.copy(nxt, cur)
         cur = nxt
     assert np.array_equal(rd.copy_to_host(cur).result(timeout=60), data)
+
+
+def _in_process_actor(monkeypatch):
+    """A DeviceActor in this process (no Ray call), recording the calls in the order they
+    post."""
+    from gpumsg.ray import _actor
+
+    actor = _actor.DeviceActor(0, "sim", {})
+    posted: list[int] = []
+    target = actor._target
+
+    def recording(name):
+        posted.append(int(name.rsplit("_", 1)[1]) if "_" in name else -1)
+        return target("stats")
+
+    monkeypatch.setattr(actor, "_target", recording)
+    return _actor, actor, posted
+
+
+def test_threaded_actor_posts_in_the_callers_order(monkeypatch) -> None:
+    """Calls that start on the actor's threads in reverse order post in the caller's order,
+    each woken by the one before it."""
+    from gpumsg.ray._handles import unpack
+
+    _actor, actor, posted = _in_process_actor(monkeypatch)
+    replies: dict[int, object] = {}
+
+    def run(n: int) -> None:
+        replies[n] = unpack(actor.call(_actor_pack((("c", n, 1), f"stats_{n}", (), {}))))
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(8, 0, -1)]
+    for t in threads:
+        t.start()
+        time.sleep(0.01)  # n = 8 starts first, and waits for its turn
+    for t in threads:
+        t.join(timeout=30)
+    try:
+        assert posted == list(range(1, 9))
+        assert sorted(replies) == list(range(1, 9))
+        assert all(r[0] == actor.incarnation and r[1].backend == "sim"
+                   for r in replies.values())
+        assert not any(actor._waiting.get("c", {}))
+    finally:
+        actor.close()
+
+
+def test_threaded_actor_skips_a_call_that_never_comes(monkeypatch) -> None:
+    """A call whose predecessor was lost (an actor restart) posts after GAP_SECONDS, not
+    never; the calls after it keep their order."""
+    _actor, actor, posted = _in_process_actor(monkeypatch)
+    monkeypatch.setattr(_actor, "GAP_SECONDS", 0.3)
+    try:
+        actor.call(_actor_pack((("c", 1, 1), "stats_1", (), {})))
+        t0 = time.monotonic()
+        actor.call(_actor_pack((("c", 3, 1), "stats_3", (), {})))  # call 2 never comes
+        assert 0.25 < time.monotonic() - t0 < 10
+        actor.call(_actor_pack((("c", 4, 1), "stats_4", (), {})))
+        assert posted == [1, 3, 4]
+    finally:
+        actor.close()
+
+
+def _actor_pack(request: tuple) -> object:
+    from gpumsg.ray._handles import pack
+
+    return pack(request)
+
+
+def test_pack_carries_arrays_as_they_are() -> None:
+    """A request or reply with a NumPy array stays a tuple (Ray's object store carries the
+    array without a copy); one without is bytes; one that plain pickle cannot carry stays a
+    tuple for Ray's cloudpickle; unpack gives each back."""
+    from gpumsg.ray._handles import Handle, pack, unpack
+
+    arr = np.arange(6.0)
+    with_array = (("c", 1, 1), "to_device", ([arr],), {})
+    assert pack(with_array) is with_array
+    plain = (("c", 2, 1), "copy", (Handle(("k", 0), "inc"), Handle(("k", 1))), {"nbytes": 8})
+    packed = pack(plain)
+    assert type(packed) is bytes and unpack(packed) == plain
+    local = (("c", 3, 1), "stats", (lambda: 0,), {})
+    assert pack(local) is local and unpack(local) is local
 
 
 def test_matmul_returns_a_remote_buffer(group, rng) -> None:
