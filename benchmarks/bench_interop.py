@@ -1,5 +1,5 @@
 """Interop costs: DLPack export/import per call beside torch<->CuPy (GPU), and gpumsg.ray per
-message beside a plain Ray actor method (CPU, simulated devices).
+message beside a plain Ray actor method (a GPU where Ray sees one, else a simulated device).
 
 DLPack (``interop.md``): each row is the median wall time of one hand-over, after warm-up:
 gpumsg -> torch (``torch.from_dlpack(buf)``: the ExportSync round trip, the capsule, torch's
@@ -11,11 +11,12 @@ round trip), the same with the buffer freed right after (the release), and
 between torch and CuPy. Without a GPU the rows are NumPy <-> gpumsg on the simulator (plumbing
 only, peer NumPy -> NumPy).
 
-Ray (``interop_ray.md``, on a local ``ray.init``; the GPU machine has no Ray): round trip and
-pipelined rate of ``rd.stats()`` and of a 64^3 float32 GEMM on a simulated device, beside a
-plain actor method that returns a small value / multiplies the same matrices with NumPy, and
-256 MiB host -> remote device (``rd.to_device``) beside a plain actor method that receives the
-array through the object store and copies it once.
+Ray (``interop_ray.md``, on a local ``ray.init``; a GPU machine without network runs it with
+the carried extras of ``../shared/tools/carry_extras.sh``): round trip and pipelined rate of
+``rd.stats()`` and of a 64^3 float32 GEMM on the actor's device (CUDA where the cluster has a
+GPU, else simulated), beside a plain actor method that returns a small value / multiplies the
+same matrices with NumPy, and 256 MiB host -> remote device (``rd.to_device``) beside a plain
+actor method that receives the array through the object store and copies it once.
 
     python benchmarks/bench_interop.py --out DIR [--part dlpack|ray|all] [--quick]
 """
@@ -165,8 +166,9 @@ def bench_ray(n: int, quick: bool) -> None:
     plain = Plain.remote()
     plain_async = PlainAsync.remote()
     ray.get([plain.ping.remote(), plain_async.ping.remote()])
-    rg = gray.open_devices(num_gpus=1, backend="sim")
+    rg = gray.open_devices(num_gpus=1, backend="auto")  # CUDA where Ray sees a GPU
     rd = rg[0]
+    backend = rd.backend
     rng = np.random.default_rng()
     a = rd.to_device(rng.standard_normal((64, 64)).astype(np.float32, order="F")).result()
     b = rd.to_device(rng.standard_normal((64, 64)).astype(np.float32, order="F")).result()
@@ -215,20 +217,23 @@ def bench_ray(n: int, quick: bool) -> None:
                  "GB/s": big.nbytes / (x * 1e-6) / 1e9})
     rg.close()
     ray.shutdown()
+    where = ("a CUDA device in one Ray actor" if backend == "cuda" else
+             "CPU only: a simulated device in one Ray actor")
     write_results("interop_ray", rows, [
-        "CPU only (Ray is not installed on the GPU machine, which has no network): simulated "
-        "device in one Ray actor on this machine; the peer is a plain Ray actor on the same "
-        "cluster. Per-op times in µs; pipelined rows issue all calls, then wait for all.",
-        "gpumsg.ray's actor is an asyncio actor (calls overlap while their futures are "
-        "pending); a plain asyncio actor's round trip is the second row. The rest of the gap "
-        "is the simulated device's own round trip inside the actor process, which shares 2 "
-        "cores with Ray's daemons here (a direct in-actor Stats measured the same 1.74 ms "
-        "with or without gpumsg.ray's forwarding).",
-        "256 MiB: gpumsg's to_device on the simulator alone takes 0.21-0.55 s in-process on "
-        "this machine (fill, staging copies, the simulated DMA), so that row is the "
-        "simulator's copy more than Ray's transport.",
-        "The peer's GEMM is NumPy's (torch is not installed here); the simulator's GEMM is NumPy "
-        "behind the device thread, so the GEMM rows measure the message path, not a GPU."],
+        f"{where} on this machine; the peer is a plain Ray actor on the same cluster. Per-op "
+        "times in µs; pipelined rows issue all calls, then wait for all.",
+        "gpumsg.ray's actor is a threaded actor (calls overlap on its threads while their "
+        "futures are pending); the second row's peer is a plain asyncio actor. The gap to "
+        "the plain method is Ray carrying a request and a reply where the plain method "
+        "carries neither (the actor's own work, the device call included, is a few µs), on "
+        f"{os.cpu_count()} cores shared with Ray's daemons here.",
+        *([] if backend == "cuda" else [
+            "256 MiB: gpumsg's to_device on the simulator alone takes 0.21-0.55 s in-process on "
+            "a 2-core machine (fill, staging copies, the simulated DMA), so that row is the "
+            "simulator's copy more than Ray's transport.",
+            "The simulator's GEMM is NumPy behind the device thread, so the GEMM rows measure "
+            "the message path, not a GPU."]),
+        "The peer's GEMM is NumPy's, in the plain actor."],
         ["operation", "gpumsg.ray_us", "peer", "peer_us", "ratio", "GB/s"])
 
 
