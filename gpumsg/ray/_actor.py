@@ -37,11 +37,11 @@ __all__ = ["DeviceActor", "FORBIDDEN"]
 
 #: how long a call waits for an earlier one that never arrives (lost when the actor restarted)
 GAP_SECONDS = 2.0
-#: the actor's threads (Ray's ``max_concurrency``): calls in flight at once; a call past them
-#: waits in Ray's queue until one returns. More threads contend for the GIL (a device open in
-#: thread isolation sets a 50 µs switch interval): pipelined ``stats`` calls took 434-554 µs
-#: each with 64 threads, 331-440 with 4 or 16 (2-core CPU machine, simulated device)
-THREADS = 16
+#: the actor's threads (Ray's ``max_concurrency``): calls waiting for the device at once; a
+#: call past them (a ``stats`` query among them) waits in Ray's queue until one returns. 64
+#: and 16 threads ran pipelined ``stats`` calls at 363-444 and 293-419 µs each, paired runs on
+#: a 2-core CPU machine (simulated device): within the runs' spread
+THREADS = 64
 #: Device attributes a remote caller may not reach (lifecycle, local-only objects)
 FORBIDDEN = frozenset({"close", "graph", "send", "buffer_after", "alloc_pinned", "from_dlpack",
                        "compile", "load_module", "launch"})
