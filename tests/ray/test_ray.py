@@ -163,6 +163,20 @@ def test_pack_carries_arrays_as_they_are() -> None:
     assert pack(local) is local and unpack(local) is local
 
 
+def test_call_floor_is_the_oldest_outstanding_call(rng) -> None:
+    """The floor each call carries is the oldest call still unanswered, whichever answers
+    arrive first (the actor skips nothing older than it after a restart)."""
+    from gpumsg.ray._client import RemoteDevice
+
+    rd = RemoteDevice.__new__(RemoteDevice)  # no actor: only the numbering
+    rd._seq, rd._outstanding, rd._oldest = 0, set(), 1
+    for _ in range(2000):
+        if rd._outstanding and rng.random() < 0.5:
+            rd._outstanding.discard(int(rng.choice(sorted(rd._outstanding))))
+        _, n, floor = rd._next_seq()
+        assert floor == min(rd._outstanding) and n == rd._seq
+
+
 def test_matmul_returns_a_remote_buffer(group, rng) -> None:
     rd = group[1]
     a, b = random_array(rng, (7, 3), "f32"), random_array(rng, (3, 9), "f32")
