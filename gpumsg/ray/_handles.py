@@ -31,8 +31,6 @@ def is_handle(value: Any) -> bool:
 
 def _holds_array(value: Any) -> bool:
     t = type(value)
-    if t is np.ndarray:
-        return True
     if t in (list, tuple):
         return any(_holds_array(v) for v in value)
     if t is dict:

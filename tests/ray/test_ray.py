@@ -24,6 +24,7 @@ from gpumsg.errors import (  # noqa: E402
     InvalidMessage,
     WorkerDied,
 )
+from gpumsg.ray._handles import Handle, pack, unpack  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -101,13 +102,11 @@ def _in_process_actor(monkeypatch):
 def test_threaded_actor_posts_in_the_callers_order(monkeypatch) -> None:
     """Calls that start on the actor's threads in reverse order post in the caller's order,
     each woken by the one before it."""
-    from gpumsg.ray._handles import unpack
-
     _actor, actor, posted = _in_process_actor(monkeypatch)
     replies: dict[int, object] = {}
 
     def run(n: int) -> None:
-        replies[n] = unpack(actor.call(_actor_pack((("c", n, 1), f"stats_{n}", (), {}))))
+        replies[n] = unpack(actor.call(pack((("c", n, 1), f"stats_{n}", (), {}))))
 
     threads = [threading.Thread(target=run, args=(n,)) for n in range(8, 0, -1)]
     for t in threads:
@@ -131,28 +130,20 @@ def test_threaded_actor_skips_a_call_that_never_comes(monkeypatch) -> None:
     _actor, actor, posted = _in_process_actor(monkeypatch)
     monkeypatch.setattr(_actor, "GAP_SECONDS", 0.3)
     try:
-        actor.call(_actor_pack((("c", 1, 1), "stats_1", (), {})))
+        actor.call(pack((("c", 1, 1), "stats_1", (), {})))
         t0 = time.monotonic()
-        actor.call(_actor_pack((("c", 3, 1), "stats_3", (), {})))  # call 2 never comes
+        actor.call(pack((("c", 3, 1), "stats_3", (), {})))  # call 2 never comes
         assert 0.25 < time.monotonic() - t0 < 10
-        actor.call(_actor_pack((("c", 4, 1), "stats_4", (), {})))
+        actor.call(pack((("c", 4, 1), "stats_4", (), {})))
         assert posted == [1, 3, 4]
     finally:
         actor.close()
-
-
-def _actor_pack(request: tuple) -> object:
-    from gpumsg.ray._handles import pack
-
-    return pack(request)
 
 
 def test_pack_carries_arrays_as_they_are() -> None:
     """A request or reply with a NumPy array stays a tuple (Ray's object store carries the
     array without a copy); one without is bytes; one that plain pickle cannot carry stays a
     tuple for Ray's cloudpickle; unpack gives each back."""
-    from gpumsg.ray._handles import Handle, pack, unpack
-
     arr = np.arange(6.0)
     with_array = (("c", 1, 1), "to_device", ([arr],), {})
     assert pack(with_array) is with_array
