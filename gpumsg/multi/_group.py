@@ -70,9 +70,50 @@ class CollectiveFuture(GpuFuture):
     that buffer's own error: :class:`~gpumsg.errors.DependencyFailed`,
     :class:`~gpumsg.errors.GpuRefStale`)."""
 
+    #: the per-rank futures, made when first asked for: most callers wait on the whole
+    _rank_futures: list[GpuFuture] | None = None
+    #: a failure of the whole reaches each rank as a CollectiveError naming that rank
+    _rank_errors = False
+
     def __init__(self, nranks: int) -> None:
         super().__init__()
-        self.ranks: list[GpuFuture] = [GpuFuture() for _ in range(nranks)]
+        self._nranks = nranks
+
+    @property
+    def ranks(self) -> list[GpuFuture]:
+        """One future per rank, each answered when the whole is (a failure as the whole's
+        error, or a :class:`CollectiveError` naming the rank); a waiter on one leads the
+        members as a waiter on the whole does."""
+        found = self._rank_futures
+        if found is not None:
+            return found
+        with _RANKS_LOCK:
+            found = self._rank_futures
+            if found is not None:
+                return found
+            found = [GpuFuture() for _ in range(self._nranks)]
+            for f in found:
+                f._lead, f._nudge = self._lead, self._nudge
+            self._rank_futures = found
+        self._chain(_answer_ranks)  # at once when the whole is answered already
+        return found
+
+
+#: makes a CollectiveFuture's per-rank futures once
+_RANKS_LOCK = threading.Lock()
+
+
+def _answer_ranks(whole: CollectiveFuture) -> None:
+    exc = whole.exception()
+    for r, f in enumerate(whole._rank_futures or ()):
+        if f.done():
+            continue
+        if exc is None:
+            f.set_result(None)
+        elif whole._rank_errors and isinstance(exc, CollectiveError):
+            f.set_exception(CollectiveError(str(exc), exc.comm, r))
+        else:
+            f.set_exception(exc)
 
 
 class Communicator:
@@ -109,6 +150,11 @@ class Communicator:
         self.rebuilds = 0
         #: calls whose ops passed _submit's checks (see there)
         self._passed: set[tuple] = set()
+        #: the last collective call: (its kind and arguments, its buffers' references, its
+        #: checked operations); see _repeat
+        self._last: tuple | None = None
+        #: the members' messages of the last batch issued: (its ops, communicator, messages)
+        self._messages: tuple | None = None
         self._batches: set[_Batch] = set()
         self._monitor: threading.Thread | None = None
         self._build()
@@ -220,11 +266,47 @@ class Communicator:
                 raise InvalidMessage(f"{field}[{r}] is not on rank {r}'s device", field=field)
         return list(bufs)
 
-    def _submit(self, ops: list[list[CollOp]]) -> CollectiveFuture:
+    def _repeat(self, call: tuple, *grids: Sequence[Any]) -> list[list[CollOp]] | None:
+        """The checked operations of the last collective call when this one repeats it, as a
+        training step's all-reduce of the same gradients does: the same kind and arguments
+        (``call``), and in ``grids`` (one buffer per rank each) the buffers whose references
+        that call used. A reference is the buffer's identity: a buffer freed and made again,
+        or on a restarted device, has another (and ``ref`` raises for a freed or stale one,
+        as the full path's checks do). None otherwise: the call takes the full path."""
+        last = self._last
+        if last is None or last[0] != call:
+            return None
+        refs, i, n = last[1], 0, self.nranks
+        try:
+            for grid in grids:
+                if len(grid) != n:
+                    return None
+                for b in grid:
+                    if (b if type(b) is BufRef else b.ref) is not refs[i]:
+                        return None
+                    i += 1
+        except (AttributeError, TypeError):  # not buffers: the full path says what is wrong
+            return None
+        return last[2]
+
+    def _remember(self, call: tuple, refs: list[BufRef], ops: list[list[CollOp]]
+                  ) -> list[list[CollOp]]:
+        """Keep a call that passed its checks for :meth:`_repeat`; returns ``ops``."""
+        self._last = (call, refs, ops)
+        return ops
+
+    def _submit(self, ops: list[list[CollOp]], checked: bool = False) -> CollectiveFuture:
         # refused at the call, also inside group(): each rank's ops as its message will check
         # them (op, root, peer, its own buffers), then the ranks' collectives against rank 0's.
         # Ops are plain data: a call equal to one that passed (the same buffers, counts and
-        # op, as a loop repeats it) passes again without the checks
+        # op, as a loop repeats it) passes again without the checks; ``checked``: a repeat
+        # found by _repeat, which passed them
+        if checked:
+            if self._pending is not None:
+                for r in range(self.nranks):
+                    self._pending[r] += ops[r]
+                return self._pending_future
+            return self._issue(ops)
         try:
             key: Any = tuple(map(tuple, ops))
             seen = key in self._passed
@@ -250,8 +332,14 @@ class Communicator:
         # before anything is enqueued: a send or recv without its partner would wait for ever,
         # and one whose partner disagrees would be read or written out of bounds (the
         # collectives were checked call by call, in _submit)
-        if any(o.kind in ("send", "recv") for rank_ops in ops for o in rank_ops):
-            check_batch(ops)
+        for rank_ops in ops:
+            for o in rank_ops:
+                if o.kind == "send" or o.kind == "recv":
+                    check_batch(ops)
+                    break
+            else:
+                continue
+            break
         out = out or CollectiveFuture(self.nranks)
         with self._build_lock:
             try:
@@ -261,9 +349,15 @@ class Communicator:
                 return out
             comm = self.comm_id
             # every op passed its rank's message checks in _submit (they look at one op at a
-            # time, so a batch of checked ops needs no second pass)
-            msgs = [Collective.unchecked(comm, r, self.nranks, tuple(ops[r]))
-                    for r in range(self.nranks)]
+            # time, so a batch of checked ops needs no second pass); a repeated call's ops
+            # (the very list, see _repeat) keep their messages while the communicator stays
+            made = self._messages
+            if made is not None and made[0] is ops and made[1] == comm:
+                msgs = made[2]
+            else:
+                msgs = [Collective.unchecked(comm, r, self.nranks, tuple(ops[r]))
+                        for r in range(self.nranks)]
+                self._messages = (ops, comm, msgs)
             inner: list[tuple[int, Future]] = []
             with ORDER_LOCK:
                 if caller_issues() and self._issue_here(comm, msgs, out):
@@ -294,7 +388,7 @@ class Communicator:
         parts = [Part(lambda exc, b=batch: self._part_done(b, exc)) for _ in range(n)]
         lead, nudge = leader(devices, parts)
         out._lead, out._nudge = lead, nudge
-        for f in out.ranks:
+        for f in out._rank_futures or ():  # asked for before the batch was issued (a group)
             f._lead, f._nudge = lead, nudge
         # failures are told once the turns are given back: whoever hears of them (a
         # done-callback) may post to the members, and the abort is a message to each
@@ -311,12 +405,12 @@ class Communicator:
                 refused = exc
             else:
                 self._track(batch)
-                missing = [r for r, ctx in enumerate(contexts)
-                           if not ctx.library("nccl").has(comm)]
+                handles = [ctx.library("nccl") for ctx in contexts]
+                missing = [r for r, h in enumerate(handles) if not h.has(comm)]
                 if missing:
                     failed = f"member(s) {missing} no longer hold the communicator"
                 else:
-                    failed = self._enqueue_here(contexts, msgs, plan, parts)
+                    failed = self._enqueue_here(contexts, handles, msgs, plan, parts)
         finally:
             give_turns(devices)
         if refused is not None:
@@ -325,8 +419,8 @@ class Communicator:
             self._fail_batch(batch, failed)
         return True
 
-    def _enqueue_here(self, contexts: list[Any], msgs: list[Collective], plan: list[tuple],
-                      parts: list[Part]) -> str | None:
+    def _enqueue_here(self, contexts: list[Any], handles: list[Any], msgs: list[Collective],
+                      plan: list[tuple], parts: list[Part]) -> str | None:
         """The NCCL group call of :meth:`_issue_here`: one ncclGroupStart, each rank's
         operations for its compute stream through its envelope (waits for the buffers'
         earlier uses on that device, tracking of their new use), one ncclGroupEnd, which
@@ -334,7 +428,6 @@ class Communicator:
         and the communicator aborted: a member may have been launched without its peers),
         or None."""
         comm = msgs[0].comm
-        handles = [ctx.library("nccl") for ctx in contexts]
         made: list[list[int]] = [[] for _ in contexts]
         error: BaseException | None = None
         failed_ctx = None
@@ -410,9 +503,7 @@ class Communicator:
                 return
             batch.finished = True
             self._batches.discard(batch)
-        for r, _ in batch.inner:
-            batch.out.ranks[r].set_result(None)
-        batch.out.set_result(None)
+        batch.out.set_result(None)  # and the per-rank futures made so far (_answer_ranks)
 
     def _fail_batch(self, batch: _Batch, error: str) -> None:
         with self._lock:
@@ -491,12 +582,18 @@ class Communicator:
     # is shorter or of another dtype would be read or written out of bounds (the simulator
     # would reduce the wrong elements). The reference is rank 0 (broadcast, reduce: the root).
 
-    def _coll(self, kind: str, sends: Any, recvs: Any, count: int, dtype: str, **kw: Any
+    def _coll(self, kind: str, sends: Any, recvs: Any, count: int, dtype: str,
+              call: tuple | None = None, refs: list[BufRef] | None = None, **kw: Any
               ) -> CollectiveFuture:
+        """One ``kind`` operation per rank (``sends[r]``, ``recvs[r]``), submitted; ``call``
+        and ``refs``: remembered for :meth:`_repeat` once the operations passed the checks."""
         ops: list[list[CollOp]] = [[] for _ in range(self.nranks)]
         for r in range(self.nranks):
             ops[r].append(coll_op(kind, sends[r], recvs[r], count, dtype, **kw))
-        return self._submit(ops)
+        fut = self._submit(ops)
+        if call is not None and refs is not None:
+            self._remember(call, refs, ops)
+        return fut
 
     def _root(self, root: Any) -> int:
         """``root`` as a rank of this communicator (it picks the reference buffer, so it is
@@ -525,6 +622,10 @@ class Communicator:
         inside :meth:`group`."""
         if bufs is not None and len(bufs) and isinstance(bufs[0], (list, tuple)):
             return self._all_reduce_many(bufs, out, op, scale)
+        call = _call("all_reduce", op, scale, out is None)
+        again = self._repeat(call, bufs) if out is None else self._repeat(call, bufs, out)
+        if again is not None:
+            return self._submit(again, checked=True)
         bufs = self._per_rank(bufs, "bufs")
         out = bufs if out is None else self._per_rank(out, "out")
         ins, outs = self._refs(bufs, "bufs"), self._refs(out, "out")
@@ -534,7 +635,8 @@ class Communicator:
                     layout=True)
             _expect("all_reduce", "out", r, outs[r], want, want.size, "as rank 0's bufs",
                     layout=True)
-        return self._coll("all_reduce", bufs, out, want.size, want.dtype, op=op, scale=scale)
+        return self._coll("all_reduce", bufs, out, want.size, want.dtype, call,
+                          ins if out is bufs else ins + outs, op=op, scale=scale)
 
     def _all_reduce_many(self, bufs: Sequence[Any], out: Sequence[Any] | None, op: str,
                          scale: float) -> CollectiveFuture:
@@ -564,6 +666,10 @@ class Communicator:
     def broadcast(self, bufs: Sequence[Any], root: int = 0) -> CollectiveFuture:
         """bufs[r] = bufs[root] on every rank (in place). Every bufs[r] has the root's dtype,
         shape and order."""
+        call = _call("broadcast", root)
+        again = self._repeat(call, bufs)
+        if again is not None:
+            return self._submit(again, checked=True)
         bufs = self._per_rank(bufs, "bufs")
         root = self._root(root)
         ins = self._refs(bufs, "bufs")
@@ -571,7 +677,7 @@ class Communicator:
         for r in range(self.nranks):
             _expect("broadcast", "bufs", r, ins[r], want, want.size, f"as root {root}'s bufs",
                     layout=True)
-        return self._coll("broadcast", bufs, bufs, want.size, want.dtype, root=root)
+        return self._coll("broadcast", bufs, bufs, want.size, want.dtype, call, ins, root=root)
 
     def reduce(self, bufs: Sequence[Any], out: Any, root: int = 0, op: str = "sum",
                scale: float = 1.0) -> CollectiveFuture:
@@ -596,6 +702,10 @@ class Communicator:
     def all_gather(self, bufs: Sequence[Any], out: Sequence[Any]) -> CollectiveFuture:
         """out[r] = concatenation of bufs over ranks: every bufs[r] holds as many elements of
         one dtype as rank 0's, every out[r] nranks times that."""
+        call = _call("all_gather")
+        again = self._repeat(call, bufs, out)
+        if again is not None:
+            return self._submit(again, checked=True)
         bufs, out = self._per_rank(bufs, "bufs"), self._per_rank(out, "out")
         ins, outs = self._refs(bufs, "bufs"), self._refs(out, "out")
         want = ins[0]
@@ -603,12 +713,16 @@ class Communicator:
             _expect("all_gather", "bufs", r, ins[r], want, want.size, "as rank 0's bufs")
             _expect("all_gather", "out", r, outs[r], want, want.size * self.nranks,
                     f"{self.nranks} ranks x rank 0's bufs of {want.size}")
-        return self._coll("all_gather", bufs, out, want.size, want.dtype)
+        return self._coll("all_gather", bufs, out, want.size, want.dtype, call, ins + outs)
 
     def reduce_scatter(self, bufs: Sequence[Any], out: Sequence[Any], op: str = "sum",
                        scale: float = 1.0) -> CollectiveFuture:
         """out[r] = part r of (op over ranks of bufs): every out[r] holds as many elements of
         one dtype as rank 0's, every bufs[r] nranks times that."""
+        call = _call("reduce_scatter", op, scale)
+        again = self._repeat(call, bufs, out)
+        if again is not None:
+            return self._submit(again, checked=True)
         bufs, out = self._per_rank(bufs, "bufs"), self._per_rank(out, "out")
         ins, outs = self._refs(bufs, "bufs"), self._refs(out, "out")
         want = outs[0]
@@ -616,8 +730,8 @@ class Communicator:
             _expect("reduce_scatter", "out", r, outs[r], want, want.size, "as rank 0's out")
             _expect("reduce_scatter", "bufs", r, ins[r], want, want.size * self.nranks,
                     f"{self.nranks} ranks x rank 0's out of {want.size}")
-        return self._coll("reduce_scatter", bufs, out, want.size, want.dtype, op=op,
-                          scale=scale)
+        return self._coll("reduce_scatter", bufs, out, want.size, want.dtype, call,
+                          ins + outs, op=op, scale=scale)
 
     def send(self, buf: Any, peer: int, count: int | None = None) -> CollectiveFuture:
         """Send ``buf`` (its rank is the device it lives on; ``count`` elements, default all)
@@ -664,6 +778,12 @@ class Communicator:
                         self.send(sends[i][j], peer=j)
                         self.recv(recvs[j][i], peer=i)
         return fut
+
+
+def _call(kind: str, *args: Any) -> tuple:
+    """A collective call's kind and arguments, as :meth:`Communicator._repeat` compares them:
+    each argument with its type (``root=True`` is refused where ``root=1`` passed)."""
+    return (kind, tuple(map(type, args)), args)
 
 
 def _expect(kind: str, name: str, rank: int, ref: BufRef, want: BufRef, size: int, why: str,
@@ -725,19 +845,16 @@ class _Batch:
 
 
 def _refuse(out: CollectiveFuture, exc: BaseException) -> None:
-    """Fail a batch that was never issued (every rank's future and ``out``) with ``exc``."""
-    for f in out.ranks:
-        if not f.done():
-            f.set_exception(exc)
+    """Fail a batch that was never issued (``out``, and so every rank's future) with
+    ``exc``."""
     if not out.done():
         out.set_exception(exc)
 
 
 def _fail_all(out: CollectiveFuture, exc: CollectiveError) -> None:
-    for r, f in enumerate(out.ranks):
-        if not f.done():
-            f.set_exception(CollectiveError(str(exc), exc.comm, r))
+    """Fail ``out`` with ``exc``; each rank's future with a CollectiveError naming it."""
     if not out.done():
+        out._rank_errors = True
         out.set_exception(exc)
 
 

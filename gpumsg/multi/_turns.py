@@ -71,7 +71,8 @@ def take_turns(devices: Sequence[Any], msg: Any) -> list[Any] | None:
     contexts: list[Any] = [None] * len(devices)
     taken = []
     # one order for every caller: two callers never wait for each other's second device
-    for i in sorted(range(len(devices)), key=lambda i: devices[i]._state.token):
+    tokens = [d._state.token for d in devices]
+    for i in sorted(range(len(devices)), key=tokens.__getitem__):
         worker = devices[i]._worker
         ctx = worker.take_turn(TURN_WAIT)
         if ctx is None:

@@ -791,7 +791,10 @@ class DeviceContext:
 
     def keeps_batches(self) -> bool:
         """Whether the executor keeps batches not answered yet (no watcher has them)."""
-        return any(slot.local or slot.pending for slot in self.active)
+        for slot in self.active:  # a loop, not any(): asked at the end of every caller's turn
+            if slot.local or slot.pending:
+                return True
+        return False
 
     def oldest_running(self) -> Any:
         """The event of the oldest batch the executor keeps (None: it keeps none)."""

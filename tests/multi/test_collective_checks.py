@@ -284,6 +284,37 @@ def test_send_recv_disagreements(group, refused, rng):
     np.testing.assert_array_equal(_host(group[1], part[1]), xs[0][:3])
 
 
+def test_a_repeated_call_is_checked_as_the_first(group, refused, rng):
+    """A call that repeats the last one (the same buffers, kind and arguments) reuses its
+    checked operations; anything else is checked again: another buffer in a rank's place, a
+    freed buffer, another argument (``root=True`` where ``root=1`` passed, an unknown op).
+    The repeats give NumPy's answer."""
+    n, last, comm = len(group), len(group) - 1, group.comm
+    xs = [_random(rng, 6) for _ in range(n)]
+    bufs = _put(group, xs)
+    for k in range(3):  # each all-reduce sums what the last one left on every rank
+        comm.all_reduce(bufs).result(60)
+        total = n ** k * sum(x.astype(np.float64) for x in xs)
+        for d, b in zip(group, bufs):
+            _close(_host(d, b), total, "f32")
+    longer = list(bufs)
+    longer[last] = group[last].to_device(_random(rng, 8))
+    refused(lambda: comm.all_reduce(longer), f"bufs[{last}]", last, "8 elements")
+    comm.all_reduce(bufs).result(60)
+    refused(lambda: comm.all_reduce(bufs, op="median"), "ops[0].op", None)
+    comm.broadcast(bufs, root=1).result(60)
+    refused(lambda: comm.broadcast(bufs, root=True), "root", None)
+    comm.broadcast(bufs, root=1).result(60)
+    for d, b in zip(group, bufs):
+        np.testing.assert_array_equal(_host(d, b), _host(group[1], bufs[1]))
+    gone = list(bufs)
+    gone[last] = group[last].to_device(_random(rng, 6))
+    comm.all_reduce(gone).result(60)
+    group[last].free(gone[last])
+    with pytest.raises(gpumsg.GpuRefStale):
+        comm.all_reduce(gone)
+
+
 def test_refused_group_fails_its_future(group, rng):
     comm = group.comm
     src = _put(group, [_random(rng, 5) for _ in group])

@@ -185,6 +185,29 @@ def test_bad_arguments(group, rng):
                                   a.copy_to_host(x).result(30)[:4])
 
 
+def test_a_repeated_copy_is_checked_as_the_first(group, rng):
+    """A copy that repeats the last one into the same buffer (same source, arguments and
+    their types) skips its checks and moves the source's current bytes; any change is checked
+    again (an offset that no longer fits, a bool where an int passed, a freed buffer)."""
+    a, b = group[0], group[len(group) - 1]
+    src = a.to_device(rng.standard_normal(16).astype(np.float32))
+    dst = b.to_device(rng.standard_normal(16).astype(np.float32))
+    for _ in range(3):
+        x = rng.standard_normal(16).astype(np.float32)
+        a.copy_from_host(src, x)
+        assert b.copy_peer(dst, src, nbytes=32, dst_offset=32).result(30) is None
+        np.testing.assert_array_equal(b.copy_to_host(dst).result(30)[8:16], x[:8])
+    with pytest.raises(gpumsg.InvalidMessage, match="dst"):
+        b.copy_peer(dst, src, nbytes=32, dst_offset=40)  # 40 + 32 bytes do not fit in 64
+    b.copy_peer(dst, src, nbytes=32, dst_offset=32).result(30)
+    with pytest.raises(gpumsg.InvalidMessage, match="dst_offset"):
+        b.copy_peer(dst, src, nbytes=32, dst_offset=True)
+    b.copy_peer(dst, src, nbytes=32, dst_offset=32).result(30)
+    b.free(dst)
+    with pytest.raises(gpumsg.GpuRefStale):
+        b.copy_peer(dst, src, nbytes=32, dst_offset=32)
+
+
 def test_process_isolation_is_refused_at_the_call_site(rng):
     with gpumsg.open_device(0, backend="sim") as a, \
             gpumsg.open_device(1, backend="sim", isolation="process", standby=False) as b:
