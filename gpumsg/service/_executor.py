@@ -23,9 +23,10 @@ executor what it has taken; a caller runs inline only while the two agree, under
 a message never overtakes one posted before it (by any thread). Batches a caller's turn left
 running stay with the executor lock (``StreamSlot.local``) for the next turn or a waiting
 caller to answer; when callers are away the device thread drains them: a turn that leaves some
-puts :data:`WATCH` in the mailbox (once), and the device thread then looks every
+puts :data:`WATCH` in the mailbox (once), and the device thread then looks after
 :data:`WATCH_SECONDS`, handing what callers left to the completion threads when no caller has
-taken a turn since its last look.
+taken a turn since its last look; while callers are at work the wait doubles, up to
+:data:`WATCH_MAX_SECONDS`.
 
 Measured on an H200 (array calls pipelined, each dropping the previous result): once one
 message waits in the mailbox, the caller's next posts queue behind it while the device thread
@@ -58,11 +59,18 @@ import threading
 from queue import SimpleQueue
 from typing import Any
 
-__all__ = ["Executor", "Mailbox", "WATCH", "WATCH_SECONDS", "WATCH_IDLE", "INLINE",
+__all__ = ["Executor", "Mailbox", "WATCH", "WATCH_SECONDS", "WATCH_MAX_SECONDS", "WATCH_IDLE",
+           "INLINE",
            "runs_inline"]
 
-#: how often the device thread looks at what callers' turns left running, in seconds
+#: how soon the device thread first looks at what callers' turns left running, in seconds
 WATCH_SECONDS = 300e-6
+#: the longest wait between two looks: each look that finds callers at work (a turn taken
+#: since the last, or the lock held) doubles the wait up to this; one that finds them away
+#: goes back to WATCH_SECONDS. A look wakes the device thread, which then needs the GIL: a
+#: caller in a loop of round trips (it waits for its own answers) lost the GIL to a look
+#: every 300 µs (see the module)
+WATCH_MAX_SECONDS = 2.4e-3
 #: looks with no caller turn after which the device thread stops looking (and blocks)
 WATCH_IDLE = 32
 #: the message that sets the device thread looking (see the module)

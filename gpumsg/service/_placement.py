@@ -191,7 +191,10 @@ class Placement:
     def idle(self) -> Any:
         """Rule 2: the first stream with nothing in flight, else the least recently used."""
         for s in self.pool:
-            if _idle(s):
+            # nothing issued on it is still to be seen complete (allocations, which count in
+            # its sequence without a batch of their own, need nothing)
+            if s.seq == s.done_seq or not (s.pending or s.local or
+                                           s.handed != s.watcher.batches):
                 return s
         return min(self.pool, key=_last_used)
 
@@ -238,13 +241,6 @@ class Placement:
             counts = tuple([s.placed for s in self.pool])
             self._counts = (self.clock, counts)
         return counts
-
-
-def _idle(slot: Any) -> bool:
-    """Whether nothing issued on ``slot`` is still to be seen complete (allocations, which
-    count in its sequence without a batch of their own, need nothing)."""
-    return slot.seq == slot.done_seq or not (
-        slot.pending or slot.local or slot.handed != slot.watcher.batches)
 
 
 def _last_used(slot: Any) -> int:

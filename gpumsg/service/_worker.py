@@ -25,7 +25,7 @@ from ..messages.graph import CAPTURABLE
 from . import _handlers as _device_handlers  # noqa: F401  (registers the device messages)
 from ._backpressure import Backpressure, configured, exempt_this_thread
 from ._context import DeviceContext
-from ._executor import INLINE, WATCH, WATCH_IDLE, WATCH_SECONDS, Mailbox
+from ._executor import INLINE, WATCH, WATCH_IDLE, WATCH_MAX_SECONDS, WATCH_SECONDS, Mailbox
 from ._registry import HANDLERS, PLACED
 
 __all__ = ["DeviceWorker", "serve", "STOP", "MAX_BATCH"]
@@ -172,6 +172,7 @@ def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | No
     me = threading.get_ident()
     watching = False  # looking at what callers' turns left running (service/_executor.py)
     seen = idle = 0  # callers' turns at the last look; looks since one
+    wait = WATCH_SECONDS  # until the next look: doubled while callers are at work
     stop = False
     while not stop:
         # odd while blocked for the next batch, even while handling one: with an empty mailbox
@@ -188,7 +189,7 @@ def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | No
             ctx.epoch += 1
         else:
             try:
-                item = get(True, WATCH_SECONDS)
+                item = get(True, wait)
                 ctx.epoch += 1
             except Empty:
                 ctx.epoch += 1
@@ -196,12 +197,15 @@ def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | No
                 # look that waited for the lock would take it as that turn ends, and the
                 # caller's next message would queue behind the look (service/_executor.py)
                 if not executor.lock.acquire(False):
+                    wait = min(2 * wait, WATCH_MAX_SECONDS)
                     continue
                 try:
                     executor.holder = me
                     if executor.turns != seen:  # callers are at work: their batches are theirs
                         seen, idle = executor.turns, 0
+                        wait = min(2 * wait, WATCH_MAX_SECONDS)
                     else:  # callers are away: answer what they left, hand over the rest
+                        wait = WATCH_SECONDS
                         _end_turn(ctx, None, backpressure)
                         ctx.hand_over()
                         idle += 1
@@ -238,7 +242,7 @@ def serve(ctx: DeviceContext, mailbox: SimpleQueue, shutdown_timeout: float | No
                     executor.taken -= 1  # never counted as posted
                     executor.watch_posted = False
                     watching = executor.watching = True
-                    seen, idle = executor.turns, 0
+                    seen, idle, wait = executor.turns, 0, WATCH_SECONDS
                     continue
                 if state.poisoned is not None:
                     if ctx.in_worker_process:

@@ -18,6 +18,10 @@ LIBRARY = register_library("cublaslt", cuda=LtHandle, sim=SimLt, namespace="cubl
                            client=CublasLt, specs=(SPEC,), per_stream=True)
 
 capturable(Matmul, libraries=("cublaslt",))  # dev.graph() may record it
-placed(Matmul)  # on any compute stream of the pool (each has its own handle and workspace)
+# on any compute stream of the pool (each has its own handle and workspace). ``written`` is the
+# message's own (bias and aux are outputs of some epilogues): the placement reads the fields,
+# taking bias, aux and scale_d as written (a written field follows every use in flight)
+placed(Matmul, fields=(("a", "b", "c", "scale_a", "scale_b", "scale_c"),
+                       ("d", "bias", "aux", "scale_d")))
 
 __all__ = ["LIBRARY", "SPEC", "CublasLt", "LtHandle", "SimLt"]

@@ -26,7 +26,8 @@ register_namespace("fft", Fft)
 # an execution only enqueues work on the compute stream (its plan must exist before recording;
 # the scaling, when asked for, is a cuBLAS scal)
 capturable(fft.FftExec, libraries=("cufft", "cublas"))
-# on any compute stream of the pool: each has its own plans (a plan's work area is its own)
-placed(fft.FftExec)
+# on any compute stream of the pool: each has its own plans (a plan's work area is its own);
+# the placement takes x as written (a complex-to-real execution overwrites its input)
+placed(fft.FftExec, fields=((), ("out", "x")))
 
 __all__ = ["LIBRARY", "SPEC", "Cufft", "CufftHandle", "Fft", "Plan", "SimCufft"]
