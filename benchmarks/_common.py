@@ -129,7 +129,7 @@ def environment() -> dict[str, Any]:
 
         out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=10).stdout.strip()
-        env["driver"] = out
+        env["driver"] = out.splitlines()[0] if out else "unknown"  # one line per GPU
     except Exception:  # noqa: BLE001
         env["driver"] = "unknown"
     for mod in ("numpy", "torch", "cupy", "cuda.bindings"):
