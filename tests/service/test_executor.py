@@ -14,7 +14,14 @@ import pytest
 import gpumsg
 from gpumsg.errors import InvalidMessage
 from gpumsg.messages.device import Stats
-from gpumsg.service._executor import INLINE, Executor, Mailbox
+from gpumsg.service import _worker
+from gpumsg.service._executor import (
+    INLINE,
+    WATCH_MAX_SECONDS,
+    WATCH_SECONDS,
+    Executor,
+    Mailbox,
+)
 
 
 def _counts(dev) -> tuple[int, int]:
@@ -115,6 +122,36 @@ def test_work_left_by_callers_is_answered_without_a_waiter(dev, rng) -> None:
     while not left.done() and time.monotonic() < deadline:
         time.sleep(0.005)
     assert left.done() and left.exception() is None
+
+
+def test_looks_back_off_while_a_caller_is_at_work(monkeypatch, rng) -> None:
+    """The device thread's looks at what callers' turns left: while a caller keeps taking
+    turns (a loop of round trips) each look doubles the wait, up to WATCH_MAX_SECONDS, so it
+    looks far less often than every WATCH_SECONDS; once the caller is away the wait is
+    WATCH_SECONDS again. The waits are read from the mailbox's timed gets."""
+    waits: list[float] = []
+
+    class Recording(Mailbox):
+        def get(self, block: bool = True, timeout: float | None = None):  # type: ignore[override]
+            if timeout is not None:
+                waits.append(timeout)
+            return Mailbox.get(self, block, timeout)
+
+    monkeypatch.setattr(_worker, "Mailbox", Recording)
+    a0, b0 = rng.standard_normal((16, 16)), rng.standard_normal((16, 8))
+    with gpumsg.open_device(0, backend="sim") as dev:
+        a, b = dev.to_device(a0).result(timeout=60), dev.to_device(b0).result(timeout=60)
+        busy_for = 0.3
+        start = time.monotonic()
+        while time.monotonic() - start < busy_for:  # round trips: a turn each, work left
+            dev.linalg.matmul(a, b).result(timeout=60)
+        busy = list(waits)
+        time.sleep(0.1)  # the caller is away
+        away = waits[len(busy):]
+    assert busy, "the device thread never looked"
+    assert max(busy) == pytest.approx(WATCH_MAX_SECONDS)
+    assert len(busy) < busy_for / WATCH_SECONDS / 4, len(busy)
+    assert WATCH_SECONDS in away, away[:8]
 
 
 def test_a_failure_on_the_callers_thread_is_typed_and_keeps_its_traceback_as_text(
