@@ -143,6 +143,28 @@ def test_ordered_with_each_members_work(group, mode, posted, rng):
         assert all((len(s) == 0) == (mode == "caller") for s in seen)
 
 
+def test_per_rank_futures_asked_for_before_the_batch_is_issued(group, mode, rng):
+    """``fut.ranks`` of a group's future, asked for before the group issues anything: each
+    rank's future is answered with the whole (a waiter on one alone leads the members), and
+    asking again gives the same futures; a future asked for after the answer is done at
+    once."""
+    n = len(group)
+    xs = _inputs(rng, n, 12, "f32")
+    bufs = _put(group, xs)
+    with group.comm.group() as fut:
+        ranks = fut.ranks
+        assert not any(f.done() for f in ranks)
+        group.comm.all_reduce(bufs)
+    for f in reversed(ranks):
+        assert f.result(60) is None
+    assert fut.ranks is ranks and fut.done()
+    for r, d in enumerate(group):
+        _check_reduction(d.copy_to_host(bufs[r]).result(60), xs, "sum", "f32")
+    later = group.comm.all_reduce(bufs)
+    later.result(60)
+    assert len(later.ranks) == n and all(f.done() and f.result() is None for f in later.ranks)
+
+
 def test_several_buffers_in_one_call(group, mode, rng):
     n = len(group)
     xs = _inputs(rng, n, 17, "f32")
