@@ -289,12 +289,6 @@ class Communicator:
             return None
         return last[2]
 
-    def _remember(self, call: tuple, refs: list[BufRef], ops: list[list[CollOp]]
-                  ) -> list[list[CollOp]]:
-        """Keep a call that passed its checks for :meth:`_repeat`; returns ``ops``."""
-        self._last = (call, refs, ops)
-        return ops
-
     def _submit(self, ops: list[list[CollOp]], checked: bool = False) -> CollectiveFuture:
         # refused at the call, also inside group(): each rank's ops as its message will check
         # them (op, root, peer, its own buffers), then the ranks' collectives against rank 0's.
@@ -332,14 +326,8 @@ class Communicator:
         # before anything is enqueued: a send or recv without its partner would wait for ever,
         # and one whose partner disagrees would be read or written out of bounds (the
         # collectives were checked call by call, in _submit)
-        for rank_ops in ops:
-            for o in rank_ops:
-                if o.kind == "send" or o.kind == "recv":
-                    check_batch(ops)
-                    break
-            else:
-                continue
-            break
+        if _has_p2p(ops):
+            check_batch(ops)
         out = out or CollectiveFuture(self.nranks)
         with self._build_lock:
             try:
@@ -586,13 +574,13 @@ class Communicator:
               call: tuple | None = None, refs: list[BufRef] | None = None, **kw: Any
               ) -> CollectiveFuture:
         """One ``kind`` operation per rank (``sends[r]``, ``recvs[r]``), submitted; ``call``
-        and ``refs``: remembered for :meth:`_repeat` once the operations passed the checks."""
+        and ``refs``: kept for :meth:`_repeat` once the operations passed the checks."""
         ops: list[list[CollOp]] = [[] for _ in range(self.nranks)]
         for r in range(self.nranks):
             ops[r].append(coll_op(kind, sends[r], recvs[r], count, dtype, **kw))
         fut = self._submit(ops)
-        if call is not None and refs is not None:
-            self._remember(call, refs, ops)
+        if call is not None and refs is not None:  # it passed the checks
+            self._last = (call, refs, ops)
         return fut
 
     def _root(self, root: Any) -> int:
@@ -778,6 +766,15 @@ class Communicator:
                         self.send(sends[i][j], peer=j)
                         self.recv(recvs[j][i], peer=i)
         return fut
+
+
+def _has_p2p(ops: list[list[CollOp]]) -> bool:
+    """Whether a batch holds a send or a recv (a plain loop: on every collective's path)."""
+    for rank_ops in ops:
+        for o in rank_ops:
+            if o.kind == "send" or o.kind == "recv":
+                return True
+    return False
 
 
 def _call(kind: str, *args: Any) -> tuple:

@@ -60,8 +60,7 @@ from queue import SimpleQueue
 from typing import Any
 
 __all__ = ["Executor", "Mailbox", "WATCH", "WATCH_SECONDS", "WATCH_MAX_SECONDS", "WATCH_IDLE",
-           "INLINE",
-           "runs_inline"]
+           "INLINE", "runs_inline"]
 
 #: how soon the device thread first looks at what callers' turns left running, in seconds
 WATCH_SECONDS = 300e-6
